@@ -1,0 +1,16 @@
+//! The graph IR: typed nodes over a private petgraph `StableDiGraph`.
+
+pub mod builder;
+mod graph;
+mod node;
+mod op;
+mod print;
+mod sym;
+mod types;
+
+pub use graph::{Graph, GraphOutput, OutputKind};
+pub use node::{Edge, Node, NodeId, Origin, ValueRef};
+pub use op::{ArgReduceOp, BinaryOp, InputKind, Op, Operand, ReduceOp, SymArithOp, UnaryOp};
+pub use print::print;
+pub use sym::SymExpr;
+pub use types::{Bounds, DType, Dim, Scalar, TensorType};

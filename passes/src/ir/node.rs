@@ -1,0 +1,93 @@
+//! Nodes and value references of the IR.
+
+use petgraph::stable_graph::NodeIndex;
+use smallvec::SmallVec;
+
+use super::op::Op;
+use super::types::TensorType;
+
+/// Stable handle of a node; stays valid when other nodes are removed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NodeId(pub(crate) NodeIndex<u32>);
+
+impl NodeId {
+    /// The raw index, for diagnostics and deterministic tie-breaking.
+    pub fn index(self) -> usize {
+        self.0.index()
+    }
+}
+
+/// One output of one node: the unit of data flow (tract's `OutletId`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ValueRef {
+    /// The producing node.
+    pub node: NodeId,
+    /// Which of its outputs.
+    pub slot: u16,
+}
+
+/// Where a node came from in the exported program; kept across passes for diagnostics.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Origin {
+    /// The FX target, e.g. `torch.ops.aten.addmm.default` (empty for graph inputs).
+    pub target: String,
+    /// FX names of the node's outputs, one per output slot (`getitem`, `getitem_3`, …).
+    pub output_names: Vec<String>,
+    /// The Python stack trace recorded at export, if any.
+    pub stack_trace: Option<String>,
+    /// `nn_module_stack` paths, outermost first, e.g. `["model.layers.0", "model.layers.0.mlp"]`.
+    pub module_path: Vec<String>,
+    /// For nodes created by a pass: the name of the node it was derived from.
+    pub derived_from: Option<String>,
+}
+
+impl Origin {
+    /// The last `File "…", line N` frame of the stack trace, which points at user code.
+    pub fn source_line(&self) -> Option<&str> {
+        let trace = self.stack_trace.as_deref()?;
+        trace
+            .lines()
+            .map(str::trim)
+            .filter(|l| l.starts_with("File "))
+            .last()
+    }
+}
+
+/// A node: one operation with typed outputs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Node {
+    /// Unique name; the FX node name for imported nodes, `{orig}.{pass}.{k}` for derived ones.
+    pub name: String,
+    /// The operation.
+    pub op: Op,
+    /// Types of the outputs, one per output slot. Invariant: the verifier checks them against
+    /// the op's shape rules.
+    pub outputs: SmallVec<[TensorType; 1]>,
+    /// Provenance, for messages and MLIR locations.
+    pub origin: Origin,
+}
+
+impl Node {
+    /// A node with no provenance beyond its name.
+    pub fn new(
+        name: impl Into<String>,
+        op: Op,
+        outputs: impl IntoIterator<Item = TensorType>,
+    ) -> Node {
+        Node {
+            name: name.into(),
+            op,
+            outputs: outputs.into_iter().collect(),
+            origin: Origin::default(),
+        }
+    }
+}
+
+/// Weight of a data-flow edge: which output feeds which input slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Edge {
+    /// Output slot of the producer.
+    pub src_slot: u16,
+    /// Input slot of the consumer.
+    pub dst_slot: u16,
+}

@@ -1,0 +1,325 @@
+//! The closed set of operations of the IR.
+//!
+//! Each variant carries the non-tensor attributes of an ATen op with every schema default
+//! filled in; tensor operands are the node's inputs, in slot order. Adding a variant makes the
+//! compiler point at every `match` that must handle it (printer, verifier, emitter).
+
+use serde::{Deserialize, Serialize};
+
+use super::types::{DType, Dim, Scalar};
+
+/// What a graph input is bound to.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InputKind {
+    /// An `nn.Parameter`, by fully qualified name.
+    Parameter {
+        /// State-dict name, e.g. `fc1.weight`.
+        fqn: String,
+    },
+    /// A registered buffer; non-persistent buffers live in the archive's constants.
+    Buffer {
+        /// State-dict name, e.g. `bn1.running_mean`.
+        fqn: String,
+        /// Whether the buffer is part of the `state_dict`.
+        persistent: bool,
+    },
+    /// A tensor constant lifted out of `forward`.
+    Constant {
+        /// Name in the archive's constants, e.g. `lifted_tensor_0`.
+        fqn: String,
+    },
+    /// The `index`-th tensor the caller passes.
+    User {
+        /// Position among the user inputs.
+        index: usize,
+    },
+}
+
+/// Element-wise functions of one tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[allow(missing_docs)] // variants and fields are named after the ATen ops and arguments
+pub enum UnaryOp {
+    Abs,
+    Cos,
+    Erf,
+    Exp,
+    /// `gelu` with `approximate='none'`.
+    Gelu,
+    /// `gelu` with `approximate='tanh'`.
+    GeluTanh,
+    Log,
+    LogicalNot,
+    Neg,
+    Relu,
+    Rsqrt,
+    Sigmoid,
+    Sin,
+    Sqrt,
+    Tanh,
+}
+
+/// Element-wise functions of two operands with broadcasting and PyTorch type promotion.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[allow(missing_docs)] // variants and fields are named after the ATen ops and arguments
+pub enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    /// True division (`div.Tensor` without rounding mode).
+    Div,
+    Pow,
+    Maximum,
+    Minimum,
+    BitwiseAnd,
+    BitwiseOr,
+    LogicalAnd,
+    LogicalOr,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+impl BinaryOp {
+    /// True for comparisons, whose result is `bool`.
+    pub fn is_comparison(self) -> bool {
+        use BinaryOp::*;
+        matches!(self, Eq | Ne | Lt | Le | Gt | Ge)
+    }
+}
+
+/// Reductions over a set of dimensions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[allow(missing_docs)] // variants and fields are named after the ATen ops and arguments
+pub enum ReduceOp {
+    Sum,
+    Mean,
+    Prod,
+    /// `amax`.
+    Max,
+    /// `amin`.
+    Min,
+    Any,
+    All,
+}
+
+/// Index-of-extremum reductions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[allow(missing_docs)] // variants and fields are named after the ATen ops and arguments
+pub enum ArgReduceOp {
+    Argmax,
+    Argmin,
+}
+
+/// Integer arithmetic on symbolic sizes (`_operator.*` targets).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[allow(missing_docs)] // variants and fields are named after the ATen ops and arguments
+pub enum SymArithOp {
+    Add,
+    Sub,
+    Mul,
+    FloorDiv,
+    Mod,
+}
+
+/// An operand of an element-wise op that may be a tensor (a node input) or a Python scalar.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Operand {
+    /// The next tensor input of the node.
+    Tensor,
+    /// A Python scalar; it follows PyTorch's wrapped-number promotion rules.
+    Scalar(Scalar),
+}
+
+/// One operation. Tensor operands are node inputs in slot order; the docs of each variant
+/// name them. Attributes are normalized: defaults filled in, negative dims kept as written
+/// (the verifier and emitter normalize them against the operand rank).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[allow(missing_docs)] // variants and fields are named after the ATen ops and arguments
+pub enum Op {
+    /// A graph input (no inputs, one output).
+    Input(InputKind),
+    /// `f(x)`: inputs `[x]`.
+    Unary(UnaryOp),
+    /// `lhs op (alpha * rhs)`: one input per `Operand::Tensor`, lhs first.
+    Binary {
+        op: BinaryOp,
+        lhs: Operand,
+        rhs: Operand,
+        /// Multiplier of `rhs` for `add`/`sub` (`alpha`), when not 1.
+        alpha: Option<Scalar>,
+    },
+    /// `where(cond, a, b)`: one input per `Operand::Tensor`, cond first.
+    Where { on_true: Operand, on_false: Operand },
+    /// `clamp(x, min, max)`: inputs `[x]`.
+    Clamp {
+        min: Option<Scalar>,
+        max: Option<Scalar>,
+    },
+    /// `mm(a, b)`: inputs `[a, b]`.
+    Mm,
+    /// `bmm(a, b)`: inputs `[a, b]`.
+    Bmm,
+    /// `beta*c + alpha*(a @ b)`: inputs `[c, a, b]`.
+    Addmm { beta: Scalar, alpha: Scalar },
+    /// N-d convolution: inputs `[x, w]` or `[x, w, bias]`.
+    Convolution {
+        stride: Vec<i64>,
+        padding: Vec<i64>,
+        dilation: Vec<i64>,
+        transposed: bool,
+        output_padding: Vec<i64>,
+        groups: i64,
+        has_bias: bool,
+    },
+    /// `max_pool2d_with_indices`: inputs `[x]`, outputs `[values, indices]`.
+    MaxPool2d {
+        kernel: Vec<i64>,
+        stride: Vec<i64>,
+        padding: Vec<i64>,
+        dilation: Vec<i64>,
+        ceil_mode: bool,
+    },
+    /// `_native_batch_norm_legit_no_training`: inputs `[x, (weight), (bias), mean, var]`,
+    /// outputs `[y, save_mean, save_invstd]`.
+    BatchNormInference {
+        eps: f64,
+        has_weight: bool,
+        has_bias: bool,
+    },
+    /// `native_layer_norm` over the last `normalized_rank` dims: inputs `[x, (weight), (bias)]`,
+    /// outputs `[y, mean, rstd]`.
+    LayerNorm {
+        normalized_rank: usize,
+        eps: f64,
+        has_weight: bool,
+        has_bias: bool,
+    },
+    /// `_softmax` / `_log_softmax` along `dim`: inputs `[x]`.
+    Softmax { dim: i64, log: bool },
+    /// Reduction over `dims` (all dims when empty): inputs `[x]`.
+    Reduce {
+        op: ReduceOp,
+        dims: Vec<i64>,
+        keepdim: bool,
+        dtype: Option<DType>,
+    },
+    /// `argmax`/`argmin` over `dim` (flattened when `None`): inputs `[x]`.
+    ArgReduce {
+        op: ArgReduceOp,
+        dim: Option<i64>,
+        keepdim: bool,
+    },
+    /// `cumsum` along `dim`: inputs `[x]`.
+    Cumsum { dim: i64, dtype: Option<DType> },
+    /// `view`/`reshape` to `size` (one entry may be -1): inputs `[x]`.
+    View { size: Vec<Dim> },
+    /// `permute`: inputs `[x]`.
+    Permute { dims: Vec<i64> },
+    /// `expand` to `size` (-1 keeps a dim): inputs `[x]`.
+    Expand { size: Vec<Dim> },
+    /// `unsqueeze`: inputs `[x]`.
+    Unsqueeze { dim: i64 },
+    /// `squeeze` of `dims` (all size-1 dims when empty): inputs `[x]`.
+    Squeeze { dims: Vec<i64> },
+    /// `clone`, `alias` and other identities on values: inputs `[x]`.
+    Copy,
+    /// `slice.Tensor`: inputs `[x]`. `end` may be `i64::MAX`, meaning "to the end".
+    Slice {
+        dim: i64,
+        start: Dim,
+        end: Dim,
+        step: i64,
+    },
+    /// `cat` along `dim`: inputs are the tensors.
+    Cat { dim: i64 },
+    /// `split_with_sizes`: inputs `[x]`, one output per size.
+    SplitWithSizes { sizes: Vec<Dim>, dim: i64 },
+    /// Advanced indexing `x[i0, :, i2]`: inputs `[x, present indices...]`; `present[k]` says
+    /// whether position `k` has an index tensor (`None` is a full slice).
+    Index { present: Vec<bool> },
+    /// `index_select(x, dim, idx)`: inputs `[x, idx]`.
+    IndexSelect { dim: i64 },
+    /// `gather(x, dim, index)`: inputs `[x, index]`.
+    Gather { dim: i64 },
+    /// `embedding(weight, indices)`: inputs `[weight, indices]`.
+    Embedding,
+    /// `arange(start, end, step)`: no inputs.
+    Arange {
+        start: Scalar,
+        end: Scalar,
+        step: Scalar,
+    },
+    /// `arange` whose end is a symbolic size: no inputs.
+    ArangeSym { start: i64, end: Dim, step: i64 },
+    /// `full(size, value)`: no inputs.
+    Full { size: Vec<Dim>, value: Scalar },
+    /// `full_like(x, value)`: inputs `[x]` (only its shape is used).
+    FullLike { value: Scalar },
+    /// `scalar_tensor(value)`: no inputs, a 0-d result.
+    ScalarTensor { value: Scalar },
+    /// `_to_copy` and friends: inputs `[x]`, converted to the output dtype.
+    Convert,
+    /// `_assert_tensor_metadata`: inputs `[x]`, no outputs; a no-op at run time.
+    AssertMetadata { dtype: Option<DType> },
+    /// `sym_size.int(x, dim)`: inputs `[x]`, one 0-d `i64` output whose value is the size.
+    SymSize { dim: i64 },
+    /// Symbolic integer arithmetic; operands are folded into the output's expression.
+    SymArith(SymArithOp),
+    /// An ATen target with no lowering yet; kept so that `check` can list them all.
+    Unsupported { target: String },
+}
+
+impl Op {
+    /// Short, stable op name used by the printer and in messages (`addmm`, `reduce_mean`).
+    pub fn name(&self) -> String {
+        match self {
+            Op::Input(k) => match k {
+                InputKind::Parameter { .. } => "input.param".into(),
+                InputKind::Buffer { .. } => "input.buffer".into(),
+                InputKind::Constant { .. } => "input.const".into(),
+                InputKind::User { .. } => "input.user".into(),
+            },
+            Op::Unary(u) => snake_case(&format!("{u:?}")),
+            Op::Binary { op, .. } => snake_case(&format!("{op:?}")),
+            Op::Reduce { op, .. } => format!("reduce_{}", snake_case(&format!("{op:?}"))),
+            Op::ArgReduce { op, .. } => snake_case(&format!("{op:?}")),
+            Op::SymArith(op) => format!("sym_{}", snake_case(&format!("{op:?}"))),
+            Op::Unsupported { target } => format!("unsupported<{target}>"),
+            other => {
+                let debug = format!("{other:?}");
+                let variant: String = debug
+                    .chars()
+                    .take_while(char::is_ascii_alphanumeric)
+                    .collect();
+                snake_case(&variant)
+            }
+        }
+    }
+}
+
+/// `MaxPool2d` -> `max_pool2d`, `LogicalNot` -> `logical_not`.
+fn snake_case(camel: &str) -> String {
+    let mut out = String::with_capacity(camel.len() + 4);
+    for (i, c) in camel.chars().enumerate() {
+        if c.is_ascii_uppercase() {
+            if i > 0 {
+                out.push('_');
+            }
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}

@@ -1,0 +1,290 @@
+//! Deterministic text form of a graph, for snapshots, `--dump-dir` and debugging.
+//!
+//! Values are renumbered `%0, %1, …` in topological order, so holes left by removed nodes never
+//! show up in diffs. One line per node:
+//!
+//! ```text
+//! %4 = addmm(%1, %3, %2) {beta=1, alpha=1} : f32[4,32]  # addmm
+//! ```
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use super::graph::{Graph, OutputKind};
+use super::node::{NodeId, ValueRef};
+use super::op::{InputKind, Op, Operand};
+use super::types::{Dim, Scalar};
+
+/// Prints the whole graph. Falls back to index order if the graph has a cycle (the verifier
+/// reports cycles; the printer must still be usable to show them).
+pub fn print(graph: &Graph) -> String {
+    let order = graph
+        .topo_order()
+        .unwrap_or_else(|_| graph.node_ids().collect());
+    let mut names: BTreeMap<ValueRef, usize> = BTreeMap::new();
+    for &id in &order {
+        for slot in 0..graph.node(id).outputs.len() {
+            let next = names.len();
+            names.insert(
+                ValueRef {
+                    node: id,
+                    slot: slot as u16,
+                },
+                next,
+            );
+        }
+    }
+    let value = |v: &ValueRef| {
+        names
+            .get(v)
+            .map_or_else(|| "%?".to_string(), |n| format!("%{n}"))
+    };
+
+    let mut out = String::new();
+    let _ = writeln!(out, "graph {} {{", graph.name);
+    for (sym, bounds) in graph.symbols() {
+        let _ = writeln!(out, "  sym {sym} in {bounds}");
+    }
+    for &id in &order {
+        print_node(&mut out, graph, id, &value);
+    }
+    for o in graph.outputs() {
+        let _ = writeln!(
+            out,
+            "  return {} = {}",
+            output_kind(&o.kind),
+            value(&o.value)
+        );
+    }
+    out.push_str("}\n");
+    out
+}
+
+fn print_node(out: &mut String, graph: &Graph, id: NodeId, value: &dyn Fn(&ValueRef) -> String) {
+    let node = graph.node(id);
+    let results: Vec<String> = (0..node.outputs.len())
+        .map(|slot| {
+            value(&ValueRef {
+                node: id,
+                slot: slot as u16,
+            })
+        })
+        .collect();
+    let inputs: Vec<String> = graph.inputs(id).iter().map(value).collect();
+    out.push_str("  ");
+    if !results.is_empty() {
+        let _ = write!(out, "{} = ", results.join(", "));
+    }
+    let _ = write!(out, "{}", node.op.name());
+    match &node.op {
+        Op::Input(kind) => {
+            let _ = write!(out, " {}", input_kind(kind));
+        }
+        op => {
+            let _ = write!(out, "({})", operands(op, &inputs).join(", "));
+            let attrs = attributes(op);
+            if !attrs.is_empty() {
+                let _ = write!(out, " {{{}}}", attrs.join(", "));
+            }
+        }
+    }
+    if !node.outputs.is_empty() {
+        let types: Vec<String> = node.outputs.iter().map(ToString::to_string).collect();
+        let _ = write!(out, " : {}", types.join(", "));
+    }
+    let _ = writeln!(out, "  # {}", node.name);
+}
+
+fn input_kind(kind: &InputKind) -> String {
+    match kind {
+        InputKind::Parameter { fqn } | InputKind::Constant { fqn } => format!("\"{fqn}\""),
+        InputKind::Buffer { fqn, persistent } => {
+            format!(
+                "\"{fqn}\"{}",
+                if *persistent { "" } else { " non_persistent" }
+            )
+        }
+        InputKind::User { index } => format!("#{index}"),
+    }
+}
+
+fn output_kind(kind: &OutputKind) -> String {
+    match kind {
+        OutputKind::User { index } => format!("user[{index}]"),
+        OutputKind::BufferMutation { fqn } => format!("buffer_mutation \"{fqn}\""),
+        OutputKind::ParameterMutation { fqn } => format!("parameter_mutation \"{fqn}\""),
+        OutputKind::UserInputMutation { input } => format!("user_input_mutation \"{input}\""),
+        OutputKind::Loss => "loss".to_string(),
+        OutputKind::GradientToParameter { fqn } => format!("grad \"{fqn}\""),
+        OutputKind::GradientToUserInput { input } => format!("grad_input \"{input}\""),
+    }
+}
+
+/// Operands in call order: tensor inputs interleaved with scalar operands.
+fn operands(op: &Op, inputs: &[String]) -> Vec<String> {
+    let mut tensors = inputs.iter().cloned();
+    let mut take = |o: &Operand| match o {
+        Operand::Tensor => tensors.next().unwrap_or_else(|| "%?".to_string()),
+        Operand::Scalar(s) => s.to_string(),
+    };
+    match op {
+        Op::Binary { lhs, rhs, .. } => vec![take(lhs), take(rhs)],
+        Op::Where { on_true, on_false } => {
+            let cond = take(&Operand::Tensor);
+            vec![cond, take(on_true), take(on_false)]
+        }
+        _ => inputs.to_vec(),
+    }
+}
+
+fn dims(ds: &[Dim]) -> String {
+    let v: Vec<String> = ds.iter().map(ToString::to_string).collect();
+    format!("[{}]", v.join(", "))
+}
+
+fn ints(v: &[i64]) -> String {
+    format!("{v:?}")
+}
+
+fn opt<T: ToString>(v: &Option<T>) -> String {
+    v.as_ref()
+        .map_or_else(|| "none".to_string(), ToString::to_string)
+}
+
+/// `key=value` attributes of an op, in a fixed order.
+fn attributes(op: &Op) -> Vec<String> {
+    let kv = |k: &str, v: String| format!("{k}={v}");
+    match op {
+        Op::Input(_)
+        | Op::Unary(_)
+        | Op::Mm
+        | Op::Bmm
+        | Op::Copy
+        | Op::Embedding
+        | Op::Convert
+        | Op::SymArith(_)
+        | Op::Where { .. } => vec![],
+        Op::Binary { alpha, .. } => alpha.iter().map(|a| kv("alpha", a.to_string())).collect(),
+        Op::Clamp { min, max } => vec![kv("min", opt(min)), kv("max", opt(max))],
+        Op::Addmm { beta, alpha } => {
+            vec![kv("beta", beta.to_string()), kv("alpha", alpha.to_string())]
+        }
+        Op::Convolution {
+            stride,
+            padding,
+            dilation,
+            transposed,
+            output_padding,
+            groups,
+            has_bias,
+        } => vec![
+            kv("stride", ints(stride)),
+            kv("padding", ints(padding)),
+            kv("dilation", ints(dilation)),
+            kv("transposed", transposed.to_string()),
+            kv("output_padding", ints(output_padding)),
+            kv("groups", groups.to_string()),
+            kv("bias", has_bias.to_string()),
+        ],
+        Op::MaxPool2d {
+            kernel,
+            stride,
+            padding,
+            dilation,
+            ceil_mode,
+        } => vec![
+            kv("kernel", ints(kernel)),
+            kv("stride", ints(stride)),
+            kv("padding", ints(padding)),
+            kv("dilation", ints(dilation)),
+            kv("ceil_mode", ceil_mode.to_string()),
+        ],
+        Op::BatchNormInference {
+            eps,
+            has_weight,
+            has_bias,
+        } => vec![
+            kv("eps", Scalar::Float(*eps).to_string()),
+            kv("weight", has_weight.to_string()),
+            kv("bias", has_bias.to_string()),
+        ],
+        Op::LayerNorm {
+            normalized_rank,
+            eps,
+            has_weight,
+            has_bias,
+        } => vec![
+            kv("normalized_rank", normalized_rank.to_string()),
+            kv("eps", Scalar::Float(*eps).to_string()),
+            kv("weight", has_weight.to_string()),
+            kv("bias", has_bias.to_string()),
+        ],
+        Op::Softmax { dim, log } => vec![kv("dim", dim.to_string()), kv("log", log.to_string())],
+        Op::Reduce {
+            dims,
+            keepdim,
+            dtype,
+            ..
+        } => vec![
+            kv("dims", ints(dims)),
+            kv("keepdim", keepdim.to_string()),
+            kv("dtype", opt(dtype)),
+        ],
+        Op::ArgReduce { dim, keepdim, .. } => {
+            vec![kv("dim", opt(dim)), kv("keepdim", keepdim.to_string())]
+        }
+        Op::Cumsum { dim, dtype } => vec![kv("dim", dim.to_string()), kv("dtype", opt(dtype))],
+        Op::View { size } | Op::Expand { size } => vec![kv("size", dims(size))],
+        Op::Permute { dims } => vec![kv("dims", ints(dims))],
+        Op::Unsqueeze { dim }
+        | Op::IndexSelect { dim }
+        | Op::Gather { dim }
+        | Op::Cat { dim }
+        | Op::SymSize { dim } => {
+            vec![kv("dim", dim.to_string())]
+        }
+        Op::Squeeze { dims } => vec![kv("dims", ints(dims))],
+        Op::Slice {
+            dim,
+            start,
+            end,
+            step,
+        } => vec![
+            kv("dim", dim.to_string()),
+            kv("start", start.to_string()),
+            kv(
+                "end",
+                if *end == Dim::Static(i64::MAX) {
+                    "end".to_string()
+                } else {
+                    end.to_string()
+                },
+            ),
+            kv("step", step.to_string()),
+        ],
+        Op::SplitWithSizes { sizes, dim } => {
+            vec![kv("sizes", dims(sizes)), kv("dim", dim.to_string())]
+        }
+        Op::Index { present } => {
+            let v: Vec<&str> = present
+                .iter()
+                .map(|&p| if p { "idx" } else { ":" })
+                .collect();
+            vec![kv("indices", format!("[{}]", v.join(", ")))]
+        }
+        Op::Arange { start, end, step } => vec![
+            kv("start", start.to_string()),
+            kv("end", end.to_string()),
+            kv("step", step.to_string()),
+        ],
+        Op::ArangeSym { start, end, step } => vec![
+            kv("start", start.to_string()),
+            kv("end", end.to_string()),
+            kv("step", step.to_string()),
+        ],
+        Op::Full { size, value } => vec![kv("size", dims(size)), kv("value", value.to_string())],
+        Op::FullLike { value } | Op::ScalarTensor { value } => vec![kv("value", value.to_string())],
+        Op::AssertMetadata { dtype } => vec![kv("dtype", opt(dtype))],
+        Op::Unsupported { .. } => vec![],
+    }
+}

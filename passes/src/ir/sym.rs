@@ -1,0 +1,308 @@
+//! Symbolic integer expressions over named symbols, as used by dynamic dimensions.
+//!
+//! The export writes sizes as sympy expressions (`Mul(Integer(64), Symbol('s70'))`); the
+//! frontend parses them into [`SymExpr`]. The IR keeps them in a light canonical form
+//! ([`SymExpr::simplify`]) so that equal sizes compare equal and print the same.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// An integer expression over symbols.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SymExpr {
+    /// An integer literal.
+    Int(i64),
+    /// A symbol such as `s70`; its bounds live in the graph's symbol table.
+    Sym(String),
+    /// Sum of the terms.
+    Add(Vec<SymExpr>),
+    /// Product of the factors.
+    Mul(Vec<SymExpr>),
+    /// `base ^ exponent` (natural exponent).
+    Pow(Box<SymExpr>, Box<SymExpr>),
+    /// Floor division `a // b`.
+    FloorDiv(Box<SymExpr>, Box<SymExpr>),
+    /// Ceiling division.
+    CeilDiv(Box<SymExpr>, Box<SymExpr>),
+    /// Python modulo `a % b` (sign of the divisor).
+    Mod(Box<SymExpr>, Box<SymExpr>),
+    /// Largest of the arguments.
+    Max(Vec<SymExpr>),
+    /// Smallest of the arguments.
+    Min(Vec<SymExpr>),
+}
+
+impl SymExpr {
+    /// A symbol reference.
+    pub fn sym(name: &str) -> SymExpr {
+        SymExpr::Sym(name.to_string())
+    }
+
+    /// The value if the expression has no symbols.
+    pub fn as_const(&self) -> Option<i64> {
+        self.eval(&BTreeMap::new())
+    }
+
+    /// Evaluates with the given symbol values; `None` if a symbol is unbound or the
+    /// arithmetic overflows or divides by zero.
+    pub fn eval(&self, env: &BTreeMap<String, i64>) -> Option<i64> {
+        let both = |a: &SymExpr, b: &SymExpr| Some((a.eval(env)?, b.eval(env)?));
+        match self {
+            SymExpr::Int(v) => Some(*v),
+            SymExpr::Sym(s) => env.get(s).copied(),
+            SymExpr::Add(xs) => xs
+                .iter()
+                .try_fold(0i64, |acc, x| acc.checked_add(x.eval(env)?)),
+            SymExpr::Mul(xs) => xs
+                .iter()
+                .try_fold(1i64, |acc, x| acc.checked_mul(x.eval(env)?)),
+            SymExpr::Pow(a, b) => {
+                let (a, b) = both(a, b)?;
+                a.checked_pow(u32::try_from(b).ok()?)
+            }
+            SymExpr::FloorDiv(a, b) => {
+                let (a, b) = both(a, b)?;
+                (b != 0).then(|| a.div_euclid(b) - i64::from(b < 0 && a.rem_euclid(b) != 0))
+            }
+            SymExpr::CeilDiv(a, b) => {
+                let (a, b) = both(a, b)?;
+                (b != 0)
+                    .then(|| -((-a).div_euclid(b) - i64::from(b < 0 && (-a).rem_euclid(b) != 0)))
+            }
+            SymExpr::Mod(a, b) => {
+                let (a, b) = both(a, b)?;
+                (b != 0).then(|| ((a % b) + b) % b)
+            }
+            SymExpr::Max(xs) => xs
+                .iter()
+                .map(|x| x.eval(env))
+                .collect::<Option<Vec<_>>>()?
+                .into_iter()
+                .max(),
+            SymExpr::Min(xs) => xs
+                .iter()
+                .map(|x| x.eval(env))
+                .collect::<Option<Vec<_>>>()?
+                .into_iter()
+                .min(),
+        }
+    }
+
+    /// Names of the symbols used, sorted and without repeats.
+    pub fn symbols(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        self.collect_symbols(&mut out);
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    fn collect_symbols(&self, out: &mut Vec<String>) {
+        match self {
+            SymExpr::Int(_) => {}
+            SymExpr::Sym(s) => out.push(s.clone()),
+            SymExpr::Add(xs) | SymExpr::Mul(xs) | SymExpr::Max(xs) | SymExpr::Min(xs) => {
+                xs.iter().for_each(|x| x.collect_symbols(out))
+            }
+            SymExpr::Pow(a, b)
+            | SymExpr::FloorDiv(a, b)
+            | SymExpr::CeilDiv(a, b)
+            | SymExpr::Mod(a, b) => {
+                a.collect_symbols(out);
+                b.collect_symbols(out);
+            }
+        }
+    }
+
+    /// A light canonical form: nested sums and products flattened, constants folded,
+    /// operands sorted. Equal sizes written differently by the exporter compare equal.
+    pub fn simplify(&self) -> SymExpr {
+        if let Some(v) = self.as_const() {
+            return SymExpr::Int(v);
+        }
+        match self {
+            SymExpr::Add(xs) => Self::fold_assoc(xs, true),
+            SymExpr::Mul(xs) => Self::fold_assoc(xs, false),
+            SymExpr::Max(xs) => SymExpr::Max(Self::sorted(xs)),
+            SymExpr::Min(xs) => SymExpr::Min(Self::sorted(xs)),
+            SymExpr::Pow(a, b) => SymExpr::Pow(Box::new(a.simplify()), Box::new(b.simplify())),
+            SymExpr::FloorDiv(a, b) => {
+                SymExpr::FloorDiv(Box::new(a.simplify()), Box::new(b.simplify()))
+            }
+            SymExpr::CeilDiv(a, b) => {
+                SymExpr::CeilDiv(Box::new(a.simplify()), Box::new(b.simplify()))
+            }
+            SymExpr::Mod(a, b) => SymExpr::Mod(Box::new(a.simplify()), Box::new(b.simplify())),
+            SymExpr::Int(_) | SymExpr::Sym(_) => self.clone(),
+        }
+    }
+
+    fn sorted(xs: &[SymExpr]) -> Vec<SymExpr> {
+        let mut v: Vec<SymExpr> = xs.iter().map(SymExpr::simplify).collect();
+        v.sort();
+        v
+    }
+
+    /// Flattens an associative-commutative operation, folding its constant operands.
+    fn fold_assoc(xs: &[SymExpr], is_add: bool) -> SymExpr {
+        let identity = i64::from(!is_add);
+        let mut constant = identity;
+        let mut rest = Vec::new();
+        let mut stack: Vec<SymExpr> = xs.iter().map(SymExpr::simplify).collect();
+        while let Some(x) = stack.pop() {
+            match x {
+                SymExpr::Int(v) if is_add => constant = constant.saturating_add(v),
+                SymExpr::Int(v) => constant = constant.saturating_mul(v),
+                SymExpr::Add(inner) if is_add => stack.extend(inner),
+                SymExpr::Mul(inner) if !is_add => stack.extend(inner),
+                other => rest.push(other),
+            }
+        }
+        if !is_add && constant == 0 {
+            return SymExpr::Int(0);
+        }
+        rest.sort();
+        if constant != identity {
+            rest.insert(0, SymExpr::Int(constant));
+        }
+        match rest.len() {
+            0 => SymExpr::Int(identity),
+            1 => rest.remove(0),
+            _ if is_add => SymExpr::Add(rest),
+            _ => SymExpr::Mul(rest),
+        }
+    }
+
+    fn precedence(&self) -> u8 {
+        match self {
+            SymExpr::Add(_) => 1,
+            SymExpr::Mul(_) | SymExpr::FloorDiv(..) | SymExpr::Mod(..) => 2,
+            SymExpr::Pow(..) => 3,
+            _ => 4,
+        }
+    }
+
+    fn fmt_operand(&self, f: &mut fmt::Formatter<'_>, parent: u8) -> fmt::Result {
+        if self.precedence() <= parent {
+            write!(f, "({self})")
+        } else {
+            write!(f, "{self}")
+        }
+    }
+
+    fn fmt_joined(f: &mut fmt::Formatter<'_>, xs: &[SymExpr], sep: &str, prec: u8) -> fmt::Result {
+        for (i, x) in xs.iter().enumerate() {
+            if i > 0 {
+                f.write_str(sep)?;
+            }
+            x.fmt_operand(f, prec)?;
+        }
+        Ok(())
+    }
+
+    fn fmt_call(f: &mut fmt::Formatter<'_>, name: &str, xs: &[&SymExpr]) -> fmt::Result {
+        write!(f, "{name}(")?;
+        for (i, x) in xs.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{x}")?;
+        }
+        f.write_str(")")
+    }
+}
+
+/// Infix form: `s70`, `64*s70`, `s70 + 1`, `s70^2`, `s70 // 2`, `max(s70, 4)`.
+impl fmt::Display for SymExpr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SymExpr::Int(v) => write!(f, "{v}"),
+            SymExpr::Sym(s) => f.write_str(s),
+            SymExpr::Add(xs) => {
+                for (i, x) in xs.iter().enumerate() {
+                    match x {
+                        SymExpr::Int(v) if i > 0 && *v < 0 => write!(f, " - {}", v.unsigned_abs())?,
+                        _ if i > 0 => {
+                            f.write_str(" + ")?;
+                            x.fmt_operand(f, 1)?;
+                        }
+                        _ => x.fmt_operand(f, 1)?,
+                    }
+                }
+                Ok(())
+            }
+            SymExpr::Mul(xs) => Self::fmt_joined(f, xs, "*", 2),
+            SymExpr::Pow(a, b) => {
+                a.fmt_operand(f, 3)?;
+                f.write_str("^")?;
+                b.fmt_operand(f, 3)
+            }
+            SymExpr::FloorDiv(a, b) => {
+                a.fmt_operand(f, 1)?;
+                f.write_str(" // ")?;
+                b.fmt_operand(f, 2)
+            }
+            SymExpr::Mod(a, b) => {
+                a.fmt_operand(f, 1)?;
+                f.write_str(" % ")?;
+                b.fmt_operand(f, 2)
+            }
+            SymExpr::CeilDiv(a, b) => Self::fmt_call(f, "ceildiv", &[a, b]),
+            SymExpr::Max(xs) => Self::fmt_call(f, "max", &xs.iter().collect::<Vec<_>>()),
+            SymExpr::Min(xs) => Self::fmt_call(f, "min", &xs.iter().collect::<Vec<_>>()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s() -> SymExpr {
+        SymExpr::sym("s70")
+    }
+
+    #[test]
+    fn simplify_folds_and_orders() {
+        let e = SymExpr::Mul(vec![
+            SymExpr::Int(4),
+            SymExpr::Mul(vec![s(), SymExpr::Int(16)]),
+        ]);
+        assert_eq!(e.simplify().to_string(), "64*s70");
+        let e = SymExpr::Add(vec![s(), SymExpr::Int(1), SymExpr::Int(-1)]);
+        assert_eq!(e.simplify(), s());
+    }
+
+    #[test]
+    fn eval_follows_python_division() {
+        let env = BTreeMap::from([("s70".to_string(), -7)]);
+        let fd = SymExpr::FloorDiv(Box::new(s()), Box::new(SymExpr::Int(2)));
+        assert_eq!(fd.eval(&env), Some(-4));
+        let md = SymExpr::Mod(Box::new(s()), Box::new(SymExpr::Int(3)));
+        assert_eq!(md.eval(&env), Some(2));
+        let cd = SymExpr::CeilDiv(Box::new(s()), Box::new(SymExpr::Int(2)));
+        assert_eq!(cd.eval(&env), Some(-3));
+        assert_eq!(
+            SymExpr::Pow(Box::new(s()), Box::new(SymExpr::Int(2))).eval(&env),
+            Some(49)
+        );
+        assert_eq!(s().eval(&BTreeMap::new()), None);
+    }
+
+    #[test]
+    fn display_uses_precedence() {
+        let e = SymExpr::Mul(vec![
+            SymExpr::Int(4),
+            SymExpr::Add(vec![s(), SymExpr::Int(1)]),
+        ]);
+        assert_eq!(e.to_string(), "4*(s70 + 1)");
+        let p = SymExpr::Pow(Box::new(s()), Box::new(SymExpr::Int(2)));
+        assert_eq!(
+            SymExpr::Mul(vec![SymExpr::Int(4), p]).to_string(),
+            "4*s70^2"
+        );
+    }
+}

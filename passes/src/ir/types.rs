@@ -1,0 +1,278 @@
+//! Value types of the IR: element types, dimensions (static or symbolic) and tensor types.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use super::sym::SymExpr;
+
+/// Element type of a tensor, covering every dtype of the export schema's `ScalarType` table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DType {
+    /// `torch.bool`, one byte holding 0 or 1.
+    Bool,
+    /// `torch.uint8`.
+    U8,
+    /// `torch.int8`.
+    I8,
+    /// `torch.int16`.
+    I16,
+    /// `torch.int32`.
+    I32,
+    /// `torch.int64`.
+    I64,
+    /// `torch.uint16`.
+    U16,
+    /// `torch.uint32`.
+    U32,
+    /// `torch.uint64`.
+    U64,
+    /// `torch.float16` (IEEE binary16).
+    F16,
+    /// `torch.bfloat16`.
+    BF16,
+    /// `torch.float32`.
+    F32,
+    /// `torch.float64`.
+    F64,
+    /// `torch.float8_e4m3fn`.
+    F8E4M3FN,
+    /// `torch.float8_e5m2`.
+    F8E5M2,
+    /// `torch.float8_e4m3fnuz`.
+    F8E4M3FNUZ,
+    /// `torch.float8_e5m2fnuz`.
+    F8E5M2FNUZ,
+    /// `torch.float8_e8m0fnu`.
+    F8E8M0FNU,
+    /// `torch.complex32` (two f16).
+    C32,
+    /// `torch.complex64` (two f32).
+    C64,
+    /// `torch.complex128` (two f64).
+    C128,
+}
+
+impl DType {
+    /// Every dtype, in declaration order.
+    pub const ALL: [DType; 21] = [
+        DType::Bool,
+        DType::U8,
+        DType::I8,
+        DType::I16,
+        DType::I32,
+        DType::I64,
+        DType::U16,
+        DType::U32,
+        DType::U64,
+        DType::F16,
+        DType::BF16,
+        DType::F32,
+        DType::F64,
+        DType::F8E4M3FN,
+        DType::F8E5M2,
+        DType::F8E4M3FNUZ,
+        DType::F8E5M2FNUZ,
+        DType::F8E8M0FNU,
+        DType::C32,
+        DType::C64,
+        DType::C128,
+    ];
+
+    /// Size of one element in bytes.
+    pub fn size_bytes(self) -> usize {
+        use DType::*;
+        match self {
+            Bool | U8 | I8 | F8E4M3FN | F8E5M2 | F8E4M3FNUZ | F8E5M2FNUZ | F8E8M0FNU => 1,
+            I16 | U16 | F16 | BF16 => 2,
+            I32 | U32 | F32 | C32 => 4,
+            I64 | U64 | F64 | C64 => 8,
+            C128 => 16,
+        }
+    }
+
+    /// Short lowercase name used by the printer, `inspect` and the manifest (`f32`, `bf16`, `i64`, …).
+    pub fn name(self) -> &'static str {
+        use DType::*;
+        match self {
+            Bool => "bool",
+            U8 => "u8",
+            I8 => "i8",
+            I16 => "i16",
+            I32 => "i32",
+            I64 => "i64",
+            U16 => "u16",
+            U32 => "u32",
+            U64 => "u64",
+            F16 => "f16",
+            BF16 => "bf16",
+            F32 => "f32",
+            F64 => "f64",
+            F8E4M3FN => "f8e4m3fn",
+            F8E5M2 => "f8e5m2",
+            F8E4M3FNUZ => "f8e4m3fnuz",
+            F8E5M2FNUZ => "f8e5m2fnuz",
+            F8E8M0FNU => "f8e8m0fnu",
+            C32 => "c32",
+            C64 => "c64",
+            C128 => "c128",
+        }
+    }
+
+    /// True for floating-point types (including fp8 and bf16), false for complex.
+    pub fn is_float(self) -> bool {
+        use DType::*;
+        matches!(
+            self,
+            F16 | BF16 | F32 | F64 | F8E4M3FN | F8E5M2 | F8E4M3FNUZ | F8E5M2FNUZ | F8E8M0FNU
+        )
+    }
+
+    /// True for signed and unsigned integer types (not bool).
+    pub fn is_integer(self) -> bool {
+        use DType::*;
+        matches!(self, U8 | I8 | I16 | I32 | I64 | U16 | U32 | U64)
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One dimension size: a known integer or a symbolic expression over bounded symbols.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Dim {
+    /// A size known at export time.
+    Static(i64),
+    /// A size that depends on symbols (e.g. `s70`, `2*s70`); bucketing specializes it.
+    Sym(SymExpr),
+}
+
+impl Dim {
+    /// Builds a dimension, folding constant expressions into `Static`.
+    pub fn from_expr(expr: SymExpr) -> Dim {
+        match expr.as_const() {
+            Some(v) => Dim::Static(v),
+            None => Dim::Sym(expr),
+        }
+    }
+
+    /// The static size, if known.
+    pub fn as_static(&self) -> Option<i64> {
+        match self {
+            Dim::Static(v) => Some(*v),
+            Dim::Sym(_) => None,
+        }
+    }
+
+    /// The dimension as an expression (a constant for static dims).
+    pub fn to_expr(&self) -> SymExpr {
+        match self {
+            Dim::Static(v) => SymExpr::Int(*v),
+            Dim::Sym(e) => e.clone(),
+        }
+    }
+}
+
+impl fmt::Display for Dim {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Dim::Static(v) => write!(f, "{v}"),
+            Dim::Sym(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+/// The type of one value: an element type and a list of dimensions (empty for a 0-d tensor).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct TensorType {
+    /// Element type.
+    pub dtype: DType,
+    /// Dimension sizes, outermost first.
+    pub dims: Vec<Dim>,
+}
+
+impl TensorType {
+    /// A tensor type with all-static dimensions.
+    pub fn new(dtype: DType, dims: &[i64]) -> TensorType {
+        TensorType {
+            dtype,
+            dims: dims.iter().map(|&d| Dim::Static(d)).collect(),
+        }
+    }
+
+    /// Number of dimensions.
+    pub fn rank(&self) -> usize {
+        self.dims.len()
+    }
+
+    /// Number of elements when every dimension is static.
+    pub fn static_numel(&self) -> Option<i64> {
+        self.dims.iter().map(Dim::as_static).product()
+    }
+
+    /// True when no dimension is symbolic.
+    pub fn is_static(&self) -> bool {
+        self.dims.iter().all(|d| d.as_static().is_some())
+    }
+}
+
+impl fmt::Display for TensorType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}[", self.dtype)?;
+        for (i, d) in self.dims.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{d}")?;
+        }
+        f.write_str("]")
+    }
+}
+
+/// Inclusive range of values a symbol may take; `None` means unbounded on that side.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Bounds {
+    /// Smallest allowed value.
+    pub min: Option<i64>,
+    /// Largest allowed value.
+    pub max: Option<i64>,
+}
+
+impl fmt::Display for Bounds {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let show = |v: Option<i64>| v.map_or_else(|| "?".to_string(), |v| v.to_string());
+        write!(f, "[{}, {}]", show(self.min), show(self.max))
+    }
+}
+
+/// A Python scalar argument (`Scalar` in ATen schemas), as written in the export.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Scalar {
+    /// A Python `bool`.
+    Bool(bool),
+    /// A Python `int`.
+    Int(i64),
+    /// A Python `float`; may be infinite or NaN.
+    Float(f64),
+}
+
+impl fmt::Display for Scalar {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Scalar::Bool(b) => write!(f, "{b}"),
+            Scalar::Int(i) => write!(f, "{i}"),
+            Scalar::Float(x) if x.is_nan() => f.write_str("nan"),
+            Scalar::Float(x) if x.is_infinite() => {
+                f.write_str(if *x > 0.0 { "inf" } else { "-inf" })
+            }
+            // `{:?}` always keeps a decimal point or exponent, so floats never print like ints.
+            Scalar::Float(x) => write!(f, "{x:?}"),
+        }
+    }
+}

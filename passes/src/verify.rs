@@ -1,0 +1,484 @@
+//! The IR verifier: structural invariants plus per-op arity and shape/dtype rules.
+//!
+//! Run after import and after every pass. It reports the first problem with the node's name
+//! and op, so a broken pass is caught where it broke the graph, not in XLA.
+
+use std::collections::BTreeSet;
+
+use thiserror::Error;
+
+use crate::ir::{
+    BinaryOp, DType, Dim, Graph, Node, NodeId, Op, Operand, TensorType, UnaryOp, ValueRef,
+};
+
+/// A graph-level verification failure.
+#[derive(Debug, Error, PartialEq)]
+#[allow(missing_docs)] // fields are named by the message
+pub enum VerifyError {
+    /// A node breaks a rule.
+    #[error("node `{node}` ({op}): {source}")]
+    Node {
+        node: String,
+        op: String,
+        #[source]
+        source: NodeError,
+    },
+    /// The data flow has a cycle through these nodes.
+    #[error("the graph has a cycle through {nodes:?}")]
+    Cycle { nodes: Vec<String> },
+    /// Two nodes share a name.
+    #[error("two nodes are named `{0}`")]
+    DuplicateName(String),
+    /// A graph output refers to a value that does not exist.
+    #[error("graph output {index} refers to a value that no node produces")]
+    DanglingOutput { index: usize },
+    /// A dimension uses a symbol that the graph does not declare.
+    #[error("node `{node}` uses undeclared symbol `{symbol}`")]
+    UndeclaredSymbol { node: String, symbol: String },
+}
+
+/// What is wrong with one node.
+#[derive(Debug, Error, PartialEq)]
+#[allow(missing_docs)] // variants and fields are named by the message
+pub enum NodeError {
+    #[error("expected {expected} inputs, found {found}")]
+    InputCount { expected: String, found: usize },
+    #[error("expected {expected} outputs, found {found}")]
+    OutputCount { expected: usize, found: usize },
+    #[error("input slot {slot} is fed {count} times")]
+    SlotFedTwice { slot: u16, count: usize },
+    #[error("input slots are not numbered 0..{count}")]
+    SlotGap { count: usize },
+    #[error(
+        "input {slot} reads output {src_slot} of `{producer}`, which has only {available} outputs"
+    )]
+    NoSuchOutput {
+        slot: u16,
+        producer: String,
+        src_slot: u16,
+        available: usize,
+    },
+    #[error("output has type {found}, expected {expected}")]
+    OutputType { expected: String, found: String },
+    #[error("{0}")]
+    Shape(String),
+}
+
+/// Checks every invariant of the graph.
+pub fn verify(graph: &Graph) -> Result<(), VerifyError> {
+    let order = graph.topo_order().map_err(|left| VerifyError::Cycle {
+        nodes: left.iter().map(|&id| graph.node(id).name.clone()).collect(),
+    })?;
+    let mut names = BTreeSet::new();
+    for &id in &order {
+        let node = graph.node(id);
+        if !names.insert(node.name.as_str()) {
+            return Err(VerifyError::DuplicateName(node.name.clone()));
+        }
+        check_symbols(graph, node)?;
+        check_node(graph, id).map_err(|source| VerifyError::Node {
+            node: node.name.clone(),
+            op: node.op.name(),
+            source,
+        })?;
+    }
+    for (index, o) in graph.outputs().iter().enumerate() {
+        let ok = graph
+            .get(o.value.node)
+            .is_some_and(|n| usize::from(o.value.slot) < n.outputs.len());
+        if !ok {
+            return Err(VerifyError::DanglingOutput { index });
+        }
+    }
+    Ok(())
+}
+
+fn check_symbols(graph: &Graph, node: &Node) -> Result<(), VerifyError> {
+    for ty in &node.outputs {
+        for d in &ty.dims {
+            if let Dim::Sym(e) = d {
+                if let Some(symbol) = e
+                    .symbols()
+                    .into_iter()
+                    .find(|s| !graph.symbols().contains_key(s))
+                {
+                    return Err(VerifyError::UndeclaredSymbol {
+                        node: node.name.clone(),
+                        symbol,
+                    });
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check_node(graph: &Graph, id: NodeId) -> Result<(), NodeError> {
+    let node = graph.node(id);
+    let edges = graph.input_edges(id);
+    for (i, (slot, v)) in edges.iter().enumerate() {
+        let count = edges.iter().filter(|(s, _)| s == slot).count();
+        if count > 1 {
+            return Err(NodeError::SlotFedTwice { slot: *slot, count });
+        }
+        if usize::from(*slot) != i {
+            return Err(NodeError::SlotGap { count: edges.len() });
+        }
+        let producer = graph.node(v.node);
+        if usize::from(v.slot) >= producer.outputs.len() {
+            return Err(NodeError::NoSuchOutput {
+                slot: *slot,
+                producer: producer.name.clone(),
+                src_slot: v.slot,
+                available: producer.outputs.len(),
+            });
+        }
+    }
+    let inputs: Vec<&TensorType> = edges.iter().map(|(_, v)| value_type(graph, *v)).collect();
+    check_arity(&node.op, inputs.len(), node.outputs.len())?;
+    check_shapes(&node.op, &inputs, &node.outputs)
+}
+
+fn value_type(graph: &Graph, v: ValueRef) -> &TensorType {
+    &graph.node(v.node).outputs[usize::from(v.slot)]
+}
+
+/// Number of tensor inputs an op takes (`None`: any number, at least one) and outputs it makes.
+fn arity(op: &Op) -> (Option<usize>, Option<usize>) {
+    let tensors = |os: &[&Operand]| os.iter().filter(|o| matches!(o, Operand::Tensor)).count();
+    let flag = usize::from;
+    let (inputs, outputs) = match op {
+        Op::Input(_) | Op::Arange { .. } | Op::ArangeSym { .. } | Op::Full { .. } => (0, 1),
+        Op::ScalarTensor { .. } | Op::SymArith(_) => (0, 1),
+        Op::Unary(_) | Op::Clamp { .. } | Op::Softmax { .. } | Op::Reduce { .. } => (1, 1),
+        Op::ArgReduce { .. } | Op::Cumsum { .. } | Op::View { .. } | Op::Permute { .. } => (1, 1),
+        Op::Expand { .. } | Op::Unsqueeze { .. } | Op::Squeeze { .. } | Op::Copy => (1, 1),
+        Op::Slice { .. } | Op::FullLike { .. } | Op::Convert | Op::SymSize { .. } => (1, 1),
+        Op::Binary { lhs, rhs, .. } => (tensors(&[lhs, rhs]), 1),
+        Op::Where { on_true, on_false } => (1 + tensors(&[on_true, on_false]), 1),
+        Op::Mm | Op::Bmm | Op::IndexSelect { .. } | Op::Gather { .. } | Op::Embedding => (2, 1),
+        Op::Addmm { .. } => (3, 1),
+        Op::Convolution { has_bias, .. } => (2 + flag(*has_bias), 1),
+        Op::MaxPool2d { .. } => (1, 2),
+        Op::BatchNormInference {
+            has_weight,
+            has_bias,
+            ..
+        } => (3 + flag(*has_weight) + flag(*has_bias), 3),
+        Op::LayerNorm {
+            has_weight,
+            has_bias,
+            ..
+        } => (1 + flag(*has_weight) + flag(*has_bias), 3),
+        Op::SplitWithSizes { sizes, .. } => (1, sizes.len()),
+        Op::Index { present } => (1 + present.iter().filter(|&&p| p).count(), 1),
+        Op::AssertMetadata { .. } => (1, 0),
+        Op::Cat { .. } => return (None, Some(1)),
+        Op::Unsupported { .. } => return (None, None),
+    };
+    (Some(inputs), Some(outputs))
+}
+
+fn check_arity(op: &Op, inputs: usize, outputs: usize) -> Result<(), NodeError> {
+    let (want_in, want_out) = arity(op);
+    match want_in {
+        Some(n) if n != inputs => {
+            return Err(NodeError::InputCount {
+                expected: n.to_string(),
+                found: inputs,
+            })
+        }
+        None if inputs == 0 && matches!(op, Op::Cat { .. }) => {
+            return Err(NodeError::InputCount {
+                expected: "at least 1".into(),
+                found: 0,
+            })
+        }
+        _ => {}
+    }
+    match want_out {
+        Some(n) if n != outputs => Err(NodeError::OutputCount {
+            expected: n,
+            found: outputs,
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Two dims are equal when their canonical forms are.
+fn same_dim(a: &Dim, b: &Dim) -> bool {
+    a == b || a.to_expr().simplify() == b.to_expr().simplify()
+}
+
+fn same_dims(a: &[Dim], b: &[Dim]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| same_dim(x, y))
+}
+
+fn show(dims: &[Dim]) -> String {
+    let v: Vec<String> = dims.iter().map(ToString::to_string).collect();
+    format!("[{}]", v.join(","))
+}
+
+/// NumPy broadcasting of several shapes; `None` if they do not broadcast.
+fn broadcast(shapes: &[&[Dim]]) -> Option<Vec<Dim>> {
+    let rank = shapes.iter().map(|s| s.len()).max().unwrap_or(0);
+    let one = Dim::Static(1);
+    (0..rank)
+        .map(|i| {
+            let mut out = one.clone();
+            for s in shapes {
+                let Some(d) = (s.len() + i).checked_sub(rank).map(|k| &s[k]) else {
+                    continue;
+                };
+                if same_dim(d, &one) {
+                    continue;
+                }
+                if same_dim(&out, &one) {
+                    out = d.clone();
+                } else if !same_dim(&out, d) {
+                    return None;
+                }
+            }
+            Some(out)
+        })
+        .collect()
+}
+
+fn expect_dims(found: &TensorType, want: &[Dim]) -> Result<(), NodeError> {
+    if same_dims(&found.dims, want) {
+        Ok(())
+    } else {
+        Err(NodeError::OutputType {
+            expected: show(want),
+            found: show(&found.dims),
+        })
+    }
+}
+
+fn expect_dtype(found: &TensorType, want: DType) -> Result<(), NodeError> {
+    if found.dtype == want {
+        Ok(())
+    } else {
+        Err(NodeError::OutputType {
+            expected: want.to_string(),
+            found: found.dtype.to_string(),
+        })
+    }
+}
+
+/// Shape and dtype rules for the ops whose result type follows simply from their operands.
+/// The other ops are checked for arity only; the emitter checks their shapes when lowering.
+fn check_shapes(op: &Op, inputs: &[&TensorType], outputs: &[TensorType]) -> Result<(), NodeError> {
+    let Some(out) = outputs.first() else {
+        return Ok(());
+    };
+    let dims_of = |i: usize| inputs[i].dims.as_slice();
+    match op {
+        Op::Unary(u) => {
+            expect_dims(out, dims_of(0))?;
+            if *u == UnaryOp::LogicalNot {
+                expect_dtype(out, DType::Bool)?;
+            }
+            Ok(())
+        }
+        Op::Binary { op: b, .. } => {
+            let shapes: Vec<&[Dim]> = inputs.iter().map(|t| t.dims.as_slice()).collect();
+            let want = broadcast(&shapes).ok_or_else(|| {
+                NodeError::Shape(format!("operands {} do not broadcast", shapes_str(&shapes)))
+            })?;
+            expect_dims(out, &want)?;
+            if b.is_comparison() || *b == BinaryOp::LogicalAnd || *b == BinaryOp::LogicalOr {
+                expect_dtype(out, DType::Bool)?;
+            }
+            Ok(())
+        }
+        Op::Where { .. } => {
+            expect_dtype(inputs[0], DType::Bool).map_err(|_| {
+                NodeError::Shape(format!(
+                    "condition has dtype {}, expected bool",
+                    inputs[0].dtype
+                ))
+            })?;
+            let shapes: Vec<&[Dim]> = inputs.iter().map(|t| t.dims.as_slice()).collect();
+            let want = broadcast(&shapes).ok_or_else(|| {
+                NodeError::Shape(format!("operands {} do not broadcast", shapes_str(&shapes)))
+            })?;
+            expect_dims(out, &want)
+        }
+        Op::Mm | Op::Addmm { .. } => {
+            let (a, b) = if matches!(op, Op::Mm) {
+                (dims_of(0), dims_of(1))
+            } else {
+                (dims_of(1), dims_of(2))
+            };
+            check_matmul(a, b, 0, out)
+        }
+        Op::Bmm => check_matmul(dims_of(0), dims_of(1), 1, out),
+        Op::Permute { dims } => {
+            let src = dims_of(0);
+            let rank = src.len() as i64;
+            let norm: Option<Vec<usize>> = dims
+                .iter()
+                .map(|&d| usize::try_from(if d < 0 { d + rank } else { d }).ok())
+                .collect();
+            let norm = norm.filter(|n| {
+                n.len() == src.len()
+                    && n.iter().collect::<BTreeSet<_>>().len() == n.len()
+                    && n.iter().all(|&d| d < src.len())
+            });
+            let Some(norm) = norm else {
+                return Err(NodeError::Shape(format!(
+                    "{dims:?} is not a permutation of {} dims",
+                    src.len()
+                )));
+            };
+            let want: Vec<Dim> = norm.iter().map(|&d| src[d].clone()).collect();
+            expect_dims(out, &want)
+        }
+        Op::Copy => {
+            expect_dims(out, dims_of(0))?;
+            expect_dtype(out, inputs[0].dtype)
+        }
+        Op::Convert | Op::FullLike { .. } => expect_dims(out, dims_of(0)),
+        Op::View { .. } => match (inputs[0].static_numel(), out.static_numel()) {
+            (Some(a), Some(b)) if a != b => Err(NodeError::Shape(format!(
+                "view changes the element count from {a} to {b}"
+            ))),
+            _ => Ok(()),
+        },
+        Op::Unsqueeze { .. } => {
+            if out.rank() == inputs[0].rank() + 1 {
+                Ok(())
+            } else {
+                Err(NodeError::Shape(format!(
+                    "unsqueeze of rank {} gave rank {}",
+                    inputs[0].rank(),
+                    out.rank()
+                )))
+            }
+        }
+        Op::Cat { .. } => {
+            if inputs
+                .iter()
+                .all(|t| t.rank() == out.rank() || t.static_numel() == Some(0))
+            {
+                Ok(())
+            } else {
+                Err(NodeError::Shape("cat operands differ in rank".into()))
+            }
+        }
+        _ => Ok(()),
+    }
+}
+
+fn shapes_str(shapes: &[&[Dim]]) -> String {
+    shapes
+        .iter()
+        .map(|s| show(s))
+        .collect::<Vec<_>>()
+        .join(" and ")
+}
+
+/// `[..batch, m, k] x [..batch, k, n] -> [..batch, m, n]` with `batch` leading dims.
+fn check_matmul(a: &[Dim], b: &[Dim], batch: usize, out: &TensorType) -> Result<(), NodeError> {
+    let rank = batch + 2;
+    if a.len() != rank || b.len() != rank {
+        return Err(NodeError::Shape(format!(
+            "matmul operands {} and {} are not rank {rank}",
+            show(a),
+            show(b)
+        )));
+    }
+    if !same_dim(&a[batch + 1], &b[batch]) {
+        return Err(NodeError::Shape(format!(
+            "contracting dims differ: {} and {}",
+            show(a),
+            show(b)
+        )));
+    }
+    let mut want: Vec<Dim> = a[..batch].to_vec();
+    want.push(a[batch].clone());
+    want.push(b[batch + 1].clone());
+    expect_dims(out, &want)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::{builder::Builder, TensorType};
+
+    fn f32(dims: &[i64]) -> TensorType {
+        TensorType::new(DType::F32, dims)
+    }
+
+    #[test]
+    fn accepts_well_typed_matmul() {
+        let mut b = Builder::new("t");
+        let x = b.input("x", f32(&[4, 16]));
+        let w = b.input("w", f32(&[16, 8]));
+        let y = b.op("y", Op::Mm, &[x, w], f32(&[4, 8]));
+        b.output(y);
+        assert_eq!(verify(&b.finish()), Ok(()));
+    }
+
+    #[test]
+    fn rejects_wrong_matmul_shape() {
+        let mut b = Builder::new("t");
+        let x = b.input("x", f32(&[4, 16]));
+        let w = b.input("w", f32(&[8, 8]));
+        b.op("y", Op::Mm, &[x, w], f32(&[4, 8]));
+        let err = verify(&b.finish()).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "node `y` (mm): contracting dims differ: [4,16] and [8,8]"
+        );
+    }
+
+    #[test]
+    fn rejects_broadcast_mismatch_and_arity() {
+        let mut b = Builder::new("t");
+        let x = b.input("x", f32(&[4, 3]));
+        let y = b.input("y", f32(&[4, 2]));
+        let add = Op::Binary {
+            op: BinaryOp::Add,
+            lhs: Operand::Tensor,
+            rhs: Operand::Tensor,
+            alpha: None,
+        };
+        b.op("z", add.clone(), &[x, y], f32(&[4, 3]));
+        let err = verify(&b.finish()).unwrap_err().to_string();
+        assert!(err.contains("do not broadcast"), "{err}");
+
+        let mut b = Builder::new("t");
+        let x = b.input("x", f32(&[4, 3]));
+        b.op("z", add, &[x], f32(&[4, 3]));
+        let err = verify(&b.finish()).unwrap_err().to_string();
+        assert_eq!(err, "node `z` (add): expected 2 inputs, found 1");
+    }
+
+    #[test]
+    fn rejects_duplicate_names_and_undeclared_symbols() {
+        let mut b = Builder::new("t");
+        let x = b.input("x", f32(&[2]));
+        b.op("x", Op::Copy, &[x], f32(&[2]));
+        assert_eq!(
+            verify(&b.finish()),
+            Err(VerifyError::DuplicateName("x".into()))
+        );
+
+        let mut b = Builder::new("t");
+        let ty = TensorType {
+            dtype: DType::F32,
+            dims: vec![Dim::Sym(crate::ir::SymExpr::sym("s0"))],
+        };
+        b.input("x", ty);
+        let err = verify(&b.finish()).unwrap_err();
+        assert_eq!(
+            err,
+            VerifyError::UndeclaredSymbol {
+                node: "x".into(),
+                symbol: "s0".into()
+            }
+        );
+    }
+}

@@ -1,0 +1,452 @@
+//! Builds the IR graph from the parsed `ExportedProgram`.
+//!
+//! Graph inputs follow `signature.input_specs` (parameters, buffers, constants, user inputs);
+//! nodes follow the FX node list, which is topologically ordered; outputs follow
+//! `signature.output_specs`. Every tensor's type comes from `graph.tensor_values`.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use torchtpu_passes::ir::{
+    Bounds, DType, Dim, Graph, InputKind, Node, Op, Origin, OutputKind, TensorType, ValueRef,
+};
+
+use super::args::Args;
+use super::ops;
+use super::payload::Weight;
+use super::schema::{self, scalar_type, Argument, InputSpec, OutputSpec, SymInt, SymIntArgument};
+use super::srepr;
+use super::ImportError;
+
+/// Where a symbol's value comes from at run time: a dimension of a user input.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SymbolBinding {
+    /// Position among the user inputs.
+    pub input: usize,
+    /// The input's name.
+    pub input_name: String,
+    /// The dimension whose size is the symbol.
+    pub dim: usize,
+}
+
+/// The graph and what the program needs besides it.
+pub struct Built {
+    pub graph: Graph,
+    pub bindings: BTreeMap<String, SymbolBinding>,
+    pub constant_inputs: Vec<(String, String)>,
+}
+
+struct Builder<'a> {
+    ep: &'a schema::ExportedProgram,
+    graph: Graph,
+    /// FX tensor name → the value holding it.
+    values: BTreeMap<String, ValueRef>,
+    /// FX symbolic-int name → its expression.
+    sym_values: BTreeMap<String, Dim>,
+    symbols: BTreeSet<String>,
+    bindings: BTreeMap<String, SymbolBinding>,
+}
+
+/// Builds the graph; does not verify it (the caller does).
+pub fn build(
+    name: &str,
+    ep: &schema::ExportedProgram,
+    weights: &BTreeMap<String, Weight>,
+) -> Result<Built, ImportError> {
+    let mut b = Builder {
+        ep,
+        graph: Graph::new(name),
+        values: BTreeMap::new(),
+        sym_values: BTreeMap::new(),
+        symbols: BTreeSet::new(),
+        bindings: BTreeMap::new(),
+    };
+    for (sym_name, v) in &ep.graph_module.graph.sym_int_values {
+        let dim = b.sym_int(v).map_err(|reason| ImportError::TensorMeta {
+            tensor: sym_name.clone(),
+            reason,
+        })?;
+        b.sym_values.insert(sym_name.clone(), dim);
+    }
+    let constant_inputs = b.inputs(weights)?;
+    let mut names = BTreeSet::new();
+    for node in &ep.graph_module.graph.nodes {
+        b.node(node, &mut names)?;
+    }
+    b.outputs()?;
+    b.declare_symbols();
+    Ok(Built {
+        graph: b.graph,
+        bindings: b.bindings,
+        constant_inputs,
+    })
+}
+
+impl Builder<'_> {
+    fn graph_json(&self) -> &schema::Graph {
+        &self.ep.graph_module.graph
+    }
+
+    fn sym_int(&mut self, v: &SymInt) -> Result<Dim, String> {
+        match v {
+            SymInt::AsInt(i) => Ok(Dim::Static(*i)),
+            SymInt::AsExpr(e) => {
+                let expr = srepr::parse(&e.expr_str)
+                    .map_err(|err| {
+                        format!("cannot parse symbolic size `{}`: {}", e.expr_str, err.0)
+                    })?
+                    .simplify();
+                self.symbols.extend(expr.symbols());
+                Ok(Dim::from_expr(expr))
+            }
+        }
+    }
+
+    /// The type of a named tensor, from `tensor_values`.
+    fn tensor_type(&mut self, name: &str) -> Result<TensorType, ImportError> {
+        let bad = |reason: String| ImportError::TensorMeta {
+            tensor: name.to_string(),
+            reason,
+        };
+        let meta = self
+            .graph_json()
+            .tensor_values
+            .get(name)
+            .ok_or_else(|| bad("no entry (its type is unknown)".into()))?;
+        let dtype = scalar_type(meta.dtype)
+            .ok_or_else(|| bad(format!("unknown dtype number {}", meta.dtype)))?;
+        let sizes = meta.sizes.clone();
+        let dims = sizes
+            .iter()
+            .map(|s| self.sym_int(s))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(bad)?;
+        Ok(TensorType { dtype, dims })
+    }
+
+    /// Creates the graph inputs from the signature, checking each against the payloads.
+    fn inputs(
+        &mut self,
+        weights: &BTreeMap<String, Weight>,
+    ) -> Result<Vec<(String, String)>, ImportError> {
+        let specs = &self.ep.graph_module.signature.input_specs;
+        let sig = |reason: String| ImportError::Signature { reason };
+        if specs.len() != self.graph_json().inputs.len() {
+            return Err(sig(format!(
+                "{} input specs for {} graph inputs",
+                specs.len(),
+                self.graph_json().inputs.len()
+            )));
+        }
+        let mut constants = Vec::new();
+        let mut users = 0;
+        for spec in specs {
+            let (name, kind) = match spec {
+                InputSpec::Parameter {
+                    arg,
+                    parameter_name,
+                } => (
+                    arg.name.clone(),
+                    InputKind::Parameter {
+                        fqn: parameter_name.clone(),
+                    },
+                ),
+                InputSpec::Buffer {
+                    arg,
+                    buffer_name,
+                    persistent,
+                } => (
+                    arg.name.clone(),
+                    InputKind::Buffer {
+                        fqn: buffer_name.clone(),
+                        persistent: *persistent,
+                    },
+                ),
+                InputSpec::TensorConstant {
+                    arg,
+                    tensor_constant_name,
+                } => (
+                    arg.name.clone(),
+                    InputKind::Constant {
+                        fqn: tensor_constant_name.clone(),
+                    },
+                ),
+                InputSpec::UserInput {
+                    arg: Argument::AsTensor(t),
+                } => {
+                    users += 1;
+                    (t.name.clone(), InputKind::User { index: users - 1 })
+                }
+                InputSpec::UserInput { arg } => {
+                    return Err(sig(format!(
+                        "user inputs of kind `{}` are not supported (only tensors)",
+                        arg.kind()
+                    )))
+                }
+                InputSpec::ConstantInput { name, value } => {
+                    constants.push((name.clone(), value.to_string()));
+                    continue;
+                }
+                InputSpec::CustomObj(_) | InputSpec::Token(_) => {
+                    return Err(sig(
+                        "custom-object and effect-token inputs are not supported".into(),
+                    ))
+                }
+            };
+            if let InputKind::Parameter { fqn }
+            | InputKind::Buffer { fqn, .. }
+            | InputKind::Constant { fqn } = &kind
+            {
+                if !weights.contains_key(fqn) {
+                    return Err(sig(format!(
+                        "input `{name}` refers to `{fqn}`, which neither payload config holds"
+                    )));
+                }
+            }
+            let ty = self.tensor_type(&name)?;
+            if let InputKind::User { index } = kind {
+                self.bind_symbols(&name, index, &ty);
+            }
+            let id = self
+                .graph
+                .add_input(Node::new(name.clone(), Op::Input(kind), [ty]));
+            self.values.insert(name, ValueRef { node: id, slot: 0 });
+        }
+        Ok(constants)
+    }
+
+    /// A user-input dim that is a bare symbol gives that symbol its value at run time.
+    fn bind_symbols(&mut self, name: &str, index: usize, ty: &TensorType) {
+        for (dim, d) in ty.dims.iter().enumerate() {
+            if let Dim::Sym(torchtpu_passes::ir::SymExpr::Sym(s)) = d {
+                self.bindings.entry(s.clone()).or_insert(SymbolBinding {
+                    input: index,
+                    input_name: name.to_string(),
+                    dim,
+                });
+            }
+        }
+    }
+
+    fn node(
+        &mut self,
+        node: &schema::Node,
+        names: &mut BTreeSet<String>,
+    ) -> Result<(), ImportError> {
+        let name = node_name(node);
+        let stack = node.metadata.get("stack_trace").cloned();
+        let origin = Origin {
+            target: node.target.clone(),
+            output_names: Vec::new(),
+            stack_trace: stack.clone(),
+            module_path: module_path(node.metadata.get("nn_module_stack")),
+            derived_from: None,
+        };
+        let fail = |reason: String| ImportError::Node {
+            node: name.clone(),
+            target: node.target.clone(),
+            reason,
+            stack: origin.source_line().map(str::to_string),
+        };
+        if !names.insert(name.clone()) {
+            return Err(fail("another node has the same name".into()));
+        }
+        let mut args = Args::new(&node.inputs, &self.sym_values).map_err(&fail)?;
+        let op = match ops::lowering(&node.target) {
+            Some(lower) => lower(&mut args).map_err(&fail)?,
+            None => {
+                args.all_tensors();
+                Op::Unsupported {
+                    target: node.target.clone(),
+                }
+            }
+        };
+        let mut inputs = Vec::with_capacity(args.tensors.len());
+        for t in &args.tensors {
+            let v = self.values.get(t).copied().ok_or_else(|| {
+                fail(format!(
+                    "reads tensor `{t}`, which no graph input or earlier node produces"
+                ))
+            })?;
+            inputs.push(v);
+        }
+        let (output_names, types) = self.outputs_of(node).map_err(&fail)?;
+        let mut origin = origin.clone();
+        origin.output_names.clone_from(&output_names);
+        let id = self.graph.add_op(
+            Node {
+                name: name.clone(),
+                op,
+                outputs: types.into(),
+                origin,
+            },
+            &inputs,
+        );
+        for (slot, out) in output_names.into_iter().enumerate() {
+            if self
+                .values
+                .insert(
+                    out.clone(),
+                    ValueRef {
+                        node: id,
+                        slot: slot as u16,
+                    },
+                )
+                .is_some()
+            {
+                return Err(fail(format!(
+                    "output `{out}` is also produced by another node or input"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Output names and types of a node, in slot order.
+    fn outputs_of(
+        &mut self,
+        node: &schema::Node,
+    ) -> Result<(Vec<String>, Vec<TensorType>), String> {
+        let mut names = Vec::new();
+        for out in &node.outputs {
+            match out {
+                Argument::AsTensor(t) => names.push(t.name.clone()),
+                Argument::AsTensors(ts) => names.extend(ts.iter().map(|t| t.name.clone())),
+                Argument::AsSymInt(SymIntArgument::AsName(n)) => names.push(n.clone()),
+                other => {
+                    return Err(format!(
+                        "outputs of kind `{}` are not supported",
+                        other.kind()
+                    ))
+                }
+            }
+        }
+        let mut types = Vec::with_capacity(names.len());
+        for n in &names {
+            if self.sym_values.contains_key(n) {
+                types.push(TensorType {
+                    dtype: DType::I64,
+                    dims: vec![],
+                });
+            } else {
+                types.push(self.tensor_type(n).map_err(|e| e.to_string())?);
+            }
+        }
+        Ok((names, types))
+    }
+
+    fn outputs(&mut self) -> Result<(), ImportError> {
+        let specs = &self.ep.graph_module.signature.output_specs;
+        let sig = |reason: String| ImportError::Signature { reason };
+        let mut users = 0;
+        for spec in specs {
+            let (arg, kind) = match spec {
+                OutputSpec::UserOutput { arg } => {
+                    users += 1;
+                    (arg.clone(), OutputKind::User { index: users - 1 })
+                }
+                OutputSpec::LossOutput { arg } => (arg.clone(), OutputKind::Loss),
+                OutputSpec::BufferMutation { arg, buffer_name } => (
+                    Argument::AsTensor(arg.clone()),
+                    OutputKind::BufferMutation {
+                        fqn: buffer_name.clone(),
+                    },
+                ),
+                OutputSpec::ParameterMutation {
+                    arg,
+                    parameter_name,
+                } => (
+                    Argument::AsTensor(arg.clone()),
+                    OutputKind::ParameterMutation {
+                        fqn: parameter_name.clone(),
+                    },
+                ),
+                OutputSpec::UserInputMutation {
+                    arg,
+                    user_input_name,
+                } => (
+                    Argument::AsTensor(arg.clone()),
+                    OutputKind::UserInputMutation {
+                        input: user_input_name.clone(),
+                    },
+                ),
+                OutputSpec::GradientToParameter {
+                    arg,
+                    parameter_name,
+                } => (
+                    Argument::AsTensor(arg.clone()),
+                    OutputKind::GradientToParameter {
+                        fqn: parameter_name.clone(),
+                    },
+                ),
+                OutputSpec::GradientToUserInput {
+                    arg,
+                    user_input_name,
+                } => (
+                    Argument::AsTensor(arg.clone()),
+                    OutputKind::GradientToUserInput {
+                        input: user_input_name.clone(),
+                    },
+                ),
+                OutputSpec::Token(_) => {
+                    return Err(sig("effect-token outputs are not supported".into()))
+                }
+            };
+            let Argument::AsTensor(t) = &arg else {
+                return Err(sig(format!(
+                    "outputs of kind `{}` are not supported (only tensors)",
+                    arg.kind()
+                )));
+            };
+            let value = self.values.get(&t.name).copied().ok_or_else(|| {
+                sig(format!(
+                    "output `{}` is produced by no node or input",
+                    t.name
+                ))
+            })?;
+            self.graph.add_output(value, kind);
+        }
+        Ok(())
+    }
+
+    /// Declares every symbol seen, with its `range_constraints` bounds (unbounded if absent).
+    fn declare_symbols(&mut self) {
+        for s in &self.symbols {
+            let bounds = self.ep.range_constraints.get(s).map_or(
+                Bounds {
+                    min: None,
+                    max: None,
+                },
+                |rc| Bounds {
+                    min: rc.min_val,
+                    max: rc.max_val,
+                },
+            );
+            self.graph.add_symbol(s.clone(), bounds);
+        }
+    }
+}
+
+/// The FX node name; older exports may omit it, then the first output's name stands in.
+fn node_name(node: &schema::Node) -> String {
+    if let Some(n) = &node.name {
+        return n.clone();
+    }
+    match node.outputs.first() {
+        Some(Argument::AsTensor(t)) => t.name.clone(),
+        Some(Argument::AsSymInt(SymIntArgument::AsName(n))) => n.clone(),
+        _ => node.target.clone(),
+    }
+}
+
+/// `nn_module_stack` is `key,fqn,class;key,fqn,class…`; keep the fqns, outermost first.
+fn module_path(stack: Option<&String>) -> Vec<String> {
+    stack
+        .map(|s| {
+            s.split(';')
+                .filter_map(|entry| entry.split(',').nth(1))
+                .filter(|fqn| !fqn.is_empty())
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}

@@ -1,0 +1,203 @@
+//! The front end: a `torch.export.save` archive (`.pt2`) into the IR, without Python or pickle.
+//!
+//! [`import`] maps the archive, reads `models/model.json` into the schema types, checks every
+//! weight and constant against its storage, and builds the [`Graph`]: one node per FX node,
+//! typed outputs from `tensor_values`, symbols with their `range_constraints` bounds.
+
+mod archive;
+mod args;
+mod build;
+mod ops;
+mod payload;
+mod schema;
+mod srepr;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::de::DeserializeOwned;
+use thiserror::Error;
+use torchtpu_passes::ir::{Graph, NodeId, Op};
+use torchtpu_passes::VerifyError;
+
+pub use archive::Archive;
+pub use build::SymbolBinding;
+pub use payload::{PayloadSource, Weight};
+
+/// Everything that can be wrong with an input archive. Each variant names the archive entry,
+/// weight or node concerned.
+#[derive(Debug, Error)]
+pub enum ImportError {
+    #[error("cannot read `{}`: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("not a pt2 archive (a zip written by torch.export.save): {reason}")]
+    NotAnArchive { reason: String },
+    #[error("archive entry `{entry}`: {reason}")]
+    BadEntry { entry: String, reason: String },
+    #[error("archive entry `{entry}` is missing")]
+    MissingEntry { entry: String },
+    #[error("archive entry `{entry}`: invalid JSON at line {line}, column {column}: {message}")]
+    Json {
+        entry: String,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error(
+        "archive entry `{entry}`: export schema version {major}.{minor} is not supported \
+         (this compiler reads schema 8.x, written by torch 2.5 and later)"
+    )]
+    SchemaVersion {
+        entry: String,
+        major: i64,
+        minor: i64,
+    },
+    #[error("weight `{fqn}` (archive entry `{entry}`): {reason}")]
+    Payload {
+        fqn: String,
+        entry: String,
+        reason: String,
+    },
+    #[error("tensor `{tensor}` in `tensor_values`: {reason}")]
+    TensorMeta { tensor: String, reason: String },
+    #[error("graph signature: {reason}")]
+    Signature { reason: String },
+    #[error("node `{node}` ({target}): {reason}{}", at_line(stack))]
+    Node {
+        node: String,
+        target: String,
+        reason: String,
+        stack: Option<String>,
+    },
+    #[error("the imported graph is malformed: {0}")]
+    Verify(#[from] VerifyError),
+}
+
+/// `\n  at File "model.py", line 12, in forward` when a source line is known.
+fn at_line(stack: &Option<String>) -> String {
+    stack
+        .as_ref()
+        .map_or_else(String::new, |s| format!("\n  at {s}"))
+}
+
+/// Version and provenance of the exported program.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExportInfo {
+    /// `schema_version` of `model.json` (major, minor).
+    pub schema_version: (i64, i64),
+    /// The torch version that exported it, e.g. `2.15.0+cu132`.
+    pub torch_version: Option<String>,
+}
+
+/// An imported program: the graph plus the weights it takes, still in the mapped archive.
+#[derive(Debug)]
+pub struct Program {
+    /// The archive, kept mapped; weights are read from it on demand.
+    pub archive: Archive,
+    /// The verified graph.
+    pub graph: Graph,
+    /// Every tensor of the payload configs, by fully qualified name.
+    pub weights: BTreeMap<String, Weight>,
+    /// How each symbol is bound from the user inputs at run time.
+    pub bindings: BTreeMap<String, SymbolBinding>,
+    /// Python constants baked into the signature (`constant_input` specs), as JSON text.
+    pub constant_inputs: Vec<(String, String)>,
+    /// Schema and torch version.
+    pub info: ExportInfo,
+}
+
+impl Program {
+    /// Nodes whose target has no lowering, in topological order.
+    pub fn unsupported_nodes(&self) -> Vec<NodeId> {
+        let order = self.graph.topo_order().unwrap_or_default();
+        order
+            .into_iter()
+            .filter(|&id| matches!(self.graph.node(id).op, Op::Unsupported { .. }))
+            .collect()
+    }
+}
+
+const MODEL_JSON: &str = "models/model.json";
+
+/// Reads and verifies a `.pt2` archive.
+pub fn import(path: &Path) -> Result<Program, ImportError> {
+    let archive = Archive::open(path)?;
+    check_container(&archive)?;
+    let probe: schema::VersionProbe = parse_json(&archive, MODEL_JSON)?;
+    if let Some(v) = probe.schema_version {
+        if v.major != schema::SCHEMA_MAJOR {
+            return Err(ImportError::SchemaVersion {
+                entry: archive.entry_name(MODEL_JSON),
+                major: v.major,
+                minor: v.minor,
+            });
+        }
+    }
+    let ep: schema::ExportedProgram = parse_json(&archive, MODEL_JSON)?;
+    let weights = payload::load_payloads(&archive)?;
+    let name = path.file_stem().map_or_else(
+        || archive.root().to_string(),
+        |s| s.to_string_lossy().into_owned(),
+    );
+    let built = build::build(&name, &ep, &weights)?;
+    torchtpu_passes::verify(&built.graph)?;
+    Ok(Program {
+        archive,
+        graph: built.graph,
+        weights,
+        bindings: built.bindings,
+        constant_inputs: built.constant_inputs,
+        info: ExportInfo {
+            schema_version: (ep.schema_version.major, ep.schema_version.minor),
+            torch_version: ep.torch_version,
+        },
+    })
+}
+
+/// The marker files that identify a pt2 archive, and the formats we refuse outright.
+fn check_container(archive: &Archive) -> Result<(), ImportError> {
+    let format = archive.bytes("archive_format")?;
+    if format != b"pt2" {
+        return Err(ImportError::BadEntry {
+            entry: archive.entry_name("archive_format"),
+            reason: format!(
+                "expected `pt2`, found `{}`",
+                String::from_utf8_lossy(format)
+            ),
+        });
+    }
+    if archive.has("byteorder") && archive.bytes("byteorder")? != b"little" {
+        return Err(ImportError::BadEntry {
+            entry: archive.entry_name("byteorder"),
+            reason: "only little-endian archives are supported".into(),
+        });
+    }
+    for legacy in ["data/weights/model.pt", "data/constants/model.pt"] {
+        if archive.has(legacy) {
+            return Err(ImportError::BadEntry {
+                entry: archive.entry_name(legacy),
+                reason: "legacy pickled weights (torch < 2.6) are not supported; re-export with a newer torch".into(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Parses a JSON entry, reporting serde's line and column with the entry name.
+fn parse_json<T: DeserializeOwned>(archive: &Archive, rel: &str) -> Result<T, ImportError> {
+    let bytes = archive.bytes(rel)?;
+    serde_json::from_slice(bytes).map_err(|e| {
+        let text = e.to_string();
+        // serde_json appends " at line L column C"; the variant carries those separately.
+        let message = text.split(" at line ").next().unwrap_or(&text).to_string();
+        ImportError::Json {
+            entry: archive.entry_name(rel),
+            line: e.line(),
+            column: e.column(),
+            message,
+        }
+    })
+}

@@ -1,0 +1,126 @@
+//! Element-wise ops: unary math, binary arithmetic and comparisons, `where`, `clamp`.
+
+use torchtpu_passes::ir::{BinaryOp, Op, Operand, Scalar, UnaryOp};
+
+use super::{Args, Lowering};
+
+pub fn lowering(key: &str) -> Option<Lowering> {
+    Some(match key {
+        "aten.abs.default" => |a| unary(a, UnaryOp::Abs),
+        "aten.cos.default" => |a| unary(a, UnaryOp::Cos),
+        "aten.erf.default" => |a| unary(a, UnaryOp::Erf),
+        "aten.exp.default" => |a| unary(a, UnaryOp::Exp),
+        "aten.log.default" => |a| unary(a, UnaryOp::Log),
+        "aten.logical_not.default" => |a| unary(a, UnaryOp::LogicalNot),
+        "aten.neg.default" => |a| unary(a, UnaryOp::Neg),
+        "aten.relu.default" => |a| unary(a, UnaryOp::Relu),
+        "aten.rsqrt.default" => |a| unary(a, UnaryOp::Rsqrt),
+        "aten.sigmoid.default" => |a| unary(a, UnaryOp::Sigmoid),
+        "aten.sin.default" => |a| unary(a, UnaryOp::Sin),
+        "aten.sqrt.default" => |a| unary(a, UnaryOp::Sqrt),
+        "aten.tanh.default" => |a| unary(a, UnaryOp::Tanh),
+        "aten.gelu.default" => gelu,
+        "aten.add.Tensor" | "aten.add.Scalar" => |a| binary_alpha(a, BinaryOp::Add),
+        "aten.sub.Tensor" | "aten.sub.Scalar" => |a| binary_alpha(a, BinaryOp::Sub),
+        "aten.rsub.Scalar" | "aten.rsub.Tensor" => rsub,
+        "aten.mul.Tensor" | "aten.mul.Scalar" => |a| binary(a, BinaryOp::Mul, "other"),
+        "aten.div.Tensor" | "aten.div.Scalar" => |a| binary(a, BinaryOp::Div, "other"),
+        "aten.pow.Tensor_Scalar" | "aten.pow.Tensor_Tensor" => {
+            |a| binary(a, BinaryOp::Pow, "exponent")
+        }
+        "aten.maximum.default" => |a| binary(a, BinaryOp::Maximum, "other"),
+        "aten.minimum.default" => |a| binary(a, BinaryOp::Minimum, "other"),
+        "aten.bitwise_and.Tensor" | "aten.bitwise_and.Scalar" => {
+            |a| binary(a, BinaryOp::BitwiseAnd, "other")
+        }
+        "aten.bitwise_or.Tensor" | "aten.bitwise_or.Scalar" => {
+            |a| binary(a, BinaryOp::BitwiseOr, "other")
+        }
+        "aten.logical_and.default" => |a| binary(a, BinaryOp::LogicalAnd, "other"),
+        "aten.logical_or.default" => |a| binary(a, BinaryOp::LogicalOr, "other"),
+        "aten.eq.Tensor" | "aten.eq.Scalar" => |a| binary(a, BinaryOp::Eq, "other"),
+        "aten.ne.Tensor" | "aten.ne.Scalar" => |a| binary(a, BinaryOp::Ne, "other"),
+        "aten.lt.Tensor" | "aten.lt.Scalar" => |a| binary(a, BinaryOp::Lt, "other"),
+        "aten.le.Tensor" | "aten.le.Scalar" => |a| binary(a, BinaryOp::Le, "other"),
+        "aten.gt.Tensor" | "aten.gt.Scalar" => |a| binary(a, BinaryOp::Gt, "other"),
+        "aten.ge.Tensor" | "aten.ge.Scalar" => |a| binary(a, BinaryOp::Ge, "other"),
+        "aten.where.self" => where_self,
+        "aten.clamp.default" => clamp,
+        _ => return None,
+    })
+}
+
+fn unary(a: &mut Args<'_>, op: UnaryOp) -> Result<Op, String> {
+    a.tensor("self")?;
+    Ok(Op::Unary(op))
+}
+
+fn gelu(a: &mut Args<'_>) -> Result<Op, String> {
+    a.tensor("self")?;
+    match a.string("approximate", "none")?.as_str() {
+        "none" => Ok(Op::Unary(UnaryOp::Gelu)),
+        "tanh" => Ok(Op::Unary(UnaryOp::GeluTanh)),
+        other => Err(format!("argument `approximate`: unknown value `{other}`")),
+    }
+}
+
+fn binary(a: &mut Args<'_>, op: BinaryOp, rhs_name: &str) -> Result<Op, String> {
+    let lhs = a.operand("self")?;
+    let rhs = a.operand(rhs_name)?;
+    Ok(Op::Binary {
+        op,
+        lhs,
+        rhs,
+        alpha: None,
+    })
+}
+
+/// `add`/`sub` carry `alpha` (default 1), which scales the right operand.
+fn binary_alpha(a: &mut Args<'_>, op: BinaryOp) -> Result<Op, String> {
+    let alpha = a.opt_scalar("alpha")?.filter(|s| !is_one(s));
+    match binary(a, op, "other")? {
+        Op::Binary { op, lhs, rhs, .. } => Ok(Op::Binary {
+            op,
+            lhs,
+            rhs,
+            alpha,
+        }),
+        other => Ok(other),
+    }
+}
+
+/// `rsub(self, other, alpha) = other - alpha * self`.
+fn rsub(a: &mut Args<'_>) -> Result<Op, String> {
+    let alpha = a.opt_scalar("alpha")?.filter(|s| !is_one(s));
+    let rhs = a.operand("self")?;
+    let lhs = a.operand("other")?;
+    if lhs == Operand::Tensor && rhs == Operand::Tensor {
+        // Both tensors: the slot order must be lhs first; swap the collected names.
+        a.tensors.swap(0, 1);
+    }
+    Ok(Op::Binary {
+        op: BinaryOp::Sub,
+        lhs,
+        rhs,
+        alpha,
+    })
+}
+
+fn is_one(s: &Scalar) -> bool {
+    matches!(s, Scalar::Int(1)) || matches!(s, Scalar::Float(x) if *x == 1.0)
+}
+
+fn where_self(a: &mut Args<'_>) -> Result<Op, String> {
+    a.tensor("condition")?;
+    let on_true = a.operand("self")?;
+    let on_false = a.operand("other")?;
+    Ok(Op::Where { on_true, on_false })
+}
+
+fn clamp(a: &mut Args<'_>) -> Result<Op, String> {
+    a.tensor("self")?;
+    Ok(Op::Clamp {
+        min: a.opt_scalar("min")?,
+        max: a.opt_scalar("max")?,
+    })
+}

@@ -1,0 +1,48 @@
+//! Contractions: `mm`, `bmm`, `addmm` and `convolution`.
+
+use torchtpu_passes::ir::{Op, Scalar};
+
+use super::{Args, Lowering};
+
+pub fn lowering(key: &str) -> Option<Lowering> {
+    Some(match key {
+        "aten.mm.default" => |a| {
+            a.tensor("self")?;
+            a.tensor("mat2")?;
+            Ok(Op::Mm)
+        },
+        "aten.bmm.default" => |a| {
+            a.tensor("self")?;
+            a.tensor("mat2")?;
+            Ok(Op::Bmm)
+        },
+        "aten.addmm.default" => addmm,
+        "aten.convolution.default" => convolution,
+        _ => return None,
+    })
+}
+
+fn addmm(a: &mut Args<'_>) -> Result<Op, String> {
+    a.tensor("self")?;
+    a.tensor("mat1")?;
+    a.tensor("mat2")?;
+    Ok(Op::Addmm {
+        beta: a.scalar("beta", Some(Scalar::Int(1)))?,
+        alpha: a.scalar("alpha", Some(Scalar::Int(1)))?,
+    })
+}
+
+fn convolution(a: &mut Args<'_>) -> Result<Op, String> {
+    a.tensor("input")?;
+    a.tensor("weight")?;
+    let has_bias = a.opt_tensor("bias")?;
+    Ok(Op::Convolution {
+        stride: a.ints("stride", None)?,
+        padding: a.ints("padding", None)?,
+        dilation: a.ints("dilation", None)?,
+        transposed: a.bool("transposed", false)?,
+        output_padding: a.ints("output_padding", None)?,
+        groups: a.int("groups", None)?,
+        has_bias,
+    })
+}

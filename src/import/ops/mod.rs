@@ -1,0 +1,29 @@
+//! ATen targets → IR ops, one file per op family.
+//!
+//! Each lowering reads the node's arguments by schema name (with schema defaults) and returns
+//! the typed [`Op`]; the tensors it reads become the node's inputs in that order.
+
+mod elementwise;
+mod linalg;
+mod nn;
+mod reduce;
+mod shape;
+mod tensor;
+
+use torchtpu_passes::ir::Op;
+
+use super::args::Args;
+
+/// Reads one node's arguments into an op.
+pub type Lowering = fn(&mut Args<'_>) -> Result<Op, String>;
+
+/// The lowering of an FX target (`torch.ops.aten.addmm.default`, `_operator.add`), if any.
+pub fn lowering(target: &str) -> Option<Lowering> {
+    let key = target.strip_prefix("torch.ops.").unwrap_or(target);
+    elementwise::lowering(key)
+        .or_else(|| linalg::lowering(key))
+        .or_else(|| nn::lowering(key))
+        .or_else(|| reduce::lowering(key))
+        .or_else(|| shape::lowering(key))
+        .or_else(|| tensor::lowering(key))
+}

@@ -1,0 +1,72 @@
+//! Tensor creation, copies and conversions, metadata checks and symbolic-int arithmetic.
+
+use torchtpu_passes::ir::{Op, Scalar, SymArithOp};
+
+use super::{Args, Lowering};
+
+pub fn lowering(key: &str) -> Option<Lowering> {
+    Some(match key {
+        "aten.clone.default" | "aten.alias.default" | "aten.lift_fresh_copy.default" => |a| {
+            a.tensor("self")?;
+            Ok(Op::Copy)
+        },
+        "aten._to_copy.default" => |a| {
+            a.tensor("self")?;
+            Ok(Op::Convert)
+        },
+        "aten.arange.start_step" => arange,
+        "aten.arange.default" | "aten.arange.start" => arange,
+        "aten.full.default" => |a| {
+            Ok(Op::Full {
+                size: a.dims("size")?,
+                value: a.scalar("fill_value", None)?,
+            })
+        },
+        "aten.full_like.default" => |a| {
+            a.tensor("self")?;
+            Ok(Op::FullLike {
+                value: a.scalar("fill_value", None)?,
+            })
+        },
+        "aten.scalar_tensor.default" => |a| {
+            Ok(Op::ScalarTensor {
+                value: a.scalar("s", None)?,
+            })
+        },
+        "aten._assert_tensor_metadata.default" => |a| {
+            a.tensor("a")?;
+            Ok(Op::AssertMetadata {
+                dtype: a.dtype("dtype")?,
+            })
+        },
+        "aten.sym_size.int" => |a| {
+            a.tensor("self")?;
+            Ok(Op::SymSize {
+                dim: a.int("dim", None)?,
+            })
+        },
+        "_operator.add" => |_| Ok(Op::SymArith(SymArithOp::Add)),
+        "_operator.sub" => |_| Ok(Op::SymArith(SymArithOp::Sub)),
+        "_operator.mul" => |_| Ok(Op::SymArith(SymArithOp::Mul)),
+        "_operator.floordiv" => |_| Ok(Op::SymArith(SymArithOp::FloorDiv)),
+        "_operator.mod" => |_| Ok(Op::SymArith(SymArithOp::Mod)),
+        _ => return None,
+    })
+}
+
+/// `arange(start=0, end, step=1)`; a symbolic `end` (a dynamic length) gets its own op.
+fn arange(a: &mut Args<'_>) -> Result<Op, String> {
+    let start = a.scalar("start", Some(Scalar::Int(0)))?;
+    let step = a.scalar("step", Some(Scalar::Int(1)))?;
+    let end_dim = a.dim("end", None);
+    match (end_dim, start, step) {
+        (Ok(end), Scalar::Int(start), Scalar::Int(step)) if end.as_static().is_none() => {
+            Ok(Op::ArangeSym { start, end, step })
+        }
+        _ => Ok(Op::Arange {
+            start,
+            end: a.scalar("end", None)?,
+            step,
+        }),
+    }
+}

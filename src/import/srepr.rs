@@ -1,0 +1,229 @@
+//! Parser for the sympy `srepr` strings that the export writes for symbolic sizes.
+//!
+//! Grammar: `Expr := Int | 'str' | Ident | Ident '(' [Arg (',' Arg)*] ')'`,
+//! `Arg := Expr | Ident '=' Expr`. Keyword arguments (`positive=True`) are assumptions that
+//! do not change the value and are skipped.
+
+use torchtpu_passes::ir::SymExpr;
+
+/// Why an expression could not be read.
+#[derive(Debug, PartialEq, Eq)]
+pub struct SreprError(pub String);
+
+#[derive(Clone, Debug, PartialEq)]
+enum Token {
+    Int(i64),
+    Str(String),
+    Ident(String),
+    Punct(char),
+}
+
+/// Parses one srepr expression, e.g. `Mul(Integer(64), Symbol('s70', positive=True, integer=True))`.
+pub fn parse(text: &str) -> Result<SymExpr, SreprError> {
+    let tokens = tokenize(text)?;
+    let mut p = Parser {
+        tokens: &tokens,
+        pos: 0,
+    };
+    let expr = p.expr()?;
+    if p.pos != tokens.len() {
+        return Err(SreprError(format!(
+            "unexpected {:?} after the expression",
+            tokens[p.pos]
+        )));
+    }
+    to_sym(&expr)
+}
+
+fn tokenize(text: &str) -> Result<Vec<Token>, SreprError> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        let start = i;
+        if c.is_whitespace() {
+            i += 1;
+        } else if c.is_ascii_digit()
+            || (c == '-' && chars.get(i + 1).is_some_and(char::is_ascii_digit))
+        {
+            i += 1;
+            while i < chars.len() && chars[i].is_ascii_digit() {
+                i += 1;
+            }
+            let s: String = chars[start..i].iter().collect();
+            let v = s
+                .parse()
+                .map_err(|_| SreprError(format!("integer `{s}` does not fit in 64 bits")))?;
+            out.push(Token::Int(v));
+        } else if c == '\'' {
+            let end = chars[i + 1..]
+                .iter()
+                .position(|&c| c == '\'')
+                .ok_or_else(|| SreprError("unterminated string".into()))?;
+            out.push(Token::Str(chars[i + 1..i + 1 + end].iter().collect()));
+            i += end + 2;
+        } else if c.is_alphabetic() || c == '_' {
+            while i < chars.len() && (chars[i].is_alphanumeric() || chars[i] == '_') {
+                i += 1;
+            }
+            out.push(Token::Ident(chars[start..i].iter().collect()));
+        } else if "(),=".contains(c) {
+            out.push(Token::Punct(c));
+            i += 1;
+        } else {
+            return Err(SreprError(format!(
+                "unexpected character `{c}` at offset {i}"
+            )));
+        }
+    }
+    Ok(out)
+}
+
+/// A parsed call tree before interpretation.
+#[derive(Debug)]
+enum Ast {
+    Int(i64),
+    Str(String),
+    Name(String),
+    Call(String, Vec<Ast>),
+}
+
+struct Parser<'a> {
+    tokens: &'a [Token],
+    pos: usize,
+}
+
+impl Parser<'_> {
+    fn next(&mut self) -> Result<Token, SreprError> {
+        let t = self
+            .tokens
+            .get(self.pos)
+            .cloned()
+            .ok_or_else(|| SreprError("unexpected end of expression".into()))?;
+        self.pos += 1;
+        Ok(t)
+    }
+
+    fn peek_is(&self, offset: usize, c: char) -> bool {
+        self.tokens.get(self.pos + offset) == Some(&Token::Punct(c))
+    }
+
+    fn expr(&mut self) -> Result<Ast, SreprError> {
+        match self.next()? {
+            Token::Int(v) => Ok(Ast::Int(v)),
+            Token::Str(s) => Ok(Ast::Str(s)),
+            Token::Ident(name) if self.peek_is(0, '(') => {
+                self.pos += 1;
+                Ok(Ast::Call(name, self.args()?))
+            }
+            Token::Ident(name) => Ok(Ast::Name(name)),
+            Token::Punct(c) => Err(SreprError(format!("unexpected `{c}`"))),
+        }
+    }
+
+    /// Positional arguments up to the closing parenthesis; keyword arguments are dropped.
+    fn args(&mut self) -> Result<Vec<Ast>, SreprError> {
+        let mut args = Vec::new();
+        loop {
+            if self.peek_is(0, ')') {
+                self.pos += 1;
+                return Ok(args);
+            }
+            let keyword =
+                matches!(self.tokens.get(self.pos), Some(Token::Ident(_))) && self.peek_is(1, '=');
+            if keyword {
+                self.pos += 2;
+                self.expr()?;
+            } else {
+                args.push(self.expr()?);
+            }
+            match self.next()? {
+                Token::Punct(',') => {}
+                Token::Punct(')') => return Ok(args),
+                t => return Err(SreprError(format!("expected `,` or `)`, found {t:?}"))),
+            }
+        }
+    }
+}
+
+fn to_sym(ast: &Ast) -> Result<SymExpr, SreprError> {
+    let (head, args) = match ast {
+        Ast::Call(head, args) => (head, args),
+        Ast::Int(v) => return Ok(SymExpr::Int(*v)),
+        Ast::Name(n) => {
+            return Err(SreprError(format!(
+                "unexpected name `{n}` where an integer expression belongs"
+            )))
+        }
+        Ast::Str(s) => {
+            return Err(SreprError(format!(
+                "unexpected string '{s}' where an integer expression belongs"
+            )))
+        }
+    };
+    let all = || args.iter().map(to_sym).collect::<Result<Vec<_>, _>>();
+    let two = |f: fn(Box<SymExpr>, Box<SymExpr>) -> SymExpr| -> Result<SymExpr, SreprError> {
+        match args.as_slice() {
+            [a, b] => Ok(f(Box::new(to_sym(a)?), Box::new(to_sym(b)?))),
+            _ => Err(SreprError(format!(
+                "`{head}` takes 2 arguments, found {}",
+                args.len()
+            ))),
+        }
+    };
+    match head.as_str() {
+        "Integer" => match args.as_slice() {
+            [Ast::Int(v)] => Ok(SymExpr::Int(*v)),
+            _ => Err(SreprError("`Integer` takes one integer literal".into())),
+        },
+        "Symbol" => match args.first() {
+            Some(Ast::Str(name)) => Ok(SymExpr::Sym(name.clone())),
+            _ => Err(SreprError("`Symbol` takes a quoted name".into())),
+        },
+        "Add" => Ok(SymExpr::Add(all()?)),
+        "Mul" => Ok(SymExpr::Mul(all()?)),
+        "Max" => Ok(SymExpr::Max(all()?)),
+        "Min" => Ok(SymExpr::Min(all()?)),
+        "Pow" | "PowByNatural" => two(SymExpr::Pow),
+        "FloorDiv" => two(SymExpr::FloorDiv),
+        "CeilDiv" => two(SymExpr::CeilDiv),
+        "Mod" | "PythonMod" => two(SymExpr::Mod),
+        other => Err(SreprError(format!("unsupported sympy function `{other}`"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S70: &str = "Symbol('s70', positive=True, integer=True)";
+
+    #[test]
+    fn parses_real_export_expressions() {
+        assert_eq!(parse(S70).unwrap(), SymExpr::sym("s70"));
+        let e = parse(&format!("Mul(Integer(4), Pow({S70}, Integer(2)))")).unwrap();
+        assert_eq!(e.to_string(), "4*s70^2");
+        let e = parse(&format!("Add({S70}, Integer(-1))")).unwrap();
+        assert_eq!(e.to_string(), "s70 - 1");
+        let e = parse(&format!("FloorDiv({S70}, Integer(2))")).unwrap();
+        assert_eq!(e.to_string(), "s70 // 2");
+    }
+
+    #[test]
+    fn reports_malformed_expressions() {
+        assert!(parse("Mul(Integer(2), ")
+            .unwrap_err()
+            .0
+            .contains("unexpected end"));
+        assert!(parse("Rational(1, 2)")
+            .unwrap_err()
+            .0
+            .contains("unsupported sympy function `Rational`"));
+        assert!(parse("Integer(1) Integer(2)")
+            .unwrap_err()
+            .0
+            .contains("after the expression"));
+        assert!(parse("Symbol('s70").unwrap_err().0.contains("unterminated"));
+    }
+}

@@ -1,0 +1,309 @@
+//! `inspect`: a description of an exported program — signature, symbols, weights, op histogram.
+//!
+//! The JSON form ([`Report`]) is a stable interface for scripts; its fields are documented in
+//! README.md ("`inspect --format json`") and `schemas/inspect.schema.json`. Fields are only
+//! ever added, and `format` changes if an existing field's meaning changes.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write;
+
+use serde::Serialize;
+use torchtpu_passes::ir::{Dim, InputKind, Op, OutputKind, TensorType};
+
+use crate::import::{Program, Weight};
+
+/// Identifies the layout of the JSON report.
+pub const REPORT_FORMAT: &str = "torchtpu-inspect/1";
+
+/// The `inspect` report of a `.pt2` archive.
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub format: &'static str,
+    pub kind: &'static str,
+    pub file: String,
+    pub schema_version: String,
+    pub torch_version: Option<String>,
+    pub inputs: Vec<ValueInfo>,
+    pub outputs: Vec<ValueInfo>,
+    pub symbols: Vec<SymbolInfo>,
+    pub parameters: WeightSummary,
+    pub buffers: WeightSummary,
+    pub constants: WeightSummary,
+    pub mutations: Vec<String>,
+    pub constant_inputs: Vec<ConstantInput>,
+    pub nodes: usize,
+    pub ops: BTreeMap<String, usize>,
+    pub unsupported_ops: BTreeMap<String, usize>,
+}
+
+/// A user input or output.
+#[derive(Debug, Serialize)]
+pub struct ValueInfo {
+    pub name: String,
+    pub dtype: String,
+    /// Integers for static sizes, expression strings (`"s70"`, `"2*s70"`) for symbolic ones.
+    pub dims: Vec<serde_json::Value>,
+}
+
+/// A symbol with its bounds and the input dimension that defines it.
+#[derive(Debug, Serialize)]
+pub struct SymbolInfo {
+    pub name: String,
+    pub min: Option<i64>,
+    pub max: Option<i64>,
+    pub input: Option<String>,
+    pub dim: Option<usize>,
+}
+
+/// Counts over a class of stored tensors; tensors viewing the same bytes count once.
+#[derive(Debug, Default, Serialize)]
+pub struct WeightSummary {
+    pub tensors: usize,
+    pub elements: i64,
+    pub bytes: u64,
+}
+
+/// A Python constant baked into the signature.
+#[derive(Debug, Serialize)]
+pub struct ConstantInput {
+    pub name: String,
+    pub value: String,
+}
+
+fn dims_json(ty: &TensorType) -> Vec<serde_json::Value> {
+    ty.dims
+        .iter()
+        .map(|d| match d {
+            Dim::Static(v) => serde_json::Value::from(*v),
+            Dim::Sym(e) => serde_json::Value::from(e.to_string()),
+        })
+        .collect()
+}
+
+fn value_info(name: &str, ty: &TensorType) -> ValueInfo {
+    ValueInfo {
+        name: name.to_string(),
+        dtype: ty.dtype.to_string(),
+        dims: dims_json(ty),
+    }
+}
+
+/// Builds the report of an imported program.
+pub fn report(program: &Program, file: &str) -> Report {
+    let g = &program.graph;
+    let inputs = g
+        .graph_inputs()
+        .iter()
+        .map(|&id| g.node(id))
+        .filter(|n| matches!(n.op, Op::Input(InputKind::User { .. })))
+        .map(|n| value_info(&n.name, &n.outputs[0]))
+        .collect();
+    let mut outputs = Vec::new();
+    let mut mutations = Vec::new();
+    for o in g.outputs() {
+        let node = g.node(o.value.node);
+        let slot = usize::from(o.value.slot);
+        let name = node.origin.output_names.get(slot).unwrap_or(&node.name);
+        match &o.kind {
+            OutputKind::User { .. } => outputs.push(value_info(name, &node.outputs[slot])),
+            OutputKind::BufferMutation { fqn } => mutations.push(format!("buffer {fqn}")),
+            OutputKind::ParameterMutation { fqn } => mutations.push(format!("parameter {fqn}")),
+            OutputKind::UserInputMutation { input } => {
+                mutations.push(format!("user input {input}"))
+            }
+            OutputKind::Loss
+            | OutputKind::GradientToParameter { .. }
+            | OutputKind::GradientToUserInput { .. } => {}
+        }
+    }
+    let symbols = g
+        .symbols()
+        .iter()
+        .map(|(name, b)| {
+            let binding = program.bindings.get(name);
+            SymbolInfo {
+                name: name.clone(),
+                min: b.min,
+                max: b.max,
+                input: binding.map(|b| b.input_name.clone()),
+                dim: binding.map(|b| b.dim),
+            }
+        })
+        .collect();
+    let (mut ops, mut unsupported) = (BTreeMap::new(), BTreeMap::new());
+    let mut nodes = 0;
+    for id in g.node_ids() {
+        let node = g.node(id);
+        if matches!(node.op, Op::Input(_)) {
+            continue;
+        }
+        nodes += 1;
+        let target = node
+            .origin
+            .target
+            .strip_prefix("torch.ops.")
+            .unwrap_or(&node.origin.target)
+            .to_string();
+        if matches!(node.op, Op::Unsupported { .. }) {
+            *unsupported.entry(target.clone()).or_insert(0) += 1;
+        }
+        *ops.entry(target).or_insert(0) += 1;
+    }
+    Report {
+        format: REPORT_FORMAT,
+        kind: "pt2",
+        file: file.to_string(),
+        schema_version: format!(
+            "{}.{}",
+            program.info.schema_version.0, program.info.schema_version.1
+        ),
+        torch_version: program.info.torch_version.clone(),
+        inputs,
+        outputs,
+        symbols,
+        parameters: summarize(program, |k| matches!(k, InputKind::Parameter { .. })),
+        buffers: summarize(program, |k| matches!(k, InputKind::Buffer { .. })),
+        constants: summarize(program, |k| matches!(k, InputKind::Constant { .. })),
+        mutations,
+        constant_inputs: program
+            .constant_inputs
+            .iter()
+            .map(|(name, value)| ConstantInput {
+                name: name.clone(),
+                value: value.clone(),
+            })
+            .collect(),
+        nodes,
+        ops,
+        unsupported_ops: unsupported,
+    }
+}
+
+/// Sums the graph inputs of one kind; views of the same bytes (tied weights) count once.
+fn summarize(program: &Program, want: impl Fn(&InputKind) -> bool) -> WeightSummary {
+    let mut seen = BTreeSet::new();
+    let mut s = WeightSummary::default();
+    for &id in program.graph.graph_inputs() {
+        let Op::Input(kind) = &program.graph.node(id).op else {
+            continue;
+        };
+        if !want(kind) {
+            continue;
+        }
+        let (InputKind::Parameter { fqn }
+        | InputKind::Buffer { fqn, .. }
+        | InputKind::Constant { fqn }) = kind
+        else {
+            continue;
+        };
+        let Some(w) = program.weights.get(fqn) else {
+            continue;
+        };
+        if seen.insert(view_key(w)) {
+            s.tensors += 1;
+            s.elements += w.numel();
+            s.bytes += w.nbytes();
+        }
+    }
+    s
+}
+
+fn view_key(w: &Weight) -> (String, i64, Vec<i64>, Vec<i64>) {
+    (
+        w.entry.clone(),
+        w.storage_offset,
+        w.sizes.clone(),
+        w.strides.clone(),
+    )
+}
+
+/// `1.5 KiB`, `44.6 MiB`.
+fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
+    let mut v = n as f64;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[unit])
+    }
+}
+
+fn dims_text(dims: &[serde_json::Value]) -> String {
+    let v: Vec<String> = dims
+        .iter()
+        .map(|d| d.as_str().map_or_else(|| d.to_string(), str::to_string))
+        .collect();
+    format!("[{}]", v.join(", "))
+}
+
+/// The human-readable form.
+pub fn render_text(r: &Report) -> String {
+    let mut out = String::new();
+    let torch = r.torch_version.as_deref().unwrap_or("unknown torch");
+    let _ = writeln!(
+        out,
+        "{}: torch.export archive (schema {}, torch {torch})",
+        r.file, r.schema_version
+    );
+    let _ = writeln!(out, "inputs:");
+    for v in &r.inputs {
+        let _ = writeln!(out, "  {}: {}{}", v.name, v.dtype, dims_text(&v.dims));
+    }
+    let _ = writeln!(out, "outputs:");
+    for (i, v) in r.outputs.iter().enumerate() {
+        let _ = writeln!(out, "  {i}: {} {}{}", v.name, v.dtype, dims_text(&v.dims));
+    }
+    if !r.symbols.is_empty() {
+        let _ = writeln!(out, "symbols:");
+        for s in &r.symbols {
+            let show = |v: Option<i64>| v.map_or_else(|| "?".to_string(), |v| v.to_string());
+            let from = match (&s.input, s.dim) {
+                (Some(i), Some(d)) => format!("  (size of `{i}` dim {d})"),
+                _ => "  (not bound by any input dimension)".to_string(),
+            };
+            let _ = writeln!(
+                out,
+                "  {} in [{}, {}]{from}",
+                s.name,
+                show(s.min),
+                show(s.max)
+            );
+        }
+    }
+    for (label, w) in [
+        ("parameters", &r.parameters),
+        ("buffers", &r.buffers),
+        ("constants", &r.constants),
+    ] {
+        let _ = writeln!(
+            out,
+            "{label}: {} tensors, {} elements, {}",
+            w.tensors,
+            w.elements,
+            human_bytes(w.bytes)
+        );
+    }
+    for m in &r.mutations {
+        let _ = writeln!(out, "mutates: {m}");
+    }
+    for c in &r.constant_inputs {
+        let _ = writeln!(out, "constant input: {} = {}", c.name, c.value);
+    }
+    let _ = writeln!(out, "ops ({} nodes, {} distinct):", r.nodes, r.ops.len());
+    let mut by_count: Vec<(&String, &usize)> = r.ops.iter().collect();
+    by_count.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    for (op, n) in by_count {
+        let mark = if r.unsupported_ops.contains_key(op) {
+            "  (no lowering)"
+        } else {
+            ""
+        };
+        let _ = writeln!(out, "  {n:>5}  {op}{mark}");
+    }
+    out
+}

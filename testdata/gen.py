@@ -1,0 +1,528 @@
+#!/usr/bin/env python3
+"""Generate the reference .pt2 archives and reference data for torchtpu-compile.
+
+Single source of truth for everything under testdata/models/.  Run with the
+pinned venv (see testdata/README.md):
+
+    python testdata/gen.py [--out testdata/models] [name ...]
+
+For each model (random init, torch.manual_seed(0) before it is built, eval
+mode, nothing downloaded):
+
+    ep = torch.export.export(model, args, dynamic_shapes=...)
+    ep = ep.run_decompositions()          # core ATen
+    torch.export.save(ep, "<out>/<name>.pt2")
+    torch.export.load(...).module()       # round-trip check against eager
+
+and writes, in <out>/<name>/:
+
+    in_<i>.npy, out_<i>.npy                 user inputs / eager outputs (user order)
+    in_<i>_case<k>.npy, out_<i>_case<k>.npy extra sizes for dynamic models (k = 1, 2, ...)
+    state_dict.safetensors                  every tensor the archive carries
+                                            (ep.state_dict + tensor ep.constants),
+                                            keyed by FQN, own dtype
+    meta.json                               description, shapes, diffs, versions
+"""
+import argparse
+import json
+import os
+import sys
+import zipfile
+
+import numpy as np
+import torch
+import torch.nn as nn
+from safetensors.torch import save_file
+from torch.export import Dim
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+# ---------------------------------------------------------------------------
+# models
+# ---------------------------------------------------------------------------
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(16, 32)
+        self.act = nn.ReLU()
+        self.fc2 = nn.Linear(32, 8)
+
+    def forward(self, x):
+        return self.fc2(self.act(self.fc1(x)))
+
+
+def randomize_bn(model):
+    """Random affine params and running stats, so a wrong BN shows up."""
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.normal_(0.0, 0.1)
+                m.running_mean.normal_(0.0, 0.1)
+                m.running_var.uniform_(0.5, 2.0)
+    return model
+
+
+class CNN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.bn1 = nn.BatchNorm2d(8)
+        self.relu1 = nn.ReLU()
+        self.pool = nn.MaxPool2d(2)
+        self.conv2 = nn.Conv2d(8, 16, 3, padding=1)
+        self.bn2 = nn.BatchNorm2d(16)
+        self.relu2 = nn.ReLU()
+        self.gap = nn.AdaptiveAvgPool2d(1)
+        self.flatten = nn.Flatten()
+        self.fc = nn.Linear(16, 10)
+
+    def forward(self, x):
+        x = self.pool(self.relu1(self.bn1(self.conv1(x))))
+        x = self.relu2(self.bn2(self.conv2(x)))
+        return self.fc(self.flatten(self.gap(x)))
+
+
+class ResNetMini(nn.Module):
+    def __init__(self, widths=(8, 16, 32, 64), num_classes=10):
+        super().__init__()
+        from torchvision.models.resnet import BasicBlock, conv1x1, conv3x3
+
+        self.conv1 = conv3x3(3, widths[0])
+        self.bn1 = nn.BatchNorm2d(widths[0])
+        self.relu = nn.ReLU(inplace=True)
+        self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, padding=1)
+        layers, cin = [], widths[0]
+        for i, w in enumerate(widths):
+            stride = 1 if i == 0 else 2
+            down = None
+            if stride != 1 or cin != w:
+                down = nn.Sequential(conv1x1(cin, w, stride), nn.BatchNorm2d(w))
+            layers.append(BasicBlock(cin, w, stride=stride, downsample=down))
+            cin = w
+        self.layer1, self.layer2, self.layer3, self.layer4 = layers
+        self.avgpool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(widths[-1], num_classes)
+
+    def forward(self, x):
+        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+        return self.fc(torch.flatten(self.avgpool(x), 1))
+
+
+class LogitsWrapper(nn.Module):
+    """forward(input_ids) -> logits, without a KV cache."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids):
+        return self.model(input_ids=input_ids, use_cache=False).logits
+
+
+def build_llama():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, vocab_size=256,
+                      max_position_embeddings=512, attn_implementation="sdpa")
+    return LogitsWrapper(LlamaForCausalLM(cfg))
+
+
+def build_gpt2():
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    cfg = GPT2Config(vocab_size=256, n_positions=128, n_embd=64, n_layer=2, n_head=4,
+                     bos_token_id=0, eos_token_id=0)
+    return LogitsWrapper(GPT2LMHeadModel(cfg))
+
+
+class BertMeanPool(nn.Module):
+    """BERT encoder + attention-mask-weighted mean over the sequence."""
+
+    def __init__(self):
+        super().__init__()
+        from transformers import BertConfig, BertModel
+
+        cfg = BertConfig(vocab_size=256, hidden_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, intermediate_size=128,
+                         max_position_embeddings=128)
+        self.bert = BertModel(cfg, add_pooling_layer=False)
+
+    def forward(self, input_ids, attention_mask):
+        out = self.bert(input_ids=input_ids, attention_mask=attention_mask)
+        h = out.last_hidden_state
+        m = attention_mask.unsqueeze(-1).to(h.dtype)
+        return (h * m).sum(1) / m.sum(1).clamp(min=1)
+
+
+class MultiOut(nn.Module):
+    """Several outputs of different dtypes (f32, i64, bool, i64)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(5, 4)
+
+    def forward(self, x):
+        y = self.fc(x)
+        idx = torch.argmax(y, dim=-1)
+        flag = y > 0
+        count = (x > 0).sum(dim=1)
+        return y, idx, flag, count
+
+
+class EdgeCases(nn.Module):
+    """Cases a weight reader must handle (see README)."""
+
+    def __init__(self):
+        super().__init__()
+        # non-contiguous parameter: sizes [4, 8], strides [1, 4]
+        self.w_t = nn.Parameter(torch.randn(8, 4).t())
+        self.w_fp16 = nn.Parameter(torch.randn(8).half())
+        self.w_bf16 = nn.Parameter(torch.randn(8).bfloat16())
+        # persistent int64 buffer
+        self.register_buffer("idx", torch.tensor([2, 0, 1], dtype=torch.int64))
+        # non-persistent 0-d buffer -> constants config
+        self.register_buffer("scale", torch.tensor(0.5), persistent=False)
+        # two persistent buffers that are overlapping views of one storage
+        base = torch.randn(20)
+        self.register_buffer("view_a", base[0:8])
+        self.register_buffer("view_b", base[4:12])
+
+    def forward(self, x):  # x: f32[3, 4]
+        h = x @ self.w_t  # [3, 8]
+        h = h * self.w_fp16.float() + self.w_bf16.float()
+        h = (h + self.view_a - self.view_b) * self.scale
+        h = torch.index_select(h, 0, self.idx)
+        c = torch.tensor([1.0, 2.0, 3.0, 4.0])  # lifted tensor constant
+        y = x * c
+        # -inf literals: row 2 fully masked -> softmax NaN, amax -inf
+        rows = torch.arange(3).unsqueeze(-1)
+        mask = (h < 0) | (rows == 2)
+        masked = h.masked_fill(mask, float("-inf"))
+        p = torch.softmax(masked, dim=-1)
+        mx = masked.amax(dim=-1)
+        return p, mx, y
+
+
+# ---------------------------------------------------------------------------
+# inputs
+# ---------------------------------------------------------------------------
+def gen(seed):
+    return torch.Generator().manual_seed(seed)
+
+
+def randn(shape, seed):
+    return torch.randn(*shape, generator=gen(seed))
+
+
+def ids(seq, seed, batch=1, vocab=256):
+    return torch.randint(0, vocab, (batch, seq), generator=gen(seed), dtype=torch.int64)
+
+
+def bert_inputs(seq, seed):
+    input_ids = ids(seq, seed, batch=2)
+    mask = torch.ones(2, seq, dtype=torch.int64)
+    pad = min(5, seq - 1)  # row 1: last `pad` positions masked
+    mask[1, seq - pad:] = 0
+    return (input_ids, mask)
+
+
+SEQ = Dim("seq", min=2, max=512)
+BERT_SEQ = Dim("seq", min=2, max=128)
+
+# name -> dict(build, desc, inputs: list of arg tuples (base first), dynamic_shapes)
+MODELS = {
+    "mlp": dict(
+        build=MLP,
+        desc="Linear(16,32)-ReLU-Linear(32,8)",
+        inputs=[(randn((4, 16), 1),)]),
+    "cnn": dict(
+        build=lambda: randomize_bn(CNN()),
+        desc="Conv2d(3,8,3,p1)-BN-ReLU-MaxPool2d(2)-Conv2d(8,16,3,p1)-BN-ReLU-"
+             "AdaptiveAvgPool2d(1)-Flatten-Linear(16,10); BN stats randomized",
+        inputs=[(randn((2, 3, 32, 32), 2),)]),
+    "resnet_mini": dict(
+        build=lambda: randomize_bn(ResNetMini()),
+        desc="mini ResNet from torchvision BasicBlock: conv3x3-BN-ReLU-maxpool(3,2,1), "
+             "4 stages x 1 BasicBlock (widths 8,16,32,64; stride 2 + 1x1 conv/BN downsample "
+             "on stages 2-4), AdaptiveAvgPool2d(1), flatten, Linear(64,10); BN stats randomized",
+        inputs=[(randn((2, 3, 64, 64), 3),)]),
+    "llama_tiny": dict(
+        build=build_llama,
+        desc="LlamaForCausalLM(hidden 64, inter 128, 2 layers, 4 heads, 2 kv heads, vocab 256, "
+             "max_pos 512, sdpa); wrapper returns logits, use_cache=False",
+        inputs=[(ids(16, 4),)]),
+    "llama_tiny_dyn": dict(
+        build=build_llama,
+        desc="llama_tiny (same weights) with dynamic seq Dim('seq', min=2, max=512)",
+        inputs=[(ids(16, 4),), (ids(5, 5),), (ids(37, 6),), (ids(128, 7),)],
+        dynamic_shapes={"input_ids": {1: SEQ}}),
+    "gpt2_tiny": dict(
+        build=build_gpt2,
+        desc="GPT2LMHeadModel(vocab 256, n_positions 128, n_embd 64, 2 layers, 4 heads, "
+             "bos/eos 0), tied lm_head/wte; wrapper returns logits, use_cache=False",
+        inputs=[(ids(16, 8),)]),
+    "bert_meanpool": dict(
+        build=BertMeanPool,
+        desc="BertModel(vocab 256, hidden 64, 2 layers, 4 heads, inter 128, max_pos 128, "
+             "no pooler) + attention-mask mean pooling; dynamic seq Dim('seq', min=2, max=128) "
+             "shared by input_ids and attention_mask; row 1 of the mask has a zero tail",
+        inputs=[bert_inputs(16, 9), bert_inputs(3, 10), bert_inputs(33, 11), bert_inputs(100, 12)],
+        dynamic_shapes={"input_ids": {1: BERT_SEQ}, "attention_mask": {1: BERT_SEQ}}),
+    "multi_out": dict(
+        build=MultiOut,
+        desc="Linear(5,4) -> (y f32, argmax(y,-1) i64, y>0 bool, (x>0).sum(1) i64)",
+        inputs=[(randn((3, 5), 13),)]),
+    "edge_cases": dict(
+        build=EdgeCases,
+        desc="non-contiguous param (w_t, strides [1,4]), fp16 + bf16 params, int64 persistent "
+             "buffer (idx), non-persistent 0-d buffer (scale), overlapping-view buffers "
+             "(view_a/view_b of one storage), lifted tensor constant, -inf literals "
+             "(masked_fill + softmax + amax; outputs contain -inf and NaN)",
+        inputs=[(randn((3, 4), 14),)]),
+}
+
+
+# ---------------------------------------------------------------------------
+# helpers
+# ---------------------------------------------------------------------------
+def flat_outputs(out):
+    leaves, _ = torch.utils._pytree.tree_flatten(out)
+    return [t for t in leaves]
+
+
+def to_numpy(t):
+    t = t.detach().cpu()
+    if t.dtype == torch.bfloat16:
+        t = t.float()
+    return t.contiguous().numpy()
+
+
+def max_abs_diff(a, b):
+    """Max |a-b| over finite positions; inf if shapes/dtypes/non-finite positions differ."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return float("inf")
+    if a.dtype == torch.bool or not (a.is_floating_point() or a.is_complex()):
+        return float((a.to(torch.int64) - b.to(torch.int64)).abs().max()) if a.numel() else 0.0
+    fa, fb = torch.isfinite(a), torch.isfinite(b)
+    if not torch.equal(fa, fb):
+        return float("inf")
+    nf = ~fa
+    if nf.any():
+        x, y = a[nf], b[nf]
+        if not torch.equal(torch.isnan(x), torch.isnan(y)) or not torch.equal(
+                x[~torch.isnan(x)], y[~torch.isnan(y)]):
+            return float("inf")
+    if not fa.any():
+        return 0.0
+    return float((a[fa].double() - b[fa].double()).abs().max())
+
+
+def compact_json(obj, indent=0):
+    """Indented JSON; lists of scalars and flat objects stay on one line."""
+    def flat(o):
+        if isinstance(o, list):
+            return all(not isinstance(x, (list, dict)) for x in o)
+        if isinstance(o, dict):
+            return all(not isinstance(v, (list, dict)) or (isinstance(v, list) and flat(v))
+                       for v in o.values())
+        return True
+
+    if flat(obj):
+        return json.dumps(obj)
+    pad, inner = " " * indent, " " * (indent + 1)
+    if isinstance(obj, list):
+        items = [inner + compact_json(x, indent + 1) for x in obj]
+        return "[\n" + ",\n".join(items) + "\n" + pad + "]"
+    items = [inner + json.dumps(k) + ": " + compact_json(v, indent + 1) for k, v in obj.items()]
+    return "{\n" + ",\n".join(items) + "\n" + pad + "}"
+
+
+def tensor_desc(name, t):
+    return {"name": name, "dtype": str(t.dtype).replace("torch.", ""), "shape": list(t.shape)}
+
+
+def archive_info(path):
+    """Read straight from the zip: FQNs in the weights/constants payload configs,
+    and the node targets (with counts) of the serialized graph."""
+    with zipfile.ZipFile(path) as zf:
+        names = zf.namelist()
+        root = names[0].split("/")[0]
+        keys = {}
+        for kind in ("weights", "constants"):
+            cfg = json.loads(zf.read(f"{root}/data/{kind}/model_{kind}_config.json"))["config"]
+            keys[kind] = sorted(cfg)
+        graph = json.loads(zf.read(f"{root}/models/model.json"))["graph_module"]["graph"]
+    ops = {}
+    for node in graph["nodes"]:
+        ops[node["target"]] = ops.get(node["target"], 0) + 1
+    return keys, dict(sorted(ops.items()))
+
+
+def range_constraints(ep):
+    out = {}
+    for sym, vr in ep.range_constraints.items():
+        lo, hi = vr.lower, vr.upper
+        out[str(sym)] = [int(lo) if lo.is_finite else None, int(hi) if hi.is_finite else None]
+    return out
+
+
+def local_prefixes():
+    """Absolute folders of this machine that export metadata would otherwise leak."""
+    import site
+    import sysconfig
+
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    pairs = [(repo + os.sep, "")]
+    for sp in site.getsitepackages() + [sysconfig.get_paths()["purelib"]]:
+        pairs.append((sp + os.sep, "<site-packages>/"))
+    for lib in {sysconfig.get_paths()["stdlib"]}:
+        pairs.append((lib + os.sep, "<stdlib>/"))
+    # longest first, so nested folders win over their parents
+    return sorted(set(pairs), key=lambda p: -len(p[0]))
+
+
+def strip_local_paths(ep):
+    """Rewrites absolute file paths in node stack traces to repo-relative or symbolic ones,
+    so the committed archives hold no paths of the machine that generated them."""
+    prefixes = local_prefixes()
+    for node in ep.graph.nodes:
+        trace = node.meta.get("stack_trace")
+        if not trace:
+            continue
+        for old, new in prefixes:
+            trace = trace.replace(old, new)
+        node.meta["stack_trace"] = trace
+
+
+def generate(name, spec, outdir):
+    torch.manual_seed(0)
+    model = spec["build"]().eval()
+    cases = spec["inputs"]
+    dyn = spec.get("dynamic_shapes")
+    base = cases[0]
+    note = None
+
+    try:
+        ep = torch.export.export(model, base, dynamic_shapes=dyn, strict=False)
+    except Exception as e:  # noqa: BLE001 - fall back to a static export
+        if dyn is None:
+            raise
+        note = f"dynamic export failed ({type(e).__name__}: {str(e).splitlines()[0]}); exported static"
+        print(f"[{name}] WARNING: {note}", file=sys.stderr)
+        dyn, cases = None, cases[:1]
+        ep = torch.export.export(model, base, strict=False)
+    ep = ep.run_decompositions()
+    strip_local_paths(ep)
+
+    path = os.path.join(outdir, f"{name}.pt2")
+    torch.export.save(ep, path)
+
+    d = os.path.join(outdir, name)
+    os.makedirs(d, exist_ok=True)
+    for f in os.listdir(d):  # start clean
+        if f.endswith(".npy"):
+            os.remove(os.path.join(d, f))
+
+    # every tensor the archive carries, keyed by FQN, own dtype
+    tensors = {}
+    for k, v in ep.state_dict.items():
+        tensors[k] = v.detach().contiguous().clone()
+    for k, v in ep.constants.items():
+        if isinstance(v, torch.Tensor):
+            tensors[k] = v.detach().contiguous().clone()
+    keys, ops = archive_info(path)
+    assert sorted(tensors) == sorted(keys["weights"] + keys["constants"]), (sorted(tensors), keys)
+    save_file(tensors, os.path.join(d, "state_dict.safetensors"))
+    os.chmod(os.path.join(d, "state_dict.safetensors"), 0o644)
+
+    loaded_ep = torch.export.load(path)
+    loaded = loaded_ep.module()
+    # the archive's weights must round-trip bit for bit
+    for k, v in list(loaded_ep.state_dict.items()) + list(loaded_ep.constants.items()):
+        if isinstance(v, torch.Tensor):
+            assert v.dtype == tensors[k].dtype and torch.equal(v, tensors[k]), k
+
+    in_names = list(ep.graph_signature.user_inputs)
+    out_names = [str(o) for o in ep.graph_signature.user_outputs]
+    meta_cases, worst = [], 0.0
+    for k, args in enumerate(cases):
+        suffix = "" if k == 0 else f"_case{k}"
+        with torch.no_grad():
+            eager = flat_outputs(model(*args))
+            got = flat_outputs(loaded(*args))
+        assert len(eager) == len(got) == len(out_names), (len(eager), len(got), out_names)
+        assert len(args) == len(in_names)
+        diff = max(max_abs_diff(a, b) for a, b in zip(eager, got))
+        worst = max(worst, diff)
+        for i, t in enumerate(args):
+            np.save(os.path.join(d, f"in_{i}{suffix}.npy"), to_numpy(t))
+        for i, t in enumerate(eager):
+            np.save(os.path.join(d, f"out_{i}{suffix}.npy"), to_numpy(t))
+        meta_cases.append({
+            "case": "base" if k == 0 else f"case{k}",
+            "inputs": [tensor_desc(n, t) for n, t in zip(in_names, args)],
+            "outputs": [tensor_desc(n, t) for n, t in zip(out_names, eager)],
+            "max_abs_diff_eager_vs_loaded": diff,
+        })
+        print(f"[{name}] {meta_cases[-1]['case']}: inputs "
+              f"{[tuple(t.shape) for t in args]} max|eager-loaded|={diff:.3g}")
+        assert diff <= 1e-4, f"{name}: loaded module differs from eager ({diff})"
+
+    import transformers
+
+    meta = {
+        "name": name,
+        "description": spec["desc"],
+        "dynamic": dyn is not None,
+        "range_constraints": range_constraints(ep),
+        "cases": meta_cases,
+        "max_abs_diff_eager_vs_loaded": worst,
+        "num_params": sum(p.numel() for p in model.parameters()),
+        "state_dict_keys": {"weights": keys["weights"], "constants": keys["constants"]},
+        "ops": ops,
+        "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
+                     "numpy": np.__version__},
+    }
+    if note:
+        meta["note"] = note
+    with open(os.path.join(d, "meta.json"), "w") as f:
+        f.write(compact_json(meta) + "\n")
+    print(f"[{name}] wrote {path} ({os.path.getsize(path)} bytes)")
+
+
+def dir_size(p):
+    total = 0
+    for root, _dirs, files in os.walk(p):
+        for f in files:
+            total += os.path.getsize(os.path.join(root, f))
+    return total
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=os.path.join(HERE, "models"))
+    ap.add_argument("names", nargs="*", help=f"subset of {list(MODELS)}")
+    a = ap.parse_args()
+    names = a.names or list(MODELS)
+    unknown = [n for n in names if n not in MODELS]
+    if unknown:
+        ap.error(f"unknown model(s) {unknown}; choose from {list(MODELS)}")
+    os.makedirs(a.out, exist_ok=True)
+    for n in names:
+        generate(n, MODELS[n], a.out)
+    total = dir_size(a.out)
+    bad = os.path.join(os.path.dirname(os.path.abspath(a.out)), "bad")
+    if os.path.isdir(bad):
+        total += dir_size(bad)
+    print(f"total test data size: {total} bytes ({total / 2**20:.2f} MiB; budget 15 MB)")
+    if total >= 15_000_000:
+        print("ERROR: over the 15 MB budget", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
