@@ -149,7 +149,7 @@ fn arity(op: &Op) -> (Option<usize>, Option<usize>) {
     let flag = usize::from;
     let (inputs, outputs) = match op {
         Op::Input(_) | Op::Arange { .. } | Op::ArangeSym { .. } | Op::Full { .. } => (0, 1),
-        Op::ScalarTensor { .. } | Op::SymArith(_) => (0, 1),
+        Op::ScalarTensor { .. } | Op::SymInt { .. } => (0, 1),
         Op::Unary(_) | Op::Clamp { .. } | Op::Softmax { .. } | Op::Reduce { .. } => (1, 1),
         Op::ArgReduce { .. } | Op::Cumsum { .. } | Op::View { .. } | Op::Permute { .. } => (1, 1),
         Op::Expand { .. } | Op::Unsqueeze { .. } | Op::Squeeze { .. } | Op::Copy => (1, 1),

@@ -253,6 +253,9 @@ impl Builder<'_> {
         let mut args = Args::new(&node.inputs, &self.sym_values).map_err(&fail)?;
         let op = match ops::lowering(&node.target) {
             Some(lower) => lower(&mut args).map_err(&fail)?,
+            None if node.target.starts_with("_operator.") => {
+                self.sym_int_op(node).map_err(&fail)?
+            }
             None => {
                 args.all_tensors();
                 Op::Unsupported {
@@ -299,6 +302,20 @@ impl Builder<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Python arithmetic on sizes: its value is recorded in `sym_int_values`, so the operands
+    /// need not be kept.
+    fn sym_int_op(&self, node: &schema::Node) -> Result<Op, String> {
+        match node.outputs.as_slice() {
+            [Argument::AsSymInt(SymIntArgument::AsName(n))] => {
+                let value = self.sym_values.get(n).cloned();
+                value
+                    .map(|value| Op::SymInt { value })
+                    .ok_or_else(|| format!("symbolic int `{n}` has no recorded value"))
+            }
+            _ => Err("expected one symbolic-int output".into()),
+        }
     }
 
     /// Output names and types of a node, in slot order.

@@ -48,7 +48,7 @@ pub enum ImportError {
     },
     #[error(
         "archive entry `{entry}`: export schema version {major}.{minor} is not supported \
-         (this compiler reads schema 8.x, written by torch 2.5 and later)"
+         (this compiler reads schema 8.x)"
     )]
     SchemaVersion {
         entry: String,

@@ -4,7 +4,8 @@
 //! fields are ignored, as torch's own deserializer does. Variants this compiler never reads keep
 //! their payload as raw JSON so that any valid archive still parses.
 
-#![allow(dead_code)] // the types mirror the format; not every field or variant payload is read
+// The types mirror the format (names included); not every field or variant payload is read.
+#![allow(dead_code, clippy::enum_variant_names)]
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -1,1 +1,44 @@
-//! Test suites: snapshots of every test model, weights against the eager state_dict, bad input.
+//! Test suites over the committed test data: IR snapshots and weights of every test model,
+//! the `inspect` report, malformed archives, and tidy rules.
+
+mod bad_input;
+mod models;
+mod tidy;
+
+use std::path::{Path, PathBuf};
+
+use crate::cli;
+
+/// `<workspace>/testdata`.
+fn testdata() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata")
+}
+
+/// Every test model archive, sorted.
+fn model_paths() -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(testdata().join("models"))
+        .expect("testdata/models exists")
+        .map(|e| e.expect("readable dir entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "pt2"))
+        .collect();
+    v.sort();
+    assert!(
+        v.len() >= 9,
+        "expected the test models in testdata/models, found {v:?}"
+    );
+    v
+}
+
+/// Runs the command line in-process: (exit code, stdout, stderr).
+fn run_cli(args: &[&str]) -> (u8, String, String) {
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let argv = std::iter::once("torchtpu-compile")
+        .chain(args.iter().copied())
+        .map(Into::into);
+    let code = cli::main_with(argv, &mut out, &mut err);
+    (
+        code,
+        String::from_utf8_lossy(&out).into_owned(),
+        String::from_utf8_lossy(&err).into_owned(),
+    )
+}

@@ -1,1 +1,253 @@
-fn main() {}
+//! cargo xtask: project automation — set-up, test data, snapshot review and the CI gate.
+//!
+//! Run from anywhere in the workspace as `cargo xtask <command>`.
+
+use std::collections::BTreeSet;
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "cargo xtask", about = "torchtpu-compile project automation")]
+struct Cli {
+    #[command(subcommand)]
+    command: Task,
+}
+
+#[derive(Subcommand)]
+enum Task {
+    /// Install what building and testing need (idempotent): checks the Rust toolchain parts.
+    Setup,
+    /// Regenerate testdata/ with real PyTorch in a private venv (a 5 GB install, not run by CI).
+    Testdata {
+        /// Only these models (default: all).
+        models: Vec<String>,
+    },
+    /// Run the tests and accept every changed snapshot; review the result with `git diff snapshots/`.
+    Bless,
+    /// The CI gate: set-up, fmt check, clippy with warnings denied, all tests, snapshot check
+    /// with unreferenced snapshots rejected.
+    Ci,
+}
+
+fn main() -> Result<()> {
+    match Cli::parse().command {
+        Task::Setup => setup(),
+        Task::Testdata { models } => testdata(&models),
+        Task::Bless => bless(),
+        Task::Ci => ci(),
+    }
+}
+
+/// The workspace root: the parent of this crate's folder.
+fn root() -> PathBuf {
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    here.parent().unwrap_or(here).to_path_buf()
+}
+
+/// Where set-up keeps large downloads and environments: outside git, shared by checkouts.
+fn cache_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("TORCHTPU_SETUP_DIR") {
+        return PathBuf::from(dir);
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(|| root().join("target"));
+    base.join("torchtpu-compile")
+}
+
+/// Runs a command in the workspace root, failing with its command line if it fails.
+fn run(program: &str, args: &[&str], envs: &[(&str, &OsStr)]) -> Result<()> {
+    eprintln!("$ {program} {}", args.join(" "));
+    let status = Command::new(program)
+        .args(args)
+        .envs(envs.iter().map(|(k, v)| (*k, *v)))
+        .current_dir(root())
+        .status()
+        .with_context(|| format!("cannot start `{program}`"))?;
+    if !status.success() {
+        bail!("`{program} {}` failed ({status})", args.join(" "));
+    }
+    Ok(())
+}
+
+fn setup() -> Result<()> {
+    for (tool, args) in [
+        ("cargo", ["fmt", "--version"]),
+        ("cargo", ["clippy", "--version"]),
+    ] {
+        run(tool, &args, &[]).context("the Rust toolchain needs rustfmt and clippy")?;
+    }
+    eprintln!("setup: done (cache folder: {})", cache_dir().display());
+    Ok(())
+}
+
+/// Pinned versions of the generator's environment (see testdata/README.md).
+const TESTDATA_PACKAGES: &[&str] = &[
+    "torch==2.15.0",
+    "transformers==5.24.0",
+    "numpy==2.4.6",
+    "safetensors==0.8.0",
+    "pillow",
+];
+const TESTDATA_NO_DEPS: &[&str] = &["torchvision==0.29.2"];
+
+fn testdata(models: &[String]) -> Result<()> {
+    let venv = cache_dir().join("testdata-venv");
+    let python = venv.join("bin/python");
+    if !python.exists() {
+        std::fs::create_dir_all(cache_dir())?;
+        run("python3", &["-m", "venv", path_str(&venv)?], &[])?;
+    }
+    let py = path_str(&python)?;
+    let mut install = vec!["-m", "pip", "install", "-q"];
+    install.extend_from_slice(TESTDATA_PACKAGES);
+    run(py, &install, &[])?;
+    let mut no_deps = vec!["-m", "pip", "install", "-q", "--no-deps"];
+    no_deps.extend_from_slice(TESTDATA_NO_DEPS);
+    run(py, &no_deps, &[])?;
+    let mut gen = vec!["testdata/gen.py"];
+    gen.extend(models.iter().map(String::as_str));
+    run(py, &gen, &[])?;
+    run(py, &["testdata/make_bad.py"], &[])?;
+    eprintln!("testdata: regenerated; review with `git status testdata/` and `cargo xtask bless`");
+    Ok(())
+}
+
+fn path_str(p: &Path) -> Result<&str> {
+    p.to_str()
+        .with_context(|| format!("path `{}` is not UTF-8", p.display()))
+}
+
+fn bless() -> Result<()> {
+    run(
+        "cargo",
+        &["test", "--workspace"],
+        &[
+            ("INSTA_UPDATE", OsStr::new("always")),
+            ("CI", OsStr::new("")),
+        ],
+    )?;
+    run("git", &["status", "--short", "snapshots/"], &[])
+}
+
+fn ci() -> Result<()> {
+    setup()?;
+    run("cargo", &["fmt", "--all", "--check"], &[])?;
+    run(
+        "cargo",
+        &[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ],
+        &[],
+    )?;
+    let refs = root().join("target").join("insta-references.txt");
+    let _ = std::fs::remove_file(&refs);
+    let (passed, failed) = test_counting(&[
+        ("INSTA_UPDATE", OsStr::new("no")),
+        ("INSTA_FORCE_PASS", OsStr::new("0")),
+        ("INSTA_SNAPSHOT_REFERENCES_FILE", refs.as_os_str()),
+    ])?;
+    reject_unreferenced_snapshots(&refs)?;
+    println!("ci: {passed} passed, {failed} failed");
+    Ok(())
+}
+
+/// Runs `cargo test --workspace`, echoing its output, and adds up the `test result:` lines of
+/// every test binary so that the run ends with one total.
+fn test_counting(envs: &[(&str, &OsStr)]) -> Result<(u64, u64)> {
+    use std::io::{BufRead, BufReader};
+    eprintln!("$ cargo test --workspace");
+    let mut child = Command::new("cargo")
+        .args(["test", "--workspace"])
+        .envs(envs.iter().map(|(k, v)| (*k, *v)))
+        .current_dir(root())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .context("cannot start `cargo test`")?;
+    let (mut passed, mut failed) = (0, 0);
+    let stdout = child.stdout.take().context("no stdout")?;
+    for line in BufReader::new(stdout).lines() {
+        let line = line?;
+        println!("{line}");
+        if let Some(rest) = line.strip_prefix("test result: ") {
+            passed += count_before(rest, " passed");
+            failed += count_before(rest, " failed");
+        }
+    }
+    let status = child.wait()?;
+    if !status.success() {
+        println!("ci: {passed} passed, {failed} failed");
+        bail!("`cargo test --workspace` failed ({status})");
+    }
+    if passed == 0 {
+        bail!("`cargo test --workspace` ran no test");
+    }
+    Ok((passed, failed))
+}
+
+/// In `ok. 18 passed; 0 failed; …`, the number right before `word`.
+fn count_before(text: &str, word: &str) -> u64 {
+    text.find(word)
+        .and_then(|end| {
+            text[..end]
+                .rsplit(|c: char| !c.is_ascii_digit())
+                .next()?
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0)
+}
+
+/// Every `.snap` file under `snapshots/` must have been asserted by some test in this run.
+fn reject_unreferenced_snapshots(refs: &Path) -> Result<()> {
+    let text = std::fs::read_to_string(refs).context("no snapshot references were recorded")?;
+    let referenced: BTreeSet<PathBuf> = text.lines().map(|l| canonical(Path::new(l))).collect();
+    let mut on_disk = Vec::new();
+    collect_snaps(&root().join("snapshots"), &mut on_disk)?;
+    let stray: Vec<String> = on_disk
+        .iter()
+        .filter(|p| !referenced.contains(&canonical(p)))
+        .map(|p| p.display().to_string())
+        .collect();
+    if !stray.is_empty() {
+        bail!(
+            "unreferenced snapshots (delete them or restore their tests):\n  {}",
+            stray.join("\n  ")
+        );
+    }
+    eprintln!("snapshots: {} files, all referenced", on_disk.len());
+    Ok(())
+}
+
+fn canonical(p: &Path) -> PathBuf {
+    p.canonicalize().unwrap_or_else(|_| p.to_path_buf())
+}
+
+fn collect_snaps(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+    for entry in std::fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))? {
+        let path = entry?.path();
+        if path.is_dir() {
+            collect_snaps(&path, out)?;
+        } else if path.extension().is_some_and(|e| e == "snap") {
+            out.push(path);
+        } else if path.extension().is_some_and(|e| e == "new")
+            || path.to_string_lossy().ends_with(".pending-snap")
+        {
+            bail!(
+                "pending snapshot {} — review it with `cargo xtask bless`",
+                path.display()
+            );
+        }
+    }
+    Ok(())
+}

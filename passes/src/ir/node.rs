@@ -48,8 +48,7 @@ impl Origin {
         trace
             .lines()
             .map(str::trim)
-            .filter(|l| l.starts_with("File "))
-            .last()
+            .rfind(|l| l.starts_with("File "))
     }
 }
 

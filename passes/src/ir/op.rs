@@ -118,18 +118,6 @@ pub enum ArgReduceOp {
     Argmin,
 }
 
-/// Integer arithmetic on symbolic sizes (`_operator.*` targets).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[allow(missing_docs)] // variants and fields are named after the ATen ops and arguments
-pub enum SymArithOp {
-    Add,
-    Sub,
-    Mul,
-    FloorDiv,
-    Mod,
-}
-
 /// An operand of an element-wise op that may be a tensor (a node input) or a Python scalar.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -274,8 +262,9 @@ pub enum Op {
     AssertMetadata { dtype: Option<DType> },
     /// `sym_size.int(x, dim)`: inputs `[x]`, one 0-d `i64` output whose value is the size.
     SymSize { dim: i64 },
-    /// Symbolic integer arithmetic; operands are folded into the output's expression.
-    SymArith(SymArithOp),
+    /// A symbolic integer computed on sizes (`_operator.add` and friends): no inputs, one 0-d
+    /// `i64` output. The export records its value as an expression, kept here.
+    SymInt { value: Dim },
     /// An ATen target with no lowering yet; kept so that `check` can list them all.
     Unsupported { target: String },
 }
@@ -294,7 +283,6 @@ impl Op {
             Op::Binary { op, .. } => snake_case(&format!("{op:?}")),
             Op::Reduce { op, .. } => format!("reduce_{}", snake_case(&format!("{op:?}"))),
             Op::ArgReduce { op, .. } => snake_case(&format!("{op:?}")),
-            Op::SymArith(op) => format!("sym_{}", snake_case(&format!("{op:?}"))),
             Op::Unsupported { target } => format!("unsupported<{target}>"),
             other => {
                 let debug = format!("{other:?}");

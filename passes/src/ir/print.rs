@@ -162,7 +162,6 @@ fn attributes(op: &Op) -> Vec<String> {
         | Op::Copy
         | Op::Embedding
         | Op::Convert
-        | Op::SymArith(_)
         | Op::Where { .. } => vec![],
         Op::Binary { alpha, .. } => alpha.iter().map(|a| kv("alpha", a.to_string())).collect(),
         Op::Clamp { min, max } => vec![kv("min", opt(min)), kv("max", opt(max))],
@@ -285,6 +284,7 @@ fn attributes(op: &Op) -> Vec<String> {
         Op::Full { size, value } => vec![kv("size", dims(size)), kv("value", value.to_string())],
         Op::FullLike { value } | Op::ScalarTensor { value } => vec![kv("value", value.to_string())],
         Op::AssertMetadata { dtype } => vec![kv("dtype", opt(dtype))],
+        Op::SymInt { value } => vec![kv("value", value.to_string())],
         Op::Unsupported { .. } => vec![],
     }
 }

@@ -165,8 +165,11 @@ impl SymExpr {
             return SymExpr::Int(0);
         }
         rest.sort();
-        if constant != identity {
-            rest.insert(0, SymExpr::Int(constant));
+        // Constants go last in sums (`s70 + 1`) and first in products (`64*s70`).
+        match constant {
+            c if c == identity => {}
+            c if is_add => rest.push(SymExpr::Int(c)),
+            c => rest.insert(0, SymExpr::Int(c)),
         }
         match rest.len() {
             0 => SymExpr::Int(identity),

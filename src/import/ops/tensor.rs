@@ -1,6 +1,6 @@
-//! Tensor creation, copies and conversions, metadata checks and symbolic-int arithmetic.
+//! Tensor creation, copies and conversions, metadata checks and `sym_size`.
 
-use torchtpu_passes::ir::{Op, Scalar, SymArithOp};
+use torchtpu_passes::ir::{Op, Scalar};
 
 use super::{Args, Lowering};
 
@@ -45,11 +45,6 @@ pub fn lowering(key: &str) -> Option<Lowering> {
                 dim: a.int("dim", None)?,
             })
         },
-        "_operator.add" => |_| Ok(Op::SymArith(SymArithOp::Add)),
-        "_operator.sub" => |_| Ok(Op::SymArith(SymArithOp::Sub)),
-        "_operator.mul" => |_| Ok(Op::SymArith(SymArithOp::Mul)),
-        "_operator.floordiv" => |_| Ok(Op::SymArith(SymArithOp::FloorDiv)),
-        "_operator.mod" => |_| Ok(Op::SymArith(SymArithOp::Mod)),
         _ => return None,
     })
 }

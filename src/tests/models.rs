@@ -1,0 +1,267 @@
+//! Every test model: IR snapshot, weights bit for bit against the eager `state_dict`, the
+//! `inspect` report, and in-place (memory-mapped) weight access.
+
+use std::borrow::Cow;
+
+use safetensors::{Dtype, SafeTensors};
+use torchtpu_passes::ir::{print, DType};
+use torchtpu_passes::testing::settings;
+
+use super::{model_paths, run_cli, testdata};
+use crate::import::import;
+
+#[test]
+fn ir_snapshots() {
+    let _guard = settings("import").bind_to_scope();
+    insta::glob!("../../testdata/models", "*.pt2", |path| {
+        let program = import(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        insta::assert_snapshot!("ir", print(&program.graph));
+    });
+}
+
+#[test]
+fn printing_is_deterministic() {
+    for path in model_paths() {
+        let a = print(&import(&path).expect("imports").graph);
+        let b = print(&import(&path).expect("imports").graph);
+        assert_eq!(a, b, "{}", path.display());
+    }
+}
+
+fn safetensors_dtype(d: Dtype) -> DType {
+    match d {
+        Dtype::BOOL => DType::Bool,
+        Dtype::U8 => DType::U8,
+        Dtype::I8 => DType::I8,
+        Dtype::I16 => DType::I16,
+        Dtype::U16 => DType::U16,
+        Dtype::I32 => DType::I32,
+        Dtype::U32 => DType::U32,
+        Dtype::I64 => DType::I64,
+        Dtype::U64 => DType::U64,
+        Dtype::F16 => DType::F16,
+        Dtype::BF16 => DType::BF16,
+        Dtype::F32 => DType::F32,
+        Dtype::F64 => DType::F64,
+        Dtype::F8_E4M3 => DType::F8E4M3FN,
+        Dtype::F8_E5M2 => DType::F8E5M2,
+        other => panic!("unexpected dtype {other:?} in a reference state_dict"),
+    }
+}
+
+/// The generator saves every tensor of `ep.state_dict` and `ep.constants` (contiguous copies,
+/// own dtype); the archive's weights, decoded through sizes/strides/offset, must equal them.
+#[test]
+fn weights_match_eager_state_dict_bit_for_bit() {
+    let mut checked = 0;
+    for path in model_paths() {
+        let program = import(&path).expect("imports");
+        let stem = path
+            .file_stem()
+            .expect("file name")
+            .to_string_lossy()
+            .into_owned();
+        let reference = std::fs::read(
+            testdata()
+                .join("models")
+                .join(&stem)
+                .join("state_dict.safetensors"),
+        )
+        .expect("reference state_dict");
+        let reference = SafeTensors::deserialize(&reference).expect("valid safetensors");
+        let mut names: Vec<&str> = reference.names();
+        names.sort();
+        let ours: Vec<&str> = program.weights.keys().map(String::as_str).collect();
+        assert_eq!(
+            ours, names,
+            "{stem}: the archive's tensors and the eager state_dict differ"
+        );
+        for (fqn, view) in reference.tensors() {
+            let w = &program.weights[&fqn];
+            assert_eq!(
+                w.dtype,
+                safetensors_dtype(view.dtype()),
+                "{stem}: `{fqn}` dtype"
+            );
+            let shape: Vec<i64> = view.shape().iter().map(|&d| d as i64).collect();
+            assert_eq!(w.sizes, shape, "{stem}: `{fqn}` shape");
+            let bytes = w.contiguous_bytes(&program.archive).expect("decodes");
+            assert!(
+                bytes.as_ref() == view.data(),
+                "{stem}: `{fqn}` bytes differ from the eager tensor"
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked > 100, "only {checked} tensors checked");
+}
+
+/// Contiguous weights are borrowed from the memory map, at 64-byte aligned offsets.
+#[test]
+fn weights_are_read_in_place() {
+    let program = import(&testdata().join("models/mlp.pt2")).expect("imports");
+    for w in program.weights.values() {
+        let offset = program.archive.data_offset(&w.entry).expect("entry exists");
+        assert_eq!(offset % 64, 0, "`{}` payload at offset {offset}", w.fqn);
+        let bytes = w.contiguous_bytes(&program.archive).expect("decodes");
+        assert!(matches!(bytes, Cow::Borrowed(_)), "`{}` was copied", w.fqn);
+    }
+}
+
+/// The edge-case model holds a non-contiguous parameter, fp16/bf16 parameters, an int64
+/// buffer, a non-persistent buffer, two overlapping views of one storage and a constant.
+#[test]
+fn edge_case_weights_keep_their_layout() {
+    let program = import(&testdata().join("models/edge_cases.pt2")).expect("imports");
+    let w = &program.weights;
+    let transposed = w
+        .values()
+        .find(|w| w.strides.len() == 2 && w.strides[0] < w.strides[1]);
+    assert!(
+        transposed.is_some(),
+        "no non-contiguous weight among {:?}",
+        w.keys().collect::<Vec<_>>()
+    );
+    for dtype in [DType::F16, DType::BF16, DType::I64] {
+        assert!(w.values().any(|w| w.dtype == dtype), "no {dtype} weight");
+    }
+    let a = &w["view_a"];
+    let b = &w["view_b"];
+    assert_eq!(a.entry, b.entry, "overlapping views share one storage file");
+    assert_ne!(a.storage_offset, b.storage_offset);
+    assert!(w
+        .values()
+        .any(|w| w.source == crate::import::PayloadSource::Constants));
+}
+
+#[test]
+fn inspect_json_reports_the_dynamic_symbol_and_bounds() {
+    let path = testdata().join("models/llama_tiny_dyn.pt2");
+    let (code, out, err) = run_cli(&[
+        "inspect",
+        path.to_str().expect("utf-8 path"),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).expect("valid JSON");
+    assert_eq!(report["format"], "torchtpu-inspect/1");
+    assert_eq!(report["schema_version"], "8.20");
+    assert_eq!(report["inputs"][0]["name"], "input_ids");
+    assert_eq!(report["inputs"][0]["dtype"], "i64");
+    let sym = report["inputs"][0]["dims"][1]
+        .as_str()
+        .expect("symbolic dim");
+    let symbol = &report["symbols"][0];
+    assert_eq!(symbol["name"], sym);
+    assert_eq!(
+        (symbol["min"].as_i64(), symbol["max"].as_i64()),
+        (Some(2), Some(512))
+    );
+    assert_eq!(
+        (symbol["input"].as_str(), symbol["dim"].as_u64()),
+        (Some("input_ids"), Some(1))
+    );
+    assert_eq!(
+        report["outputs"][0]["dims"],
+        serde_json::json!([1, sym, 256])
+    );
+    assert_eq!(report["parameters"]["elements"], 106_816);
+    assert_eq!(report["ops"]["aten.mm.default"], 15);
+    assert_eq!(report["unsupported_ops"], serde_json::json!({}));
+}
+
+/// The JSON report has exactly the fields its published schema requires, and every dtype it
+/// prints is one the schema lists.
+#[test]
+fn inspect_json_follows_its_schema() {
+    let schema: serde_json::Value =
+        serde_json::from_str(include_str!("../../schemas/inspect.schema.json")).expect("valid schema");
+    let required: Vec<&str> = schema["required"].as_array().expect("list").iter().filter_map(|v| v.as_str()).collect();
+    let dtypes = &schema["$defs"]["value"]["properties"]["dtype"]["enum"];
+    for path in model_paths() {
+        let (code, out, err) = run_cli(&["inspect", path.to_str().expect("utf-8 path"), "--format", "json"]);
+        assert_eq!(code, 0, "{err}");
+        let report: serde_json::Value = serde_json::from_str(&out).expect("valid JSON");
+        let mut keys: Vec<&str> = report.as_object().expect("object").keys().map(String::as_str).collect();
+        let mut want = required.clone();
+        keys.sort();
+        want.sort();
+        assert_eq!(keys, want, "{}", path.display());
+        for v in report["inputs"].as_array().into_iter().chain(report["outputs"].as_array()).flatten() {
+            assert!(dtypes.as_array().expect("enum").contains(&v["dtype"]), "{v}");
+        }
+    }
+}
+
+#[test]
+fn inspect_reports_every_model() {
+    let _guard = settings("inspect").bind_to_scope();
+    for path in model_paths() {
+        let rel = path
+            .strip_prefix(env!("CARGO_MANIFEST_DIR"))
+            .expect("inside the workspace");
+        let (code, out, err) = run_cli(&["inspect", path.to_str().expect("utf-8 path")]);
+        assert_eq!(code, 0, "{err}");
+        let name = rel
+            .file_name()
+            .expect("file name")
+            .to_string_lossy()
+            .into_owned();
+        let out = out.replace(path.to_str().expect("utf-8"), &rel.display().to_string());
+        insta::assert_snapshot!(name, out);
+    }
+}
+
+/// Tied weights (GPT-2's `lm_head` and `wte`) are one storage and count once.
+#[test]
+fn tied_weights_count_once() {
+    let path = testdata().join("models/gpt2_tiny.pt2");
+    let program = import(&path).expect("imports");
+    let w = &program.weights;
+    let (head, wte) = (
+        &w["model.lm_head.weight"],
+        &w["model.transformer.wte.weight"],
+    );
+    assert_eq!(
+        (&head.entry, head.storage_offset),
+        (&wte.entry, wte.storage_offset)
+    );
+    let report = crate::inspect::report(&program, "gpt2_tiny.pt2");
+    let all: i64 = w.values().filter(|w| w.is_param).map(|w| w.numel()).sum();
+    assert_eq!(report.parameters.elements, all - head.numel());
+}
+
+/// A ZIP64 archive (64-bit sizes and offsets) reads like any other.
+#[test]
+fn reads_zip64_archives() {
+    use std::io::{Read, Write};
+    let src = testdata().join("models/mlp.pt2");
+    let mut zin = zip::ZipArchive::new(std::fs::File::open(&src).expect("opens")).expect("zip");
+    let dir = std::env::temp_dir().join(format!("torchtpu-zip64-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let dst = dir.join("mlp.pt2");
+    let mut zout = zip::ZipWriter::new(std::fs::File::create(&dst).expect("creates"));
+    let opts = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Stored)
+        .large_file(true);
+    for i in 0..zin.len() {
+        let mut f = zin.by_index(i).expect("entry");
+        let mut buf = Vec::new();
+        f.read_to_end(&mut buf).expect("reads");
+        zout.start_file(f.name(), opts).expect("starts");
+        zout.write_all(&buf).expect("writes");
+    }
+    zout.finish().expect("finishes");
+    let a = import(&src).expect("original imports");
+    let b = import(&dst).expect("zip64 copy imports");
+    assert_eq!(print(&a.graph), print(&b.graph));
+    for (fqn, w) in &a.weights {
+        let x = w.contiguous_bytes(&a.archive).expect("decodes");
+        let y = b.weights[fqn]
+            .contiguous_bytes(&b.archive)
+            .expect("decodes");
+        assert_eq!(x, y, "{fqn}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -1,0 +1,59 @@
+//! Tidy rules for the whole workspace: module docs, whitespace, snapshot folders.
+
+use std::path::{Path, PathBuf};
+
+fn files_under(dir: &Path, ext: &str, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            files_under(&p, ext, out);
+        } else if p.extension().is_some_and(|x| x == ext) {
+            out.push(p);
+        }
+    }
+}
+
+fn workspace() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn every_rust_file_starts_with_a_module_doc_and_has_no_trailing_whitespace() {
+    let mut files = Vec::new();
+    for dir in ["src", "passes/src", "xtask/src"] {
+        files_under(&workspace().join(dir), "rs", &mut files);
+    }
+    assert!(files.len() > 20, "found only {} Rust files", files.len());
+    for f in files {
+        let text = std::fs::read_to_string(&f).expect("readable");
+        assert!(
+            text.starts_with("//!"),
+            "{} must start with a `//!` module doc",
+            f.display()
+        );
+        for (i, line) in text.lines().enumerate() {
+            assert!(
+                line.trim_end() == line,
+                "{}:{} has trailing whitespace",
+                f.display(),
+                i + 1
+            );
+        }
+    }
+}
+
+/// Snapshot folders are the suites the tests use; a stray folder is a renamed or dead suite.
+#[test]
+fn snapshot_folders_match_suites() {
+    let mut dirs: Vec<String> = std::fs::read_dir(workspace().join("snapshots"))
+        .expect("snapshots/ exists")
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    dirs.sort();
+    assert_eq!(dirs, ["import", "inspect"]);
+}
