@@ -176,20 +176,44 @@ fn inspect_json_reports_the_dynamic_symbol_and_bounds() {
 #[test]
 fn inspect_json_follows_its_schema() {
     let schema: serde_json::Value =
-        serde_json::from_str(include_str!("../../schemas/inspect.schema.json")).expect("valid schema");
-    let required: Vec<&str> = schema["required"].as_array().expect("list").iter().filter_map(|v| v.as_str()).collect();
+        serde_json::from_str(include_str!("../../schemas/inspect.schema.json"))
+            .expect("valid schema");
+    let required: Vec<&str> = schema["required"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .filter_map(|v| v.as_str())
+        .collect();
     let dtypes = &schema["$defs"]["value"]["properties"]["dtype"]["enum"];
     for path in model_paths() {
-        let (code, out, err) = run_cli(&["inspect", path.to_str().expect("utf-8 path"), "--format", "json"]);
+        let (code, out, err) = run_cli(&[
+            "inspect",
+            path.to_str().expect("utf-8 path"),
+            "--format",
+            "json",
+        ]);
         assert_eq!(code, 0, "{err}");
         let report: serde_json::Value = serde_json::from_str(&out).expect("valid JSON");
-        let mut keys: Vec<&str> = report.as_object().expect("object").keys().map(String::as_str).collect();
+        let mut keys: Vec<&str> = report
+            .as_object()
+            .expect("object")
+            .keys()
+            .map(String::as_str)
+            .collect();
         let mut want = required.clone();
         keys.sort();
         want.sort();
         assert_eq!(keys, want, "{}", path.display());
-        for v in report["inputs"].as_array().into_iter().chain(report["outputs"].as_array()).flatten() {
-            assert!(dtypes.as_array().expect("enum").contains(&v["dtype"]), "{v}");
+        for v in report["inputs"]
+            .as_array()
+            .into_iter()
+            .chain(report["outputs"].as_array())
+            .flatten()
+        {
+            assert!(
+                dtypes.as_array().expect("enum").contains(&v["dtype"]),
+                "{v}"
+            );
         }
     }
 }
