@@ -8,11 +8,19 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::{import, inspect, Error};
+use crate::artifact::Artifact;
+use crate::compile::{compile, CompileRequest};
+use crate::container::MappedZip;
+use crate::emit::{EmitOptions, Precision};
+use crate::run::{run as run_artifact, RunRequest};
+use crate::target::Target;
+use crate::{check, driver, import, inspect, Error};
 
 /// Ahead-of-time compiler from PyTorch `torch.export` archives (.pt2) to TPU executables.
+///
+/// `torchtpu-compile MODEL.pt2 -o MODEL.tpuexe` is short for `torchtpu-compile compile …`.
 ///
 /// Exit codes: 0 success, 1 the model cannot be read or compiled (the message names the
 /// archive entry, node and op), 2 usage error, 3 environment problem (e.g. a missing plugin).
@@ -25,12 +33,31 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Describe an exported program: user inputs and outputs (with symbolic dims and their
-    /// bounds), weights, op histogram, schema and torch version.
+    /// Compile an exported program into an artifact (.tpuexe), or emit its StableHLO or IR.
+    ///
+    /// Examples:
+    ///   torchtpu-compile compile model.pt2 -o model.tpuexe --target cpu
+    ///   torchtpu-compile compile model.pt2 -o model.mlir --emit stablehlo
+    Compile(CompileArgs),
+    /// Run an artifact's CPU executable on `.npy` inputs and write `out_<i>.npy` files.
+    ///
+    /// Example: torchtpu-compile run model.tpuexe in_0.npy --out-dir out/
+    Run(RunArgs),
+    /// Check that every op of a program lowers to StableHLO, without compiling; lists all
+    /// unsupported ops at once and exits 1 if there is any.
+    Check {
+        /// The archive written by `torch.export.save`.
+        model: PathBuf,
+        /// `text` for people, `json` for CI (layout in README).
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
+    /// Describe an exported program (.pt2: signature with symbolic dims and bounds, weights, op
+    /// histogram, versions) or an artifact (.tpuexe: manifest, targets, buckets, executables).
     ///
     /// Example: torchtpu-compile inspect model.pt2 --format json
     Inspect {
-        /// The archive written by `torch.export.save` (recognized by content, not by extension).
+        /// A `.pt2` archive or a `.tpuexe` artifact (recognized by content, not by extension).
         model: PathBuf,
         /// `text` for people, `json` for scripts (stable layout, see README).
         #[arg(long, value_enum, default_value_t = Format::Text)]
@@ -38,10 +65,89 @@ enum Command {
     },
 }
 
-#[derive(Clone, Copy, ValueEnum)]
+#[derive(Args)]
+struct RunArgs {
+    /// The artifact written by `compile`.
+    artifact: PathBuf,
+    /// One `.npy` file per user input, in the graph's user-input order (float32 is accepted
+    /// for bfloat16 inputs).
+    inputs: Vec<PathBuf>,
+    /// Where to write `out_0.npy`, `out_1.npy`, … (bf16 outputs are widened to float32).
+    #[arg(long, default_value = ".")]
+    out_dir: PathBuf,
+    /// The CPU PJRT plugin; default `$TORCHTPU_PJRT_PLUGIN`, then the `cargo xtask setup` folder.
+    #[arg(long)]
+    plugin: Option<PathBuf>,
+    /// Compare the outputs with `DIR/out_<i>.npy` (floats within 1e-4 of the reference's
+    /// scale, integers and bools exactly); exit 1 on a mismatch.
+    #[arg(long, value_name = "DIR")]
+    reference: Option<PathBuf>,
+    /// Summary format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+}
+
+#[derive(Args)]
+struct CompileArgs {
+    /// The archive written by `torch.export.save` (recognized by content, not by extension).
+    model: PathBuf,
+    /// Where to write the result.
+    #[arg(short, long)]
+    output: PathBuf,
+    /// What to write: an executable artifact, StableHLO text, MLIR bytecode, or the IR.
+    #[arg(long, value_enum, default_value_t = Emit::Exe)]
+    emit: Emit,
+    /// Where executables will run: `cpu`, or `tpu:<generation>:<topology>` (e.g. `tpu:v6e:1x1`);
+    /// repeat for several. Default: `cpu`.
+    #[arg(long = "target", value_name = "T", value_parser = parse_target)]
+    targets: Vec<Target>,
+    /// Precision of matmuls and convolutions (on TPU: one bf16 pass, three, or full f32).
+    #[arg(long, value_enum, default_value_t = Precision::Default)]
+    precision: Precision,
+    /// The CPU PJRT plugin; default `$TORCHTPU_PJRT_PLUGIN`, then the `cargo xtask setup` folder.
+    #[arg(long)]
+    plugin: Option<PathBuf>,
+    /// Write the IR after each stage, the StableHLO and the compile log into DIR.
+    #[arg(long, value_name = "DIR")]
+    dump_dir: Option<PathBuf>,
+    /// Summary format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+    /// No progress or summary on stderr.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+fn parse_target(s: &str) -> Result<Target, String> {
+    s.parse()
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Emit {
+    Exe,
+    Stablehlo,
+    Mlirbc,
+    Ir,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Format {
     Text,
     Json,
+}
+
+const SUBCOMMANDS: &[&str] = &["compile", "check", "inspect", "run", "help"];
+
+/// `torchtpu-compile model.pt2 -o x` means `torchtpu-compile compile model.pt2 -o x`.
+fn with_default_subcommand(args: Vec<OsString>) -> Vec<OsString> {
+    match args.get(1).and_then(|a| a.to_str()) {
+        Some(first) if !first.starts_with('-') && !SUBCOMMANDS.contains(&first) => {
+            let mut v = args;
+            v.insert(1, "compile".into());
+            v
+        }
+        _ => args,
+    }
 }
 
 /// Runs the command line with `args` (including the program name); returns the exit code.
@@ -50,18 +156,17 @@ pub fn main_with(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> u8 {
-    let cli = match Cli::try_parse_from(args) {
+    let cli = match Cli::try_parse_from(with_default_subcommand(args.into_iter().collect())) {
         Ok(cli) => cli,
         Err(e) => {
             // --help and --version are "errors" that exit 0 and print to stdout.
-            let text = e.render().ansi().to_string();
             let stream: &mut dyn Write = if e.use_stderr() { err } else { out };
-            let _ = write!(stream, "{text}");
+            let _ = write!(stream, "{}", e.render());
             return u8::try_from(e.exit_code()).unwrap_or(2);
         }
     };
     match run(cli, out) {
-        Ok(()) => 0,
+        Ok(code) => code,
         Err(e) => {
             let _ = writeln!(err, "error: {e:#}");
             e.downcast_ref::<Error>().map_or(1, Error::exit_code)
@@ -69,20 +174,144 @@ pub fn main_with(
     }
 }
 
-fn run(cli: Cli, out: &mut dyn Write) -> anyhow::Result<()> {
+fn run(cli: Cli, out: &mut dyn Write) -> anyhow::Result<u8> {
     match cli.command {
-        Command::Inspect { model, format } => inspect_cmd(&model, format, out),
+        Command::Inspect { model, format } => inspect_cmd(&model, format, out).map(|()| 0),
+        Command::Check { model, format } => check_cmd(&model, format, out),
+        Command::Compile(args) => compile_cmd(&args, out).map(|()| 0),
+        Command::Run(args) => run_cmd(&args, out),
     }
 }
 
-fn inspect_cmd(model: &Path, format: Format, out: &mut dyn Write) -> anyhow::Result<()> {
-    let program = import(model)
+fn read_program(model: &Path) -> anyhow::Result<import::Program> {
+    import(model)
         .map_err(Error::from)
-        .with_context(|| format!("cannot read `{}`", model.display()))?;
+        .with_context(|| format!("cannot read `{}`", model.display()))
+}
+
+fn inspect_cmd(model: &Path, format: Format, out: &mut dyn Write) -> anyhow::Result<()> {
+    if MappedZip::open(model).is_ok_and(|z| Artifact::is_artifact(&z)) {
+        let art = Artifact::open(model)
+            .map_err(Error::from)
+            .with_context(|| format!("cannot read `{}`", model.display()))?;
+        match format {
+            Format::Text => write!(out, "{}", inspect::render_artifact(&art))?,
+            Format::Json => writeln!(
+                out,
+                "{}",
+                serde_json::to_string_pretty(&inspect::artifact_report(&art))?
+            )?,
+        }
+        return Ok(());
+    }
+    let program = read_program(model)?;
     let report = inspect::report(&program, &model.display().to_string());
     match format {
         Format::Text => write!(out, "{}", inspect::render_text(&report))?,
         Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?,
     }
     Ok(())
+}
+
+fn check_cmd(model: &Path, format: Format, out: &mut dyn Write) -> anyhow::Result<u8> {
+    let program = read_program(model)?;
+    let report = check::check(&program, &model.display().to_string());
+    match format {
+        Format::Text => write!(out, "{}", check::render_text(&report))?,
+        Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?,
+    }
+    Ok(if report.ok { 0 } else { 1 })
+}
+
+fn compile_cmd(args: &CompileArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    let program = read_program(&args.model)?;
+    let context = || format!("cannot compile `{}`", args.model.display());
+    if args.emit == Emit::Exe {
+        let targets = if args.targets.is_empty() {
+            vec![Target::Cpu]
+        } else {
+            args.targets.clone()
+        };
+        let req = CompileRequest {
+            targets,
+            precision: args.precision,
+            plugin: args.plugin.clone(),
+            dump_dir: args.dump_dir.clone(),
+            progress: !args.quiet,
+        };
+        let summary = compile(&program, &args.model, &args.output, &req).with_context(context)?;
+        match args.format {
+            Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&summary)?)?,
+            Format::Text if !args.quiet => {
+                for t in &summary.targets {
+                    eprintln!(
+                        "{} [{}]: compiled in {} ms ({} bytes)",
+                        t.target, t.bucket, t.compile_ms, t.executable_bytes
+                    );
+                }
+                eprintln!(
+                    "wrote {} ({} bytes)",
+                    summary.output, summary.artifact_bytes
+                );
+            }
+            Format::Text => {}
+        }
+        return Ok(());
+    }
+    let bindings = driver::example_bindings(&program)
+        .map_err(|e| Error::from(driver::LowerError::from(e)))
+        .with_context(context)?;
+    let opts = EmitOptions {
+        precision: args.precision,
+    };
+    let lowered = driver::lower(&program, bindings, &opts)
+        .map_err(Error::from)
+        .with_context(context)?;
+    let bytes: Vec<u8> = match args.emit {
+        Emit::Stablehlo => lowered.module.text.into_bytes(),
+        Emit::Mlirbc => lowered.module.bytecode,
+        Emit::Ir | Emit::Exe => torchtpu_passes::ir::print(&lowered.graph).into_bytes(),
+    };
+    std::fs::write(&args.output, &bytes)
+        .with_context(|| format!("cannot write `{}`", args.output.display()))?;
+    if args.format == Format::Json {
+        writeln!(
+            out,
+            "{}",
+            serde_json::json!({"output": args.output.display().to_string(), "bytes": bytes.len()})
+        )?;
+    }
+    Ok(())
+}
+
+fn run_cmd(args: &RunArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
+    let req = RunRequest {
+        artifact: args.artifact.clone(),
+        inputs: args.inputs.clone(),
+        out_dir: args.out_dir.clone(),
+        plugin: args.plugin.clone(),
+        reference: args.reference.clone(),
+    };
+    let report =
+        run_artifact(&req).with_context(|| format!("cannot run `{}`", args.artifact.display()))?;
+    match args.format {
+        Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?,
+        Format::Text => {
+            for o in &report.outputs {
+                let cmp = o.comparison.as_ref().map_or_else(String::new, |c| {
+                    let verdict = if c.ok { "matches" } else { "DIFFERS from" };
+                    let note = c
+                        .note
+                        .as_ref()
+                        .map_or_else(String::new, |n| format!(", {n}"));
+                    format!(
+                        "  {verdict} the reference (max abs diff {:.3e}, rel {:.3e}{note})",
+                        c.max_abs_diff, c.max_rel_diff
+                    )
+                });
+                writeln!(out, "{}: {}{:?}{cmp}", o.path, o.dtype, o.dims)?;
+            }
+        }
+    }
+    Ok(if report.ok { 0 } else { 1 })
 }

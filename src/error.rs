@@ -1,4 +1,5 @@
-//! The library's top-level error: one variant per stage, each with its own typed cause.
+//! The library's top-level error: one variant per stage, each with its own typed cause, and the
+//! exit code each maps to (DESIGN.md §3).
 
 use thiserror::Error;
 
@@ -10,14 +11,65 @@ pub enum Error {
     /// The input archive could not be read or is not a valid exported program.
     #[error(transparent)]
     Import(#[from] ImportError),
+    /// The program could not be lowered to StableHLO.
+    #[cfg(feature = "mlir")]
+    #[error(transparent)]
+    Lower(#[from] crate::driver::LowerError),
+    /// The PJRT plugin is missing or cannot be loaded.
+    #[error(
+        "{source} (plugin chosen by {chosen_by})\n  hint: {}",
+        crate::setup::PLUGIN_HINT
+    )]
+    Plugin {
+        source: crate::pjrt::PjrtError,
+        chosen_by: &'static str,
+    },
+    /// XLA rejected the program or failed to compile it.
+    #[error("XLA compilation for `{target}` failed: {source}")]
+    Compile {
+        target: String,
+        source: crate::pjrt::PjrtError,
+    },
+    /// An artifact could not be read or written.
+    #[error(transparent)]
+    Artifact(#[from] crate::artifact::ArtifactError),
+    /// Running an artifact failed.
+    #[error(transparent)]
+    Run(#[from] crate::run::RunError),
+    /// A feature this version does not provide.
+    #[error("{0}")]
+    Unsupported(String),
+    /// A file could not be written or read.
+    #[error("cannot access `{path}`: {reason}")]
+    Io { path: String, reason: String },
 }
 
 impl Error {
-    /// The process exit code this failure maps to (DESIGN.md §3): 1 for a model that cannot
-    /// be compiled or checked, 3 for an environment problem.
+    /// A plugin error: an environment problem when loading failed, a program problem otherwise.
+    pub fn plugin(source: crate::pjrt::PjrtError, chosen_by: &'static str) -> Error {
+        if source.is_plugin_setup() {
+            Error::Plugin { source, chosen_by }
+        } else {
+            Error::Compile {
+                target: "cpu".into(),
+                source,
+            }
+        }
+    }
+
+    /// The process exit code: 1 for a model or artifact that cannot be compiled, checked or run,
+    /// 3 for an environment problem (missing or mismatched plugin, no executable for this machine).
     pub fn exit_code(&self) -> u8 {
         match self {
-            Error::Import(_) => 1,
+            Error::Plugin { .. } => 3,
+            Error::Run(e) if e.is_environment() => 3,
+            _ => 1,
         }
+    }
+}
+
+impl From<crate::npy::NpyError> for Error {
+    fn from(e: crate::npy::NpyError) -> Error {
+        Error::Run(crate::run::RunError::Npy(e))
     }
 }

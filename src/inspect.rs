@@ -307,3 +307,82 @@ pub fn render_text(r: &Report) -> String {
     }
     out
 }
+
+/// The `inspect` report of a `.tpuexe` artifact: its manifest, as written.
+#[derive(Debug, Serialize)]
+pub struct ArtifactReport<'a> {
+    pub format: &'static str,
+    pub kind: &'static str,
+    pub file: String,
+    pub manifest: &'a crate::artifact::Manifest,
+}
+
+/// Builds the report of an artifact.
+pub fn artifact_report(art: &crate::artifact::Artifact) -> ArtifactReport<'_> {
+    ArtifactReport {
+        format: REPORT_FORMAT,
+        kind: "artifact",
+        file: art.path().display().to_string(),
+        manifest: &art.manifest,
+    }
+}
+
+/// The human-readable form of an artifact's manifest.
+pub fn render_artifact(art: &crate::artifact::Artifact) -> String {
+    let m = &art.manifest;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{}: torchtpu-compile artifact ({}, {} {}) from {} (sha256 {})",
+        art.path().display(),
+        m.format,
+        m.compiler.name,
+        m.compiler.version,
+        m.source.file,
+        &m.source.sha256[..m.source.sha256.len().min(12)]
+    );
+    let _ = writeln!(out, "inputs:");
+    for v in &m.signature.inputs {
+        let _ = writeln!(out, "  {}: {}{}", v.name, v.dtype, dims_text(&v.dims));
+    }
+    let _ = writeln!(out, "outputs:");
+    for (i, v) in m.signature.outputs.iter().enumerate() {
+        let _ = writeln!(out, "  {i}: {} {}{}", v.name, v.dtype, dims_text(&v.dims));
+    }
+    let _ = writeln!(
+        out,
+        "precision: {}; weights: {} tensors, {}",
+        m.options.precision,
+        m.weights.order.len(),
+        human_bytes(m.weights.bytes)
+    );
+    let _ = writeln!(out, "buckets:");
+    for b in &m.buckets {
+        let bind: Vec<String> = b.bindings.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let shown = if bind.is_empty() {
+            "static".to_string()
+        } else {
+            bind.join(", ")
+        };
+        let _ = writeln!(out, "  {}: {shown}, inputs {:?}", b.name, b.input_dims);
+    }
+    let _ = writeln!(out, "targets:");
+    for t in &m.targets {
+        let _ = writeln!(
+            out,
+            "  {} via {} ({}, PJRT {})",
+            t.target, t.plugin.file, t.plugin.platform_version, t.plugin.api_version
+        );
+        for e in &t.executables {
+            let _ = writeln!(
+                out,
+                "    {}: {} ({}), compiled in {} ms",
+                e.bucket,
+                e.entry,
+                human_bytes(e.bytes),
+                e.compile_ms
+            );
+        }
+    }
+    out
+}

@@ -4,6 +4,7 @@
 #![warn(missing_docs)]
 
 pub mod ir;
+pub mod specialize;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod verify;

@@ -26,6 +26,8 @@ pub struct SymbolBinding {
     pub input_name: String,
     /// The dimension whose size is the symbol.
     pub dim: usize,
+    /// The size in the example inputs used at export, when recorded.
+    pub example: Option<i64>,
 }
 
 /// The graph and what the program needs besides it.
@@ -216,12 +218,25 @@ impl Builder<'_> {
 
     /// A user-input dim that is a bare symbol gives that symbol its value at run time.
     fn bind_symbols(&mut self, name: &str, index: usize, ty: &TensorType) {
+        let sizes = self
+            .graph_json()
+            .tensor_values
+            .get(name)
+            .map(|m| m.sizes.clone())
+            .unwrap_or_default();
         for (dim, d) in ty.dims.iter().enumerate() {
             if let Dim::Sym(torchtpu_passes::ir::SymExpr::Sym(s)) = d {
+                let example = match sizes.get(dim) {
+                    Some(SymInt::AsExpr(e)) => {
+                        e.hint.as_ref().and_then(|h| h.get("as_int")?.as_i64())
+                    }
+                    _ => None,
+                };
                 self.bindings.entry(s.clone()).or_insert(SymbolBinding {
                     input: index,
                     input_name: name.to_string(),
                     dim,
+                    example,
                 });
             }
         }

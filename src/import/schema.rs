@@ -100,6 +100,9 @@ pub enum SymInt {
 #[derive(Clone, Debug, Deserialize)]
 pub struct SymExprJson {
     pub expr_str: String,
+    /// The value at export time (`{"as_int": 16}`), when recorded.
+    #[serde(default)]
+    pub hint: Option<Value>,
 }
 
 #[derive(Clone, Debug, Deserialize)]

@@ -186,6 +186,11 @@ impl Graph {
         &self.symbols
     }
 
+    /// Removes every symbol (after specialization no dim refers to one).
+    pub fn clear_symbols(&mut self) {
+        self.symbols.clear();
+    }
+
     /// Declares a symbol.
     pub fn add_symbol(&mut self, name: impl Into<String>, bounds: Bounds) {
         self.symbols.insert(name.into(), bounds);

@@ -42,13 +42,16 @@ pub struct Origin {
 }
 
 impl Origin {
-    /// The last `File "…", line N` frame of the stack trace, which points at user code.
+    /// The innermost `File "…", line N` frame of the stack trace outside torch itself, which
+    /// points at the model's code (falls back to the innermost frame).
     pub fn source_line(&self) -> Option<&str> {
         let trace = self.stack_trace.as_deref()?;
-        trace
+        let mut frames = trace
             .lines()
             .map(str::trim)
-            .rfind(|l| l.starts_with("File "))
+            .filter(|l| l.starts_with("File "));
+        let innermost = frames.clone().last();
+        frames.rfind(|l| !l.contains("/torch/")).or(innermost)
     }
 }
 

@@ -1,0 +1,162 @@
+//! Specialization: substitutes concrete values for the symbols, giving a fully static graph.
+//!
+//! Used to compile a dynamic program at one size (the export's example size today, one per
+//! bucket later). Every symbolic dim in output types and op attributes is evaluated; values
+//! outside a symbol's bounds are refused.
+
+use std::collections::BTreeMap;
+
+use thiserror::Error;
+
+use crate::ir::{Dim, Graph, Op};
+
+/// Why a graph could not be specialized.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum SpecializeError {
+    /// A symbol has no value.
+    #[error("symbol `{symbol}` has no value")]
+    Unbound {
+        /// The symbol.
+        symbol: String,
+    },
+    /// A value lies outside the symbol's bounds.
+    #[error("symbol `{symbol}` = {value} is outside its range {range}")]
+    OutOfBounds {
+        /// The symbol.
+        symbol: String,
+        /// The value given.
+        value: i64,
+        /// The allowed range, e.g. `[2, 512]`.
+        range: String,
+    },
+    /// An expression could not be evaluated (overflow or division by zero).
+    #[error("node `{node}`: cannot evaluate `{expr}`")]
+    Eval {
+        /// The node whose type or attribute holds the expression.
+        node: String,
+        /// The expression.
+        expr: String,
+    },
+}
+
+/// Returns a copy of `graph` with every symbol replaced by its value in `env`.
+pub fn specialize(graph: &Graph, env: &BTreeMap<String, i64>) -> Result<Graph, SpecializeError> {
+    for (symbol, bounds) in graph.symbols() {
+        let value = *env.get(symbol).ok_or_else(|| SpecializeError::Unbound {
+            symbol: symbol.clone(),
+        })?;
+        if bounds.min.is_some_and(|m| value < m) || bounds.max.is_some_and(|m| value > m) {
+            return Err(SpecializeError::OutOfBounds {
+                symbol: symbol.clone(),
+                value,
+                range: bounds.to_string(),
+            });
+        }
+    }
+    let mut out = graph.clone();
+    let ids: Vec<_> = out.node_ids().collect();
+    for id in ids {
+        let node = out.node_mut(id);
+        let name = node.name.clone();
+        let fix = |d: &mut Dim| -> Result<(), SpecializeError> {
+            if let Dim::Sym(e) = d {
+                let v = e.eval(env).ok_or_else(|| SpecializeError::Eval {
+                    node: name.clone(),
+                    expr: e.to_string(),
+                })?;
+                *d = Dim::Static(v);
+            }
+            Ok(())
+        };
+        for ty in node.outputs.iter_mut() {
+            ty.dims.iter_mut().try_for_each(fix)?;
+        }
+        for d in op_dims(&mut node.op) {
+            fix(d)?;
+        }
+    }
+    out.clear_symbols();
+    Ok(out)
+}
+
+/// The dims held in an op's attributes.
+fn op_dims(op: &mut Op) -> Vec<&mut Dim> {
+    match op {
+        Op::View { size } | Op::Expand { size } | Op::Full { size, .. } => {
+            size.iter_mut().collect()
+        }
+        Op::SplitWithSizes { sizes, .. } => sizes.iter_mut().collect(),
+        Op::Slice { start, end, .. } => vec![start, end],
+        Op::ArangeSym { end, .. } => vec![end],
+        Op::SymInt { value } => vec![value],
+        // Every other op's attributes are plain integers.
+        _ => vec![],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::{builder::Builder, print, Bounds, DType, SymExpr, TensorType};
+
+    fn dynamic_graph() -> Graph {
+        let s = Dim::Sym(SymExpr::sym("s0"));
+        let twice = Dim::Sym(SymExpr::Mul(vec![SymExpr::Int(2), SymExpr::sym("s0")]));
+        let mut b = Builder::new("g");
+        b.graph_mut().add_symbol(
+            "s0",
+            Bounds {
+                min: Some(2),
+                max: Some(8),
+            },
+        );
+        let x = b.input(
+            "x",
+            TensorType {
+                dtype: DType::F32,
+                dims: vec![s.clone()],
+            },
+        );
+        let y = b.op(
+            "y",
+            Op::View {
+                size: vec![twice.clone()],
+            },
+            &[x],
+            TensorType {
+                dtype: DType::F32,
+                dims: vec![twice],
+            },
+        );
+        b.output(y);
+        b.finish()
+    }
+
+    #[test]
+    fn substitutes_types_and_attributes() {
+        let g = specialize(&dynamic_graph(), &BTreeMap::from([("s0".into(), 3)])).unwrap();
+        insta::assert_snapshot!(print(&g), @r"
+        graph g {
+          %0 = input.user #0 : f32[3]  # x
+          %1 = view(%0) {size=[6]} : f32[6]  # y
+          return user[0] = %1
+        }
+        ");
+    }
+
+    #[test]
+    fn refuses_missing_and_out_of_range_values() {
+        let g = dynamic_graph();
+        assert_eq!(
+            specialize(&g, &BTreeMap::new()).unwrap_err(),
+            SpecializeError::Unbound {
+                symbol: "s0".into()
+            }
+        );
+        let err = specialize(&g, &BTreeMap::from([("s0".into(), 9)])).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "symbol `s0` = 9 is outside its range [2, 8]"
+        );
+    }
+}

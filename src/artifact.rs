@@ -1,0 +1,281 @@
+//! The `.tpuexe` artifact: a zip of stored, 64-byte-aligned entries (DESIGN.md §4).
+//!
+//! - `manifest.json`: what was compiled, how, for which targets, with checksums;
+//! - `weights.safetensors`: the tensors the programs take as their leading arguments;
+//! - `programs/<bucket>.mlir`: the StableHLO of each bucket;
+//! - `executables/<target>/<bucket>.pjrt`: serialized PJRT executables.
+//!
+//! Entries are stored uncompressed and aligned so that weights and executables can be used
+//! straight from a memory map. Writes go to a temporary file that is renamed into place.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use thiserror::Error;
+use zip::write::SimpleFileOptions;
+
+use crate::container::{ContainerError, MappedZip};
+
+/// Identifies the artifact layout; bumped when the meaning of a field changes.
+pub const ARTIFACT_FORMAT: &str = "torchtpu-artifact/1";
+/// The manifest entry.
+pub const MANIFEST: &str = "manifest.json";
+/// The weights entry.
+pub const WEIGHTS: &str = "weights.safetensors";
+
+#[derive(Debug, Error)]
+pub enum ArtifactError {
+    #[error(transparent)]
+    Container(#[from] ContainerError),
+    #[error("`{path}` is not a torchtpu-compile artifact: {reason}")]
+    NotAnArtifact { path: String, reason: String },
+    #[error("artifact entry `{entry}` is corrupt: {reason}")]
+    Corrupt { entry: String, reason: String },
+    #[error("cannot write `{path}`: {reason}")]
+    Write { path: String, reason: String },
+}
+
+/// The manifest: everything needed to use the artifact without the source model.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub format: String,
+    pub compiler: CompilerInfo,
+    pub source: SourceInfo,
+    pub signature: Signature,
+    pub options: OptionsInfo,
+    pub weights: WeightsInfo,
+    pub buckets: Vec<Bucket>,
+    pub targets: Vec<TargetEntry>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CompilerInfo {
+    pub name: String,
+    pub version: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SourceInfo {
+    /// File name of the `.pt2` (no folder).
+    pub file: String,
+    pub sha256: String,
+    pub torch_version: Option<String>,
+    pub schema_version: String,
+}
+
+/// A user input or output: name, dtype and dims (ints, or symbol expressions).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SignatureValue {
+    pub name: String,
+    pub dtype: String,
+    pub dims: Vec<serde_json::Value>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SymbolInfo {
+    pub name: String,
+    pub min: Option<i64>,
+    pub max: Option<i64>,
+    /// The user input and dimension that give the symbol its value.
+    pub input: usize,
+    pub dim: usize,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Signature {
+    pub inputs: Vec<SignatureValue>,
+    pub outputs: Vec<SignatureValue>,
+    pub symbols: Vec<SymbolInfo>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OptionsInfo {
+    pub precision: String,
+    /// Graph passes run, in order (none yet).
+    pub passes: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WeightsInfo {
+    pub entry: String,
+    /// Names of the weight arguments in the order the programs take them.
+    pub order: Vec<String>,
+    pub bytes: u64,
+    pub sha256: String,
+}
+
+/// One compiled size: symbol values and its StableHLO.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Bucket {
+    pub name: String,
+    pub bindings: BTreeMap<String, i64>,
+    pub program: String,
+    pub program_sha256: String,
+    /// Static shapes of the user inputs in this bucket.
+    pub input_dims: Vec<Vec<i64>>,
+    /// Static shapes of the user outputs in this bucket.
+    pub output_dims: Vec<Vec<i64>>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PluginInfo {
+    /// The plugin file name.
+    pub file: String,
+    pub sha256: String,
+    pub platform_name: String,
+    pub platform_version: String,
+    pub api_version: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Executable {
+    pub bucket: String,
+    pub entry: String,
+    pub sha256: String,
+    pub bytes: u64,
+    pub compile_ms: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TargetEntry {
+    /// `cpu` or `tpu:<gen>:<topology>`.
+    pub target: String,
+    pub plugin: PluginInfo,
+    pub executables: Vec<Executable>,
+}
+
+/// Hex sha256 of bytes.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Writes an artifact atomically: entries in the given order, all stored and 64-byte aligned.
+pub fn write(
+    path: &Path,
+    manifest: &Manifest,
+    entries: &[(String, Vec<u8>)],
+) -> Result<(), ArtifactError> {
+    let fail = |reason: String| ArtifactError::Write {
+        path: path.display().to_string(),
+        reason,
+    };
+    let tmp = temp_path(path);
+    let result = (|| -> Result<(), String> {
+        let file = std::fs::File::create(&tmp).map_err(|e| e.to_string())?;
+        let mut zip = zip::ZipWriter::new(std::io::BufWriter::new(file));
+        let opts = SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Stored)
+            .last_modified_time(zip::DateTime::default())
+            .with_alignment(64)
+            .large_file(false);
+        let manifest_json = serde_json::to_vec_pretty(manifest).map_err(|e| e.to_string())?;
+        let all = std::iter::once((MANIFEST, manifest_json.as_slice()))
+            .chain(entries.iter().map(|(n, b)| (n.as_str(), b.as_slice())));
+        for (name, bytes) in all {
+            let opts = if bytes.len() as u64 >= u32::MAX as u64 {
+                opts.large_file(true)
+            } else {
+                opts
+            };
+            zip.start_file(name, opts).map_err(|e| e.to_string())?;
+            zip.write_all(bytes).map_err(|e| e.to_string())?;
+        }
+        let mut w = zip.finish().map_err(|e| e.to_string())?;
+        w.flush().map_err(|e| e.to_string())?;
+        w.get_ref().sync_all().map_err(|e| e.to_string())
+    })();
+    match result.and_then(|()| std::fs::rename(&tmp, path).map_err(|e| e.to_string())) {
+        Ok(()) => Ok(()),
+        Err(reason) => {
+            let _ = std::fs::remove_file(&tmp);
+            Err(fail(reason))
+        }
+    }
+}
+
+fn temp_path(path: &Path) -> PathBuf {
+    let name = path
+        .file_name()
+        .map_or_else(|| "artifact".into(), |n| n.to_string_lossy().into_owned());
+    path.with_file_name(format!(".{name}.{}.tmp", std::process::id()))
+}
+
+/// An opened artifact.
+pub struct Artifact {
+    zip: MappedZip,
+    pub manifest: Manifest,
+}
+
+impl Artifact {
+    /// True when the zip at `zip` looks like an artifact (has a top-level manifest).
+    pub fn is_artifact(zip: &MappedZip) -> bool {
+        zip.get(MANIFEST).is_some()
+    }
+
+    /// Opens and checks the manifest.
+    pub fn open(path: &Path) -> Result<Artifact, ArtifactError> {
+        let zip = MappedZip::open(path)?;
+        let not = |reason: String| ArtifactError::NotAnArtifact {
+            path: path.display().to_string(),
+            reason,
+        };
+        let bytes = zip
+            .get(MANIFEST)
+            .ok_or_else(|| not(format!("it has no `{MANIFEST}`")))?;
+        let manifest: Manifest =
+            serde_json::from_slice(bytes).map_err(|e| not(format!("invalid `{MANIFEST}`: {e}")))?;
+        if manifest.format != ARTIFACT_FORMAT {
+            return Err(not(format!(
+                "format `{}` (this compiler reads `{ARTIFACT_FORMAT}`)",
+                manifest.format
+            )));
+        }
+        Ok(Artifact { zip, manifest })
+    }
+
+    /// The artifact's path.
+    pub fn path(&self) -> &Path {
+        self.zip.path()
+    }
+
+    /// An entry's bytes, checked against the checksum the manifest records for it.
+    pub fn verified(&self, entry: &str, sha256: &str) -> Result<&[u8], ArtifactError> {
+        let bytes = self.zip.get(entry).ok_or_else(|| ArtifactError::Corrupt {
+            entry: entry.to_string(),
+            reason: "the entry is missing".into(),
+        })?;
+        let actual = sha256_hex(bytes);
+        if actual != sha256 {
+            return Err(ArtifactError::Corrupt {
+                entry: entry.to_string(),
+                reason: format!(
+                    "its sha256 is {actual}, the manifest records {sha256}; rebuild the artifact"
+                ),
+            });
+        }
+        Ok(bytes)
+    }
+
+    /// The weights file, borrowed from the map.
+    pub fn weights(&self) -> Result<&[u8], ArtifactError> {
+        self.zip
+            .get(&self.manifest.weights.entry)
+            .ok_or_else(|| ArtifactError::Corrupt {
+                entry: self.manifest.weights.entry.clone(),
+                reason: "the entry is missing".into(),
+            })
+    }
+
+    /// Offsets of every entry, for alignment checks.
+    pub fn entry_offsets(&self) -> BTreeMap<String, usize> {
+        self.zip
+            .entries()
+            .iter()
+            .map(|(n, r)| (n.clone(), r.start))
+            .collect()
+    }
+}

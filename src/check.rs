@@ -1,0 +1,127 @@
+//! `check`: does every op lower to StableHLO? Lowers without compiling and lists every problem
+//! at once, grouped by op, so CI can gate graph lowering with one run.
+//!
+//! The JSON form ([`CheckReport`], `"format": "torchtpu-check/1"`) is documented in README.md.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use serde::Serialize;
+use torchtpu_passes::ir::Op;
+
+use crate::driver::{self, LowerError};
+use crate::emit::{EmitError, EmitOptions, NodeFailure};
+use crate::import::Program;
+
+/// Identifies the layout of the JSON report.
+pub const CHECK_FORMAT: &str = "torchtpu-check/1";
+
+/// The result of `check`.
+#[derive(Debug, Serialize)]
+pub struct CheckReport {
+    pub format: &'static str,
+    pub file: String,
+    /// True when the whole program lowers.
+    pub ok: bool,
+    /// FX nodes in the program.
+    pub nodes: usize,
+    /// Problems grouped by op target, sorted by target.
+    pub problems: Vec<OpProblem>,
+}
+
+/// All nodes of one target that cannot be lowered.
+#[derive(Debug, Serialize)]
+pub struct OpProblem {
+    /// FX target without the `torch.ops.` prefix, e.g. `aten.cholesky.default`.
+    pub target: String,
+    /// Why (from the first node; nodes of one target fail for the same reason).
+    pub reason: String,
+    /// The nodes, in graph order.
+    pub nodes: Vec<String>,
+    /// The user's source line of the first node, when the export recorded it.
+    pub source_line: Option<String>,
+}
+
+/// Lowers `program` at its example sizes and reports what fails.
+pub fn check(program: &Program, file: &str) -> CheckReport {
+    let nodes = program
+        .graph
+        .node_ids()
+        .filter(|&id| !matches!(program.graph.node(id).op, Op::Input(_)))
+        .count();
+    let failures: Vec<NodeFailure> = match driver::example_bindings(program)
+        .map_err(LowerError::from)
+        .and_then(|b| driver::lower(program, b, &EmitOptions::default()).map(|_| ()))
+    {
+        Ok(()) => vec![],
+        Err(LowerError::Emit(EmitError::Lowering(f))) => f,
+        Err(other) => vec![NodeFailure {
+            node: String::new(),
+            target: "(program)".into(),
+            reason: other.to_string(),
+            source_line: None,
+        }],
+    };
+    let mut groups: BTreeMap<String, OpProblem> = BTreeMap::new();
+    for f in failures {
+        let target = f
+            .target
+            .strip_prefix("torch.ops.")
+            .unwrap_or(&f.target)
+            .to_string();
+        let g = groups.entry(target.clone()).or_insert_with(|| OpProblem {
+            target,
+            reason: f.reason.clone(),
+            nodes: vec![],
+            source_line: f.source_line.clone(),
+        });
+        if !f.node.is_empty() {
+            g.nodes.push(f.node);
+        }
+    }
+    let problems: Vec<OpProblem> = groups.into_values().collect();
+    CheckReport {
+        format: CHECK_FORMAT,
+        file: file.to_string(),
+        ok: problems.is_empty(),
+        nodes,
+        problems,
+    }
+}
+
+/// The human-readable form.
+pub fn render_text(r: &CheckReport) -> String {
+    let mut out = String::new();
+    if r.ok {
+        let _ = writeln!(
+            out,
+            "{}: ok, all {} nodes lower to StableHLO",
+            r.file, r.nodes
+        );
+        return out;
+    }
+    let count: usize = r.problems.iter().map(|p| p.nodes.len().max(1)).sum();
+    let _ = writeln!(
+        out,
+        "{}: {} op(s) cannot be lowered ({count} of {} nodes):",
+        r.file,
+        r.problems.len(),
+        r.nodes
+    );
+    for p in &r.problems {
+        let shown: Vec<&str> = p.nodes.iter().take(5).map(String::as_str).collect();
+        let more = if p.nodes.len() > 5 {
+            format!(", … {} more", p.nodes.len() - 5)
+        } else {
+            String::new()
+        };
+        let _ = writeln!(out, "  {}: {}", p.target, p.reason);
+        if !shown.is_empty() {
+            let _ = writeln!(out, "    nodes: {}{more}", shown.join(", "));
+        }
+        if let Some(line) = &p.source_line {
+            let _ = writeln!(out, "    at {line}");
+        }
+    }
+    out
+}

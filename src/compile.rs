@@ -1,0 +1,377 @@
+//! `compile`: lower a program, compile it for every target through PJRT, and pack the artifact.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use safetensors::tensor::{Dtype, View};
+use serde::Serialize;
+use torchtpu_passes::ir::{DType, InputKind, Op, OutputKind};
+
+use crate::artifact::{
+    self, Bucket, CompilerInfo, Executable, Manifest, OptionsInfo, PluginInfo, Signature,
+    SignatureValue,
+};
+use crate::artifact::{SourceInfo, SymbolInfo, TargetEntry, WeightsInfo, ARTIFACT_FORMAT};
+use crate::driver::{self, Lowered};
+use crate::emit::{EmitOptions, Precision};
+use crate::import::Program;
+use crate::pjrt::{CompileOptions, Plugin};
+use crate::setup::cpu_plugin;
+use crate::target::Target;
+use crate::Error;
+
+/// What to compile and how.
+#[derive(Clone, Debug)]
+pub struct CompileRequest {
+    pub targets: Vec<Target>,
+    pub precision: Precision,
+    /// The CPU plugin (`--plugin`); `None` uses `$TORCHTPU_PJRT_PLUGIN` or the set-up folder.
+    pub plugin: Option<PathBuf>,
+    /// Where to write the IR, the StableHLO and a compile log (`--dump-dir`).
+    pub dump_dir: Option<PathBuf>,
+    /// Show a progress bar on a terminal.
+    pub progress: bool,
+}
+
+/// What `compile` did, for the summary line and `--format json`.
+#[derive(Debug, Serialize)]
+pub struct CompileSummary {
+    pub output: String,
+    pub artifact_bytes: u64,
+    pub buckets: Vec<String>,
+    pub targets: Vec<TargetSummary>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct TargetSummary {
+    pub target: String,
+    pub bucket: String,
+    pub compile_ms: u64,
+    pub executable_bytes: u64,
+}
+
+/// Compiles `program` (read from `model`) into the artifact `out`.
+pub fn compile(
+    program: &Program,
+    model: &Path,
+    out: &Path,
+    req: &CompileRequest,
+) -> Result<CompileSummary, Error> {
+    let bindings = driver::example_bindings(program).map_err(driver::LowerError::from)?;
+    let lowered = driver::lower(
+        program,
+        bindings,
+        &EmitOptions {
+            precision: req.precision,
+        },
+    )?;
+    let bucket_name = "main".to_string();
+    let mut log = Vec::new();
+    if let Some(dir) = &req.dump_dir {
+        dump(dir, program, &lowered)?;
+    }
+    let program_entry = format!("programs/{bucket_name}.mlir");
+    let mut entries: Vec<(String, Vec<u8>)> = Vec::new();
+    let mut target_entries = Vec::new();
+    let mut summaries = Vec::new();
+    for target in &req.targets {
+        let Target::Cpu = target else {
+            return Err(Error::Unsupported(format!(
+                "target `{target}`: TPU compilation is not available yet"
+            )));
+        };
+        let choice = cpu_plugin(req.plugin.as_deref());
+        let plugin = Plugin::load(&choice.path).map_err(|e| Error::plugin(e, choice.source))?;
+        let client = plugin
+            .client()
+            .map_err(|e| Error::plugin(e, choice.source))?;
+        let started = Instant::now();
+        let exe = client
+            .compile(
+                lowered.module.text.as_bytes(),
+                &CompileOptions::single_device(),
+            )
+            .map_err(|source| Error::Compile {
+                target: target.to_string(),
+                source,
+            })?;
+        let compile_ms = started.elapsed().as_millis() as u64;
+        let bytes = exe.serialize().map_err(|source| Error::Compile {
+            target: target.to_string(),
+            source,
+        })?;
+        log.push(format!(
+            "{target} {bucket_name}: compiled in {compile_ms} ms, {} bytes",
+            bytes.len()
+        ));
+        let entry = format!("executables/{}/{bucket_name}.pjrt", target.dir_name());
+        let api = plugin.api_version();
+        target_entries.push(TargetEntry {
+            target: target.to_string(),
+            plugin: PluginInfo {
+                file: plugin
+                    .path()
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+                sha256: plugin.sha256().to_string(),
+                platform_name: client.platform_name().to_string(),
+                platform_version: client.platform_version().to_string(),
+                api_version: format!("{}.{}", api.major, api.minor),
+            },
+            executables: vec![Executable {
+                bucket: bucket_name.clone(),
+                entry: entry.clone(),
+                sha256: artifact::sha256_hex(&bytes),
+                bytes: bytes.len() as u64,
+                compile_ms,
+            }],
+        });
+        summaries.push(TargetSummary {
+            target: target.to_string(),
+            bucket: bucket_name.clone(),
+            compile_ms,
+            executable_bytes: bytes.len() as u64,
+        });
+        entries.push((entry, bytes));
+    }
+    if let Some(dir) = &req.dump_dir {
+        write_file(&dir.join("compile.log"), (log.join("\n") + "\n").as_bytes())?;
+    }
+    let (weights, order) = weights_safetensors(program)?;
+    let manifest = Manifest {
+        format: ARTIFACT_FORMAT.to_string(),
+        compiler: CompilerInfo {
+            name: env!("CARGO_PKG_NAME").into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+        },
+        source: source_info(program, model)?,
+        signature: signature(program),
+        options: OptionsInfo {
+            precision: precision_name(req.precision).into(),
+            passes: vec![],
+        },
+        weights: WeightsInfo {
+            entry: artifact::WEIGHTS.into(),
+            order,
+            bytes: weights.len() as u64,
+            sha256: artifact::sha256_hex(&weights),
+        },
+        buckets: vec![bucket(&bucket_name, &program_entry, &lowered)?],
+        targets: target_entries,
+    };
+    let mut all = vec![
+        (artifact::WEIGHTS.to_string(), weights),
+        (program_entry, lowered.module.text.clone().into_bytes()),
+    ];
+    all.extend(entries);
+    artifact::write(out, &manifest, &all)?;
+    let artifact_bytes = std::fs::metadata(out).map(|m| m.len()).unwrap_or(0);
+    Ok(CompileSummary {
+        output: out.display().to_string(),
+        artifact_bytes,
+        buckets: vec![bucket_name],
+        targets: summaries,
+    })
+}
+
+fn precision_name(p: Precision) -> &'static str {
+    match p {
+        Precision::Default => "default",
+        Precision::High => "high",
+        Precision::Highest => "highest",
+    }
+}
+
+fn write_file(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    std::fs::write(path, bytes).map_err(|e| Error::Io {
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    })
+}
+
+/// `--dump-dir`: the IR after each stage, the final StableHLO (the compile log is added later).
+fn dump(dir: &Path, program: &Program, lowered: &Lowered) -> Result<(), Error> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::Io {
+        path: dir.display().to_string(),
+        reason: e.to_string(),
+    })?;
+    write_file(
+        &dir.join("00.import.ir"),
+        torchtpu_passes::ir::print(&program.graph).as_bytes(),
+    )?;
+    write_file(
+        &dir.join("01.specialize.ir"),
+        torchtpu_passes::ir::print(&lowered.graph).as_bytes(),
+    )?;
+    write_file(&dir.join("main.mlir"), lowered.module.text.as_bytes())
+}
+
+fn source_info(program: &Program, model: &Path) -> Result<SourceInfo, Error> {
+    let bytes = std::fs::read(model).map_err(|e| Error::Io {
+        path: model.display().to_string(),
+        reason: e.to_string(),
+    })?;
+    Ok(SourceInfo {
+        file: model
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        sha256: artifact::sha256_hex(&bytes),
+        torch_version: program.info.torch_version.clone(),
+        schema_version: format!(
+            "{}.{}",
+            program.info.schema_version.0, program.info.schema_version.1
+        ),
+    })
+}
+
+fn signature(program: &Program) -> Signature {
+    let report = crate::inspect::report(program, "");
+    let value = |v: &crate::inspect::ValueInfo| SignatureValue {
+        name: v.name.clone(),
+        dtype: v.dtype.clone(),
+        dims: v.dims.clone(),
+    };
+    let symbols = program
+        .graph
+        .symbols()
+        .iter()
+        .filter_map(|(name, b)| {
+            let binding = program.bindings.get(name)?;
+            Some(SymbolInfo {
+                name: name.clone(),
+                min: b.min,
+                max: b.max,
+                input: binding.input,
+                dim: binding.dim,
+            })
+        })
+        .collect();
+    Signature {
+        inputs: report.inputs.iter().map(value).collect(),
+        outputs: report.outputs.iter().map(value).collect(),
+        symbols,
+    }
+}
+
+/// Static user input and output shapes of the bucket.
+fn bucket(name: &str, entry: &str, lowered: &Lowered) -> Result<Bucket, Error> {
+    let g = &lowered.graph;
+    let dims = |ty: &torchtpu_passes::ir::TensorType| -> Vec<i64> {
+        ty.dims.iter().filter_map(|d| d.as_static()).collect()
+    };
+    let input_dims = g
+        .graph_inputs()
+        .iter()
+        .map(|&id| g.node(id))
+        .filter(|n| matches!(n.op, Op::Input(InputKind::User { .. })))
+        .map(|n| dims(&n.outputs[0]))
+        .collect();
+    let output_dims = g
+        .outputs()
+        .iter()
+        .filter(|o| matches!(o.kind, OutputKind::User { .. }))
+        .map(|o| dims(&g.node(o.value.node).outputs[usize::from(o.value.slot)]))
+        .collect();
+    Ok(Bucket {
+        name: name.to_string(),
+        bindings: lowered.bindings.clone(),
+        program: entry.to_string(),
+        program_sha256: artifact::sha256_hex(lowered.module.text.as_bytes()),
+        input_dims,
+        output_dims,
+    })
+}
+
+/// A weight as a safetensors view over the archive's bytes.
+struct WeightView<'a> {
+    dtype: Dtype,
+    shape: Vec<usize>,
+    data: Cow<'a, [u8]>,
+}
+
+impl View for &WeightView<'_> {
+    fn dtype(&self) -> Dtype {
+        self.dtype
+    }
+    fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+    fn data(&self) -> Cow<'_, [u8]> {
+        Cow::Borrowed(&self.data)
+    }
+    fn data_len(&self) -> usize {
+        self.data.len()
+    }
+}
+
+/// The safetensors dtype of an IR dtype, if the format has one.
+pub fn safetensors_dtype(d: DType) -> Option<Dtype> {
+    Some(match d {
+        DType::Bool => Dtype::BOOL,
+        DType::U8 => Dtype::U8,
+        DType::I8 => Dtype::I8,
+        DType::I16 => Dtype::I16,
+        DType::U16 => Dtype::U16,
+        DType::I32 => Dtype::I32,
+        DType::U32 => Dtype::U32,
+        DType::I64 => Dtype::I64,
+        DType::U64 => Dtype::U64,
+        DType::F16 => Dtype::F16,
+        DType::BF16 => Dtype::BF16,
+        DType::F32 => Dtype::F32,
+        DType::F64 => Dtype::F64,
+        DType::F8E4M3FN => Dtype::F8_E4M3,
+        DType::F8E5M2 => Dtype::F8_E5M2,
+        DType::F8E8M0FNU => Dtype::F8_E8M0,
+        _ => return None,
+    })
+}
+
+/// The IR dtype of a safetensors dtype.
+pub fn dtype_of_safetensors(d: Dtype) -> Option<DType> {
+    DType::ALL
+        .into_iter()
+        .find(|&x| safetensors_dtype(x) == Some(d))
+}
+
+/// The weight arguments of the program (graph inputs that are not user inputs), in calling
+/// order, serialized as safetensors keyed by fully qualified name.
+fn weights_safetensors(program: &Program) -> Result<(Vec<u8>, Vec<String>), Error> {
+    let mut order = Vec::new();
+    let mut views = BTreeMap::new();
+    for &id in program.graph.graph_inputs() {
+        let Op::Input(kind) = &program.graph.node(id).op else {
+            continue;
+        };
+        let (InputKind::Parameter { fqn }
+        | InputKind::Buffer { fqn, .. }
+        | InputKind::Constant { fqn }) = kind
+        else {
+            continue;
+        };
+        let w = &program.weights[fqn];
+        let dtype = safetensors_dtype(w.dtype).ok_or_else(|| {
+            Error::Unsupported(format!(
+                "weight `{fqn}` has dtype {}, which the artifact cannot store",
+                w.dtype
+            ))
+        })?;
+        let data = w.contiguous_bytes(&program.archive)?;
+        views.insert(
+            fqn.clone(),
+            WeightView {
+                dtype,
+                shape: w.sizes.iter().map(|&s| s as usize).collect(),
+                data,
+            },
+        );
+        order.push(fqn.clone());
+    }
+    let bytes = safetensors::serialize(views.iter().map(|(k, v)| (k.as_str(), v)), None)
+        .map_err(|e| Error::Unsupported(format!("cannot serialize the weights: {e}")))?;
+    Ok((bytes, order))
+}

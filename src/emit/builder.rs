@@ -1,0 +1,403 @@
+//! A thin layer over melior for building StableHLO as generic operations.
+//!
+//! StableHLO is not an upstream MLIR dialect, so every op is built by name with its attributes
+//! parsed from their textual form (`#stablehlo.dot<…>`, `array<i64: …>`); the PJRT plugin's
+//! parser is the real check of the result. Helpers here are the shared vocabulary of the
+//! per-family lowerings: constants, broadcasts, conversions, reductions with regions.
+
+use melior::ir::attribute::Attribute;
+use melior::ir::block::BlockLike;
+use melior::ir::operation::OperationBuilder;
+use melior::ir::r#type::Type;
+use melior::ir::RegionLike;
+use melior::ir::{Block, Identifier, Location, Region, Value};
+use melior::Context;
+use torchtpu_passes::ir::{DType, Dim, Scalar, TensorType};
+
+/// Lowering failures inside one node: a message for the user.
+pub type LowerResult<T> = Result<T, String>;
+
+/// Builds operations into one block.
+pub struct Builder<'c, 'b> {
+    pub ctx: &'c Context,
+    pub block: &'b Block<'c>,
+    pub loc: Location<'c>,
+}
+
+/// The MLIR element type of a dtype.
+pub fn element_type(d: DType) -> &'static str {
+    use DType::*;
+    match d {
+        Bool => "i1",
+        U8 => "ui8",
+        I8 => "i8",
+        I16 => "i16",
+        I32 => "i32",
+        I64 => "i64",
+        U16 => "ui16",
+        U32 => "ui32",
+        U64 => "ui64",
+        F16 => "f16",
+        BF16 => "bf16",
+        F32 => "f32",
+        F64 => "f64",
+        F8E4M3FN => "f8E4M3FN",
+        F8E5M2 => "f8E5M2",
+        F8E4M3FNUZ => "f8E4M3FNUZ",
+        F8E5M2FNUZ => "f8E5M2FNUZ",
+        F8E8M0FNU => "f8E8M0FNU",
+        C32 => "complex<f16>",
+        C64 => "complex<f32>",
+        C128 => "complex<f64>",
+    }
+}
+
+/// Static dims of a (specialized) tensor type.
+pub fn static_dims(ty: &TensorType) -> LowerResult<Vec<i64>> {
+    ty.dims
+        .iter()
+        .map(|d| match d {
+            Dim::Static(v) => Ok(*v),
+            Dim::Sym(e) => Err(format!("dimension `{e}` is still symbolic")),
+        })
+        .collect()
+}
+
+/// `tensor<4x16xf32>`, `tensor<f32>`.
+pub fn tensor_type_text(dims: &[i64], dtype: DType) -> String {
+    let mut s = String::from("tensor<");
+    for d in dims {
+        s.push_str(&format!("{d}x"));
+    }
+    s.push_str(element_type(dtype));
+    s.push('>');
+    s
+}
+
+/// `array<i64: 1, 2>`.
+pub fn i64_array(v: &[i64]) -> String {
+    if v.is_empty() {
+        return "array<i64>".to_string();
+    }
+    let items: Vec<String> = v.iter().map(ToString::to_string).collect();
+    format!("array<i64: {}>", items.join(", "))
+}
+
+/// The literal of one element of `dtype` holding `value`, as MLIR parses it in `dense<…>`.
+/// Floats are written as their exact bit pattern, so infinities, NaN and rounding to the
+/// target precision (round to nearest even, as torch does) are all exact.
+pub fn scalar_literal(value: Scalar, dtype: DType) -> LowerResult<String> {
+    let as_f64 = match value {
+        Scalar::Bool(b) => f64::from(u8::from(b)),
+        Scalar::Int(i) => i as f64,
+        Scalar::Float(f) => f,
+    };
+    let as_i64 = match value {
+        Scalar::Bool(b) => i64::from(b),
+        Scalar::Int(i) => i,
+        Scalar::Float(f) => f as i64,
+    };
+    Ok(match dtype {
+        DType::Bool => (if as_f64 != 0.0 { "true" } else { "false" }).to_string(),
+        DType::F32 => format!("0x{:08X}", (as_f64 as f32).to_bits()),
+        DType::F64 => format!("0x{:016X}", as_f64.to_bits()),
+        DType::F16 => format!("0x{:04X}", half::f16::from_f64(as_f64).to_bits()),
+        DType::BF16 => format!("0x{:04X}", half::bf16::from_f64(as_f64).to_bits()),
+        d if d.is_integer() => as_i64.to_string(),
+        d => return Err(format!("constants of dtype {d} are not supported")),
+    })
+}
+
+impl<'c, 'b> Builder<'c, 'b> {
+    pub fn mlir_type(&self, dims: &[i64], dtype: DType) -> LowerResult<Type<'c>> {
+        let text = tensor_type_text(dims, dtype);
+        Type::parse(self.ctx, &text).ok_or_else(|| format!("internal: cannot parse type `{text}`"))
+    }
+
+    pub fn attr(&self, text: &str) -> LowerResult<Attribute<'c>> {
+        Attribute::parse(self.ctx, text)
+            .ok_or_else(|| format!("internal: cannot parse attribute `{text}`"))
+    }
+
+    /// Appends `name(operands) {attrs}` with one result per entry of `results`.
+    pub fn op_n(
+        &self,
+        name: &str,
+        operands: &[Value<'c, 'b>],
+        results: &[(&[i64], DType)],
+        attrs: &[(&str, String)],
+        regions: Vec<Region<'c>>,
+    ) -> LowerResult<Vec<Value<'c, 'b>>> {
+        let types = results
+            .iter()
+            .map(|(d, t)| self.mlir_type(d, *t))
+            .collect::<LowerResult<Vec<_>>>()?;
+        let attrs = attrs
+            .iter()
+            .map(|(k, v)| Ok((Identifier::new(self.ctx, k), self.attr(v)?)))
+            .collect::<LowerResult<Vec<_>>>()?;
+        let op = OperationBuilder::new(name, self.loc)
+            .add_operands(operands)
+            .add_results(&types)
+            .add_attributes(&attrs)
+            .add_regions_vec(regions)
+            .build()
+            .map_err(|e| format!("internal: cannot build `{name}`: {e}"))?;
+        let op = self.block.append_operation(op);
+        (0..results.len())
+            .map(|i| {
+                op.result(i)
+                    .map(Into::into)
+                    .map_err(|e| format!("internal: {e}"))
+            })
+            .collect()
+    }
+
+    /// A single-result op.
+    pub fn op(
+        &self,
+        name: &str,
+        operands: &[Value<'c, 'b>],
+        dims: &[i64],
+        dtype: DType,
+        attrs: &[(&str, String)],
+    ) -> LowerResult<Value<'c, 'b>> {
+        Ok(self
+            .op_n(name, operands, &[(dims, dtype)], attrs, vec![])?
+            .remove(0))
+    }
+
+    /// `stablehlo.constant` of `value` broadcast to `dims`.
+    pub fn splat(&self, value: Scalar, dims: &[i64], dtype: DType) -> LowerResult<Value<'c, 'b>> {
+        let lit = scalar_literal(value, dtype)?;
+        let ty = tensor_type_text(dims, dtype);
+        self.op(
+            "stablehlo.constant",
+            &[],
+            dims,
+            dtype,
+            &[("value", format!("dense<{lit}> : {ty}"))],
+        )
+    }
+
+    /// Converts `v` (of dtype `from`) to `to`; bool results compare against zero.
+    pub fn convert(
+        &self,
+        v: Value<'c, 'b>,
+        dims: &[i64],
+        from: DType,
+        to: DType,
+    ) -> LowerResult<Value<'c, 'b>> {
+        if from == to {
+            return Ok(v);
+        }
+        if to == DType::Bool {
+            let zero = self.splat(Scalar::Int(0), dims, from)?;
+            return self.compare(v, zero, dims, from, "NE");
+        }
+        self.op("stablehlo.convert", &[v], dims, to, &[])
+    }
+
+    /// `stablehlo.compare` with the comparison type that matches `operand_dtype`.
+    pub fn compare(
+        &self,
+        a: Value<'c, 'b>,
+        b: Value<'c, 'b>,
+        dims: &[i64],
+        operand_dtype: DType,
+        direction: &str,
+    ) -> LowerResult<Value<'c, 'b>> {
+        let kind = if operand_dtype.is_float() {
+            "FLOAT"
+        } else if operand_dtype.is_integer()
+            && !matches!(
+                operand_dtype,
+                DType::U8 | DType::U16 | DType::U32 | DType::U64
+            )
+        {
+            "SIGNED"
+        } else {
+            "UNSIGNED"
+        };
+        self.op(
+            "stablehlo.compare",
+            &[a, b],
+            dims,
+            DType::Bool,
+            &[
+                (
+                    "comparison_direction",
+                    format!("#stablehlo<comparison_direction {direction}>"),
+                ),
+                (
+                    "compare_type",
+                    format!("#stablehlo<comparison_type {kind}>"),
+                ),
+            ],
+        )
+    }
+
+    /// Broadcasts `v` of shape `from` to `to` with NumPy rules (trailing alignment).
+    pub fn broadcast_to(
+        &self,
+        v: Value<'c, 'b>,
+        from: &[i64],
+        to: &[i64],
+        dtype: DType,
+    ) -> LowerResult<Value<'c, 'b>> {
+        if from == to {
+            return Ok(v);
+        }
+        let lead = to
+            .len()
+            .checked_sub(from.len())
+            .ok_or("internal: broadcast to a lower rank")?;
+        // Size-1 dims that grow must be dropped first: broadcast_in_dim maps dims one to one.
+        let mut kept_dims = Vec::new();
+        let mut kept_map = Vec::new();
+        for (i, &d) in from.iter().enumerate() {
+            if d == to[lead + i] {
+                kept_dims.push(d);
+                kept_map.push((lead + i) as i64);
+            } else if d != 1 {
+                return Err(format!("cannot broadcast {from:?} to {to:?}"));
+            }
+        }
+        let v = if kept_dims.len() == from.len() {
+            v
+        } else {
+            self.reshape(v, &kept_dims, dtype)?
+        };
+        self.op(
+            "stablehlo.broadcast_in_dim",
+            &[v],
+            to,
+            dtype,
+            &[("broadcast_dimensions", i64_array(&kept_map))],
+        )
+    }
+
+    pub fn reshape(
+        &self,
+        v: Value<'c, 'b>,
+        to: &[i64],
+        dtype: DType,
+    ) -> LowerResult<Value<'c, 'b>> {
+        self.op("stablehlo.reshape", &[v], to, dtype, &[])
+    }
+
+    /// A region with one block of `n` scalar arguments of `dtypes`, whose body `body` builds
+    /// and returns the values to yield (used by reduce, reduce_window, …).
+    pub fn scalar_region(
+        &self,
+        dtypes: &[DType],
+        body: impl for<'x> FnOnce(&Builder<'c, 'x>, &[Value<'c, 'x>]) -> LowerResult<Vec<Value<'c, 'x>>>,
+    ) -> LowerResult<Region<'c>> {
+        let arg_types = dtypes
+            .iter()
+            .map(|&d| Ok((self.mlir_type(&[], d)?, self.loc)))
+            .collect::<LowerResult<Vec<_>>>()?;
+        let block = Block::new(&arg_types);
+        {
+            let inner = Builder {
+                ctx: self.ctx,
+                block: &block,
+                loc: self.loc,
+            };
+            let args = (0..dtypes.len())
+                .map(|i| {
+                    block
+                        .argument(i)
+                        .map(Into::into)
+                        .map_err(|e| format!("internal: {e}"))
+                })
+                .collect::<LowerResult<Vec<Value>>>()?;
+            let results = body(&inner, &args)?;
+            let ret = OperationBuilder::new("stablehlo.return", self.loc)
+                .add_operands(&results)
+                .build()
+                .map_err(|e| format!("internal: {e}"))?;
+            block.append_operation(ret);
+        }
+        let region = Region::new();
+        region.append_block(block);
+        Ok(region)
+    }
+
+    /// `stablehlo.reduce` of `v` over `dims` with the binary combiner `combiner`
+    /// (`stablehlo.add`, `stablehlo.maximum`, …) starting from `init`.
+    pub fn reduce(
+        &self,
+        v: Value<'c, 'b>,
+        shape: &[i64],
+        dims: &[i64],
+        dtype: DType,
+        combiner: &str,
+        init: Scalar,
+    ) -> LowerResult<Value<'c, 'b>> {
+        let init = self.splat(init, &[], dtype)?;
+        let region = self.scalar_region(&[dtype, dtype], |b, args| {
+            Ok(vec![b.op(
+                combiner,
+                &[args[0], args[1]],
+                &[],
+                dtype,
+                &[],
+            )?])
+        })?;
+        let out: Vec<i64> = shape
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !dims.contains(&(*i as i64)))
+            .map(|(_, &d)| d)
+            .collect();
+        Ok(self
+            .op_n(
+                "stablehlo.reduce",
+                &[v, init],
+                &[(&out, dtype)],
+                &[("dimensions", i64_array(dims))],
+                vec![region],
+            )?
+            .remove(0))
+    }
+}
+
+/// Normalizes a possibly negative dim against `rank`.
+pub fn norm_dim(dim: i64, rank: usize) -> LowerResult<i64> {
+    let r = rank as i64;
+    let d = if dim < 0 { dim + r } else { dim };
+    if (0..r.max(1)).contains(&d) {
+        Ok(d)
+    } else {
+        Err(format!("dim {dim} is out of range for rank {rank}"))
+    }
+}
+
+/// The lowest value of a dtype (`-inf` for floats), the identity of `max`.
+pub fn lowest(d: DType) -> Scalar {
+    match d {
+        DType::Bool => Scalar::Bool(false),
+        DType::I8 => Scalar::Int(i64::from(i8::MIN)),
+        DType::I16 => Scalar::Int(i64::from(i16::MIN)),
+        DType::I32 => Scalar::Int(i64::from(i32::MIN)),
+        DType::I64 => Scalar::Int(i64::MIN),
+        d if d.is_integer() => Scalar::Int(0),
+        _ => Scalar::Float(f64::NEG_INFINITY),
+    }
+}
+
+/// The highest value of a dtype (`+inf` for floats), the identity of `min`.
+pub fn highest(d: DType) -> Scalar {
+    match d {
+        DType::Bool => Scalar::Bool(true),
+        DType::I8 => Scalar::Int(i64::from(i8::MAX)),
+        DType::I16 => Scalar::Int(i64::from(i16::MAX)),
+        DType::I32 => Scalar::Int(i64::from(i32::MAX)),
+        DType::I64 | DType::U64 => Scalar::Int(i64::MAX),
+        DType::U8 => Scalar::Int(i64::from(u8::MAX)),
+        DType::U16 => Scalar::Int(i64::from(u16::MAX)),
+        DType::U32 => Scalar::Int(i64::from(u32::MAX)),
+        _ => Scalar::Float(f64::INFINITY),
+    }
+}

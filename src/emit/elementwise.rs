@@ -1,0 +1,330 @@
+//! Element-wise lowerings with PyTorch's broadcasting and type promotion.
+//!
+//! The export records every result dtype, so arithmetic computes directly in the output dtype.
+//! Comparisons compute in the promoted operand dtype (torch's `result_type`), where Python
+//! scalars ("wrapped numbers") never raise a tensor's dtype within its category.
+
+use melior::ir::Value;
+use torchtpu_passes::ir::{BinaryOp, DType, Operand, Scalar, TensorType, UnaryOp};
+
+use super::builder::{static_dims, Builder, LowerResult};
+use super::Arg;
+
+/// Category used by torch's promotion: bool < integer < floating < complex.
+fn category(d: DType) -> u8 {
+    if d == DType::Bool {
+        0
+    } else if d.is_integer() {
+        1
+    } else if d.is_float() {
+        2
+    } else {
+        3
+    }
+}
+
+/// Promotion of two dtypes of tensors of the same priority.
+fn promote_types(a: DType, b: DType) -> DType {
+    use DType::*;
+    if a == b {
+        return a;
+    }
+    let (ca, cb) = (category(a), category(b));
+    if ca != cb {
+        return if ca > cb { a } else { b };
+    }
+    let unsigned = |d: DType| matches!(d, U8 | U16 | U32 | U64);
+    match (a, b) {
+        (F16, BF16) | (BF16, F16) => F32,
+        _ if ca == 1 && unsigned(a) != unsigned(b) => {
+            // Mixed signedness: the signed type must hold the unsigned one's range.
+            let (s, u) = if unsigned(a) { (b, a) } else { (a, b) };
+            match (s.size_bytes(), u.size_bytes()) {
+                (ss, us) if ss > us => s,
+                (_, 1) => I16,
+                (_, 2) => I32,
+                _ => I64,
+            }
+        }
+        _ if a.size_bytes() >= b.size_bytes() => a,
+        _ => b,
+    }
+}
+
+/// torch's `result_type` for tensor and scalar operands: dimensioned tensors first, then
+/// 0-d tensors and scalars only when they are of a higher category.
+pub fn result_type(operands: &[(Option<&TensorType>, Option<Scalar>)]) -> DType {
+    let fold = |it: &mut dyn Iterator<Item = DType>| it.reduce(promote_types);
+    let dimmed = fold(
+        &mut operands
+            .iter()
+            .filter_map(|(t, _)| t.filter(|t| t.rank() > 0))
+            .map(|t| t.dtype),
+    );
+    let zero = fold(
+        &mut operands
+            .iter()
+            .filter_map(|(t, _)| t.filter(|t| t.rank() == 0))
+            .map(|t| t.dtype),
+    );
+    let wrapped = fold(
+        &mut operands.iter().filter_map(|(_, s)| *s).map(|s| match s {
+            Scalar::Bool(_) => DType::Bool,
+            Scalar::Int(_) => DType::I64,
+            Scalar::Float(_) => DType::F32,
+        }),
+    );
+    let mut result = dimmed;
+    for next in [zero, wrapped].into_iter().flatten() {
+        result = Some(match result {
+            None => next,
+            Some(r) if category(next) > category(r) => next,
+            Some(r) => r,
+        });
+    }
+    result.unwrap_or(DType::F32)
+}
+
+/// A tensor or scalar operand, converted to `dtype` and broadcast to `dims`.
+fn operand<'c, 'b, 't>(
+    b: &Builder<'c, 'b>,
+    o: Operand,
+    tensors: &mut impl Iterator<Item = Arg<'c, 'b, 't>>,
+    dims: &[i64],
+    dtype: DType,
+) -> LowerResult<Value<'c, 'b>> {
+    match o {
+        Operand::Scalar(s) => b.splat(s, dims, dtype),
+        Operand::Tensor => {
+            let a = tensors.next().ok_or("internal: missing tensor operand")?;
+            let from = static_dims(a.ty)?;
+            let v = b.convert(a.v, &from, a.ty.dtype, dtype)?;
+            b.broadcast_to(v, &from, dims, dtype)
+        }
+    }
+}
+
+fn kinds(
+    o: Operand,
+    tensors: &mut impl Iterator<Item = TensorType>,
+) -> (Option<TensorType>, Option<Scalar>) {
+    match o {
+        Operand::Scalar(s) => (None, Some(s)),
+        Operand::Tensor => (tensors.next(), None),
+    }
+}
+
+pub fn unary<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    op: UnaryOp,
+    x: Arg<'c, 'b, '_>,
+    out: &TensorType,
+) -> LowerResult<Value<'c, 'b>> {
+    let dims = static_dims(out)?;
+    let dt = out.dtype;
+    if op == UnaryOp::LogicalNot {
+        let v = b.convert(x.v, &dims, x.ty.dtype, DType::Bool)?;
+        return b.op("stablehlo.not", &[v], &dims, DType::Bool, &[]);
+    }
+    let v = b.convert(x.v, &dims, x.ty.dtype, dt)?;
+    let simple = |name: &str| b.op(name, &[v], &dims, dt, &[]);
+    match op {
+        UnaryOp::Abs => simple("stablehlo.abs"),
+        UnaryOp::Cos => simple("stablehlo.cosine"),
+        UnaryOp::Sin => simple("stablehlo.sine"),
+        UnaryOp::Exp => simple("stablehlo.exponential"),
+        UnaryOp::Log => simple("stablehlo.log"),
+        UnaryOp::Neg => simple("stablehlo.negate"),
+        UnaryOp::Rsqrt => simple("stablehlo.rsqrt"),
+        UnaryOp::Sqrt => simple("stablehlo.sqrt"),
+        UnaryOp::Sigmoid => simple("stablehlo.logistic"),
+        UnaryOp::Tanh => simple("stablehlo.tanh"),
+        UnaryOp::Erf => simple("chlo.erf"),
+        UnaryOp::Relu => {
+            let zero = b.splat(Scalar::Int(0), &dims, dt)?;
+            b.op("stablehlo.maximum", &[v, zero], &dims, dt, &[])
+        }
+        UnaryOp::Gelu => gelu_erf(b, v, &dims, dt),
+        UnaryOp::GeluTanh => gelu_tanh(b, v, &dims, dt),
+        UnaryOp::LogicalNot => unreachable!("handled above"),
+    }
+}
+
+/// `0.5 * x * (1 + erf(x / sqrt(2)))`.
+fn gelu_erf<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    x: Value<'c, 'b>,
+    dims: &[i64],
+    dt: DType,
+) -> LowerResult<Value<'c, 'b>> {
+    let c = |v: f64| b.splat(Scalar::Float(v), dims, dt);
+    let scaled = b.op(
+        "stablehlo.multiply",
+        &[x, c(std::f64::consts::FRAC_1_SQRT_2)?],
+        dims,
+        dt,
+        &[],
+    )?;
+    let erf = b.op("chlo.erf", &[scaled], dims, dt, &[])?;
+    let one_plus = b.op("stablehlo.add", &[erf, c(1.0)?], dims, dt, &[])?;
+    let half_x = b.op("stablehlo.multiply", &[x, c(0.5)?], dims, dt, &[])?;
+    b.op("stablehlo.multiply", &[half_x, one_plus], dims, dt, &[])
+}
+
+/// `0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))`.
+fn gelu_tanh<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    x: Value<'c, 'b>,
+    dims: &[i64],
+    dt: DType,
+) -> LowerResult<Value<'c, 'b>> {
+    let c = |v: f64| b.splat(Scalar::Float(v), dims, dt);
+    let mul =
+        |p: Value<'c, 'b>, q: Value<'c, 'b>| b.op("stablehlo.multiply", &[p, q], dims, dt, &[]);
+    let x3 = mul(mul(x, x)?, x)?;
+    let inner = b.op("stablehlo.add", &[x, mul(x3, c(0.044715)?)?], dims, dt, &[])?;
+    let t = b.op(
+        "stablehlo.tanh",
+        &[mul(inner, c((2.0 / std::f64::consts::PI).sqrt())?)?],
+        dims,
+        dt,
+        &[],
+    )?;
+    let one_plus = b.op("stablehlo.add", &[t, c(1.0)?], dims, dt, &[])?;
+    mul(mul(x, c(0.5)?)?, one_plus)
+}
+
+pub fn binary<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    op: BinaryOp,
+    lhs: Operand,
+    rhs: Operand,
+    alpha: Option<Scalar>,
+    args: &[Arg<'c, 'b, '_>],
+    out: &TensorType,
+) -> LowerResult<Value<'c, 'b>> {
+    let dims = static_dims(out)?;
+    let compute = if op.is_comparison() {
+        let mut tys = args.iter().map(|a| a.ty.clone());
+        let l = kinds(lhs, &mut tys);
+        let r = kinds(rhs, &mut tys);
+        result_type(&[(l.0.as_ref(), l.1), (r.0.as_ref(), r.1)])
+    } else if matches!(op, BinaryOp::LogicalAnd | BinaryOp::LogicalOr) {
+        DType::Bool
+    } else {
+        out.dtype
+    };
+    let mut tensors = args.iter().copied();
+    let l = operand(b, lhs, &mut tensors, &dims, compute)?;
+    let mut r = operand(b, rhs, &mut tensors, &dims, compute)?;
+    if let Some(alpha) = alpha {
+        let a = b.splat(alpha, &dims, compute)?;
+        r = b.op("stablehlo.multiply", &[r, a], &dims, compute, &[])?;
+    }
+    let direction = match op {
+        BinaryOp::Eq => Some("EQ"),
+        BinaryOp::Ne => Some("NE"),
+        BinaryOp::Lt => Some("LT"),
+        BinaryOp::Le => Some("LE"),
+        BinaryOp::Gt => Some("GT"),
+        BinaryOp::Ge => Some("GE"),
+        _ => None,
+    };
+    if let Some(dir) = direction {
+        return b.compare(l, r, &dims, compute, dir);
+    }
+    let name = match op {
+        BinaryOp::Add => "stablehlo.add",
+        BinaryOp::Sub => "stablehlo.subtract",
+        BinaryOp::Mul => "stablehlo.multiply",
+        BinaryOp::Div => "stablehlo.divide",
+        BinaryOp::Pow => "stablehlo.power",
+        BinaryOp::Maximum => "stablehlo.maximum",
+        BinaryOp::Minimum => "stablehlo.minimum",
+        BinaryOp::BitwiseAnd | BinaryOp::LogicalAnd => "stablehlo.and",
+        BinaryOp::BitwiseOr | BinaryOp::LogicalOr => "stablehlo.or",
+        _ => unreachable!("comparisons handled above"),
+    };
+    let v = b.op(name, &[l, r], &dims, compute, &[])?;
+    b.convert(v, &dims, compute, out.dtype)
+}
+
+pub fn select<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    on_true: Operand,
+    on_false: Operand,
+    args: &[Arg<'c, 'b, '_>],
+    out: &TensorType,
+) -> LowerResult<Value<'c, 'b>> {
+    let dims = static_dims(out)?;
+    let mut tensors = args.iter().copied();
+    let cond = operand(b, Operand::Tensor, &mut tensors, &dims, DType::Bool)?;
+    let t = operand(b, on_true, &mut tensors, &dims, out.dtype)?;
+    let f = operand(b, on_false, &mut tensors, &dims, out.dtype)?;
+    b.op("stablehlo.select", &[cond, t, f], &dims, out.dtype, &[])
+}
+
+/// `clamp(x, min, max)`: NaN stays NaN, as in torch (maximum/minimum propagate NaN).
+pub fn clamp<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    min: Option<Scalar>,
+    max: Option<Scalar>,
+    x: Arg<'c, 'b, '_>,
+    out: &TensorType,
+) -> LowerResult<Value<'c, 'b>> {
+    let dims = static_dims(out)?;
+    let mut v = b.convert(x.v, &dims, x.ty.dtype, out.dtype)?;
+    if let Some(lo) = min {
+        let lo = b.splat(lo, &dims, out.dtype)?;
+        v = b.op("stablehlo.maximum", &[v, lo], &dims, out.dtype, &[])?;
+    }
+    if let Some(hi) = max {
+        let hi = b.splat(hi, &dims, out.dtype)?;
+        v = b.op("stablehlo.minimum", &[v, hi], &dims, out.dtype, &[])?;
+    }
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(d: DType, rank: usize) -> TensorType {
+        TensorType::new(d, &vec![2; rank])
+    }
+
+    #[test]
+    fn promotion_follows_torch() {
+        let (f32_, i64_, f16_, bool_) = (
+            t(DType::F32, 2),
+            t(DType::I64, 2),
+            t(DType::F16, 2),
+            t(DType::Bool, 1),
+        );
+        // A float scalar keeps a half tensor half; an int scalar turns bool into long.
+        assert_eq!(
+            result_type(&[(Some(&f16_), None), (None, Some(Scalar::Float(0.5)))]),
+            DType::F16
+        );
+        assert_eq!(
+            result_type(&[(Some(&i64_), None), (None, Some(Scalar::Float(0.5)))]),
+            DType::F32
+        );
+        assert_eq!(
+            result_type(&[(Some(&bool_), None), (None, Some(Scalar::Int(1)))]),
+            DType::I64
+        );
+        assert_eq!(
+            result_type(&[(Some(&f32_), None), (Some(&i64_), None)]),
+            DType::F32
+        );
+        // A 0-d f64 tensor does not widen a dimensioned f32 tensor.
+        let zero_f64 = TensorType::new(DType::F64, &[]);
+        assert_eq!(
+            result_type(&[(Some(&f32_), None), (Some(&zero_f64), None)]),
+            DType::F32
+        );
+        assert_eq!(promote_types(DType::U8, DType::I8), DType::I16);
+        assert_eq!(promote_types(DType::F16, DType::BF16), DType::F32);
+    }
+}

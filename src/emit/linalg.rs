@@ -1,0 +1,154 @@
+//! Contractions: `mm`, `bmm`, `addmm` as `dot_general`, and `convolution`.
+//!
+//! Both carry `precision_config` from `--precision`. Operands are converted to the output
+//! dtype first (the export has already promoted it).
+
+use melior::ir::Value;
+use torchtpu_passes::ir::{Op, Scalar, TensorType};
+
+use super::builder::{i64_array, static_dims, Builder, LowerResult};
+use super::{Arg, Precision};
+
+fn precision_attr(p: Precision) -> String {
+    let one = format!("#stablehlo<precision {}>", p.stablehlo());
+    format!("[{one}, {one}]")
+}
+
+fn converted<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    a: Arg<'c, 'b, '_>,
+    out: &TensorType,
+) -> LowerResult<Value<'c, 'b>> {
+    b.convert(a.v, &static_dims(a.ty)?, a.ty.dtype, out.dtype)
+}
+
+fn is_one(s: Scalar) -> bool {
+    matches!(s, Scalar::Int(1)) || matches!(s, Scalar::Float(f) if f == 1.0)
+}
+
+fn is_zero(s: Scalar) -> bool {
+    matches!(s, Scalar::Int(0)) || matches!(s, Scalar::Float(f) if f == 0.0)
+}
+
+/// `mm` (`[m,k]x[k,n]`), `bmm` (`[b,m,k]x[b,k,n]`), `addmm` (`beta*c + alpha*(a@b)`).
+pub fn matmul<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    op: &Op,
+    args: &[Arg<'c, 'b, '_>],
+    out: &TensorType,
+    precision: Precision,
+) -> LowerResult<Value<'c, 'b>> {
+    let dims = static_dims(out)?;
+    let (lhs, rhs) = match op {
+        Op::Addmm { .. } => (args[1], args[2]),
+        _ => (args[0], args[1]),
+    };
+    let numbers = if matches!(op, Op::Bmm) {
+        "#stablehlo.dot<lhs_batching_dimensions = [0], rhs_batching_dimensions = [0], \
+         lhs_contracting_dimensions = [2], rhs_contracting_dimensions = [1]>"
+    } else {
+        "#stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]>"
+    };
+    let l = converted(b, lhs, out)?;
+    let r = converted(b, rhs, out)?;
+    let attrs = [
+        ("dot_dimension_numbers", numbers.to_string()),
+        ("precision_config", precision_attr(precision)),
+    ];
+    let mut product = b.op("stablehlo.dot_general", &[l, r], &dims, out.dtype, &attrs)?;
+    let Op::Addmm { beta, alpha } = op else {
+        return Ok(product);
+    };
+    if !is_one(*alpha) {
+        let a = b.splat(*alpha, &dims, out.dtype)?;
+        product = b.op("stablehlo.multiply", &[product, a], &dims, out.dtype, &[])?;
+    }
+    if is_zero(*beta) {
+        return Ok(product); // torch ignores `self` entirely when beta is 0 (NaN included)
+    }
+    let c_dims = static_dims(args[0].ty)?;
+    let mut c = b.broadcast_to(converted(b, args[0], out)?, &c_dims, &dims, out.dtype)?;
+    if !is_one(*beta) {
+        let s = b.splat(*beta, &dims, out.dtype)?;
+        c = b.op("stablehlo.multiply", &[c, s], &dims, out.dtype, &[])?;
+    }
+    b.op("stablehlo.add", &[c, product], &dims, out.dtype, &[])
+}
+
+/// N-d convolution in PyTorch's NC(D)HW / OI(D)HW layouts, with groups and an optional bias.
+pub fn convolution<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    op: &Op,
+    args: &[Arg<'c, 'b, '_>],
+    out: &TensorType,
+    precision: Precision,
+) -> LowerResult<Value<'c, 'b>> {
+    let Op::Convolution {
+        stride,
+        padding,
+        dilation,
+        transposed,
+        groups,
+        has_bias,
+        ..
+    } = op
+    else {
+        return Err("internal: not a convolution".into());
+    };
+    if *transposed {
+        return Err("transposed convolution is not supported yet".into());
+    }
+    let dims = static_dims(out)?;
+    let spatial = dims
+        .len()
+        .checked_sub(2)
+        .ok_or("convolution needs a batch and a channel dim")?;
+    let per_dim = |v: &[i64], what: &str| -> LowerResult<Vec<i64>> {
+        match v.len() {
+            n if n == spatial => Ok(v.to_vec()),
+            1 => Ok(vec![v[0]; spatial]),
+            n => Err(format!("{what} has {n} entries for {spatial} spatial dims")),
+        }
+    };
+    let (stride, padding, dilation) = (
+        per_dim(stride, "stride")?,
+        per_dim(padding, "padding")?,
+        per_dim(dilation, "dilation")?,
+    );
+    let s: Vec<String> = (0..spatial).map(|i| i.to_string()).collect();
+    let layout = format!(
+        "[b, f, {}]x[o, i, {}]->[b, f, {}]",
+        s.join(", "),
+        s.join(", "),
+        s.join(", ")
+    );
+    let pads: Vec<String> = padding.iter().map(|p| format!("[{p}, {p}]")).collect();
+    let attrs = [
+        ("window_strides", i64_array(&stride)),
+        (
+            "padding",
+            format!("dense<[{}]> : tensor<{spatial}x2xi64>", pads.join(", ")),
+        ),
+        ("lhs_dilation", i64_array(&vec![1; spatial])),
+        ("rhs_dilation", i64_array(&dilation)),
+        ("dimension_numbers", format!("#stablehlo.conv<{layout}>")),
+        ("feature_group_count", format!("{groups} : i64")),
+        ("batch_group_count", "1 : i64".to_string()),
+        ("precision_config", precision_attr(precision)),
+    ];
+    let x = converted(b, args[0], out)?;
+    let w = converted(b, args[1], out)?;
+    let y = b.op("stablehlo.convolution", &[x, w], &dims, out.dtype, &attrs)?;
+    if !has_bias {
+        return Ok(y);
+    }
+    let bias = converted(b, args[2], out)?;
+    let bias = b.op(
+        "stablehlo.broadcast_in_dim",
+        &[bias],
+        &dims,
+        out.dtype,
+        &[("broadcast_dimensions", i64_array(&[1]))],
+    )?;
+    b.op("stablehlo.add", &[y, bias], &dims, out.dtype, &[])
+}

@@ -1,0 +1,437 @@
+//! IR → StableHLO, built with melior as generic operations.
+//!
+//! The emitted module is `func.func @main(%weights..., %inputs...) -> outputs`, with graph
+//! inputs in calling order (parameters, buffers, constants, then user inputs). Every op's
+//! location is `"<node name>"("<file>":<line>:0)` from the FX stack trace, so an XLA
+//! diagnostic points at the PyTorch source line. The graph must be static (specialized).
+//! A node that cannot be lowered does not stop the emitter: all failures are collected and
+//! reported together, which is what `check` lists.
+
+mod builder;
+mod elementwise;
+mod linalg;
+mod nn;
+mod reduce;
+mod shape;
+mod tensor;
+
+use std::collections::BTreeMap;
+
+use melior::dialect::DialectHandle;
+use melior::ir::attribute::Attribute;
+use melior::ir::block::BlockLike;
+use melior::ir::operation::{OperationBuilder, OperationLike, OperationPrintingFlags};
+use melior::ir::RegionLike;
+use melior::ir::{Block, Identifier, Location, Module, Region, Value};
+use melior::Context;
+use thiserror::Error;
+use torchtpu_passes::ir::{DType, Graph, Node, NodeId, Op, TensorType, ValueRef};
+
+pub use builder::element_type;
+use builder::{static_dims, tensor_type_text, Builder, LowerResult};
+
+/// Matmul/convolution precision (`precision_config` of `dot_general` and `convolution`).
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    serde::Serialize,
+    serde::Deserialize,
+    clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    /// One bf16 pass on TPU.
+    #[default]
+    Default,
+    /// Three bf16 passes on TPU.
+    High,
+    /// Full f32 on TPU.
+    Highest,
+}
+
+impl Precision {
+    fn stablehlo(self) -> &'static str {
+        match self {
+            Precision::Default => "DEFAULT",
+            Precision::High => "HIGH",
+            Precision::Highest => "HIGHEST",
+        }
+    }
+}
+
+/// Options of the emitter.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EmitOptions {
+    /// Precision of every contraction.
+    pub precision: Precision,
+}
+
+/// One node that could not be lowered.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct NodeFailure {
+    /// FX node name.
+    pub node: String,
+    /// FX target.
+    pub target: String,
+    /// Why.
+    pub reason: String,
+    /// `File "…", line N, in f` from the stack trace, when known.
+    pub source_line: Option<String>,
+}
+
+/// Why a module could not be emitted.
+#[derive(Debug, Error)]
+pub enum EmitError {
+    /// Some nodes have no lowering or invalid attributes; all of them are listed.
+    #[error("{} node(s) cannot be lowered to StableHLO:{}", .0.len(), list_failures(.0))]
+    Lowering(Vec<NodeFailure>),
+    /// MLIR rejected what we built: a compiler bug.
+    #[error("internal error while building StableHLO: {0}")]
+    Internal(String),
+}
+
+fn list_failures(failures: &[NodeFailure]) -> String {
+    let mut s = String::new();
+    for f in failures {
+        s.push_str(&format!(
+            "\n  node `{}` ({}): {}",
+            f.node, f.target, f.reason
+        ));
+        if let Some(line) = &f.source_line {
+            s.push_str(&format!("\n    at {line}"));
+        }
+    }
+    s
+}
+
+/// The emitted module in both serializations.
+#[derive(Clone, Debug)]
+pub struct Emitted {
+    /// Generic-form StableHLO text with locations: deterministic, readable, parsed by every
+    /// StableHLO consumer.
+    pub text: String,
+    /// MLIR bytecode of the same module.
+    pub bytecode: Vec<u8>,
+}
+
+/// A lowered value with its static shape and dtype.
+#[derive(Clone, Copy)]
+pub struct Arg<'c, 'b, 't> {
+    pub v: Value<'c, 'b>,
+    pub ty: &'t TensorType,
+}
+
+/// Emits the StableHLO module of a static graph.
+pub fn emit(graph: &Graph, opts: &EmitOptions) -> Result<Emitted, EmitError> {
+    let ctx = Context::new();
+    ctx.set_allow_unregistered_dialects(true);
+    DialectHandle::func().load_dialect(&ctx);
+    let unknown = Location::unknown(&ctx);
+    let module = Module::new(unknown);
+
+    let order = graph
+        .topo_order()
+        .map_err(|_| EmitError::Internal("the graph has a cycle".into()))?;
+    let inputs: Vec<&TensorType> = graph
+        .graph_inputs()
+        .iter()
+        .map(|&id| &graph.node(id).outputs[0])
+        .collect();
+    let arg_types = inputs
+        .iter()
+        .map(|ty| mlir_type(&ctx, ty).map(|t| (t, unknown)))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(EmitError::Internal)?;
+    let block = Block::new(&arg_types);
+    let result_types = emit_body(&ctx, &block, graph, &order, opts)?;
+
+    let region = Region::new();
+    region.append_block(block);
+    let arg_text: Vec<String> = inputs
+        .iter()
+        .map(|t| type_text(t))
+        .collect::<Result<_, _>>()
+        .map_err(EmitError::Internal)?;
+    let fn_type = format!("({}) -> ({})", arg_text.join(", "), result_types.join(", "));
+    let attr = |text: &str| {
+        Attribute::parse(&ctx, text)
+            .ok_or_else(|| EmitError::Internal(format!("cannot parse `{text}`")))
+    };
+    let func = OperationBuilder::new("func.func", unknown)
+        .add_attributes(&[
+            (Identifier::new(&ctx, "sym_name"), attr("\"main\"")?),
+            (Identifier::new(&ctx, "function_type"), attr(&fn_type)?),
+        ])
+        .add_regions([region])
+        .build()
+        .map_err(|e| EmitError::Internal(e.to_string()))?;
+    module.body().append_operation(func);
+    if !module.as_operation().verify() {
+        return Err(EmitError::Internal("the module does not verify".into()));
+    }
+    let flags = OperationPrintingFlags::new()
+        .enable_debug_info(true, false)
+        .print_generic_operation_form();
+    let text = module
+        .as_operation()
+        .to_string_with_flags(flags)
+        .map_err(|e| EmitError::Internal(e.to_string()))?;
+    let bytecode = module.as_operation().write_bytecode();
+    Ok(Emitted { text, bytecode })
+}
+
+fn type_text(ty: &TensorType) -> Result<String, String> {
+    Ok(tensor_type_text(&static_dims(ty)?, ty.dtype))
+}
+
+fn mlir_type<'c>(ctx: &'c Context, ty: &TensorType) -> Result<melior::ir::Type<'c>, String> {
+    let text = type_text(ty)?;
+    melior::ir::Type::parse(ctx, &text).ok_or_else(|| format!("cannot parse type `{text}`"))
+}
+
+/// Lowers every node into `block` and appends the `func.return`; returns the result types.
+fn emit_body<'c>(
+    ctx: &'c Context,
+    block: &Block<'c>,
+    graph: &Graph,
+    order: &[NodeId],
+    opts: &EmitOptions,
+) -> Result<Vec<String>, EmitError> {
+    let mut values: BTreeMap<ValueRef, Value<'c, '_>> = BTreeMap::new();
+    for (i, &id) in graph.graph_inputs().iter().enumerate() {
+        let arg = block
+            .argument(i)
+            .map_err(|e| EmitError::Internal(e.to_string()))?;
+        values.insert(ValueRef { node: id, slot: 0 }, arg.into());
+    }
+    let mut failures = Vec::new();
+    let mut failed = std::collections::BTreeSet::new();
+    for &id in order {
+        let node = graph.node(id);
+        if matches!(node.op, Op::Input(_)) {
+            continue;
+        }
+        let ins = graph.inputs(id);
+        if let Some(missing) = ins.iter().find(|v| !values.contains_key(v)) {
+            // A node fed by a failed node is skipped: only the root cause is reported.
+            if !failed.contains(&missing.node) {
+                let producer = &graph.node(missing.node).name;
+                failures.push(failure(
+                    node,
+                    format!(
+                        "reads output {} of `{producer}`, which has no lowering",
+                        missing.slot
+                    ),
+                ));
+            }
+            failed.insert(id);
+            continue;
+        }
+        let args: Vec<Arg> = ins
+            .iter()
+            .map(|v| Arg {
+                v: values[v],
+                ty: &graph.node(v.node).outputs[usize::from(v.slot)],
+            })
+            .collect();
+        let b = Builder {
+            ctx,
+            block,
+            loc: node_location(ctx, node),
+        };
+        match lower_node(&b, node, &args, opts) {
+            Ok(outs) => {
+                for (slot, v) in outs.into_iter().enumerate() {
+                    values.insert(
+                        ValueRef {
+                            node: id,
+                            slot: slot as u16,
+                        },
+                        v,
+                    );
+                }
+            }
+            Err(reason) => {
+                failed.insert(id);
+                failures.push(failure(node, reason));
+            }
+        }
+    }
+    let mut results = Vec::new();
+    let mut types = Vec::new();
+    for o in graph.outputs() {
+        let node = graph.node(o.value.node);
+        match values.get(&o.value) {
+            Some(v) => results.push(*v),
+            None if failures.is_empty() => failures.push(failure(
+                node,
+                format!(
+                    "output {} of this node is returned but cannot be computed",
+                    o.value.slot
+                ),
+            )),
+            None => {}
+        }
+        types.push(
+            type_text(&node.outputs[usize::from(o.value.slot)]).map_err(EmitError::Internal)?,
+        );
+    }
+    if !failures.is_empty() {
+        return Err(EmitError::Lowering(failures));
+    }
+    let ret = OperationBuilder::new("func.return", Location::unknown(ctx))
+        .add_operands(&results)
+        .build()
+        .map_err(|e| EmitError::Internal(e.to_string()))?;
+    block.append_operation(ret);
+    Ok(types)
+}
+
+fn failure(node: &Node, reason: String) -> NodeFailure {
+    NodeFailure {
+        node: node.name.clone(),
+        target: node.origin.target.clone(),
+        reason,
+        source_line: node.origin.source_line().map(str::to_string),
+    }
+}
+
+/// `loc("addmm"("model.py":12:0))` from the stack trace's last frame.
+fn node_location<'c>(ctx: &'c Context, node: &Node) -> Location<'c> {
+    let child = node.origin.source_line().and_then(parse_frame).map_or_else(
+        || Location::unknown(ctx),
+        |(file, line)| Location::new(ctx, file, line, 0),
+    );
+    Location::name(ctx, &node.name, child)
+}
+
+/// `File "x.py", line 12, in forward` → (`x.py`, 12).
+fn parse_frame(frame: &str) -> Option<(&str, usize)> {
+    let rest = frame.strip_prefix("File \"")?;
+    let (file, rest) = rest.split_once('"')?;
+    let line = rest
+        .trim_start_matches(", line ")
+        .split(',')
+        .next()?
+        .trim()
+        .parse()
+        .ok()?;
+    Some((file, line))
+}
+
+/// Lowers one node; returns one value per output slot that can be computed.
+fn lower_node<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    node: &Node,
+    args: &[Arg<'c, 'b, '_>],
+    opts: &EmitOptions,
+) -> LowerResult<Vec<Value<'c, 'b>>> {
+    let out = &node.outputs;
+    let one = |v: LowerResult<Value<'c, 'b>>| v.map(|v| vec![v]);
+    match &node.op {
+        Op::Input(_) => Err("internal: graph inputs are function arguments".into()),
+        Op::Unary(u) => one(elementwise::unary(b, *u, args[0], &out[0])),
+        Op::Binary {
+            op,
+            lhs,
+            rhs,
+            alpha,
+        } => one(elementwise::binary(
+            b, *op, *lhs, *rhs, *alpha, args, &out[0],
+        )),
+        Op::Where { on_true, on_false } => {
+            one(elementwise::select(b, *on_true, *on_false, args, &out[0]))
+        }
+        Op::Clamp { min, max } => one(elementwise::clamp(b, *min, *max, args[0], &out[0])),
+        Op::Mm | Op::Bmm | Op::Addmm { .. } => {
+            one(linalg::matmul(b, &node.op, args, &out[0], opts.precision))
+        }
+        Op::Convolution { .. } => one(linalg::convolution(
+            b,
+            &node.op,
+            args,
+            &out[0],
+            opts.precision,
+        )),
+        Op::MaxPool2d { .. } => nn::max_pool2d(b, &node.op, args[0], out),
+        Op::BatchNormInference { .. } => nn::batch_norm(b, &node.op, args, out),
+        Op::LayerNorm { .. } => nn::layer_norm(b, &node.op, args, out),
+        Op::Softmax { dim, log } => one(nn::softmax(b, *dim, *log, args[0], &out[0])),
+        Op::Embedding => one(shape::index(b, args[0], &[Some(args[1])], &out[0])),
+        Op::Reduce { .. } => one(reduce::reduce(b, &node.op, args[0], &out[0])),
+        Op::ArgReduce { .. } => one(reduce::arg_reduce(b, &node.op, args[0], &out[0])),
+        Op::Cumsum { dim, .. } => one(reduce::cumsum(b, *dim, args[0], &out[0])),
+        Op::View { .. } | Op::Unsqueeze { .. } | Op::Squeeze { .. } => {
+            one(shape::reshape(b, args[0], &out[0]))
+        }
+        Op::Permute { dims } => one(shape::permute(b, dims, args[0], &out[0])),
+        Op::Expand { .. } => one(shape::expand(b, args[0], &out[0])),
+        Op::Copy => Ok(vec![args[0].v]),
+        Op::Slice {
+            dim,
+            start,
+            end,
+            step,
+        } => one(shape::slice(b, *dim, start, end, *step, args[0], &out[0])),
+        Op::Cat { dim } => one(shape::cat(b, *dim, args, &out[0])),
+        Op::SplitWithSizes { dim, .. } => shape::split(b, *dim, args[0], out),
+        Op::Index { present } => {
+            let mut rest = args[1..].iter().copied();
+            let idx: Vec<Option<Arg>> = present
+                .iter()
+                .map(|&p| if p { rest.next() } else { None })
+                .collect();
+            one(shape::index(b, args[0], &idx, &out[0]))
+        }
+        Op::IndexSelect { dim } => one(shape::index_select(b, *dim, args[0], args[1], &out[0])),
+        Op::Gather { dim } => one(shape::gather(b, *dim, args[0], args[1], &out[0])),
+        Op::Arange { start, step, .. } => one(tensor::arange(b, *start, *step, &out[0])),
+        Op::ArangeSym { start, step, .. } => one(tensor::arange(
+            b,
+            torchtpu_passes::ir::Scalar::Int(*start),
+            torchtpu_passes::ir::Scalar::Int(*step),
+            &out[0],
+        )),
+        Op::Full { value, .. } | Op::FullLike { value } | Op::ScalarTensor { value } => {
+            one(b.splat(*value, &static_dims(&out[0])?, out[0].dtype))
+        }
+        Op::Convert => one(b.convert(
+            args[0].v,
+            &static_dims(&out[0])?,
+            args[0].ty.dtype,
+            out[0].dtype,
+        )),
+        Op::AssertMetadata { .. } => Ok(vec![]),
+        Op::SymSize { dim } => {
+            let dims = static_dims(args[0].ty)?;
+            let size = dims[builder::norm_dim(*dim, dims.len())? as usize];
+            one(b.splat(torchtpu_passes::ir::Scalar::Int(size), &[], DType::I64))
+        }
+        Op::SymInt { value } => {
+            let v = value
+                .as_static()
+                .ok_or("symbolic int was not specialized")?;
+            one(b.splat(torchtpu_passes::ir::Scalar::Int(v), &[], DType::I64))
+        }
+        Op::Unsupported { target } => Err(format!("no lowering for `{target}`")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_frame;
+
+    #[test]
+    fn frames_give_file_and_line() {
+        assert_eq!(
+            parse_frame("File \"gen.py\", line 49, in forward"),
+            Some(("gen.py", 49))
+        );
+        assert_eq!(parse_frame("File \"a b.py\", line 7"), Some(("a b.py", 7)));
+        assert_eq!(parse_frame("line 7"), None);
+    }
+}

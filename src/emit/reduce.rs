@@ -1,0 +1,186 @@
+//! Reductions: `sum`/`mean`/`prod`/`amax`/`amin`/`any`/`all`, `argmax`/`argmin`, `cumsum`.
+
+use melior::ir::Value;
+use torchtpu_passes::ir::{ArgReduceOp, DType, Op, ReduceOp, Scalar, TensorType};
+
+use super::builder::{highest, i64_array, lowest, norm_dim, static_dims, Builder, LowerResult};
+use super::Arg;
+
+/// Normalized, sorted, deduplicated reduction dims (`[]` means every dim).
+fn reduce_dims(dims: &[i64], rank: usize) -> LowerResult<Vec<i64>> {
+    if dims.is_empty() {
+        return Ok((0..rank as i64).collect());
+    }
+    let mut v = dims
+        .iter()
+        .map(|&d| norm_dim(d, rank))
+        .collect::<LowerResult<Vec<_>>>()?;
+    v.sort_unstable();
+    v.dedup();
+    Ok(v)
+}
+
+pub fn reduce<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    op: &Op,
+    x: Arg<'c, 'b, '_>,
+    out: &TensorType,
+) -> LowerResult<Value<'c, 'b>> {
+    let Op::Reduce { op: kind, dims, .. } = op else {
+        return Err("internal: not a reduction".into());
+    };
+    let in_dims = static_dims(x.ty)?;
+    let out_dims = static_dims(out)?;
+    let axes = reduce_dims(dims, in_dims.len())?;
+    // Reduce in the output dtype: bool/int sums accumulate in int64, `any` in bool.
+    let dt = out.dtype;
+    let v = b.convert(x.v, &in_dims, x.ty.dtype, dt)?;
+    let (combiner, init) = match kind {
+        ReduceOp::Sum | ReduceOp::Mean => ("stablehlo.add", Scalar::Int(0)),
+        ReduceOp::Prod => ("stablehlo.multiply", Scalar::Int(1)),
+        ReduceOp::Max => ("stablehlo.maximum", lowest(dt)),
+        ReduceOp::Min => ("stablehlo.minimum", highest(dt)),
+        ReduceOp::Any => ("stablehlo.or", Scalar::Bool(false)),
+        ReduceOp::All => ("stablehlo.and", Scalar::Bool(true)),
+    };
+    let r = b.reduce(v, &in_dims, &axes, dt, combiner, init)?;
+    let mut r = b.reshape(r, &out_dims, dt)?;
+    if *kind == ReduceOp::Mean {
+        let count: i64 = axes.iter().map(|&a| in_dims[a as usize]).product();
+        let n = b.splat(Scalar::Int(count), &out_dims, dt)?;
+        r = b.op("stablehlo.divide", &[r, n], &out_dims, dt, &[])?;
+    }
+    Ok(r)
+}
+
+/// `argmax`/`argmin`: a variadic reduce over (value, index) that keeps the first index among
+/// equal values and treats NaN as the extremum, as torch does.
+pub fn arg_reduce<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    op: &Op,
+    x: Arg<'c, 'b, '_>,
+    out: &TensorType,
+) -> LowerResult<Value<'c, 'b>> {
+    let Op::ArgReduce { op: kind, dim, .. } = op else {
+        return Err("internal: not an arg-reduction".into());
+    };
+    let mut in_dims = static_dims(x.ty)?;
+    let dt = x.ty.dtype;
+    let mut v = x.v;
+    let axis = match dim {
+        Some(d) => norm_dim(*d, in_dims.len())?,
+        None => {
+            let n: i64 = in_dims.iter().product();
+            v = b.reshape(v, &[n], dt)?;
+            in_dims = vec![n];
+            0
+        }
+    };
+    let idx = b.op(
+        "stablehlo.iota",
+        &[],
+        &in_dims,
+        DType::I64,
+        &[("iota_dimension", format!("{axis} : i64"))],
+    )?;
+    let (init_v, direction) = match kind {
+        ArgReduceOp::Argmax => (lowest(dt), "GT"),
+        ArgReduceOp::Argmin => (highest(dt), "LT"),
+    };
+    let init_v = b.splat(init_v, &[], dt)?;
+    let init_i = b.splat(Scalar::Int(0), &[], DType::I64)?;
+    let region = b.scalar_region(&[dt, DType::I64, dt, DType::I64], |r, a| {
+        let (av, ai, bv, bi) = (a[0], a[1], a[2], a[3]);
+        let better = r.compare(av, bv, &[], dt, direction)?;
+        let equal = r.compare(av, bv, &[], dt, "EQ")?;
+        let mut take_a = better;
+        if dt.is_float() {
+            let a_nan = r.compare(av, av, &[], dt, "NE")?;
+            let b_nan = r.compare(bv, bv, &[], dt, "NE")?;
+            let not_b_nan = r.op("stablehlo.not", &[b_nan], &[], DType::Bool, &[])?;
+            let a_nan_wins = r.op("stablehlo.and", &[a_nan, not_b_nan], &[], DType::Bool, &[])?;
+            take_a = r.op("stablehlo.or", &[take_a, a_nan_wins], &[], DType::Bool, &[])?;
+        }
+        let min_i = r.op("stablehlo.minimum", &[ai, bi], &[], DType::I64, &[])?;
+        let tie_i = r.op(
+            "stablehlo.select",
+            &[equal, min_i, bi],
+            &[],
+            DType::I64,
+            &[],
+        )?;
+        let value = r.op("stablehlo.select", &[take_a, av, bv], &[], dt, &[])?;
+        let index = r.op(
+            "stablehlo.select",
+            &[take_a, ai, tie_i],
+            &[],
+            DType::I64,
+            &[],
+        )?;
+        Ok(vec![value, index])
+    })?;
+    let reduced: Vec<i64> = in_dims
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i as i64 != axis)
+        .map(|(_, &d)| d)
+        .collect();
+    let outs = b.op_n(
+        "stablehlo.reduce",
+        &[v, idx, init_v, init_i],
+        &[(&reduced, dt), (&reduced, DType::I64)],
+        &[("dimensions", i64_array(&[axis]))],
+        vec![region],
+    )?;
+    let out_dims = static_dims(out)?;
+    let r = b.reshape(outs[1], &out_dims, DType::I64)?;
+    b.convert(r, &out_dims, DType::I64, out.dtype)
+}
+
+/// `cumsum` as a `reduce_window` sum whose window covers everything before each element.
+pub fn cumsum<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    dim: i64,
+    x: Arg<'c, 'b, '_>,
+    out: &TensorType,
+) -> LowerResult<Value<'c, 'b>> {
+    let dims = static_dims(out)?;
+    let dt = out.dtype;
+    let rank = dims.len();
+    let axis = norm_dim(dim, rank)? as usize;
+    if rank == 0 {
+        return b.convert(x.v, &dims, x.ty.dtype, dt);
+    }
+    let v = b.convert(x.v, &dims, x.ty.dtype, dt)?;
+    let n = dims[axis];
+    let mut window = vec![1; rank];
+    window[axis] = n.max(1);
+    let pads: Vec<String> = (0..rank)
+        .map(|i| {
+            if i == axis {
+                format!("[{}, 0]", (n - 1).max(0))
+            } else {
+                "[0, 0]".into()
+            }
+        })
+        .collect();
+    let init = b.splat(Scalar::Int(0), &[], dt)?;
+    let region = b.scalar_region(&[dt, dt], |r, a| {
+        Ok(vec![r.op("stablehlo.add", &[a[0], a[1]], &[], dt, &[])?])
+    })?;
+    let attrs = [
+        ("window_dimensions", i64_array(&window)),
+        (
+            "padding",
+            format!("dense<[{}]> : tensor<{rank}x2xi64>", pads.join(", ")),
+        ),
+    ];
+    Ok(b.op_n(
+        "stablehlo.reduce_window",
+        &[v, init],
+        &[(&dims, dt)],
+        &attrs,
+        vec![region],
+    )?
+    .remove(0))
+}

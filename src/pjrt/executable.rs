@@ -1,0 +1,335 @@
+//! Executables and device buffers.
+
+use std::fmt;
+use std::ptr;
+use std::sync::Arc;
+
+use super::client::{null_output, ClientInner};
+use super::ffi;
+use super::plugin::{raw_slice, Api};
+use super::types::ElementType;
+use super::PjrtError;
+
+/// A compiled program loaded on a client's devices.
+pub struct LoadedExecutable {
+    client: Arc<ClientInner>,
+    raw: *mut ffi::PJRT_LoadedExecutable,
+    num_outputs: usize,
+}
+
+// SAFETY: PJRT loaded executables are thread-safe (execute may run concurrently), the pointer is
+// owned by this value, and the client it needs is kept alive by the `Arc`.
+unsafe impl Send for LoadedExecutable {}
+// SAFETY: as above; no method mutates this value.
+unsafe impl Sync for LoadedExecutable {}
+
+impl LoadedExecutable {
+    /// Takes ownership of `raw`, the output of `call`, and reads its output count.
+    pub(super) fn new(
+        client: Arc<ClientInner>,
+        raw: *mut ffi::PJRT_LoadedExecutable,
+        call: &'static str,
+    ) -> Result<LoadedExecutable, PjrtError> {
+        if raw.is_null() {
+            return Err(null_output(call));
+        }
+        let mut executable = LoadedExecutable {
+            client,
+            raw,
+            num_outputs: 0,
+        };
+        let num_outputs = executable.unloaded()?.num_outputs()?;
+        executable.num_outputs = num_outputs;
+        Ok(executable)
+    }
+
+    fn api(&self) -> &'static Api {
+        self.client.api()
+    }
+
+    /// The executable behind this loaded one (`PJRT_LoadedExecutable_GetExecutable`).
+    fn unloaded(&self) -> Result<RawExecutable<'_>, PjrtError> {
+        let api = self.api();
+        let mut args = ffi::PJRT_LoadedExecutable_GetExecutable_Args::new();
+        args.loaded_executable = self.raw;
+        // SAFETY: the loaded executable is live; the result is ours to destroy.
+        unsafe {
+            api.call(
+                "PJRT_LoadedExecutable_GetExecutable",
+                api.table.PJRT_LoadedExecutable_GetExecutable,
+                &mut args,
+            )?
+        };
+        if args.executable.is_null() {
+            return Err(null_output("PJRT_LoadedExecutable_GetExecutable"));
+        }
+        Ok(RawExecutable {
+            api,
+            raw: args.executable,
+            _owner: std::marker::PhantomData,
+        })
+    }
+
+    /// Outputs per device (`PJRT_Executable_NumOutputs`).
+    pub fn num_outputs(&self) -> usize {
+        self.num_outputs
+    }
+
+    /// Serializes the executable; [`super::Client::deserialize`] on the same plugin build loads it.
+    pub fn serialize(&self) -> Result<Vec<u8>, PjrtError> {
+        self.unloaded()?.serialize()
+    }
+
+    /// Runs the executable on its one device and waits until the outputs are computed.
+    pub fn execute(&self, args: &[&Buffer]) -> Result<Vec<Buffer>, PjrtError> {
+        for (i, arg) in args.iter().enumerate() {
+            if !Arc::ptr_eq(&arg.client, &self.client) {
+                return Err(PjrtError::InvalidArgument(format!(
+                    "argument {i} is a buffer of another client"
+                )));
+            }
+        }
+        let api = self.api();
+        let arg_list: Vec<*mut ffi::PJRT_Buffer> = args.iter().map(|b| b.raw).collect();
+        let arg_lists = [arg_list.as_ptr()];
+        let mut outputs: Vec<*mut ffi::PJRT_Buffer> = vec![ptr::null_mut(); self.num_outputs];
+        let output_lists = [outputs.as_mut_ptr()];
+        let mut done: *mut ffi::PJRT_Event = ptr::null_mut();
+        let mut options = ffi::PJRT_ExecuteOptions::new();
+        let mut execute = ffi::PJRT_LoadedExecutable_Execute_Args::new();
+        execute.executable = self.raw;
+        execute.options = &mut options;
+        execute.argument_lists = arg_lists.as_ptr();
+        execute.num_devices = 1;
+        execute.num_args = args.len();
+        execute.output_lists = output_lists.as_ptr();
+        execute.device_complete_events = &mut done;
+        // SAFETY: the executable and argument buffers are live and belong to this client; the
+        // argument list, the output list (`num_outputs` slots, as the executable reports) and
+        // the event slot outlive the call.
+        unsafe {
+            api.call(
+                "PJRT_LoadedExecutable_Execute",
+                api.table.PJRT_LoadedExecutable_Execute,
+                &mut execute,
+            )?
+        };
+        // Own every output before anything else can fail, so none leaks.
+        let outputs: Vec<Result<Buffer, PjrtError>> = outputs
+            .into_iter()
+            .map(|raw| Buffer::new(self.client.clone(), raw, "PJRT_LoadedExecutable_Execute"))
+            .collect();
+        // SAFETY: the completion event was just returned by the plugin and is ours.
+        unsafe { api.await_event("PJRT_LoadedExecutable_Execute", done)? };
+        outputs.into_iter().collect()
+    }
+}
+
+impl Drop for LoadedExecutable {
+    fn drop(&mut self) {
+        let api = self.api();
+        let mut args = ffi::PJRT_LoadedExecutable_Destroy_Args::new();
+        args.executable = self.raw;
+        // SAFETY: the executable is live and not used after this; a destroy error cannot be
+        // reported from `drop` and is freed.
+        let _ = unsafe {
+            api.call(
+                "PJRT_LoadedExecutable_Destroy",
+                api.table.PJRT_LoadedExecutable_Destroy,
+                &mut args,
+            )
+        };
+    }
+}
+
+impl fmt::Debug for LoadedExecutable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LoadedExecutable")
+            .field("num_outputs", &self.num_outputs)
+            .finish_non_exhaustive()
+    }
+}
+
+/// An owned `PJRT_Executable*` (compiled, not loaded), destroyed on drop.
+///
+/// Today it comes from a loaded executable and may not outlive it (`'a`). The deviceless TPU
+/// compile (`PJRT_Compile`) returns one that owns itself; its serialization, memory statistics
+/// (`PJRT_Executable_GetCompiledMemoryStats`) and code size
+/// (`PJRT_Executable_SizeOfGeneratedCodeInBytes`) go here.
+pub(super) struct RawExecutable<'a> {
+    api: &'static Api,
+    raw: *mut ffi::PJRT_Executable,
+    _owner: std::marker::PhantomData<&'a LoadedExecutable>,
+}
+
+impl RawExecutable<'_> {
+    /// `PJRT_Executable_NumOutputs`.
+    pub(super) fn num_outputs(&self) -> Result<usize, PjrtError> {
+        let mut args = ffi::PJRT_Executable_NumOutputs_Args::new();
+        args.executable = self.raw;
+        // SAFETY: the executable is live.
+        unsafe {
+            self.api.call(
+                "PJRT_Executable_NumOutputs",
+                self.api.table.PJRT_Executable_NumOutputs,
+                &mut args,
+            )?
+        };
+        Ok(args.num_outputs)
+    }
+
+    /// `PJRT_Executable_Serialize`, copied out of the plugin's storage.
+    pub(super) fn serialize(&self) -> Result<Vec<u8>, PjrtError> {
+        let mut args = ffi::PJRT_Executable_Serialize_Args::new();
+        args.executable = self.raw;
+        // SAFETY: the executable is live. The bytes live until the deleter runs; they are copied
+        // first, and the deleter is called once.
+        unsafe {
+            self.api.call(
+                "PJRT_Executable_Serialize",
+                self.api.table.PJRT_Executable_Serialize,
+                &mut args,
+            )?;
+            let bytes = raw_slice(
+                args.serialized_bytes.cast::<u8>(),
+                args.serialized_bytes_size,
+            )
+            .to_vec();
+            if let Some(deleter) = args.serialized_executable_deleter {
+                deleter(args.serialized_executable);
+            }
+            Ok(bytes)
+        }
+    }
+}
+
+impl Drop for RawExecutable<'_> {
+    fn drop(&mut self) {
+        let mut args = ffi::PJRT_Executable_Destroy_Args::new();
+        args.executable = self.raw;
+        // SAFETY: the executable is live and not used after this; errors are freed.
+        let _ = unsafe {
+            self.api.call(
+                "PJRT_Executable_Destroy",
+                self.api.table.PJRT_Executable_Destroy,
+                &mut args,
+            )
+        };
+    }
+}
+
+/// An array on a device.
+pub struct Buffer {
+    client: Arc<ClientInner>,
+    raw: *mut ffi::PJRT_Buffer,
+}
+
+// SAFETY: PJRT buffers are thread-safe (reads and copies may run concurrently), the pointer is
+// owned by this value, and the client is kept alive by the `Arc`.
+unsafe impl Send for Buffer {}
+// SAFETY: as above; no method mutates this value.
+unsafe impl Sync for Buffer {}
+
+impl Buffer {
+    /// Takes ownership of `raw`, the output of `call`.
+    pub(super) fn new(
+        client: Arc<ClientInner>,
+        raw: *mut ffi::PJRT_Buffer,
+        call: &'static str,
+    ) -> Result<Buffer, PjrtError> {
+        if raw.is_null() {
+            return Err(null_output(call));
+        }
+        Ok(Buffer { client, raw })
+    }
+
+    fn api(&self) -> &'static Api {
+        self.client.api()
+    }
+
+    /// `PJRT_Buffer_Dimensions`.
+    pub fn dims(&self) -> Result<Vec<i64>, PjrtError> {
+        let api = self.api();
+        let mut args = ffi::PJRT_Buffer_Dimensions_Args::new();
+        args.buffer = self.raw;
+        // SAFETY: the buffer is live; the dims it returns live as long as it and are copied.
+        unsafe {
+            api.call(
+                "PJRT_Buffer_Dimensions",
+                api.table.PJRT_Buffer_Dimensions,
+                &mut args,
+            )?;
+            Ok(raw_slice(args.dims, args.num_dims).to_vec())
+        }
+    }
+
+    /// `PJRT_Buffer_ElementType`.
+    pub fn element_type(&self) -> Result<ElementType, PjrtError> {
+        let api = self.api();
+        let mut args = ffi::PJRT_Buffer_ElementType_Args::new();
+        args.buffer = self.raw;
+        // SAFETY: the buffer is live.
+        unsafe {
+            api.call(
+                "PJRT_Buffer_ElementType",
+                api.table.PJRT_Buffer_ElementType,
+                &mut args,
+            )?
+        };
+        ElementType::from_raw(args.type_).ok_or_else(|| PjrtError::Call {
+            call: "PJRT_Buffer_ElementType",
+            code: None,
+            message: format!("unknown element type {}", args.type_),
+        })
+    }
+
+    /// Copies the array to the host in dense row-major order and waits for the copy.
+    pub fn to_host(&self) -> Result<Vec<u8>, PjrtError> {
+        const CALL: &str = "PJRT_Buffer_ToHostBuffer";
+        let api = self.api();
+        let mut query = ffi::PJRT_Buffer_ToHostBuffer_Args::new();
+        query.src = self.raw;
+        // SAFETY: the buffer is live; with a null `dst` the plugin only sets `dst_size`.
+        unsafe {
+            api.call(CALL, api.table.PJRT_Buffer_ToHostBuffer, &mut query)?;
+            api.await_event(CALL, query.event)?;
+        }
+        let mut host = vec![0u8; query.dst_size];
+        let mut copy = ffi::PJRT_Buffer_ToHostBuffer_Args::new();
+        copy.src = self.raw;
+        copy.dst = host.as_mut_ptr().cast();
+        copy.dst_size = host.len();
+        // SAFETY: the buffer is live and `host` has `dst_size` writable bytes; it is neither
+        // read nor freed until the copy event has fired (awaited here, also on error).
+        unsafe {
+            api.call(CALL, api.table.PJRT_Buffer_ToHostBuffer, &mut copy)?;
+            api.await_event(CALL, copy.event)?;
+        }
+        Ok(host)
+    }
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        let api = self.api();
+        let mut args = ffi::PJRT_Buffer_Destroy_Args::new();
+        args.buffer = self.raw;
+        // SAFETY: the buffer is live and not used after this; errors are freed.
+        let _ = unsafe {
+            api.call(
+                "PJRT_Buffer_Destroy",
+                api.table.PJRT_Buffer_Destroy,
+                &mut args,
+            )
+        };
+    }
+}
+
+impl fmt::Debug for Buffer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Buffer")
+            .field("element_type", &self.element_type().ok())
+            .field("dims", &self.dims().ok())
+            .finish()
+    }
+}

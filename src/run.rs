@@ -1,0 +1,401 @@
+//! `run`: execute an artifact's CPU executable on `.npy` inputs and write `.npy` outputs.
+//!
+//! The executable is checked against the manifest's sha256 before the plugin sees it, and the
+//! plugin must be the very build that produced it (executables only load correctly into their
+//! own build). Inputs are checked by count, dtype and shape against the bucket's signature.
+//! With `--reference DIR`, outputs are compared with `DIR/out_<i>.npy`.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use safetensors::SafeTensors;
+use serde::Serialize;
+use thiserror::Error;
+use torchtpu_passes::ir::DType;
+
+use crate::artifact::{Artifact, Bucket, TargetEntry};
+use crate::npy::{Array, NpyError};
+use crate::pjrt::{Buffer, Client, ElementType, PjrtError, Plugin};
+use crate::setup::cpu_plugin;
+use crate::Error;
+
+#[derive(Debug, Error)]
+pub enum RunError {
+    #[error("this artifact has no CPU executable (targets: {targets}); TPU executables run only on a TPU host with the same libtpu build")]
+    NoCpuExecutable { targets: String },
+    #[error(
+        "the CPU executable was built by plugin `{built_by}` (sha256 {expected}), but `{plugin}` (sha256 {found}) is loaded; \
+         executables only load into the plugin build that made them — recompile, or pass --plugin with that build"
+    )]
+    PluginMismatch {
+        built_by: String,
+        expected: String,
+        plugin: String,
+        found: String,
+    },
+    #[error("expected {expected} input(s) ({names}), got {found}")]
+    InputCount {
+        expected: usize,
+        names: String,
+        found: usize,
+    },
+    #[error("input {index} (`{name}`, {file}): expected {expected}, got {found}")]
+    InputMismatch {
+        index: usize,
+        name: String,
+        file: String,
+        expected: String,
+        found: String,
+    },
+    #[error(transparent)]
+    Npy(#[from] NpyError),
+    #[error("running the executable failed: {0}")]
+    Execute(PjrtError),
+    #[error("the artifact's weights are unreadable: {0}")]
+    Weights(String),
+    #[error("cannot write `{path}`: {reason}")]
+    Write { path: String, reason: String },
+}
+
+impl RunError {
+    /// Problems of the machine rather than of the inputs or the artifact (exit code 3).
+    pub fn is_environment(&self) -> bool {
+        matches!(
+            self,
+            RunError::NoCpuExecutable { .. } | RunError::PluginMismatch { .. }
+        )
+    }
+}
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct RunRequest {
+    pub artifact: PathBuf,
+    pub inputs: Vec<PathBuf>,
+    pub out_dir: PathBuf,
+    pub plugin: Option<PathBuf>,
+    /// A folder with `out_<i>.npy` to compare against.
+    pub reference: Option<PathBuf>,
+}
+
+/// What `run` did.
+#[derive(Debug, Serialize)]
+pub struct RunReport {
+    pub bucket: String,
+    pub load_ms: f64,
+    pub run_ms: f64,
+    pub outputs: Vec<OutputReport>,
+    /// False when a comparison with `--reference` failed.
+    pub ok: bool,
+}
+
+#[derive(Debug, Serialize)]
+pub struct OutputReport {
+    pub path: String,
+    pub dtype: String,
+    pub dims: Vec<i64>,
+    pub comparison: Option<Comparison>,
+}
+
+/// Agreement with a reference output.
+#[derive(Debug, Serialize)]
+pub struct Comparison {
+    pub max_abs_diff: f64,
+    /// Max abs diff divided by max(1, max |reference|).
+    pub max_rel_diff: f64,
+    pub ok: bool,
+    pub note: Option<String>,
+}
+
+/// Float outputs match when their max abs diff is at most this times the reference's scale.
+pub const FLOAT_TOLERANCE: f64 = 1e-4;
+
+/// Runs the artifact's CPU executable.
+pub fn run(req: &RunRequest) -> Result<RunReport, Error> {
+    let started = Instant::now();
+    let art = Artifact::open(&req.artifact)?;
+    let m = &art.manifest;
+    let target = m
+        .targets
+        .iter()
+        .find(|t| t.target == "cpu")
+        .ok_or_else(|| RunError::NoCpuExecutable {
+            targets: m
+                .targets
+                .iter()
+                .map(|t| t.target.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+        })?;
+    let inputs = read_inputs(&req.inputs, m)?;
+    let bucket = pick_bucket(&m.buckets, &inputs, &req.inputs, m)?;
+    let exe_entry = target
+        .executables
+        .iter()
+        .find(|e| e.bucket == bucket.name)
+        .ok_or_else(|| RunError::NoCpuExecutable {
+            targets: format!("cpu without bucket `{}`", bucket.name),
+        })?;
+    let exe_bytes = art.verified(&exe_entry.entry, &exe_entry.sha256)?;
+    let client = client_for(target, req.plugin.as_deref())?;
+    let exe = client.deserialize(exe_bytes).map_err(RunError::Execute)?;
+    let mut buffers = weight_buffers(&client, &art)?;
+    for (a, dims) in inputs.iter().zip(&bucket.input_dims) {
+        buffers.push(to_device(&client, a, dims)?);
+    }
+    let load_ms = started.elapsed().as_secs_f64() * 1e3;
+    let run_started = Instant::now();
+    let refs: Vec<&Buffer> = buffers.iter().collect();
+    let outs = exe.execute(&refs).map_err(RunError::Execute)?;
+    let host = outs
+        .iter()
+        .map(|b| b.to_host())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(RunError::Execute)?;
+    let run_ms = run_started.elapsed().as_secs_f64() * 1e3;
+    write_outputs(req, m, bucket, host, load_ms, run_ms)
+}
+
+fn write_outputs(
+    req: &RunRequest,
+    m: &crate::artifact::Manifest,
+    bucket: &Bucket,
+    host: Vec<Vec<u8>>,
+    load_ms: f64,
+    run_ms: f64,
+) -> Result<RunReport, Error> {
+    std::fs::create_dir_all(&req.out_dir).map_err(|e| RunError::Write {
+        path: req.out_dir.display().to_string(),
+        reason: e.to_string(),
+    })?;
+    let mut outputs = Vec::new();
+    let mut ok = true;
+    for (i, ((data, sig), dims)) in host
+        .into_iter()
+        .zip(&m.signature.outputs)
+        .zip(&bucket.output_dims)
+        .enumerate()
+    {
+        let dtype = parse_dtype(&sig.dtype)
+            .ok_or_else(|| RunError::Weights(format!("unknown output dtype {}", sig.dtype)))?;
+        let arr = Array {
+            dtype,
+            shape: dims.clone(),
+            data,
+        };
+        let path = req.out_dir.join(format!("out_{i}.npy"));
+        arr.write(&path)?;
+        let comparison = match &req.reference {
+            Some(dir) => Some(compare(
+                &arr,
+                &Array::read(&dir.join(format!("out_{i}.npy")))?,
+            )),
+            None => None,
+        };
+        ok &= comparison.as_ref().is_none_or(|c| c.ok);
+        outputs.push(OutputReport {
+            path: path.display().to_string(),
+            dtype: sig.dtype.clone(),
+            dims: dims.clone(),
+            comparison,
+        });
+    }
+    Ok(RunReport {
+        bucket: bucket.name.clone(),
+        load_ms,
+        run_ms,
+        outputs,
+        ok,
+    })
+}
+
+/// A client of the CPU plugin that built `target`'s executables, refusing any other build.
+fn client_for(target: &TargetEntry, flag: Option<&Path>) -> Result<Client, Error> {
+    let choice = cpu_plugin(flag);
+    let plugin = Plugin::load(&choice.path).map_err(|e| Error::plugin(e, choice.source))?;
+    if plugin.sha256() != target.plugin.sha256 {
+        return Err(RunError::PluginMismatch {
+            built_by: target.plugin.file.clone(),
+            expected: target.plugin.sha256.clone(),
+            plugin: plugin.path().display().to_string(),
+            found: plugin.sha256().to_string(),
+        }
+        .into());
+    }
+    plugin.client().map_err(|e| Error::plugin(e, choice.source))
+}
+
+pub fn parse_dtype(name: &str) -> Option<DType> {
+    DType::ALL.into_iter().find(|d| d.name() == name)
+}
+
+fn element_type(d: DType) -> Option<ElementType> {
+    Some(match d {
+        DType::Bool => ElementType::Pred,
+        DType::I8 => ElementType::S8,
+        DType::I16 => ElementType::S16,
+        DType::I32 => ElementType::S32,
+        DType::I64 => ElementType::S64,
+        DType::U8 => ElementType::U8,
+        DType::U16 => ElementType::U16,
+        DType::U32 => ElementType::U32,
+        DType::U64 => ElementType::U64,
+        DType::F16 => ElementType::F16,
+        DType::BF16 => ElementType::Bf16,
+        DType::F32 => ElementType::F32,
+        DType::F64 => ElementType::F64,
+        DType::C64 => ElementType::C64,
+        DType::C128 => ElementType::C128,
+        DType::F8E4M3FN => ElementType::F8E4M3FN,
+        DType::F8E5M2 => ElementType::F8E5M2,
+        DType::F8E4M3FNUZ => ElementType::F8E4M3FNUZ,
+        DType::F8E5M2FNUZ => ElementType::F8E5M2FNUZ,
+        DType::F8E8M0FNU => ElementType::F8E8M0FNU,
+        DType::C32 => return None,
+    })
+}
+
+fn to_device(client: &Client, a: &Array, dims: &[i64]) -> Result<Buffer, Error> {
+    let ty = element_type(a.dtype)
+        .ok_or_else(|| Error::Unsupported(format!("dtype {} cannot be passed to PJRT", a.dtype)))?;
+    Ok(client
+        .buffer_from_host(&a.data, ty, dims)
+        .map_err(RunError::Execute)?)
+}
+
+/// The weights in the order the program takes them, straight from the artifact's map.
+fn weight_buffers(client: &Client, art: &Artifact) -> Result<Vec<Buffer>, Error> {
+    let m = &art.manifest;
+    let bytes = art.verified(&m.weights.entry, &m.weights.sha256)?;
+    let st = SafeTensors::deserialize(bytes).map_err(|e| RunError::Weights(e.to_string()))?;
+    let mut out = Vec::with_capacity(m.weights.order.len());
+    for name in &m.weights.order {
+        let view = st
+            .tensor(name)
+            .map_err(|e| RunError::Weights(format!("`{name}`: {e}")))?;
+        let dtype = crate::compile::dtype_of_safetensors(view.dtype()).ok_or_else(|| {
+            RunError::Weights(format!("`{name}` has unsupported dtype {:?}", view.dtype()))
+        })?;
+        let dims: Vec<i64> = view.shape().iter().map(|&d| d as i64).collect();
+        let ty = element_type(dtype)
+            .ok_or_else(|| RunError::Weights(format!("`{name}`: dtype {dtype}")))?;
+        out.push(
+            client
+                .buffer_from_host(view.data(), ty, &dims)
+                .map_err(RunError::Execute)?,
+        );
+    }
+    Ok(out)
+}
+
+fn read_inputs(paths: &[PathBuf], m: &crate::artifact::Manifest) -> Result<Vec<Array>, Error> {
+    let sig = &m.signature.inputs;
+    if paths.len() != sig.len() {
+        let names: Vec<&str> = sig.iter().map(|v| v.name.as_str()).collect();
+        return Err(RunError::InputCount {
+            expected: sig.len(),
+            names: names.join(", "),
+            found: paths.len(),
+        }
+        .into());
+    }
+    let mut out = Vec::with_capacity(paths.len());
+    for (index, (path, s)) in paths.iter().zip(sig).enumerate() {
+        let a = Array::read(path)?;
+        let want = parse_dtype(&s.dtype)
+            .ok_or_else(|| RunError::Weights(format!("unknown input dtype {}", s.dtype)))?;
+        let a = match (a.dtype, want) {
+            (d, w) if d == w => a,
+            (DType::F32, DType::BF16) => a.f32_to_bf16().unwrap_or(a),
+            (d, w) => {
+                return Err(RunError::InputMismatch {
+                    index,
+                    name: s.name.clone(),
+                    file: path.display().to_string(),
+                    expected: format!("dtype {w}"),
+                    found: format!("dtype {d}"),
+                }
+                .into())
+            }
+        };
+        out.push(a);
+    }
+    Ok(out)
+}
+
+/// The bucket whose input shapes match the inputs exactly (one bucket per artifact today).
+fn pick_bucket<'m>(
+    buckets: &'m [Bucket],
+    inputs: &[Array],
+    paths: &[PathBuf],
+    m: &crate::artifact::Manifest,
+) -> Result<&'m Bucket, Error> {
+    if let Some(b) = buckets
+        .iter()
+        .find(|b| b.input_dims.iter().zip(inputs).all(|(d, a)| *d == a.shape))
+    {
+        return Ok(b);
+    }
+    let b = buckets
+        .first()
+        .ok_or_else(|| RunError::Weights("the artifact has no bucket".into()))?;
+    let (index, (a, want)) = inputs
+        .iter()
+        .zip(&b.input_dims)
+        .enumerate()
+        .find(|(_, (a, d))| a.shape != **d)
+        .ok_or_else(|| RunError::Weights("no bucket matches the inputs".into()))?;
+    Err(RunError::InputMismatch {
+        index,
+        name: m.signature.inputs[index].name.clone(),
+        file: paths[index].display().to_string(),
+        expected: format!("shape {want:?} (the sizes this artifact was compiled for)"),
+        found: format!("shape {:?}", a.shape),
+    }
+    .into())
+}
+
+/// Integers and bools must match exactly; floats within [`FLOAT_TOLERANCE`] of the reference's
+/// scale, with NaN and infinities in the same places.
+pub fn compare(out: &Array, reference: &Array) -> Comparison {
+    if out.shape != reference.shape {
+        let note = format!("shape {:?} vs reference {:?}", out.shape, reference.shape);
+        return Comparison {
+            max_abs_diff: f64::INFINITY,
+            max_rel_diff: f64::INFINITY,
+            ok: false,
+            note: Some(note),
+        };
+    }
+    let exact = !out.dtype.is_float() && !reference.dtype.is_float();
+    let (mut max_abs, mut scale, mut nonfinite_mismatch) = (0f64, 0f64, 0usize);
+    for i in 0..out.numel() as usize {
+        let (Some(a), Some(r)) = (out.get_f64(i), reference.get_f64(i)) else {
+            continue;
+        };
+        if r.is_finite() {
+            scale = scale.max(r.abs());
+            max_abs = max_abs.max((a - r).abs());
+            if a.is_nan() {
+                max_abs = f64::INFINITY;
+            }
+        } else if !(a == r || (a.is_nan() && r.is_nan())) {
+            nonfinite_mismatch += 1;
+        }
+    }
+    let max_rel = max_abs / scale.max(1.0);
+    let ok = nonfinite_mismatch == 0
+        && if exact {
+            max_abs == 0.0
+        } else {
+            max_rel <= FLOAT_TOLERANCE
+        };
+    let note =
+        (nonfinite_mismatch > 0).then(|| format!("{nonfinite_mismatch} NaN/inf positions differ"));
+    Comparison {
+        max_abs_diff: max_abs,
+        max_rel_diff: max_rel,
+        ok,
+        note,
+    }
+}

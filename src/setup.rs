@@ -1,0 +1,56 @@
+//! Where `cargo xtask setup` puts what the compiler loads at run time, and how a plugin is chosen.
+//!
+//! Set-up downloads plugin wheels into a cache folder outside git:
+//! `$TORCHTPU_SETUP_DIR`, else `$XDG_CACHE_HOME/torchtpu-compile`, else
+//! `~/.cache/torchtpu-compile`. The relative paths below must match `xtask/src/setup.rs`.
+
+use std::path::{Path, PathBuf};
+
+/// The XLA CPU plugin inside the set-up folder.
+pub const CPU_PLUGIN: &str =
+    "plugins/lammps-jax-pjrt-cpu-0.11.2/lammps_jax_pjrt_cpu/pjrt_c_api_cpu_plugin.so";
+/// Environment variable naming the CPU plugin to use instead of the set-up one.
+pub const CPU_PLUGIN_ENV: &str = "TORCHTPU_PJRT_PLUGIN";
+
+/// The set-up folder.
+pub fn setup_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("TORCHTPU_SETUP_DIR") {
+        return PathBuf::from(dir);
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(|| PathBuf::from(".cache"));
+    base.join("torchtpu-compile")
+}
+
+/// A chosen plugin path and how it was chosen (for messages).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PluginChoice {
+    pub path: PathBuf,
+    pub source: &'static str,
+}
+
+/// The CPU plugin: `--plugin`, then `$TORCHTPU_PJRT_PLUGIN`, then the set-up folder.
+pub fn cpu_plugin(flag: Option<&Path>) -> PluginChoice {
+    if let Some(p) = flag {
+        return PluginChoice {
+            path: p.to_path_buf(),
+            source: "--plugin",
+        };
+    }
+    if let Some(p) = std::env::var_os(CPU_PLUGIN_ENV).filter(|p| !p.is_empty()) {
+        return PluginChoice {
+            path: PathBuf::from(p),
+            source: "$TORCHTPU_PJRT_PLUGIN",
+        };
+    }
+    PluginChoice {
+        path: setup_dir().join(CPU_PLUGIN),
+        source: "the set-up folder",
+    }
+}
+
+/// What to tell a user whose plugin is missing or unloadable.
+pub const PLUGIN_HINT: &str =
+    "run `cargo xtask setup` to download the XLA CPU plugin, or pass `--plugin PATH` (or set TORCHTPU_PJRT_PLUGIN)";
