@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use indicatif::{ProgressBar, ProgressStyle};
 use safetensors::tensor::{Dtype, View};
 use serde::Serialize;
 use torchtpu_passes::ir::{DType, InputKind, Op, OutputKind};
@@ -76,7 +77,9 @@ pub fn compile(
     let mut entries: Vec<(String, Vec<u8>)> = Vec::new();
     let mut target_entries = Vec::new();
     let mut summaries = Vec::new();
+    let bar = progress_bar(req.progress, req.targets.len());
     for target in &req.targets {
+        bar.set_message(format!("{target} [{bucket_name}]"));
         let Target::Cpu = target else {
             return Err(Error::Unsupported(format!(
                 "target `{target}`: TPU compilation is not available yet"
@@ -136,7 +139,9 @@ pub fn compile(
             executable_bytes: bytes.len() as u64,
         });
         entries.push((entry, bytes));
+        bar.inc(1);
     }
+    bar.finish_and_clear();
     if let Some(dir) = &req.dump_dir {
         write_file(&dir.join("compile.log"), (log.join("\n") + "\n").as_bytes())?;
     }
@@ -175,6 +180,21 @@ pub fn compile(
         buckets: vec![bucket_name],
         targets: summaries,
     })
+}
+
+/// One step per (bucket, target); drawn only on a terminal, hidden with `-q`.
+fn progress_bar(show: bool, steps: usize) -> ProgressBar {
+    if !show {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(steps as u64);
+    if let Ok(style) =
+        ProgressStyle::with_template("{spinner} compiling {msg} [{pos}/{len}] {elapsed}")
+    {
+        bar.set_style(style);
+    }
+    bar.enable_steady_tick(std::time::Duration::from_millis(120));
+    bar
 }
 
 fn precision_name(p: Precision) -> &'static str {

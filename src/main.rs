@@ -3,6 +3,11 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    // XLA plugins log INFO lines to stderr through absl; keep the tool's output readable unless
+    // the user asked for those logs. Set before any thread or plugin exists.
+    if std::env::var_os("TF_CPP_MIN_LOG_LEVEL").is_none() {
+        std::env::set_var("TF_CPP_MIN_LOG_LEVEL", "1");
+    }
     let code = torchtpu_compile::cli::main_with(
         std::env::args_os(),
         &mut std::io::stdout(),

@@ -502,6 +502,37 @@ def dir_size(p):
     return total
 
 
+def generate_unsupported(outdir):
+    """`check/unsupported_ops.pt2`: a real export whose graph holds ops no lowering knows:
+    a custom op (`torch.ops.testlib.scale_rows`, outside ATen: it can never be lowered) and
+    ATen ops chosen because this compiler does not lower them yet. `check` must list them
+    all at once; the model is never compiled."""
+    lib_op = getattr(torch.ops.testlib, "scale_rows", None) if hasattr(torch.ops, "testlib") else None
+    if lib_op is None:
+        @torch.library.custom_op("testlib::scale_rows", mutates_args=())
+        def scale_rows(x: torch.Tensor, s: float) -> torch.Tensor:
+            return x * s
+
+        @scale_rows.register_fake
+        def _(x, s):
+            return torch.empty_like(x)
+
+    class Unsupported(nn.Module):
+        def forward(self, x):
+            y = torch.sort(x, dim=-1).values
+            z = torch.ops.testlib.scale_rows(y, 2.0)
+            return torch.flip(z, [0]) + 1
+
+    torch.manual_seed(0)
+    ep = torch.export.export(Unsupported(), (torch.randn(3, 4),), strict=False).run_decompositions()
+    strip_local_paths(ep)
+    os.makedirs(outdir, exist_ok=True)
+    path = os.path.join(outdir, "unsupported_ops.pt2")
+    torch.export.save(ep, path)
+    targets = sorted({str(n.target) for n in ep.graph.nodes if n.op == "call_function"})
+    print(f"[unsupported_ops] wrote {path}: {targets}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.path.join(HERE, "models"))
@@ -514,10 +545,13 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     for n in names:
         generate(n, MODELS[n], a.out)
+    if not a.names:
+        generate_unsupported(os.path.join(os.path.dirname(os.path.abspath(a.out)), "check"))
     total = dir_size(a.out)
-    bad = os.path.join(os.path.dirname(os.path.abspath(a.out)), "bad")
-    if os.path.isdir(bad):
-        total += dir_size(bad)
+    for extra in ("bad", "check"):
+        folder = os.path.join(os.path.dirname(os.path.abspath(a.out)), extra)
+        if os.path.isdir(folder):
+            total += dir_size(folder)
     print(f"total test data size: {total} bytes ({total / 2**20:.2f} MiB; budget 15 MB)")
     if total >= 15_000_000:
         print("ERROR: over the 15 MB budget", file=sys.stderr)

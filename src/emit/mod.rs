@@ -217,8 +217,11 @@ fn emit_body<'c>(
         }
         let ins = graph.inputs(id);
         if let Some(missing) = ins.iter().find(|v| !values.contains_key(v)) {
-            // A node fed by a failed node is skipped: only the root cause is reported.
-            if !failed.contains(&missing.node) {
+            // A node fed by a failed node is skipped: only root causes are reported, and every
+            // op without a lowering is one.
+            if let Op::Unsupported { target } = &node.op {
+                failures.push(failure(node, format!("no lowering for `{target}`")));
+            } else if !failed.contains(&missing.node) {
                 let producer = &graph.node(missing.node).name;
                 failures.push(failure(
                     node,

@@ -1,12 +1,17 @@
-//! Test suites over the committed test data: IR snapshots and weights of every test model,
-//! the `inspect` report, malformed archives, and tidy rules.
+//! Test suites over the committed test data: IR and StableHLO snapshots, weights and parity of
+//! every test model, `inspect` and `check` reports, malformed archives, and tidy rules.
 
 mod bad_input;
+#[cfg(feature = "mlir")]
+mod lowering;
 mod models;
+#[cfg(feature = "mlir")]
+mod parity;
 mod tidy;
 
 use std::path::{Path, PathBuf};
 
+#[cfg(feature = "mlir")]
 use crate::cli;
 
 /// `<workspace>/testdata`.
@@ -29,6 +34,7 @@ fn model_paths() -> Vec<PathBuf> {
     v
 }
 
+#[cfg(feature = "mlir")]
 /// Runs the command line in-process: (exit code, stdout, stderr).
 fn run_cli(args: &[&str]) -> (u8, String, String) {
     let (mut out, mut err) = (Vec::new(), Vec::new());

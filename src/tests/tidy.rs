@@ -55,5 +55,5 @@ fn snapshot_folders_match_suites() {
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
     dirs.sort();
-    assert_eq!(dirs, ["import", "inspect"]);
+    assert_eq!(dirs, ["import", "inspect", "mlir"]);
 }

@@ -1,0 +1,342 @@
+//! End to end on CPU: every test model compiled through the XLA CPU plugin and run on its
+//! stored inputs must reproduce PyTorch eager's outputs; and `run` refuses what it must.
+//!
+//! These tests need the plugin that `cargo xtask setup` downloads; without it they fail and
+//! say so (they never skip).
+
+use std::path::{Path, PathBuf};
+
+use super::{model_paths, run_cli, testdata};
+use crate::artifact::{self, Artifact};
+use crate::compile::{compile, CompileRequest};
+use crate::emit::Precision;
+use crate::import::import;
+use crate::run::{run, RunRequest};
+use crate::target::Target;
+
+/// A fresh folder under the system temp dir, removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        static COUNTER: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir =
+            std::env::temp_dir().join(format!("torchtpu-test-{tag}-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn request() -> CompileRequest {
+    CompileRequest {
+        targets: vec![Target::Cpu],
+        precision: Precision::Default,
+        plugin: None,
+        dump_dir: None,
+        progress: false,
+    }
+}
+
+/// Compiles a test model for CPU into `dir/<name>.tpuexe`.
+fn compile_model(name: &str, dir: &Path) -> PathBuf {
+    let model = testdata().join(format!("models/{name}.pt2"));
+    let program = import(&model).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let out = dir.join(format!("{name}.tpuexe"));
+    if let Err(e) = compile(&program, &model, &out, &request()) {
+        panic!("{name}: {e:#}\n(the XLA CPU plugin comes from `cargo xtask setup`)");
+    }
+    out
+}
+
+/// The stored inputs of a case: `in_<i>.npy` (case "") or `in_<i>_case<k>.npy`.
+fn case_inputs(name: &str, case: &str) -> Vec<PathBuf> {
+    let dir = testdata().join("models").join(name);
+    (0..)
+        .map(|i| dir.join(format!("in_{i}{case}.npy")))
+        .take_while(|p| p.exists())
+        .collect()
+}
+
+fn assert_parity(name: &str) {
+    let tmp = TempDir::new(name);
+    let artifact = compile_model(name, &tmp.0);
+    let reference = testdata().join("models").join(name);
+    let req = RunRequest {
+        artifact,
+        inputs: case_inputs(name, ""),
+        out_dir: tmp.0.join("out"),
+        plugin: None,
+        reference: Some(reference),
+    };
+    let report = run(&req).unwrap_or_else(|e| panic!("{name}: {e:#}"));
+    assert!(!report.outputs.is_empty());
+    for (i, o) in report.outputs.iter().enumerate() {
+        let c = o.comparison.as_ref().expect("compared");
+        assert!(
+            c.ok,
+            "{name} out_{i}: max abs diff {} (rel {}) {:?}",
+            c.max_abs_diff, c.max_rel_diff, c.note
+        );
+    }
+    assert!(report.ok);
+}
+
+macro_rules! parity_tests {
+    ($($name:ident),* $(,)?) => {
+        $(#[test] fn $name() { assert_parity(stringify!($name)); })*
+        const PARITY_MODELS: &[&str] = &[$(stringify!($name)),*];
+    };
+}
+
+parity_tests!(
+    mlp,
+    cnn,
+    resnet_mini,
+    llama_tiny,
+    llama_tiny_dyn,
+    gpt2_tiny,
+    bert_meanpool,
+    multi_out,
+    edge_cases
+);
+
+#[test]
+fn every_test_model_has_a_parity_test() {
+    let mut on_disk: Vec<String> = model_paths()
+        .iter()
+        .map(|p| p.file_stem().expect("stem").to_string_lossy().into_owned())
+        .collect();
+    on_disk.sort();
+    let mut listed: Vec<String> = PARITY_MODELS.iter().map(|s| s.to_string()).collect();
+    listed.sort();
+    assert_eq!(on_disk, listed);
+}
+
+/// The dynamic model is compiled at its example size only (bucketing comes later): other sizes
+/// are refused with the size it was compiled for.
+#[test]
+fn dynamic_model_runs_only_at_its_compiled_size() {
+    let tmp = TempDir::new("dyn");
+    let artifact = compile_model("llama_tiny_dyn", &tmp.0);
+    let art = artifact.to_str().expect("utf-8");
+    let input = case_inputs("llama_tiny_dyn", "_case1");
+    let (code, _, err) = run_cli(&[
+        "run",
+        art,
+        input[0].to_str().expect("utf-8"),
+        "--out-dir",
+        tmp.0.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("input 0 (`input_ids`"), "{err}");
+    assert!(
+        err.contains(
+            "expected shape [1, 16] (the sizes this artifact was compiled for), got shape [1, 5]"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn run_refuses_wrong_inputs_with_clear_messages() {
+    let tmp = TempDir::new("inputs");
+    let artifact = compile_model("mlp", &tmp.0);
+    let art = artifact.to_str().expect("utf-8");
+    let out = tmp.0.to_str().expect("utf-8");
+    let (code, _, err) = run_cli(&["run", art, "--out-dir", out]);
+    assert_eq!(code, 1);
+    assert!(err.contains("expected 1 input(s) (x), got 0"), "{err}");
+
+    let ids = testdata().join("models/llama_tiny/in_0.npy");
+    let (code, _, err) = run_cli(&["run", art, ids.to_str().expect("utf-8"), "--out-dir", out]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("input 0 (`x`") && err.contains("expected dtype f32, got dtype i64"),
+        "{err}"
+    );
+
+    let wrong_shape = testdata().join("models/multi_out/in_0.npy");
+    let (code, _, err) = run_cli(&[
+        "run",
+        art,
+        wrong_shape.to_str().expect("utf-8"),
+        "--out-dir",
+        out,
+    ]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("expected shape [4, 16]") && err.contains("got shape [3, 5]"),
+        "{err}"
+    );
+
+    let (code, _, err) = run_cli(&["run", art, "nope.npy", "--out-dir", out]);
+    assert_eq!(code, 1);
+    assert!(err.contains("cannot read `nope.npy`"), "{err}");
+}
+
+/// One flipped byte in the serialized executable: `run` reports the corrupt entry before the
+/// plugin ever sees it (the plugin can crash on corrupt executables).
+#[test]
+fn corrupted_executable_is_refused_not_run() {
+    let tmp = TempDir::new("corrupt");
+    let artifact = compile_model("mlp", &tmp.0);
+    let art = Artifact::open(&artifact).expect("opens");
+    let entry = art.manifest.targets[0].executables[0].entry.clone();
+    let offset = art.entry_offsets()[&entry];
+    drop(art);
+    let mut bytes = std::fs::read(&artifact).expect("reads");
+    bytes[offset + 100] ^= 0xff;
+    std::fs::write(&artifact, &bytes).expect("writes");
+    let input = testdata().join("models/mlp/in_0.npy");
+    let (code, _, err) = run_cli(&[
+        "run",
+        artifact.to_str().expect("utf-8"),
+        input.to_str().expect("utf-8"),
+        "--out-dir",
+        tmp.0.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("artifact entry `executables/cpu/main.pjrt` is corrupt: its sha256 is"),
+        "{err}"
+    );
+}
+
+/// An executable made by another plugin build is refused (exit 3), never loaded.
+#[test]
+fn executable_from_another_plugin_build_is_refused() {
+    let tmp = TempDir::new("mismatch");
+    let artifact = compile_model("mlp", &tmp.0);
+    let art = Artifact::open(&artifact).expect("opens");
+    let mut manifest = art.manifest.clone();
+    manifest.targets[0].plugin.sha256 = "0".repeat(64);
+    let entries: Vec<(String, Vec<u8>)> = art
+        .entry_offsets()
+        .keys()
+        .filter(|n| *n != artifact::MANIFEST)
+        .map(|n| (n.clone(), read_entry(&art, n)))
+        .collect();
+    drop(art);
+    let other = tmp.0.join("other.tpuexe");
+    artifact::write(&other, &manifest, &entries).expect("writes");
+    let input = testdata().join("models/mlp/in_0.npy");
+    let (code, _, err) = run_cli(&[
+        "run",
+        other.to_str().expect("utf-8"),
+        input.to_str().expect("utf-8"),
+        "--out-dir",
+        tmp.0.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(code, 3, "{err}");
+    assert!(
+        err.contains("executables only load into the plugin build that made them"),
+        "{err}"
+    );
+}
+
+fn read_entry(art: &Artifact, name: &str) -> Vec<u8> {
+    let m = &art.manifest;
+    if name == m.weights.entry {
+        return art.weights().expect("weights").to_vec();
+    }
+    let sha = m
+        .targets
+        .iter()
+        .flat_map(|t| &t.executables)
+        .find(|e| e.entry == name)
+        .map(|e| e.sha256.clone());
+    let sha = sha.or_else(|| {
+        m.buckets
+            .iter()
+            .find(|b| b.program == name)
+            .map(|b| b.program_sha256.clone())
+    });
+    art.verified(name, &sha.expect("known entry"))
+        .expect("intact")
+        .to_vec()
+}
+
+#[test]
+fn missing_plugin_is_an_environment_error() {
+    let tmp = TempDir::new("noplugin");
+    let model = testdata().join("models/mlp.pt2");
+    let out = tmp.0.join("mlp.tpuexe");
+    let args = [
+        "compile",
+        model.to_str().expect("utf-8"),
+        "-o",
+        out.to_str().expect("utf-8"),
+        "--plugin",
+        "/nonexistent/plugin.so",
+    ];
+    let (code, _, err) = run_cli(&args);
+    assert_eq!(code, 3, "{err}");
+    assert!(
+        err.contains("no PJRT plugin at `/nonexistent/plugin.so`")
+            && err.contains("cargo xtask setup"),
+        "{err}"
+    );
+    assert!(!out.exists());
+}
+
+/// The artifact layout of DESIGN.md §4: stored, 64-byte aligned entries; `inspect` reads it.
+#[test]
+fn artifact_layout_and_inspect() {
+    let tmp = TempDir::new("layout");
+    let artifact = compile_model("multi_out", &tmp.0);
+    let art = Artifact::open(&artifact).expect("opens");
+    let names: Vec<String> = art.entry_offsets().into_keys().collect();
+    assert_eq!(
+        names,
+        [
+            "executables/cpu/main.pjrt",
+            "manifest.json",
+            "programs/main.mlir",
+            "weights.safetensors"
+        ]
+    );
+    for (name, offset) in art.entry_offsets() {
+        assert_eq!(offset % 64, 0, "{name} at {offset}");
+    }
+    let m = &art.manifest;
+    assert_eq!(
+        m.signature
+            .outputs
+            .iter()
+            .map(|o| o.dtype.as_str())
+            .collect::<Vec<_>>(),
+        ["f32", "i64", "bool", "i64"]
+    );
+    assert_eq!(m.targets[0].target, "cpu");
+    assert!(
+        m.targets[0]
+            .plugin
+            .platform_name
+            .to_lowercase()
+            .contains("cpu"),
+        "{:?}",
+        m.targets[0].plugin
+    );
+    let (code, out, err) = run_cli(&[
+        "inspect",
+        artifact.to_str().expect("utf-8"),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(report["kind"], "artifact");
+    assert_eq!(
+        report["manifest"]["weights"]["order"]
+            .as_array()
+            .map(Vec::len),
+        Some(2)
+    );
+}
