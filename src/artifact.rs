@@ -12,9 +12,11 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use safetensors::tensor::Dtype;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use thiserror::Error;
+use torchtpu_passes::ir::DType;
 use zip::write::SimpleFileOptions;
 
 use crate::container::{ContainerError, MappedZip};
@@ -145,6 +147,36 @@ pub struct TargetEntry {
     pub target: String,
     pub plugin: PluginInfo,
     pub executables: Vec<Executable>,
+}
+
+/// The safetensors dtype of an IR dtype, if the format has one.
+pub fn safetensors_dtype(d: DType) -> Option<Dtype> {
+    Some(match d {
+        DType::Bool => Dtype::BOOL,
+        DType::U8 => Dtype::U8,
+        DType::I8 => Dtype::I8,
+        DType::I16 => Dtype::I16,
+        DType::U16 => Dtype::U16,
+        DType::I32 => Dtype::I32,
+        DType::U32 => Dtype::U32,
+        DType::I64 => Dtype::I64,
+        DType::U64 => Dtype::U64,
+        DType::F16 => Dtype::F16,
+        DType::BF16 => Dtype::BF16,
+        DType::F32 => Dtype::F32,
+        DType::F64 => Dtype::F64,
+        DType::F8E4M3FN => Dtype::F8_E4M3,
+        DType::F8E5M2 => Dtype::F8_E5M2,
+        DType::F8E8M0FNU => Dtype::F8_E8M0,
+        _ => return None,
+    })
+}
+
+/// The IR dtype of a safetensors dtype.
+pub fn dtype_of_safetensors(d: Dtype) -> Option<DType> {
+    DType::ALL
+        .into_iter()
+        .find(|&x| safetensors_dtype(x) == Some(d))
 }
 
 /// Hex sha256 of bytes.

@@ -8,13 +8,15 @@ use std::time::Instant;
 use indicatif::{ProgressBar, ProgressStyle};
 use safetensors::tensor::{Dtype, View};
 use serde::Serialize;
-use torchtpu_passes::ir::{DType, InputKind, Op, OutputKind};
+use torchtpu_passes::ir::{InputKind, Op, OutputKind};
 
 use crate::artifact::{
     self, Bucket, CompilerInfo, Executable, Manifest, OptionsInfo, PluginInfo, Signature,
     SignatureValue,
 };
-use crate::artifact::{SourceInfo, SymbolInfo, TargetEntry, WeightsInfo, ARTIFACT_FORMAT};
+use crate::artifact::{
+    safetensors_dtype, SourceInfo, SymbolInfo, TargetEntry, WeightsInfo, ARTIFACT_FORMAT,
+};
 use crate::driver::{self, Lowered};
 use crate::emit::{EmitOptions, Precision};
 use crate::import::Program;
@@ -326,36 +328,6 @@ impl View for &WeightView<'_> {
     fn data_len(&self) -> usize {
         self.data.len()
     }
-}
-
-/// The safetensors dtype of an IR dtype, if the format has one.
-pub fn safetensors_dtype(d: DType) -> Option<Dtype> {
-    Some(match d {
-        DType::Bool => Dtype::BOOL,
-        DType::U8 => Dtype::U8,
-        DType::I8 => Dtype::I8,
-        DType::I16 => Dtype::I16,
-        DType::U16 => Dtype::U16,
-        DType::I32 => Dtype::I32,
-        DType::U32 => Dtype::U32,
-        DType::I64 => Dtype::I64,
-        DType::U64 => Dtype::U64,
-        DType::F16 => Dtype::F16,
-        DType::BF16 => Dtype::BF16,
-        DType::F32 => Dtype::F32,
-        DType::F64 => Dtype::F64,
-        DType::F8E4M3FN => Dtype::F8_E4M3,
-        DType::F8E5M2 => Dtype::F8_E5M2,
-        DType::F8E8M0FNU => Dtype::F8_E8M0,
-        _ => return None,
-    })
-}
-
-/// The IR dtype of a safetensors dtype.
-pub fn dtype_of_safetensors(d: Dtype) -> Option<DType> {
-    DType::ALL
-        .into_iter()
-        .find(|&x| safetensors_dtype(x) == Some(d))
 }
 
 /// The weight arguments of the program (graph inputs that are not user inputs), in calling

@@ -273,7 +273,7 @@ fn weight_buffers(client: &Client, art: &Artifact) -> Result<Vec<Buffer>, Error>
         let view = st
             .tensor(name)
             .map_err(|e| RunError::Weights(format!("`{name}`: {e}")))?;
-        let dtype = crate::compile::dtype_of_safetensors(view.dtype()).ok_or_else(|| {
+        let dtype = crate::artifact::dtype_of_safetensors(view.dtype()).ok_or_else(|| {
             RunError::Weights(format!("`{name}` has unsupported dtype {:?}", view.dtype()))
         })?;
         let dims: Vec<i64> = view.shape().iter().map(|&d| d as i64).collect();

@@ -247,12 +247,12 @@ pub fn index<'c, 'b>(
         .iter()
         .enumerate()
         .map(|(k, &d)| {
+            // Dims before the indexed block keep their place when the indexed dims are
+            // adjacent; every other kept dim follows the broadcast index dims.
             if adjacent && d < first {
                 k as i64
-            } else if adjacent {
-                (k + batch.len()) as i64
             } else {
-                (batch.len() + k) as i64
+                (k + batch.len()) as i64
             }
         })
         .collect();

@@ -1,6 +1,7 @@
 //! Test suites over the committed test data: IR and StableHLO snapshots, weights and parity of
 //! every test model, `inspect` and `check` reports, malformed archives, and tidy rules.
 
+#[cfg(feature = "mlir")]
 mod bad_input;
 #[cfg(feature = "mlir")]
 mod lowering;

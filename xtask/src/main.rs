@@ -1,6 +1,11 @@
-//! cargo xtask: project automation — set-up, test data, snapshot review and the CI gate.
+//! cargo xtask: project automation — set-up, code generation, test data, snapshot review,
+//! parity and benchmarks, and the CI gate.
 //!
 //! Run from anywhere in the workspace as `cargo xtask <command>`.
+
+mod codegen;
+mod measure;
+mod setup;
 
 use std::collections::BTreeSet;
 use std::ffi::OsStr;
@@ -19,8 +24,19 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Task {
-    /// Install what building and testing need (idempotent): checks the Rust toolchain parts.
+    /// Install what building and testing need (idempotent): the MLIR 22 Debian packages (as
+    /// root) and the sha256-pinned PJRT plugins, outside git.
     Setup,
+    /// Regenerate the committed prost output in src/proto/ from schemas/*.proto.
+    Codegen {
+        /// Only check that the committed output is up to date.
+        #[arg(long)]
+        check: bool,
+    },
+    /// Compile and run every test model on CPU (release build) and compare with PyTorch eager.
+    Parity,
+    /// Time lowering, XLA compile and run of every test model (release build).
+    Bench,
     /// Regenerate testdata/ with real PyTorch in a private venv (a 5 GB install, not run by CI).
     Testdata {
         /// Only these models (default: all).
@@ -35,7 +51,10 @@ enum Task {
 
 fn main() -> Result<()> {
     match Cli::parse().command {
-        Task::Setup => setup(),
+        Task::Setup => setup::setup(),
+        Task::Codegen { check } => codegen::codegen(check),
+        Task::Parity => measure::parity(),
+        Task::Bench => measure::bench(),
         Task::Testdata { models } => testdata(&models),
         Task::Bless => bless(),
         Task::Ci => ci(),
@@ -43,25 +62,13 @@ fn main() -> Result<()> {
 }
 
 /// The workspace root: the parent of this crate's folder.
-fn root() -> PathBuf {
+pub fn root() -> PathBuf {
     let here = Path::new(env!("CARGO_MANIFEST_DIR"));
     here.parent().unwrap_or(here).to_path_buf()
 }
 
-/// Where set-up keeps large downloads and environments: outside git, shared by checkouts.
-fn cache_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("TORCHTPU_SETUP_DIR") {
-        return PathBuf::from(dir);
-    }
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-        .unwrap_or_else(|| root().join("target"));
-    base.join("torchtpu-compile")
-}
-
 /// Runs a command in the workspace root, failing with its command line if it fails.
-fn run(program: &str, args: &[&str], envs: &[(&str, &OsStr)]) -> Result<()> {
+pub fn run(program: &str, args: &[&str], envs: &[(&str, &OsStr)]) -> Result<()> {
     eprintln!("$ {program} {}", args.join(" "));
     let status = Command::new(program)
         .args(args)
@@ -72,17 +79,6 @@ fn run(program: &str, args: &[&str], envs: &[(&str, &OsStr)]) -> Result<()> {
     if !status.success() {
         bail!("`{program} {}` failed ({status})", args.join(" "));
     }
-    Ok(())
-}
-
-fn setup() -> Result<()> {
-    for (tool, args) in [
-        ("cargo", ["fmt", "--version"]),
-        ("cargo", ["clippy", "--version"]),
-    ] {
-        run(tool, &args, &[]).context("the Rust toolchain needs rustfmt and clippy")?;
-    }
-    eprintln!("setup: done (cache folder: {})", cache_dir().display());
     Ok(())
 }
 
@@ -97,10 +93,10 @@ const TESTDATA_PACKAGES: &[&str] = &[
 const TESTDATA_NO_DEPS: &[&str] = &["torchvision==0.29.2"];
 
 fn testdata(models: &[String]) -> Result<()> {
-    let venv = cache_dir().join("testdata-venv");
+    let venv = setup::setup_dir().join("testdata-venv");
     let python = venv.join("bin/python");
     if !python.exists() {
-        std::fs::create_dir_all(cache_dir())?;
+        std::fs::create_dir_all(setup::setup_dir())?;
         run("python3", &["-m", "venv", path_str(&venv)?], &[])?;
     }
     let py = path_str(&python)?;
@@ -136,8 +132,9 @@ fn bless() -> Result<()> {
 }
 
 fn ci() -> Result<()> {
-    setup()?;
+    setup::setup()?;
     run("cargo", &["fmt", "--all", "--check"], &[])?;
+    codegen::codegen(true)?;
     run(
         "cargo",
         &[
@@ -152,23 +149,29 @@ fn ci() -> Result<()> {
     )?;
     let refs = root().join("target").join("insta-references.txt");
     let _ = std::fs::remove_file(&refs);
-    let (passed, failed) = test_counting(&[
+    let insta = [
         ("INSTA_UPDATE", OsStr::new("no")),
         ("INSTA_FORCE_PASS", OsStr::new("0")),
-        ("INSTA_SNAPSHOT_REFERENCES_FILE", refs.as_os_str()),
-    ])?;
+    ];
+    // Without the emitter: the IR, import and run paths must build and pass on their own.
+    let (p1, f1) = test_counting(&["-p", "torchtpu-compile", "--no-default-features"], &insta)?;
+    let mut envs = insta.to_vec();
+    envs.push(("INSTA_SNAPSHOT_REFERENCES_FILE", refs.as_os_str()));
+    let (p2, f2) = test_counting(&["--workspace"], &envs)?;
     reject_unreferenced_snapshots(&refs)?;
+    let (passed, failed) = (p1 + p2, f1 + f2);
     println!("ci: {passed} passed, {failed} failed");
     Ok(())
 }
 
-/// Runs `cargo test --workspace`, echoing its output, and adds up the `test result:` lines of
-/// every test binary so that the run ends with one total.
-fn test_counting(envs: &[(&str, &OsStr)]) -> Result<(u64, u64)> {
+/// Runs `cargo test ARGS`, echoing its output, and adds up the `test result:` lines of every
+/// test binary so that the run ends with one total.
+fn test_counting(args: &[&str], envs: &[(&str, &OsStr)]) -> Result<(u64, u64)> {
     use std::io::{BufRead, BufReader};
-    eprintln!("$ cargo test --workspace");
+    eprintln!("$ cargo test {}", args.join(" "));
     let mut child = Command::new("cargo")
-        .args(["test", "--workspace"])
+        .arg("test")
+        .args(args)
         .envs(envs.iter().map(|(k, v)| (*k, *v)))
         .current_dir(root())
         .stdout(std::process::Stdio::piped())
@@ -187,10 +190,10 @@ fn test_counting(envs: &[(&str, &OsStr)]) -> Result<(u64, u64)> {
     let status = child.wait()?;
     if !status.success() {
         println!("ci: {passed} passed, {failed} failed");
-        bail!("`cargo test --workspace` failed ({status})");
+        bail!("`cargo test {}` failed ({status})", args.join(" "));
     }
     if passed == 0 {
-        bail!("`cargo test --workspace` ran no test");
+        bail!("`cargo test {}` ran no test", args.join(" "));
     }
     Ok((passed, failed))
 }

@@ -50,7 +50,7 @@ impl Origin {
             .lines()
             .map(str::trim)
             .filter(|l| l.starts_with("File "));
-        let innermost = frames.clone().last();
+        let innermost = frames.clone().next_back();
         frames.rfind(|l| !l.contains("/torch/")).or(innermost)
     }
 }

@@ -1,0 +1,180 @@
+//! `cargo xtask setup`: installs what building and testing need, idempotently.
+//!
+//! - Debian packages for MLIR 22 (melior links it statically) — needs root, like CI;
+//! - PJRT plugins, downloaded as wheels with `pip download --no-deps`, checked against pinned
+//!   sha256s and unpacked into the set-up folder outside git. The plugin paths must match
+//!   `src/setup.rs`, which is where the compiler looks for them.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+use sha2::{Digest, Sha256};
+
+use crate::{root, run};
+
+/// Debian 12 packages for melior over MLIR 22 (see shared notes: each was found missing by a
+/// failing link when left out).
+const APT_PACKAGES: &[&str] = &[
+    "llvm-22-dev",
+    "libmlir-22-dev",
+    "libpolly-22-dev",
+    "libclang1-22",
+    "libclang-common-22-dev",
+    "libzstd-dev",
+    "zlib1g-dev",
+    "build-essential",
+];
+
+/// A PJRT plugin shipped in a Python wheel.
+pub struct PluginWheel {
+    pub package: &'static str,
+    pub version: &'static str,
+    pub wheel: &'static str,
+    pub sha256: &'static str,
+    /// Folder inside the set-up folder the wheel is unpacked into.
+    pub dir: &'static str,
+    /// The shared object, relative to `dir`.
+    pub library: &'static str,
+}
+
+pub const PLUGINS: &[PluginWheel] = &[PluginWheel {
+    package: "lammps-jax-pjrt-cpu",
+    version: "0.11.2",
+    wheel: "lammps_jax_pjrt_cpu-0.11.2-py3-none-manylinux_2_27_x86_64.whl",
+    sha256: "1319390d948b39f69f7dade496b7c385149d9ca6097a6b62114da113216d9ad1",
+    dir: "plugins/lammps-jax-pjrt-cpu-0.11.2",
+    library: "lammps_jax_pjrt_cpu/pjrt_c_api_cpu_plugin.so",
+}];
+
+/// The set-up folder: `$TORCHTPU_SETUP_DIR`, else `$XDG_CACHE_HOME/torchtpu-compile`, else
+/// `~/.cache/torchtpu-compile` (the same rule as the compiler's `src/setup.rs`).
+pub fn setup_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("TORCHTPU_SETUP_DIR") {
+        return PathBuf::from(dir);
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(|| root().join("target"));
+    base.join("torchtpu-compile")
+}
+
+pub fn setup() -> Result<()> {
+    for args in [["fmt", "--version"], ["clippy", "--version"]] {
+        run("cargo", &args, &[]).context("the Rust toolchain needs rustfmt and clippy")?;
+    }
+    apt_packages()?;
+    for p in PLUGINS {
+        plugin(p)?;
+    }
+    eprintln!("setup: done (set-up folder: {})", setup_dir().display());
+    Ok(())
+}
+
+fn installed(package: &str) -> bool {
+    Command::new("dpkg-query")
+        .args(["-W", "-f=${Status}", package])
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("install ok installed"))
+}
+
+fn apt_packages() -> Result<()> {
+    let missing: Vec<&str> = APT_PACKAGES
+        .iter()
+        .copied()
+        .filter(|p| !installed(p))
+        .collect();
+    if missing.is_empty() {
+        eprintln!("setup: MLIR 22 packages present");
+        return Ok(());
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        bail!(
+            "missing Debian packages {missing:?}; run as root, or: apt-get install -y {}",
+            missing.join(" ")
+        );
+    }
+    run("apt-get", &["update", "-qq"], &[])?;
+    let mut args = vec!["install", "-y", "-qq", "--no-install-recommends"];
+    args.extend(&missing);
+    run(
+        "apt-get",
+        &args,
+        &[("DEBIAN_FRONTEND", "noninteractive".as_ref())],
+    )
+}
+
+fn sha256_file(path: &Path) -> Result<String> {
+    let mut file = std::fs::File::open(path)?;
+    let mut hasher = Sha256::new();
+    std::io::copy(&mut file, &mut hasher)?;
+    Ok(hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
+}
+
+/// Downloads (if needed), verifies and unpacks one plugin wheel; a stamp file records the
+/// verified wheel so later runs do nothing.
+fn plugin(p: &PluginWheel) -> Result<()> {
+    let dir = setup_dir().join(p.dir);
+    let stamp = dir.join(".verified-sha256");
+    if dir.join(p.library).exists()
+        && std::fs::read_to_string(&stamp).is_ok_and(|s| s.trim() == p.sha256)
+    {
+        eprintln!("setup: {} {} present", p.package, p.version);
+        return Ok(());
+    }
+    let wheels = setup_dir().join("wheels");
+    std::fs::create_dir_all(&wheels)?;
+    let wheel = wheels.join(p.wheel);
+    if !wheel.exists() || sha256_file(&wheel)? != p.sha256 {
+        let spec = format!("{}=={}", p.package, p.version);
+        let dest = wheels.to_str().context("set-up folder path is not UTF-8")?;
+        run(
+            "python3",
+            &[
+                "-m",
+                "pip",
+                "download",
+                "-q",
+                "--no-deps",
+                "--only-binary=:all:",
+                "-d",
+                dest,
+                &spec,
+            ],
+            &[],
+        )?;
+    }
+    let actual =
+        sha256_file(&wheel).with_context(|| format!("pip did not produce {}", wheel.display()))?;
+    if actual != p.sha256 {
+        bail!(
+            "{} has sha256 {actual}, expected {}; refusing to use it",
+            wheel.display(),
+            p.sha256
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    let (w, d) = (
+        wheel.to_str().context("non-UTF-8 path")?,
+        dir.to_str().context("non-UTF-8 path")?,
+    );
+    run("python3", &["-m", "zipfile", "-e", w, d], &[])?;
+    if !dir.join(p.library).exists() {
+        bail!("{} does not contain {}", p.wheel, p.library);
+    }
+    std::fs::write(&stamp, p.sha256)?;
+    eprintln!(
+        "setup: {} {} installed in {}",
+        p.package,
+        p.version,
+        dir.display()
+    );
+    Ok(())
+}
