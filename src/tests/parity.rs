@@ -340,3 +340,54 @@ fn artifact_layout_and_inspect() {
         Some(2)
     );
 }
+
+/// `--emit mlirbc` writes MLIR bytecode that XLA compiles like the text; `--dump-dir` writes
+/// the IR after each stage, the StableHLO and the compile log.
+#[test]
+fn bytecode_and_dump_dir() {
+    let tmp = TempDir::new("emit");
+    let model = testdata().join("models/mlp.pt2");
+    let model = model.to_str().expect("utf-8");
+    let bc = tmp.0.join("mlp.mlirbc");
+    let (code, _, err) = run_cli(&[
+        "compile",
+        model,
+        "-o",
+        bc.to_str().expect("utf-8"),
+        "--emit",
+        "mlirbc",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let bytes = std::fs::read(&bc).expect("written");
+    assert_eq!(&bytes[..4], b"ML\xefR", "MLIR bytecode magic");
+    let plugin = crate::pjrt::Plugin::load(&crate::setup::cpu_plugin(None).path)
+        .expect("plugin (cargo xtask setup)");
+    let client = plugin.client().expect("client");
+    client
+        .compile(&bytes, &crate::pjrt::CompileOptions::single_device())
+        .expect("XLA compiles the bytecode");
+
+    let dump = tmp.0.join("dump");
+    let art = tmp.0.join("mlp.tpuexe");
+    let (code, _, err) = run_cli(&[
+        "compile",
+        model,
+        "-o",
+        art.to_str().expect("utf-8"),
+        "--dump-dir",
+        dump.to_str().expect("utf-8"),
+        "-q",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    for f in [
+        "00.import.ir",
+        "01.specialize.ir",
+        "main.mlir",
+        "compile.log",
+    ] {
+        let text = std::fs::read_to_string(dump.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+        assert!(!text.is_empty(), "{f} is empty");
+    }
+    let log = std::fs::read_to_string(dump.join("compile.log")).expect("log");
+    assert!(log.starts_with("cpu main: compiled in "), "{log}");
+}

@@ -38,14 +38,26 @@ pub struct PluginWheel {
     pub library: &'static str,
 }
 
-pub const PLUGINS: &[PluginWheel] = &[PluginWheel {
-    package: "lammps-jax-pjrt-cpu",
-    version: "0.11.2",
-    wheel: "lammps_jax_pjrt_cpu-0.11.2-py3-none-manylinux_2_27_x86_64.whl",
-    sha256: "1319390d948b39f69f7dade496b7c385149d9ca6097a6b62114da113216d9ad1",
-    dir: "plugins/lammps-jax-pjrt-cpu-0.11.2",
-    library: "lammps_jax_pjrt_cpu/pjrt_c_api_cpu_plugin.so",
-}];
+pub const PLUGINS: &[PluginWheel] = &[
+    PluginWheel {
+        package: "lammps-jax-pjrt-cpu",
+        version: "0.11.2",
+        wheel: "lammps_jax_pjrt_cpu-0.11.2-py3-none-manylinux_2_27_x86_64.whl",
+        sha256: "1319390d948b39f69f7dade496b7c385149d9ca6097a6b62114da113216d9ad1",
+        dir: "plugins/lammps-jax-pjrt-cpu-0.11.2",
+        library: "lammps_jax_pjrt_cpu/pjrt_c_api_cpu_plugin.so",
+    },
+    // The TPU compiler: compiles for any TPU generation and topology with no TPU attached.
+    // The wheel is tagged for CPython 3.11, the interpreter of these machines.
+    PluginWheel {
+        package: "libtpu",
+        version: "0.0.52",
+        wheel: "libtpu-0.0.52-cp311-cp311-manylinux_2_31_x86_64.whl",
+        sha256: "f5e2e596eaea9357fbb5a6755a7a9007c6ab75bfde4a55191b03eff402971140",
+        dir: "plugins/libtpu-0.0.52",
+        library: "libtpu/libtpu.so",
+    },
+];
 
 /// The set-up folder: `$TORCHTPU_SETUP_DIR`, else `$XDG_CACHE_HOME/torchtpu-compile`, else
 /// `~/.cache/torchtpu-compile` (the same rule as the compiler's `src/setup.rs`).
