@@ -339,10 +339,7 @@ fn weights_safetensors(program: &Program) -> Result<(Vec<u8>, Vec<String>), Erro
         let Op::Input(kind) = &program.graph.node(id).op else {
             continue;
         };
-        let (InputKind::Parameter { fqn }
-        | InputKind::Buffer { fqn, .. }
-        | InputKind::Constant { fqn }) = kind
-        else {
+        let Some(fqn) = kind.weight_fqn() else {
             continue;
         };
         let w = &program.weights[fqn];
@@ -354,14 +351,14 @@ fn weights_safetensors(program: &Program) -> Result<(Vec<u8>, Vec<String>), Erro
         })?;
         let data = w.contiguous_bytes(&program.archive)?;
         views.insert(
-            fqn.clone(),
+            fqn.to_string(),
             WeightView {
                 dtype,
                 shape: w.sizes.iter().map(|&s| s as usize).collect(),
                 data,
             },
         );
-        order.push(fqn.clone());
+        order.push(fqn.to_string());
     }
     let bytes = safetensors::serialize(views.iter().map(|(k, v)| (k.as_str(), v)), None)
         .map_err(|e| Error::Unsupported(format!("cannot serialize the weights: {e}")))?;

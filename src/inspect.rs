@@ -190,13 +190,7 @@ fn summarize(program: &Program, want: impl Fn(&InputKind) -> bool) -> WeightSumm
         if !want(kind) {
             continue;
         }
-        let (InputKind::Parameter { fqn }
-        | InputKind::Buffer { fqn, .. }
-        | InputKind::Constant { fqn }) = kind
-        else {
-            continue;
-        };
-        let Some(w) = program.weights.get(fqn) else {
+        let Some(w) = kind.weight_fqn().and_then(|fqn| program.weights.get(fqn)) else {
             continue;
         };
         if seen.insert(view_key(w)) {

@@ -194,15 +194,10 @@ impl Builder<'_> {
                     ))
                 }
             };
-            if let InputKind::Parameter { fqn }
-            | InputKind::Buffer { fqn, .. }
-            | InputKind::Constant { fqn } = &kind
-            {
-                if !weights.contains_key(fqn) {
-                    return Err(sig(format!(
-                        "input `{name}` refers to `{fqn}`, which neither payload config holds"
-                    )));
-                }
+            if let Some(fqn) = kind.weight_fqn().filter(|f| !weights.contains_key(*f)) {
+                return Err(sig(format!(
+                    "input `{name}` refers to `{fqn}`, which neither payload config holds"
+                )));
             }
             let ty = self.tensor_type(&name)?;
             if let InputKind::User { index } = kind {

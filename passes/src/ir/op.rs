@@ -36,6 +36,18 @@ pub enum InputKind {
     },
 }
 
+impl InputKind {
+    /// The state-dict or constant name of a stored input; `None` for user inputs.
+    pub fn weight_fqn(&self) -> Option<&str> {
+        match self {
+            InputKind::Parameter { fqn }
+            | InputKind::Buffer { fqn, .. }
+            | InputKind::Constant { fqn } => Some(fqn),
+            InputKind::User { .. } => None,
+        }
+    }
+}
+
 /// Element-wise functions of one tensor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
