@@ -126,6 +126,8 @@ pub struct Bucket {
 pub struct PluginInfo {
     /// The plugin file name.
     pub file: String,
+    /// The plugin's package version (e.g. libtpu `0.0.52`), when known.
+    pub version: Option<String>,
     pub sha256: String,
     pub platform_name: String,
     pub platform_version: String,
@@ -139,6 +141,35 @@ pub struct Executable {
     pub sha256: String,
     pub bytes: u64,
     pub compile_ms: u64,
+    /// Size of the generated machine code (TPU targets).
+    pub generated_code_bytes: Option<i64>,
+    /// Device memory the program needs (TPU targets).
+    pub memory: Option<MemoryInfo>,
+}
+
+/// Device memory of a compiled program, in bytes (`PJRT_Executable_GetCompiledMemoryStats`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MemoryInfo {
+    pub argument_bytes: i64,
+    pub output_bytes: i64,
+    /// Argument bytes reused for outputs.
+    pub alias_bytes: i64,
+    pub temp_bytes: i64,
+    pub generated_code_bytes: i64,
+    pub peak_bytes: i64,
+}
+
+/// The TPU slice a target compiles for.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TpuInfo {
+    pub generation: String,
+    pub topology: String,
+    /// Chips in the slice.
+    pub chips: u64,
+    /// Chips one replica of the program spans: 1 (a replicated single-partition program) until
+    /// sharding is supported.
+    pub partitions: u64,
+    pub hbm_bytes_per_chip: Option<u64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -146,6 +177,8 @@ pub struct TargetEntry {
     /// `cpu` or `tpu:<gen>:<topology>`.
     pub target: String,
     pub plugin: PluginInfo,
+    /// The slice, for TPU targets.
+    pub tpu: Option<TpuInfo>,
     pub executables: Vec<Executable>,
 }
 

@@ -97,8 +97,9 @@ struct CompileArgs {
     /// What to write: an executable artifact, StableHLO text, MLIR bytecode, or the IR.
     #[arg(long, value_enum, default_value_t = Emit::Exe)]
     emit: Emit,
-    /// Where executables will run: `cpu`, or `tpu:<generation>:<topology>` (e.g. `tpu:v6e:1x1`);
-    /// repeat for several. Default: `cpu`.
+    /// Where executables will run: `cpu`, or `tpu:<generation>:<topology>` with a generation
+    /// among v2, v3, v4, v5e, v5p, v6e, tpu7x (e.g. `tpu:v6e:1x1`, `tpu:v5e:2x2`,
+    /// `tpu:v5p:2x2x1`); repeat for several. Default: `tpu:v6e:1x1` and `cpu`.
     #[arg(long = "target", value_name = "T", value_parser = parse_target)]
     targets: Vec<Target>,
     /// Precision of matmuls and convolutions (on TPU: one bf16 pass, three, or full f32).
@@ -116,6 +117,17 @@ struct CompileArgs {
     /// No progress or summary on stderr.
     #[arg(short, long)]
     quiet: bool,
+}
+
+/// `tpu:v6e:1x1` plus `cpu` (DESIGN.md §3).
+fn default_targets() -> Vec<Target> {
+    vec![
+        Target::Tpu {
+            generation: "v6e".into(),
+            topology: "1x1".into(),
+        },
+        Target::Cpu,
+    ]
 }
 
 fn parse_target(s: &str) -> Result<Target, String> {
@@ -228,7 +240,7 @@ fn compile_cmd(args: &CompileArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let context = || format!("cannot compile `{}`", args.model.display());
     if args.emit == Emit::Exe {
         let targets = if args.targets.is_empty() {
-            vec![Target::Cpu]
+            default_targets()
         } else {
             args.targets.clone()
         };

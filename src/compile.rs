@@ -17,11 +17,12 @@ use crate::artifact::{
 use crate::artifact::{
     safetensors_dtype, SourceInfo, SymbolInfo, TargetEntry, WeightsInfo, ARTIFACT_FORMAT,
 };
+use crate::artifact::{MemoryInfo, TpuInfo};
 use crate::driver::{self, Lowered};
 use crate::emit::{EmitOptions, Precision};
 use crate::import::Program;
 use crate::pjrt::{CompileOptions, Plugin};
-use crate::setup::cpu_plugin;
+use crate::setup::{cpu_plugin, tpu_plugin, LIBTPU_VERSION};
 use crate::target::Target;
 use crate::Error;
 
@@ -82,65 +83,34 @@ pub fn compile(
     let bar = progress_bar(req.progress, req.targets.len());
     for target in &req.targets {
         bar.set_message(format!("{target} [{bucket_name}]"));
-        let Target::Cpu = target else {
-            return Err(Error::Unsupported(format!(
-                "target `{target}`: TPU compilation is not available yet"
-            )));
-        };
-        let choice = cpu_plugin(req.plugin.as_deref());
-        let plugin = Plugin::load(&choice.path).map_err(|e| Error::plugin(e, choice.source))?;
-        let client = plugin
-            .client()
-            .map_err(|e| Error::plugin(e, choice.source))?;
-        let started = Instant::now();
-        let exe = client
-            .compile(
-                lowered.module.text.as_bytes(),
-                &CompileOptions::single_device(),
-            )
-            .map_err(|source| Error::Compile {
-                target: target.to_string(),
-                source,
-            })?;
-        let compile_ms = started.elapsed().as_millis() as u64;
-        let bytes = exe.serialize().map_err(|source| Error::Compile {
-            target: target.to_string(),
-            source,
-        })?;
+        let compiled = compile_target(target, &lowered, req)?;
         log.push(format!(
-            "{target} {bucket_name}: compiled in {compile_ms} ms, {} bytes",
-            bytes.len()
+            "{target} {bucket_name}: compiled in {} ms, {} bytes",
+            compiled.compile_ms,
+            compiled.bytes.len()
         ));
         let entry = format!("executables/{}/{bucket_name}.pjrt", target.dir_name());
-        let api = plugin.api_version();
-        target_entries.push(TargetEntry {
-            target: target.to_string(),
-            plugin: PluginInfo {
-                file: plugin
-                    .path()
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default(),
-                sha256: plugin.sha256().to_string(),
-                platform_name: client.platform_name().to_string(),
-                platform_version: client.platform_version().to_string(),
-                api_version: format!("{}.{}", api.major, api.minor),
-            },
-            executables: vec![Executable {
-                bucket: bucket_name.clone(),
-                entry: entry.clone(),
-                sha256: artifact::sha256_hex(&bytes),
-                bytes: bytes.len() as u64,
-                compile_ms,
-            }],
-        });
         summaries.push(TargetSummary {
             target: target.to_string(),
             bucket: bucket_name.clone(),
-            compile_ms,
-            executable_bytes: bytes.len() as u64,
+            compile_ms: compiled.compile_ms,
+            executable_bytes: compiled.bytes.len() as u64,
         });
-        entries.push((entry, bytes));
+        target_entries.push(TargetEntry {
+            target: target.to_string(),
+            plugin: compiled.plugin,
+            tpu: compiled.tpu,
+            executables: vec![Executable {
+                bucket: bucket_name.clone(),
+                entry: entry.clone(),
+                sha256: artifact::sha256_hex(&compiled.bytes),
+                bytes: compiled.bytes.len() as u64,
+                compile_ms: compiled.compile_ms,
+                generated_code_bytes: compiled.generated_code_bytes,
+                memory: compiled.memory,
+            }],
+        });
+        entries.push((entry, compiled.bytes));
         bar.inc(1);
     }
     bar.finish_and_clear();
@@ -181,6 +151,141 @@ pub fn compile(
         artifact_bytes,
         buckets: vec![bucket_name],
         targets: summaries,
+    })
+}
+
+/// One target's executable and what the manifest records about it.
+struct CompiledTarget {
+    bytes: Vec<u8>,
+    compile_ms: u64,
+    plugin: PluginInfo,
+    tpu: Option<TpuInfo>,
+    generated_code_bytes: Option<i64>,
+    memory: Option<MemoryInfo>,
+}
+
+fn plugin_info(
+    plugin: &Plugin,
+    platform_name: &str,
+    platform_version: &str,
+    version: Option<&str>,
+) -> PluginInfo {
+    let api = plugin.api_version();
+    PluginInfo {
+        file: plugin
+            .path()
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        version: version.map(str::to_string),
+        sha256: plugin.sha256().to_string(),
+        platform_name: platform_name.to_string(),
+        platform_version: platform_version.to_string(),
+        api_version: format!("{}.{}", api.major, api.minor),
+    }
+}
+
+fn compile_target(
+    target: &Target,
+    lowered: &Lowered,
+    req: &CompileRequest,
+) -> Result<CompiledTarget, Error> {
+    let failed = |source| Error::Compile {
+        target: target.to_string(),
+        source,
+    };
+    let program = lowered.module.text.as_bytes();
+    match target {
+        Target::Cpu => {
+            let choice = cpu_plugin(req.plugin.as_deref());
+            let plugin = Plugin::load(&choice.path).map_err(|e| Error::plugin(e, choice.source))?;
+            let client = plugin
+                .client()
+                .map_err(|e| Error::plugin(e, choice.source))?;
+            let started = Instant::now();
+            let exe = client
+                .compile(program, &CompileOptions::single_device())
+                .map_err(failed)?;
+            let compile_ms = started.elapsed().as_millis() as u64;
+            Ok(CompiledTarget {
+                bytes: exe.serialize().map_err(failed)?,
+                compile_ms,
+                plugin: plugin_info(
+                    &plugin,
+                    client.platform_name(),
+                    client.platform_version(),
+                    None,
+                ),
+                tpu: None,
+                generated_code_bytes: None,
+                memory: None,
+            })
+        }
+        Target::Tpu {
+            generation,
+            topology,
+        } => {
+            let choice = tpu_plugin();
+            let plugin = Plugin::load(&choice.path).map_err(|e| Error::plugin(e, choice.source))?;
+            let topo = plugin
+                .topology(&format!("{generation}:{topology}"))
+                .map_err(failed)?;
+            // No sharding annotations yet: one partition, i.e. a replicated program that runs on
+            // one chip of the slice.
+            let options = CompileOptions::partitions(1).map_err(failed)?;
+            let started = Instant::now();
+            let exe = topo.compile(program, &options).map_err(failed)?;
+            let compile_ms = started.elapsed().as_millis() as u64;
+            let stats = exe.memory_stats().map_err(failed)?;
+            let version = (choice.source == "the set-up folder").then_some(LIBTPU_VERSION);
+            Ok(CompiledTarget {
+                bytes: exe.serialize().map_err(failed)?,
+                compile_ms,
+                plugin: plugin_info(
+                    &plugin,
+                    topo.platform_name(),
+                    topo.platform_version(),
+                    version,
+                ),
+                tpu: Some(TpuInfo {
+                    generation: generation.clone(),
+                    topology: topology.clone(),
+                    chips: chip_count(topology),
+                    partitions: exe.num_partitions().map_err(failed)? as u64,
+                    hbm_bytes_per_chip: hbm_bytes(generation),
+                }),
+                generated_code_bytes: Some(exe.generated_code_bytes().map_err(failed)?),
+                memory: Some(MemoryInfo {
+                    argument_bytes: stats.argument_size_in_bytes,
+                    output_bytes: stats.output_size_in_bytes,
+                    alias_bytes: stats.alias_size_in_bytes,
+                    temp_bytes: stats.temp_size_in_bytes,
+                    generated_code_bytes: stats.generated_code_size_in_bytes,
+                    peak_bytes: stats.peak_memory_in_bytes,
+                }),
+            })
+        }
+    }
+}
+
+/// `2x2x1` → 4.
+fn chip_count(topology: &str) -> u64 {
+    topology
+        .split('x')
+        .filter_map(|p| p.parse::<u64>().ok())
+        .product()
+}
+
+/// HBM of one chip, by generation (public TPU system specifications).
+fn hbm_bytes(generation: &str) -> Option<u64> {
+    const GIB: u64 = 1 << 30;
+    Some(match generation {
+        "v2" => 16 * GIB,
+        "v3" | "v4" | "v6e" => 32 * GIB,
+        "v5e" => 16 * GIB,
+        "v5p" => 95 * GIB,
+        "tpu7x" => 192 * GIB,
+        _ => return None,
     })
 }
 

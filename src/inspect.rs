@@ -362,21 +362,63 @@ pub fn render_artifact(art: &crate::artifact::Artifact) -> String {
     }
     let _ = writeln!(out, "targets:");
     for t in &m.targets {
+        render_target(&mut out, t);
+    }
+    out
+}
+
+/// One target: its plugin build, the slice, and per executable its size and memory needs.
+fn render_target(out: &mut String, t: &crate::artifact::TargetEntry) {
+    let platform = t.plugin.platform_version.lines().next().unwrap_or_default();
+    let version = t
+        .plugin
+        .version
+        .as_deref()
+        .map_or_else(String::new, |v| format!(" {v}"));
+    let _ = writeln!(
+        out,
+        "  {} via {}{version} ({platform}, PJRT C API {})",
+        t.target, t.plugin.file, t.plugin.api_version
+    );
+    if let Some(tpu) = &t.tpu {
         let _ = writeln!(
             out,
-            "  {} via {} ({}, PJRT {})",
-            t.target, t.plugin.file, t.plugin.platform_version, t.plugin.api_version
+            "    slice of {} chip(s); the program spans {} (replicated single-partition: no sharding annotations)",
+            tpu.chips, tpu.partitions
         );
-        for e in &t.executables {
+    }
+    for e in &t.executables {
+        let _ = writeln!(
+            out,
+            "    {}: {} ({}), compiled in {} ms",
+            e.bucket,
+            e.entry,
+            human_bytes(e.bytes),
+            e.compile_ms
+        );
+        if let Some(mem) = &e.memory {
+            let hbm = t.tpu.as_ref().and_then(|t| t.hbm_bytes_per_chip);
+            let fit = hbm.map_or_else(String::new, |h| {
+                let pct = 100.0 * mem.peak_bytes as f64 / h as f64;
+                let verdict = if (mem.peak_bytes as u64) <= h {
+                    "fits"
+                } else {
+                    "does NOT fit"
+                };
+                format!(
+                    " — {verdict} in {} of HBM per chip ({pct:.2}%)",
+                    human_bytes(h)
+                )
+            });
             let _ = writeln!(
                 out,
-                "    {}: {} ({}), compiled in {} ms",
-                e.bucket,
-                e.entry,
-                human_bytes(e.bytes),
-                e.compile_ms
+                "      device memory: peak {}{fit}; arguments {}, outputs {}, temporaries {}, code {}",
+                human_bytes(mem.peak_bytes.max(0) as u64),
+                human_bytes(mem.argument_bytes.max(0) as u64),
+                human_bytes(mem.output_bytes.max(0) as u64),
+                human_bytes(mem.temp_bytes.max(0) as u64),
+                human_bytes(e.generated_code_bytes.unwrap_or(0).max(0) as u64),
             );
         }
     }
-    out
 }

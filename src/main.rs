@@ -8,6 +8,8 @@ fn main() -> ExitCode {
     if std::env::var_os("TF_CPP_MIN_LOG_LEVEL").is_none() {
         std::env::set_var("TF_CPP_MIN_LOG_LEVEL", "1");
     }
+    // libtpu must not query the cloud metadata server, nor take its per-host lock file.
+    torchtpu_compile::pjrt::prepare_libtpu_environment();
     let code = torchtpu_compile::cli::main_with(
         std::env::args_os(),
         &mut std::io::stdout(),

@@ -24,6 +24,13 @@ pub fn setup_dir() -> PathBuf {
     base.join("torchtpu-compile")
 }
 
+/// libtpu, the TPU compiler, inside the set-up folder.
+pub const TPU_PLUGIN: &str = "plugins/libtpu-0.0.52/libtpu/libtpu.so";
+/// The libtpu version set-up installs.
+pub const LIBTPU_VERSION: &str = "0.0.52";
+/// Environment variable naming the libtpu to use instead of the set-up one.
+pub const TPU_PLUGIN_ENV: &str = "TORCHTPU_LIBTPU";
+
 /// A chosen plugin path and how it was chosen (for messages).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PluginChoice {
@@ -51,6 +58,21 @@ pub fn cpu_plugin(flag: Option<&Path>) -> PluginChoice {
     }
 }
 
+/// libtpu: `$TORCHTPU_LIBTPU`, then the set-up folder.
+pub fn tpu_plugin() -> PluginChoice {
+    if let Some(p) = std::env::var_os(TPU_PLUGIN_ENV).filter(|p| !p.is_empty()) {
+        return PluginChoice {
+            path: PathBuf::from(p),
+            source: "$TORCHTPU_LIBTPU",
+        };
+    }
+    PluginChoice {
+        path: setup_dir().join(TPU_PLUGIN),
+        source: "the set-up folder",
+    }
+}
+
 /// What to tell a user whose plugin is missing or unloadable.
 pub const PLUGIN_HINT: &str =
-    "run `cargo xtask setup` to download the XLA CPU plugin, or pass `--plugin PATH` (or set TORCHTPU_PJRT_PLUGIN)";
+    "run `cargo xtask setup` to download the XLA CPU plugin and libtpu, or point at a plugin \
+     with `--plugin PATH` / TORCHTPU_PJRT_PLUGIN (CPU) or TORCHTPU_LIBTPU (TPU)";

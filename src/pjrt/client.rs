@@ -13,7 +13,7 @@ use super::{ErrorCode, PjrtError};
 
 /// The program format `PJRT_Program` takes for StableHLO text, MLIR bytecode and portable
 /// artifacts alike.
-const MLIR_FORMAT: &str = "mlir";
+pub(super) const MLIR_FORMAT: &str = "mlir";
 
 /// A PJRT client on one plugin. Executables and buffers keep their client alive.
 pub struct Client {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::client::{null_output, ClientInner};
 use super::ffi;
-use super::plugin::{raw_slice, Api};
+use super::plugin::{raw_slice, Api, Plugin};
 use super::types::ElementType;
 use super::PjrtError;
 
@@ -80,6 +80,16 @@ impl LoadedExecutable {
         self.unloaded()?.serialize()
     }
 
+    /// `PJRT_Executable_SizeOfGeneratedCodeInBytes`.
+    pub fn generated_code_bytes(&self) -> Result<i64, PjrtError> {
+        self.unloaded()?.generated_code_bytes()
+    }
+
+    /// `PJRT_Executable_GetCompiledMemoryStats`.
+    pub fn memory_stats(&self) -> Result<MemoryStats, PjrtError> {
+        self.unloaded()?.memory_stats()
+    }
+
     /// Runs the executable on its one device and waits until the outputs are computed.
     pub fn execute(&self, args: &[&Buffer]) -> Result<Vec<Buffer>, PjrtError> {
         for (i, arg) in args.iter().enumerate() {
@@ -150,17 +160,119 @@ impl fmt::Debug for LoadedExecutable {
     }
 }
 
-/// An owned `PJRT_Executable*` (compiled, not loaded), destroyed on drop.
+/// A compiled program that is not loaded on any device: the result of a deviceless compile
+/// ([`super::Topology::compile`]). It serializes itself and reports its code size and memory
+/// use; loading it needs a host with the target's devices and the same plugin build.
+pub struct Executable {
+    plugin: Plugin,
+    raw: RawExecutable<'static>,
+}
+
+impl Executable {
+    /// Takes ownership of `raw`, the output of `call`, which must own itself (not come from a
+    /// loaded executable).
+    pub(super) fn new(
+        plugin: Plugin,
+        raw: *mut ffi::PJRT_Executable,
+        call: &'static str,
+    ) -> Result<Executable, PjrtError> {
+        if raw.is_null() {
+            return Err(null_output(call));
+        }
+        Ok(Executable {
+            plugin,
+            raw: RawExecutable {
+                api: plugin.api(),
+                raw,
+                _owner: std::marker::PhantomData,
+            },
+        })
+    }
+
+    /// The plugin that compiled it.
+    pub fn plugin(&self) -> Plugin {
+        self.plugin
+    }
+
+    /// The serialized executable (`PJRT_Executable_Serialize`).
+    ///
+    /// The bytes depend on the program, options, topology and plugin build, and on how many
+    /// modules the process compiled before: XLA numbers modules with a process-wide counter that
+    /// the executable records. The first compiles of two processes give identical bytes; a
+    /// second compile of the same program in one process does not.
+    pub fn serialize(&self) -> Result<Vec<u8>, PjrtError> {
+        self.raw.serialize()
+    }
+
+    /// `PJRT_Executable_SizeOfGeneratedCodeInBytes`.
+    pub fn generated_code_bytes(&self) -> Result<i64, PjrtError> {
+        self.raw.generated_code_bytes()
+    }
+
+    /// `PJRT_Executable_GetCompiledMemoryStats`.
+    pub fn memory_stats(&self) -> Result<MemoryStats, PjrtError> {
+        self.raw.memory_stats()
+    }
+
+    /// `PJRT_Executable_NumPartitions`: devices one replica of the program spans.
+    pub fn num_partitions(&self) -> Result<usize, PjrtError> {
+        self.raw.num_partitions()
+    }
+
+    /// Outputs per device (`PJRT_Executable_NumOutputs`).
+    pub fn num_outputs(&self) -> Result<usize, PjrtError> {
+        self.raw.num_outputs()
+    }
+}
+
+impl fmt::Debug for Executable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Executable")
+            .field("plugin", &self.plugin.path())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a compiled program needs in memory (`PJRT_Executable_GetCompiledMemoryStats`), in bytes,
+/// with the header's field names. Device fields are about the default memory (HBM on a TPU).
 ///
-/// Today it comes from a loaded executable and may not outlive it (`'a`). The deviceless TPU
-/// compile (`PJRT_Compile`) returns one that owns itself; its serialization, memory statistics
-/// (`PJRT_Executable_GetCompiledMemoryStats`) and code size
-/// (`PJRT_Executable_SizeOfGeneratedCodeInBytes`) go here.
+/// The fields from `total_size_in_bytes` on were added to the C API in 0.90 and 0.104; a plugin
+/// that predates them leaves them 0. libtpu's `generated_code_size_in_bytes` is not
+/// [`Executable::generated_code_bytes`]: it counts more than the program's instructions.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct MemoryStats {
+    pub generated_code_size_in_bytes: i64,
+    pub argument_size_in_bytes: i64,
+    pub output_size_in_bytes: i64,
+    /// Argument bytes reused for outputs.
+    pub alias_size_in_bytes: i64,
+    pub temp_size_in_bytes: i64,
+    pub host_generated_code_size_in_bytes: i64,
+    pub host_argument_size_in_bytes: i64,
+    pub host_output_size_in_bytes: i64,
+    pub host_alias_size_in_bytes: i64,
+    pub host_temp_size_in_bytes: i64,
+    pub peak_memory_in_bytes: i64,
+    pub total_size_in_bytes: i64,
+    pub total_allocation_bytes: i64,
+    pub indefinite_allocations: i64,
+    pub peak_unpadded_heap_bytes: i64,
+}
+
+/// An owned `PJRT_Executable*` (compiled, not loaded), destroyed on drop. One that comes from a
+/// loaded executable may not outlive it (`'a`); `RawExecutable<'static>` owns itself.
 pub(super) struct RawExecutable<'a> {
     api: &'static Api,
     raw: *mut ffi::PJRT_Executable,
     _owner: std::marker::PhantomData<&'a LoadedExecutable>,
 }
+
+// SAFETY: a compiled executable is immutable, PJRT allows reading and serializing it from any
+// thread, and the pointer is owned by this value (a borrowed owner is `Sync`, see
+// `LoadedExecutable`).
+unsafe impl Send for RawExecutable<'_> {}
+// SAFETY: as above; no method mutates this value.
+unsafe impl Sync for RawExecutable<'_> {}
 
 impl RawExecutable<'_> {
     /// `PJRT_Executable_NumOutputs`.
@@ -176,6 +288,68 @@ impl RawExecutable<'_> {
             )?
         };
         Ok(args.num_outputs)
+    }
+
+    /// `PJRT_Executable_NumPartitions`.
+    fn num_partitions(&self) -> Result<usize, PjrtError> {
+        let mut args = ffi::PJRT_Executable_NumPartitions_Args::new();
+        args.executable = self.raw;
+        // SAFETY: the executable is live.
+        unsafe {
+            self.api.call(
+                "PJRT_Executable_NumPartitions",
+                self.api.table.PJRT_Executable_NumPartitions,
+                &mut args,
+            )?
+        };
+        Ok(args.num_partitions)
+    }
+
+    /// `PJRT_Executable_SizeOfGeneratedCodeInBytes`.
+    fn generated_code_bytes(&self) -> Result<i64, PjrtError> {
+        let mut args = ffi::PJRT_Executable_SizeOfGeneratedCodeInBytes_Args::new();
+        args.executable = self.raw;
+        // SAFETY: the executable is live.
+        unsafe {
+            self.api.call(
+                "PJRT_Executable_SizeOfGeneratedCodeInBytes",
+                self.api.table.PJRT_Executable_SizeOfGeneratedCodeInBytes,
+                &mut args,
+            )?
+        };
+        Ok(args.size_in_bytes)
+    }
+
+    /// `PJRT_Executable_GetCompiledMemoryStats`.
+    fn memory_stats(&self) -> Result<MemoryStats, PjrtError> {
+        let mut args = ffi::PJRT_Executable_GetCompiledMemoryStats_Args::new();
+        args.executable = self.raw;
+        // SAFETY: the executable is live; the plugin writes at most `struct_size` bytes, which
+        // is the size of `args` without its tail padding.
+        unsafe {
+            self.api.call(
+                "PJRT_Executable_GetCompiledMemoryStats",
+                self.api.table.PJRT_Executable_GetCompiledMemoryStats,
+                &mut args,
+            )?
+        };
+        Ok(MemoryStats {
+            generated_code_size_in_bytes: args.generated_code_size_in_bytes,
+            argument_size_in_bytes: args.argument_size_in_bytes,
+            output_size_in_bytes: args.output_size_in_bytes,
+            alias_size_in_bytes: args.alias_size_in_bytes,
+            temp_size_in_bytes: args.temp_size_in_bytes,
+            host_generated_code_size_in_bytes: args.host_generated_code_size_in_bytes,
+            host_argument_size_in_bytes: args.host_argument_size_in_bytes,
+            host_output_size_in_bytes: args.host_output_size_in_bytes,
+            host_alias_size_in_bytes: args.host_alias_size_in_bytes,
+            host_temp_size_in_bytes: args.host_temp_size_in_bytes,
+            peak_memory_in_bytes: args.peak_memory_in_bytes,
+            total_size_in_bytes: args.total_size_in_bytes,
+            total_allocation_bytes: args.total_allocation_bytes,
+            indefinite_allocations: args.indefinite_allocations,
+            peak_unpadded_heap_bytes: args.peak_unpadded_heap_bytes,
+        })
     }
 
     /// `PJRT_Executable_Serialize`, copied out of the plugin's storage.

@@ -12,8 +12,6 @@
 //!
 //! Field layouts are those of API 0.94 plus the later tail fields noted on each struct. Enums
 //! that the plugin writes are plain `i32`s: an unknown value must not become an invalid Rust enum.
-//! Some structs and slots (topology, `PJRT_Compile`, memory statistics) are not called yet; they
-//! are laid out for the deviceless TPU compile that comes next.
 
 #![allow(
     non_camel_case_types,
@@ -246,6 +244,10 @@ args!(PJRT_LoadedExecutable_GetExecutable_Args {
     loaded_executable: *mut PJRT_LoadedExecutable,
     executable: *mut PJRT_Executable,
 });
+args!(PJRT_Executable_NumPartitions_Args {
+    executable: *mut PJRT_Executable,
+    num_partitions: usize,
+});
 args!(PJRT_Executable_NumOutputs_Args {
     executable: *mut PJRT_Executable,
     num_outputs: usize,
@@ -254,27 +256,32 @@ args!(PJRT_Executable_SizeOfGeneratedCodeInBytes_Args {
     executable: *mut PJRT_Executable,
     size_in_bytes: i64,
 });
-args!(PJRT_Executable_GetCompiledMemoryStats_Args {
-    executable: *mut PJRT_Executable,
-    generated_code_size_in_bytes: i64,
-    argument_size_in_bytes: i64,
-    output_size_in_bytes: i64,
-    alias_size_in_bytes: i64,
-    temp_size_in_bytes: i64,
-    host_generated_code_size_in_bytes: i64,
-    host_argument_size_in_bytes: i64,
-    host_output_size_in_bytes: i64,
-    host_alias_size_in_bytes: i64,
-    host_temp_size_in_bytes: i64,
-    // 0.72
-    peak_memory_in_bytes: i64,
-    // 0.90
-    total_size_in_bytes: i64,
-    // 0.104
-    total_allocation_bytes: i64,
-    indefinite_allocations: i64,
-    peak_unpadded_heap_bytes: i64,
-});
+args!(
+    /// Plugins check `struct_size` against the smallest layout they accept and fill the fields
+    /// it covers: libtpu 0.0.52 (API 0.117) wants at least 112 bytes (up to
+    /// `peak_memory_in_bytes`) and fills all of the 144 given here.
+    PJRT_Executable_GetCompiledMemoryStats_Args {
+        executable: *mut PJRT_Executable,
+        generated_code_size_in_bytes: i64,
+        argument_size_in_bytes: i64,
+        output_size_in_bytes: i64,
+        alias_size_in_bytes: i64,
+        temp_size_in_bytes: i64,
+        host_generated_code_size_in_bytes: i64,
+        host_argument_size_in_bytes: i64,
+        host_output_size_in_bytes: i64,
+        host_alias_size_in_bytes: i64,
+        host_temp_size_in_bytes: i64,
+        // 0.72
+        peak_memory_in_bytes: i64,
+        // 0.90
+        total_size_in_bytes: i64,
+        // 0.104
+        total_allocation_bytes: i64,
+        indefinite_allocations: i64,
+        peak_unpadded_heap_bytes: i64,
+    }
+);
 args!(PJRT_Executable_Serialize_Args {
     executable: *const PJRT_Executable,
     serialized_bytes: *const c_char,
@@ -349,6 +356,11 @@ args!(PJRT_TopologyDescription_Create_Args {
     topology: *mut PJRT_TopologyDescription,
 });
 args!(PJRT_TopologyDescription_Destroy_Args { topology: *mut PJRT_TopologyDescription });
+args!(PJRT_TopologyDescription_PlatformName_Args {
+    topology: *mut PJRT_TopologyDescription,
+    platform_name: *const c_char,
+    platform_name_size: usize,
+});
 args!(PJRT_TopologyDescription_PlatformVersion_Args {
     topology: *mut PJRT_TopologyDescription,
     platform_version: *const c_char,
@@ -422,7 +434,7 @@ pub struct PJRT_Api {
     pub PJRT_Executable_Destroy: ApiFn<PJRT_Executable_Destroy_Args>,
     pub PJRT_Executable_Name: Unused,
     pub PJRT_Executable_NumReplicas: Unused,
-    pub PJRT_Executable_NumPartitions: Unused,
+    pub PJRT_Executable_NumPartitions: ApiFn<PJRT_Executable_NumPartitions_Args>,
     pub PJRT_Executable_NumOutputs: ApiFn<PJRT_Executable_NumOutputs_Args>,
     pub PJRT_Executable_SizeOfGeneratedCodeInBytes:
         ApiFn<PJRT_Executable_SizeOfGeneratedCodeInBytes_Args>,
@@ -468,7 +480,7 @@ pub struct PJRT_Api {
 
     pub PJRT_TopologyDescription_Create: ApiFn<PJRT_TopologyDescription_Create_Args>,
     pub PJRT_TopologyDescription_Destroy: ApiFn<PJRT_TopologyDescription_Destroy_Args>,
-    pub PJRT_TopologyDescription_PlatformName: Unused,
+    pub PJRT_TopologyDescription_PlatformName: ApiFn<PJRT_TopologyDescription_PlatformName_Args>,
     pub PJRT_TopologyDescription_PlatformVersion:
         ApiFn<PJRT_TopologyDescription_PlatformVersion_Args>,
     pub PJRT_TopologyDescription_GetDeviceDescriptions: Unused,

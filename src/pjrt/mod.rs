@@ -10,33 +10,34 @@
 //! - [`Client`] compiles MLIR (StableHLO text or bytecode) with [`CompileOptions`], reloads
 //!   serialized executables and copies host data into device [`Buffer`]s.
 //! - [`LoadedExecutable`] runs on one device and serializes itself.
+//! - [`Plugin::topology`] describes a TPU slice by name (libtpu, no TPU needed) and
+//!   [`Topology::compile`] compiles for it without a client, giving an unloaded [`Executable`]
+//!   that serializes itself and reports its code size and [`MemoryStats`]. libtpu needs
+//!   [`prepare_libtpu_environment`] before it is initialized.
 //!
 //! Every `PJRT_Error*` the plugin returns becomes a [`PjrtError::Call`] carrying the plugin's
 //! message and code, and is destroyed. All FFI lives in `ffi.rs` (layouts) and the `unsafe`
-//! blocks of `plugin.rs`, `client.rs` and `executable.rs`.
-//!
-//! Next step (deviceless TPU compile with libtpu): `PJRT_TopologyDescription_Create` with a
-//! topology name such as `v5e:2x2`, `PJRT_Compile` with that topology and no client, then
-//! `PJRT_Executable_Serialize`, `PJRT_Executable_GetCompiledMemoryStats` and
-//! `PJRT_Executable_SizeOfGeneratedCodeInBytes` on the unloaded executable. The table slots and
-//! argument structs are already in `ffi.rs`; `Api::slot` reports a slot an older plugin lacks,
-//! and `executable::RawExecutable` already serializes an unloaded executable.
+//! blocks of `plugin.rs`, `client.rs`, `executable.rs` and `topology.rs`.
 
 mod client;
 mod executable;
 mod ffi;
 mod plugin;
+mod topology;
 mod types;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tpu_tests;
 
 use std::fmt;
 use std::path::PathBuf;
 
 pub use client::{Client, Device};
-pub use executable::{Buffer, LoadedExecutable};
+pub use executable::{Buffer, Executable, LoadedExecutable, MemoryStats};
 pub use plugin::{ApiVersion, AttributeValue, Plugin};
+pub use topology::{prepare_libtpu_environment, Topology};
 pub use types::{CompileOptions, ElementType};
 
 /// Errors of the PJRT layer.

@@ -14,6 +14,7 @@ use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
 use sha2::{Digest, Sha256};
 
 use super::ffi;
+use super::topology::{is_libtpu, prepare_libtpu_environment};
 use super::{ErrorCode, PjrtError};
 
 /// Keep the object mapped after `dlclose`: unloading XLA crashes at process exit.
@@ -66,6 +67,9 @@ struct Loaded {
 impl Plugin {
     /// Opens the plugin at `path` (once per process; later calls with the same file return the
     /// same plugin), checks its API version and table size, and initializes it.
+    ///
+    /// For a file named `libtpu*` it first calls [`prepare_libtpu_environment`], which the binary
+    /// should have called before starting threads.
     pub fn load(path: &Path) -> Result<Plugin, PjrtError> {
         let load_error = |reason: String| PjrtError::PluginLoad {
             path: path.to_path_buf(),
@@ -85,6 +89,9 @@ impl Plugin {
             return Ok(Plugin { loaded: entry });
         }
         let sha256 = sha256_file(&canonical).map_err(|e| load_error(e.to_string()))?;
+        if is_libtpu(path.file_name()) || is_libtpu(canonical.file_name()) {
+            prepare_libtpu_environment();
+        }
 
         // SAFETY: opening a library runs its initializers; a PJRT plugin is a library meant to be
         // opened this way, and the path was chosen by the user as one.

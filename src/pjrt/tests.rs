@@ -14,7 +14,7 @@ const DEFAULT_PLUGIN: &str = ".cache/torchtpu-compile/plugins/lammps-jax-pjrt-cp
                               lammps_jax_pjrt_cpu/pjrt_c_api_cpu_plugin.so";
 
 /// `a · b + c` with `a: 2x3`, `b: 3x2`, in the pretty StableHLO form.
-const DOT_ADD: &str = r#"
+pub(super) const DOT_ADD: &str = r#"
 func.func @main(%a: tensor<2x3xf32>, %b: tensor<3x2xf32>, %c: tensor<2x2xf32>) -> tensor<2x2xf32> {
   %0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : (tensor<2x3xf32>, tensor<3x2xf32>) -> tensor<2x2xf32>
   %1 = stablehlo.add %0, %c : tensor<2x2xf32>
@@ -56,7 +56,7 @@ fn plugin_path() -> PathBuf {
 }
 
 /// The CPU plugin; panics with a setup hint when it is missing.
-fn plugin() -> Plugin {
+pub(super) fn plugin() -> Plugin {
     let path = plugin_path();
     Plugin::load(&path).unwrap_or_else(|e| {
         panic!(
@@ -66,7 +66,7 @@ fn plugin() -> Plugin {
     })
 }
 
-fn client() -> Client {
+pub(super) fn client() -> Client {
     plugin().client().expect("client")
 }
 

@@ -9,6 +9,8 @@ mod models;
 #[cfg(feature = "mlir")]
 mod parity;
 mod tidy;
+#[cfg(feature = "mlir")]
+mod tpu;
 
 use std::path::{Path, PathBuf};
 
