@@ -207,9 +207,7 @@ pub fn safetensors_dtype(d: DType) -> Option<Dtype> {
 
 /// The IR dtype of a safetensors dtype.
 pub fn dtype_of_safetensors(d: Dtype) -> Option<DType> {
-    DType::ALL
-        .into_iter()
-        .find(|&x| safetensors_dtype(x) == Some(d))
+    DType::ALL.into_iter().find(|&x| safetensors_dtype(x) == Some(d))
 }
 
 /// Hex sha256 of bytes.
@@ -219,15 +217,8 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 /// Writes an artifact atomically: entries in the given order, all stored and 64-byte aligned.
-pub fn write(
-    path: &Path,
-    manifest: &Manifest,
-    entries: &[(String, Vec<u8>)],
-) -> Result<(), ArtifactError> {
-    let fail = |reason: String| ArtifactError::Write {
-        path: path.display().to_string(),
-        reason,
-    };
+pub fn write(path: &Path, manifest: &Manifest, entries: &[(String, Vec<u8>)]) -> Result<(), ArtifactError> {
+    let fail = |reason: String| ArtifactError::Write { path: path.display().to_string(), reason };
     let tmp = temp_path(path);
     let result = (|| -> Result<(), String> {
         let file = std::fs::File::create(&tmp).map_err(|e| e.to_string())?;
@@ -241,11 +232,7 @@ pub fn write(
         let all = std::iter::once((MANIFEST, manifest_json.as_slice()))
             .chain(entries.iter().map(|(n, b)| (n.as_str(), b.as_slice())));
         for (name, bytes) in all {
-            let opts = if bytes.len() as u64 >= u32::MAX as u64 {
-                opts.large_file(true)
-            } else {
-                opts
-            };
+            let opts = if bytes.len() as u64 >= u32::MAX as u64 { opts.large_file(true) } else { opts };
             zip.start_file(name, opts).map_err(|e| e.to_string())?;
             zip.write_all(bytes).map_err(|e| e.to_string())?;
         }
@@ -263,9 +250,7 @@ pub fn write(
 }
 
 fn temp_path(path: &Path) -> PathBuf {
-    let name = path
-        .file_name()
-        .map_or_else(|| "artifact".into(), |n| n.to_string_lossy().into_owned());
+    let name = path.file_name().map_or_else(|| "artifact".into(), |n| n.to_string_lossy().into_owned());
     path.with_file_name(format!(".{name}.{}.tmp", std::process::id()))
 }
 
@@ -284,20 +269,12 @@ impl Artifact {
     /// Opens and checks the manifest.
     pub fn open(path: &Path) -> Result<Artifact, ArtifactError> {
         let zip = MappedZip::open(path)?;
-        let not = |reason: String| ArtifactError::NotAnArtifact {
-            path: path.display().to_string(),
-            reason,
-        };
-        let bytes = zip
-            .get(MANIFEST)
-            .ok_or_else(|| not(format!("it has no `{MANIFEST}`")))?;
+        let not = |reason: String| ArtifactError::NotAnArtifact { path: path.display().to_string(), reason };
+        let bytes = zip.get(MANIFEST).ok_or_else(|| not(format!("it has no `{MANIFEST}`")))?;
         let manifest: Manifest =
             serde_json::from_slice(bytes).map_err(|e| not(format!("invalid `{MANIFEST}`: {e}")))?;
         if manifest.format != ARTIFACT_FORMAT {
-            return Err(not(format!(
-                "format `{}` (this compiler reads `{ARTIFACT_FORMAT}`)",
-                manifest.format
-            )));
+            return Err(not(format!("format `{}` (this compiler reads `{ARTIFACT_FORMAT}`)", manifest.format)));
         }
         Ok(Artifact { zip, manifest })
     }
@@ -317,9 +294,7 @@ impl Artifact {
         if actual != sha256 {
             return Err(ArtifactError::Corrupt {
                 entry: entry.to_string(),
-                reason: format!(
-                    "its sha256 is {actual}, the manifest records {sha256}; rebuild the artifact"
-                ),
+                reason: format!("its sha256 is {actual}, the manifest records {sha256}; rebuild the artifact"),
             });
         }
         Ok(bytes)
@@ -327,20 +302,14 @@ impl Artifact {
 
     /// The weights file, borrowed from the map.
     pub fn weights(&self) -> Result<&[u8], ArtifactError> {
-        self.zip
-            .get(&self.manifest.weights.entry)
-            .ok_or_else(|| ArtifactError::Corrupt {
-                entry: self.manifest.weights.entry.clone(),
-                reason: "the entry is missing".into(),
-            })
+        self.zip.get(&self.manifest.weights.entry).ok_or_else(|| ArtifactError::Corrupt {
+            entry: self.manifest.weights.entry.clone(),
+            reason: "the entry is missing".into(),
+        })
     }
 
     /// Offsets of every entry, for alignment checks.
     pub fn entry_offsets(&self) -> BTreeMap<String, usize> {
-        self.zip
-            .entries()
-            .iter()
-            .map(|(n, r)| (n.clone(), r.start))
-            .collect()
+        self.zip.entries().iter().map(|(n, r)| (n.clone(), r.start)).collect()
     }
 }

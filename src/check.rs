@@ -44,11 +44,7 @@ pub struct OpProblem {
 
 /// Lowers `program` at its example sizes and reports what fails.
 pub fn check(program: &Program, file: &str) -> CheckReport {
-    let nodes = program
-        .graph
-        .node_ids()
-        .filter(|&id| !matches!(program.graph.node(id).op, Op::Input(_)))
-        .count();
+    let nodes = program.graph.node_ids().filter(|&id| !matches!(program.graph.node(id).op, Op::Input(_))).count();
     let failures: Vec<NodeFailure> = match driver::example_bindings(program)
         .map_err(LowerError::from)
         .and_then(|b| driver::lower(program, b, &EmitOptions::default()).map(|_| ()))
@@ -64,11 +60,7 @@ pub fn check(program: &Program, file: &str) -> CheckReport {
     };
     let mut groups: BTreeMap<String, OpProblem> = BTreeMap::new();
     for f in failures {
-        let target = f
-            .target
-            .strip_prefix("torch.ops.")
-            .unwrap_or(&f.target)
-            .to_string();
+        let target = f.target.strip_prefix("torch.ops.").unwrap_or(&f.target).to_string();
         let g = groups.entry(target.clone()).or_insert_with(|| OpProblem {
             target,
             reason: f.reason.clone(),
@@ -80,41 +72,21 @@ pub fn check(program: &Program, file: &str) -> CheckReport {
         }
     }
     let problems: Vec<OpProblem> = groups.into_values().collect();
-    CheckReport {
-        format: CHECK_FORMAT,
-        file: file.to_string(),
-        ok: problems.is_empty(),
-        nodes,
-        problems,
-    }
+    CheckReport { format: CHECK_FORMAT, file: file.to_string(), ok: problems.is_empty(), nodes, problems }
 }
 
 /// The human-readable form.
 pub fn render_text(r: &CheckReport) -> String {
     let mut out = String::new();
     if r.ok {
-        let _ = writeln!(
-            out,
-            "{}: ok, all {} nodes lower to StableHLO",
-            r.file, r.nodes
-        );
+        let _ = writeln!(out, "{}: ok, all {} nodes lower to StableHLO", r.file, r.nodes);
         return out;
     }
     let count: usize = r.problems.iter().map(|p| p.nodes.len().max(1)).sum();
-    let _ = writeln!(
-        out,
-        "{}: {} op(s) cannot be lowered ({count} of {} nodes):",
-        r.file,
-        r.problems.len(),
-        r.nodes
-    );
+    let _ = writeln!(out, "{}: {} op(s) cannot be lowered ({count} of {} nodes):", r.file, r.problems.len(), r.nodes);
     for p in &r.problems {
         let shown: Vec<&str> = p.nodes.iter().take(5).map(String::as_str).collect();
-        let more = if p.nodes.len() > 5 {
-            format!(", … {} more", p.nodes.len() - 5)
-        } else {
-            String::new()
-        };
+        let more = if p.nodes.len() > 5 { format!(", … {} more", p.nodes.len() - 5) } else { String::new() };
         let _ = writeln!(out, "  {}: {}", p.target, p.reason);
         if !shown.is_empty() {
             let _ = writeln!(out, "    nodes: {}{more}", shown.join(", "));

@@ -121,13 +121,7 @@ struct CompileArgs {
 
 /// `tpu:v6e:1x1` plus `cpu` (DESIGN.md §3).
 fn default_targets() -> Vec<Target> {
-    vec![
-        Target::Tpu {
-            generation: "v6e".into(),
-            topology: "1x1".into(),
-        },
-        Target::Cpu,
-    ]
+    vec![Target::Tpu { generation: "v6e".into(), topology: "1x1".into() }, Target::Cpu]
 }
 
 fn parse_target(s: &str) -> Result<Target, String> {
@@ -163,11 +157,7 @@ fn with_default_subcommand(args: Vec<OsString>) -> Vec<OsString> {
 }
 
 /// Runs the command line with `args` (including the program name); returns the exit code.
-pub fn main_with(
-    args: impl IntoIterator<Item = OsString>,
-    out: &mut dyn Write,
-    err: &mut dyn Write,
-) -> u8 {
+pub fn main_with(args: impl IntoIterator<Item = OsString>, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
     let cli = match Cli::try_parse_from(with_default_subcommand(args.into_iter().collect())) {
         Ok(cli) => cli,
         Err(e) => {
@@ -196,23 +186,16 @@ fn run(cli: Cli, out: &mut dyn Write) -> anyhow::Result<u8> {
 }
 
 fn read_program(model: &Path) -> anyhow::Result<import::Program> {
-    import(model)
-        .map_err(Error::from)
-        .with_context(|| format!("cannot read `{}`", model.display()))
+    import(model).map_err(Error::from).with_context(|| format!("cannot read `{}`", model.display()))
 }
 
 fn inspect_cmd(model: &Path, format: Format, out: &mut dyn Write) -> anyhow::Result<()> {
     if MappedZip::open(model).is_ok_and(|z| Artifact::is_artifact(&z)) {
-        let art = Artifact::open(model)
-            .map_err(Error::from)
-            .with_context(|| format!("cannot read `{}`", model.display()))?;
+        let art =
+            Artifact::open(model).map_err(Error::from).with_context(|| format!("cannot read `{}`", model.display()))?;
         match format {
             Format::Text => write!(out, "{}", inspect::render_artifact(&art))?,
-            Format::Json => writeln!(
-                out,
-                "{}",
-                serde_json::to_string_pretty(&inspect::artifact_report(&art))?
-            )?,
+            Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&inspect::artifact_report(&art))?)?,
         }
         return Ok(());
     }
@@ -239,11 +222,7 @@ fn compile_cmd(args: &CompileArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let program = read_program(&args.model)?;
     let context = || format!("cannot compile `{}`", args.model.display());
     if args.emit == Emit::Exe {
-        let targets = if args.targets.is_empty() {
-            default_targets()
-        } else {
-            args.targets.clone()
-        };
+        let targets = if args.targets.is_empty() { default_targets() } else { args.targets.clone() };
         let req = CompileRequest {
             targets,
             precision: args.precision,
@@ -261,10 +240,7 @@ fn compile_cmd(args: &CompileArgs, out: &mut dyn Write) -> anyhow::Result<()> {
                         t.target, t.bucket, t.compile_ms, t.executable_bytes
                     );
                 }
-                eprintln!(
-                    "wrote {} ({} bytes)",
-                    summary.output, summary.artifact_bytes
-                );
+                eprintln!("wrote {} ({} bytes)", summary.output, summary.artifact_bytes);
             }
             Format::Text => {}
         }
@@ -273,25 +249,16 @@ fn compile_cmd(args: &CompileArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let bindings = driver::example_bindings(&program)
         .map_err(|e| Error::from(driver::LowerError::from(e)))
         .with_context(context)?;
-    let opts = EmitOptions {
-        precision: args.precision,
-    };
-    let lowered = driver::lower(&program, bindings, &opts)
-        .map_err(Error::from)
-        .with_context(context)?;
+    let opts = EmitOptions { precision: args.precision };
+    let lowered = driver::lower(&program, bindings, &opts).map_err(Error::from).with_context(context)?;
     let bytes: Vec<u8> = match args.emit {
         Emit::Stablehlo => lowered.module.text.into_bytes(),
         Emit::Mlirbc => lowered.module.bytecode,
         Emit::Ir | Emit::Exe => torchtpu_passes::ir::print(&lowered.graph).into_bytes(),
     };
-    std::fs::write(&args.output, &bytes)
-        .with_context(|| format!("cannot write `{}`", args.output.display()))?;
+    std::fs::write(&args.output, &bytes).with_context(|| format!("cannot write `{}`", args.output.display()))?;
     if args.format == Format::Json {
-        writeln!(
-            out,
-            "{}",
-            serde_json::json!({"output": args.output.display().to_string(), "bytes": bytes.len()})
-        )?;
+        writeln!(out, "{}", serde_json::json!({"output": args.output.display().to_string(), "bytes": bytes.len()}))?;
     }
     Ok(())
 }
@@ -304,18 +271,14 @@ fn run_cmd(args: &RunArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         plugin: args.plugin.clone(),
         reference: args.reference.clone(),
     };
-    let report =
-        run_artifact(&req).with_context(|| format!("cannot run `{}`", args.artifact.display()))?;
+    let report = run_artifact(&req).with_context(|| format!("cannot run `{}`", args.artifact.display()))?;
     match args.format {
         Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?,
         Format::Text => {
             for o in &report.outputs {
                 let cmp = o.comparison.as_ref().map_or_else(String::new, |c| {
                     let verdict = if c.ok { "matches" } else { "DIFFERS from" };
-                    let note = c
-                        .note
-                        .as_ref()
-                        .map_or_else(String::new, |n| format!(", {n}"));
+                    let note = c.note.as_ref().map_or_else(String::new, |n| format!(", {n}"));
                     format!(
                         "  {verdict} the reference (max abs diff {:.3e}, rel {:.3e}{note})",
                         c.max_abs_diff, c.max_rel_diff

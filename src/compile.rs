@@ -11,12 +11,9 @@ use serde::Serialize;
 use torchtpu_passes::ir::{InputKind, Op, OutputKind};
 
 use crate::artifact::{
-    self, Bucket, CompilerInfo, Executable, Manifest, OptionsInfo, PluginInfo, Signature,
-    SignatureValue,
+    self, Bucket, CompilerInfo, Executable, Manifest, OptionsInfo, PluginInfo, Signature, SignatureValue,
 };
-use crate::artifact::{
-    safetensors_dtype, SourceInfo, SymbolInfo, TargetEntry, WeightsInfo, ARTIFACT_FORMAT,
-};
+use crate::artifact::{safetensors_dtype, SourceInfo, SymbolInfo, TargetEntry, WeightsInfo, ARTIFACT_FORMAT};
 use crate::artifact::{MemoryInfo, TpuInfo};
 use crate::driver::{self, Lowered};
 use crate::emit::{EmitOptions, Precision};
@@ -57,20 +54,9 @@ pub struct TargetSummary {
 }
 
 /// Compiles `program` (read from `model`) into the artifact `out`.
-pub fn compile(
-    program: &Program,
-    model: &Path,
-    out: &Path,
-    req: &CompileRequest,
-) -> Result<CompileSummary, Error> {
+pub fn compile(program: &Program, model: &Path, out: &Path, req: &CompileRequest) -> Result<CompileSummary, Error> {
     let bindings = driver::example_bindings(program).map_err(driver::LowerError::from)?;
-    let lowered = driver::lower(
-        program,
-        bindings,
-        &EmitOptions {
-            precision: req.precision,
-        },
-    )?;
+    let lowered = driver::lower(program, bindings, &EmitOptions { precision: req.precision })?;
     let bucket_name = "main".to_string();
     let mut log = Vec::new();
     if let Some(dir) = &req.dump_dir {
@@ -120,16 +106,10 @@ pub fn compile(
     let (weights, order) = weights_safetensors(program)?;
     let manifest = Manifest {
         format: ARTIFACT_FORMAT.to_string(),
-        compiler: CompilerInfo {
-            name: env!("CARGO_PKG_NAME").into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-        },
+        compiler: CompilerInfo { name: env!("CARGO_PKG_NAME").into(), version: env!("CARGO_PKG_VERSION").into() },
         source: source_info(program, model)?,
         signature: signature(program),
-        options: OptionsInfo {
-            precision: precision_name(req.precision).into(),
-            passes: vec![],
-        },
+        options: OptionsInfo { precision: precision_name(req.precision).into(), passes: vec![] },
         weights: WeightsInfo {
             entry: artifact::WEIGHTS.into(),
             order,
@@ -139,10 +119,8 @@ pub fn compile(
         buckets: vec![bucket(&bucket_name, &program_entry, &lowered)?],
         targets: target_entries,
     };
-    let mut all = vec![
-        (artifact::WEIGHTS.to_string(), weights),
-        (program_entry, lowered.module.text.clone().into_bytes()),
-    ];
+    let mut all =
+        vec![(artifact::WEIGHTS.to_string(), weights), (program_entry, lowered.module.text.clone().into_bytes())];
     all.extend(entries);
     artifact::write(out, &manifest, &all)?;
     let artifact_bytes = std::fs::metadata(out).map(|m| m.len()).unwrap_or(0);
@@ -164,19 +142,10 @@ struct CompiledTarget {
     memory: Option<MemoryInfo>,
 }
 
-fn plugin_info(
-    plugin: &Plugin,
-    platform_name: &str,
-    platform_version: &str,
-    version: Option<&str>,
-) -> PluginInfo {
+fn plugin_info(plugin: &Plugin, platform_name: &str, platform_version: &str, version: Option<&str>) -> PluginInfo {
     let api = plugin.api_version();
     PluginInfo {
-        file: plugin
-            .path()
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default(),
+        file: plugin.path().file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
         version: version.map(str::to_string),
         sha256: plugin.sha256().to_string(),
         platform_name: platform_name.to_string(),
@@ -185,51 +154,30 @@ fn plugin_info(
     }
 }
 
-fn compile_target(
-    target: &Target,
-    lowered: &Lowered,
-    req: &CompileRequest,
-) -> Result<CompiledTarget, Error> {
-    let failed = |source| Error::Compile {
-        target: target.to_string(),
-        source,
-    };
+fn compile_target(target: &Target, lowered: &Lowered, req: &CompileRequest) -> Result<CompiledTarget, Error> {
+    let failed = |source| Error::Compile { target: target.to_string(), source };
     let program = lowered.module.text.as_bytes();
     match target {
         Target::Cpu => {
             let choice = cpu_plugin(req.plugin.as_deref());
             let plugin = Plugin::load(&choice.path).map_err(|e| Error::plugin(e, choice.source))?;
-            let client = plugin
-                .client()
-                .map_err(|e| Error::plugin(e, choice.source))?;
+            let client = plugin.client().map_err(|e| Error::plugin(e, choice.source))?;
             let started = Instant::now();
-            let exe = client
-                .compile(program, &CompileOptions::single_device())
-                .map_err(failed)?;
+            let exe = client.compile(program, &CompileOptions::single_device()).map_err(failed)?;
             let compile_ms = started.elapsed().as_millis() as u64;
             Ok(CompiledTarget {
                 bytes: exe.serialize().map_err(failed)?,
                 compile_ms,
-                plugin: plugin_info(
-                    &plugin,
-                    client.platform_name(),
-                    client.platform_version(),
-                    None,
-                ),
+                plugin: plugin_info(&plugin, client.platform_name(), client.platform_version(), None),
                 tpu: None,
                 generated_code_bytes: None,
                 memory: None,
             })
         }
-        Target::Tpu {
-            generation,
-            topology,
-        } => {
+        Target::Tpu { generation, topology } => {
             let choice = tpu_plugin();
             let plugin = Plugin::load(&choice.path).map_err(|e| Error::plugin(e, choice.source))?;
-            let topo = plugin
-                .topology(&format!("{generation}:{topology}"))
-                .map_err(failed)?;
+            let topo = plugin.topology(&format!("{generation}:{topology}")).map_err(failed)?;
             // No sharding annotations yet: one partition, i.e. a replicated program that runs on
             // one chip of the slice.
             let options = CompileOptions::partitions(1).map_err(failed)?;
@@ -241,12 +189,7 @@ fn compile_target(
             Ok(CompiledTarget {
                 bytes: exe.serialize().map_err(failed)?,
                 compile_ms,
-                plugin: plugin_info(
-                    &plugin,
-                    topo.platform_name(),
-                    topo.platform_version(),
-                    version,
-                ),
+                plugin: plugin_info(&plugin, topo.platform_name(), topo.platform_version(), version),
                 tpu: Some(TpuInfo {
                     generation: generation.clone(),
                     topology: topology.clone(),
@@ -270,10 +213,7 @@ fn compile_target(
 
 /// `2x2x1` → 4.
 fn chip_count(topology: &str) -> u64 {
-    topology
-        .split('x')
-        .filter_map(|p| p.parse::<u64>().ok())
-        .product()
+    topology.split('x').filter_map(|p| p.parse::<u64>().ok()).product()
 }
 
 /// HBM of one chip, by generation (public TPU system specifications).
@@ -295,9 +235,7 @@ fn progress_bar(show: bool, steps: usize) -> ProgressBar {
         return ProgressBar::hidden();
     }
     let bar = ProgressBar::new(steps as u64);
-    if let Ok(style) =
-        ProgressStyle::with_template("{spinner} compiling {msg} [{pos}/{len}] {elapsed}")
-    {
+    if let Ok(style) = ProgressStyle::with_template("{spinner} compiling {msg} [{pos}/{len}] {elapsed}") {
         bar.set_style(style);
     }
     bar.enable_steady_tick(std::time::Duration::from_millis(120));
@@ -313,45 +251,25 @@ fn precision_name(p: Precision) -> &'static str {
 }
 
 fn write_file(path: &Path, bytes: &[u8]) -> Result<(), Error> {
-    std::fs::write(path, bytes).map_err(|e| Error::Io {
-        path: path.display().to_string(),
-        reason: e.to_string(),
-    })
+    std::fs::write(path, bytes).map_err(|e| Error::Io { path: path.display().to_string(), reason: e.to_string() })
 }
 
 /// `--dump-dir`: the IR after each stage, the final StableHLO (the compile log is added later).
 fn dump(dir: &Path, program: &Program, lowered: &Lowered) -> Result<(), Error> {
-    std::fs::create_dir_all(dir).map_err(|e| Error::Io {
-        path: dir.display().to_string(),
-        reason: e.to_string(),
-    })?;
-    write_file(
-        &dir.join("00.import.ir"),
-        torchtpu_passes::ir::print(&program.graph).as_bytes(),
-    )?;
-    write_file(
-        &dir.join("01.specialize.ir"),
-        torchtpu_passes::ir::print(&lowered.graph).as_bytes(),
-    )?;
+    std::fs::create_dir_all(dir).map_err(|e| Error::Io { path: dir.display().to_string(), reason: e.to_string() })?;
+    write_file(&dir.join("00.import.ir"), torchtpu_passes::ir::print(&program.graph).as_bytes())?;
+    write_file(&dir.join("01.specialize.ir"), torchtpu_passes::ir::print(&lowered.graph).as_bytes())?;
     write_file(&dir.join("main.mlir"), lowered.module.text.as_bytes())
 }
 
 fn source_info(program: &Program, model: &Path) -> Result<SourceInfo, Error> {
-    let bytes = std::fs::read(model).map_err(|e| Error::Io {
-        path: model.display().to_string(),
-        reason: e.to_string(),
-    })?;
+    let bytes =
+        std::fs::read(model).map_err(|e| Error::Io { path: model.display().to_string(), reason: e.to_string() })?;
     Ok(SourceInfo {
-        file: model
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default(),
+        file: model.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
         sha256: artifact::sha256_hex(&bytes),
         torch_version: program.info.torch_version.clone(),
-        schema_version: format!(
-            "{}.{}",
-            program.info.schema_version.0, program.info.schema_version.1
-        ),
+        schema_version: format!("{}.{}", program.info.schema_version.0, program.info.schema_version.1),
     })
 }
 
@@ -368,13 +286,7 @@ fn signature(program: &Program) -> Signature {
         .iter()
         .filter_map(|(name, b)| {
             let binding = program.bindings.get(name)?;
-            Some(SymbolInfo {
-                name: name.clone(),
-                min: b.min,
-                max: b.max,
-                input: binding.input,
-                dim: binding.dim,
-            })
+            Some(SymbolInfo { name: name.clone(), min: b.min, max: b.max, input: binding.input, dim: binding.dim })
         })
         .collect();
     Signature {
@@ -387,9 +299,8 @@ fn signature(program: &Program) -> Signature {
 /// Static user input and output shapes of the bucket.
 fn bucket(name: &str, entry: &str, lowered: &Lowered) -> Result<Bucket, Error> {
     let g = &lowered.graph;
-    let dims = |ty: &torchtpu_passes::ir::TensorType| -> Vec<i64> {
-        ty.dims.iter().filter_map(|d| d.as_static()).collect()
-    };
+    let dims =
+        |ty: &torchtpu_passes::ir::TensorType| -> Vec<i64> { ty.dims.iter().filter_map(|d| d.as_static()).collect() };
     let input_dims = g
         .graph_inputs()
         .iter()
@@ -449,20 +360,10 @@ fn weights_safetensors(program: &Program) -> Result<(Vec<u8>, Vec<String>), Erro
         };
         let w = &program.weights[fqn];
         let dtype = safetensors_dtype(w.dtype).ok_or_else(|| {
-            Error::Unsupported(format!(
-                "weight `{fqn}` has dtype {}, which the artifact cannot store",
-                w.dtype
-            ))
+            Error::Unsupported(format!("weight `{fqn}` has dtype {}, which the artifact cannot store", w.dtype))
         })?;
         let data = w.contiguous_bytes(&program.archive)?;
-        views.insert(
-            fqn.to_string(),
-            WeightView {
-                dtype,
-                shape: w.sizes.iter().map(|&s| s as usize).collect(),
-                data,
-            },
-        );
+        views.insert(fqn.to_string(), WeightView { dtype, shape: w.sizes.iter().map(|&s| s as usize).collect(), data });
         order.push(fqn.to_string());
     }
     let bytes = safetensors::serialize(views.iter().map(|(k, v)| (k.as_str(), v)), None)

@@ -18,10 +18,7 @@ use zip::CompressionMethod;
 #[derive(Debug, Error)]
 pub enum ContainerError {
     #[error("cannot read `{}`: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Io { path: PathBuf, source: std::io::Error },
     #[error("not a zip container: {reason}")]
     NotZip { reason: String },
     #[error("entry `{entry}`: {reason}")]
@@ -38,25 +35,16 @@ pub struct MappedZip {
 impl MappedZip {
     /// Maps `path` and checks every entry.
     pub fn open(path: &Path) -> Result<MappedZip, ContainerError> {
-        let io = |source| ContainerError::Io {
-            path: path.to_path_buf(),
-            source,
-        };
+        let io = |source| ContainerError::Io { path: path.to_path_buf(), source };
         let file = File::open(path).map_err(io)?;
         if file.metadata().map_err(io)?.len() == 0 {
-            return Err(ContainerError::NotZip {
-                reason: "the file is empty".into(),
-            });
+            return Err(ContainerError::NotZip { reason: "the file is empty".into() });
         }
         // SAFETY: the map is read-only; if another process truncates the file while we read it
         // the process may fault, which is the documented limit of memory-mapped input.
         let map = unsafe { Mmap::map(&file) }.map_err(io)?;
         let entries = index_entries(&map)?;
-        Ok(MappedZip {
-            path: path.to_path_buf(),
-            map,
-            entries,
-        })
+        Ok(MappedZip { path: path.to_path_buf(), map, entries })
     }
 
     /// The file's path.
@@ -81,22 +69,15 @@ impl MappedZip {
 }
 
 fn index_entries(map: &[u8]) -> Result<BTreeMap<String, Range<usize>>, ContainerError> {
-    let not_zip = |e: zip::result::ZipError| ContainerError::NotZip {
-        reason: e.to_string(),
-    };
+    let not_zip = |e: zip::result::ZipError| ContainerError::NotZip { reason: e.to_string() };
     let mut zip = zip::ZipArchive::new(Cursor::new(map)).map_err(not_zip)?;
     let mut entries = BTreeMap::new();
     for i in 0..zip.len() {
         let file = zip.by_index_raw(i).map_err(not_zip)?;
         let name = file.name().to_string();
-        let bad = |reason: String| ContainerError::BadEntry {
-            entry: name.clone(),
-            reason,
-        };
+        let bad = |reason: String| ContainerError::BadEntry { entry: name.clone(), reason };
         if !is_safe_name(&name) {
-            return Err(bad(
-                "the name escapes the archive folder (absolute or `..`)".into(),
-            ));
+            return Err(bad("the name escapes the archive folder (absolute or `..`)".into()));
         }
         if file.is_dir() {
             continue;
@@ -125,10 +106,7 @@ fn index_entries(map: &[u8]) -> Result<BTreeMap<String, Range<usize>>, Container
 
 /// A relative path with no `..`, no root and no drive prefix.
 fn is_safe_name(name: &str) -> bool {
-    !name.contains('\\')
-        && Path::new(name)
-            .components()
-            .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
+    !name.contains('\\') && Path::new(name).components().all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
 }
 
 #[cfg(test)]

@@ -17,8 +17,7 @@ pub fn example_bindings(program: &Program) -> Result<BTreeMap<String, i64>, Spec
         .keys()
         .map(|s| {
             let v = program.bindings.get(s).and_then(|b| b.example);
-            v.map(|v| (s.clone(), v))
-                .ok_or_else(|| SpecializeError::Unbound { symbol: s.clone() })
+            v.map(|v| (s.clone(), v)).ok_or_else(|| SpecializeError::Unbound { symbol: s.clone() })
         })
         .collect()
 }
@@ -43,16 +42,8 @@ pub enum LowerError {
 }
 
 /// Specializes the program at `bindings` and emits its StableHLO.
-pub fn lower(
-    program: &Program,
-    bindings: BTreeMap<String, i64>,
-    opts: &EmitOptions,
-) -> Result<Lowered, LowerError> {
+pub fn lower(program: &Program, bindings: BTreeMap<String, i64>, opts: &EmitOptions) -> Result<Lowered, LowerError> {
     let graph = specialize(&program.graph, &bindings)?;
     let module = emit(&graph, opts)?;
-    Ok(Lowered {
-        bindings,
-        graph,
-        module,
-    })
+    Ok(Lowered { bindings, graph, module })
 }

@@ -16,20 +16,11 @@ pub enum Error {
     #[error(transparent)]
     Lower(#[from] crate::driver::LowerError),
     /// The PJRT plugin is missing or cannot be loaded.
-    #[error(
-        "{source} (plugin chosen by {chosen_by})\n  hint: {}",
-        crate::setup::PLUGIN_HINT
-    )]
-    Plugin {
-        source: crate::pjrt::PjrtError,
-        chosen_by: &'static str,
-    },
+    #[error("{source} (plugin chosen by {chosen_by})\n  hint: {}", crate::setup::PLUGIN_HINT)]
+    Plugin { source: crate::pjrt::PjrtError, chosen_by: &'static str },
     /// XLA rejected the program or failed to compile it.
     #[error("XLA compilation for `{target}` failed: {source}")]
-    Compile {
-        target: String,
-        source: crate::pjrt::PjrtError,
-    },
+    Compile { target: String, source: crate::pjrt::PjrtError },
     /// An artifact could not be read or written.
     #[error(transparent)]
     Artifact(#[from] crate::artifact::ArtifactError),
@@ -50,10 +41,7 @@ impl Error {
         if source.is_plugin_setup() {
             Error::Plugin { source, chosen_by }
         } else {
-            Error::Compile {
-                target: "cpu".into(),
-                source,
-            }
+            Error::Compile { target: "cpu".into(), source }
         }
     }
 

@@ -81,11 +81,7 @@ fn dims_json(ty: &TensorType) -> Vec<serde_json::Value> {
 }
 
 fn value_info(name: &str, ty: &TensorType) -> ValueInfo {
-    ValueInfo {
-        name: name.to_string(),
-        dtype: ty.dtype.to_string(),
-        dims: dims_json(ty),
-    }
+    ValueInfo { name: name.to_string(), dtype: ty.dtype.to_string(), dims: dims_json(ty) }
 }
 
 /// Builds the report of an imported program.
@@ -108,12 +104,8 @@ pub fn report(program: &Program, file: &str) -> Report {
             OutputKind::User { .. } => outputs.push(value_info(name, &node.outputs[slot])),
             OutputKind::BufferMutation { fqn } => mutations.push(format!("buffer {fqn}")),
             OutputKind::ParameterMutation { fqn } => mutations.push(format!("parameter {fqn}")),
-            OutputKind::UserInputMutation { input } => {
-                mutations.push(format!("user input {input}"))
-            }
-            OutputKind::Loss
-            | OutputKind::GradientToParameter { .. }
-            | OutputKind::GradientToUserInput { .. } => {}
+            OutputKind::UserInputMutation { input } => mutations.push(format!("user input {input}")),
+            OutputKind::Loss | OutputKind::GradientToParameter { .. } | OutputKind::GradientToUserInput { .. } => {}
         }
     }
     let symbols = g
@@ -138,12 +130,7 @@ pub fn report(program: &Program, file: &str) -> Report {
             continue;
         }
         nodes += 1;
-        let target = node
-            .origin
-            .target
-            .strip_prefix("torch.ops.")
-            .unwrap_or(&node.origin.target)
-            .to_string();
+        let target = node.origin.target.strip_prefix("torch.ops.").unwrap_or(&node.origin.target).to_string();
         if matches!(node.op, Op::Unsupported { .. }) {
             *unsupported.entry(target.clone()).or_insert(0) += 1;
         }
@@ -153,10 +140,7 @@ pub fn report(program: &Program, file: &str) -> Report {
         format: REPORT_FORMAT,
         kind: "pt2",
         file: file.to_string(),
-        schema_version: format!(
-            "{}.{}",
-            program.info.schema_version.0, program.info.schema_version.1
-        ),
+        schema_version: format!("{}.{}", program.info.schema_version.0, program.info.schema_version.1),
         torch_version: program.info.torch_version.clone(),
         inputs,
         outputs,
@@ -168,10 +152,7 @@ pub fn report(program: &Program, file: &str) -> Report {
         constant_inputs: program
             .constant_inputs
             .iter()
-            .map(|(name, value)| ConstantInput {
-                name: name.clone(),
-                value: value.clone(),
-            })
+            .map(|(name, value)| ConstantInput { name: name.clone(), value: value.clone() })
             .collect(),
         nodes,
         ops,
@@ -203,12 +184,7 @@ fn summarize(program: &Program, want: impl Fn(&InputKind) -> bool) -> WeightSumm
 }
 
 fn view_key(w: &Weight) -> (String, i64, Vec<i64>, Vec<i64>) {
-    (
-        w.entry.clone(),
-        w.storage_offset,
-        w.sizes.clone(),
-        w.strides.clone(),
-    )
+    (w.entry.clone(), w.storage_offset, w.sizes.clone(), w.strides.clone())
 }
 
 /// `1.5 KiB`, `44.6 MiB`.
@@ -228,10 +204,7 @@ fn human_bytes(n: u64) -> String {
 }
 
 fn dims_text(dims: &[serde_json::Value]) -> String {
-    let v: Vec<String> = dims
-        .iter()
-        .map(|d| d.as_str().map_or_else(|| d.to_string(), str::to_string))
-        .collect();
+    let v: Vec<String> = dims.iter().map(|d| d.as_str().map_or_else(|| d.to_string(), str::to_string)).collect();
     format!("[{}]", v.join(", "))
 }
 
@@ -239,11 +212,7 @@ fn dims_text(dims: &[serde_json::Value]) -> String {
 pub fn render_text(r: &Report) -> String {
     let mut out = String::new();
     let torch = r.torch_version.as_deref().unwrap_or("unknown torch");
-    let _ = writeln!(
-        out,
-        "{}: torch.export archive (schema {}, torch {torch})",
-        r.file, r.schema_version
-    );
+    let _ = writeln!(out, "{}: torch.export archive (schema {}, torch {torch})", r.file, r.schema_version);
     let _ = writeln!(out, "inputs:");
     for v in &r.inputs {
         let _ = writeln!(out, "  {}: {}{}", v.name, v.dtype, dims_text(&v.dims));
@@ -260,27 +229,11 @@ pub fn render_text(r: &Report) -> String {
                 (Some(i), Some(d)) => format!("  (size of `{i}` dim {d})"),
                 _ => "  (not bound by any input dimension)".to_string(),
             };
-            let _ = writeln!(
-                out,
-                "  {} in [{}, {}]{from}",
-                s.name,
-                show(s.min),
-                show(s.max)
-            );
+            let _ = writeln!(out, "  {} in [{}, {}]{from}", s.name, show(s.min), show(s.max));
         }
     }
-    for (label, w) in [
-        ("parameters", &r.parameters),
-        ("buffers", &r.buffers),
-        ("constants", &r.constants),
-    ] {
-        let _ = writeln!(
-            out,
-            "{label}: {} tensors, {} elements, {}",
-            w.tensors,
-            w.elements,
-            human_bytes(w.bytes)
-        );
+    for (label, w) in [("parameters", &r.parameters), ("buffers", &r.buffers), ("constants", &r.constants)] {
+        let _ = writeln!(out, "{label}: {} tensors, {} elements, {}", w.tensors, w.elements, human_bytes(w.bytes));
     }
     for m in &r.mutations {
         let _ = writeln!(out, "mutates: {m}");
@@ -292,11 +245,7 @@ pub fn render_text(r: &Report) -> String {
     let mut by_count: Vec<(&String, &usize)> = r.ops.iter().collect();
     by_count.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
     for (op, n) in by_count {
-        let mark = if r.unsupported_ops.contains_key(op) {
-            "  (no lowering)"
-        } else {
-            ""
-        };
+        let mark = if r.unsupported_ops.contains_key(op) { "  (no lowering)" } else { "" };
         let _ = writeln!(out, "  {n:>5}  {op}{mark}");
     }
     out
@@ -353,11 +302,7 @@ pub fn render_artifact(art: &crate::artifact::Artifact) -> String {
     let _ = writeln!(out, "buckets:");
     for b in &m.buckets {
         let bind: Vec<String> = b.bindings.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        let shown = if bind.is_empty() {
-            "static".to_string()
-        } else {
-            bind.join(", ")
-        };
+        let shown = if bind.is_empty() { "static".to_string() } else { bind.join(", ") };
         let _ = writeln!(out, "  {}: {shown}, inputs {:?}", b.name, b.input_dims);
     }
     let _ = writeln!(out, "targets:");
@@ -370,11 +315,7 @@ pub fn render_artifact(art: &crate::artifact::Artifact) -> String {
 /// One target: its plugin build, the slice, and per executable its size and memory needs.
 fn render_target(out: &mut String, t: &crate::artifact::TargetEntry) {
     let platform = t.plugin.platform_version.lines().next().unwrap_or_default();
-    let version = t
-        .plugin
-        .version
-        .as_deref()
-        .map_or_else(String::new, |v| format!(" {v}"));
+    let version = t.plugin.version.as_deref().map_or_else(String::new, |v| format!(" {v}"));
     let _ = writeln!(
         out,
         "  {} via {}{version} ({platform}, PJRT C API {})",
@@ -388,27 +329,14 @@ fn render_target(out: &mut String, t: &crate::artifact::TargetEntry) {
         );
     }
     for e in &t.executables {
-        let _ = writeln!(
-            out,
-            "    {}: {} ({}), compiled in {} ms",
-            e.bucket,
-            e.entry,
-            human_bytes(e.bytes),
-            e.compile_ms
-        );
+        let _ =
+            writeln!(out, "    {}: {} ({}), compiled in {} ms", e.bucket, e.entry, human_bytes(e.bytes), e.compile_ms);
         if let Some(mem) = &e.memory {
             let hbm = t.tpu.as_ref().and_then(|t| t.hbm_bytes_per_chip);
             let fit = hbm.map_or_else(String::new, |h| {
                 let pct = 100.0 * mem.peak_bytes as f64 / h as f64;
-                let verdict = if (mem.peak_bytes as u64) <= h {
-                    "fits"
-                } else {
-                    "does NOT fit"
-                };
-                format!(
-                    " — {verdict} in {} of HBM per chip ({pct:.2}%)",
-                    human_bytes(h)
-                )
+                let verdict = if (mem.peak_bytes as u64) <= h { "fits" } else { "does NOT fit" };
+                format!(" — {verdict} in {} of HBM per chip ({pct:.2}%)", human_bytes(h))
             });
             let _ = writeln!(
                 out,

@@ -10,10 +10,6 @@ fn main() -> ExitCode {
     }
     // libtpu must not query the cloud metadata server, nor take its per-host lock file.
     torchtpu_compile::pjrt::prepare_libtpu_environment();
-    let code = torchtpu_compile::cli::main_with(
-        std::env::args_os(),
-        &mut std::io::stdout(),
-        &mut std::io::stderr(),
-    );
+    let code = torchtpu_compile::cli::main_with(std::env::args_os(), &mut std::io::stdout(), &mut std::io::stderr());
     ExitCode::from(code)
 }

@@ -20,10 +20,7 @@ pub struct Array {
 #[derive(Debug, Error)]
 pub enum NpyError {
     #[error("cannot read `{path}`: {source}")]
-    Io {
-        path: String,
-        source: std::io::Error,
-    },
+    Io { path: String, source: std::io::Error },
     #[error("`{path}` is not a valid .npy file: {reason}")]
     Format { path: String, reason: String },
 }
@@ -50,9 +47,9 @@ fn descr(d: DType) -> Option<&'static str> {
 }
 
 fn dtype_of_descr(s: &str) -> Option<DType> {
-    DType::ALL.into_iter().find(|&d| {
-        descr(d) == Some(s) || descr(d).map(|x| x.replace('<', "|")) == Some(s.to_string())
-    })
+    DType::ALL
+        .into_iter()
+        .find(|&d| descr(d) == Some(s) || descr(d).map(|x| x.replace('<', "|")) == Some(s.to_string()))
 }
 
 impl Array {
@@ -63,14 +60,8 @@ impl Array {
 
     /// Reads a `.npy` file.
     pub fn read(path: &Path) -> Result<Array, NpyError> {
-        let bytes = std::fs::read(path).map_err(|source| NpyError::Io {
-            path: path.display().to_string(),
-            source,
-        })?;
-        Array::parse(&bytes).map_err(|reason| NpyError::Format {
-            path: path.display().to_string(),
-            reason,
-        })
+        let bytes = std::fs::read(path).map_err(|source| NpyError::Io { path: path.display().to_string(), source })?;
+        Array::parse(&bytes).map_err(|reason| NpyError::Format { path: path.display().to_string(), reason })
     }
 
     /// Parses the bytes of a `.npy` file.
@@ -80,40 +71,24 @@ impl Array {
         }
         let (header_len, start) = match bytes[6] {
             1 => (usize::from(u16::from_le_bytes([bytes[8], bytes[9]])), 10),
-            2 | 3 if bytes.len() >= 12 => (
-                u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
-                12,
-            ),
+            2 | 3 if bytes.len() >= 12 => (u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize, 12),
             v => return Err(format!("unsupported format version {v}")),
         };
-        let header = bytes
-            .get(start..start + header_len)
-            .ok_or("truncated header")?;
+        let header = bytes.get(start..start + header_len).ok_or("truncated header")?;
         let header = std::str::from_utf8(header).map_err(|_| "header is not text")?;
-        let descr = dict_value(header, "descr")
-            .and_then(quoted)
-            .ok_or("header has no 'descr' string")?;
+        let descr = dict_value(header, "descr").and_then(quoted).ok_or("header has no 'descr' string")?;
         let dtype = dtype_of_descr(descr).ok_or_else(|| format!("unsupported dtype '{descr}'"))?;
         if dict_value(header, "fortran_order").is_some_and(|v| v.starts_with("True")) {
-            return Err(
-                "Fortran-order arrays are not supported; save with np.ascontiguousarray".into(),
-            );
+            return Err("Fortran-order arrays are not supported; save with np.ascontiguousarray".into());
         }
         let shape_text = dict_value(header, "shape").ok_or("header has no 'shape'")?;
         let shape = parse_shape(shape_text)?;
         let data = &bytes[start + header_len..];
         let want = shape.iter().product::<i64>() as usize * dtype.size_bytes();
         if data.len() != want {
-            return Err(format!(
-                "shape {shape:?} of {dtype} needs {want} data bytes, the file has {}",
-                data.len()
-            ));
+            return Err(format!("shape {shape:?} of {dtype} needs {want} data bytes, the file has {}", data.len()));
         }
-        Ok(Array {
-            dtype,
-            shape,
-            data: data.to_vec(),
-        })
+        Ok(Array { dtype, shape, data: data.to_vec() })
     }
 
     /// The `.npy` bytes (format version 1). Dtypes numpy lacks (bf16, fp8) are widened to f32.
@@ -126,15 +101,9 @@ impl Array {
             self
         };
         let shape: Vec<String> = arr.shape.iter().map(ToString::to_string).collect();
-        let shape = if shape.len() == 1 {
-            format!("({},)", shape[0])
-        } else {
-            format!("({})", shape.join(", "))
-        };
-        let mut header = format!(
-            "{{'descr': '{}', 'fortran_order': False, 'shape': {shape}, }}",
-            descr(arr.dtype).unwrap_or("<f4")
-        );
+        let shape = if shape.len() == 1 { format!("({},)", shape[0]) } else { format!("({})", shape.join(", ")) };
+        let mut header =
+            format!("{{'descr': '{}', 'fortran_order': False, 'shape': {shape}, }}", descr(arr.dtype).unwrap_or("<f4"));
         // Pad with spaces so that the data starts on a 64-byte boundary, ending in '\n'.
         while (10 + header.len() + 1) % 64 != 0 {
             header.push(' ');
@@ -150,10 +119,7 @@ impl Array {
 
     /// Writes a `.npy` file.
     pub fn write(&self, path: &Path) -> Result<(), NpyError> {
-        std::fs::write(path, self.to_npy()).map_err(|source| NpyError::Io {
-            path: path.display().to_string(),
-            source,
-        })
+        std::fs::write(path, self.to_npy()).map_err(|source| NpyError::Io { path: path.display().to_string(), source })
     }
 
     /// The same values as f32 (exact for bf16, f16 and the fp8 formats that fit).
@@ -162,19 +128,11 @@ impl Array {
             DType::BF16 => self
                 .data
                 .chunks_exact(2)
-                .flat_map(|c| {
-                    half::bf16::from_le_bytes([c[0], c[1]])
-                        .to_f32()
-                        .to_le_bytes()
-                })
+                .flat_map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32().to_le_bytes())
                 .collect(),
             _ => self.data.clone(),
         };
-        Array {
-            dtype: DType::F32,
-            shape: self.shape.clone(),
-            data,
-        }
+        Array { dtype: DType::F32, shape: self.shape.clone(), data }
     }
 
     /// Converts an f32 array to bf16 with round-to-nearest-even (the accepted form of bf16 inputs).
@@ -185,15 +143,9 @@ impl Array {
         let data = self
             .data
             .chunks_exact(4)
-            .flat_map(|c| {
-                half::bf16::from_f32(f32::from_le_bytes([c[0], c[1], c[2], c[3]])).to_le_bytes()
-            })
+            .flat_map(|c| half::bf16::from_f32(f32::from_le_bytes([c[0], c[1], c[2], c[3]])).to_le_bytes())
             .collect();
-        Some(Array {
-            dtype: DType::BF16,
-            shape: self.shape.clone(),
-            data,
-        })
+        Some(Array { dtype: DType::BF16, shape: self.shape.clone(), data })
     }
 
     /// Element `i` as f64 (for comparisons), `None` for complex dtypes.
@@ -220,9 +172,7 @@ impl Array {
 
 /// The text after `'key':` in a Python dict literal, up to the end of the value.
 fn dict_value<'a>(header: &'a str, key: &str) -> Option<&'a str> {
-    let at = header
-        .find(&format!("'{key}'"))
-        .or_else(|| header.find(&format!("\"{key}\"")))?;
+    let at = header.find(&format!("'{key}'")).or_else(|| header.find(&format!("\"{key}\"")))?;
     let rest = &header[at + key.len() + 2..];
     Some(rest.trim_start().strip_prefix(':')?.trim_start())
 }
@@ -234,20 +184,12 @@ fn quoted(text: &str) -> Option<&str> {
 }
 
 fn parse_shape(text: &str) -> Result<Vec<i64>, String> {
-    let inner = text
-        .strip_prefix('(')
-        .and_then(|t| t.split_once(')'))
-        .map(|(s, _)| s)
-        .ok_or("bad shape")?;
+    let inner = text.strip_prefix('(').and_then(|t| t.split_once(')')).map(|(s, _)| s).ok_or("bad shape")?;
     inner
         .split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
-        .map(|s| {
-            s.trim_end_matches('L')
-                .parse::<i64>()
-                .map_err(|_| format!("bad shape entry '{s}'"))
-        })
+        .map(|s| s.trim_end_matches('L').parse::<i64>().map_err(|_| format!("bad shape entry '{s}'")))
         .collect()
 }
 
@@ -265,34 +207,19 @@ mod tests {
         let bytes = a.to_npy();
         assert_eq!(bytes.len() % 64, 16, "data starts 64-byte aligned");
         assert_eq!(Array::parse(&bytes).unwrap(), a);
-        let one = Array {
-            dtype: DType::BF16,
-            shape: vec![1],
-            data: half::bf16::from_f32(1.5).to_le_bytes().to_vec(),
-        };
+        let one = Array { dtype: DType::BF16, shape: vec![1], data: half::bf16::from_f32(1.5).to_le_bytes().to_vec() };
         let back = Array::parse(&one.to_npy()).unwrap();
         assert_eq!((back.dtype, back.get_f64(0)), (DType::F32, Some(1.5)));
         assert_eq!(back.f32_to_bf16().unwrap(), one);
-        let scalar = Array {
-            dtype: DType::Bool,
-            shape: vec![],
-            data: vec![1],
-        };
+        let scalar = Array { dtype: DType::Bool, shape: vec![], data: vec![1] };
         assert_eq!(Array::parse(&scalar.to_npy()).unwrap(), scalar);
     }
 
     #[test]
     fn rejects_malformed_files() {
         assert!(Array::parse(b"not npy").unwrap_err().contains("magic"));
-        let mut bytes = Array {
-            dtype: DType::F32,
-            shape: vec![4],
-            data: vec![0; 16],
-        }
-        .to_npy();
+        let mut bytes = Array { dtype: DType::F32, shape: vec![4], data: vec![0; 16] }.to_npy();
         bytes.truncate(bytes.len() - 1);
-        assert!(Array::parse(&bytes)
-            .unwrap_err()
-            .contains("needs 16 data bytes"));
+        assert!(Array::parse(&bytes).unwrap_err().contains("needs 16 data bytes"));
     }
 }

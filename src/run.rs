@@ -27,26 +27,11 @@ pub enum RunError {
         "the CPU executable was built by plugin `{built_by}` (sha256 {expected}), but `{plugin}` (sha256 {found}) is loaded; \
          executables only load into the plugin build that made them — recompile, or pass --plugin with that build"
     )]
-    PluginMismatch {
-        built_by: String,
-        expected: String,
-        plugin: String,
-        found: String,
-    },
+    PluginMismatch { built_by: String, expected: String, plugin: String, found: String },
     #[error("expected {expected} input(s) ({names}), got {found}")]
-    InputCount {
-        expected: usize,
-        names: String,
-        found: usize,
-    },
+    InputCount { expected: usize, names: String, found: usize },
     #[error("input {index} (`{name}`, {file}): expected {expected}, got {found}")]
-    InputMismatch {
-        index: usize,
-        name: String,
-        file: String,
-        expected: String,
-        found: String,
-    },
+    InputMismatch { index: usize, name: String, file: String, expected: String, found: String },
     #[error(transparent)]
     Npy(#[from] NpyError),
     #[error("running the executable failed: {0}")]
@@ -60,10 +45,7 @@ pub enum RunError {
 impl RunError {
     /// Problems of the machine rather than of the inputs or the artifact (exit code 3).
     pub fn is_environment(&self) -> bool {
-        matches!(
-            self,
-            RunError::NoCpuExecutable { .. } | RunError::PluginMismatch { .. }
-        )
+        matches!(self, RunError::NoCpuExecutable { .. } | RunError::PluginMismatch { .. })
     }
 }
 
@@ -115,27 +97,16 @@ pub fn run(req: &RunRequest) -> Result<RunReport, Error> {
     let started = Instant::now();
     let art = Artifact::open(&req.artifact)?;
     let m = &art.manifest;
-    let target = m
-        .targets
-        .iter()
-        .find(|t| t.target == "cpu")
-        .ok_or_else(|| RunError::NoCpuExecutable {
-            targets: m
-                .targets
-                .iter()
-                .map(|t| t.target.as_str())
-                .collect::<Vec<_>>()
-                .join(", "),
-        })?;
+    let target = m.targets.iter().find(|t| t.target == "cpu").ok_or_else(|| RunError::NoCpuExecutable {
+        targets: m.targets.iter().map(|t| t.target.as_str()).collect::<Vec<_>>().join(", "),
+    })?;
     let inputs = read_inputs(&req.inputs, m)?;
     let bucket = pick_bucket(&m.buckets, &inputs, &req.inputs, m)?;
     let exe_entry = target
         .executables
         .iter()
         .find(|e| e.bucket == bucket.name)
-        .ok_or_else(|| RunError::NoCpuExecutable {
-            targets: format!("cpu without bucket `{}`", bucket.name),
-        })?;
+        .ok_or_else(|| RunError::NoCpuExecutable { targets: format!("cpu without bucket `{}`", bucket.name) })?;
     let exe_bytes = art.verified(&exe_entry.entry, &exe_entry.sha256)?;
     let client = client_for(target, req.plugin.as_deref())?;
     let exe = client.deserialize(exe_bytes).map_err(RunError::Execute)?;
@@ -147,11 +118,7 @@ pub fn run(req: &RunRequest) -> Result<RunReport, Error> {
     let run_started = Instant::now();
     let refs: Vec<&Buffer> = buffers.iter().collect();
     let outs = exe.execute(&refs).map_err(RunError::Execute)?;
-    let host = outs
-        .iter()
-        .map(|b| b.to_host())
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(RunError::Execute)?;
+    let host = outs.iter().map(|b| b.to_host()).collect::<Result<Vec<_>, _>>().map_err(RunError::Execute)?;
     let run_ms = run_started.elapsed().as_secs_f64() * 1e3;
     write_outputs(req, m, bucket, host, load_ms, run_ms)
 }
@@ -164,32 +131,18 @@ fn write_outputs(
     load_ms: f64,
     run_ms: f64,
 ) -> Result<RunReport, Error> {
-    std::fs::create_dir_all(&req.out_dir).map_err(|e| RunError::Write {
-        path: req.out_dir.display().to_string(),
-        reason: e.to_string(),
-    })?;
+    std::fs::create_dir_all(&req.out_dir)
+        .map_err(|e| RunError::Write { path: req.out_dir.display().to_string(), reason: e.to_string() })?;
     let mut outputs = Vec::new();
     let mut ok = true;
-    for (i, ((data, sig), dims)) in host
-        .into_iter()
-        .zip(&m.signature.outputs)
-        .zip(&bucket.output_dims)
-        .enumerate()
-    {
-        let dtype = parse_dtype(&sig.dtype)
-            .ok_or_else(|| RunError::Weights(format!("unknown output dtype {}", sig.dtype)))?;
-        let arr = Array {
-            dtype,
-            shape: dims.clone(),
-            data,
-        };
+    for (i, ((data, sig), dims)) in host.into_iter().zip(&m.signature.outputs).zip(&bucket.output_dims).enumerate() {
+        let dtype =
+            parse_dtype(&sig.dtype).ok_or_else(|| RunError::Weights(format!("unknown output dtype {}", sig.dtype)))?;
+        let arr = Array { dtype, shape: dims.clone(), data };
         let path = req.out_dir.join(format!("out_{i}.npy"));
         arr.write(&path)?;
         let comparison = match &req.reference {
-            Some(dir) => Some(compare(
-                &arr,
-                &Array::read(&dir.join(format!("out_{i}.npy")))?,
-            )),
+            Some(dir) => Some(compare(&arr, &Array::read(&dir.join(format!("out_{i}.npy")))?)),
             None => None,
         };
         ok &= comparison.as_ref().is_none_or(|c| c.ok);
@@ -200,13 +153,7 @@ fn write_outputs(
             comparison,
         });
     }
-    Ok(RunReport {
-        bucket: bucket.name.clone(),
-        load_ms,
-        run_ms,
-        outputs,
-        ok,
-    })
+    Ok(RunReport { bucket: bucket.name.clone(), load_ms, run_ms, outputs, ok })
 }
 
 /// A client of the CPU plugin that built `target`'s executables, refusing any other build.
@@ -258,9 +205,7 @@ fn element_type(d: DType) -> Option<ElementType> {
 fn to_device(client: &Client, a: &Array, dims: &[i64]) -> Result<Buffer, Error> {
     let ty = element_type(a.dtype)
         .ok_or_else(|| Error::Unsupported(format!("dtype {} cannot be passed to PJRT", a.dtype)))?;
-    Ok(client
-        .buffer_from_host(&a.data, ty, dims)
-        .map_err(RunError::Execute)?)
+    Ok(client.buffer_from_host(&a.data, ty, dims).map_err(RunError::Execute)?)
 }
 
 /// The weights in the order the program takes them, straight from the artifact's map.
@@ -270,20 +215,12 @@ fn weight_buffers(client: &Client, art: &Artifact) -> Result<Vec<Buffer>, Error>
     let st = SafeTensors::deserialize(bytes).map_err(|e| RunError::Weights(e.to_string()))?;
     let mut out = Vec::with_capacity(m.weights.order.len());
     for name in &m.weights.order {
-        let view = st
-            .tensor(name)
-            .map_err(|e| RunError::Weights(format!("`{name}`: {e}")))?;
-        let dtype = crate::artifact::dtype_of_safetensors(view.dtype()).ok_or_else(|| {
-            RunError::Weights(format!("`{name}` has unsupported dtype {:?}", view.dtype()))
-        })?;
+        let view = st.tensor(name).map_err(|e| RunError::Weights(format!("`{name}`: {e}")))?;
+        let dtype = crate::artifact::dtype_of_safetensors(view.dtype())
+            .ok_or_else(|| RunError::Weights(format!("`{name}` has unsupported dtype {:?}", view.dtype())))?;
         let dims: Vec<i64> = view.shape().iter().map(|&d| d as i64).collect();
-        let ty = element_type(dtype)
-            .ok_or_else(|| RunError::Weights(format!("`{name}`: dtype {dtype}")))?;
-        out.push(
-            client
-                .buffer_from_host(view.data(), ty, &dims)
-                .map_err(RunError::Execute)?,
-        );
+        let ty = element_type(dtype).ok_or_else(|| RunError::Weights(format!("`{name}`: dtype {dtype}")))?;
+        out.push(client.buffer_from_host(view.data(), ty, &dims).map_err(RunError::Execute)?);
     }
     Ok(out)
 }
@@ -292,18 +229,13 @@ fn read_inputs(paths: &[PathBuf], m: &crate::artifact::Manifest) -> Result<Vec<A
     let sig = &m.signature.inputs;
     if paths.len() != sig.len() {
         let names: Vec<&str> = sig.iter().map(|v| v.name.as_str()).collect();
-        return Err(RunError::InputCount {
-            expected: sig.len(),
-            names: names.join(", "),
-            found: paths.len(),
-        }
-        .into());
+        return Err(RunError::InputCount { expected: sig.len(), names: names.join(", "), found: paths.len() }.into());
     }
     let mut out = Vec::with_capacity(paths.len());
     for (index, (path, s)) in paths.iter().zip(sig).enumerate() {
         let a = Array::read(path)?;
-        let want = parse_dtype(&s.dtype)
-            .ok_or_else(|| RunError::Weights(format!("unknown input dtype {}", s.dtype)))?;
+        let want =
+            parse_dtype(&s.dtype).ok_or_else(|| RunError::Weights(format!("unknown input dtype {}", s.dtype)))?;
         let a = match (a.dtype, want) {
             (d, w) if d == w => a,
             (DType::F32, DType::BF16) => a.f32_to_bf16().unwrap_or(a),
@@ -330,15 +262,10 @@ fn pick_bucket<'m>(
     paths: &[PathBuf],
     m: &crate::artifact::Manifest,
 ) -> Result<&'m Bucket, Error> {
-    if let Some(b) = buckets
-        .iter()
-        .find(|b| b.input_dims.iter().zip(inputs).all(|(d, a)| *d == a.shape))
-    {
+    if let Some(b) = buckets.iter().find(|b| b.input_dims.iter().zip(inputs).all(|(d, a)| *d == a.shape)) {
         return Ok(b);
     }
-    let b = buckets
-        .first()
-        .ok_or_else(|| RunError::Weights("the artifact has no bucket".into()))?;
+    let b = buckets.first().ok_or_else(|| RunError::Weights("the artifact has no bucket".into()))?;
     let (index, (a, want)) = inputs
         .iter()
         .zip(&b.input_dims)
@@ -360,12 +287,7 @@ fn pick_bucket<'m>(
 pub fn compare(out: &Array, reference: &Array) -> Comparison {
     if out.shape != reference.shape {
         let note = format!("shape {:?} vs reference {:?}", out.shape, reference.shape);
-        return Comparison {
-            max_abs_diff: f64::INFINITY,
-            max_rel_diff: f64::INFINITY,
-            ok: false,
-            note: Some(note),
-        };
+        return Comparison { max_abs_diff: f64::INFINITY, max_rel_diff: f64::INFINITY, ok: false, note: Some(note) };
     }
     let exact = !out.dtype.is_float() && !reference.dtype.is_float();
     let (mut max_abs, mut scale, mut nonfinite_mismatch) = (0f64, 0f64, 0usize);
@@ -384,18 +306,7 @@ pub fn compare(out: &Array, reference: &Array) -> Comparison {
         }
     }
     let max_rel = max_abs / scale.max(1.0);
-    let ok = nonfinite_mismatch == 0
-        && if exact {
-            max_abs == 0.0
-        } else {
-            max_rel <= FLOAT_TOLERANCE
-        };
-    let note =
-        (nonfinite_mismatch > 0).then(|| format!("{nonfinite_mismatch} NaN/inf positions differ"));
-    Comparison {
-        max_abs_diff: max_abs,
-        max_rel_diff: max_rel,
-        ok,
-        note,
-    }
+    let ok = nonfinite_mismatch == 0 && if exact { max_abs == 0.0 } else { max_rel <= FLOAT_TOLERANCE };
+    let note = (nonfinite_mismatch > 0).then(|| format!("{nonfinite_mismatch} NaN/inf positions differ"));
+    Comparison { max_abs_diff: max_abs, max_rel_diff: max_rel, ok, note }
 }

@@ -7,8 +7,7 @@
 use std::path::{Path, PathBuf};
 
 /// The XLA CPU plugin inside the set-up folder.
-pub const CPU_PLUGIN: &str =
-    "plugins/lammps-jax-pjrt-cpu-0.11.2/lammps_jax_pjrt_cpu/pjrt_c_api_cpu_plugin.so";
+pub const CPU_PLUGIN: &str = "plugins/lammps-jax-pjrt-cpu-0.11.2/lammps_jax_pjrt_cpu/pjrt_c_api_cpu_plugin.so";
 /// Environment variable naming the CPU plugin to use instead of the set-up one.
 pub const CPU_PLUGIN_ENV: &str = "TORCHTPU_PJRT_PLUGIN";
 
@@ -41,35 +40,20 @@ pub struct PluginChoice {
 /// The CPU plugin: `--plugin`, then `$TORCHTPU_PJRT_PLUGIN`, then the set-up folder.
 pub fn cpu_plugin(flag: Option<&Path>) -> PluginChoice {
     if let Some(p) = flag {
-        return PluginChoice {
-            path: p.to_path_buf(),
-            source: "--plugin",
-        };
+        return PluginChoice { path: p.to_path_buf(), source: "--plugin" };
     }
     if let Some(p) = std::env::var_os(CPU_PLUGIN_ENV).filter(|p| !p.is_empty()) {
-        return PluginChoice {
-            path: PathBuf::from(p),
-            source: "$TORCHTPU_PJRT_PLUGIN",
-        };
+        return PluginChoice { path: PathBuf::from(p), source: "$TORCHTPU_PJRT_PLUGIN" };
     }
-    PluginChoice {
-        path: setup_dir().join(CPU_PLUGIN),
-        source: "the set-up folder",
-    }
+    PluginChoice { path: setup_dir().join(CPU_PLUGIN), source: "the set-up folder" }
 }
 
 /// libtpu: `$TORCHTPU_LIBTPU`, then the set-up folder.
 pub fn tpu_plugin() -> PluginChoice {
     if let Some(p) = std::env::var_os(TPU_PLUGIN_ENV).filter(|p| !p.is_empty()) {
-        return PluginChoice {
-            path: PathBuf::from(p),
-            source: "$TORCHTPU_LIBTPU",
-        };
+        return PluginChoice { path: PathBuf::from(p), source: "$TORCHTPU_LIBTPU" };
     }
-    PluginChoice {
-        path: setup_dir().join(TPU_PLUGIN),
-        source: "the set-up folder",
-    }
+    PluginChoice { path: setup_dir().join(TPU_PLUGIN), source: "the set-up folder" }
 }
 
 /// What to tell a user whose plugin is missing or unloadable.

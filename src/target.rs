@@ -9,10 +9,7 @@ pub enum Target {
     /// The XLA CPU plugin: executables that run here, for verification.
     Cpu,
     /// A TPU slice, compiled through libtpu.
-    Tpu {
-        generation: String,
-        topology: String,
-    },
+    Tpu { generation: String, topology: String },
 }
 
 /// TPU generations libtpu accepts in topology names.
@@ -30,17 +27,12 @@ impl FromStr for Target {
         }
         let parts: Vec<&str> = s.split(':').collect();
         match parts.as_slice() {
-            ["tpu", generation, topology]
-                if TPU_GENERATIONS.contains(generation) && valid_topology(topology) =>
-            {
-                Ok(Target::Tpu {
-                    generation: generation.to_string(),
-                    topology: topology.to_string(),
-                })
+            ["tpu", generation, topology] if TPU_GENERATIONS.contains(generation) && valid_topology(topology) => {
+                Ok(Target::Tpu { generation: generation.to_string(), topology: topology.to_string() })
             }
-            ["tpu", generation, _] if !TPU_GENERATIONS.contains(generation) => Err(format!(
-                "unknown TPU generation `{generation}`; {VALID_FORMS}"
-            )),
+            ["tpu", generation, _] if !TPU_GENERATIONS.contains(generation) => {
+                Err(format!("unknown TPU generation `{generation}`; {VALID_FORMS}"))
+            }
             ["tpu", _, topology] => Err(format!("malformed topology `{topology}`; {VALID_FORMS}")),
             _ => Err(format!("unknown target `{s}`; {VALID_FORMS}")),
         }
@@ -58,10 +50,7 @@ impl Target {
     pub fn dir_name(&self) -> String {
         match self {
             Target::Cpu => "cpu".into(),
-            Target::Tpu {
-                generation,
-                topology,
-            } => format!("tpu-{generation}-{topology}"),
+            Target::Tpu { generation, topology } => format!("tpu-{generation}-{topology}"),
         }
     }
 }
@@ -70,10 +59,7 @@ impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Target::Cpu => f.write_str("cpu"),
-            Target::Tpu {
-                generation,
-                topology,
-            } => write!(f, "tpu:{generation}:{topology}"),
+            Target::Tpu { generation, topology } => write!(f, "tpu:{generation}:{topology}"),
         }
     }
 }
@@ -86,21 +72,9 @@ mod tests {
     fn parses_valid_targets_and_explains_invalid_ones() {
         assert_eq!("cpu".parse::<Target>(), Ok(Target::Cpu));
         let t: Target = "tpu:v5p:2x2x1".parse().unwrap();
-        assert_eq!(
-            (t.to_string(), t.dir_name()),
-            ("tpu:v5p:2x2x1".into(), "tpu-v5p-2x2x1".into())
-        );
-        assert!("tpu:v9:1x1"
-            .parse::<Target>()
-            .unwrap_err()
-            .contains("unknown TPU generation `v9`"));
-        assert!("tpu:v6e:1"
-            .parse::<Target>()
-            .unwrap_err()
-            .contains("malformed topology"));
-        assert!("gpu"
-            .parse::<Target>()
-            .unwrap_err()
-            .contains("valid targets"));
+        assert_eq!((t.to_string(), t.dir_name()), ("tpu:v5p:2x2x1".into(), "tpu-v5p-2x2x1".into()));
+        assert!("tpu:v9:1x1".parse::<Target>().unwrap_err().contains("unknown TPU generation `v9`"));
+        assert!("tpu:v6e:1".parse::<Target>().unwrap_err().contains("malformed topology"));
+        assert!("gpu".parse::<Target>().unwrap_err().contains("valid targets"));
     }
 }

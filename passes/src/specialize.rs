@@ -42,15 +42,9 @@ pub enum SpecializeError {
 /// Returns a copy of `graph` with every symbol replaced by its value in `env`.
 pub fn specialize(graph: &Graph, env: &BTreeMap<String, i64>) -> Result<Graph, SpecializeError> {
     for (symbol, bounds) in graph.symbols() {
-        let value = *env.get(symbol).ok_or_else(|| SpecializeError::Unbound {
-            symbol: symbol.clone(),
-        })?;
+        let value = *env.get(symbol).ok_or_else(|| SpecializeError::Unbound { symbol: symbol.clone() })?;
         if bounds.min.is_some_and(|m| value < m) || bounds.max.is_some_and(|m| value > m) {
-            return Err(SpecializeError::OutOfBounds {
-                symbol: symbol.clone(),
-                value,
-                range: bounds.to_string(),
-            });
+            return Err(SpecializeError::OutOfBounds { symbol: symbol.clone(), value, range: bounds.to_string() });
         }
     }
     let mut out = graph.clone();
@@ -60,10 +54,7 @@ pub fn specialize(graph: &Graph, env: &BTreeMap<String, i64>) -> Result<Graph, S
         let name = node.name.clone();
         let fix = |d: &mut Dim| -> Result<(), SpecializeError> {
             if let Dim::Sym(e) = d {
-                let v = e.eval(env).ok_or_else(|| SpecializeError::Eval {
-                    node: name.clone(),
-                    expr: e.to_string(),
-                })?;
+                let v = e.eval(env).ok_or_else(|| SpecializeError::Eval { node: name.clone(), expr: e.to_string() })?;
                 *d = Dim::Static(v);
             }
             Ok(())
@@ -82,9 +73,7 @@ pub fn specialize(graph: &Graph, env: &BTreeMap<String, i64>) -> Result<Graph, S
 /// The dims held in an op's attributes.
 fn op_dims(op: &mut Op) -> Vec<&mut Dim> {
     match op {
-        Op::View { size } | Op::Expand { size } | Op::Full { size, .. } => {
-            size.iter_mut().collect()
-        }
+        Op::View { size } | Op::Expand { size } | Op::Full { size, .. } => size.iter_mut().collect(),
         Op::SplitWithSizes { sizes, .. } => sizes.iter_mut().collect(),
         Op::Slice { start, end, .. } => vec![start, end],
         Op::ArangeSym { end, .. } => vec![end],
@@ -103,30 +92,13 @@ mod tests {
         let s = Dim::Sym(SymExpr::sym("s0"));
         let twice = Dim::Sym(SymExpr::Mul(vec![SymExpr::Int(2), SymExpr::sym("s0")]));
         let mut b = Builder::new("g");
-        b.graph_mut().add_symbol(
-            "s0",
-            Bounds {
-                min: Some(2),
-                max: Some(8),
-            },
-        );
-        let x = b.input(
-            "x",
-            TensorType {
-                dtype: DType::F32,
-                dims: vec![s.clone()],
-            },
-        );
+        b.graph_mut().add_symbol("s0", Bounds { min: Some(2), max: Some(8) });
+        let x = b.input("x", TensorType { dtype: DType::F32, dims: vec![s.clone()] });
         let y = b.op(
             "y",
-            Op::View {
-                size: vec![twice.clone()],
-            },
+            Op::View { size: vec![twice.clone()] },
             &[x],
-            TensorType {
-                dtype: DType::F32,
-                dims: vec![twice],
-            },
+            TensorType { dtype: DType::F32, dims: vec![twice] },
         );
         b.output(y);
         b.finish()
@@ -147,16 +119,8 @@ mod tests {
     #[test]
     fn refuses_missing_and_out_of_range_values() {
         let g = dynamic_graph();
-        assert_eq!(
-            specialize(&g, &BTreeMap::new()).unwrap_err(),
-            SpecializeError::Unbound {
-                symbol: "s0".into()
-            }
-        );
+        assert_eq!(specialize(&g, &BTreeMap::new()).unwrap_err(), SpecializeError::Unbound { symbol: "s0".into() });
         let err = specialize(&g, &BTreeMap::from([("s0".into(), 9)])).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "symbol `s0` = 9 is outside its range [2, 8]"
-        );
+        assert_eq!(err.to_string(), "symbol `s0` = 9 is outside its range [2, 8]");
     }
 }

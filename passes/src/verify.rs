@@ -7,9 +7,7 @@ use std::collections::BTreeSet;
 
 use thiserror::Error;
 
-use crate::ir::{
-    BinaryOp, DType, Dim, Graph, Node, NodeId, Op, Operand, TensorType, UnaryOp, ValueRef,
-};
+use crate::ir::{BinaryOp, DType, Dim, Graph, Node, NodeId, Op, Operand, TensorType, UnaryOp, ValueRef};
 
 /// A graph-level verification failure.
 #[derive(Debug, Error, PartialEq)]
@@ -49,15 +47,8 @@ pub enum NodeError {
     SlotFedTwice { slot: u16, count: usize },
     #[error("input slots are not numbered 0..{count}")]
     SlotGap { count: usize },
-    #[error(
-        "input {slot} reads output {src_slot} of `{producer}`, which has only {available} outputs"
-    )]
-    NoSuchOutput {
-        slot: u16,
-        producer: String,
-        src_slot: u16,
-        available: usize,
-    },
+    #[error("input {slot} reads output {src_slot} of `{producer}`, which has only {available} outputs")]
+    NoSuchOutput { slot: u16, producer: String, src_slot: u16, available: usize },
     #[error("output has type {found}, expected {expected}")]
     OutputType { expected: String, found: String },
     #[error("{0}")]
@@ -66,9 +57,9 @@ pub enum NodeError {
 
 /// Checks every invariant of the graph.
 pub fn verify(graph: &Graph) -> Result<(), VerifyError> {
-    let order = graph.topo_order().map_err(|left| VerifyError::Cycle {
-        nodes: left.iter().map(|&id| graph.node(id).name.clone()).collect(),
-    })?;
+    let order = graph
+        .topo_order()
+        .map_err(|left| VerifyError::Cycle { nodes: left.iter().map(|&id| graph.node(id).name.clone()).collect() })?;
     let mut names = BTreeSet::new();
     for &id in &order {
         let node = graph.node(id);
@@ -83,9 +74,7 @@ pub fn verify(graph: &Graph) -> Result<(), VerifyError> {
         })?;
     }
     for (index, o) in graph.outputs().iter().enumerate() {
-        let ok = graph
-            .get(o.value.node)
-            .is_some_and(|n| usize::from(o.value.slot) < n.outputs.len());
+        let ok = graph.get(o.value.node).is_some_and(|n| usize::from(o.value.slot) < n.outputs.len());
         if !ok {
             return Err(VerifyError::DanglingOutput { index });
         }
@@ -97,15 +86,8 @@ fn check_symbols(graph: &Graph, node: &Node) -> Result<(), VerifyError> {
     for ty in &node.outputs {
         for d in &ty.dims {
             if let Dim::Sym(e) = d {
-                if let Some(symbol) = e
-                    .symbols()
-                    .into_iter()
-                    .find(|s| !graph.symbols().contains_key(s))
-                {
-                    return Err(VerifyError::UndeclaredSymbol {
-                        node: node.name.clone(),
-                        symbol,
-                    });
+                if let Some(symbol) = e.symbols().into_iter().find(|s| !graph.symbols().contains_key(s)) {
+                    return Err(VerifyError::UndeclaredSymbol { node: node.name.clone(), symbol });
                 }
             }
         }
@@ -160,16 +142,8 @@ fn arity(op: &Op) -> (Option<usize>, Option<usize>) {
         Op::Addmm { .. } => (3, 1),
         Op::Convolution { has_bias, .. } => (2 + flag(*has_bias), 1),
         Op::MaxPool2d { .. } => (1, 2),
-        Op::BatchNormInference {
-            has_weight,
-            has_bias,
-            ..
-        } => (3 + flag(*has_weight) + flag(*has_bias), 3),
-        Op::LayerNorm {
-            has_weight,
-            has_bias,
-            ..
-        } => (1 + flag(*has_weight) + flag(*has_bias), 3),
+        Op::BatchNormInference { has_weight, has_bias, .. } => (3 + flag(*has_weight) + flag(*has_bias), 3),
+        Op::LayerNorm { has_weight, has_bias, .. } => (1 + flag(*has_weight) + flag(*has_bias), 3),
         Op::SplitWithSizes { sizes, .. } => (1, sizes.len()),
         Op::Index { present } => (1 + present.iter().filter(|&&p| p).count(), 1),
         Op::AssertMetadata { .. } => (1, 0),
@@ -182,25 +156,14 @@ fn arity(op: &Op) -> (Option<usize>, Option<usize>) {
 fn check_arity(op: &Op, inputs: usize, outputs: usize) -> Result<(), NodeError> {
     let (want_in, want_out) = arity(op);
     match want_in {
-        Some(n) if n != inputs => {
-            return Err(NodeError::InputCount {
-                expected: n.to_string(),
-                found: inputs,
-            })
-        }
+        Some(n) if n != inputs => return Err(NodeError::InputCount { expected: n.to_string(), found: inputs }),
         None if inputs == 0 && matches!(op, Op::Cat { .. }) => {
-            return Err(NodeError::InputCount {
-                expected: "at least 1".into(),
-                found: 0,
-            })
+            return Err(NodeError::InputCount { expected: "at least 1".into(), found: 0 })
         }
         _ => {}
     }
     match want_out {
-        Some(n) if n != outputs => Err(NodeError::OutputCount {
-            expected: n,
-            found: outputs,
-        }),
+        Some(n) if n != outputs => Err(NodeError::OutputCount { expected: n, found: outputs }),
         _ => Ok(()),
     }
 }
@@ -248,10 +211,7 @@ fn expect_dims(found: &TensorType, want: &[Dim]) -> Result<(), NodeError> {
     if same_dims(&found.dims, want) {
         Ok(())
     } else {
-        Err(NodeError::OutputType {
-            expected: show(want),
-            found: show(&found.dims),
-        })
+        Err(NodeError::OutputType { expected: show(want), found: show(&found.dims) })
     }
 }
 
@@ -259,10 +219,7 @@ fn expect_dtype(found: &TensorType, want: DType) -> Result<(), NodeError> {
     if found.dtype == want {
         Ok(())
     } else {
-        Err(NodeError::OutputType {
-            expected: want.to_string(),
-            found: found.dtype.to_string(),
-        })
+        Err(NodeError::OutputType { expected: want.to_string(), found: found.dtype.to_string() })
     }
 }
 
@@ -283,9 +240,8 @@ fn check_shapes(op: &Op, inputs: &[&TensorType], outputs: &[TensorType]) -> Resu
         }
         Op::Binary { op: b, .. } => {
             let shapes: Vec<&[Dim]> = inputs.iter().map(|t| t.dims.as_slice()).collect();
-            let want = broadcast(&shapes).ok_or_else(|| {
-                NodeError::Shape(format!("operands {} do not broadcast", shapes_str(&shapes)))
-            })?;
+            let want = broadcast(&shapes)
+                .ok_or_else(|| NodeError::Shape(format!("operands {} do not broadcast", shapes_str(&shapes))))?;
             expect_dims(out, &want)?;
             if b.is_comparison() || *b == BinaryOp::LogicalAnd || *b == BinaryOp::LogicalOr {
                 expect_dtype(out, DType::Bool)?;
@@ -293,44 +249,30 @@ fn check_shapes(op: &Op, inputs: &[&TensorType], outputs: &[TensorType]) -> Resu
             Ok(())
         }
         Op::Where { .. } => {
-            expect_dtype(inputs[0], DType::Bool).map_err(|_| {
-                NodeError::Shape(format!(
-                    "condition has dtype {}, expected bool",
-                    inputs[0].dtype
-                ))
-            })?;
+            expect_dtype(inputs[0], DType::Bool)
+                .map_err(|_| NodeError::Shape(format!("condition has dtype {}, expected bool", inputs[0].dtype)))?;
             let shapes: Vec<&[Dim]> = inputs.iter().map(|t| t.dims.as_slice()).collect();
-            let want = broadcast(&shapes).ok_or_else(|| {
-                NodeError::Shape(format!("operands {} do not broadcast", shapes_str(&shapes)))
-            })?;
+            let want = broadcast(&shapes)
+                .ok_or_else(|| NodeError::Shape(format!("operands {} do not broadcast", shapes_str(&shapes))))?;
             expect_dims(out, &want)
         }
         Op::Mm | Op::Addmm { .. } => {
-            let (a, b) = if matches!(op, Op::Mm) {
-                (dims_of(0), dims_of(1))
-            } else {
-                (dims_of(1), dims_of(2))
-            };
+            let (a, b) = if matches!(op, Op::Mm) { (dims_of(0), dims_of(1)) } else { (dims_of(1), dims_of(2)) };
             check_matmul(a, b, 0, out)
         }
         Op::Bmm => check_matmul(dims_of(0), dims_of(1), 1, out),
         Op::Permute { dims } => {
             let src = dims_of(0);
             let rank = src.len() as i64;
-            let norm: Option<Vec<usize>> = dims
-                .iter()
-                .map(|&d| usize::try_from(if d < 0 { d + rank } else { d }).ok())
-                .collect();
+            let norm: Option<Vec<usize>> =
+                dims.iter().map(|&d| usize::try_from(if d < 0 { d + rank } else { d }).ok()).collect();
             let norm = norm.filter(|n| {
                 n.len() == src.len()
                     && n.iter().collect::<BTreeSet<_>>().len() == n.len()
                     && n.iter().all(|&d| d < src.len())
             });
             let Some(norm) = norm else {
-                return Err(NodeError::Shape(format!(
-                    "{dims:?} is not a permutation of {} dims",
-                    src.len()
-                )));
+                return Err(NodeError::Shape(format!("{dims:?} is not a permutation of {} dims", src.len())));
             };
             let want: Vec<Dim> = norm.iter().map(|&d| src[d].clone()).collect();
             expect_dims(out, &want)
@@ -341,27 +283,20 @@ fn check_shapes(op: &Op, inputs: &[&TensorType], outputs: &[TensorType]) -> Resu
         }
         Op::Convert | Op::FullLike { .. } => expect_dims(out, dims_of(0)),
         Op::View { .. } => match (inputs[0].static_numel(), out.static_numel()) {
-            (Some(a), Some(b)) if a != b => Err(NodeError::Shape(format!(
-                "view changes the element count from {a} to {b}"
-            ))),
+            (Some(a), Some(b)) if a != b => {
+                Err(NodeError::Shape(format!("view changes the element count from {a} to {b}")))
+            }
             _ => Ok(()),
         },
         Op::Unsqueeze { .. } => {
             if out.rank() == inputs[0].rank() + 1 {
                 Ok(())
             } else {
-                Err(NodeError::Shape(format!(
-                    "unsqueeze of rank {} gave rank {}",
-                    inputs[0].rank(),
-                    out.rank()
-                )))
+                Err(NodeError::Shape(format!("unsqueeze of rank {} gave rank {}", inputs[0].rank(), out.rank())))
             }
         }
         Op::Cat { .. } => {
-            if inputs
-                .iter()
-                .all(|t| t.rank() == out.rank() || t.static_numel() == Some(0))
-            {
+            if inputs.iter().all(|t| t.rank() == out.rank() || t.static_numel() == Some(0)) {
                 Ok(())
             } else {
                 Err(NodeError::Shape("cat operands differ in rank".into()))
@@ -372,29 +307,17 @@ fn check_shapes(op: &Op, inputs: &[&TensorType], outputs: &[TensorType]) -> Resu
 }
 
 fn shapes_str(shapes: &[&[Dim]]) -> String {
-    shapes
-        .iter()
-        .map(|s| show(s))
-        .collect::<Vec<_>>()
-        .join(" and ")
+    shapes.iter().map(|s| show(s)).collect::<Vec<_>>().join(" and ")
 }
 
 /// `[..batch, m, k] x [..batch, k, n] -> [..batch, m, n]` with `batch` leading dims.
 fn check_matmul(a: &[Dim], b: &[Dim], batch: usize, out: &TensorType) -> Result<(), NodeError> {
     let rank = batch + 2;
     if a.len() != rank || b.len() != rank {
-        return Err(NodeError::Shape(format!(
-            "matmul operands {} and {} are not rank {rank}",
-            show(a),
-            show(b)
-        )));
+        return Err(NodeError::Shape(format!("matmul operands {} and {} are not rank {rank}", show(a), show(b))));
     }
     if !same_dim(&a[batch + 1], &b[batch]) {
-        return Err(NodeError::Shape(format!(
-            "contracting dims differ: {} and {}",
-            show(a),
-            show(b)
-        )));
+        return Err(NodeError::Shape(format!("contracting dims differ: {} and {}", show(a), show(b))));
     }
     let mut want: Vec<Dim> = a[..batch].to_vec();
     want.push(a[batch].clone());
@@ -428,10 +351,7 @@ mod tests {
         let w = b.input("w", f32(&[8, 8]));
         b.op("y", Op::Mm, &[x, w], f32(&[4, 8]));
         let err = verify(&b.finish()).unwrap_err().to_string();
-        assert_eq!(
-            err,
-            "node `y` (mm): contracting dims differ: [4,16] and [8,8]"
-        );
+        assert_eq!(err, "node `y` (mm): contracting dims differ: [4,16] and [8,8]");
     }
 
     #[test]
@@ -439,12 +359,7 @@ mod tests {
         let mut b = Builder::new("t");
         let x = b.input("x", f32(&[4, 3]));
         let y = b.input("y", f32(&[4, 2]));
-        let add = Op::Binary {
-            op: BinaryOp::Add,
-            lhs: Operand::Tensor,
-            rhs: Operand::Tensor,
-            alpha: None,
-        };
+        let add = Op::Binary { op: BinaryOp::Add, lhs: Operand::Tensor, rhs: Operand::Tensor, alpha: None };
         b.op("z", add.clone(), &[x, y], f32(&[4, 3]));
         let err = verify(&b.finish()).unwrap_err().to_string();
         assert!(err.contains("do not broadcast"), "{err}");
@@ -461,24 +376,12 @@ mod tests {
         let mut b = Builder::new("t");
         let x = b.input("x", f32(&[2]));
         b.op("x", Op::Copy, &[x], f32(&[2]));
-        assert_eq!(
-            verify(&b.finish()),
-            Err(VerifyError::DuplicateName("x".into()))
-        );
+        assert_eq!(verify(&b.finish()), Err(VerifyError::DuplicateName("x".into())));
 
         let mut b = Builder::new("t");
-        let ty = TensorType {
-            dtype: DType::F32,
-            dims: vec![Dim::Sym(crate::ir::SymExpr::sym("s0"))],
-        };
+        let ty = TensorType { dtype: DType::F32, dims: vec![Dim::Sym(crate::ir::SymExpr::sym("s0"))] };
         b.input("x", ty);
         let err = verify(&b.finish()).unwrap_err();
-        assert_eq!(
-            err,
-            VerifyError::UndeclaredSymbol {
-                node: "x".into(),
-                symbol: "s0".into()
-            }
-        );
+        assert_eq!(err, VerifyError::UndeclaredSymbol { node: "x".into(), symbol: "s0".into() });
     }
 }

@@ -115,8 +115,7 @@ impl<'c, 'b> Builder<'c, 'b> {
     }
 
     pub fn attr(&self, text: &str) -> LowerResult<Attribute<'c>> {
-        Attribute::parse(self.ctx, text)
-            .ok_or_else(|| format!("internal: cannot parse attribute `{text}`"))
+        Attribute::parse(self.ctx, text).ok_or_else(|| format!("internal: cannot parse attribute `{text}`"))
     }
 
     /// Appends `name(operands) {attrs}` with one result per entry of `results`.
@@ -128,10 +127,7 @@ impl<'c, 'b> Builder<'c, 'b> {
         attrs: &[(&str, String)],
         regions: Vec<Region<'c>>,
     ) -> LowerResult<Vec<Value<'c, 'b>>> {
-        let types = results
-            .iter()
-            .map(|(d, t)| self.mlir_type(d, *t))
-            .collect::<LowerResult<Vec<_>>>()?;
+        let types = results.iter().map(|(d, t)| self.mlir_type(d, *t)).collect::<LowerResult<Vec<_>>>()?;
         let attrs = attrs
             .iter()
             .map(|(k, v)| Ok((Identifier::new(self.ctx, k), self.attr(v)?)))
@@ -144,13 +140,7 @@ impl<'c, 'b> Builder<'c, 'b> {
             .build()
             .map_err(|e| format!("internal: cannot build `{name}`: {e}"))?;
         let op = self.block.append_operation(op);
-        (0..results.len())
-            .map(|i| {
-                op.result(i)
-                    .map(Into::into)
-                    .map_err(|e| format!("internal: {e}"))
-            })
-            .collect()
+        (0..results.len()).map(|i| op.result(i).map(Into::into).map_err(|e| format!("internal: {e}"))).collect()
     }
 
     /// A single-result op.
@@ -162,32 +152,18 @@ impl<'c, 'b> Builder<'c, 'b> {
         dtype: DType,
         attrs: &[(&str, String)],
     ) -> LowerResult<Value<'c, 'b>> {
-        Ok(self
-            .op_n(name, operands, &[(dims, dtype)], attrs, vec![])?
-            .remove(0))
+        Ok(self.op_n(name, operands, &[(dims, dtype)], attrs, vec![])?.remove(0))
     }
 
     /// `stablehlo.constant` of `value` broadcast to `dims`.
     pub fn splat(&self, value: Scalar, dims: &[i64], dtype: DType) -> LowerResult<Value<'c, 'b>> {
         let lit = scalar_literal(value, dtype)?;
         let ty = tensor_type_text(dims, dtype);
-        self.op(
-            "stablehlo.constant",
-            &[],
-            dims,
-            dtype,
-            &[("value", format!("dense<{lit}> : {ty}"))],
-        )
+        self.op("stablehlo.constant", &[], dims, dtype, &[("value", format!("dense<{lit}> : {ty}"))])
     }
 
     /// Converts `v` (of dtype `from`) to `to`; bool results compare against zero.
-    pub fn convert(
-        &self,
-        v: Value<'c, 'b>,
-        dims: &[i64],
-        from: DType,
-        to: DType,
-    ) -> LowerResult<Value<'c, 'b>> {
+    pub fn convert(&self, v: Value<'c, 'b>, dims: &[i64], from: DType, to: DType) -> LowerResult<Value<'c, 'b>> {
         if from == to {
             return Ok(v);
         }
@@ -210,10 +186,7 @@ impl<'c, 'b> Builder<'c, 'b> {
         let kind = if operand_dtype.is_float() {
             "FLOAT"
         } else if operand_dtype.is_integer()
-            && !matches!(
-                operand_dtype,
-                DType::U8 | DType::U16 | DType::U32 | DType::U64
-            )
+            && !matches!(operand_dtype, DType::U8 | DType::U16 | DType::U32 | DType::U64)
         {
             "SIGNED"
         } else {
@@ -225,33 +198,18 @@ impl<'c, 'b> Builder<'c, 'b> {
             dims,
             DType::Bool,
             &[
-                (
-                    "comparison_direction",
-                    format!("#stablehlo<comparison_direction {direction}>"),
-                ),
-                (
-                    "compare_type",
-                    format!("#stablehlo<comparison_type {kind}>"),
-                ),
+                ("comparison_direction", format!("#stablehlo<comparison_direction {direction}>")),
+                ("compare_type", format!("#stablehlo<comparison_type {kind}>")),
             ],
         )
     }
 
     /// Broadcasts `v` of shape `from` to `to` with NumPy rules (trailing alignment).
-    pub fn broadcast_to(
-        &self,
-        v: Value<'c, 'b>,
-        from: &[i64],
-        to: &[i64],
-        dtype: DType,
-    ) -> LowerResult<Value<'c, 'b>> {
+    pub fn broadcast_to(&self, v: Value<'c, 'b>, from: &[i64], to: &[i64], dtype: DType) -> LowerResult<Value<'c, 'b>> {
         if from == to {
             return Ok(v);
         }
-        let lead = to
-            .len()
-            .checked_sub(from.len())
-            .ok_or("internal: broadcast to a lower rank")?;
+        let lead = to.len().checked_sub(from.len()).ok_or("internal: broadcast to a lower rank")?;
         // Size-1 dims that grow must be dropped first: broadcast_in_dim maps dims one to one.
         let mut kept_dims = Vec::new();
         let mut kept_map = Vec::new();
@@ -263,26 +221,11 @@ impl<'c, 'b> Builder<'c, 'b> {
                 return Err(format!("cannot broadcast {from:?} to {to:?}"));
             }
         }
-        let v = if kept_dims.len() == from.len() {
-            v
-        } else {
-            self.reshape(v, &kept_dims, dtype)?
-        };
-        self.op(
-            "stablehlo.broadcast_in_dim",
-            &[v],
-            to,
-            dtype,
-            &[("broadcast_dimensions", i64_array(&kept_map))],
-        )
+        let v = if kept_dims.len() == from.len() { v } else { self.reshape(v, &kept_dims, dtype)? };
+        self.op("stablehlo.broadcast_in_dim", &[v], to, dtype, &[("broadcast_dimensions", i64_array(&kept_map))])
     }
 
-    pub fn reshape(
-        &self,
-        v: Value<'c, 'b>,
-        to: &[i64],
-        dtype: DType,
-    ) -> LowerResult<Value<'c, 'b>> {
+    pub fn reshape(&self, v: Value<'c, 'b>, to: &[i64], dtype: DType) -> LowerResult<Value<'c, 'b>> {
         self.op("stablehlo.reshape", &[v], to, dtype, &[])
     }
 
@@ -293,24 +236,13 @@ impl<'c, 'b> Builder<'c, 'b> {
         dtypes: &[DType],
         body: impl for<'x> FnOnce(&Builder<'c, 'x>, &[Value<'c, 'x>]) -> LowerResult<Vec<Value<'c, 'x>>>,
     ) -> LowerResult<Region<'c>> {
-        let arg_types = dtypes
-            .iter()
-            .map(|&d| Ok((self.mlir_type(&[], d)?, self.loc)))
-            .collect::<LowerResult<Vec<_>>>()?;
+        let arg_types =
+            dtypes.iter().map(|&d| Ok((self.mlir_type(&[], d)?, self.loc))).collect::<LowerResult<Vec<_>>>()?;
         let block = Block::new(&arg_types);
         {
-            let inner = Builder {
-                ctx: self.ctx,
-                block: &block,
-                loc: self.loc,
-            };
+            let inner = Builder { ctx: self.ctx, block: &block, loc: self.loc };
             let args = (0..dtypes.len())
-                .map(|i| {
-                    block
-                        .argument(i)
-                        .map(Into::into)
-                        .map_err(|e| format!("internal: {e}"))
-                })
+                .map(|i| block.argument(i).map(Into::into).map_err(|e| format!("internal: {e}")))
                 .collect::<LowerResult<Vec<Value>>>()?;
             let results = body(&inner, &args)?;
             let ret = OperationBuilder::new("stablehlo.return", self.loc)
@@ -337,28 +269,12 @@ impl<'c, 'b> Builder<'c, 'b> {
     ) -> LowerResult<Value<'c, 'b>> {
         let init = self.splat(init, &[], dtype)?;
         let region = self.scalar_region(&[dtype, dtype], |b, args| {
-            Ok(vec![b.op(
-                combiner,
-                &[args[0], args[1]],
-                &[],
-                dtype,
-                &[],
-            )?])
+            Ok(vec![b.op(combiner, &[args[0], args[1]], &[], dtype, &[])?])
         })?;
-        let out: Vec<i64> = shape
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| !dims.contains(&(*i as i64)))
-            .map(|(_, &d)| d)
-            .collect();
+        let out: Vec<i64> =
+            shape.iter().enumerate().filter(|(i, _)| !dims.contains(&(*i as i64))).map(|(_, &d)| d).collect();
         Ok(self
-            .op_n(
-                "stablehlo.reduce",
-                &[v, init],
-                &[(&out, dtype)],
-                &[("dimensions", i64_array(dims))],
-                vec![region],
-            )?
+            .op_n("stablehlo.reduce", &[v, init], &[(&out, dtype)], &[("dimensions", i64_array(dims))], vec![region])?
             .remove(0))
     }
 }

@@ -55,25 +55,13 @@ fn promote_types(a: DType, b: DType) -> DType {
 /// 0-d tensors and scalars only when they are of a higher category.
 pub fn result_type(operands: &[(Option<&TensorType>, Option<Scalar>)]) -> DType {
     let fold = |it: &mut dyn Iterator<Item = DType>| it.reduce(promote_types);
-    let dimmed = fold(
-        &mut operands
-            .iter()
-            .filter_map(|(t, _)| t.filter(|t| t.rank() > 0))
-            .map(|t| t.dtype),
-    );
-    let zero = fold(
-        &mut operands
-            .iter()
-            .filter_map(|(t, _)| t.filter(|t| t.rank() == 0))
-            .map(|t| t.dtype),
-    );
-    let wrapped = fold(
-        &mut operands.iter().filter_map(|(_, s)| *s).map(|s| match s {
-            Scalar::Bool(_) => DType::Bool,
-            Scalar::Int(_) => DType::I64,
-            Scalar::Float(_) => DType::F32,
-        }),
-    );
+    let dimmed = fold(&mut operands.iter().filter_map(|(t, _)| t.filter(|t| t.rank() > 0)).map(|t| t.dtype));
+    let zero = fold(&mut operands.iter().filter_map(|(t, _)| t.filter(|t| t.rank() == 0)).map(|t| t.dtype));
+    let wrapped = fold(&mut operands.iter().filter_map(|(_, s)| *s).map(|s| match s {
+        Scalar::Bool(_) => DType::Bool,
+        Scalar::Int(_) => DType::I64,
+        Scalar::Float(_) => DType::F32,
+    }));
     let mut result = dimmed;
     for next in [zero, wrapped].into_iter().flatten() {
         result = Some(match result {
@@ -104,10 +92,7 @@ fn operand<'c, 'b, 't>(
     }
 }
 
-fn kinds(
-    o: Operand,
-    tensors: &mut impl Iterator<Item = TensorType>,
-) -> (Option<TensorType>, Option<Scalar>) {
+fn kinds(o: Operand, tensors: &mut impl Iterator<Item = TensorType>) -> (Option<TensorType>, Option<Scalar>) {
     match o {
         Operand::Scalar(s) => (None, Some(s)),
         Operand::Tensor => (tensors.next(), None),
@@ -151,20 +136,9 @@ pub fn unary<'c, 'b>(
 }
 
 /// `0.5 * x * (1 + erf(x / sqrt(2)))`.
-fn gelu_erf<'c, 'b>(
-    b: &Builder<'c, 'b>,
-    x: Value<'c, 'b>,
-    dims: &[i64],
-    dt: DType,
-) -> LowerResult<Value<'c, 'b>> {
+fn gelu_erf<'c, 'b>(b: &Builder<'c, 'b>, x: Value<'c, 'b>, dims: &[i64], dt: DType) -> LowerResult<Value<'c, 'b>> {
     let c = |v: f64| b.splat(Scalar::Float(v), dims, dt);
-    let scaled = b.op(
-        "stablehlo.multiply",
-        &[x, c(std::f64::consts::FRAC_1_SQRT_2)?],
-        dims,
-        dt,
-        &[],
-    )?;
+    let scaled = b.op("stablehlo.multiply", &[x, c(std::f64::consts::FRAC_1_SQRT_2)?], dims, dt, &[])?;
     let erf = b.op("chlo.erf", &[scaled], dims, dt, &[])?;
     let one_plus = b.op("stablehlo.add", &[erf, c(1.0)?], dims, dt, &[])?;
     let half_x = b.op("stablehlo.multiply", &[x, c(0.5)?], dims, dt, &[])?;
@@ -172,24 +146,12 @@ fn gelu_erf<'c, 'b>(
 }
 
 /// `0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))`.
-fn gelu_tanh<'c, 'b>(
-    b: &Builder<'c, 'b>,
-    x: Value<'c, 'b>,
-    dims: &[i64],
-    dt: DType,
-) -> LowerResult<Value<'c, 'b>> {
+fn gelu_tanh<'c, 'b>(b: &Builder<'c, 'b>, x: Value<'c, 'b>, dims: &[i64], dt: DType) -> LowerResult<Value<'c, 'b>> {
     let c = |v: f64| b.splat(Scalar::Float(v), dims, dt);
-    let mul =
-        |p: Value<'c, 'b>, q: Value<'c, 'b>| b.op("stablehlo.multiply", &[p, q], dims, dt, &[]);
+    let mul = |p: Value<'c, 'b>, q: Value<'c, 'b>| b.op("stablehlo.multiply", &[p, q], dims, dt, &[]);
     let x3 = mul(mul(x, x)?, x)?;
     let inner = b.op("stablehlo.add", &[x, mul(x3, c(0.044715)?)?], dims, dt, &[])?;
-    let t = b.op(
-        "stablehlo.tanh",
-        &[mul(inner, c((2.0 / std::f64::consts::PI).sqrt())?)?],
-        dims,
-        dt,
-        &[],
-    )?;
+    let t = b.op("stablehlo.tanh", &[mul(inner, c((2.0 / std::f64::consts::PI).sqrt())?)?], dims, dt, &[])?;
     let one_plus = b.op("stablehlo.add", &[t, c(1.0)?], dims, dt, &[])?;
     mul(mul(x, c(0.5)?)?, one_plus)
 }
@@ -295,35 +257,15 @@ mod tests {
 
     #[test]
     fn promotion_follows_torch() {
-        let (f32_, i64_, f16_, bool_) = (
-            t(DType::F32, 2),
-            t(DType::I64, 2),
-            t(DType::F16, 2),
-            t(DType::Bool, 1),
-        );
+        let (f32_, i64_, f16_, bool_) = (t(DType::F32, 2), t(DType::I64, 2), t(DType::F16, 2), t(DType::Bool, 1));
         // A float scalar keeps a half tensor half; an int scalar turns bool into long.
-        assert_eq!(
-            result_type(&[(Some(&f16_), None), (None, Some(Scalar::Float(0.5)))]),
-            DType::F16
-        );
-        assert_eq!(
-            result_type(&[(Some(&i64_), None), (None, Some(Scalar::Float(0.5)))]),
-            DType::F32
-        );
-        assert_eq!(
-            result_type(&[(Some(&bool_), None), (None, Some(Scalar::Int(1)))]),
-            DType::I64
-        );
-        assert_eq!(
-            result_type(&[(Some(&f32_), None), (Some(&i64_), None)]),
-            DType::F32
-        );
+        assert_eq!(result_type(&[(Some(&f16_), None), (None, Some(Scalar::Float(0.5)))]), DType::F16);
+        assert_eq!(result_type(&[(Some(&i64_), None), (None, Some(Scalar::Float(0.5)))]), DType::F32);
+        assert_eq!(result_type(&[(Some(&bool_), None), (None, Some(Scalar::Int(1)))]), DType::I64);
+        assert_eq!(result_type(&[(Some(&f32_), None), (Some(&i64_), None)]), DType::F32);
         // A 0-d f64 tensor does not widen a dimensioned f32 tensor.
         let zero_f64 = TensorType::new(DType::F64, &[]);
-        assert_eq!(
-            result_type(&[(Some(&f32_), None), (Some(&zero_f64), None)]),
-            DType::F32
-        );
+        assert_eq!(result_type(&[(Some(&f32_), None), (Some(&zero_f64), None)]), DType::F32);
         assert_eq!(promote_types(DType::U8, DType::I8), DType::I16);
         assert_eq!(promote_types(DType::F16, DType::BF16), DType::F32);
     }

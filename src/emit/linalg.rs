@@ -14,11 +14,7 @@ fn precision_attr(p: Precision) -> String {
     format!("[{one}, {one}]")
 }
 
-fn converted<'c, 'b>(
-    b: &Builder<'c, 'b>,
-    a: Arg<'c, 'b, '_>,
-    out: &TensorType,
-) -> LowerResult<Value<'c, 'b>> {
+fn converted<'c, 'b>(b: &Builder<'c, 'b>, a: Arg<'c, 'b, '_>, out: &TensorType) -> LowerResult<Value<'c, 'b>> {
     b.convert(a.v, &static_dims(a.ty)?, a.ty.dtype, out.dtype)
 }
 
@@ -51,10 +47,7 @@ pub fn matmul<'c, 'b>(
     };
     let l = converted(b, lhs, out)?;
     let r = converted(b, rhs, out)?;
-    let attrs = [
-        ("dot_dimension_numbers", numbers.to_string()),
-        ("precision_config", precision_attr(precision)),
-    ];
+    let attrs = [("dot_dimension_numbers", numbers.to_string()), ("precision_config", precision_attr(precision))];
     let mut product = b.op("stablehlo.dot_general", &[l, r], &dims, out.dtype, &attrs)?;
     let Op::Addmm { beta, alpha } = op else {
         return Ok(product);
@@ -83,26 +76,14 @@ pub fn convolution<'c, 'b>(
     out: &TensorType,
     precision: Precision,
 ) -> LowerResult<Value<'c, 'b>> {
-    let Op::Convolution {
-        stride,
-        padding,
-        dilation,
-        transposed,
-        groups,
-        has_bias,
-        ..
-    } = op
-    else {
+    let Op::Convolution { stride, padding, dilation, transposed, groups, has_bias, .. } = op else {
         return Err("internal: not a convolution".into());
     };
     if *transposed {
         return Err("transposed convolution is not supported yet".into());
     }
     let dims = static_dims(out)?;
-    let spatial = dims
-        .len()
-        .checked_sub(2)
-        .ok_or("convolution needs a batch and a channel dim")?;
+    let spatial = dims.len().checked_sub(2).ok_or("convolution needs a batch and a channel dim")?;
     let per_dim = |v: &[i64], what: &str| -> LowerResult<Vec<i64>> {
         match v.len() {
             n if n == spatial => Ok(v.to_vec()),
@@ -110,25 +91,14 @@ pub fn convolution<'c, 'b>(
             n => Err(format!("{what} has {n} entries for {spatial} spatial dims")),
         }
     };
-    let (stride, padding, dilation) = (
-        per_dim(stride, "stride")?,
-        per_dim(padding, "padding")?,
-        per_dim(dilation, "dilation")?,
-    );
+    let (stride, padding, dilation) =
+        (per_dim(stride, "stride")?, per_dim(padding, "padding")?, per_dim(dilation, "dilation")?);
     let s: Vec<String> = (0..spatial).map(|i| i.to_string()).collect();
-    let layout = format!(
-        "[b, f, {}]x[o, i, {}]->[b, f, {}]",
-        s.join(", "),
-        s.join(", "),
-        s.join(", ")
-    );
+    let layout = format!("[b, f, {}]x[o, i, {}]->[b, f, {}]", s.join(", "), s.join(", "), s.join(", "));
     let pads: Vec<String> = padding.iter().map(|p| format!("[{p}, {p}]")).collect();
     let attrs = [
         ("window_strides", i64_array(&stride)),
-        (
-            "padding",
-            format!("dense<[{}]> : tensor<{spatial}x2xi64>", pads.join(", ")),
-        ),
+        ("padding", format!("dense<[{}]> : tensor<{spatial}x2xi64>", pads.join(", "))),
         ("lhs_dilation", i64_array(&vec![1; spatial])),
         ("rhs_dilation", i64_array(&dilation)),
         ("dimension_numbers", format!("#stablehlo.conv<{layout}>")),
@@ -143,12 +113,7 @@ pub fn convolution<'c, 'b>(
         return Ok(y);
     }
     let bias = converted(b, args[2], out)?;
-    let bias = b.op(
-        "stablehlo.broadcast_in_dim",
-        &[bias],
-        &dims,
-        out.dtype,
-        &[("broadcast_dimensions", i64_array(&[1]))],
-    )?;
+    let bias =
+        b.op("stablehlo.broadcast_in_dim", &[bias], &dims, out.dtype, &[("broadcast_dimensions", i64_array(&[1]))])?;
     b.op("stablehlo.add", &[y, bias], &dims, out.dtype, &[])
 }

@@ -31,17 +31,7 @@ pub use builder::element_type;
 use builder::{static_dims, tensor_type_text, Builder, LowerResult};
 
 /// Matmul/convolution precision (`precision_config` of `dot_general` and `convolution`).
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    Default,
-    PartialEq,
-    Eq,
-    serde::Serialize,
-    serde::Deserialize,
-    clap::ValueEnum,
-)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Precision {
     /// One bf16 pass on TPU.
@@ -97,10 +87,7 @@ pub enum EmitError {
 fn list_failures(failures: &[NodeFailure]) -> String {
     let mut s = String::new();
     for f in failures {
-        s.push_str(&format!(
-            "\n  node `{}` ({}): {}",
-            f.node, f.target, f.reason
-        ));
+        s.push_str(&format!("\n  node `{}` ({}): {}", f.node, f.target, f.reason));
         if let Some(line) = &f.source_line {
             s.push_str(&format!("\n    at {line}"));
         }
@@ -133,14 +120,8 @@ pub fn emit(graph: &Graph, opts: &EmitOptions) -> Result<Emitted, EmitError> {
     let unknown = Location::unknown(&ctx);
     let module = Module::new(unknown);
 
-    let order = graph
-        .topo_order()
-        .map_err(|_| EmitError::Internal("the graph has a cycle".into()))?;
-    let inputs: Vec<&TensorType> = graph
-        .graph_inputs()
-        .iter()
-        .map(|&id| &graph.node(id).outputs[0])
-        .collect();
+    let order = graph.topo_order().map_err(|_| EmitError::Internal("the graph has a cycle".into()))?;
+    let inputs: Vec<&TensorType> = graph.graph_inputs().iter().map(|&id| &graph.node(id).outputs[0]).collect();
     let arg_types = inputs
         .iter()
         .map(|ty| mlir_type(&ctx, ty).map(|t| (t, unknown)))
@@ -151,16 +132,11 @@ pub fn emit(graph: &Graph, opts: &EmitOptions) -> Result<Emitted, EmitError> {
 
     let region = Region::new();
     region.append_block(block);
-    let arg_text: Vec<String> = inputs
-        .iter()
-        .map(|t| type_text(t))
-        .collect::<Result<_, _>>()
-        .map_err(EmitError::Internal)?;
+    let arg_text: Vec<String> =
+        inputs.iter().map(|t| type_text(t)).collect::<Result<_, _>>().map_err(EmitError::Internal)?;
     let fn_type = format!("({}) -> ({})", arg_text.join(", "), result_types.join(", "));
-    let attr = |text: &str| {
-        Attribute::parse(&ctx, text)
-            .ok_or_else(|| EmitError::Internal(format!("cannot parse `{text}`")))
-    };
+    let attr =
+        |text: &str| Attribute::parse(&ctx, text).ok_or_else(|| EmitError::Internal(format!("cannot parse `{text}`")));
     let func = OperationBuilder::new("func.func", unknown)
         .add_attributes(&[
             (Identifier::new(&ctx, "sym_name"), attr("\"main\"")?),
@@ -173,13 +149,8 @@ pub fn emit(graph: &Graph, opts: &EmitOptions) -> Result<Emitted, EmitError> {
     if !module.as_operation().verify() {
         return Err(EmitError::Internal("the module does not verify".into()));
     }
-    let flags = OperationPrintingFlags::new()
-        .enable_debug_info(true, false)
-        .print_generic_operation_form();
-    let text = module
-        .as_operation()
-        .to_string_with_flags(flags)
-        .map_err(|e| EmitError::Internal(e.to_string()))?;
+    let flags = OperationPrintingFlags::new().enable_debug_info(true, false).print_generic_operation_form();
+    let text = module.as_operation().to_string_with_flags(flags).map_err(|e| EmitError::Internal(e.to_string()))?;
     let bytecode = module.as_operation().write_bytecode();
     Ok(Emitted { text, bytecode })
 }
@@ -203,9 +174,7 @@ fn emit_body<'c>(
 ) -> Result<Vec<String>, EmitError> {
     let mut values: BTreeMap<ValueRef, Value<'c, '_>> = BTreeMap::new();
     for (i, &id) in graph.graph_inputs().iter().enumerate() {
-        let arg = block
-            .argument(i)
-            .map_err(|e| EmitError::Internal(e.to_string()))?;
+        let arg = block.argument(i).map_err(|e| EmitError::Internal(e.to_string()))?;
         values.insert(ValueRef { node: id, slot: 0 }, arg.into());
     }
     let mut failures = Vec::new();
@@ -225,37 +194,19 @@ fn emit_body<'c>(
                 let producer = &graph.node(missing.node).name;
                 failures.push(failure(
                     node,
-                    format!(
-                        "reads output {} of `{producer}`, which has no lowering",
-                        missing.slot
-                    ),
+                    format!("reads output {} of `{producer}`, which has no lowering", missing.slot),
                 ));
             }
             failed.insert(id);
             continue;
         }
-        let args: Vec<Arg> = ins
-            .iter()
-            .map(|v| Arg {
-                v: values[v],
-                ty: &graph.node(v.node).outputs[usize::from(v.slot)],
-            })
-            .collect();
-        let b = Builder {
-            ctx,
-            block,
-            loc: node_location(ctx, node),
-        };
+        let args: Vec<Arg> =
+            ins.iter().map(|v| Arg { v: values[v], ty: &graph.node(v.node).outputs[usize::from(v.slot)] }).collect();
+        let b = Builder { ctx, block, loc: node_location(ctx, node) };
         match lower_node(&b, node, &args, opts) {
             Ok(outs) => {
                 for (slot, v) in outs.into_iter().enumerate() {
-                    values.insert(
-                        ValueRef {
-                            node: id,
-                            slot: slot as u16,
-                        },
-                        v,
-                    );
+                    values.insert(ValueRef { node: id, slot: slot as u16 }, v);
                 }
             }
             Err(reason) => {
@@ -272,16 +223,11 @@ fn emit_body<'c>(
             Some(v) => results.push(*v),
             None if failures.is_empty() => failures.push(failure(
                 node,
-                format!(
-                    "output {} of this node is returned but cannot be computed",
-                    o.value.slot
-                ),
+                format!("output {} of this node is returned but cannot be computed", o.value.slot),
             )),
             None => {}
         }
-        types.push(
-            type_text(&node.outputs[usize::from(o.value.slot)]).map_err(EmitError::Internal)?,
-        );
+        types.push(type_text(&node.outputs[usize::from(o.value.slot)]).map_err(EmitError::Internal)?);
     }
     if !failures.is_empty() {
         return Err(EmitError::Lowering(failures));
@@ -305,10 +251,11 @@ fn failure(node: &Node, reason: String) -> NodeFailure {
 
 /// `loc("addmm"("model.py":12:0))` from the stack trace's last frame.
 fn node_location<'c>(ctx: &'c Context, node: &Node) -> Location<'c> {
-    let child = node.origin.source_line().and_then(parse_frame).map_or_else(
-        || Location::unknown(ctx),
-        |(file, line)| Location::new(ctx, file, line, 0),
-    );
+    let child = node
+        .origin
+        .source_line()
+        .and_then(parse_frame)
+        .map_or_else(|| Location::unknown(ctx), |(file, line)| Location::new(ctx, file, line, 0));
     Location::name(ctx, &node.name, child)
 }
 
@@ -316,13 +263,7 @@ fn node_location<'c>(ctx: &'c Context, node: &Node) -> Location<'c> {
 fn parse_frame(frame: &str) -> Option<(&str, usize)> {
     let rest = frame.strip_prefix("File \"")?;
     let (file, rest) = rest.split_once('"')?;
-    let line = rest
-        .trim_start_matches(", line ")
-        .split(',')
-        .next()?
-        .trim()
-        .parse()
-        .ok()?;
+    let line = rest.trim_start_matches(", line ").split(',').next()?.trim().parse().ok()?;
     Some((file, line))
 }
 
@@ -338,28 +279,11 @@ fn lower_node<'c, 'b>(
     match &node.op {
         Op::Input(_) => Err("internal: graph inputs are function arguments".into()),
         Op::Unary(u) => one(elementwise::unary(b, *u, args[0], &out[0])),
-        Op::Binary {
-            op,
-            lhs,
-            rhs,
-            alpha,
-        } => one(elementwise::binary(
-            b, *op, *lhs, *rhs, *alpha, args, &out[0],
-        )),
-        Op::Where { on_true, on_false } => {
-            one(elementwise::select(b, *on_true, *on_false, args, &out[0]))
-        }
+        Op::Binary { op, lhs, rhs, alpha } => one(elementwise::binary(b, *op, *lhs, *rhs, *alpha, args, &out[0])),
+        Op::Where { on_true, on_false } => one(elementwise::select(b, *on_true, *on_false, args, &out[0])),
         Op::Clamp { min, max } => one(elementwise::clamp(b, *min, *max, args[0], &out[0])),
-        Op::Mm | Op::Bmm | Op::Addmm { .. } => {
-            one(linalg::matmul(b, &node.op, args, &out[0], opts.precision))
-        }
-        Op::Convolution { .. } => one(linalg::convolution(
-            b,
-            &node.op,
-            args,
-            &out[0],
-            opts.precision,
-        )),
+        Op::Mm | Op::Bmm | Op::Addmm { .. } => one(linalg::matmul(b, &node.op, args, &out[0], opts.precision)),
+        Op::Convolution { .. } => one(linalg::convolution(b, &node.op, args, &out[0], opts.precision)),
         Op::MaxPool2d { .. } => nn::max_pool2d(b, &node.op, args[0], out),
         Op::BatchNormInference { .. } => nn::batch_norm(b, &node.op, args, out),
         Op::LayerNorm { .. } => nn::layer_norm(b, &node.op, args, out),
@@ -368,26 +292,16 @@ fn lower_node<'c, 'b>(
         Op::Reduce { .. } => one(reduce::reduce(b, &node.op, args[0], &out[0])),
         Op::ArgReduce { .. } => one(reduce::arg_reduce(b, &node.op, args[0], &out[0])),
         Op::Cumsum { dim, .. } => one(reduce::cumsum(b, *dim, args[0], &out[0])),
-        Op::View { .. } | Op::Unsqueeze { .. } | Op::Squeeze { .. } => {
-            one(shape::reshape(b, args[0], &out[0]))
-        }
+        Op::View { .. } | Op::Unsqueeze { .. } | Op::Squeeze { .. } => one(shape::reshape(b, args[0], &out[0])),
         Op::Permute { dims } => one(shape::permute(b, dims, args[0], &out[0])),
         Op::Expand { .. } => one(shape::expand(b, args[0], &out[0])),
         Op::Copy => Ok(vec![args[0].v]),
-        Op::Slice {
-            dim,
-            start,
-            end,
-            step,
-        } => one(shape::slice(b, *dim, start, end, *step, args[0], &out[0])),
+        Op::Slice { dim, start, end, step } => one(shape::slice(b, *dim, start, end, *step, args[0], &out[0])),
         Op::Cat { dim } => one(shape::cat(b, *dim, args, &out[0])),
         Op::SplitWithSizes { dim, .. } => shape::split(b, *dim, args[0], out),
         Op::Index { present } => {
             let mut rest = args[1..].iter().copied();
-            let idx: Vec<Option<Arg>> = present
-                .iter()
-                .map(|&p| if p { rest.next() } else { None })
-                .collect();
+            let idx: Vec<Option<Arg>> = present.iter().map(|&p| if p { rest.next() } else { None }).collect();
             one(shape::index(b, args[0], &idx, &out[0]))
         }
         Op::IndexSelect { dim } => one(shape::index_select(b, *dim, args[0], args[1], &out[0])),
@@ -402,12 +316,7 @@ fn lower_node<'c, 'b>(
         Op::Full { value, .. } | Op::FullLike { value } | Op::ScalarTensor { value } => {
             one(b.splat(*value, &static_dims(&out[0])?, out[0].dtype))
         }
-        Op::Convert => one(b.convert(
-            args[0].v,
-            &static_dims(&out[0])?,
-            args[0].ty.dtype,
-            out[0].dtype,
-        )),
+        Op::Convert => one(b.convert(args[0].v, &static_dims(&out[0])?, args[0].ty.dtype, out[0].dtype)),
         Op::AssertMetadata { .. } => Ok(vec![]),
         Op::SymSize { dim } => {
             let dims = static_dims(args[0].ty)?;
@@ -415,9 +324,7 @@ fn lower_node<'c, 'b>(
             one(b.splat(torchtpu_passes::ir::Scalar::Int(size), &[], DType::I64))
         }
         Op::SymInt { value } => {
-            let v = value
-                .as_static()
-                .ok_or("symbolic int was not specialized")?;
+            let v = value.as_static().ok_or("symbolic int was not specialized")?;
             one(b.splat(torchtpu_passes::ir::Scalar::Int(v), &[], DType::I64))
         }
         Op::Unsupported { target } => Err(format!("no lowering for `{target}`")),
@@ -430,10 +337,7 @@ mod tests {
 
     #[test]
     fn frames_give_file_and_line() {
-        assert_eq!(
-            parse_frame("File \"gen.py\", line 49, in forward"),
-            Some(("gen.py", 49))
-        );
+        assert_eq!(parse_frame("File \"gen.py\", line 49, in forward"), Some(("gen.py", 49)));
         assert_eq!(parse_frame("File \"a b.py\", line 7"), Some(("a b.py", 7)));
         assert_eq!(parse_frame("line 7"), None);
     }

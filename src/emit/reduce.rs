@@ -11,10 +11,7 @@ fn reduce_dims(dims: &[i64], rank: usize) -> LowerResult<Vec<i64>> {
     if dims.is_empty() {
         return Ok((0..rank as i64).collect());
     }
-    let mut v = dims
-        .iter()
-        .map(|&d| norm_dim(d, rank))
-        .collect::<LowerResult<Vec<_>>>()?;
+    let mut v = dims.iter().map(|&d| norm_dim(d, rank)).collect::<LowerResult<Vec<_>>>()?;
     v.sort_unstable();
     v.dedup();
     Ok(v)
@@ -76,13 +73,7 @@ pub fn arg_reduce<'c, 'b>(
             0
         }
     };
-    let idx = b.op(
-        "stablehlo.iota",
-        &[],
-        &in_dims,
-        DType::I64,
-        &[("iota_dimension", format!("{axis} : i64"))],
-    )?;
+    let idx = b.op("stablehlo.iota", &[], &in_dims, DType::I64, &[("iota_dimension", format!("{axis} : i64"))])?;
     let (init_v, direction) = match kind {
         ArgReduceOp::Argmax => (lowest(dt), "GT"),
         ArgReduceOp::Argmin => (highest(dt), "LT"),
@@ -102,29 +93,12 @@ pub fn arg_reduce<'c, 'b>(
             take_a = r.op("stablehlo.or", &[take_a, a_nan_wins], &[], DType::Bool, &[])?;
         }
         let min_i = r.op("stablehlo.minimum", &[ai, bi], &[], DType::I64, &[])?;
-        let tie_i = r.op(
-            "stablehlo.select",
-            &[equal, min_i, bi],
-            &[],
-            DType::I64,
-            &[],
-        )?;
+        let tie_i = r.op("stablehlo.select", &[equal, min_i, bi], &[], DType::I64, &[])?;
         let value = r.op("stablehlo.select", &[take_a, av, bv], &[], dt, &[])?;
-        let index = r.op(
-            "stablehlo.select",
-            &[take_a, ai, tie_i],
-            &[],
-            DType::I64,
-            &[],
-        )?;
+        let index = r.op("stablehlo.select", &[take_a, ai, tie_i], &[], DType::I64, &[])?;
         Ok(vec![value, index])
     })?;
-    let reduced: Vec<i64> = in_dims
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| *i as i64 != axis)
-        .map(|(_, &d)| d)
-        .collect();
+    let reduced: Vec<i64> = in_dims.iter().enumerate().filter(|(i, _)| *i as i64 != axis).map(|(_, &d)| d).collect();
     let outs = b.op_n(
         "stablehlo.reduce",
         &[v, idx, init_v, init_i],
@@ -155,32 +129,13 @@ pub fn cumsum<'c, 'b>(
     let n = dims[axis];
     let mut window = vec![1; rank];
     window[axis] = n.max(1);
-    let pads: Vec<String> = (0..rank)
-        .map(|i| {
-            if i == axis {
-                format!("[{}, 0]", (n - 1).max(0))
-            } else {
-                "[0, 0]".into()
-            }
-        })
-        .collect();
+    let pads: Vec<String> =
+        (0..rank).map(|i| if i == axis { format!("[{}, 0]", (n - 1).max(0)) } else { "[0, 0]".into() }).collect();
     let init = b.splat(Scalar::Int(0), &[], dt)?;
-    let region = b.scalar_region(&[dt, dt], |r, a| {
-        Ok(vec![r.op("stablehlo.add", &[a[0], a[1]], &[], dt, &[])?])
-    })?;
+    let region = b.scalar_region(&[dt, dt], |r, a| Ok(vec![r.op("stablehlo.add", &[a[0], a[1]], &[], dt, &[])?]))?;
     let attrs = [
         ("window_dimensions", i64_array(&window)),
-        (
-            "padding",
-            format!("dense<[{}]> : tensor<{rank}x2xi64>", pads.join(", ")),
-        ),
+        ("padding", format!("dense<[{}]> : tensor<{rank}x2xi64>", pads.join(", "))),
     ];
-    Ok(b.op_n(
-        "stablehlo.reduce_window",
-        &[v, init],
-        &[(&dims, dt)],
-        &attrs,
-        vec![region],
-    )?
-    .remove(0))
+    Ok(b.op_n("stablehlo.reduce_window", &[v, init], &[(&dims, dt)], &attrs, vec![region])?.remove(0))
 }

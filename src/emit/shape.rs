@@ -8,11 +8,7 @@ use super::builder::{i64_array, norm_dim, static_dims, Builder, LowerResult};
 use super::Arg;
 
 /// `view`, `unsqueeze`, `squeeze`: a reshape to the recorded output shape.
-pub fn reshape<'c, 'b>(
-    b: &Builder<'c, 'b>,
-    x: Arg<'c, 'b, '_>,
-    out: &TensorType,
-) -> LowerResult<Value<'c, 'b>> {
+pub fn reshape<'c, 'b>(b: &Builder<'c, 'b>, x: Arg<'c, 'b, '_>, out: &TensorType) -> LowerResult<Value<'c, 'b>> {
     b.reshape(x.v, &static_dims(out)?, out.dtype)
 }
 
@@ -23,24 +19,11 @@ pub fn permute<'c, 'b>(
     out: &TensorType,
 ) -> LowerResult<Value<'c, 'b>> {
     let rank = dims.len();
-    let perm = dims
-        .iter()
-        .map(|&d| norm_dim(d, rank))
-        .collect::<LowerResult<Vec<_>>>()?;
-    b.op(
-        "stablehlo.transpose",
-        &[x.v],
-        &static_dims(out)?,
-        out.dtype,
-        &[("permutation", i64_array(&perm))],
-    )
+    let perm = dims.iter().map(|&d| norm_dim(d, rank)).collect::<LowerResult<Vec<_>>>()?;
+    b.op("stablehlo.transpose", &[x.v], &static_dims(out)?, out.dtype, &[("permutation", i64_array(&perm))])
 }
 
-pub fn expand<'c, 'b>(
-    b: &Builder<'c, 'b>,
-    x: Arg<'c, 'b, '_>,
-    out: &TensorType,
-) -> LowerResult<Value<'c, 'b>> {
+pub fn expand<'c, 'b>(b: &Builder<'c, 'b>, x: Arg<'c, 'b, '_>, out: &TensorType) -> LowerResult<Value<'c, 'b>> {
     b.broadcast_to(x.v, &static_dims(x.ty)?, &static_dims(out)?, out.dtype)
 }
 
@@ -62,10 +45,7 @@ pub fn slice<'c, 'b>(
     let in_dims = static_dims(x.ty)?;
     let axis = norm_dim(dim, in_dims.len())? as usize;
     let size = in_dims[axis];
-    let static_of = |d: &Dim| {
-        d.as_static()
-            .ok_or_else(|| format!("slice bound `{d}` is still symbolic"))
-    };
+    let static_of = |d: &Dim| d.as_static().ok_or_else(|| format!("slice bound `{d}` is still symbolic"));
     let lo = clamp_bound(static_of(start)?, size);
     let hi = clamp_bound(static_of(end)?, size).max(lo);
     if step < 1 {
@@ -82,13 +62,7 @@ pub fn slice<'c, 'b>(
         ("limit_indices", i64_array(&limits)),
         ("strides", i64_array(&strides)),
     ];
-    b.op(
-        "stablehlo.slice",
-        &[x.v],
-        &static_dims(out)?,
-        out.dtype,
-        &attrs,
-    )
+    b.op("stablehlo.slice", &[x.v], &static_dims(out)?, out.dtype, &attrs)
 }
 
 pub fn cat<'c, 'b>(
@@ -111,13 +85,7 @@ pub fn cat<'c, 'b>(
     if parts.len() == 1 {
         return Ok(parts[0]);
     }
-    b.op(
-        "stablehlo.concatenate",
-        &parts,
-        &dims,
-        out.dtype,
-        &[("dimension", format!("{axis} : i64"))],
-    )
+    b.op("stablehlo.concatenate", &parts, &dims, out.dtype, &[("dimension", format!("{axis} : i64"))])
 }
 
 pub fn split<'c, 'b>(
@@ -142,12 +110,7 @@ pub fn split<'c, 'b>(
 
 /// An index tensor as int64 with negative entries wrapped (`i + size`), broadcast to `to`
 /// and given a trailing unit dim, ready to be concatenated into gather coordinates.
-fn coordinate<'c, 'b>(
-    b: &Builder<'c, 'b>,
-    idx: Arg<'c, 'b, '_>,
-    size: i64,
-    to: &[i64],
-) -> LowerResult<Value<'c, 'b>> {
+fn coordinate<'c, 'b>(b: &Builder<'c, 'b>, idx: Arg<'c, 'b, '_>, size: i64, to: &[i64]) -> LowerResult<Value<'c, 'b>> {
     if idx.ty.dtype == DType::Bool {
         return Err("boolean-mask indexing has a data-dependent shape and is not supported".into());
     }
@@ -155,20 +118,8 @@ fn coordinate<'c, 'b>(
     let v = b.convert(idx.v, &d, idx.ty.dtype, DType::I64)?;
     let zero = b.splat(Scalar::Int(0), &d, DType::I64)?;
     let negative = b.compare(v, zero, &d, DType::I64, "LT")?;
-    let wrapped = b.op(
-        "stablehlo.add",
-        &[v, b.splat(Scalar::Int(size), &d, DType::I64)?],
-        &d,
-        DType::I64,
-        &[],
-    )?;
-    let v = b.op(
-        "stablehlo.select",
-        &[negative, wrapped, v],
-        &d,
-        DType::I64,
-        &[],
-    )?;
+    let wrapped = b.op("stablehlo.add", &[v, b.splat(Scalar::Int(size), &d, DType::I64)?], &d, DType::I64, &[])?;
+    let v = b.op("stablehlo.select", &[negative, wrapped, v], &d, DType::I64, &[])?;
     let v = b.broadcast_to(v, &d, to, DType::I64)?;
     let mut with_unit = to.to_vec();
     with_unit.push(1);
@@ -207,23 +158,13 @@ pub fn index<'c, 'b>(
     out: &TensorType,
 ) -> LowerResult<Value<'c, 'b>> {
     let x_dims = static_dims(x.ty)?;
-    let indexed: Vec<(usize, Arg)> = indices
-        .iter()
-        .enumerate()
-        .filter_map(|(d, a)| a.map(|a| (d, a)))
-        .collect();
+    let indexed: Vec<(usize, Arg)> = indices.iter().enumerate().filter_map(|(d, a)| a.map(|a| (d, a))).collect();
     if indexed.is_empty() {
         return Ok(x.v);
     }
-    let shapes = indexed
-        .iter()
-        .map(|(_, a)| static_dims(a.ty))
-        .collect::<LowerResult<Vec<_>>>()?;
+    let shapes = indexed.iter().map(|(_, a)| static_dims(a.ty)).collect::<LowerResult<Vec<_>>>()?;
     let batch = broadcast_shapes(&shapes)?;
-    let coords = indexed
-        .iter()
-        .map(|(d, a)| coordinate(b, *a, x_dims[*d], &batch))
-        .collect::<LowerResult<Vec<_>>>()?;
+    let coords = indexed.iter().map(|(d, a)| coordinate(b, *a, x_dims[*d], &batch)).collect::<LowerResult<Vec<_>>>()?;
     let mut coord_dims = batch.clone();
     coord_dims.push(indexed.len() as i64);
     let start = if coords.len() == 1 {
@@ -239,9 +180,7 @@ pub fn index<'c, 'b>(
     };
     let dims_indexed: Vec<i64> = indexed.iter().map(|(d, _)| *d as i64).collect();
     let adjacent = dims_indexed.windows(2).all(|w| w[1] == w[0] + 1);
-    let rest: Vec<usize> = (0..x_dims.len())
-        .filter(|d| !dims_indexed.contains(&(*d as i64)))
-        .collect();
+    let rest: Vec<usize> = (0..x_dims.len()).filter(|d| !dims_indexed.contains(&(*d as i64))).collect();
     let first = dims_indexed[0] as usize;
     let offset_dims: Vec<i64> = rest
         .iter()
@@ -256,26 +195,9 @@ pub fn index<'c, 'b>(
             }
         })
         .collect();
-    let slice_sizes: Vec<i64> = (0..x_dims.len())
-        .map(|d| {
-            if dims_indexed.contains(&(d as i64)) {
-                1
-            } else {
-                x_dims[d]
-            }
-        })
-        .collect();
-    gather_op(
-        b,
-        x.v,
-        start,
-        &offset_dims,
-        &dims_indexed,
-        &dims_indexed,
-        batch.len(),
-        &slice_sizes,
-        out,
-    )
+    let slice_sizes: Vec<i64> =
+        (0..x_dims.len()).map(|d| if dims_indexed.contains(&(d as i64)) { 1 } else { x_dims[d] }).collect();
+    gather_op(b, x.v, start, &offset_dims, &dims_indexed, &dims_indexed, batch.len(), &slice_sizes, out)
 }
 
 #[allow(clippy::too_many_arguments)] // mirrors the fields of `#stablehlo.gather`
@@ -290,15 +212,7 @@ fn gather_op<'c, 'b>(
     slice_sizes: &[i64],
     out: &TensorType,
 ) -> LowerResult<Value<'c, 'b>> {
-    let list = |v: &[i64]| {
-        format!(
-            "[{}]",
-            v.iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        )
-    };
+    let list = |v: &[i64]| format!("[{}]", v.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "));
     let numbers = format!(
         "#stablehlo.gather<offset_dims = {}, collapsed_slice_dims = {}, start_index_map = {}, index_vector_dim = {index_vector_dim}>",
         list(offset_dims),
@@ -310,13 +224,7 @@ fn gather_op<'c, 'b>(
         ("slice_sizes", i64_array(slice_sizes)),
         ("indices_are_sorted", "false".to_string()),
     ];
-    b.op(
-        "stablehlo.gather",
-        &[operand, start],
-        &static_dims(out)?,
-        out.dtype,
-        &attrs,
-    )
+    b.op("stablehlo.gather", &[operand, start], &static_dims(out)?, out.dtype, &attrs)
 }
 
 /// `index_select(x, dim, idx)` is `x[:, …, idx, …]` with a 1-D index.
@@ -353,13 +261,8 @@ pub fn gather<'c, 'b>(
         if d == axis {
             coords.push(coordinate(b, idx, x_dims[axis], &idx_dims)?);
         } else {
-            let iota = b.op(
-                "stablehlo.iota",
-                &[],
-                &with_unit,
-                DType::I64,
-                &[("iota_dimension", format!("{d} : i64"))],
-            )?;
+            let iota =
+                b.op("stablehlo.iota", &[], &with_unit, DType::I64, &[("iota_dimension", format!("{d} : i64"))])?;
             coords.push(iota);
         }
     }
@@ -373,15 +276,5 @@ pub fn gather<'c, 'b>(
         &[("dimension", format!("{} : i64", idx_dims.len()))],
     )?;
     let all: Vec<i64> = (0..rank as i64).collect();
-    gather_op(
-        b,
-        x.v,
-        start,
-        &[],
-        &all,
-        &all,
-        idx_dims.len(),
-        &vec![1; rank],
-        out,
-    )
+    gather_op(b, x.v, start, &[], &all, &all, idx_dims.len(), &vec![1; rank], out)
 }

@@ -14,25 +14,7 @@ pub fn arange<'c, 'b>(
 ) -> LowerResult<Value<'c, 'b>> {
     let dims = static_dims(out)?;
     let dt = out.dtype;
-    let iota = b.op(
-        "stablehlo.iota",
-        &[],
-        &dims,
-        dt,
-        &[("iota_dimension", "0 : i64".to_string())],
-    )?;
-    let scaled = b.op(
-        "stablehlo.multiply",
-        &[iota, b.splat(step, &dims, dt)?],
-        &dims,
-        dt,
-        &[],
-    )?;
-    b.op(
-        "stablehlo.add",
-        &[scaled, b.splat(start, &dims, dt)?],
-        &dims,
-        dt,
-        &[],
-    )
+    let iota = b.op("stablehlo.iota", &[], &dims, dt, &[("iota_dimension", "0 : i64".to_string())])?;
+    let scaled = b.op("stablehlo.multiply", &[iota, b.splat(step, &dims, dt)?], &dims, dt, &[])?;
+    b.op("stablehlo.add", &[scaled, b.splat(start, &dims, dt)?], &dims, dt, &[])
 }

@@ -21,10 +21,7 @@ pub struct Archive {
 
 impl std::fmt::Debug for Archive {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Archive")
-            .field("path", &self.zip.path())
-            .field("root", &self.root)
-            .finish()
+        f.debug_struct("Archive").field("path", &self.zip.path()).field("root", &self.root).finish()
     }
 }
 
@@ -57,9 +54,7 @@ impl Archive {
                 entries.insert(rel.to_string(), range.clone());
             }
         }
-        let root = root.ok_or_else(|| ImportError::NotAnArchive {
-            reason: "the zip has no entries".into(),
-        })?;
+        let root = root.ok_or_else(|| ImportError::NotAnArchive { reason: "the zip has no entries".into() })?;
         Ok(Archive { zip, root, entries })
     }
 
@@ -85,12 +80,7 @@ impl Archive {
 
     /// The payload of a root-relative entry, borrowed from the map.
     pub fn bytes(&self, rel: &str) -> Result<&[u8], ImportError> {
-        let range = self
-            .entries
-            .get(rel)
-            .ok_or_else(|| ImportError::MissingEntry {
-                entry: self.entry_name(rel),
-            })?;
+        let range = self.entries.get(rel).ok_or_else(|| ImportError::MissingEntry { entry: self.entry_name(rel) })?;
         Ok(self.zip.slice(range.clone()))
     }
 

@@ -30,32 +30,20 @@ impl<'a> Args<'a> {
         let mut map = BTreeMap::new();
         for (i, a) in inputs.iter().enumerate() {
             // Higher-order ops have unnamed arguments; give them positional names.
-            let key = if a.name.is_empty() {
-                i.to_string()
-            } else {
-                a.name.clone()
-            };
+            let key = if a.name.is_empty() { i.to_string() } else { a.name.clone() };
             if map.insert(key, &a.arg).is_some() {
                 return Err(format!("argument `{}` is given twice", a.name));
             }
         }
-        Ok(Args {
-            map,
-            syms,
-            tensors: Vec::new(),
-        })
+        Ok(Args { map, syms, tensors: Vec::new() })
     }
 
     fn get(&self, name: &str) -> Option<&'a Argument> {
-        self.map
-            .get(name)
-            .copied()
-            .filter(|a| !matches!(a, Argument::AsNone(_)))
+        self.map.get(name).copied().filter(|a| !matches!(a, Argument::AsNone(_)))
     }
 
     fn required(&self, name: &str) -> R<&'a Argument> {
-        self.get(name)
-            .ok_or_else(|| format!("missing required argument `{name}`"))
+        self.get(name).ok_or_else(|| format!("missing required argument `{name}`"))
     }
 
     /// A required tensor argument.
@@ -118,17 +106,14 @@ impl<'a> Args<'a> {
     pub fn all_tensors(&mut self) {
         for arg in self.map.values() {
             match arg {
-                Argument::AsTensor(t)
-                | Argument::AsOptionalTensor(OptionalTensorArgument::AsTensor(t)) => {
+                Argument::AsTensor(t) | Argument::AsOptionalTensor(OptionalTensorArgument::AsTensor(t)) => {
                     self.tensors.push(t.name.clone())
                 }
                 Argument::AsTensors(ts) => self.tensors.extend(ts.iter().map(|t| t.name.clone())),
-                Argument::AsOptionalTensors(ts) => {
-                    self.tensors.extend(ts.iter().filter_map(|t| match t {
-                        OptionalTensorArgument::AsTensor(t) => Some(t.name.clone()),
-                        OptionalTensorArgument::AsNone(_) => None,
-                    }))
-                }
+                Argument::AsOptionalTensors(ts) => self.tensors.extend(ts.iter().filter_map(|t| match t {
+                    OptionalTensorArgument::AsTensor(t) => Some(t.name.clone()),
+                    OptionalTensorArgument::AsNone(_) => None,
+                })),
                 _ => {}
             }
         }
@@ -137,9 +122,11 @@ impl<'a> Args<'a> {
     fn sym(&self, name: &str, s: &SymIntArgument) -> R<Dim> {
         match s {
             SymIntArgument::AsInt(v) => Ok(Dim::Static(*v)),
-            SymIntArgument::AsName(n) => self.syms.get(n).cloned().ok_or_else(|| {
-                format!("argument `{name}` names symbolic int `{n}`, which no node produces")
-            }),
+            SymIntArgument::AsName(n) => self
+                .syms
+                .get(n)
+                .cloned()
+                .ok_or_else(|| format!("argument `{name}` names symbolic int `{n}`, which no node produces")),
         }
     }
 
@@ -150,9 +137,7 @@ impl<'a> Args<'a> {
             Some(Argument::AsInt(v)) => Ok(*v),
             Some(Argument::AsSymInt(s)) => match self.sym(name, s)? {
                 Dim::Static(v) => Ok(v),
-                Dim::Sym(e) => Err(format!(
-                    "argument `{name}` is symbolic (`{e}`) where a constant is needed"
-                )),
+                Dim::Sym(e) => Err(format!("argument `{name}` is symbolic (`{e}`) where a constant is needed")),
             },
             Some(other) => Err(wrong(name, "an int", other)),
         }
@@ -166,18 +151,13 @@ impl<'a> Args<'a> {
     /// An `int[]` argument; a single int is accepted for `int[1]` schemas.
     pub fn ints(&self, name: &str, default: Option<&[i64]>) -> R<Vec<i64>> {
         match self.get(name) {
-            None => default
-                .map(<[i64]>::to_vec)
-                .ok_or_else(|| format!("missing required argument `{name}`")),
+            None => default.map(<[i64]>::to_vec).ok_or_else(|| format!("missing required argument `{name}`")),
             Some(Argument::AsInts(v)) => Ok(v.clone()),
             Some(Argument::AsInt(v)) => Ok(vec![*v]),
             Some(Argument::AsSymInts(_)) => self
                 .dims(name)?
                 .into_iter()
-                .map(|d| {
-                    d.as_static()
-                        .ok_or_else(|| format!("argument `{name}` has a symbolic entry `{d}`"))
-                })
+                .map(|d| d.as_static().ok_or_else(|| format!("argument `{name}` has a symbolic entry `{d}`")))
                 .collect(),
             Some(other) => Err(wrong(name, "a list of ints", other)),
         }
@@ -240,18 +220,14 @@ impl<'a> Args<'a> {
 
     /// An optional `Scalar` argument.
     pub fn opt_scalar(&self, name: &str) -> R<Option<Scalar>> {
-        self.get(name)
-            .map(|a| scalar_of(a).ok_or_else(|| wrong(name, "a scalar", a)))
-            .transpose()
+        self.get(name).map(|a| scalar_of(a).ok_or_else(|| wrong(name, "a scalar", a))).transpose()
     }
 
     /// A `Tensor` argument that may carry a Python scalar instead (wrapped number).
     pub fn operand(&mut self, name: &str) -> R<Operand> {
         match self.required(name)? {
             Argument::AsTensor(_) => self.tensor(name).map(|()| Operand::Tensor),
-            a => scalar_of(a)
-                .map(Operand::Scalar)
-                .ok_or_else(|| wrong(name, "a tensor or scalar", a)),
+            a => scalar_of(a).map(Operand::Scalar).ok_or_else(|| wrong(name, "a tensor or scalar", a)),
         }
     }
 
@@ -259,9 +235,9 @@ impl<'a> Args<'a> {
     pub fn dtype(&self, name: &str) -> R<Option<DType>> {
         match self.get(name) {
             None => Ok(None),
-            Some(Argument::AsScalarType(v)) => scalar_type(*v)
-                .map(Some)
-                .ok_or_else(|| format!("argument `{name}`: unknown dtype number {v}")),
+            Some(Argument::AsScalarType(v)) => {
+                scalar_type(*v).map(Some).ok_or_else(|| format!("argument `{name}`: unknown dtype number {v}"))
+            }
             Some(other) => Err(wrong(name, "a dtype", other)),
         }
     }

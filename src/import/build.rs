@@ -6,9 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use torchtpu_passes::ir::{
-    Bounds, DType, Dim, Graph, InputKind, Node, Op, Origin, OutputKind, TensorType, ValueRef,
-};
+use torchtpu_passes::ir::{Bounds, DType, Dim, Graph, InputKind, Node, Op, Origin, OutputKind, TensorType, ValueRef};
 
 use super::args::Args;
 use super::ops;
@@ -63,10 +61,7 @@ pub fn build(
         bindings: BTreeMap::new(),
     };
     for (sym_name, v) in &ep.graph_module.graph.sym_int_values {
-        let dim = b.sym_int(v).map_err(|reason| ImportError::TensorMeta {
-            tensor: sym_name.clone(),
-            reason,
-        })?;
+        let dim = b.sym_int(v).map_err(|reason| ImportError::TensorMeta { tensor: sym_name.clone(), reason })?;
         b.sym_values.insert(sym_name.clone(), dim);
     }
     let constant_inputs = b.inputs(weights)?;
@@ -76,11 +71,7 @@ pub fn build(
     }
     b.outputs()?;
     b.declare_symbols();
-    Ok(Built {
-        graph: b.graph,
-        bindings: b.bindings,
-        constant_inputs,
-    })
+    Ok(Built { graph: b.graph, bindings: b.bindings, constant_inputs })
 }
 
 impl Builder<'_> {
@@ -93,9 +84,7 @@ impl Builder<'_> {
             SymInt::AsInt(i) => Ok(Dim::Static(*i)),
             SymInt::AsExpr(e) => {
                 let expr = srepr::parse(&e.expr_str)
-                    .map_err(|err| {
-                        format!("cannot parse symbolic size `{}`: {}", e.expr_str, err.0)
-                    })?
+                    .map_err(|err| format!("cannot parse symbolic size `{}`: {}", e.expr_str, err.0))?
                     .simplify();
                 self.symbols.extend(expr.symbols());
                 Ok(Dim::from_expr(expr))
@@ -105,31 +94,17 @@ impl Builder<'_> {
 
     /// The type of a named tensor, from `tensor_values`.
     fn tensor_type(&mut self, name: &str) -> Result<TensorType, ImportError> {
-        let bad = |reason: String| ImportError::TensorMeta {
-            tensor: name.to_string(),
-            reason,
-        };
-        let meta = self
-            .graph_json()
-            .tensor_values
-            .get(name)
-            .ok_or_else(|| bad("no entry (its type is unknown)".into()))?;
-        let dtype = scalar_type(meta.dtype)
-            .ok_or_else(|| bad(format!("unknown dtype number {}", meta.dtype)))?;
+        let bad = |reason: String| ImportError::TensorMeta { tensor: name.to_string(), reason };
+        let meta =
+            self.graph_json().tensor_values.get(name).ok_or_else(|| bad("no entry (its type is unknown)".into()))?;
+        let dtype = scalar_type(meta.dtype).ok_or_else(|| bad(format!("unknown dtype number {}", meta.dtype)))?;
         let sizes = meta.sizes.clone();
-        let dims = sizes
-            .iter()
-            .map(|s| self.sym_int(s))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(bad)?;
+        let dims = sizes.iter().map(|s| self.sym_int(s)).collect::<Result<Vec<_>, _>>().map_err(bad)?;
         Ok(TensorType { dtype, dims })
     }
 
     /// Creates the graph inputs from the signature, checking each against the payloads.
-    fn inputs(
-        &mut self,
-        weights: &BTreeMap<String, Weight>,
-    ) -> Result<Vec<(String, String)>, ImportError> {
+    fn inputs(&mut self, weights: &BTreeMap<String, Weight>) -> Result<Vec<(String, String)>, ImportError> {
         let specs = &self.ep.graph_module.signature.input_specs;
         let sig = |reason: String| ImportError::Signature { reason };
         if specs.len() != self.graph_json().inputs.len() {
@@ -143,69 +118,38 @@ impl Builder<'_> {
         let mut users = 0;
         for spec in specs {
             let (name, kind) = match spec {
-                InputSpec::Parameter {
-                    arg,
-                    parameter_name,
-                } => (
-                    arg.name.clone(),
-                    InputKind::Parameter {
-                        fqn: parameter_name.clone(),
-                    },
-                ),
-                InputSpec::Buffer {
-                    arg,
-                    buffer_name,
-                    persistent,
-                } => (
-                    arg.name.clone(),
-                    InputKind::Buffer {
-                        fqn: buffer_name.clone(),
-                        persistent: *persistent,
-                    },
-                ),
-                InputSpec::TensorConstant {
-                    arg,
-                    tensor_constant_name,
-                } => (
-                    arg.name.clone(),
-                    InputKind::Constant {
-                        fqn: tensor_constant_name.clone(),
-                    },
-                ),
-                InputSpec::UserInput {
-                    arg: Argument::AsTensor(t),
-                } => {
+                InputSpec::Parameter { arg, parameter_name } => {
+                    (arg.name.clone(), InputKind::Parameter { fqn: parameter_name.clone() })
+                }
+                InputSpec::Buffer { arg, buffer_name, persistent } => {
+                    (arg.name.clone(), InputKind::Buffer { fqn: buffer_name.clone(), persistent: *persistent })
+                }
+                InputSpec::TensorConstant { arg, tensor_constant_name } => {
+                    (arg.name.clone(), InputKind::Constant { fqn: tensor_constant_name.clone() })
+                }
+                InputSpec::UserInput { arg: Argument::AsTensor(t) } => {
                     users += 1;
                     (t.name.clone(), InputKind::User { index: users - 1 })
                 }
                 InputSpec::UserInput { arg } => {
-                    return Err(sig(format!(
-                        "user inputs of kind `{}` are not supported (only tensors)",
-                        arg.kind()
-                    )))
+                    return Err(sig(format!("user inputs of kind `{}` are not supported (only tensors)", arg.kind())))
                 }
                 InputSpec::ConstantInput { name, value } => {
                     constants.push((name.clone(), value.to_string()));
                     continue;
                 }
                 InputSpec::CustomObj(_) | InputSpec::Token(_) => {
-                    return Err(sig(
-                        "custom-object and effect-token inputs are not supported".into(),
-                    ))
+                    return Err(sig("custom-object and effect-token inputs are not supported".into()))
                 }
             };
             if let Some(fqn) = kind.weight_fqn().filter(|f| !weights.contains_key(*f)) {
-                return Err(sig(format!(
-                    "input `{name}` refers to `{fqn}`, which neither payload config holds"
-                )));
+                return Err(sig(format!("input `{name}` refers to `{fqn}`, which neither payload config holds")));
             }
             let ty = self.tensor_type(&name)?;
             if let InputKind::User { index } = kind {
                 self.bind_symbols(&name, index, &ty);
             }
-            let id = self
-                .graph
-                .add_input(Node::new(name.clone(), Op::Input(kind), [ty]));
+            let id = self.graph.add_input(Node::new(name.clone(), Op::Input(kind), [ty]));
             self.values.insert(name, ValueRef { node: id, slot: 0 });
         }
         Ok(constants)
@@ -213,18 +157,11 @@ impl Builder<'_> {
 
     /// A user-input dim that is a bare symbol gives that symbol its value at run time.
     fn bind_symbols(&mut self, name: &str, index: usize, ty: &TensorType) {
-        let sizes = self
-            .graph_json()
-            .tensor_values
-            .get(name)
-            .map(|m| m.sizes.clone())
-            .unwrap_or_default();
+        let sizes = self.graph_json().tensor_values.get(name).map(|m| m.sizes.clone()).unwrap_or_default();
         for (dim, d) in ty.dims.iter().enumerate() {
             if let Dim::Sym(torchtpu_passes::ir::SymExpr::Sym(s)) = d {
                 let example = match sizes.get(dim) {
-                    Some(SymInt::AsExpr(e)) => {
-                        e.hint.as_ref().and_then(|h| h.get("as_int")?.as_i64())
-                    }
+                    Some(SymInt::AsExpr(e)) => e.hint.as_ref().and_then(|h| h.get("as_int")?.as_i64()),
                     _ => None,
                 };
                 self.bindings.entry(s.clone()).or_insert(SymbolBinding {
@@ -237,11 +174,7 @@ impl Builder<'_> {
         }
     }
 
-    fn node(
-        &mut self,
-        node: &schema::Node,
-        names: &mut BTreeSet<String>,
-    ) -> Result<(), ImportError> {
+    fn node(&mut self, node: &schema::Node, names: &mut BTreeSet<String>) -> Result<(), ImportError> {
         let name = node_name(node);
         let stack = node.metadata.get("stack_trace").cloned();
         let origin = Origin {
@@ -263,52 +196,27 @@ impl Builder<'_> {
         let mut args = Args::new(&node.inputs, &self.sym_values).map_err(&fail)?;
         let op = match ops::lowering(&node.target) {
             Some(lower) => lower(&mut args).map_err(&fail)?,
-            None if node.target.starts_with("_operator.") => {
-                self.sym_int_op(node).map_err(&fail)?
-            }
+            None if node.target.starts_with("_operator.") => self.sym_int_op(node).map_err(&fail)?,
             None => {
                 args.all_tensors();
-                Op::Unsupported {
-                    target: node.target.clone(),
-                }
+                Op::Unsupported { target: node.target.clone() }
             }
         };
         let mut inputs = Vec::with_capacity(args.tensors.len());
         for t in &args.tensors {
-            let v = self.values.get(t).copied().ok_or_else(|| {
-                fail(format!(
-                    "reads tensor `{t}`, which no graph input or earlier node produces"
-                ))
-            })?;
+            let v =
+                self.values.get(t).copied().ok_or_else(|| {
+                    fail(format!("reads tensor `{t}`, which no graph input or earlier node produces"))
+                })?;
             inputs.push(v);
         }
         let (output_names, types) = self.outputs_of(node).map_err(&fail)?;
         let mut origin = origin.clone();
         origin.output_names.clone_from(&output_names);
-        let id = self.graph.add_op(
-            Node {
-                name: name.clone(),
-                op,
-                outputs: types.into(),
-                origin,
-            },
-            &inputs,
-        );
+        let id = self.graph.add_op(Node { name: name.clone(), op, outputs: types.into(), origin }, &inputs);
         for (slot, out) in output_names.into_iter().enumerate() {
-            if self
-                .values
-                .insert(
-                    out.clone(),
-                    ValueRef {
-                        node: id,
-                        slot: slot as u16,
-                    },
-                )
-                .is_some()
-            {
-                return Err(fail(format!(
-                    "output `{out}` is also produced by another node or input"
-                )));
+            if self.values.insert(out.clone(), ValueRef { node: id, slot: slot as u16 }).is_some() {
+                return Err(fail(format!("output `{out}` is also produced by another node or input")));
             }
         }
         Ok(())
@@ -329,31 +237,20 @@ impl Builder<'_> {
     }
 
     /// Output names and types of a node, in slot order.
-    fn outputs_of(
-        &mut self,
-        node: &schema::Node,
-    ) -> Result<(Vec<String>, Vec<TensorType>), String> {
+    fn outputs_of(&mut self, node: &schema::Node) -> Result<(Vec<String>, Vec<TensorType>), String> {
         let mut names = Vec::new();
         for out in &node.outputs {
             match out {
                 Argument::AsTensor(t) => names.push(t.name.clone()),
                 Argument::AsTensors(ts) => names.extend(ts.iter().map(|t| t.name.clone())),
                 Argument::AsSymInt(SymIntArgument::AsName(n)) => names.push(n.clone()),
-                other => {
-                    return Err(format!(
-                        "outputs of kind `{}` are not supported",
-                        other.kind()
-                    ))
-                }
+                other => return Err(format!("outputs of kind `{}` are not supported", other.kind())),
             }
         }
         let mut types = Vec::with_capacity(names.len());
         for n in &names {
             if self.sym_values.contains_key(n) {
-                types.push(TensorType {
-                    dtype: DType::I64,
-                    dims: vec![],
-                });
+                types.push(TensorType { dtype: DType::I64, dims: vec![] });
             } else {
                 types.push(self.tensor_type(n).map_err(|e| e.to_string())?);
             }
@@ -372,64 +269,32 @@ impl Builder<'_> {
                     (arg.clone(), OutputKind::User { index: users - 1 })
                 }
                 OutputSpec::LossOutput { arg } => (arg.clone(), OutputKind::Loss),
-                OutputSpec::BufferMutation { arg, buffer_name } => (
-                    Argument::AsTensor(arg.clone()),
-                    OutputKind::BufferMutation {
-                        fqn: buffer_name.clone(),
-                    },
-                ),
-                OutputSpec::ParameterMutation {
-                    arg,
-                    parameter_name,
-                } => (
-                    Argument::AsTensor(arg.clone()),
-                    OutputKind::ParameterMutation {
-                        fqn: parameter_name.clone(),
-                    },
-                ),
-                OutputSpec::UserInputMutation {
-                    arg,
-                    user_input_name,
-                } => (
-                    Argument::AsTensor(arg.clone()),
-                    OutputKind::UserInputMutation {
-                        input: user_input_name.clone(),
-                    },
-                ),
-                OutputSpec::GradientToParameter {
-                    arg,
-                    parameter_name,
-                } => (
-                    Argument::AsTensor(arg.clone()),
-                    OutputKind::GradientToParameter {
-                        fqn: parameter_name.clone(),
-                    },
-                ),
-                OutputSpec::GradientToUserInput {
-                    arg,
-                    user_input_name,
-                } => (
-                    Argument::AsTensor(arg.clone()),
-                    OutputKind::GradientToUserInput {
-                        input: user_input_name.clone(),
-                    },
-                ),
-                OutputSpec::Token(_) => {
-                    return Err(sig("effect-token outputs are not supported".into()))
+                OutputSpec::BufferMutation { arg, buffer_name } => {
+                    (Argument::AsTensor(arg.clone()), OutputKind::BufferMutation { fqn: buffer_name.clone() })
                 }
+                OutputSpec::ParameterMutation { arg, parameter_name } => {
+                    (Argument::AsTensor(arg.clone()), OutputKind::ParameterMutation { fqn: parameter_name.clone() })
+                }
+                OutputSpec::UserInputMutation { arg, user_input_name } => {
+                    (Argument::AsTensor(arg.clone()), OutputKind::UserInputMutation { input: user_input_name.clone() })
+                }
+                OutputSpec::GradientToParameter { arg, parameter_name } => {
+                    (Argument::AsTensor(arg.clone()), OutputKind::GradientToParameter { fqn: parameter_name.clone() })
+                }
+                OutputSpec::GradientToUserInput { arg, user_input_name } => (
+                    Argument::AsTensor(arg.clone()),
+                    OutputKind::GradientToUserInput { input: user_input_name.clone() },
+                ),
+                OutputSpec::Token(_) => return Err(sig("effect-token outputs are not supported".into())),
             };
             let Argument::AsTensor(t) = &arg else {
-                return Err(sig(format!(
-                    "outputs of kind `{}` are not supported (only tensors)",
-                    arg.kind()
-                )));
+                return Err(sig(format!("outputs of kind `{}` are not supported (only tensors)", arg.kind())));
             };
-            let value = self.values.get(&t.name).copied().ok_or_else(|| {
-                sig(format!(
-                    "output `{}` is produced by no node or input",
-                    t.name
-                ))
-            })?;
+            let value = self
+                .values
+                .get(&t.name)
+                .copied()
+                .ok_or_else(|| sig(format!("output `{}` is produced by no node or input", t.name)))?;
             self.graph.add_output(value, kind);
         }
         Ok(())
@@ -438,16 +303,11 @@ impl Builder<'_> {
     /// Declares every symbol seen, with its `range_constraints` bounds (unbounded if absent).
     fn declare_symbols(&mut self) {
         for s in &self.symbols {
-            let bounds = self.ep.range_constraints.get(s).map_or(
-                Bounds {
-                    min: None,
-                    max: None,
-                },
-                |rc| Bounds {
-                    min: rc.min_val,
-                    max: rc.max_val,
-                },
-            );
+            let bounds = self
+                .ep
+                .range_constraints
+                .get(s)
+                .map_or(Bounds { min: None, max: None }, |rc| Bounds { min: rc.min_val, max: rc.max_val });
             self.graph.add_symbol(s.clone(), bounds);
         }
     }

@@ -29,10 +29,7 @@ pub use payload::{PayloadSource, Weight};
 #[derive(Debug, Error)]
 pub enum ImportError {
     #[error("cannot read `{}`: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Io { path: PathBuf, source: std::io::Error },
     #[error("not a pt2 archive (a zip written by torch.export.save): {reason}")]
     NotAnArchive { reason: String },
     #[error("archive entry `{entry}`: {reason}")]
@@ -40,47 +37,27 @@ pub enum ImportError {
     #[error("archive entry `{entry}` is missing")]
     MissingEntry { entry: String },
     #[error("archive entry `{entry}`: invalid JSON at line {line}, column {column}: {message}")]
-    Json {
-        entry: String,
-        line: usize,
-        column: usize,
-        message: String,
-    },
+    Json { entry: String, line: usize, column: usize, message: String },
     #[error(
         "archive entry `{entry}`: export schema version {major}.{minor} is not supported \
          (this compiler reads schema 8.x)"
     )]
-    SchemaVersion {
-        entry: String,
-        major: i64,
-        minor: i64,
-    },
+    SchemaVersion { entry: String, major: i64, minor: i64 },
     #[error("weight `{fqn}` (archive entry `{entry}`): {reason}")]
-    Payload {
-        fqn: String,
-        entry: String,
-        reason: String,
-    },
+    Payload { fqn: String, entry: String, reason: String },
     #[error("tensor `{tensor}` in `tensor_values`: {reason}")]
     TensorMeta { tensor: String, reason: String },
     #[error("graph signature: {reason}")]
     Signature { reason: String },
     #[error("node `{node}` ({target}): {reason}{}", at_line(stack))]
-    Node {
-        node: String,
-        target: String,
-        reason: String,
-        stack: Option<String>,
-    },
+    Node { node: String, target: String, reason: String, stack: Option<String> },
     #[error("the imported graph is malformed: {0}")]
     Verify(#[from] VerifyError),
 }
 
 /// `\n  at File "model.py", line 12, in forward` when a source line is known.
 fn at_line(stack: &Option<String>) -> String {
-    stack
-        .as_ref()
-        .map_or_else(String::new, |s| format!("\n  at {s}"))
+    stack.as_ref().map_or_else(String::new, |s| format!("\n  at {s}"))
 }
 
 /// Version and provenance of the exported program.
@@ -113,10 +90,7 @@ impl Program {
     /// Nodes whose target has no lowering, in topological order.
     pub fn unsupported_nodes(&self) -> Vec<NodeId> {
         let order = self.graph.topo_order().unwrap_or_default();
-        order
-            .into_iter()
-            .filter(|&id| matches!(self.graph.node(id).op, Op::Unsupported { .. }))
-            .collect()
+        order.into_iter().filter(|&id| matches!(self.graph.node(id).op, Op::Unsupported { .. })).collect()
     }
 }
 
@@ -138,10 +112,7 @@ pub fn import(path: &Path) -> Result<Program, ImportError> {
     }
     let ep: schema::ExportedProgram = parse_json(&archive, MODEL_JSON)?;
     let weights = payload::load_payloads(&archive)?;
-    let name = path.file_stem().map_or_else(
-        || archive.root().to_string(),
-        |s| s.to_string_lossy().into_owned(),
-    );
+    let name = path.file_stem().map_or_else(|| archive.root().to_string(), |s| s.to_string_lossy().into_owned());
     let built = build::build(&name, &ep, &weights)?;
     torchtpu_passes::verify(&built.graph)?;
     Ok(Program {
@@ -163,10 +134,7 @@ fn check_container(archive: &Archive) -> Result<(), ImportError> {
     if format != b"pt2" {
         return Err(ImportError::BadEntry {
             entry: archive.entry_name("archive_format"),
-            reason: format!(
-                "expected `pt2`, found `{}`",
-                String::from_utf8_lossy(format)
-            ),
+            reason: format!("expected `pt2`, found `{}`", String::from_utf8_lossy(format)),
         });
     }
     if archive.has("byteorder") && archive.bytes("byteorder")? != b"little" {
@@ -193,11 +161,6 @@ fn parse_json<T: DeserializeOwned>(archive: &Archive, rel: &str) -> Result<T, Im
         let text = e.to_string();
         // serde_json appends " at line L column C"; the variant carries those separately.
         let message = text.split(" at line ").next().unwrap_or(&text).to_string();
-        ImportError::Json {
-            entry: archive.entry_name(rel),
-            line: e.line(),
-            column: e.column(),
-            message,
-        }
+        ImportError::Json { entry: archive.entry_name(rel), line: e.line(), column: e.column(), message }
     })
 }

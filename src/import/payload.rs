@@ -96,12 +96,7 @@ impl Weight {
         let mut out = Vec::with_capacity(n * es);
         let mut index = vec![0i64; self.sizes.len()];
         for _ in 0..n {
-            let elem: i64 = self.storage_offset
-                + index
-                    .iter()
-                    .zip(&self.strides)
-                    .map(|(i, s)| i * s)
-                    .sum::<i64>();
+            let elem: i64 = self.storage_offset + index.iter().zip(&self.strides).map(|(i, s)| i * s).sum::<i64>();
             let at = elem as usize * es;
             out.extend_from_slice(&storage[at..at + es]);
             for d in (0..index.len()).rev() {
@@ -126,11 +121,8 @@ pub fn load_payloads(archive: &Archive) -> Result<BTreeMap<String, Weight>, Impo
         }
         let config: PayloadConfig = super::parse_json(archive, &entry)?;
         for (fqn, meta) in config.config {
-            let bad = |reason: String| ImportError::Payload {
-                fqn: fqn.clone(),
-                entry: archive.entry_name(&entry),
-                reason,
-            };
+            let bad =
+                |reason: String| ImportError::Payload { fqn: fqn.clone(), entry: archive.entry_name(&entry), reason };
             if meta.use_pickle {
                 return Err(bad(format!(
                     "it is pickled (`use_pickle: true`, file `{}`), which this compiler never loads; \
@@ -138,13 +130,9 @@ pub fn load_payloads(archive: &Archive) -> Result<BTreeMap<String, Weight>, Impo
                     meta.path_name
                 )));
             }
-            let tm = meta
-                .tensor_meta
-                .as_ref()
-                .ok_or_else(|| bad("it has no tensor_meta (a custom object?)".into()))?;
+            let tm = meta.tensor_meta.as_ref().ok_or_else(|| bad("it has no tensor_meta (a custom object?)".into()))?;
             let storage_entry = format!("data/{}/{}", source.folder(), meta.path_name);
-            let weight =
-                decode_meta(&fqn, source, meta.is_param, tm, storage_entry).map_err(bad)?;
+            let weight = decode_meta(&fqn, source, meta.is_param, tm, storage_entry).map_err(bad)?;
             check_storage(archive, &weight)?;
             if out.insert(fqn.clone(), weight).is_some() {
                 return Err(bad("the name appears in both payload configs".into()));
@@ -157,10 +145,7 @@ pub fn load_payloads(archive: &Archive) -> Result<BTreeMap<String, Weight>, Impo
 fn static_int(v: &SymInt, what: &str) -> Result<i64, String> {
     match v {
         SymInt::AsInt(i) => Ok(*i),
-        SymInt::AsExpr(e) => Err(format!(
-            "{what} is symbolic (`{}`); stored tensors must be static",
-            e.expr_str
-        )),
+        SymInt::AsExpr(e) => Err(format!("{what} is symbolic (`{}`); stored tensors must be static", e.expr_str)),
     }
 }
 
@@ -171,42 +156,17 @@ fn decode_meta(
     tm: &TensorMeta,
     entry: String,
 ) -> Result<Weight, String> {
-    let dtype =
-        scalar_type(tm.dtype).ok_or_else(|| format!("unknown dtype number {}", tm.dtype))?;
-    let sizes = tm
-        .sizes
-        .iter()
-        .map(|s| static_int(s, "a size"))
-        .collect::<Result<Vec<_>, _>>()?;
-    let strides = tm
-        .strides
-        .iter()
-        .map(|s| static_int(s, "a stride"))
-        .collect::<Result<Vec<_>, _>>()?;
-    let storage_offset = tm
-        .storage_offset
-        .as_ref()
-        .map_or(Ok(0), |s| static_int(s, "the storage offset"))?;
+    let dtype = scalar_type(tm.dtype).ok_or_else(|| format!("unknown dtype number {}", tm.dtype))?;
+    let sizes = tm.sizes.iter().map(|s| static_int(s, "a size")).collect::<Result<Vec<_>, _>>()?;
+    let strides = tm.strides.iter().map(|s| static_int(s, "a stride")).collect::<Result<Vec<_>, _>>()?;
+    let storage_offset = tm.storage_offset.as_ref().map_or(Ok(0), |s| static_int(s, "the storage offset"))?;
     if strides.len() != sizes.len() {
-        return Err(format!(
-            "{} sizes but {} strides",
-            sizes.len(),
-            strides.len()
-        ));
+        return Err(format!("{} sizes but {} strides", sizes.len(), strides.len()));
     }
     if sizes.iter().chain(&strides).any(|&v| v < 0) || storage_offset < 0 {
         return Err("negative size, stride or storage offset".into());
     }
-    Ok(Weight {
-        fqn: fqn.to_string(),
-        source,
-        is_param,
-        dtype,
-        sizes,
-        strides,
-        storage_offset,
-        entry,
-    })
+    Ok(Weight { fqn: fqn.to_string(), source, is_param, dtype, sizes, strides, storage_offset, entry })
 }
 
 /// The storage must exist, hold whole elements and cover every element the view touches.
@@ -216,29 +176,15 @@ fn check_storage(archive: &Archive, w: &Weight) -> Result<(), ImportError> {
         entry: archive.entry_name(&w.entry),
         reason: "the storage file is missing from the archive".into(),
     })?;
-    let bad = |reason: String| ImportError::Payload {
-        fqn: w.fqn.clone(),
-        entry: archive.entry_name(&w.entry),
-        reason,
-    };
+    let bad = |reason: String| ImportError::Payload { fqn: w.fqn.clone(), entry: archive.entry_name(&w.entry), reason };
     let es = w.dtype.size_bytes();
     if storage.len() % es != 0 {
-        return Err(bad(format!(
-            "{} bytes is not a whole number of {}-byte {} elements",
-            storage.len(),
-            es,
-            w.dtype
-        )));
+        return Err(bad(format!("{} bytes is not a whole number of {}-byte {} elements", storage.len(), es, w.dtype)));
     }
     if storage.is_empty() || w.numel() == 0 {
         return Ok(()); // an empty record stands for zeros
     }
-    let last = w.storage_offset
-        + w.sizes
-            .iter()
-            .zip(&w.strides)
-            .map(|(n, s)| (n - 1) * s)
-            .sum::<i64>();
+    let last = w.storage_offset + w.sizes.iter().zip(&w.strides).map(|(n, s)| (n - 1) * s).sum::<i64>();
     let available = (storage.len() / es) as i64;
     if last >= available {
         return Err(bad(format!(

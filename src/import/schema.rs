@@ -209,60 +209,26 @@ pub struct GraphSignature {
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum InputSpec {
-    UserInput {
-        arg: Argument,
-    },
-    Parameter {
-        arg: TensorArgument,
-        parameter_name: String,
-    },
-    Buffer {
-        arg: TensorArgument,
-        buffer_name: String,
-        persistent: bool,
-    },
-    TensorConstant {
-        arg: TensorArgument,
-        tensor_constant_name: String,
-    },
+    UserInput { arg: Argument },
+    Parameter { arg: TensorArgument, parameter_name: String },
+    Buffer { arg: TensorArgument, buffer_name: String, persistent: bool },
+    TensorConstant { arg: TensorArgument, tensor_constant_name: String },
     CustomObj(Value),
     Token(Value),
-    ConstantInput {
-        name: String,
-        value: Value,
-    },
+    ConstantInput { name: String, value: Value },
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OutputSpec {
-    UserOutput {
-        arg: Argument,
-    },
-    LossOutput {
-        arg: Argument,
-    },
-    BufferMutation {
-        arg: TensorArgument,
-        buffer_name: String,
-    },
-    GradientToParameter {
-        arg: TensorArgument,
-        parameter_name: String,
-    },
-    GradientToUserInput {
-        arg: TensorArgument,
-        user_input_name: String,
-    },
-    UserInputMutation {
-        arg: TensorArgument,
-        user_input_name: String,
-    },
+    UserOutput { arg: Argument },
+    LossOutput { arg: Argument },
+    BufferMutation { arg: TensorArgument, buffer_name: String },
+    GradientToParameter { arg: TensorArgument, parameter_name: String },
+    GradientToUserInput { arg: TensorArgument, user_input_name: String },
+    UserInputMutation { arg: TensorArgument, user_input_name: String },
     Token(Value),
-    ParameterMutation {
-        arg: TensorArgument,
-        parameter_name: String,
-    },
+    ParameterMutation { arg: TensorArgument, parameter_name: String },
 }
 
 /// `data/{weights,constants}/model_*_config.json`.
@@ -352,15 +318,7 @@ mod tests {
     #[test]
     fn floats_accept_infinity_strings() {
         let v: Vec<F64> = serde_json::from_str(r#"[1.5, 2, "Infinity", "-Infinity"]"#).unwrap();
-        assert_eq!(
-            v,
-            [
-                F64(1.5),
-                F64(2.0),
-                F64(f64::INFINITY),
-                F64(f64::NEG_INFINITY)
-            ]
-        );
+        assert_eq!(v, [F64(1.5), F64(2.0), F64(f64::INFINITY), F64(f64::NEG_INFINITY)]);
         let nan: F64 = serde_json::from_str(r#""NaN""#).unwrap();
         assert!(nan.0.is_nan());
         assert!(serde_json::from_str::<F64>(r#""inf""#).is_err());
@@ -368,13 +326,11 @@ mod tests {
 
     #[test]
     fn arguments_are_externally_tagged() {
-        let a: Argument =
-            serde_json::from_str(r#"{"as_sym_ints": [{"as_int": 1}, {"as_name": "s"}]}"#).unwrap();
+        let a: Argument = serde_json::from_str(r#"{"as_sym_ints": [{"as_int": 1}, {"as_name": "s"}]}"#).unwrap();
         assert!(matches!(a, Argument::AsSymInts(v) if v.len() == 2));
-        let a: Argument = serde_json::from_str(
-            r#"{"as_optional_tensors": [{"as_none": true}, {"as_tensor": {"name": "i"}}]}"#,
-        )
-        .unwrap();
+        let a: Argument =
+            serde_json::from_str(r#"{"as_optional_tensors": [{"as_none": true}, {"as_tensor": {"name": "i"}}]}"#)
+                .unwrap();
         assert_eq!(a.kind(), "as_optional_tensors");
     }
 }

@@ -21,16 +21,10 @@ enum Token {
 /// Parses one srepr expression, e.g. `Mul(Integer(64), Symbol('s70', positive=True, integer=True))`.
 pub fn parse(text: &str) -> Result<SymExpr, SreprError> {
     let tokens = tokenize(text)?;
-    let mut p = Parser {
-        tokens: &tokens,
-        pos: 0,
-    };
+    let mut p = Parser { tokens: &tokens, pos: 0 };
     let expr = p.expr()?;
     if p.pos != tokens.len() {
-        return Err(SreprError(format!(
-            "unexpected {:?} after the expression",
-            tokens[p.pos]
-        )));
+        return Err(SreprError(format!("unexpected {:?} after the expression", tokens[p.pos])));
     }
     to_sym(&expr)
 }
@@ -44,17 +38,13 @@ fn tokenize(text: &str) -> Result<Vec<Token>, SreprError> {
         let start = i;
         if c.is_whitespace() {
             i += 1;
-        } else if c.is_ascii_digit()
-            || (c == '-' && chars.get(i + 1).is_some_and(char::is_ascii_digit))
-        {
+        } else if c.is_ascii_digit() || (c == '-' && chars.get(i + 1).is_some_and(char::is_ascii_digit)) {
             i += 1;
             while i < chars.len() && chars[i].is_ascii_digit() {
                 i += 1;
             }
             let s: String = chars[start..i].iter().collect();
-            let v = s
-                .parse()
-                .map_err(|_| SreprError(format!("integer `{s}` does not fit in 64 bits")))?;
+            let v = s.parse().map_err(|_| SreprError(format!("integer `{s}` does not fit in 64 bits")))?;
             out.push(Token::Int(v));
         } else if c == '\'' {
             let end = chars[i + 1..]
@@ -72,9 +62,7 @@ fn tokenize(text: &str) -> Result<Vec<Token>, SreprError> {
             out.push(Token::Punct(c));
             i += 1;
         } else {
-            return Err(SreprError(format!(
-                "unexpected character `{c}` at offset {i}"
-            )));
+            return Err(SreprError(format!("unexpected character `{c}` at offset {i}")));
         }
     }
     Ok(out)
@@ -96,11 +84,7 @@ struct Parser<'a> {
 
 impl Parser<'_> {
     fn next(&mut self) -> Result<Token, SreprError> {
-        let t = self
-            .tokens
-            .get(self.pos)
-            .cloned()
-            .ok_or_else(|| SreprError("unexpected end of expression".into()))?;
+        let t = self.tokens.get(self.pos).cloned().ok_or_else(|| SreprError("unexpected end of expression".into()))?;
         self.pos += 1;
         Ok(t)
     }
@@ -130,8 +114,7 @@ impl Parser<'_> {
                 self.pos += 1;
                 return Ok(args);
             }
-            let keyword =
-                matches!(self.tokens.get(self.pos), Some(Token::Ident(_))) && self.peek_is(1, '=');
+            let keyword = matches!(self.tokens.get(self.pos), Some(Token::Ident(_))) && self.peek_is(1, '=');
             if keyword {
                 self.pos += 2;
                 self.expr()?;
@@ -151,25 +134,14 @@ fn to_sym(ast: &Ast) -> Result<SymExpr, SreprError> {
     let (head, args) = match ast {
         Ast::Call(head, args) => (head, args),
         Ast::Int(v) => return Ok(SymExpr::Int(*v)),
-        Ast::Name(n) => {
-            return Err(SreprError(format!(
-                "unexpected name `{n}` where an integer expression belongs"
-            )))
-        }
-        Ast::Str(s) => {
-            return Err(SreprError(format!(
-                "unexpected string '{s}' where an integer expression belongs"
-            )))
-        }
+        Ast::Name(n) => return Err(SreprError(format!("unexpected name `{n}` where an integer expression belongs"))),
+        Ast::Str(s) => return Err(SreprError(format!("unexpected string '{s}' where an integer expression belongs"))),
     };
     let all = || args.iter().map(to_sym).collect::<Result<Vec<_>, _>>();
     let two = |f: fn(Box<SymExpr>, Box<SymExpr>) -> SymExpr| -> Result<SymExpr, SreprError> {
         match args.as_slice() {
             [a, b] => Ok(f(Box::new(to_sym(a)?), Box::new(to_sym(b)?))),
-            _ => Err(SreprError(format!(
-                "`{head}` takes 2 arguments, found {}",
-                args.len()
-            ))),
+            _ => Err(SreprError(format!("`{head}` takes 2 arguments, found {}", args.len()))),
         }
     };
     match head.as_str() {
@@ -212,18 +184,9 @@ mod tests {
 
     #[test]
     fn reports_malformed_expressions() {
-        assert!(parse("Mul(Integer(2), ")
-            .unwrap_err()
-            .0
-            .contains("unexpected end"));
-        assert!(parse("Rational(1, 2)")
-            .unwrap_err()
-            .0
-            .contains("unsupported sympy function `Rational`"));
-        assert!(parse("Integer(1) Integer(2)")
-            .unwrap_err()
-            .0
-            .contains("after the expression"));
+        assert!(parse("Mul(Integer(2), ").unwrap_err().0.contains("unexpected end"));
+        assert!(parse("Rational(1, 2)").unwrap_err().0.contains("unsupported sympy function `Rational`"));
+        assert!(parse("Integer(1) Integer(2)").unwrap_err().0.contains("after the expression"));
         assert!(parse("Symbol('s70").unwrap_err().0.contains("unterminated"));
     }
 }

@@ -51,13 +51,7 @@ impl Drop for ClientInner {
         args.client = self.raw;
         // SAFETY: the client is live, and nothing refers to it any more (executables and buffers
         // hold this `Arc`). A destroy error cannot be reported from `drop`; it is freed.
-        let _ = unsafe {
-            api.call(
-                "PJRT_Client_Destroy",
-                api.table.PJRT_Client_Destroy,
-                &mut args,
-            )
-        };
+        let _ = unsafe { api.call("PJRT_Client_Destroy", api.table.PJRT_Client_Destroy, &mut args) };
     }
 }
 
@@ -83,8 +77,7 @@ impl Plugin {
         option.value_size = 1;
         let raw = match create_client(self.api(), std::slice::from_ref(&option)) {
             Err(PjrtError::Call {
-                code:
-                    Some(ErrorCode::InvalidArgument | ErrorCode::NotFound | ErrorCode::Unimplemented),
+                code: Some(ErrorCode::InvalidArgument | ErrorCode::NotFound | ErrorCode::Unimplemented),
                 ..
             }) => create_client(self.api(), &[])?,
             other => other?,
@@ -94,21 +87,12 @@ impl Plugin {
 }
 
 /// `PJRT_Client_Create` with `options`.
-fn create_client(
-    api: &Api,
-    options: &[ffi::PJRT_NamedValue],
-) -> Result<*mut ffi::PJRT_Client, PjrtError> {
+fn create_client(api: &Api, options: &[ffi::PJRT_NamedValue]) -> Result<*mut ffi::PJRT_Client, PjrtError> {
     let mut args = ffi::PJRT_Client_Create_Args::new();
     args.create_options = options.as_ptr();
     args.num_options = options.len();
     // SAFETY: the options and their names outlive the call; no key-value callbacks are given.
-    unsafe {
-        api.call(
-            "PJRT_Client_Create",
-            api.table.PJRT_Client_Create,
-            &mut args,
-        )?
-    };
+    unsafe { api.call("PJRT_Client_Create", api.table.PJRT_Client_Create, &mut args)? };
     if args.client.is_null() {
         return Err(null_output("PJRT_Client_Create"));
     }
@@ -132,22 +116,14 @@ impl Client {
         name.client = raw;
         // SAFETY: the client is live; the name lives as long as the client and is copied.
         inner.platform_name = unsafe {
-            api.call(
-                "PJRT_Client_PlatformName",
-                api.table.PJRT_Client_PlatformName,
-                &mut name,
-            )?;
+            api.call("PJRT_Client_PlatformName", api.table.PJRT_Client_PlatformName, &mut name)?;
             lossy_string(name.platform_name, name.platform_name_size)
         };
         let mut version = ffi::PJRT_Client_PlatformVersion_Args::new();
         version.client = raw;
         // SAFETY: as above.
         inner.platform_version = unsafe {
-            api.call(
-                "PJRT_Client_PlatformVersion",
-                api.table.PJRT_Client_PlatformVersion,
-                &mut version,
-            )?;
+            api.call("PJRT_Client_PlatformVersion", api.table.PJRT_Client_PlatformVersion, &mut version)?;
             lossy_string(version.platform_version, version.platform_version_size)
         };
 
@@ -155,11 +131,7 @@ impl Client {
         devices.client = raw;
         // SAFETY: as above; the device list is owned by the client.
         let raw_devices = unsafe {
-            api.call(
-                "PJRT_Client_AddressableDevices",
-                api.table.PJRT_Client_AddressableDevices,
-                &mut devices,
-            )?;
+            api.call("PJRT_Client_AddressableDevices", api.table.PJRT_Client_AddressableDevices, &mut devices)?;
             raw_slice(devices.addressable_devices, devices.num_addressable_devices)
         };
         for &device in raw_devices {
@@ -175,9 +147,7 @@ impl Client {
                 })
             }
         };
-        Ok(Client {
-            inner: Arc::new(inner),
-        })
+        Ok(Client { inner: Arc::new(inner) })
     }
 
     /// The plugin this client runs on.
@@ -202,15 +172,9 @@ impl Client {
 
     /// Compiles an MLIR module (StableHLO text in pretty or generic form, MLIR bytecode, or a
     /// StableHLO portable artifact) for this client's devices.
-    pub fn compile(
-        &self,
-        program: &[u8],
-        options: &CompileOptions,
-    ) -> Result<LoadedExecutable, PjrtError> {
+    pub fn compile(&self, program: &[u8], options: &CompileOptions) -> Result<LoadedExecutable, PjrtError> {
         if program.is_empty() {
-            return Err(PjrtError::InvalidArgument(
-                "the program is empty".to_string(),
-            ));
+            return Err(PjrtError::InvalidArgument("the program is empty".to_string()));
         }
         let options = options.to_bytes();
         let api = self.inner.api();
@@ -227,13 +191,7 @@ impl Client {
         args.compile_options = options.as_ptr().cast::<c_char>();
         args.compile_options_size = options.len();
         // SAFETY: the client is live; program, format and options outlive the call.
-        unsafe {
-            api.call(
-                "PJRT_Client_Compile",
-                api.table.PJRT_Client_Compile,
-                &mut args,
-            )?
-        };
+        unsafe { api.call("PJRT_Client_Compile", api.table.PJRT_Client_Compile, &mut args)? };
         LoadedExecutable::new(self.inner.clone(), args.executable, "PJRT_Client_Compile")
     }
 
@@ -242,9 +200,7 @@ impl Client {
     /// compute garbage: key stored executables on [`Plugin::sha256`].
     pub fn deserialize(&self, bytes: &[u8]) -> Result<LoadedExecutable, PjrtError> {
         if bytes.is_empty() {
-            return Err(PjrtError::InvalidArgument(
-                "the serialized executable is empty".to_string(),
-            ));
+            return Err(PjrtError::InvalidArgument("the serialized executable is empty".to_string()));
         }
         let api = self.inner.api();
         let mut args = ffi::PJRT_Executable_DeserializeAndLoad_Args::new();
@@ -253,27 +209,14 @@ impl Client {
         args.serialized_executable_size = bytes.len();
         // SAFETY: the client is live and `bytes` outlives the call; no override options.
         unsafe {
-            api.call(
-                "PJRT_Executable_DeserializeAndLoad",
-                api.table.PJRT_Executable_DeserializeAndLoad,
-                &mut args,
-            )?
+            api.call("PJRT_Executable_DeserializeAndLoad", api.table.PJRT_Executable_DeserializeAndLoad, &mut args)?
         };
-        LoadedExecutable::new(
-            self.inner.clone(),
-            args.loaded_executable,
-            "PJRT_Executable_DeserializeAndLoad",
-        )
+        LoadedExecutable::new(self.inner.clone(), args.loaded_executable, "PJRT_Executable_DeserializeAndLoad")
     }
 
     /// Copies a dense row-major host array onto the first device. Returns once the plugin no
     /// longer reads `bytes`.
-    pub fn buffer_from_host(
-        &self,
-        bytes: &[u8],
-        ty: ElementType,
-        dims: &[i64],
-    ) -> Result<Buffer, PjrtError> {
+    pub fn buffer_from_host(&self, bytes: &[u8], ty: ElementType, dims: &[i64]) -> Result<Buffer, PjrtError> {
         let expected = host_size(ty, dims)?;
         if bytes.len() != expected {
             return Err(PjrtError::InvalidArgument(format!(
@@ -292,26 +235,11 @@ impl Client {
         args.device = self.inner.device;
         // SAFETY: the client and device are live; `bytes` and `dims` outlive the call, and
         // `bytes` stays borrowed until `done_with_host_buffer` has fired (awaited below).
-        unsafe {
-            api.call(
-                "PJRT_Client_BufferFromHostBuffer",
-                api.table.PJRT_Client_BufferFromHostBuffer,
-                &mut args,
-            )?
-        };
+        unsafe { api.call("PJRT_Client_BufferFromHostBuffer", api.table.PJRT_Client_BufferFromHostBuffer, &mut args)? };
         // Own the buffer first, so that it is destroyed if the transfer fails.
-        let buffer = Buffer::new(
-            self.inner.clone(),
-            args.buffer,
-            "PJRT_Client_BufferFromHostBuffer",
-        );
+        let buffer = Buffer::new(self.inner.clone(), args.buffer, "PJRT_Client_BufferFromHostBuffer");
         // SAFETY: the event was just returned by the plugin and is ours to await and destroy.
-        let done = unsafe {
-            api.await_event(
-                "PJRT_Client_BufferFromHostBuffer",
-                args.done_with_host_buffer,
-            )
-        };
+        let done = unsafe { api.await_event("PJRT_Client_BufferFromHostBuffer", args.done_with_host_buffer) };
         let buffer = buffer?;
         done?;
         Ok(buffer)
@@ -330,16 +258,14 @@ impl fmt::Debug for Client {
 
 /// Bytes of a dense host array of `ty` with `dims`.
 fn host_size(ty: ElementType, dims: &[i64]) -> Result<usize, PjrtError> {
-    let element = ty.byte_size().ok_or_else(|| {
-        PjrtError::InvalidArgument(format!("element type `{ty}` has no whole-byte host layout"))
-    })?;
+    let element = ty
+        .byte_size()
+        .ok_or_else(|| PjrtError::InvalidArgument(format!("element type `{ty}` has no whole-byte host layout")))?;
     dims.iter().try_fold(element, |size, &d| {
         usize::try_from(d)
             .ok()
             .and_then(|d| size.checked_mul(d))
-            .ok_or_else(|| {
-                PjrtError::InvalidArgument(format!("invalid dimensions {dims:?} for a host array"))
-            })
+            .ok_or_else(|| PjrtError::InvalidArgument(format!("invalid dimensions {dims:?} for a host array")))
     })
 }
 
@@ -348,32 +274,16 @@ fn describe(api: &Api, device: *mut ffi::PJRT_Device) -> Result<Device, PjrtErro
     let mut description = ffi::PJRT_Device_GetDescription_Args::new();
     description.device = device;
     // SAFETY: `device` is owned by a live client; the description is owned by the device.
-    unsafe {
-        api.call(
-            "PJRT_Device_GetDescription",
-            api.table.PJRT_Device_GetDescription,
-            &mut description,
-        )?
-    };
+    unsafe { api.call("PJRT_Device_GetDescription", api.table.PJRT_Device_GetDescription, &mut description)? };
     let mut id = ffi::PJRT_DeviceDescription_Id_Args::new();
     id.device_description = description.device_description;
     // SAFETY: as above.
-    unsafe {
-        api.call(
-            "PJRT_DeviceDescription_Id",
-            api.table.PJRT_DeviceDescription_Id,
-            &mut id,
-        )?
-    };
+    unsafe { api.call("PJRT_DeviceDescription_Id", api.table.PJRT_DeviceDescription_Id, &mut id)? };
     let mut kind = ffi::PJRT_DeviceDescription_Kind_Args::new();
     kind.device_description = description.device_description;
     // SAFETY: as above; the kind string lives as long as the device and is copied.
     let kind = unsafe {
-        api.call(
-            "PJRT_DeviceDescription_Kind",
-            api.table.PJRT_DeviceDescription_Kind,
-            &mut kind,
-        )?;
+        api.call("PJRT_DeviceDescription_Kind", api.table.PJRT_DeviceDescription_Kind, &mut kind)?;
         lossy_string(kind.device_kind, kind.device_kind_size)
     };
     Ok(Device { id: id.id, kind })
@@ -381,9 +291,5 @@ fn describe(api: &Api, device: *mut ffi::PJRT_Device) -> Result<Device, PjrtErro
 
 /// The error for a call that succeeded but returned no object.
 pub(super) fn null_output(call: &'static str) -> PjrtError {
-    PjrtError::Call {
-        call,
-        code: None,
-        message: "the plugin returned no error and a null result".to_string(),
-    }
+    PjrtError::Call { call, code: None, message: "the plugin returned no error and a null result".to_string() }
 }

@@ -33,11 +33,7 @@ impl LoadedExecutable {
         if raw.is_null() {
             return Err(null_output(call));
         }
-        let mut executable = LoadedExecutable {
-            client,
-            raw,
-            num_outputs: 0,
-        };
+        let mut executable = LoadedExecutable { client, raw, num_outputs: 0 };
         let num_outputs = executable.unloaded()?.num_outputs()?;
         executable.num_outputs = num_outputs;
         Ok(executable)
@@ -54,20 +50,12 @@ impl LoadedExecutable {
         args.loaded_executable = self.raw;
         // SAFETY: the loaded executable is live; the result is ours to destroy.
         unsafe {
-            api.call(
-                "PJRT_LoadedExecutable_GetExecutable",
-                api.table.PJRT_LoadedExecutable_GetExecutable,
-                &mut args,
-            )?
+            api.call("PJRT_LoadedExecutable_GetExecutable", api.table.PJRT_LoadedExecutable_GetExecutable, &mut args)?
         };
         if args.executable.is_null() {
             return Err(null_output("PJRT_LoadedExecutable_GetExecutable"));
         }
-        Ok(RawExecutable {
-            api,
-            raw: args.executable,
-            _owner: std::marker::PhantomData,
-        })
+        Ok(RawExecutable { api, raw: args.executable, _owner: std::marker::PhantomData })
     }
 
     /// Outputs per device (`PJRT_Executable_NumOutputs`).
@@ -94,9 +82,7 @@ impl LoadedExecutable {
     pub fn execute(&self, args: &[&Buffer]) -> Result<Vec<Buffer>, PjrtError> {
         for (i, arg) in args.iter().enumerate() {
             if !Arc::ptr_eq(&arg.client, &self.client) {
-                return Err(PjrtError::InvalidArgument(format!(
-                    "argument {i} is a buffer of another client"
-                )));
+                return Err(PjrtError::InvalidArgument(format!("argument {i} is a buffer of another client")));
             }
         }
         let api = self.api();
@@ -117,13 +103,7 @@ impl LoadedExecutable {
         // SAFETY: the executable and argument buffers are live and belong to this client; the
         // argument list, the output list (`num_outputs` slots, as the executable reports) and
         // the event slot outlive the call.
-        unsafe {
-            api.call(
-                "PJRT_LoadedExecutable_Execute",
-                api.table.PJRT_LoadedExecutable_Execute,
-                &mut execute,
-            )?
-        };
+        unsafe { api.call("PJRT_LoadedExecutable_Execute", api.table.PJRT_LoadedExecutable_Execute, &mut execute)? };
         // Own every output before anything else can fail, so none leaks.
         let outputs: Vec<Result<Buffer, PjrtError>> = outputs
             .into_iter()
@@ -142,21 +122,14 @@ impl Drop for LoadedExecutable {
         args.executable = self.raw;
         // SAFETY: the executable is live and not used after this; a destroy error cannot be
         // reported from `drop` and is freed.
-        let _ = unsafe {
-            api.call(
-                "PJRT_LoadedExecutable_Destroy",
-                api.table.PJRT_LoadedExecutable_Destroy,
-                &mut args,
-            )
-        };
+        let _ =
+            unsafe { api.call("PJRT_LoadedExecutable_Destroy", api.table.PJRT_LoadedExecutable_Destroy, &mut args) };
     }
 }
 
 impl fmt::Debug for LoadedExecutable {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LoadedExecutable")
-            .field("num_outputs", &self.num_outputs)
-            .finish_non_exhaustive()
+        f.debug_struct("LoadedExecutable").field("num_outputs", &self.num_outputs).finish_non_exhaustive()
     }
 }
 
@@ -179,14 +152,7 @@ impl Executable {
         if raw.is_null() {
             return Err(null_output(call));
         }
-        Ok(Executable {
-            plugin,
-            raw: RawExecutable {
-                api: plugin.api(),
-                raw,
-                _owner: std::marker::PhantomData,
-            },
-        })
+        Ok(Executable { plugin, raw: RawExecutable { api: plugin.api(), raw, _owner: std::marker::PhantomData } })
     }
 
     /// The plugin that compiled it.
@@ -227,9 +193,7 @@ impl Executable {
 
 impl fmt::Debug for Executable {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Executable")
-            .field("plugin", &self.plugin.path())
-            .finish_non_exhaustive()
+        f.debug_struct("Executable").field("plugin", &self.plugin.path()).finish_non_exhaustive()
     }
 }
 
@@ -280,13 +244,7 @@ impl RawExecutable<'_> {
         let mut args = ffi::PJRT_Executable_NumOutputs_Args::new();
         args.executable = self.raw;
         // SAFETY: the executable is live.
-        unsafe {
-            self.api.call(
-                "PJRT_Executable_NumOutputs",
-                self.api.table.PJRT_Executable_NumOutputs,
-                &mut args,
-            )?
-        };
+        unsafe { self.api.call("PJRT_Executable_NumOutputs", self.api.table.PJRT_Executable_NumOutputs, &mut args)? };
         Ok(args.num_outputs)
     }
 
@@ -296,11 +254,7 @@ impl RawExecutable<'_> {
         args.executable = self.raw;
         // SAFETY: the executable is live.
         unsafe {
-            self.api.call(
-                "PJRT_Executable_NumPartitions",
-                self.api.table.PJRT_Executable_NumPartitions,
-                &mut args,
-            )?
+            self.api.call("PJRT_Executable_NumPartitions", self.api.table.PJRT_Executable_NumPartitions, &mut args)?
         };
         Ok(args.num_partitions)
     }
@@ -359,16 +313,8 @@ impl RawExecutable<'_> {
         // SAFETY: the executable is live. The bytes live until the deleter runs; they are copied
         // first, and the deleter is called once.
         unsafe {
-            self.api.call(
-                "PJRT_Executable_Serialize",
-                self.api.table.PJRT_Executable_Serialize,
-                &mut args,
-            )?;
-            let bytes = raw_slice(
-                args.serialized_bytes.cast::<u8>(),
-                args.serialized_bytes_size,
-            )
-            .to_vec();
+            self.api.call("PJRT_Executable_Serialize", self.api.table.PJRT_Executable_Serialize, &mut args)?;
+            let bytes = raw_slice(args.serialized_bytes.cast::<u8>(), args.serialized_bytes_size).to_vec();
             if let Some(deleter) = args.serialized_executable_deleter {
                 deleter(args.serialized_executable);
             }
@@ -382,13 +328,7 @@ impl Drop for RawExecutable<'_> {
         let mut args = ffi::PJRT_Executable_Destroy_Args::new();
         args.executable = self.raw;
         // SAFETY: the executable is live and not used after this; errors are freed.
-        let _ = unsafe {
-            self.api.call(
-                "PJRT_Executable_Destroy",
-                self.api.table.PJRT_Executable_Destroy,
-                &mut args,
-            )
-        };
+        let _ = unsafe { self.api.call("PJRT_Executable_Destroy", self.api.table.PJRT_Executable_Destroy, &mut args) };
     }
 }
 
@@ -428,11 +368,7 @@ impl Buffer {
         args.buffer = self.raw;
         // SAFETY: the buffer is live; the dims it returns live as long as it and are copied.
         unsafe {
-            api.call(
-                "PJRT_Buffer_Dimensions",
-                api.table.PJRT_Buffer_Dimensions,
-                &mut args,
-            )?;
+            api.call("PJRT_Buffer_Dimensions", api.table.PJRT_Buffer_Dimensions, &mut args)?;
             Ok(raw_slice(args.dims, args.num_dims).to_vec())
         }
     }
@@ -443,13 +379,7 @@ impl Buffer {
         let mut args = ffi::PJRT_Buffer_ElementType_Args::new();
         args.buffer = self.raw;
         // SAFETY: the buffer is live.
-        unsafe {
-            api.call(
-                "PJRT_Buffer_ElementType",
-                api.table.PJRT_Buffer_ElementType,
-                &mut args,
-            )?
-        };
+        unsafe { api.call("PJRT_Buffer_ElementType", api.table.PJRT_Buffer_ElementType, &mut args)? };
         ElementType::from_raw(args.type_).ok_or_else(|| PjrtError::Call {
             call: "PJRT_Buffer_ElementType",
             code: None,
@@ -489,13 +419,7 @@ impl Drop for Buffer {
         let mut args = ffi::PJRT_Buffer_Destroy_Args::new();
         args.buffer = self.raw;
         // SAFETY: the buffer is live and not used after this; errors are freed.
-        let _ = unsafe {
-            api.call(
-                "PJRT_Buffer_Destroy",
-                api.table.PJRT_Buffer_Destroy,
-                &mut args,
-            )
-        };
+        let _ = unsafe { api.call("PJRT_Buffer_Destroy", api.table.PJRT_Buffer_Destroy, &mut args) };
     }
 }
 

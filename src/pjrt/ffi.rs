@@ -13,12 +13,7 @@
 //! Field layouts are those of API 0.94 plus the later tail fields noted on each struct. Enums
 //! that the plugin writes are plain `i32`s: an unknown value must not become an invalid Rust enum.
 
-#![allow(
-    non_camel_case_types,
-    non_snake_case,
-    non_upper_case_globals,
-    dead_code
-)]
+#![allow(non_camel_case_types, non_snake_case, non_upper_case_globals, dead_code)]
 
 use std::ffi::{c_char, c_int, c_void};
 use std::mem::{offset_of, size_of};
@@ -104,10 +99,7 @@ pub type Unused = Option<unsafe extern "C" fn()>;
 
 // ------------------------------- Version, errors ------------------------------------------------
 
-args!(PJRT_Api_Version {
-    major_version: c_int,
-    minor_version: c_int
-});
+args!(PJRT_Api_Version { major_version: c_int, minor_version: c_int });
 
 args!(PJRT_Error_Destroy_Args { error: *mut PJRT_Error });
 args!(PJRT_Error_Message_Args {
@@ -436,8 +428,7 @@ pub struct PJRT_Api {
     pub PJRT_Executable_NumReplicas: Unused,
     pub PJRT_Executable_NumPartitions: ApiFn<PJRT_Executable_NumPartitions_Args>,
     pub PJRT_Executable_NumOutputs: ApiFn<PJRT_Executable_NumOutputs_Args>,
-    pub PJRT_Executable_SizeOfGeneratedCodeInBytes:
-        ApiFn<PJRT_Executable_SizeOfGeneratedCodeInBytes_Args>,
+    pub PJRT_Executable_SizeOfGeneratedCodeInBytes: ApiFn<PJRT_Executable_SizeOfGeneratedCodeInBytes_Args>,
     pub PJRT_Executable_GetCostAnalysis: Unused,
     pub PJRT_Executable_OutputMemoryKinds: Unused,
     pub PJRT_Executable_OptimizedProgram: Unused,
@@ -481,8 +472,7 @@ pub struct PJRT_Api {
     pub PJRT_TopologyDescription_Create: ApiFn<PJRT_TopologyDescription_Create_Args>,
     pub PJRT_TopologyDescription_Destroy: ApiFn<PJRT_TopologyDescription_Destroy_Args>,
     pub PJRT_TopologyDescription_PlatformName: ApiFn<PJRT_TopologyDescription_PlatformName_Args>,
-    pub PJRT_TopologyDescription_PlatformVersion:
-        ApiFn<PJRT_TopologyDescription_PlatformVersion_Args>,
+    pub PJRT_TopologyDescription_PlatformVersion: ApiFn<PJRT_TopologyDescription_PlatformVersion_Args>,
     pub PJRT_TopologyDescription_GetDeviceDescriptions: Unused,
     pub PJRT_TopologyDescription_Serialize: Unused,
     pub PJRT_TopologyDescription_Attributes: Unused,
@@ -500,8 +490,7 @@ pub struct PJRT_Api {
 
 /// Bytes of `PJRT_Api` a plugin must provide for the client path (load, compile, buffers,
 /// execute, serialize, deserialize): everything up to `PJRT_Buffer_ToHostBuffer`.
-pub const PJRT_API_CLIENT_PATH_SIZE: usize =
-    offset_of!(PJRT_Api, PJRT_Buffer_ToHostBuffer) + size_of::<Unused>();
+pub const PJRT_API_CLIENT_PATH_SIZE: usize = offset_of!(PJRT_Api, PJRT_Buffer_ToHostBuffer) + size_of::<Unused>();
 
 /// The signature of the plugin's only exported symbol.
 pub type GetPjrtApiFn = unsafe extern "C" fn() -> *const PJRT_Api;

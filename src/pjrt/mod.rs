@@ -57,19 +57,11 @@ pub enum PjrtError {
 
     /// The plugin implements an API version or table this build cannot use.
     #[error("plugin `{}` implements PJRT C API {found}, this build needs {needed}", path.display())]
-    ApiVersion {
-        path: PathBuf,
-        found: String,
-        needed: String,
-    },
+    ApiVersion { path: PathBuf, found: String, needed: String },
 
     /// A PJRT call returned an error (or the plugin lacks the function).
     #[error("`{call}` failed{}: {message}", code.map(|c| format!(" ({c})")).unwrap_or_default())]
-    Call {
-        call: &'static str,
-        code: Option<ErrorCode>,
-        message: String,
-    },
+    Call { call: &'static str, code: Option<ErrorCode>, message: String },
 
     /// An argument failed this crate's own checks before reaching the plugin.
     #[error("{0}")]

@@ -71,16 +71,11 @@ impl Plugin {
     /// For a file named `libtpu*` it first calls [`prepare_libtpu_environment`], which the binary
     /// should have called before starting threads.
     pub fn load(path: &Path) -> Result<Plugin, PjrtError> {
-        let load_error = |reason: String| PjrtError::PluginLoad {
-            path: path.to_path_buf(),
-            reason,
-        };
+        let load_error = |reason: String| PjrtError::PluginLoad { path: path.to_path_buf(), reason };
         let canonical = match path.canonicalize() {
             Ok(canonical) => canonical,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(PjrtError::PluginNotFound {
-                    path: path.to_path_buf(),
-                })
+                return Err(PjrtError::PluginNotFound { path: path.to_path_buf() })
             }
             Err(e) => return Err(load_error(e.to_string())),
         };
@@ -105,10 +100,7 @@ impl Plugin {
             Ok(symbol) => *symbol,
             Err(_) => {
                 std::mem::forget(library);
-                return Err(PjrtError::MissingSymbol {
-                    path: path.to_path_buf(),
-                    symbol: "GetPjrtApi",
-                });
+                return Err(PjrtError::MissingSymbol { path: path.to_path_buf(), symbol: "GetPjrtApi" });
             }
         };
         // Never unload: the function pointers below point into the library.
@@ -124,22 +116,11 @@ impl Plugin {
         let (api, version) = unsafe { Api::copy_from(raw, path)? };
         let mut init = ffi::PJRT_Plugin_Initialize_Args::new();
         // SAFETY: the args struct is fully initialized and outlives the call.
-        unsafe {
-            api.call(
-                "PJRT_Plugin_Initialize",
-                api.table.PJRT_Plugin_Initialize,
-                &mut init,
-            )?
-        };
+        unsafe { api.call("PJRT_Plugin_Initialize", api.table.PJRT_Plugin_Initialize, &mut init)? };
         let attributes = api.attributes().unwrap_or_default();
 
-        let entry: &'static Loaded = Box::leak(Box::new(Loaded {
-            api,
-            path: canonical.clone(),
-            sha256,
-            version,
-            attributes,
-        }));
+        let entry: &'static Loaded =
+            Box::leak(Box::new(Loaded { api, path: canonical.clone(), sha256, version, attributes }));
         loaded.insert(canonical, entry);
         Ok(Plugin { loaded: entry })
     }
@@ -167,10 +148,7 @@ impl Plugin {
 
     /// One attribute by name.
     pub fn attribute(&self, name: &str) -> Option<&AttributeValue> {
-        self.attributes()
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v)
+        self.attributes().iter().find(|(n, _)| n == name).map(|(_, v)| v)
     }
 
     pub(super) fn api(&self) -> &'static Api {
@@ -200,11 +178,7 @@ fn sha256_file(path: &Path) -> std::io::Result<String> {
         }
         hasher.update(&chunk[..n]);
     }
-    Ok(hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect())
+    Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
 }
 
 /// A copy of the plugin's function table. Slots past the plugin's `struct_size` are `None`.
@@ -223,12 +197,8 @@ impl Api {
     ///
     /// # Safety
     /// `raw` must point to a `PJRT_Api` of at least `struct_size` readable bytes.
-    unsafe fn copy_from(
-        raw: *const ffi::PJRT_Api,
-        path: &Path,
-    ) -> Result<(Api, ApiVersion), PjrtError> {
-        let version_end =
-            offset_of!(ffi::PJRT_Api, pjrt_api_version) + size_of::<ffi::PJRT_Api_Version>();
+    unsafe fn copy_from(raw: *const ffi::PJRT_Api, path: &Path) -> Result<(Api, ApiVersion), PjrtError> {
+        let version_end = offset_of!(ffi::PJRT_Api, pjrt_api_version) + size_of::<ffi::PJRT_Api_Version>();
         let needed = || {
             format!(
                 "{}.{} or newer with a function table of at least {} bytes",
@@ -248,10 +218,7 @@ impl Api {
         }
         // SAFETY: `size` covers the version struct.
         let version = unsafe { ptr::addr_of!((*raw).pjrt_api_version).read() };
-        let version = ApiVersion {
-            major: version.major_version,
-            minor: version.minor_version,
-        };
+        let version = ApiVersion { major: version.major_version, minor: version.minor_version };
         if version.major != ffi::PJRT_API_MAJOR
             || version.minor < ffi::PJRT_API_MINOR_MIN
             || size < ffi::PJRT_API_CLIENT_PATH_SIZE
@@ -289,12 +256,7 @@ impl Api {
     /// # Safety
     /// `f` must be the slot for `call`, whose argument type is `A`, and `args` must hold valid
     /// pointers for that call.
-    pub(super) unsafe fn call<A>(
-        &self,
-        call: &'static str,
-        f: ffi::ApiFn<A>,
-        args: &mut A,
-    ) -> Result<(), PjrtError> {
+    pub(super) unsafe fn call<A>(&self, call: &'static str, f: ffi::ApiFn<A>, args: &mut A) -> Result<(), PjrtError> {
         let f = self.slot(call, f)?;
         // SAFETY: per this function's contract.
         let error = unsafe { f(args) };
@@ -306,11 +268,7 @@ impl Api {
     ///
     /// # Safety
     /// `error` must be null or an error returned by this plugin and not yet destroyed.
-    pub(super) unsafe fn take_error(
-        &self,
-        call: &'static str,
-        error: *mut ffi::PJRT_Error,
-    ) -> Result<(), PjrtError> {
+    pub(super) unsafe fn take_error(&self, call: &'static str, error: *mut ffi::PJRT_Error) -> Result<(), PjrtError> {
         if error.is_null() {
             return Ok(());
         }
@@ -345,11 +303,7 @@ impl Api {
         };
         // SAFETY: `error` is live and not used after this.
         unsafe { self.destroy_error(error) };
-        Err(PjrtError::Call {
-            call,
-            code,
-            message: message.trim_end().to_string(),
-        })
+        Err(PjrtError::Call { call, code, message: message.trim_end().to_string() })
     }
 
     /// # Safety
@@ -367,11 +321,7 @@ impl Api {
     ///
     /// # Safety
     /// `event` must be null or an event returned by this plugin and not yet destroyed.
-    pub(super) unsafe fn await_event(
-        &self,
-        call: &'static str,
-        event: *mut ffi::PJRT_Event,
-    ) -> Result<(), PjrtError> {
+    pub(super) unsafe fn await_event(&self, call: &'static str, event: *mut ffi::PJRT_Event) -> Result<(), PjrtError> {
         if event.is_null() {
             return Ok(());
         }
@@ -382,13 +332,7 @@ impl Api {
         let mut destroy = ffi::PJRT_Event_Destroy_Args::new();
         destroy.event = event;
         // SAFETY: `event` is live and not used after this.
-        let destroyed = unsafe {
-            self.call(
-                "PJRT_Event_Destroy",
-                self.table.PJRT_Event_Destroy,
-                &mut destroy,
-            )
-        };
+        let destroyed = unsafe { self.call("PJRT_Event_Destroy", self.table.PJRT_Event_Destroy, &mut destroy) };
         awaited.and(destroyed)
     }
 
@@ -396,13 +340,7 @@ impl Api {
     fn attributes(&self) -> Result<Vec<(String, AttributeValue)>, PjrtError> {
         let mut args = ffi::PJRT_Plugin_Attributes_Args::new();
         // SAFETY: the args struct is fully initialized and outlives the call.
-        unsafe {
-            self.call(
-                "PJRT_Plugin_Attributes",
-                self.table.PJRT_Plugin_Attributes,
-                &mut args,
-            )?
-        };
+        unsafe { self.call("PJRT_Plugin_Attributes", self.table.PJRT_Plugin_Attributes, &mut args)? };
         if args.attributes.is_null() {
             return Ok(Vec::new());
         }
@@ -420,9 +358,9 @@ impl Api {
                             AttributeValue::String(lossy_string(v.value.string_value, v.value_size))
                         }
                         ffi::PJRT_NamedValue_kInt64 => AttributeValue::Int64(v.value.int64_value),
-                        ffi::PJRT_NamedValue_kInt64List => AttributeValue::Int64List(
-                            raw_slice(v.value.int64_array_value, v.value_size).to_vec(),
-                        ),
+                        ffi::PJRT_NamedValue_kInt64List => {
+                            AttributeValue::Int64List(raw_slice(v.value.int64_array_value, v.value_size).to_vec())
+                        }
                         ffi::PJRT_NamedValue_kFloat => AttributeValue::Float(v.value.float_value),
                         ffi::PJRT_NamedValue_kBool => AttributeValue::Bool(v.value.bool_value),
                         _ => return None,

@@ -75,24 +75,14 @@ fn f32_bytes(values: &[f32]) -> Vec<u8> {
 }
 
 fn f32_values(bytes: &[u8]) -> Vec<f32> {
-    bytes
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes")))
-        .collect()
+    bytes.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes"))).collect()
 }
 
 /// The three inputs of [`DOT_ADD`] on `client`.
 fn dot_add_inputs(client: &Client) -> [Buffer; 3] {
-    let upload = |v: &[f32], dims: &[i64]| {
-        client
-            .buffer_from_host(&f32_bytes(v), ElementType::F32, dims)
-            .expect("upload")
-    };
-    [
-        upload(&A, &[2, 3]),
-        upload(&B, &[3, 2]),
-        upload(&C, &[2, 2]),
-    ]
+    let upload =
+        |v: &[f32], dims: &[i64]| client.buffer_from_host(&f32_bytes(v), ElementType::F32, dims).expect("upload");
+    [upload(&A, &[2, 3]), upload(&B, &[3, 2]), upload(&C, &[2, 2])]
 }
 
 /// Runs [`DOT_ADD`] and returns its one output as f32s, checking its shape.
@@ -109,10 +99,7 @@ fn run_dot_add(client: &Client, executable: &LoadedExecutable) -> Vec<f32> {
 fn plugin_identity() {
     let plugin = plugin();
     assert_eq!(plugin.sha256().len(), 64);
-    assert!(plugin
-        .sha256()
-        .bytes()
-        .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()));
+    assert!(plugin.sha256().bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()));
     let version = plugin.api_version();
     assert_eq!(version.major, 0);
     assert!(version.minor >= ffi::PJRT_API_MINOR_MIN, "{version}");
@@ -139,9 +126,7 @@ fn cpu_client_has_one_device() {
 #[test]
 fn compiles_and_runs_dot_add() {
     let client = client();
-    let executable = client
-        .compile(DOT_ADD.as_bytes(), &CompileOptions::single_device())
-        .expect("compile");
+    let executable = client.compile(DOT_ADD.as_bytes(), &CompileOptions::single_device()).expect("compile");
     assert_eq!(executable.num_outputs(), 1);
     assert_eq!(run_dot_add(&client, &executable), EXPECTED);
     // Executables are reusable.
@@ -152,18 +137,14 @@ fn compiles_and_runs_dot_add() {
 fn explicit_single_partition_options_compile() {
     let client = client();
     let options = CompileOptions::partitions(1).expect("options");
-    let executable = client
-        .compile(DOT_ADD.as_bytes(), &options)
-        .expect("compile");
+    let executable = client.compile(DOT_ADD.as_bytes(), &options).expect("compile");
     assert_eq!(run_dot_add(&client, &executable), EXPECTED);
 }
 
 #[test]
 fn serialized_executable_reloads() {
     let client = client();
-    let executable = client
-        .compile(DOT_ADD.as_bytes(), &CompileOptions::single_device())
-        .expect("compile");
+    let executable = client.compile(DOT_ADD.as_bytes(), &CompileOptions::single_device()).expect("compile");
     let bytes = executable.serialize().expect("serialize");
     assert!(!bytes.is_empty());
     drop(executable);
@@ -190,9 +171,7 @@ fn truncated_or_garbled_executable_is_an_error() {
         .expect("serialize");
     let mut first_flipped = bytes.clone();
     first_flipped[0] ^= 0xff;
-    let garbage: Vec<u8> = (0..4096u32)
-        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
-        .collect();
+    let garbage: Vec<u8> = (0..4096u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
     let cases: [(&str, &[u8]); 5] = [
         ("half", &bytes[..bytes.len() / 2]),
         ("all but the last byte", &bytes[..bytes.len() - 1]),
@@ -209,10 +188,7 @@ fn truncated_or_garbled_executable_is_an_error() {
             other => panic!("{name}: expected a call error, got {other:?}"),
         }
     }
-    assert!(matches!(
-        client.deserialize(&[]),
-        Err(PjrtError::InvalidArgument(_))
-    ));
+    assert!(matches!(client.deserialize(&[]), Err(PjrtError::InvalidArgument(_))));
 }
 
 #[test]
@@ -231,28 +207,16 @@ fn invalid_program_reports_the_plugin_diagnostic() {
         }
         other => panic!("expected a call error, got {other:?}"),
     }
-    assert!(
-        error
-            .to_string()
-            .starts_with("`PJRT_Client_Compile` failed"),
-        "{error}"
-    );
-    assert!(matches!(
-        client.compile(b"", &CompileOptions::single_device()),
-        Err(PjrtError::InvalidArgument(_))
-    ));
+    assert!(error.to_string().starts_with("`PJRT_Client_Compile` failed"), "{error}");
+    assert!(matches!(client.compile(b"", &CompileOptions::single_device()), Err(PjrtError::InvalidArgument(_))));
 }
 
 #[test]
 fn wrong_argument_count_is_a_call_error() {
     let client = client();
-    let executable = client
-        .compile(DOT_ADD.as_bytes(), &CompileOptions::single_device())
-        .expect("compile");
+    let executable = client.compile(DOT_ADD.as_bytes(), &CompileOptions::single_device()).expect("compile");
     let [a, _, _] = dot_add_inputs(&client);
-    let error = executable
-        .execute(&[&a])
-        .expect_err("one argument of three");
+    let error = executable.execute(&[&a]).expect_err("one argument of three");
     assert_eq!(error.code(), Some(ErrorCode::InvalidArgument), "{error}");
     assert!(error.to_string().contains("expected 3"), "{error}");
 }
@@ -260,47 +224,25 @@ fn wrong_argument_count_is_a_call_error() {
 #[test]
 fn buffers_of_another_client_are_refused() {
     let (first, second) = (client(), client());
-    let executable = first
-        .compile(DOT_ADD.as_bytes(), &CompileOptions::single_device())
-        .expect("compile");
+    let executable = first.compile(DOT_ADD.as_bytes(), &CompileOptions::single_device()).expect("compile");
     let [a, b, _] = dot_add_inputs(&first);
     let [_, _, c] = dot_add_inputs(&second);
-    let error = executable
-        .execute(&[&a, &b, &c])
-        .expect_err("foreign buffer");
-    assert_eq!(
-        error.to_string(),
-        "argument 2 is a buffer of another client"
-    );
+    let error = executable.execute(&[&a, &b, &c]).expect_err("foreign buffer");
+    assert_eq!(error.to_string(), "argument 2 is a buffer of another client");
 }
 
 #[test]
 fn host_size_is_checked() {
     let client = client();
-    let error = client
-        .buffer_from_host(&[0; 20], ElementType::F32, &[2, 3])
-        .expect_err("20 bytes for 6 f32s");
-    assert_eq!(
-        error.to_string(),
-        "20 bytes given for a f32[2, 3] array of 24 bytes"
-    );
-    assert!(matches!(
-        client.buffer_from_host(&[0; 4], ElementType::S4, &[8]),
-        Err(PjrtError::InvalidArgument(_))
-    ));
-    assert!(matches!(
-        client.buffer_from_host(&[], ElementType::F32, &[-1]),
-        Err(PjrtError::InvalidArgument(_))
-    ));
+    let error = client.buffer_from_host(&[0; 20], ElementType::F32, &[2, 3]).expect_err("20 bytes for 6 f32s");
+    assert_eq!(error.to_string(), "20 bytes given for a f32[2, 3] array of 24 bytes");
+    assert!(matches!(client.buffer_from_host(&[0; 4], ElementType::S4, &[8]), Err(PjrtError::InvalidArgument(_))));
+    assert!(matches!(client.buffer_from_host(&[], ElementType::F32, &[-1]), Err(PjrtError::InvalidArgument(_))));
     // Scalars and empty arrays are fine.
-    let scalar = client
-        .buffer_from_host(&f32_bytes(&[1.5]), ElementType::F32, &[])
-        .expect("scalar");
+    let scalar = client.buffer_from_host(&f32_bytes(&[1.5]), ElementType::F32, &[]).expect("scalar");
     assert_eq!(scalar.dims().expect("dims"), Vec::<i64>::new());
     assert_eq!(f32_values(&scalar.to_host().expect("to_host")), [1.5]);
-    let empty = client
-        .buffer_from_host(&[], ElementType::F32, &[0, 3])
-        .expect("empty");
+    let empty = client.buffer_from_host(&[], ElementType::F32, &[0, 3]).expect("empty");
     assert_eq!(empty.dims().expect("dims"), [0, 3]);
     assert!(empty.to_host().expect("to_host").is_empty());
 }
@@ -310,16 +252,12 @@ fn i64_round_trip() {
     let client = client();
     let values = [i64::MIN, -1, 0, 1, 42, i64::MAX];
     let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-    let buffer = client
-        .buffer_from_host(&bytes, ElementType::S64, &[2, 3])
-        .expect("upload");
+    let buffer = client.buffer_from_host(&bytes, ElementType::S64, &[2, 3]).expect("upload");
     assert_eq!(buffer.element_type().expect("type"), ElementType::S64);
     assert_eq!(buffer.dims().expect("dims"), [2, 3]);
     assert_eq!(buffer.to_host().expect("to_host"), bytes);
 
-    let executable = client
-        .compile(I64_DOUBLE.as_bytes(), &CompileOptions::single_device())
-        .expect("compile");
+    let executable = client.compile(I64_DOUBLE.as_bytes(), &CompileOptions::single_device()).expect("compile");
     let outputs = executable.execute(&[&buffer]).expect("execute");
     let doubled: Vec<i64> = outputs[0]
         .to_host()
@@ -334,14 +272,10 @@ fn i64_round_trip() {
 #[test]
 fn pred_round_trip() {
     let client = client();
-    let buffer = client
-        .buffer_from_host(&[1, 0, 0, 1], ElementType::Pred, &[4])
-        .expect("upload");
+    let buffer = client.buffer_from_host(&[1, 0, 0, 1], ElementType::Pred, &[4]).expect("upload");
     assert_eq!(buffer.element_type().expect("type"), ElementType::Pred);
     assert_eq!(buffer.to_host().expect("to_host"), [1, 0, 0, 1]);
-    let executable = client
-        .compile(PRED_NOT.as_bytes(), &CompileOptions::single_device())
-        .expect("compile");
+    let executable = client.compile(PRED_NOT.as_bytes(), &CompileOptions::single_device()).expect("compile");
     let outputs = executable.execute(&[&buffer]).expect("execute");
     assert_eq!(outputs[0].element_type().expect("type"), ElementType::Pred);
     assert_eq!(outputs[0].to_host().expect("to_host"), [0, 1, 1, 0]);
@@ -350,9 +284,7 @@ fn pred_round_trip() {
 #[test]
 fn executes_from_several_threads() {
     let client = client();
-    let executable = client
-        .compile(DOT_ADD.as_bytes(), &CompileOptions::single_device())
-        .expect("compile");
+    let executable = client.compile(DOT_ADD.as_bytes(), &CompileOptions::single_device()).expect("compile");
     std::thread::scope(|scope| {
         for _ in 0..4 {
             scope.spawn(|| {
@@ -370,10 +302,7 @@ fn missing_plugin_is_not_found() {
     match Plugin::load(&path) {
         Err(error @ PjrtError::PluginNotFound { .. }) => {
             assert!(error.is_plugin_setup());
-            assert_eq!(
-                error.to_string(),
-                "no PJRT plugin at `/nonexistent/torchtpu/pjrt_plugin.so`"
-            );
+            assert_eq!(error.to_string(), "no PJRT plugin at `/nonexistent/torchtpu/pjrt_plugin.so`");
         }
         other => panic!("expected PluginNotFound, got {other:?}"),
     }
@@ -381,8 +310,7 @@ fn missing_plugin_is_not_found() {
 
 #[test]
 fn a_file_that_is_not_a_library_fails_to_load() {
-    let path =
-        std::env::temp_dir().join(format!("torchtpu-not-a-plugin-{}.so", std::process::id()));
+    let path = std::env::temp_dir().join(format!("torchtpu-not-a-plugin-{}.so", std::process::id()));
     std::fs::write(&path, b"not an ELF file").expect("write");
     let result = Plugin::load(&path);
     std::fs::remove_file(&path).expect("remove");
@@ -404,11 +332,7 @@ fn a_library_without_get_pjrt_api_is_not_a_plugin() {
         "/usr/lib64/libm.so.6",
         "/usr/lib/libm.so.6",
     ];
-    let path = candidates
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.exists())
-        .expect("no libm.so.6 in the usual places");
+    let path = candidates.iter().map(PathBuf::from).find(|p| p.exists()).expect("no libm.so.6 in the usual places");
     match Plugin::load(&path) {
         Err(PjrtError::MissingSymbol { symbol, .. }) => assert_eq!(symbol, "GetPjrtApi"),
         other => panic!("expected MissingSymbol, got {other:?}"),
@@ -417,10 +341,7 @@ fn a_library_without_get_pjrt_api_is_not_a_plugin() {
 
 #[test]
 fn single_device_options_are_the_minimal_message() {
-    assert_eq!(
-        CompileOptions::single_device().to_bytes(),
-        [0x1a, 0x04, 0x20, 0x01, 0x28, 0x01]
-    );
+    assert_eq!(CompileOptions::single_device().to_bytes(), [0x1a, 0x04, 0x20, 0x01, 0x28, 0x01]);
 }
 
 #[test]
@@ -429,54 +350,30 @@ fn partition_options_match_the_documented_message() {
     // device assignment [[0]], with `replica_device_ids` unpacked. prost packs it; both decode
     // to the same message.
     let hex = "1a1908ffffffffffffffffff01200128014a08080110011a020800";
-    let documented: Vec<u8> = (0..hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex"))
-        .collect();
+    let documented: Vec<u8> =
+        (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex")).collect();
     let one = CompileOptions::partitions(1).expect("options");
-    assert_eq!(
-        &CompileOptionsProto::decode(documented.as_slice()).expect("decode"),
-        one.proto()
-    );
+    assert_eq!(&CompileOptionsProto::decode(documented.as_slice()).expect("decode"), one.proto());
     let packed = [
-        0x1a, 0x1a, 0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0x20, 0x01,
-        0x28, 0x01, 0x4a, 0x09, 0x08, 0x01, 0x10, 0x01, 0x1a, 0x03, 0x0a, 0x01, 0x00,
+        0x1a, 0x1a, 0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0x20, 0x01, 0x28, 0x01, 0x4a,
+        0x09, 0x08, 0x01, 0x10, 0x01, 0x1a, 0x03, 0x0a, 0x01, 0x00,
     ];
     assert_eq!(one.to_bytes(), packed);
 
-    let four = CompileOptions::partitions(4)
-        .expect("options")
-        .with_shardy_partitioner(true);
-    let build = four
-        .proto()
-        .executable_build_options
-        .as_ref()
-        .expect("build options");
+    let four = CompileOptions::partitions(4).expect("options").with_shardy_partitioner(true);
+    let build = four.proto().executable_build_options.as_ref().expect("build options");
     assert_eq!((build.num_replicas, build.num_partitions), (1, 4));
     assert!(build.use_spmd_partitioning && build.use_shardy_partitioner);
     let assignment = build.device_assignment.as_ref().expect("assignment");
-    assert_eq!(
-        (assignment.replica_count, assignment.computation_count),
-        (1, 4)
-    );
-    let ids: Vec<Vec<i64>> = assignment
-        .computation_devices
-        .iter()
-        .map(|d| d.replica_device_ids.clone())
-        .collect();
+    assert_eq!((assignment.replica_count, assignment.computation_count), (1, 4));
+    let ids: Vec<Vec<i64>> = assignment.computation_devices.iter().map(|d| d.replica_device_ids.clone()).collect();
     assert_eq!(ids, [[0], [1], [2], [3]]);
 }
 
 #[test]
 fn invalid_options_are_refused() {
-    assert!(matches!(
-        CompileOptions::partitions(0),
-        Err(PjrtError::InvalidArgument(_))
-    ));
-    assert!(matches!(
-        CompileOptions::partitions(u32::MAX),
-        Err(PjrtError::InvalidArgument(_))
-    ));
+    assert!(matches!(CompileOptions::partitions(0), Err(PjrtError::InvalidArgument(_))));
+    assert!(matches!(CompileOptions::partitions(u32::MAX), Err(PjrtError::InvalidArgument(_))));
     assert!(CompileOptions::from_proto(CompileOptionsProto::default()).is_err());
     let mut proto = CompileOptions::single_device().proto().clone();
     if let Some(build) = proto.executable_build_options.as_mut() {
@@ -497,50 +394,17 @@ fn struct_sizes_follow_the_header() {
     assert_eq!(ffi::PJRT_Client_BufferFromHostBuffer_Args::STRUCT_SIZE, 120);
     assert_eq!(ffi::PJRT_ExecuteOptions::STRUCT_SIZE, 120);
     assert_eq!(ffi::PJRT_LoadedExecutable_Execute_Args::STRUCT_SIZE, 80);
-    assert_eq!(
-        ffi::PJRT_Executable_GetCompiledMemoryStats_Args::STRUCT_SIZE,
-        144
-    );
+    assert_eq!(ffi::PJRT_Executable_GetCompiledMemoryStats_Args::STRUCT_SIZE, 144);
     assert_eq!(ffi::PJRT_Compile_Args::STRUCT_SIZE, 64);
     // Function slots start at byte 40, in header order.
     let slot = |offset: usize| (offset - 40) / 8;
-    assert_eq!(
-        slot(std::mem::offset_of!(ffi::PJRT_Api, PJRT_Error_Destroy)),
-        0
-    );
-    assert_eq!(
-        slot(std::mem::offset_of!(ffi::PJRT_Api, PJRT_Client_Compile)),
-        20
-    );
-    assert_eq!(
-        slot(std::mem::offset_of!(
-            ffi::PJRT_Api,
-            PJRT_LoadedExecutable_Execute
-        )),
-        55
-    );
-    assert_eq!(
-        slot(std::mem::offset_of!(
-            ffi::PJRT_Api,
-            PJRT_Buffer_ToHostBuffer
-        )),
-        70
-    );
-    assert_eq!(
-        slot(std::mem::offset_of!(
-            ffi::PJRT_Api,
-            PJRT_TopologyDescription_Create
-        )),
-        82
-    );
+    assert_eq!(slot(std::mem::offset_of!(ffi::PJRT_Api, PJRT_Error_Destroy)), 0);
+    assert_eq!(slot(std::mem::offset_of!(ffi::PJRT_Api, PJRT_Client_Compile)), 20);
+    assert_eq!(slot(std::mem::offset_of!(ffi::PJRT_Api, PJRT_LoadedExecutable_Execute)), 55);
+    assert_eq!(slot(std::mem::offset_of!(ffi::PJRT_Api, PJRT_Buffer_ToHostBuffer)), 70);
+    assert_eq!(slot(std::mem::offset_of!(ffi::PJRT_Api, PJRT_TopologyDescription_Create)), 82);
     assert_eq!(slot(std::mem::offset_of!(ffi::PJRT_Api, PJRT_Compile)), 89);
-    assert_eq!(
-        slot(std::mem::offset_of!(
-            ffi::PJRT_Api,
-            PJRT_Executable_GetCompiledMemoryStats
-        )),
-        96
-    );
+    assert_eq!(slot(std::mem::offset_of!(ffi::PJRT_Api, PJRT_Executable_GetCompiledMemoryStats)), 96);
     assert_eq!(std::mem::size_of::<ffi::PJRT_Api>(), 40 + 97 * 8);
 }
 
@@ -572,15 +436,8 @@ fn error_codes_and_messages() {
         code: Some(ErrorCode::InvalidArgument),
         message: "bad".to_string(),
     };
-    assert_eq!(
-        error.to_string(),
-        "`PJRT_Client_Compile` failed (invalid argument): bad"
-    );
-    let error = PjrtError::Call {
-        call: "PJRT_Compile",
-        code: None,
-        message: "bad".to_string(),
-    };
+    assert_eq!(error.to_string(), "`PJRT_Client_Compile` failed (invalid argument): bad");
+    let error = PjrtError::Call { call: "PJRT_Compile", code: None, message: "bad".to_string() };
     assert_eq!(error.to_string(), "`PJRT_Compile` failed: bad");
     assert!(!error.is_plugin_setup());
 }

@@ -75,9 +75,7 @@ impl Plugin {
     /// a plugin without deviceless compilation (the CPU plugins) answers the same way.
     pub fn topology(&self, name: &str) -> Result<Topology, PjrtError> {
         if name.is_empty() {
-            return Err(PjrtError::InvalidArgument(
-                "the topology name is empty".to_string(),
-            ));
+            return Err(PjrtError::InvalidArgument("the topology name is empty".to_string()));
         }
         let api = self.api();
         let mut args = ffi::PJRT_TopologyDescription_Create_Args::new();
@@ -85,13 +83,7 @@ impl Plugin {
         args.topology_name_size = name.len();
         // SAFETY: the name outlives the call (it is read with its size, not as a C string); no
         // create options are given.
-        unsafe {
-            api.call(
-                "PJRT_TopologyDescription_Create",
-                api.table.PJRT_TopologyDescription_Create,
-                &mut args,
-            )?
-        };
+        unsafe { api.call("PJRT_TopologyDescription_Create", api.table.PJRT_TopologyDescription_Create, &mut args)? };
         if args.topology.is_null() {
             return Err(null_output("PJRT_TopologyDescription_Create"));
         }
@@ -162,15 +154,9 @@ impl Topology {
     /// The options must assign devices that exist in the topology; libtpu accepts both
     /// [`CompileOptions::partitions`] and [`CompileOptions::single_device`] for one partition.
     /// The executable does not borrow the topology.
-    pub fn compile(
-        &self,
-        program: &[u8],
-        options: &CompileOptions,
-    ) -> Result<Executable, PjrtError> {
+    pub fn compile(&self, program: &[u8], options: &CompileOptions) -> Result<Executable, PjrtError> {
         if program.is_empty() {
-            return Err(PjrtError::InvalidArgument(
-                "the program is empty".to_string(),
-            ));
+            return Err(PjrtError::InvalidArgument("the program is empty".to_string()));
         }
         let options = options.to_bytes();
         let api = self.api();
@@ -200,11 +186,7 @@ impl Drop for Topology {
         // SAFETY: the topology is live and not used after this; a destroy error cannot be
         // reported from `drop` and is freed.
         let _ = unsafe {
-            api.call(
-                "PJRT_TopologyDescription_Destroy",
-                api.table.PJRT_TopologyDescription_Destroy,
-                &mut args,
-            )
+            api.call("PJRT_TopologyDescription_Destroy", api.table.PJRT_TopologyDescription_Destroy, &mut args)
         };
     }
 }

@@ -50,9 +50,7 @@ fn libtpu() -> Plugin {
 }
 
 fn topology(name: &str) -> Topology {
-    libtpu()
-        .topology(name)
-        .unwrap_or_else(|e| panic!("topology {name}: {e}"))
+    libtpu().topology(name).unwrap_or_else(|e| panic!("topology {name}: {e}"))
 }
 
 /// Compiles [`DOT_ADD`] for `name` with one explicitly assigned partition, printing the time.
@@ -61,9 +59,8 @@ fn compile_dot_add(name: &str) -> Executable {
     let topology = topology(name);
     let options = CompileOptions::partitions(1).expect("options");
     let start = Instant::now();
-    let executable = topology
-        .compile(DOT_ADD.as_bytes(), &options)
-        .unwrap_or_else(|e| panic!("compile for {name}: {e}"));
+    let executable =
+        topology.compile(DOT_ADD.as_bytes(), &options).unwrap_or_else(|e| panic!("compile for {name}: {e}"));
     eprintln!("{name}: compiled in {:?}", start.elapsed());
     executable
 }
@@ -73,35 +70,14 @@ fn deviceless_layouts_follow_the_header() {
     use super::ffi;
     use std::mem::offset_of;
     assert_eq!(ffi::PJRT_TopologyDescription_Create_Args::STRUCT_SIZE, 56);
-    assert_eq!(
-        ffi::PJRT_TopologyDescription_PlatformName_Args::STRUCT_SIZE,
-        40
-    );
+    assert_eq!(ffi::PJRT_TopologyDescription_PlatformName_Args::STRUCT_SIZE, 40);
     assert_eq!(ffi::PJRT_Executable_NumPartitions_Args::STRUCT_SIZE, 32);
-    assert_eq!(
-        ffi::PJRT_Executable_SizeOfGeneratedCodeInBytes_Args::STRUCT_SIZE,
-        32
-    );
+    assert_eq!(ffi::PJRT_Executable_SizeOfGeneratedCodeInBytes_Args::STRUCT_SIZE, 32);
     // Function slots start at byte 40, in header order.
     let slot = |offset: usize| (offset - 40) / 8;
-    assert_eq!(
-        slot(offset_of!(ffi::PJRT_Api, PJRT_Executable_NumPartitions)),
-        43
-    );
-    assert_eq!(
-        slot(offset_of!(
-            ffi::PJRT_Api,
-            PJRT_Executable_SizeOfGeneratedCodeInBytes
-        )),
-        45
-    );
-    assert_eq!(
-        slot(offset_of!(
-            ffi::PJRT_Api,
-            PJRT_TopologyDescription_PlatformName
-        )),
-        84
-    );
+    assert_eq!(slot(offset_of!(ffi::PJRT_Api, PJRT_Executable_NumPartitions)), 43);
+    assert_eq!(slot(offset_of!(ffi::PJRT_Api, PJRT_Executable_SizeOfGeneratedCodeInBytes)), 45);
+    assert_eq!(slot(offset_of!(ffi::PJRT_Api, PJRT_TopologyDescription_PlatformName)), 84);
 }
 
 #[test]
@@ -133,10 +109,7 @@ fn compiles_dot_add_for_each_generation() {
         let bytes = executable.serialize().expect("serialize");
         let code = executable.generated_code_bytes().expect("code size");
         let stats = executable.memory_stats().expect("memory stats");
-        eprintln!(
-            "{name}: {} serialized bytes, {code} bytes of code, {stats:?}",
-            bytes.len()
-        );
+        eprintln!("{name}: {} serialized bytes, {code} bytes of code, {stats:?}", bytes.len());
         assert!(!bytes.is_empty(), "{name}");
         assert!(code > 0, "{name}: {code}");
         assert_eq!(executable.num_partitions().expect("partitions"), 1);
@@ -144,10 +117,7 @@ fn compiles_dot_add_for_each_generation() {
         assert_eq!(stats.argument_size_in_bytes, ARGUMENT_BYTES, "{name}");
         assert_eq!(stats.output_size_in_bytes, OUTPUT_BYTES, "{name}");
         assert_eq!(stats.alias_size_in_bytes, 0, "{name}");
-        assert!(
-            stats.peak_memory_in_bytes >= ARGUMENT_BYTES + OUTPUT_BYTES,
-            "{name}: {stats:?}"
-        );
+        assert!(stats.peak_memory_in_bytes >= ARGUMENT_BYTES + OUTPUT_BYTES, "{name}: {stats:?}");
         assert!(stats.generated_code_size_in_bytes > 0, "{name}: {stats:?}");
     }
 }
@@ -161,9 +131,8 @@ fn multi_chip_topology_compiles_one_partition() {
 
 #[test]
 fn single_device_options_compile_too() {
-    let executable = topology("v6e:1x1")
-        .compile(DOT_ADD.as_bytes(), &CompileOptions::single_device())
-        .expect("compile");
+    let executable =
+        topology("v6e:1x1").compile(DOT_ADD.as_bytes(), &CompileOptions::single_device()).expect("compile");
     assert_eq!(executable.num_partitions().expect("partitions"), 1);
     assert!(!executable.serialize().expect("serialize").is_empty());
 }
@@ -175,9 +144,7 @@ fn cpu_plugin_reports_memory_but_has_no_topologies() {
     use super::tests::{client, plugin, DOT_ADD as SMALL_DOT_ADD};
     let error = plugin().topology("v5e:1x1").expect_err("no CPU topologies");
     assert_eq!(error.code(), Some(ErrorCode::Unimplemented), "{error}");
-    let executable = client()
-        .compile(SMALL_DOT_ADD.as_bytes(), &CompileOptions::single_device())
-        .expect("compile");
+    let executable = client().compile(SMALL_DOT_ADD.as_bytes(), &CompileOptions::single_device()).expect("compile");
     assert!(executable.generated_code_bytes().expect("code size") >= 0);
     let stats = executable.memory_stats().expect("memory stats");
     assert_eq!(stats.argument_size_in_bytes, 64, "{stats:?}");
@@ -192,9 +159,7 @@ fn threads_compile_concurrently() {
     std::thread::scope(|scope| {
         for _ in 0..2 {
             scope.spawn(|| {
-                let executable = topology
-                    .compile(DOT_ADD.as_bytes(), &options)
-                    .expect("compile");
+                let executable = topology.compile(DOT_ADD.as_bytes(), &options).expect("compile");
                 assert!(executable.generated_code_bytes().expect("code size") > 0);
             });
         }
@@ -205,11 +170,7 @@ fn threads_compile_concurrently() {
 fn unknown_topology_is_a_call_error() {
     let plugin = libtpu();
     match plugin.topology("v9:1x1") {
-        Err(PjrtError::Call {
-            call,
-            code,
-            message,
-        }) => {
+        Err(PjrtError::Call { call, code, message }) => {
             // libtpu 0.0.52: "Invalid TPU external name: TPU v9".
             assert_eq!(call, "PJRT_TopologyDescription_Create");
             assert_eq!(code, Some(ErrorCode::InvalidArgument), "{message}");
@@ -217,10 +178,7 @@ fn unknown_topology_is_a_call_error() {
         }
         other => panic!("expected a call error, got {other:?}"),
     }
-    assert!(matches!(
-        plugin.topology(""),
-        Err(PjrtError::InvalidArgument(_))
-    ));
+    assert!(matches!(plugin.topology(""), Err(PjrtError::InvalidArgument(_))));
 }
 
 #[test]
@@ -237,10 +195,7 @@ fn invalid_program_reports_the_compiler_diagnostic() {
         }
         other => panic!("expected a call error, got {other:?}"),
     }
-    assert!(matches!(
-        topology.compile(b"", &options),
-        Err(PjrtError::InvalidArgument(_))
-    ));
+    assert!(matches!(topology.compile(b"", &options), Err(PjrtError::InvalidArgument(_))));
 }
 
 /// Two processes that both hold libtpu initialized compile at the same time, to the same
@@ -258,16 +213,9 @@ fn two_processes_compile_concurrently_and_identically() {
     let module = module_path!().split_once("::").expect("a crate path").1;
     let helper = format!("{module}::concurrent_compile_helper");
     let spawn = |id: usize| {
-        let log = |stream: &str| {
-            std::fs::File::create(dir.join(format!("{stream}-{id}"))).expect("create a log")
-        };
+        let log = |stream: &str| std::fs::File::create(dir.join(format!("{stream}-{id}"))).expect("create a log");
         Command::new(std::env::current_exe().expect("test binary"))
-            .args([
-                helper.as_str(),
-                "--exact",
-                "--nocapture",
-                "--test-threads=1",
-            ])
+            .args([helper.as_str(), "--exact", "--nocapture", "--test-threads=1"])
             .env(HELPER_DIR, &dir)
             .env(HELPER_ID, id.to_string())
             .env_remove("TPU_SKIP_MDS_QUERY")
@@ -304,17 +252,11 @@ fn two_processes_compile_concurrently_and_identically() {
         .enumerate()
         .filter_map(|(id, status)| {
             let text = |stream: &str| {
-                String::from_utf8_lossy(&read(format!("{stream}-{id}")).unwrap_or_default())
-                    .into_owned()
+                String::from_utf8_lossy(&read(format!("{stream}-{id}")).unwrap_or_default()).into_owned()
             };
             let stdout = text("stdout");
             let passed = status.success() && stdout.contains("1 passed");
-            (!passed).then(|| {
-                format!(
-                    "helper {id} failed ({status}):\n{stdout}\n{}",
-                    text("stderr")
-                )
-            })
+            (!passed).then(|| format!("helper {id} failed ({status}):\n{stdout}\n{}", text("stderr")))
         })
         .collect();
     let _ = std::fs::remove_dir_all(&dir);
@@ -323,10 +265,7 @@ fn two_processes_compile_concurrently_and_identically() {
         panic!("a helper wrote no executable: {executables:?}");
     };
     assert!(!first.is_empty());
-    assert!(
-        first == second,
-        "two processes compiled one program to different bytes"
-    );
+    assert!(first == second, "two processes compiled one program to different bytes");
 }
 
 /// One side of [`two_processes_compile_concurrently_and_identically`]: initializes libtpu,
@@ -339,24 +278,16 @@ fn concurrent_compile_helper() {
     };
     let dir = PathBuf::from(dir);
     // Without `prepare_libtpu_environment`: `Plugin::load` must set the variables itself.
-    let topology = Plugin::load(&libtpu_path())
-        .expect("load libtpu")
-        .topology("v5e:1x1")
-        .expect("topology");
+    let topology = Plugin::load(&libtpu_path()).expect("load libtpu").topology("v5e:1x1").expect("topology");
     std::fs::write(dir.join(format!("ready-{id}")), b"").expect("mark ready");
     let other = dir.join(format!("ready-{}", if id == "0" { 1 } else { 0 }));
     let deadline = Instant::now() + Duration::from_secs(60);
     while !other.exists() {
-        assert!(
-            Instant::now() < deadline,
-            "the other helper never initialized libtpu"
-        );
+        assert!(Instant::now() < deadline, "the other helper never initialized libtpu");
         std::thread::sleep(Duration::from_millis(20));
     }
     let options = CompileOptions::partitions(1).expect("options");
-    let executable = topology
-        .compile(DOT_ADD.as_bytes(), &options)
-        .expect("compile");
+    let executable = topology.compile(DOT_ADD.as_bytes(), &options).expect("compile");
     let bytes = executable.serialize().expect("serialize");
     std::fs::write(dir.join(format!("executable-{id}")), bytes).expect("write the executable");
 }

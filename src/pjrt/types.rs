@@ -6,8 +6,7 @@ use prost::Message;
 
 use super::PjrtError;
 use crate::proto::xla::{
-    device_assignment_proto::ComputationDevice, CompileOptionsProto, DeviceAssignmentProto,
-    ExecutableBuildOptionsProto,
+    device_assignment_proto::ComputationDevice, CompileOptionsProto, DeviceAssignmentProto, ExecutableBuildOptionsProto,
 };
 
 /// `PJRT_Buffer_Type`: the element type of a buffer. The discriminants are the C values.
@@ -104,8 +103,8 @@ impl ElementType {
             S1 | U1 => 1,
             S2 | U2 => 2,
             S4 | U4 | F4E2M1FN => 4,
-            Pred | S8 | U8 | F8E5M2 | F8E4M3FN | F8E4M3B11FNUZ | F8E5M2FNUZ | F8E4M3FNUZ
-            | F8E4M3 | F8E3M4 | F8E8M0FNU => 8,
+            Pred | S8 | U8 | F8E5M2 | F8E4M3FN | F8E4M3B11FNUZ | F8E5M2FNUZ | F8E4M3FNUZ | F8E4M3 | F8E3M4
+            | F8E8M0FNU => 8,
             S16 | U16 | F16 | Bf16 => 16,
             S32 | U32 | F32 => 32,
             S64 | U64 | F64 | C64 => 64,
@@ -185,35 +184,21 @@ impl CompileOptions {
     /// default device, and the executable is not pinned to a device id. For a fixed assignment
     /// (deviceless TPU compile) use [`CompileOptions::partitions`].
     pub fn single_device() -> Self {
-        let build = ExecutableBuildOptionsProto {
-            num_replicas: 1,
-            num_partitions: 1,
-            ..Default::default()
-        };
-        Self {
-            proto: CompileOptionsProto {
-                executable_build_options: Some(build),
-                ..Default::default()
-            },
-        }
+        let build = ExecutableBuildOptionsProto { num_replicas: 1, num_partitions: 1, ..Default::default() };
+        Self { proto: CompileOptionsProto { executable_build_options: Some(build), ..Default::default() } }
     }
 
     /// One replica split SPMD-wise into `p` partitions on devices `0..p`, with an explicit device
     /// assignment and `device_ordinal = -1` (what XLA writes for "unset").
     pub fn partitions(p: u32) -> Result<Self, PjrtError> {
         let count = i32::try_from(p).ok().filter(|&p| p >= 1).ok_or_else(|| {
-            PjrtError::InvalidArgument(format!(
-                "partition count {p} must be between 1 and {}",
-                i32::MAX
-            ))
+            PjrtError::InvalidArgument(format!("partition count {p} must be between 1 and {}", i32::MAX))
         })?;
         let assignment = DeviceAssignmentProto {
             replica_count: 1,
             computation_count: count,
             computation_devices: (0..i64::from(count))
-                .map(|id| ComputationDevice {
-                    replica_device_ids: vec![id],
-                })
+                .map(|id| ComputationDevice { replica_device_ids: vec![id] })
                 .collect(),
         };
         let build = ExecutableBuildOptionsProto {
@@ -224,22 +209,16 @@ impl CompileOptions {
             device_assignment: Some(assignment),
             ..Default::default()
         };
-        Ok(Self {
-            proto: CompileOptionsProto {
-                executable_build_options: Some(build),
-                ..Default::default()
-            },
-        })
+        Ok(Self { proto: CompileOptionsProto { executable_build_options: Some(build), ..Default::default() } })
     }
 
     /// Wraps a message built elsewhere after checking it has at least one replica and one
     /// partition.
     pub fn from_proto(proto: CompileOptionsProto) -> Result<Self, PjrtError> {
-        let build = proto.executable_build_options.as_ref().ok_or_else(|| {
-            PjrtError::InvalidArgument(
-                "compile options need `executable_build_options`".to_string(),
-            )
-        })?;
+        let build = proto
+            .executable_build_options
+            .as_ref()
+            .ok_or_else(|| PjrtError::InvalidArgument("compile options need `executable_build_options`".to_string()))?;
         if build.num_replicas < 1 || build.num_partitions < 1 {
             return Err(PjrtError::InvalidArgument(format!(
                 "compile options need at least one replica and one partition, got {} and {}",

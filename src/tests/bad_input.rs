@@ -7,79 +7,21 @@ use super::{run_cli, testdata};
 const CASES: &[(&str, &[&str])] = &[
     ("not_a_zip", &["not a pt2 archive", "EOCD"]),
     ("truncated", &["not a pt2 archive"]),
-    (
-        "missing_model_json",
-        &["archive entry `mlp/models/model.json` is missing"],
-    ),
-    (
-        "invalid_json",
-        &["archive entry `mlp/models/model.json`: invalid JSON at line 3, column 3"],
-    ),
-    (
-        "schema_major_9",
-        &[
-            "`mlp/models/model.json`",
-            "schema version 9.20 is not supported",
-        ],
-    ),
-    (
-        "missing_weight_file",
-        &[
-            "weight `fc1.weight`",
-            "`mlp/data/weights/weight_0`",
-            "missing",
-        ],
-    ),
+    ("missing_model_json", &["archive entry `mlp/models/model.json` is missing"]),
+    ("invalid_json", &["archive entry `mlp/models/model.json`: invalid JSON at line 3, column 3"]),
+    ("schema_major_9", &["`mlp/models/model.json`", "schema version 9.20 is not supported"]),
+    ("missing_weight_file", &["weight `fc1.weight`", "`mlp/data/weights/weight_0`", "missing"]),
     (
         "short_weight",
-        &[
-            "weight `fc1.weight`",
-            "`mlp/data/weights/weight_0`",
-            "needs 512 elements but the storage holds 250",
-        ],
+        &["weight `fc1.weight`", "`mlp/data/weights/weight_0`", "needs 512 elements but the storage holds 250"],
     ),
-    (
-        "unknown_dtype",
-        &["weight `fc1.weight`", "unknown dtype number 99"],
-    ),
-    (
-        "path_traversal",
-        &["archive entry `mlp/../evil`", "escapes the archive folder"],
-    ),
-    (
-        "size_exceeds_file",
-        &[
-            "archive entry `mlp/data/weights/weight_0`",
-            "runs past the end",
-        ],
-    ),
-    (
-        "pickled_weight",
-        &["weight `fc1.weight`", "pickled", "never loads"],
-    ),
-    (
-        "dangling_input",
-        &[
-            "node `relu`",
-            "aten.relu.default",
-            "reads tensor `no_such_tensor`",
-        ],
-    ),
-    (
-        "duplicate_node_name",
-        &[
-            "node `permute`",
-            "aten.addmm.default",
-            "another node has the same name",
-        ],
-    ),
-    (
-        "bad_sym_expr",
-        &[
-            "tensor `input_ids`",
-            "cannot parse symbolic size `Mul(Integer(2), `",
-        ],
-    ),
+    ("unknown_dtype", &["weight `fc1.weight`", "unknown dtype number 99"]),
+    ("path_traversal", &["archive entry `mlp/../evil`", "escapes the archive folder"]),
+    ("size_exceeds_file", &["archive entry `mlp/data/weights/weight_0`", "runs past the end"]),
+    ("pickled_weight", &["weight `fc1.weight`", "pickled", "never loads"]),
+    ("dangling_input", &["node `relu`", "aten.relu.default", "reads tensor `no_such_tensor`"]),
+    ("duplicate_node_name", &["node `permute`", "aten.addmm.default", "another node has the same name"]),
+    ("bad_sym_expr", &["tensor `input_ids`", "cannot parse symbolic size `Mul(Integer(2), `"]),
 ];
 
 #[test]
@@ -87,21 +29,13 @@ fn every_malformed_archive_is_refused_with_a_clear_message() {
     let dir = testdata().join("bad");
     let mut on_disk: Vec<String> = std::fs::read_dir(&dir)
         .expect("testdata/bad exists")
-        .filter_map(|e| {
-            e.ok()?
-                .path()
-                .file_stem()
-                .map(|s| s.to_string_lossy().into_owned())
-        })
+        .filter_map(|e| e.ok()?.path().file_stem().map(|s| s.to_string_lossy().into_owned()))
         .filter(|s| s != "README")
         .collect();
     on_disk.sort();
     let mut listed: Vec<String> = CASES.iter().map(|(n, _)| n.to_string()).collect();
     listed.sort();
-    assert_eq!(
-        on_disk, listed,
-        "every archive in testdata/bad has an expected message"
-    );
+    assert_eq!(on_disk, listed, "every archive in testdata/bad has an expected message");
 
     for (name, fragments) in CASES {
         let path = dir.join(format!("{name}.pt2"));

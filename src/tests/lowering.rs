@@ -10,10 +10,7 @@ use crate::import::import;
 fn stablehlo(path: &std::path::Path) -> String {
     let program = import(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let bindings = example_bindings(&program).expect("example sizes");
-    lower(&program, bindings, &EmitOptions::default())
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-        .module
-        .text
+    lower(&program, bindings, &EmitOptions::default()).unwrap_or_else(|e| panic!("{}: {e}", path.display())).module.text
 }
 
 #[test]
@@ -35,10 +32,7 @@ fn stablehlo_is_deterministic() {
 fn locations_carry_node_names_and_source_lines() {
     let text = stablehlo(&testdata().join("models/mlp.pt2"));
     assert!(text.contains("loc(\"addmm_1\"(#loc"), "{text}");
-    assert!(
-        text.contains("loc(\"testdata/gen.py\":"),
-        "the innermost frame in model code: {text}"
-    );
+    assert!(text.contains("loc(\"testdata/gen.py\":"), "the innermost frame in model code: {text}");
 }
 
 #[test]
@@ -66,49 +60,23 @@ fn check_lists_every_unsupported_op() {
     ] {
         assert!(out.contains(want), "missing `{want}` in:\n{out}");
     }
-    let (code, out, _) = run_cli(&[
-        "check",
-        path.to_str().expect("utf-8 path"),
-        "--format",
-        "json",
-    ]);
+    let (code, out, _) = run_cli(&["check", path.to_str().expect("utf-8 path"), "--format", "json"]);
     assert_eq!(code, 1);
     let report: serde_json::Value = serde_json::from_str(&out).expect("JSON");
     assert_eq!(report["format"], "torchtpu-check/1");
     assert_eq!(report["ok"], false);
-    let targets: Vec<&str> = report["problems"]
-        .as_array()
-        .expect("list")
-        .iter()
-        .filter_map(|p| p["target"].as_str())
-        .collect();
-    assert_eq!(
-        targets,
-        [
-            "aten.flip.default",
-            "aten.sort.default",
-            "testlib.scale_rows.default"
-        ]
-    );
+    let targets: Vec<&str> =
+        report["problems"].as_array().expect("list").iter().filter_map(|p| p["target"].as_str()).collect();
+    assert_eq!(targets, ["aten.flip.default", "aten.sort.default", "testlib.scale_rows.default"]);
 }
 
 #[test]
 fn compile_refuses_unsupported_ops_naming_them() {
     let path = testdata().join("check/unsupported_ops.pt2");
-    let out =
-        std::env::temp_dir().join(format!("torchtpu-unsupported-{}.mlir", std::process::id()));
-    let (code, _, err) = run_cli(&[
-        "compile",
-        path.to_str().expect("utf-8"),
-        "-o",
-        out.to_str().expect("utf-8"),
-        "--emit",
-        "stablehlo",
-    ]);
+    let out = std::env::temp_dir().join(format!("torchtpu-unsupported-{}.mlir", std::process::id()));
+    let (code, _, err) =
+        run_cli(&["compile", path.to_str().expect("utf-8"), "-o", out.to_str().expect("utf-8"), "--emit", "stablehlo"]);
     assert_eq!(code, 1, "{err}");
-    assert!(
-        err.contains("node `scale_rows` (torch.ops.testlib.scale_rows.default)"),
-        "{err}"
-    );
+    assert!(err.contains("node `scale_rows` (torch.ops.testlib.scale_rows.default)"), "{err}");
     assert!(!out.exists());
 }

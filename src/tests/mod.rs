@@ -30,10 +30,7 @@ fn model_paths() -> Vec<PathBuf> {
         .filter(|p| p.extension().is_some_and(|e| e == "pt2"))
         .collect();
     v.sort();
-    assert!(
-        v.len() >= 9,
-        "expected the test models in testdata/models, found {v:?}"
-    );
+    assert!(v.len() >= 9, "expected the test models in testdata/models, found {v:?}");
     v
 }
 
@@ -41,13 +38,7 @@ fn model_paths() -> Vec<PathBuf> {
 /// Runs the command line in-process: (exit code, stdout, stderr).
 fn run_cli(args: &[&str]) -> (u8, String, String) {
     let (mut out, mut err) = (Vec::new(), Vec::new());
-    let argv = std::iter::once("torchtpu-compile")
-        .chain(args.iter().copied())
-        .map(Into::into);
+    let argv = std::iter::once("torchtpu-compile").chain(args.iter().copied()).map(Into::into);
     let code = cli::main_with(argv, &mut out, &mut err);
-    (
-        code,
-        String::from_utf8_lossy(&out).into_owned(),
-        String::from_utf8_lossy(&err).into_owned(),
-    )
+    (code, String::from_utf8_lossy(&out).into_owned(), String::from_utf8_lossy(&err).into_owned())
 }

@@ -37,26 +37,14 @@ fn weights_match_eager_state_dict_bit_for_bit() {
     let mut checked = 0;
     for path in model_paths() {
         let program = import(&path).expect("imports");
-        let stem = path
-            .file_stem()
-            .expect("file name")
-            .to_string_lossy()
-            .into_owned();
-        let reference = std::fs::read(
-            testdata()
-                .join("models")
-                .join(&stem)
-                .join("state_dict.safetensors"),
-        )
-        .expect("reference state_dict");
+        let stem = path.file_stem().expect("file name").to_string_lossy().into_owned();
+        let reference = std::fs::read(testdata().join("models").join(&stem).join("state_dict.safetensors"))
+            .expect("reference state_dict");
         let reference = SafeTensors::deserialize(&reference).expect("valid safetensors");
         let mut names: Vec<&str> = reference.names();
         names.sort();
         let ours: Vec<&str> = program.weights.keys().map(String::as_str).collect();
-        assert_eq!(
-            ours, names,
-            "{stem}: the archive's tensors and the eager state_dict differ"
-        );
+        assert_eq!(ours, names, "{stem}: the archive's tensors and the eager state_dict differ");
         for (fqn, view) in reference.tensors() {
             let w = &program.weights[&fqn];
             let dtype = crate::artifact::dtype_of_safetensors(view.dtype());
@@ -64,10 +52,7 @@ fn weights_match_eager_state_dict_bit_for_bit() {
             let shape: Vec<i64> = view.shape().iter().map(|&d| d as i64).collect();
             assert_eq!(w.sizes, shape, "{stem}: `{fqn}` shape");
             let bytes = w.contiguous_bytes(&program.archive).expect("decodes");
-            assert!(
-                bytes.as_ref() == view.data(),
-                "{stem}: `{fqn}` bytes differ from the eager tensor"
-            );
+            assert!(bytes.as_ref() == view.data(), "{stem}: `{fqn}` bytes differ from the eager tensor");
             checked += 1;
         }
     }
@@ -92,14 +77,8 @@ fn weights_are_read_in_place() {
 fn edge_case_weights_keep_their_layout() {
     let program = import(&testdata().join("models/edge_cases.pt2")).expect("imports");
     let w = &program.weights;
-    let transposed = w
-        .values()
-        .find(|w| w.strides.len() == 2 && w.strides[0] < w.strides[1]);
-    assert!(
-        transposed.is_some(),
-        "no non-contiguous weight among {:?}",
-        w.keys().collect::<Vec<_>>()
-    );
+    let transposed = w.values().find(|w| w.strides.len() == 2 && w.strides[0] < w.strides[1]);
+    assert!(transposed.is_some(), "no non-contiguous weight among {:?}", w.keys().collect::<Vec<_>>());
     for dtype in [DType::F16, DType::BF16, DType::I64] {
         assert!(w.values().any(|w| w.dtype == dtype), "no {dtype} weight");
     }
@@ -107,44 +86,26 @@ fn edge_case_weights_keep_their_layout() {
     let b = &w["view_b"];
     assert_eq!(a.entry, b.entry, "overlapping views share one storage file");
     assert_ne!(a.storage_offset, b.storage_offset);
-    assert!(w
-        .values()
-        .any(|w| w.source == crate::import::PayloadSource::Constants));
+    assert!(w.values().any(|w| w.source == crate::import::PayloadSource::Constants));
 }
 
 #[cfg(feature = "mlir")]
 #[test]
 fn inspect_json_reports_the_dynamic_symbol_and_bounds() {
     let path = testdata().join("models/llama_tiny_dyn.pt2");
-    let (code, out, err) = run_cli(&[
-        "inspect",
-        path.to_str().expect("utf-8 path"),
-        "--format",
-        "json",
-    ]);
+    let (code, out, err) = run_cli(&["inspect", path.to_str().expect("utf-8 path"), "--format", "json"]);
     assert_eq!(code, 0, "{err}");
     let report: serde_json::Value = serde_json::from_str(&out).expect("valid JSON");
     assert_eq!(report["format"], "torchtpu-inspect/1");
     assert_eq!(report["schema_version"], "8.20");
     assert_eq!(report["inputs"][0]["name"], "input_ids");
     assert_eq!(report["inputs"][0]["dtype"], "i64");
-    let sym = report["inputs"][0]["dims"][1]
-        .as_str()
-        .expect("symbolic dim");
+    let sym = report["inputs"][0]["dims"][1].as_str().expect("symbolic dim");
     let symbol = &report["symbols"][0];
     assert_eq!(symbol["name"], sym);
-    assert_eq!(
-        (symbol["min"].as_i64(), symbol["max"].as_i64()),
-        (Some(2), Some(512))
-    );
-    assert_eq!(
-        (symbol["input"].as_str(), symbol["dim"].as_u64()),
-        (Some("input_ids"), Some(1))
-    );
-    assert_eq!(
-        report["outputs"][0]["dims"],
-        serde_json::json!([1, sym, 256])
-    );
+    assert_eq!((symbol["min"].as_i64(), symbol["max"].as_i64()), (Some(2), Some(512)));
+    assert_eq!((symbol["input"].as_str(), symbol["dim"].as_u64()), (Some("input_ids"), Some(1)));
+    assert_eq!(report["outputs"][0]["dims"], serde_json::json!([1, sym, 256]));
     assert_eq!(report["parameters"]["elements"], 106_816);
     assert_eq!(report["ops"]["aten.mm.default"], 15);
     assert_eq!(report["unsupported_ops"], serde_json::json!({}));
@@ -156,44 +117,20 @@ fn inspect_json_reports_the_dynamic_symbol_and_bounds() {
 #[test]
 fn inspect_json_follows_its_schema() {
     let schema: serde_json::Value =
-        serde_json::from_str(include_str!("../../schemas/inspect.schema.json"))
-            .expect("valid schema");
-    let required: Vec<&str> = schema["required"]
-        .as_array()
-        .expect("list")
-        .iter()
-        .filter_map(|v| v.as_str())
-        .collect();
+        serde_json::from_str(include_str!("../../schemas/inspect.schema.json")).expect("valid schema");
+    let required: Vec<&str> = schema["required"].as_array().expect("list").iter().filter_map(|v| v.as_str()).collect();
     let dtypes = &schema["$defs"]["value"]["properties"]["dtype"]["enum"];
     for path in model_paths() {
-        let (code, out, err) = run_cli(&[
-            "inspect",
-            path.to_str().expect("utf-8 path"),
-            "--format",
-            "json",
-        ]);
+        let (code, out, err) = run_cli(&["inspect", path.to_str().expect("utf-8 path"), "--format", "json"]);
         assert_eq!(code, 0, "{err}");
         let report: serde_json::Value = serde_json::from_str(&out).expect("valid JSON");
-        let mut keys: Vec<&str> = report
-            .as_object()
-            .expect("object")
-            .keys()
-            .map(String::as_str)
-            .collect();
+        let mut keys: Vec<&str> = report.as_object().expect("object").keys().map(String::as_str).collect();
         let mut want = required.clone();
         keys.sort();
         want.sort();
         assert_eq!(keys, want, "{}", path.display());
-        for v in report["inputs"]
-            .as_array()
-            .into_iter()
-            .chain(report["outputs"].as_array())
-            .flatten()
-        {
-            assert!(
-                dtypes.as_array().expect("enum").contains(&v["dtype"]),
-                "{v}"
-            );
+        for v in report["inputs"].as_array().into_iter().chain(report["outputs"].as_array()).flatten() {
+            assert!(dtypes.as_array().expect("enum").contains(&v["dtype"]), "{v}");
         }
     }
 }
@@ -203,16 +140,10 @@ fn inspect_json_follows_its_schema() {
 fn inspect_reports_every_model() {
     let _guard = settings("inspect").bind_to_scope();
     for path in model_paths() {
-        let rel = path
-            .strip_prefix(env!("CARGO_MANIFEST_DIR"))
-            .expect("inside the workspace");
+        let rel = path.strip_prefix(env!("CARGO_MANIFEST_DIR")).expect("inside the workspace");
         let (code, out, err) = run_cli(&["inspect", path.to_str().expect("utf-8 path")]);
         assert_eq!(code, 0, "{err}");
-        let name = rel
-            .file_name()
-            .expect("file name")
-            .to_string_lossy()
-            .into_owned();
+        let name = rel.file_name().expect("file name").to_string_lossy().into_owned();
         let out = out.replace(path.to_str().expect("utf-8"), &rel.display().to_string());
         insta::assert_snapshot!(name, out);
     }
@@ -224,14 +155,8 @@ fn tied_weights_count_once() {
     let path = testdata().join("models/gpt2_tiny.pt2");
     let program = import(&path).expect("imports");
     let w = &program.weights;
-    let (head, wte) = (
-        &w["model.lm_head.weight"],
-        &w["model.transformer.wte.weight"],
-    );
-    assert_eq!(
-        (&head.entry, head.storage_offset),
-        (&wte.entry, wte.storage_offset)
-    );
+    let (head, wte) = (&w["model.lm_head.weight"], &w["model.transformer.wte.weight"]);
+    assert_eq!((&head.entry, head.storage_offset), (&wte.entry, wte.storage_offset));
     let report = crate::inspect::report(&program, "gpt2_tiny.pt2");
     let all: i64 = w.values().filter(|w| w.is_param).map(|w| w.numel()).sum();
     assert_eq!(report.parameters.elements, all - head.numel());
@@ -247,9 +172,8 @@ fn reads_zip64_archives() {
     std::fs::create_dir_all(&dir).expect("temp dir");
     let dst = dir.join("mlp.pt2");
     let mut zout = zip::ZipWriter::new(std::fs::File::create(&dst).expect("creates"));
-    let opts = zip::write::SimpleFileOptions::default()
-        .compression_method(zip::CompressionMethod::Stored)
-        .large_file(true);
+    let opts =
+        zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored).large_file(true);
     for i in 0..zin.len() {
         let mut f = zin.by_index(i).expect("entry");
         let mut buf = Vec::new();
@@ -263,9 +187,7 @@ fn reads_zip64_archives() {
     assert_eq!(print(&a.graph), print(&b.graph));
     for (fqn, w) in &a.weights {
         let x = w.contiguous_bytes(&a.archive).expect("decodes");
-        let y = b.weights[fqn]
-            .contiguous_bytes(&b.archive)
-            .expect("decodes");
+        let y = b.weights[fqn].contiguous_bytes(&b.archive).expect("decodes");
         assert_eq!(x, y, "{fqn}");
     }
     std::fs::remove_dir_all(&dir).ok();

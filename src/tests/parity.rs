@@ -21,8 +21,7 @@ impl TempDir {
     pub fn new(tag: &str) -> TempDir {
         static COUNTER: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let dir =
-            std::env::temp_dir().join(format!("torchtpu-test-{tag}-{}-{n}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("torchtpu-test-{tag}-{}-{n}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("temp dir");
         TempDir(dir)
     }
@@ -58,10 +57,7 @@ fn compile_model(name: &str, dir: &Path) -> PathBuf {
 /// The stored inputs of a case: `in_<i>.npy` (case "") or `in_<i>_case<k>.npy`.
 fn case_inputs(name: &str, case: &str) -> Vec<PathBuf> {
     let dir = testdata().join("models").join(name);
-    (0..)
-        .map(|i| dir.join(format!("in_{i}{case}.npy")))
-        .take_while(|p| p.exists())
-        .collect()
+    (0..).map(|i| dir.join(format!("in_{i}{case}.npy"))).take_while(|p| p.exists()).collect()
 }
 
 fn assert_parity(name: &str) {
@@ -79,11 +75,7 @@ fn assert_parity(name: &str) {
     assert!(!report.outputs.is_empty());
     for (i, o) in report.outputs.iter().enumerate() {
         let c = o.comparison.as_ref().expect("compared");
-        assert!(
-            c.ok,
-            "{name} out_{i}: max abs diff {} (rel {}) {:?}",
-            c.max_abs_diff, c.max_rel_diff, c.note
-        );
+        assert!(c.ok, "{name} out_{i}: max abs diff {} (rel {}) {:?}", c.max_abs_diff, c.max_rel_diff, c.note);
     }
     assert!(report.ok);
 }
@@ -95,24 +87,12 @@ macro_rules! parity_tests {
     };
 }
 
-parity_tests!(
-    mlp,
-    cnn,
-    resnet_mini,
-    llama_tiny,
-    llama_tiny_dyn,
-    gpt2_tiny,
-    bert_meanpool,
-    multi_out,
-    edge_cases
-);
+parity_tests!(mlp, cnn, resnet_mini, llama_tiny, llama_tiny_dyn, gpt2_tiny, bert_meanpool, multi_out, edge_cases);
 
 #[test]
 fn every_test_model_has_a_parity_test() {
-    let mut on_disk: Vec<String> = model_paths()
-        .iter()
-        .map(|p| p.file_stem().expect("stem").to_string_lossy().into_owned())
-        .collect();
+    let mut on_disk: Vec<String> =
+        model_paths().iter().map(|p| p.file_stem().expect("stem").to_string_lossy().into_owned()).collect();
     on_disk.sort();
     let mut listed: Vec<String> = PARITY_MODELS.iter().map(|s| s.to_string()).collect();
     listed.sort();
@@ -127,19 +107,12 @@ fn dynamic_model_runs_only_at_its_compiled_size() {
     let artifact = compile_model("llama_tiny_dyn", &tmp.0);
     let art = artifact.to_str().expect("utf-8");
     let input = case_inputs("llama_tiny_dyn", "_case1");
-    let (code, _, err) = run_cli(&[
-        "run",
-        art,
-        input[0].to_str().expect("utf-8"),
-        "--out-dir",
-        tmp.0.to_str().expect("utf-8"),
-    ]);
+    let (code, _, err) =
+        run_cli(&["run", art, input[0].to_str().expect("utf-8"), "--out-dir", tmp.0.to_str().expect("utf-8")]);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("input 0 (`input_ids`"), "{err}");
     assert!(
-        err.contains(
-            "expected shape [1, 16] (the sizes this artifact was compiled for), got shape [1, 5]"
-        ),
+        err.contains("expected shape [1, 16] (the sizes this artifact was compiled for), got shape [1, 5]"),
         "{err}"
     );
 }
@@ -157,24 +130,12 @@ fn run_refuses_wrong_inputs_with_clear_messages() {
     let ids = testdata().join("models/llama_tiny/in_0.npy");
     let (code, _, err) = run_cli(&["run", art, ids.to_str().expect("utf-8"), "--out-dir", out]);
     assert_eq!(code, 1);
-    assert!(
-        err.contains("input 0 (`x`") && err.contains("expected dtype f32, got dtype i64"),
-        "{err}"
-    );
+    assert!(err.contains("input 0 (`x`") && err.contains("expected dtype f32, got dtype i64"), "{err}");
 
     let wrong_shape = testdata().join("models/multi_out/in_0.npy");
-    let (code, _, err) = run_cli(&[
-        "run",
-        art,
-        wrong_shape.to_str().expect("utf-8"),
-        "--out-dir",
-        out,
-    ]);
+    let (code, _, err) = run_cli(&["run", art, wrong_shape.to_str().expect("utf-8"), "--out-dir", out]);
     assert_eq!(code, 1);
-    assert!(
-        err.contains("expected shape [4, 16]") && err.contains("got shape [3, 5]"),
-        "{err}"
-    );
+    assert!(err.contains("expected shape [4, 16]") && err.contains("got shape [3, 5]"), "{err}");
 
     let (code, _, err) = run_cli(&["run", art, "nope.npy", "--out-dir", out]);
     assert_eq!(code, 1);
@@ -203,10 +164,7 @@ fn corrupted_executable_is_refused_not_run() {
         tmp.0.to_str().expect("utf-8"),
     ]);
     assert_eq!(code, 1, "{err}");
-    assert!(
-        err.contains("artifact entry `executables/cpu/main.pjrt` is corrupt: its sha256 is"),
-        "{err}"
-    );
+    assert!(err.contains("artifact entry `executables/cpu/main.pjrt` is corrupt: its sha256 is"), "{err}");
 }
 
 /// An executable made by another plugin build is refused (exit 3), never loaded.
@@ -235,10 +193,7 @@ fn executable_from_another_plugin_build_is_refused() {
         tmp.0.to_str().expect("utf-8"),
     ]);
     assert_eq!(code, 3, "{err}");
-    assert!(
-        err.contains("executables only load into the plugin build that made them"),
-        "{err}"
-    );
+    assert!(err.contains("executables only load into the plugin build that made them"), "{err}");
 }
 
 fn read_entry(art: &Artifact, name: &str) -> Vec<u8> {
@@ -246,21 +201,9 @@ fn read_entry(art: &Artifact, name: &str) -> Vec<u8> {
     if name == m.weights.entry {
         return art.weights().expect("weights").to_vec();
     }
-    let sha = m
-        .targets
-        .iter()
-        .flat_map(|t| &t.executables)
-        .find(|e| e.entry == name)
-        .map(|e| e.sha256.clone());
-    let sha = sha.or_else(|| {
-        m.buckets
-            .iter()
-            .find(|b| b.program == name)
-            .map(|b| b.program_sha256.clone())
-    });
-    art.verified(name, &sha.expect("known entry"))
-        .expect("intact")
-        .to_vec()
+    let sha = m.targets.iter().flat_map(|t| &t.executables).find(|e| e.entry == name).map(|e| e.sha256.clone());
+    let sha = sha.or_else(|| m.buckets.iter().find(|b| b.program == name).map(|b| b.program_sha256.clone()));
+    art.verified(name, &sha.expect("known entry")).expect("intact").to_vec()
 }
 
 #[test]
@@ -278,11 +221,7 @@ fn missing_plugin_is_an_environment_error() {
     ];
     let (code, _, err) = run_cli(&args);
     assert_eq!(code, 3, "{err}");
-    assert!(
-        err.contains("no PJRT plugin at `/nonexistent/plugin.so`")
-            && err.contains("cargo xtask setup"),
-        "{err}"
-    );
+    assert!(err.contains("no PJRT plugin at `/nonexistent/plugin.so`") && err.contains("cargo xtask setup"), "{err}");
     assert!(!out.exists());
 }
 
@@ -293,52 +232,19 @@ fn artifact_layout_and_inspect() {
     let artifact = compile_model("multi_out", &tmp.0);
     let art = Artifact::open(&artifact).expect("opens");
     let names: Vec<String> = art.entry_offsets().into_keys().collect();
-    assert_eq!(
-        names,
-        [
-            "executables/cpu/main.pjrt",
-            "manifest.json",
-            "programs/main.mlir",
-            "weights.safetensors"
-        ]
-    );
+    assert_eq!(names, ["executables/cpu/main.pjrt", "manifest.json", "programs/main.mlir", "weights.safetensors"]);
     for (name, offset) in art.entry_offsets() {
         assert_eq!(offset % 64, 0, "{name} at {offset}");
     }
     let m = &art.manifest;
-    assert_eq!(
-        m.signature
-            .outputs
-            .iter()
-            .map(|o| o.dtype.as_str())
-            .collect::<Vec<_>>(),
-        ["f32", "i64", "bool", "i64"]
-    );
+    assert_eq!(m.signature.outputs.iter().map(|o| o.dtype.as_str()).collect::<Vec<_>>(), ["f32", "i64", "bool", "i64"]);
     assert_eq!(m.targets[0].target, "cpu");
-    assert!(
-        m.targets[0]
-            .plugin
-            .platform_name
-            .to_lowercase()
-            .contains("cpu"),
-        "{:?}",
-        m.targets[0].plugin
-    );
-    let (code, out, err) = run_cli(&[
-        "inspect",
-        artifact.to_str().expect("utf-8"),
-        "--format",
-        "json",
-    ]);
+    assert!(m.targets[0].plugin.platform_name.to_lowercase().contains("cpu"), "{:?}", m.targets[0].plugin);
+    let (code, out, err) = run_cli(&["inspect", artifact.to_str().expect("utf-8"), "--format", "json"]);
     assert_eq!(code, 0, "{err}");
     let report: serde_json::Value = serde_json::from_str(&out).expect("JSON");
     assert_eq!(report["kind"], "artifact");
-    assert_eq!(
-        report["manifest"]["weights"]["order"]
-            .as_array()
-            .map(Vec::len),
-        Some(2)
-    );
+    assert_eq!(report["manifest"]["weights"]["order"].as_array().map(Vec::len), Some(2));
 }
 
 /// `--emit mlirbc` writes MLIR bytecode that XLA compiles like the text; `--dump-dir` writes
@@ -349,23 +255,13 @@ fn bytecode_and_dump_dir() {
     let model = testdata().join("models/mlp.pt2");
     let model = model.to_str().expect("utf-8");
     let bc = tmp.0.join("mlp.mlirbc");
-    let (code, _, err) = run_cli(&[
-        "compile",
-        model,
-        "-o",
-        bc.to_str().expect("utf-8"),
-        "--emit",
-        "mlirbc",
-    ]);
+    let (code, _, err) = run_cli(&["compile", model, "-o", bc.to_str().expect("utf-8"), "--emit", "mlirbc"]);
     assert_eq!(code, 0, "{err}");
     let bytes = std::fs::read(&bc).expect("written");
     assert_eq!(&bytes[..4], b"ML\xefR", "MLIR bytecode magic");
-    let plugin = crate::pjrt::Plugin::load(&crate::setup::cpu_plugin(None).path)
-        .expect("plugin (cargo xtask setup)");
+    let plugin = crate::pjrt::Plugin::load(&crate::setup::cpu_plugin(None).path).expect("plugin (cargo xtask setup)");
     let client = plugin.client().expect("client");
-    client
-        .compile(&bytes, &crate::pjrt::CompileOptions::single_device())
-        .expect("XLA compiles the bytecode");
+    client.compile(&bytes, &crate::pjrt::CompileOptions::single_device()).expect("XLA compiles the bytecode");
 
     let dump = tmp.0.join("dump");
     let art = tmp.0.join("mlp.tpuexe");
@@ -379,12 +275,7 @@ fn bytecode_and_dump_dir() {
         "-q",
     ]);
     assert_eq!(code, 0, "{err}");
-    for f in [
-        "00.import.ir",
-        "01.specialize.ir",
-        "main.mlir",
-        "compile.log",
-    ] {
+    for f in ["00.import.ir", "01.specialize.ir", "main.mlir", "compile.log"] {
         let text = std::fs::read_to_string(dump.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
         assert!(!text.is_empty(), "{f} is empty");
     }

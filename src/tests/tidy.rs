@@ -29,18 +29,9 @@ fn every_rust_file_starts_with_a_module_doc_and_has_no_trailing_whitespace() {
     assert!(files.len() > 20, "found only {} Rust files", files.len());
     for f in files {
         let text = std::fs::read_to_string(&f).expect("readable");
-        assert!(
-            text.starts_with("//!"),
-            "{} must start with a `//!` module doc",
-            f.display()
-        );
+        assert!(text.starts_with("//!"), "{} must start with a `//!` module doc", f.display());
         for (i, line) in text.lines().enumerate() {
-            assert!(
-                line.trim_end() == line,
-                "{}:{} has trailing whitespace",
-                f.display(),
-                i + 1
-            );
+            assert!(line.trim_end() == line, "{}:{} has trailing whitespace", f.display(), i + 1);
         }
     }
 }

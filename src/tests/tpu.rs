@@ -16,26 +16,14 @@ use crate::import::import;
 use crate::target::Target;
 
 fn tpu(generation: &str, topology: &str) -> Target {
-    Target::Tpu {
-        generation: generation.into(),
-        topology: topology.into(),
-    }
+    Target::Tpu { generation: generation.into(), topology: topology.into() }
 }
 
 fn compile_for(model: &Path, out: &Path, targets: Vec<Target>) -> Artifact {
     let program = import(model).unwrap_or_else(|e| panic!("{}: {e}", model.display()));
-    let req = CompileRequest {
-        targets,
-        precision: Precision::Default,
-        plugin: None,
-        dump_dir: None,
-        progress: false,
-    };
+    let req = CompileRequest { targets, precision: Precision::Default, plugin: None, dump_dir: None, progress: false };
     if let Err(e) = compile(&program, model, out, &req) {
-        panic!(
-            "{}: {e:#}\n(libtpu comes from `cargo xtask setup`)",
-            model.display()
-        );
+        panic!("{}: {e:#}\n(libtpu comes from `cargo xtask setup`)", model.display());
     }
     Artifact::open(out).expect("artifact opens")
 }
@@ -46,44 +34,19 @@ fn compile_for(model: &Path, out: &Path, targets: Vec<Target>) -> Artifact {
 fn every_model_compiles_for_two_tpu_generations() {
     let tmp = TempDir::new("tpu-all");
     for model in model_paths() {
-        let name = model
-            .file_stem()
-            .expect("stem")
-            .to_string_lossy()
-            .into_owned();
+        let name = model.file_stem().expect("stem").to_string_lossy().into_owned();
         let out = tmp.0.join(format!("{name}.tpuexe"));
         let art = compile_for(&model, &out, vec![tpu("v5e", "1x1"), tpu("v6e", "1x1")]);
         for (t, hint) in art.manifest.targets.iter().zip(["v5 lite", "v6 lite"]) {
-            assert!(
-                t.plugin.platform_version.contains(hint),
-                "{name} {}: {}",
-                t.target,
-                t.plugin.platform_version
-            );
+            assert!(t.plugin.platform_version.contains(hint), "{name} {}: {}", t.target, t.plugin.platform_version);
             assert_eq!(t.plugin.platform_name, "tpu");
             let e = &t.executables[0];
-            assert!(
-                e.bytes > 1000,
-                "{name} {}: executable of {} bytes",
-                t.target,
-                e.bytes
-            );
+            assert!(e.bytes > 1000, "{name} {}: executable of {} bytes", t.target, e.bytes);
             art.verified(&e.entry, &e.sha256).expect("checksum matches");
-            assert!(
-                e.generated_code_bytes.is_some_and(|b| b > 0),
-                "{name} {}",
-                t.target
-            );
+            assert!(e.generated_code_bytes.is_some_and(|b| b > 0), "{name} {}", t.target);
             let mem = e.memory.as_ref().expect("memory stats");
-            assert!(
-                mem.argument_bytes > 0 && mem.output_bytes > 0,
-                "{name} {}: {mem:?}",
-                t.target
-            );
-            assert!(
-                mem.peak_bytes >= mem.argument_bytes + mem.output_bytes - mem.alias_bytes,
-                "{name}: {mem:?}"
-            );
+            assert!(mem.argument_bytes > 0 && mem.output_bytes > 0, "{name} {}: {mem:?}", t.target);
+            assert!(mem.peak_bytes >= mem.argument_bytes + mem.output_bytes - mem.alias_bytes, "{name}: {mem:?}");
             let tpu = t.tpu.as_ref().expect("slice");
             assert_eq!((tpu.chips, tpu.partitions), (1, 1));
         }
@@ -96,23 +59,13 @@ fn every_model_compiles_for_two_tpu_generations() {
 fn multi_chip_slice_compiles_one_partition() {
     let tmp = TempDir::new("tpu-2x2");
     let out = tmp.0.join("cnn.tpuexe");
-    let art = compile_for(
-        &testdata().join("models/cnn.pt2"),
-        &out,
-        vec![tpu("v5e", "2x2")],
-    );
+    let art = compile_for(&testdata().join("models/cnn.pt2"), &out, vec![tpu("v5e", "2x2")]);
     let slice = art.manifest.targets[0].tpu.as_ref().expect("slice");
     assert_eq!((slice.chips, slice.partitions), (4, 1));
-    assert_eq!(
-        art.manifest.targets[0].executables[0].entry,
-        "executables/tpu-v5e-2x2/main.pjrt"
-    );
+    assert_eq!(art.manifest.targets[0].executables[0].entry, "executables/tpu-v5e-2x2/main.pjrt");
     let (code, text, err) = run_cli(&["inspect", out.to_str().expect("utf-8")]);
     assert_eq!(code, 0, "{err}");
-    assert!(
-        text.contains("slice of 4 chip(s); the program spans 1 (replicated single-partition"),
-        "{text}"
-    );
+    assert!(text.contains("slice of 4 chip(s); the program spans 1 (replicated single-partition"), "{text}");
     assert!(text.contains("fits in 16.0 GiB of HBM per chip"), "{text}");
 }
 
@@ -120,22 +73,11 @@ fn multi_chip_slice_compiles_one_partition() {
 fn run_without_a_cpu_executable_is_an_environment_error() {
     let tmp = TempDir::new("tpu-run");
     let out = tmp.0.join("mlp.tpuexe");
-    compile_for(
-        &testdata().join("models/mlp.pt2"),
-        &out,
-        vec![tpu("v6e", "1x1")],
-    );
+    compile_for(&testdata().join("models/mlp.pt2"), &out, vec![tpu("v6e", "1x1")]);
     let input = testdata().join("models/mlp/in_0.npy");
-    let (code, _, err) = run_cli(&[
-        "run",
-        out.to_str().expect("utf-8"),
-        input.to_str().expect("utf-8"),
-    ]);
+    let (code, _, err) = run_cli(&["run", out.to_str().expect("utf-8"), input.to_str().expect("utf-8")]);
     assert_eq!(code, 3, "{err}");
-    assert!(
-        err.contains("no CPU executable (targets: tpu:v6e:1x1)"),
-        "{err}"
-    );
+    assert!(err.contains("no CPU executable (targets: tpu:v6e:1x1)"), "{err}");
 }
 
 #[test]
@@ -143,10 +85,7 @@ fn malformed_targets_are_usage_errors_listing_valid_forms() {
     for bad in ["tpu:v9:1x1", "tpu:v5e:2", "gpu"] {
         let (code, _, err) = run_cli(&["compile", "m.pt2", "-o", "m.tpuexe", "--target", bad]);
         assert_eq!(code, 2, "{bad}: {err}");
-        assert!(
-            err.contains("valid targets: `cpu`, or `tpu:<generation>:<topology>`"),
-            "{bad}: {err}"
-        );
+        assert!(err.contains("valid targets: `cpu`, or `tpu:<generation>:<topology>`"), "{bad}: {err}");
     }
 }
 
@@ -159,11 +98,7 @@ fn child_compiles_for_tpu() {
     let Some(out) = std::env::var_os(CHILD_OUT) else {
         return;
     };
-    compile_for(
-        &testdata().join("models/cnn.pt2"),
-        Path::new(&out),
-        vec![tpu("v5e", "1x1")],
-    );
+    compile_for(&testdata().join("models/cnn.pt2"), Path::new(&out), vec![tpu("v5e", "1x1")]);
 }
 
 /// Two fresh processes compile the same model for TPU at the same time: both succeed (libtpu's
@@ -172,9 +107,7 @@ fn child_compiles_for_tpu() {
 fn concurrent_fresh_processes_give_identical_tpu_executables() {
     let tmp = TempDir::new("tpu-procs");
     let exe = std::env::current_exe().expect("test binary");
-    let outs: Vec<PathBuf> = (0..2)
-        .map(|i| tmp.0.join(format!("cnn-{i}.tpuexe")))
-        .collect();
+    let outs: Vec<PathBuf> = (0..2).map(|i| tmp.0.join(format!("cnn-{i}.tpuexe"))).collect();
     // Both children run at once, one thread waiting on each.
     let handles: Vec<_> = outs
         .iter()
@@ -183,11 +116,7 @@ fn concurrent_fresh_processes_give_identical_tpu_executables() {
             std::thread::spawn(move || {
                 let _ = std::fs::remove_file(&out);
                 Command::new(exe)
-                    .args([
-                        "tests::tpu::child_compiles_for_tpu",
-                        "--exact",
-                        "--test-threads=1",
-                    ])
+                    .args(["tests::tpu::child_compiles_for_tpu", "--exact", "--test-threads=1"])
                     .env(CHILD_OUT, &out)
                     .output()
                     .expect("spawns")
@@ -212,8 +141,5 @@ fn concurrent_fresh_processes_give_identical_tpu_executables() {
         })
         .collect();
     assert!(!exes[0].is_empty());
-    assert!(
-        exes[0] == exes[1],
-        "the two processes produced different TPU executables"
-    );
+    assert!(exes[0] == exes[1], "the two processes produced different TPU executables");
 }

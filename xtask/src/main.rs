@@ -83,13 +83,8 @@ pub fn run(program: &str, args: &[&str], envs: &[(&str, &OsStr)]) -> Result<()> 
 }
 
 /// Pinned versions of the generator's environment (see testdata/README.md).
-const TESTDATA_PACKAGES: &[&str] = &[
-    "torch==2.15.0",
-    "transformers==5.24.0",
-    "numpy==2.4.6",
-    "safetensors==0.8.0",
-    "pillow",
-];
+const TESTDATA_PACKAGES: &[&str] =
+    &["torch==2.15.0", "transformers==5.24.0", "numpy==2.4.6", "safetensors==0.8.0", "pillow"];
 const TESTDATA_NO_DEPS: &[&str] = &["torchvision==0.29.2"];
 
 fn testdata(models: &[String]) -> Result<()> {
@@ -115,19 +110,11 @@ fn testdata(models: &[String]) -> Result<()> {
 }
 
 fn path_str(p: &Path) -> Result<&str> {
-    p.to_str()
-        .with_context(|| format!("path `{}` is not UTF-8", p.display()))
+    p.to_str().with_context(|| format!("path `{}` is not UTF-8", p.display()))
 }
 
 fn bless() -> Result<()> {
-    run(
-        "cargo",
-        &["test", "--workspace"],
-        &[
-            ("INSTA_UPDATE", OsStr::new("always")),
-            ("CI", OsStr::new("")),
-        ],
-    )?;
+    run("cargo", &["test", "--workspace"], &[("INSTA_UPDATE", OsStr::new("always")), ("CI", OsStr::new(""))])?;
     run("git", &["status", "--short", "snapshots/"], &[])
 }
 
@@ -135,24 +122,10 @@ fn ci() -> Result<()> {
     setup::setup()?;
     run("cargo", &["fmt", "--all", "--check"], &[])?;
     codegen::codegen(true)?;
-    run(
-        "cargo",
-        &[
-            "clippy",
-            "--workspace",
-            "--all-targets",
-            "--",
-            "-D",
-            "warnings",
-        ],
-        &[],
-    )?;
+    run("cargo", &["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"], &[])?;
     let refs = root().join("target").join("insta-references.txt");
     let _ = std::fs::remove_file(&refs);
-    let insta = [
-        ("INSTA_UPDATE", OsStr::new("no")),
-        ("INSTA_FORCE_PASS", OsStr::new("0")),
-    ];
+    let insta = [("INSTA_UPDATE", OsStr::new("no")), ("INSTA_FORCE_PASS", OsStr::new("0"))];
     // Without the emitter: the IR, import and run paths must build and pass on their own.
     let (p1, f1) = test_counting(&["-p", "torchtpu-compile", "--no-default-features"], &insta)?;
     let mut envs = insta.to_vec();
@@ -200,15 +173,7 @@ fn test_counting(args: &[&str], envs: &[(&str, &OsStr)]) -> Result<(u64, u64)> {
 
 /// In `ok. 18 passed; 0 failed; …`, the number right before `word`.
 fn count_before(text: &str, word: &str) -> u64 {
-    text.find(word)
-        .and_then(|end| {
-            text[..end]
-                .rsplit(|c: char| !c.is_ascii_digit())
-                .next()?
-                .parse()
-                .ok()
-        })
-        .unwrap_or(0)
+    text.find(word).and_then(|end| text[..end].rsplit(|c: char| !c.is_ascii_digit()).next()?.parse().ok()).unwrap_or(0)
 }
 
 /// Every `.snap` file under `snapshots/` must have been asserted by some test in this run.
@@ -217,16 +182,10 @@ fn reject_unreferenced_snapshots(refs: &Path) -> Result<()> {
     let referenced: BTreeSet<PathBuf> = text.lines().map(|l| canonical(Path::new(l))).collect();
     let mut on_disk = Vec::new();
     collect_snaps(&root().join("snapshots"), &mut on_disk)?;
-    let stray: Vec<String> = on_disk
-        .iter()
-        .filter(|p| !referenced.contains(&canonical(p)))
-        .map(|p| p.display().to_string())
-        .collect();
+    let stray: Vec<String> =
+        on_disk.iter().filter(|p| !referenced.contains(&canonical(p))).map(|p| p.display().to_string()).collect();
     if !stray.is_empty() {
-        bail!(
-            "unreferenced snapshots (delete them or restore their tests):\n  {}",
-            stray.join("\n  ")
-        );
+        bail!("unreferenced snapshots (delete them or restore their tests):\n  {}", stray.join("\n  "));
     }
     eprintln!("snapshots: {} files, all referenced", on_disk.len());
     Ok(())
@@ -243,13 +202,8 @@ fn collect_snaps(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
             collect_snaps(&path, out)?;
         } else if path.extension().is_some_and(|e| e == "snap") {
             out.push(path);
-        } else if path.extension().is_some_and(|e| e == "new")
-            || path.to_string_lossy().ends_with(".pending-snap")
-        {
-            bail!(
-                "pending snapshot {} — review it with `cargo xtask bless`",
-                path.display()
-            );
+        } else if path.extension().is_some_and(|e| e == "new") || path.to_string_lossy().ends_with(".pending-snap") {
+            bail!("pending snapshot {} — review it with `cargo xtask bless`", path.display());
         }
     }
     Ok(())

@@ -31,16 +31,8 @@ fn measure(bin: &Path, args: &[&str]) -> Result<Measured> {
         .spawn()
         .with_context(|| format!("cannot start {}", bin.display()))?;
     let (mut stdout, mut stderr) = (String::new(), String::new());
-    child
-        .stdout
-        .take()
-        .context("stdout")?
-        .read_to_string(&mut stdout)?;
-    child
-        .stderr
-        .take()
-        .context("stderr")?
-        .read_to_string(&mut stderr)?;
+    child.stdout.take().context("stdout")?.read_to_string(&mut stdout)?;
+    child.stderr.take().context("stderr")?.read_to_string(&mut stderr)?;
     let mut status = 0;
     // SAFETY: rusage is plain data; wait4 fills it for the child we spawned and reap here.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
@@ -61,24 +53,14 @@ fn measure(bin: &Path, args: &[&str]) -> Result<Measured> {
 }
 
 fn release_binary() -> Result<PathBuf> {
-    run(
-        "cargo",
-        &["build", "--release", "-q", "-p", "torchtpu-compile"],
-        &[],
-    )?;
+    run("cargo", &["build", "--release", "-q", "-p", "torchtpu-compile"], &[])?;
     Ok(root().join("target/release/torchtpu-compile"))
 }
 
 fn models() -> Result<Vec<String>> {
     let mut v: Vec<String> = std::fs::read_dir(root().join("testdata/models"))?
         .flatten()
-        .filter_map(|e| {
-            e.path()
-                .file_name()?
-                .to_str()?
-                .strip_suffix(".pt2")
-                .map(str::to_string)
-        })
+        .filter_map(|e| e.path().file_name()?.to_str()?.strip_suffix(".pt2").map(str::to_string))
         .collect();
     v.sort();
     Ok(v)
@@ -86,11 +68,7 @@ fn models() -> Result<Vec<String>> {
 
 fn inputs(model: &str) -> Vec<String> {
     let dir = root().join("testdata/models").join(model);
-    (0..)
-        .map(|i| dir.join(format!("in_{i}.npy")))
-        .take_while(|p| p.exists())
-        .map(|p| p.display().to_string())
-        .collect()
+    (0..).map(|i| dir.join(format!("in_{i}.npy"))).take_while(|p| p.exists()).map(|p| p.display().to_string()).collect()
 }
 
 fn json(m: &Measured, what: &str) -> Result<Value> {
@@ -103,45 +81,19 @@ fn json(m: &Measured, what: &str) -> Result<Value> {
 /// Compile + run one model against its references: (ops, compile ms, run ms, abs, rel, ok).
 fn parity_row(bin: &Path, model: &str, tmp: &Path) -> Result<(u64, u64, f64, f64, f64, bool)> {
     let pt2 = format!("testdata/models/{model}.pt2");
-    let inspect = json(
-        &measure(bin, &["inspect", &pt2, "--format", "json"])?,
-        "inspect",
-    )?;
+    let inspect = json(&measure(bin, &["inspect", &pt2, "--format", "json"])?, "inspect")?;
     let art = tmp.join(format!("{model}.tpuexe")).display().to_string();
-    let compiled = json(
-        &measure(
-            bin,
-            &["compile", &pt2, "-o", &art, "--format", "json", "-q"],
-        )?,
-        "compile",
-    )?;
+    let compiled = json(&measure(bin, &["compile", &pt2, "-o", &art, "--format", "json", "-q"])?, "compile")?;
     let out_dir = tmp.join(model).display().to_string();
     let reference = format!("testdata/models/{model}");
     let mut args = vec!["run".to_string(), art];
     args.extend(inputs(model));
-    args.extend([
-        "--out-dir".into(),
-        out_dir,
-        "--reference".into(),
-        reference,
-        "--format".into(),
-        "json".into(),
-    ]);
+    args.extend(["--out-dir".into(), out_dir, "--reference".into(), reference, "--format".into(), "json".into()]);
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
     let m = measure(bin, &argv)?;
-    let report: Value =
-        serde_json::from_str(&m.stdout).with_context(|| format!("run: {}", m.stderr))?;
-    let cmps: Vec<&Value> = report["outputs"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|o| &o["comparison"])
-        .collect();
-    let max = |k: &str| {
-        cmps.iter()
-            .filter_map(|c| c[k].as_f64())
-            .fold(0.0, f64::max)
-    };
+    let report: Value = serde_json::from_str(&m.stdout).with_context(|| format!("run: {}", m.stderr))?;
+    let cmps: Vec<&Value> = report["outputs"].as_array().into_iter().flatten().map(|o| &o["comparison"]).collect();
+    let max = |k: &str| cmps.iter().filter_map(|c| c[k].as_f64()).fold(0.0, f64::max);
     Ok((
         inspect["nodes"].as_u64().unwrap_or(0),
         compiled["targets"][0]["compile_ms"].as_u64().unwrap_or(0),
@@ -164,11 +116,7 @@ pub fn parity() -> Result<()> {
     for model in models()? {
         match parity_row(&bin, &model, &tmp) {
             Ok((ops, compile_ms, run_ms, abs, rel, ok)) => {
-                let note = if model.ends_with("_dyn") {
-                    "  (example size only; bucketing comes later)"
-                } else {
-                    ""
-                };
+                let note = if model.ends_with("_dyn") { "  (example size only; bucketing comes later)" } else { "" };
                 println!(
                     "{model:<16} {ops:>5} {compile_ms:>11} {run_ms:>8.2} {abs:>11.3e} {rel:>11.3e}  {}{note}",
                     if ok { "pass" } else { "FAIL" }
@@ -202,9 +150,7 @@ pub fn bench() -> Result<()> {
     let bin = release_binary()?;
     let tmp = root().join("target/xtask-bench");
     std::fs::create_dir_all(&tmp)?;
-    println!(
-        "each figure: median of {REPEAT} runs of the release binary; ratios are within this run"
-    );
+    println!("each figure: median of {REPEAT} runs of the release binary; ratios are within this run");
     println!(
         "{:<16} {:>10} {:>10} {:>7} {:>9} {:>11} {:>8} {:>10}",
         "model", "emit ms", "floor ms", "ratio", "peak MiB", "compile ms", "run ms", "exe KiB"
@@ -214,10 +160,7 @@ pub fn bench() -> Result<()> {
         let mlir = tmp.join(format!("{model}.mlir")).display().to_string();
         let (mut emit, mut floor, mut rss) = (Vec::new(), Vec::new(), 0f64);
         for _ in 0..REPEAT {
-            let m = measure(
-                &bin,
-                &["compile", &pt2, "-o", &mlir, "--emit", "stablehlo", "-q"],
-            )?;
+            let m = measure(&bin, &["compile", &pt2, "-o", &mlir, "--emit", "stablehlo", "-q"])?;
             if !m.ok {
                 bail!("{model}: --emit stablehlo failed:\n{}", m.stderr);
             }
@@ -227,22 +170,13 @@ pub fn bench() -> Result<()> {
         }
         let (e, f) = (median(emit), median(floor));
         let art = tmp.join(format!("{model}.tpuexe")).display().to_string();
-        let compiled = json(
-            &measure(
-                &bin,
-                &["compile", &pt2, "-o", &art, "--format", "json", "-q"],
-            )?,
-            "compile",
-        )?;
+        let compiled = json(&measure(&bin, &["compile", &pt2, "-o", &art, "--format", "json", "-q"])?, "compile")?;
         let (_, _, run_ms, ..) = parity_row(&bin, &model, &tmp)?;
         println!(
             "{model:<16} {e:>10.1} {f:>10.1} {:>7.2} {rss:>9.1} {:>11} {run_ms:>8.2} {:>10.1}",
             e / f,
             compiled["targets"][0]["compile_ms"].as_u64().unwrap_or(0),
-            compiled["targets"][0]["executable_bytes"]
-                .as_f64()
-                .unwrap_or(0.0)
-                / 1024.0,
+            compiled["targets"][0]["executable_bytes"].as_f64().unwrap_or(0.0) / 1024.0,
         );
     }
     println!("emit: whole process of `compile --emit stablehlo`; floor: `inspect` (open the archive, parse its JSON, build the IR)");

@@ -92,41 +92,26 @@ fn installed(package: &str) -> bool {
 }
 
 fn apt_packages() -> Result<()> {
-    let missing: Vec<&str> = APT_PACKAGES
-        .iter()
-        .copied()
-        .filter(|p| !installed(p))
-        .collect();
+    let missing: Vec<&str> = APT_PACKAGES.iter().copied().filter(|p| !installed(p)).collect();
     if missing.is_empty() {
         eprintln!("setup: MLIR 22 packages present");
         return Ok(());
     }
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        bail!(
-            "missing Debian packages {missing:?}; run as root, or: apt-get install -y {}",
-            missing.join(" ")
-        );
+        bail!("missing Debian packages {missing:?}; run as root, or: apt-get install -y {}", missing.join(" "));
     }
     run("apt-get", &["update", "-qq"], &[])?;
     let mut args = vec!["install", "-y", "-qq", "--no-install-recommends"];
     args.extend(&missing);
-    run(
-        "apt-get",
-        &args,
-        &[("DEBIAN_FRONTEND", "noninteractive".as_ref())],
-    )
+    run("apt-get", &args, &[("DEBIAN_FRONTEND", "noninteractive".as_ref())])
 }
 
 fn sha256_file(path: &Path) -> Result<String> {
     let mut file = std::fs::File::open(path)?;
     let mut hasher = Sha256::new();
     std::io::copy(&mut file, &mut hasher)?;
-    Ok(hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect())
+    Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
 }
 
 /// Downloads (if needed), verifies and unpacks one plugin wheel; a stamp file records the
@@ -134,9 +119,7 @@ fn sha256_file(path: &Path) -> Result<String> {
 fn plugin(p: &PluginWheel) -> Result<()> {
     let dir = setup_dir().join(p.dir);
     let stamp = dir.join(".verified-sha256");
-    if dir.join(p.library).exists()
-        && std::fs::read_to_string(&stamp).is_ok_and(|s| s.trim() == p.sha256)
-    {
+    if dir.join(p.library).exists() && std::fs::read_to_string(&stamp).is_ok_and(|s| s.trim() == p.sha256) {
         eprintln!("setup: {} {} present", p.package, p.version);
         return Ok(());
     }
@@ -146,47 +129,20 @@ fn plugin(p: &PluginWheel) -> Result<()> {
     if !wheel.exists() || sha256_file(&wheel)? != p.sha256 {
         let spec = format!("{}=={}", p.package, p.version);
         let dest = wheels.to_str().context("set-up folder path is not UTF-8")?;
-        run(
-            "python3",
-            &[
-                "-m",
-                "pip",
-                "download",
-                "-q",
-                "--no-deps",
-                "--only-binary=:all:",
-                "-d",
-                dest,
-                &spec,
-            ],
-            &[],
-        )?;
+        run("python3", &["-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "-d", dest, &spec], &[])?;
     }
-    let actual =
-        sha256_file(&wheel).with_context(|| format!("pip did not produce {}", wheel.display()))?;
+    let actual = sha256_file(&wheel).with_context(|| format!("pip did not produce {}", wheel.display()))?;
     if actual != p.sha256 {
-        bail!(
-            "{} has sha256 {actual}, expected {}; refusing to use it",
-            wheel.display(),
-            p.sha256
-        );
+        bail!("{} has sha256 {actual}, expected {}; refusing to use it", wheel.display(), p.sha256);
     }
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
-    let (w, d) = (
-        wheel.to_str().context("non-UTF-8 path")?,
-        dir.to_str().context("non-UTF-8 path")?,
-    );
+    let (w, d) = (wheel.to_str().context("non-UTF-8 path")?, dir.to_str().context("non-UTF-8 path")?);
     run("python3", &["-m", "zipfile", "-e", w, d], &[])?;
     if !dir.join(p.library).exists() {
         bail!("{} does not contain {}", p.wheel, p.library);
     }
     std::fs::write(&stamp, p.sha256)?;
-    eprintln!(
-        "setup: {} {} installed in {}",
-        p.package,
-        p.version,
-        dir.display()
-    );
+    eprintln!("setup: {} {} installed in {}", p.package, p.version, dir.display());
     Ok(())
 }

@@ -15,11 +15,7 @@ pub struct Builder {
 impl Builder {
     /// Starts an empty graph.
     pub fn new(name: &str) -> Builder {
-        Builder {
-            graph: Graph::new(name),
-            users: 0,
-            outputs: 0,
-        }
+        Builder { graph: Graph::new(name), users: 0, outputs: 0 }
     }
 
     /// Adds the next user input.
@@ -32,9 +28,7 @@ impl Builder {
 
     /// Adds a parameter input.
     pub fn param(&mut self, name: &str, fqn: &str, ty: TensorType) -> ValueRef {
-        let op = Op::Input(InputKind::Parameter {
-            fqn: fqn.to_string(),
-        });
+        let op = Op::Input(InputKind::Parameter { fqn: fqn.to_string() });
         let node = self.graph.add_input(Node::new(name, op, [ty]));
         ValueRef { node, slot: 0 }
     }
@@ -47,12 +41,7 @@ impl Builder {
 
     /// Marks `value` as the next user output.
     pub fn output(&mut self, value: ValueRef) {
-        self.graph.add_output(
-            value,
-            OutputKind::User {
-                index: self.outputs,
-            },
-        );
+        self.graph.add_output(value, OutputKind::User { index: self.outputs });
         self.outputs += 1;
     }
 

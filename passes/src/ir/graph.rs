@@ -54,10 +54,7 @@ pub struct Graph {
 impl Graph {
     /// An empty graph.
     pub fn new(name: impl Into<String>) -> Graph {
-        Graph {
-            name: name.into(),
-            ..Graph::default()
-        }
+        Graph { name: name.into(), ..Graph::default() }
     }
 
     /// Adds a node with no inputs yet.
@@ -83,14 +80,7 @@ impl Graph {
 
     /// Wires `src` to input slot `dst_slot` of `dst`.
     pub fn connect(&mut self, src: ValueRef, dst: NodeId, dst_slot: u16) {
-        self.g.add_edge(
-            src.node.0,
-            dst.0,
-            Edge {
-                src_slot: src.slot,
-                dst_slot,
-            },
-        );
+        self.g.add_edge(src.node.0, dst.0, Edge { src_slot: src.slot, dst_slot });
     }
 
     /// Removes a node and every edge touching it.
@@ -137,13 +127,7 @@ impl Graph {
             .edges_directed(id.0, Direction::Incoming)
             .map(|e| {
                 let w = e.weight();
-                (
-                    w.dst_slot,
-                    ValueRef {
-                        node: NodeId(e.source()),
-                        slot: w.src_slot,
-                    },
-                )
+                (w.dst_slot, ValueRef { node: NodeId(e.source()), slot: w.src_slot })
             })
             .collect();
         v.sort();
@@ -204,11 +188,8 @@ impl Graph {
             let n = self.g.edges_directed(id.0, Direction::Incoming).count();
             indegree.insert(id, n);
         }
-        let mut ready: BinaryHeap<Reverse<NodeId>> = indegree
-            .iter()
-            .filter(|(_, &d)| d == 0)
-            .map(|(&id, _)| Reverse(id))
-            .collect();
+        let mut ready: BinaryHeap<Reverse<NodeId>> =
+            indegree.iter().filter(|(_, &d)| d == 0).map(|(&id, _)| Reverse(id)).collect();
         let mut order = Vec::with_capacity(indegree.len());
         while let Some(Reverse(id)) = ready.pop() {
             order.push(id);
@@ -226,11 +207,7 @@ impl Graph {
             Ok(order)
         } else {
             let done: std::collections::BTreeSet<NodeId> = order.into_iter().collect();
-            Err(indegree
-                .keys()
-                .filter(|id| !done.contains(id))
-                .copied()
-                .collect())
+            Err(indegree.keys().filter(|id| !done.contains(id)).copied().collect())
         }
     }
 }

@@ -46,10 +46,7 @@ impl Origin {
     /// points at the model's code (falls back to the innermost frame).
     pub fn source_line(&self) -> Option<&str> {
         let trace = self.stack_trace.as_deref()?;
-        let mut frames = trace
-            .lines()
-            .map(str::trim)
-            .filter(|l| l.starts_with("File "));
+        let mut frames = trace.lines().map(str::trim).filter(|l| l.starts_with("File "));
         let innermost = frames.clone().next_back();
         frames.rfind(|l| !l.contains("/torch/")).or(innermost)
     }
@@ -71,17 +68,8 @@ pub struct Node {
 
 impl Node {
     /// A node with no provenance beyond its name.
-    pub fn new(
-        name: impl Into<String>,
-        op: Op,
-        outputs: impl IntoIterator<Item = TensorType>,
-    ) -> Node {
-        Node {
-            name: name.into(),
-            op,
-            outputs: outputs.into_iter().collect(),
-            origin: Origin::default(),
-        }
+    pub fn new(name: impl Into<String>, op: Op, outputs: impl IntoIterator<Item = TensorType>) -> Node {
+        Node { name: name.into(), op, outputs: outputs.into_iter().collect(), origin: Origin::default() }
     }
 }
 

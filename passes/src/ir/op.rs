@@ -40,9 +40,7 @@ impl InputKind {
     /// The state-dict or constant name of a stored input; `None` for user inputs.
     pub fn weight_fqn(&self) -> Option<&str> {
         match self {
-            InputKind::Parameter { fqn }
-            | InputKind::Buffer { fqn, .. }
-            | InputKind::Constant { fqn } => Some(fqn),
+            InputKind::Parameter { fqn } | InputKind::Buffer { fqn, .. } | InputKind::Constant { fqn } => Some(fqn),
             InputKind::User { .. } => None,
         }
     }
@@ -162,10 +160,7 @@ pub enum Op {
     /// `where(cond, a, b)`: one input per `Operand::Tensor`, cond first.
     Where { on_true: Operand, on_false: Operand },
     /// `clamp(x, min, max)`: inputs `[x]`.
-    Clamp {
-        min: Option<Scalar>,
-        max: Option<Scalar>,
-    },
+    Clamp { min: Option<Scalar>, max: Option<Scalar> },
     /// `mm(a, b)`: inputs `[a, b]`.
     Mm,
     /// `bmm(a, b)`: inputs `[a, b]`.
@@ -183,43 +178,19 @@ pub enum Op {
         has_bias: bool,
     },
     /// `max_pool2d_with_indices`: inputs `[x]`, outputs `[values, indices]`.
-    MaxPool2d {
-        kernel: Vec<i64>,
-        stride: Vec<i64>,
-        padding: Vec<i64>,
-        dilation: Vec<i64>,
-        ceil_mode: bool,
-    },
+    MaxPool2d { kernel: Vec<i64>, stride: Vec<i64>, padding: Vec<i64>, dilation: Vec<i64>, ceil_mode: bool },
     /// `_native_batch_norm_legit_no_training`: inputs `[x, (weight), (bias), mean, var]`,
     /// outputs `[y, save_mean, save_invstd]`.
-    BatchNormInference {
-        eps: f64,
-        has_weight: bool,
-        has_bias: bool,
-    },
+    BatchNormInference { eps: f64, has_weight: bool, has_bias: bool },
     /// `native_layer_norm` over the last `normalized_rank` dims: inputs `[x, (weight), (bias)]`,
     /// outputs `[y, mean, rstd]`.
-    LayerNorm {
-        normalized_rank: usize,
-        eps: f64,
-        has_weight: bool,
-        has_bias: bool,
-    },
+    LayerNorm { normalized_rank: usize, eps: f64, has_weight: bool, has_bias: bool },
     /// `_softmax` / `_log_softmax` along `dim`: inputs `[x]`.
     Softmax { dim: i64, log: bool },
     /// Reduction over `dims` (all dims when empty): inputs `[x]`.
-    Reduce {
-        op: ReduceOp,
-        dims: Vec<i64>,
-        keepdim: bool,
-        dtype: Option<DType>,
-    },
+    Reduce { op: ReduceOp, dims: Vec<i64>, keepdim: bool, dtype: Option<DType> },
     /// `argmax`/`argmin` over `dim` (flattened when `None`): inputs `[x]`.
-    ArgReduce {
-        op: ArgReduceOp,
-        dim: Option<i64>,
-        keepdim: bool,
-    },
+    ArgReduce { op: ArgReduceOp, dim: Option<i64>, keepdim: bool },
     /// `cumsum` along `dim`: inputs `[x]`.
     Cumsum { dim: i64, dtype: Option<DType> },
     /// `view`/`reshape` to `size` (one entry may be -1): inputs `[x]`.
@@ -235,12 +206,7 @@ pub enum Op {
     /// `clone`, `alias` and other identities on values: inputs `[x]`.
     Copy,
     /// `slice.Tensor`: inputs `[x]`. `end` may be `i64::MAX`, meaning "to the end".
-    Slice {
-        dim: i64,
-        start: Dim,
-        end: Dim,
-        step: i64,
-    },
+    Slice { dim: i64, start: Dim, end: Dim, step: i64 },
     /// `cat` along `dim`: inputs are the tensors.
     Cat { dim: i64 },
     /// `split_with_sizes`: inputs `[x]`, one output per size.
@@ -255,11 +221,7 @@ pub enum Op {
     /// `embedding(weight, indices)`: inputs `[weight, indices]`.
     Embedding,
     /// `arange(start, end, step)`: no inputs.
-    Arange {
-        start: Scalar,
-        end: Scalar,
-        step: Scalar,
-    },
+    Arange { start: Scalar, end: Scalar, step: Scalar },
     /// `arange` whose end is a symbolic size: no inputs.
     ArangeSym { start: i64, end: Dim, step: i64 },
     /// `full(size, value)`: no inputs.
@@ -298,10 +260,7 @@ impl Op {
             Op::Unsupported { target } => format!("unsupported<{target}>"),
             other => {
                 let debug = format!("{other:?}");
-                let variant: String = debug
-                    .chars()
-                    .take_while(char::is_ascii_alphanumeric)
-                    .collect();
+                let variant: String = debug.chars().take_while(char::is_ascii_alphanumeric).collect();
                 snake_case(&variant)
             }
         }

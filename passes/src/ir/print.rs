@@ -18,27 +18,15 @@ use super::types::{Dim, Scalar};
 /// Prints the whole graph. Falls back to index order if the graph has a cycle (the verifier
 /// reports cycles; the printer must still be usable to show them).
 pub fn print(graph: &Graph) -> String {
-    let order = graph
-        .topo_order()
-        .unwrap_or_else(|_| graph.node_ids().collect());
+    let order = graph.topo_order().unwrap_or_else(|_| graph.node_ids().collect());
     let mut names: BTreeMap<ValueRef, usize> = BTreeMap::new();
     for &id in &order {
         for slot in 0..graph.node(id).outputs.len() {
             let next = names.len();
-            names.insert(
-                ValueRef {
-                    node: id,
-                    slot: slot as u16,
-                },
-                next,
-            );
+            names.insert(ValueRef { node: id, slot: slot as u16 }, next);
         }
     }
-    let value = |v: &ValueRef| {
-        names
-            .get(v)
-            .map_or_else(|| "%?".to_string(), |n| format!("%{n}"))
-    };
+    let value = |v: &ValueRef| names.get(v).map_or_else(|| "%?".to_string(), |n| format!("%{n}"));
 
     let mut out = String::new();
     let _ = writeln!(out, "graph {} {{", graph.name);
@@ -49,12 +37,7 @@ pub fn print(graph: &Graph) -> String {
         print_node(&mut out, graph, id, &value);
     }
     for o in graph.outputs() {
-        let _ = writeln!(
-            out,
-            "  return {} = {}",
-            output_kind(&o.kind),
-            value(&o.value)
-        );
+        let _ = writeln!(out, "  return {} = {}", output_kind(&o.kind), value(&o.value));
     }
     out.push_str("}\n");
     out
@@ -62,14 +45,8 @@ pub fn print(graph: &Graph) -> String {
 
 fn print_node(out: &mut String, graph: &Graph, id: NodeId, value: &dyn Fn(&ValueRef) -> String) {
     let node = graph.node(id);
-    let results: Vec<String> = (0..node.outputs.len())
-        .map(|slot| {
-            value(&ValueRef {
-                node: id,
-                slot: slot as u16,
-            })
-        })
-        .collect();
+    let results: Vec<String> =
+        (0..node.outputs.len()).map(|slot| value(&ValueRef { node: id, slot: slot as u16 })).collect();
     let inputs: Vec<String> = graph.inputs(id).iter().map(value).collect();
     out.push_str("  ");
     if !results.is_empty() {
@@ -99,10 +76,7 @@ fn input_kind(kind: &InputKind) -> String {
     match kind {
         InputKind::Parameter { fqn } | InputKind::Constant { fqn } => format!("\"{fqn}\""),
         InputKind::Buffer { fqn, persistent } => {
-            format!(
-                "\"{fqn}\"{}",
-                if *persistent { "" } else { " non_persistent" }
-            )
+            format!("\"{fqn}\"{}", if *persistent { "" } else { " non_persistent" })
         }
         InputKind::User { index } => format!("#{index}"),
     }
@@ -147,36 +121,22 @@ fn ints(v: &[i64]) -> String {
 }
 
 fn opt<T: ToString>(v: &Option<T>) -> String {
-    v.as_ref()
-        .map_or_else(|| "none".to_string(), ToString::to_string)
+    v.as_ref().map_or_else(|| "none".to_string(), ToString::to_string)
 }
 
 /// `key=value` attributes of an op, in a fixed order.
 fn attributes(op: &Op) -> Vec<String> {
     let kv = |k: &str, v: String| format!("{k}={v}");
     match op {
-        Op::Input(_)
-        | Op::Unary(_)
-        | Op::Mm
-        | Op::Bmm
-        | Op::Copy
-        | Op::Embedding
-        | Op::Convert
-        | Op::Where { .. } => vec![],
+        Op::Input(_) | Op::Unary(_) | Op::Mm | Op::Bmm | Op::Copy | Op::Embedding | Op::Convert | Op::Where { .. } => {
+            vec![]
+        }
         Op::Binary { alpha, .. } => alpha.iter().map(|a| kv("alpha", a.to_string())).collect(),
         Op::Clamp { min, max } => vec![kv("min", opt(min)), kv("max", opt(max))],
         Op::Addmm { beta, alpha } => {
             vec![kv("beta", beta.to_string()), kv("alpha", alpha.to_string())]
         }
-        Op::Convolution {
-            stride,
-            padding,
-            dilation,
-            transposed,
-            output_padding,
-            groups,
-            has_bias,
-        } => vec![
+        Op::Convolution { stride, padding, dilation, transposed, output_padding, groups, has_bias } => vec![
             kv("stride", ints(stride)),
             kv("padding", ints(padding)),
             kv("dilation", ints(dilation)),
@@ -185,50 +145,28 @@ fn attributes(op: &Op) -> Vec<String> {
             kv("groups", groups.to_string()),
             kv("bias", has_bias.to_string()),
         ],
-        Op::MaxPool2d {
-            kernel,
-            stride,
-            padding,
-            dilation,
-            ceil_mode,
-        } => vec![
+        Op::MaxPool2d { kernel, stride, padding, dilation, ceil_mode } => vec![
             kv("kernel", ints(kernel)),
             kv("stride", ints(stride)),
             kv("padding", ints(padding)),
             kv("dilation", ints(dilation)),
             kv("ceil_mode", ceil_mode.to_string()),
         ],
-        Op::BatchNormInference {
-            eps,
-            has_weight,
-            has_bias,
-        } => vec![
+        Op::BatchNormInference { eps, has_weight, has_bias } => vec![
             kv("eps", Scalar::Float(*eps).to_string()),
             kv("weight", has_weight.to_string()),
             kv("bias", has_bias.to_string()),
         ],
-        Op::LayerNorm {
-            normalized_rank,
-            eps,
-            has_weight,
-            has_bias,
-        } => vec![
+        Op::LayerNorm { normalized_rank, eps, has_weight, has_bias } => vec![
             kv("normalized_rank", normalized_rank.to_string()),
             kv("eps", Scalar::Float(*eps).to_string()),
             kv("weight", has_weight.to_string()),
             kv("bias", has_bias.to_string()),
         ],
         Op::Softmax { dim, log } => vec![kv("dim", dim.to_string()), kv("log", log.to_string())],
-        Op::Reduce {
-            dims,
-            keepdim,
-            dtype,
-            ..
-        } => vec![
-            kv("dims", ints(dims)),
-            kv("keepdim", keepdim.to_string()),
-            kv("dtype", opt(dtype)),
-        ],
+        Op::Reduce { dims, keepdim, dtype, .. } => {
+            vec![kv("dims", ints(dims)), kv("keepdim", keepdim.to_string()), kv("dtype", opt(dtype))]
+        }
         Op::ArgReduce { dim, keepdim, .. } => {
             vec![kv("dim", opt(dim)), kv("keepdim", keepdim.to_string())]
         }
@@ -243,44 +181,25 @@ fn attributes(op: &Op) -> Vec<String> {
             vec![kv("dim", dim.to_string())]
         }
         Op::Squeeze { dims } => vec![kv("dims", ints(dims))],
-        Op::Slice {
-            dim,
-            start,
-            end,
-            step,
-        } => vec![
+        Op::Slice { dim, start, end, step } => vec![
             kv("dim", dim.to_string()),
             kv("start", start.to_string()),
-            kv(
-                "end",
-                if *end == Dim::Static(i64::MAX) {
-                    "end".to_string()
-                } else {
-                    end.to_string()
-                },
-            ),
+            kv("end", if *end == Dim::Static(i64::MAX) { "end".to_string() } else { end.to_string() }),
             kv("step", step.to_string()),
         ],
         Op::SplitWithSizes { sizes, dim } => {
             vec![kv("sizes", dims(sizes)), kv("dim", dim.to_string())]
         }
         Op::Index { present } => {
-            let v: Vec<&str> = present
-                .iter()
-                .map(|&p| if p { "idx" } else { ":" })
-                .collect();
+            let v: Vec<&str> = present.iter().map(|&p| if p { "idx" } else { ":" }).collect();
             vec![kv("indices", format!("[{}]", v.join(", ")))]
         }
-        Op::Arange { start, end, step } => vec![
-            kv("start", start.to_string()),
-            kv("end", end.to_string()),
-            kv("step", step.to_string()),
-        ],
-        Op::ArangeSym { start, end, step } => vec![
-            kv("start", start.to_string()),
-            kv("end", end.to_string()),
-            kv("step", step.to_string()),
-        ],
+        Op::Arange { start, end, step } => {
+            vec![kv("start", start.to_string()), kv("end", end.to_string()), kv("step", step.to_string())]
+        }
+        Op::ArangeSym { start, end, step } => {
+            vec![kv("start", start.to_string()), kv("end", end.to_string()), kv("step", step.to_string())]
+        }
         Op::Full { size, value } => vec![kv("size", dims(size)), kv("value", value.to_string())],
         Op::FullLike { value } | Op::ScalarTensor { value } => vec![kv("value", value.to_string())],
         Op::AssertMetadata { dtype } => vec![kv("dtype", opt(dtype))],

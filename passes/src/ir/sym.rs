@@ -53,12 +53,8 @@ impl SymExpr {
         match self {
             SymExpr::Int(v) => Some(*v),
             SymExpr::Sym(s) => env.get(s).copied(),
-            SymExpr::Add(xs) => xs
-                .iter()
-                .try_fold(0i64, |acc, x| acc.checked_add(x.eval(env)?)),
-            SymExpr::Mul(xs) => xs
-                .iter()
-                .try_fold(1i64, |acc, x| acc.checked_mul(x.eval(env)?)),
+            SymExpr::Add(xs) => xs.iter().try_fold(0i64, |acc, x| acc.checked_add(x.eval(env)?)),
+            SymExpr::Mul(xs) => xs.iter().try_fold(1i64, |acc, x| acc.checked_mul(x.eval(env)?)),
             SymExpr::Pow(a, b) => {
                 let (a, b) = both(a, b)?;
                 a.checked_pow(u32::try_from(b).ok()?)
@@ -69,25 +65,14 @@ impl SymExpr {
             }
             SymExpr::CeilDiv(a, b) => {
                 let (a, b) = both(a, b)?;
-                (b != 0)
-                    .then(|| -((-a).div_euclid(b) - i64::from(b < 0 && (-a).rem_euclid(b) != 0)))
+                (b != 0).then(|| -((-a).div_euclid(b) - i64::from(b < 0 && (-a).rem_euclid(b) != 0)))
             }
             SymExpr::Mod(a, b) => {
                 let (a, b) = both(a, b)?;
                 (b != 0).then(|| ((a % b) + b) % b)
             }
-            SymExpr::Max(xs) => xs
-                .iter()
-                .map(|x| x.eval(env))
-                .collect::<Option<Vec<_>>>()?
-                .into_iter()
-                .max(),
-            SymExpr::Min(xs) => xs
-                .iter()
-                .map(|x| x.eval(env))
-                .collect::<Option<Vec<_>>>()?
-                .into_iter()
-                .min(),
+            SymExpr::Max(xs) => xs.iter().map(|x| x.eval(env)).collect::<Option<Vec<_>>>()?.into_iter().max(),
+            SymExpr::Min(xs) => xs.iter().map(|x| x.eval(env)).collect::<Option<Vec<_>>>()?.into_iter().min(),
         }
     }
 
@@ -107,10 +92,7 @@ impl SymExpr {
             SymExpr::Add(xs) | SymExpr::Mul(xs) | SymExpr::Max(xs) | SymExpr::Min(xs) => {
                 xs.iter().for_each(|x| x.collect_symbols(out))
             }
-            SymExpr::Pow(a, b)
-            | SymExpr::FloorDiv(a, b)
-            | SymExpr::CeilDiv(a, b)
-            | SymExpr::Mod(a, b) => {
+            SymExpr::Pow(a, b) | SymExpr::FloorDiv(a, b) | SymExpr::CeilDiv(a, b) | SymExpr::Mod(a, b) => {
                 a.collect_symbols(out);
                 b.collect_symbols(out);
             }
@@ -129,12 +111,8 @@ impl SymExpr {
             SymExpr::Max(xs) => SymExpr::Max(Self::sorted(xs)),
             SymExpr::Min(xs) => SymExpr::Min(Self::sorted(xs)),
             SymExpr::Pow(a, b) => SymExpr::Pow(Box::new(a.simplify()), Box::new(b.simplify())),
-            SymExpr::FloorDiv(a, b) => {
-                SymExpr::FloorDiv(Box::new(a.simplify()), Box::new(b.simplify()))
-            }
-            SymExpr::CeilDiv(a, b) => {
-                SymExpr::CeilDiv(Box::new(a.simplify()), Box::new(b.simplify()))
-            }
+            SymExpr::FloorDiv(a, b) => SymExpr::FloorDiv(Box::new(a.simplify()), Box::new(b.simplify())),
+            SymExpr::CeilDiv(a, b) => SymExpr::CeilDiv(Box::new(a.simplify()), Box::new(b.simplify())),
             SymExpr::Mod(a, b) => SymExpr::Mod(Box::new(a.simplify()), Box::new(b.simplify())),
             SymExpr::Int(_) | SymExpr::Sym(_) => self.clone(),
         }
@@ -270,10 +248,7 @@ mod tests {
 
     #[test]
     fn simplify_folds_and_orders() {
-        let e = SymExpr::Mul(vec![
-            SymExpr::Int(4),
-            SymExpr::Mul(vec![s(), SymExpr::Int(16)]),
-        ]);
+        let e = SymExpr::Mul(vec![SymExpr::Int(4), SymExpr::Mul(vec![s(), SymExpr::Int(16)])]);
         assert_eq!(e.simplify().to_string(), "64*s70");
         let e = SymExpr::Add(vec![s(), SymExpr::Int(1), SymExpr::Int(-1)]);
         assert_eq!(e.simplify(), s());
@@ -288,24 +263,15 @@ mod tests {
         assert_eq!(md.eval(&env), Some(2));
         let cd = SymExpr::CeilDiv(Box::new(s()), Box::new(SymExpr::Int(2)));
         assert_eq!(cd.eval(&env), Some(-3));
-        assert_eq!(
-            SymExpr::Pow(Box::new(s()), Box::new(SymExpr::Int(2))).eval(&env),
-            Some(49)
-        );
+        assert_eq!(SymExpr::Pow(Box::new(s()), Box::new(SymExpr::Int(2))).eval(&env), Some(49));
         assert_eq!(s().eval(&BTreeMap::new()), None);
     }
 
     #[test]
     fn display_uses_precedence() {
-        let e = SymExpr::Mul(vec![
-            SymExpr::Int(4),
-            SymExpr::Add(vec![s(), SymExpr::Int(1)]),
-        ]);
+        let e = SymExpr::Mul(vec![SymExpr::Int(4), SymExpr::Add(vec![s(), SymExpr::Int(1)])]);
         assert_eq!(e.to_string(), "4*(s70 + 1)");
         let p = SymExpr::Pow(Box::new(s()), Box::new(SymExpr::Int(2)));
-        assert_eq!(
-            SymExpr::Mul(vec![SymExpr::Int(4), p]).to_string(),
-            "4*s70^2"
-        );
+        assert_eq!(SymExpr::Mul(vec![SymExpr::Int(4), p]).to_string(), "4*s70^2");
     }
 }

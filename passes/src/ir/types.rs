@@ -123,10 +123,7 @@ impl DType {
     /// True for floating-point types (including fp8 and bf16), false for complex.
     pub fn is_float(self) -> bool {
         use DType::*;
-        matches!(
-            self,
-            F16 | BF16 | F32 | F64 | F8E4M3FN | F8E5M2 | F8E4M3FNUZ | F8E5M2FNUZ | F8E8M0FNU
-        )
+        matches!(self, F16 | BF16 | F32 | F64 | F8E4M3FN | F8E5M2 | F8E4M3FNUZ | F8E5M2FNUZ | F8E8M0FNU)
     }
 
     /// True for signed and unsigned integer types (not bool).
@@ -199,10 +196,7 @@ pub struct TensorType {
 impl TensorType {
     /// A tensor type with all-static dimensions.
     pub fn new(dtype: DType, dims: &[i64]) -> TensorType {
-        TensorType {
-            dtype,
-            dims: dims.iter().map(|&d| Dim::Static(d)).collect(),
-        }
+        TensorType { dtype, dims: dims.iter().map(|&d| Dim::Static(d)).collect() }
     }
 
     /// Number of dimensions.
@@ -268,9 +262,7 @@ impl fmt::Display for Scalar {
             Scalar::Bool(b) => write!(f, "{b}"),
             Scalar::Int(i) => write!(f, "{i}"),
             Scalar::Float(x) if x.is_nan() => f.write_str("nan"),
-            Scalar::Float(x) if x.is_infinite() => {
-                f.write_str(if *x > 0.0 { "inf" } else { "-inf" })
-            }
+            Scalar::Float(x) if x.is_infinite() => f.write_str(if *x > 0.0 { "inf" } else { "-inf" }),
             // `{:?}` always keeps a decimal point or exponent, so floats never print like ints.
             Scalar::Float(x) => write!(f, "{x:?}"),
         }

@@ -25,17 +25,11 @@ pub fn lowering(key: &str) -> Option<Lowering> {
         "aten.rsub.Scalar" | "aten.rsub.Tensor" => rsub,
         "aten.mul.Tensor" | "aten.mul.Scalar" => |a| binary(a, BinaryOp::Mul, "other"),
         "aten.div.Tensor" | "aten.div.Scalar" => |a| binary(a, BinaryOp::Div, "other"),
-        "aten.pow.Tensor_Scalar" | "aten.pow.Tensor_Tensor" => {
-            |a| binary(a, BinaryOp::Pow, "exponent")
-        }
+        "aten.pow.Tensor_Scalar" | "aten.pow.Tensor_Tensor" => |a| binary(a, BinaryOp::Pow, "exponent"),
         "aten.maximum.default" => |a| binary(a, BinaryOp::Maximum, "other"),
         "aten.minimum.default" => |a| binary(a, BinaryOp::Minimum, "other"),
-        "aten.bitwise_and.Tensor" | "aten.bitwise_and.Scalar" => {
-            |a| binary(a, BinaryOp::BitwiseAnd, "other")
-        }
-        "aten.bitwise_or.Tensor" | "aten.bitwise_or.Scalar" => {
-            |a| binary(a, BinaryOp::BitwiseOr, "other")
-        }
+        "aten.bitwise_and.Tensor" | "aten.bitwise_and.Scalar" => |a| binary(a, BinaryOp::BitwiseAnd, "other"),
+        "aten.bitwise_or.Tensor" | "aten.bitwise_or.Scalar" => |a| binary(a, BinaryOp::BitwiseOr, "other"),
         "aten.logical_and.default" => |a| binary(a, BinaryOp::LogicalAnd, "other"),
         "aten.logical_or.default" => |a| binary(a, BinaryOp::LogicalOr, "other"),
         "aten.eq.Tensor" | "aten.eq.Scalar" => |a| binary(a, BinaryOp::Eq, "other"),
@@ -67,24 +61,14 @@ fn gelu(a: &mut Args<'_>) -> Result<Op, String> {
 fn binary(a: &mut Args<'_>, op: BinaryOp, rhs_name: &str) -> Result<Op, String> {
     let lhs = a.operand("self")?;
     let rhs = a.operand(rhs_name)?;
-    Ok(Op::Binary {
-        op,
-        lhs,
-        rhs,
-        alpha: None,
-    })
+    Ok(Op::Binary { op, lhs, rhs, alpha: None })
 }
 
 /// `add`/`sub` carry `alpha` (default 1), which scales the right operand.
 fn binary_alpha(a: &mut Args<'_>, op: BinaryOp) -> Result<Op, String> {
     let alpha = a.opt_scalar("alpha")?.filter(|s| !is_one(s));
     match binary(a, op, "other")? {
-        Op::Binary { op, lhs, rhs, .. } => Ok(Op::Binary {
-            op,
-            lhs,
-            rhs,
-            alpha,
-        }),
+        Op::Binary { op, lhs, rhs, .. } => Ok(Op::Binary { op, lhs, rhs, alpha }),
         other => Ok(other),
     }
 }
@@ -98,12 +82,7 @@ fn rsub(a: &mut Args<'_>) -> Result<Op, String> {
         // Both tensors: the slot order must be lhs first; swap the collected names.
         a.tensors.swap(0, 1);
     }
-    Ok(Op::Binary {
-        op: BinaryOp::Sub,
-        lhs,
-        rhs,
-        alpha,
-    })
+    Ok(Op::Binary { op: BinaryOp::Sub, lhs, rhs, alpha })
 }
 
 fn is_one(s: &Scalar) -> bool {
@@ -119,8 +98,5 @@ fn where_self(a: &mut Args<'_>) -> Result<Op, String> {
 
 fn clamp(a: &mut Args<'_>) -> Result<Op, String> {
     a.tensor("self")?;
-    Ok(Op::Clamp {
-        min: a.opt_scalar("min")?,
-        max: a.opt_scalar("max")?,
-    })
+    Ok(Op::Clamp { min: a.opt_scalar("min")?, max: a.opt_scalar("max")? })
 }

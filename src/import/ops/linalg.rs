@@ -26,10 +26,7 @@ fn addmm(a: &mut Args<'_>) -> Result<Op, String> {
     a.tensor("self")?;
     a.tensor("mat1")?;
     a.tensor("mat2")?;
-    Ok(Op::Addmm {
-        beta: a.scalar("beta", Some(Scalar::Int(1)))?,
-        alpha: a.scalar("alpha", Some(Scalar::Int(1)))?,
-    })
+    Ok(Op::Addmm { beta: a.scalar("beta", Some(Scalar::Int(1)))?, alpha: a.scalar("alpha", Some(Scalar::Int(1)))? })
 }
 
 fn convolution(a: &mut Args<'_>) -> Result<Op, String> {

@@ -26,11 +26,7 @@ fn batch_norm(a: &mut Args<'_>) -> Result<Op, String> {
     let has_bias = a.opt_tensor("bias")?;
     a.tensor("running_mean")?;
     a.tensor("running_var")?;
-    Ok(Op::BatchNormInference {
-        eps: a.float("eps", None)?,
-        has_weight,
-        has_bias,
-    })
+    Ok(Op::BatchNormInference { eps: a.float("eps", None)?, has_weight, has_bias })
 }
 
 fn layer_norm(a: &mut Args<'_>) -> Result<Op, String> {
@@ -38,25 +34,15 @@ fn layer_norm(a: &mut Args<'_>) -> Result<Op, String> {
     let normalized_rank = a.dims("normalized_shape")?.len();
     let has_weight = a.opt_tensor("weight")?;
     let has_bias = a.opt_tensor("bias")?;
-    Ok(Op::LayerNorm {
-        normalized_rank,
-        eps: a.float("eps", None)?,
-        has_weight,
-        has_bias,
-    })
+    Ok(Op::LayerNorm { normalized_rank, eps: a.float("eps", None)?, has_weight, has_bias })
 }
 
 fn softmax(a: &mut Args<'_>, log: bool) -> Result<Op, String> {
     a.tensor("self")?;
     if a.bool("half_to_float", false)? {
-        return Err(
-            "`half_to_float=True` is not supported (only produced for CUDA half inputs)".into(),
-        );
+        return Err("`half_to_float=True` is not supported (only produced for CUDA half inputs)".into());
     }
-    Ok(Op::Softmax {
-        dim: a.int("dim", None)?,
-        log,
-    })
+    Ok(Op::Softmax { dim: a.int("dim", None)?, log })
 }
 
 fn max_pool2d(a: &mut Args<'_>) -> Result<Op, String> {
@@ -64,11 +50,7 @@ fn max_pool2d(a: &mut Args<'_>) -> Result<Op, String> {
     let kernel = a.ints("kernel_size", None)?;
     // An empty or omitted stride means "same as the kernel".
     let stride = a.ints("stride", Some(&[]))?;
-    let stride = if stride.is_empty() {
-        kernel.clone()
-    } else {
-        stride
-    };
+    let stride = if stride.is_empty() { kernel.clone() } else { stride };
     Ok(Op::MaxPool2d {
         stride,
         padding: a.ints("padding", Some(&[0, 0]))?,

@@ -21,10 +21,7 @@ pub fn lowering(key: &str) -> Option<Lowering> {
         "aten.argmin.default" => |a| arg_reduce(a, ArgReduceOp::Argmin),
         "aten.cumsum.default" => |a| {
             a.tensor("self")?;
-            Ok(Op::Cumsum {
-                dim: a.int("dim", None)?,
-                dtype: a.dtype("dtype")?,
-            })
+            Ok(Op::Cumsum { dim: a.int("dim", None)?, dtype: a.dtype("dtype")? })
         },
         _ => return None,
     })
@@ -33,41 +30,22 @@ pub fn lowering(key: &str) -> Option<Lowering> {
 /// `int[1]? dim` (empty or omitted: every dim), `keepdim=False`, `dtype=None`.
 fn reduce(a: &mut Args<'_>, op: ReduceOp) -> Result<Op, String> {
     a.tensor("self")?;
-    Ok(Op::Reduce {
-        op,
-        dims: a.ints("dim", Some(&[]))?,
-        keepdim: a.bool("keepdim", false)?,
-        dtype: a.dtype("dtype")?,
-    })
+    Ok(Op::Reduce { op, dims: a.ints("dim", Some(&[]))?, keepdim: a.bool("keepdim", false)?, dtype: a.dtype("dtype")? })
 }
 
 /// Overloads with a single required `int dim`.
 fn reduce_one(a: &mut Args<'_>, op: ReduceOp) -> Result<Op, String> {
     a.tensor("self")?;
-    Ok(Op::Reduce {
-        op,
-        dims: vec![a.int("dim", None)?],
-        keepdim: a.bool("keepdim", false)?,
-        dtype: a.dtype("dtype")?,
-    })
+    Ok(Op::Reduce { op, dims: vec![a.int("dim", None)?], keepdim: a.bool("keepdim", false)?, dtype: a.dtype("dtype")? })
 }
 
 /// Overloads that reduce every dim.
 fn reduce_all(a: &mut Args<'_>, op: ReduceOp) -> Result<Op, String> {
     a.tensor("self")?;
-    Ok(Op::Reduce {
-        op,
-        dims: vec![],
-        keepdim: false,
-        dtype: a.dtype("dtype")?,
-    })
+    Ok(Op::Reduce { op, dims: vec![], keepdim: false, dtype: a.dtype("dtype")? })
 }
 
 fn arg_reduce(a: &mut Args<'_>, op: ArgReduceOp) -> Result<Op, String> {
     a.tensor("self")?;
-    Ok(Op::ArgReduce {
-        op,
-        dim: a.opt_int("dim")?,
-        keepdim: a.bool("keepdim", false)?,
-    })
+    Ok(Op::ArgReduce { op, dim: a.opt_int("dim")?, keepdim: a.bool("keepdim", false)? })
 }

@@ -8,33 +8,23 @@ pub fn lowering(key: &str) -> Option<Lowering> {
     Some(match key {
         "aten.view.default" | "aten._unsafe_view.default" | "aten.reshape.default" => |a| {
             a.tensor("self")?;
-            Ok(Op::View {
-                size: a.dims("size")?,
-            })
+            Ok(Op::View { size: a.dims("size")? })
         },
         "aten.permute.default" => |a| {
             a.tensor("self")?;
-            Ok(Op::Permute {
-                dims: a.ints("dims", None)?,
-            })
+            Ok(Op::Permute { dims: a.ints("dims", None)? })
         },
         "aten.expand.default" => |a| {
             a.tensor("self")?;
-            Ok(Op::Expand {
-                size: a.dims("size")?,
-            })
+            Ok(Op::Expand { size: a.dims("size")? })
         },
         "aten.unsqueeze.default" => |a| {
             a.tensor("self")?;
-            Ok(Op::Unsqueeze {
-                dim: a.int("dim", None)?,
-            })
+            Ok(Op::Unsqueeze { dim: a.int("dim", None)? })
         },
         "aten.squeeze.dims" | "aten.squeeze.dim" => |a| {
             a.tensor("self")?;
-            Ok(Op::Squeeze {
-                dims: a.ints("dim", None)?,
-            })
+            Ok(Op::Squeeze { dims: a.ints("dim", None)? })
         },
         "aten.squeeze.default" => |a| {
             a.tensor("self")?;
@@ -43,22 +33,15 @@ pub fn lowering(key: &str) -> Option<Lowering> {
         "aten.slice.Tensor" => slice,
         "aten.cat.default" => |a| {
             a.tensor_list("tensors")?;
-            Ok(Op::Cat {
-                dim: a.int("dim", Some(0))?,
-            })
+            Ok(Op::Cat { dim: a.int("dim", Some(0))? })
         },
         "aten.split_with_sizes.default" => |a| {
             a.tensor("self")?;
-            Ok(Op::SplitWithSizes {
-                sizes: a.dims("split_sizes")?,
-                dim: a.int("dim", Some(0))?,
-            })
+            Ok(Op::SplitWithSizes { sizes: a.dims("split_sizes")?, dim: a.int("dim", Some(0))? })
         },
         "aten.index.Tensor" => |a| {
             a.tensor("self")?;
-            Ok(Op::Index {
-                present: a.optional_tensor_list("indices")?,
-            })
+            Ok(Op::Index { present: a.optional_tensor_list("indices")? })
         },
         "aten.index_select.default" => |a| {
             a.tensor("self")?;

@@ -16,34 +16,19 @@ pub fn lowering(key: &str) -> Option<Lowering> {
         },
         "aten.arange.start_step" => arange,
         "aten.arange.default" | "aten.arange.start" => arange,
-        "aten.full.default" => |a| {
-            Ok(Op::Full {
-                size: a.dims("size")?,
-                value: a.scalar("fill_value", None)?,
-            })
-        },
+        "aten.full.default" => |a| Ok(Op::Full { size: a.dims("size")?, value: a.scalar("fill_value", None)? }),
         "aten.full_like.default" => |a| {
             a.tensor("self")?;
-            Ok(Op::FullLike {
-                value: a.scalar("fill_value", None)?,
-            })
+            Ok(Op::FullLike { value: a.scalar("fill_value", None)? })
         },
-        "aten.scalar_tensor.default" => |a| {
-            Ok(Op::ScalarTensor {
-                value: a.scalar("s", None)?,
-            })
-        },
+        "aten.scalar_tensor.default" => |a| Ok(Op::ScalarTensor { value: a.scalar("s", None)? }),
         "aten._assert_tensor_metadata.default" => |a| {
             a.tensor("a")?;
-            Ok(Op::AssertMetadata {
-                dtype: a.dtype("dtype")?,
-            })
+            Ok(Op::AssertMetadata { dtype: a.dtype("dtype")? })
         },
         "aten.sym_size.int" => |a| {
             a.tensor("self")?;
-            Ok(Op::SymSize {
-                dim: a.int("dim", None)?,
-            })
+            Ok(Op::SymSize { dim: a.int("dim", None)? })
         },
         _ => return None,
     })
@@ -58,10 +43,6 @@ fn arange(a: &mut Args<'_>) -> Result<Op, String> {
         (Ok(end), Scalar::Int(start), Scalar::Int(step)) if end.as_static().is_none() => {
             Ok(Op::ArangeSym { start, end, step })
         }
-        _ => Ok(Op::Arange {
-            start,
-            end: a.scalar("end", None)?,
-            step,
-        }),
+        _ => Ok(Op::Arange { start, end: a.scalar("end", None)?, step }),
     }
 }
