@@ -503,10 +503,9 @@ def dir_size(p):
 
 
 def generate_unsupported(outdir):
-    """`check/unsupported_ops.pt2`: a real export whose graph holds ops no lowering knows:
-    a custom op (`torch.ops.testlib.scale_rows`, outside ATen: it can never be lowered) and
-    ATen ops chosen because this compiler does not lower them yet. `check` must list them
-    all at once; the model is never compiled."""
+    """`check/unsupported_ops.pt2`: a real export whose graph holds a custom op
+    (`torch.ops.testlib.scale_rows`, outside ATen: no compiler can lower it) between ATen ops
+    (`sort`, `flip`). `check` must name it; the model is never compiled."""
     lib_op = getattr(torch.ops.testlib, "scale_rows", None) if hasattr(torch.ops, "testlib") else None
     if lib_op is None:
         @torch.library.custom_op("testlib::scale_rows", mutates_args=())

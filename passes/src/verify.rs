@@ -133,6 +133,11 @@ fn arity(op: &Op) -> (Option<usize>, Option<usize>) {
         Op::Input(_) | Op::Arange { .. } | Op::ArangeSym { .. } | Op::Full { .. } => (0, 1),
         Op::ScalarTensor { .. } | Op::SymInt { .. } => (0, 1),
         Op::Unary(_) | Op::Clamp { .. } | Op::Softmax { .. } | Op::Reduce { .. } => (1, 1),
+        Op::Elu { .. } | Op::LeakyRelu { .. } | Op::Var { .. } | Op::Select { .. } | Op::Diagonal { .. } => (1, 1),
+        Op::Flip { .. } | Op::Repeat { .. } | Op::Pad { .. } => (1, 1),
+        Op::ExtremumDim { .. } | Op::Sort { .. } | Op::TopK { .. } => (1, 2),
+        Op::CopyFrom => (2, 1),
+        Op::ClampTensor { has_min, has_max } => (1 + flag(*has_min) + flag(*has_max), 1),
         Op::ArgReduce { .. } | Op::Cumsum { .. } | Op::View { .. } | Op::Permute { .. } => (1, 1),
         Op::Expand { .. } | Op::Unsqueeze { .. } | Op::Squeeze { .. } | Op::Copy => (1, 1),
         Op::Slice { .. } | Op::FullLike { .. } | Op::Convert | Op::SymSize { .. } => (1, 1),
@@ -141,7 +146,12 @@ fn arity(op: &Op) -> (Option<usize>, Option<usize>) {
         Op::Mm | Op::Bmm | Op::IndexSelect { .. } | Op::Gather { .. } | Op::Embedding => (2, 1),
         Op::Addmm { .. } => (3, 1),
         Op::Convolution { has_bias, .. } => (2 + flag(*has_bias), 1),
-        Op::MaxPool2d { .. } => (1, 2),
+        Op::MaxPool { .. } => (1, 2),
+        Op::AvgPool { .. } | Op::AdaptiveAvgPool | Op::Upsample { .. } => (1, 1),
+        Op::GroupNorm { has_weight, has_bias, .. } => (1 + flag(*has_weight) + flag(*has_bias), 3),
+        Op::BatchNormTraining { has_weight, has_bias, running_stats, .. } => {
+            (1 + flag(*has_weight) + flag(*has_bias) + 2 * flag(*running_stats), 3)
+        }
         Op::BatchNormInference { has_weight, has_bias, .. } => (3 + flag(*has_weight) + flag(*has_bias), 3),
         Op::LayerNorm { has_weight, has_bias, .. } => (1 + flag(*has_weight) + flag(*has_bias), 3),
         Op::SplitWithSizes { sizes, .. } => (1, sizes.len()),
@@ -233,7 +243,7 @@ fn check_shapes(op: &Op, inputs: &[&TensorType], outputs: &[TensorType]) -> Resu
     match op {
         Op::Unary(u) => {
             expect_dims(out, dims_of(0))?;
-            if *u == UnaryOp::LogicalNot {
+            if matches!(u, UnaryOp::LogicalNot | UnaryOp::IsInf | UnaryOp::IsNan) {
                 expect_dtype(out, DType::Bool)?;
             }
             Ok(())
@@ -243,7 +253,7 @@ fn check_shapes(op: &Op, inputs: &[&TensorType], outputs: &[TensorType]) -> Resu
             let want = broadcast(&shapes)
                 .ok_or_else(|| NodeError::Shape(format!("operands {} do not broadcast", shapes_str(&shapes))))?;
             expect_dims(out, &want)?;
-            if b.is_comparison() || *b == BinaryOp::LogicalAnd || *b == BinaryOp::LogicalOr {
+            if b.is_comparison() || matches!(b, BinaryOp::LogicalAnd | BinaryOp::LogicalOr | BinaryOp::LogicalXor) {
                 expect_dtype(out, DType::Bool)?;
             }
             Ok(())

@@ -8,7 +8,7 @@ use melior::ir::Value;
 use torchtpu_passes::ir::{BinaryOp, DType, Operand, Scalar, TensorType, UnaryOp};
 
 use super::builder::{static_dims, Builder, LowerResult};
-use super::Arg;
+use super::{math, Arg};
 
 /// Category used by torch's promotion: bool < integer < floating < complex.
 fn category(d: DType) -> u8 {
@@ -107,23 +107,51 @@ pub fn unary<'c, 'b>(
 ) -> LowerResult<Value<'c, 'b>> {
     let dims = static_dims(out)?;
     let dt = out.dtype;
-    if op == UnaryOp::LogicalNot {
-        let v = b.convert(x.v, &dims, x.ty.dtype, DType::Bool)?;
-        return b.op("stablehlo.not", &[v], &dims, DType::Bool, &[]);
+    match op {
+        UnaryOp::LogicalNot => {
+            let v = b.convert(x.v, &dims, x.ty.dtype, DType::Bool)?;
+            return b.op("stablehlo.not", &[v], &dims, DType::Bool, &[]);
+        }
+        UnaryOp::IsNan | UnaryOp::IsInf => return math::classify(b, op, x.v, &dims, x.ty.dtype),
+        _ => {}
     }
     let v = b.convert(x.v, &dims, x.ty.dtype, dt)?;
     let simple = |name: &str| b.op(name, &[v], &dims, dt, &[]);
+    // Rounding is the identity on integers (torch keeps their dtype).
+    let rounding = |name: &str| if dt.is_float() { simple(name) } else { Ok(v) };
     match op {
         UnaryOp::Abs => simple("stablehlo.abs"),
+        UnaryOp::Acos => simple("chlo.acos"),
+        UnaryOp::Acosh => simple("chlo.acosh"),
+        UnaryOp::Asin => simple("chlo.asin"),
+        UnaryOp::Asinh => simple("chlo.asinh"),
+        UnaryOp::Atan => simple("chlo.atan"),
+        UnaryOp::Atanh => simple("chlo.atanh"),
+        UnaryOp::BitwiseNot => simple("stablehlo.not"),
+        UnaryOp::Ceil => rounding("stablehlo.ceil"),
         UnaryOp::Cos => simple("stablehlo.cosine"),
+        UnaryOp::Cosh => simple("chlo.cosh"),
         UnaryOp::Sin => simple("stablehlo.sine"),
+        UnaryOp::Sinh => simple("chlo.sinh"),
+        UnaryOp::Tan => simple("chlo.tan"),
         UnaryOp::Exp => simple("stablehlo.exponential"),
+        UnaryOp::Expm1 => simple("stablehlo.exponential_minus_one"),
+        UnaryOp::Floor => rounding("stablehlo.floor"),
         UnaryOp::Log => simple("stablehlo.log"),
+        UnaryOp::Log1p => simple("stablehlo.log_plus_one"),
+        UnaryOp::Log2 => math::log_base(b, v, &dims, dt, std::f64::consts::LN_2),
+        UnaryOp::Log10 => math::log_base(b, v, &dims, dt, std::f64::consts::LN_10),
         UnaryOp::Neg => simple("stablehlo.negate"),
+        UnaryOp::Reciprocal => b.op("stablehlo.divide", &[b.splat(Scalar::Int(1), &dims, dt)?, v], &dims, dt, &[]),
+        UnaryOp::Round => rounding("stablehlo.round_nearest_even"),
         UnaryOp::Rsqrt => simple("stablehlo.rsqrt"),
+        UnaryOp::Sign if dt == DType::Bool => Ok(v),
+        UnaryOp::Sign => simple("stablehlo.sign"),
         UnaryOp::Sqrt => simple("stablehlo.sqrt"),
         UnaryOp::Sigmoid => simple("stablehlo.logistic"),
         UnaryOp::Tanh => simple("stablehlo.tanh"),
+        UnaryOp::Trunc if dt.is_float() => math::trunc(b, v, &dims, dt),
+        UnaryOp::Trunc => Ok(v),
         UnaryOp::Erf => simple("chlo.erf"),
         UnaryOp::Relu => {
             let zero = b.splat(Scalar::Int(0), &dims, dt)?;
@@ -131,7 +159,7 @@ pub fn unary<'c, 'b>(
         }
         UnaryOp::Gelu => gelu_erf(b, v, &dims, dt),
         UnaryOp::GeluTanh => gelu_tanh(b, v, &dims, dt),
-        UnaryOp::LogicalNot => unreachable!("handled above"),
+        UnaryOp::LogicalNot | UnaryOp::IsNan | UnaryOp::IsInf => unreachable!("handled above"),
     }
 }
 
@@ -171,7 +199,7 @@ pub fn binary<'c, 'b>(
         let l = kinds(lhs, &mut tys);
         let r = kinds(rhs, &mut tys);
         result_type(&[(l.0.as_ref(), l.1), (r.0.as_ref(), r.1)])
-    } else if matches!(op, BinaryOp::LogicalAnd | BinaryOp::LogicalOr) {
+    } else if matches!(op, BinaryOp::LogicalAnd | BinaryOp::LogicalOr | BinaryOp::LogicalXor) {
         DType::Bool
     } else {
         out.dtype
@@ -196,6 +224,12 @@ pub fn binary<'c, 'b>(
         return b.compare(l, r, &dims, compute, dir);
     }
     let name = match op {
+        BinaryOp::Fmod => "stablehlo.remainder",
+        BinaryOp::Remainder => return b.convert(math::remainder(b, l, r, &dims, compute)?, &dims, compute, out.dtype),
+        BinaryOp::FloorDiv => return b.convert(math::floor_div(b, l, r, &dims, compute)?, &dims, compute, out.dtype),
+        BinaryOp::TruncDiv => return b.convert(math::trunc_div(b, l, r, &dims, compute)?, &dims, compute, out.dtype),
+        BinaryOp::Atan2 => "stablehlo.atan2",
+        BinaryOp::BitwiseXor | BinaryOp::LogicalXor => "stablehlo.xor",
         BinaryOp::Add => "stablehlo.add",
         BinaryOp::Sub => "stablehlo.subtract",
         BinaryOp::Mul => "stablehlo.multiply",
@@ -245,6 +279,61 @@ pub fn clamp<'c, 'b>(
         v = b.op("stablehlo.minimum", &[v, hi], &dims, out.dtype, &[])?;
     }
     Ok(v)
+}
+
+/// `clamp.Tensor(x, min, max)` with broadcast bounds.
+pub fn clamp_tensor<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    has_min: bool,
+    has_max: bool,
+    args: &[Arg<'c, 'b, '_>],
+    out: &TensorType,
+) -> LowerResult<Value<'c, 'b>> {
+    let dims = static_dims(out)?;
+    let mut tensors = args.iter().copied();
+    let mut v = operand(b, Operand::Tensor, &mut tensors, &dims, out.dtype)?;
+    for (present, name) in [(has_min, "stablehlo.maximum"), (has_max, "stablehlo.minimum")] {
+        if present {
+            let bound = operand(b, Operand::Tensor, &mut tensors, &dims, out.dtype)?;
+            v = b.op(name, &[v, bound], &dims, out.dtype, &[])?;
+        }
+    }
+    Ok(v)
+}
+
+/// `elu(x) = x > 0 ? scale*x : scale*alpha*expm1(input_scale*x)`.
+pub fn elu<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    (alpha, scale, input_scale): (f64, f64, f64),
+    x: Arg<'c, 'b, '_>,
+    out: &TensorType,
+) -> LowerResult<Value<'c, 'b>> {
+    let dims = static_dims(out)?;
+    let dt = out.dtype;
+    let c = |v: f64| b.splat(Scalar::Float(v), &dims, dt);
+    let v = b.convert(x.v, &dims, x.ty.dtype, dt)?;
+    let mul = |p: Value<'c, 'b>, q: Value<'c, 'b>| b.op("stablehlo.multiply", &[p, q], &dims, dt, &[]);
+    let negative = b.op("stablehlo.exponential_minus_one", &[mul(v, c(input_scale)?)?], &dims, dt, &[])?;
+    let negative = mul(negative, c(scale * alpha)?)?;
+    let positive = mul(v, c(scale)?)?;
+    let is_pos = b.compare(v, c(0.0)?, &dims, dt, "GT")?;
+    b.op("stablehlo.select", &[is_pos, positive, negative], &dims, dt, &[])
+}
+
+/// `leaky_relu(x) = x > 0 ? x : slope*x`.
+pub fn leaky_relu<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    slope: f64,
+    x: Arg<'c, 'b, '_>,
+    out: &TensorType,
+) -> LowerResult<Value<'c, 'b>> {
+    let dims = static_dims(out)?;
+    let dt = out.dtype;
+    let v = b.convert(x.v, &dims, x.ty.dtype, dt)?;
+    let zero = b.splat(Scalar::Float(0.0), &dims, dt)?;
+    let scaled = b.op("stablehlo.multiply", &[v, b.splat(Scalar::Float(slope), &dims, dt)?], &dims, dt, &[])?;
+    let is_pos = b.compare(v, zero, &dims, dt, "GT")?;
+    b.op("stablehlo.select", &[is_pos, v, scaled], &dims, dt, &[])
 }
 
 #[cfg(test)]

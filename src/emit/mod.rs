@@ -9,10 +9,14 @@
 
 mod builder;
 mod elementwise;
+mod layout;
 mod linalg;
+mod math;
 mod nn;
+mod pool;
 mod reduce;
 mod shape;
+mod sort;
 mod tensor;
 
 use std::collections::BTreeMap;
@@ -282,15 +286,34 @@ fn lower_node<'c, 'b>(
         Op::Binary { op, lhs, rhs, alpha } => one(elementwise::binary(b, *op, *lhs, *rhs, *alpha, args, &out[0])),
         Op::Where { on_true, on_false } => one(elementwise::select(b, *on_true, *on_false, args, &out[0])),
         Op::Clamp { min, max } => one(elementwise::clamp(b, *min, *max, args[0], &out[0])),
+        Op::ClampTensor { has_min, has_max } => one(elementwise::clamp_tensor(b, *has_min, *has_max, args, &out[0])),
+        Op::Elu { alpha, scale, input_scale } => {
+            one(elementwise::elu(b, (*alpha, *scale, *input_scale), args[0], &out[0]))
+        }
+        Op::LeakyRelu { slope } => one(elementwise::leaky_relu(b, *slope, args[0], &out[0])),
         Op::Mm | Op::Bmm | Op::Addmm { .. } => one(linalg::matmul(b, &node.op, args, &out[0], opts.precision)),
         Op::Convolution { .. } => one(linalg::convolution(b, &node.op, args, &out[0], opts.precision)),
-        Op::MaxPool2d { .. } => nn::max_pool2d(b, &node.op, args[0], out),
+        Op::MaxPool { .. } => pool::max_pool(b, &node.op, args[0], out),
+        Op::AvgPool { .. } => one(pool::avg_pool(b, &node.op, args[0], &out[0])),
+        Op::AdaptiveAvgPool | Op::Upsample { .. } => one(pool::resample(b, &node.op, args[0], &out[0])),
+        Op::GroupNorm { .. } => nn::group_norm(b, &node.op, args, out),
+        Op::BatchNormTraining { .. } => nn::batch_norm_training(b, &node.op, args, out),
         Op::BatchNormInference { .. } => nn::batch_norm(b, &node.op, args, out),
         Op::LayerNorm { .. } => nn::layer_norm(b, &node.op, args, out),
         Op::Softmax { dim, log } => one(nn::softmax(b, *dim, *log, args[0], &out[0])),
         Op::Embedding => one(shape::index(b, args[0], &[Some(args[1])], &out[0])),
         Op::Reduce { .. } => one(reduce::reduce(b, &node.op, args[0], &out[0])),
         Op::ArgReduce { .. } => one(reduce::arg_reduce(b, &node.op, args[0], &out[0])),
+        Op::Var { dims, correction, .. } => one(reduce::var(b, dims, *correction, args[0], &out[0])),
+        Op::ExtremumDim { max, dim, .. } => reduce::extremum_dim(b, *max, *dim, args[0], out),
+        Op::Sort { dim, descending, .. } => sort::sort(b, *dim, *descending, args[0]),
+        Op::TopK { k, dim, largest } => sort::topk(b, *k, *dim, *largest, args[0], out),
+        Op::Select { dim, index } => one(layout::select(b, *dim, *index, args[0], &out[0])),
+        Op::Diagonal { offset, dim1, dim2 } => one(layout::diagonal(b, (*offset, *dim1, *dim2), args[0], &out[0])),
+        Op::Flip { dims } => one(layout::flip(b, dims, args[0], &out[0])),
+        Op::Repeat { repeats } => one(layout::repeat(b, repeats, args[0], &out[0])),
+        Op::Pad { pad, value } => one(layout::pad(b, pad, *value, args[0], &out[0])),
+        Op::CopyFrom => one(layout::copy_from(b, args[1], &out[0])),
         Op::Cumsum { dim, .. } => one(reduce::cumsum(b, *dim, args[0], &out[0])),
         Op::View { .. } | Op::Unsqueeze { .. } | Op::Squeeze { .. } => one(shape::reshape(b, args[0], &out[0])),
         Op::Permute { dims } => one(shape::permute(b, dims, args[0], &out[0])),

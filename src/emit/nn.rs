@@ -6,59 +6,6 @@ use torchtpu_passes::ir::{DType, Op, Scalar, TensorType};
 use super::builder::{i64_array, lowest, norm_dim, static_dims, Builder, LowerResult};
 use super::Arg;
 
-/// `max_pool2d_with_indices` as `reduce_window(max)` with `-inf` padding; only the values
-/// output (slot 0) is produced, the indices are refused if anything reads them.
-pub fn max_pool2d<'c, 'b>(
-    b: &Builder<'c, 'b>,
-    op: &Op,
-    x: Arg<'c, 'b, '_>,
-    outs: &[TensorType],
-) -> LowerResult<Vec<Value<'c, 'b>>> {
-    let Op::MaxPool2d { kernel, stride, padding, dilation, .. } = op else {
-        return Err("internal: not a max pool".into());
-    };
-    let in_dims = static_dims(x.ty)?;
-    let dims = static_dims(&outs[0])?;
-    let two = |v: &[i64], what: &str| -> LowerResult<[i64; 2]> {
-        match v {
-            [a] => Ok([*a, *a]),
-            [a, c] => Ok([*a, *c]),
-            _ => Err(format!("{what} must have 1 or 2 entries, found {v:?}")),
-        }
-    };
-    let (k, s, p, d) =
-        (two(kernel, "kernel")?, two(stride, "stride")?, two(padding, "padding")?, two(dilation, "dilation")?);
-    let rank = in_dims.len();
-    let mut pads = vec![[0i64, 0]; rank];
-    for i in 0..2 {
-        let (size, out) = (in_dims[rank - 2 + i], dims[rank - 2 + i]);
-        // High padding covers every window of the output torch computed (ceil_mode included).
-        let needed = (out - 1) * s[i] + d[i] * (k[i] - 1) + 1;
-        pads[rank - 2 + i] = [p[i], (needed - size - p[i]).max(p[i])];
-    }
-    let mut window = vec![1; rank];
-    let mut strides = vec![1; rank];
-    let mut dilations = vec![1; rank];
-    for i in 0..2 {
-        window[rank - 2 + i] = k[i];
-        strides[rank - 2 + i] = s[i];
-        dilations[rank - 2 + i] = d[i];
-    }
-    let dt = x.ty.dtype;
-    let init = b.splat(lowest(dt), &[], dt)?;
-    let region =
-        b.scalar_region(&[dt, dt], |r, a| Ok(vec![r.op("stablehlo.maximum", &[a[0], a[1]], &[], dt, &[])?]))?;
-    let pad_text: Vec<String> = pads.iter().map(|[lo, hi]| format!("[{lo}, {hi}]")).collect();
-    let attrs = [
-        ("window_dimensions", i64_array(&window)),
-        ("window_strides", i64_array(&strides)),
-        ("window_dilations", i64_array(&dilations)),
-        ("padding", format!("dense<[{}]> : tensor<{rank}x2xi64>", pad_text.join(", "))),
-    ];
-    let v = b.op_n("stablehlo.reduce_window", &[x.v, init], &[(&dims, dt)], &attrs, vec![region])?;
-    Ok(v)
-}
-
 /// Broadcasts a per-channel vector along dim 1 of `dims`.
 fn per_channel<'c, 'b>(b: &Builder<'c, 'b>, v: Arg<'c, 'b, '_>, dims: &[i64], dt: DType) -> LowerResult<Value<'c, 'b>> {
     let conv = b.convert(v.v, &static_dims(v.ty)?, v.ty.dtype, dt)?;
@@ -178,4 +125,108 @@ pub fn softmax<'c, 'b>(
         return b.op("stablehlo.subtract", &[shifted, log_sum], &dims, dt, &[]);
     }
     b.op("stablehlo.divide", &[e, sum], &dims, dt, &[])
+}
+
+/// Mean and reciprocal standard deviation of `v` (shape `dims`) over `axes`, both with the
+/// reduced dims kept as 1 (`kept`).
+fn moments<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    v: Value<'c, 'b>,
+    dims: &[i64],
+    axes: &[i64],
+    eps: f64,
+    dt: DType,
+) -> LowerResult<(Value<'c, 'b>, Value<'c, 'b>, Vec<i64>)> {
+    let kept: Vec<i64> =
+        dims.iter().enumerate().map(|(i, &d)| if axes.contains(&(i as i64)) { 1 } else { d }).collect();
+    let count: i64 = axes.iter().map(|&a| dims[a as usize]).product();
+    let mean_of = |x: Value<'c, 'b>| -> LowerResult<Value<'c, 'b>> {
+        let sum = b.reshape(b.reduce(x, dims, axes, dt, "stablehlo.add", Scalar::Float(0.0))?, &kept, dt)?;
+        b.op("stablehlo.divide", &[sum, b.splat(Scalar::Int(count), &kept, dt)?], &kept, dt, &[])
+    };
+    let mean = mean_of(v)?;
+    let centered = b.op("stablehlo.subtract", &[v, b.broadcast_to(mean, &kept, dims, dt)?], dims, dt, &[])?;
+    let var = mean_of(b.op("stablehlo.multiply", &[centered, centered], dims, dt, &[])?)?;
+    let var_eps = b.op("stablehlo.add", &[var, b.splat(Scalar::Float(eps), &kept, dt)?], &kept, dt, &[])?;
+    let rstd = b.op("stablehlo.rsqrt", &[var_eps], &kept, dt, &[])?;
+    Ok((mean, rstd, kept))
+}
+
+/// `(x - mean) * rstd`, then the per-channel affine parameters present in `params`.
+#[allow(clippy::too_many_arguments)] // the normalization's operands
+fn normalize<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    v: Value<'c, 'b>,
+    mean: Value<'c, 'b>,
+    rstd: Value<'c, 'b>,
+    kept: &[i64],
+    dims: &[i64],
+    dt: DType,
+) -> LowerResult<Value<'c, 'b>> {
+    let centered = b.op("stablehlo.subtract", &[v, b.broadcast_to(mean, kept, dims, dt)?], dims, dt, &[])?;
+    b.op("stablehlo.multiply", &[centered, b.broadcast_to(rstd, kept, dims, dt)?], dims, dt, &[])
+}
+
+fn affine<'c, 'b, 't>(
+    b: &Builder<'c, 'b>,
+    mut y: Value<'c, 'b>,
+    params: &mut impl Iterator<Item = Arg<'c, 'b, 't>>,
+    (has_weight, has_bias): (bool, bool),
+    dims: &[i64],
+    dt: DType,
+) -> LowerResult<Value<'c, 'b>> {
+    for (present, name) in [(has_weight, "stablehlo.multiply"), (has_bias, "stablehlo.add")] {
+        if present {
+            let p = params.next().ok_or("missing affine parameter")?;
+            y = b.op(name, &[y, per_channel(b, p, dims, dt)?], dims, dt, &[])?;
+        }
+    }
+    Ok(y)
+}
+
+/// `native_group_norm`: statistics per (sample, group) over the group's channels and all
+/// spatial positions; outputs `[y, mean [N,G], rstd [N,G]]`.
+pub fn group_norm<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    op: &Op,
+    args: &[Arg<'c, 'b, '_>],
+    outs: &[TensorType],
+) -> LowerResult<Vec<Value<'c, 'b>>> {
+    let Op::GroupNorm { groups, eps, has_weight, has_bias } = op else {
+        return Err("internal: not a group norm".into());
+    };
+    let dims = static_dims(&outs[0])?;
+    let dt = outs[0].dtype;
+    let (n, c) = (dims[0], dims[1]);
+    let rest: i64 = dims[2..].iter().product::<i64>() * (c / groups);
+    let grouped = [n, *groups, rest];
+    let v = b.reshape(b.convert(args[0].v, &dims, args[0].ty.dtype, dt)?, &grouped, dt)?;
+    let (mean, rstd, kept) = moments(b, v, &grouped, &[2], *eps, dt)?;
+    let y = b.reshape(normalize(b, v, mean, rstd, &kept, &grouped, dt)?, &dims, dt)?;
+    let y = affine(b, y, &mut args[1..].iter().copied(), (*has_weight, *has_bias), &dims, dt)?;
+    let stat = |v: Value<'c, 'b>, o: &TensorType| b.reshape(v, &static_dims(o)?, dt);
+    Ok(vec![y, stat(mean, &outs[1])?, stat(rstd, &outs[2])?])
+}
+
+/// `_native_batch_norm_legit` in training mode: batch statistics over every dim but the
+/// channel (dim 1); outputs `[y, mean [C], rstd [C]]`. Running-stat updates are separate
+/// graph outputs, so the running stats are only read here (not at all).
+pub fn batch_norm_training<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    op: &Op,
+    args: &[Arg<'c, 'b, '_>],
+    outs: &[TensorType],
+) -> LowerResult<Vec<Value<'c, 'b>>> {
+    let Op::BatchNormTraining { eps, has_weight, has_bias, .. } = op else {
+        return Err("internal: not a batch norm".into());
+    };
+    let dims = static_dims(&outs[0])?;
+    let dt = outs[0].dtype;
+    let axes: Vec<i64> = (0..dims.len() as i64).filter(|&d| d != 1).collect();
+    let v = b.convert(args[0].v, &dims, args[0].ty.dtype, dt)?;
+    let (mean, rstd, kept) = moments(b, v, &dims, &axes, *eps, dt)?;
+    let y = normalize(b, v, mean, rstd, &kept, &dims, dt)?;
+    let y = affine(b, y, &mut args[1..].iter().copied(), (*has_weight, *has_bias), &dims, dt)?;
+    let stat = |v: Value<'c, 'b>, o: &TensorType| b.reshape(v, &static_dims(o)?, dt);
+    Ok(vec![y, stat(mean, &outs[1])?, stat(rstd, &outs[2])?])
 }

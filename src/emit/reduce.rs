@@ -62,22 +62,52 @@ pub fn arg_reduce<'c, 'b>(
         return Err("internal: not an arg-reduction".into());
     };
     let mut in_dims = static_dims(x.ty)?;
-    let dt = x.ty.dtype;
     let mut v = x.v;
     let axis = match dim {
         Some(d) => norm_dim(*d, in_dims.len())?,
         None => {
             let n: i64 = in_dims.iter().product();
-            v = b.reshape(v, &[n], dt)?;
+            v = b.reshape(v, &[n], x.ty.dtype)?;
             in_dims = vec![n];
             0
         }
     };
-    let idx = b.op("stablehlo.iota", &[], &in_dims, DType::I64, &[("iota_dimension", format!("{axis} : i64"))])?;
-    let (init_v, direction) = match kind {
-        ArgReduceOp::Argmax => (lowest(dt), "GT"),
-        ArgReduceOp::Argmin => (highest(dt), "LT"),
-    };
+    let (_, indices) = extremum(b, v, &in_dims, axis, x.ty.dtype, *kind == ArgReduceOp::Argmax)?;
+    let out_dims = static_dims(out)?;
+    let r = b.reshape(indices, &out_dims, DType::I64)?;
+    b.convert(r, &out_dims, DType::I64, out.dtype)
+}
+
+/// `max.dim` / `min.dim`: values and indices, reshaped to the recorded (keepdim) shapes.
+pub fn extremum_dim<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    max: bool,
+    dim: i64,
+    x: Arg<'c, 'b, '_>,
+    outs: &[TensorType],
+) -> LowerResult<Vec<Value<'c, 'b>>> {
+    let in_dims = static_dims(x.ty)?;
+    if in_dims.is_empty() {
+        return Ok(vec![x.v, b.splat(Scalar::Int(0), &[], DType::I64)?]);
+    }
+    let axis = norm_dim(dim, in_dims.len())?;
+    let (values, indices) = extremum(b, x.v, &in_dims, axis, x.ty.dtype, max)?;
+    let (vd, id) = (static_dims(&outs[0])?, static_dims(&outs[1])?);
+    Ok(vec![b.reshape(values, &vd, x.ty.dtype)?, b.reshape(indices, &id, DType::I64)?])
+}
+
+/// A variadic reduce over (value, index) along `axis` that keeps the first index among equal
+/// values and treats NaN as the extremum, as torch does.
+fn extremum<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    v: Value<'c, 'b>,
+    in_dims: &[i64],
+    axis: i64,
+    dt: DType,
+    max: bool,
+) -> LowerResult<(Value<'c, 'b>, Value<'c, 'b>)> {
+    let idx = b.op("stablehlo.iota", &[], in_dims, DType::I64, &[("iota_dimension", format!("{axis} : i64"))])?;
+    let (init_v, direction) = if max { (lowest(dt), "GT") } else { (highest(dt), "LT") };
     let init_v = b.splat(init_v, &[], dt)?;
     let init_i = b.splat(Scalar::Int(0), &[], DType::I64)?;
     let region = b.scalar_region(&[dt, DType::I64, dt, DType::I64], |r, a| {
@@ -85,15 +115,18 @@ pub fn arg_reduce<'c, 'b>(
         let better = r.compare(av, bv, &[], dt, direction)?;
         let equal = r.compare(av, bv, &[], dt, "EQ")?;
         let mut take_a = better;
+        let mut tie = equal;
         if dt.is_float() {
             let a_nan = r.compare(av, av, &[], dt, "NE")?;
             let b_nan = r.compare(bv, bv, &[], dt, "NE")?;
             let not_b_nan = r.op("stablehlo.not", &[b_nan], &[], DType::Bool, &[])?;
             let a_nan_wins = r.op("stablehlo.and", &[a_nan, not_b_nan], &[], DType::Bool, &[])?;
             take_a = r.op("stablehlo.or", &[take_a, a_nan_wins], &[], DType::Bool, &[])?;
+            let both_nan = r.op("stablehlo.and", &[a_nan, b_nan], &[], DType::Bool, &[])?;
+            tie = r.op("stablehlo.or", &[tie, both_nan], &[], DType::Bool, &[])?;
         }
         let min_i = r.op("stablehlo.minimum", &[ai, bi], &[], DType::I64, &[])?;
-        let tie_i = r.op("stablehlo.select", &[equal, min_i, bi], &[], DType::I64, &[])?;
+        let tie_i = r.op("stablehlo.select", &[tie, min_i, bi], &[], DType::I64, &[])?;
         let value = r.op("stablehlo.select", &[take_a, av, bv], &[], dt, &[])?;
         let index = r.op("stablehlo.select", &[take_a, ai, tie_i], &[], DType::I64, &[])?;
         Ok(vec![value, index])
@@ -106,9 +139,33 @@ pub fn arg_reduce<'c, 'b>(
         &[("dimensions", i64_array(&[axis]))],
         vec![region],
     )?;
+    Ok((outs[0], outs[1]))
+}
+
+/// `var(x, dims, correction)`: `sum((x - mean)^2) / (N - correction)`, in the output dtype.
+pub fn var<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    dims: &[i64],
+    correction: f64,
+    x: Arg<'c, 'b, '_>,
+    out: &TensorType,
+) -> LowerResult<Value<'c, 'b>> {
+    let in_dims = static_dims(x.ty)?;
     let out_dims = static_dims(out)?;
-    let r = b.reshape(outs[1], &out_dims, DType::I64)?;
-    b.convert(r, &out_dims, DType::I64, out.dtype)
+    let dt = out.dtype;
+    let axes = reduce_dims(dims, in_dims.len())?;
+    let kept: Vec<i64> =
+        in_dims.iter().enumerate().map(|(i, &d)| if axes.contains(&(i as i64)) { 1 } else { d }).collect();
+    let count: i64 = axes.iter().map(|&a| in_dims[a as usize]).product();
+    let v = b.convert(x.v, &in_dims, x.ty.dtype, dt)?;
+    let sum = b.reshape(b.reduce(v, &in_dims, &axes, dt, "stablehlo.add", Scalar::Int(0))?, &kept, dt)?;
+    let mean = b.op("stablehlo.divide", &[sum, b.splat(Scalar::Int(count), &kept, dt)?], &kept, dt, &[])?;
+    let centered = b.op("stablehlo.subtract", &[v, b.broadcast_to(mean, &kept, &in_dims, dt)?], &in_dims, dt, &[])?;
+    let squares = b.op("stablehlo.multiply", &[centered, centered], &in_dims, dt, &[])?;
+    let ss = b.reshape(b.reduce(squares, &in_dims, &axes, dt, "stablehlo.add", Scalar::Int(0))?, &out_dims, dt)?;
+    // torch divides by max(N - correction, 0): a non-positive divisor gives inf or NaN.
+    let divisor = (count as f64 - correction).max(0.0);
+    b.op("stablehlo.divide", &[ss, b.splat(Scalar::Float(divisor), &out_dims, dt)?], &out_dims, dt, &[])
 }
 
 /// `cumsum` as a `reduce_window` sum whose window covers everything before each element.

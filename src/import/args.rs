@@ -201,6 +201,15 @@ impl<'a> Args<'a> {
         }
     }
 
+    /// A `float[]?` argument.
+    pub fn opt_floats(&self, name: &str) -> R<Option<Vec<f64>>> {
+        match self.get(name) {
+            None => Ok(None),
+            Some(Argument::AsFloats(v)) => Ok(Some(v.iter().map(|f| f.0).collect())),
+            Some(other) => Err(wrong(name, "a list of floats", other)),
+        }
+    }
+
     /// A `str` argument.
     pub fn string(&self, name: &str, default: &str) -> R<String> {
         match self.get(name) {

@@ -196,7 +196,7 @@ impl Builder<'_> {
         let mut args = Args::new(&node.inputs, &self.sym_values).map_err(&fail)?;
         let op = match ops::lowering(&node.target) {
             Some(lower) => lower(&mut args).map_err(&fail)?,
-            None if node.target.starts_with("_operator.") => self.sym_int_op(node).map_err(&fail)?,
+            None if is_sym_int_node(node) => self.sym_int_op(node).map_err(&fail)?,
             None => {
                 args.all_tensors();
                 Op::Unsupported { target: node.target.clone() }
@@ -222,8 +222,8 @@ impl Builder<'_> {
         Ok(())
     }
 
-    /// Python arithmetic on sizes: its value is recorded in `sym_int_values`, so the operands
-    /// need not be kept.
+    /// A symbolic-int node: its value is recorded in `sym_int_values`, so the operands need not
+    /// be kept.
     fn sym_int_op(&self, node: &schema::Node) -> Result<Op, String> {
         match node.outputs.as_slice() {
             [Argument::AsSymInt(SymIntArgument::AsName(n))] => {
@@ -311,6 +311,18 @@ impl Builder<'_> {
             self.graph.add_symbol(s.clone(), bounds);
         }
     }
+}
+
+/// Python arithmetic on sizes (`_operator.add`, …) and the size queries `sym_numel`,
+/// `sym_stride` and `sym_storage_offset`: nodes with one symbolic-int output.
+fn is_sym_int_node(node: &schema::Node) -> bool {
+    let sym_query = [
+        "torch.ops.aten.sym_numel.default",
+        "torch.ops.aten.sym_stride.int",
+        "torch.ops.aten.sym_storage_offset.default",
+    ];
+    (node.target.starts_with("_operator.") || sym_query.contains(&node.target.as_str()))
+        && matches!(node.outputs.as_slice(), [Argument::AsSymInt(_)])
 }
 
 /// The FX node name; older exports may omit it, then the first output's name stands in.

@@ -44,20 +44,14 @@ fn check_passes_on_every_test_model() {
     }
 }
 
-/// A real export with a custom op and ATen ops without a lowering: all are listed at once,
-/// with node names and source lines, and the exit code is 1.
+/// A real export with a custom op that no compiler can know (`testlib.scale_rows`) between
+/// ATen ops: `check` names it with its node and source line and exits 1.
 #[test]
 fn check_lists_every_unsupported_op() {
     let path = testdata().join("check/unsupported_ops.pt2");
     let (code, out, err) = run_cli(&["check", path.to_str().expect("utf-8 path")]);
     assert_eq!(code, 1, "{out}{err}");
-    for want in [
-        "testlib.scale_rows.default",
-        "aten.sort.default",
-        "aten.flip.default",
-        "nodes: scale_rows",
-        "testdata/gen.py\", line",
-    ] {
+    for want in ["testlib.scale_rows.default", "nodes: scale_rows", "testdata/gen.py\", line"] {
         assert!(out.contains(want), "missing `{want}` in:\n{out}");
     }
     let (code, out, _) = run_cli(&["check", path.to_str().expect("utf-8 path"), "--format", "json"]);
@@ -67,7 +61,7 @@ fn check_lists_every_unsupported_op() {
     assert_eq!(report["ok"], false);
     let targets: Vec<&str> =
         report["problems"].as_array().expect("list").iter().filter_map(|p| p["target"].as_str()).collect();
-    assert_eq!(targets, ["aten.flip.default", "aten.sort.default", "testlib.scale_rows.default"]);
+    assert_eq!(targets, ["testlib.scale_rows.default"]);
 }
 
 #[test]

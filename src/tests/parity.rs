@@ -280,5 +280,5 @@ fn bytecode_and_dump_dir() {
         assert!(!text.is_empty(), "{f} is empty");
     }
     let log = std::fs::read_to_string(dump.join("compile.log")).expect("log");
-    assert!(log.starts_with("cpu main: compiled in "), "{log}");
+    assert!(log.contains("cpu main: compiled in ") && log.contains("tpu:v6e:1x1 main: compiled in "), "{log}");
 }

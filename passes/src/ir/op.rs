@@ -52,9 +52,35 @@ impl InputKind {
 #[allow(missing_docs)] // variants and fields are named after the ATen ops and arguments
 pub enum UnaryOp {
     Abs,
+    Acos,
+    Acosh,
+    Asin,
+    Asinh,
+    Atan,
+    Atanh,
+    /// `bitwise_not`: logical not on bool, ones' complement on integers.
+    BitwiseNot,
+    Ceil,
     Cos,
+    Cosh,
     Erf,
     Exp,
+    Expm1,
+    Floor,
+    /// `isinf`, bool result.
+    IsInf,
+    /// `isnan`, bool result.
+    IsNan,
+    Log10,
+    Log1p,
+    Log2,
+    Reciprocal,
+    /// `round`: half to even.
+    Round,
+    Sign,
+    Sinh,
+    Tan,
+    Trunc,
     /// `gelu` with `approximate='none'`.
     Gelu,
     /// `gelu` with `approximate='tanh'`.
@@ -87,6 +113,17 @@ pub enum BinaryOp {
     BitwiseOr,
     LogicalAnd,
     LogicalOr,
+    LogicalXor,
+    BitwiseXor,
+    Atan2,
+    /// `fmod`: the remainder has the sign of the dividend.
+    Fmod,
+    /// `remainder`: Python's modulo, the remainder has the sign of the divisor.
+    Remainder,
+    /// `div(rounding_mode='floor')`.
+    FloorDiv,
+    /// `div(rounding_mode='trunc')`.
+    TruncDiv,
     Eq,
     Ne,
     Lt,
@@ -159,8 +196,14 @@ pub enum Op {
     },
     /// `where(cond, a, b)`: one input per `Operand::Tensor`, cond first.
     Where { on_true: Operand, on_false: Operand },
-    /// `clamp(x, min, max)`: inputs `[x]`.
+    /// `clamp(x, min, max)` (also `hardtanh`): inputs `[x]`.
     Clamp { min: Option<Scalar>, max: Option<Scalar> },
+    /// `clamp.Tensor(x, min, max)`: inputs `[x, (min), (max)]`.
+    ClampTensor { has_min: bool, has_max: bool },
+    /// `elu`: `x > 0 ? scale*x : scale*alpha*(exp(input_scale*x) - 1)`; inputs `[x]`.
+    Elu { alpha: f64, scale: f64, input_scale: f64 },
+    /// `leaky_relu`: `x > 0 ? x : slope*x`; inputs `[x]`.
+    LeakyRelu { slope: f64 },
     /// `mm(a, b)`: inputs `[a, b]`.
     Mm,
     /// `bmm(a, b)`: inputs `[a, b]`.
@@ -177,8 +220,28 @@ pub enum Op {
         groups: i64,
         has_bias: bool,
     },
-    /// `max_pool2d_with_indices`: inputs `[x]`, outputs `[values, indices]`.
-    MaxPool2d { kernel: Vec<i64>, stride: Vec<i64>, padding: Vec<i64>, dilation: Vec<i64>, ceil_mode: bool },
+    /// `max_pool2d/3d_with_indices` over the trailing `kernel.len()` dims: inputs `[x]`,
+    /// outputs `[values, indices]` (flat index within each channel's spatial grid).
+    MaxPool { kernel: Vec<i64>, stride: Vec<i64>, padding: Vec<i64>, dilation: Vec<i64>, ceil_mode: bool },
+    /// `avg_pool2d`/`avg_pool3d` over the trailing `kernel.len()` dims: inputs `[x]`.
+    AvgPool {
+        kernel: Vec<i64>,
+        stride: Vec<i64>,
+        padding: Vec<i64>,
+        ceil_mode: bool,
+        count_include_pad: bool,
+        divisor_override: Option<i64>,
+    },
+    /// `_adaptive_avg_pool2d`/`3d` to the recorded output size: inputs `[x]`.
+    AdaptiveAvgPool,
+    /// `upsample_nearest2d`/`upsample_bilinear2d` to the recorded output size; `scales` are the
+    /// explicit `scale_factors` when given (they change the source index): inputs `[x]`.
+    Upsample { bilinear: bool, align_corners: bool, scales: Option<Vec<f64>> },
+    /// `native_group_norm`: inputs `[x, (weight), (bias)]`, outputs `[y, mean, rstd]`.
+    GroupNorm { groups: i64, eps: f64, has_weight: bool, has_bias: bool },
+    /// `_native_batch_norm_legit` in training mode (batch statistics): inputs
+    /// `[x, (weight), (bias)]` plus the running stats when present, outputs `[y, mean, rstd]`.
+    BatchNormTraining { eps: f64, has_weight: bool, has_bias: bool, running_stats: bool },
     /// `_native_batch_norm_legit_no_training`: inputs `[x, (weight), (bias), mean, var]`,
     /// outputs `[y, save_mean, save_invstd]`.
     BatchNormInference { eps: f64, has_weight: bool, has_bias: bool },
@@ -191,6 +254,14 @@ pub enum Op {
     Reduce { op: ReduceOp, dims: Vec<i64>, keepdim: bool, dtype: Option<DType> },
     /// `argmax`/`argmin` over `dim` (flattened when `None`): inputs `[x]`.
     ArgReduce { op: ArgReduceOp, dim: Option<i64>, keepdim: bool },
+    /// `var` over `dims` (all when empty) with Bessel's `correction`: inputs `[x]`.
+    Var { dims: Vec<i64>, correction: f64, keepdim: bool },
+    /// `max.dim`/`min.dim`: inputs `[x]`, outputs `[values, indices]` (first index on ties).
+    ExtremumDim { max: bool, dim: i64, keepdim: bool },
+    /// `sort`: inputs `[x]`, outputs `[values, indices]`; NaN sorts as the largest value.
+    Sort { dim: i64, descending: bool, stable: bool },
+    /// `topk`: inputs `[x]`, outputs `[values, indices]`.
+    TopK { k: i64, dim: i64, largest: bool },
     /// `cumsum` along `dim`: inputs `[x]`.
     Cumsum { dim: i64, dtype: Option<DType> },
     /// `view`/`reshape` to `size` (one entry may be -1): inputs `[x]`.
@@ -207,6 +278,20 @@ pub enum Op {
     Copy,
     /// `slice.Tensor`: inputs `[x]`. `end` may be `i64::MAX`, meaning "to the end".
     Slice { dim: i64, start: Dim, end: Dim, step: i64 },
+    /// `select.int`: index `index` of dim `dim`, which is removed: inputs `[x]`.
+    Select { dim: i64, index: i64 },
+    /// `diagonal(x, offset, dim1, dim2)`: the diagonal becomes the last dim; inputs `[x]`.
+    Diagonal { offset: i64, dim1: i64, dim2: i64 },
+    /// `flip` of `dims`: inputs `[x]`.
+    Flip { dims: Vec<i64> },
+    /// `repeat`: tiles `x` `repeats[i]` times along each dim: inputs `[x]`.
+    Repeat { repeats: Vec<i64> },
+    /// `constant_pad_nd`: `pad` is (low, high) pairs from the last dim backwards, negative
+    /// entries crop: inputs `[x]`.
+    Pad { pad: Vec<i64>, value: Scalar },
+    /// `copy(self, src)`: `src` broadcast and converted to `self`'s shape and dtype: inputs
+    /// `[self, src]`.
+    CopyFrom,
     /// `cat` along `dim`: inputs are the tensors.
     Cat { dim: i64 },
     /// `split_with_sizes`: inputs `[x]`, one output per size.
@@ -267,7 +352,7 @@ impl Op {
     }
 }
 
-/// `MaxPool2d` -> `max_pool2d`, `LogicalNot` -> `logical_not`.
+/// `MaxPool` -> `max_pool`, `LogicalNot` -> `logical_not`.
 fn snake_case(camel: &str) -> String {
     let mut out = String::with_capacity(camel.len() + 4);
     for (i, c) in camel.chars().enumerate() {

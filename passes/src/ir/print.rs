@@ -133,6 +133,13 @@ fn attributes(op: &Op) -> Vec<String> {
         }
         Op::Binary { alpha, .. } => alpha.iter().map(|a| kv("alpha", a.to_string())).collect(),
         Op::Clamp { min, max } => vec![kv("min", opt(min)), kv("max", opt(max))],
+        Op::ClampTensor { has_min, has_max } => vec![kv("min", has_min.to_string()), kv("max", has_max.to_string())],
+        Op::Elu { alpha, scale, input_scale } => vec![
+            kv("alpha", Scalar::Float(*alpha).to_string()),
+            kv("scale", Scalar::Float(*scale).to_string()),
+            kv("input_scale", Scalar::Float(*input_scale).to_string()),
+        ],
+        Op::LeakyRelu { slope } => vec![kv("slope", Scalar::Float(*slope).to_string())],
         Op::Addmm { beta, alpha } => {
             vec![kv("beta", beta.to_string()), kv("alpha", alpha.to_string())]
         }
@@ -145,7 +152,33 @@ fn attributes(op: &Op) -> Vec<String> {
             kv("groups", groups.to_string()),
             kv("bias", has_bias.to_string()),
         ],
-        Op::MaxPool2d { kernel, stride, padding, dilation, ceil_mode } => vec![
+        Op::AvgPool { kernel, stride, padding, ceil_mode, count_include_pad, divisor_override } => vec![
+            kv("kernel", ints(kernel)),
+            kv("stride", ints(stride)),
+            kv("padding", ints(padding)),
+            kv("ceil_mode", ceil_mode.to_string()),
+            kv("count_include_pad", count_include_pad.to_string()),
+            kv("divisor", opt(divisor_override)),
+        ],
+        Op::AdaptiveAvgPool => vec![],
+        Op::Upsample { bilinear, align_corners, scales } => vec![
+            kv("mode", (if *bilinear { "bilinear" } else { "nearest" }).to_string()),
+            kv("align_corners", align_corners.to_string()),
+            kv("scales", scales.as_ref().map_or_else(|| "none".to_string(), |s| format!("{s:?}"))),
+        ],
+        Op::GroupNorm { groups, eps, has_weight, has_bias } => vec![
+            kv("groups", groups.to_string()),
+            kv("eps", Scalar::Float(*eps).to_string()),
+            kv("weight", has_weight.to_string()),
+            kv("bias", has_bias.to_string()),
+        ],
+        Op::BatchNormTraining { eps, has_weight, has_bias, running_stats } => vec![
+            kv("eps", Scalar::Float(*eps).to_string()),
+            kv("weight", has_weight.to_string()),
+            kv("bias", has_bias.to_string()),
+            kv("running_stats", running_stats.to_string()),
+        ],
+        Op::MaxPool { kernel, stride, padding, dilation, ceil_mode } => vec![
             kv("kernel", ints(kernel)),
             kv("stride", ints(stride)),
             kv("padding", ints(padding)),
@@ -170,6 +203,28 @@ fn attributes(op: &Op) -> Vec<String> {
         Op::ArgReduce { dim, keepdim, .. } => {
             vec![kv("dim", opt(dim)), kv("keepdim", keepdim.to_string())]
         }
+        Op::Var { dims, correction, keepdim } => vec![
+            kv("dims", ints(dims)),
+            kv("correction", Scalar::Float(*correction).to_string()),
+            kv("keepdim", keepdim.to_string()),
+        ],
+        Op::ExtremumDim { max, dim, keepdim } => {
+            vec![kv("max", max.to_string()), kv("dim", dim.to_string()), kv("keepdim", keepdim.to_string())]
+        }
+        Op::Sort { dim, descending, stable } => {
+            vec![kv("dim", dim.to_string()), kv("descending", descending.to_string()), kv("stable", stable.to_string())]
+        }
+        Op::TopK { k, dim, largest } => {
+            vec![kv("k", k.to_string()), kv("dim", dim.to_string()), kv("largest", largest.to_string())]
+        }
+        Op::Select { dim, index } => vec![kv("dim", dim.to_string()), kv("index", index.to_string())],
+        Op::Diagonal { offset, dim1, dim2 } => {
+            vec![kv("offset", offset.to_string()), kv("dim1", dim1.to_string()), kv("dim2", dim2.to_string())]
+        }
+        Op::Flip { dims } => vec![kv("dims", ints(dims))],
+        Op::Repeat { repeats } => vec![kv("repeats", ints(repeats))],
+        Op::Pad { pad, value } => vec![kv("pad", ints(pad)), kv("value", value.to_string())],
+        Op::CopyFrom => vec![],
         Op::Cumsum { dim, dtype } => vec![kv("dim", dim.to_string()), kv("dtype", opt(dtype))],
         Op::View { size } | Op::Expand { size } => vec![kv("size", dims(size))],
         Op::Permute { dims } => vec![kv("dims", ints(dims))],

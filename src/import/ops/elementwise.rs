@@ -7,6 +7,54 @@ use super::{Args, Lowering};
 pub fn lowering(key: &str) -> Option<Lowering> {
     Some(match key {
         "aten.abs.default" => |a| unary(a, UnaryOp::Abs),
+        "aten.acos.default" => |a| unary(a, UnaryOp::Acos),
+        "aten.acosh.default" => |a| unary(a, UnaryOp::Acosh),
+        "aten.asin.default" => |a| unary(a, UnaryOp::Asin),
+        "aten.asinh.default" => |a| unary(a, UnaryOp::Asinh),
+        "aten.atan.default" => |a| unary(a, UnaryOp::Atan),
+        "aten.atanh.default" => |a| unary(a, UnaryOp::Atanh),
+        "aten.bitwise_not.default" => |a| unary(a, UnaryOp::BitwiseNot),
+        "aten.ceil.default" => |a| unary(a, UnaryOp::Ceil),
+        "aten.cosh.default" => |a| unary(a, UnaryOp::Cosh),
+        "aten.expm1.default" => |a| unary(a, UnaryOp::Expm1),
+        "aten.floor.default" => |a| unary(a, UnaryOp::Floor),
+        "aten.isinf.default" => |a| unary(a, UnaryOp::IsInf),
+        "aten.isnan.default" => |a| unary(a, UnaryOp::IsNan),
+        "aten.log10.default" => |a| unary(a, UnaryOp::Log10),
+        "aten.log1p.default" => |a| unary(a, UnaryOp::Log1p),
+        "aten.log2.default" => |a| unary(a, UnaryOp::Log2),
+        "aten.reciprocal.default" => |a| unary(a, UnaryOp::Reciprocal),
+        "aten.round.default" => |a| unary(a, UnaryOp::Round),
+        "aten.sign.default" => |a| unary(a, UnaryOp::Sign),
+        "aten.sinh.default" => |a| unary(a, UnaryOp::Sinh),
+        "aten.tan.default" => |a| unary(a, UnaryOp::Tan),
+        "aten.trunc.default" => |a| unary(a, UnaryOp::Trunc),
+        "aten.elu.default" => |a| {
+            a.tensor("self")?;
+            let f = |a: &Args<'_>, n: &str| a.scalar(n, Some(Scalar::Int(1))).map(scalar_f64);
+            Ok(Op::Elu { alpha: f(a, "alpha")?, scale: f(a, "scale")?, input_scale: f(a, "input_scale")? })
+        },
+        "aten.hardtanh.default" => |a| {
+            a.tensor("self")?;
+            let min = a.scalar("min_val", Some(Scalar::Int(-1)))?;
+            Ok(Op::Clamp { min: Some(min), max: Some(a.scalar("max_val", Some(Scalar::Int(1)))?) })
+        },
+        "aten.leaky_relu.default" => |a| {
+            a.tensor("self")?;
+            Ok(Op::LeakyRelu { slope: scalar_f64(a.scalar("negative_slope", Some(Scalar::Float(0.01)))?) })
+        },
+        "aten.atan2.default" | "aten.atan2.out" => |a| binary(a, BinaryOp::Atan2, "other"),
+        "aten.bitwise_xor.Tensor" | "aten.bitwise_xor.Scalar" => |a| binary(a, BinaryOp::BitwiseXor, "other"),
+        "aten.logical_xor.default" => |a| binary(a, BinaryOp::LogicalXor, "other"),
+        "aten.fmod.Tensor" | "aten.fmod.Scalar" => |a| binary(a, BinaryOp::Fmod, "other"),
+        "aten.remainder.Tensor" | "aten.remainder.Scalar" => |a| binary(a, BinaryOp::Remainder, "other"),
+        "aten.div.Tensor_mode" | "aten.div.Scalar_mode" => div_mode,
+        "aten.pow.Scalar" => |a| binary(a, BinaryOp::Pow, "exponent"),
+        "aten.clamp.Tensor" => |a| {
+            a.tensor("self")?;
+            let has_min = a.opt_tensor("min")?;
+            Ok(Op::ClampTensor { has_min, has_max: a.opt_tensor("max")? })
+        },
         "aten.cos.default" => |a| unary(a, UnaryOp::Cos),
         "aten.erf.default" => |a| unary(a, UnaryOp::Erf),
         "aten.exp.default" => |a| unary(a, UnaryOp::Exp),
@@ -99,4 +147,23 @@ fn where_self(a: &mut Args<'_>) -> Result<Op, String> {
 fn clamp(a: &mut Args<'_>) -> Result<Op, String> {
     a.tensor("self")?;
     Ok(Op::Clamp { min: a.opt_scalar("min")?, max: a.opt_scalar("max")? })
+}
+
+fn scalar_f64(s: Scalar) -> f64 {
+    match s {
+        Scalar::Bool(b) => f64::from(u8::from(b)),
+        Scalar::Int(i) => i as f64,
+        Scalar::Float(f) => f,
+    }
+}
+
+/// `div(self, other, rounding_mode)`: `None` is true division.
+fn div_mode(a: &mut Args<'_>) -> Result<Op, String> {
+    let op = match a.string("rounding_mode", "")?.as_str() {
+        "" => BinaryOp::Div,
+        "trunc" => BinaryOp::TruncDiv,
+        "floor" => BinaryOp::FloorDiv,
+        other => return Err(format!("argument `rounding_mode`: unknown value `{other}`")),
+    };
+    binary(a, op, "other")
 }

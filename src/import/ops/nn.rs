@@ -10,7 +10,17 @@ pub fn lowering(key: &str) -> Option<Lowering> {
         "aten.native_layer_norm.default" => layer_norm,
         "aten._softmax.default" => |a| softmax(a, false),
         "aten._log_softmax.default" => |a| softmax(a, true),
-        "aten.max_pool2d_with_indices.default" => max_pool2d,
+        "aten.max_pool2d_with_indices.default" | "aten.max_pool3d_with_indices.default" => max_pool,
+        "aten.avg_pool2d.default" | "aten.avg_pool3d.default" => avg_pool,
+        "aten._adaptive_avg_pool2d.default" | "aten._adaptive_avg_pool3d.default" => |a| {
+            a.tensor("self")?;
+            Ok(Op::AdaptiveAvgPool)
+        },
+        "aten.upsample_nearest2d.vec" => |a| upsample(a, false),
+        "aten.upsample_bilinear2d.vec" => |a| upsample(a, true),
+        "aten.native_group_norm.default" => group_norm,
+        "aten._native_batch_norm_legit.default" => |a| batch_norm_legit(a, true),
+        "aten._native_batch_norm_legit.no_stats" => |a| batch_norm_legit(a, false),
         "aten.embedding.default" => |a| {
             a.tensor("weight")?;
             a.tensor("indices")?;
@@ -45,17 +55,60 @@ fn softmax(a: &mut Args<'_>, log: bool) -> Result<Op, String> {
     Ok(Op::Softmax { dim: a.int("dim", None)?, log })
 }
 
-fn max_pool2d(a: &mut Args<'_>) -> Result<Op, String> {
+fn max_pool(a: &mut Args<'_>) -> Result<Op, String> {
     a.tensor("self")?;
     let kernel = a.ints("kernel_size", None)?;
     // An empty or omitted stride means "same as the kernel".
     let stride = a.ints("stride", Some(&[]))?;
     let stride = if stride.is_empty() { kernel.clone() } else { stride };
-    Ok(Op::MaxPool2d {
+    Ok(Op::MaxPool {
         stride,
-        padding: a.ints("padding", Some(&[0, 0]))?,
-        dilation: a.ints("dilation", Some(&[1, 1]))?,
+        padding: a.ints("padding", Some(&[0]))?,
+        dilation: a.ints("dilation", Some(&[1]))?,
         ceil_mode: a.bool("ceil_mode", false)?,
         kernel,
     })
+}
+
+fn avg_pool(a: &mut Args<'_>) -> Result<Op, String> {
+    a.tensor("self")?;
+    let kernel = a.ints("kernel_size", None)?;
+    let stride = a.ints("stride", Some(&[]))?;
+    Ok(Op::AvgPool {
+        stride: if stride.is_empty() { kernel.clone() } else { stride },
+        padding: a.ints("padding", Some(&[0]))?,
+        ceil_mode: a.bool("ceil_mode", false)?,
+        count_include_pad: a.bool("count_include_pad", true)?,
+        divisor_override: a.opt_int("divisor_override")?,
+        kernel,
+    })
+}
+
+fn upsample(a: &mut Args<'_>, bilinear: bool) -> Result<Op, String> {
+    a.tensor("input")?;
+    let align_corners = if bilinear { a.bool("align_corners", false)? } else { false };
+    Ok(Op::Upsample { bilinear, align_corners, scales: a.opt_floats("scale_factors")? })
+}
+
+fn group_norm(a: &mut Args<'_>) -> Result<Op, String> {
+    a.tensor("input")?;
+    let has_weight = a.opt_tensor("weight")?;
+    let has_bias = a.opt_tensor("bias")?;
+    Ok(Op::GroupNorm { groups: a.int("group", None)?, eps: a.float("eps", None)?, has_weight, has_bias })
+}
+
+/// `_native_batch_norm_legit(input, weight, bias, [running_mean, running_var,] training, momentum, eps)`.
+fn batch_norm_legit(a: &mut Args<'_>, running_stats: bool) -> Result<Op, String> {
+    a.tensor("input")?;
+    let has_weight = a.opt_tensor("weight")?;
+    let has_bias = a.opt_tensor("bias")?;
+    let eps = a.float("eps", None)?;
+    if running_stats {
+        a.tensor("running_mean")?;
+        a.tensor("running_var")?;
+        if !a.bool("training", true)? {
+            return Ok(Op::BatchNormInference { eps, has_weight, has_bias });
+        }
+    }
+    Ok(Op::BatchNormTraining { eps, has_weight, has_bias, running_stats })
 }

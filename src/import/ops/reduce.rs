@@ -17,6 +17,29 @@ pub fn lowering(key: &str) -> Option<Lowering> {
         "aten.any.dims" => |a| reduce(a, ReduceOp::Any),
         "aten.any.default" => |a| reduce_all(a, ReduceOp::Any),
         "aten.all.dim" => |a| reduce_one(a, ReduceOp::All),
+        "aten.prod.default" => |a| reduce_all(a, ReduceOp::Prod),
+        "aten.var.correction" => |a| {
+            a.tensor("self")?;
+            let correction = a.opt_scalar("correction")?.map_or(1.0, scalar_f64);
+            Ok(Op::Var { dims: a.ints("dim", Some(&[]))?, correction, keepdim: a.bool("keepdim", false)? })
+        },
+        "aten.var.dim" => |a| {
+            a.tensor("self")?;
+            let correction = if a.bool("unbiased", true)? { 1.0 } else { 0.0 };
+            Ok(Op::Var { dims: a.ints("dim", Some(&[]))?, correction, keepdim: a.bool("keepdim", false)? })
+        },
+        "aten.max.dim" => |a| extremum(a, true),
+        "aten.min.dim" => |a| extremum(a, false),
+        "aten.sort.default" | "aten.sort.stable" => |a| {
+            a.tensor("self")?;
+            let stable = a.bool("stable", false)?;
+            Ok(Op::Sort { dim: a.int("dim", Some(-1))?, descending: a.bool("descending", false)?, stable })
+        },
+        "aten.topk.default" => |a| {
+            a.tensor("self")?;
+            let k = a.int("k", None)?;
+            Ok(Op::TopK { k, dim: a.int("dim", Some(-1))?, largest: a.bool("largest", true)? })
+        },
         "aten.argmax.default" => |a| arg_reduce(a, ArgReduceOp::Argmax),
         "aten.argmin.default" => |a| arg_reduce(a, ArgReduceOp::Argmin),
         "aten.cumsum.default" => |a| {
@@ -48,4 +71,18 @@ fn reduce_all(a: &mut Args<'_>, op: ReduceOp) -> Result<Op, String> {
 fn arg_reduce(a: &mut Args<'_>, op: ArgReduceOp) -> Result<Op, String> {
     a.tensor("self")?;
     Ok(Op::ArgReduce { op, dim: a.opt_int("dim")?, keepdim: a.bool("keepdim", false)? })
+}
+
+fn extremum(a: &mut Args<'_>, max: bool) -> Result<Op, String> {
+    a.tensor("self")?;
+    Ok(Op::ExtremumDim { max, dim: a.int("dim", None)?, keepdim: a.bool("keepdim", false)? })
+}
+
+fn scalar_f64(s: torchtpu_passes::ir::Scalar) -> f64 {
+    use torchtpu_passes::ir::Scalar;
+    match s {
+        Scalar::Bool(b) => f64::from(u8::from(b)),
+        Scalar::Int(i) => i as f64,
+        Scalar::Float(f) => f,
+    }
 }

@@ -1,6 +1,6 @@
 //! Shape and indexing ops: views, permutes, slices, concatenation, splits and gathers.
 
-use torchtpu_passes::ir::{Dim, Op};
+use torchtpu_passes::ir::{Dim, Op, Scalar};
 
 use super::{Args, Lowering};
 
@@ -31,6 +31,27 @@ pub fn lowering(key: &str) -> Option<Lowering> {
             Ok(Op::Squeeze { dims: vec![] })
         },
         "aten.slice.Tensor" => slice,
+        "aten.select.int" => |a| {
+            a.tensor("self")?;
+            Ok(Op::Select { dim: a.int("dim", None)?, index: a.int("index", None)? })
+        },
+        "aten.diagonal.default" => |a| {
+            a.tensor("self")?;
+            let offset = a.int("offset", Some(0))?;
+            Ok(Op::Diagonal { offset, dim1: a.int("dim1", Some(0))?, dim2: a.int("dim2", Some(1))? })
+        },
+        "aten.flip.default" => |a| {
+            a.tensor("self")?;
+            Ok(Op::Flip { dims: a.ints("dims", None)? })
+        },
+        "aten.repeat.default" => |a| {
+            a.tensor("self")?;
+            Ok(Op::Repeat { repeats: a.ints("repeats", None)? })
+        },
+        "aten.constant_pad_nd.default" => |a| {
+            a.tensor("self")?;
+            Ok(Op::Pad { pad: a.ints("pad", None)?, value: a.scalar("value", Some(Scalar::Int(0)))? })
+        },
         "aten.cat.default" => |a| {
             a.tensor_list("tensors")?;
             Ok(Op::Cat { dim: a.int("dim", Some(0))? })

@@ -21,6 +21,19 @@ pub fn lowering(key: &str) -> Option<Lowering> {
             a.tensor("self")?;
             Ok(Op::FullLike { value: a.scalar("fill_value", None)? })
         },
+        "aten.copy.default" => |a| {
+            a.tensor("self")?;
+            a.tensor("src")?;
+            Ok(Op::CopyFrom)
+        },
+        "aten.fill.Scalar" => |a| {
+            a.tensor("self")?;
+            Ok(Op::FullLike { value: a.scalar("value", None)? })
+        },
+        // The values of `empty` are unspecified; zeros are one valid choice.
+        "aten.empty.memory_format" | "aten.empty_strided.default" => {
+            |a| Ok(Op::Full { size: a.dims("size")?, value: Scalar::Int(0) })
+        }
         "aten.scalar_tensor.default" => |a| Ok(Op::ScalarTensor { value: a.scalar("s", None)? }),
         "aten._assert_tensor_metadata.default" => |a| {
             a.tensor("a")?;

@@ -1,0 +1,364 @@
+//! Pooling and resampling over the trailing spatial dims (NC…): max pooling with indices,
+//! average pooling with torch's divisor rules, adaptive average pooling and nearest/bilinear
+//! upsampling.
+//!
+//! Adaptive pooling and upsampling are linear maps with constant weights along each spatial
+//! dim, so they lower to one `dot_general` per dim with a weight matrix computed here (exactly
+//! torch's windows and source indices), which XLA handles well on TPU.
+
+use melior::ir::Value;
+use torchtpu_passes::ir::{DType, Op, Scalar, TensorType};
+
+use super::builder::{i64_array, lowest, scalar_literal, static_dims, tensor_type_text, Builder, LowerResult};
+use super::Arg;
+
+/// Per-spatial-dim parameter lists may hold one value for all dims.
+fn per_dim(v: &[i64], n: usize, what: &str, default: i64) -> LowerResult<Vec<i64>> {
+    match v.len() {
+        0 => Ok(vec![default; n]),
+        1 => Ok(vec![v[0]; n]),
+        k if k == n => Ok(v.to_vec()),
+        k => Err(format!("{what} has {k} entries for {n} spatial dims")),
+    }
+}
+
+/// Window geometry over the full rank: leading dims get a window of 1.
+struct Window {
+    dims: Vec<i64>,
+    strides: Vec<i64>,
+    dilations: Vec<i64>,
+    /// (low, high) padding per dim; high padding covers every window of the recorded output.
+    pads: Vec<[i64; 2]>,
+}
+
+impl Window {
+    #[allow(clippy::too_many_arguments)] // one argument per pooling parameter
+    fn new(
+        in_dims: &[i64],
+        out_dims: &[i64],
+        kernel: &[i64],
+        stride: &[i64],
+        padding: &[i64],
+        dilation: &[i64],
+    ) -> LowerResult<Window> {
+        let n = kernel.len();
+        let rank = in_dims.len();
+        let lead = rank.checked_sub(n).ok_or("pooling window has more dims than the input")?;
+        let (stride, padding, dilation) = (
+            per_dim(stride, n, "stride", 0)?,
+            per_dim(padding, n, "padding", 0)?,
+            per_dim(dilation, n, "dilation", 1)?,
+        );
+        let mut w =
+            Window { dims: vec![1; rank], strides: vec![1; rank], dilations: vec![1; rank], pads: vec![[0, 0]; rank] };
+        for i in 0..n {
+            let d = lead + i;
+            let s = if stride[i] == 0 { kernel[i] } else { stride[i] };
+            let needed = (out_dims[d] - 1) * s + dilation[i] * (kernel[i] - 1) + 1;
+            w.dims[d] = kernel[i];
+            w.strides[d] = s;
+            w.dilations[d] = dilation[i];
+            w.pads[d] = [padding[i], (needed - in_dims[d] - padding[i]).max(0)];
+        }
+        Ok(w)
+    }
+
+    fn attrs(&self) -> Vec<(&'static str, String)> {
+        let pads: Vec<String> = self.pads.iter().map(|[lo, hi]| format!("[{lo}, {hi}]")).collect();
+        vec![
+            ("window_dimensions", i64_array(&self.dims)),
+            ("window_strides", i64_array(&self.strides)),
+            ("window_dilations", i64_array(&self.dilations)),
+            ("padding", format!("dense<[{}]> : tensor<{}x2xi64>", pads.join(", "), self.dims.len())),
+        ]
+    }
+}
+
+/// `max_pool{2,3}d_with_indices`: a `reduce_window` over (value, flat spatial index) that keeps
+/// the first maximum of each window, NaN winning as in torch; padding never wins.
+pub fn max_pool<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    op: &Op,
+    x: Arg<'c, 'b, '_>,
+    outs: &[TensorType],
+) -> LowerResult<Vec<Value<'c, 'b>>> {
+    let Op::MaxPool { kernel, stride, padding, dilation, .. } = op else {
+        return Err("internal: not a max pool".into());
+    };
+    let in_dims = static_dims(x.ty)?;
+    let out_dims = static_dims(&outs[0])?;
+    let w = Window::new(&in_dims, &out_dims, kernel, stride, padding, dilation)?;
+    let dt = x.ty.dtype;
+    let index = flat_spatial_index(b, &in_dims, kernel.len())?;
+    let init_v = b.splat(lowest(dt), &[], dt)?;
+    let init_i = b.splat(Scalar::Int(-1), &[], DType::I64)?;
+    let region = b.scalar_region(&[dt, DType::I64, dt, DType::I64], |r, a| {
+        let (av, ai, bv, bi) = (a[0], a[1], a[2], a[3]);
+        // `a` is the running best; `b` replaces it when strictly greater, or NaN over a number,
+        // or when `a` is still the padding/initial value. Ties keep the smaller index.
+        let greater = r.compare(bv, av, &[], dt, "GT")?;
+        let equal = r.compare(av, bv, &[], dt, "EQ")?;
+        let mut take_b = greater;
+        if dt.is_float() {
+            let b_nan = r.compare(bv, bv, &[], dt, "NE")?;
+            let a_nan = r.compare(av, av, &[], dt, "NE")?;
+            let not_a_nan = r.op("stablehlo.not", &[a_nan], &[], DType::Bool, &[])?;
+            let nan_wins = r.op("stablehlo.and", &[b_nan, not_a_nan], &[], DType::Bool, &[])?;
+            take_b = r.op("stablehlo.or", &[take_b, nan_wins], &[], DType::Bool, &[])?;
+        }
+        let a_unset = r.compare(ai, r.splat(Scalar::Int(-1), &[], DType::I64)?, &[], DType::I64, "EQ")?;
+        let b_set = r.compare(bi, r.splat(Scalar::Int(-1), &[], DType::I64)?, &[], DType::I64, "NE")?;
+        let fill = r.op("stablehlo.and", &[a_unset, b_set], &[], DType::Bool, &[])?;
+        take_b = r.op("stablehlo.or", &[take_b, fill], &[], DType::Bool, &[])?;
+        let both_set = r.op(
+            "stablehlo.and",
+            &[b_set, r.op("stablehlo.not", &[a_unset], &[], DType::Bool, &[])?],
+            &[],
+            DType::Bool,
+            &[],
+        )?;
+        let tie = r.op("stablehlo.and", &[equal, both_set], &[], DType::Bool, &[])?;
+        let min_i = r.op("stablehlo.minimum", &[ai, bi], &[], DType::I64, &[])?;
+        let kept_i = r.op("stablehlo.select", &[tie, min_i, ai], &[], DType::I64, &[])?;
+        let value = r.op("stablehlo.select", &[take_b, bv, av], &[], dt, &[])?;
+        let idx = r.op("stablehlo.select", &[take_b, bi, kept_i], &[], DType::I64, &[])?;
+        Ok(vec![value, idx])
+    })?;
+    let attrs = w.attrs();
+    let res = b.op_n(
+        "stablehlo.reduce_window",
+        &[x.v, index, init_v, init_i],
+        &[(&out_dims, dt), (&out_dims, DType::I64)],
+        &attrs,
+        vec![region],
+    )?;
+    let idx_dims = static_dims(&outs[1])?;
+    Ok(vec![res[0], b.convert(res[1], &idx_dims, DType::I64, outs[1].dtype)?])
+}
+
+/// `h*W + w` (or `d*H*W + h*W + w`) for every element: the index torch's pooling returns.
+fn flat_spatial_index<'c, 'b>(b: &Builder<'c, 'b>, dims: &[i64], spatial: usize) -> LowerResult<Value<'c, 'b>> {
+    let rank = dims.len();
+    let mut acc: Option<Value> = None;
+    let mut stride = 1i64;
+    for d in (rank - spatial..rank).rev() {
+        let iota = b.op("stablehlo.iota", &[], dims, DType::I64, &[("iota_dimension", format!("{d} : i64"))])?;
+        let term = b.op(
+            "stablehlo.multiply",
+            &[iota, b.splat(Scalar::Int(stride), dims, DType::I64)?],
+            dims,
+            DType::I64,
+            &[],
+        )?;
+        acc = Some(match acc {
+            None => term,
+            Some(a) => b.op("stablehlo.add", &[a, term], dims, DType::I64, &[])?,
+        });
+        stride *= dims[d];
+    }
+    acc.ok_or_else(|| "pooling needs spatial dims".into())
+}
+
+/// A window sum of `v` (zero padding).
+fn window_sum<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    v: Value<'c, 'b>,
+    w: &Window,
+    out_dims: &[i64],
+    dt: DType,
+) -> LowerResult<Value<'c, 'b>> {
+    let init = b.splat(Scalar::Int(0), &[], dt)?;
+    let region = b.scalar_region(&[dt, dt], |r, a| Ok(vec![r.op("stablehlo.add", &[a[0], a[1]], &[], dt, &[])?]))?;
+    Ok(b.op_n("stablehlo.reduce_window", &[v, init], &[(out_dims, dt)], &w.attrs(), vec![region])?.remove(0))
+}
+
+/// `avg_pool{2,3}d`: window sums divided by torch's divisor — the override, else the window's
+/// size clipped to the padded input (`count_include_pad`), else its count of real elements.
+pub fn avg_pool<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    op: &Op,
+    x: Arg<'c, 'b, '_>,
+    out: &TensorType,
+) -> LowerResult<Value<'c, 'b>> {
+    let Op::AvgPool { kernel, stride, padding, count_include_pad, divisor_override, .. } = op else {
+        return Err("internal: not an average pool".into());
+    };
+    let in_dims = static_dims(x.ty)?;
+    let out_dims = static_dims(out)?;
+    let dt = out.dtype;
+    let w = Window::new(&in_dims, &out_dims, kernel, stride, padding, &[])?;
+    let v = b.convert(x.v, &in_dims, x.ty.dtype, dt)?;
+    let sum = window_sum(b, v, &w, &out_dims, dt)?;
+    let divisor = match divisor_override {
+        Some(d) => b.splat(Scalar::Int(*d), &out_dims, dt)?,
+        None if *count_include_pad => {
+            // Ones over the explicitly padded input, zeros beyond it (ceil-mode overhang).
+            let ones = b.splat(Scalar::Int(1), &in_dims, dt)?;
+            let one = b.splat(Scalar::Int(1), &[], dt)?;
+            let lows: Vec<i64> = w.pads.iter().map(|p| p[0]).collect();
+            let padded: Vec<i64> = in_dims.iter().zip(&lows).map(|(d, p)| d + 2 * p).collect();
+            let ones = b.op(
+                "stablehlo.pad",
+                &[ones, one],
+                &padded,
+                dt,
+                &[
+                    ("edge_padding_low", i64_array(&lows)),
+                    ("edge_padding_high", i64_array(&lows)),
+                    ("interior_padding", i64_array(&vec![0; in_dims.len()])),
+                ],
+            )?;
+            let inner = Window {
+                pads: w.pads.iter().map(|[lo, hi]| [0, (hi - lo).max(0)]).collect(),
+                dims: w.dims.clone(),
+                strides: w.strides.clone(),
+                dilations: w.dilations.clone(),
+            };
+            window_sum(b, ones, &inner, &out_dims, dt)?
+        }
+        None => window_sum(b, b.splat(Scalar::Int(1), &in_dims, dt)?, &w, &out_dims, dt)?,
+    };
+    b.op("stablehlo.divide", &[sum, divisor], &out_dims, dt, &[])
+}
+
+/// Applies `matrix` (`[out][in]` weights) along dim `axis` of `v`: one `dot_general`, then a
+/// transpose that puts the new dim back in place.
+fn along<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    v: Value<'c, 'b>,
+    dims: &[i64],
+    axis: usize,
+    matrix: &[Vec<f64>],
+    dt: DType,
+) -> LowerResult<(Value<'c, 'b>, Vec<i64>)> {
+    let (out_n, in_n) = (matrix.len() as i64, dims[axis]);
+    let lits = matrix
+        .iter()
+        .map(|row| row.iter().map(|&w| scalar_literal(Scalar::Float(w), dt)).collect::<LowerResult<Vec<_>>>())
+        .collect::<LowerResult<Vec<_>>>()?;
+    let rows: Vec<String> = lits.iter().map(|r| format!("[{}]", r.join(", "))).collect();
+    let ty = tensor_type_text(&[out_n, in_n], dt);
+    let m = b.op(
+        "stablehlo.constant",
+        &[],
+        &[out_n, in_n],
+        dt,
+        &[("value", format!("dense<[{}]> : {ty}", rows.join(", ")))],
+    )?;
+    let mut moved: Vec<i64> = dims.iter().enumerate().filter(|(i, _)| *i != axis).map(|(_, &d)| d).collect();
+    moved.push(out_n);
+    let numbers = format!("#stablehlo.dot<lhs_contracting_dimensions = [{axis}], rhs_contracting_dimensions = [1]>");
+    let precision = "[#stablehlo<precision HIGHEST>, #stablehlo<precision HIGHEST>]".to_string();
+    let prod = b.op(
+        "stablehlo.dot_general",
+        &[v, m],
+        &moved,
+        dt,
+        &[("dot_dimension_numbers", numbers), ("precision_config", precision)],
+    )?;
+    let last = moved.len() as i64 - 1;
+    let mut perm: Vec<i64> = (0..last).collect();
+    perm.insert(axis, last);
+    let mut result = dims.to_vec();
+    result[axis] = out_n;
+    Ok((b.op("stablehlo.transpose", &[prod], &result, dt, &[("permutation", i64_array(&perm))])?, result))
+}
+
+/// Adaptive average pooling weights: output `i` averages inputs `floor(i*n/m) .. ceil((i+1)*n/m)`.
+fn adaptive_matrix(n: i64, m: i64) -> Vec<Vec<f64>> {
+    (0..m)
+        .map(|i| {
+            let (start, end) = ((i * n) / m, ((i + 1) * n + m - 1) / m);
+            (0..n).map(|j| if (start..end).contains(&j) { 1.0 / (end - start) as f64 } else { 0.0 }).collect()
+        })
+        .collect()
+}
+
+/// Source coordinate of output `i` as torch computes it (`area_pixel_compute_source_index`).
+fn source_index(i: i64, n: i64, m: i64, align_corners: bool, scale: Option<f64>, cubic_like: bool) -> f64 {
+    if align_corners {
+        return if m > 1 { i as f64 * (n - 1) as f64 / (m - 1) as f64 } else { 0.0 };
+    }
+    let s = scale.map_or(n as f64 / m as f64, |f| 1.0 / f);
+    if cubic_like {
+        (s * (i as f64 + 0.5) - 0.5).max(0.0)
+    } else {
+        (s * i as f64).floor()
+    }
+}
+
+/// Nearest (`floor(i * in/out)`) or bilinear interpolation weights along one dim.
+fn resample_matrix(n: i64, m: i64, bilinear: bool, align_corners: bool, scale: Option<f64>) -> Vec<Vec<f64>> {
+    (0..m)
+        .map(|i| {
+            let mut row = vec![0.0; n as usize];
+            let src = source_index(i, n, m, align_corners, scale, bilinear);
+            if bilinear {
+                let lo = (src.floor() as i64).min(n - 1);
+                let hi = (lo + 1).min(n - 1);
+                let frac = src - lo as f64;
+                row[lo as usize] += 1.0 - frac;
+                row[hi as usize] += frac;
+            } else {
+                row[(src as i64).min(n - 1) as usize] = 1.0;
+            }
+            row
+        })
+        .collect()
+}
+
+/// `_adaptive_avg_pool{2,3}d` and `upsample_{nearest,bilinear}2d`: one weight matrix per
+/// spatial dim whose size changes.
+pub fn resample<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    op: &Op,
+    x: Arg<'c, 'b, '_>,
+    out: &TensorType,
+) -> LowerResult<Value<'c, 'b>> {
+    let in_dims = static_dims(x.ty)?;
+    let out_dims = static_dims(out)?;
+    let dt = out.dtype;
+    let spatial = match op {
+        Op::Upsample { .. } => 2,
+        _ => in_dims.len().saturating_sub(2).clamp(1, 3),
+    };
+    let mut v = b.convert(x.v, &in_dims, x.ty.dtype, dt)?;
+    let mut dims = in_dims.clone();
+    for k in 0..spatial {
+        let axis = in_dims.len() - spatial + k;
+        let (n, m) = (in_dims[axis], out_dims[axis]);
+        let matrix = match op {
+            Op::Upsample { bilinear, align_corners, scales } => {
+                resample_matrix(n, m, *bilinear, *align_corners, scales.as_ref().and_then(|s| s.get(k).copied()))
+            }
+            _ if n == m => continue,
+            _ => adaptive_matrix(n, m),
+        };
+        (v, dims) = along(b, v, &dims, axis, &matrix, dt)?;
+    }
+    b.reshape(v, &out_dims, dt)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn adaptive_windows_match_torch() {
+        // 5 -> 3: windows [0,2), [1,4), [3,5)
+        let m = adaptive_matrix(5, 3);
+        assert_eq!(m[0], [0.5, 0.5, 0.0, 0.0, 0.0]);
+        assert_eq!(m[1][1..4], [1.0 / 3.0; 3]);
+        assert_eq!(m[2], [0.0, 0.0, 0.0, 0.5, 0.5]);
+    }
+
+    #[test]
+    fn bilinear_weights_follow_align_corners() {
+        let m = resample_matrix(2, 4, true, false, None);
+        // half-pixel centers: sources -0.25->0, 0.25, 0.75, 1.25 (clamped to the last pixel)
+        assert_eq!(m[0], [1.0, 0.0]);
+        assert_eq!(m[1], [0.75, 0.25]);
+        let m = resample_matrix(2, 3, true, true, None);
+        assert_eq!(m[1], [0.5, 0.5]);
+    }
+}

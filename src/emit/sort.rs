@@ -1,0 +1,79 @@
+//! `sort` and `topk` through `stablehlo.sort` on (values, indices), with torch's order: NaN is
+//! larger than every number, and equal values keep their original order (stable).
+
+use melior::ir::Value;
+use torchtpu_passes::ir::{DType, Dim, TensorType};
+
+use super::builder::{norm_dim, static_dims, Builder, LowerResult};
+use super::Arg;
+
+/// Sorts `x` along `dim`; returns (values, int64 indices) of the full sorted tensor.
+fn sorted<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    x: Arg<'c, 'b, '_>,
+    dim: i64,
+    descending: bool,
+) -> LowerResult<(Value<'c, 'b>, Value<'c, 'b>, Vec<i64>, i64)> {
+    let dims = static_dims(x.ty)?;
+    let dt = x.ty.dtype;
+    if dims.is_empty() {
+        let zero = b.splat(torchtpu_passes::ir::Scalar::Int(0), &[], DType::I64)?;
+        return Ok((x.v, zero, dims, 0));
+    }
+    let axis = norm_dim(dim, dims.len())?;
+    let idx = b.op("stablehlo.iota", &[], &dims, DType::I64, &[("iota_dimension", format!("{axis} : i64"))])?;
+    let region = b.scalar_region(&[dt, dt, DType::I64, DType::I64], |r, a| {
+        let (lhs, rhs) = if descending { (a[1], a[0]) } else { (a[0], a[1]) };
+        let less = r.compare(lhs, rhs, &[], dt, "LT")?;
+        if !dt.is_float() {
+            return Ok(vec![less]);
+        }
+        // `lhs` before `rhs` also when only `rhs` is NaN (NaN sorts last ascending).
+        let lhs_nan = r.compare(lhs, lhs, &[], dt, "NE")?;
+        let rhs_nan = r.compare(rhs, rhs, &[], dt, "NE")?;
+        let lhs_num = r.op("stablehlo.not", &[lhs_nan], &[], DType::Bool, &[])?;
+        let nan_last = r.op("stablehlo.and", &[lhs_num, rhs_nan], &[], DType::Bool, &[])?;
+        Ok(vec![r.op("stablehlo.or", &[less, nan_last], &[], DType::Bool, &[])?])
+    })?;
+    let outs = b.op_n(
+        "stablehlo.sort",
+        &[x.v, idx],
+        &[(&dims, dt), (&dims, DType::I64)],
+        &[("dimension", format!("{axis} : i64")), ("is_stable", "true".to_string())],
+        vec![region],
+    )?;
+    Ok((outs[0], outs[1], dims, axis))
+}
+
+/// `sort`: stable whether or not `stable` was asked, which is one of the orders torch allows.
+pub fn sort<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    dim: i64,
+    descending: bool,
+    x: Arg<'c, 'b, '_>,
+) -> LowerResult<Vec<Value<'c, 'b>>> {
+    let (values, indices, ..) = sorted(b, x, dim, descending)?;
+    Ok(vec![values, indices])
+}
+
+/// `topk`: the first `k` of a stable sort, largest first when `largest`.
+pub fn topk<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    k: i64,
+    dim: i64,
+    largest: bool,
+    x: Arg<'c, 'b, '_>,
+    outs: &[TensorType],
+) -> LowerResult<Vec<Value<'c, 'b>>> {
+    let (values, indices, dims, axis) = sorted(b, x, dim, largest)?;
+    if dims.is_empty() {
+        return Ok(vec![values, indices]);
+    }
+    let vt = TensorType { dtype: x.ty.dtype, dims: dims.iter().map(|&d| Dim::Static(d)).collect() };
+    let it = TensorType { dtype: DType::I64, dims: vt.dims.clone() };
+    let (start, end) = (Dim::Static(0), Dim::Static(k));
+    Ok(vec![
+        super::shape::slice(b, axis, &start, &end, 1, Arg { v: values, ty: &vt }, &outs[0])?,
+        super::shape::slice(b, axis, &start, &end, 1, Arg { v: indices, ty: &it }, &outs[1])?,
+    ])
+}

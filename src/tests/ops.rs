@@ -1,0 +1,186 @@
+//! Single-op cases for the Core ATen opset (`testdata/ops/`, made by `testdata/gen_ops.py`):
+//! every op that lowers is compiled for CPU and must reproduce PyTorch eager on every sample
+//! within its dtype's tolerance; every op that does not lower is refused by `check` with a
+//! reason. `docs/ops.md` is the coverage table these runs produce: the test fails when it is
+//! stale, and `cargo xtask coverage` rewrites it.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::parity::TempDir;
+use super::testdata;
+use crate::check::check;
+use crate::compile::{compile, CompileRequest};
+use crate::emit::Precision;
+use crate::import::import;
+use crate::npy::Array;
+use crate::run::{run, RunRequest};
+use crate::target::Target;
+
+#[derive(Debug, Deserialize)]
+struct Case {
+    status: String,
+    reason: Option<String>,
+    #[serde(default)]
+    samples: Vec<Sample>,
+    #[serde(default)]
+    tolerance: BTreeMap<String, f64>,
+    #[serde(default)]
+    random: bool,
+    #[serde(default)]
+    data_dependent: bool,
+    #[serde(default)]
+    backward: bool,
+}
+
+#[derive(Debug, Deserialize)]
+struct Sample {
+    desc: String,
+    #[serde(default)]
+    outputs: Vec<usize>,
+    #[serde(default)]
+    dtypes: Vec<String>,
+}
+
+/// What happened to one op.
+enum Outcome {
+    /// Lowered, compiled and matched eager on every sample.
+    Passed,
+    /// Export refused by the generator, or no lowering: the reason.
+    NotSupported(String),
+    /// Lowered but wrong or failing: the op is broken.
+    Failed(String),
+}
+
+fn cases() -> BTreeMap<String, Case> {
+    let text = std::fs::read_to_string(testdata().join("ops/cases.json")).expect("testdata/ops/cases.json");
+    serde_json::from_str(&text).expect("valid cases.json")
+}
+
+fn inputs(dir: &Path) -> Vec<PathBuf> {
+    (0..).map(|i| dir.join(format!("in_{i}.npy"))).take_while(|p| p.exists()).collect()
+}
+
+/// Float outputs within `tol` of the reference's scale; integers and bools exact; random ops
+/// on shape and dtype only (their values are checked by distribution in their own test).
+fn compare(out: &Array, reference: &Array, tol: f64, random: bool) -> Result<(), String> {
+    if out.shape != reference.shape {
+        return Err(format!("shape {:?}, eager {:?}", out.shape, reference.shape));
+    }
+    if random {
+        return Ok(());
+    }
+    let c = crate::run::compare(out, reference);
+    let ok = if out.dtype.is_float() { c.max_rel_diff <= tol && c.note.is_none() } else { c.ok };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("max abs diff {:.3e} (rel {:.3e}, tolerance {tol:.0e}){}", c.max_abs_diff, c.max_rel_diff, c.note.map_or_else(String::new, |n| format!(", {n}"))))
+    }
+}
+
+fn run_case(op: &str, case: &Case, tmp: &Path) -> Outcome {
+    if case.status != "ok" {
+        return Outcome::NotSupported(format!("not exported: {}", case.reason.as_deref().unwrap_or("no reason given")));
+    }
+    let model = testdata().join(format!("ops/{op}.pt2"));
+    let program = match import(&model) {
+        Ok(p) => p,
+        Err(e) => return Outcome::NotSupported(format!("import: {e}")),
+    };
+    let report = check(&program, op);
+    if let Some(p) = report.problems.first() {
+        return Outcome::NotSupported(p.reason.clone());
+    }
+    let art = tmp.join(format!("{op}.tpuexe"));
+    let req = CompileRequest { targets: vec![Target::Cpu], precision: Precision::Highest, plugin: None, dump_dir: None, progress: false };
+    if let Err(e) = compile(&program, &model, &art, &req) {
+        return Outcome::Failed(format!("compile: {e:#}"));
+    }
+    let dir = testdata().join("ops").join(op);
+    let out_dir = tmp.join(op);
+    let req = RunRequest { artifact: art, inputs: inputs(&dir), out_dir: out_dir.clone(), plugin: None, reference: None };
+    if let Err(e) = run(&req) {
+        return Outcome::Failed(format!("run: {e:#}"));
+    }
+    let mut errors = Vec::new();
+    for s in &case.samples {
+        for (k, &o) in s.outputs.iter().enumerate() {
+            let ours = Array::read(&out_dir.join(format!("out_{o}.npy")));
+            let eager = Array::read(&dir.join(format!("out_{o}.npy")));
+            let (Ok(ours), Ok(eager)) = (ours, eager) else {
+                errors.push(format!("sample `{}` output {k}: missing output", s.desc));
+                continue;
+            };
+            let tol = case.tolerance.get(ours.dtype.name()).copied().unwrap_or(1e-5);
+            if let Err(e) = compare(&ours, &eager, tol, case.random) {
+                errors.push(format!("sample `{}` output {k}: {e}", s.desc));
+            }
+        }
+    }
+    if errors.is_empty() {
+        Outcome::Passed
+    } else {
+        Outcome::Failed(errors.join("; "))
+    }
+}
+
+/// The coverage table of `docs/ops.md`.
+fn coverage(results: &[(String, &Case, Outcome)]) -> String {
+    let supported = results.iter().filter(|(_, _, o)| matches!(o, Outcome::Passed)).count();
+    let mut out = String::from(
+        "# Core ATen coverage\n\n\
+         Generated by `cargo xtask coverage` from the single-op cases in `testdata/ops/` (made by `testdata/gen_ops.py` with torch 2.15); do not edit.\n\
+         An op is supported when it lowers, compiles for CPU and matches PyTorch eager on every sample within its dtype's tolerance.\n\n\
+         | op | status | samples | dtypes | notes |\n|---|---|---|---|---|\n",
+    );
+    for (op, case, outcome) in results {
+        let mut dtypes: Vec<&str> = case.samples.iter().flat_map(|s| s.dtypes.iter().map(String::as_str)).collect();
+        dtypes.sort_unstable();
+        dtypes.dedup();
+        let mut tags = Vec::new();
+        for (flag, tag) in [(case.random, "random"), (case.data_dependent, "data-dependent shape"), (case.backward, "backward")] {
+            if flag {
+                tags.push(tag.to_string());
+            }
+        }
+        let (status, note) = match outcome {
+            Outcome::Passed => ("supported", String::new()),
+            Outcome::NotSupported(r) => ("not yet", r.clone()),
+            Outcome::Failed(r) => ("FAILING", r.clone()),
+        };
+        tags.push(note.replace('|', "\\|").replace('\n', " "));
+        let notes: Vec<String> = tags.into_iter().filter(|t| !t.is_empty()).collect();
+        let _ = writeln!(out, "| `{op}` | {status} | {} | {} | {} |", case.samples.len(), dtypes.join(", "), notes.join("; "));
+    }
+    let _ = writeln!(out, "\n{supported} of {} Core ATen ops supported", results.len());
+    out
+}
+
+/// Runs every op case; fails on any op that lowers but is wrong, and on a stale `docs/ops.md`.
+/// With `TORCHTPU_WRITE_COVERAGE=1` (what `cargo xtask coverage` sets) it rewrites the table.
+#[test]
+fn core_aten_op_cases() {
+    let tmp = TempDir::new("ops");
+    let cases = cases();
+    let results: Vec<(String, &Case, Outcome)> =
+        cases.iter().map(|(op, case)| (op.clone(), case, run_case(op, case, &tmp.0))).collect();
+    let table = coverage(&results);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/ops.md");
+    if std::env::var_os("TORCHTPU_WRITE_COVERAGE").is_some() {
+        std::fs::write(&path, &table).expect("writes docs/ops.md");
+    }
+    let failures: Vec<String> = results
+        .iter()
+        .filter_map(|(op, _, o)| match o {
+            Outcome::Failed(e) => Some(format!("op `{op}`: {e}")),
+            _ => None,
+        })
+        .collect();
+    assert!(failures.is_empty(), "{} op(s) lower but fail:\n{}", failures.len(), failures.join("\n"));
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(committed == table, "docs/ops.md is stale: run `cargo xtask coverage` and commit it");
+}
