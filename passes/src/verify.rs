@@ -136,7 +136,10 @@ fn arity(op: &Op) -> (Option<usize>, Option<usize>) {
         Op::Elu { .. } | Op::LeakyRelu { .. } | Op::Var { .. } | Op::Select { .. } | Op::Diagonal { .. } => (1, 1),
         Op::Flip { .. } | Op::Repeat { .. } | Op::Pad { .. } => (1, 1),
         Op::ExtremumDim { .. } | Op::Sort { .. } | Op::TopK { .. } => (1, 2),
-        Op::CopyFrom => (2, 1),
+        Op::CopyFrom | Op::SliceScatter { .. } | Op::SelectScatter { .. } | Op::EmbeddingBackward { .. } => (2, 1),
+        Op::MaskedScatter => (3, 1),
+        Op::Scatter { value, .. } => (2 + usize::from(value.is_none()), 1),
+        Op::IndexPut { present, .. } => (2 + present.iter().filter(|&&p| p).count(), 1),
         Op::ClampTensor { has_min, has_max } => (1 + flag(*has_min) + flag(*has_max), 1),
         Op::ArgReduce { .. } | Op::Cumsum { .. } | Op::View { .. } | Op::Permute { .. } => (1, 1),
         Op::Expand { .. } | Op::Unsqueeze { .. } | Op::Squeeze { .. } | Op::Copy => (1, 1),
@@ -147,10 +150,10 @@ fn arity(op: &Op) -> (Option<usize>, Option<usize>) {
         Op::Addmm { .. } => (3, 1),
         Op::Convolution { has_bias, .. } => (2 + flag(*has_bias), 1),
         Op::MaxPool { .. } => (1, 2),
-        Op::AvgPool { .. } | Op::AdaptiveAvgPool | Op::Upsample { .. } => (1, 1),
+        Op::AvgPool { .. } | Op::AdaptiveAvgPool { .. } | Op::Upsample { .. } => (1, 1),
         Op::GroupNorm { has_weight, has_bias, .. } => (1 + flag(*has_weight) + flag(*has_bias), 3),
-        Op::BatchNormTraining { has_weight, has_bias, running_stats, .. } => {
-            (1 + flag(*has_weight) + flag(*has_bias) + 2 * flag(*running_stats), 3)
+        Op::BatchNormTraining { has_weight, has_bias, running_stats, momentum, .. } => {
+            (1 + flag(*has_weight) + flag(*has_bias) + 2 * flag(*running_stats), 3 + 2 * flag(momentum.is_some()))
         }
         Op::BatchNormInference { has_weight, has_bias, .. } => (3 + flag(*has_weight) + flag(*has_bias), 3),
         Op::LayerNorm { has_weight, has_bias, .. } => (1 + flag(*has_weight) + flag(*has_bias), 3),

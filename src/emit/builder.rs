@@ -204,6 +204,49 @@ impl<'c, 'b> Builder<'c, 'b> {
         )
     }
 
+    /// `maximum`/`minimum` that propagate NaN from either side, as torch does (XLA's CPU
+    /// `maximum` may return the number).
+    pub fn extremum(
+        &self,
+        a: Value<'c, 'b>,
+        b: Value<'c, 'b>,
+        dims: &[i64],
+        dt: DType,
+        max: bool,
+    ) -> LowerResult<Value<'c, 'b>> {
+        let name = if max { "stablehlo.maximum" } else { "stablehlo.minimum" };
+        let m = self.op(name, &[a, b], dims, dt, &[])?;
+        if !dt.is_float() {
+            return Ok(m);
+        }
+        let a_nan = self.compare(a, a, dims, dt, "NE")?;
+        let b_nan = self.compare(b, b, dims, dt, "NE")?;
+        let m = self.op("stablehlo.select", &[b_nan, b, m], dims, dt, &[])?;
+        self.op("stablehlo.select", &[a_nan, a, m], dims, dt, &[])
+    }
+
+    /// [`Builder::extremum`] against a scalar bound, which cannot be NaN unless it is one.
+    pub fn bound(
+        &self,
+        a: Value<'c, 'b>,
+        bound: Scalar,
+        dims: &[i64],
+        dt: DType,
+        max: bool,
+    ) -> LowerResult<Value<'c, 'b>> {
+        let c = self.splat(bound, dims, dt)?;
+        if matches!(bound, Scalar::Float(f) if f.is_nan()) {
+            return Ok(c);
+        }
+        let name = if max { "stablehlo.maximum" } else { "stablehlo.minimum" };
+        let m = self.op(name, &[a, c], dims, dt, &[])?;
+        if !dt.is_float() {
+            return Ok(m);
+        }
+        let a_nan = self.compare(a, a, dims, dt, "NE")?;
+        self.op("stablehlo.select", &[a_nan, a, m], dims, dt, &[])
+    }
+
     /// Broadcasts `v` of shape `from` to `to` with NumPy rules (trailing alignment).
     pub fn broadcast_to(&self, v: Value<'c, 'b>, from: &[i64], to: &[i64], dtype: DType) -> LowerResult<Value<'c, 'b>> {
         if from == to {
@@ -256,7 +299,8 @@ impl<'c, 'b> Builder<'c, 'b> {
         Ok(region)
     }
 
-    /// `stablehlo.reduce` of `v` over `dims` with the binary combiner `combiner`
+    /// `stablehlo.reduce` of `v` over `dims` with the binary combiner `combiner` (a plain op:
+    /// libtpu crashes on reducers with selects, so NaN handling stays outside)
     /// (`stablehlo.add`, `stablehlo.maximum`, …) starting from `init`.
     pub fn reduce(
         &self,

@@ -146,6 +146,8 @@ pub fn unary<'c, 'b>(
         UnaryOp::Round => rounding("stablehlo.round_nearest_even"),
         UnaryOp::Rsqrt => simple("stablehlo.rsqrt"),
         UnaryOp::Sign if dt == DType::Bool => Ok(v),
+        // torch's sign is `(0 < x) - (x < 0)`: 0 for NaN, where stablehlo.sign gives NaN.
+        UnaryOp::Sign if dt.is_float() => math::sign(b, v, &dims, dt),
         UnaryOp::Sign => simple("stablehlo.sign"),
         UnaryOp::Sqrt => simple("stablehlo.sqrt"),
         UnaryOp::Sigmoid => simple("stablehlo.logistic"),
@@ -153,10 +155,7 @@ pub fn unary<'c, 'b>(
         UnaryOp::Trunc if dt.is_float() => math::trunc(b, v, &dims, dt),
         UnaryOp::Trunc => Ok(v),
         UnaryOp::Erf => simple("chlo.erf"),
-        UnaryOp::Relu => {
-            let zero = b.splat(Scalar::Int(0), &dims, dt)?;
-            b.op("stablehlo.maximum", &[v, zero], &dims, dt, &[])
-        }
+        UnaryOp::Relu => b.bound(v, Scalar::Int(0), &dims, dt, true),
         UnaryOp::Gelu => gelu_erf(b, v, &dims, dt),
         UnaryOp::GeluTanh => gelu_tanh(b, v, &dims, dt),
         UnaryOp::LogicalNot | UnaryOp::IsNan | UnaryOp::IsInf => unreachable!("handled above"),
@@ -170,7 +169,11 @@ fn gelu_erf<'c, 'b>(b: &Builder<'c, 'b>, x: Value<'c, 'b>, dims: &[i64], dt: DTy
     let erf = b.op("chlo.erf", &[scaled], dims, dt, &[])?;
     let one_plus = b.op("stablehlo.add", &[erf, c(1.0)?], dims, dt, &[])?;
     let half_x = b.op("stablehlo.multiply", &[x, c(0.5)?], dims, dt, &[])?;
-    b.op("stablehlo.multiply", &[half_x, one_plus], dims, dt, &[])
+    let y = b.op("stablehlo.multiply", &[half_x, one_plus], dims, dt, &[])?;
+    // torch's CPU kernel gives NaN at +-inf (its vectorized erf does); match it.
+    let abs = b.op("stablehlo.abs", &[x], dims, dt, &[])?;
+    let inf = b.compare(abs, c(f64::INFINITY)?, dims, dt, "EQ")?;
+    b.op("stablehlo.select", &[inf, c(f64::NAN)?, y], dims, dt, &[])
 }
 
 /// `0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))`.
@@ -234,9 +237,15 @@ pub fn binary<'c, 'b>(
         BinaryOp::Sub => "stablehlo.subtract",
         BinaryOp::Mul => "stablehlo.multiply",
         BinaryOp::Div => "stablehlo.divide",
-        BinaryOp::Pow => "stablehlo.power",
-        BinaryOp::Maximum => "stablehlo.maximum",
-        BinaryOp::Minimum => "stablehlo.minimum",
+        BinaryOp::Pow => match rhs {
+            Operand::Scalar(e) if compute.is_float() => {
+                return b.convert(math::pow_scalar(b, l, r, e, &dims, compute)?, &dims, compute, out.dtype)
+            }
+            _ => "stablehlo.power",
+        },
+        BinaryOp::Maximum => return b.convert(b.extremum(l, r, &dims, compute, true)?, &dims, compute, out.dtype),
+        BinaryOp::Minimum => return b.convert(b.extremum(l, r, &dims, compute, false)?, &dims, compute, out.dtype),
+
         BinaryOp::BitwiseAnd | BinaryOp::LogicalAnd => "stablehlo.and",
         BinaryOp::BitwiseOr | BinaryOp::LogicalOr => "stablehlo.or",
         _ => unreachable!("comparisons handled above"),
@@ -271,12 +280,10 @@ pub fn clamp<'c, 'b>(
     let dims = static_dims(out)?;
     let mut v = b.convert(x.v, &dims, x.ty.dtype, out.dtype)?;
     if let Some(lo) = min {
-        let lo = b.splat(lo, &dims, out.dtype)?;
-        v = b.op("stablehlo.maximum", &[v, lo], &dims, out.dtype, &[])?;
+        v = b.bound(v, lo, &dims, out.dtype, true)?;
     }
     if let Some(hi) = max {
-        let hi = b.splat(hi, &dims, out.dtype)?;
-        v = b.op("stablehlo.minimum", &[v, hi], &dims, out.dtype, &[])?;
+        v = b.bound(v, hi, &dims, out.dtype, false)?;
     }
     Ok(v)
 }
@@ -292,10 +299,10 @@ pub fn clamp_tensor<'c, 'b>(
     let dims = static_dims(out)?;
     let mut tensors = args.iter().copied();
     let mut v = operand(b, Operand::Tensor, &mut tensors, &dims, out.dtype)?;
-    for (present, name) in [(has_min, "stablehlo.maximum"), (has_max, "stablehlo.minimum")] {
+    for (present, max) in [(has_min, true), (has_max, false)] {
         if present {
             let bound = operand(b, Operand::Tensor, &mut tensors, &dims, out.dtype)?;
-            v = b.op(name, &[v, bound], &dims, out.dtype, &[])?;
+            v = b.extremum(v, bound, &dims, out.dtype, max)?;
         }
     }
     Ok(v)

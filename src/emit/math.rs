@@ -154,3 +154,55 @@ pub fn floor_div<'c, 'b>(
     let y_zero = b.compare(y, c(0.0)?, dims, dt, "EQ")?;
     select(b, y_zero, true_q, result, dims, dt)
 }
+
+/// `(0 < x) - (x < 0)` in the float dtype: torch's `sign`, which is 0 for NaN. The sign is
+/// read from the bits, because XLA's CPU backend flushes subnormals to zero in comparisons
+/// (`sign(1e-40)` must be 1).
+pub fn sign<'c, 'b>(b: &Builder<'c, 'b>, x: V<'c, 'b>, dims: &[i64], dt: DType) -> LowerResult<V<'c, 'b>> {
+    let (int, min) = match dt.size_bytes() {
+        2 => (DType::I16, i64::from(i16::MIN)),
+        4 => (DType::I32, i64::from(i32::MIN)),
+        8 => (DType::I64, i64::MIN),
+        _ => return Err(format!("sign of {dt} is not supported")),
+    };
+    let bits = b.op("stablehlo.bitcast_convert", &[x], dims, int, &[])?;
+    let not_nan = b.compare(x, x, dims, dt, "EQ")?;
+    let zero = b.splat(Scalar::Int(0), dims, int)?;
+    let pos = bools(b, "and", b.compare(bits, zero, dims, int, "GT")?, not_nan, dims)?;
+    let below = b.compare(bits, zero, dims, int, "LT")?;
+    let not_neg_zero = b.compare(bits, b.splat(Scalar::Int(min), dims, int)?, dims, int, "NE")?;
+    let neg = bools(b, "and", bools(b, "and", below, not_neg_zero, dims)?, not_nan, dims)?;
+    let pos = b.convert(pos, dims, DType::Bool, dt)?;
+    let neg = b.convert(neg, dims, DType::Bool, dt)?;
+    bin(b, "subtract", pos, neg, dims, dt)
+}
+
+/// `x ** e` for a scalar exponent, with torch's special cases (sqrt for 0.5, rsqrt for -0.5,
+/// products for 2 and 3, reciprocals for -1 and -2), which differ from `pow` at the edges
+/// (`(-inf) ** 0.5` is NaN).
+pub fn pow_scalar<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    x: V<'c, 'b>,
+    e_splat: V<'c, 'b>,
+    e: Scalar,
+    dims: &[i64],
+    dt: DType,
+) -> LowerResult<V<'c, 'b>> {
+    let e = match e {
+        Scalar::Bool(v) => f64::from(u8::from(v)),
+        Scalar::Int(v) => v as f64,
+        Scalar::Float(v) => v,
+    };
+    let one = || b.splat(Scalar::Int(1), dims, dt);
+    let square = || bin(b, "multiply", x, x, dims, dt);
+    match e {
+        0.5 => b.op("stablehlo.sqrt", &[x], dims, dt, &[]),
+        -0.5 => b.op("stablehlo.rsqrt", &[x], dims, dt, &[]),
+        1.0 => Ok(x),
+        2.0 => square(),
+        3.0 => bin(b, "multiply", square()?, x, dims, dt),
+        -1.0 => bin(b, "divide", one()?, x, dims, dt),
+        -2.0 => bin(b, "divide", one()?, square()?, dims, dt),
+        _ => bin(b, "power", x, e_splat, dims, dt),
+    }
+}

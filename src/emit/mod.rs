@@ -15,6 +15,7 @@ mod math;
 mod nn;
 mod pool;
 mod reduce;
+mod scatter;
 mod shape;
 mod sort;
 mod tensor;
@@ -295,7 +296,7 @@ fn lower_node<'c, 'b>(
         Op::Convolution { .. } => one(linalg::convolution(b, &node.op, args, &out[0], opts.precision)),
         Op::MaxPool { .. } => pool::max_pool(b, &node.op, args[0], out),
         Op::AvgPool { .. } => one(pool::avg_pool(b, &node.op, args[0], &out[0])),
-        Op::AdaptiveAvgPool | Op::Upsample { .. } => one(pool::resample(b, &node.op, args[0], &out[0])),
+        Op::AdaptiveAvgPool { .. } | Op::Upsample { .. } => one(pool::resample(b, &node.op, args[0], &out[0])),
         Op::GroupNorm { .. } => nn::group_norm(b, &node.op, args, out),
         Op::BatchNormTraining { .. } => nn::batch_norm_training(b, &node.op, args, out),
         Op::BatchNormInference { .. } => nn::batch_norm(b, &node.op, args, out),
@@ -314,6 +315,18 @@ fn lower_node<'c, 'b>(
         Op::Repeat { repeats } => one(layout::repeat(b, repeats, args[0], &out[0])),
         Op::Pad { pad, value } => one(layout::pad(b, pad, *value, args[0], &out[0])),
         Op::CopyFrom => one(layout::copy_from(b, args[1], &out[0])),
+        Op::Scatter { dim, reduce, include_self, value } => {
+            one(scatter::scatter(b, (*dim, *reduce, *include_self), *value, args, &out[0]))
+        }
+        Op::IndexPut { present, accumulate } => one(scatter::index_put(b, present, *accumulate, args, &out[0])),
+        Op::SliceScatter { dim, start, end, step } => {
+            one(scatter::slice_scatter(b, *dim, (start, end, *step), args, &out[0]))
+        }
+        Op::SelectScatter { dim, index } => one(scatter::select_scatter(b, *dim, *index, args, &out[0])),
+        Op::MaskedScatter => one(scatter::masked_scatter(b, args, &out[0])),
+        Op::EmbeddingBackward { num_weights, padding_idx, scale_grad_by_freq } => {
+            one(scatter::embedding_backward(b, (*num_weights, *padding_idx, *scale_grad_by_freq), args, &out[0]))
+        }
         Op::Cumsum { dim, .. } => one(reduce::cumsum(b, *dim, args[0], &out[0])),
         Op::View { .. } | Op::Unsqueeze { .. } | Op::Squeeze { .. } => one(shape::reshape(b, args[0], &out[0])),
         Op::Permute { dims } => one(shape::permute(b, dims, args[0], &out[0])),

@@ -111,6 +111,12 @@ pub fn softmax<'c, 'b>(
 ) -> LowerResult<Value<'c, 'b>> {
     let dims = static_dims(out)?;
     let dt = out.dtype;
+    if dims.is_empty() {
+        // Over a single element: exp(x - x) / exp(x - x) = 1 (log: 0), NaN for non-finite x.
+        let v = b.convert(x.v, &dims, x.ty.dtype, dt)?;
+        let zero = b.op("stablehlo.subtract", &[v, v], &dims, dt, &[])?;
+        return if log { Ok(zero) } else { b.op("stablehlo.exponential", &[zero], &dims, dt, &[]) };
+    }
     let d = norm_dim(dim, dims.len())?;
     let kept: Vec<i64> = dims.iter().enumerate().map(|(i, &s)| if i as i64 == d { 1 } else { s }).collect();
     let v = b.convert(x.v, &dims, x.ty.dtype, dt)?;
@@ -217,7 +223,7 @@ pub fn batch_norm_training<'c, 'b>(
     args: &[Arg<'c, 'b, '_>],
     outs: &[TensorType],
 ) -> LowerResult<Vec<Value<'c, 'b>>> {
-    let Op::BatchNormTraining { eps, has_weight, has_bias, .. } = op else {
+    let Op::BatchNormTraining { eps, has_weight, has_bias, momentum, .. } = op else {
         return Err("internal: not a batch norm".into());
     };
     let dims = static_dims(&outs[0])?;
@@ -226,7 +232,35 @@ pub fn batch_norm_training<'c, 'b>(
     let v = b.convert(args[0].v, &dims, args[0].ty.dtype, dt)?;
     let (mean, rstd, kept) = moments(b, v, &dims, &axes, *eps, dt)?;
     let y = normalize(b, v, mean, rstd, &kept, &dims, dt)?;
-    let y = affine(b, y, &mut args[1..].iter().copied(), (*has_weight, *has_bias), &dims, dt)?;
+    let mut params = args[1..].iter().copied();
+    let y = affine(b, y, &mut params, (*has_weight, *has_bias), &dims, dt)?;
     let stat = |v: Value<'c, 'b>, o: &TensorType| b.reshape(v, &static_dims(o)?, dt);
-    Ok(vec![y, stat(mean, &outs[1])?, stat(rstd, &outs[2])?])
+    let mut out = vec![y, stat(mean, &outs[1])?, stat(rstd, &outs[2])?];
+    if let Some(m) = momentum {
+        // running = (1 - m) * running + m * batch, with the unbiased batch variance.
+        let count: i64 = axes.iter().map(|&a| dims[a as usize]).product();
+        let c = static_dims(&outs[3])?;
+        let rd = b.convert(params.next().ok_or("missing running_mean")?.v, &c, outs[3].dtype, dt)?;
+        let rv = b.convert(params.next().ok_or("missing running_var")?.v, &c, outs[4].dtype, dt)?;
+        let batch_mean = b.reshape(mean, &c, dt)?;
+        let inv = b.reshape(rstd, &c, dt)?;
+        let var_eps = b.op(
+            "stablehlo.divide",
+            &[b.splat(Scalar::Int(1), &c, dt)?, b.op("stablehlo.multiply", &[inv, inv], &c, dt, &[])?],
+            &c,
+            dt,
+            &[],
+        )?;
+        let var = b.op("stablehlo.subtract", &[var_eps, b.splat(Scalar::Float(*eps), &c, dt)?], &c, dt, &[])?;
+        let unbiased = (count as f64) / ((count - 1).max(1) as f64);
+        let var = b.op("stablehlo.multiply", &[var, b.splat(Scalar::Float(unbiased), &c, dt)?], &c, dt, &[])?;
+        let blend = |running: Value<'c, 'b>, batch: Value<'c, 'b>| -> LowerResult<Value<'c, 'b>> {
+            let keep = b.op("stablehlo.multiply", &[running, b.splat(Scalar::Float(1.0 - m), &c, dt)?], &c, dt, &[])?;
+            let new = b.op("stablehlo.multiply", &[batch, b.splat(Scalar::Float(*m), &c, dt)?], &c, dt, &[])?;
+            b.op("stablehlo.add", &[keep, new], &c, dt, &[])
+        };
+        out.push(b.convert(blend(rd, batch_mean)?, &c, dt, outs[3].dtype)?);
+        out.push(b.convert(blend(rv, var)?, &c, dt, outs[4].dtype)?);
+    }
+    Ok(out)
 }

@@ -319,8 +319,8 @@ pub fn resample<'c, 'b>(
     let out_dims = static_dims(out)?;
     let dt = out.dtype;
     let spatial = match op {
-        Op::Upsample { .. } => 2,
-        _ => in_dims.len().saturating_sub(2).clamp(1, 3),
+        Op::AdaptiveAvgPool { spatial } => *spatial,
+        _ => 2,
     };
     let mut v = b.convert(x.v, &in_dims, x.ty.dtype, dt)?;
     let mut dims = in_dims.clone();

@@ -29,8 +29,10 @@ pub fn reduce<'c, 'b>(
     let in_dims = static_dims(x.ty)?;
     let out_dims = static_dims(out)?;
     let axes = reduce_dims(dims, in_dims.len())?;
-    // Reduce in the output dtype: bool/int sums accumulate in int64, `any` in bool.
-    let dt = out.dtype;
+    // Reduce in the output dtype (bool/int sums accumulate in int64), except `any`/`all`,
+    // which reduce truth values and then take the output dtype (uint8 stays uint8).
+    let logical = matches!(kind, ReduceOp::Any | ReduceOp::All);
+    let dt = if logical { DType::Bool } else { out.dtype };
     let v = b.convert(x.v, &in_dims, x.ty.dtype, dt)?;
     let (combiner, init) = match kind {
         ReduceOp::Sum | ReduceOp::Mean => ("stablehlo.add", Scalar::Int(0)),
@@ -40,8 +42,21 @@ pub fn reduce<'c, 'b>(
         ReduceOp::Any => ("stablehlo.or", Scalar::Bool(false)),
         ReduceOp::All => ("stablehlo.and", Scalar::Bool(true)),
     };
-    let r = b.reduce(v, &in_dims, &axes, dt, combiner, init)?;
+    let mut r = b.reduce(v, &in_dims, &axes, dt, combiner, init)?;
+    if matches!(kind, ReduceOp::Max | ReduceOp::Min) && dt.is_float() {
+        // torch's amax/amin propagate NaN; XLA's reductions may not. A separate `any(isnan)`
+        // keeps the reducer a plain max (libtpu crashes on NaN logic inside reducers).
+        let nan = b.compare(v, v, &in_dims, dt, "NE")?;
+        let any_nan = b.reduce(nan, &in_dims, &axes, DType::Bool, "stablehlo.or", Scalar::Bool(false))?;
+        let reduced: Vec<i64> =
+            in_dims.iter().enumerate().filter(|(i, _)| !axes.contains(&(*i as i64))).map(|(_, &d)| d).collect();
+        let nans = b.splat(Scalar::Float(f64::NAN), &reduced, dt)?;
+        r = b.op("stablehlo.select", &[any_nan, nans, r], &reduced, dt, &[])?;
+    }
     let mut r = b.reshape(r, &out_dims, dt)?;
+    if logical {
+        return b.convert(r, &out_dims, DType::Bool, out.dtype);
+    }
     if *kind == ReduceOp::Mean {
         let count: i64 = axes.iter().map(|&a| in_dims[a as usize]).product();
         let n = b.splat(Scalar::Int(count), &out_dims, dt)?;

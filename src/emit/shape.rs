@@ -110,7 +110,12 @@ pub fn split<'c, 'b>(
 
 /// An index tensor as int64 with negative entries wrapped (`i + size`), broadcast to `to`
 /// and given a trailing unit dim, ready to be concatenated into gather coordinates.
-fn coordinate<'c, 'b>(b: &Builder<'c, 'b>, idx: Arg<'c, 'b, '_>, size: i64, to: &[i64]) -> LowerResult<Value<'c, 'b>> {
+pub fn coordinate<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    idx: Arg<'c, 'b, '_>,
+    size: i64,
+    to: &[i64],
+) -> LowerResult<Value<'c, 'b>> {
     if idx.ty.dtype == DType::Bool {
         return Err("boolean-mask indexing has a data-dependent shape and is not supported".into());
     }
@@ -148,36 +153,31 @@ fn broadcast_shapes(shapes: &[Vec<i64>]) -> LowerResult<Vec<i64>> {
         .collect()
 }
 
-/// Advanced indexing `x[i0, :, i2, …]` (`None` entries are full slices), with NumPy's rule for
-/// where the broadcast index dims go: in place when the indexed dims are adjacent, first
-/// otherwise. Lowered to one `stablehlo.gather`.
-pub fn index<'c, 'b>(
+/// Where advanced indexing reads or writes: coordinates `start` of shape `batch + [k]` for the
+/// `k` indexed dims, and where the kept dims go in the result (NumPy's rule: in place when the
+/// indexed dims are adjacent, after the broadcast index dims otherwise).
+pub struct IndexPlan<'c, 'b> {
+    pub start: Value<'c, 'b>,
+    pub batch: Vec<i64>,
+    pub indexed: Vec<i64>,
+    pub offset_dims: Vec<i64>,
+    pub slice_sizes: Vec<i64>,
+}
+
+/// The plan of `x[indices]` for `x` of shape `x_dims`; `None` when no dim is indexed.
+pub fn index_plan<'c, 'b>(
     b: &Builder<'c, 'b>,
-    x: Arg<'c, 'b, '_>,
+    x_dims: &[i64],
     indices: &[Option<Arg<'c, 'b, '_>>],
-    out: &TensorType,
-) -> LowerResult<Value<'c, 'b>> {
-    let x_dims = static_dims(x.ty)?;
+) -> LowerResult<Option<IndexPlan<'c, 'b>>> {
     let indexed: Vec<(usize, Arg)> = indices.iter().enumerate().filter_map(|(d, a)| a.map(|a| (d, a))).collect();
     if indexed.is_empty() {
-        return Ok(x.v);
+        return Ok(None);
     }
     let shapes = indexed.iter().map(|(_, a)| static_dims(a.ty)).collect::<LowerResult<Vec<_>>>()?;
     let batch = broadcast_shapes(&shapes)?;
     let coords = indexed.iter().map(|(d, a)| coordinate(b, *a, x_dims[*d], &batch)).collect::<LowerResult<Vec<_>>>()?;
-    let mut coord_dims = batch.clone();
-    coord_dims.push(indexed.len() as i64);
-    let start = if coords.len() == 1 {
-        coords[0]
-    } else {
-        b.op(
-            "stablehlo.concatenate",
-            &coords,
-            &coord_dims,
-            DType::I64,
-            &[("dimension", format!("{} : i64", batch.len()))],
-        )?
-    };
+    let start = concat_coordinates(b, coords, &batch)?;
     let dims_indexed: Vec<i64> = indexed.iter().map(|(d, _)| *d as i64).collect();
     let adjacent = dims_indexed.windows(2).all(|w| w[1] == w[0] + 1);
     let rest: Vec<usize> = (0..x_dims.len()).filter(|d| !dims_indexed.contains(&(*d as i64))).collect();
@@ -185,19 +185,72 @@ pub fn index<'c, 'b>(
     let offset_dims: Vec<i64> = rest
         .iter()
         .enumerate()
-        .map(|(k, &d)| {
-            // Dims before the indexed block keep their place when the indexed dims are
-            // adjacent; every other kept dim follows the broadcast index dims.
-            if adjacent && d < first {
-                k as i64
-            } else {
-                (k + batch.len()) as i64
-            }
-        })
+        .map(|(k, &d)| if adjacent && d < first { k as i64 } else { (k + batch.len()) as i64 })
         .collect();
     let slice_sizes: Vec<i64> =
         (0..x_dims.len()).map(|d| if dims_indexed.contains(&(d as i64)) { 1 } else { x_dims[d] }).collect();
-    gather_op(b, x.v, start, &offset_dims, &dims_indexed, &dims_indexed, batch.len(), &slice_sizes, out)
+    Ok(Some(IndexPlan { start, batch, indexed: dims_indexed, offset_dims, slice_sizes }))
+}
+
+/// Concatenates per-dim coordinates (each `batch + [1]`) into `batch + [k]`.
+fn concat_coordinates<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    coords: Vec<Value<'c, 'b>>,
+    batch: &[i64],
+) -> LowerResult<Value<'c, 'b>> {
+    if coords.len() == 1 {
+        return Ok(coords[0]);
+    }
+    let mut dims = batch.to_vec();
+    dims.push(coords.len() as i64);
+    b.op("stablehlo.concatenate", &coords, &dims, DType::I64, &[("dimension", format!("{} : i64", batch.len()))])
+}
+
+/// Advanced indexing `x[i0, :, i2, …]` (`None` entries are full slices), lowered to one
+/// `stablehlo.gather`.
+pub fn index<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    x: Arg<'c, 'b, '_>,
+    indices: &[Option<Arg<'c, 'b, '_>>],
+    out: &TensorType,
+) -> LowerResult<Value<'c, 'b>> {
+    let x_dims = static_dims(x.ty)?;
+    let Some(p) = index_plan(b, &x_dims, indices)? else { return Ok(x.v) };
+    gather_op(b, x.v, p.start, &p.offset_dims, &p.indexed, &p.indexed, p.batch.len(), &p.slice_sizes, out)
+}
+
+/// Full coordinates for `gather`/`scatter` along `axis`: iotas over the index's shape for every
+/// dim except `axis`, which takes the index values. Shape `idx_dims + [rank]`.
+pub fn along_dim_coordinates<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    x_dims: &[i64],
+    axis: usize,
+    idx: Arg<'c, 'b, '_>,
+) -> LowerResult<Value<'c, 'b>> {
+    let idx_dims = static_dims(idx.ty)?;
+    let mut with_unit = idx_dims.clone();
+    with_unit.push(1);
+    let mut coords = Vec::with_capacity(x_dims.len());
+    for d in 0..x_dims.len() {
+        if d == axis {
+            coords.push(coordinate(b, idx, x_dims[axis], &idx_dims)?);
+        } else {
+            coords.push(b.op(
+                "stablehlo.iota",
+                &[],
+                &with_unit,
+                DType::I64,
+                &[("iota_dimension", format!("{d} : i64"))],
+            )?);
+        }
+    }
+    let mut dims = idx_dims;
+    dims.push(x_dims.len() as i64);
+    if coords.len() == 1 {
+        return Ok(coords[0]);
+    }
+    let last = dims.len() - 1;
+    b.op("stablehlo.concatenate", &coords, &dims, DType::I64, &[("dimension", format!("{last} : i64"))])
 }
 
 #[allow(clippy::too_many_arguments)] // mirrors the fields of `#stablehlo.gather`
@@ -236,13 +289,15 @@ pub fn index_select<'c, 'b>(
     out: &TensorType,
 ) -> LowerResult<Value<'c, 'b>> {
     let axis = norm_dim(dim, x.ty.rank())? as usize;
+    // A 0-d index selects one entry but keeps the dim (size 1), unlike advanced indexing.
+    let one = TensorType::new(idx.ty.dtype, &[1]);
+    let idx = if idx.ty.rank() == 0 { Arg { v: b.reshape(idx.v, &[1], idx.ty.dtype)?, ty: &one } } else { idx };
     let mut indices = vec![None; x.ty.rank()];
     indices[axis] = Some(idx);
     index(b, x, &indices, out)
 }
 
-/// `gather(x, dim, idx)`: `out[i][j][k] = x[i][idx[i][j][k]][k]` (for dim 1): coordinates
-/// are iotas along every dim except `dim`, which takes the index values.
+/// `gather(x, dim, idx)`: `out[i][j][k] = x[i][idx[i][j][k]][k]` (for dim 1).
 pub fn gather<'c, 'b>(
     b: &Builder<'c, 'b>,
     dim: i64,
@@ -251,30 +306,9 @@ pub fn gather<'c, 'b>(
     out: &TensorType,
 ) -> LowerResult<Value<'c, 'b>> {
     let x_dims = static_dims(x.ty)?;
-    let idx_dims = static_dims(idx.ty)?;
     let rank = x_dims.len();
     let axis = norm_dim(dim, rank)? as usize;
-    let mut with_unit = idx_dims.clone();
-    with_unit.push(1);
-    let mut coords = Vec::with_capacity(rank);
-    for d in 0..rank {
-        if d == axis {
-            coords.push(coordinate(b, idx, x_dims[axis], &idx_dims)?);
-        } else {
-            let iota =
-                b.op("stablehlo.iota", &[], &with_unit, DType::I64, &[("iota_dimension", format!("{d} : i64"))])?;
-            coords.push(iota);
-        }
-    }
-    let mut coord_dims = idx_dims.clone();
-    coord_dims.push(rank as i64);
-    let start = b.op(
-        "stablehlo.concatenate",
-        &coords,
-        &coord_dims,
-        DType::I64,
-        &[("dimension", format!("{} : i64", idx_dims.len()))],
-    )?;
+    let start = along_dim_coordinates(b, &x_dims, axis, idx)?;
     let all: Vec<i64> = (0..rank as i64).collect();
-    gather_op(b, x.v, start, &[], &all, &all, idx_dims.len(), &vec![1; rank], out)
+    gather_op(b, x.v, start, &[], &all, &all, idx.ty.rank(), &vec![1; rank], out)
 }

@@ -46,6 +46,11 @@ impl<'a> Args<'a> {
         self.get(name).ok_or_else(|| format!("missing required argument `{name}`"))
     }
 
+    /// True when the argument was given (and is not `None`).
+    pub fn has(&self, name: &str) -> bool {
+        self.get(name).is_some()
+    }
+
     /// A required tensor argument.
     pub fn tensor(&mut self, name: &str) -> R<()> {
         match self.required(name)? {

@@ -7,6 +7,8 @@ mod bad_input;
 mod lowering;
 mod models;
 #[cfg(feature = "mlir")]
+mod ops;
+#[cfg(feature = "mlir")]
 mod parity;
 mod tidy;
 #[cfg(feature = "mlir")]

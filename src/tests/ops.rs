@@ -43,7 +43,13 @@ struct Sample {
     outputs: Vec<usize>,
     #[serde(default)]
     dtypes: Vec<String>,
+    /// Dtypes of the sample's outputs as torch produced them (bf16 is widened in the `.npy`).
+    #[serde(default)]
+    out_dtypes: Vec<String>,
 }
+
+/// Ops whose result values torch leaves uninitialized: only shapes and dtypes are compared.
+const UNINITIALIZED: &[&str] = &["empty.memory_format", "empty_strided.default"];
 
 /// What happened to one op.
 enum Outcome {
@@ -78,7 +84,12 @@ fn compare(out: &Array, reference: &Array, tol: f64, random: bool) -> Result<(),
     if ok {
         Ok(())
     } else {
-        Err(format!("max abs diff {:.3e} (rel {:.3e}, tolerance {tol:.0e}){}", c.max_abs_diff, c.max_rel_diff, c.note.map_or_else(String::new, |n| format!(", {n}"))))
+        Err(format!(
+            "max abs diff {:.3e} (rel {:.3e}, tolerance {tol:.0e}){}",
+            c.max_abs_diff,
+            c.max_rel_diff,
+            c.note.map_or_else(String::new, |n| format!(", {n}"))
+        ))
     }
 }
 
@@ -96,13 +107,20 @@ fn run_case(op: &str, case: &Case, tmp: &Path) -> Outcome {
         return Outcome::NotSupported(p.reason.clone());
     }
     let art = tmp.join(format!("{op}.tpuexe"));
-    let req = CompileRequest { targets: vec![Target::Cpu], precision: Precision::Highest, plugin: None, dump_dir: None, progress: false };
+    let req = CompileRequest {
+        targets: vec![Target::Cpu],
+        precision: Precision::Highest,
+        plugin: None,
+        dump_dir: None,
+        progress: false,
+    };
     if let Err(e) = compile(&program, &model, &art, &req) {
         return Outcome::Failed(format!("compile: {e:#}"));
     }
     let dir = testdata().join("ops").join(op);
     let out_dir = tmp.join(op);
-    let req = RunRequest { artifact: art, inputs: inputs(&dir), out_dir: out_dir.clone(), plugin: None, reference: None };
+    let req =
+        RunRequest { artifact: art, inputs: inputs(&dir), out_dir: out_dir.clone(), plugin: None, reference: None };
     if let Err(e) = run(&req) {
         return Outcome::Failed(format!("run: {e:#}"));
     }
@@ -115,8 +133,9 @@ fn run_case(op: &str, case: &Case, tmp: &Path) -> Outcome {
                 errors.push(format!("sample `{}` output {k}: missing output", s.desc));
                 continue;
             };
-            let tol = case.tolerance.get(ours.dtype.name()).copied().unwrap_or(1e-5);
-            if let Err(e) = compare(&ours, &eager, tol, case.random) {
+            let dtype = s.out_dtypes.get(k).map_or(ours.dtype.name(), String::as_str);
+            let tol = case.tolerance.get(dtype).copied().unwrap_or(1e-5);
+            if let Err(e) = compare(&ours, &eager, tol, case.random || UNINITIALIZED.contains(&op)) {
                 errors.push(format!("sample `{}` output {k}: {e}", s.desc));
             }
         }
@@ -142,7 +161,9 @@ fn coverage(results: &[(String, &Case, Outcome)]) -> String {
         dtypes.sort_unstable();
         dtypes.dedup();
         let mut tags = Vec::new();
-        for (flag, tag) in [(case.random, "random"), (case.data_dependent, "data-dependent shape"), (case.backward, "backward")] {
+        for (flag, tag) in
+            [(case.random, "random"), (case.data_dependent, "data-dependent shape"), (case.backward, "backward")]
+        {
             if flag {
                 tags.push(tag.to_string());
             }
@@ -154,7 +175,13 @@ fn coverage(results: &[(String, &Case, Outcome)]) -> String {
         };
         tags.push(note.replace('|', "\\|").replace('\n', " "));
         let notes: Vec<String> = tags.into_iter().filter(|t| !t.is_empty()).collect();
-        let _ = writeln!(out, "| `{op}` | {status} | {} | {} | {} |", case.samples.len(), dtypes.join(", "), notes.join("; "));
+        let _ = writeln!(
+            out,
+            "| `{op}` | {status} | {} | {} | {} |",
+            case.samples.len(),
+            dtypes.join(", "),
+            notes.join("; ")
+        );
     }
     let _ = writeln!(out, "\n{supported} of {} Core ATen ops supported", results.len());
     out
@@ -180,7 +207,10 @@ fn core_aten_op_cases() {
             _ => None,
         })
         .collect();
-    assert!(failures.is_empty(), "{} op(s) lower but fail:\n{}", failures.len(), failures.join("\n"));
+    for f in &failures {
+        eprintln!("{f}");
+    }
+    assert!(failures.is_empty(), "{} op(s) lower but fail", failures.len());
     let committed = std::fs::read_to_string(&path).unwrap_or_default();
     assert!(committed == table, "docs/ops.md is stale: run `cargo xtask coverage` and commit it");
 }

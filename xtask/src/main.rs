@@ -35,6 +35,8 @@ enum Task {
     },
     /// Compile and run every test model on CPU (release build) and compare with PyTorch eager.
     Parity,
+    /// Run the Core ATen single-op cases and rewrite docs/ops.md (the coverage table).
+    Coverage,
     /// Time lowering, XLA compile and run of every test model (release build).
     Bench,
     /// Regenerate testdata/ with real PyTorch in a private venv (a 5 GB install, not run by CI).
@@ -54,6 +56,7 @@ fn main() -> Result<()> {
         Task::Setup => setup::setup(),
         Task::Codegen { check } => codegen::codegen(check),
         Task::Parity => measure::parity(),
+        Task::Coverage => coverage(),
         Task::Bench => measure::bench(),
         Task::Testdata { models } => testdata(&models),
         Task::Bless => bless(),
@@ -111,6 +114,15 @@ fn testdata(models: &[String]) -> Result<()> {
 
 fn path_str(p: &Path) -> Result<&str> {
     p.to_str().with_context(|| format!("path `{}` is not UTF-8", p.display()))
+}
+
+/// The op-case test writes the table when asked; it then checks it like CI does.
+fn coverage() -> Result<()> {
+    let args = ["test", "-q", "-p", "torchtpu-compile", "--lib", "--", "--exact", "tests::ops::core_aten_op_cases"];
+    run("cargo", &args, &[("TORCHTPU_WRITE_COVERAGE", OsStr::new("1"))])?;
+    let table = std::fs::read_to_string(root().join("docs/ops.md"))?;
+    println!("{}", table.lines().last().unwrap_or_default());
+    Ok(())
 }
 
 fn bless() -> Result<()> {

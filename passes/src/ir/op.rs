@@ -156,6 +156,20 @@ pub enum ReduceOp {
     All,
 }
 
+/// How `scatter`-like ops combine an update with what is already there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[allow(missing_docs)] // the names of `scatter_reduce`'s `reduce` argument
+pub enum ScatterReduce {
+    /// Plain `scatter`: the update replaces the value.
+    Replace,
+    Sum,
+    Prod,
+    Mean,
+    Amax,
+    Amin,
+}
+
 /// Index-of-extremum reductions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -232,8 +246,9 @@ pub enum Op {
         count_include_pad: bool,
         divisor_override: Option<i64>,
     },
-    /// `_adaptive_avg_pool2d`/`3d` to the recorded output size: inputs `[x]`.
-    AdaptiveAvgPool,
+    /// `_adaptive_avg_pool2d`/`3d` over the trailing `spatial` dims, to the recorded output
+    /// size: inputs `[x]`.
+    AdaptiveAvgPool { spatial: usize },
     /// `upsample_nearest2d`/`upsample_bilinear2d` to the recorded output size; `scales` are the
     /// explicit `scale_factors` when given (they change the source index): inputs `[x]`.
     Upsample { bilinear: bool, align_corners: bool, scales: Option<Vec<f64>> },
@@ -241,7 +256,9 @@ pub enum Op {
     GroupNorm { groups: i64, eps: f64, has_weight: bool, has_bias: bool },
     /// `_native_batch_norm_legit` in training mode (batch statistics): inputs
     /// `[x, (weight), (bias)]` plus the running stats when present, outputs `[y, mean, rstd]`.
-    BatchNormTraining { eps: f64, has_weight: bool, has_bias: bool, running_stats: bool },
+    /// `_native_batch_norm_legit_functional` also returns the updated running stats (outputs
+    /// `[y, mean, rstd, running_mean, running_var]`), blending in `momentum`.
+    BatchNormTraining { eps: f64, has_weight: bool, has_bias: bool, running_stats: bool, momentum: Option<f64> },
     /// `_native_batch_norm_legit_no_training`: inputs `[x, (weight), (bias), mean, var]`,
     /// outputs `[y, save_mean, save_invstd]`.
     BatchNormInference { eps: f64, has_weight: bool, has_bias: bool },
@@ -303,6 +320,21 @@ pub enum Op {
     IndexSelect { dim: i64 },
     /// `gather(x, dim, index)`: inputs `[x, index]`.
     Gather { dim: i64 },
+    /// `scatter`/`scatter_add`/`scatter_reduce` along `dim`: inputs `[self, index, (src)]`; a
+    /// scalar `value` replaces `src` for `scatter.value`.
+    Scatter { dim: i64, reduce: ScatterReduce, include_self: bool, value: Option<Scalar> },
+    /// `index_put(self, indices, values, accumulate)`: inputs `[self, present indices..., values]`.
+    IndexPut { present: Vec<bool>, accumulate: bool },
+    /// `slice_scatter`: `src` written over `self[start:end:step]` along `dim`: inputs `[self, src]`.
+    SliceScatter { dim: i64, start: Dim, end: Dim, step: i64 },
+    /// `select_scatter`: `src` written over `self.select(dim, index)`: inputs `[self, src]`.
+    SelectScatter { dim: i64, index: i64 },
+    /// `masked_scatter`: positions where `mask` is true take `source`'s elements in order:
+    /// inputs `[self, mask, source]`.
+    MaskedScatter,
+    /// `embedding_dense_backward`: rows of the gradient summed per index: inputs
+    /// `[grad_output, indices]`.
+    EmbeddingBackward { num_weights: i64, padding_idx: i64, scale_grad_by_freq: bool },
     /// `embedding(weight, indices)`: inputs `[weight, indices]`.
     Embedding,
     /// `arange(start, end, step)`: no inputs.

@@ -160,7 +160,7 @@ fn attributes(op: &Op) -> Vec<String> {
             kv("count_include_pad", count_include_pad.to_string()),
             kv("divisor", opt(divisor_override)),
         ],
-        Op::AdaptiveAvgPool => vec![],
+        Op::AdaptiveAvgPool { spatial } => vec![kv("spatial", spatial.to_string())],
         Op::Upsample { bilinear, align_corners, scales } => vec![
             kv("mode", (if *bilinear { "bilinear" } else { "nearest" }).to_string()),
             kv("align_corners", align_corners.to_string()),
@@ -172,11 +172,12 @@ fn attributes(op: &Op) -> Vec<String> {
             kv("weight", has_weight.to_string()),
             kv("bias", has_bias.to_string()),
         ],
-        Op::BatchNormTraining { eps, has_weight, has_bias, running_stats } => vec![
+        Op::BatchNormTraining { eps, has_weight, has_bias, running_stats, momentum } => vec![
             kv("eps", Scalar::Float(*eps).to_string()),
             kv("weight", has_weight.to_string()),
             kv("bias", has_bias.to_string()),
             kv("running_stats", running_stats.to_string()),
+            kv("momentum", momentum.map_or_else(|| "none".to_string(), |m| Scalar::Float(m).to_string())),
         ],
         Op::MaxPool { kernel, stride, padding, dilation, ceil_mode } => vec![
             kv("kernel", ints(kernel)),
@@ -224,7 +225,29 @@ fn attributes(op: &Op) -> Vec<String> {
         Op::Flip { dims } => vec![kv("dims", ints(dims))],
         Op::Repeat { repeats } => vec![kv("repeats", ints(repeats))],
         Op::Pad { pad, value } => vec![kv("pad", ints(pad)), kv("value", value.to_string())],
-        Op::CopyFrom => vec![],
+        Op::CopyFrom | Op::MaskedScatter => vec![],
+        Op::Scatter { dim, reduce, include_self, value } => vec![
+            kv("dim", dim.to_string()),
+            kv("reduce", format!("{reduce:?}").to_lowercase()),
+            kv("include_self", include_self.to_string()),
+            kv("value", opt(value)),
+        ],
+        Op::IndexPut { present, accumulate } => {
+            let v: Vec<&str> = present.iter().map(|&p| if p { "idx" } else { ":" }).collect();
+            vec![kv("indices", format!("[{}]", v.join(", "))), kv("accumulate", accumulate.to_string())]
+        }
+        Op::SliceScatter { dim, start, end, step } => vec![
+            kv("dim", dim.to_string()),
+            kv("start", start.to_string()),
+            kv("end", if *end == Dim::Static(i64::MAX) { "end".to_string() } else { end.to_string() }),
+            kv("step", step.to_string()),
+        ],
+        Op::SelectScatter { dim, index } => vec![kv("dim", dim.to_string()), kv("index", index.to_string())],
+        Op::EmbeddingBackward { num_weights, padding_idx, scale_grad_by_freq } => vec![
+            kv("num_weights", num_weights.to_string()),
+            kv("padding_idx", padding_idx.to_string()),
+            kv("scale_grad_by_freq", scale_grad_by_freq.to_string()),
+        ],
         Op::Cumsum { dim, dtype } => vec![kv("dim", dim.to_string()), kv("dtype", opt(dtype))],
         Op::View { size } | Op::Expand { size } => vec![kv("size", dims(size))],
         Op::Permute { dims } => vec![kv("dims", ints(dims))],

@@ -12,15 +12,31 @@ pub fn lowering(key: &str) -> Option<Lowering> {
         "aten._log_softmax.default" => |a| softmax(a, true),
         "aten.max_pool2d_with_indices.default" | "aten.max_pool3d_with_indices.default" => max_pool,
         "aten.avg_pool2d.default" | "aten.avg_pool3d.default" => avg_pool,
-        "aten._adaptive_avg_pool2d.default" | "aten._adaptive_avg_pool3d.default" => |a| {
+        "aten._adaptive_avg_pool2d.default" => |a| {
             a.tensor("self")?;
-            Ok(Op::AdaptiveAvgPool)
+            Ok(Op::AdaptiveAvgPool { spatial: 2 })
+        },
+        "aten._adaptive_avg_pool3d.default" => |a| {
+            a.tensor("self")?;
+            Ok(Op::AdaptiveAvgPool { spatial: 3 })
         },
         "aten.upsample_nearest2d.vec" => |a| upsample(a, false),
         "aten.upsample_bilinear2d.vec" => |a| upsample(a, true),
         "aten.native_group_norm.default" => group_norm,
         "aten._native_batch_norm_legit.default" => |a| batch_norm_legit(a, true),
         "aten._native_batch_norm_legit.no_stats" => |a| batch_norm_legit(a, false),
+        "aten._native_batch_norm_legit_functional.default" => |a| {
+            a.tensor("input")?;
+            let has_weight = a.opt_tensor("weight")?;
+            let has_bias = a.opt_tensor("bias")?;
+            a.tensor("running_mean")?;
+            a.tensor("running_var")?;
+            if !a.bool("training", true)? {
+                return Err("`training=False` with the functional batch norm is not supported".into());
+            }
+            let (eps, momentum) = (a.float("eps", None)?, a.float("momentum", None)?);
+            Ok(Op::BatchNormTraining { eps, has_weight, has_bias, running_stats: true, momentum: Some(momentum) })
+        },
         "aten.embedding.default" => |a| {
             a.tensor("weight")?;
             a.tensor("indices")?;
@@ -110,5 +126,5 @@ fn batch_norm_legit(a: &mut Args<'_>, running_stats: bool) -> Result<Op, String>
             return Ok(Op::BatchNormInference { eps, has_weight, has_bias });
         }
     }
-    Ok(Op::BatchNormTraining { eps, has_weight, has_bias, running_stats })
+    Ok(Op::BatchNormTraining { eps, has_weight, has_bias, running_stats, momentum: None })
 }

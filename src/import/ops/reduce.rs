@@ -14,7 +14,14 @@ pub fn lowering(key: &str) -> Option<Lowering> {
         "aten.amax.default" => |a| reduce(a, ReduceOp::Max),
         "aten.amin.default" => |a| reduce(a, ReduceOp::Min),
         "aten.any.dim" => |a| reduce_one(a, ReduceOp::Any),
-        "aten.any.dims" => |a| reduce(a, ReduceOp::Any),
+        "aten.any.dims" => |a| match a.ints("dim", None) {
+            // An explicit empty list reduces nothing: the result is `self != 0`.
+            Ok(d) if d.is_empty() => {
+                a.tensor("self")?;
+                Ok(Op::Convert)
+            }
+            _ => reduce(a, ReduceOp::Any),
+        },
         "aten.any.default" => |a| reduce_all(a, ReduceOp::Any),
         "aten.all.dim" => |a| reduce_one(a, ReduceOp::All),
         "aten.prod.default" => |a| reduce_all(a, ReduceOp::Prod),

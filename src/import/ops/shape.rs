@@ -1,6 +1,6 @@
 //! Shape and indexing ops: views, permutes, slices, concatenation, splits and gathers.
 
-use torchtpu_passes::ir::{Dim, Op, Scalar};
+use torchtpu_passes::ir::{Dim, Op, Scalar, ScatterReduce};
 
 use super::{Args, Lowering};
 
@@ -70,6 +70,44 @@ pub fn lowering(key: &str) -> Option<Lowering> {
             a.tensor("index")?;
             Ok(Op::IndexSelect { dim })
         },
+        "aten.scatter.src" | "aten.scatter.value" | "aten.scatter_reduce.two" => |a| scatter(a, ScatterReduce::Replace),
+        "aten.scatter_add.default" => |a| scatter(a, ScatterReduce::Sum),
+        "aten.index_put.default" => |a| {
+            a.tensor("self")?;
+            let present = a.optional_tensor_list("indices")?;
+            a.tensor("values")?;
+            Ok(Op::IndexPut { present, accumulate: a.bool("accumulate", false)? })
+        },
+        "aten.slice_scatter.default" => |a| {
+            a.tensor("self")?;
+            a.tensor("src")?;
+            Ok(Op::SliceScatter {
+                dim: a.int("dim", Some(0))?,
+                start: a.dim("start", Some(Dim::Static(0)))?,
+                end: a.dim("end", Some(Dim::Static(i64::MAX)))?,
+                step: a.int("step", Some(1))?,
+            })
+        },
+        "aten.select_scatter.default" => |a| {
+            a.tensor("self")?;
+            a.tensor("src")?;
+            Ok(Op::SelectScatter { dim: a.int("dim", None)?, index: a.int("index", None)? })
+        },
+        "aten.masked_scatter.default" => |a| {
+            a.tensor("self")?;
+            a.tensor("mask")?;
+            a.tensor("source")?;
+            Ok(Op::MaskedScatter)
+        },
+        "aten.embedding_dense_backward.default" => |a| {
+            a.tensor("grad_output")?;
+            a.tensor("indices")?;
+            Ok(Op::EmbeddingBackward {
+                num_weights: a.int("num_weights", None)?,
+                padding_idx: a.int("padding_idx", None)?,
+                scale_grad_by_freq: a.bool("scale_grad_by_freq", false)?,
+            })
+        },
         "aten.gather.default" => |a| {
             a.tensor("self")?;
             let dim = a.int("dim", None)?;
@@ -89,4 +127,26 @@ fn slice(a: &mut Args<'_>) -> Result<Op, String> {
         end: a.dim("end", Some(Dim::Static(i64::MAX)))?,
         step: a.int("step", Some(1))?,
     })
+}
+
+/// `scatter.src/value`, `scatter_add`, `scatter_reduce.two` (`reduce` among sum, prod, mean,
+/// amax, amin; `include_self` defaults to true).
+fn scatter(a: &mut Args<'_>, default: ScatterReduce) -> Result<Op, String> {
+    a.tensor("self")?;
+    let dim = a.int("dim", None)?;
+    a.tensor("index")?;
+    let value = if a.has("value") { Some(a.scalar("value", None)?) } else { None };
+    if value.is_none() {
+        a.tensor("src")?;
+    }
+    let reduce = match a.string("reduce", "")?.as_str() {
+        "" => default,
+        "sum" | "add" => ScatterReduce::Sum,
+        "prod" | "multiply" => ScatterReduce::Prod,
+        "mean" => ScatterReduce::Mean,
+        "amax" => ScatterReduce::Amax,
+        "amin" => ScatterReduce::Amin,
+        other => return Err(format!("argument `reduce`: unknown value `{other}`")),
+    };
+    Ok(Op::Scatter { dim, reduce, include_self: a.bool("include_self", true)?, value })
 }

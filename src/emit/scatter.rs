@@ -1,0 +1,369 @@
+//! Writes into tensors: `scatter` (all reductions), `index_put`, `slice_scatter`,
+//! `select_scatter`, `masked_scatter` and `embedding_dense_backward`, all through
+//! `stablehlo.scatter` with coordinates built like the matching gathers.
+
+use melior::ir::Value;
+use torchtpu_passes::ir::{DType, Dim, Scalar, ScatterReduce, TensorType};
+
+use super::builder::{highest, lowest, norm_dim, static_dims, Builder, LowerResult};
+use super::shape::{along_dim_coordinates, index_plan};
+use super::Arg;
+
+type V<'c, 'b> = Value<'c, 'b>;
+
+fn list(v: &[i64]) -> String {
+    format!("[{}]", v.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "))
+}
+
+/// Where a scatter writes: the `#stablehlo.scatter` dimension numbers.
+struct Layout<'a> {
+    update_window_dims: &'a [i64],
+    inserted_window_dims: &'a [i64],
+    scatter_dims_to_operand_dims: &'a [i64],
+    index_vector_dim: usize,
+}
+
+#[allow(clippy::too_many_arguments)] // the operands and attributes of `stablehlo.scatter`
+/// `stablehlo.scatter` whose region combines the old value and the update with `combiner`
+/// (`None`: the update replaces it).
+fn scatter_op<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    operand: V<'c, 'b>,
+    indices: V<'c, 'b>,
+    updates: V<'c, 'b>,
+    layout: &Layout<'_>,
+    combiner: Option<&str>,
+    dims: &[i64],
+    dt: DType,
+) -> LowerResult<V<'c, 'b>> {
+    let region = b.scalar_region(&[dt, dt], |r, a| {
+        Ok(vec![match combiner {
+            Some("stablehlo.maximum") => r.extremum(a[0], a[1], &[], dt, true)?,
+            Some("stablehlo.minimum") => r.extremum(a[0], a[1], &[], dt, false)?,
+            Some(name) => r.op(name, &[a[0], a[1]], &[], dt, &[])?,
+            None => a[1],
+        }])
+    })?;
+    let numbers = format!(
+        "#stablehlo.scatter<update_window_dims = {}, inserted_window_dims = {}, scatter_dims_to_operand_dims = {}, index_vector_dim = {}>",
+        list(layout.update_window_dims),
+        list(layout.inserted_window_dims),
+        list(layout.scatter_dims_to_operand_dims),
+        layout.index_vector_dim
+    );
+    let attrs = [
+        ("scatter_dimension_numbers", numbers),
+        ("indices_are_sorted", "false".into()),
+        ("unique_indices", "false".into()),
+    ];
+    Ok(b.op_n("stablehlo.scatter", &[operand, indices, updates], &[(dims, dt)], &attrs, vec![region])?.remove(0))
+}
+
+fn combiner(reduce: ScatterReduce, dt: DType) -> Option<&'static str> {
+    match reduce {
+        ScatterReduce::Replace => None,
+        ScatterReduce::Sum | ScatterReduce::Mean => {
+            Some(if dt == DType::Bool { "stablehlo.or" } else { "stablehlo.add" })
+        }
+        ScatterReduce::Prod => Some(if dt == DType::Bool { "stablehlo.and" } else { "stablehlo.multiply" }),
+        ScatterReduce::Amax => Some("stablehlo.maximum"),
+        ScatterReduce::Amin => Some("stablehlo.minimum"),
+    }
+}
+
+fn identity(reduce: ScatterReduce, dt: DType) -> Scalar {
+    match reduce {
+        ScatterReduce::Prod => Scalar::Int(1),
+        ScatterReduce::Amax => lowest(dt),
+        ScatterReduce::Amin => highest(dt),
+        _ => Scalar::Int(0),
+    }
+}
+
+/// `scatter`, `scatter_add` and `scatter_reduce` along `dim`. With `include_self=false` the
+/// positions that receive updates start from the reduction's identity; `mean` divides by the
+/// number of contributions (plus one for `self` when included).
+pub fn scatter<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    (dim, reduce, include_self): (i64, ScatterReduce, bool),
+    value: Option<Scalar>,
+    args: &[Arg<'c, 'b, '_>],
+    out: &TensorType,
+) -> LowerResult<V<'c, 'b>> {
+    let dims = static_dims(out)?;
+    let dt = out.dtype;
+    let (this, index) = (args[0], args[1]);
+    let axis = norm_dim(dim, dims.len())? as usize;
+    let idx_dims = static_dims(index.ty)?;
+    let coords = along_dim_coordinates(b, &dims, axis, index)?;
+    let updates = match value {
+        Some(v) => b.splat(v, &idx_dims, dt)?,
+        None => {
+            // `src` may be larger than `index`: only its leading `index.shape` block is used.
+            let src = args[2];
+            let sd = static_dims(src.ty)?;
+            let v = b.convert(src.v, &sd, src.ty.dtype, dt)?;
+            if sd == idx_dims {
+                v
+            } else {
+                let strides = vec![1; sd.len()];
+                let attrs = [
+                    ("start_indices", super::builder::i64_array(&vec![0; sd.len()])),
+                    ("limit_indices", super::builder::i64_array(&idx_dims)),
+                    ("strides", super::builder::i64_array(&strides)),
+                ];
+                b.op("stablehlo.slice", &[v], &idx_dims, dt, &attrs)?
+            }
+        }
+    };
+    let all: Vec<i64> = (0..dims.len() as i64).collect();
+    let layout = Layout {
+        update_window_dims: &[],
+        inserted_window_dims: &all,
+        scatter_dims_to_operand_dims: &all,
+        index_vector_dim: idx_dims.len(),
+    };
+    let base = b.convert(this.v, &dims, this.ty.dtype, dt)?;
+    let touched = || -> LowerResult<V<'c, 'b>> {
+        let zeros = b.splat(Scalar::Int(0), &dims, DType::I64)?;
+        let ones = b.splat(Scalar::Int(1), &idx_dims, DType::I64)?;
+        scatter_op(b, zeros, coords, ones, &layout, Some("stablehlo.add"), &dims, DType::I64)
+    };
+    let start = if include_self || reduce == ScatterReduce::Replace {
+        base
+    } else {
+        let hit = b.compare(touched()?, b.splat(Scalar::Int(0), &dims, DType::I64)?, &dims, DType::I64, "GT")?;
+        b.op("stablehlo.select", &[hit, b.splat(identity(reduce, dt), &dims, dt)?, base], &dims, dt, &[])?
+    };
+    let result = scatter_op(b, start, coords, updates, &layout, combiner(reduce, dt), &dims, dt)?;
+    if reduce != ScatterReduce::Mean {
+        return Ok(result);
+    }
+    let mut count = touched()?;
+    if include_self {
+        count = b.op("stablehlo.add", &[count, b.splat(Scalar::Int(1), &dims, DType::I64)?], &dims, DType::I64, &[])?;
+    }
+    let count =
+        b.op("stablehlo.maximum", &[count, b.splat(Scalar::Int(1), &dims, DType::I64)?], &dims, DType::I64, &[])?;
+    let count = b.convert(count, &dims, DType::I64, dt)?;
+    if dt.is_float() {
+        b.op("stablehlo.divide", &[result, count], &dims, dt, &[])
+    } else {
+        super::math::floor_div(b, result, count, &dims, dt)
+    }
+}
+
+/// `index_put(self, indices, values, accumulate)`: `self[indices] = values` (or `+=`), with
+/// `values` broadcast to the shape `self[indices]` has.
+pub fn index_put<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    present: &[bool],
+    accumulate: bool,
+    args: &[Arg<'c, 'b, '_>],
+    out: &TensorType,
+) -> LowerResult<V<'c, 'b>> {
+    let dims = static_dims(out)?;
+    let dt = out.dtype;
+    let mut rest = args[1..].iter().copied();
+    let indices: Vec<Option<Arg>> = present.iter().map(|&p| if p { rest.next() } else { None }).collect();
+    let values = rest.next().ok_or("index_put needs values")?;
+    let Some(plan) = index_plan(b, &dims, &indices)? else {
+        return Err("index_put without any index tensor".into());
+    };
+    // The shape of `self[indices]`: batch dims plus kept dims at the offsets gather would use.
+    let kept: Vec<i64> =
+        (0..dims.len() as i64).filter(|d| !plan.indexed.contains(d)).map(|d| dims[d as usize]).collect();
+    let rank = plan.batch.len() + kept.len();
+    let mut view = vec![0; rank];
+    let mut batch_it = plan.batch.iter();
+    let mut kept_it = kept.iter();
+    for (pos, slot) in view.iter_mut().enumerate() {
+        *slot = if plan.offset_dims.contains(&(pos as i64)) {
+            *kept_it.next().unwrap_or(&1)
+        } else {
+            *batch_it.next().unwrap_or(&1)
+        };
+    }
+    let vd = static_dims(values.ty)?;
+    let v = b.convert(values.v, &vd, values.ty.dtype, dt)?;
+    let updates = b.broadcast_to(v, &vd, &view, dt)?;
+    let layout = Layout {
+        update_window_dims: &plan.offset_dims,
+        inserted_window_dims: &plan.indexed,
+        scatter_dims_to_operand_dims: &plan.indexed,
+        index_vector_dim: plan.batch.len(),
+    };
+    let base = b.convert(args[0].v, &dims, args[0].ty.dtype, dt)?;
+    let combine = if accumulate { combiner(ScatterReduce::Sum, dt) } else { None };
+    scatter_op(b, base, plan.start, updates, &layout, combine, &dims, dt)
+}
+
+/// `slice_scatter`: a scatter along `dim` at `start, start+step, …` of `src`'s slices.
+pub fn slice_scatter<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    dim: i64,
+    (start, end, step): (&Dim, &Dim, i64),
+    args: &[Arg<'c, 'b, '_>],
+    out: &TensorType,
+) -> LowerResult<V<'c, 'b>> {
+    let dims = static_dims(out)?;
+    let dt = out.dtype;
+    let axis = norm_dim(dim, dims.len())? as usize;
+    let size = dims[axis];
+    let bound = |d: &Dim| -> LowerResult<i64> {
+        let v = d.as_static().ok_or("slice bound is still symbolic")?;
+        Ok((if v < 0 { v + size } else { v }).clamp(0, size))
+    };
+    let (lo, _) = (bound(start)?, bound(end)?);
+    let src = args[1];
+    let sd = static_dims(src.ty)?;
+    let n = sd[axis];
+    let iota = b.op("stablehlo.iota", &[], &[n, 1], DType::I64, &[("iota_dimension", "0 : i64".into())])?;
+    let scaled = b.op(
+        "stablehlo.multiply",
+        &[iota, b.splat(Scalar::Int(step), &[n, 1], DType::I64)?],
+        &[n, 1],
+        DType::I64,
+        &[],
+    )?;
+    let indices =
+        b.op("stablehlo.add", &[scaled, b.splat(Scalar::Int(lo), &[n, 1], DType::I64)?], &[n, 1], DType::I64, &[])?;
+    let window: Vec<i64> = (0..dims.len() as i64).filter(|&d| d != axis as i64).collect();
+    let layout = Layout {
+        update_window_dims: &window,
+        inserted_window_dims: &[axis as i64],
+        scatter_dims_to_operand_dims: &[axis as i64],
+        index_vector_dim: 1,
+    };
+    // Updates carry the scatter dim first: move `axis` of `src` to the front.
+    let mut perm: Vec<i64> = vec![axis as i64];
+    perm.extend(window.iter().copied());
+    let moved: Vec<i64> = perm.iter().map(|&p| sd[p as usize]).collect();
+    let v = b.convert(src.v, &sd, src.ty.dtype, dt)?;
+    let updates =
+        b.op("stablehlo.transpose", &[v], &moved, dt, &[("permutation", super::builder::i64_array(&perm))])?;
+    let layout = Layout { update_window_dims: &(1..dims.len() as i64).collect::<Vec<_>>(), ..layout };
+    let base = b.convert(args[0].v, &dims, args[0].ty.dtype, dt)?;
+    scatter_op(b, base, indices, updates, &layout, None, &dims, dt)
+}
+
+/// `select_scatter`: `src` (without dim `dim`) written at `index` of that dim.
+pub fn select_scatter<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    dim: i64,
+    index: i64,
+    args: &[Arg<'c, 'b, '_>],
+    out: &TensorType,
+) -> LowerResult<V<'c, 'b>> {
+    let dims = static_dims(out)?;
+    let axis = norm_dim(dim, dims.len())? as usize;
+    let i = if index < 0 { index + dims[axis] } else { index };
+    let mut one = dims.clone();
+    one[axis] = 1;
+    let src = args[1];
+    let reshaped = b.reshape(src.v, &one, src.ty.dtype)?;
+    let ty = TensorType::new(src.ty.dtype, &one);
+    let start = Dim::Static(i);
+    slice_scatter(b, axis as i64, (&start, &Dim::Static(i + 1), 1), &[args[0], Arg { v: reshaped, ty: &ty }], out)
+}
+
+/// `masked_scatter(self, mask, source)`: the k-th true position of the (broadcast) mask takes
+/// the k-th element of `source` (flattened); others keep `self`.
+pub fn masked_scatter<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    args: &[Arg<'c, 'b, '_>],
+    out: &TensorType,
+) -> LowerResult<V<'c, 'b>> {
+    let dims = static_dims(out)?;
+    let dt = out.dtype;
+    let n: i64 = dims.iter().product();
+    let md = static_dims(args[1].ty)?;
+    let mask = b.broadcast_to(b.convert(args[1].v, &md, args[1].ty.dtype, DType::Bool)?, &md, &dims, DType::Bool)?;
+    let flat_mask = b.reshape(mask, &[n], DType::Bool)?;
+    let as_int = b.convert(flat_mask, &[n], DType::Bool, DType::I64)?;
+    // Inclusive prefix count minus one: the source position of each true element.
+    let init = b.splat(Scalar::Int(0), &[], DType::I64)?;
+    let region = b.scalar_region(&[DType::I64, DType::I64], |r, a| {
+        Ok(vec![r.op("stablehlo.add", &[a[0], a[1]], &[], DType::I64, &[])?])
+    })?;
+    let attrs = [
+        ("window_dimensions", super::builder::i64_array(&[n.max(1)])),
+        ("padding", format!("dense<[[{}, 0]]> : tensor<1x2xi64>", (n - 1).max(0))),
+    ];
+    let count =
+        b.op_n("stablehlo.reduce_window", &[as_int, init], &[(&[n], DType::I64)], &attrs, vec![region])?.remove(0);
+    let pos =
+        b.op("stablehlo.subtract", &[count, b.splat(Scalar::Int(1), &[n], DType::I64)?], &[n], DType::I64, &[])?;
+    let pos = b.op("stablehlo.maximum", &[pos, b.splat(Scalar::Int(0), &[n], DType::I64)?], &[n], DType::I64, &[])?;
+    let src = args[2];
+    let sd = static_dims(src.ty)?;
+    let sn: i64 = sd.iter().product();
+    let flat_src = b.reshape(b.convert(src.v, &sd, src.ty.dtype, dt)?, &[sn], dt)?;
+    let pos = b.op(
+        "stablehlo.minimum",
+        &[pos, b.splat(Scalar::Int((sn - 1).max(0)), &[n], DType::I64)?],
+        &[n],
+        DType::I64,
+        &[],
+    )?;
+    let pos = b.reshape(pos, &[n, 1], DType::I64)?;
+    let numbers =
+        "#stablehlo.gather<offset_dims = [], collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = 1>";
+    let attrs = [
+        ("dimension_numbers", numbers.to_string()),
+        ("slice_sizes", super::builder::i64_array(&[1])),
+        ("indices_are_sorted", "false".to_string()),
+    ];
+    let taken = b.op("stablehlo.gather", &[flat_src, pos], &[n], dt, &attrs)?;
+    let flat_self = b.reshape(b.convert(args[0].v, &dims, args[0].ty.dtype, dt)?, &[n], dt)?;
+    let merged = b.op("stablehlo.select", &[flat_mask, taken, flat_self], &[n], dt, &[])?;
+    b.reshape(merged, &dims, dt)
+}
+
+/// `embedding_dense_backward`: the gradient rows summed into `num_weights` rows by index,
+/// skipping `padding_idx`, divided by each index's frequency when `scale_grad_by_freq`.
+pub fn embedding_backward<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    (num_weights, padding_idx, scale_grad_by_freq): (i64, i64, bool),
+    args: &[Arg<'c, 'b, '_>],
+    out: &TensorType,
+) -> LowerResult<V<'c, 'b>> {
+    let dims = static_dims(out)?;
+    let dt = out.dtype;
+    let (grad, idx) = (args[0], args[1]);
+    let gd = static_dims(grad.ty)?;
+    let id = static_dims(idx.ty)?;
+    let n: i64 = id.iter().product();
+    let width = *dims.last().ok_or("embedding gradient needs a feature dim")?;
+    let flat_idx = b.reshape(b.convert(idx.v, &id, idx.ty.dtype, DType::I64)?, &[n], DType::I64)?;
+    let mut rows = b.reshape(b.convert(grad.v, &gd, grad.ty.dtype, dt)?, &[n, width], dt)?;
+    let keep = b.compare(flat_idx, b.splat(Scalar::Int(padding_idx), &[n], DType::I64)?, &[n], DType::I64, "NE")?;
+    let keep_rows = b.broadcast_to(b.reshape(keep, &[n, 1], DType::Bool)?, &[n, 1], &[n, width], DType::Bool)?;
+    rows =
+        b.op("stablehlo.select", &[keep_rows, rows, b.splat(Scalar::Int(0), &[n, width], dt)?], &[n, width], dt, &[])?;
+    let indices = b.reshape(flat_idx, &[n, 1], DType::I64)?;
+    let layout = Layout {
+        update_window_dims: &[1],
+        inserted_window_dims: &[0],
+        scatter_dims_to_operand_dims: &[0],
+        index_vector_dim: 1,
+    };
+    if scale_grad_by_freq {
+        let counts = {
+            let zeros = b.splat(Scalar::Int(0), &[num_weights, 1], dt)?;
+            let ones = b.splat(Scalar::Int(1), &[n, 1], dt)?;
+            scatter_op(b, zeros, indices, ones, &layout, Some("stablehlo.add"), &[num_weights, 1], dt)?
+        };
+        let numbers = "#stablehlo.gather<offset_dims = [1], collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = 1>";
+        let attrs = [
+            ("dimension_numbers", numbers.to_string()),
+            ("slice_sizes", super::builder::i64_array(&[1, 1])),
+            ("indices_are_sorted", "false".to_string()),
+        ];
+        let per_row = b.op("stablehlo.gather", &[counts, indices], &[n, 1], dt, &attrs)?;
+        let per_row = b.broadcast_to(per_row, &[n, 1], &[n, width], dt)?;
+        rows = b.op("stablehlo.divide", &[rows, per_row], &[n, width], dt, &[])?;
+    }
+    let zeros = b.splat(Scalar::Int(0), &dims, dt)?;
+    scatter_op(b, zeros, indices, rows, &layout, Some("stablehlo.add"), &dims, dt)
+}
