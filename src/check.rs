@@ -51,6 +51,9 @@ pub fn check(program: &Program, file: &str) -> CheckReport {
     {
         Ok(()) => vec![],
         Err(LowerError::Emit(EmitError::Lowering(f))) => f,
+        // Unsupported nodes (e.g. data-dependent shapes) can make specialization impossible;
+        // they are the cause to report.
+        Err(_) if !program.unsupported_nodes().is_empty() => unsupported_failures(program),
         Err(other) => vec![NodeFailure {
             node: String::new(),
             target: "(program)".into(),
@@ -73,6 +76,29 @@ pub fn check(program: &Program, file: &str) -> CheckReport {
     }
     let problems: Vec<OpProblem> = groups.into_values().collect();
     CheckReport { format: CHECK_FORMAT, file: file.to_string(), ok: problems.is_empty(), nodes, problems }
+}
+
+/// The unsupported nodes of the imported graph, as failures.
+fn unsupported_failures(program: &Program) -> Vec<NodeFailure> {
+    program
+        .unsupported_nodes()
+        .into_iter()
+        .map(|id| {
+            let node = program.graph.node(id);
+            let reason = match &node.op {
+                Op::Unsupported { target, reason } => {
+                    reason.clone().unwrap_or_else(|| format!("no lowering for `{target}`"))
+                }
+                _ => String::new(),
+            };
+            NodeFailure {
+                node: node.name.clone(),
+                target: node.origin.target.clone(),
+                reason,
+                source_line: node.origin.source_line().map(str::to_string),
+            }
+        })
+        .collect()
 }
 
 /// The human-readable form.

@@ -134,7 +134,7 @@ fn arity(op: &Op) -> (Option<usize>, Option<usize>) {
         Op::ScalarTensor { .. } | Op::SymInt { .. } => (0, 1),
         Op::Unary(_) | Op::Clamp { .. } | Op::Softmax { .. } | Op::Reduce { .. } => (1, 1),
         Op::Elu { .. } | Op::LeakyRelu { .. } | Op::Var { .. } | Op::Select { .. } | Op::Diagonal { .. } => (1, 1),
-        Op::Flip { .. } | Op::Repeat { .. } | Op::Pad { .. } => (1, 1),
+        Op::Flip { .. } | Op::Repeat { .. } | Op::Pad { .. } | Op::PadMode { .. } => (1, 1),
         Op::ExtremumDim { .. } | Op::Sort { .. } | Op::TopK { .. } => (1, 2),
         Op::CopyFrom | Op::SliceScatter { .. } | Op::SelectScatter { .. } | Op::EmbeddingBackward { .. } => (2, 1),
         Op::MaskedScatter => (3, 1),

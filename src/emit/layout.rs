@@ -118,6 +118,67 @@ pub fn pad<'c, 'b>(
     b.op("stablehlo.pad", &[x.v, fill], &static_dims(out)?, out.dtype, &attrs)
 }
 
+/// `reflection_pad`/`replication_pad`: one gather per padded dim with constant source indices
+/// (reflect: `-i` and `2(n-1)-i` past the edges; replicate: clamp to the edge).
+pub fn pad_mode<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    pad: &[i64],
+    reflect: bool,
+    x: Arg<'c, 'b, '_>,
+    out: &TensorType,
+) -> LowerResult<Value<'c, 'b>> {
+    let mut dims = static_dims(x.ty)?;
+    let rank = dims.len();
+    let dt = x.ty.dtype;
+    let mut v = x.v;
+    for (k, pair) in pad.chunks(2).enumerate() {
+        let axis = rank.checked_sub(1 + k).ok_or("more padding pairs than dims")?;
+        let (n, lo, hi) = (dims[axis], pair[0], pair.get(1).copied().unwrap_or(0));
+        let source: Vec<i64> = (-lo..n + hi)
+            .map(|i| match (reflect, i) {
+                (true, i) if i < 0 => -i,
+                (true, i) if i >= n => 2 * (n - 1) - i,
+                (_, i) => i.clamp(0, n - 1),
+            })
+            .collect();
+        if reflect && (lo >= n || hi >= n) {
+            return Err(format!("reflection padding {lo}/{hi} must be smaller than the dim size {n}"));
+        }
+        let m = source.len() as i64;
+        let items: Vec<String> = source.iter().map(ToString::to_string).collect();
+        let idx = b.op(
+            "stablehlo.constant",
+            &[],
+            &[m, 1],
+            DType::I64,
+            &[(
+                "value",
+                format!(
+                    "dense<[{}]> : tensor<{m}x1xi64>",
+                    items.iter().map(|i| format!("[{i}]")).collect::<Vec<_>>().join(", ")
+                ),
+            )],
+        )?;
+        let mut next = dims.clone();
+        next[axis] = m;
+        // Gather along `axis`: the result is `[m, other dims…]`.
+        let mut sizes = dims.clone();
+        sizes[axis] = 1;
+        let mut gathered: Vec<i64> = dims.iter().enumerate().filter(|(d, _)| *d != axis).map(|(_, &s)| s).collect();
+        gathered.insert(0, m);
+        let gathered = TensorType::new(dt, &gathered);
+        let offset: Vec<i64> = (1..rank as i64).collect();
+        let a = [axis as i64];
+        let g = super::shape::gather_op(b, v, idx, &offset, &a, &a, 1, &sizes, &gathered)?;
+        // The gather put the new dim first; move it back to `axis`.
+        let mut perm: Vec<i64> = (1..rank as i64).collect();
+        perm.insert(axis, 0);
+        v = b.op("stablehlo.transpose", &[g], &next, dt, &[("permutation", i64_array(&perm))])?;
+        dims = next;
+    }
+    b.reshape(v, &static_dims(out)?, out.dtype)
+}
+
 /// `copy(self, src)`: `src` converted to `self`'s dtype and broadcast to its shape.
 pub fn copy_from<'c, 'b>(b: &Builder<'c, 'b>, src: Arg<'c, 'b, '_>, out: &TensorType) -> LowerResult<Value<'c, 'b>> {
     let from = static_dims(src.ty)?;

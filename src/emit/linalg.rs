@@ -76,12 +76,10 @@ pub fn convolution<'c, 'b>(
     out: &TensorType,
     precision: Precision,
 ) -> LowerResult<Value<'c, 'b>> {
-    let Op::Convolution { stride, padding, dilation, transposed, groups, has_bias, .. } = op else {
+    let Op::Convolution { stride, padding, dilation, transposed, output_padding, groups, has_bias } = op else {
         return Err("internal: not a convolution".into());
     };
-    if *transposed {
-        return Err("transposed convolution is not supported yet".into());
-    }
+
     let dims = static_dims(out)?;
     let spatial = dims.len().checked_sub(2).ok_or("convolution needs a batch and a channel dim")?;
     let per_dim = |v: &[i64], what: &str| -> LowerResult<Vec<i64>> {
@@ -94,20 +92,51 @@ pub fn convolution<'c, 'b>(
     let (stride, padding, dilation) =
         (per_dim(stride, "stride")?, per_dim(padding, "padding")?, per_dim(dilation, "dilation")?);
     let s: Vec<String> = (0..spatial).map(|i| i.to_string()).collect();
-    let layout = format!("[b, f, {}]x[o, i, {}]->[b, f, {}]", s.join(", "), s.join(", "), s.join(", "));
-    let pads: Vec<String> = padding.iter().map(|p| format!("[{p}, {p}]")).collect();
+    let s = s.join(", ");
+    let x = converted(b, args[0], out)?;
+    let mut w = converted(b, args[1], out)?;
+    let (kernel_layout, pads, lhs_dilation) = if *transposed {
+        // A transposed convolution is a convolution of the stride-dilated input with the
+        // spatially flipped kernel, whose [in, out/groups, k…] layout is regrouped to
+        // [in/groups, out, k…].
+        let wd = static_dims(args[1].ty)?;
+        let out_pad = per_dim(output_padding, "output_padding")?;
+        let k = &wd[2..];
+        let flips: Vec<i64> = (2..wd.len() as i64).collect();
+        w = b.op("stablehlo.reverse", &[w], &wd, out.dtype, &[("dimensions", i64_array(&flips))])?;
+        if *groups > 1 {
+            let (cin, cout_g) = (wd[0], wd[1]);
+            let split: Vec<i64> = [*groups, cin / groups, cout_g].iter().chain(k).copied().collect();
+            w = b.reshape(w, &split, out.dtype)?;
+            let mut perm: Vec<i64> = vec![1, 0];
+            perm.extend(2..split.len() as i64);
+            let swapped: Vec<i64> = perm.iter().map(|&p| split[p as usize]).collect();
+            w = b.op("stablehlo.transpose", &[w], &swapped, out.dtype, &[("permutation", i64_array(&perm))])?;
+            let merged: Vec<i64> = [cin / groups, groups * cout_g].iter().chain(k).copied().collect();
+            w = b.reshape(w, &merged, out.dtype)?;
+        }
+        let pads: Vec<String> = (0..spatial)
+            .map(|i| {
+                let edge = dilation[i] * (k[i] - 1) - padding[i];
+                format!("[{edge}, {}]", edge + out_pad[i])
+            })
+            .collect();
+        (format!("[i, o, {s}]"), pads, stride.clone())
+    } else {
+        (format!("[o, i, {s}]"), padding.iter().map(|p| format!("[{p}, {p}]")).collect(), vec![1; spatial])
+    };
+    let window_strides = if *transposed { vec![1; spatial] } else { stride.clone() };
+    let layout = format!("[b, f, {s}]x{kernel_layout}->[b, f, {s}]");
     let attrs = [
-        ("window_strides", i64_array(&stride)),
+        ("window_strides", i64_array(&window_strides)),
         ("padding", format!("dense<[{}]> : tensor<{spatial}x2xi64>", pads.join(", "))),
-        ("lhs_dilation", i64_array(&vec![1; spatial])),
+        ("lhs_dilation", i64_array(&lhs_dilation)),
         ("rhs_dilation", i64_array(&dilation)),
         ("dimension_numbers", format!("#stablehlo.conv<{layout}>")),
         ("feature_group_count", format!("{groups} : i64")),
         ("batch_group_count", "1 : i64".to_string()),
         ("precision_config", precision_attr(precision)),
     ];
-    let x = converted(b, args[0], out)?;
-    let w = converted(b, args[1], out)?;
     let y = b.op("stablehlo.convolution", &[x, w], &dims, out.dtype, &attrs)?;
     if !has_bias {
         return Ok(y);

@@ -193,8 +193,8 @@ fn emit_body<'c>(
         if let Some(missing) = ins.iter().find(|v| !values.contains_key(v)) {
             // A node fed by a failed node is skipped: only root causes are reported, and every
             // op without a lowering is one.
-            if let Op::Unsupported { target } = &node.op {
-                failures.push(failure(node, format!("no lowering for `{target}`")));
+            if let Op::Unsupported { target, reason } = &node.op {
+                failures.push(failure(node, unsupported_reason(target, reason.as_deref())));
             } else if !failed.contains(&missing.node) {
                 let producer = &graph.node(missing.node).name;
                 failures.push(failure(
@@ -243,6 +243,10 @@ fn emit_body<'c>(
         .map_err(|e| EmitError::Internal(e.to_string()))?;
     block.append_operation(ret);
     Ok(types)
+}
+
+fn unsupported_reason(target: &str, reason: Option<&str>) -> String {
+    reason.map_or_else(|| format!("no lowering for `{target}`"), str::to_string)
 }
 
 fn failure(node: &Node, reason: String) -> NodeFailure {
@@ -314,6 +318,7 @@ fn lower_node<'c, 'b>(
         Op::Flip { dims } => one(layout::flip(b, dims, args[0], &out[0])),
         Op::Repeat { repeats } => one(layout::repeat(b, repeats, args[0], &out[0])),
         Op::Pad { pad, value } => one(layout::pad(b, pad, *value, args[0], &out[0])),
+        Op::PadMode { pad, reflect } => one(layout::pad_mode(b, pad, *reflect, args[0], &out[0])),
         Op::CopyFrom => one(layout::copy_from(b, args[1], &out[0])),
         Op::Scatter { dim, reduce, include_self, value } => {
             one(scatter::scatter(b, (*dim, *reduce, *include_self), *value, args, &out[0]))
@@ -363,7 +368,7 @@ fn lower_node<'c, 'b>(
             let v = value.as_static().ok_or("symbolic int was not specialized")?;
             one(b.splat(torchtpu_passes::ir::Scalar::Int(v), &[], DType::I64))
         }
-        Op::Unsupported { target } => Err(format!("no lowering for `{target}`")),
+        Op::Unsupported { target, reason } => Err(unsupported_reason(target, reason.as_deref())),
     }
 }
 

@@ -254,7 +254,7 @@ pub fn along_dim_coordinates<'c, 'b>(
 }
 
 #[allow(clippy::too_many_arguments)] // mirrors the fields of `#stablehlo.gather`
-fn gather_op<'c, 'b>(
+pub fn gather_op<'c, 'b>(
     b: &Builder<'c, 'b>,
     operand: Value<'c, 'b>,
     start: Value<'c, 'b>,

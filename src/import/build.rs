@@ -194,12 +194,33 @@ impl Builder<'_> {
             return Err(fail("another node has the same name".into()));
         }
         let mut args = Args::new(&node.inputs, &self.sym_values).map_err(&fail)?;
+        let sym_scalar_out = node.outputs.iter().any(|o| matches!(o, Argument::AsSymBool(_) | Argument::AsSymFloat(_)));
         let op = match ops::lowering(&node.target) {
-            Some(lower) => lower(&mut args).map_err(&fail)?,
+            _ if sym_scalar_out => {
+                args.all_tensors();
+                let reason = format!(
+                    "`{}` produces a symbolic bool or float (data-dependent control), which is not supported",
+                    node.target
+                );
+                Op::Unsupported { target: node.target.clone(), reason: Some(reason) }
+            }
+            Some(lower) => match lower(&mut args) {
+                Ok(op) => op,
+                // Arguments computed from data (`item()` results) cannot be lowered: keep the
+                // node so that `check` lists it with the reason.
+                Err(reason) if has_data_dependent_arg(node) => {
+                    args.all_tensors();
+                    Op::Unsupported {
+                        target: node.target.clone(),
+                        reason: Some(format!("{reason} (a data-dependent value)")),
+                    }
+                }
+                Err(reason) => return Err(fail(reason)),
+            },
             None if is_sym_int_node(node) => self.sym_int_op(node).map_err(&fail)?,
             None => {
                 args.all_tensors();
-                Op::Unsupported { target: node.target.clone() }
+                Op::Unsupported { target: node.target.clone(), reason: known_unsupported(&node.target) }
             }
         };
         let mut inputs = Vec::with_capacity(args.tensors.len());
@@ -244,6 +265,8 @@ impl Builder<'_> {
                 Argument::AsTensor(t) => names.push(t.name.clone()),
                 Argument::AsTensors(ts) => names.extend(ts.iter().map(|t| t.name.clone())),
                 Argument::AsSymInt(SymIntArgument::AsName(n)) => names.push(n.clone()),
+                // Symbolic bools and floats have no tensor slot (their node is unsupported).
+                Argument::AsSymBool(_) | Argument::AsSymFloat(_) => {}
                 other => return Err(format!("outputs of kind `{}` are not supported", other.kind())),
             }
         }
@@ -287,14 +310,24 @@ impl Builder<'_> {
                 ),
                 OutputSpec::Token(_) => return Err(sig("effect-token outputs are not supported".into())),
             };
-            let Argument::AsTensor(t) = &arg else {
-                return Err(sig(format!("outputs of kind `{}` are not supported (only tensors)", arg.kind())));
+            // A symbolic int returned to the caller is a 0-d int64 value.
+            let name = match &arg {
+                Argument::AsTensor(t) => &t.name,
+                Argument::AsSymInt(SymIntArgument::AsName(n)) => n,
+                Argument::AsSymFloat(_) | Argument::AsSymBool(_) => {
+                    return Err(sig(format!(
+                        "an output is a Python {} computed from tensor data (`item()`), which a compiled program \
+                         cannot return; return the tensor instead",
+                        if matches!(arg, Argument::AsSymFloat(_)) { "float" } else { "bool" }
+                    )))
+                }
+                _ => return Err(sig(format!("outputs of kind `{}` are not supported (only tensors)", arg.kind()))),
             };
             let value = self
                 .values
-                .get(&t.name)
+                .get(name)
                 .copied()
-                .ok_or_else(|| sig(format!("output `{}` is produced by no node or input", t.name)))?;
+                .ok_or_else(|| sig(format!("output `{name}` is produced by no node or input")))?;
             self.graph.add_output(value, kind);
         }
         Ok(())
@@ -310,6 +343,25 @@ impl Builder<'_> {
                 .map_or(Bounds { min: None, max: None }, |rc| Bounds { min: rc.min_val, max: rc.max_val });
             self.graph.add_symbol(s.clone(), bounds);
         }
+    }
+}
+
+/// True when an argument is a symbolic float or bool: a value computed from tensor data.
+fn has_data_dependent_arg(node: &schema::Node) -> bool {
+    node.inputs.iter().any(|a| matches!(a.arg, Argument::AsSymFloat(_) | Argument::AsSymBool(_)))
+}
+
+/// Why some targets cannot be lowered, and what the user can do about it.
+fn known_unsupported(target: &str) -> Option<String> {
+    let data_dependent = "has an output whose size or value depends on the input data, which a static XLA program \
+        cannot produce; keep it out of the exported graph, or bound it at export (`torch._check(n <= N)`) and pad";
+    match target.strip_prefix("torch.ops.aten.") {
+        Some("nonzero.default") => Some(format!("`nonzero` {data_dependent}")),
+        Some("_local_scalar_dense.default") => Some(format!("`item()` ({target}) {data_dependent}")),
+        _ if target.starts_with("_operator.") => {
+            Some(format!("`{target}` computes on data-dependent symbolic values, which are not supported"))
+        }
+        _ => None,
     }
 }
 

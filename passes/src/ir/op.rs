@@ -306,6 +306,9 @@ pub enum Op {
     /// `constant_pad_nd`: `pad` is (low, high) pairs from the last dim backwards, negative
     /// entries crop: inputs `[x]`.
     Pad { pad: Vec<i64>, value: Scalar },
+    /// `reflection_pad{1,2,3}d` / `replication_pad{2,3}d`: `pad` is (low, high) pairs from the
+    /// last dim backwards: inputs `[x]`.
+    PadMode { pad: Vec<i64>, reflect: bool },
     /// `copy(self, src)`: `src` broadcast and converted to `self`'s shape and dtype: inputs
     /// `[self, src]`.
     CopyFrom,
@@ -356,8 +359,9 @@ pub enum Op {
     /// A symbolic integer computed on sizes (`_operator.add` and friends): no inputs, one 0-d
     /// `i64` output. The export records its value as an expression, kept here.
     SymInt { value: Dim },
-    /// An ATen target with no lowering yet; kept so that `check` can list them all.
-    Unsupported { target: String },
+    /// A target with no lowering; kept so that `check` can list them all, with the reason when
+    /// there is more to say than "no lowering" (e.g. a data-dependent output shape).
+    Unsupported { target: String, reason: Option<String> },
 }
 
 impl Op {
@@ -374,7 +378,7 @@ impl Op {
             Op::Binary { op, .. } => snake_case(&format!("{op:?}")),
             Op::Reduce { op, .. } => format!("reduce_{}", snake_case(&format!("{op:?}"))),
             Op::ArgReduce { op, .. } => snake_case(&format!("{op:?}")),
-            Op::Unsupported { target } => format!("unsupported<{target}>"),
+            Op::Unsupported { target, .. } => format!("unsupported<{target}>"),
             other => {
                 let debug = format!("{other:?}");
                 let variant: String = debug.chars().take_while(char::is_ascii_alphanumeric).collect();

@@ -225,6 +225,9 @@ fn attributes(op: &Op) -> Vec<String> {
         Op::Flip { dims } => vec![kv("dims", ints(dims))],
         Op::Repeat { repeats } => vec![kv("repeats", ints(repeats))],
         Op::Pad { pad, value } => vec![kv("pad", ints(pad)), kv("value", value.to_string())],
+        Op::PadMode { pad, reflect } => {
+            vec![kv("pad", ints(pad)), kv("mode", (if *reflect { "reflect" } else { "replicate" }).to_string())]
+        }
         Op::CopyFrom | Op::MaskedScatter => vec![],
         Op::Scatter { dim, reduce, include_self, value } => vec![
             kv("dim", dim.to_string()),

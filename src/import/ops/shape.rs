@@ -48,6 +48,14 @@ pub fn lowering(key: &str) -> Option<Lowering> {
             a.tensor("self")?;
             Ok(Op::Repeat { repeats: a.ints("repeats", None)? })
         },
+        "aten.reflection_pad1d.default" | "aten.reflection_pad2d.default" | "aten.reflection_pad3d.default" => |a| {
+            a.tensor("self")?;
+            Ok(Op::PadMode { pad: a.ints("padding", None)?, reflect: true })
+        },
+        "aten.replication_pad2d.default" | "aten.replication_pad3d.default" => |a| {
+            a.tensor("self")?;
+            Ok(Op::PadMode { pad: a.ints("padding", None)?, reflect: false })
+        },
         "aten.constant_pad_nd.default" => |a| {
             a.tensor("self")?;
             Ok(Op::Pad { pad: a.ints("pad", None)?, value: a.scalar("value", Some(Scalar::Int(0)))? })
