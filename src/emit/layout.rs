@@ -179,6 +179,31 @@ pub fn pad_mode<'c, 'b>(
     b.reshape(v, &static_dims(out)?, out.dtype)
 }
 
+/// `as_strided`: a gather from `x`'s row-major storage at `offset + sum(i_k * stride_k)`.
+pub fn as_strided<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    size: &[i64],
+    stride: &[i64],
+    offset: i64,
+    x: Arg<'c, 'b, '_>,
+    out: &TensorType,
+) -> LowerResult<Value<'c, 'b>> {
+    let dims = static_dims(x.ty)?;
+    let n: i64 = dims.iter().product();
+    let flat = b.reshape(x.v, &[n], x.ty.dtype)?;
+    let mut pos = b.splat(Scalar::Int(offset), size, DType::I64)?;
+    for (d, &st) in stride.iter().enumerate() {
+        let iota = b.op("stablehlo.iota", &[], size, DType::I64, &[("iota_dimension", format!("{d} : i64"))])?;
+        let term =
+            b.op("stablehlo.multiply", &[iota, b.splat(Scalar::Int(st), size, DType::I64)?], size, DType::I64, &[])?;
+        pos = b.op("stablehlo.add", &[pos, term], size, DType::I64, &[])?;
+    }
+    let mut with_unit = size.to_vec();
+    with_unit.push(1);
+    let pos = b.reshape(pos, &with_unit, DType::I64)?;
+    super::shape::gather_op(b, flat, pos, &[], &[0], &[0], size.len(), &[1], out)
+}
+
 /// `copy(self, src)`: `src` converted to `self`'s dtype and broadcast to its shape.
 pub fn copy_from<'c, 'b>(b: &Builder<'c, 'b>, src: Arg<'c, 'b, '_>, out: &TensorType) -> LowerResult<Value<'c, 'b>> {
     let from = static_dims(src.ty)?;

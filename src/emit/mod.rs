@@ -8,6 +8,7 @@
 //! reported together, which is what `check` lists.
 
 mod builder;
+mod distance;
 mod elementwise;
 mod layout;
 mod linalg;
@@ -318,6 +319,11 @@ fn lower_node<'c, 'b>(
         Op::Flip { dims } => one(layout::flip(b, dims, args[0], &out[0])),
         Op::Repeat { repeats } => one(layout::repeat(b, repeats, args[0], &out[0])),
         Op::Pad { pad, value } => one(layout::pad(b, pad, *value, args[0], &out[0])),
+        Op::AsStrided { size, stride, offset } => one(layout::as_strided(b, size, stride, *offset, args[0], &out[0])),
+        Op::Cdist { p } => one(distance::cdist(b, *p, args[0], args[1], &out[0])),
+        Op::Pdist { p } => one(distance::pdist(b, *p, args[0], &out[0])),
+        Op::MaxPoolBackward => one(pool::max_pool_backward(b, args, &out[0])),
+        Op::AdaptiveAvgPoolBackward => one(pool::adaptive_avg_pool_backward(b, args, &out[0])),
         Op::PadMode { pad, reflect } => one(layout::pad_mode(b, pad, *reflect, args[0], &out[0])),
         Op::CopyFrom => one(layout::copy_from(b, args[1], &out[0])),
         Op::Scatter { dim, reduce, include_self, value } => {

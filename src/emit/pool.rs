@@ -339,6 +339,57 @@ pub fn resample<'c, 'b>(
     b.reshape(v, &out_dims, dt)
 }
 
+/// `max_pool_with_indices_backward`: each output gradient is added at its window's recorded
+/// flat spatial index (a scatter-add per channel).
+pub fn max_pool_backward<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    args: &[Arg<'c, 'b, '_>],
+    out: &TensorType,
+) -> LowerResult<Value<'c, 'b>> {
+    let (grad, input, indices) = (args[0], args[1], args[2]);
+    let in_dims = static_dims(input.ty)?;
+    let gd = static_dims(grad.ty)?;
+    let dt = out.dtype;
+    let spatial = gd.len().saturating_sub(2).max(1);
+    let lead: Vec<i64> = in_dims[..in_dims.len() - spatial].to_vec();
+    let plane: i64 = in_dims[in_dims.len() - spatial..].iter().product();
+    let windows: i64 = gd[gd.len() - spatial..].iter().product();
+    let flat_in: Vec<i64> = lead.iter().copied().chain([plane]).collect();
+    let flat_g: Vec<i64> = lead.iter().copied().chain([windows]).collect();
+    let g = b.reshape(b.convert(grad.v, &gd, grad.ty.dtype, dt)?, &flat_g, dt)?;
+    let idx = b.reshape(b.convert(indices.v, &gd, indices.ty.dtype, DType::I64)?, &flat_g, DType::I64)?;
+    let idx_ty = TensorType::new(DType::I64, &flat_g);
+    let zero = b.splat(Scalar::Int(0), &flat_in, dt)?;
+    let zero_ty = TensorType::new(dt, &flat_in);
+    let g_ty = TensorType::new(dt, &flat_g);
+    let args = [Arg { v: zero, ty: &zero_ty }, Arg { v: idx, ty: &idx_ty }, Arg { v: g, ty: &g_ty }];
+    let last = flat_in.len() as i64 - 1;
+    let r = super::scatter::scatter(b, (last, torchtpu_passes::ir::ScatterReduce::Sum, true), None, &args, &zero_ty)?;
+    b.reshape(r, &static_dims(out)?, dt)
+}
+
+/// `_adaptive_avg_pool2d_backward`: the transposed averaging maps, one per spatial dim.
+pub fn adaptive_avg_pool_backward<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    args: &[Arg<'c, 'b, '_>],
+    out: &TensorType,
+) -> LowerResult<Value<'c, 'b>> {
+    let (grad, input) = (args[0], args[1]);
+    let gd = static_dims(grad.ty)?;
+    let in_dims = static_dims(input.ty)?;
+    let dt = out.dtype;
+    let mut v = b.convert(grad.v, &gd, grad.ty.dtype, dt)?;
+    let mut dims = gd.clone();
+    for k in 0..2 {
+        let axis = gd.len() - 2 + k;
+        let (n, m) = (in_dims[axis], gd[axis]);
+        let forward = adaptive_matrix(n, m);
+        let transposed: Vec<Vec<f64>> = (0..n as usize).map(|j| forward.iter().map(|row| row[j]).collect()).collect();
+        (v, dims) = along(b, v, &dims, axis, &transposed, dt)?;
+    }
+    b.reshape(v, &static_dims(out)?, dt)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

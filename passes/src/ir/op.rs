@@ -309,6 +309,17 @@ pub enum Op {
     /// `reflection_pad{1,2,3}d` / `replication_pad{2,3}d`: `pad` is (low, high) pairs from the
     /// last dim backwards: inputs `[x]`.
     PadMode { pad: Vec<i64>, reflect: bool },
+    /// `as_strided(x, size, stride, offset)` over `x`'s contiguous storage: inputs `[x]`.
+    AsStrided { size: Vec<i64>, stride: Vec<i64>, offset: i64 },
+    /// `_cdist_forward(x1, x2, p)`: p-norm distances between the rows: inputs `[x1, x2]`.
+    Cdist { p: f64 },
+    /// `_pdist_forward(x, p)`: p-norm distances of row pairs `i < j`, row-major: inputs `[x]`.
+    Pdist { p: f64 },
+    /// `max_pool{2,3}d_with_indices_backward`: the gradient routed to each window's recorded
+    /// maximum: inputs `[grad_output, self, indices]`.
+    MaxPoolBackward,
+    /// `_adaptive_avg_pool2d_backward`: inputs `[grad_output, self]`.
+    AdaptiveAvgPoolBackward,
     /// `copy(self, src)`: `src` broadcast and converted to `self`'s shape and dtype: inputs
     /// `[self, src]`.
     CopyFrom,

@@ -228,7 +228,11 @@ fn attributes(op: &Op) -> Vec<String> {
         Op::PadMode { pad, reflect } => {
             vec![kv("pad", ints(pad)), kv("mode", (if *reflect { "reflect" } else { "replicate" }).to_string())]
         }
-        Op::CopyFrom | Op::MaskedScatter => vec![],
+        Op::CopyFrom | Op::MaskedScatter | Op::MaxPoolBackward | Op::AdaptiveAvgPoolBackward => vec![],
+        Op::AsStrided { size, stride, offset } => {
+            vec![kv("size", ints(size)), kv("stride", ints(stride)), kv("offset", offset.to_string())]
+        }
+        Op::Cdist { p } | Op::Pdist { p } => vec![kv("p", Scalar::Float(*p).to_string())],
         Op::Scatter { dim, reduce, include_self, value } => vec![
             kv("dim", dim.to_string()),
             kv("reduce", format!("{reduce:?}").to_lowercase()),

@@ -23,6 +23,26 @@ pub fn lowering(key: &str) -> Option<Lowering> {
         "aten.upsample_nearest2d.vec" => |a| upsample(a, false),
         "aten.upsample_bilinear2d.vec" => |a| upsample(a, true),
         "aten.native_group_norm.default" => group_norm,
+        "aten._cdist_forward.default" => |a| {
+            a.tensor("x1")?;
+            a.tensor("x2")?;
+            Ok(Op::Cdist { p: a.float("p", None)? })
+        },
+        "aten._pdist_forward.default" => |a| {
+            a.tensor("self")?;
+            Ok(Op::Pdist { p: a.float("p", Some(2.0))? })
+        },
+        "aten.max_pool2d_with_indices_backward.default" | "aten.max_pool3d_with_indices_backward.default" => |a| {
+            a.tensor("grad_output")?;
+            a.tensor("self")?;
+            a.tensor("indices")?;
+            Ok(Op::MaxPoolBackward)
+        },
+        "aten._adaptive_avg_pool2d_backward.default" => |a| {
+            a.tensor("grad_output")?;
+            a.tensor("self")?;
+            Ok(Op::AdaptiveAvgPoolBackward)
+        },
         "aten._native_batch_norm_legit.default" => |a| batch_norm_legit(a, true),
         "aten._native_batch_norm_legit.no_stats" => |a| batch_norm_legit(a, false),
         "aten._native_batch_norm_legit_functional.default" => |a| {

@@ -56,6 +56,12 @@ pub fn lowering(key: &str) -> Option<Lowering> {
             a.tensor("self")?;
             Ok(Op::PadMode { pad: a.ints("padding", None)?, reflect: false })
         },
+        "aten.as_strided.default" => |a| {
+            a.tensor("self")?;
+            let size = a.ints("size", None)?;
+            let stride = a.ints("stride", None)?;
+            Ok(Op::AsStrided { size, stride, offset: a.opt_int("storage_offset")?.unwrap_or(0) })
+        },
         "aten.constant_pad_nd.default" => |a| {
             a.tensor("self")?;
             Ok(Op::Pad { pad: a.ints("pad", None)?, value: a.scalar("value", Some(Scalar::Int(0)))? })
