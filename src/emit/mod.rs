@@ -323,6 +323,10 @@ fn lower_node<'c, 'b>(
         Op::Cdist { p } => one(distance::cdist(b, *p, args[0], args[1], &out[0])),
         Op::Pdist { p } => one(distance::pdist(b, *p, args[0], &out[0])),
         Op::MaxPoolBackward => one(pool::max_pool_backward(b, args, &out[0])),
+        Op::AvgPoolBackward(forward) => one(pool::avg_pool_backward(b, forward, args, &out[0])),
+        Op::LayerNormBackward { normalized_rank, has_weight, mask } => {
+            nn::layer_norm_backward(b, (*normalized_rank, *has_weight, *mask), args, out)
+        }
         Op::AdaptiveAvgPoolBackward => one(pool::adaptive_avg_pool_backward(b, args, &out[0])),
         Op::PadMode { pad, reflect } => one(layout::pad_mode(b, pad, *reflect, args[0], &out[0])),
         Op::CopyFrom => one(layout::copy_from(b, args[1], &out[0])),

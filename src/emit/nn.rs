@@ -264,3 +264,72 @@ pub fn batch_norm_training<'c, 'b>(
     }
     Ok(out)
 }
+
+/// `native_layer_norm_backward`: with `x̂ = (x - mean) * rstd` and `g' = g * weight`,
+/// `grad_input = rstd / N * (N*g' - sum(g') - x̂ * sum(g' * x̂))` over the normalized dims;
+/// `grad_weight = sum(g * x̂)` and `grad_bias = sum(g)` over the other dims.
+pub fn layer_norm_backward<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    (normalized_rank, has_weight, mask): (usize, bool, [bool; 3]),
+    args: &[Arg<'c, 'b, '_>],
+    outs: &[TensorType],
+) -> LowerResult<Vec<Value<'c, 'b>>> {
+    let (g, x, mean, rstd) = (args[0], args[1], args[2], args[3]);
+    let dims = static_dims(x.ty)?;
+    let dt = x.ty.dtype;
+    let rank = dims.len();
+    let inner: Vec<i64> = (rank - normalized_rank..rank).map(|d| d as i64).collect();
+    let outer: Vec<i64> = (0..rank - normalized_rank).map(|d| d as i64).collect();
+    let kept: Vec<i64> =
+        dims.iter().enumerate().map(|(i, &d)| if i >= rank - normalized_rank { 1 } else { d }).collect();
+    let n: i64 = inner.iter().map(|&d| dims[d as usize]).product();
+    let full = |a: Arg<'c, 'b, '_>| -> LowerResult<Value<'c, 'b>> {
+        let ad = static_dims(a.ty)?;
+        let v = b.reshape(b.convert(a.v, &ad, a.ty.dtype, dt)?, &kept, dt)?;
+        b.broadcast_to(v, &kept, &dims, dt)
+    };
+    let mul = |p: Value<'c, 'b>, q: Value<'c, 'b>| b.op("stablehlo.multiply", &[p, q], &dims, dt, &[]);
+    let gv = b.convert(g.v, &dims, g.ty.dtype, dt)?;
+    let rstd_full = full(rstd)?;
+    let xhat = mul(
+        b.op("stablehlo.subtract", &[b.convert(x.v, &dims, x.ty.dtype, dt)?, full(mean)?], &dims, dt, &[])?,
+        rstd_full,
+    )?;
+    let trailing = &dims[rank - normalized_rank..];
+    let weighted = if has_weight {
+        let w = args[4];
+        let wv = b.convert(w.v, trailing, w.ty.dtype, dt)?;
+        mul(gv, b.broadcast_to(wv, trailing, &dims, dt)?)?
+    } else {
+        gv
+    };
+    let sum_inner = |v: Value<'c, 'b>| -> LowerResult<Value<'c, 'b>> {
+        let s = b.reshape(b.reduce(v, &dims, &inner, dt, "stablehlo.add", Scalar::Int(0))?, &kept, dt)?;
+        b.broadcast_to(s, &kept, &dims, dt)
+    };
+    let mut out = Vec::with_capacity(3);
+    let grad_input = {
+        let scaled = mul(weighted, b.splat(Scalar::Int(n), &dims, dt)?)?;
+        let centered = b.op("stablehlo.subtract", &[scaled, sum_inner(weighted)?], &dims, dt, &[])?;
+        let proj = mul(xhat, sum_inner(mul(weighted, xhat)?)?)?;
+        let inner_term = b.op("stablehlo.subtract", &[centered, proj], &dims, dt, &[])?;
+        let factor = b.op("stablehlo.divide", &[rstd_full, b.splat(Scalar::Int(n), &dims, dt)?], &dims, dt, &[])?;
+        mul(factor, inner_term)?
+    };
+    out.push(b.convert(grad_input, &dims, dt, outs[0].dtype)?);
+    if mask[1] || mask[2] {
+        let sum_outer = |v: Value<'c, 'b>, o: &TensorType| -> LowerResult<Value<'c, 'b>> {
+            let s = b.reduce(v, &dims, &outer, dt, "stablehlo.add", Scalar::Int(0))?;
+            b.convert(b.reshape(s, &static_dims(o)?, dt)?, &static_dims(o)?, dt, o.dtype)
+        };
+        out.push(if mask[1] {
+            sum_outer(mul(gv, xhat)?, &outs[1])?
+        } else {
+            b.splat(Scalar::Int(0), &[], outs[1].dtype)?
+        });
+        if mask[2] {
+            out.push(sum_outer(gv, &outs[2])?);
+        }
+    }
+    Ok(out)
+}

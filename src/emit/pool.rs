@@ -180,26 +180,36 @@ pub fn avg_pool<'c, 'b>(
     x: Arg<'c, 'b, '_>,
     out: &TensorType,
 ) -> LowerResult<Value<'c, 'b>> {
-    let Op::AvgPool { kernel, stride, padding, count_include_pad, divisor_override, .. } = op else {
-        return Err("internal: not an average pool".into());
-    };
     let in_dims = static_dims(x.ty)?;
     let out_dims = static_dims(out)?;
     let dt = out.dtype;
-    let w = Window::new(&in_dims, &out_dims, kernel, stride, padding, &[])?;
+    let (w, divisor) = avg_window(b, op, &in_dims, &out_dims, dt)?;
     let v = b.convert(x.v, &in_dims, x.ty.dtype, dt)?;
     let sum = window_sum(b, v, &w, &out_dims, dt)?;
+    b.op("stablehlo.divide", &[sum, divisor], &out_dims, dt, &[])
+}
+
+/// The window of an average pool and its divisor per output position.
+fn avg_window<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    op: &Op,
+    in_dims: &[i64],
+    out_dims: &[i64],
+    dt: DType,
+) -> LowerResult<(Window, Value<'c, 'b>)> {
+    let Op::AvgPool { kernel, stride, padding, count_include_pad, divisor_override, .. } = op else {
+        return Err("internal: not an average pool".into());
+    };
+    let w = Window::new(in_dims, out_dims, kernel, stride, padding, &[])?;
     let divisor = match divisor_override {
-        Some(d) => b.splat(Scalar::Int(*d), &out_dims, dt)?,
+        Some(d) => b.splat(Scalar::Int(*d), out_dims, dt)?,
         None if *count_include_pad => {
             // Ones over the explicitly padded input, zeros beyond it (ceil-mode overhang).
-            let ones = b.splat(Scalar::Int(1), &in_dims, dt)?;
-            let one = b.splat(Scalar::Int(1), &[], dt)?;
             let lows: Vec<i64> = w.pads.iter().map(|p| p[0]).collect();
             let padded: Vec<i64> = in_dims.iter().zip(&lows).map(|(d, p)| d + 2 * p).collect();
             let ones = b.op(
                 "stablehlo.pad",
-                &[ones, one],
+                &[b.splat(Scalar::Int(1), in_dims, dt)?, b.splat(Scalar::Int(1), &[], dt)?],
                 &padded,
                 dt,
                 &[
@@ -214,11 +224,54 @@ pub fn avg_pool<'c, 'b>(
                 strides: w.strides.clone(),
                 dilations: w.dilations.clone(),
             };
-            window_sum(b, ones, &inner, &out_dims, dt)?
+            window_sum(b, ones, &inner, out_dims, dt)?
         }
-        None => window_sum(b, b.splat(Scalar::Int(1), &in_dims, dt)?, &w, &out_dims, dt)?,
+        None => window_sum(b, b.splat(Scalar::Int(1), in_dims, dt)?, &w, out_dims, dt)?,
     };
-    b.op("stablehlo.divide", &[sum, divisor], &out_dims, dt, &[])
+    Ok((w, divisor))
+}
+
+/// `avg_pool{2,3}d_backward`: the transpose of the forward window sum. The gradient divided by
+/// the divisor is dilated by the stride and edge-padded (one `stablehlo.pad`), then summed over
+/// the window at stride 1, which adds each input's share from every window covering it.
+pub fn avg_pool_backward<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    op: &Op,
+    args: &[Arg<'c, 'b, '_>],
+    out: &TensorType,
+) -> LowerResult<Value<'c, 'b>> {
+    let (grad, input) = (args[0], args[1]);
+    let gd = static_dims(grad.ty)?;
+    let in_dims = static_dims(input.ty)?;
+    let dt = out.dtype;
+    let (w, divisor) = avg_window(b, op, &in_dims, &gd, dt)?;
+    let g = b.op("stablehlo.divide", &[b.convert(grad.v, &gd, grad.ty.dtype, dt)?, divisor], &gd, dt, &[])?;
+    let rank = gd.len();
+    let (mut low, mut high, mut interior, mut padded) = (vec![0; rank], vec![0; rank], vec![0; rank], vec![0; rank]);
+    for d in 0..rank {
+        let (k, s, p) = (w.dims[d], w.strides[d], w.pads[d][0]);
+        let dilated = (gd[d] - 1) * s + 1;
+        low[d] = k - 1 - p;
+        high[d] = in_dims[d] + k - 1 - low[d] - dilated;
+        interior[d] = s - 1;
+        padded[d] = in_dims[d] + k - 1;
+    }
+    let zero = b.splat(Scalar::Int(0), &[], dt)?;
+    let spread = b.op(
+        "stablehlo.pad",
+        &[g, zero],
+        &padded,
+        dt,
+        &[
+            ("edge_padding_low", i64_array(&low)),
+            ("edge_padding_high", i64_array(&high)),
+            ("interior_padding", i64_array(&interior)),
+        ],
+    )?;
+    let unit =
+        Window { dims: w.dims.clone(), strides: vec![1; rank], dilations: vec![1; rank], pads: vec![[0, 0]; rank] };
+    let r = window_sum(b, spread, &unit, &in_dims, dt)?;
+    b.reshape(r, &static_dims(out)?, dt)
 }
 
 /// Applies `matrix` (`[out][in]` weights) along dim `axis` of `v`: one `dot_general`, then a

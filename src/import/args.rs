@@ -196,6 +196,14 @@ impl<'a> Args<'a> {
         }
     }
 
+    /// A `bool[]` argument.
+    pub fn bools(&self, name: &str) -> R<Vec<bool>> {
+        match self.required(name)? {
+            Argument::AsBools(v) => Ok(v.clone()),
+            other => Err(wrong(name, "a list of bools", other)),
+        }
+    }
+
     /// A `float` argument.
     pub fn float(&self, name: &str, default: Option<f64>) -> R<f64> {
         match self.get(name) {

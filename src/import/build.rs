@@ -235,7 +235,7 @@ impl Builder<'_> {
         let mut origin = origin.clone();
         origin.output_names.clone_from(&output_names);
         let id = self.graph.add_op(Node { name: name.clone(), op, outputs: types.into(), origin }, &inputs);
-        for (slot, out) in output_names.into_iter().enumerate() {
+        for (slot, out) in output_names.into_iter().enumerate().filter(|(_, n)| !n.is_empty()) {
             if self.values.insert(out.clone(), ValueRef { node: id, slot: slot as u16 }).is_some() {
                 return Err(fail(format!("output `{out}` is also produced by another node or input")));
             }
@@ -267,12 +267,16 @@ impl Builder<'_> {
                 Argument::AsSymInt(SymIntArgument::AsName(n)) => names.push(n.clone()),
                 // Symbolic bools and floats have no tensor slot (their node is unsupported).
                 Argument::AsSymBool(_) | Argument::AsSymFloat(_) => {}
+                // An undefined optional result (e.g. a masked-out gradient) keeps its slot.
+                Argument::AsNone(_) => names.push(String::new()),
                 other => return Err(format!("outputs of kind `{}` are not supported", other.kind())),
             }
         }
         let mut types = Vec::with_capacity(names.len());
         for n in &names {
-            if self.sym_values.contains_key(n) {
+            if n.is_empty() {
+                types.push(TensorType { dtype: DType::F32, dims: vec![] });
+            } else if self.sym_values.contains_key(n) {
                 types.push(TensorType { dtype: DType::I64, dims: vec![] });
             } else {
                 types.push(self.tensor_type(n).map_err(|e| e.to_string())?);

@@ -318,6 +318,12 @@ pub enum Op {
     /// `max_pool{2,3}d_with_indices_backward`: the gradient routed to each window's recorded
     /// maximum: inputs `[grad_output, self, indices]`.
     MaxPoolBackward,
+    /// `avg_pool{2,3}d_backward` with the forward's parameters: inputs `[grad_output, self]`.
+    AvgPoolBackward(Box<Op>),
+    /// `native_layer_norm_backward` over the last `normalized_rank` dims: inputs
+    /// `[grad_out, input, mean, rstd, (weight)]`, outputs `[grad_input, grad_weight, grad_bias]`
+    /// (`mask` says which are wanted; the others are undefined).
+    LayerNormBackward { normalized_rank: usize, has_weight: bool, mask: [bool; 3] },
     /// `_adaptive_avg_pool2d_backward`: inputs `[grad_output, self]`.
     AdaptiveAvgPoolBackward,
     /// `copy(self, src)`: `src` broadcast and converted to `self`'s shape and dtype: inputs

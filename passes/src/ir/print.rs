@@ -229,6 +229,12 @@ fn attributes(op: &Op) -> Vec<String> {
             vec![kv("pad", ints(pad)), kv("mode", (if *reflect { "reflect" } else { "replicate" }).to_string())]
         }
         Op::CopyFrom | Op::MaskedScatter | Op::MaxPoolBackward | Op::AdaptiveAvgPoolBackward => vec![],
+        Op::AvgPoolBackward(forward) => attributes(forward),
+        Op::LayerNormBackward { normalized_rank, has_weight, mask } => vec![
+            kv("normalized_rank", normalized_rank.to_string()),
+            kv("weight", has_weight.to_string()),
+            kv("mask", format!("{mask:?}")),
+        ],
         Op::AsStrided { size, stride, offset } => {
             vec![kv("size", ints(size)), kv("stride", ints(stride)), kv("offset", offset.to_string())]
         }

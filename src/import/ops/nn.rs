@@ -38,6 +38,21 @@ pub fn lowering(key: &str) -> Option<Lowering> {
             a.tensor("indices")?;
             Ok(Op::MaxPoolBackward)
         },
+        "aten.native_layer_norm_backward.default" => |a| {
+            a.tensor("grad_out")?;
+            a.tensor("input")?;
+            let normalized_rank = a.dims("normalized_shape")?.len();
+            a.tensor("mean")?;
+            a.tensor("rstd")?;
+            let has_weight = a.opt_tensor("weight")?;
+            let m = a.bools("output_mask")?;
+            let mask = [m.first() == Some(&true), m.get(1) == Some(&true), m.get(2) == Some(&true)];
+            Ok(Op::LayerNormBackward { normalized_rank, has_weight, mask })
+        },
+        "aten.avg_pool2d_backward.default" | "aten.avg_pool3d_backward.default" => |a| {
+            a.tensor("grad_output")?;
+            Ok(Op::AvgPoolBackward(Box::new(avg_pool(a)?)))
+        },
         "aten._adaptive_avg_pool2d_backward.default" => |a| {
             a.tensor("grad_output")?;
             a.tensor("self")?;
