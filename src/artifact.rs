@@ -74,6 +74,9 @@ pub struct SignatureValue {
     pub name: String,
     pub dtype: String,
     pub dims: Vec<serde_json::Value>,
+    /// For outputs: `user`, `loss`, `gradient <fqn>`, … (see `inspect`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

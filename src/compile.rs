@@ -8,7 +8,7 @@ use std::time::Instant;
 use indicatif::{ProgressBar, ProgressStyle};
 use safetensors::tensor::{Dtype, View};
 use serde::Serialize;
-use torchtpu_passes::ir::{InputKind, Op, OutputKind};
+use torchtpu_passes::ir::{InputKind, Op};
 
 use crate::artifact::{
     self, Bucket, CompilerInfo, Executable, Manifest, OptionsInfo, PluginInfo, Signature, SignatureValue,
@@ -279,6 +279,7 @@ fn signature(program: &Program) -> Signature {
         name: v.name.clone(),
         dtype: v.dtype.clone(),
         dims: v.dims.clone(),
+        kind: v.kind.clone(),
     };
     let symbols = program
         .graph
@@ -308,12 +309,8 @@ fn bucket(name: &str, entry: &str, lowered: &Lowered) -> Result<Bucket, Error> {
         .filter(|n| matches!(n.op, Op::Input(InputKind::User { .. })))
         .map(|n| dims(&n.outputs[0]))
         .collect();
-    let output_dims = g
-        .outputs()
-        .iter()
-        .filter(|o| matches!(o.kind, OutputKind::User { .. }))
-        .map(|o| dims(&g.node(o.value.node).outputs[usize::from(o.value.slot)]))
-        .collect();
+    let output_dims =
+        g.outputs().iter().map(|o| dims(&g.node(o.value.node).outputs[usize::from(o.value.slot)])).collect();
     Ok(Bucket {
         name: name.to_string(),
         bindings: lowered.bindings.clone(),

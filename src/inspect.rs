@@ -43,6 +43,9 @@ pub struct ValueInfo {
     pub dtype: String,
     /// Integers for static sizes, expression strings (`"s70"`, `"2*s70"`) for symbolic ones.
     pub dims: Vec<serde_json::Value>,
+    /// For outputs: `user`, `loss`, `gradient <fqn>`, `buffer_mutation <fqn>`, …
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
 }
 
 /// A symbol with its bounds and the input dimension that defines it.
@@ -81,7 +84,20 @@ fn dims_json(ty: &TensorType) -> Vec<serde_json::Value> {
 }
 
 fn value_info(name: &str, ty: &TensorType) -> ValueInfo {
-    ValueInfo { name: name.to_string(), dtype: ty.dtype.to_string(), dims: dims_json(ty) }
+    ValueInfo { name: name.to_string(), dtype: ty.dtype.to_string(), dims: dims_json(ty), kind: None }
+}
+
+/// How an output is described in reports and the manifest.
+fn output_kind(kind: &OutputKind) -> String {
+    match kind {
+        OutputKind::User { .. } => "user".into(),
+        OutputKind::Loss => "loss".into(),
+        OutputKind::GradientToParameter { fqn } => format!("gradient {fqn}"),
+        OutputKind::GradientToUserInput { input } => format!("gradient of input {input}"),
+        OutputKind::BufferMutation { fqn } => format!("buffer_mutation {fqn}"),
+        OutputKind::ParameterMutation { fqn } => format!("parameter_mutation {fqn}"),
+        OutputKind::UserInputMutation { input } => format!("user_input_mutation {input}"),
+    }
 }
 
 /// Builds the report of an imported program.
@@ -100,12 +116,13 @@ pub fn report(program: &Program, file: &str) -> Report {
         let node = g.node(o.value.node);
         let slot = usize::from(o.value.slot);
         let name = node.origin.output_names.get(slot).unwrap_or(&node.name);
+        // Every graph output, in graph order: what the program returns and `run` writes.
+        outputs.push(ValueInfo { kind: Some(output_kind(&o.kind)), ..value_info(name, &node.outputs[slot]) });
         match &o.kind {
-            OutputKind::User { .. } => outputs.push(value_info(name, &node.outputs[slot])),
             OutputKind::BufferMutation { fqn } => mutations.push(format!("buffer {fqn}")),
             OutputKind::ParameterMutation { fqn } => mutations.push(format!("parameter {fqn}")),
             OutputKind::UserInputMutation { input } => mutations.push(format!("user input {input}")),
-            OutputKind::Loss | OutputKind::GradientToParameter { .. } | OutputKind::GradientToUserInput { .. } => {}
+            _ => {}
         }
     }
     let symbols = g
@@ -219,7 +236,8 @@ pub fn render_text(r: &Report) -> String {
     }
     let _ = writeln!(out, "outputs:");
     for (i, v) in r.outputs.iter().enumerate() {
-        let _ = writeln!(out, "  {i}: {} {}{}", v.name, v.dtype, dims_text(&v.dims));
+        let kind = v.kind.as_deref().filter(|k| *k != "user").map_or_else(String::new, |k| format!("  ({k})"));
+        let _ = writeln!(out, "  {i}: {} {}{}{kind}", v.name, v.dtype, dims_text(&v.dims));
     }
     if !r.symbols.is_empty() {
         let _ = writeln!(out, "symbols:");

@@ -22,6 +22,12 @@ and writes, in <out>/<name>/:
                                             (ep.state_dict + tensor ep.constants),
                                             keyed by FQN, own dtype
     meta.json                               description, shapes, diffs, versions
+
+Models with `train=True` (train_mlp) are exported as one training step instead:
+the forward (which returns the loss) is exported, then
+torch.export.experimental._export_forward_backward turns it into the joint
+forward+backward graph (core ATen), whose outputs are the loss (LOSS_OUTPUT) and
+one gradient per parameter (GRADIENT_TO_PARAMETER).  See generate_train.
 """
 import argparse
 import json
@@ -207,6 +213,21 @@ class EdgeCases(nn.Module):
         return p, mx, y
 
 
+class TrainMLP(nn.Module):
+    """One training step: forward returns the MSE loss (mean) against `target`; the
+    export turns it into forward + backward (see generate_train)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(8, 16)
+        self.act = nn.ReLU()
+        self.fc2 = nn.Linear(16, 4)
+
+    def forward(self, x, target):
+        y = self.fc2(self.act(self.fc1(x)))
+        return nn.functional.mse_loss(y, target, reduction="mean")
+
+
 # ---------------------------------------------------------------------------
 # inputs
 # ---------------------------------------------------------------------------
@@ -283,6 +304,15 @@ MODELS = {
              "(view_a/view_b of one storage), lifted tensor constant, -inf literals "
              "(masked_fill + softmax + amax; outputs contain -inf and NaN)",
         inputs=[(randn((3, 4), 14),)]),
+    "train_mlp": dict(
+        build=TrainMLP,
+        train=True,
+        desc="one training step of Linear(8,16)-ReLU-Linear(16,4) with MSE loss (mean) against "
+             "`target`: joint forward+backward graph from "
+             "torch.export.experimental._export_forward_backward (core ATen); parameters are "
+             "graph inputs; outputs are the loss (loss_output) and the gradient of every "
+             "parameter (gradient_to_parameter)",
+        inputs=[(randn((4, 8), 15), randn((4, 4), 16))]),
 }
 
 
@@ -399,6 +429,8 @@ def strip_local_paths(ep):
 
 
 def generate(name, spec, outdir):
+    if spec.get("train"):
+        return generate_train(name, spec, outdir)
     torch.manual_seed(0)
     model = spec["build"]().eval()
     cases = spec["inputs"]
@@ -428,16 +460,7 @@ def generate(name, spec, outdir):
             os.remove(os.path.join(d, f))
 
     # every tensor the archive carries, keyed by FQN, own dtype
-    tensors = {}
-    for k, v in ep.state_dict.items():
-        tensors[k] = v.detach().contiguous().clone()
-    for k, v in ep.constants.items():
-        if isinstance(v, torch.Tensor):
-            tensors[k] = v.detach().contiguous().clone()
-    keys, ops = archive_info(path)
-    assert sorted(tensors) == sorted(keys["weights"] + keys["constants"]), (sorted(tensors), keys)
-    save_file(tensors, os.path.join(d, "state_dict.safetensors"))
-    os.chmod(os.path.join(d, "state_dict.safetensors"), 0o644)
+    tensors, keys, ops = save_state_dict(ep, path, d)
 
     loaded_ep = torch.export.load(path)
     loaded = loaded_ep.module()
@@ -489,6 +512,153 @@ def generate(name, spec, outdir):
     }
     if note:
         meta["note"] = note
+    with open(os.path.join(d, "meta.json"), "w") as f:
+        f.write(compact_json(meta) + "\n")
+    print(f"[{name}] wrote {path} ({os.path.getsize(path)} bytes)")
+
+
+def save_state_dict(ep, path, d):
+    """Writes <d>/state_dict.safetensors (every tensor the archive carries, keyed by FQN)
+    and returns (tensors, payload keys, graph op targets with counts)."""
+    tensors = {}
+    for k, v in ep.state_dict.items():
+        tensors[k] = v.detach().contiguous().clone()
+    for k, v in ep.constants.items():
+        if isinstance(v, torch.Tensor):
+            tensors[k] = v.detach().contiguous().clone()
+    keys, ops = archive_info(path)
+    assert sorted(tensors) == sorted(keys["weights"] + keys["constants"]), (sorted(tensors), keys)
+    save_file(tensors, os.path.join(d, "state_dict.safetensors"))
+    os.chmod(os.path.join(d, "state_dict.safetensors"), 0o644)
+    return tensors, keys, ops
+
+
+def spec_kind(kind):
+    return kind.name.lower()  # InputKind.PARAMETER -> "parameter", OutputKind.LOSS_OUTPUT -> ...
+
+
+def generate_train(name, spec, outdir):
+    """One training step as a graph: export the forward (which returns the loss) in train
+    mode, then `_export_forward_backward` builds the joint forward+backward graph and
+    decomposes it with the core ATen table; `run_decompositions()` after it changes only
+    node names.  The graph takes the parameters as inputs (input kind `parameter`) followed
+    by the user inputs, and returns the loss (`loss_output`) and one gradient per parameter
+    (`gradient_to_parameter`, target = the parameter's FQN).  References: eager
+    `loss.backward()` on the same weights.  `ExportedProgram.module()` cannot run a joint
+    graph (its out_spec holds only the loss), so the loaded archive is checked by calling its
+    graph module on the flat inputs in input-spec order."""
+    from torch.export.experimental import _export_forward_backward
+    from torch.export.graph_signature import InputKind, OutputKind
+
+    torch.manual_seed(0)
+    model = spec["build"]().train()
+    assert len(spec["inputs"]) == 1 and not spec.get("dynamic_shapes")
+    args = spec["inputs"][0]
+
+    ep = torch.export.export(model, args, strict=False)
+    ep = _export_forward_backward(ep, joint_loss_index=0)
+    ep = ep.run_decompositions()
+    strip_local_paths(ep)
+
+    path = os.path.join(outdir, f"{name}.pt2")
+    torch.export.save(ep, path)
+
+    d = os.path.join(outdir, name)
+    os.makedirs(d, exist_ok=True)
+    for f in os.listdir(d):  # start clean
+        if f.endswith(".npy"):
+            os.remove(os.path.join(d, f))
+    tensors, keys, ops = save_state_dict(ep, path, d)
+
+    # eager reference: loss.backward() on the same weights
+    params = dict(model.named_parameters())
+    model.zero_grad(set_to_none=True)
+    loss = model(*args)
+    loss.backward()
+    out_specs = ep.graph_signature.output_specs
+    eager = []
+    for s in out_specs:
+        if s.kind == OutputKind.LOSS_OUTPUT:
+            eager.append(loss.detach().clone())
+        elif s.kind == OutputKind.GRADIENT_TO_PARAMETER:
+            eager.append(params[s.target].grad.detach().clone())
+        else:
+            raise AssertionError(f"unexpected output kind {s.kind} ({s.arg.name})")
+    model.zero_grad(set_to_none=True)
+    kinds = [s.kind for s in out_specs]
+    assert kinds.count(OutputKind.LOSS_OUTPUT) == 1, kinds
+    assert sorted(s.target for s in out_specs if s.target) == sorted(params), out_specs
+
+    loaded_ep = torch.export.load(path)
+    for k, v in list(loaded_ep.state_dict.items()) + list(loaded_ep.constants.items()):
+        if isinstance(v, torch.Tensor):
+            assert v.dtype == tensors[k].dtype and torch.equal(v, tensors[k]), k
+    assert [(s.kind, s.arg.name, s.target) for s in loaded_ep.graph_signature.output_specs] == \
+        [(s.kind, s.arg.name, s.target) for s in out_specs]
+    in_specs = loaded_ep.graph_signature.input_specs
+    user = iter(args)
+    flat = []
+    for s in in_specs:
+        if s.kind == InputKind.PARAMETER:
+            flat.append(loaded_ep.state_dict[s.target])
+        elif s.kind == InputKind.USER_INPUT:
+            flat.append(next(user))
+        else:
+            raise AssertionError(f"unexpected input kind {s.kind} ({s.arg.name})")
+    with torch.no_grad():
+        got = flat_outputs(loaded_ep.graph_module(*flat))
+    assert len(got) == len(eager), (len(got), len(eager))
+    diff = max(max_abs_diff(a, b) for a, b in zip(eager, got))
+    print(f"[{name}] base: inputs {[tuple(t.shape) for t in args]} max|eager-loaded|={diff:.3g}")
+    assert diff <= 1e-5, f"{name}: loaded graph differs from eager ({diff})"
+
+    for i, t in enumerate(args):
+        np.save(os.path.join(d, f"in_{i}.npy"), to_numpy(t))
+    for i, t in enumerate(eager):
+        np.save(os.path.join(d, f"out_{i}.npy"), to_numpy(t))
+
+    in_names = list(ep.graph_signature.user_inputs)
+    assert len(in_names) == len(args)
+    by_name = {**{s.arg.name: tensors[s.target] for s in in_specs if s.kind == InputKind.PARAMETER},
+               **dict(zip(in_names, args))}
+    outputs = []
+    for s, t in zip(out_specs, eager):
+        o = tensor_desc(s.arg.name, t)
+        o["kind"] = spec_kind(s.kind)
+        o["target"] = s.target
+        outputs.append(o)
+    graph_inputs = []
+    for s in ep.graph_signature.input_specs:
+        o = tensor_desc(s.arg.name, by_name[s.arg.name])
+        o["kind"] = spec_kind(s.kind)
+        o["target"] = s.target
+        graph_inputs.append(o)
+
+    import transformers
+
+    meta = {
+        "name": name,
+        "description": spec["desc"],
+        "dynamic": False,
+        "training_step": True,
+        "export": "torch.export.export(strict=False) in train mode -> "
+                  "torch.export.experimental._export_forward_backward(joint_loss_index=0) -> "
+                  "run_decompositions()",
+        "range_constraints": range_constraints(ep),
+        "graph_inputs": graph_inputs,
+        "cases": [{
+            "case": "base",
+            "inputs": [tensor_desc(n, t) for n, t in zip(in_names, args)],
+            "outputs": outputs,
+            "max_abs_diff_eager_vs_loaded": diff,
+        }],
+        "max_abs_diff_eager_vs_loaded": diff,
+        "num_params": sum(p.numel() for p in model.parameters()),
+        "state_dict_keys": {"weights": keys["weights"], "constants": keys["constants"]},
+        "ops": ops,
+        "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
+                     "numpy": np.__version__},
+    }
     with open(os.path.join(d, "meta.json"), "w") as f:
         f.write(compact_json(meta) + "\n")
     print(f"[{name}] wrote {path} ({os.path.getsize(path)} bytes)")

@@ -295,7 +295,7 @@ impl Builder<'_> {
                     users += 1;
                     (arg.clone(), OutputKind::User { index: users - 1 })
                 }
-                OutputSpec::LossOutput { arg } => (arg.clone(), OutputKind::Loss),
+                OutputSpec::LossOutput { arg } => (Argument::AsTensor(arg.clone()), OutputKind::Loss),
                 OutputSpec::BufferMutation { arg, buffer_name } => {
                     (Argument::AsTensor(arg.clone()), OutputKind::BufferMutation { fqn: buffer_name.clone() })
                 }

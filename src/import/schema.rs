@@ -222,7 +222,7 @@ pub enum InputSpec {
 #[serde(rename_all = "snake_case")]
 pub enum OutputSpec {
     UserOutput { arg: Argument },
-    LossOutput { arg: Argument },
+    LossOutput { arg: TensorArgument },
     BufferMutation { arg: TensorArgument, buffer_name: String },
     GradientToParameter { arg: TensorArgument, parameter_name: String },
     GradientToUserInput { arg: TensorArgument, user_input_name: String },

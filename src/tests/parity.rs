@@ -87,7 +87,18 @@ macro_rules! parity_tests {
     };
 }
 
-parity_tests!(mlp, cnn, resnet_mini, llama_tiny, llama_tiny_dyn, gpt2_tiny, bert_meanpool, multi_out, edge_cases);
+parity_tests!(
+    mlp,
+    cnn,
+    resnet_mini,
+    llama_tiny,
+    llama_tiny_dyn,
+    gpt2_tiny,
+    bert_meanpool,
+    multi_out,
+    edge_cases,
+    train_mlp
+);
 
 #[test]
 fn every_test_model_has_a_parity_test() {
