@@ -138,7 +138,9 @@ fn arity(op: &Op) -> (Option<usize>, Option<usize>) {
         Op::ExtremumDim { .. } | Op::Sort { .. } | Op::TopK { .. } => (1, 2),
         Op::CopyFrom | Op::SliceScatter { .. } | Op::SelectScatter { .. } | Op::EmbeddingBackward { .. } => (2, 1),
         Op::MaskedScatter | Op::MaxPoolBackward => (3, 1),
-        Op::LayerNormBackward { has_weight, .. } => (4 + flag(*has_weight), 3),
+        Op::LayerNormBackward { has_weight, .. } | Op::GroupNormBackward { has_weight, .. } => {
+            (4 + flag(*has_weight), 3)
+        }
         Op::AsStrided { .. } | Op::Pdist { .. } => (1, 1),
         Op::Cdist { .. } | Op::AdaptiveAvgPoolBackward | Op::AvgPoolBackward(_) => (2, 1),
         Op::Scatter { value, .. } => (2 + usize::from(value.is_none()), 1),

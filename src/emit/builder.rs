@@ -225,6 +225,27 @@ impl<'c, 'b> Builder<'c, 'b> {
         self.op("stablehlo.select", &[a_nan, a, m], dims, dt, &[])
     }
 
+    /// True where `x` should win over `y` in an arg-max/min style scan: strictly better in
+    /// `direction` (`GT`/`LT`), or NaN over a number (torch treats NaN as the extremum).
+    pub fn prefers(
+        &self,
+        x: Value<'c, 'b>,
+        y: Value<'c, 'b>,
+        dims: &[i64],
+        dt: DType,
+        direction: &str,
+    ) -> LowerResult<Value<'c, 'b>> {
+        let better = self.compare(x, y, dims, dt, direction)?;
+        if !dt.is_float() {
+            return Ok(better);
+        }
+        let x_nan = self.compare(x, x, dims, dt, "NE")?;
+        let y_nan = self.compare(y, y, dims, dt, "NE")?;
+        let y_num = self.op("stablehlo.not", &[y_nan], dims, DType::Bool, &[])?;
+        let nan_wins = self.op("stablehlo.and", &[x_nan, y_num], dims, DType::Bool, &[])?;
+        self.op("stablehlo.or", &[better, nan_wins], dims, DType::Bool, &[])
+    }
+
     /// [`Builder::extremum`] against a scalar bound, which cannot be NaN unless it is one.
     pub fn bound(
         &self,
@@ -300,7 +321,7 @@ impl<'c, 'b> Builder<'c, 'b> {
     }
 
     /// `stablehlo.reduce` of `v` over `dims` with the binary combiner `combiner` (a plain op:
-    /// libtpu crashes on reducers with selects, so NaN handling stays outside)
+    /// libtpu crashed on a max reducer wrapped in NaN checks, so NaN handling stays outside)
     /// (`stablehlo.add`, `stablehlo.maximum`, …) starting from `init`.
     pub fn reduce(
         &self,

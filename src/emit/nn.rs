@@ -282,7 +282,6 @@ pub fn layer_norm_backward<'c, 'b>(
     let outer: Vec<i64> = (0..rank - normalized_rank).map(|d| d as i64).collect();
     let kept: Vec<i64> =
         dims.iter().enumerate().map(|(i, &d)| if i >= rank - normalized_rank { 1 } else { d }).collect();
-    let n: i64 = inner.iter().map(|&d| dims[d as usize]).product();
     let full = |a: Arg<'c, 'b, '_>| -> LowerResult<Value<'c, 'b>> {
         let ad = static_dims(a.ty)?;
         let v = b.reshape(b.convert(a.v, &ad, a.ty.dtype, dt)?, &kept, dt)?;
@@ -303,19 +302,8 @@ pub fn layer_norm_backward<'c, 'b>(
     } else {
         gv
     };
-    let sum_inner = |v: Value<'c, 'b>| -> LowerResult<Value<'c, 'b>> {
-        let s = b.reshape(b.reduce(v, &dims, &inner, dt, "stablehlo.add", Scalar::Int(0))?, &kept, dt)?;
-        b.broadcast_to(s, &kept, &dims, dt)
-    };
     let mut out = Vec::with_capacity(3);
-    let grad_input = {
-        let scaled = mul(weighted, b.splat(Scalar::Int(n), &dims, dt)?)?;
-        let centered = b.op("stablehlo.subtract", &[scaled, sum_inner(weighted)?], &dims, dt, &[])?;
-        let proj = mul(xhat, sum_inner(mul(weighted, xhat)?)?)?;
-        let inner_term = b.op("stablehlo.subtract", &[centered, proj], &dims, dt, &[])?;
-        let factor = b.op("stablehlo.divide", &[rstd_full, b.splat(Scalar::Int(n), &dims, dt)?], &dims, dt, &[])?;
-        mul(factor, inner_term)?
-    };
+    let grad_input = normalized_input_grad(b, [weighted, xhat, rstd_full], &dims, &inner, &kept, dt)?;
     out.push(b.convert(grad_input, &dims, dt, outs[0].dtype)?);
     if mask[1] || mask[2] {
         let sum_outer = |v: Value<'c, 'b>, o: &TensorType| -> LowerResult<Value<'c, 'b>> {
@@ -329,6 +317,78 @@ pub fn layer_norm_backward<'c, 'b>(
         });
         if mask[2] {
             out.push(sum_outer(gv, &outs[2])?);
+        }
+    }
+    Ok(out)
+}
+
+/// The input gradient of a normalization over the `inner` axes of `dims` (`kept` has them as
+/// 1): `rstd / N * (N*g' - sum(g') - x̂ * sum(g' * x̂))`, with `g'` the weighted gradient.
+fn normalized_input_grad<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    [weighted, xhat, rstd]: [Value<'c, 'b>; 3],
+    dims: &[i64],
+    inner: &[i64],
+    kept: &[i64],
+    dt: DType,
+) -> LowerResult<Value<'c, 'b>> {
+    let n: i64 = inner.iter().map(|&d| dims[d as usize]).product();
+    let mul = |p: Value<'c, 'b>, q: Value<'c, 'b>| b.op("stablehlo.multiply", &[p, q], dims, dt, &[]);
+    let sum_inner = |v: Value<'c, 'b>| -> LowerResult<Value<'c, 'b>> {
+        let s = b.reshape(b.reduce(v, dims, inner, dt, "stablehlo.add", Scalar::Int(0))?, kept, dt)?;
+        b.broadcast_to(s, kept, dims, dt)
+    };
+    let scaled = mul(weighted, b.splat(Scalar::Int(n), dims, dt)?)?;
+    let centered = b.op("stablehlo.subtract", &[scaled, sum_inner(weighted)?], dims, dt, &[])?;
+    let proj = mul(xhat, sum_inner(mul(weighted, xhat)?)?)?;
+    let inner_term = b.op("stablehlo.subtract", &[centered, proj], dims, dt, &[])?;
+    let factor = b.op("stablehlo.divide", &[rstd, b.splat(Scalar::Int(n), dims, dt)?], dims, dt, &[])?;
+    mul(factor, inner_term)
+}
+
+/// `native_group_norm_backward`: the layer-norm gradient within each (sample, group) of
+/// `C/G * HxW` elements; `grad_weight`/`grad_bias` sum over samples and positions per channel.
+pub fn group_norm_backward<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    (groups, has_weight, mask): (i64, bool, [bool; 3]),
+    args: &[Arg<'c, 'b, '_>],
+    outs: &[TensorType],
+) -> LowerResult<Vec<Value<'c, 'b>>> {
+    let (g, x, mean, rstd) = (args[0], args[1], args[2], args[3]);
+    let dims = static_dims(x.ty)?;
+    let dt = x.ty.dtype;
+    let (n, c) = (dims[0], dims[1]);
+    let positions: i64 = dims[2..].iter().product();
+    let grouped = [n, groups, c / groups * positions];
+    let kept = [n, groups, 1];
+    let channels = [n, c, positions];
+    let gv = b.convert(g.v, &dims, g.ty.dtype, dt)?;
+    let weighted = if has_weight {
+        b.op("stablehlo.multiply", &[gv, per_channel(b, args[4], &dims, dt)?], &dims, dt, &[])?
+    } else {
+        gv
+    };
+    let stat = |a: Arg<'c, 'b, '_>| -> LowerResult<Value<'c, 'b>> {
+        let v = b.reshape(b.convert(a.v, &static_dims(a.ty)?, a.ty.dtype, dt)?, &kept, dt)?;
+        b.broadcast_to(v, &kept, &grouped, dt)
+    };
+    let rstd_full = stat(rstd)?;
+    let xg = b.reshape(b.convert(x.v, &dims, x.ty.dtype, dt)?, &grouped, dt)?;
+    let centered = b.op("stablehlo.subtract", &[xg, stat(mean)?], &grouped, dt, &[])?;
+    let xhat = b.op("stablehlo.multiply", &[centered, rstd_full], &grouped, dt, &[])?;
+    let wg = b.reshape(weighted, &grouped, dt)?;
+    let grad_in = normalized_input_grad(b, [wg, xhat, rstd_full], &grouped, &[2], &kept, dt)?;
+    let mut out = vec![b.convert(b.reshape(grad_in, &dims, dt)?, &dims, dt, outs[0].dtype)?];
+    let per_channel_sum = |v: Value<'c, 'b>, o: &TensorType| -> LowerResult<Value<'c, 'b>> {
+        let v = b.reshape(v, &channels, dt)?;
+        let s = b.reduce(v, &channels, &[0, 2], dt, "stablehlo.add", Scalar::Int(0))?;
+        b.convert(b.reshape(s, &static_dims(o)?, dt)?, &static_dims(o)?, dt, o.dtype)
+    };
+    if mask[1] || mask[2] {
+        let gx = b.op("stablehlo.multiply", &[b.reshape(gv, &grouped, dt)?, xhat], &grouped, dt, &[])?;
+        out.push(if mask[1] { per_channel_sum(gx, &outs[1])? } else { b.splat(Scalar::Int(0), &[], outs[1].dtype)? });
+        if mask[2] {
+            out.push(per_channel_sum(gv, &outs[2])?);
         }
     }
     Ok(out)

@@ -96,16 +96,8 @@ pub fn max_pool<'c, 'b>(
         let (av, ai, bv, bi) = (a[0], a[1], a[2], a[3]);
         // `a` is the running best; `b` replaces it when strictly greater, or NaN over a number,
         // or when `a` is still the padding/initial value. Ties keep the smaller index.
-        let greater = r.compare(bv, av, &[], dt, "GT")?;
         let equal = r.compare(av, bv, &[], dt, "EQ")?;
-        let mut take_b = greater;
-        if dt.is_float() {
-            let b_nan = r.compare(bv, bv, &[], dt, "NE")?;
-            let a_nan = r.compare(av, av, &[], dt, "NE")?;
-            let not_a_nan = r.op("stablehlo.not", &[a_nan], &[], DType::Bool, &[])?;
-            let nan_wins = r.op("stablehlo.and", &[b_nan, not_a_nan], &[], DType::Bool, &[])?;
-            take_b = r.op("stablehlo.or", &[take_b, nan_wins], &[], DType::Bool, &[])?;
-        }
+        let mut take_b = r.prefers(bv, av, &[], dt, "GT")?;
         let a_unset = r.compare(ai, r.splat(Scalar::Int(-1), &[], DType::I64)?, &[], DType::I64, "EQ")?;
         let b_set = r.compare(bi, r.splat(Scalar::Int(-1), &[], DType::I64)?, &[], DType::I64, "NE")?;
         let fill = r.op("stablehlo.and", &[a_unset, b_set], &[], DType::Bool, &[])?;

@@ -127,16 +127,12 @@ fn extremum<'c, 'b>(
     let init_i = b.splat(Scalar::Int(0), &[], DType::I64)?;
     let region = b.scalar_region(&[dt, DType::I64, dt, DType::I64], |r, a| {
         let (av, ai, bv, bi) = (a[0], a[1], a[2], a[3]);
-        let better = r.compare(av, bv, &[], dt, direction)?;
-        let equal = r.compare(av, bv, &[], dt, "EQ")?;
-        let mut take_a = better;
-        let mut tie = equal;
+        let take_a = r.prefers(av, bv, &[], dt, direction)?;
+        let mut tie = r.compare(av, bv, &[], dt, "EQ")?;
         if dt.is_float() {
+            // Two NaNs tie too, so the first index wins among them.
             let a_nan = r.compare(av, av, &[], dt, "NE")?;
             let b_nan = r.compare(bv, bv, &[], dt, "NE")?;
-            let not_b_nan = r.op("stablehlo.not", &[b_nan], &[], DType::Bool, &[])?;
-            let a_nan_wins = r.op("stablehlo.and", &[a_nan, not_b_nan], &[], DType::Bool, &[])?;
-            take_a = r.op("stablehlo.or", &[take_a, a_nan_wins], &[], DType::Bool, &[])?;
             let both_nan = r.op("stablehlo.and", &[a_nan, b_nan], &[], DType::Bool, &[])?;
             tie = r.op("stablehlo.or", &[tie, both_nan], &[], DType::Bool, &[])?;
         }

@@ -324,6 +324,9 @@ pub enum Op {
     /// `[grad_out, input, mean, rstd, (weight)]`, outputs `[grad_input, grad_weight, grad_bias]`
     /// (`mask` says which are wanted; the others are undefined).
     LayerNormBackward { normalized_rank: usize, has_weight: bool, mask: [bool; 3] },
+    /// `native_group_norm_backward`: inputs `[grad_out, input, mean, rstd, (weight)]`, outputs
+    /// `[grad_input, grad_weight, grad_bias]` as `mask` asks.
+    GroupNormBackward { groups: i64, has_weight: bool, mask: [bool; 3] },
     /// `_adaptive_avg_pool2d_backward`: inputs `[grad_output, self]`.
     AdaptiveAvgPoolBackward,
     /// `copy(self, src)`: `src` broadcast and converted to `self`'s shape and dtype: inputs

@@ -230,6 +230,13 @@ fn attributes(op: &Op) -> Vec<String> {
         }
         Op::CopyFrom | Op::MaskedScatter | Op::MaxPoolBackward | Op::AdaptiveAvgPoolBackward => vec![],
         Op::AvgPoolBackward(forward) => attributes(forward),
+        Op::GroupNormBackward { groups, has_weight, mask } => {
+            vec![
+                kv("groups", groups.to_string()),
+                kv("weight", has_weight.to_string()),
+                kv("mask", format!("{mask:?}")),
+            ]
+        }
         Op::LayerNormBackward { normalized_rank, has_weight, mask } => vec![
             kv("normalized_rank", normalized_rank.to_string()),
             kv("weight", has_weight.to_string()),

@@ -49,6 +49,16 @@ pub fn lowering(key: &str) -> Option<Lowering> {
             let mask = [m.first() == Some(&true), m.get(1) == Some(&true), m.get(2) == Some(&true)];
             Ok(Op::LayerNormBackward { normalized_rank, has_weight, mask })
         },
+        "aten.native_group_norm_backward.default" => |a| {
+            a.tensor("grad_out")?;
+            a.tensor("input")?;
+            a.tensor("mean")?;
+            a.tensor("rstd")?;
+            let has_weight = a.opt_tensor("weight")?;
+            let m = a.bools("output_mask")?;
+            let mask = [m.first() == Some(&true), m.get(1) == Some(&true), m.get(2) == Some(&true)];
+            Ok(Op::GroupNormBackward { groups: a.int("group", None)?, has_weight, mask })
+        },
         "aten.avg_pool2d_backward.default" | "aten.avg_pool3d_backward.default" => |a| {
             a.tensor("grad_output")?;
             Ok(Op::AvgPoolBackward(Box::new(avg_pool(a)?)))
