@@ -138,6 +138,7 @@ fn arity(op: &Op) -> (Option<usize>, Option<usize>) {
         Op::ExtremumDim { .. } | Op::Sort { .. } | Op::TopK { .. } => (1, 2),
         Op::CopyFrom | Op::SliceScatter { .. } | Op::SelectScatter { .. } | Op::EmbeddingBackward { .. } => (2, 1),
         Op::MaskedScatter | Op::MaxPoolBackward => (3, 1),
+        Op::ConvolutionBackward { .. } => (3, 3),
         Op::LayerNormBackward { has_weight, .. } | Op::GroupNormBackward { has_weight, .. } => {
             (4 + flag(*has_weight), 3)
         }

@@ -146,3 +146,104 @@ pub fn convolution<'c, 'b>(
         b.op("stablehlo.broadcast_in_dim", &[bias], &dims, out.dtype, &[("broadcast_dimensions", i64_array(&[1]))])?;
     b.op("stablehlo.add", &[y, bias], &dims, out.dtype, &[])
 }
+
+/// `convolution_backward(grad, input, weight, …, output_mask)` → `[grad_input, grad_weight,
+/// grad_bias]` (undefined where the mask is false).
+/// - `grad_input`: the transposed convolution of `grad` (or, for a transposed forward, the
+///   plain convolution), with the output padding that restores the input's size;
+/// - `grad_weight`: a convolution of the input with the gradient, batch and feature roles
+///   swapped (`batch_group_count = groups`), stride and dilation exchanged;
+/// - `grad_bias`: `grad` summed over every dim but the channel.
+pub fn convolution_backward<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    forward: &Op,
+    mask: [bool; 3],
+    args: &[Arg<'c, 'b, '_>],
+    outs: &[TensorType],
+    precision: Precision,
+) -> LowerResult<Vec<Value<'c, 'b>>> {
+    let Op::Convolution { stride, padding, dilation, transposed, groups, .. } = forward else {
+        return Err("internal: not a convolution".into());
+    };
+    let (grad, input, weight) = (args[0], args[1], args[2]);
+    let (gd, xd, wd) = (static_dims(grad.ty)?, static_dims(input.ty)?, static_dims(weight.ty)?);
+    let spatial = xd.len() - 2;
+    let per = |v: &[i64], default: i64| -> Vec<i64> {
+        match v.len() {
+            0 => vec![default; spatial],
+            1 => vec![v[0]; spatial],
+            _ => v.to_vec(),
+        }
+    };
+    let (s, p, d) = (per(stride, 1), per(padding, 0), per(dilation, 1));
+    let k = &wd[2..];
+    let mut out = Vec::with_capacity(3);
+    // grad_input: the adjoint of the forward convolution.
+    let gi = if !mask[0] {
+        b.splat(Scalar::Int(0), &[], outs[0].dtype)?
+    } else if *transposed {
+        let conv = Op::Convolution {
+            stride: s.clone(),
+            padding: p.clone(),
+            dilation: d.clone(),
+            transposed: false,
+            output_padding: vec![0; spatial],
+            groups: *groups,
+            has_bias: false,
+        };
+        convolution(b, &conv, &[grad, weight], &outs[0], precision)?
+    } else {
+        let restore: Vec<i64> =
+            (0..spatial).map(|i| xd[2 + i] - ((gd[2 + i] - 1) * s[i] - 2 * p[i] + d[i] * (k[i] - 1) + 1)).collect();
+        let conv = Op::Convolution {
+            stride: s.clone(),
+            padding: p.clone(),
+            dilation: d.clone(),
+            transposed: true,
+            output_padding: restore,
+            groups: *groups,
+            has_bias: false,
+        };
+        convolution(b, &conv, &[grad, weight], &outs[0], precision)?
+    };
+    out.push(gi);
+    if !(mask[1] || mask[2]) {
+        return Ok(out);
+    }
+    let dt = outs[0].dtype;
+    out.push(if mask[1] {
+        // For a transposed forward the roles of input and gradient swap.
+        let (lhs, rhs, ld, rd) = if *transposed { (grad, input, &gd, &xd) } else { (input, grad, &xd, &gd) };
+        let lv = b.convert(lhs.v, ld, lhs.ty.dtype, dt)?;
+        let rv = b.convert(rhs.v, rd, rhs.ty.dtype, dt)?;
+        let pads: Vec<String> = (0..spatial)
+            .map(|i| {
+                let hi = (k[i] - 1) * d[i] + (rd[2 + i] - 1) * s[i] + 1 - ld[2 + i] - p[i];
+                format!("[{}, {hi}]", p[i])
+            })
+            .collect();
+        let sp: Vec<String> = (0..spatial).map(|i| i.to_string()).collect();
+        let sp = sp.join(", ");
+        let wdims = static_dims(&outs[1])?;
+        let attrs = [
+            ("window_strides", i64_array(&d)),
+            ("padding", format!("dense<[{}]> : tensor<{spatial}x2xi64>", pads.join(", "))),
+            ("lhs_dilation", i64_array(&vec![1; spatial])),
+            ("rhs_dilation", i64_array(&s)),
+            ("dimension_numbers", format!("#stablehlo.conv<[f, b, {sp}]x[i, o, {sp}]->[f, b, {sp}]>")),
+            ("feature_group_count", "1 : i64".to_string()),
+            ("batch_group_count", format!("{groups} : i64")),
+            ("precision_config", precision_attr(precision)),
+        ];
+        b.op("stablehlo.convolution", &[lv, rv], &wdims, dt, &attrs)?
+    } else {
+        b.splat(Scalar::Int(0), &[], outs[1].dtype)?
+    });
+    if mask[2] {
+        let axes: Vec<i64> = (0..gd.len() as i64).filter(|&a| a != 1).collect();
+        let gv = b.convert(grad.v, &gd, grad.ty.dtype, dt)?;
+        let sum = b.reduce(gv, &gd, &axes, dt, "stablehlo.add", Scalar::Int(0))?;
+        out.push(b.reshape(sum, &static_dims(&outs[2])?, dt)?);
+    }
+    Ok(out)
+}

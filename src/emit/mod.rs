@@ -330,6 +330,9 @@ fn lower_node<'c, 'b>(
         Op::GroupNormBackward { groups, has_weight, mask } => {
             nn::group_norm_backward(b, (*groups, *has_weight, *mask), args, out)
         }
+        Op::ConvolutionBackward { forward, mask } => {
+            linalg::convolution_backward(b, forward, *mask, args, out, opts.precision)
+        }
         Op::AdaptiveAvgPoolBackward => one(pool::adaptive_avg_pool_backward(b, args, &out[0])),
         Op::PadMode { pad, reflect } => one(layout::pad_mode(b, pad, *reflect, args[0], &out[0])),
         Op::CopyFrom => one(layout::copy_from(b, args[1], &out[0])),

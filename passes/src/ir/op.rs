@@ -324,6 +324,9 @@ pub enum Op {
     /// `[grad_out, input, mean, rstd, (weight)]`, outputs `[grad_input, grad_weight, grad_bias]`
     /// (`mask` says which are wanted; the others are undefined).
     LayerNormBackward { normalized_rank: usize, has_weight: bool, mask: [bool; 3] },
+    /// `convolution_backward` with the forward's parameters: inputs `[grad, input, weight]`,
+    /// outputs `[grad_input, grad_weight, grad_bias]` as `mask` asks.
+    ConvolutionBackward { forward: Box<Op>, mask: [bool; 3] },
     /// `native_group_norm_backward`: inputs `[grad_out, input, mean, rstd, (weight)]`, outputs
     /// `[grad_input, grad_weight, grad_bias]` as `mask` asks.
     GroupNormBackward { groups: i64, has_weight: bool, mask: [bool; 3] },

@@ -230,6 +230,11 @@ fn attributes(op: &Op) -> Vec<String> {
         }
         Op::CopyFrom | Op::MaskedScatter | Op::MaxPoolBackward | Op::AdaptiveAvgPoolBackward => vec![],
         Op::AvgPoolBackward(forward) => attributes(forward),
+        Op::ConvolutionBackward { forward, mask } => {
+            let mut v = attributes(forward);
+            v.push(kv("mask", format!("{mask:?}")));
+            v
+        }
         Op::GroupNormBackward { groups, has_weight, mask } => {
             vec![
                 kv("groups", groups.to_string()),

@@ -18,6 +18,23 @@ pub fn lowering(key: &str) -> Option<Lowering> {
         },
         "aten.addmm.default" => addmm,
         "aten.convolution.default" => convolution,
+        "aten.convolution_backward.default" => |a| {
+            a.tensor("grad_output")?;
+            a.tensor("input")?;
+            a.tensor("weight")?;
+            let forward = Op::Convolution {
+                stride: a.ints("stride", None)?,
+                padding: a.ints("padding", None)?,
+                dilation: a.ints("dilation", None)?,
+                transposed: a.bool("transposed", false)?,
+                output_padding: a.ints("output_padding", None)?,
+                groups: a.int("groups", None)?,
+                has_bias: false,
+            };
+            let m = a.bools("output_mask")?;
+            let mask = [m.first() == Some(&true), m.get(1) == Some(&true), m.get(2) == Some(&true)];
+            Ok(Op::ConvolutionBackward { forward: Box::new(forward), mask })
+        },
         _ => return None,
     })
 }
