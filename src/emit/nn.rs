@@ -68,21 +68,8 @@ pub fn layer_norm<'c, 'b>(
     let dt = outs[0].dtype;
     let rank = dims.len();
     let axes: Vec<i64> = (rank - normalized_rank..rank).map(|d| d as i64).collect();
-    let count: i64 = axes.iter().map(|&a| dims[a as usize]).product();
-    let kept: Vec<i64> =
-        dims.iter().enumerate().map(|(i, &d)| if i >= rank - normalized_rank { 1 } else { d }).collect();
     let x = b.convert(args[0].v, &dims, args[0].ty.dtype, dt)?;
-    let mean_of = |v: Value<'c, 'b>| -> LowerResult<Value<'c, 'b>> {
-        let sum = b.reduce(v, &dims, &axes, dt, "stablehlo.add", Scalar::Float(0.0))?;
-        let sum = b.reshape(sum, &kept, dt)?;
-        b.op("stablehlo.divide", &[sum, b.splat(Scalar::Int(count), &kept, dt)?], &kept, dt, &[])
-    };
-    let mean = mean_of(x)?;
-    let centered = b.op("stablehlo.subtract", &[x, b.broadcast_to(mean, &kept, &dims, dt)?], &dims, dt, &[])?;
-    let var = mean_of(b.op("stablehlo.multiply", &[centered, centered], &dims, dt, &[])?)?;
-    let var_eps = b.op("stablehlo.add", &[var, b.splat(Scalar::Float(*eps), &kept, dt)?], &kept, dt, &[])?;
-    let rstd = b.op("stablehlo.rsqrt", &[var_eps], &kept, dt, &[])?;
-    let mut y = b.op("stablehlo.multiply", &[centered, b.broadcast_to(rstd, &kept, &dims, dt)?], &dims, dt, &[])?;
+    let (mean, rstd, _, mut y) = moments(b, x, &dims, &axes, *eps, dt)?;
     let mut rest = args[1..].iter().copied();
     let trailing = &dims[rank - normalized_rank..];
     for (present, name) in [(*has_weight, "stablehlo.multiply"), (*has_bias, "stablehlo.add")] {
@@ -133,8 +120,8 @@ pub fn softmax<'c, 'b>(
     b.op("stablehlo.divide", &[e, sum], &dims, dt, &[])
 }
 
-/// Mean and reciprocal standard deviation of `v` (shape `dims`) over `axes`, both with the
-/// reduced dims kept as 1 (`kept`).
+/// Statistics of `v` (shape `dims`) over `axes`: the mean and reciprocal standard deviation
+/// with the reduced dims kept as 1 (`kept`), and `(v - mean) * rstd` at full shape.
 fn moments<'c, 'b>(
     b: &Builder<'c, 'b>,
     v: Value<'c, 'b>,
@@ -142,7 +129,7 @@ fn moments<'c, 'b>(
     axes: &[i64],
     eps: f64,
     dt: DType,
-) -> LowerResult<(Value<'c, 'b>, Value<'c, 'b>, Vec<i64>)> {
+) -> LowerResult<(Value<'c, 'b>, Value<'c, 'b>, Vec<i64>, Value<'c, 'b>)> {
     let kept: Vec<i64> =
         dims.iter().enumerate().map(|(i, &d)| if axes.contains(&(i as i64)) { 1 } else { d }).collect();
     let count: i64 = axes.iter().map(|&a| dims[a as usize]).product();
@@ -155,22 +142,8 @@ fn moments<'c, 'b>(
     let var = mean_of(b.op("stablehlo.multiply", &[centered, centered], dims, dt, &[])?)?;
     let var_eps = b.op("stablehlo.add", &[var, b.splat(Scalar::Float(eps), &kept, dt)?], &kept, dt, &[])?;
     let rstd = b.op("stablehlo.rsqrt", &[var_eps], &kept, dt, &[])?;
-    Ok((mean, rstd, kept))
-}
-
-/// `(x - mean) * rstd`, then the per-channel affine parameters present in `params`.
-#[allow(clippy::too_many_arguments)] // the normalization's operands
-fn normalize<'c, 'b>(
-    b: &Builder<'c, 'b>,
-    v: Value<'c, 'b>,
-    mean: Value<'c, 'b>,
-    rstd: Value<'c, 'b>,
-    kept: &[i64],
-    dims: &[i64],
-    dt: DType,
-) -> LowerResult<Value<'c, 'b>> {
-    let centered = b.op("stablehlo.subtract", &[v, b.broadcast_to(mean, kept, dims, dt)?], dims, dt, &[])?;
-    b.op("stablehlo.multiply", &[centered, b.broadcast_to(rstd, kept, dims, dt)?], dims, dt, &[])
+    let normalized = b.op("stablehlo.multiply", &[centered, b.broadcast_to(rstd, &kept, dims, dt)?], dims, dt, &[])?;
+    Ok((mean, rstd, kept, normalized))
 }
 
 fn affine<'c, 'b, 't>(
@@ -207,8 +180,8 @@ pub fn group_norm<'c, 'b>(
     let rest: i64 = dims[2..].iter().product::<i64>() * (c / groups);
     let grouped = [n, *groups, rest];
     let v = b.reshape(b.convert(args[0].v, &dims, args[0].ty.dtype, dt)?, &grouped, dt)?;
-    let (mean, rstd, kept) = moments(b, v, &grouped, &[2], *eps, dt)?;
-    let y = b.reshape(normalize(b, v, mean, rstd, &kept, &grouped, dt)?, &dims, dt)?;
+    let (mean, rstd, _, normalized) = moments(b, v, &grouped, &[2], *eps, dt)?;
+    let y = b.reshape(normalized, &dims, dt)?;
     let y = affine(b, y, &mut args[1..].iter().copied(), (*has_weight, *has_bias), &dims, dt)?;
     let stat = |v: Value<'c, 'b>, o: &TensorType| b.reshape(v, &static_dims(o)?, dt);
     Ok(vec![y, stat(mean, &outs[1])?, stat(rstd, &outs[2])?])
@@ -230,8 +203,7 @@ pub fn batch_norm_training<'c, 'b>(
     let dt = outs[0].dtype;
     let axes: Vec<i64> = (0..dims.len() as i64).filter(|&d| d != 1).collect();
     let v = b.convert(args[0].v, &dims, args[0].ty.dtype, dt)?;
-    let (mean, rstd, kept) = moments(b, v, &dims, &axes, *eps, dt)?;
-    let y = normalize(b, v, mean, rstd, &kept, &dims, dt)?;
+    let (mean, rstd, _, y) = moments(b, v, &dims, &axes, *eps, dt)?;
     let mut params = args[1..].iter().copied();
     let y = affine(b, y, &mut params, (*has_weight, *has_bias), &dims, dt)?;
     let stat = |v: Value<'c, 'b>, o: &TensorType| b.reshape(v, &static_dims(o)?, dt);
