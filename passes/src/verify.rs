@@ -138,6 +138,9 @@ fn arity(op: &Op) -> (Option<usize>, Option<usize>) {
         Op::ExtremumDim { .. } | Op::Sort { .. } | Op::TopK { .. } => (1, 2),
         Op::CopyFrom | Op::SliceScatter { .. } | Op::SelectScatter { .. } | Op::EmbeddingBackward { .. } => (2, 1),
         Op::MaskedScatter | Op::MaxPoolBackward => (3, 1),
+        Op::EmbeddingBag { per_sample_weights, .. } => (3 + flag(*per_sample_weights), 4),
+        Op::Col2Im { .. } => (1, 1),
+        Op::GridSampler { .. } => (2, 1),
         Op::ConvolutionBackward { .. } => (3, 3),
         Op::LayerNormBackward { has_weight, .. } | Op::GroupNormBackward { has_weight, .. } => {
             (4 + flag(*has_weight), 3)

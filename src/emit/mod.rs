@@ -7,6 +7,7 @@
 //! A node that cannot be lowered does not stop the emitter: all failures are collected and
 //! reported together, which is what `check` lists.
 
+mod bag;
 mod builder;
 mod distance;
 mod elementwise;
@@ -16,6 +17,7 @@ mod math;
 mod nn;
 mod pool;
 mod reduce;
+mod sample;
 mod scatter;
 mod shape;
 mod sort;
@@ -308,6 +310,15 @@ fn lower_node<'c, 'b>(
         Op::LayerNorm { .. } => nn::layer_norm(b, &node.op, args, out),
         Op::Softmax { dim, log } => one(nn::softmax(b, *dim, *log, args[0], &out[0])),
         Op::Embedding => one(shape::index(b, args[0], &[Some(args[1])], &out[0])),
+        Op::EmbeddingBag { mode, include_last_offset, padding_idx, .. } => {
+            bag::embedding_bag(b, (*mode, *include_last_offset, *padding_idx), args, out)
+        }
+        Op::Col2Im { kernel, dilation, padding, stride, .. } => {
+            one(sample::col2im(b, (*kernel, *dilation, *padding, *stride), args[0], &out[0]))
+        }
+        Op::GridSampler { mode, padding, align_corners } => {
+            one(sample::grid_sampler(b, (*mode, *padding, *align_corners), args, &out[0]))
+        }
         Op::Reduce { .. } => one(reduce::reduce(b, &node.op, args[0], &out[0])),
         Op::ArgReduce { .. } => one(reduce::arg_reduce(b, &node.op, args[0], &out[0])),
         Op::Var { dims, correction, .. } => one(reduce::var(b, dims, *correction, args[0], &out[0])),

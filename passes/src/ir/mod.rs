@@ -10,7 +10,10 @@ mod types;
 
 pub use graph::{Graph, GraphOutput, OutputKind};
 pub use node::{Edge, Node, NodeId, Origin, ValueRef};
-pub use op::{ArgReduceOp, BinaryOp, InputKind, Op, Operand, ReduceOp, ScatterReduce, UnaryOp};
+pub use op::{
+    ArgReduceOp, BagMode, BinaryOp, GridPadding, InputKind, Interpolation, Op, Operand, ReduceOp, ScatterReduce,
+    UnaryOp,
+};
 pub use print::print;
 pub use sym::SymExpr;
 pub use types::{Bounds, DType, Dim, Scalar, TensorType};

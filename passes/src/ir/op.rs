@@ -170,6 +170,36 @@ pub enum ScatterReduce {
     Amin,
 }
 
+/// How `_embedding_bag` combines the rows of a bag.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[allow(missing_docs)] // the values of `_embedding_bag`'s `mode` argument (0, 1, 2)
+pub enum BagMode {
+    Sum,
+    Mean,
+    Max,
+}
+
+/// How `grid_sampler_2d` reads between pixels (`interpolation_mode` 0, 1, 2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[allow(missing_docs)]
+pub enum Interpolation {
+    Bilinear,
+    Nearest,
+    Bicubic,
+}
+
+/// What `grid_sampler_2d` reads outside the input (`padding_mode` 0, 1, 2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[allow(missing_docs)]
+pub enum GridPadding {
+    Zeros,
+    Border,
+    Reflection,
+}
+
 /// Index-of-extremum reductions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -363,6 +393,16 @@ pub enum Op {
     EmbeddingBackward { num_weights: i64, padding_idx: i64, scale_grad_by_freq: bool },
     /// `embedding(weight, indices)`: inputs `[weight, indices]`.
     Embedding,
+    /// `_embedding_bag` with 1-D indices and offsets: inputs `[weight, indices, offsets,
+    /// (per_sample_weights)]`, outputs `[output, offset2bag, bag_size, max_indices]` shaped as
+    /// PyTorch's CPU kernel makes them. Entries equal to `padding_idx` are skipped.
+    EmbeddingBag { mode: BagMode, per_sample_weights: bool, include_last_offset: bool, padding_idx: Option<i64> },
+    /// `col2im`: sums the columns `[N, C*kh*kw, L]` back into images `[N, C, H, W]` (the
+    /// adjoint of `im2col`): inputs `[x]`.
+    Col2Im { output_size: [i64; 2], kernel: [i64; 2], dilation: [i64; 2], padding: [i64; 2], stride: [i64; 2] },
+    /// `grid_sampler_2d`: samples `input [N, C, H, W]` at the normalized `grid [N, Ho, Wo, 2]`
+    /// (x, y in [-1, 1]): inputs `[input, grid]`.
+    GridSampler { mode: Interpolation, padding: GridPadding, align_corners: bool },
     /// `arange(start, end, step)`: no inputs.
     Arange { start: Scalar, end: Scalar, step: Scalar },
     /// `arange` whose end is a symbolic size: no inputs.

@@ -1,6 +1,6 @@
 //! Neural-network ops: normalizations, softmax, pooling and embedding lookups.
 
-use torchtpu_passes::ir::Op;
+use torchtpu_passes::ir::{BagMode, GridPadding, Interpolation, Op};
 
 use super::{Args, Lowering};
 
@@ -82,6 +82,22 @@ pub fn lowering(key: &str) -> Option<Lowering> {
             let (eps, momentum) = (a.float("eps", None)?, a.float("momentum", None)?);
             Ok(Op::BatchNormTraining { eps, has_weight, has_bias, running_stats: true, momentum: Some(momentum) })
         },
+        "aten._embedding_bag.default" => embedding_bag,
+        "aten.col2im.default" => |a| {
+            a.tensor("self")?;
+            let pair = |name: &str| -> Result<[i64; 2], String> {
+                let v = a.ints(name, None)?;
+                <[i64; 2]>::try_from(v.as_slice()).map_err(|_| format!("`{name}` must have 2 entries, found {v:?}"))
+            };
+            Ok(Op::Col2Im {
+                output_size: pair("output_size")?,
+                kernel: pair("kernel_size")?,
+                dilation: pair("dilation")?,
+                padding: pair("padding")?,
+                stride: pair("stride")?,
+            })
+        },
+        "aten.grid_sampler_2d.default" => grid_sampler,
         "aten.embedding.default" => |a| {
             a.tensor("weight")?;
             a.tensor("indices")?;
@@ -172,4 +188,42 @@ fn batch_norm_legit(a: &mut Args<'_>, running_stats: bool) -> Result<Op, String>
         }
     }
     Ok(Op::BatchNormTraining { eps, has_weight, has_bias, running_stats, momentum: None })
+}
+
+fn embedding_bag(a: &mut Args<'_>) -> Result<Op, String> {
+    a.tensor("weight")?;
+    a.tensor("indices")?;
+    a.tensor("offsets")?;
+    let mode = match a.int("mode", Some(0))? {
+        0 => BagMode::Sum,
+        1 => BagMode::Mean,
+        2 => BagMode::Max,
+        m => return Err(format!("`mode={m}` is not one of 0 (sum), 1 (mean), 2 (max)")),
+    };
+    let per_sample_weights = a.opt_tensor("per_sample_weights")?;
+    let padding_idx = Some(a.int("padding_idx", Some(-1))?).filter(|&p| p >= 0);
+    Ok(Op::EmbeddingBag {
+        mode,
+        per_sample_weights,
+        include_last_offset: a.bool("include_last_offset", false)?,
+        padding_idx,
+    })
+}
+
+fn grid_sampler(a: &mut Args<'_>) -> Result<Op, String> {
+    a.tensor("input")?;
+    a.tensor("grid")?;
+    let mode = match a.int("interpolation_mode", None)? {
+        0 => Interpolation::Bilinear,
+        1 => Interpolation::Nearest,
+        2 => Interpolation::Bicubic,
+        m => return Err(format!("`interpolation_mode={m}` is not one of 0 (bilinear), 1 (nearest), 2 (bicubic)")),
+    };
+    let padding = match a.int("padding_mode", None)? {
+        0 => GridPadding::Zeros,
+        1 => GridPadding::Border,
+        2 => GridPadding::Reflection,
+        m => return Err(format!("`padding_mode={m}` is not one of 0 (zeros), 1 (border), 2 (reflection)")),
+    };
+    Ok(Op::GridSampler { mode, padding, align_corners: a.bool("align_corners", false)? })
 }
