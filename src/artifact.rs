@@ -94,6 +94,9 @@ pub struct Signature {
     pub inputs: Vec<SignatureValue>,
     pub outputs: Vec<SignatureValue>,
     pub symbols: Vec<SymbolInfo>,
+    /// The program has random ops and takes a `u64[2]` seed after the user inputs.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rng_seed: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

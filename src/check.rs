@@ -40,6 +40,10 @@ pub struct OpProblem {
     pub nodes: Vec<String>,
     /// The user's source line of the first node, when the export recorded it.
     pub source_line: Option<String>,
+    /// The op's status in the Core ATen coverage table (`docs/ops.md`): `supported` (this use
+    /// of it is what fails), `refused` or `not yet`; absent for ops outside Core ATen.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub core_aten: Option<&'static str>,
 }
 
 /// Lowers `program` at its example sizes and reports what fails.
@@ -69,6 +73,7 @@ pub fn check(program: &Program, file: &str) -> CheckReport {
             reason: f.reason.clone(),
             nodes: vec![],
             source_line: f.source_line.clone(),
+            core_aten: crate::coverage::core_aten_status(&f.target),
         });
         if !f.node.is_empty() {
             g.nodes.push(f.node);

@@ -82,6 +82,10 @@ struct RunArgs {
     /// scale, integers and bools exactly); exit 1 on a mismatch.
     #[arg(long, value_name = "DIR")]
     reference: Option<PathBuf>,
+    /// Seed of the random ops (`rand`, `randn`, `randperm`, dropout), if the program has any:
+    /// the same seed gives the same numbers.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
     /// Summary format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
@@ -270,6 +274,7 @@ fn run_cmd(args: &RunArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         out_dir: args.out_dir.clone(),
         plugin: args.plugin.clone(),
         reference: args.reference.clone(),
+        seed: args.seed,
     };
     let report = run_artifact(&req).with_context(|| format!("cannot run `{}`", args.artifact.display()))?;
     match args.format {

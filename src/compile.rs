@@ -290,10 +290,13 @@ fn signature(program: &Program) -> Signature {
             Some(SymbolInfo { name: name.clone(), min: b.min, max: b.max, input: binding.input, dim: binding.dim })
         })
         .collect();
+    let rng_seed =
+        program.graph.graph_inputs().iter().any(|&id| program.graph.node(id).op == Op::Input(InputKind::RngSeed));
     Signature {
         inputs: report.inputs.iter().map(value).collect(),
         outputs: report.outputs.iter().map(value).collect(),
         symbols,
+        rng_seed,
     }
 }
 

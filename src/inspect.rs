@@ -306,6 +306,9 @@ pub fn render_artifact(art: &crate::artifact::Artifact) -> String {
     for v in &m.signature.inputs {
         let _ = writeln!(out, "  {}: {}{}", v.name, v.dtype, dims_text(&v.dims));
     }
+    if m.signature.rng_seed {
+        let _ = writeln!(out, "  (random ops: `run --seed N` picks their numbers; default 0)");
+    }
     let _ = writeln!(out, "outputs:");
     for (i, v) in m.signature.outputs.iter().enumerate() {
         let _ = writeln!(out, "  {i}: {} {}{}", v.name, v.dtype, dims_text(&v.dims));

@@ -12,6 +12,7 @@ pub mod cli;
 #[cfg(feature = "mlir")]
 pub mod compile;
 pub mod container;
+pub mod coverage;
 #[cfg(feature = "mlir")]
 pub mod driver;
 #[cfg(feature = "mlir")]

@@ -148,6 +148,15 @@ impl Array {
         Some(Array { dtype: DType::BF16, shape: self.shape.clone(), data })
     }
 
+    /// A complex array as its real and imaginary parts: a float array with a trailing dim of 2
+    /// over the same bytes; `None` for other dtypes.
+    pub fn complex_parts(&self) -> Option<Array> {
+        let part = self.dtype.complex_part()?;
+        let mut shape = self.shape.clone();
+        shape.push(2);
+        Some(Array { dtype: part, shape, data: self.data.clone() })
+    }
+
     /// Element `i` as f64 (for comparisons), `None` for complex dtypes.
     pub fn get_f64(&self, i: usize) -> Option<f64> {
         let es = self.dtype.size_bytes();

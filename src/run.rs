@@ -58,6 +58,8 @@ pub struct RunRequest {
     pub plugin: Option<PathBuf>,
     /// A folder with `out_<i>.npy` to compare against.
     pub reference: Option<PathBuf>,
+    /// The seed of a program with random ops (ignored by others).
+    pub seed: u64,
 }
 
 /// What `run` did.
@@ -113,6 +115,9 @@ pub fn run(req: &RunRequest) -> Result<RunReport, Error> {
     let mut buffers = weight_buffers(&client, &art)?;
     for (a, dims) in inputs.iter().zip(&bucket.input_dims) {
         buffers.push(to_device(&client, a, dims)?);
+    }
+    if m.signature.rng_seed {
+        buffers.push(to_device(&client, &seed_key(req.seed), &[2])?);
     }
     let load_ms = started.elapsed().as_secs_f64() * 1e3;
     let run_started = Instant::now();
@@ -202,6 +207,12 @@ fn element_type(d: DType) -> Option<ElementType> {
     })
 }
 
+/// The Threefry key of `seed`: `[seed, 0]`.
+fn seed_key(seed: u64) -> Array {
+    let data = [seed.to_le_bytes(), 0u64.to_le_bytes()].concat();
+    Array { dtype: DType::U64, shape: vec![2], data }
+}
+
 fn to_device(client: &Client, a: &Array, dims: &[i64]) -> Result<Buffer, Error> {
     let ty = element_type(a.dtype)
         .ok_or_else(|| Error::Unsupported(format!("dtype {} cannot be passed to PJRT", a.dtype)))?;
@@ -282,9 +293,13 @@ fn pick_bucket<'m>(
     .into())
 }
 
-/// Integers and bools must match exactly; floats within [`FLOAT_TOLERANCE`] of the reference's
+/// Complex values compare as their real and imaginary parts. Integers and bools must match
+/// exactly; floats within [`FLOAT_TOLERANCE`] of the reference's
 /// scale, with NaN and infinities in the same places.
 pub fn compare(out: &Array, reference: &Array) -> Comparison {
+    if let (Some(out), Some(reference)) = (out.complex_parts(), reference.complex_parts()) {
+        return compare(&out, &reference);
+    }
     if out.shape != reference.shape {
         let note = format!("shape {:?} vs reference {:?}", out.shape, reference.shape);
         return Comparison { max_abs_diff: f64::INFINITY, max_rel_diff: f64::INFINITY, ok: false, note: Some(note) };

@@ -139,7 +139,8 @@ fn arity(op: &Op) -> (Option<usize>, Option<usize>) {
         Op::CopyFrom | Op::SliceScatter { .. } | Op::SelectScatter { .. } | Op::EmbeddingBackward { .. } => (2, 1),
         Op::MaskedScatter | Op::MaxPoolBackward => (3, 1),
         Op::EmbeddingBag { per_sample_weights, .. } => (3 + flag(*per_sample_weights), 4),
-        Op::Col2Im { .. } => (1, 1),
+        Op::Col2Im { .. } | Op::Rand { .. } | Op::RandPerm | Op::Fft { .. } => (1, 1),
+        Op::Dropout { .. } => (2, 2),
         Op::GridSampler { .. } => (2, 1),
         Op::ConvolutionBackward { .. } => (3, 3),
         Op::LayerNormBackward { has_weight, .. } | Op::GroupNormBackward { has_weight, .. } => {

@@ -11,11 +11,13 @@ mod bag;
 mod builder;
 mod distance;
 mod elementwise;
+mod fft;
 mod layout;
 mod linalg;
 mod math;
 mod nn;
 mod pool;
+mod random;
 mod reduce;
 mod sample;
 mod scatter;
@@ -187,6 +189,7 @@ fn emit_body<'c>(
     }
     let mut failures = Vec::new();
     let mut failed = std::collections::BTreeSet::new();
+    let mut rng_state = None;
     for &id in order {
         let node = graph.node(id);
         if matches!(node.op, Op::Input(_)) {
@@ -211,7 +214,18 @@ fn emit_body<'c>(
         let args: Vec<Arg> =
             ins.iter().map(|v| Arg { v: values[v], ty: &graph.node(v.node).outputs[usize::from(v.slot)] }).collect();
         let b = Builder { ctx, block, loc: node_location(ctx, node) };
-        match lower_node(&b, node, &args, opts) {
+        let lowered = if node.op.is_random() {
+            // The first random op starts from the seed argument (its last input); each later
+            // one from the state the previous one left.
+            let state = rng_state.unwrap_or(args[args.len() - 1].v);
+            lower_random(&b, node, &args, state).map(|drawn| {
+                rng_state = Some(drawn.state);
+                drawn.values
+            })
+        } else {
+            lower_node(&b, node, &args, opts)
+        };
+        match lowered {
             Ok(outs) => {
                 for (slot, v) in outs.into_iter().enumerate() {
                     values.insert(ValueRef { node: id, slot: slot as u16 }, v);
@@ -280,6 +294,20 @@ fn parse_frame(frame: &str) -> Option<(&str, usize)> {
 }
 
 /// Lowers one node; returns one value per output slot that can be computed.
+fn lower_random<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    node: &Node,
+    args: &[Arg<'c, 'b, '_>],
+    state: Value<'c, 'b>,
+) -> LowerResult<random::Drawn<'c, 'b>> {
+    match &node.op {
+        Op::Rand { normal } => random::rand(b, *normal, state, &node.outputs[0]),
+        Op::RandPerm => random::randperm(b, state, &node.outputs[0]),
+        Op::Dropout { p, train } => random::dropout(b, (*p, *train), args[0], state, &node.outputs),
+        other => Err(format!("internal: `{}` is not a random op", other.name())),
+    }
+}
+
 fn lower_node<'c, 'b>(
     b: &Builder<'c, 'b>,
     node: &Node,
@@ -394,6 +422,12 @@ fn lower_node<'c, 'b>(
         Op::SymInt { value } => {
             let v = value.as_static().ok_or("symbolic int was not specialized")?;
             one(b.splat(torchtpu_passes::ir::Scalar::Int(v), &[], DType::I64))
+        }
+        Op::Fft { dims, normalization, inverse, onesided } => {
+            one(fft::fft(b, (dims, *normalization, *inverse, *onesided), args[0], &out[0]))
+        }
+        Op::Rand { .. } | Op::RandPerm | Op::Dropout { .. } => {
+            Err("internal: random ops are lowered with the generator state".into())
         }
         Op::Unsupported { target, reason } => Err(unsupported_reason(target, reason.as_deref())),
     }

@@ -8,7 +8,7 @@ use super::builder::{norm_dim, static_dims, Builder, LowerResult};
 use super::Arg;
 
 /// Sorts `x` along `dim`; returns (values, int64 indices) of the full sorted tensor.
-fn sorted<'c, 'b>(
+pub(super) fn sorted<'c, 'b>(
     b: &Builder<'c, 'b>,
     x: Arg<'c, 'b, '_>,
     dim: i64,

@@ -10,6 +10,10 @@ use torchtpu_passes::ir::{DType, Dim, Operand, Scalar};
 
 use super::schema::{scalar_type, Argument, NamedArgument, OptionalTensorArgument, SymIntArgument};
 
+/// The name under which random ops refer to the graph's seed input (FX names never start
+/// with `<`).
+pub const RNG_SEED: &str = "<rng_seed>";
+
 /// The arguments of one node.
 pub struct Args<'a> {
     map: BTreeMap<String, &'a Argument>,
@@ -104,6 +108,11 @@ impl<'a> Args<'a> {
             }
             other => Err(wrong(name, "a list of optional tensors", other)),
         }
+    }
+
+    /// The graph's random seed as the next input (random ops read it last).
+    pub fn rng_seed(&mut self) {
+        self.tensors.push(RNG_SEED.to_string());
     }
 
     /// Every tensor mentioned by any argument, for ops without a lowering (keeps the graph

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use torchtpu_passes::ir::{Bounds, DType, Dim, Graph, InputKind, Node, Op, Origin, OutputKind, TensorType, ValueRef};
 
-use super::args::Args;
+use super::args::{Args, RNG_SEED};
 use super::ops;
 use super::payload::Weight;
 use super::schema::{self, scalar_type, Argument, InputSpec, OutputSpec, SymInt, SymIntArgument};
@@ -155,6 +155,13 @@ impl Builder<'_> {
         Ok(constants)
     }
 
+    /// The seed input of a graph with random ops, after every other input.
+    fn add_rng_seed(&mut self) {
+        let ty = TensorType::new(DType::U64, &[2]);
+        let id = self.graph.add_input(Node::new("rng_seed".to_string(), Op::Input(InputKind::RngSeed), [ty]));
+        self.values.insert(RNG_SEED.to_string(), ValueRef { node: id, slot: 0 });
+    }
+
     /// A user-input dim that is a bare symbol gives that symbol its value at run time.
     fn bind_symbols(&mut self, name: &str, index: usize, ty: &TensorType) {
         let sizes = self.graph_json().tensor_values.get(name).map(|m| m.sizes.clone()).unwrap_or_default();
@@ -225,6 +232,9 @@ impl Builder<'_> {
         };
         let mut inputs = Vec::with_capacity(args.tensors.len());
         for t in &args.tensors {
+            if t == RNG_SEED && !self.values.contains_key(t) {
+                self.add_rng_seed();
+            }
             let v =
                 self.values.get(t).copied().ok_or_else(|| {
                     fail(format!("reads tensor `{t}`, which no graph input or earlier node produces"))

@@ -70,6 +70,7 @@ fn assert_parity(name: &str) {
         out_dir: tmp.0.join("out"),
         plugin: None,
         reference: Some(reference),
+        seed: 0,
     };
     let report = run(&req).unwrap_or_else(|e| panic!("{name}: {e:#}"));
     assert!(!report.outputs.is_empty());

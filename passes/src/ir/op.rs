@@ -34,6 +34,9 @@ pub enum InputKind {
         /// Position among the user inputs.
         index: usize,
     },
+    /// The key of the program's random numbers (`u64[2]`, Threefry), present when the graph has
+    /// random ops; `run --seed` supplies it. It comes after the user inputs.
+    RngSeed,
 }
 
 impl InputKind {
@@ -41,7 +44,7 @@ impl InputKind {
     pub fn weight_fqn(&self) -> Option<&str> {
         match self {
             InputKind::Parameter { fqn } | InputKind::Buffer { fqn, .. } | InputKind::Constant { fqn } => Some(fqn),
-            InputKind::User { .. } => None,
+            InputKind::User { .. } | InputKind::RngSeed => None,
         }
     }
 }
@@ -403,6 +406,19 @@ pub enum Op {
     /// `grid_sampler_2d`: samples `input [N, C, H, W]` at the normalized `grid [N, Ho, Wo, 2]`
     /// (x, y in [-1, 1]): inputs `[input, grid]`.
     GridSampler { mode: Interpolation, padding: GridPadding, align_corners: bool },
+    /// `rand`/`randn` of the output's shape and dtype (uniform in [0, 1) or standard normal):
+    /// inputs `[rng_seed]`.
+    Rand { normal: bool },
+    /// `randperm(n)`, n the output's length: inputs `[rng_seed]`.
+    RandPerm,
+    /// `native_dropout(x, p, train)`: outputs `[x * keep / (1 - p), keep]`, each element kept
+    /// with probability `1 - p` when training: inputs `[x, rng_seed]`.
+    Dropout { p: f64, train: bool },
+    /// `_fft_r2c` (`inverse` false: real → complex, only the non-negative frequencies of the
+    /// last transformed dim when `onesided`) or `_fft_c2r` (`inverse` true: Hermitian complex →
+    /// real, the last transformed dim of the output's length) over `dims`, scaled by 1, 1/√n or
+    /// 1/n for `normalization` 0, 1, 2: inputs `[x]`.
+    Fft { dims: Vec<i64>, normalization: i64, inverse: bool, onesided: bool },
     /// `arange(start, end, step)`: no inputs.
     Arange { start: Scalar, end: Scalar, step: Scalar },
     /// `arange` whose end is a symbolic size: no inputs.
@@ -428,6 +444,12 @@ pub enum Op {
 }
 
 impl Op {
+    /// Ops that draw random numbers: they read the graph's `rng_seed` input as their last
+    /// input and advance the random state in graph order.
+    pub fn is_random(&self) -> bool {
+        matches!(self, Op::Rand { .. } | Op::RandPerm | Op::Dropout { .. })
+    }
+
     /// Short, stable op name used by the printer and in messages (`addmm`, `reduce_mean`).
     pub fn name(&self) -> String {
         match self {
@@ -436,6 +458,7 @@ impl Op {
                 InputKind::Buffer { .. } => "input.buffer".into(),
                 InputKind::Constant { .. } => "input.const".into(),
                 InputKind::User { .. } => "input.user".into(),
+                InputKind::RngSeed => "input.rng_seed".into(),
             },
             Op::Unary(u) => snake_case(&format!("{u:?}")),
             Op::Binary { op, .. } => snake_case(&format!("{op:?}")),

@@ -79,6 +79,7 @@ fn input_kind(kind: &InputKind) -> String {
             format!("\"{fqn}\"{}", if *persistent { "" } else { " non_persistent" })
         }
         InputKind::User { index } => format!("#{index}"),
+        InputKind::RngSeed => "rng_seed".into(),
     }
 }
 
@@ -291,6 +292,15 @@ fn attributes(op: &Op) -> Vec<String> {
             kv("padding", format!("{padding:?}").to_lowercase()),
             kv("align_corners", align_corners.to_string()),
         ],
+        Op::Fft { dims, normalization, inverse, onesided } => vec![
+            kv("dims", ints(dims)),
+            kv("normalization", normalization.to_string()),
+            kv("inverse", inverse.to_string()),
+            kv("onesided", onesided.to_string()),
+        ],
+        Op::Rand { normal } => vec![kv("normal", normal.to_string())],
+        Op::RandPerm => vec![],
+        Op::Dropout { p, train } => vec![kv("p", Scalar::Float(*p).to_string()), kv("train", train.to_string())],
         Op::Cumsum { dim, dtype } => vec![kv("dim", dim.to_string()), kv("dtype", opt(dtype))],
         Op::View { size } | Op::Expand { size } => vec![kv("size", dims(size))],
         Op::Permute { dims } => vec![kv("dims", ints(dims))],

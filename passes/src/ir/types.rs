@@ -126,6 +126,21 @@ impl DType {
         matches!(self, F16 | BF16 | F32 | F64 | F8E4M3FN | F8E5M2 | F8E4M3FNUZ | F8E5M2FNUZ | F8E8M0FNU)
     }
 
+    /// True for complex types.
+    pub fn is_complex(self) -> bool {
+        matches!(self, DType::C32 | DType::C64 | DType::C128)
+    }
+
+    /// The type of the real and imaginary parts of a complex type; `None` for others.
+    pub fn complex_part(self) -> Option<DType> {
+        match self {
+            DType::C32 => Some(DType::F16),
+            DType::C64 => Some(DType::F32),
+            DType::C128 => Some(DType::F64),
+            _ => None,
+        }
+    }
+
     /// True for signed and unsigned integer types (not bool).
     pub fn is_integer(self) -> bool {
         use DType::*;

@@ -1,4 +1,4 @@
-//! Contractions: `mm`, `bmm`, `addmm` and `convolution`.
+//! Contractions (`mm`, `bmm`, `addmm`, `convolution` and its backward) and Fourier transforms.
 
 use torchtpu_passes::ir::{Op, Scalar};
 
@@ -17,6 +17,25 @@ pub fn lowering(key: &str) -> Option<Lowering> {
             Ok(Op::Bmm)
         },
         "aten.addmm.default" => addmm,
+        "aten._fft_r2c.default" => |a| {
+            a.tensor("self")?;
+            Ok(Op::Fft {
+                dims: a.ints("dim", None)?,
+                normalization: a.int("normalization", None)?,
+                inverse: false,
+                onesided: a.bool("onesided", true)?,
+            })
+        },
+        // The output's last transformed dim has `last_dim_size` entries: the output type says so.
+        "aten._fft_c2r.default" => |a| {
+            a.tensor("self")?;
+            Ok(Op::Fft {
+                dims: a.ints("dim", None)?,
+                normalization: a.int("normalization", None)?,
+                inverse: true,
+                onesided: true,
+            })
+        },
         "aten.convolution.default" => convolution,
         "aten.convolution_backward.default" => |a| {
             a.tensor("grad_output")?;

@@ -1,4 +1,5 @@
-//! Tensor creation, copies and conversions, metadata checks and `sym_size`.
+//! Tensor creation (including random tensors), copies and conversions, metadata checks and
+//! `sym_size`.
 
 use torchtpu_passes::ir::{Op, Scalar};
 
@@ -38,6 +39,28 @@ pub fn lowering(key: &str) -> Option<Lowering> {
         "aten._assert_tensor_metadata.default" => |a| {
             a.tensor("a")?;
             Ok(Op::AssertMetadata { dtype: a.dtype("dtype")? })
+        },
+        "aten.rand.default" => |a| {
+            a.rng_seed();
+            Ok(Op::Rand { normal: false })
+        },
+        "aten.randn.default" => |a| {
+            a.rng_seed();
+            Ok(Op::Rand { normal: true })
+        },
+        "aten.randperm.default" => |a| {
+            a.rng_seed();
+            Ok(Op::RandPerm)
+        },
+        "aten.native_dropout.default" => |a| {
+            a.tensor("input")?;
+            a.rng_seed();
+            let p = a.float("p", None)?;
+            if !(0.0..=1.0).contains(&p) {
+                return Err(format!("dropout probability {p} is not in [0, 1]"));
+            }
+            // `train=None` means training, as in ATen.
+            Ok(Op::Dropout { p, train: a.bool("train", true)? })
         },
         "aten.sym_size.int" => |a| {
             a.tensor("self")?;
