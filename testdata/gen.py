@@ -23,11 +23,13 @@ and writes, in <out>/<name>/:
                                             keyed by FQN, own dtype
     meta.json                               description, shapes, diffs, versions
 
-Models with `train=True` (train_mlp) are exported as one training step instead:
-the forward (which returns the loss) is exported, then
+Models with `train=True` (train_mlp, train_cnn) are exported as one training step
+instead: the forward (which returns the loss) is exported, then
 torch.export.experimental._export_forward_backward turns it into the joint
-forward+backward graph (core ATen), whose outputs are the loss (LOSS_OUTPUT) and
-one gradient per parameter (GRADIENT_TO_PARAMETER).  See generate_train.
+forward+backward graph (core ATen), whose outputs are the new value of every buffer
+the step updates (BUFFER_MUTATION; train_cnn's BatchNorm running stats), the loss
+(LOSS_OUTPUT) and one gradient per parameter (GRADIENT_TO_PARAMETER).  See
+generate_train.
 """
 import argparse
 import json
@@ -228,6 +230,25 @@ class TrainMLP(nn.Module):
         return nn.functional.mse_loss(y, target, reduction="mean")
 
 
+class TrainCNN(nn.Module):
+    """One training step of a small CNN: forward returns the cross-entropy loss (mean)
+    against integer `labels`; BatchNorm runs in train mode (batch statistics, running
+    stats updated), so the joint graph also returns the new running stats."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = nn.BatchNorm2d(8)
+        self.relu = nn.ReLU()
+        self.pool = nn.MaxPool2d(2)
+        self.flatten = nn.Flatten()
+        self.fc = nn.Linear(8 * 4 * 4, 5)
+
+    def forward(self, x, labels):  # x: f32[4, 3, 8, 8], labels: i64[4] in [0, 5)
+        y = self.fc(self.flatten(self.pool(self.relu(self.bn(self.conv(x))))))
+        return nn.functional.cross_entropy(y, labels, reduction="mean")
+
+
 # ---------------------------------------------------------------------------
 # inputs
 # ---------------------------------------------------------------------------
@@ -313,6 +334,18 @@ MODELS = {
              "graph inputs; outputs are the loss (loss_output) and the gradient of every "
              "parameter (gradient_to_parameter)",
         inputs=[(randn((4, 8), 15), randn((4, 4), 16))]),
+    "train_cnn": dict(
+        build=lambda: randomize_bn(TrainCNN()),
+        train=True,
+        desc="one training step of Conv2d(3,8,3,p1)-BatchNorm2d(8) (train mode)-ReLU-MaxPool2d(2)-"
+             "Flatten-Linear(128,5) with cross-entropy loss (mean) against integer `labels`: "
+             "joint forward+backward graph from torch.export.experimental._export_forward_backward "
+             "(core ATen); parameters and BN buffers are graph inputs; outputs are the new BN "
+             "running_mean/running_var/num_batches_tracked (buffer_mutation), the loss "
+             "(loss_output) and the gradient of every parameter (gradient_to_parameter); "
+             "BN affine params and running stats randomized",
+        inputs=[(randn((4, 3, 8, 8), 17),
+                 torch.randint(0, 5, (4,), generator=gen(18), dtype=torch.int64))]),
 }
 
 
@@ -541,10 +574,13 @@ def generate_train(name, spec, outdir):
     """One training step as a graph: export the forward (which returns the loss) in train
     mode, then `_export_forward_backward` builds the joint forward+backward graph and
     decomposes it with the core ATen table; `run_decompositions()` after it changes only
-    node names.  The graph takes the parameters as inputs (input kind `parameter`) followed
-    by the user inputs, and returns the loss (`loss_output`) and one gradient per parameter
-    (`gradient_to_parameter`, target = the parameter's FQN).  References: eager
-    `loss.backward()` on the same weights.  `ExportedProgram.module()` cannot run a joint
+    node names.  The graph takes the parameters (input kind `parameter`), then the buffers
+    (`buffer`, e.g. BatchNorm running stats), then the user inputs, and returns the new
+    value of every buffer the step updates (`buffer_mutation`, target = the buffer's FQN),
+    the loss (`loss_output`) and one gradient per parameter (`gradient_to_parameter`,
+    target = the parameter's FQN).  References: eager `loss.backward()` on a copy of the
+    model with the same weights and buffers (the buffers' values after that step are the
+    buffer_mutation references).  `ExportedProgram.module()` cannot run a joint
     graph (its out_spec holds only the loss), so the loaded archive is checked by calling its
     graph module on the flat inputs in input-spec order."""
     from torch.export.experimental import _export_forward_backward
@@ -570,10 +606,15 @@ def generate_train(name, spec, outdir):
             os.remove(os.path.join(d, f))
     tensors, keys, ops = save_state_dict(ep, path, d)
 
-    # eager reference: loss.backward() on the same weights
-    params = dict(model.named_parameters())
-    model.zero_grad(set_to_none=True)
-    loss = model(*args)
+    # eager reference: loss.backward() on a copy with the same weights and buffers (the
+    # step updates buffers in place, and ep.state_dict shares storage with the model)
+    import copy
+
+    step = copy.deepcopy(model)
+    params = dict(step.named_parameters())
+    buffers = dict(step.named_buffers())
+    step.zero_grad(set_to_none=True)
+    loss = step(*args)
     loss.backward()
     out_specs = ep.graph_signature.output_specs
     eager = []
@@ -582,12 +623,18 @@ def generate_train(name, spec, outdir):
             eager.append(loss.detach().clone())
         elif s.kind == OutputKind.GRADIENT_TO_PARAMETER:
             eager.append(params[s.target].grad.detach().clone())
+        elif s.kind == OutputKind.BUFFER_MUTATION:
+            eager.append(buffers[s.target].detach().clone())
         else:
             raise AssertionError(f"unexpected output kind {s.kind} ({s.arg.name})")
-    model.zero_grad(set_to_none=True)
+    del step
     kinds = [s.kind for s in out_specs]
     assert kinds.count(OutputKind.LOSS_OUTPUT) == 1, kinds
-    assert sorted(s.target for s in out_specs if s.target) == sorted(params), out_specs
+    assert sorted(s.target for s in out_specs if s.kind == OutputKind.GRADIENT_TO_PARAMETER) == \
+        sorted(params), out_specs
+    mutated = [s.target for s in out_specs if s.kind == OutputKind.BUFFER_MUTATION]
+    assert sorted(mutated) == sorted(k for k, v in buffers.items()
+                                     if not torch.equal(v, model.get_buffer(k))), (mutated, out_specs)
 
     loaded_ep = torch.export.load(path)
     for k, v in list(loaded_ep.state_dict.items()) + list(loaded_ep.constants.items()):
@@ -601,6 +648,9 @@ def generate_train(name, spec, outdir):
     for s in in_specs:
         if s.kind == InputKind.PARAMETER:
             flat.append(loaded_ep.state_dict[s.target])
+        elif s.kind == InputKind.BUFFER:
+            src = loaded_ep.state_dict if s.persistent else loaded_ep.constants
+            flat.append(src[s.target].clone())
         elif s.kind == InputKind.USER_INPUT:
             flat.append(next(user))
         else:
@@ -619,7 +669,8 @@ def generate_train(name, spec, outdir):
 
     in_names = list(ep.graph_signature.user_inputs)
     assert len(in_names) == len(args)
-    by_name = {**{s.arg.name: tensors[s.target] for s in in_specs if s.kind == InputKind.PARAMETER},
+    by_name = {**{s.arg.name: tensors[s.target] for s in in_specs
+                  if s.kind in (InputKind.PARAMETER, InputKind.BUFFER)},
                **dict(zip(in_names, args))}
     outputs = []
     for s, t in zip(out_specs, eager):

@@ -293,6 +293,13 @@ fn core_aten_op_cases() {
     let results: Vec<(String, &Case, Outcome)> =
         cases.iter().map(|(op, case)| (op.clone(), case, run_case(op, case, &tmp.0))).collect();
     let table = coverage(&results);
+    if std::env::var_os("TORCHTPU_PRINT_OPS").is_some() {
+        for (op, case, outcome) in &results {
+            let (status, note) = status(case, outcome);
+            let note = if status == "supported" { String::new() } else { format!("  {note}") };
+            println!("{op:<48} {status:<10} {:>3} samples{note}", case.samples.len());
+        }
+    }
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/ops.md");
     if std::env::var_os("TORCHTPU_WRITE_COVERAGE").is_some() {
         std::fs::write(&path, &table).expect("writes docs/ops.md");

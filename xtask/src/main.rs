@@ -117,9 +117,12 @@ fn path_str(p: &Path) -> Result<&str> {
 }
 
 /// The op-case test writes the table when asked; it then checks it like CI does.
+/// The Core ATen op-case test: every sample of every op against eager.
+pub const OP_CASES_TEST: [&str; 8] =
+    ["test", "-q", "-p", "torchtpu-compile", "--lib", "--", "--exact", "tests::ops::core_aten_op_cases"];
+
 fn coverage() -> Result<()> {
-    let args = ["test", "-q", "-p", "torchtpu-compile", "--lib", "--", "--exact", "tests::ops::core_aten_op_cases"];
-    run("cargo", &args, &[("TORCHTPU_WRITE_COVERAGE", OsStr::new("1"))])?;
+    run("cargo", &OP_CASES_TEST, &[("TORCHTPU_WRITE_COVERAGE", OsStr::new("1"))])?;
     let table = std::fs::read_to_string(root().join("docs/ops.md"))?;
     println!("{}", table.lines().last().unwrap_or_default());
     Ok(())

@@ -137,6 +137,12 @@ pub fn parity() -> Result<()> {
     if failed > 0 {
         bail!("{failed} model(s) differ from PyTorch");
     }
+    println!("\nCore ATen op cases (every sample against eager; a failure names the op, sample and error):");
+    let mut args = crate::OP_CASES_TEST.to_vec();
+    args.push("--nocapture");
+    run("cargo", &args, &[("TORCHTPU_PRINT_OPS", std::ffi::OsStr::new("1"))])?;
+    let table = std::fs::read_to_string(root().join("docs/ops.md"))?;
+    println!("{}", table.lines().last().unwrap_or_default());
     Ok(())
 }
 
