@@ -146,7 +146,11 @@ pub struct Executable {
     pub entry: String,
     pub sha256: String,
     pub bytes: u64,
+    /// How long XLA took to compile it (when it was compiled, possibly by an earlier run).
     pub compile_ms: u64,
+    /// The compile-cache key of the executable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_key: Option<String>,
     /// Size of the generated machine code (TPU targets).
     pub generated_code_bytes: Option<i64>,
     /// Device memory the program needs (TPU targets).

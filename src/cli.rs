@@ -11,6 +11,7 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::artifact::Artifact;
+use crate::cache::{self, CacheConfig, Outcome};
 use crate::compile::{compile, CompileRequest};
 use crate::container::MappedZip;
 use crate::emit::{EmitOptions, Precision};
@@ -52,6 +53,13 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
     },
+    /// Look after the compile cache: `stats` (entries, bytes, hit/compile/eviction counters),
+    /// `ls` (every entry with its key parts), `verify` (check every checksum, drop damaged
+    /// entries), `gc` (evict least-recently-used entries down to --max-size, remove leftovers
+    /// of killed writers), `clear` (remove everything).
+    ///
+    /// Example: torchtpu-compile cache stats
+    Cache(CacheArgs),
     /// Describe an exported program (.pt2: signature with symbolic dims and bounds, weights, op
     /// histogram, versions) or an artifact (.tpuexe: manifest, targets, buckets, executables).
     ///
@@ -63,6 +71,76 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
     },
+}
+
+#[derive(Args)]
+struct CacheArgs {
+    action: CacheAction,
+    /// The cache folder; default `$TORCHTPU_CACHE_DIR`, else `$XDG_CACHE_HOME/torchtpu-compile`,
+    /// else `~/.cache/torchtpu-compile`.
+    #[arg(long, value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
+    /// For `gc`: the size to evict down to (e.g. `500M`, `10G`; default 10G).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    max_size: Option<u64>,
+    /// `text` for people, `json` for scripts.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum CacheAction {
+    Stats,
+    Ls,
+    Verify,
+    Gc,
+    Clear,
+}
+
+/// Flags shared by the commands that compile.
+#[derive(Args)]
+struct CacheFlags {
+    /// The compile cache folder; default `$TORCHTPU_CACHE_DIR`, else
+    /// `$XDG_CACHE_HOME/torchtpu-compile`, else `~/.cache/torchtpu-compile`.
+    #[arg(long, value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
+    /// Compile everything, neither reading nor writing the cache.
+    #[arg(long)]
+    no_cache: bool,
+    /// Size bound of the cache folder; least-recently-used entries are evicted beyond it.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value = "10G")]
+    cache_max_size: u64,
+    /// A shared cache tier: `s3://bucket/prefix` (credentials and endpoint from the AWS_*
+    /// environment variables), `gs://bucket/prefix` or `file:///path`. Read on a local miss,
+    /// written after a compile; errors fall back to compiling.
+    #[arg(long, value_name = "URL")]
+    remote_cache: Option<String>,
+}
+
+impl CacheFlags {
+    fn config(&self) -> CacheConfig {
+        let dir = if self.no_cache { None } else { self.cache_dir.clone().or_else(cache::default_dir) };
+        CacheConfig { dir, max_bytes: self.cache_max_size, remote: self.remote_cache.clone() }
+    }
+}
+
+/// `123`, `10K`, `500M`, `10G`, `1T` (binary units; a trailing `B` or `iB` is allowed).
+fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim().trim_end_matches("iB").trim_end_matches(['B', 'b']);
+    let (num, unit) = t.split_at(t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len()));
+    let shift = match unit.to_ascii_uppercase().as_str() {
+        "" => 0,
+        "K" => 10,
+        "M" => 20,
+        "G" => 30,
+        "T" => 40,
+        _ => return Err(format!("`{s}`: expected a size such as 500M or 10G")),
+    };
+    let n: f64 = num.trim().parse().map_err(|_| format!("`{s}`: expected a size such as 500M or 10G"))?;
+    if n.is_nan() || n < 0.0 {
+        return Err(format!("`{s}`: a size cannot be negative"));
+    }
+    Ok((n * (1u64 << shift) as f64) as u64)
 }
 
 #[derive(Args)]
@@ -112,6 +190,8 @@ struct CompileArgs {
     /// The CPU PJRT plugin; default `$TORCHTPU_PJRT_PLUGIN`, then the `cargo xtask setup` folder.
     #[arg(long)]
     plugin: Option<PathBuf>,
+    #[command(flatten)]
+    cache: CacheFlags,
     /// Write the IR after each stage, the StableHLO and the compile log into DIR.
     #[arg(long, value_name = "DIR")]
     dump_dir: Option<PathBuf>,
@@ -146,7 +226,7 @@ enum Format {
     Json,
 }
 
-const SUBCOMMANDS: &[&str] = &["compile", "check", "inspect", "run", "help"];
+const SUBCOMMANDS: &[&str] = &["compile", "check", "inspect", "run", "cache", "help"];
 
 /// `torchtpu-compile model.pt2 -o x` means `torchtpu-compile compile model.pt2 -o x`.
 fn with_default_subcommand(args: Vec<OsString>) -> Vec<OsString> {
@@ -171,7 +251,7 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>, out: &mut dyn Write, 
             return u8::try_from(e.exit_code()).unwrap_or(2);
         }
     };
-    match run(cli, out) {
+    match run(cli, out, err) {
         Ok(code) => code,
         Err(e) => {
             let _ = writeln!(err, "error: {e:#}");
@@ -180,12 +260,13 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>, out: &mut dyn Write, 
     }
 }
 
-fn run(cli: Cli, out: &mut dyn Write) -> anyhow::Result<u8> {
+fn run(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<u8> {
     match cli.command {
         Command::Inspect { model, format } => inspect_cmd(&model, format, out).map(|()| 0),
         Command::Check { model, format } => check_cmd(&model, format, out),
-        Command::Compile(args) => compile_cmd(&args, out).map(|()| 0),
+        Command::Compile(args) => compile_cmd(&args, out, err).map(|()| 0),
         Command::Run(args) => run_cmd(&args, out),
+        Command::Cache(args) => cache_cmd(&args, out, err),
     }
 }
 
@@ -222,7 +303,7 @@ fn check_cmd(model: &Path, format: Format, out: &mut dyn Write) -> anyhow::Resul
     Ok(if report.ok { 0 } else { 1 })
 }
 
-fn compile_cmd(args: &CompileArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+fn compile_cmd(args: &CompileArgs, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<()> {
     let program = read_program(&args.model)?;
     let context = || format!("cannot compile `{}`", args.model.display());
     if args.emit == Emit::Exe {
@@ -233,18 +314,25 @@ fn compile_cmd(args: &CompileArgs, out: &mut dyn Write) -> anyhow::Result<()> {
             plugin: args.plugin.clone(),
             dump_dir: args.dump_dir.clone(),
             progress: !args.quiet,
+            cache: args.cache.config(),
         };
         let summary = compile(&program, &args.model, &args.output, &req).with_context(context)?;
+        for w in &summary.warnings {
+            writeln!(err, "warning: {w}")?;
+        }
         match args.format {
             Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&summary)?)?,
             Format::Text if !args.quiet => {
                 for t in &summary.targets {
-                    eprintln!(
-                        "{} [{}]: compiled in {} ms ({} bytes)",
-                        t.target, t.bucket, t.compile_ms, t.executable_bytes
-                    );
+                    let how = match t.cache {
+                        Outcome::Hit | Outcome::RemoteHit => {
+                            format!("{} in {} ms (compiled in {} ms before)", t.cache.describe(), t.ms, t.compile_ms)
+                        }
+                        Outcome::Compiled | Outcome::Uncached => format!("{} in {} ms", t.cache.describe(), t.ms),
+                    };
+                    writeln!(err, "{} [{}]: {how}, {} bytes", t.target, t.bucket, t.executable_bytes)?;
                 }
-                eprintln!("wrote {} ({} bytes)", summary.output, summary.artifact_bytes);
+                writeln!(err, "wrote {} ({} bytes)", summary.output, summary.artifact_bytes)?;
             }
             Format::Text => {}
         }
@@ -292,6 +380,27 @@ fn run_cmd(args: &RunArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
                 writeln!(out, "{}: {}{:?}{cmp}", o.path, o.dtype, o.dims)?;
             }
         }
+    }
+    Ok(if report.ok { 0 } else { 1 })
+}
+
+fn cache_cmd(args: &CacheArgs, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<u8> {
+    let dir = args.cache_dir.clone().or_else(cache::default_dir).context("no cache folder: set --cache-dir or HOME")?;
+    let json = args.format == Format::Json;
+    let report = match args.action {
+        CacheAction::Stats => cache::maintain::stats(&dir),
+        CacheAction::Ls => cache::maintain::ls(&dir),
+        CacheAction::Verify => cache::maintain::verify(&dir),
+        CacheAction::Gc => cache::maintain::gc(&dir, args.max_size.unwrap_or(cache::DEFAULT_MAX_BYTES)),
+        CacheAction::Clear => cache::maintain::clear(&dir)?,
+    };
+    for w in &report.warnings {
+        writeln!(err, "warning: {w}")?;
+    }
+    if json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&report.json)?)?;
+    } else {
+        write!(out, "{}", report.text)?;
     }
     Ok(if report.ok { 0 } else { 1 })
 }

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use safetensors::tensor::{Dtype, View};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use torchtpu_passes::ir::{InputKind, Op};
 
 use crate::artifact::{
@@ -15,6 +15,7 @@ use crate::artifact::{
 };
 use crate::artifact::{safetensors_dtype, SourceInfo, SymbolInfo, TargetEntry, WeightsInfo, ARTIFACT_FORMAT};
 use crate::artifact::{MemoryInfo, TpuInfo};
+use crate::cache::{Cache, CacheConfig, KeyParts, Outcome};
 use crate::driver::{self, Lowered};
 use crate::emit::{EmitOptions, Precision};
 use crate::import::Program;
@@ -34,6 +35,8 @@ pub struct CompileRequest {
     pub dump_dir: Option<PathBuf>,
     /// Show a progress bar on a terminal.
     pub progress: bool,
+    /// The compile cache.
+    pub cache: CacheConfig,
 }
 
 /// What `compile` did, for the summary line and `--format json`.
@@ -43,14 +46,22 @@ pub struct CompileSummary {
     pub artifact_bytes: u64,
     pub buckets: Vec<String>,
     pub targets: Vec<TargetSummary>,
+    /// Cache problems that did not stop the compile (e.g. an unwritable folder).
+    pub warnings: Vec<String>,
 }
 
 #[derive(Debug, Serialize)]
 pub struct TargetSummary {
     pub target: String,
     pub bucket: String,
+    /// Where the executable came from.
+    pub cache: Outcome,
+    /// How long this step took (a cache read, or the compile and the cache write).
+    pub ms: u64,
+    /// How long XLA took when the executable was compiled (possibly by an earlier run).
     pub compile_ms: u64,
     pub executable_bytes: u64,
+    pub cache_key: String,
 }
 
 /// Compiles `program` (read from `model`) into the artifact `out`.
@@ -67,33 +78,42 @@ pub fn compile(program: &Program, model: &Path, out: &Path, req: &CompileRequest
     let mut target_entries = Vec::new();
     let mut summaries = Vec::new();
     let bar = progress_bar(req.progress, req.targets.len());
+    let cache = Cache::open(&req.cache);
     for target in &req.targets {
         bar.set_message(format!("{target} [{bucket_name}]"));
-        let compiled = compile_target(target, &lowered, req)?;
+        let started = Instant::now();
+        let (compiled, outcome, key) = compile_target(target, &lowered, req, &cache)?;
+        let ms = started.elapsed().as_millis() as u64;
+        let meta = compiled.meta;
         log.push(format!(
-            "{target} {bucket_name}: compiled in {} ms, {} bytes",
-            compiled.compile_ms,
+            "{target} {bucket_name}: {} in {ms} ms (XLA compile {} ms), {} bytes, cache key {key}",
+            outcome.describe(),
+            meta.compile_ms,
             compiled.bytes.len()
         ));
         let entry = format!("executables/{}/{bucket_name}.pjrt", target.dir_name());
         summaries.push(TargetSummary {
             target: target.to_string(),
             bucket: bucket_name.clone(),
-            compile_ms: compiled.compile_ms,
+            cache: outcome,
+            ms,
+            compile_ms: meta.compile_ms,
             executable_bytes: compiled.bytes.len() as u64,
+            cache_key: key.clone(),
         });
         target_entries.push(TargetEntry {
             target: target.to_string(),
-            plugin: compiled.plugin,
-            tpu: compiled.tpu,
+            plugin: meta.plugin,
+            tpu: meta.tpu,
             executables: vec![Executable {
                 bucket: bucket_name.clone(),
                 entry: entry.clone(),
                 sha256: artifact::sha256_hex(&compiled.bytes),
                 bytes: compiled.bytes.len() as u64,
-                compile_ms: compiled.compile_ms,
-                generated_code_bytes: compiled.generated_code_bytes,
-                memory: compiled.memory,
+                compile_ms: meta.compile_ms,
+                cache_key: Some(key),
+                generated_code_bytes: meta.generated_code_bytes,
+                memory: meta.memory,
             }],
         });
         entries.push((entry, compiled.bytes));
@@ -129,17 +149,42 @@ pub fn compile(program: &Program, model: &Path, out: &Path, req: &CompileRequest
         artifact_bytes,
         buckets: vec![bucket_name],
         targets: summaries,
+        warnings: cache.take_warnings(),
     })
 }
 
 /// One target's executable and what the manifest records about it.
 struct CompiledTarget {
     bytes: Vec<u8>,
+    meta: CompiledMeta,
+}
+
+/// What the manifest records about an executable; cached with it.
+#[derive(Serialize, Deserialize)]
+struct CompiledMeta {
     compile_ms: u64,
     plugin: PluginInfo,
     tpu: Option<TpuInfo>,
     generated_code_bytes: Option<i64>,
     memory: Option<MemoryInfo>,
+}
+
+/// Looks `parts` up in the cache, compiling with `compile_now` on a miss.
+fn cached(
+    cache: &Cache,
+    target: &Target,
+    parts: &KeyParts,
+    compile_now: impl FnOnce() -> Result<CompiledTarget, Error>,
+) -> Result<(CompiledTarget, Outcome, String), Error> {
+    let (entry, outcome) = cache.get_or_compile(parts, || {
+        let c = compile_now()?;
+        let meta = serde_json::to_value(&c.meta).map_err(|e| Error::Unsupported(format!("internal: {e}")))?;
+        Ok::<_, Error>((c.bytes, meta))
+    })?;
+    let meta: CompiledMeta = serde_json::from_value(entry.header.meta).map_err(|e| {
+        Error::Unsupported(format!("{target}: cache entry {} has unreadable metadata: {e}", entry.header.key))
+    })?;
+    Ok((CompiledTarget { bytes: entry.payload, meta }, outcome, entry.header.key))
 }
 
 fn plugin_info(plugin: &Plugin, platform_name: &str, platform_version: &str, version: Option<&str>) -> PluginInfo {
@@ -154,24 +199,40 @@ fn plugin_info(plugin: &Plugin, platform_name: &str, platform_version: &str, ver
     }
 }
 
-fn compile_target(target: &Target, lowered: &Lowered, req: &CompileRequest) -> Result<CompiledTarget, Error> {
+/// The executable for one target: from the cache, or compiled by the target's plugin.
+fn compile_target(
+    target: &Target,
+    lowered: &Lowered,
+    req: &CompileRequest,
+    cache: &Cache,
+) -> Result<(CompiledTarget, Outcome, String), Error> {
     let failed = |source| Error::Compile { target: target.to_string(), source };
     let program = lowered.module.text.as_bytes();
+    let key_parts = |options: &CompileOptions, plugin: &Plugin, platform_version: &str| {
+        let options = prost::Message::encode_to_vec(options.proto());
+        KeyParts::new(program, &options, &target.to_string(), plugin.sha256(), platform_version)
+    };
     match target {
         Target::Cpu => {
             let choice = cpu_plugin(req.plugin.as_deref());
             let plugin = Plugin::load(&choice.path).map_err(|e| Error::plugin(e, choice.source))?;
             let client = plugin.client().map_err(|e| Error::plugin(e, choice.source))?;
-            let started = Instant::now();
-            let exe = client.compile(program, &CompileOptions::single_device()).map_err(failed)?;
-            let compile_ms = started.elapsed().as_millis() as u64;
-            Ok(CompiledTarget {
-                bytes: exe.serialize().map_err(failed)?,
-                compile_ms,
-                plugin: plugin_info(&plugin, client.platform_name(), client.platform_version(), None),
-                tpu: None,
-                generated_code_bytes: None,
-                memory: None,
+            let options = CompileOptions::single_device();
+            let parts = key_parts(&options, &plugin, client.platform_version());
+            cached(cache, target, &parts, || {
+                let started = Instant::now();
+                let exe = client.compile(program, &options).map_err(failed)?;
+                let compile_ms = started.elapsed().as_millis() as u64;
+                Ok(CompiledTarget {
+                    bytes: exe.serialize().map_err(failed)?,
+                    meta: CompiledMeta {
+                        compile_ms,
+                        plugin: plugin_info(&plugin, client.platform_name(), client.platform_version(), None),
+                        tpu: None,
+                        generated_code_bytes: None,
+                        memory: None,
+                    },
+                })
             })
         }
         Target::Tpu { generation, topology } => {
@@ -181,34 +242,50 @@ fn compile_target(target: &Target, lowered: &Lowered, req: &CompileRequest) -> R
             // No sharding annotations yet: one partition, i.e. a replicated program that runs on
             // one chip of the slice.
             let options = CompileOptions::partitions(1).map_err(failed)?;
-            let started = Instant::now();
-            let exe = topo.compile(program, &options).map_err(failed)?;
-            let compile_ms = started.elapsed().as_millis() as u64;
-            let stats = exe.memory_stats().map_err(failed)?;
-            let version = (choice.source == "the set-up folder").then_some(LIBTPU_VERSION);
-            Ok(CompiledTarget {
-                bytes: exe.serialize().map_err(failed)?,
-                compile_ms,
-                plugin: plugin_info(&plugin, topo.platform_name(), topo.platform_version(), version),
-                tpu: Some(TpuInfo {
-                    generation: generation.clone(),
-                    topology: topology.clone(),
-                    chips: chip_count(topology),
-                    partitions: exe.num_partitions().map_err(failed)? as u64,
-                    hbm_bytes_per_chip: hbm_bytes(generation),
-                }),
-                generated_code_bytes: Some(exe.generated_code_bytes().map_err(failed)?),
-                memory: Some(MemoryInfo {
-                    argument_bytes: stats.argument_size_in_bytes,
-                    output_bytes: stats.output_size_in_bytes,
-                    alias_bytes: stats.alias_size_in_bytes,
-                    temp_bytes: stats.temp_size_in_bytes,
-                    generated_code_bytes: stats.generated_code_size_in_bytes,
-                    peak_bytes: stats.peak_memory_in_bytes,
-                }),
+            let parts = key_parts(&options, &plugin, topo.platform_version());
+            cached(cache, target, &parts, || {
+                compile_tpu(&plugin, &topo, (generation, topology), program, &options, choice.source)
             })
         }
     }
+}
+
+/// A deviceless TPU compile with libtpu.
+fn compile_tpu(
+    plugin: &Plugin,
+    topo: &crate::pjrt::Topology,
+    (generation, topology): (&str, &str),
+    program: &[u8],
+    options: &CompileOptions,
+    source: &str,
+) -> Result<CompiledTarget, Error> {
+    let failed = |e| Error::Compile { target: format!("tpu:{generation}:{topology}"), source: e };
+    let started = Instant::now();
+    let exe = topo.compile(program, options).map_err(failed)?;
+    let compile_ms = started.elapsed().as_millis() as u64;
+    let stats = exe.memory_stats().map_err(failed)?;
+    let version = (source == "the set-up folder").then_some(LIBTPU_VERSION);
+    let meta = CompiledMeta {
+        compile_ms,
+        plugin: plugin_info(plugin, topo.platform_name(), topo.platform_version(), version),
+        tpu: Some(TpuInfo {
+            generation: generation.to_string(),
+            topology: topology.to_string(),
+            chips: chip_count(topology),
+            partitions: exe.num_partitions().map_err(failed)? as u64,
+            hbm_bytes_per_chip: hbm_bytes(generation),
+        }),
+        generated_code_bytes: Some(exe.generated_code_bytes().map_err(failed)?),
+        memory: Some(MemoryInfo {
+            argument_bytes: stats.argument_size_in_bytes,
+            output_bytes: stats.output_size_in_bytes,
+            alias_bytes: stats.alias_size_in_bytes,
+            temp_bytes: stats.temp_size_in_bytes,
+            generated_code_bytes: stats.generated_code_size_in_bytes,
+            peak_bytes: stats.peak_memory_in_bytes,
+        }),
+    };
+    Ok(CompiledTarget { bytes: exe.serialize().map_err(failed)?, meta })
 }
 
 /// `2x2x1` → 4.

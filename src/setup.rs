@@ -27,6 +27,11 @@ pub fn setup_dir() -> PathBuf {
 pub const TPU_PLUGIN: &str = "plugins/libtpu-0.0.52/libtpu/libtpu.so";
 /// The libtpu version set-up installs.
 pub const LIBTPU_VERSION: &str = "0.0.52";
+
+/// The S3-compatible server (moto) that `cargo xtask setup` installs for the cache tests.
+pub fn s3_test_server() -> PathBuf {
+    setup_dir().join("s3-test-server/bin/moto_server")
+}
 /// Environment variable naming the libtpu to use instead of the set-up one.
 pub const TPU_PLUGIN_ENV: &str = "TORCHTPU_LIBTPU";
 

@@ -101,7 +101,7 @@ pub fn pad<'c, 'b>(
     out: &TensorType,
 ) -> LowerResult<Value<'c, 'b>> {
     let rank = x.ty.rank();
-    if pad.len() % 2 != 0 || pad.len() / 2 > rank {
+    if !pad.len().is_multiple_of(2) || pad.len() / 2 > rank {
         return Err(format!("padding {pad:?} does not fit a rank-{rank} tensor"));
     }
     let (mut low, mut high) = (vec![0; rank], vec![0; rank]);

@@ -4,6 +4,8 @@
 #[cfg(feature = "mlir")]
 mod bad_input;
 #[cfg(feature = "mlir")]
+mod cache;
+#[cfg(feature = "mlir")]
 mod lowering;
 mod models;
 #[cfg(feature = "mlir")]

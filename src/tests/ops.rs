@@ -167,6 +167,18 @@ fn check_output(s: &Sample, k: usize, (ours, eager): (&Array, &Array), tol: f64,
     }
 }
 
+/// A CPU compile at full precision, without the cache.
+fn cpu_request() -> CompileRequest {
+    CompileRequest {
+        targets: vec![Target::Cpu],
+        precision: Precision::Highest,
+        plugin: None,
+        dump_dir: None,
+        progress: false,
+        cache: crate::cache::CacheConfig::off(),
+    }
+}
+
 fn run_case(op: &str, case: &Case, tmp: &Path) -> Outcome {
     if case.status != "ok" {
         return Outcome::NotSupported(format!("not exported: {}", case.reason.as_deref().unwrap_or("no reason given")));
@@ -183,13 +195,7 @@ fn run_case(op: &str, case: &Case, tmp: &Path) -> Outcome {
         return Outcome::NotSupported(p.reason.clone());
     }
     let art = tmp.join(format!("{op}.tpuexe"));
-    let req = CompileRequest {
-        targets: vec![Target::Cpu],
-        precision: Precision::Highest,
-        plugin: None,
-        dump_dir: None,
-        progress: false,
-    };
+    let req = cpu_request();
     if let Err(e) = compile(&program, &model, &art, &req) {
         return Outcome::Failed(format!("compile: {e:#}"));
     }
@@ -327,13 +333,7 @@ fn random_ops_follow_the_seed() {
     let model = testdata().join("ops/native_dropout.default.pt2");
     let program = import(&model).expect("imports");
     let art = tmp.0.join("dropout.tpuexe");
-    let req = CompileRequest {
-        targets: vec![Target::Cpu],
-        precision: Precision::Highest,
-        plugin: None,
-        dump_dir: None,
-        progress: false,
-    };
+    let req = cpu_request();
     compile(&program, &model, &art, &req).expect("compiles");
     let manifest = crate::artifact::Artifact::open(&art).expect("opens").manifest;
     assert!(manifest.signature.rng_seed);

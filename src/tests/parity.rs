@@ -40,6 +40,7 @@ fn request() -> CompileRequest {
         plugin: None,
         dump_dir: None,
         progress: false,
+        cache: crate::cache::CacheConfig::off(),
     }
 }
 
@@ -98,7 +99,8 @@ parity_tests!(
     bert_meanpool,
     multi_out,
     edge_cases,
-    train_mlp
+    train_mlp,
+    train_cnn
 );
 
 #[test]
@@ -230,6 +232,7 @@ fn missing_plugin_is_an_environment_error() {
         out.to_str().expect("utf-8"),
         "--plugin",
         "/nonexistent/plugin.so",
+        "--no-cache",
     ];
     let (code, _, err) = run_cli(&args);
     assert_eq!(code, 3, "{err}");
@@ -285,6 +288,7 @@ fn bytecode_and_dump_dir() {
         "--dump-dir",
         dump.to_str().expect("utf-8"),
         "-q",
+        "--no-cache",
     ]);
     assert_eq!(code, 0, "{err}");
     for f in ["00.import.ir", "01.specialize.ir", "main.mlir", "compile.log"] {
@@ -292,5 +296,5 @@ fn bytecode_and_dump_dir() {
         assert!(!text.is_empty(), "{f} is empty");
     }
     let log = std::fs::read_to_string(dump.join("compile.log")).expect("log");
-    assert!(log.contains("cpu main: compiled in ") && log.contains("tpu:v6e:1x1 main: compiled in "), "{log}");
+    assert!(log.contains("cpu main: compiled (cache off) in ") && log.contains("tpu:v6e:1x1 main: compiled"), "{log}");
 }

@@ -21,7 +21,14 @@ fn tpu(generation: &str, topology: &str) -> Target {
 
 fn compile_for(model: &Path, out: &Path, targets: Vec<Target>) -> Artifact {
     let program = import(model).unwrap_or_else(|e| panic!("{}: {e}", model.display()));
-    let req = CompileRequest { targets, precision: Precision::Default, plugin: None, dump_dir: None, progress: false };
+    let req = CompileRequest {
+        targets,
+        precision: Precision::Default,
+        plugin: None,
+        dump_dir: None,
+        progress: false,
+        cache: crate::cache::CacheConfig::off(),
+    };
     if let Err(e) = compile(&program, model, out, &req) {
         panic!("{}: {e:#}\n(libtpu comes from `cargo xtask setup`)", model.display());
     }

@@ -59,6 +59,42 @@ pub const PLUGINS: &[PluginWheel] = &[
     },
 ];
 
+/// The S3-compatible server the cache tests start on loopback: moto with its S3 extra and
+/// Flask, every package pinned (installed with `--no-deps` so nothing floats).
+const S3_TEST_SERVER: &[&str] = &[
+    "blinker==1.9.0",
+    "boto3==1.44.8",
+    "botocore==1.44.8",
+    "certifi==2026.10.19.post1",
+    "cffi==2.1.1",
+    "charset-normalizer==3.5.3",
+    "click==8.5.1",
+    "cryptography==50.0.2",
+    "Flask==3.1.3",
+    "flask-cors==6.0.5",
+    "idna==3.20",
+    "itsdangerous==2.2.0",
+    "Jinja2==3.1.6",
+    "jmespath==1.1.0",
+    "MarkupSafe==3.0.4",
+    "moto==5.2.5",
+    "py-partiql-parser==0.6.3",
+    "pycparser==3.12",
+    "python-dateutil==2.9.0.post0",
+    "PyYAML==6.0.4",
+    "requests==2.34.2",
+    "responses==0.26.3",
+    "s3transfer==0.19.3",
+    "six==1.17.0",
+    "urllib3==2.8.0",
+    "Werkzeug==3.1.9",
+    "xmltodict==1.0.4",
+];
+
+/// Folder (inside the set-up folder) of the S3 test server's virtual environment; the tests
+/// look for `bin/moto_server` there (`src/setup.rs`).
+const S3_TEST_SERVER_DIR: &str = "s3-test-server";
+
 /// The set-up folder: `$TORCHTPU_SETUP_DIR`, else `$XDG_CACHE_HOME/torchtpu-compile`, else
 /// `~/.cache/torchtpu-compile` (the same rule as the compiler's `src/setup.rs`).
 pub fn setup_dir() -> PathBuf {
@@ -80,7 +116,28 @@ pub fn setup() -> Result<()> {
     for p in PLUGINS {
         plugin(p)?;
     }
+    s3_test_server()?;
     eprintln!("setup: done (set-up folder: {})", setup_dir().display());
+    Ok(())
+}
+
+/// A virtual environment with the pinned S3 test server; a stamp with the pin list makes later
+/// runs do nothing.
+fn s3_test_server() -> Result<()> {
+    let venv = setup_dir().join(S3_TEST_SERVER_DIR);
+    let stamp = venv.join(".pins");
+    let pins = S3_TEST_SERVER.join("\n");
+    if venv.join("bin/moto_server").exists() && std::fs::read_to_string(&stamp).is_ok_and(|s| s == pins) {
+        eprintln!("setup: S3 test server present");
+        return Ok(());
+    }
+    let venv_str = venv.to_str().context("set-up folder path is not UTF-8")?;
+    run("python3", &["-m", "venv", venv_str], &[])?;
+    let python = venv.join("bin/python");
+    let mut args = vec!["-m", "pip", "install", "-q", "--no-deps"];
+    args.extend_from_slice(S3_TEST_SERVER);
+    run(python.to_str().context("set-up folder path is not UTF-8")?, &args, &[])?;
+    std::fs::write(&stamp, pins)?;
     Ok(())
 }
 

@@ -1,0 +1,339 @@
+//! The local tier: one file per entry under `<dir>/v1/entries/<2 hex>/<key>`, written to a
+//! temporary file in the same folder and renamed into place, with a per-key lock file
+//! (`flock`, released by the kernel even when a process is killed) so that concurrent
+//! processes compile a key once. The modification time of an entry is its last use, which
+//! least-recently-used eviction reads.
+//!
+//! Every failure of the cache folder (read-only, full disk) degrades to compiling without
+//! caching, with one warning; a damaged entry is deleted and recompiled, never served.
+
+use std::cell::Cell;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use super::entry::{Entry, Header};
+use super::Warnings;
+
+/// The on-disk layout version: a new layout lives beside the old one.
+const LAYOUT: &str = "v1";
+
+/// Counters kept across runs in `<dir>/v1/stats.json`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stats {
+    /// Executables served from the local folder.
+    pub hits: u64,
+    /// Executables fetched from the remote tier.
+    pub remote_hits: u64,
+    /// Executables compiled because no tier had them.
+    pub compiles: u64,
+    /// Entries removed to stay under the size bound.
+    pub evictions: u64,
+    /// Damaged entries found and deleted.
+    pub dropped: u64,
+}
+
+impl Stats {
+    fn add(&mut self, d: &Stats) {
+        self.hits += d.hits;
+        self.remote_hits += d.remote_hits;
+        self.compiles += d.compiles;
+        self.evictions += d.evictions;
+        self.dropped += d.dropped;
+    }
+}
+
+/// One entry as `cache ls` sees it.
+#[derive(Debug)]
+pub struct Listed {
+    pub path: PathBuf,
+    pub bytes: u64,
+    pub last_used: SystemTime,
+    /// The header, or why it cannot be read.
+    pub header: Result<Header, String>,
+}
+
+/// An exclusive lock on a file, held until dropped.
+pub struct FileLock(#[allow(dead_code)] File);
+
+impl FileLock {
+    /// Waits for the lock.
+    fn acquire(path: &Path) -> io::Result<FileLock> {
+        let f = OpenOptions::new().create(true).truncate(false).read(true).write(true).open(path)?;
+        f.lock()?;
+        Ok(FileLock(f))
+    }
+
+    /// The lock if nobody holds it.
+    fn try_acquire(path: &Path) -> io::Result<Option<FileLock>> {
+        let f = OpenOptions::new().create(true).truncate(false).read(true).write(true).open(path)?;
+        match f.try_lock() {
+            Ok(()) => Ok(Some(FileLock(f))),
+            Err(fs::TryLockError::WouldBlock) => Ok(None),
+            Err(fs::TryLockError::Error(e)) => Err(e),
+        }
+    }
+}
+
+/// The local cache folder.
+pub struct LocalCache {
+    root: PathBuf,
+    max_bytes: u64,
+    /// Set after the first failed write; later writes are skipped without more warnings.
+    writes_off: Cell<bool>,
+    /// False when the folder could not be created: nothing is read or written.
+    usable: bool,
+    /// Counter changes of this process, flushed by [`LocalCache::flush_stats`].
+    pending: Cell<Stats>,
+    warnings: Warnings,
+}
+
+impl LocalCache {
+    /// Opens (creating) the cache under `dir`; a folder that cannot be created leaves a cache
+    /// that misses and never writes.
+    pub fn open(dir: &Path, max_bytes: u64, warnings: Warnings) -> LocalCache {
+        let mut cache = LocalCache {
+            root: dir.join(LAYOUT),
+            max_bytes,
+            writes_off: Cell::new(false),
+            usable: true,
+            pending: Cell::new(Stats::default()),
+            warnings,
+        };
+        for sub in ["entries", "locks"] {
+            if let Err(e) = fs::create_dir_all(cache.root.join(sub)) {
+                cache.degrade(&format!("cannot create `{}`: {e}", cache.root.join(sub).display()));
+                cache.usable = false;
+            }
+        }
+        cache
+    }
+
+    /// The folder that holds this layout.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn degrade(&self, why: &str) {
+        if !self.writes_off.replace(true) {
+            self.warnings.push(format!("compile cache: {why}; compiling without caching"));
+        }
+    }
+
+    fn count(&self, f: impl FnOnce(&mut Stats)) {
+        let mut s = self.pending.get();
+        f(&mut s);
+        self.pending.set(s);
+    }
+
+    pub fn count_remote_hit(&self) {
+        self.count(|s| s.remote_hits += 1);
+    }
+
+    pub fn count_compile(&self) {
+        self.count(|s| s.compiles += 1);
+    }
+
+    fn entry_path(&self, key: &str) -> PathBuf {
+        self.root.join("entries").join(&key[..2.min(key.len())]).join(key)
+    }
+
+    /// The verified entry for `key`, marked as just used; a damaged one is deleted.
+    pub fn get(&self, key: &str) -> Option<Entry> {
+        if !self.usable {
+            return None;
+        }
+        let path = self.entry_path(key);
+        let bytes = match fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return None,
+            Err(e) => {
+                self.warnings.push(format!("compile cache: cannot read `{}`: {e}", path.display()));
+                return None;
+            }
+        };
+        match Entry::decode(&bytes, Some(key)) {
+            Ok(entry) => {
+                touch(&path);
+                self.count(|s| s.hits += 1);
+                Some(entry)
+            }
+            Err(why) => {
+                let shown = path.display();
+                self.warnings.push(format!("compile cache: dropping damaged entry `{shown}` ({why}); recompiling"));
+                let _ = fs::remove_file(&path);
+                self.count(|s| s.dropped += 1);
+                None
+            }
+        }
+    }
+
+    /// Waits for the lock of `key`; `None` when the lock file cannot be made (then two
+    /// processes may both compile, which is only wasted work).
+    pub fn lock(&self, key: &str) -> Option<FileLock> {
+        if self.writes_off.get() {
+            return None;
+        }
+        FileLock::acquire(&self.root.join("locks").join(format!("{key}.lock"))).ok()
+    }
+
+    /// Stores `entry` atomically (temporary file + rename).
+    pub fn put(&self, entry: &Entry) {
+        if self.writes_off.get() {
+            return;
+        }
+        let path = self.entry_path(&entry.header.key);
+        if let Err(e) = write_atomically(&path, &entry.encode()) {
+            self.degrade(&format!("cannot write `{}`: {e}", path.display()));
+        }
+    }
+
+    /// Every entry with its size, last use and header.
+    pub fn list(&self) -> Vec<Listed> {
+        let mut out = Vec::new();
+        let Ok(shards) = fs::read_dir(self.root.join("entries")) else {
+            return out;
+        };
+        for shard in shards.flatten() {
+            let Ok(files) = fs::read_dir(shard.path()) else { continue };
+            for f in files.flatten() {
+                let path = f.path();
+                let name = f.file_name();
+                if name.to_string_lossy().starts_with('.') {
+                    continue; // a write in progress (or left by a killed process)
+                }
+                let Ok(meta) = f.metadata() else { continue };
+                let header =
+                    fs::read(&path).map_err(|e| e.to_string()).and_then(|b| Entry::decode(&b, None).map(|e| e.header));
+                out.push(Listed { path, bytes: meta.len(), last_used: meta.modified().unwrap_or(UNIX_EPOCH), header });
+            }
+        }
+        out.sort_by(|a, b| a.path.cmp(&b.path));
+        out
+    }
+
+    /// Removes least-recently-used entries until the folder holds at most `max_bytes`; skips
+    /// when another process is already evicting. Readers are never blocked: an entry being
+    /// read stays readable through its open file after removal. Returns the entries removed.
+    pub fn evict(&self, max_bytes: Option<u64>) -> u64 {
+        let max = max_bytes.unwrap_or(self.max_bytes);
+        let Ok(Some(_gc)) = FileLock::try_acquire(&self.root.join("gc.lock")) else {
+            return 0;
+        };
+        let mut entries: Vec<(SystemTime, u64, PathBuf)> = Vec::new();
+        let mut total = 0;
+        for shard in fs::read_dir(self.root.join("entries")).into_iter().flatten().flatten() {
+            for f in fs::read_dir(shard.path()).into_iter().flatten().flatten() {
+                let Ok(meta) = f.metadata() else { continue };
+                total += meta.len();
+                if !f.file_name().to_string_lossy().starts_with('.') {
+                    entries.push((meta.modified().unwrap_or(UNIX_EPOCH), meta.len(), f.path()));
+                }
+            }
+        }
+        entries.sort();
+        let mut removed = 0;
+        for (_, bytes, path) in entries {
+            if total <= max {
+                break;
+            }
+            if fs::remove_file(&path).is_ok() {
+                total -= bytes;
+                removed += 1;
+            }
+        }
+        self.count(|s| s.evictions += removed);
+        removed
+    }
+
+    /// Deletes temporary files older than an hour (left by killed writers).
+    pub fn remove_stale_temporaries(&self) -> u64 {
+        let mut removed = 0;
+        let hour_ago = SystemTime::now() - std::time::Duration::from_secs(3600);
+        for shard in fs::read_dir(self.root.join("entries")).into_iter().flatten().flatten() {
+            for f in fs::read_dir(shard.path()).into_iter().flatten().flatten() {
+                let stale = f.metadata().and_then(|m| m.modified()).is_ok_and(|t| t < hour_ago);
+                if f.file_name().to_string_lossy().starts_with('.') && stale && fs::remove_file(f.path()).is_ok() {
+                    removed += 1;
+                }
+            }
+        }
+        removed
+    }
+
+    /// Removes every entry, lock and counter of this layout.
+    pub fn clear(&self) -> io::Result<()> {
+        match fs::remove_dir_all(&self.root) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    /// The persisted counters.
+    pub fn stats(&self) -> Stats {
+        fs::read(self.root.join("stats.json")).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default()
+    }
+
+    /// Adds this process's counter changes to the persisted ones (under a lock).
+    pub fn flush_stats(&self) {
+        let delta = self.pending.take();
+        if delta == Stats::default() || self.writes_off.get() {
+            return;
+        }
+        let Ok(_lock) = FileLock::acquire(&self.root.join("stats.lock")) else { return };
+        let mut stats = self.stats();
+        stats.add(&delta);
+        if let Ok(bytes) = serde_json::to_vec_pretty(&stats) {
+            let _ = write_atomically(&self.root.join("stats.json"), &bytes);
+        }
+    }
+}
+
+impl Drop for LocalCache {
+    fn drop(&mut self) {
+        self.flush_stats();
+    }
+}
+
+/// Marks a file as just used (its modification time), for LRU eviction.
+fn touch(path: &Path) {
+    if let Ok(f) = OpenOptions::new().write(true).open(path) {
+        let _ = f.set_modified(SystemTime::now());
+    }
+}
+
+/// Writes `bytes` to a temporary file beside `path` and renames it over `path`: readers see
+/// the old file or the whole new one, never a part.
+fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = path.parent().ok_or_else(|| io::Error::other("no parent folder"))?;
+    fs::create_dir_all(dir)?;
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    let tmp = dir.join(format!(".{name}.{}.{nanos}.tmp", std::process::id()));
+    let written = (|| {
+        let mut f = File::create(&tmp)?;
+        write_payload(&mut f, bytes)?;
+        f.sync_all()?;
+        fs::rename(&tmp, path)
+    })();
+    if written.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    written
+}
+
+/// Writes the bytes; with `TORCHTPU_CACHE_FAULT=pause-mid-write` (fault injection for the
+/// kill-while-writing test) it writes half, flushes and sleeps a minute first.
+fn write_payload(f: &mut File, bytes: &[u8]) -> io::Result<()> {
+    if std::env::var("TORCHTPU_CACHE_FAULT").is_ok_and(|v| v == "pause-mid-write") {
+        let half = bytes.len() / 2;
+        f.write_all(&bytes[..half])?;
+        f.flush()?;
+        std::thread::sleep(std::time::Duration::from_secs(60));
+        return f.write_all(&bytes[half..]);
+    }
+    f.write_all(bytes)
+}

@@ -1,0 +1,171 @@
+//! The compile cache: content-addressed executables, so that a repeated compile is a file read.
+//!
+//! A key ([`KeyParts::key`]) is a sha256 over the cache format, the exact StableHLO, the
+//! serialized compile options, the target and the plugin's sha256 and platform version: an
+//! executable is never served to another plugin build. Lookups go local folder → remote tier
+//! (read-through) → compile, and a compile is written to both (write-back). Between the local
+//! miss and the compile, a per-key lock makes concurrent processes compile a key once; the
+//! others wait and read it. Every tier problem (read-only or full folder, unreachable
+//! server) degrades to compiling, with a warning; a damaged entry is never served.
+
+mod entry;
+mod key;
+mod local;
+pub mod maintain;
+pub mod remote;
+
+use std::cell::RefCell;
+use std::path::PathBuf;
+use std::rc::Rc;
+
+use serde::Serialize;
+
+pub use entry::{Entry, Header};
+pub use key::{KeyParts, CACHE_FORMAT};
+pub use local::{Listed, LocalCache, Stats};
+pub use remote::Remote;
+
+/// Default size bound of the local folder: 10 GiB.
+pub const DEFAULT_MAX_BYTES: u64 = 10 << 30;
+
+/// Warnings collected while the cache works, for the caller to print (stderr, or the JSON
+/// summary): the cache never writes to the terminal itself.
+#[derive(Clone, Debug, Default)]
+pub struct Warnings(Rc<RefCell<Vec<String>>>);
+
+impl Warnings {
+    pub fn push(&self, message: String) {
+        self.0.borrow_mut().push(message);
+    }
+
+    /// The warnings so far, leaving none.
+    pub fn take(&self) -> Vec<String> {
+        std::mem::take(&mut self.0.borrow_mut())
+    }
+}
+
+/// The default folder: `$TORCHTPU_CACHE_DIR`, else `$XDG_CACHE_HOME/torchtpu-compile`, else
+/// `~/.cache/torchtpu-compile` (entries live in its `v1/` subfolder).
+pub fn default_dir() -> Option<PathBuf> {
+    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    var("TORCHTPU_CACHE_DIR")
+        .or_else(|| var("XDG_CACHE_HOME").map(|d| d.join("torchtpu-compile")))
+        .or_else(|| var("HOME").map(|h| h.join(".cache/torchtpu-compile")))
+}
+
+/// Where and how to cache.
+#[derive(Clone, Debug)]
+pub struct CacheConfig {
+    /// The local folder; `None` turns caching off (`--no-cache`).
+    pub dir: Option<PathBuf>,
+    /// Size bound of the local folder.
+    pub max_bytes: u64,
+    /// `s3://bucket/prefix`, `gs://…` or `file://…`.
+    pub remote: Option<String>,
+}
+
+impl CacheConfig {
+    /// No caching at all.
+    pub fn off() -> CacheConfig {
+        CacheConfig { dir: None, max_bytes: DEFAULT_MAX_BYTES, remote: None }
+    }
+}
+
+/// Where an executable came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Outcome {
+    /// Read from the local folder.
+    Hit,
+    /// Fetched from the remote tier.
+    RemoteHit,
+    /// Compiled (and stored).
+    Compiled,
+    /// Compiled with caching off.
+    Uncached,
+}
+
+impl Outcome {
+    pub fn describe(self) -> &'static str {
+        match self {
+            Outcome::Hit => "cache hit",
+            Outcome::RemoteHit => "remote cache hit",
+            Outcome::Compiled => "compiled",
+            Outcome::Uncached => "compiled (cache off)",
+        }
+    }
+}
+
+/// The tiers of one compile run.
+pub struct Cache {
+    local: Option<LocalCache>,
+    remote: Option<Remote>,
+    warnings: Warnings,
+}
+
+impl Cache {
+    /// Opens the tiers; a remote URL that cannot be used is a warning, not an error.
+    pub fn open(cfg: &CacheConfig) -> Cache {
+        let warnings = Warnings::default();
+        let local = cfg.dir.as_ref().map(|d| LocalCache::open(d, cfg.max_bytes, warnings.clone()));
+        let remote = match (&local, &cfg.remote) {
+            (Some(_), Some(url)) => match Remote::open(url, warnings.clone()) {
+                Ok(r) => Some(r),
+                Err(e) => {
+                    warnings.push(format!("remote cache `{url}`: {e}; using the local cache only"));
+                    None
+                }
+            },
+            (None, Some(_)) => {
+                warnings.push("--remote-cache needs the local cache, which is off; not using it".into());
+                None
+            }
+            _ => None,
+        };
+        Cache { local, remote, warnings }
+    }
+
+    /// The warnings so far (each said once), leaving none.
+    pub fn take_warnings(&self) -> Vec<String> {
+        let mut w = self.warnings.take();
+        w.dedup();
+        w
+    }
+
+    /// The executable and its metadata for `parts`, from the first tier that has it, else
+    /// from `compile` (then stored in every tier).
+    pub fn get_or_compile<E>(
+        &self,
+        parts: &KeyParts,
+        compile: impl FnOnce() -> Result<(Vec<u8>, serde_json::Value), E>,
+    ) -> Result<(Entry, Outcome), E> {
+        let Some(local) = &self.local else {
+            let (payload, meta) = compile()?;
+            return Ok((Entry::new(parts.clone(), meta, payload), Outcome::Uncached));
+        };
+        let key = parts.key();
+        if let Some(e) = local.get(&key) {
+            return Ok((e, Outcome::Hit));
+        }
+        let lock = local.lock(&key);
+        // Another process may have compiled it while this one waited for the lock.
+        if let Some(e) = local.get(&key) {
+            return Ok((e, Outcome::Hit));
+        }
+        if let Some(e) = self.remote.as_ref().and_then(|r| r.get(&key)) {
+            local.put(&e);
+            local.count_remote_hit();
+            return Ok((e, Outcome::RemoteHit));
+        }
+        let (payload, meta) = compile()?;
+        local.count_compile();
+        let entry = Entry::new(parts.clone(), meta, payload);
+        local.put(&entry);
+        drop(lock);
+        if let Some(r) = &self.remote {
+            r.put(&entry);
+        }
+        local.evict(None);
+        Ok((entry, Outcome::Compiled))
+    }
+}
