@@ -15,7 +15,7 @@ use crate::artifact::{
 };
 use crate::artifact::{safetensors_dtype, SourceInfo, SymbolInfo, TargetEntry, WeightsInfo, ARTIFACT_FORMAT};
 use crate::artifact::{MemoryInfo, TpuInfo};
-use crate::cache::{Cache, CacheConfig, KeyParts, Outcome};
+use crate::cache::{Cache, CacheConfig, Entry, KeyParts, Outcome, PluginMemo};
 use crate::driver::{self, Lowered};
 use crate::emit::{EmitOptions, Precision};
 use crate::import::Program;
@@ -181,6 +181,10 @@ fn cached(
         let meta = serde_json::to_value(&c.meta).map_err(|e| Error::Unsupported(format!("internal: {e}")))?;
         Ok::<_, Error>((c.bytes, meta))
     })?;
+    from_entry(target, entry, outcome)
+}
+
+fn from_entry(target: &Target, entry: Entry, outcome: Outcome) -> Result<(CompiledTarget, Outcome, String), Error> {
     let meta: CompiledMeta = serde_json::from_value(entry.header.meta).map_err(|e| {
         Error::Unsupported(format!("{target}: cache entry {} has unreadable metadata: {e}", entry.header.key))
     })?;
@@ -208,18 +212,28 @@ fn compile_target(
 ) -> Result<(CompiledTarget, Outcome, String), Error> {
     let failed = |source| Error::Compile { target: target.to_string(), source };
     let program = lowered.module.text.as_bytes();
-    let key_parts = |options: &CompileOptions, plugin: &Plugin, platform_version: &str| {
-        let options = prost::Message::encode_to_vec(options.proto());
-        KeyParts::new(program, &options, &target.to_string(), plugin.sha256(), platform_version)
+    let name = target.to_string();
+    let (choice, options) = match target {
+        Target::Cpu => (cpu_plugin(req.plugin.as_deref()), CompileOptions::single_device()),
+        // No sharding annotations yet: one partition, i.e. a replicated program that runs on one
+        // chip of the slice.
+        Target::Tpu { .. } => (tpu_plugin(), CompileOptions::partitions(1).map_err(failed)?),
+    };
+    let options_bytes = prost::Message::encode_to_vec(options.proto());
+    // A hit for a plugin file seen before needs no plugin load.
+    if let Some((entry, outcome)) = cache.get_without_plugin(&choice.path, &name, (program, &options_bytes)) {
+        return from_entry(target, entry, outcome);
+    }
+    let plugin = Plugin::load(&choice.path).map_err(|e| Error::plugin(e, choice.source))?;
+    let key_parts = |platform_version: &str| {
+        let memo = PluginMemo { sha256: plugin.sha256().to_string(), platform_version: platform_version.to_string() };
+        cache.remember_plugin(&choice.path, &name, &memo);
+        KeyParts::new(program, &options_bytes, &name, plugin.sha256(), platform_version)
     };
     match target {
         Target::Cpu => {
-            let choice = cpu_plugin(req.plugin.as_deref());
-            let plugin = Plugin::load(&choice.path).map_err(|e| Error::plugin(e, choice.source))?;
             let client = plugin.client().map_err(|e| Error::plugin(e, choice.source))?;
-            let options = CompileOptions::single_device();
-            let parts = key_parts(&options, &plugin, client.platform_version());
-            cached(cache, target, &parts, || {
+            cached(cache, target, &key_parts(client.platform_version()), || {
                 let started = Instant::now();
                 let exe = client.compile(program, &options).map_err(failed)?;
                 let compile_ms = started.elapsed().as_millis() as u64;
@@ -236,14 +250,8 @@ fn compile_target(
             })
         }
         Target::Tpu { generation, topology } => {
-            let choice = tpu_plugin();
-            let plugin = Plugin::load(&choice.path).map_err(|e| Error::plugin(e, choice.source))?;
             let topo = plugin.topology(&format!("{generation}:{topology}")).map_err(failed)?;
-            // No sharding annotations yet: one partition, i.e. a replicated program that runs on
-            // one chip of the slice.
-            let options = CompileOptions::partitions(1).map_err(failed)?;
-            let parts = key_parts(&options, &plugin, topo.platform_version());
-            cached(cache, target, &parts, || {
+            cached(cache, target, &key_parts(topo.platform_version()), || {
                 compile_tpu(&plugin, &topo, (generation, topology), program, &options, choice.source)
             })
         }

@@ -186,7 +186,7 @@ impl LocalCache {
             return;
         }
         let path = self.entry_path(&entry.header.key);
-        if let Err(e) = write_atomically(&path, &entry.encode()) {
+        if let Err(e) = write_atomically(&path, &entry.encode(), pause_mid_write()) {
             self.degrade(&format!("cannot write `{}`: {e}", path.display()));
         }
     }
@@ -287,7 +287,7 @@ impl LocalCache {
         let mut stats = self.stats();
         stats.add(&delta);
         if let Ok(bytes) = serde_json::to_vec_pretty(&stats) {
-            let _ = write_atomically(&self.root.join("stats.json"), &bytes);
+            let _ = write_atomically(&self.root.join("stats.json"), &bytes, false);
         }
     }
 }
@@ -298,6 +298,59 @@ impl Drop for LocalCache {
     }
 }
 
+/// What a plugin file reported, remembered by the file's identity so that a cache hit needs
+/// no plugin load (loading libtpu and hashing its 450 MB take most of a hit's time otherwise).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PluginMemo {
+    pub sha256: String,
+    pub platform_version: String,
+}
+
+/// A file's identity: path, device, inode, size, modification and change times (as git's
+/// index does). Replacing or rewriting the file changes it.
+fn file_identity(path: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let path = fs::canonicalize(path).ok()?;
+    let m = fs::metadata(&path).ok()?;
+    Some(format!(
+        "{}\0{}:{}:{}:{}.{}:{}.{}",
+        path.display(),
+        m.dev(),
+        m.ino(),
+        m.size(),
+        m.mtime(),
+        m.mtime_nsec(),
+        m.ctime(),
+        m.ctime_nsec()
+    ))
+}
+
+impl LocalCache {
+    fn memo_path(&self, plugin: &Path, target: &str) -> Option<PathBuf> {
+        let id = file_identity(plugin)?;
+        let name = crate::artifact::sha256_hex(format!("{id}\0{target}").as_bytes());
+        Some(self.root.join("plugins").join(format!("{name}.json")))
+    }
+
+    /// What `plugin` reported for `target` when it was last loaded, if the file is unchanged.
+    pub fn plugin_memo(&self, plugin: &Path, target: &str) -> Option<PluginMemo> {
+        if !self.usable {
+            return None;
+        }
+        serde_json::from_slice(&fs::read(self.memo_path(plugin, target)?).ok()?).ok()
+    }
+
+    /// Remembers what `plugin` reported for `target`.
+    pub fn remember_plugin(&self, plugin: &Path, target: &str, memo: &PluginMemo) {
+        if self.writes_off.get() {
+            return;
+        }
+        if let (Some(path), Ok(bytes)) = (self.memo_path(plugin, target), serde_json::to_vec(memo)) {
+            let _ = write_atomically(&path, &bytes, false);
+        }
+    }
+}
+
 /// Marks a file as just used (its modification time), for LRU eviction.
 fn touch(path: &Path) {
     if let Ok(f) = OpenOptions::new().write(true).open(path) {
@@ -305,9 +358,16 @@ fn touch(path: &Path) {
     }
 }
 
+/// Fault injection for the kill-while-writing test: `TORCHTPU_CACHE_FAULT=pause-mid-write`
+/// makes entry writes stop for a minute halfway.
+fn pause_mid_write() -> bool {
+    std::env::var("TORCHTPU_CACHE_FAULT").is_ok_and(|v| v == "pause-mid-write")
+}
+
 /// Writes `bytes` to a temporary file beside `path` and renames it over `path`: readers see
-/// the old file or the whole new one, never a part.
-fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+/// the old file or the whole new one, never a part. With `pause_midway` it writes half,
+/// flushes and sleeps a minute first.
+fn write_atomically(path: &Path, bytes: &[u8], pause_midway: bool) -> io::Result<()> {
     let dir = path.parent().ok_or_else(|| io::Error::other("no parent folder"))?;
     fs::create_dir_all(dir)?;
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
@@ -315,7 +375,13 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let tmp = dir.join(format!(".{name}.{}.{nanos}.tmp", std::process::id()));
     let written = (|| {
         let mut f = File::create(&tmp)?;
-        write_payload(&mut f, bytes)?;
+        let half = if pause_midway { bytes.len() / 2 } else { bytes.len() };
+        f.write_all(&bytes[..half])?;
+        if pause_midway {
+            f.flush()?;
+            std::thread::sleep(std::time::Duration::from_secs(60));
+        }
+        f.write_all(&bytes[half..])?;
         f.sync_all()?;
         fs::rename(&tmp, path)
     })();
@@ -323,17 +389,4 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
         let _ = fs::remove_file(&tmp);
     }
     written
-}
-
-/// Writes the bytes; with `TORCHTPU_CACHE_FAULT=pause-mid-write` (fault injection for the
-/// kill-while-writing test) it writes half, flushes and sleeps a minute first.
-fn write_payload(f: &mut File, bytes: &[u8]) -> io::Result<()> {
-    if std::env::var("TORCHTPU_CACHE_FAULT").is_ok_and(|v| v == "pause-mid-write") {
-        let half = bytes.len() / 2;
-        f.write_all(&bytes[..half])?;
-        f.flush()?;
-        std::thread::sleep(std::time::Duration::from_secs(60));
-        return f.write_all(&bytes[half..]);
-    }
-    f.write_all(bytes)
 }

@@ -15,14 +15,14 @@ pub mod maintain;
 pub mod remote;
 
 use std::cell::RefCell;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use serde::Serialize;
 
 pub use entry::{Entry, Header};
 pub use key::{KeyParts, CACHE_FORMAT};
-pub use local::{Listed, LocalCache, Stats};
+pub use local::{Listed, LocalCache, PluginMemo, Stats};
 pub use remote::Remote;
 
 /// Default size bound of the local folder: 10 GiB.
@@ -130,6 +130,36 @@ impl Cache {
         let mut w = self.warnings.take();
         w.dedup();
         w
+    }
+
+    /// The executable for (`program`, `options`, `target`) without loading the plugin: possible
+    /// when this plugin file (unchanged) was loaded before, so that its sha256 and platform
+    /// version are known, and a tier holds the key. `None` means: load the plugin and call
+    /// [`Cache::get_or_compile`].
+    pub fn get_without_plugin(
+        &self,
+        plugin: &Path,
+        target: &str,
+        (program, options): (&[u8], &[u8]),
+    ) -> Option<(Entry, Outcome)> {
+        let local = self.local.as_ref()?;
+        let memo = local.plugin_memo(plugin, target)?;
+        let parts = KeyParts::new(program, options, target, &memo.sha256, &memo.platform_version);
+        let key = parts.key();
+        if let Some(e) = local.get(&key) {
+            return Some((e, Outcome::Hit));
+        }
+        let e = self.remote.as_ref()?.get(&key)?;
+        local.put(&e);
+        local.count_remote_hit();
+        Some((e, Outcome::RemoteHit))
+    }
+
+    /// Records what a loaded plugin reported, for [`Cache::get_without_plugin`].
+    pub fn remember_plugin(&self, plugin: &Path, target: &str, memo: &PluginMemo) {
+        if let Some(local) = &self.local {
+            local.remember_plugin(plugin, target, memo);
+        }
     }
 
     /// The executable and its metadata for `parts`, from the first tier that has it, else

@@ -132,19 +132,32 @@ fn repeated_compile_is_a_hit_and_every_key_part_misses() {
     let mut bytes = read(&plugin);
     bytes.push(0); // same code, another file: another sha256
     std::fs::write(&changed, bytes).expect("writes the plugin copy");
-    let (o, _) = compile("mlp", &art("f"), &cache, &["--target", "cpu", "--plugin", &s(&changed)]);
+    let with_copy = ["--target", "cpu", "--plugin", &s(&changed)];
+    let (o, _) = compile("mlp", &art("f"), &cache, &with_copy);
     assert_eq!(o, ["compiled"], "another plugin build never gets a cached executable");
+    assert_eq!(compile("mlp", &art("f"), &cache, &with_copy).0, ["hit"]);
+    // Replaced under the same path (a hit needs no plugin load while the file is unchanged: it
+    // must notice). A fresh process, as this one keeps the old file loaded.
+    let mut bytes = read(&changed);
+    bytes.push(0);
+    let replacement = tmp.0.join("plugin-copy.new");
+    std::fs::write(&replacement, bytes).expect("writes the new plugin");
+    std::fs::rename(&replacement, &changed).expect("replaces the plugin");
+    let args = compile_args("mlp", &art("f"), &cache, &with_copy);
+    let (code, stdout, stderr) = ChildCli::spawn(&args, tmp.0.join("replaced.json"), &[]).wait();
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(outcomes(&stdout), ["compiled"]);
 
     let c = counters(&cache);
-    assert_eq!((c["hits"].as_u64(), c["compiles"].as_u64()), (Some(2), Some(4)), "{c}");
+    assert_eq!((c["hits"].as_u64(), c["compiles"].as_u64()), (Some(3), Some(5)), "{c}");
     let (code, out, _) = run_cli(&["cache", "ls", "--cache-dir", &s(&cache), "--format", "json"]);
     assert_eq!(code, 0);
     let listed: Value = serde_json::from_str(&out).expect("json");
-    assert_eq!(listed["entries"].as_array().map(Vec::len), Some(4), "{listed}");
+    assert_eq!(listed["entries"].as_array().map(Vec::len), Some(5), "{listed}");
 
     // --no-cache neither reads nor writes.
     assert_eq!(compile("mlp", &art("g"), &cache, &["--target", "cpu", "--no-cache"]).0, ["uncached"]);
-    assert_eq!(counters(&cache)["compiles"].as_u64(), Some(4));
+    assert_eq!(counters(&cache)["compiles"].as_u64(), Some(5));
 }
 
 #[test]

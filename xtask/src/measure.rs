@@ -83,7 +83,8 @@ fn parity_row(bin: &Path, model: &str, tmp: &Path) -> Result<(u64, u64, f64, f64
     let pt2 = format!("testdata/models/{model}.pt2");
     let inspect = json(&measure(bin, &["inspect", &pt2, "--format", "json"])?, "inspect")?;
     let art = tmp.join(format!("{model}.tpuexe")).display().to_string();
-    let compiled = json(&measure(bin, &["compile", &pt2, "-o", &art, "--format", "json", "-q"])?, "compile")?;
+    let compiled =
+        json(&measure(bin, &["compile", &pt2, "-o", &art, "--format", "json", "-q", "--no-cache"])?, "compile")?;
     let out_dir = tmp.join(model).display().to_string();
     let reference = format!("testdata/models/{model}");
     let mut args = vec!["run".to_string(), art];
@@ -176,7 +177,8 @@ pub fn bench() -> Result<()> {
         }
         let (e, f) = (median(emit), median(floor));
         let art = tmp.join(format!("{model}.tpuexe")).display().to_string();
-        let compiled = json(&measure(&bin, &["compile", &pt2, "-o", &art, "--format", "json", "-q"])?, "compile")?;
+        let compiled =
+            json(&measure(&bin, &["compile", &pt2, "-o", &art, "--format", "json", "-q", "--no-cache"])?, "compile")?;
         let (_, _, run_ms, ..) = parity_row(&bin, &model, &tmp)?;
         println!(
             "{model:<16} {e:>10.1} {f:>10.1} {:>7.2} {rss:>9.1} {:>11} {run_ms:>8.2} {:>10.1}",
@@ -187,5 +189,122 @@ pub fn bench() -> Result<()> {
     }
     println!("emit: whole process of `compile --emit stablehlo`; floor: `inspect` (open the archive, parse its JSON, build the IR)");
     println!("compile: XLA CPU compile inside `compile`; run: execute + copy back inside `run` (plugin load excluded)");
+    println!();
+    cache_bench(&bin, &tmp)
+}
+
+/// A moto S3 server on a free loopback port (installed by `cargo xtask setup`), with a bucket;
+/// killed on drop.
+struct S3Server(std::process::Child, u16);
+
+impl S3Server {
+    fn start(bucket: &str) -> Result<S3Server> {
+        use std::io::{Read, Write};
+        use std::net::{TcpListener, TcpStream};
+        let exe = crate::setup::setup_dir().join("s3-test-server/bin/moto_server");
+        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let child = Command::new(&exe)
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .with_context(|| format!("cannot start {} (run `cargo xtask setup`)", exe.display()))?;
+        let server = S3Server(child, port);
+        let start = Instant::now();
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if start.elapsed().as_secs() > 60 {
+                bail!("moto_server did not start");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        let mut c = TcpStream::connect(("127.0.0.1", port))?;
+        write!(
+            c,
+            "PUT /{bucket} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        )?;
+        let mut reply = String::new();
+        c.read_to_string(&mut reply)?;
+        if !reply.contains(" 200 ") {
+            bail!("cannot create the bucket: {reply}");
+        }
+        Ok(server)
+    }
+}
+
+impl Drop for S3Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Cold compile, local hit and remote hit of the tiny Llama per target, as whole-process times
+/// (plugin load included), medians of 3.
+fn cache_bench(bin: &Path, tmp: &Path) -> Result<()> {
+    const REPEAT: usize = 3;
+    let server = S3Server::start("bench")?;
+    let env = [
+        ("AWS_ACCESS_KEY_ID", "bench".to_string()),
+        ("AWS_SECRET_ACCESS_KEY", "bench".to_string()),
+        ("AWS_REGION", "us-east-1".to_string()),
+        ("AWS_ENDPOINT_URL", format!("http://127.0.0.1:{}", server.1)),
+    ];
+    for (k, v) in &env {
+        std::env::set_var(k, v); // read by the measured child processes
+    }
+    println!("compile cache, llama_tiny (whole process, median of {REPEAT}; a fresh cache folder per cold run)");
+    println!(
+        "{:<14} {:>9} {:>9} {:>10} {:>11} {:>13}",
+        "target", "cold ms", "hit ms", "remote ms", "cold/hit", "cold/remote"
+    );
+    let pt2 = "testdata/models/llama_tiny.pt2";
+    let dir = tmp.join("cache-bench");
+    let _ = std::fs::remove_dir_all(&dir);
+    for target in ["cpu", "tpu:v6e:1x1"] {
+        let (mut cold, mut hit, mut remote) = (Vec::new(), Vec::new(), Vec::new());
+        for i in 0..REPEAT {
+            let run = |cache: &str, url: &str| -> Result<(f64, String)> {
+                let art = dir.join("out.tpuexe").display().to_string();
+                let cache = dir.join(format!("{target}-{i}-{cache}")).display().to_string();
+                let mut args = vec![
+                    "compile",
+                    pt2,
+                    "-o",
+                    &art,
+                    "--target",
+                    target,
+                    "--cache-dir",
+                    &cache,
+                    "--format",
+                    "json",
+                    "-q",
+                ];
+                args.extend(["--remote-cache", url]);
+                let m = measure(bin, &args)?;
+                let v = json(&m, "compile")?;
+                Ok((m.secs * 1e3, v["targets"][0]["cache"].as_str().unwrap_or("?").to_string()))
+            };
+            let url = format!("s3://bench/run-{i}");
+            let (ms, how) = run("a", &url)?;
+            check_outcome(&how, "compiled")?;
+            cold.push(ms);
+            let (ms, how) = run("a", &url)?;
+            check_outcome(&how, "hit")?;
+            hit.push(ms);
+            let (ms, how) = run("b", &url)?;
+            check_outcome(&how, "remote-hit")?;
+            remote.push(ms);
+        }
+        let (c, h, r) = (median(cold), median(hit), median(remote));
+        println!("{target:<14} {c:>9.0} {h:>9.0} {r:>10.0} {:>10.1}x {:>12.1}x", c / h, c / r);
+    }
+    println!("cold: compile into an empty local cache (uploads to the S3 server); hit: the same again; remote: another empty local cache, same server");
+    Ok(())
+}
+
+fn check_outcome(found: &str, expected: &str) -> Result<()> {
+    if found != expected {
+        bail!("expected a {expected}, the compile reported {found}");
+    }
     Ok(())
 }
