@@ -102,7 +102,7 @@ pub struct Signature {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct OptionsInfo {
     pub precision: String,
-    /// Graph passes run, in order (none yet).
+    /// Graph passes run, in order.
     pub passes: Vec<String>,
 }
 
@@ -126,6 +126,19 @@ pub struct Bucket {
     pub input_dims: Vec<Vec<i64>>,
     /// Static shapes of the user outputs in this bucket.
     pub output_dims: Vec<Vec<i64>>,
+    /// What each graph pass did to this bucket's graph, in order.
+    #[serde(default)]
+    pub passes: Vec<PassInfo>,
+}
+
+/// One pass's effect on one bucket.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PassInfo {
+    pub pass: String,
+    pub nodes_before: usize,
+    pub nodes_after: usize,
+    /// What changed, one line per kind of rewrite.
+    pub notes: Vec<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

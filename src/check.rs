@@ -10,7 +10,7 @@ use serde::Serialize;
 use torchtpu_passes::ir::Op;
 
 use crate::driver::{self, LowerError};
-use crate::emit::{EmitError, EmitOptions, NodeFailure};
+use crate::emit::{EmitError, NodeFailure};
 use crate::import::Program;
 
 /// Identifies the layout of the JSON report.
@@ -51,7 +51,7 @@ pub fn check(program: &Program, file: &str) -> CheckReport {
     let nodes = program.graph.node_ids().filter(|&id| !matches!(program.graph.node(id).op, Op::Input(_))).count();
     let failures: Vec<NodeFailure> = match driver::example_bindings(program)
         .map_err(LowerError::from)
-        .and_then(|b| driver::lower(program, b, &EmitOptions::default()).map(|_| ()))
+        .and_then(|b| driver::lower(program, b, &driver::LowerOptions::default()).map(|_| ()))
     {
         Ok(()) => vec![],
         Err(LowerError::Emit(EmitError::Lowering(f))) => f,

@@ -18,6 +18,7 @@ use crate::emit::{EmitOptions, Precision};
 use crate::run::{run as run_artifact, RunRequest};
 use crate::target::Target;
 use crate::{check, driver, import, inspect, Error};
+use torchtpu_passes::PassOptions;
 
 /// Ahead-of-time compiler from PyTorch `torch.export` archives (.pt2) to TPU executables.
 ///
@@ -95,6 +96,82 @@ enum CacheAction {
     Verify,
     Gc,
     Clear,
+}
+
+/// Which graph passes run.
+#[derive(Args)]
+struct PassFlags {
+    /// Graph passes to run, comma-separated (they always run in pipeline order), or `none`.
+    /// Passes: canonicalize (drop no-op views, copies, identity permutes, metadata asserts),
+    /// cse (merge equal computations), dce (remove unused nodes), precision (apply
+    /// --precision-override). Default: all.
+    #[arg(long, value_name = "LIST", value_parser = parse_passes)]
+    passes: Option<PassList>,
+    /// Skip `canonicalize`.
+    #[arg(long)]
+    no_canonicalize: bool,
+    /// Skip `cse`.
+    #[arg(long)]
+    no_cse: bool,
+    /// Skip `dce`.
+    #[arg(long)]
+    no_dce: bool,
+    /// Skip `precision` (overrides are then ignored).
+    #[arg(long)]
+    no_precision: bool,
+}
+
+impl PassFlags {
+    fn selected(&self) -> Vec<String> {
+        let all = || torchtpu_passes::PASSES.iter().map(|(p, _)| p.to_string()).collect();
+        let mut v: Vec<String> = self.passes.clone().map_or_else(all, |l| l.0);
+        let off = [
+            (self.no_canonicalize, "canonicalize"),
+            (self.no_cse, "cse"),
+            (self.no_dce, "dce"),
+            (self.no_precision, "precision"),
+        ];
+        for (off, name) in off {
+            if off {
+                v.retain(|p| p != name);
+            }
+        }
+        v
+    }
+}
+
+/// `default`, `high` or `highest`.
+fn parse_precision(s: &str) -> Result<Precision, String> {
+    Precision::parse(s).ok_or_else(|| format!("`{s}` is not a precision (default, high, highest)"))
+}
+
+/// `PATTERN=LEVEL`.
+fn parse_override(s: &str) -> Result<(String, Precision), String> {
+    let (pattern, level) =
+        s.split_once('=').ok_or_else(|| format!("`{s}`: expected PATTERN=LEVEL, e.g. lm_head=highest"))?;
+    if pattern.is_empty() {
+        return Err(format!("`{s}`: the pattern is empty"));
+    }
+    Ok((pattern.to_string(), parse_precision(level)?))
+}
+
+/// The value of `--passes` (one argument holding a list).
+#[derive(Clone, Debug)]
+struct PassList(Vec<String>);
+
+/// `canonicalize,cse` or `none`; every name must be a pass.
+fn parse_passes(s: &str) -> Result<PassList, String> {
+    if s == "none" {
+        return Ok(PassList(vec![]));
+    }
+    let names: Vec<String> = s.split(',').map(|p| p.trim().to_string()).filter(|p| !p.is_empty()).collect();
+    for n in &names {
+        if !torchtpu_passes::PASSES.iter().any(|(p, _)| p == n) {
+            let valid: Vec<&str> = torchtpu_passes::PASSES.iter().map(|(p, _)| *p).collect();
+            return Err(format!("unknown pass `{n}` (passes: {}, or `none`)", valid.join(", ")));
+        }
+    }
+    Ok(PassList(names))
 }
 
 /// Flags shared by the commands that compile.
@@ -185,13 +262,20 @@ struct CompileArgs {
     #[arg(long = "target", value_name = "T", value_parser = parse_target)]
     targets: Vec<Target>,
     /// Precision of matmuls and convolutions (on TPU: one bf16 pass, three, or full f32).
-    #[arg(long, value_enum, default_value_t = Precision::Default)]
+    #[arg(long, value_name = "LEVEL", value_parser = parse_precision, default_value = "default")]
     precision: Precision,
+    /// Another precision (default, high, highest) for the matmuls and convolutions whose node
+    /// name or module path contains PATTERN, e.g. `lm_head=highest`; repeatable, the last
+    /// match wins.
+    #[arg(long, value_name = "PATTERN=LEVEL", value_parser = parse_override)]
+    precision_override: Vec<(String, Precision)>,
     /// The CPU PJRT plugin; default `$TORCHTPU_PJRT_PLUGIN`, then the `cargo xtask setup` folder.
     #[arg(long)]
     plugin: Option<PathBuf>,
     #[command(flatten)]
     cache: CacheFlags,
+    #[command(flatten)]
+    passes: PassFlags,
     /// Write the IR after each stage, the StableHLO and the compile log into DIR.
     #[arg(long, value_name = "DIR")]
     dump_dir: Option<PathBuf>,
@@ -201,6 +285,9 @@ struct CompileArgs {
     /// No progress or summary on stderr.
     #[arg(short, long)]
     quiet: bool,
+    /// Also say what each graph pass did.
+    #[arg(short, long)]
+    verbose: bool,
 }
 
 /// `tpu:v6e:1x1` plus `cpu` (DESIGN.md §3).
@@ -315,6 +402,8 @@ fn compile_cmd(args: &CompileArgs, out: &mut dyn Write, err: &mut dyn Write) -> 
             dump_dir: args.dump_dir.clone(),
             progress: !args.quiet,
             cache: args.cache.config(),
+            passes: args.passes.selected(),
+            pass_options: PassOptions { precision_overrides: args.precision_override.clone() },
         };
         let summary = compile(&program, &args.model, &args.output, &req).with_context(context)?;
         for w in &summary.warnings {
@@ -323,6 +412,12 @@ fn compile_cmd(args: &CompileArgs, out: &mut dyn Write, err: &mut dyn Write) -> 
         match args.format {
             Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&summary)?)?,
             Format::Text if !args.quiet => {
+                if args.verbose {
+                    for p in &summary.passes {
+                        let notes = if p.notes.is_empty() { "no change".to_string() } else { p.notes.join(", ") };
+                        writeln!(err, "pass {}: {} → {} nodes ({notes})", p.pass, p.nodes_before, p.nodes_after)?;
+                    }
+                }
                 for t in &summary.targets {
                     let how = match t.cache {
                         Outcome::Hit | Outcome::RemoteHit => {
@@ -341,7 +436,12 @@ fn compile_cmd(args: &CompileArgs, out: &mut dyn Write, err: &mut dyn Write) -> 
     let bindings = driver::example_bindings(&program)
         .map_err(|e| Error::from(driver::LowerError::from(e)))
         .with_context(context)?;
-    let opts = EmitOptions { precision: args.precision };
+    let opts = driver::LowerOptions {
+        emit: EmitOptions { precision: args.precision },
+        passes: args.passes.selected(),
+        pass_options: PassOptions { precision_overrides: args.precision_override.clone() },
+        keep_stages: false,
+    };
     let lowered = driver::lower(&program, bindings, &opts).map_err(Error::from).with_context(context)?;
     let bytes: Vec<u8> = match args.emit {
         Emit::Stablehlo => lowered.module.text.into_bytes(),

@@ -14,9 +14,11 @@ use crate::artifact::{
     self, Bucket, CompilerInfo, Executable, Manifest, OptionsInfo, PluginInfo, Signature, SignatureValue,
 };
 use crate::artifact::{safetensors_dtype, SourceInfo, SymbolInfo, TargetEntry, WeightsInfo, ARTIFACT_FORMAT};
-use crate::artifact::{MemoryInfo, TpuInfo};
+use torchtpu_passes::PassOptions;
+
+use crate::artifact::{MemoryInfo, PassInfo, TpuInfo};
 use crate::cache::{Cache, CacheConfig, Entry, KeyParts, Outcome, PluginMemo};
-use crate::driver::{self, Lowered};
+use crate::driver::{self, LowerOptions, Lowered};
 use crate::emit::{EmitOptions, Precision};
 use crate::import::Program;
 use crate::pjrt::{CompileOptions, Plugin};
@@ -37,6 +39,9 @@ pub struct CompileRequest {
     pub progress: bool,
     /// The compile cache.
     pub cache: CacheConfig,
+    /// The graph passes to run (names; all by default) and their settings.
+    pub passes: Vec<String>,
+    pub pass_options: PassOptions,
 }
 
 /// What `compile` did, for the summary line and `--format json`.
@@ -48,6 +53,8 @@ pub struct CompileSummary {
     pub targets: Vec<TargetSummary>,
     /// Cache problems that did not stop the compile (e.g. an unwritable folder).
     pub warnings: Vec<String>,
+    /// What each graph pass did.
+    pub passes: Vec<PassInfo>,
 }
 
 #[derive(Debug, Serialize)]
@@ -67,7 +74,13 @@ pub struct TargetSummary {
 /// Compiles `program` (read from `model`) into the artifact `out`.
 pub fn compile(program: &Program, model: &Path, out: &Path, req: &CompileRequest) -> Result<CompileSummary, Error> {
     let bindings = driver::example_bindings(program).map_err(driver::LowerError::from)?;
-    let lowered = driver::lower(program, bindings, &EmitOptions { precision: req.precision })?;
+    let opts = LowerOptions {
+        emit: EmitOptions { precision: req.precision },
+        passes: req.passes.clone(),
+        pass_options: req.pass_options.clone(),
+        keep_stages: req.dump_dir.is_some(),
+    };
+    let lowered = driver::lower(program, bindings, &opts)?;
     let bucket_name = "main".to_string();
     let mut log = Vec::new();
     if let Some(dir) = &req.dump_dir {
@@ -129,7 +142,10 @@ pub fn compile(program: &Program, model: &Path, out: &Path, req: &CompileRequest
         compiler: CompilerInfo { name: env!("CARGO_PKG_NAME").into(), version: env!("CARGO_PKG_VERSION").into() },
         source: source_info(program, model)?,
         signature: signature(program),
-        options: OptionsInfo { precision: precision_name(req.precision).into(), passes: vec![] },
+        options: OptionsInfo {
+            precision: req.precision.name().into(),
+            passes: lowered.passes.iter().map(|r| r.pass.clone()).collect(),
+        },
         weights: WeightsInfo {
             entry: artifact::WEIGHTS.into(),
             order,
@@ -139,6 +155,7 @@ pub fn compile(program: &Program, model: &Path, out: &Path, req: &CompileRequest
         buckets: vec![bucket(&bucket_name, &program_entry, &lowered)?],
         targets: target_entries,
     };
+    let manifest_passes = manifest.buckets[0].passes.clone();
     let mut all =
         vec![(artifact::WEIGHTS.to_string(), weights), (program_entry, lowered.module.text.clone().into_bytes())];
     all.extend(entries);
@@ -150,6 +167,7 @@ pub fn compile(program: &Program, model: &Path, out: &Path, req: &CompileRequest
         buckets: vec![bucket_name],
         targets: summaries,
         warnings: cache.take_warnings(),
+        passes: manifest_passes,
     })
 }
 
@@ -327,14 +345,6 @@ fn progress_bar(show: bool, steps: usize) -> ProgressBar {
     bar
 }
 
-fn precision_name(p: Precision) -> &'static str {
-    match p {
-        Precision::Default => "default",
-        Precision::High => "high",
-        Precision::Highest => "highest",
-    }
-}
-
 fn write_file(path: &Path, bytes: &[u8]) -> Result<(), Error> {
     std::fs::write(path, bytes).map_err(|e| Error::Io { path: path.display().to_string(), reason: e.to_string() })
 }
@@ -343,7 +353,9 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<(), Error> {
 fn dump(dir: &Path, program: &Program, lowered: &Lowered) -> Result<(), Error> {
     std::fs::create_dir_all(dir).map_err(|e| Error::Io { path: dir.display().to_string(), reason: e.to_string() })?;
     write_file(&dir.join("00.import.ir"), torchtpu_passes::ir::print(&program.graph).as_bytes())?;
-    write_file(&dir.join("01.specialize.ir"), torchtpu_passes::ir::print(&lowered.graph).as_bytes())?;
+    for (i, (stage, ir)) in lowered.stages.iter().enumerate() {
+        write_file(&dir.join(format!("{:02}.{stage}.ir", i + 1)), ir.as_bytes())?;
+    }
     write_file(&dir.join("main.mlir"), lowered.module.text.as_bytes())
 }
 
@@ -385,7 +397,7 @@ fn signature(program: &Program) -> Signature {
     }
 }
 
-/// Static user input and output shapes of the bucket.
+/// Static user input and output shapes of the bucket, and what the passes did to it.
 fn bucket(name: &str, entry: &str, lowered: &Lowered) -> Result<Bucket, Error> {
     let g = &lowered.graph;
     let dims =
@@ -406,6 +418,16 @@ fn bucket(name: &str, entry: &str, lowered: &Lowered) -> Result<Bucket, Error> {
         program_sha256: artifact::sha256_hex(lowered.module.text.as_bytes()),
         input_dims,
         output_dims,
+        passes: lowered
+            .passes
+            .iter()
+            .map(|r| PassInfo {
+                pass: r.pass.clone(),
+                nodes_before: r.nodes_before,
+                nodes_after: r.nodes_after,
+                notes: r.notes.clone(),
+            })
+            .collect(),
     })
 }
 

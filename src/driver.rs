@@ -1,9 +1,11 @@
-//! The compile pipeline: import → specialize → emit, shared by `compile`, `check` and tests.
+//! The compile pipeline: import → specialize → passes → emit, shared by `compile`, `check` and
+//! tests.
 
 use std::collections::BTreeMap;
 
-use torchtpu_passes::ir::Graph;
+use torchtpu_passes::ir::{print, Graph};
 use torchtpu_passes::specialize::{specialize, SpecializeError};
+use torchtpu_passes::{PassError, PassOptions, PassReport, Pipeline, PASSES};
 
 use crate::emit::{emit, EmitError, EmitOptions, Emitted};
 use crate::import::Program;
@@ -22,6 +24,30 @@ pub fn example_bindings(program: &Program) -> Result<BTreeMap<String, i64>, Spec
         .collect()
 }
 
+/// How to lower.
+#[derive(Clone, Debug)]
+pub struct LowerOptions {
+    pub emit: EmitOptions,
+    /// The passes to run (names from [`PASSES`]); they run in pipeline order.
+    pub passes: Vec<String>,
+    /// Settings of the passes.
+    pub pass_options: PassOptions,
+    /// Keep the printed IR after each stage (for `--dump-dir`).
+    pub keep_stages: bool,
+}
+
+impl Default for LowerOptions {
+    /// Every pass, default precision.
+    fn default() -> LowerOptions {
+        LowerOptions {
+            emit: EmitOptions::default(),
+            passes: PASSES.iter().map(|(p, _)| p.to_string()).collect(),
+            pass_options: PassOptions::default(),
+            keep_stages: false,
+        }
+    }
+}
+
 /// A program lowered to StableHLO at one set of symbol values.
 pub struct Lowered {
     /// Symbol values used.
@@ -30,6 +56,10 @@ pub struct Lowered {
     pub graph: Graph,
     /// The module.
     pub module: Emitted,
+    /// What each pass did.
+    pub passes: Vec<PassReport>,
+    /// `(stage, printed IR)` after specialization and after each pass, when asked for.
+    pub stages: Vec<(String, String)>,
 }
 
 /// Errors of lowering, before any XLA compile.
@@ -38,12 +68,25 @@ pub enum LowerError {
     #[error("cannot specialize the dynamic shapes: {0}")]
     Specialize(#[from] SpecializeError),
     #[error(transparent)]
+    Pass(#[from] PassError),
+    #[error(transparent)]
     Emit(#[from] EmitError),
 }
 
-/// Specializes the program at `bindings` and emits its StableHLO.
-pub fn lower(program: &Program, bindings: BTreeMap<String, i64>, opts: &EmitOptions) -> Result<Lowered, LowerError> {
-    let graph = specialize(&program.graph, &bindings)?;
-    let module = emit(&graph, opts)?;
-    Ok(Lowered { bindings, graph, module })
+/// Specializes the program at `bindings`, runs the passes and emits its StableHLO.
+pub fn lower(program: &Program, bindings: BTreeMap<String, i64>, opts: &LowerOptions) -> Result<Lowered, LowerError> {
+    let mut graph = specialize(&program.graph, &bindings)?;
+    let mut stages = Vec::new();
+    if opts.keep_stages {
+        stages.push(("specialize".to_string(), print(&graph)));
+    }
+    let pipeline = Pipeline::only(&opts.passes, &opts.pass_options)
+        .map_err(|reason| PassError::Failed { pass: "pipeline", reason })?;
+    let passes = pipeline.run(&mut graph, |pass, g| {
+        if opts.keep_stages {
+            stages.push((pass.to_string(), print(g)));
+        }
+    })?;
+    let module = emit(&graph, &opts.emit)?;
+    Ok(Lowered { bindings, graph, module, passes, stages })
 }

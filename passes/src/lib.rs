@@ -1,12 +1,18 @@
-//! `torchtpu-passes`: the graph IR of torchtpu-compile, its verifier and (later) its passes.
+//! `torchtpu-passes`: the graph IR of torchtpu-compile, its verifier and its passes.
 //!
 //! Pure Rust: no FFI and no I/O, so `cargo test -p torchtpu-passes` runs anywhere.
 #![warn(missing_docs)]
 
+pub mod canonicalize;
+pub mod cse;
+pub mod dce;
 pub mod ir;
+pub mod pass;
+pub mod precision;
 pub mod specialize;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod verify;
 
+pub use pass::{Pass, PassError, PassOptions, PassReport, Pipeline, PASSES};
 pub use verify::{verify, NodeError, VerifyError};

@@ -10,7 +10,7 @@ use super::builder::{i64_array, static_dims, Builder, LowerResult};
 use super::{Arg, Precision};
 
 fn precision_attr(p: Precision) -> String {
-    let one = format!("#stablehlo<precision {}>", p.stablehlo());
+    let one = format!("#stablehlo<precision {}>", p.name().to_uppercase());
     format!("[{one}, {one}]")
 }
 

@@ -40,28 +40,7 @@ use torchtpu_passes::ir::{DType, Graph, Node, NodeId, Op, TensorType, ValueRef};
 pub use builder::element_type;
 use builder::{static_dims, tensor_type_text, Builder, LowerResult};
 
-/// Matmul/convolution precision (`precision_config` of `dot_general` and `convolution`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum Precision {
-    /// One bf16 pass on TPU.
-    #[default]
-    Default,
-    /// Three bf16 passes on TPU.
-    High,
-    /// Full f32 on TPU.
-    Highest,
-}
-
-impl Precision {
-    fn stablehlo(self) -> &'static str {
-        match self {
-            Precision::Default => "DEFAULT",
-            Precision::High => "HIGH",
-            Precision::Highest => "HIGHEST",
-        }
-    }
-}
+pub use torchtpu_passes::ir::Precision;
 
 /// Options of the emitter.
 #[derive(Clone, Copy, Debug, Default)]
@@ -316,6 +295,8 @@ fn lower_node<'c, 'b>(
 ) -> LowerResult<Vec<Value<'c, 'b>>> {
     let out = &node.outputs;
     let one = |v: LowerResult<Value<'c, 'b>>| v.map(|v| vec![v]);
+    // The `precision` pass may have set this node's; the program-wide one otherwise.
+    let precision = node.precision.unwrap_or(opts.precision);
     match &node.op {
         Op::Input(_) => Err("internal: graph inputs are function arguments".into()),
         Op::Unary(u) => one(elementwise::unary(b, *u, args[0], &out[0])),
@@ -327,8 +308,8 @@ fn lower_node<'c, 'b>(
             one(elementwise::elu(b, (*alpha, *scale, *input_scale), args[0], &out[0]))
         }
         Op::LeakyRelu { slope } => one(elementwise::leaky_relu(b, *slope, args[0], &out[0])),
-        Op::Mm | Op::Bmm | Op::Addmm { .. } => one(linalg::matmul(b, &node.op, args, &out[0], opts.precision)),
-        Op::Convolution { .. } => one(linalg::convolution(b, &node.op, args, &out[0], opts.precision)),
+        Op::Mm | Op::Bmm | Op::Addmm { .. } => one(linalg::matmul(b, &node.op, args, &out[0], precision)),
+        Op::Convolution { .. } => one(linalg::convolution(b, &node.op, args, &out[0], precision)),
         Op::MaxPool { .. } => pool::max_pool(b, &node.op, args[0], out),
         Op::AvgPool { .. } => one(pool::avg_pool(b, &node.op, args[0], &out[0])),
         Op::AdaptiveAvgPool { .. } | Op::Upsample { .. } => one(pool::resample(b, &node.op, args[0], &out[0])),
@@ -370,7 +351,7 @@ fn lower_node<'c, 'b>(
             nn::group_norm_backward(b, (*groups, *has_weight, *mask), args, out)
         }
         Op::ConvolutionBackward { forward, mask } => {
-            linalg::convolution_backward(b, forward, *mask, args, out, opts.precision)
+            linalg::convolution_backward(b, forward, *mask, args, out, precision)
         }
         Op::AdaptiveAvgPoolBackward => one(pool::adaptive_avg_pool_backward(b, args, &out[0])),
         Op::PadMode { pad, reflect } => one(layout::pad_mode(b, pad, *reflect, args[0], &out[0])),

@@ -3,14 +3,16 @@
 use torchtpu_passes::testing::settings;
 
 use super::{model_paths, run_cli, testdata};
-use crate::driver::{example_bindings, lower};
-use crate::emit::EmitOptions;
+use crate::driver::{example_bindings, lower, LowerOptions};
 use crate::import::import;
 
 fn stablehlo(path: &std::path::Path) -> String {
     let program = import(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let bindings = example_bindings(&program).expect("example sizes");
-    lower(&program, bindings, &EmitOptions::default()).unwrap_or_else(|e| panic!("{}: {e}", path.display())).module.text
+    lower(&program, bindings, &LowerOptions::default())
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .module
+        .text
 }
 
 #[test]

@@ -12,6 +12,8 @@ mod models;
 mod ops;
 #[cfg(feature = "mlir")]
 mod parity;
+#[cfg(feature = "mlir")]
+mod passes;
 mod tidy;
 #[cfg(feature = "mlir")]
 mod tpu;

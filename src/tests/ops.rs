@@ -176,6 +176,8 @@ fn cpu_request() -> CompileRequest {
         dump_dir: None,
         progress: false,
         cache: crate::cache::CacheConfig::off(),
+        passes: crate::driver::LowerOptions::default().passes,
+        pass_options: Default::default(),
     }
 }
 

@@ -41,6 +41,8 @@ fn request() -> CompileRequest {
         dump_dir: None,
         progress: false,
         cache: crate::cache::CacheConfig::off(),
+        passes: crate::driver::LowerOptions::default().passes,
+        pass_options: Default::default(),
     }
 }
 
@@ -291,7 +293,9 @@ fn bytecode_and_dump_dir() {
         "--no-cache",
     ]);
     assert_eq!(code, 0, "{err}");
-    for f in ["00.import.ir", "01.specialize.ir", "main.mlir", "compile.log"] {
+    let stages =
+        ["00.import.ir", "01.specialize.ir", "02.canonicalize.ir", "03.cse.ir", "04.dce.ir", "05.precision.ir"];
+    for f in stages.iter().chain(&["main.mlir", "compile.log"]) {
         let text = std::fs::read_to_string(dump.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
         assert!(!text.is_empty(), "{f} is empty");
     }

@@ -28,6 +28,8 @@ fn compile_for(model: &Path, out: &Path, targets: Vec<Target>) -> Artifact {
         dump_dir: None,
         progress: false,
         cache: crate::cache::CacheConfig::off(),
+        passes: crate::driver::LowerOptions::default().passes,
+        pass_options: Default::default(),
     };
     if let Err(e) = compile(&program, model, out, &req) {
         panic!("{}: {e:#}\n(libtpu comes from `cargo xtask setup`)", model.display());

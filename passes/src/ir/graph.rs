@@ -89,6 +89,30 @@ impl Graph {
         self.g.remove_node(id.0)
     }
 
+    /// Makes every consumer of `old` (nodes and graph outputs) read `new` instead.
+    pub fn replace_uses(&mut self, old: ValueRef, new: ValueRef) {
+        let edges: Vec<_> = self
+            .g
+            .edges_directed(old.node.0, Direction::Outgoing)
+            .filter(|e| e.weight().src_slot == old.slot)
+            .map(|e| (e.id(), NodeId(e.target()), e.weight().dst_slot))
+            .collect();
+        for (edge, user, dst_slot) in edges {
+            self.g.remove_edge(edge);
+            self.connect(new, user, dst_slot);
+        }
+        for o in &mut self.outputs {
+            if o.value == old {
+                o.value = new;
+            }
+        }
+    }
+
+    /// True when a graph output reads a value of `id`.
+    pub fn is_output(&self, id: NodeId) -> bool {
+        self.outputs.iter().any(|o| o.value.node == id)
+    }
+
     /// The node, if it exists.
     pub fn get(&self, id: NodeId) -> Option<&Node> {
         self.g.node_weight(id.0)

@@ -4,7 +4,7 @@ use petgraph::stable_graph::NodeIndex;
 use smallvec::SmallVec;
 
 use super::op::Op;
-use super::types::TensorType;
+use super::types::{Precision, TensorType};
 
 /// Stable handle of a node; stays valid when other nodes are removed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -64,12 +64,20 @@ pub struct Node {
     pub outputs: SmallVec<[TensorType; 1]>,
     /// Provenance, for messages and MLIR locations.
     pub origin: Origin,
+    /// For contractions: a precision set by the `precision` pass, overriding the default.
+    pub precision: Option<Precision>,
 }
 
 impl Node {
     /// A node with no provenance beyond its name.
     pub fn new(name: impl Into<String>, op: Op, outputs: impl IntoIterator<Item = TensorType>) -> Node {
-        Node { name: name.into(), op, outputs: outputs.into_iter().collect(), origin: Origin::default() }
+        Node {
+            name: name.into(),
+            op,
+            outputs: outputs.into_iter().collect(),
+            origin: Origin::default(),
+            precision: None,
+        }
     }
 }
 

@@ -59,7 +59,10 @@ fn print_node(out: &mut String, graph: &Graph, id: NodeId, value: &dyn Fn(&Value
         }
         op => {
             let _ = write!(out, "({})", operands(op, &inputs).join(", "));
-            let attrs = attributes(op);
+            let mut attrs = attributes(op);
+            if let Some(p) = node.precision {
+                attrs.push(format!("precision={}", p.name()));
+            }
             if !attrs.is_empty() {
                 let _ = write!(out, " {{{}}}", attrs.join(", "));
             }

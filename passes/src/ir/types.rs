@@ -6,6 +6,41 @@ use serde::{Deserialize, Serialize};
 
 use super::sym::SymExpr;
 
+/// Precision of a contraction (`precision_config` of `dot_general` and `convolution`): on
+/// TPU one bf16 pass, three, or full f32.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    /// One bf16 pass on TPU.
+    #[default]
+    Default,
+    /// Three bf16 passes on TPU.
+    High,
+    /// Full f32 on TPU.
+    Highest,
+}
+
+impl Precision {
+    /// `default`, `high` or `highest`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::Default => "default",
+            Precision::High => "high",
+            Precision::Highest => "highest",
+        }
+    }
+
+    /// Parses [`Precision::name`].
+    pub fn parse(s: &str) -> Option<Precision> {
+        Some(match s {
+            "default" => Precision::Default,
+            "high" => Precision::High,
+            "highest" => Precision::Highest,
+            _ => return None,
+        })
+    }
+}
+
 /// Element type of a tensor, covering every dtype of the export schema's `ScalarType` table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -1,0 +1,58 @@
+//! `cse`: common-subexpression elimination. Two nodes with the same op, attributes, inputs
+//! and output types compute the same value; the later one is removed and its consumers read
+//! the earlier one. Graph inputs, random ops (each draw differs) and unsupported ops are never
+//! merged.
+//!
+//! ```text
+//! %5 = mul(%x, %x) : f32[8]            %5 = mul(%x, %x) : f32[8]
+//! %6 = mul(%x, %x) : f32[8]      →     (gone)
+//! %7 = add(%5, %6) : f32[8]            %7 = add(%5, %5) : f32[8]
+//! ```
+
+use std::collections::BTreeMap;
+
+use crate::ir::{Graph, NodeId, Op, ValueRef};
+use crate::pass::{Changed, Pass, PassCx, PassError};
+
+/// See the module docs.
+pub struct Cse;
+
+/// A key equal for nodes that compute the same value (ops hold floats, so no `Hash`: the
+/// `Debug` text of the op, inputs and types is exact and deterministic).
+fn key(graph: &Graph, id: NodeId) -> Option<String> {
+    let node = graph.node(id);
+    let mergeable = !matches!(node.op, Op::Input(_) | Op::Unsupported { .. } | Op::AssertMetadata { .. })
+        && !node.op.is_random()
+        && !node.outputs.is_empty();
+    mergeable.then(|| format!("{:?}|{:?}|{:?}", node.op, graph.inputs(id), node.outputs))
+}
+
+impl Pass for Cse {
+    fn name(&self) -> &'static str {
+        "cse"
+    }
+
+    fn run(&self, graph: &mut Graph, cx: &mut PassCx) -> Result<Changed, PassError> {
+        let order = graph.topo_order().map_err(|_| PassError::Failed { pass: self.name(), reason: "cycle".into() })?;
+        let mut first: BTreeMap<String, NodeId> = BTreeMap::new();
+        let mut merged = 0;
+        // In topological order a node's inputs are already merged when its key is taken.
+        for id in order {
+            let Some(k) = key(graph, id) else { continue };
+            match first.get(&k) {
+                Some(&kept) => {
+                    for slot in 0..graph.node(id).outputs.len() as u16 {
+                        graph.replace_uses(ValueRef { node: id, slot }, ValueRef { node: kept, slot });
+                    }
+                    graph.remove_node(id);
+                    merged += 1;
+                }
+                None => {
+                    first.insert(k, id);
+                }
+            }
+        }
+        cx.note(merged, "nodes merged into an equal earlier node");
+        Ok(if merged > 0 { Changed::Yes } else { Changed::No })
+    }
+}

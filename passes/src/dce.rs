@@ -1,0 +1,34 @@
+//! `dce`: dead-code elimination. Removes every node whose values no graph output needs.
+//! Graph inputs stay (they are the program's arguments, weights included).
+//!
+//! ```text
+//! %5 = exp(%x) : f32[8]        (no users)   →   (gone)
+//! ```
+
+use crate::ir::{Graph, Op};
+use crate::pass::{Changed, Pass, PassCx, PassError};
+
+/// See the module docs.
+pub struct Dce;
+
+impl Pass for Dce {
+    fn name(&self) -> &'static str {
+        "dce"
+    }
+
+    fn run(&self, graph: &mut Graph, cx: &mut PassCx) -> Result<Changed, PassError> {
+        let order = graph.topo_order().map_err(|_| PassError::Failed { pass: self.name(), reason: "cycle".into() })?;
+        let mut removed = 0;
+        // Consumers come later in topological order: sweeping backwards removes whole dead
+        // chains in one pass.
+        for id in order.into_iter().rev() {
+            let dead = !matches!(graph.node(id).op, Op::Input(_)) && !graph.is_output(id) && graph.users(id).is_empty();
+            if dead {
+                graph.remove_node(id);
+                removed += 1;
+            }
+        }
+        cx.note(removed, "unused nodes removed");
+        Ok(if removed > 0 { Changed::Yes } else { Changed::No })
+    }
+}

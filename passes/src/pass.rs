@@ -1,0 +1,225 @@
+//! Graph passes and the one pipeline that runs them.
+//!
+//! A [`Pass`] rewrites a static (specialized) graph in place and says what it changed. The
+//! [`Pipeline`] runs its passes in the order of one visible list ([`Pipeline::standard`]),
+//! verifies the graph after each, and returns a [`PassReport`] per pass (node counts before and
+//! after, what changed) for the manifest and `-v`, and the printed IR after each pass for
+//! `--dump-dir`. Passes must leave the program's results equal to PyTorch's.
+
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::ir::{Graph, Precision};
+use crate::precision::PrecisionPass;
+use crate::verify::{verify, VerifyError};
+
+/// Whether a pass changed the graph.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Changed {
+    /// The graph is as it was.
+    No,
+    /// Something was rewritten.
+    Yes,
+}
+
+/// What a pass may read besides the graph.
+#[derive(Clone, Debug, Default)]
+pub struct PassCx {
+    /// Notes for the report: one line per kind of rewrite, e.g. "removed 12 no-op views".
+    pub notes: Vec<String>,
+}
+
+impl PassCx {
+    /// Records `count` rewrites described by `what` (nothing when zero).
+    pub fn note(&mut self, count: usize, what: &str) {
+        if count > 0 {
+            self.notes.push(format!("{count} {what}"));
+        }
+    }
+}
+
+/// A failure of a pass.
+#[derive(Debug, thiserror::Error)]
+pub enum PassError {
+    /// The pass left a graph the verifier rejects: a bug in the pass.
+    #[error("pass `{pass}` broke the graph: {source}")]
+    BrokeInvariant {
+        /// The pass.
+        pass: &'static str,
+        /// What the verifier found.
+        #[source]
+        source: VerifyError,
+    },
+    /// The pass cannot handle this graph.
+    #[error("pass `{pass}`: {reason}")]
+    Failed {
+        /// The pass.
+        pass: &'static str,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// One graph rewrite.
+pub trait Pass {
+    /// Stable snake_case name used by `--passes`, reports and dump file names.
+    fn name(&self) -> &'static str;
+    /// Rewrites `graph`; records what it did in `cx`.
+    fn run(&self, graph: &mut Graph, cx: &mut PassCx) -> Result<Changed, PassError>;
+}
+
+/// What one pass did, for the manifest and `-v`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PassReport {
+    /// The pass.
+    pub pass: String,
+    /// Nodes before and after.
+    pub nodes_before: usize,
+    /// Nodes after.
+    pub nodes_after: usize,
+    /// What changed, one line per kind of rewrite.
+    pub notes: Vec<String>,
+    /// Wall time of the pass in microseconds (not in the manifest: it varies run to run).
+    #[serde(skip)]
+    pub micros: u64,
+}
+
+/// Every pass, in pipeline order, with a one-line description (for `--help` and errors).
+pub const PASSES: &[(&str, &str)] = &[
+    ("canonicalize", "drop no-op views, copies, identity permutes and metadata asserts"),
+    ("cse", "merge nodes that compute the same value"),
+    ("dce", "remove nodes whose values are never used"),
+    ("precision", "per-node precision of contractions from --precision-override"),
+];
+
+/// Settings of the passes.
+#[derive(Clone, Debug, Default)]
+pub struct PassOptions {
+    /// `(pattern, level)` for the `precision` pass, in command-line order.
+    pub precision_overrides: Vec<(String, Precision)>,
+}
+
+/// An ordered list of passes.
+pub struct Pipeline {
+    passes: Vec<Box<dyn Pass>>,
+}
+
+impl Pipeline {
+    /// The standard pipeline: every pass of [`PASSES`], in that order.
+    pub fn standard(opts: &PassOptions) -> Pipeline {
+        Pipeline { passes: PASSES.iter().filter_map(|(p, _)| Pipeline::by_name(p, opts)).collect() }
+    }
+
+    /// One pass by name.
+    pub fn by_name(name: &str, opts: &PassOptions) -> Option<Box<dyn Pass>> {
+        Some(match name {
+            "canonicalize" => Box::new(crate::canonicalize::Canonicalize),
+            "cse" => Box::new(crate::cse::Cse),
+            "dce" => Box::new(crate::dce::Dce),
+            "precision" => Box::new(PrecisionPass { overrides: opts.precision_overrides.clone() }),
+            _ => return None,
+        })
+    }
+
+    /// The standard pipeline restricted to `enabled` (names as in [`PASSES`]), in pipeline
+    /// order. Unknown names are an error listing the valid ones.
+    pub fn only(enabled: &[String], opts: &PassOptions) -> Result<Pipeline, String> {
+        for name in enabled {
+            if !PASSES.iter().any(|(p, _)| p == name) {
+                let valid: Vec<&str> = PASSES.iter().map(|(p, _)| *p).collect();
+                return Err(format!("unknown pass `{name}` (passes: {})", valid.join(", ")));
+            }
+        }
+        let passes = PASSES
+            .iter()
+            .filter(|(p, _)| enabled.iter().any(|e| e == p))
+            .filter_map(|(p, _)| Pipeline::by_name(p, opts))
+            .collect();
+        Ok(Pipeline { passes })
+    }
+
+    /// The names of the passes, in order.
+    pub fn names(&self) -> Vec<&'static str> {
+        self.passes.iter().map(|p| p.name()).collect()
+    }
+
+    /// Runs every pass in order, verifying after each; `after_each(pass, graph)` sees the graph
+    /// after each pass (for dumps).
+    pub fn run(
+        &self,
+        graph: &mut Graph,
+        mut after_each: impl FnMut(&str, &Graph),
+    ) -> Result<Vec<PassReport>, PassError> {
+        let mut reports = Vec::with_capacity(self.passes.len());
+        for pass in &self.passes {
+            let nodes_before = graph.len();
+            let mut cx = PassCx::default();
+            let started = Instant::now();
+            pass.run(graph, &mut cx)?;
+            let micros = started.elapsed().as_micros() as u64;
+            verify(graph).map_err(|source| PassError::BrokeInvariant { pass: pass.name(), source })?;
+            after_each(pass.name(), graph);
+            reports.push(PassReport {
+                pass: pass.name().to_string(),
+                nodes_before,
+                nodes_after: graph.len(),
+                notes: cx.notes,
+                micros,
+            });
+        }
+        Ok(reports)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{PassOptions, Pipeline};
+    use crate::ir::builder::Builder;
+    use crate::ir::{print, BinaryOp, Dim, Op, Operand, TensorType, UnaryOp};
+
+    fn f32(dims: &[i64]) -> TensorType {
+        TensorType::new(crate::ir::DType::F32, dims)
+    }
+
+    /// `exp(clone(x)) + exp(view(x))`, plus an unused `neg(x)`: canonicalize drops the clone
+    /// and the no-op view, cse merges the two `exp`, dce drops `neg`.
+    #[test]
+    fn standard_pipeline_cleans_up() {
+        let mut b = Builder::new("t");
+        let x = b.input("x", f32(&[4]));
+        let c = b.op("c", Op::Copy, &[x], f32(&[4]));
+        let v = b.op("v", Op::View { size: vec![Dim::Static(4)] }, &[x], f32(&[4]));
+        let e1 = b.op("e1", Op::Unary(UnaryOp::Exp), &[c], f32(&[4]));
+        let e2 = b.op("e2", Op::Unary(UnaryOp::Exp), &[v], f32(&[4]));
+        let add = Op::Binary { op: BinaryOp::Add, lhs: Operand::Tensor, rhs: Operand::Tensor, alpha: None };
+        let s = b.op("s", add, &[e1, e2], f32(&[4]));
+        b.op("unused", Op::Unary(UnaryOp::Neg), &[x], f32(&[4]));
+        b.output(s);
+        let mut g = b.finish();
+        let mut seen = Vec::new();
+        let reports =
+            Pipeline::standard(&PassOptions::default()).run(&mut g, |p, _| seen.push(p.to_string())).expect("runs");
+        assert_eq!(seen, ["canonicalize", "cse", "dce", "precision"]);
+        let counts: Vec<(usize, usize)> = reports.iter().map(|r| (r.nodes_before, r.nodes_after)).collect();
+        assert_eq!(counts, [(7, 5), (5, 4), (4, 3), (3, 3)]);
+        assert_eq!(reports[0].notes, ["1 removed copies", "1 removed no-op views"]);
+        insta::assert_snapshot!(print(&g), @r"
+        graph t {
+          %0 = input.user #0 : f32[4]  # x
+          %1 = exp(%0) : f32[4]  # e1
+          %2 = add(%1, %1) : f32[4]  # s
+          return user[0] = %2
+        }
+        ");
+    }
+
+    #[test]
+    fn only_checks_names_and_keeps_pipeline_order() {
+        let opts = PassOptions::default();
+        let p = Pipeline::only(&["dce".into(), "canonicalize".into()], &opts).expect("valid");
+        assert_eq!(p.names(), ["canonicalize", "dce"]);
+        let e = Pipeline::only(&["fusion".into()], &opts).err().expect("unknown");
+        assert!(e.contains("unknown pass `fusion`") && e.contains("canonicalize, cse, dce"), "{e}");
+    }
+}

@@ -1,0 +1,104 @@
+//! The pass pipeline from the command line: reports in the summary and the manifest, switches
+//! (`--passes`, `--no-<pass>`), equal numbers with and without passes, and precision overrides
+//! that reach the StableHLO and the TPU executable.
+
+use serde_json::Value;
+
+use super::parity::TempDir;
+use super::{run_cli, testdata};
+use crate::artifact::Artifact;
+
+fn s(p: &std::path::Path) -> String {
+    p.to_str().expect("utf-8 path").to_string()
+}
+
+/// Compiles llama_tiny for CPU with `extra` flags; returns (summary JSON, stderr of a -v run).
+fn compile(out: &std::path::Path, extra: &[&str]) -> Value {
+    let model = s(&testdata().join("models/llama_tiny.pt2"));
+    let mut args = vec!["compile", &model, "-o", out.to_str().expect("utf-8"), "--no-cache", "--format", "json"];
+    args.extend(extra);
+    let (code, stdout, err) = run_cli(&args);
+    assert_eq!(code, 0, "{err}");
+    serde_json::from_str(&stdout).expect("json summary")
+}
+
+fn pass_names(summary: &Value) -> Vec<String> {
+    summary["passes"].as_array().expect("passes").iter().filter_map(|p| p["pass"].as_str()).map(String::from).collect()
+}
+
+#[test]
+fn passes_are_reported_switchable_and_keep_the_numbers() {
+    let tmp = TempDir::new("passes");
+    let all = tmp.0.join("all.tpuexe");
+    let summary = compile(&all, &["--target", "cpu"]);
+    assert_eq!(pass_names(&summary), ["canonicalize", "cse", "dce", "precision"]);
+    let cse = &summary["passes"][1];
+    assert!(cse["nodes_after"].as_u64() < cse["nodes_before"].as_u64(), "cse merges nodes in llama_tiny: {cse}");
+    let manifest = Artifact::open(&all).expect("artifact").manifest;
+    assert_eq!(manifest.options.passes, ["canonicalize", "cse", "dce", "precision"]);
+    assert_eq!(manifest.buckets[0].passes.len(), 4);
+
+    let none = tmp.0.join("none.tpuexe");
+    assert!(pass_names(&compile(&none, &["--target", "cpu", "--passes", "none"])).is_empty());
+    assert!(Artifact::open(&none).expect("artifact").manifest.options.passes.is_empty());
+    let some = compile(&tmp.0.join("some.tpuexe"), &["--target", "cpu", "--passes", "dce,canonicalize", "--no-dce"]);
+    assert_eq!(pass_names(&some), ["canonicalize"]);
+
+    // Both artifacts reproduce PyTorch.
+    let dir = testdata().join("models/llama_tiny");
+    for (name, art) in [("all", &all), ("none", &none)] {
+        let out = s(&tmp.0.join(format!("out-{name}")));
+        let args = ["run", &s(art), &s(&dir.join("in_0.npy")), "--out-dir", &out, "--reference", &s(&dir)];
+        let (code, stdout, err) = run_cli(&args);
+        assert_eq!(code, 0, "{name}: {stdout}{err}");
+    }
+
+    let (code, _, err) = run_cli(&["compile", "m.pt2", "-o", "x", "--passes", "fusion"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("unknown pass `fusion`"), "{err}");
+
+    let model = s(&testdata().join("models/llama_tiny.pt2"));
+    let args = ["compile", &model, "-o", &s(&tmp.0.join("v.tpuexe")), "--target", "cpu", "--no-cache", "-v"];
+    let (code, _, err) = run_cli(&args);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("pass cse: ") && err.contains("nodes merged"), "{err}");
+}
+
+#[test]
+fn precision_overrides_reach_stablehlo_and_tpu_executables() {
+    let tmp = TempDir::new("precision");
+    let model = s(&testdata().join("models/llama_tiny.pt2"));
+    let emit = |name: &str, extra: &[&str]| -> String {
+        let out = tmp.0.join(name);
+        let mut args = vec!["compile", &model, "-o", out.to_str().expect("utf-8"), "--emit", "stablehlo"];
+        args.extend(extra);
+        let (code, _, err) = run_cli(&args);
+        assert_eq!(code, 0, "{err}");
+        std::fs::read_to_string(&out).expect("written")
+    };
+    let count = |text: &str, level: &str| text.matches(&format!("#stablehlo<precision {level}>, ")).count();
+    let plain = emit("plain.mlir", &[]);
+    let overridden = emit("lm_head.mlir", &["--precision-override", "lm_head=highest"]);
+    let dots = count(&plain, "DEFAULT");
+    assert!(dots > 1 && count(&plain, "HIGHEST") == 0);
+    assert_eq!(count(&overridden, "HIGHEST"), 1, "only the lm_head matmul");
+    assert_eq!(count(&overridden, "DEFAULT"), dots - 1);
+    let highest = emit("highest.mlir", &["--precision", "highest"]);
+    assert_eq!(count(&highest, "HIGHEST"), dots);
+    // The override is ignored when the pass is off.
+    assert_eq!(emit("off.mlir", &["--precision-override", "lm_head=highest", "--no-precision"]), plain);
+
+    let tpu = |name: &str, extra: &[&str]| {
+        let out = tmp.0.join(name);
+        compile(&out, &[&["--target", "tpu:v6e:1x1"][..], extra].concat());
+        let art = Artifact::open(&out).expect("artifact");
+        art.manifest.targets[0].executables[0].sha256.clone()
+    };
+    let default = tpu("default.tpuexe", &[]);
+    assert_ne!(default, tpu("highest.tpuexe", &["--precision", "highest"]), "highest is another TPU program");
+    assert_ne!(default, tpu("override.tpuexe", &["--precision-override", "lm_head=highest"]));
+
+    let (code, _, err) = run_cli(&["compile", &model, "-o", "x", "--precision-override", "lm_head"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("expected PATTERN=LEVEL"), "{err}");
+}
