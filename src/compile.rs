@@ -8,7 +8,7 @@ use std::time::Instant;
 use indicatif::{ProgressBar, ProgressStyle};
 use safetensors::tensor::{Dtype, View};
 use serde::{Deserialize, Serialize};
-use torchtpu_passes::ir::{InputKind, Op};
+use torchtpu_passes::ir::{Graph, InputKind, Op};
 
 use crate::artifact::{
     self, Bucket, CompilerInfo, Executable, Manifest, OptionsInfo, PluginInfo, Signature, SignatureValue,
@@ -136,7 +136,7 @@ pub fn compile(program: &Program, model: &Path, out: &Path, req: &CompileRequest
     if let Some(dir) = &req.dump_dir {
         write_file(&dir.join("compile.log"), (log.join("\n") + "\n").as_bytes())?;
     }
-    let (weights, order) = weights_safetensors(program)?;
+    let (weights, order) = weights_safetensors(program, &lowered.graph)?;
     let manifest = Manifest {
         format: ARTIFACT_FORMAT.to_string(),
         compiler: CompilerInfo { name: env!("CARGO_PKG_NAME").into(), version: env!("CARGO_PKG_VERSION").into() },
@@ -455,23 +455,35 @@ impl View for &WeightView<'_> {
 
 /// The weight arguments of the program (graph inputs that are not user inputs), in calling
 /// order, serialized as safetensors keyed by fully qualified name.
-fn weights_safetensors(program: &Program) -> Result<(Vec<u8>, Vec<String>), Error> {
+/// The weight arguments of the lowered graph, in calling order: stored weights straight from
+/// the archive, derived ones computed here.
+fn weights_safetensors(program: &Program, graph: &Graph) -> Result<(Vec<u8>, Vec<String>), Error> {
     let mut order = Vec::new();
     let mut views = BTreeMap::new();
-    for &id in program.graph.graph_inputs() {
-        let Op::Input(kind) = &program.graph.node(id).op else {
+    for &id in graph.graph_inputs() {
+        let Op::Input(kind) = &graph.node(id).op else {
             continue;
         };
-        let Some(fqn) = kind.weight_fqn() else {
-            continue;
+        let (name, view) = match kind {
+            InputKind::Derived { fqn, recipe } => {
+                let values = crate::derive::compute(program, recipe)?;
+                let shape =
+                    graph.node(id).outputs[0].dims.iter().filter_map(|d| d.as_static()).map(|d| d as usize).collect();
+                let data = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+                (fqn.clone(), WeightView { dtype: Dtype::F32, shape, data: Cow::Owned(data) })
+            }
+            k => {
+                let Some(fqn) = k.weight_fqn() else { continue };
+                let w = &program.weights[fqn];
+                let dtype = safetensors_dtype(w.dtype).ok_or_else(|| {
+                    Error::Unsupported(format!("weight `{fqn}` has dtype {}, which the artifact cannot store", w.dtype))
+                })?;
+                let data = w.contiguous_bytes(&program.archive)?;
+                (fqn.to_string(), WeightView { dtype, shape: w.sizes.iter().map(|&s| s as usize).collect(), data })
+            }
         };
-        let w = &program.weights[fqn];
-        let dtype = safetensors_dtype(w.dtype).ok_or_else(|| {
-            Error::Unsupported(format!("weight `{fqn}` has dtype {}, which the artifact cannot store", w.dtype))
-        })?;
-        let data = w.contiguous_bytes(&program.archive)?;
-        views.insert(fqn.to_string(), WeightView { dtype, shape: w.sizes.iter().map(|&s| s as usize).collect(), data });
-        order.push(fqn.to_string());
+        order.push(name.clone());
+        views.insert(name, view);
     }
     let bytes = safetensors::serialize(views.iter().map(|(k, v)| (k.as_str(), v)), None)
         .map_err(|e| Error::Unsupported(format!("cannot serialize the weights: {e}")))?;

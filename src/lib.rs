@@ -15,6 +15,8 @@ pub mod compile;
 pub mod container;
 pub mod coverage;
 #[cfg(feature = "mlir")]
+pub mod derive;
+#[cfg(feature = "mlir")]
 pub mod driver;
 #[cfg(feature = "mlir")]
 pub mod emit;

@@ -1,5 +1,6 @@
-//! `dce`: dead-code elimination. Removes every node whose values no graph output needs.
-//! Graph inputs stay (they are the program's arguments, weights included).
+//! `dce`: dead-code elimination. Removes every node whose values no graph output needs,
+//! including weights nothing reads any more (e.g. after a fold). Inputs the caller passes (user
+//! inputs, the seed) stay: they are the program's signature.
 //!
 //! ```text
 //! %5 = exp(%x) : f32[8]        (no users)   →   (gone)
@@ -22,7 +23,8 @@ impl Pass for Dce {
         // Consumers come later in topological order: sweeping backwards removes whole dead
         // chains in one pass.
         for id in order.into_iter().rev() {
-            let dead = !matches!(graph.node(id).op, Op::Input(_)) && !graph.is_output(id) && graph.users(id).is_empty();
+            let caller_bound = matches!(&graph.node(id).op, Op::Input(k) if !k.is_weight());
+            let dead = !caller_bound && !graph.is_output(id) && graph.users(id).is_empty();
             if dead {
                 graph.remove_node(id);
                 removed += 1;

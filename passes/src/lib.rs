@@ -6,6 +6,7 @@
 pub mod canonicalize;
 pub mod cse;
 pub mod dce;
+pub mod fold_bn;
 pub mod ir;
 pub mod pass;
 pub mod precision;

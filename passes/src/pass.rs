@@ -88,6 +88,7 @@ pub struct PassReport {
 /// Every pass, in pipeline order, with a one-line description (for `--help` and errors).
 pub const PASSES: &[(&str, &str)] = &[
     ("canonicalize", "drop no-op views, copies, identity permutes and metadata asserts"),
+    ("fold_batch_norm", "fold eval-mode BatchNorm into the preceding convolution's weights"),
     ("cse", "merge nodes that compute the same value"),
     ("dce", "remove nodes whose values are never used"),
     ("precision", "per-node precision of contractions from --precision-override"),
@@ -115,6 +116,7 @@ impl Pipeline {
     pub fn by_name(name: &str, opts: &PassOptions) -> Option<Box<dyn Pass>> {
         Some(match name {
             "canonicalize" => Box::new(crate::canonicalize::Canonicalize),
+            "fold_batch_norm" => Box::new(crate::fold_bn::FoldBatchNorm),
             "cse" => Box::new(crate::cse::Cse),
             "dce" => Box::new(crate::dce::Dce),
             "precision" => Box::new(PrecisionPass { overrides: opts.precision_overrides.clone() }),
@@ -200,9 +202,9 @@ mod tests {
         let mut seen = Vec::new();
         let reports =
             Pipeline::standard(&PassOptions::default()).run(&mut g, |p, _| seen.push(p.to_string())).expect("runs");
-        assert_eq!(seen, ["canonicalize", "cse", "dce", "precision"]);
+        assert_eq!(seen, ["canonicalize", "fold_batch_norm", "cse", "dce", "precision"]);
         let counts: Vec<(usize, usize)> = reports.iter().map(|r| (r.nodes_before, r.nodes_after)).collect();
-        assert_eq!(counts, [(7, 5), (5, 4), (4, 3), (3, 3)]);
+        assert_eq!(counts, [(7, 5), (5, 5), (5, 4), (4, 3), (3, 3)]);
         assert_eq!(reports[0].notes, ["1 removed copies", "1 removed no-op views"]);
         insta::assert_snapshot!(print(&g), @r"
         graph t {
@@ -220,6 +222,6 @@ mod tests {
         let p = Pipeline::only(&["dce".into(), "canonicalize".into()], &opts).expect("valid");
         assert_eq!(p.names(), ["canonicalize", "dce"]);
         let e = Pipeline::only(&["fusion".into()], &opts).err().expect("unknown");
-        assert!(e.contains("unknown pass `fusion`") && e.contains("canonicalize, cse, dce"), "{e}");
+        assert!(e.contains("unknown pass `fusion`") && e.contains("canonicalize, fold_batch_norm, cse"), "{e}");
     }
 }

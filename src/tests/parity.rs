@@ -293,8 +293,15 @@ fn bytecode_and_dump_dir() {
         "--no-cache",
     ]);
     assert_eq!(code, 0, "{err}");
-    let stages =
-        ["00.import.ir", "01.specialize.ir", "02.canonicalize.ir", "03.cse.ir", "04.dce.ir", "05.precision.ir"];
+    let stages = [
+        "00.import.ir",
+        "01.specialize.ir",
+        "02.canonicalize.ir",
+        "03.fold_batch_norm.ir",
+        "04.cse.ir",
+        "05.dce.ir",
+        "06.precision.ir",
+    ];
     for f in stages.iter().chain(&["main.mlir", "compile.log"]) {
         let text = std::fs::read_to_string(dump.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
         assert!(!text.is_empty(), "{f} is empty");

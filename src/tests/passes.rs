@@ -31,12 +31,12 @@ fn passes_are_reported_switchable_and_keep_the_numbers() {
     let tmp = TempDir::new("passes");
     let all = tmp.0.join("all.tpuexe");
     let summary = compile(&all, &["--target", "cpu"]);
-    assert_eq!(pass_names(&summary), ["canonicalize", "cse", "dce", "precision"]);
-    let cse = &summary["passes"][1];
+    assert_eq!(pass_names(&summary), ["canonicalize", "fold_batch_norm", "cse", "dce", "precision"]);
+    let cse = &summary["passes"][2];
     assert!(cse["nodes_after"].as_u64() < cse["nodes_before"].as_u64(), "cse merges nodes in llama_tiny: {cse}");
     let manifest = Artifact::open(&all).expect("artifact").manifest;
-    assert_eq!(manifest.options.passes, ["canonicalize", "cse", "dce", "precision"]);
-    assert_eq!(manifest.buckets[0].passes.len(), 4);
+    assert_eq!(manifest.options.passes, ["canonicalize", "fold_batch_norm", "cse", "dce", "precision"]);
+    assert_eq!(manifest.buckets[0].passes.len(), 5);
 
     let none = tmp.0.join("none.tpuexe");
     assert!(pass_names(&compile(&none, &["--target", "cpu", "--passes", "none"])).is_empty());
@@ -101,4 +101,22 @@ fn precision_overrides_reach_stablehlo_and_tpu_executables() {
     let (code, _, err) = run_cli(&["compile", &model, "-o", "x", "--precision-override", "lm_head"]);
     assert_eq!(code, 2);
     assert!(err.contains("expected PATTERN=LEVEL"), "{err}");
+}
+
+/// The mini ResNet's 12 eval-mode BatchNorms fold into its convolutions: the artifact stores
+/// the folded weights instead of the BatchNorm statistics (the numbers are checked by the
+/// parity test, which runs every pass).
+#[test]
+fn batch_norms_fold_into_convolution_weights() {
+    let tmp = TempDir::new("fold");
+    let out = tmp.0.join("resnet.tpuexe");
+    let model = s(&testdata().join("models/resnet_mini.pt2"));
+    let (code, _, err) = run_cli(&["compile", &model, "-o", &s(&out), "--target", "cpu", "--no-cache", "-q"]);
+    assert_eq!(code, 0, "{err}");
+    let m = Artifact::open(&out).expect("artifact").manifest;
+    let fold = m.buckets[0].passes.iter().find(|p| p.pass == "fold_batch_norm").expect("ran");
+    assert_eq!(fold.notes, ["12 batch norms folded into the preceding convolution"]);
+    let folded = m.weights.order.iter().filter(|w| w.contains("@folded:")).count();
+    assert_eq!(folded, 24, "a weight and a bias per fold: {:?}", m.weights.order);
+    assert!(!m.weights.order.iter().any(|w| w.contains("running_mean")), "{:?}", m.weights.order);
 }

@@ -78,6 +78,19 @@ impl Graph {
         id
     }
 
+    /// Adds a weight input just before the first input the caller binds (user inputs, seed),
+    /// so that weights stay first in calling order.
+    pub fn add_weight_input(&mut self, node: Node) -> NodeId {
+        let at = self
+            .inputs
+            .iter()
+            .position(|&i| matches!(&self.g[i.0].op, super::op::Op::Input(k) if !k.is_weight()))
+            .unwrap_or(self.inputs.len());
+        let id = self.add_node(node);
+        self.inputs.insert(at, id);
+        id
+    }
+
     /// Wires `src` to input slot `dst_slot` of `dst`.
     pub fn connect(&mut self, src: ValueRef, dst: NodeId, dst_slot: u16) {
         self.g.add_edge(src.node.0, dst.0, Edge { src_slot: src.slot, dst_slot });

@@ -12,7 +12,7 @@ pub use graph::{Graph, GraphOutput, OutputKind};
 pub use node::{Edge, Node, NodeId, Origin, ValueRef};
 pub use op::{
     ArgReduceOp, BagMode, BinaryOp, GridPadding, InputKind, Interpolation, Op, Operand, ReduceOp, ScatterReduce,
-    UnaryOp,
+    UnaryOp, WeightRecipe,
 };
 pub use print::print;
 pub use sym::SymExpr;

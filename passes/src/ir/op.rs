@@ -37,6 +37,47 @@ pub enum InputKind {
     /// The key of the program's random numbers (`u64[2]`, Threefry), present when the graph has
     /// random ops; `run --seed` supplies it. It comes after the user inputs.
     RngSeed,
+    /// A weight a pass computes at compile time from stored weights (e.g. a convolution with a
+    /// BatchNorm folded in); stored in the artifact as `fqn`.
+    Derived {
+        /// Name in the artifact's weights.
+        fqn: String,
+        /// How to compute it.
+        recipe: WeightRecipe,
+    },
+}
+
+/// How a derived weight is computed from stored weights (state-dict names), in f64, stored as
+/// f32. `s = gamma / sqrt(var + eps)` per output channel (gamma 1 when absent).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WeightRecipe {
+    /// A convolution weight `[C_out, …]` with each output channel scaled by `s`.
+    BnFoldedWeight {
+        /// The convolution weight.
+        weight: String,
+        /// BatchNorm weight.
+        gamma: Option<String>,
+        /// Running variance.
+        var: String,
+        /// BatchNorm epsilon.
+        eps: f64,
+    },
+    /// `(bias - mean) * s + beta` (bias and beta 0 when absent).
+    BnFoldedBias {
+        /// The convolution bias.
+        bias: Option<String>,
+        /// BatchNorm weight.
+        gamma: Option<String>,
+        /// BatchNorm bias.
+        beta: Option<String>,
+        /// Running mean.
+        mean: String,
+        /// Running variance.
+        var: String,
+        /// BatchNorm epsilon.
+        eps: f64,
+    },
 }
 
 impl InputKind {
@@ -44,8 +85,14 @@ impl InputKind {
     pub fn weight_fqn(&self) -> Option<&str> {
         match self {
             InputKind::Parameter { fqn } | InputKind::Buffer { fqn, .. } | InputKind::Constant { fqn } => Some(fqn),
-            InputKind::User { .. } | InputKind::RngSeed => None,
+            InputKind::User { .. } | InputKind::RngSeed | InputKind::Derived { .. } => None,
         }
+    }
+
+    /// Weights (stored or derived) are bound by the compiler; user inputs and the seed by the
+    /// caller.
+    pub fn is_weight(&self) -> bool {
+        !matches!(self, InputKind::User { .. } | InputKind::RngSeed)
     }
 }
 
@@ -459,6 +506,7 @@ impl Op {
                 InputKind::Constant { .. } => "input.const".into(),
                 InputKind::User { .. } => "input.user".into(),
                 InputKind::RngSeed => "input.rng_seed".into(),
+                InputKind::Derived { .. } => "input.derived".into(),
             },
             Op::Unary(u) => snake_case(&format!("{u:?}")),
             Op::Binary { op, .. } => snake_case(&format!("{op:?}")),

@@ -1,0 +1,128 @@
+//! `fold_batch_norm`: an eval-mode BatchNorm right after a convolution is folded into the
+//! convolution's weights and bias at compile time. With `s = gamma / sqrt(var + eps)` per
+//! output channel, `bn(conv(x, W, b)) = conv(x, W * s, (b - mean) * s + beta)`: one
+//! convolution, no normalization at run time. The new weight and bias are derived weights
+//! (`InputKind::Derived`), which the compiler computes from the stored ones.
+//!
+//! Preconditions for a fold: the convolution is not transposed, its only consumer is the
+//! BatchNorm's first output (the other two are unused), and every weight involved is a stored
+//! f32 weight. Otherwise the pair is left alone.
+//!
+//! ```text
+//! %c = convolution(%x, %w, %b) {…} : f32[2,8,32,32]
+//! %y, %m, %r = batch_norm_inference(%c, %g, %beta, %mean, %var) {eps=1e-5, …}
+//!   →
+//! %w2 = input.derived "conv1.weight@folded:bn1" : f32[8,3,3,3]
+//! %b2 = input.derived "conv1.bias@folded:bn1" : f32[8]
+//! %y = convolution(%x, %w2, %b2) {…, bias=true} : f32[2,8,32,32]
+//! ```
+
+use crate::ir::{DType, Graph, InputKind, Node, NodeId, Op, Origin, TensorType, ValueRef, WeightRecipe};
+use crate::pass::{Changed, Pass, PassCx, PassError};
+
+/// See the module docs.
+pub struct FoldBatchNorm;
+
+/// The state-dict name of a stored f32 weight feeding `v`, if that is what feeds it.
+fn stored_f32(graph: &Graph, v: ValueRef) -> Option<String> {
+    let node = graph.node(v.node);
+    match &node.op {
+        Op::Input(k) if node.outputs[0].dtype == DType::F32 => k.weight_fqn().map(str::to_string),
+        _ => None,
+    }
+}
+
+/// A foldable (convolution, batch norm) pair and the names of the weights involved.
+struct Fold {
+    conv: NodeId,
+    bn: NodeId,
+    x: ValueRef,
+    recipes: (WeightRecipe, WeightRecipe),
+    names: (String, String),
+    types: (TensorType, TensorType),
+}
+
+fn find(graph: &Graph, bn: NodeId) -> Option<Fold> {
+    let Op::BatchNormInference { eps, has_weight, has_bias } = graph.node(bn).op else { return None };
+    let bn_in = graph.inputs(bn);
+    let conv = bn_in[0].node;
+    let Op::Convolution { transposed: false, has_bias: conv_bias, .. } = graph.node(conv).op else { return None };
+    let only_bn_reads_conv = graph.users(conv).iter().all(|&(u, _, _)| u == bn) && !graph.is_output(conv);
+    let only_y_used = graph.users(bn).iter().all(|&(_, _, slot)| slot == 0)
+        && graph.outputs().iter().all(|o| o.value.node != bn || o.value.slot == 0);
+    if !only_bn_reads_conv || !only_y_used {
+        return None;
+    }
+    let conv_in = graph.inputs(conv);
+    let weight = stored_f32(graph, conv_in[1])?;
+    let bias = if conv_bias { Some(stored_f32(graph, conv_in[2])?) } else { None };
+    let mut rest = bn_in[1..].iter();
+    let mut next_opt = |present: bool| -> Option<Option<String>> {
+        if present {
+            Some(Some(stored_f32(graph, *rest.next()?)?))
+        } else {
+            Some(None)
+        }
+    };
+    let gamma = next_opt(has_weight)?;
+    let beta = next_opt(has_bias)?;
+    let mean = stored_f32(graph, *rest.next()?)?;
+    let var = stored_f32(graph, *rest.next()?)?;
+    let bn_name = &graph.node(bn).name;
+    let w_ty = graph.node(conv_in[1].node).outputs[0].clone();
+    let c_out = w_ty.dims.first()?.clone();
+    Some(Fold {
+        conv,
+        bn,
+        x: conv_in[0],
+        names: (
+            format!("{weight}@folded:{bn_name}"),
+            bias.as_ref()
+                .map_or_else(|| format!("{weight}:bias@folded:{bn_name}"), |b| format!("{b}@folded:{bn_name}")),
+        ),
+        recipes: (
+            WeightRecipe::BnFoldedWeight { weight: weight.clone(), gamma: gamma.clone(), var: var.clone(), eps },
+            WeightRecipe::BnFoldedBias { bias, gamma, beta, mean, var, eps },
+        ),
+        types: (w_ty, TensorType { dtype: DType::F32, dims: vec![c_out] }),
+    })
+}
+
+fn apply(graph: &mut Graph, f: Fold) {
+    let (conv, bn) = (graph.node(f.conv).clone(), graph.node(f.bn).clone());
+    let derived = |fqn: String, recipe: WeightRecipe, ty: TensorType| {
+        let mut n = Node::new(fqn.clone(), Op::Input(InputKind::Derived { fqn, recipe }), [ty]);
+        n.origin = Origin { derived_from: Some(bn.name.clone()), ..Origin::default() };
+        n
+    };
+    let w = graph.add_weight_input(derived(f.names.0, f.recipes.0, f.types.0));
+    let b = graph.add_weight_input(derived(f.names.1, f.recipes.1, f.types.1));
+    let Op::Convolution { stride, padding, dilation, transposed, output_padding, groups, .. } = conv.op else {
+        return;
+    };
+    let op = Op::Convolution { stride, padding, dilation, transposed, output_padding, groups, has_bias: true };
+    let mut node = Node::new(format!("{}.fold_batch_norm.0", conv.name), op, [bn.outputs[0].clone()]);
+    node.origin = Origin { derived_from: Some(conv.name.clone()), ..bn.origin.clone() };
+    node.precision = conv.precision;
+    let folded = graph.add_op(node, &[f.x, ValueRef { node: w, slot: 0 }, ValueRef { node: b, slot: 0 }]);
+    graph.replace_uses(ValueRef { node: f.bn, slot: 0 }, ValueRef { node: folded, slot: 0 });
+    graph.remove_node(f.bn);
+    graph.remove_node(f.conv);
+}
+
+impl Pass for FoldBatchNorm {
+    fn name(&self) -> &'static str {
+        "fold_batch_norm"
+    }
+
+    fn run(&self, graph: &mut Graph, cx: &mut PassCx) -> Result<Changed, PassError> {
+        let order = graph.topo_order().map_err(|_| PassError::Failed { pass: self.name(), reason: "cycle".into() })?;
+        let folds: Vec<Fold> = order.into_iter().filter_map(|id| find(graph, id)).collect();
+        let n = folds.len();
+        for f in folds {
+            apply(graph, f);
+        }
+        cx.note(n, "batch norms folded into the preceding convolution");
+        Ok(if n > 0 { Changed::Yes } else { Changed::No })
+    }
+}

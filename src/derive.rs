@@ -1,0 +1,50 @@
+//! Derived weights: the values of `InputKind::Derived` inputs that passes create (e.g. a
+//! convolution with a BatchNorm folded in), computed on the host from the archive's weights,
+//! in f64 and stored as f32.
+
+use torchtpu_passes::ir::{DType, WeightRecipe};
+
+use crate::import::Program;
+use crate::Error;
+
+/// A stored weight as f64 values (f32 weights only: passes fold nothing else).
+fn values(program: &Program, fqn: &str) -> Result<Vec<f64>, Error> {
+    let w =
+        program.weights.get(fqn).ok_or_else(|| Error::Unsupported(format!("derived weight reads unknown `{fqn}`")))?;
+    if w.dtype != DType::F32 {
+        return Err(Error::Unsupported(format!("derived weight reads `{fqn}` of dtype {}, expected f32", w.dtype)));
+    }
+    let bytes = w.contiguous_bytes(&program.archive)?;
+    Ok(bytes.chunks_exact(4).map(|c| f64::from(f32::from_le_bytes([c[0], c[1], c[2], c[3]]))).collect())
+}
+
+fn optional(program: &Program, fqn: Option<&String>, len: usize, default: f64) -> Result<Vec<f64>, Error> {
+    fqn.map_or_else(|| Ok(vec![default; len]), |f| values(program, f))
+}
+
+/// `gamma / sqrt(var + eps)` per channel.
+fn bn_scale(program: &Program, gamma: Option<&String>, var: &str, eps: f64) -> Result<Vec<f64>, Error> {
+    let var = values(program, var)?;
+    let gamma = optional(program, gamma, var.len(), 1.0)?;
+    Ok(var.iter().zip(&gamma).map(|(v, g)| g / (v + eps).sqrt()).collect())
+}
+
+/// The recipe's values in row-major order, as f32.
+pub fn compute(program: &Program, recipe: &WeightRecipe) -> Result<Vec<f32>, Error> {
+    let out = match recipe {
+        WeightRecipe::BnFoldedWeight { weight, gamma, var, eps } => {
+            let s = bn_scale(program, gamma.as_ref(), var, *eps)?;
+            let w = values(program, weight)?;
+            let per_channel = w.len() / s.len().max(1);
+            w.iter().enumerate().map(|(i, v)| v * s[i / per_channel.max(1)]).collect::<Vec<f64>>()
+        }
+        WeightRecipe::BnFoldedBias { bias, gamma, beta, mean, var, eps } => {
+            let s = bn_scale(program, gamma.as_ref(), var, *eps)?;
+            let mean = values(program, mean)?;
+            let bias = optional(program, bias.as_ref(), s.len(), 0.0)?;
+            let beta = optional(program, beta.as_ref(), s.len(), 0.0)?;
+            (0..s.len()).map(|c| (bias[c] - mean[c]) * s[c] + beta[c]).collect()
+        }
+    };
+    Ok(out.into_iter().map(|v| v as f32).collect())
+}
