@@ -103,16 +103,24 @@ enum CacheAction {
 struct PassFlags {
     /// Graph passes to run, comma-separated (they always run in pipeline order), or `none`.
     /// Passes: canonicalize (drop no-op views, copies, identity permutes, metadata asserts),
-    /// cse (merge equal computations), dce (remove unused nodes), precision (apply
-    /// --precision-override). Default: all.
+    /// fold_batch_norm (eval BatchNorm into the convolution's weights), cse (merge equal
+    /// computations), fuse_matmuls (matmuls reading one input become one on stacked weights),
+    /// dce (remove unused nodes and weights), precision (apply --precision-override).
+    /// Default: all.
     #[arg(long, value_name = "LIST", value_parser = parse_passes)]
     passes: Option<PassList>,
     /// Skip `canonicalize`.
     #[arg(long)]
     no_canonicalize: bool,
+    /// Skip `fold_batch_norm`.
+    #[arg(long)]
+    no_fold_batch_norm: bool,
     /// Skip `cse`.
     #[arg(long)]
     no_cse: bool,
+    /// Skip `fuse_matmuls`.
+    #[arg(long)]
+    no_fuse_matmuls: bool,
     /// Skip `dce`.
     #[arg(long)]
     no_dce: bool,
@@ -127,7 +135,9 @@ impl PassFlags {
         let mut v: Vec<String> = self.passes.clone().map_or_else(all, |l| l.0);
         let off = [
             (self.no_canonicalize, "canonicalize"),
+            (self.no_fold_batch_norm, "fold_batch_norm"),
             (self.no_cse, "cse"),
+            (self.no_fuse_matmuls, "fuse_matmuls"),
             (self.no_dce, "dce"),
             (self.no_precision, "precision"),
         ];

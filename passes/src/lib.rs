@@ -7,6 +7,7 @@ pub mod canonicalize;
 pub mod cse;
 pub mod dce;
 pub mod fold_bn;
+pub mod fuse_matmuls;
 pub mod ir;
 pub mod pass;
 pub mod precision;

@@ -90,6 +90,7 @@ pub const PASSES: &[(&str, &str)] = &[
     ("canonicalize", "drop no-op views, copies, identity permutes and metadata asserts"),
     ("fold_batch_norm", "fold eval-mode BatchNorm into the preceding convolution's weights"),
     ("cse", "merge nodes that compute the same value"),
+    ("fuse_matmuls", "one matmul on stacked weights for matmuls that read the same input (Q/K/V, gate/up)"),
     ("dce", "remove nodes whose values are never used"),
     ("precision", "per-node precision of contractions from --precision-override"),
 ];
@@ -118,6 +119,7 @@ impl Pipeline {
             "canonicalize" => Box::new(crate::canonicalize::Canonicalize),
             "fold_batch_norm" => Box::new(crate::fold_bn::FoldBatchNorm),
             "cse" => Box::new(crate::cse::Cse),
+            "fuse_matmuls" => Box::new(crate::fuse_matmuls::FuseMatmuls),
             "dce" => Box::new(crate::dce::Dce),
             "precision" => Box::new(PrecisionPass { overrides: opts.precision_overrides.clone() }),
             _ => return None,
@@ -202,9 +204,9 @@ mod tests {
         let mut seen = Vec::new();
         let reports =
             Pipeline::standard(&PassOptions::default()).run(&mut g, |p, _| seen.push(p.to_string())).expect("runs");
-        assert_eq!(seen, ["canonicalize", "fold_batch_norm", "cse", "dce", "precision"]);
+        assert_eq!(seen, ["canonicalize", "fold_batch_norm", "cse", "fuse_matmuls", "dce", "precision"]);
         let counts: Vec<(usize, usize)> = reports.iter().map(|r| (r.nodes_before, r.nodes_after)).collect();
-        assert_eq!(counts, [(7, 5), (5, 5), (5, 4), (4, 3), (3, 3)]);
+        assert_eq!(counts, [(7, 5), (5, 5), (5, 4), (4, 4), (4, 3), (3, 3)]);
         assert_eq!(reports[0].notes, ["1 removed copies", "1 removed no-op views"]);
         insta::assert_snapshot!(print(&g), @r"
         graph t {
@@ -222,6 +224,9 @@ mod tests {
         let p = Pipeline::only(&["dce".into(), "canonicalize".into()], &opts).expect("valid");
         assert_eq!(p.names(), ["canonicalize", "dce"]);
         let e = Pipeline::only(&["fusion".into()], &opts).err().expect("unknown");
-        assert!(e.contains("unknown pass `fusion`") && e.contains("canonicalize, fold_batch_norm, cse"), "{e}");
+        assert!(
+            e.contains("unknown pass `fusion`") && e.contains("canonicalize, fold_batch_norm, cse, fuse_matmuls"),
+            "{e}"
+        );
     }
 }

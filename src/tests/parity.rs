@@ -299,8 +299,9 @@ fn bytecode_and_dump_dir() {
         "02.canonicalize.ir",
         "03.fold_batch_norm.ir",
         "04.cse.ir",
-        "05.dce.ir",
-        "06.precision.ir",
+        "05.fuse_matmuls.ir",
+        "06.dce.ir",
+        "07.precision.ir",
     ];
     for f in stages.iter().chain(&["main.mlir", "compile.log"]) {
         let text = std::fs::read_to_string(dump.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));

@@ -31,12 +31,12 @@ fn passes_are_reported_switchable_and_keep_the_numbers() {
     let tmp = TempDir::new("passes");
     let all = tmp.0.join("all.tpuexe");
     let summary = compile(&all, &["--target", "cpu"]);
-    assert_eq!(pass_names(&summary), ["canonicalize", "fold_batch_norm", "cse", "dce", "precision"]);
+    assert_eq!(pass_names(&summary), ["canonicalize", "fold_batch_norm", "cse", "fuse_matmuls", "dce", "precision"]);
     let cse = &summary["passes"][2];
     assert!(cse["nodes_after"].as_u64() < cse["nodes_before"].as_u64(), "cse merges nodes in llama_tiny: {cse}");
     let manifest = Artifact::open(&all).expect("artifact").manifest;
-    assert_eq!(manifest.options.passes, ["canonicalize", "fold_batch_norm", "cse", "dce", "precision"]);
-    assert_eq!(manifest.buckets[0].passes.len(), 5);
+    assert_eq!(manifest.options.passes, ["canonicalize", "fold_batch_norm", "cse", "fuse_matmuls", "dce", "precision"]);
+    assert_eq!(manifest.buckets[0].passes.len(), 6);
 
     let none = tmp.0.join("none.tpuexe");
     assert!(pass_names(&compile(&none, &["--target", "cpu", "--passes", "none"])).is_empty());
@@ -119,4 +119,34 @@ fn batch_norms_fold_into_convolution_weights() {
     let folded = m.weights.order.iter().filter(|w| w.contains("@folded:")).count();
     assert_eq!(folded, 24, "a weight and a bias per fold: {:?}", m.weights.order);
     assert!(!m.weights.order.iter().any(|w| w.contains("running_mean")), "{:?}", m.weights.order);
+}
+
+/// The tiny Llama's Q/K/V projections and its gate/up projections fuse: per layer one matmul
+/// for attention inputs and one for the MLP's, on stacked weights (the numbers are checked by
+/// the parity test, which runs every pass).
+#[test]
+fn attention_and_mlp_projections_fuse() {
+    let tmp = TempDir::new("fuse");
+    let model = s(&testdata().join("models/llama_tiny.pt2"));
+    let emit = |name: &str, extra: &[&str]| -> String {
+        let out = tmp.0.join(name);
+        let mut args = vec!["compile", &model, "-o", out.to_str().expect("utf-8"), "--emit", "stablehlo"];
+        args.extend(extra);
+        let (code, _, err) = run_cli(&args);
+        assert_eq!(code, 0, "{err}");
+        std::fs::read_to_string(&out).expect("written")
+    };
+    let dots = |text: &str| text.matches("stablehlo.dot_general").count();
+    let (fused, unfused) = (emit("fused.mlir", &[]), emit("unfused.mlir", &["--no-fuse-matmuls"]));
+    // 2 layers: Q, K, V → 1 and gate, up → 1 saves 3 matmuls per layer.
+    assert_eq!(dots(&unfused) - dots(&fused), 6, "{} vs {}", dots(&unfused), dots(&fused));
+    assert!(fused.contains("tensor<64x128xf32>"), "the stacked Q/K/V weight (64 + 32 + 32 rows) is an argument");
+
+    let out = tmp.0.join("llama.tpuexe");
+    let (code, _, err) = run_cli(&["compile", &model, "-o", &s(&out), "--target", "cpu", "--no-cache", "-q"]);
+    assert_eq!(code, 0, "{err}");
+    let m = Artifact::open(&out).expect("artifact").manifest;
+    let fuse = m.buckets[0].passes.iter().find(|p| p.pass == "fuse_matmuls").expect("ran");
+    assert_eq!(fuse.notes, ["10 matmuls fused into wider ones on stacked weights"]);
+    assert_eq!(m.weights.order.iter().filter(|w| w.starts_with("fused:")).count(), 4, "{:?}", m.weights.order);
 }

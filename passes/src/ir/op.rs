@@ -63,6 +63,11 @@ pub enum WeightRecipe {
         /// BatchNorm epsilon.
         eps: f64,
     },
+    /// Matrices `[n_i, k]` stacked into `[sum n_i, k]` (e.g. Q, K and V projections).
+    ConcatRows {
+        /// The stored weights, in order.
+        weights: Vec<String>,
+    },
     /// `(bias - mean) * s + beta` (bias and beta 0 when absent).
     BnFoldedBias {
         /// The convolution bias.
