@@ -104,6 +104,9 @@ pub struct OptionsInfo {
     pub precision: String,
     /// Graph passes run, in order.
     pub passes: Vec<String>,
+    /// `--compute-dtype` (absent: f32).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compute_dtype: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

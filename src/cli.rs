@@ -18,6 +18,7 @@ use crate::emit::{EmitOptions, Precision};
 use crate::run::{run as run_artifact, RunRequest};
 use crate::target::Target;
 use crate::{check, driver, import, inspect, Error};
+use torchtpu_passes::ir::DType;
 use torchtpu_passes::PassOptions;
 
 /// Ahead-of-time compiler from PyTorch `torch.export` archives (.pt2) to TPU executables.
@@ -105,7 +106,8 @@ struct PassFlags {
     /// Passes: canonicalize (drop no-op views, copies, identity permutes, metadata asserts),
     /// fold_batch_norm (eval BatchNorm into the convolution's weights), cse (merge equal
     /// computations), fuse_matmuls (matmuls reading one input become one on stacked weights),
-    /// dce (remove unused nodes and weights), precision (apply --precision-override).
+    /// compute_dtype (apply --compute-dtype), dce (remove unused nodes and weights), precision
+    /// (apply --precision-override).
     /// Default: all.
     #[arg(long, value_name = "LIST", value_parser = parse_passes)]
     passes: Option<PassList>,
@@ -121,6 +123,9 @@ struct PassFlags {
     /// Skip `fuse_matmuls`.
     #[arg(long)]
     no_fuse_matmuls: bool,
+    /// Skip `compute_dtype` (`--compute-dtype` is then ignored).
+    #[arg(long)]
+    no_compute_dtype: bool,
     /// Skip `dce`.
     #[arg(long)]
     no_dce: bool,
@@ -138,6 +143,7 @@ impl PassFlags {
             (self.no_fold_batch_norm, "fold_batch_norm"),
             (self.no_cse, "cse"),
             (self.no_fuse_matmuls, "fuse_matmuls"),
+            (self.no_compute_dtype, "compute_dtype"),
             (self.no_dce, "dce"),
             (self.no_precision, "precision"),
         ];
@@ -153,6 +159,19 @@ impl PassFlags {
 /// `default`, `high` or `highest`.
 fn parse_precision(s: &str) -> Result<Precision, String> {
     Precision::parse(s).ok_or_else(|| format!("`{s}` is not a precision (default, high, highest)"))
+}
+
+/// The value of `--compute-dtype`: `None` for f32 (off).
+#[derive(Clone, Copy, Debug)]
+struct ComputeDtypeArg(Option<DType>);
+
+/// `bf16` (mixed precision) or `f32` (off).
+fn parse_compute_dtype(s: &str) -> Result<ComputeDtypeArg, String> {
+    match s {
+        "bf16" => Ok(ComputeDtypeArg(Some(DType::BF16))),
+        "f32" => Ok(ComputeDtypeArg(None)),
+        _ => Err(format!("`{s}`: the compute dtype is bf16 or f32")),
+    }
 }
 
 /// `PATTERN=LEVEL`.
@@ -279,6 +298,11 @@ struct CompileArgs {
     /// match wins.
     #[arg(long, value_name = "PATTERN=LEVEL", value_parser = parse_override)]
     precision_override: Vec<(String, Precision)>,
+    /// Mixed precision: `bf16` feeds every f32 matmul and convolution bf16 operands (their
+    /// weights stored in bf16) and accumulates in f32; norms, softmax and reductions stay f32.
+    /// Default `f32` (off).
+    #[arg(long, value_name = "DTYPE", value_parser = parse_compute_dtype, default_value = "f32")]
+    compute_dtype: ComputeDtypeArg,
     /// The CPU PJRT plugin; default `$TORCHTPU_PJRT_PLUGIN`, then the `cargo xtask setup` folder.
     #[arg(long)]
     plugin: Option<PathBuf>,
@@ -413,7 +437,10 @@ fn compile_cmd(args: &CompileArgs, out: &mut dyn Write, err: &mut dyn Write) -> 
             progress: !args.quiet,
             cache: args.cache.config(),
             passes: args.passes.selected(),
-            pass_options: PassOptions { precision_overrides: args.precision_override.clone() },
+            pass_options: PassOptions {
+                precision_overrides: args.precision_override.clone(),
+                compute_dtype: args.compute_dtype.0,
+            },
         };
         let summary = compile(&program, &args.model, &args.output, &req).with_context(context)?;
         for w in &summary.warnings {
@@ -449,7 +476,10 @@ fn compile_cmd(args: &CompileArgs, out: &mut dyn Write, err: &mut dyn Write) -> 
     let opts = driver::LowerOptions {
         emit: EmitOptions { precision: args.precision },
         passes: args.passes.selected(),
-        pass_options: PassOptions { precision_overrides: args.precision_override.clone() },
+        pass_options: PassOptions {
+            precision_overrides: args.precision_override.clone(),
+            compute_dtype: args.compute_dtype.0,
+        },
         keep_stages: false,
     };
     let lowered = driver::lower(&program, bindings, &opts).map_err(Error::from).with_context(context)?;

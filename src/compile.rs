@@ -8,7 +8,7 @@ use std::time::Instant;
 use indicatif::{ProgressBar, ProgressStyle};
 use safetensors::tensor::{Dtype, View};
 use serde::{Deserialize, Serialize};
-use torchtpu_passes::ir::{Graph, InputKind, Op};
+use torchtpu_passes::ir::{DType, Graph, InputKind, Op};
 
 use crate::artifact::{
     self, Bucket, CompilerInfo, Executable, Manifest, OptionsInfo, PluginInfo, Signature, SignatureValue,
@@ -42,6 +42,23 @@ pub struct CompileRequest {
     /// The graph passes to run (names; all by default) and their settings.
     pub passes: Vec<String>,
     pub pass_options: PassOptions,
+}
+
+impl CompileRequest {
+    /// A quiet request for `targets` at `precision`: the default plugins, every pass, no cache
+    /// and no dumps.
+    pub fn new(targets: Vec<Target>, precision: Precision) -> CompileRequest {
+        CompileRequest {
+            targets,
+            precision,
+            plugin: None,
+            dump_dir: None,
+            progress: false,
+            cache: CacheConfig::off(),
+            passes: LowerOptions::default().passes,
+            pass_options: PassOptions::default(),
+        }
+    }
 }
 
 /// What `compile` did, for the summary line and `--format json`.
@@ -145,6 +162,7 @@ pub fn compile(program: &Program, model: &Path, out: &Path, req: &CompileRequest
         options: OptionsInfo {
             precision: req.precision.name().into(),
             passes: lowered.passes.iter().map(|r| r.pass.clone()).collect(),
+            compute_dtype: req.pass_options.compute_dtype.map(|d| d.to_string()),
         },
         weights: WeightsInfo {
             entry: artifact::WEIGHTS.into(),
@@ -466,11 +484,17 @@ fn weights_safetensors(program: &Program, graph: &Graph) -> Result<(Vec<u8>, Vec
         };
         let (name, view) = match kind {
             InputKind::Derived { fqn, recipe } => {
+                let ty = &graph.node(id).outputs[0];
                 let values = crate::derive::compute(program, recipe)?;
-                let shape =
-                    graph.node(id).outputs[0].dims.iter().filter_map(|d| d.as_static()).map(|d| d as usize).collect();
-                let data = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-                (fqn.clone(), WeightView { dtype: Dtype::F32, shape, data: Cow::Owned(data) })
+                let shape = ty.dims.iter().filter_map(|d| d.as_static()).map(|d| d as usize).collect();
+                let (dtype, data) = match ty.dtype {
+                    DType::BF16 => {
+                        (Dtype::BF16, values.iter().flat_map(|&v| half::bf16::from_f32(v).to_le_bytes()).collect())
+                    }
+                    DType::F32 => (Dtype::F32, values.iter().flat_map(|v| v.to_le_bytes()).collect()),
+                    d => return Err(Error::Unsupported(format!("derived weight `{fqn}` of dtype {d}"))),
+                };
+                (fqn.clone(), WeightView { dtype, shape, data: Cow::Owned(data) })
             }
             k => {
                 let Some(fqn) = k.weight_fqn() else { continue };

@@ -38,6 +38,7 @@ pub fn compute(program: &Program, recipe: &WeightRecipe) -> Result<Vec<f32>, Err
             let per_channel = w.len() / s.len().max(1);
             w.iter().enumerate().map(|(i, v)| v * s[i / per_channel.max(1)]).collect::<Vec<f64>>()
         }
+        WeightRecipe::Cast { weight } => values(program, weight)?,
         WeightRecipe::ConcatRows { weights } => {
             let mut all = Vec::new();
             for w in weights {

@@ -4,6 +4,7 @@
 #![warn(missing_docs)]
 
 pub mod canonicalize;
+pub mod compute_dtype;
 pub mod cse;
 pub mod dce;
 pub mod fold_bn;

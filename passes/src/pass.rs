@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::ir::{Graph, Precision};
+use crate::ir::{DType, Graph, Precision};
 use crate::precision::PrecisionPass;
 use crate::verify::{verify, VerifyError};
 
@@ -91,6 +91,7 @@ pub const PASSES: &[(&str, &str)] = &[
     ("fold_batch_norm", "fold eval-mode BatchNorm into the preceding convolution's weights"),
     ("cse", "merge nodes that compute the same value"),
     ("fuse_matmuls", "one matmul on stacked weights for matmuls that read the same input (Q/K/V, gate/up)"),
+    ("compute_dtype", "bf16 operands for f32 matmuls/convolutions with --compute-dtype bf16"),
     ("dce", "remove nodes whose values are never used"),
     ("precision", "per-node precision of contractions from --precision-override"),
 ];
@@ -100,6 +101,8 @@ pub const PASSES: &[(&str, &str)] = &[
 pub struct PassOptions {
     /// `(pattern, level)` for the `precision` pass, in command-line order.
     pub precision_overrides: Vec<(String, Precision)>,
+    /// Operand dtype of contractions for the `compute_dtype` pass (`None`: unchanged).
+    pub compute_dtype: Option<DType>,
 }
 
 /// An ordered list of passes.
@@ -120,6 +123,7 @@ impl Pipeline {
             "fold_batch_norm" => Box::new(crate::fold_bn::FoldBatchNorm),
             "cse" => Box::new(crate::cse::Cse),
             "fuse_matmuls" => Box::new(crate::fuse_matmuls::FuseMatmuls),
+            "compute_dtype" => Box::new(crate::compute_dtype::ComputeDtype { dtype: opts.compute_dtype }),
             "dce" => Box::new(crate::dce::Dce),
             "precision" => Box::new(PrecisionPass { overrides: opts.precision_overrides.clone() }),
             _ => return None,
@@ -204,9 +208,12 @@ mod tests {
         let mut seen = Vec::new();
         let reports =
             Pipeline::standard(&PassOptions::default()).run(&mut g, |p, _| seen.push(p.to_string())).expect("runs");
-        assert_eq!(seen, ["canonicalize", "fold_batch_norm", "cse", "fuse_matmuls", "dce", "precision"]);
+        assert_eq!(
+            seen,
+            ["canonicalize", "fold_batch_norm", "cse", "fuse_matmuls", "compute_dtype", "dce", "precision"]
+        );
         let counts: Vec<(usize, usize)> = reports.iter().map(|r| (r.nodes_before, r.nodes_after)).collect();
-        assert_eq!(counts, [(7, 5), (5, 5), (5, 4), (4, 4), (4, 3), (3, 3)]);
+        assert_eq!(counts, [(7, 5), (5, 5), (5, 4), (4, 4), (4, 4), (4, 3), (3, 3)]);
         assert_eq!(reports[0].notes, ["1 removed copies", "1 removed no-op views"]);
         insta::assert_snapshot!(print(&g), @r"
         graph t {
@@ -225,7 +232,8 @@ mod tests {
         assert_eq!(p.names(), ["canonicalize", "dce"]);
         let e = Pipeline::only(&["fusion".into()], &opts).err().expect("unknown");
         assert!(
-            e.contains("unknown pass `fusion`") && e.contains("canonicalize, fold_batch_norm, cse, fuse_matmuls"),
+            e.contains("unknown pass `fusion`")
+                && e.contains("canonicalize, fold_batch_norm, cse, fuse_matmuls, compute_dtype"),
             "{e}"
         );
     }

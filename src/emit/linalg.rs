@@ -1,10 +1,11 @@
 //! Contractions: `mm`, `bmm`, `addmm` as `dot_general`, and `convolution`.
 //!
 //! Both carry `precision_config` from `--precision`. Operands are converted to the output
-//! dtype first (the export has already promoted it).
+//! dtype first (the export has already promoted it), except bf16 operands of an f32 result
+//! (`--compute-dtype bf16`): they stay bf16 and XLA accumulates in f32.
 
 use melior::ir::Value;
-use torchtpu_passes::ir::{Op, Scalar, TensorType};
+use torchtpu_passes::ir::{DType, Op, Scalar, TensorType};
 
 use super::builder::{i64_array, static_dims, Builder, LowerResult};
 use super::{Arg, Precision};
@@ -14,8 +15,18 @@ fn precision_attr(p: Precision) -> String {
     format!("[{one}, {one}]")
 }
 
-fn converted<'c, 'b>(b: &Builder<'c, 'b>, a: Arg<'c, 'b, '_>, out: &TensorType) -> LowerResult<Value<'c, 'b>> {
-    b.convert(a.v, &static_dims(a.ty)?, a.ty.dtype, out.dtype)
+fn converted<'c, 'b>(b: &Builder<'c, 'b>, a: Arg<'c, 'b, '_>, to: DType) -> LowerResult<Value<'c, 'b>> {
+    b.convert(a.v, &static_dims(a.ty)?, a.ty.dtype, to)
+}
+
+/// The dtype the operands are fed in: bf16 when both are bf16 and the result f32 (mixed
+/// precision), else the result's.
+fn operand_dtype(lhs: &TensorType, rhs: &TensorType, out: &TensorType) -> DType {
+    if lhs.dtype == DType::BF16 && rhs.dtype == DType::BF16 && out.dtype == DType::F32 {
+        DType::BF16
+    } else {
+        out.dtype
+    }
 }
 
 fn is_one(s: Scalar) -> bool {
@@ -45,8 +56,9 @@ pub fn matmul<'c, 'b>(
     } else {
         "#stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]>"
     };
-    let l = converted(b, lhs, out)?;
-    let r = converted(b, rhs, out)?;
+    let od = operand_dtype(lhs.ty, rhs.ty, out);
+    let l = converted(b, lhs, od)?;
+    let r = converted(b, rhs, od)?;
     let attrs = [("dot_dimension_numbers", numbers.to_string()), ("precision_config", precision_attr(precision))];
     let mut product = b.op("stablehlo.dot_general", &[l, r], &dims, out.dtype, &attrs)?;
     let Op::Addmm { beta, alpha } = op else {
@@ -60,7 +72,7 @@ pub fn matmul<'c, 'b>(
         return Ok(product); // torch ignores `self` entirely when beta is 0 (NaN included)
     }
     let c_dims = static_dims(args[0].ty)?;
-    let mut c = b.broadcast_to(converted(b, args[0], out)?, &c_dims, &dims, out.dtype)?;
+    let mut c = b.broadcast_to(converted(b, args[0], out.dtype)?, &c_dims, &dims, out.dtype)?;
     if !is_one(*beta) {
         let s = b.splat(*beta, &dims, out.dtype)?;
         c = b.op("stablehlo.multiply", &[c, s], &dims, out.dtype, &[])?;
@@ -93,8 +105,9 @@ pub fn convolution<'c, 'b>(
         (per_dim(stride, "stride")?, per_dim(padding, "padding")?, per_dim(dilation, "dilation")?);
     let s: Vec<String> = (0..spatial).map(|i| i.to_string()).collect();
     let s = s.join(", ");
-    let x = converted(b, args[0], out)?;
-    let mut w = converted(b, args[1], out)?;
+    let od = operand_dtype(args[0].ty, args[1].ty, out);
+    let x = converted(b, args[0], od)?;
+    let mut w = converted(b, args[1], od)?;
     let (kernel_layout, pads, lhs_dilation) = if *transposed {
         // A transposed convolution is a convolution of the stride-dilated input with the
         // spatially flipped kernel, whose [in, out/groups, k…] layout is regrouped to
@@ -103,17 +116,17 @@ pub fn convolution<'c, 'b>(
         let out_pad = per_dim(output_padding, "output_padding")?;
         let k = &wd[2..];
         let flips: Vec<i64> = (2..wd.len() as i64).collect();
-        w = b.op("stablehlo.reverse", &[w], &wd, out.dtype, &[("dimensions", i64_array(&flips))])?;
+        w = b.op("stablehlo.reverse", &[w], &wd, od, &[("dimensions", i64_array(&flips))])?;
         if *groups > 1 {
             let (cin, cout_g) = (wd[0], wd[1]);
             let split: Vec<i64> = [*groups, cin / groups, cout_g].iter().chain(k).copied().collect();
-            w = b.reshape(w, &split, out.dtype)?;
+            w = b.reshape(w, &split, od)?;
             let mut perm: Vec<i64> = vec![1, 0];
             perm.extend(2..split.len() as i64);
             let swapped: Vec<i64> = perm.iter().map(|&p| split[p as usize]).collect();
-            w = b.op("stablehlo.transpose", &[w], &swapped, out.dtype, &[("permutation", i64_array(&perm))])?;
+            w = b.op("stablehlo.transpose", &[w], &swapped, od, &[("permutation", i64_array(&perm))])?;
             let merged: Vec<i64> = [cin / groups, groups * cout_g].iter().chain(k).copied().collect();
-            w = b.reshape(w, &merged, out.dtype)?;
+            w = b.reshape(w, &merged, od)?;
         }
         let pads: Vec<String> = (0..spatial)
             .map(|i| {
@@ -141,7 +154,7 @@ pub fn convolution<'c, 'b>(
     if !has_bias {
         return Ok(y);
     }
-    let bias = converted(b, args[2], out)?;
+    let bias = converted(b, args[2], out.dtype)?;
     let bias =
         b.op("stablehlo.broadcast_in_dim", &[bias], &dims, out.dtype, &[("broadcast_dimensions", i64_array(&[1]))])?;
     b.op("stablehlo.add", &[y, bias], &dims, out.dtype, &[])

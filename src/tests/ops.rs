@@ -169,16 +169,7 @@ fn check_output(s: &Sample, k: usize, (ours, eager): (&Array, &Array), tol: f64,
 
 /// A CPU compile at full precision, without the cache.
 fn cpu_request() -> CompileRequest {
-    CompileRequest {
-        targets: vec![Target::Cpu],
-        precision: Precision::Highest,
-        plugin: None,
-        dump_dir: None,
-        progress: false,
-        cache: crate::cache::CacheConfig::off(),
-        passes: crate::driver::LowerOptions::default().passes,
-        pass_options: Default::default(),
-    }
+    CompileRequest::new(vec![Target::Cpu], Precision::Highest)
 }
 
 fn run_case(op: &str, case: &Case, tmp: &Path) -> Outcome {

@@ -34,16 +34,7 @@ impl Drop for TempDir {
 }
 
 fn request() -> CompileRequest {
-    CompileRequest {
-        targets: vec![Target::Cpu],
-        precision: Precision::Default,
-        plugin: None,
-        dump_dir: None,
-        progress: false,
-        cache: crate::cache::CacheConfig::off(),
-        passes: crate::driver::LowerOptions::default().passes,
-        pass_options: Default::default(),
-    }
+    CompileRequest::new(vec![Target::Cpu], Precision::Default)
 }
 
 /// Compiles a test model for CPU into `dir/<name>.tpuexe`.
@@ -300,8 +291,9 @@ fn bytecode_and_dump_dir() {
         "03.fold_batch_norm.ir",
         "04.cse.ir",
         "05.fuse_matmuls.ir",
-        "06.dce.ir",
-        "07.precision.ir",
+        "06.compute_dtype.ir",
+        "07.dce.ir",
+        "08.precision.ir",
     ];
     for f in stages.iter().chain(&["main.mlir", "compile.log"]) {
         let text = std::fs::read_to_string(dump.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));

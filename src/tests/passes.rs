@@ -22,6 +22,15 @@ fn compile(out: &std::path::Path, extra: &[&str]) -> Value {
     serde_json::from_str(&stdout).expect("json summary")
 }
 
+/// The StableHLO of `model` with `extra` flags, written to `out`.
+fn emit_stablehlo(model: &str, out: &std::path::Path, extra: &[&str]) -> String {
+    let mut args = vec!["compile", model, "-o", out.to_str().expect("utf-8"), "--emit", "stablehlo"];
+    args.extend(extra);
+    let (code, _, err) = run_cli(&args);
+    assert_eq!(code, 0, "{err}");
+    std::fs::read_to_string(out).expect("written")
+}
+
 fn pass_names(summary: &Value) -> Vec<String> {
     summary["passes"].as_array().expect("passes").iter().filter_map(|p| p["pass"].as_str()).map(String::from).collect()
 }
@@ -31,12 +40,18 @@ fn passes_are_reported_switchable_and_keep_the_numbers() {
     let tmp = TempDir::new("passes");
     let all = tmp.0.join("all.tpuexe");
     let summary = compile(&all, &["--target", "cpu"]);
-    assert_eq!(pass_names(&summary), ["canonicalize", "fold_batch_norm", "cse", "fuse_matmuls", "dce", "precision"]);
+    assert_eq!(
+        pass_names(&summary),
+        ["canonicalize", "fold_batch_norm", "cse", "fuse_matmuls", "compute_dtype", "dce", "precision"]
+    );
     let cse = &summary["passes"][2];
     assert!(cse["nodes_after"].as_u64() < cse["nodes_before"].as_u64(), "cse merges nodes in llama_tiny: {cse}");
     let manifest = Artifact::open(&all).expect("artifact").manifest;
-    assert_eq!(manifest.options.passes, ["canonicalize", "fold_batch_norm", "cse", "fuse_matmuls", "dce", "precision"]);
-    assert_eq!(manifest.buckets[0].passes.len(), 6);
+    assert_eq!(
+        manifest.options.passes,
+        ["canonicalize", "fold_batch_norm", "cse", "fuse_matmuls", "compute_dtype", "dce", "precision"]
+    );
+    assert_eq!(manifest.buckets[0].passes.len(), 7);
 
     let none = tmp.0.join("none.tpuexe");
     assert!(pass_names(&compile(&none, &["--target", "cpu", "--passes", "none"])).is_empty());
@@ -68,14 +83,7 @@ fn passes_are_reported_switchable_and_keep_the_numbers() {
 fn precision_overrides_reach_stablehlo_and_tpu_executables() {
     let tmp = TempDir::new("precision");
     let model = s(&testdata().join("models/llama_tiny.pt2"));
-    let emit = |name: &str, extra: &[&str]| -> String {
-        let out = tmp.0.join(name);
-        let mut args = vec!["compile", &model, "-o", out.to_str().expect("utf-8"), "--emit", "stablehlo"];
-        args.extend(extra);
-        let (code, _, err) = run_cli(&args);
-        assert_eq!(code, 0, "{err}");
-        std::fs::read_to_string(&out).expect("written")
-    };
+    let emit = |name: &str, extra: &[&str]| emit_stablehlo(&model, &tmp.0.join(name), extra);
     let count = |text: &str, level: &str| text.matches(&format!("#stablehlo<precision {level}>, ")).count();
     let plain = emit("plain.mlir", &[]);
     let overridden = emit("lm_head.mlir", &["--precision-override", "lm_head=highest"]);
@@ -128,14 +136,7 @@ fn batch_norms_fold_into_convolution_weights() {
 fn attention_and_mlp_projections_fuse() {
     let tmp = TempDir::new("fuse");
     let model = s(&testdata().join("models/llama_tiny.pt2"));
-    let emit = |name: &str, extra: &[&str]| -> String {
-        let out = tmp.0.join(name);
-        let mut args = vec!["compile", &model, "-o", out.to_str().expect("utf-8"), "--emit", "stablehlo"];
-        args.extend(extra);
-        let (code, _, err) = run_cli(&args);
-        assert_eq!(code, 0, "{err}");
-        std::fs::read_to_string(&out).expect("written")
-    };
+    let emit = |name: &str, extra: &[&str]| emit_stablehlo(&model, &tmp.0.join(name), extra);
     let dots = |text: &str| text.matches("stablehlo.dot_general").count();
     let (fused, unfused) = (emit("fused.mlir", &[]), emit("unfused.mlir", &["--no-fuse-matmuls"]));
     // 2 layers: Q, K, V → 1 and gate, up → 1 saves 3 matmuls per layer.
@@ -149,4 +150,47 @@ fn attention_and_mlp_projections_fuse() {
     let fuse = m.buckets[0].passes.iter().find(|p| p.pass == "fuse_matmuls").expect("ran");
     assert_eq!(fuse.notes, ["10 matmuls fused into wider ones on stacked weights"]);
     assert_eq!(m.weights.order.iter().filter(|w| w.starts_with("fused:")).count(), 4, "{:?}", m.weights.order);
+}
+
+/// Stated tolerance of `--compute-dtype bf16` against f32 PyTorch: bf16 keeps 8 significant
+/// bits (relative rounding 2⁻⁹ ≈ 2e-3 per operand); the test models stay within 1% of the
+/// output's scale (measured: at most 2.3e-3).
+const BF16_TOLERANCE: f64 = 1e-2;
+
+/// Mixed precision: weights of contractions stored in bf16 (the artifact's weights shrink),
+/// outputs within the bf16 tolerance of eager f32, and libtpu compiles it.
+#[test]
+fn bf16_compute_dtype_stays_within_tolerance() {
+    let tmp = TempDir::new("bf16");
+    for model in ["llama_tiny", "resnet_mini", "mlp"] {
+        let pt2 = s(&testdata().join(format!("models/{model}.pt2")));
+        let compile = |name: &str, extra: &[&str]| {
+            let out = tmp.0.join(format!("{model}-{name}.tpuexe"));
+            let mut args =
+                vec!["compile", &pt2, "-o", out.to_str().expect("utf-8"), "--target", "cpu", "--no-cache", "-q"];
+            args.extend(extra);
+            let (code, _, err) = run_cli(&args);
+            assert_eq!(code, 0, "{model}: {err}");
+            out
+        };
+        let (f32_art, bf16_art) = (compile("f32", &[]), compile("bf16", &["--compute-dtype", "bf16"]));
+        let weights = |p: &std::path::Path| Artifact::open(p).expect("artifact").manifest.weights.bytes;
+        assert!(weights(&bf16_art) < weights(&f32_art) * 3 / 4, "{model}: weights shrink");
+        let dir = testdata().join("models").join(model);
+        let out = tmp.0.join(format!("{model}-out"));
+        let args = ["run", &s(&bf16_art), &s(&dir.join("in_0.npy")), "--out-dir", &s(&out)];
+        let (code, stdout, err) = run_cli(&args);
+        assert_eq!(code, 0, "{model}: {stdout}{err}");
+        let ours = crate::npy::Array::read(&out.join("out_0.npy")).expect("output");
+        let eager = crate::npy::Array::read(&dir.join("out_0.npy")).expect("reference");
+        let c = crate::run::compare(&ours, &eager);
+        assert!(c.max_rel_diff <= BF16_TOLERANCE, "{model}: rel diff {} > {BF16_TOLERANCE}", c.max_rel_diff);
+        assert!(c.max_rel_diff > 1e-6, "{model}: bf16 arithmetic should show ({})", c.max_rel_diff);
+    }
+    let model = s(&testdata().join("models/llama_tiny.pt2"));
+    let tpu = tmp.0.join("tpu.tpuexe");
+    let args =
+        ["compile", &model, "-o", &s(&tpu), "--target", "tpu:v6e:1x1", "--compute-dtype", "bf16", "--no-cache", "-q"];
+    let (code, _, err) = run_cli(&args);
+    assert_eq!(code, 0, "{err}");
 }

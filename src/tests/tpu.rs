@@ -21,16 +21,7 @@ fn tpu(generation: &str, topology: &str) -> Target {
 
 fn compile_for(model: &Path, out: &Path, targets: Vec<Target>) -> Artifact {
     let program = import(model).unwrap_or_else(|e| panic!("{}: {e}", model.display()));
-    let req = CompileRequest {
-        targets,
-        precision: Precision::Default,
-        plugin: None,
-        dump_dir: None,
-        progress: false,
-        cache: crate::cache::CacheConfig::off(),
-        passes: crate::driver::LowerOptions::default().passes,
-        pass_options: Default::default(),
-    };
+    let req = CompileRequest::new(targets, Precision::Default);
     if let Err(e) = compile(&program, model, out, &req) {
         panic!("{}: {e:#}\n(libtpu comes from `cargo xtask setup`)", model.display());
     }

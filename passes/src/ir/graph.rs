@@ -121,6 +121,20 @@ impl Graph {
         }
     }
 
+    /// Makes input slot `slot` of `dst` read `value`.
+    pub fn set_input(&mut self, dst: NodeId, slot: u16, value: ValueRef) {
+        let old: Vec<_> = self
+            .g
+            .edges_directed(dst.0, Direction::Incoming)
+            .filter(|e| e.weight().dst_slot == slot)
+            .map(|e| e.id())
+            .collect();
+        for e in old {
+            self.g.remove_edge(e);
+        }
+        self.connect(value, dst, slot);
+    }
+
     /// True when a graph output reads a value of `id`.
     pub fn is_output(&self, id: NodeId) -> bool {
         self.outputs.iter().any(|o| o.value.node == id)

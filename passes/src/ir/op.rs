@@ -63,6 +63,11 @@ pub enum WeightRecipe {
         /// BatchNorm epsilon.
         eps: f64,
     },
+    /// The same values, stored in the derived input's dtype (e.g. bf16 for mixed precision).
+    Cast {
+        /// The stored weight.
+        weight: String,
+    },
     /// Matrices `[n_i, k]` stacked into `[sum n_i, k]` (e.g. Q, K and V projections).
     ConcatRows {
         /// The stored weights, in order.
