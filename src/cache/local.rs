@@ -1,8 +1,8 @@
 //! The local tier: one file per entry under `<dir>/v1/entries/<2 hex>/<key>`, written to a
 //! temporary file in the same folder and renamed into place, with a per-key lock file
-//! (`flock`, released by the kernel even when a process is killed) so that concurrent
-//! processes compile a key once. The modification time of an entry is its last use, which
-//! least-recently-used eviction reads.
+//! (`flock`, released by the kernel even when a process is killed; `gc` removes idle ones)
+//! so that concurrent processes compile a key once. The modification time of an entry is its
+//! last use, which least-recently-used eviction reads.
 //!
 //! Every failure of the cache folder (read-only, full disk) degrades to compiling without
 //! caching, with one warning; a damaged entry is deleted and recompiled, never served.
@@ -257,6 +257,21 @@ impl LocalCache {
             for f in fs::read_dir(shard.path()).into_iter().flatten().flatten() {
                 let stale = f.metadata().and_then(|m| m.modified()).is_ok_and(|t| t < hour_ago);
                 if f.file_name().to_string_lossy().starts_with('.') && stale && fs::remove_file(f.path()).is_ok() {
+                    removed += 1;
+                }
+            }
+        }
+        removed
+    }
+
+    /// Deletes the per-key lock files nobody holds (one is left behind by every compile). A
+    /// process that opened a file just before it goes may then lock a fresh one beside a
+    /// waiter on the old one: at worst a key is compiled twice, never served damaged.
+    pub fn remove_idle_locks(&self) -> u64 {
+        let mut removed = 0;
+        for f in fs::read_dir(self.root.join("locks")).into_iter().flatten().flatten() {
+            if let Ok(Some(_held)) = FileLock::try_acquire(&f.path()) {
+                if fs::remove_file(f.path()).is_ok() {
                     removed += 1;
                 }
             }

@@ -122,15 +122,18 @@ pub fn gc(dir: &Path, max_bytes: u64) -> Report {
     let cache = LocalCache::open(dir, max_bytes, warnings.clone());
     let evicted = cache.evict(Some(max_bytes));
     let temporaries = cache.remove_stale_temporaries();
+    let locks = cache.remove_idle_locks();
     let listed = cache.list();
     let bytes: u64 = listed.iter().map(|l| l.bytes).sum();
     let text = format!(
-        "evicted {evicted} entries, removed {temporaries} stale temporary files; {} entries ({}) remain, limit {}\n",
+        "evicted {evicted} entries, removed {temporaries} stale temporary files and {locks} idle lock files; {} entries ({}) remain, limit {}\n",
         listed.len(),
         mib(bytes),
         mib(max_bytes)
     );
-    let json = json!({"evicted": evicted, "temporaries_removed": temporaries, "entries": listed.len(), "bytes": bytes});
+    let json = json!({
+        "evicted": evicted, "temporaries_removed": temporaries, "locks_removed": locks, "entries": listed.len(), "bytes": bytes
+    });
     Report { text, json, ok: true, warnings: warnings.take() }
 }
 

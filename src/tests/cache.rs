@@ -281,6 +281,7 @@ fn eviction_keeps_the_folder_under_its_bound() {
     let (newest_key, bound) = (newest["key"].clone(), newest["bytes"].as_u64().unwrap_or(0) + 1);
     let (code, out, err) = run_cli(&["cache", "gc", "--cache-dir", &s(&cache), "--max-size", &bound.to_string()]);
     assert_eq!(code, 0, "{err}");
+    assert!(out.contains("and 3 idle lock files"), "one lock file per compiled key, none held: {out}");
     let left = listed(&cache);
     assert_eq!(left.len(), 1, "{out}");
     assert_eq!(left[0]["key"], newest_key, "the most recently used entry survives");
