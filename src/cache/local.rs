@@ -191,28 +191,38 @@ impl LocalCache {
         }
     }
 
-    /// Every entry with its size, last use and header.
-    pub fn list(&self) -> Vec<Listed> {
+    /// Every file under `entries/`: (path, size, last modification, whether it is a
+    /// temporary file — a write in progress or left by a killed process).
+    fn files(&self) -> Vec<(PathBuf, u64, SystemTime, bool)> {
         let mut out = Vec::new();
-        let Ok(shards) = fs::read_dir(self.root.join("entries")) else {
-            return out;
-        };
-        for shard in shards.flatten() {
-            let Ok(files) = fs::read_dir(shard.path()) else { continue };
-            for f in files.flatten() {
-                let path = f.path();
-                let name = f.file_name();
-                if name.to_string_lossy().starts_with('.') {
-                    continue; // a write in progress (or left by a killed process)
-                }
+        for shard in fs::read_dir(self.root.join("entries")).into_iter().flatten().flatten() {
+            for f in fs::read_dir(shard.path()).into_iter().flatten().flatten() {
                 let Ok(meta) = f.metadata() else { continue };
-                let header =
-                    fs::read(&path).map_err(|e| e.to_string()).and_then(|b| Entry::decode(&b, None).map(|e| e.header));
-                out.push(Listed { path, bytes: meta.len(), last_used: meta.modified().unwrap_or(UNIX_EPOCH), header });
+                let temporary = f.file_name().to_string_lossy().starts_with('.');
+                out.push((f.path(), meta.len(), meta.modified().unwrap_or(UNIX_EPOCH), temporary));
             }
         }
-        out.sort_by(|a, b| a.path.cmp(&b.path));
+        out.sort();
         out
+    }
+
+    /// Number of entries and their bytes, without reading them.
+    pub fn size(&self) -> (usize, u64) {
+        let entries: Vec<u64> = self.files().into_iter().filter(|f| !f.3).map(|f| f.1).collect();
+        (entries.len(), entries.iter().sum())
+    }
+
+    /// Every entry with its size, last use and header (each entry is read and verified).
+    pub fn list(&self) -> Vec<Listed> {
+        self.files()
+            .into_iter()
+            .filter(|f| !f.3)
+            .map(|(path, bytes, last_used, _)| {
+                let header =
+                    fs::read(&path).map_err(|e| e.to_string()).and_then(|b| Entry::decode(&b, None).map(|e| e.header));
+                Listed { path, bytes, last_used, header }
+            })
+            .collect()
     }
 
     /// Removes least-recently-used entries until the folder holds at most `max_bytes`; skips
@@ -223,17 +233,10 @@ impl LocalCache {
         let Ok(Some(_gc)) = FileLock::try_acquire(&self.root.join("gc.lock")) else {
             return 0;
         };
-        let mut entries: Vec<(SystemTime, u64, PathBuf)> = Vec::new();
-        let mut total = 0;
-        for shard in fs::read_dir(self.root.join("entries")).into_iter().flatten().flatten() {
-            for f in fs::read_dir(shard.path()).into_iter().flatten().flatten() {
-                let Ok(meta) = f.metadata() else { continue };
-                total += meta.len();
-                if !f.file_name().to_string_lossy().starts_with('.') {
-                    entries.push((meta.modified().unwrap_or(UNIX_EPOCH), meta.len(), f.path()));
-                }
-            }
-        }
+        let files = self.files();
+        let mut total: u64 = files.iter().map(|f| f.1).sum();
+        let mut entries: Vec<(SystemTime, u64, PathBuf)> =
+            files.into_iter().filter(|f| !f.3).map(|(path, bytes, used, _)| (used, bytes, path)).collect();
         entries.sort();
         let mut removed = 0;
         for (_, bytes, path) in entries {
@@ -251,17 +254,9 @@ impl LocalCache {
 
     /// Deletes temporary files older than an hour (left by killed writers).
     pub fn remove_stale_temporaries(&self) -> u64 {
-        let mut removed = 0;
         let hour_ago = SystemTime::now() - std::time::Duration::from_secs(3600);
-        for shard in fs::read_dir(self.root.join("entries")).into_iter().flatten().flatten() {
-            for f in fs::read_dir(shard.path()).into_iter().flatten().flatten() {
-                let stale = f.metadata().and_then(|m| m.modified()).is_ok_and(|t| t < hour_ago);
-                if f.file_name().to_string_lossy().starts_with('.') && stale && fs::remove_file(f.path()).is_ok() {
-                    removed += 1;
-                }
-            }
-        }
-        removed
+        let stale = self.files().into_iter().filter(|f| f.3 && f.2 < hour_ago);
+        stale.filter(|f| fs::remove_file(&f.0).is_ok()).count() as u64
     }
 
     /// Deletes the per-key lock files nobody holds (one is left behind by every compile). A

@@ -18,6 +18,12 @@ pub struct Report {
     pub warnings: Vec<String>,
 }
 
+/// The local folder and the sink for its warnings.
+fn open(dir: &Path, max_bytes: u64) -> (LocalCache, Warnings) {
+    let warnings = Warnings::default();
+    (LocalCache::open(dir, max_bytes, warnings.clone()), warnings)
+}
+
 fn mib(bytes: u64) -> String {
     format!("{:.1} MiB", bytes as f64 / f64::from(1 << 20))
 }
@@ -33,15 +39,12 @@ fn age(t: SystemTime) -> String {
 }
 
 pub fn stats(dir: &Path) -> Report {
-    let warnings = Warnings::default();
-    let cache = LocalCache::open(dir, super::DEFAULT_MAX_BYTES, warnings.clone());
-    let listed = cache.list();
-    let bytes: u64 = listed.iter().map(|l| l.bytes).sum();
+    let (cache, warnings) = open(dir, super::DEFAULT_MAX_BYTES);
+    let (entries, bytes) = cache.size();
     let s = cache.stats();
     let text = format!(
-        "cache {}\nentries: {} ({})\nhits: {}, remote hits: {}, compiles: {}, evictions: {}, damaged entries dropped: {}\n",
+        "cache {}\nentries: {entries} ({})\nhits: {}, remote hits: {}, compiles: {}, evictions: {}, damaged entries dropped: {}\n",
         cache.root().display(),
-        listed.len(),
         mib(bytes),
         s.hits,
         s.remote_hits,
@@ -49,7 +52,7 @@ pub fn stats(dir: &Path) -> Report {
         s.evictions,
         s.dropped
     );
-    let json = json!({"dir": cache.root(), "entries": listed.len(), "bytes": bytes, "counters": s});
+    let json = json!({"dir": cache.root(), "entries": entries, "bytes": bytes, "counters": s});
     Report { text, json, ok: true, warnings: warnings.take() }
 }
 
@@ -64,8 +67,7 @@ fn describe(l: &Listed) -> serde_json::Value {
 }
 
 pub fn ls(dir: &Path) -> Report {
-    let warnings = Warnings::default();
-    let cache = LocalCache::open(dir, super::DEFAULT_MAX_BYTES, warnings.clone());
+    let (cache, warnings) = open(dir, super::DEFAULT_MAX_BYTES);
     let listed = cache.list();
     let mut text = String::new();
     for l in &listed {
@@ -97,8 +99,7 @@ pub fn ls(dir: &Path) -> Report {
 /// Reads every entry in full and checks its checksum; damaged entries are deleted (a compile
 /// would have replaced them anyway). Not ok when any was found.
 pub fn verify(dir: &Path) -> Report {
-    let warnings = Warnings::default();
-    let cache = LocalCache::open(dir, super::DEFAULT_MAX_BYTES, warnings.clone());
+    let (cache, warnings) = open(dir, super::DEFAULT_MAX_BYTES);
     let listed = cache.list();
     let mut damaged = Vec::new();
     for l in &listed {
@@ -118,29 +119,26 @@ pub fn verify(dir: &Path) -> Report {
 }
 
 pub fn gc(dir: &Path, max_bytes: u64) -> Report {
-    let warnings = Warnings::default();
-    let cache = LocalCache::open(dir, max_bytes, warnings.clone());
+    let (cache, warnings) = open(dir, max_bytes);
     let evicted = cache.evict(Some(max_bytes));
     let temporaries = cache.remove_stale_temporaries();
     let locks = cache.remove_idle_locks();
-    let listed = cache.list();
-    let bytes: u64 = listed.iter().map(|l| l.bytes).sum();
+    let (entries, bytes) = cache.size();
     let text = format!(
         "evicted {evicted} entries, removed {temporaries} stale temporary files and {locks} idle lock files; {} entries ({}) remain, limit {}\n",
-        listed.len(),
+        entries,
         mib(bytes),
         mib(max_bytes)
     );
     let json = json!({
-        "evicted": evicted, "temporaries_removed": temporaries, "locks_removed": locks, "entries": listed.len(), "bytes": bytes
+        "evicted": evicted, "temporaries_removed": temporaries, "locks_removed": locks, "entries": entries, "bytes": bytes
     });
     Report { text, json, ok: true, warnings: warnings.take() }
 }
 
 pub fn clear(dir: &Path) -> anyhow::Result<Report> {
-    let warnings = Warnings::default();
-    let cache = LocalCache::open(dir, super::DEFAULT_MAX_BYTES, warnings.clone());
-    let entries = cache.list().len();
+    let (cache, warnings) = open(dir, super::DEFAULT_MAX_BYTES);
+    let (entries, _) = cache.size();
     cache.clear().map_err(|e| anyhow::anyhow!("cannot clear `{}`: {e}", cache.root().display()))?;
     Ok(Report {
         text: format!("removed {entries} entries from {}\n", cache.root().display()),

@@ -149,10 +149,15 @@ impl Cache {
         if let Some(e) = local.get(&key) {
             return Some((e, Outcome::Hit));
         }
-        let e = self.remote.as_ref()?.get(&key)?;
+        self.fetch_remote(local, &key).map(|e| (e, Outcome::RemoteHit))
+    }
+
+    /// The entry from the remote tier, stored locally on the way.
+    fn fetch_remote(&self, local: &LocalCache, key: &str) -> Option<Entry> {
+        let e = self.remote.as_ref()?.get(key)?;
         local.put(&e);
         local.count_remote_hit();
-        Some((e, Outcome::RemoteHit))
+        Some(e)
     }
 
     /// Records what a loaded plugin reported, for [`Cache::get_without_plugin`].
@@ -182,9 +187,7 @@ impl Cache {
         if let Some(e) = local.get(&key) {
             return Ok((e, Outcome::Hit));
         }
-        if let Some(e) = self.remote.as_ref().and_then(|r| r.get(&key)) {
-            local.put(&e);
-            local.count_remote_hit();
+        if let Some(e) = self.fetch_remote(local, &key) {
             return Ok((e, Outcome::RemoteHit));
         }
         let (payload, meta) = compile()?;
