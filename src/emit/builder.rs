@@ -344,6 +344,47 @@ impl<'c, 'b> Builder<'c, 'b> {
     }
 }
 
+/// Element-wise arithmetic on values of one shape and dtype.
+pub struct Ew<'a, 'c, 'b> {
+    pub b: &'a Builder<'c, 'b>,
+    pub dims: Vec<i64>,
+    pub dt: DType,
+}
+
+impl<'c, 'b> Ew<'_, 'c, 'b> {
+    pub fn c(&self, v: f64) -> LowerResult<Value<'c, 'b>> {
+        self.b.splat(Scalar::Float(v), &self.dims, self.dt)
+    }
+    pub fn bin(&self, name: &str, x: Value<'c, 'b>, y: Value<'c, 'b>) -> LowerResult<Value<'c, 'b>> {
+        self.b.op(&format!("stablehlo.{name}"), &[x, y], &self.dims, self.dt, &[])
+    }
+    pub fn add(&self, x: Value<'c, 'b>, y: Value<'c, 'b>) -> LowerResult<Value<'c, 'b>> {
+        self.bin("add", x, y)
+    }
+    pub fn sub(&self, x: Value<'c, 'b>, y: Value<'c, 'b>) -> LowerResult<Value<'c, 'b>> {
+        self.bin("subtract", x, y)
+    }
+    pub fn mul(&self, x: Value<'c, 'b>, y: Value<'c, 'b>) -> LowerResult<Value<'c, 'b>> {
+        self.bin("multiply", x, y)
+    }
+    /// `x * k + a`.
+    pub fn affine(&self, x: Value<'c, 'b>, k: f64, a: f64) -> LowerResult<Value<'c, 'b>> {
+        self.add(self.mul(x, self.c(k)?)?, self.c(a)?)
+    }
+    pub fn unary(&self, name: &str, x: Value<'c, 'b>) -> LowerResult<Value<'c, 'b>> {
+        self.b.op(&format!("stablehlo.{name}"), &[x], &self.dims, self.dt, &[])
+    }
+    pub fn cmp(&self, x: Value<'c, 'b>, y: Value<'c, 'b>, direction: &str) -> LowerResult<Value<'c, 'b>> {
+        self.b.compare(x, y, &self.dims, self.dt, direction)
+    }
+    pub fn select(&self, c: Value<'c, 'b>, t: Value<'c, 'b>, f: Value<'c, 'b>) -> LowerResult<Value<'c, 'b>> {
+        self.b.op("stablehlo.select", &[c, t, f], &self.dims, self.dt, &[])
+    }
+    pub fn clamp(&self, x: Value<'c, 'b>, lo: f64, hi: f64) -> LowerResult<Value<'c, 'b>> {
+        self.b.op("stablehlo.clamp", &[self.c(lo)?, x, self.c(hi)?], &self.dims, self.dt, &[])
+    }
+}
+
 /// Normalizes a possibly negative dim against `rank`.
 pub fn norm_dim(dim: i64, rank: usize) -> LowerResult<i64> {
     let r = rank as i64;

@@ -10,7 +10,7 @@
 use melior::ir::Value;
 use torchtpu_passes::ir::{DType, Scalar, TensorType};
 
-use super::builder::{i64_array, static_dims, Builder, LowerResult};
+use super::builder::{i64_array, static_dims, Builder, Ew, LowerResult};
 use super::sort::sorted;
 use super::Arg;
 
@@ -93,13 +93,12 @@ fn normal<'c, 'b>(
         )?;
         b.reshape(s, &[n], ct)
     };
-    let c = |v: f64| b.splat(Scalar::Float(v), &[n], ct);
-    let ew = |name: &str, x: V<'c, 'b>, y: V<'c, 'b>| b.op(&format!("stablehlo.{name}"), &[x, y], &[n], ct, &[]);
+    let e = Ew { b, dims: vec![n], dt: ct };
     // r = sqrt(-2 ln(1 - u1)) with 1 - u1 in (0, 1]; z = r cos(2π u2).
-    let log = b.op("stablehlo.log", &[ew("subtract", c(1.0)?, half(0)?)?], &[n], ct, &[])?;
-    let r = b.op("stablehlo.sqrt", &[ew("multiply", log, c(-2.0)?)?], &[n], ct, &[])?;
-    let angle = ew("multiply", half(1)?, c(std::f64::consts::TAU)?)?;
-    let z = ew("multiply", r, b.op("stablehlo.cosine", &[angle], &[n], ct, &[])?)?;
+    let log = e.unary("log", e.sub(e.c(1.0)?, half(0)?)?)?;
+    let r = e.unary("sqrt", e.mul(log, e.c(-2.0)?)?)?;
+    let angle = e.mul(half(1)?, e.c(std::f64::consts::TAU)?)?;
+    let z = e.mul(r, e.unary("cosine", angle)?)?;
     Ok((state, b.reshape(b.convert(z, &[n], ct, dt)?, dims, dt)?))
 }
 

@@ -9,52 +9,11 @@
 use melior::ir::Value;
 use torchtpu_passes::ir::{DType, GridPadding, Interpolation, Scalar, TensorType};
 
-use super::builder::{i64_array, static_dims, Builder, LowerResult};
+use super::builder::{i64_array, static_dims, Builder, Ew, LowerResult};
 use super::shape::gather;
 use super::Arg;
 
 type V<'c, 'b> = Value<'c, 'b>;
-
-/// Element-wise arithmetic on values of one shape and dtype.
-struct Ew<'a, 'c, 'b> {
-    b: &'a Builder<'c, 'b>,
-    dims: Vec<i64>,
-    dt: DType,
-}
-
-impl<'c, 'b> Ew<'_, 'c, 'b> {
-    fn c(&self, v: f64) -> LowerResult<V<'c, 'b>> {
-        self.b.splat(Scalar::Float(v), &self.dims, self.dt)
-    }
-    fn bin(&self, name: &str, x: V<'c, 'b>, y: V<'c, 'b>) -> LowerResult<V<'c, 'b>> {
-        self.b.op(&format!("stablehlo.{name}"), &[x, y], &self.dims, self.dt, &[])
-    }
-    fn add(&self, x: V<'c, 'b>, y: V<'c, 'b>) -> LowerResult<V<'c, 'b>> {
-        self.bin("add", x, y)
-    }
-    fn sub(&self, x: V<'c, 'b>, y: V<'c, 'b>) -> LowerResult<V<'c, 'b>> {
-        self.bin("subtract", x, y)
-    }
-    fn mul(&self, x: V<'c, 'b>, y: V<'c, 'b>) -> LowerResult<V<'c, 'b>> {
-        self.bin("multiply", x, y)
-    }
-    /// `x * k + a`.
-    fn affine(&self, x: V<'c, 'b>, k: f64, a: f64) -> LowerResult<V<'c, 'b>> {
-        self.add(self.mul(x, self.c(k)?)?, self.c(a)?)
-    }
-    fn unary(&self, name: &str, x: V<'c, 'b>) -> LowerResult<V<'c, 'b>> {
-        self.b.op(&format!("stablehlo.{name}"), &[x], &self.dims, self.dt, &[])
-    }
-    fn cmp(&self, x: V<'c, 'b>, y: V<'c, 'b>, direction: &str) -> LowerResult<V<'c, 'b>> {
-        self.b.compare(x, y, &self.dims, self.dt, direction)
-    }
-    fn select(&self, c: V<'c, 'b>, t: V<'c, 'b>, f: V<'c, 'b>) -> LowerResult<V<'c, 'b>> {
-        self.b.op("stablehlo.select", &[c, t, f], &self.dims, self.dt, &[])
-    }
-    fn clamp(&self, x: V<'c, 'b>, lo: f64, hi: f64) -> LowerResult<V<'c, 'b>> {
-        self.b.op("stablehlo.clamp", &[self.c(lo)?, x, self.c(hi)?], &self.dims, self.dt, &[])
-    }
-}
 
 /// Grid coordinate in [-1, 1] → pixel coordinate along a dim of `size` pixels.
 fn unnormalize<'c, 'b>(e: &Ew<'_, 'c, 'b>, g: V<'c, 'b>, size: i64, align_corners: bool) -> LowerResult<V<'c, 'b>> {
