@@ -20,6 +20,7 @@ use torchtpu_passes::ir::DType;
 use zip::write::SimpleFileOptions;
 
 use crate::container::{ContainerError, MappedZip};
+use torchtpu_passes::pad::PaddedContraction;
 
 /// Identifies the artifact layout; bumped when the meaning of a field changes.
 pub const ARTIFACT_FORMAT: &str = "torchtpu-artifact/1";
@@ -107,6 +108,9 @@ pub struct OptionsInfo {
     /// `--compute-dtype` (absent: f32).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compute_dtype: Option<String>,
+    /// `--pad-multiple` (absent: no padding).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pad_multiple: Option<i64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -142,6 +146,9 @@ pub struct PassInfo {
     pub nodes_after: usize,
     /// What changed, one line per kind of rewrite.
     pub notes: Vec<String>,
+    /// The contractions `pad` widened: each padded dim and the extra FLOPs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub padded: Vec<PaddedContraction>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -104,9 +104,9 @@ enum CacheAction {
 struct PassFlags {
     /// Graph passes to run, comma-separated (they always run in pipeline order), or `none`.
     /// Passes: canonicalize (drop no-op views, copies, identity permutes, metadata asserts),
-    /// fold_batch_norm (eval BatchNorm into the convolution's weights), cse (merge equal
+    /// fold_constants (identities such as x*1, constant shapes as plain fulls), fold_batch_norm (eval BatchNorm into the convolution's weights), cse (merge equal
     /// computations), fuse_matmuls (matmuls reading one input become one on stacked weights),
-    /// compute_dtype (apply --compute-dtype), dce (remove unused nodes and weights), precision
+    /// pad (apply --pad-multiple), compute_dtype (apply --compute-dtype), dce (remove unused nodes and weights), precision
     /// (apply --precision-override).
     /// Default: all.
     #[arg(long, value_name = "LIST", value_parser = parse_passes)]
@@ -114,6 +114,9 @@ struct PassFlags {
     /// Skip `canonicalize`.
     #[arg(long)]
     no_canonicalize: bool,
+    /// Skip `fold_constants`.
+    #[arg(long)]
+    no_fold_constants: bool,
     /// Skip `fold_batch_norm`.
     #[arg(long)]
     no_fold_batch_norm: bool,
@@ -123,6 +126,9 @@ struct PassFlags {
     /// Skip `fuse_matmuls`.
     #[arg(long)]
     no_fuse_matmuls: bool,
+    /// Skip `pad` (`--pad-multiple` is then ignored).
+    #[arg(long)]
+    no_pad: bool,
     /// Skip `compute_dtype` (`--compute-dtype` is then ignored).
     #[arg(long)]
     no_compute_dtype: bool,
@@ -140,9 +146,11 @@ impl PassFlags {
         let mut v: Vec<String> = self.passes.clone().map_or_else(all, |l| l.0);
         let off = [
             (self.no_canonicalize, "canonicalize"),
+            (self.no_fold_constants, "fold_constants"),
             (self.no_fold_batch_norm, "fold_batch_norm"),
             (self.no_cse, "cse"),
             (self.no_fuse_matmuls, "fuse_matmuls"),
+            (self.no_pad, "pad"),
             (self.no_compute_dtype, "compute_dtype"),
             (self.no_dce, "dce"),
             (self.no_precision, "precision"),
@@ -303,6 +311,13 @@ struct CompileArgs {
     /// Default `f32` (off).
     #[arg(long, value_name = "DTYPE", value_parser = parse_compute_dtype, default_value = "f32")]
     compute_dtype: ComputeDtypeArg,
+    /// Widen the feature dims of matmuls, convolutions and embeddings (output features,
+    /// channels, and contracting dims along chains of layers) to multiples of N, with zeros in
+    /// the weights; results stay exactly PyTorch's (reductions use the true sizes, outputs are
+    /// sliced back). 0 turns it off. Default: 128 when a target is a TPU (the matrix unit's
+    /// tile), else off. It applies to every target of the compile: they share one program.
+    #[arg(long, value_name = "N")]
+    pad_multiple: Option<u32>,
     /// The CPU PJRT plugin; default `$TORCHTPU_PJRT_PLUGIN`, then the `cargo xtask setup` folder.
     #[arg(long)]
     plugin: Option<PathBuf>,
@@ -322,6 +337,27 @@ struct CompileArgs {
     /// Also say what each graph pass did.
     #[arg(short, long)]
     verbose: bool,
+}
+
+impl CompileArgs {
+    fn targets_or_default(&self) -> Vec<Target> {
+        if self.targets.is_empty() {
+            default_targets()
+        } else {
+            self.targets.clone()
+        }
+    }
+
+    /// The passes' settings; the padding default depends on the targets.
+    fn pass_options(&self, targets: &[Target]) -> PassOptions {
+        let tpu = targets.iter().any(|t| matches!(t, Target::Tpu { .. }));
+        let pad = self.pad_multiple.map_or(if tpu { 128 } else { 0 }, i64::from);
+        PassOptions {
+            precision_overrides: self.precision_override.clone(),
+            compute_dtype: self.compute_dtype.0,
+            pad_multiple: (pad > 1).then_some(pad),
+        }
+    }
 }
 
 /// `tpu:v6e:1x1` plus `cpu` (DESIGN.md §3).
@@ -428,19 +464,16 @@ fn compile_cmd(args: &CompileArgs, out: &mut dyn Write, err: &mut dyn Write) -> 
     let program = read_program(&args.model)?;
     let context = || format!("cannot compile `{}`", args.model.display());
     if args.emit == Emit::Exe {
-        let targets = if args.targets.is_empty() { default_targets() } else { args.targets.clone() };
+        let targets = args.targets_or_default();
         let req = CompileRequest {
-            targets,
             precision: args.precision,
             plugin: args.plugin.clone(),
             dump_dir: args.dump_dir.clone(),
             progress: !args.quiet,
             cache: args.cache.config(),
             passes: args.passes.selected(),
-            pass_options: PassOptions {
-                precision_overrides: args.precision_override.clone(),
-                compute_dtype: args.compute_dtype.0,
-            },
+            pass_options: args.pass_options(&targets),
+            targets,
         };
         let summary = compile(&program, &args.model, &args.output, &req).with_context(context)?;
         for w in &summary.warnings {
@@ -476,10 +509,7 @@ fn compile_cmd(args: &CompileArgs, out: &mut dyn Write, err: &mut dyn Write) -> 
     let opts = driver::LowerOptions {
         emit: EmitOptions { precision: args.precision },
         passes: args.passes.selected(),
-        pass_options: PassOptions {
-            precision_overrides: args.precision_override.clone(),
-            compute_dtype: args.compute_dtype.0,
-        },
+        pass_options: args.pass_options(&args.targets_or_default()),
         keep_stages: false,
     };
     let lowered = driver::lower(&program, bindings, &opts).map_err(Error::from).with_context(context)?;

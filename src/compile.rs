@@ -163,6 +163,7 @@ pub fn compile(program: &Program, model: &Path, out: &Path, req: &CompileRequest
             precision: req.precision.name().into(),
             passes: lowered.passes.iter().map(|r| r.pass.clone()).collect(),
             compute_dtype: req.pass_options.compute_dtype.map(|d| d.to_string()),
+            pad_multiple: req.pass_options.pad_multiple,
         },
         weights: WeightsInfo {
             entry: artifact::WEIGHTS.into(),
@@ -444,6 +445,7 @@ fn bucket(name: &str, entry: &str, lowered: &Lowered) -> Result<Bucket, Error> {
                 nodes_before: r.nodes_before,
                 nodes_after: r.nodes_after,
                 notes: r.notes.clone(),
+                padded: r.padded.clone(),
             })
             .collect(),
     })

@@ -31,12 +31,38 @@ fn bn_scale(program: &Program, gamma: Option<&String>, var: &str, eps: f64) -> R
 
 /// The recipe's values in row-major order, as f32.
 pub fn compute(program: &Program, recipe: &WeightRecipe) -> Result<Vec<f32>, Error> {
-    let out = match recipe {
+    Ok(compute_f64(program, recipe)?.into_iter().map(|v| v as f32).collect())
+}
+
+/// `values` (row-major, shape `dims`) with zeros appended up to `padded` in each dim.
+fn zero_pad(values: &[f64], dims: &[i64], padded: &[i64]) -> Result<Vec<f64>, Error> {
+    let numel = |d: &[i64]| d.iter().product::<i64>() as usize;
+    if values.len() != numel(dims) || dims.len() != padded.len() || dims.iter().zip(padded).any(|(d, p)| p < d) {
+        return Err(Error::Unsupported(format!("cannot pad {} values of shape {dims:?} to {padded:?}", values.len())));
+    }
+    let mut out = vec![0.0; numel(padded)];
+    let rank = dims.len();
+    for (i, &v) in values.iter().enumerate() {
+        // The flat index in the padded shape: same coordinates, wider strides.
+        let (mut rest, mut at, mut stride) = (i, 0usize, 1usize);
+        for d in (0..rank).rev() {
+            let size = dims[d] as usize;
+            at += (rest % size) * stride;
+            rest /= size;
+            stride *= padded[d] as usize;
+        }
+        out[at] = v;
+    }
+    Ok(out)
+}
+
+fn compute_f64(program: &Program, recipe: &WeightRecipe) -> Result<Vec<f64>, Error> {
+    Ok(match recipe {
         WeightRecipe::BnFoldedWeight { weight, gamma, var, eps } => {
             let s = bn_scale(program, gamma.as_ref(), var, *eps)?;
             let w = values(program, weight)?;
             let per_channel = w.len() / s.len().max(1);
-            w.iter().enumerate().map(|(i, v)| v * s[i / per_channel.max(1)]).collect::<Vec<f64>>()
+            w.iter().enumerate().map(|(i, v)| v * s[i / per_channel.max(1)]).collect()
         }
         WeightRecipe::Cast { weight } => values(program, weight)?,
         WeightRecipe::ConcatRows { weights } => {
@@ -53,6 +79,6 @@ pub fn compute(program: &Program, recipe: &WeightRecipe) -> Result<Vec<f32>, Err
             let beta = optional(program, beta.as_ref(), s.len(), 0.0)?;
             (0..s.len()).map(|c| (bias[c] - mean[c]) * s[c] + beta[c]).collect()
         }
-    };
-    Ok(out.into_iter().map(|v| v as f32).collect())
+        WeightRecipe::Pad { source, dims, padded } => zero_pad(&compute_f64(program, source)?, dims, padded)?,
+    })
 }

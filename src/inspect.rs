@@ -325,6 +325,12 @@ pub fn render_artifact(art: &crate::artifact::Artifact) -> String {
         let bind: Vec<String> = b.bindings.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let shown = if bind.is_empty() { "static".to_string() } else { bind.join(", ") };
         let _ = writeln!(out, "  {}: {shown}, inputs {:?}", b.name, b.input_dims);
+        let padded: Vec<_> = b.passes.iter().flat_map(|p| &p.padded).collect();
+        if let (Some(multiple), false) = (m.options.pad_multiple, padded.is_empty()) {
+            let flops: u64 = padded.iter().map(|c| c.extra_flops).sum();
+            let _ =
+                writeln!(out, "    padded to multiples of {multiple}: {} contractions, +{flops} FLOPs", padded.len());
+        }
     }
     let _ = writeln!(out, "targets:");
     for t in &m.targets {

@@ -11,6 +11,7 @@ use std::time::Instant;
 use serde::Serialize;
 
 use crate::ir::{DType, Graph, Precision};
+use crate::pad::PaddedContraction;
 use crate::precision::PrecisionPass;
 use crate::verify::{verify, VerifyError};
 
@@ -28,6 +29,8 @@ pub enum Changed {
 pub struct PassCx {
     /// Notes for the report: one line per kind of rewrite, e.g. "removed 12 no-op views".
     pub notes: Vec<String>,
+    /// Contractions the `pad` pass widened.
+    pub padded: Vec<PaddedContraction>,
 }
 
 impl PassCx {
@@ -80,6 +83,9 @@ pub struct PassReport {
     pub nodes_after: usize,
     /// What changed, one line per kind of rewrite.
     pub notes: Vec<String>,
+    /// Contractions the `pad` pass widened, with their padded dims and extra FLOPs.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub padded: Vec<PaddedContraction>,
     /// Wall time of the pass in microseconds (not in the manifest: it varies run to run).
     #[serde(skip)]
     pub micros: u64,
@@ -88,9 +94,11 @@ pub struct PassReport {
 /// Every pass, in pipeline order, with a one-line description (for `--help` and errors).
 pub const PASSES: &[(&str, &str)] = &[
     ("canonicalize", "drop no-op views, copies, identity permutes and metadata asserts"),
+    ("fold_constants", "drop identities (x*1, x-0, and with all-true) and make constant shapes plain fulls"),
     ("fold_batch_norm", "fold eval-mode BatchNorm into the preceding convolution's weights"),
     ("cse", "merge nodes that compute the same value"),
     ("fuse_matmuls", "one matmul on stacked weights for matmuls that read the same input (Q/K/V, gate/up)"),
+    ("pad", "widen matmul/convolution feature dims to multiples of --pad-multiple, zeros in the weights"),
     ("compute_dtype", "bf16 operands for f32 matmuls/convolutions with --compute-dtype bf16"),
     ("dce", "remove nodes whose values are never used"),
     ("precision", "per-node precision of contractions from --precision-override"),
@@ -103,6 +111,8 @@ pub struct PassOptions {
     pub precision_overrides: Vec<(String, Precision)>,
     /// Operand dtype of contractions for the `compute_dtype` pass (`None`: unchanged).
     pub compute_dtype: Option<DType>,
+    /// Feature dims of contractions become multiples of this for the `pad` pass (`None`: off).
+    pub pad_multiple: Option<i64>,
 }
 
 /// An ordered list of passes.
@@ -120,9 +130,11 @@ impl Pipeline {
     pub fn by_name(name: &str, opts: &PassOptions) -> Option<Box<dyn Pass>> {
         Some(match name {
             "canonicalize" => Box::new(crate::canonicalize::Canonicalize),
+            "fold_constants" => Box::new(crate::fold_constants::FoldConstants),
             "fold_batch_norm" => Box::new(crate::fold_bn::FoldBatchNorm),
             "cse" => Box::new(crate::cse::Cse),
             "fuse_matmuls" => Box::new(crate::fuse_matmuls::FuseMatmuls),
+            "pad" => Box::new(crate::pad::Pad { multiple: opts.pad_multiple }),
             "compute_dtype" => Box::new(crate::compute_dtype::ComputeDtype { dtype: opts.compute_dtype }),
             "dce" => Box::new(crate::dce::Dce),
             "precision" => Box::new(PrecisionPass { overrides: opts.precision_overrides.clone() }),
@@ -173,6 +185,7 @@ impl Pipeline {
                 nodes_before,
                 nodes_after: graph.len(),
                 notes: cx.notes,
+                padded: cx.padded,
                 micros,
             });
         }
@@ -210,10 +223,20 @@ mod tests {
             Pipeline::standard(&PassOptions::default()).run(&mut g, |p, _| seen.push(p.to_string())).expect("runs");
         assert_eq!(
             seen,
-            ["canonicalize", "fold_batch_norm", "cse", "fuse_matmuls", "compute_dtype", "dce", "precision"]
+            [
+                "canonicalize",
+                "fold_constants",
+                "fold_batch_norm",
+                "cse",
+                "fuse_matmuls",
+                "pad",
+                "compute_dtype",
+                "dce",
+                "precision"
+            ]
         );
         let counts: Vec<(usize, usize)> = reports.iter().map(|r| (r.nodes_before, r.nodes_after)).collect();
-        assert_eq!(counts, [(7, 5), (5, 5), (5, 4), (4, 4), (4, 4), (4, 3), (3, 3)]);
+        assert_eq!(counts, [(7, 5), (5, 5), (5, 5), (5, 4), (4, 4), (4, 4), (4, 4), (4, 3), (3, 3)]);
         assert_eq!(reports[0].notes, ["1 removed copies", "1 removed no-op views"]);
         insta::assert_snapshot!(print(&g), @r"
         graph t {
@@ -233,7 +256,7 @@ mod tests {
         let e = Pipeline::only(&["fusion".into()], &opts).err().expect("unknown");
         assert!(
             e.contains("unknown pass `fusion`")
-                && e.contains("canonicalize, fold_batch_norm, cse, fuse_matmuls, compute_dtype"),
+                && e.contains("canonicalize, fold_constants, fold_batch_norm, cse, fuse_matmuls, pad, compute_dtype"),
             "{e}"
         );
     }

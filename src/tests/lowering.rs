@@ -23,6 +23,27 @@ fn stablehlo_snapshots() {
     });
 }
 
+/// The tiny Llama with no passes, then with every pass and padding to 128 (what a TPU compile
+/// gets by default): one fused Q/K/V matmul per layer, the hidden size padded 64 → 128 from the
+/// embedding to the last norm, the mean of each RMSNorm dividing by 64.
+#[test]
+fn llama_before_and_after_passes() {
+    let _guard = settings("mlir").bind_to_scope();
+    let path = testdata().join("models/llama_tiny.pt2");
+    let program = import(&path).expect("imports");
+    let lower_with = |opts: &LowerOptions| {
+        let bindings = example_bindings(&program).expect("example sizes");
+        lower(&program, bindings, opts).expect("lowers").module.text
+    };
+    let before = lower_with(&LowerOptions { passes: Vec::new(), ..LowerOptions::default() });
+    let mut padded = LowerOptions::default();
+    padded.pass_options.pad_multiple = Some(128);
+    let after = lower_with(&padded);
+    assert!(after.contains("tensor<256x128xf32>") && !before.contains("tensor<256x128xf32>"), "{after}");
+    insta::assert_snapshot!("llama_tiny_before_passes", before);
+    insta::assert_snapshot!("llama_tiny_after_passes_pad128", after);
+}
+
 #[test]
 fn stablehlo_is_deterministic() {
     for path in model_paths() {

@@ -39,10 +39,14 @@ fn request() -> CompileRequest {
 
 /// Compiles a test model for CPU into `dir/<name>.tpuexe`.
 fn compile_model(name: &str, dir: &Path) -> PathBuf {
+    compile_model_with(name, dir, &request())
+}
+
+fn compile_model_with(name: &str, dir: &Path, req: &CompileRequest) -> PathBuf {
     let model = testdata().join(format!("models/{name}.pt2"));
     let program = import(&model).unwrap_or_else(|e| panic!("{name}: {e}"));
     let out = dir.join(format!("{name}.tpuexe"));
-    if let Err(e) = compile(&program, &model, &out, &request()) {
+    if let Err(e) = compile(&program, &model, &out, req) {
         panic!("{name}: {e:#}\n(the XLA CPU plugin comes from `cargo xtask setup`)");
     }
     out
@@ -55,8 +59,13 @@ fn case_inputs(name: &str, case: &str) -> Vec<PathBuf> {
 }
 
 fn assert_parity(name: &str) {
+    assert_parity_with(name, &request());
+}
+
+/// Compiles with `req`, checks the outputs and returns the manifest.
+fn assert_parity_with(name: &str, req: &CompileRequest) -> artifact::Manifest {
     let tmp = TempDir::new(name);
-    let artifact = compile_model(name, &tmp.0);
+    let artifact = compile_model_with(name, &tmp.0, req);
     let reference = testdata().join("models").join(name);
     let req = RunRequest {
         artifact,
@@ -73,6 +82,7 @@ fn assert_parity(name: &str) {
         assert!(c.ok, "{name} out_{i}: max abs diff {} (rel {}) {:?}", c.max_abs_diff, c.max_rel_diff, c.note);
     }
     assert!(report.ok);
+    Artifact::open(&req.artifact).expect("opens").manifest
 }
 
 macro_rules! parity_tests {
@@ -104,6 +114,20 @@ fn every_test_model_has_a_parity_test() {
     let mut listed: Vec<String> = PARITY_MODELS.iter().map(|s| s.to_string()).collect();
     listed.sort();
     assert_eq!(on_disk, listed);
+}
+
+/// `--target cpu --pad-multiple 128`: every test model still equals PyTorch, and every one had
+/// contractions padded (each has a matmul, convolution or embedding narrower than 128).
+#[test]
+fn every_model_matches_with_padding_forced_on() {
+    let mut req = request();
+    req.pass_options.pad_multiple = Some(128);
+    for name in PARITY_MODELS {
+        let manifest = assert_parity_with(name, &req);
+        assert_eq!(manifest.options.pad_multiple, Some(128));
+        let pad = manifest.buckets[0].passes.iter().find(|p| p.pass == "pad").expect("pad ran");
+        assert!(!pad.padded.is_empty(), "{name}: {pad:?}");
+    }
 }
 
 /// The dynamic model is compiled at its example size only (bucketing comes later): other sizes
@@ -288,17 +312,22 @@ fn bytecode_and_dump_dir() {
         "00.import.ir",
         "01.specialize.ir",
         "02.canonicalize.ir",
-        "03.fold_batch_norm.ir",
-        "04.cse.ir",
-        "05.fuse_matmuls.ir",
-        "06.compute_dtype.ir",
-        "07.dce.ir",
-        "08.precision.ir",
+        "03.fold_constants.ir",
+        "04.fold_batch_norm.ir",
+        "05.cse.ir",
+        "06.fuse_matmuls.ir",
+        "07.pad.ir",
+        "08.compute_dtype.ir",
+        "09.dce.ir",
+        "10.precision.ir",
     ];
     for f in stages.iter().chain(&["main.mlir", "compile.log"]) {
         let text = std::fs::read_to_string(dump.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
         assert!(!text.is_empty(), "{f} is empty");
     }
+    // With a TPU among the targets, padding to 128 is on by default.
+    let padded = std::fs::read_to_string(dump.join("07.pad.ir")).expect("pad dump");
+    assert!(padded.contains("@pad128x"), "{padded}");
     let log = std::fs::read_to_string(dump.join("compile.log")).expect("log");
     assert!(log.contains("cpu main: compiled (cache off) in ") && log.contains("tpu:v6e:1x1 main: compiled"), "{log}");
 }

@@ -114,10 +114,23 @@ impl Graph {
             self.g.remove_edge(edge);
             self.connect(new, user, dst_slot);
         }
+        self.redirect_outputs(old, new);
+    }
+
+    /// Makes the graph outputs that return `old` return `new` (node inputs are unchanged).
+    pub fn redirect_outputs(&mut self, old: ValueRef, new: ValueRef) {
         for o in &mut self.outputs {
             if o.value == old {
                 o.value = new;
             }
+        }
+    }
+
+    /// Removes every input edge of `id` (e.g. when it becomes a constant).
+    pub fn detach_inputs(&mut self, id: NodeId) {
+        let edges: Vec<_> = self.g.edges_directed(id.0, Direction::Incoming).map(|e| e.id()).collect();
+        for e in edges {
+            self.g.remove_edge(e);
         }
     }
 

@@ -73,6 +73,16 @@ pub enum WeightRecipe {
         /// The stored weights, in order.
         weights: Vec<String>,
     },
+    /// Another recipe's `dims`-shaped value with zeros appended up to `padded` in each dim
+    /// (the `pad` pass). `Cast` stands for a stored weight as it is.
+    Pad {
+        /// What is padded.
+        source: Box<WeightRecipe>,
+        /// Its shape.
+        dims: Vec<i64>,
+        /// The shape after padding.
+        padded: Vec<i64>,
+    },
     /// `(bias - mean) * s + beta` (bias and beta 0 when absent).
     BnFoldedBias {
         /// The convolution bias.

@@ -1,0 +1,183 @@
+//! `fold_constants`: simplifies what exports leave around constants — arithmetic identities
+//! (`x * 1`, `x / 1`, `x - 0`, integer `x + 0`), `and` with an all-true `full`, `full_like`
+//! (which only needs its input's shape) and reshapes or conversions of a `full` — so that the
+//! program neither computes nor reads what it does not need.
+//!
+//! Every rewrite is exact: float `x + 0.0` is kept (it turns `-0.0` into `0.0`), and a rewrite
+//! applies only when the kept operand already has the node's output type (no broadcast, no
+//! type promotion hidden in the identity).
+//!
+//! ```text
+//! %1 = add(%0, 0) : i64[16]                          (gone; users read %0)
+//! %3 = bitwise_and(%full_true, %2) : bool[1,1,16,16] (gone; users read %2)
+//! %5 = full_like(%4) {value=0} : f32[1,4,16,16]  →   %5 = full() {size=[1, 4, 16, 16], value=0} : f32[1,4,16,16]
+//! ```
+
+use crate::ir::{BinaryOp, DType, Dim, Graph, NodeId, Op, Operand, Scalar, ValueRef};
+use crate::pass::{Changed, Pass, PassCx, PassError};
+
+/// See the module docs.
+pub struct FoldConstants;
+
+fn is(s: &Operand, int: i64) -> bool {
+    match *s {
+        Operand::Scalar(Scalar::Int(i)) => i == int,
+        Operand::Scalar(Scalar::Float(x)) => x == int as f64,
+        _ => false,
+    }
+}
+
+/// The value a node's single output equals, when the node is an identity on it.
+fn identity_of(graph: &Graph, id: NodeId) -> Option<ValueRef> {
+    let node = graph.node(id);
+    let ins = graph.inputs(id);
+    let out = node.outputs.first()?;
+    let same = |v: &ValueRef| graph.node(v.node).outputs[usize::from(v.slot)] == *out;
+    let kept = match &node.op {
+        Op::Binary { op, lhs, rhs, alpha } => {
+            let alpha_one = alpha.is_none_or(|a| matches!(a, Scalar::Int(1)) || a == Scalar::Float(1.0));
+            let int = !out.dtype.is_float() && !out.dtype.is_complex();
+            match (op, lhs, rhs) {
+                (BinaryOp::Mul, Operand::Tensor, s) | (BinaryOp::Mul, s, Operand::Tensor) if is(s, 1) => ins[0],
+                (BinaryOp::Div, Operand::Tensor, s) if is(s, 1) => ins[0],
+                (BinaryOp::Sub, Operand::Tensor, s) if is(s, 0) => ins[0],
+                (BinaryOp::Add, Operand::Tensor, s) if int && is(s, 0) => ins[0],
+                (BinaryOp::Add, s, Operand::Tensor) if int && is(s, 0) && alpha_one => ins[0],
+                (BinaryOp::BitwiseAnd | BinaryOp::LogicalAnd, Operand::Tensor, Operand::Tensor) => {
+                    let all_true =
+                        |v: &ValueRef| matches!(graph.node(v.node).op, Op::Full { value: Scalar::Bool(true), .. });
+                    match ins[..] {
+                        [a, b] if all_true(&a) => b,
+                        [a, b] if all_true(&b) => a,
+                        _ => return None,
+                    }
+                }
+                _ => return None,
+            }
+        }
+        _ => return None,
+    };
+    same(&kept).then_some(kept)
+}
+
+/// A `full` equal to the node's output, when the node only reshapes, converts or copies the
+/// shape of a constant.
+fn as_full(graph: &Graph, id: NodeId) -> Option<Op> {
+    let node = graph.node(id);
+    let out = node.outputs.first()?;
+    let size: Vec<Dim> = out.dims.clone();
+    if !out.is_static() {
+        return None;
+    }
+    let source = |v: &ValueRef| match &graph.node(v.node).op {
+        Op::Full { value, .. } => Some(*value),
+        _ => None,
+    };
+    let value = match &node.op {
+        Op::FullLike { value } => converted(*value, out.dtype)?,
+        Op::Unsqueeze { .. } | Op::View { .. } | Op::Expand { .. } | Op::Copy => source(graph.inputs(id).first()?)?,
+        Op::Convert => converted(source(graph.inputs(id).first()?)?, out.dtype)?,
+        _ => return None,
+    };
+    Some(Op::Full { size, value })
+}
+
+/// `value` as an element of `dtype`, when that conversion is exact and unambiguous.
+fn converted(value: Scalar, dtype: DType) -> Option<Scalar> {
+    match (value, dtype) {
+        (_, DType::Bool) => matches!(value, Scalar::Bool(_)).then_some(value),
+        (Scalar::Bool(b), d) if d.is_float() => Some(Scalar::Float(f64::from(u8::from(b)))),
+        (Scalar::Bool(b), d) if d.is_integer() => Some(Scalar::Int(i64::from(b))),
+        (Scalar::Int(i), d) if d.is_float() => Some(Scalar::Float(i as f64)),
+        (Scalar::Float(x), d) if d.is_float() => Some(Scalar::Float(x)),
+        (Scalar::Int(_), d) if d.is_integer() => Some(value),
+        _ => None,
+    }
+}
+
+impl Pass for FoldConstants {
+    fn name(&self) -> &'static str {
+        "fold_constants"
+    }
+
+    fn run(&self, graph: &mut Graph, cx: &mut PassCx) -> Result<Changed, PassError> {
+        let order = graph.topo_order().map_err(|_| PassError::Failed { pass: self.name(), reason: "cycle".into() })?;
+        let (mut identities, mut fulls) = (0, 0);
+        for id in order {
+            if let Some(kept) = identity_of(graph, id) {
+                graph.replace_uses(ValueRef { node: id, slot: 0 }, kept);
+                graph.remove_node(id);
+                identities += 1;
+            } else if let Some(full) = as_full(graph, id) {
+                graph.detach_inputs(id);
+                graph.node_mut(id).op = full;
+                fulls += 1;
+            }
+        }
+        cx.note(identities, "identities removed (x*1, x-0, and with all-true, …)");
+        cx.note(fulls, "constants made plain `full`s");
+        Ok(if identities + fulls > 0 { Changed::Yes } else { Changed::No })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FoldConstants;
+    use crate::ir::builder::Builder;
+    use crate::ir::{print, BinaryOp, DType, Op, Operand, Scalar, TensorType};
+    use crate::pass::{Pass, PassCx};
+
+    fn bin(op: BinaryOp, rhs: Operand) -> Op {
+        Op::Binary { op, lhs: Operand::Tensor, rhs, alpha: None }
+    }
+
+    #[test]
+    fn identities_and_constant_shapes_fold() {
+        let mut b = Builder::new("t");
+        let x = b.input("x", TensorType::new(DType::F32, &[4]));
+        let i = b.input("i", TensorType::new(DType::I64, &[4]));
+        let f1 = b.op("f1", bin(BinaryOp::Mul, Operand::Scalar(Scalar::Float(1.0))), &[x], x_ty());
+        let f2 = b.op("f2", bin(BinaryOp::Add, Operand::Scalar(Scalar::Float(0.0))), &[f1], x_ty());
+        let i1 =
+            b.op("i1", bin(BinaryOp::Add, Operand::Scalar(Scalar::Int(0))), &[i], TensorType::new(DType::I64, &[4]));
+        let t = b.op("t", Op::Full { size: vec![], value: Scalar::Bool(true) }, &[], TensorType::new(DType::Bool, &[]));
+        let gt = b.op("gt", bin(BinaryOp::Gt, Operand::Scalar(Scalar::Float(0.0))), &[f2], bool_ty());
+        let and = Op::Binary { op: BinaryOp::BitwiseAnd, lhs: Operand::Tensor, rhs: Operand::Tensor, alpha: None };
+        let a = b.op("a", and, &[t, gt], bool_ty());
+        let z = b.op("z", Op::FullLike { value: Scalar::Int(0) }, &[f2], x_ty());
+        b.output(f2);
+        b.output(i1);
+        b.output(a);
+        b.output(z);
+        let mut g = b.finish();
+        let mut cx = PassCx::default();
+        FoldConstants.run(&mut g, &mut cx).expect("runs");
+        crate::verify(&g).expect("verifies");
+        assert_eq!(
+            cx.notes,
+            ["3 identities removed (x*1, x-0, and with all-true, …)", "1 constants made plain `full`s"]
+        );
+        insta::assert_snapshot!(print(&g), @r#"
+        graph t {
+          %0 = input.user #0 : f32[4]  # x
+          %1 = input.user #1 : i64[4]  # i
+          %2 = add(%0, 0.0) : f32[4]  # f2
+          %3 = full() {size=[], value=true} : bool[]  # t
+          %4 = gt(%2, 0.0) : bool[4]  # gt
+          %5 = full() {size=[4], value=0.0} : f32[4]  # z
+          return user[0] = %2
+          return user[1] = %1
+          return user[2] = %4
+          return user[3] = %5
+        }
+        "#);
+    }
+
+    fn x_ty() -> TensorType {
+        TensorType::new(DType::F32, &[4])
+    }
+
+    fn bool_ty() -> TensorType {
+        TensorType::new(DType::Bool, &[4])
+    }
+}

@@ -1,0 +1,804 @@
+//! `pad`: widens the feature dims of matmuls, convolutions and embeddings to a multiple of
+//! `--pad-multiple` (128 for a TPU's matrix unit), with zeros in the weights at compile time,
+//! and keeps values padded along chains of layers, so that one padded layer feeds the next
+//! without a slice and a pad in between.
+//!
+//! Every value the pass widens carries a [`Padded`] record: which dims are wider than their
+//! true size, and whether the extra positions hold zeros. A node meets padded operands in one
+//! of four ways:
+//!
+//! - **seeds** (`mm`, `addmm`, convolutions with one group, `embedding`): output features are
+//!   padded (weight rows/columns and bias zero-padded as derived weights); the contracting dim
+//!   is padded where the activation arrives padded, with matching zero rows in the weight. An
+//!   activation that arrives unpadded is not padded just to be contracted: that would only
+//!   add the zeros XLA's own tiling adds.
+//! - **position-wise** ops (element-wise arithmetic, permutes, views that keep the padded dim
+//!   whole, unsqueeze, slices, pooling over other dims) carry the padding through; whether
+//!   the padding stays zero is tracked (`0 * x`, `relu(0)`, `0 + 0` are zero; `exp(0)`,
+//!   `x + 1` are not).
+//! - **reductions** over a padded dim: `sum` and `mean` run over the zero padding and `mean`
+//!   divides by the true count, so the result is PyTorch's exactly; a padding that is not
+//!   known to be zero is zeroed first.
+//! - **everything else** (softmax, norms, `cat`, gathers, …) reads its operands sliced back to
+//!   their true size — as do graph outputs — so no op ever sees a padded position it would
+//!   mix into a valid one.
+//!
+//! Postcondition: every graph output has its true shape and value; the report lists each
+//! padded contraction with its padded dims and the extra FLOPs.
+//!
+//! ```text
+//! %t = permute(%w) : f32[64, 10]       %wp = input.derived "w@pad" : f32[128, 64]
+//! %y = mm(%x, %t) : f32[16, 10]    →   %t = permute(%wp) : f32[64, 128]
+//! %r = relu(%y) : f32[16, 10]          %y = mm(%x, %t) : f32[16, 128]
+//!                                      %r = relu(%y) : f32[16, 128]
+//!                                      %o = slice(%r) {dim=1, start=0, end=10} : f32[16, 10]
+//! ```
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::ir::{
+    BinaryOp, DType, Dim, Graph, InputKind, Node, NodeId, Op, Operand, Origin, ReduceOp, Scalar, TensorType, UnaryOp,
+    ValueRef, WeightRecipe,
+};
+use crate::pass::{Changed, Pass, PassCx, PassError};
+
+/// See the module docs.
+pub struct Pad {
+    /// Feature dims become multiples of this; `None` leaves the graph alone.
+    pub multiple: Option<i64>,
+}
+
+/// One contraction whose dims the pass widened (for the manifest).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PaddedContraction {
+    /// The node.
+    pub node: String,
+    /// Each widened dim.
+    pub dims: Vec<PaddedDim>,
+    /// Multiply-adds ×2 added by the padding.
+    pub extra_flops: u64,
+}
+
+/// One widened dim of a contraction.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PaddedDim {
+    /// `k` (contracting), `n` (output features), `c_in`, `c_out` or `embed`.
+    pub role: String,
+    /// True size.
+    pub size: i64,
+    /// Size after padding.
+    pub padded: i64,
+}
+
+/// Which dims of a value are wider than their true size: dim → (true, padded).
+type Widths = BTreeMap<usize, (i64, i64)>;
+
+/// The padding of one value.
+#[derive(Clone, Debug, PartialEq)]
+struct Padded {
+    dims: Widths,
+    /// The padded positions hold zeros.
+    zero: bool,
+}
+
+/// Unary functions with `f(0) = 0`.
+fn keeps_zero(op: UnaryOp) -> bool {
+    use UnaryOp::*;
+    matches!(
+        op,
+        Abs | Neg
+            | Relu
+            | Gelu
+            | GeluTanh
+            | Sin
+            | Sinh
+            | Tan
+            | Tanh
+            | Asin
+            | Asinh
+            | Atan
+            | Atanh
+            | Erf
+            | Expm1
+            | Log1p
+            | Sqrt
+            | Ceil
+            | Floor
+            | Round
+            | Trunc
+            | Sign
+    )
+}
+
+fn static_dims(t: &TensorType) -> Option<Vec<i64>> {
+    t.dims.iter().map(Dim::as_static).collect()
+}
+
+fn round_up(n: i64, m: i64) -> i64 {
+    (n + m - 1) / m * m
+}
+
+fn zero_of(dtype: DType) -> Scalar {
+    if dtype.is_float() || dtype.is_complex() {
+        Scalar::Float(0.0)
+    } else if dtype == DType::Bool {
+        Scalar::Bool(false)
+    } else {
+        Scalar::Int(0)
+    }
+}
+
+fn norm_dim(d: i64, rank: usize) -> usize {
+    (if d < 0 { d + rank as i64 } else { d }) as usize
+}
+
+/// What a matmul or convolution contracts: `x` (input `x_slot`, its dim 1 contracted) and the
+/// weight after it (dim `w_in` contracted, dim `w_out` the output features): `k` by `n`, each
+/// (input, output) feature pair costing `macs_per_pair` multiply-adds.
+struct Contraction {
+    x_slot: u16,
+    w_in: usize,
+    w_out: usize,
+    /// Names of the two dims in the report.
+    roles: [&'static str; 2],
+    k: i64,
+    n: i64,
+    macs_per_pair: i64,
+}
+
+/// The rewrite state: the padding of every widened value and memos so that each value is
+/// sliced or padded once.
+struct Padder {
+    multiple: i64,
+    state: BTreeMap<ValueRef, Padded>,
+    true_values: BTreeMap<ValueRef, ValueRef>,
+    zero_padded: BTreeMap<(ValueRef, Widths), ValueRef>,
+    padded_weights: BTreeMap<(String, Vec<i64>), NodeId>,
+    contractions: Vec<PaddedContraction>,
+    counter: usize,
+    slices: usize,
+    pads: usize,
+}
+
+impl Padder {
+    fn ty(graph: &Graph, v: ValueRef) -> &TensorType {
+        &graph.node(v.node).outputs[usize::from(v.slot)]
+    }
+
+    /// A new node derived from `from`, named `{from}.pad.{k}`.
+    fn derived(&mut self, graph: &Graph, from: NodeId, op: Op, ty: TensorType) -> Node {
+        let src = graph.node(from);
+        self.counter += 1;
+        let mut n = Node::new(format!("{}.pad.{}", src.name, self.counter), op, [ty]);
+        n.origin = Origin { derived_from: Some(src.name.clone()), ..src.origin.clone() };
+        n
+    }
+
+    /// `v` at its true shape (slices of its padded dims).
+    fn true_value(&mut self, graph: &mut Graph, v: ValueRef) -> ValueRef {
+        let Some(p) = self.state.get(&v).cloned() else { return v };
+        if let Some(&t) = self.true_values.get(&v) {
+            return t;
+        }
+        let mut cur = v;
+        let mut ty = Self::ty(graph, v).clone();
+        for (&d, &(size, _)) in &p.dims {
+            ty.dims[d] = Dim::Static(size);
+            let op = Op::Slice { dim: d as i64, start: Dim::Static(0), end: Dim::Static(size), step: 1 };
+            let node = self.derived(graph, v.node, op, ty.clone());
+            cur = ValueRef { node: graph.add_op(node, &[cur]), slot: 0 };
+            self.slices += 1;
+        }
+        self.true_values.insert(v, cur);
+        cur
+    }
+
+    /// `v` with exactly the padded dims `want`, zeros in the padding.
+    fn with_padding(&mut self, graph: &mut Graph, v: ValueRef, want: &Widths) -> ValueRef {
+        match self.state.get(&v) {
+            Some(p) if p.dims == *want && p.zero => return v,
+            None if want.is_empty() => return v,
+            _ => {}
+        }
+        let base = self.true_value(graph, v);
+        if want.is_empty() {
+            return base;
+        }
+        let key = (base, want.clone());
+        if let Some(&done) = self.zero_padded.get(&key) {
+            return done;
+        }
+        let padded = self.pad_with_zeros(graph, base, want);
+        self.state.insert(padded, Padded { dims: want.clone(), zero: true });
+        self.zero_padded.insert(key, padded);
+        padded
+    }
+
+    /// Zero-pads a value at its true shape: a stored f32 weight (or a transpose of one)
+    /// becomes a derived weight padded at compile time, anything else gets a `pad` node.
+    fn pad_with_zeros(&mut self, graph: &mut Graph, base: ValueRef, want: &Widths) -> ValueRef {
+        let node = graph.node(base.node).clone();
+        let mut ty = node.outputs[usize::from(base.slot)].clone();
+        for (&d, &(_, p)) in want {
+            ty.dims[d] = Dim::Static(p);
+        }
+        if let Some(w) = self.padded_weight(graph, base.node, &ty) {
+            return ValueRef { node: w, slot: 0 };
+        }
+        if let (Op::Permute { dims }, [src]) = (&node.op, graph.inputs(base.node).as_slice()) {
+            let src_want: Widths = want.iter().map(|(&d, &w)| (dims[d] as usize, w)).collect();
+            let mut src_ty = Self::ty(graph, *src).clone();
+            for (&d, &(_, p)) in &src_want {
+                src_ty.dims[d] = Dim::Static(p);
+            }
+            if let Some(w) = self.padded_weight(graph, src.node, &src_ty) {
+                let t = self.derived(graph, base.node, node.op.clone(), ty);
+                return ValueRef { node: graph.add_op(t, &[ValueRef { node: w, slot: 0 }]), slot: 0 };
+            }
+        }
+        let rank = ty.rank();
+        let mut pad = Vec::with_capacity(2 * rank);
+        for d in (0..rank).rev() {
+            pad.extend([0, want.get(&d).map_or(0, |&(s, p)| p - s)]);
+        }
+        let op = Op::Pad { pad, value: zero_of(ty.dtype) };
+        let n = self.derived(graph, base.node, op, ty);
+        self.pads += 1;
+        ValueRef { node: graph.add_op(n, &[base]), slot: 0 }
+    }
+
+    /// A derived weight: the f32 weight `id` zero-padded to `ty`.
+    fn padded_weight(&mut self, graph: &mut Graph, id: NodeId, ty: &TensorType) -> Option<NodeId> {
+        let node = graph.node(id);
+        let (fqn, source) = match &node.op {
+            Op::Input(InputKind::Derived { fqn, recipe }) => (fqn.clone(), recipe.clone()),
+            Op::Input(k) => {
+                let f = k.weight_fqn()?;
+                (f.to_string(), WeightRecipe::Cast { weight: f.to_string() })
+            }
+            _ => return None,
+        };
+        if node.outputs[0].dtype != DType::F32 {
+            return None;
+        }
+        let dims = static_dims(&node.outputs[0])?;
+        let padded = static_dims(ty)?;
+        if let Some(&w) = self.padded_weights.get(&(fqn.clone(), padded.clone())) {
+            return Some(w);
+        }
+        let shape: Vec<String> = padded.iter().map(i64::to_string).collect();
+        let name = format!("{fqn}@pad{}", shape.join("x"));
+        let recipe = WeightRecipe::Pad { source: Box::new(source), dims, padded: padded.clone() };
+        let op = Op::Input(InputKind::Derived { fqn: name.clone(), recipe });
+        let w = graph.add_weight_input(Node::new(name, op, [ty.clone()]));
+        self.padded_weights.insert((fqn, padded), w);
+        Some(w)
+    }
+
+    /// The widths for one dim of size `n`, empty when `n` is already a multiple.
+    fn widen(&self, d: usize, n: i64) -> Widths {
+        let p = round_up(n, self.multiple);
+        if p == n {
+            Widths::new()
+        } else {
+            Widths::from([(d, (n, p))])
+        }
+    }
+
+    /// The padding a contraction operand arrives with in `dim` (its true size if none).
+    fn arriving(&self, v: ValueRef, dim: usize) -> Option<(i64, i64)> {
+        self.state.get(&v).and_then(|p| p.dims.get(&dim).copied())
+    }
+
+    /// Gives node `id`'s output `slot` the padding `p` (and the widened type).
+    fn set_output(&mut self, graph: &mut Graph, id: NodeId, slot: u16, p: Padded) {
+        if p.dims.is_empty() {
+            return;
+        }
+        let out = &mut graph.node_mut(id).outputs[usize::from(slot)];
+        for (&d, &(_, w)) in &p.dims {
+            out.dims[d] = Dim::Static(w);
+        }
+        self.state.insert(ValueRef { node: id, slot }, p);
+    }
+
+    /// Every padded operand of `id` read at its true shape instead.
+    fn unpad_inputs(&mut self, graph: &mut Graph, id: NodeId) {
+        for (slot, v) in graph.input_edges(id) {
+            if self.state.contains_key(&v) {
+                let t = self.true_value(graph, v);
+                graph.set_input(id, slot, t);
+            }
+        }
+    }
+
+    fn visit(&mut self, graph: &mut Graph, id: NodeId) {
+        let node = graph.node(id).clone();
+        let any_padded = graph.inputs(id).iter().any(|v| self.state.contains_key(v));
+        let handled = match &node.op {
+            Op::Mm => self.matmul(graph, id, 0),
+            Op::Addmm { .. } => self.matmul(graph, id, 1),
+            Op::Convolution { groups: 1, transposed: false, .. } => self.convolution(graph, id),
+            Op::Embedding => self.embedding(graph, id),
+            _ if !any_padded => true,
+            Op::Unary(_)
+            | Op::Binary { .. }
+            | Op::Where { .. }
+            | Op::Clamp { .. }
+            | Op::ClampTensor { .. }
+            | Op::Elu { .. }
+            | Op::LeakyRelu { .. }
+            | Op::Convert
+            | Op::Copy => self.elementwise(graph, id),
+            Op::Permute { dims } => self.permute(graph, id, dims),
+            Op::Unsqueeze { dim } => self.unsqueeze(graph, id, *dim),
+            Op::View { .. } => self.view(graph, id),
+            Op::Slice { dim, end, .. } => self.slice(graph, id, *dim, end),
+            Op::Reduce { op, dims, keepdim, .. } => self.reduce(graph, id, *op, dims, *keepdim),
+            Op::MaxPool { kernel, .. } | Op::AvgPool { kernel, .. } => self.pool(graph, id, kernel.len()),
+            Op::AdaptiveAvgPool { spatial } => self.pool(graph, id, *spatial),
+            _ => false,
+        };
+        if !handled {
+            self.unpad_inputs(graph, id);
+        }
+    }
+
+    /// `mm(x, w)` (`x_slot` 0) or `addmm(c, x, w)` (`x_slot` 1) on 2-D float operands.
+    fn matmul(&mut self, graph: &mut Graph, id: NodeId, x_slot: u16) -> bool {
+        let ins = graph.inputs(id);
+        let (x, w) = (ins[usize::from(x_slot)], ins[usize::from(x_slot) + 1]);
+        let (Some(xd), Some(wd)) = (static_dims(Self::ty(graph, x)), static_dims(Self::ty(graph, w))) else {
+            return false;
+        };
+        let (&[m, _], &[k, n]) = (&xd[..], &wd[..]) else { return false };
+        if !graph.node(id).outputs[0].dtype.is_float() {
+            return false;
+        }
+        let c = Contraction { x_slot, w_in: 0, w_out: 1, roles: ["k", "n"], k, n, macs_per_pair: m };
+        let Some(n_pad) = self.contract(graph, id, c) else {
+            return !ins.iter().any(|v| self.state.contains_key(v));
+        };
+        if x_slot == 1 {
+            self.pad_bias(graph, id, 0, n, &n_pad);
+        }
+        self.set_output(graph, id, 0, Padded { dims: n_pad, zero: true });
+        true
+    }
+
+    /// Pads `x`'s dim 1 where it arrives padded and the output features always, with the
+    /// weight to match; records the contraction. `None` when there is nothing to pad.
+    fn contract(&mut self, graph: &mut Graph, id: NodeId, c: Contraction) -> Option<Widths> {
+        let ins = graph.inputs(id);
+        let (x, w) = (ins[usize::from(c.x_slot)], ins[usize::from(c.x_slot) + 1]);
+        let k_pad = self.arriving(x, 1).map_or_else(Widths::new, |kp| Widths::from([(1, kp)]));
+        let n_pad = self.widen(1, c.n);
+        if k_pad.is_empty() && n_pad.is_empty() && !self.state.contains_key(&x) {
+            return None;
+        }
+        let new_x = self.with_padding(graph, x, &k_pad);
+        graph.set_input(id, c.x_slot, new_x);
+        let w_want: Widths =
+            k_pad.values().map(|&p| (c.w_in, p)).chain(n_pad.values().map(|&p| (c.w_out, p))).collect();
+        let new_w = self.with_padding(graph, w, &w_want);
+        graph.set_input(id, c.x_slot + 1, new_w);
+        let (kp, np) = (k_pad.get(&1).map_or(c.k, |p| p.1), n_pad.get(&1).map_or(c.n, |p| p.1));
+        let dims = [(c.roles[0], c.k, kp), (c.roles[1], c.n, np)]
+            .into_iter()
+            .filter(|(_, size, padded)| size != padded)
+            .map(|(role, size, padded)| PaddedDim { role: role.into(), size, padded })
+            .collect();
+        let extra_flops = 2 * c.macs_per_pair * (kp * np - c.k * c.n);
+        self.contractions.push(PaddedContraction {
+            node: graph.node(id).name.clone(),
+            dims,
+            extra_flops: extra_flops as u64,
+        });
+        Some(n_pad)
+    }
+
+    /// A bias operand (`[n]`, or `[.., n]` broadcast against the result) widened like the
+    /// result's last dim.
+    fn pad_bias(&mut self, graph: &mut Graph, id: NodeId, slot: u16, n: i64, n_pad: &Widths) {
+        let b = graph.inputs(id)[usize::from(slot)];
+        let Some(bd) = static_dims(Self::ty(graph, b)) else { return };
+        let last = bd.len().saturating_sub(1);
+        let want = match (bd.last(), n_pad.values().next()) {
+            (Some(&size), Some(&np)) if size == n => Widths::from([(last, np)]),
+            _ => Widths::new(),
+        };
+        let new_b = self.with_padding(graph, b, &want);
+        graph.set_input(id, slot, new_b);
+    }
+
+    /// A convolution with one group: channels in (where the input arrives padded) and out.
+    fn convolution(&mut self, graph: &mut Graph, id: NodeId) -> bool {
+        let ins = graph.inputs(id);
+        let out = graph.node(id).outputs[0].clone();
+        let (Some(wd), Some(od)) = (static_dims(Self::ty(graph, ins[1])), static_dims(&out)) else { return false };
+        if !out.dtype.is_float() || wd.len() < 3 {
+            return false;
+        }
+        // Multiply-adds per (input channel, output channel) pair.
+        let macs_per_pair = od[0] * od[2..].iter().product::<i64>() * wd[2..].iter().product::<i64>();
+        let c =
+            Contraction { x_slot: 0, w_in: 1, w_out: 0, roles: ["c_in", "c_out"], k: wd[1], n: wd[0], macs_per_pair };
+        let Some(c_out_pad) = self.contract(graph, id, c) else {
+            return !ins.iter().any(|v| self.state.contains_key(v));
+        };
+        if ins.len() > 2 {
+            let want: Widths = c_out_pad.values().map(|&p| (0, p)).collect();
+            let new_b = self.with_padding(graph, ins[2], &want);
+            graph.set_input(id, 2, new_b);
+        }
+        self.set_output(graph, id, 0, Padded { dims: c_out_pad, zero: true });
+        true
+    }
+
+    /// `embedding(w, idx)`: the embedding width padded (zero columns in the table).
+    fn embedding(&mut self, graph: &mut Graph, id: NodeId) -> bool {
+        let [w, idx] = graph.inputs(id)[..] else { return false };
+        if self.state.contains_key(&w) || self.state.contains_key(&idx) {
+            return false;
+        }
+        let out = graph.node(id).outputs[0].clone();
+        let Some(wd) = static_dims(Self::ty(graph, w)) else { return false };
+        let (&[_, e], true) = (&wd[..], out.dtype == DType::F32) else { return false };
+        let widths = self.widen(1, e);
+        if widths.is_empty() {
+            return true;
+        }
+        let new_w = self.with_padding(graph, w, &widths);
+        graph.set_input(id, 0, new_w);
+        let dims = vec![PaddedDim { role: "embed".into(), size: e, padded: widths[&1].1 }];
+        self.contractions.push(PaddedContraction { node: graph.node(id).name.clone(), dims, extra_flops: 0 });
+        let last = out.rank() - 1;
+        self.set_output(graph, id, 0, Padded { dims: widths.values().map(|&p| (last, p)).collect(), zero: true });
+        true
+    }
+
+    /// Element-wise ops with NumPy broadcasting: operands that span a padded dim at its true
+    /// size are zero-padded to match; operands of size 1 there broadcast as before.
+    fn elementwise(&mut self, graph: &mut Graph, id: NodeId) -> bool {
+        let node = graph.node(id).clone();
+        let rank = node.outputs[0].rank();
+        let ins = graph.inputs(id);
+        // The output's padded dims, from the operands' (right-aligned).
+        let mut widths = Widths::new();
+        for v in &ins {
+            let offset = rank - Self::ty(graph, *v).rank();
+            for (&d, &w) in self.state.get(v).map(|p| &p.dims).into_iter().flatten() {
+                widths.insert(d + offset, w);
+            }
+        }
+        let mut zero_operands = Vec::with_capacity(ins.len());
+        for (slot, v) in ins.iter().enumerate() {
+            let ty = Self::ty(graph, *v).clone();
+            let offset = rank - ty.rank();
+            let mut want = Widths::new();
+            for (&d, &(size, p)) in &widths {
+                match d.checked_sub(offset).and_then(|od| ty.dims.get(od).map(|dim| (od, dim.as_static()))) {
+                    Some((od, Some(s))) if s == size || s == p => {
+                        want.insert(od, (size, p));
+                    }
+                    _ => {}
+                }
+            }
+            // Zero at every padded position only when padded in every padded output dim.
+            let full = want.len() == widths.len();
+            let new_v = self.with_padding_keep_fill(graph, *v, &want);
+            zero_operands.push(full && self.state.get(&new_v).is_some_and(|p| p.zero));
+            graph.set_input(id, slot as u16, new_v);
+        }
+        let zero = Self::result_is_zero(&node.op, &zero_operands);
+        self.set_output(graph, id, 0, Padded { dims: widths, zero });
+        true
+    }
+
+    /// Like [`Padder::with_padding`], but keeps a value already padded in `want`'s dims as it
+    /// is, zero or not (position-wise ops do not care).
+    fn with_padding_keep_fill(&mut self, graph: &mut Graph, v: ValueRef, want: &Widths) -> ValueRef {
+        match self.state.get(&v) {
+            Some(p) if p.dims == *want => v,
+            _ => self.with_padding(graph, v, want),
+        }
+    }
+
+    /// Whether an element-wise op maps zero padding (`zero`: per tensor operand) to zero.
+    fn result_is_zero(op: &Op, zero: &[bool]) -> bool {
+        let is_zero = |o: &Operand| match *o {
+            Operand::Tensor => None,
+            Operand::Scalar(Scalar::Int(i)) => Some(i == 0),
+            Operand::Scalar(Scalar::Float(x)) => Some(x == 0.0),
+            Operand::Scalar(Scalar::Bool(b)) => Some(!b),
+        };
+        match op {
+            Op::Unary(u) => keeps_zero(*u) && zero[0],
+            Op::Convert | Op::Copy | Op::LeakyRelu { .. } | Op::Elu { .. } => zero[0],
+            Op::Binary { op: BinaryOp::Mul | BinaryOp::LogicalAnd | BinaryOp::BitwiseAnd, lhs, rhs, .. } => {
+                zero.contains(&true) || is_zero(lhs) == Some(true) || is_zero(rhs) == Some(true)
+            }
+            Op::Binary {
+                op: BinaryOp::Add | BinaryOp::Sub | BinaryOp::Maximum | BinaryOp::Minimum | BinaryOp::BitwiseOr,
+                lhs,
+                rhs,
+                ..
+            } => !zero.contains(&false) && is_zero(lhs) != Some(false) && is_zero(rhs) != Some(false),
+            Op::Binary { op: BinaryOp::Div, lhs: Operand::Tensor, rhs, .. } => zero[0] && is_zero(rhs) == Some(false),
+            // 0^p = 0 for p > 0.
+            Op::Binary { op: BinaryOp::Pow, lhs: Operand::Tensor, rhs: Operand::Scalar(p), .. } => {
+                zero[0]
+                    && match *p {
+                        Scalar::Int(i) => i > 0,
+                        Scalar::Float(x) => x > 0.0,
+                        Scalar::Bool(_) => false,
+                    }
+            }
+            _ => false,
+        }
+    }
+
+    fn permute(&mut self, graph: &mut Graph, id: NodeId, dims: &[i64]) -> bool {
+        let v = graph.inputs(id)[0];
+        let p = self.state[&v].clone();
+        let rank = dims.len();
+        let moved =
+            dims.iter().enumerate().filter_map(|(i, &d)| p.dims.get(&norm_dim(d, rank)).map(|&w| (i, w))).collect();
+        self.set_output(graph, id, 0, Padded { dims: moved, zero: p.zero });
+        true
+    }
+
+    fn unsqueeze(&mut self, graph: &mut Graph, id: NodeId, dim: i64) -> bool {
+        let v = graph.inputs(id)[0];
+        let p = self.state[&v].clone();
+        let at = norm_dim(dim, graph.node(id).outputs[0].rank());
+        let moved = p.dims.iter().map(|(&d, &w)| (if d >= at { d + 1 } else { d }, w)).collect();
+        self.set_output(graph, id, 0, Padded { dims: moved, zero: p.zero });
+        true
+    }
+
+    /// A view keeps one padded dim when it regroups only the dims before it and the dims
+    /// after it (`[1, 16, 64] → [16, 64]`, `[8, 64, 1, 1] → [8, 64]`).
+    fn view(&mut self, graph: &mut Graph, id: NodeId) -> bool {
+        let v = graph.inputs(id)[0];
+        let p = self.state[&v].clone();
+        let (Some(mut input), Some(out)) = (static_dims(Self::ty(graph, v)), static_dims(&graph.node(id).outputs[0]))
+        else {
+            return false;
+        };
+        let [(&d, &(size, padded))] = p.dims.iter().collect::<Vec<_>>()[..] else { return false };
+        input[d] = size;
+        let (before, after): (i64, i64) = (input[..d].iter().product(), input[d + 1..].iter().product());
+        let q = (0..out.len()).find(|&q| {
+            out[q] == size
+                && out[..q].iter().product::<i64>() == before
+                && out[q + 1..].iter().product::<i64>() == after
+        });
+        let Some(q) = q else { return false };
+        let mut size_attr: Vec<Dim> = out.iter().map(|&s| Dim::Static(s)).collect();
+        size_attr[q] = Dim::Static(padded);
+        graph.node_mut(id).op = Op::View { size: size_attr };
+        self.set_output(graph, id, 0, Padded { dims: Widths::from([(q, (size, padded))]), zero: p.zero });
+        true
+    }
+
+    /// A slice along a padded dim ends within the true size (its result is not padded); along
+    /// another dim the padding carries through.
+    fn slice(&mut self, graph: &mut Graph, id: NodeId, dim: i64, end: &Dim) -> bool {
+        let v = graph.inputs(id)[0];
+        let mut p = self.state[&v].clone();
+        let d = norm_dim(dim, Self::ty(graph, v).rank());
+        if let Some((size, _)) = p.dims.remove(&d) {
+            let Some(e) = end.as_static() else { return false };
+            if let Op::Slice { end, .. } = &mut graph.node_mut(id).op {
+                *end = Dim::Static(e.min(size));
+            }
+        }
+        self.set_output(graph, id, 0, p);
+        true
+    }
+
+    /// Reductions: over padded dims only `sum` and `mean` (on zero padding, `mean` dividing by
+    /// the true count); over other dims the padding carries through.
+    fn reduce(&mut self, graph: &mut Graph, id: NodeId, op: ReduceOp, dims: &[i64], keepdim: bool) -> bool {
+        let v = graph.inputs(id)[0];
+        let p = self.state[&v].clone();
+        let in_ty = Self::ty(graph, v).clone();
+        let rank = in_ty.rank();
+        let reduced: Vec<usize> =
+            if dims.is_empty() { (0..rank).collect() } else { dims.iter().map(|&d| norm_dim(d, rank)).collect() };
+        let over_padded = reduced.iter().any(|d| p.dims.contains_key(d));
+        let out_widths: Widths = p
+            .dims
+            .iter()
+            .filter(|(d, _)| !reduced.contains(d))
+            .map(|(&d, &w)| (if keepdim { d } else { d - reduced.iter().filter(|&&r| r < d).count() }, w))
+            .collect();
+        if !over_padded {
+            self.set_output(graph, id, 0, Padded { dims: out_widths, zero: p.zero });
+            return true;
+        }
+        if !matches!(op, ReduceOp::Sum | ReduceOp::Mean) || !graph.node(id).outputs[0].dtype.is_float() {
+            return false;
+        }
+        let zeroed = self.with_padding(graph, v, &p.dims);
+        graph.set_input(id, 0, zeroed);
+        let padded = Padded { dims: out_widths, zero: true };
+        self.set_output(graph, id, 0, padded.clone());
+        if op == ReduceOp::Mean {
+            let count: i64 = reduced
+                .iter()
+                .map(|&d| p.dims.get(&d).map_or_else(|| in_ty.dims[d].as_static().unwrap_or(1), |w| w.0))
+                .product();
+            let mean = self.divide_mean(graph, id, count);
+            if !padded.dims.is_empty() {
+                self.state.insert(mean, padded);
+            }
+        }
+        true
+    }
+
+    /// Turns `mean` node `id` into a `sum` followed by a division by the true `count`.
+    fn divide_mean(&mut self, graph: &mut Graph, id: NodeId, count: i64) -> ValueRef {
+        if let Op::Reduce { op, .. } = &mut graph.node_mut(id).op {
+            *op = ReduceOp::Sum;
+        }
+        let sum = ValueRef { node: id, slot: 0 };
+        let users = graph.users(id);
+        let ty = graph.node(id).outputs[0].clone();
+        let div = Op::Binary {
+            op: BinaryOp::Div,
+            lhs: Operand::Tensor,
+            rhs: Operand::Scalar(Scalar::Float(count as f64)),
+            alpha: None,
+        };
+        let n = self.derived(graph, id, div, ty);
+        let mean = ValueRef { node: graph.add_op(n, &[sum]), slot: 0 };
+        for (user, dst_slot, _) in users {
+            graph.set_input(user, dst_slot, mean);
+        }
+        graph.redirect_outputs(sum, mean);
+        mean
+    }
+
+    /// Pooling over the trailing `spatial` dims carries padding of the other dims through.
+    fn pool(&mut self, graph: &mut Graph, id: NodeId, spatial: usize) -> bool {
+        let v = graph.inputs(id)[0];
+        let p = self.state[&v].clone();
+        let rank = Self::ty(graph, v).rank();
+        if p.dims.keys().any(|&d| d + spatial >= rank) {
+            return false;
+        }
+        for slot in 0..graph.node(id).outputs.len() as u16 {
+            let zero = p.zero && slot == 0;
+            self.set_output(graph, id, slot, Padded { dims: p.dims.clone(), zero });
+        }
+        true
+    }
+}
+
+impl Pass for Pad {
+    fn name(&self) -> &'static str {
+        "pad"
+    }
+
+    fn run(&self, graph: &mut Graph, cx: &mut PassCx) -> Result<Changed, PassError> {
+        let Some(multiple) = self.multiple.filter(|&m| m > 1) else { return Ok(Changed::No) };
+        let order = graph.topo_order().map_err(|_| PassError::Failed { pass: self.name(), reason: "cycle".into() })?;
+        let mut p = Padder {
+            multiple,
+            state: BTreeMap::new(),
+            true_values: BTreeMap::new(),
+            zero_padded: BTreeMap::new(),
+            padded_weights: BTreeMap::new(),
+            contractions: Vec::new(),
+            counter: 0,
+            slices: 0,
+            pads: 0,
+        };
+        for id in order {
+            p.visit(graph, id);
+        }
+        let outputs: Vec<ValueRef> = graph.outputs().iter().map(|o| o.value).collect();
+        for v in outputs {
+            if p.state.contains_key(&v) {
+                let t = p.true_value(graph, v);
+                graph.redirect_outputs(v, t);
+            }
+        }
+        let flops: u64 = p.contractions.iter().map(|c| c.extra_flops).sum();
+        cx.note(p.contractions.len(), &format!("contractions padded to multiples of {multiple} (+{flops} FLOPs)"));
+        cx.note(p.padded_weights.len(), "weights zero-padded at compile time");
+        cx.note(p.pads, "activations zero-padded");
+        cx.note(p.slices, "slices back to true sizes");
+        let changed = !p.contractions.is_empty();
+        cx.padded = p.contractions;
+        Ok(if changed { Changed::Yes } else { Changed::No })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Pad;
+    use crate::ir::builder::Builder;
+    use crate::ir::{print, BinaryOp, DType, Op, Operand, ReduceOp, TensorType, UnaryOp};
+    use crate::pass::{Pass, PassCx};
+
+    fn f32(dims: &[i64]) -> TensorType {
+        TensorType::new(DType::F32, dims)
+    }
+
+    fn run(g: &mut crate::ir::Graph) -> PassCx {
+        let mut cx = PassCx::default();
+        Pad { multiple: Some(128) }.run(g, &mut cx).expect("runs");
+        crate::verify(g).expect("verifies");
+        cx
+    }
+
+    /// `mean(relu(x @ w1ᵀ) @ w2ᵀ * x2, -1)`: both matmuls padded, the chain between them stays
+    /// padded, the mean divides by the true width and only the output is sliced.
+    #[test]
+    fn chains_stay_padded_and_means_use_true_sizes() {
+        let mut b = Builder::new("t");
+        let w1 = b.param("w1", "w1", f32(&[100, 64]));
+        let w2 = b.param("w2", "w2", f32(&[60, 100]));
+        let x = b.input("x", f32(&[16, 64]));
+        let t1 = b.op("t1", Op::Permute { dims: vec![1, 0] }, &[w1], f32(&[64, 100]));
+        let h = b.op("h", Op::Mm, &[x, t1], f32(&[16, 100]));
+        let r = b.op("r", Op::Unary(UnaryOp::Relu), &[h], f32(&[16, 100]));
+        let t2 = b.op("t2", Op::Permute { dims: vec![1, 0] }, &[w2], f32(&[100, 60]));
+        let y = b.op("y", Op::Mm, &[r, t2], f32(&[16, 60]));
+        let e = b.op("e", Op::Unary(UnaryOp::Exp), &[y], f32(&[16, 60]));
+        let mul = Op::Binary { op: BinaryOp::Mul, lhs: Operand::Tensor, rhs: Operand::Tensor, alpha: None };
+        let z = b.op("z", mul, &[y, e], f32(&[16, 60]));
+        let mean = Op::Reduce { op: ReduceOp::Mean, dims: vec![-1], keepdim: true, dtype: None };
+        let m = b.op("m", mean, &[z], f32(&[16, 1]));
+        b.output(m);
+        b.output(e);
+        let mut g = b.finish();
+        let cx = run(&mut g);
+        assert_eq!(cx.padded.len(), 2);
+        assert_eq!(cx.padded[1].extra_flops, 2 * 16 * (128 * 128 - 100 * 60));
+        insta::assert_snapshot!(print(&g), @r#"
+        graph t {
+          %0 = input.param "w1" : f32[100,64]  # w1
+          %1 = input.param "w2" : f32[60,100]  # w2
+          %2 = input.user #0 : f32[16,64]  # x
+          %3 = permute(%0) {dims=[1, 0]} : f32[64,100]  # t1
+          %4 = permute(%1) {dims=[1, 0]} : f32[100,60]  # t2
+          %5 = input.derived "w1@pad128x64" : f32[128,64]  # w1@pad128x64
+          %6 = permute(%5) {dims=[1, 0]} : f32[64,128]  # t1.pad.1
+          %7 = mm(%2, %6) : f32[16,128]  # h
+          %8 = relu(%7) : f32[16,128]  # r
+          %9 = input.derived "w2@pad128x128" : f32[128,128]  # w2@pad128x128
+          %10 = permute(%9) {dims=[1, 0]} : f32[128,128]  # t2.pad.2
+          %11 = mm(%8, %10) : f32[16,128]  # y
+          %12 = exp(%11) : f32[16,128]  # e
+          %13 = mul(%11, %12) : f32[16,128]  # z
+          %14 = reduce_sum(%13) {dims=[-1], keepdim=true, dtype=none} : f32[16,1]  # m
+          %15 = div(%14, 60.0) : f32[16,1]  # m.pad.3
+          %16 = slice(%12) {dim=1, start=0, end=60, step=1} : f32[16,60]  # e.pad.4
+          return user[0] = %15
+          return user[1] = %16
+        }
+        "#);
+    }
+
+    /// Softmax is not padding-aware: it reads the true value.
+    #[test]
+    fn other_ops_read_true_sizes() {
+        let mut b = Builder::new("t");
+        let w = b.param("w", "w", f32(&[64, 10]));
+        let x = b.input("x", f32(&[4, 64]));
+        let y = b.op("y", Op::Mm, &[x, w], f32(&[4, 10]));
+        let s = b.op("s", Op::Softmax { dim: -1, log: false }, &[y], f32(&[4, 10]));
+        b.output(s);
+        let mut g = b.finish();
+        run(&mut g);
+        let text = print(&g);
+        assert!(text.contains("slice(%") && text.contains("softmax("), "{text}");
+        assert!(text.contains(": f32[4,10]  # y.pad."), "{text}");
+    }
+}
