@@ -16,7 +16,7 @@ use safetensors::tensor::Dtype;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use thiserror::Error;
-use torchtpu_passes::ir::DType;
+use torchtpu_passes::ir::{DType, SymExpr};
 use zip::write::SimpleFileOptions;
 
 use crate::container::{ContainerError, MappedZip};
@@ -78,6 +78,9 @@ pub struct SignatureValue {
     /// For outputs: `user`, `loss`, `gradient <fqn>`, … (see `inspect`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
+    /// The dims as expressions (`run` evaluates them at the real sizes of a dynamic program).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sym_dims: Vec<SymExpr>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -127,6 +130,16 @@ pub struct WeightsInfo {
 pub struct Bucket {
     pub name: String,
     pub bindings: BTreeMap<String, i64>,
+    /// Symbols whose real values the program takes as `i64` inputs after all others (a bucket
+    /// of a dynamic program); empty for a program of one exact size.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sizes: Vec<String>,
+    /// Per symbol, the real sizes `[lo, hi]` this bucket serves.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub serves: BTreeMap<String, [i64; 2]>,
+    /// Expected fraction of padding over the sizes it serves, taken uniform.
+    #[serde(default)]
+    pub padding_waste: f64,
     pub program: String,
     pub program_sha256: String,
     /// Static shapes of the user inputs in this bucket.

@@ -105,7 +105,8 @@ struct PassFlags {
     /// Graph passes to run, comma-separated (they always run in pipeline order), or `none`.
     /// Passes: canonicalize (drop no-op views, copies, identity permutes, metadata asserts),
     /// fold_constants (identities such as x*1, constant shapes as plain fulls), fold_batch_norm (eval BatchNorm into the convolution's weights), cse (merge equal
-    /// computations), fuse_matmuls (matmuls reading one input become one on stacked weights),
+    /// computations), grouped_attention (GQA attention reads shared K/V heads, no repeat),
+    /// fuse_matmuls (matmuls reading one input become one on stacked weights),
     /// pad (apply --pad-multiple), compute_dtype (apply --compute-dtype), dce (remove unused nodes and weights), precision
     /// (apply --precision-override).
     /// Default: all.
@@ -123,6 +124,9 @@ struct PassFlags {
     /// Skip `cse`.
     #[arg(long)]
     no_cse: bool,
+    /// Skip `grouped_attention`.
+    #[arg(long)]
+    no_grouped_attention: bool,
     /// Skip `fuse_matmuls`.
     #[arg(long)]
     no_fuse_matmuls: bool,
@@ -149,6 +153,7 @@ impl PassFlags {
             (self.no_fold_constants, "fold_constants"),
             (self.no_fold_batch_norm, "fold_batch_norm"),
             (self.no_cse, "cse"),
+            (self.no_grouped_attention, "grouped_attention"),
             (self.no_fuse_matmuls, "fuse_matmuls"),
             (self.no_pad, "pad"),
             (self.no_compute_dtype, "compute_dtype"),
@@ -318,6 +323,14 @@ struct CompileArgs {
     /// tile), else off. It applies to every target of the compile: they share one program.
     #[arg(long, value_name = "N")]
     pad_multiple: Option<u32>,
+    /// Size buckets of a dynamic dim, named as in the archive (`s53`) or by user input and dim
+    /// (`input_ids:1`): `SYM=16,64,512` (those sizes), `SYM=pow2` (powers of two covering the
+    /// range, its maximum included; the default for every dynamic dim) or `SYM=auto:K` (K sizes
+    /// with the least expected padding for sizes uniform in the range). One executable per
+    /// bucket (the cross product over dims, at most 64) and target; `run` serves every real size
+    /// in the range from the smallest bucket that holds it, with exact results. Repeatable.
+    #[arg(long = "buckets", value_name = "SYM=SIZES", value_parser = crate::buckets::parse_choice)]
+    buckets: Vec<crate::buckets::Choice>,
     /// The CPU PJRT plugin; default `$TORCHTPU_PJRT_PLUGIN`, then the `cargo xtask setup` folder.
     #[arg(long)]
     plugin: Option<PathBuf>,
@@ -356,6 +369,7 @@ impl CompileArgs {
             precision_overrides: self.precision_override.clone(),
             compute_dtype: self.compute_dtype.0,
             pad_multiple: (pad > 1).then_some(pad),
+            bucket: None,
         }
     }
 }
@@ -474,6 +488,7 @@ fn compile_cmd(args: &CompileArgs, out: &mut dyn Write, err: &mut dyn Write) -> 
             passes: args.passes.selected(),
             pass_options: args.pass_options(&targets),
             targets,
+            buckets: args.buckets.clone(),
         };
         let summary = compile(&program, &args.model, &args.output, &req).with_context(context)?;
         for w in &summary.warnings {

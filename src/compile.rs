@@ -8,12 +8,13 @@ use std::time::Instant;
 use indicatif::{ProgressBar, ProgressStyle};
 use safetensors::tensor::{Dtype, View};
 use serde::{Deserialize, Serialize};
-use torchtpu_passes::ir::{DType, Graph, InputKind, Op};
+use torchtpu_passes::ir::{DType, Dim, Graph, InputKind, Op, TensorType};
 
 use crate::artifact::{
     self, Bucket, CompilerInfo, Executable, Manifest, OptionsInfo, PluginInfo, Signature, SignatureValue,
 };
 use crate::artifact::{safetensors_dtype, SourceInfo, SymbolInfo, TargetEntry, WeightsInfo, ARTIFACT_FORMAT};
+use torchtpu_passes::bucket::BucketSpec;
 use torchtpu_passes::PassOptions;
 
 use crate::artifact::{MemoryInfo, PassInfo, TpuInfo};
@@ -42,6 +43,8 @@ pub struct CompileRequest {
     /// The graph passes to run (names; all by default) and their settings.
     pub passes: Vec<String>,
     pub pass_options: PassOptions,
+    /// Bucket sizes per symbol (`--buckets`); symbols not named get `pow2`.
+    pub buckets: Vec<crate::buckets::Choice>,
 }
 
 impl CompileRequest {
@@ -57,6 +60,7 @@ impl CompileRequest {
             cache: CacheConfig::off(),
             passes: LowerOptions::default().passes,
             pass_options: PassOptions::default(),
+            buckets: Vec::new(),
         }
     }
 }
@@ -88,55 +92,62 @@ pub struct TargetSummary {
     pub cache_key: String,
 }
 
-/// Compiles `program` (read from `model`) into the artifact `out`.
+/// Compiles `program` (read from `model`) into the artifact `out`: one program per size
+/// bucket (one `main` bucket for a static program), each compiled for every target.
 pub fn compile(program: &Program, model: &Path, out: &Path, req: &CompileRequest) -> Result<CompileSummary, Error> {
-    let bindings = driver::example_bindings(program).map_err(driver::LowerError::from)?;
-    let opts = LowerOptions {
-        emit: EmitOptions { precision: req.precision },
-        passes: req.passes.clone(),
-        pass_options: req.pass_options.clone(),
-        keep_stages: req.dump_dir.is_some(),
-    };
-    let lowered = driver::lower(program, bindings, &opts)?;
-    let bucket_name = "main".to_string();
-    let mut log = Vec::new();
-    if let Some(dir) = &req.dump_dir {
-        dump(dir, program, &lowered)?;
-    }
-    let program_entry = format!("programs/{bucket_name}.mlir");
-    let mut entries: Vec<(String, Vec<u8>)> = Vec::new();
-    let mut target_entries = Vec::new();
-    let mut summaries = Vec::new();
-    let bar = progress_bar(req.progress, req.targets.len());
+    let planned = crate::buckets::plan(program, &req.buckets)?;
+    let bar = progress_bar(req.progress, planned.len() * req.targets.len());
     let cache = Cache::open(&req.cache);
-    for target in &req.targets {
-        bar.set_message(format!("{target} [{bucket_name}]"));
-        let started = Instant::now();
-        let (compiled, outcome, key) = compile_target(target, &lowered, req, &cache)?;
-        let ms = started.elapsed().as_millis() as u64;
-        let meta = compiled.meta;
-        log.push(format!(
-            "{target} {bucket_name}: {} in {ms} ms (XLA compile {} ms), {} bytes, cache key {key}",
-            outcome.describe(),
-            meta.compile_ms,
-            compiled.bytes.len()
-        ));
-        let entry = format!("executables/{}/{bucket_name}.pjrt", target.dir_name());
-        summaries.push(TargetSummary {
-            target: target.to_string(),
-            bucket: bucket_name.clone(),
-            cache: outcome,
-            ms,
-            compile_ms: meta.compile_ms,
-            executable_bytes: compiled.bytes.len() as u64,
-            cache_key: key.clone(),
-        });
-        target_entries.push(TargetEntry {
-            target: target.to_string(),
-            plugin: meta.plugin,
-            tpu: meta.tpu,
-            executables: vec![Executable {
-                bucket: bucket_name.clone(),
+    let mut log = Vec::new();
+    let mut entries: Vec<(String, Vec<u8>)> = Vec::new();
+    let mut target_entries: Vec<TargetEntry> = Vec::new();
+    let mut summaries = Vec::new();
+    let mut buckets = Vec::new();
+    let mut weights: Option<(Vec<u8>, Vec<String>)> = None;
+    let mut first_passes = Vec::new();
+    for p in &planned {
+        let lowered = lower_bucket(program, p, req)?;
+        if let Some(dir) = &req.dump_dir {
+            let dir = if planned.len() == 1 { dir.clone() } else { dir.join(&p.name) };
+            dump(&dir, program, &lowered)?;
+        }
+        let (w, order) = weights_safetensors(program, &lowered.graph)?;
+        match &weights {
+            None => weights = Some((w, order)),
+            Some((_, first)) if *first != order => {
+                return Err(Error::Unsupported(format!(
+                    "internal: bucket {} takes other weights than the first bucket",
+                    p.name
+                )))
+            }
+            Some(_) => {}
+        }
+        let program_entry = format!("programs/{}.mlir", p.name);
+        for (t, target) in req.targets.iter().enumerate() {
+            bar.set_message(format!("{target} [{}]", p.name));
+            let started = Instant::now();
+            let (compiled, outcome, key) = compile_target(target, &lowered, req, &cache)?;
+            let ms = started.elapsed().as_millis() as u64;
+            let meta = compiled.meta;
+            log.push(format!(
+                "{target} {}: {} in {ms} ms (XLA compile {} ms), {} bytes, cache key {key}",
+                p.name,
+                outcome.describe(),
+                meta.compile_ms,
+                compiled.bytes.len()
+            ));
+            let entry = format!("executables/{}/{}.pjrt", target.dir_name(), p.name);
+            summaries.push(TargetSummary {
+                target: target.to_string(),
+                bucket: p.name.clone(),
+                cache: outcome,
+                ms,
+                compile_ms: meta.compile_ms,
+                executable_bytes: compiled.bytes.len() as u64,
+                cache_key: key.clone(),
+            });
+            let executable = Executable {
+                bucket: p.name.clone(),
                 entry: entry.clone(),
                 sha256: artifact::sha256_hex(&compiled.bytes),
                 bytes: compiled.bytes.len() as u64,
@@ -144,16 +155,31 @@ pub fn compile(program: &Program, model: &Path, out: &Path, req: &CompileRequest
                 cache_key: Some(key),
                 generated_code_bytes: meta.generated_code_bytes,
                 memory: meta.memory,
-            }],
-        });
-        entries.push((entry, compiled.bytes));
-        bar.inc(1);
+            };
+            if target_entries.len() <= t {
+                target_entries.push(TargetEntry {
+                    target: target.to_string(),
+                    plugin: meta.plugin,
+                    tpu: meta.tpu,
+                    executables: Vec::new(),
+                });
+            }
+            target_entries[t].executables.push(executable);
+            entries.push((entry, compiled.bytes));
+            bar.inc(1);
+        }
+        let b = bucket(p, &program_entry, &lowered)?;
+        if buckets.is_empty() {
+            first_passes = b.passes.clone();
+        }
+        buckets.push(b);
+        entries.push((program_entry, lowered.module.text.into_bytes()));
     }
     bar.finish_and_clear();
     if let Some(dir) = &req.dump_dir {
         write_file(&dir.join("compile.log"), (log.join("\n") + "\n").as_bytes())?;
     }
-    let (weights, order) = weights_safetensors(program, &lowered.graph)?;
+    let (weights, order) = weights.unwrap_or_default();
     let manifest = Manifest {
         format: ARTIFACT_FORMAT.to_string(),
         compiler: CompilerInfo { name: env!("CARGO_PKG_NAME").into(), version: env!("CARGO_PKG_VERSION").into() },
@@ -161,7 +187,7 @@ pub fn compile(program: &Program, model: &Path, out: &Path, req: &CompileRequest
         signature: signature(program),
         options: OptionsInfo {
             precision: req.precision.name().into(),
-            passes: lowered.passes.iter().map(|r| r.pass.clone()).collect(),
+            passes: first_passes.iter().map(|r| r.pass.clone()).filter(|p| p != "bucket_masks").collect(),
             compute_dtype: req.pass_options.compute_dtype.map(|d| d.to_string()),
             pad_multiple: req.pass_options.pad_multiple,
         },
@@ -171,23 +197,41 @@ pub fn compile(program: &Program, model: &Path, out: &Path, req: &CompileRequest
             bytes: weights.len() as u64,
             sha256: artifact::sha256_hex(&weights),
         },
-        buckets: vec![bucket(&bucket_name, &program_entry, &lowered)?],
+        buckets,
         targets: target_entries,
     };
-    let manifest_passes = manifest.buckets[0].passes.clone();
-    let mut all =
-        vec![(artifact::WEIGHTS.to_string(), weights), (program_entry, lowered.module.text.clone().into_bytes())];
+    let mut all = vec![(artifact::WEIGHTS.to_string(), weights)];
     all.extend(entries);
     artifact::write(out, &manifest, &all)?;
     let artifact_bytes = std::fs::metadata(out).map(|m| m.len()).unwrap_or(0);
     Ok(CompileSummary {
         output: out.display().to_string(),
         artifact_bytes,
-        buckets: vec![bucket_name],
+        buckets: manifest.buckets.iter().map(|b| b.name.clone()).collect(),
         targets: summaries,
         warnings: cache.take_warnings(),
-        passes: manifest_passes,
+        passes: first_passes,
     })
+}
+
+/// Lowers the program at one bucket's sizes; a bucket of a dynamic program also gets the
+/// masks that keep its results exact at every real size it serves.
+fn lower_bucket(program: &Program, p: &crate::buckets::Planned, req: &CompileRequest) -> Result<Lowered, Error> {
+    let mut pass_options = req.pass_options.clone();
+    let values = if p.values.is_empty() {
+        driver::example_bindings(program).map_err(driver::LowerError::from)?
+    } else {
+        let bounds = program.graph.symbols().clone();
+        pass_options.bucket = Some(BucketSpec { values: p.values.clone(), bounds });
+        p.values.clone()
+    };
+    let opts = LowerOptions {
+        emit: EmitOptions { precision: req.precision },
+        passes: req.passes.clone(),
+        pass_options,
+        keep_stages: req.dump_dir.is_some(),
+    };
+    Ok(driver::lower(program, values, &opts)?)
 }
 
 /// One target's executable and what the manifest records about it.
@@ -391,11 +435,24 @@ fn source_info(program: &Program, model: &Path) -> Result<SourceInfo, Error> {
 
 fn signature(program: &Program) -> Signature {
     let report = crate::inspect::report(program, "");
-    let value = |v: &crate::inspect::ValueInfo| SignatureValue {
+    let g = &program.graph;
+    let dynamic = !g.symbols().is_empty();
+    let exprs = |ty: &TensorType| if dynamic { ty.dims.iter().map(Dim::to_expr).collect() } else { Vec::new() };
+    let input_types: Vec<&TensorType> = g
+        .graph_inputs()
+        .iter()
+        .map(|&id| g.node(id))
+        .filter(|n| matches!(n.op, Op::Input(InputKind::User { .. })))
+        .map(|n| &n.outputs[0])
+        .collect();
+    let output_types: Vec<&TensorType> =
+        g.outputs().iter().map(|o| &g.node(o.value.node).outputs[usize::from(o.value.slot)]).collect();
+    let value = |(v, ty): (&crate::inspect::ValueInfo, &&TensorType)| SignatureValue {
         name: v.name.clone(),
         dtype: v.dtype.clone(),
         dims: v.dims.clone(),
         kind: v.kind.clone(),
+        sym_dims: exprs(ty),
     };
     let symbols = program
         .graph
@@ -409,15 +466,15 @@ fn signature(program: &Program) -> Signature {
     let rng_seed =
         program.graph.graph_inputs().iter().any(|&id| program.graph.node(id).op == Op::Input(InputKind::RngSeed));
     Signature {
-        inputs: report.inputs.iter().map(value).collect(),
-        outputs: report.outputs.iter().map(value).collect(),
+        inputs: report.inputs.iter().zip(&input_types).map(value).collect(),
+        outputs: report.outputs.iter().zip(&output_types).map(value).collect(),
         symbols,
         rng_seed,
     }
 }
 
-/// Static user input and output shapes of the bucket, and what the passes did to it.
-fn bucket(name: &str, entry: &str, lowered: &Lowered) -> Result<Bucket, Error> {
+/// Static user input and output shapes of the bucket, what it serves and what the passes did.
+fn bucket(p: &crate::buckets::Planned, entry: &str, lowered: &Lowered) -> Result<Bucket, Error> {
     let g = &lowered.graph;
     let dims =
         |ty: &torchtpu_passes::ir::TensorType| -> Vec<i64> { ty.dims.iter().filter_map(|d| d.as_static()).collect() };
@@ -430,9 +487,20 @@ fn bucket(name: &str, entry: &str, lowered: &Lowered) -> Result<Bucket, Error> {
         .collect();
     let output_dims =
         g.outputs().iter().map(|o| dims(&g.node(o.value.node).outputs[usize::from(o.value.slot)])).collect();
+    let sizes = g
+        .graph_inputs()
+        .iter()
+        .filter_map(|&id| match &g.node(id).op {
+            Op::Input(InputKind::Size { symbol }) => Some(symbol.clone()),
+            _ => None,
+        })
+        .collect();
     Ok(Bucket {
-        name: name.to_string(),
+        name: p.name.clone(),
         bindings: lowered.bindings.clone(),
+        sizes,
+        serves: p.serves.iter().map(|(s, &(lo, hi))| (s.clone(), [lo, hi])).collect(),
+        padding_waste: p.padding_waste,
         program: entry.to_string(),
         program_sha256: artifact::sha256_hex(lowered.module.text.as_bytes()),
         input_dims,

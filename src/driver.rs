@@ -81,7 +81,8 @@ pub fn lower(program: &Program, bindings: BTreeMap<String, i64>, opts: &LowerOpt
         stages.push(("specialize".to_string(), print(&graph)));
     }
     let pipeline = Pipeline::only(&opts.passes, &opts.pass_options)
-        .map_err(|reason| PassError::Failed { pass: "pipeline", reason })?;
+        .map_err(|reason| PassError::Failed { pass: "pipeline", reason })?
+        .for_bucket(&opts.pass_options);
     let passes = pipeline.run(&mut graph, |pass, g| {
         if opts.keep_stages {
             stages.push((pass.to_string(), print(g)));

@@ -324,7 +324,13 @@ pub fn render_artifact(art: &crate::artifact::Artifact) -> String {
     for b in &m.buckets {
         let bind: Vec<String> = b.bindings.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let shown = if bind.is_empty() { "static".to_string() } else { bind.join(", ") };
-        let _ = writeln!(out, "  {}: {shown}, inputs {:?}", b.name, b.input_dims);
+        let serves: Vec<String> = b.serves.iter().map(|(k, [lo, hi])| format!("{k} in [{lo}, {hi}]")).collect();
+        let serves = if serves.is_empty() {
+            String::new()
+        } else {
+            format!("; serves {}, padding waste {:.0}%", serves.join(", "), b.padding_waste * 100.0)
+        };
+        let _ = writeln!(out, "  {}: {shown}, inputs {:?}{serves}", b.name, b.input_dims);
         let padded: Vec<_> = b.passes.iter().flat_map(|p| &p.padded).collect();
         if let (Some(multiple), false) = (m.options.pad_multiple, padded.is_empty()) {
             let flops: u64 = padded.iter().map(|c| c.extra_flops).sum();

@@ -5,6 +5,7 @@
 //! → [`compile`] (XLA through [`pjrt`]) → [`artifact`] (`.tpuexe`) → [`run`].
 
 pub mod artifact;
+pub mod buckets;
 pub mod cache;
 #[cfg(feature = "mlir")]
 pub mod check;

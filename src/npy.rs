@@ -53,6 +53,36 @@ fn dtype_of_descr(s: &str) -> Option<DType> {
 }
 
 impl Array {
+    /// The array resized to `dims` (same rank): positions inside both shapes keep their
+    /// values, new positions are zero — padding up to a bucket and slicing back in one.
+    pub fn resized(&self, dims: &[i64]) -> Array {
+        let elem = self.dtype.size_bytes();
+        let rank = dims.len();
+        let numel = |d: &[i64]| d.iter().product::<i64>().max(0) as usize;
+        let mut data = vec![0u8; numel(dims) * elem];
+        if rank == 0 || rank != self.shape.len() {
+            let n = data.len().min(self.data.len());
+            data[..n].copy_from_slice(&self.data[..n]);
+            return Array { dtype: self.dtype, shape: dims.to_vec(), data };
+        }
+        let common: Vec<i64> = dims.iter().zip(&self.shape).map(|(&a, &b)| a.min(b)).collect();
+        let row = common[rank - 1].max(0) as usize * elem;
+        for r in 0..numel(&common[..rank - 1]) {
+            let (mut rest, mut src, mut dst) = (r, 0usize, 0usize);
+            let (mut src_stride, mut dst_stride) = (self.shape[rank - 1] as usize, dims[rank - 1] as usize);
+            for d in (0..rank - 1).rev() {
+                let i = rest % common[d] as usize;
+                rest /= common[d] as usize;
+                src += i * src_stride;
+                dst += i * dst_stride;
+                src_stride *= self.shape[d] as usize;
+                dst_stride *= dims[d] as usize;
+            }
+            data[dst * elem..dst * elem + row].copy_from_slice(&self.data[src * elem..src * elem + row]);
+        }
+        Array { dtype: self.dtype, shape: dims.to_vec(), data }
+    }
+
     /// Number of elements.
     pub fn numel(&self) -> i64 {
         self.shape.iter().product()
@@ -230,5 +260,20 @@ mod tests {
         let mut bytes = Array { dtype: DType::F32, shape: vec![4], data: vec![0; 16] }.to_npy();
         bytes.truncate(bytes.len() - 1);
         assert!(Array::parse(&bytes).unwrap_err().contains("needs 16 data bytes"));
+    }
+}
+
+#[cfg(test)]
+mod resize_tests {
+    use super::Array;
+    use torchtpu_passes::ir::DType;
+
+    #[test]
+    fn pads_with_zeros_and_slices_back() {
+        let a = Array { dtype: DType::U8, shape: vec![2, 3], data: vec![1, 2, 3, 4, 5, 6] };
+        let p = a.resized(&[3, 4]);
+        assert_eq!(p.data, [1, 2, 3, 0, 4, 5, 6, 0, 0, 0, 0, 0]);
+        assert_eq!(p.resized(&[2, 3]).data, a.data);
+        assert_eq!(a.resized(&[1, 2]).data, [1, 2]);
     }
 }

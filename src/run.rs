@@ -13,7 +13,9 @@ use serde::Serialize;
 use thiserror::Error;
 use torchtpu_passes::ir::DType;
 
-use crate::artifact::{Artifact, Bucket, TargetEntry};
+use std::collections::BTreeMap;
+
+use crate::artifact::{Artifact, Bucket, Manifest, TargetEntry};
 use crate::npy::{Array, NpyError};
 use crate::pjrt::{Buffer, Client, ElementType, PjrtError, Plugin};
 use crate::setup::cpu_plugin;
@@ -28,6 +30,8 @@ pub enum RunError {
          executables only load into the plugin build that made them — recompile, or pass --plugin with that build"
     )]
     PluginMismatch { built_by: String, expected: String, plugin: String, found: String },
+    #[error("input {index} (`{name}`): dim {dim} is {value}, outside the sizes this artifact serves ({min} to {max})")]
+    OutOfRange { index: usize, name: String, dim: usize, value: i64, min: i64, max: i64 },
     #[error("expected {expected} input(s) ({names}), got {found}")]
     InputCount { expected: usize, names: String, found: usize },
     #[error("input {index} (`{name}`, {file}): expected {expected}, got {found}")]
@@ -103,7 +107,12 @@ pub fn run(req: &RunRequest) -> Result<RunReport, Error> {
         targets: m.targets.iter().map(|t| t.target.as_str()).collect::<Vec<_>>().join(", "),
     })?;
     let inputs = read_inputs(&req.inputs, m)?;
-    let bucket = pick_bucket(&m.buckets, &inputs, &req.inputs, m)?;
+    let (bucket, real) = if m.buckets.iter().any(|b| !b.sizes.is_empty()) {
+        let real = real_sizes(m, &inputs, &req.inputs)?;
+        (smallest_bucket(m, &real, &inputs, &req.inputs)?, Some(real))
+    } else {
+        (pick_bucket(&m.buckets, &inputs, &req.inputs, m)?, None)
+    };
     let exe_entry = target
         .executables
         .iter()
@@ -114,10 +123,15 @@ pub fn run(req: &RunRequest) -> Result<RunReport, Error> {
     let exe = client.deserialize(exe_bytes).map_err(RunError::Execute)?;
     let mut buffers = weight_buffers(&client, &art)?;
     for (a, dims) in inputs.iter().zip(&bucket.input_dims) {
-        buffers.push(to_device(&client, a, dims)?);
+        buffers.push(to_device(&client, &a.resized(dims), dims)?);
     }
     if m.signature.rng_seed {
         buffers.push(to_device(&client, &seed_key(req.seed), &[2])?);
+    }
+    for symbol in &bucket.sizes {
+        let value = real.as_ref().and_then(|r| r.get(symbol)).copied().unwrap_or_default();
+        let size = Array { dtype: DType::I64, shape: vec![], data: value.to_le_bytes().to_vec() };
+        buffers.push(to_device(&client, &size, &[])?);
     }
     let load_ms = started.elapsed().as_secs_f64() * 1e3;
     let run_started = Instant::now();
@@ -125,13 +139,86 @@ pub fn run(req: &RunRequest) -> Result<RunReport, Error> {
     let outs = exe.execute(&refs).map_err(RunError::Execute)?;
     let host = outs.iter().map(|b| b.to_host()).collect::<Result<Vec<_>, _>>().map_err(RunError::Execute)?;
     let run_ms = run_started.elapsed().as_secs_f64() * 1e3;
-    write_outputs(req, m, bucket, host, load_ms, run_ms)
+    write_outputs(req, m, bucket, real.as_ref(), host, load_ms, run_ms)
+}
+
+/// The value of every symbol, read from the inputs' dims, within the symbols' ranges.
+fn real_sizes(m: &Manifest, inputs: &[Array], paths: &[PathBuf]) -> Result<BTreeMap<String, i64>, Error> {
+    let mut out = BTreeMap::new();
+    for s in &m.signature.symbols {
+        let (Some(a), Some(sig)) = (inputs.get(s.input), m.signature.inputs.get(s.input)) else { continue };
+        let value = a.shape.get(s.dim).copied().ok_or_else(|| RunError::InputMismatch {
+            index: s.input,
+            name: sig.name.clone(),
+            file: paths[s.input].display().to_string(),
+            expected: format!("{} dims", sig.dims.len()),
+            found: format!("shape {:?}", a.shape),
+        })?;
+        let (min, max) = (s.min.unwrap_or(1), s.max.unwrap_or(i64::MAX));
+        if value < min || value > max {
+            return Err(
+                RunError::OutOfRange { index: s.input, name: sig.name.clone(), dim: s.dim, value, min, max }.into()
+            );
+        }
+        out.insert(s.name.clone(), value);
+    }
+    Ok(out)
+}
+
+/// The input and output dims at the real sizes, from the signature's symbolic dims.
+fn real_dims(v: &crate::artifact::SignatureValue, real: &BTreeMap<String, i64>) -> Option<Vec<i64>> {
+    v.sym_dims.iter().map(|e| e.eval(real)).collect()
+}
+
+/// The bucket that runs the real sizes `real`: the smallest (by the product of its sizes) that
+/// holds every one; `None` when none does.
+pub fn bucket_for<'m>(m: &'m Manifest, real: &BTreeMap<String, i64>) -> Option<&'m Bucket> {
+    let holds = |b: &&Bucket| real.iter().all(|(s, v)| b.bindings.get(s).is_some_and(|bv| bv >= v));
+    let volume = |b: &&Bucket| b.bindings.values().product::<i64>();
+    m.buckets.iter().filter(holds).min_by_key(volume)
+}
+
+/// The smallest bucket holding every real size, after checking every input's shape at those
+/// sizes.
+fn smallest_bucket<'m>(
+    m: &'m Manifest,
+    real: &BTreeMap<String, i64>,
+    inputs: &[Array],
+    paths: &[PathBuf],
+) -> Result<&'m Bucket, Error> {
+    for (index, (a, sig)) in inputs.iter().zip(&m.signature.inputs).enumerate() {
+        let want = real_dims(sig, real).unwrap_or_default();
+        if a.shape != want {
+            return Err(RunError::InputMismatch {
+                index,
+                name: sig.name.clone(),
+                file: paths[index].display().to_string(),
+                expected: format!("shape {want:?} (its dynamic dims set by the other inputs)"),
+                found: format!("shape {:?}", a.shape),
+            }
+            .into());
+        }
+    }
+    bucket_for(m, real).ok_or_else(|| {
+        let s = &m.signature.symbols[0];
+        let largest = m.buckets.iter().filter_map(|b| b.bindings.get(&s.name)).max().copied().unwrap_or_default();
+        RunError::OutOfRange {
+            index: s.input,
+            name: m.signature.inputs[s.input].name.clone(),
+            dim: s.dim,
+            value: real.get(&s.name).copied().unwrap_or_default(),
+            min: s.min.unwrap_or(1),
+            max: largest,
+        }
+        .into()
+    })
 }
 
 fn write_outputs(
     req: &RunRequest,
-    m: &crate::artifact::Manifest,
+    m: &Manifest,
     bucket: &Bucket,
+    real: Option<&BTreeMap<String, i64>>,
     host: Vec<Vec<u8>>,
     load_ms: f64,
     run_ms: f64,
@@ -144,6 +231,11 @@ fn write_outputs(
         let dtype =
             parse_dtype(&sig.dtype).ok_or_else(|| RunError::Weights(format!("unknown output dtype {}", sig.dtype)))?;
         let arr = Array { dtype, shape: dims.clone(), data };
+        // A bucket's outputs are sliced back to the real sizes.
+        let arr = match real.and_then(|r| real_dims(sig, r)) {
+            Some(d) if d != arr.shape => arr.resized(&d),
+            _ => arr,
+        };
         let path = req.out_dir.join(format!("out_{i}.npy"));
         arr.write(&path)?;
         let comparison = match &req.reference {
@@ -154,7 +246,7 @@ fn write_outputs(
         outputs.push(OutputReport {
             path: path.display().to_string(),
             dtype: sig.dtype.clone(),
-            dims: dims.clone(),
+            dims: arr.shape.clone(),
             comparison,
         });
     }

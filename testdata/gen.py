@@ -264,16 +264,19 @@ def ids(seq, seed, batch=1, vocab=256):
     return torch.randint(0, vocab, (batch, seq), generator=gen(seed), dtype=torch.int64)
 
 
-def bert_inputs(seq, seed):
-    input_ids = ids(seq, seed, batch=2)
-    mask = torch.ones(2, seq, dtype=torch.int64)
-    pad = min(5, seq - 1)  # row 1: last `pad` positions masked
-    mask[1, seq - pad:] = 0
+def bert_inputs(seq, seed, batch=2):
+    input_ids = ids(seq, seed, batch=batch)
+    mask = torch.ones(batch, seq, dtype=torch.int64)
+    pad = min(5, seq - 1)  # last row (when batch > 1): last `pad` positions masked
+    if batch > 1:
+        mask[batch - 1, seq - pad:] = 0
     return (input_ids, mask)
 
 
 SEQ = Dim("seq", min=2, max=512)
 BERT_SEQ = Dim("seq", min=2, max=128)
+BERT2_SEQ = Dim("seq", min=2, max=64)
+BATCH = Dim("batch", min=1, max=8)
 
 # name -> dict(build, desc, inputs: list of arg tuples (base first), dynamic_shapes)
 MODELS = {
@@ -300,7 +303,9 @@ MODELS = {
     "llama_tiny_dyn": dict(
         build=build_llama,
         desc="llama_tiny (same weights) with dynamic seq Dim('seq', min=2, max=512)",
-        inputs=[(ids(16, 4),), (ids(5, 5),), (ids(37, 6),), (ids(128, 7),)],
+        # min, max, each power-of-two bucket boundary b and b+1, odd sizes
+        inputs=[(ids(16, 4),), (ids(5, 5),), (ids(37, 6),), (ids(128, 7),)]
+        + [(ids(n, 100 + n),) for n in (2, 3, 4, 8, 9, 17, 32, 33, 64, 65, 129, 256, 257, 512)],
         dynamic_shapes={"input_ids": {1: SEQ}}),
     "gpt2_tiny": dict(
         build=build_gpt2,
@@ -312,8 +317,17 @@ MODELS = {
         desc="BertModel(vocab 256, hidden 64, 2 layers, 4 heads, inter 128, max_pos 128, "
              "no pooler) + attention-mask mean pooling; dynamic seq Dim('seq', min=2, max=128) "
              "shared by input_ids and attention_mask; row 1 of the mask has a zero tail",
-        inputs=[bert_inputs(16, 9), bert_inputs(3, 10), bert_inputs(33, 11), bert_inputs(100, 12)],
+        inputs=[bert_inputs(16, 9), bert_inputs(3, 10), bert_inputs(33, 11), bert_inputs(100, 12)]
+        + [bert_inputs(n, 100 + n) for n in (2, 4, 5, 8, 9, 17, 32, 64, 65, 127, 128)],
         dynamic_shapes={"input_ids": {1: BERT_SEQ}, "attention_mask": {1: BERT_SEQ}}),
+    "bert_meanpool_2d": dict(
+        build=BertMeanPool,
+        desc="bert_meanpool (same weights) with two dynamic dims: batch Dim('batch', min=1, max=8) "
+             "and seq Dim('seq', min=2, max=64)",
+        inputs=[bert_inputs(16, 30, batch=2), bert_inputs(2, 31, batch=1), bert_inputs(5, 32, batch=3),
+                bert_inputs(33, 33, batch=4), bert_inputs(64, 34, batch=8), bert_inputs(17, 35, batch=5),
+                bert_inputs(9, 36, batch=2)],
+        dynamic_shapes={"input_ids": {0: BATCH, 1: BERT2_SEQ}, "attention_mask": {0: BATCH, 1: BERT2_SEQ}}),
     "multi_out": dict(
         build=MultiOut,
         desc="Linear(5,4) -> (y f32, argmax(y,-1) i64, y>0 bool, (x>0).sum(1) i64)",

@@ -3,6 +3,7 @@
 //! Pure Rust: no FFI and no I/O, so `cargo test -p torchtpu-passes` runs anywhere.
 #![warn(missing_docs)]
 
+pub mod bucket;
 pub mod canonicalize;
 pub mod compute_dtype;
 pub mod cse;
@@ -10,6 +11,7 @@ pub mod dce;
 pub mod fold_bn;
 pub mod fold_constants;
 pub mod fuse_matmuls;
+pub mod grouped_attention;
 pub mod ir;
 pub mod pad;
 pub mod pass;

@@ -323,15 +323,7 @@ impl Padder {
             Op::Convolution { groups: 1, transposed: false, .. } => self.convolution(graph, id),
             Op::Embedding => self.embedding(graph, id),
             _ if !any_padded => true,
-            Op::Unary(_)
-            | Op::Binary { .. }
-            | Op::Where { .. }
-            | Op::Clamp { .. }
-            | Op::ClampTensor { .. }
-            | Op::Elu { .. }
-            | Op::LeakyRelu { .. }
-            | Op::Convert
-            | Op::Copy => self.elementwise(graph, id),
+            op if op.is_elementwise() => self.elementwise(graph, id),
             Op::Permute { dims } => self.permute(graph, id, dims),
             Op::Unsqueeze { dim } => self.unsqueeze(graph, id, *dim),
             Op::View { .. } => self.view(graph, id),

@@ -97,6 +97,7 @@ pub const PASSES: &[(&str, &str)] = &[
     ("fold_constants", "drop identities (x*1, x-0, and with all-true) and make constant shapes plain fulls"),
     ("fold_batch_norm", "fold eval-mode BatchNorm into the preceding convolution's weights"),
     ("cse", "merge nodes that compute the same value"),
+    ("grouped_attention", "attention products read shared K/V heads instead of repeated ones (GQA)"),
     ("fuse_matmuls", "one matmul on stacked weights for matmuls that read the same input (Q/K/V, gate/up)"),
     ("pad", "widen matmul/convolution feature dims to multiples of --pad-multiple, zeros in the weights"),
     ("compute_dtype", "bf16 operands for f32 matmuls/convolutions with --compute-dtype bf16"),
@@ -113,6 +114,8 @@ pub struct PassOptions {
     pub compute_dtype: Option<DType>,
     /// Feature dims of contractions become multiples of this for the `pad` pass (`None`: off).
     pub pad_multiple: Option<i64>,
+    /// The size bucket the program is compiled for (`None`: one exact size).
+    pub bucket: Option<crate::bucket::BucketSpec>,
 }
 
 /// An ordered list of passes.
@@ -133,6 +136,7 @@ impl Pipeline {
             "fold_constants" => Box::new(crate::fold_constants::FoldConstants),
             "fold_batch_norm" => Box::new(crate::fold_bn::FoldBatchNorm),
             "cse" => Box::new(crate::cse::Cse),
+            "grouped_attention" => Box::new(crate::grouped_attention::GroupedAttention),
             "fuse_matmuls" => Box::new(crate::fuse_matmuls::FuseMatmuls),
             "pad" => Box::new(crate::pad::Pad { multiple: opts.pad_multiple }),
             "compute_dtype" => Box::new(crate::compute_dtype::ComputeDtype { dtype: opts.compute_dtype }),
@@ -157,6 +161,15 @@ impl Pipeline {
             .filter_map(|(p, _)| Pipeline::by_name(p, opts))
             .collect();
         Ok(Pipeline { passes })
+    }
+
+    /// For a program compiled for a size bucket: `bucket_masks` first, whatever the selection
+    /// (results past the real sizes would be wrong without it).
+    pub fn for_bucket(mut self, opts: &PassOptions) -> Pipeline {
+        if let Some(bucket) = &opts.bucket {
+            self.passes.insert(0, Box::new(crate::bucket::BucketMasks { bucket: Some(bucket.clone()) }));
+        }
+        self
     }
 
     /// The names of the passes, in order.
@@ -228,6 +241,7 @@ mod tests {
                 "fold_constants",
                 "fold_batch_norm",
                 "cse",
+                "grouped_attention",
                 "fuse_matmuls",
                 "pad",
                 "compute_dtype",
@@ -236,7 +250,7 @@ mod tests {
             ]
         );
         let counts: Vec<(usize, usize)> = reports.iter().map(|r| (r.nodes_before, r.nodes_after)).collect();
-        assert_eq!(counts, [(7, 5), (5, 5), (5, 5), (5, 4), (4, 4), (4, 4), (4, 4), (4, 3), (3, 3)]);
+        assert_eq!(counts, [(7, 5), (5, 5), (5, 5), (5, 4), (4, 4), (4, 4), (4, 4), (4, 4), (4, 3), (3, 3)]);
         assert_eq!(reports[0].notes, ["1 removed copies", "1 removed no-op views"]);
         insta::assert_snapshot!(print(&g), @r"
         graph t {
@@ -256,7 +270,9 @@ mod tests {
         let e = Pipeline::only(&["fusion".into()], &opts).err().expect("unknown");
         assert!(
             e.contains("unknown pass `fusion`")
-                && e.contains("canonicalize, fold_constants, fold_batch_norm, cse, fuse_matmuls, pad, compute_dtype"),
+                && e.contains(
+                    "canonicalize, fold_constants, fold_batch_norm, cse, grouped_attention, fuse_matmuls, pad"
+                ),
             "{e}"
         );
     }

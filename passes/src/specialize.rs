@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use thiserror::Error;
 
-use crate::ir::{Dim, Graph, Op};
+use crate::ir::{Dim, Graph, Op, Symbolic};
 
 /// Why a graph could not be specialized.
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -52,6 +52,12 @@ pub fn specialize(graph: &Graph, env: &BTreeMap<String, i64>) -> Result<Graph, S
     for id in ids {
         let node = out.node_mut(id);
         let name = node.name.clone();
+        let mut op = node.op.clone();
+        let symbolic =
+            node.outputs.iter().any(|t| !t.is_static()) || op_dims(&mut op).iter().any(|d| d.as_static().is_none());
+        if symbolic {
+            node.symbolic = Some(Box::new(Symbolic { op, outputs: node.outputs.to_vec() }));
+        }
         let fix = |d: &mut Dim| -> Result<(), SpecializeError> {
             if let Dim::Sym(e) = d {
                 let v = e.eval(env).ok_or_else(|| SpecializeError::Eval { node: name.clone(), expr: e.to_string() })?;

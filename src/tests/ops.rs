@@ -188,7 +188,9 @@ fn run_case(op: &str, case: &Case, tmp: &Path) -> Outcome {
         return Outcome::NotSupported(p.reason.clone());
     }
     let art = tmp.join(format!("{op}.tpuexe"));
-    let req = cpu_request();
+    let mut req = cpu_request();
+    // The samples have the example sizes: one bucket at those.
+    req.buckets = crate::buckets::at_example_sizes(&program);
     if let Err(e) = compile(&program, &model, &art, &req) {
         return Outcome::Failed(format!("compile: {e:#}"));
     }

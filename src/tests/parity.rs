@@ -100,6 +100,7 @@ parity_tests!(
     llama_tiny_dyn,
     gpt2_tiny,
     bert_meanpool,
+    bert_meanpool_2d,
     multi_out,
     edge_cases,
     train_mlp,
@@ -130,22 +131,114 @@ fn every_model_matches_with_padding_forced_on() {
     }
 }
 
-/// The dynamic model is compiled at its example size only (bucketing comes later): other sizes
-/// are refused with the size it was compiled for.
+/// The reference cases of a model: "" (base), "_case1", … while they exist.
+fn case_suffixes(name: &str) -> Vec<String> {
+    let dir = testdata().join("models").join(name);
+    (0..)
+        .map(|k| if k == 0 { String::new() } else { format!("_case{k}") })
+        .take_while(|c| dir.join(format!("out_0{c}.npy")).exists())
+        .collect()
+}
+
+/// Runs `artifact` on one reference case and returns the bucket it ran in; panics unless every
+/// output equals PyTorch eager's at that size.
+fn run_case(name: &str, artifact: &Path, case: &str, tmp: &Path) -> String {
+    let dir = testdata().join("models").join(name);
+    let reference = tmp.join(format!("ref{case}"));
+    std::fs::create_dir_all(&reference).expect("ref dir");
+    for i in 0.. {
+        let src = dir.join(format!("out_{i}{case}.npy"));
+        if !src.exists() {
+            break;
+        }
+        std::fs::copy(&src, reference.join(format!("out_{i}.npy"))).expect("copy reference");
+    }
+    let req = RunRequest {
+        artifact: artifact.to_path_buf(),
+        inputs: case_inputs(name, case),
+        out_dir: tmp.join("out"),
+        plugin: None,
+        reference: Some(reference),
+        seed: 0,
+    };
+    let report = run(&req).unwrap_or_else(|e| panic!("{name}{case}: {e:#}"));
+    for (i, o) in report.outputs.iter().enumerate() {
+        let c = o.comparison.as_ref().expect("compared");
+        assert!(c.ok, "{name}{case} out_{i} {:?}: max abs diff {} {:?}", o.dims, c.max_abs_diff, c.note);
+    }
+    report.bucket
+}
+
+/// The dynamic models, compiled with the default `pow2` buckets, equal PyTorch eager at every
+/// reference size: min, max, each bucket boundary b and b+1, odd sizes; the model with two
+/// dynamic dims (batch and seq) at seven pairs.
 #[test]
-fn dynamic_model_runs_only_at_its_compiled_size() {
-    let tmp = TempDir::new("dyn");
+fn dynamic_models_match_eager_at_every_size() {
+    for (name, min_cases) in [("llama_tiny_dyn", 18), ("bert_meanpool", 15), ("bert_meanpool_2d", 7)] {
+        let tmp = TempDir::new(name);
+        let artifact = compile_model(name, &tmp.0);
+        let cases = case_suffixes(name);
+        assert!(cases.len() >= min_cases, "{name}: {} cases", cases.len());
+        let mut used = std::collections::BTreeSet::new();
+        for case in &cases {
+            used.insert(run_case(name, &artifact, case, &tmp.0));
+        }
+        assert!(used.len() >= 5, "{name}: the cases ran in buckets {used:?}");
+    }
+}
+
+/// `seq ∈ [2, 512]` with `pow2`: 9 executables per target; 1,000 random sizes each map to the
+/// smallest power of two holding them (what `run` executes — it has no way to compile), and
+/// sizes out of the range are refused with the range.
+#[test]
+fn pow2_buckets_serve_every_size_in_the_range() {
+    let tmp = TempDir::new("pow2");
     let artifact = compile_model("llama_tiny_dyn", &tmp.0);
-    let art = artifact.to_str().expect("utf-8");
-    let input = case_inputs("llama_tiny_dyn", "_case1");
-    let (code, _, err) =
-        run_cli(&["run", art, input[0].to_str().expect("utf-8"), "--out-dir", tmp.0.to_str().expect("utf-8")]);
+    let art = Artifact::open(&artifact).expect("opens");
+    let m = &art.manifest;
+    assert_eq!(m.targets[0].executables.len(), 9);
+    let symbol = m.signature.symbols[0].name.clone();
+    let mut state = 0x2545_f491_4f6c_dd1d_u64;
+    for _ in 0..1000 {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let size = 2 + (state % 511) as i64;
+        let real = std::collections::BTreeMap::from([(symbol.clone(), size)]);
+        let b = crate::run::bucket_for(m, &real).unwrap_or_else(|| panic!("no bucket for {size}"));
+        let want = (size as u64).next_power_of_two() as i64;
+        assert_eq!(b.bindings[&symbol], want, "size {size}");
+        assert!(m.targets[0].executables.iter().any(|e| e.bucket == b.name));
+    }
+    let art_path = artifact.to_str().expect("utf-8");
+    let out = tmp.0.to_str().expect("utf-8");
+    let long = tmp.0.join("long.npy");
+    crate::npy::Array { dtype: torchtpu_passes::ir::DType::I64, shape: vec![1, 513], data: vec![0; 513 * 8] }
+        .write(&long)
+        .expect("writes");
+    let (code, _, err) = run_cli(&["run", art_path, long.to_str().expect("utf-8"), "--out-dir", out]);
     assert_eq!(code, 1, "{err}");
-    assert!(err.contains("input 0 (`input_ids`"), "{err}");
     assert!(
-        err.contains("expected shape [1, 16] (the sizes this artifact was compiled for), got shape [1, 5]"),
+        err.contains("input 0 (`input_ids`): dim 1 is 513, outside the sizes this artifact serves (2 to 512)"),
         "{err}"
     );
+}
+
+/// `--buckets` by input and dim, explicit sizes: the sizes above the largest bucket are refused.
+#[test]
+fn explicit_buckets_by_input_dim() {
+    let tmp = TempDir::new("explicit");
+    let mut req = request();
+    req.buckets = vec![crate::buckets::parse_choice("input_ids:1=8,40").expect("parses")];
+    let artifact = compile_model_with("llama_tiny_dyn", &tmp.0, &req);
+    let m = Artifact::open(&artifact).expect("opens").manifest;
+    let names: Vec<&str> = m.buckets.iter().map(|b| b.name.as_str()).collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert_eq!(run_case("llama_tiny_dyn", &artifact, "_case2", &tmp.0), m.buckets[1].name, "37 runs in 40");
+    let input = case_inputs("llama_tiny_dyn", "_case3"); // 128 > 40
+    let (code, _, err) = run_cli(&["run", artifact.to_str().expect("utf-8"), input[0].to_str().expect("utf-8")]);
+    assert_eq!(code, 1);
+    assert!(err.contains("outside the sizes this artifact serves (2 to 40)"), "{err}");
 }
 
 #[test]
@@ -315,18 +408,19 @@ fn bytecode_and_dump_dir() {
         "03.fold_constants.ir",
         "04.fold_batch_norm.ir",
         "05.cse.ir",
-        "06.fuse_matmuls.ir",
-        "07.pad.ir",
-        "08.compute_dtype.ir",
-        "09.dce.ir",
-        "10.precision.ir",
+        "06.grouped_attention.ir",
+        "07.fuse_matmuls.ir",
+        "08.pad.ir",
+        "09.compute_dtype.ir",
+        "10.dce.ir",
+        "11.precision.ir",
     ];
     for f in stages.iter().chain(&["main.mlir", "compile.log"]) {
         let text = std::fs::read_to_string(dump.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
         assert!(!text.is_empty(), "{f} is empty");
     }
     // With a TPU among the targets, padding to 128 is on by default.
-    let padded = std::fs::read_to_string(dump.join("07.pad.ir")).expect("pad dump");
+    let padded = std::fs::read_to_string(dump.join("08.pad.ir")).expect("pad dump");
     assert!(padded.contains("@pad128x"), "{padded}");
     let log = std::fs::read_to_string(dump.join("compile.log")).expect("log");
     assert!(log.contains("cpu main: compiled (cache off) in ") && log.contains("tpu:v6e:1x1 main: compiled"), "{log}");

@@ -36,11 +36,12 @@ fn pass_names(summary: &Value) -> Vec<String> {
 }
 
 /// The pipeline, in order (written out so that a reordering shows up here).
-const EVERY_PASS: [&str; 9] = [
+const EVERY_PASS: [&str; 10] = [
     "canonicalize",
     "fold_constants",
     "fold_batch_norm",
     "cse",
+    "grouped_attention",
     "fuse_matmuls",
     "pad",
     "compute_dtype",

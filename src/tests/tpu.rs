@@ -10,6 +10,7 @@ use std::process::Command;
 use super::parity::TempDir;
 use super::{model_paths, run_cli, testdata};
 use crate::artifact::Artifact;
+use crate::buckets::{Choice, Sizes};
 use crate::compile::{compile, CompileRequest};
 use crate::emit::Precision;
 use crate::import::import;
@@ -21,7 +22,14 @@ fn tpu(generation: &str, topology: &str) -> Target {
 
 fn compile_for(model: &Path, out: &Path, targets: Vec<Target>) -> Artifact {
     let program = import(model).unwrap_or_else(|e| panic!("{}: {e}", model.display()));
-    let req = CompileRequest::new(targets, Precision::Default);
+    let mut req = CompileRequest::new(targets, Precision::Default);
+    // One bucket per dynamic dim, its largest size, keeps the libtpu compiles few.
+    req.buckets = program
+        .graph
+        .symbols()
+        .iter()
+        .filter_map(|(s, b)| Some(Choice { key: s.clone(), sizes: Sizes::List(vec![b.max?]) }))
+        .collect();
     if let Err(e) = compile(&program, model, out, &req) {
         panic!("{}: {e:#}\n(libtpu comes from `cargo xtask setup`)", model.display());
     }

@@ -66,6 +66,18 @@ pub struct Node {
     pub origin: Origin,
     /// For contractions: a precision set by the `precision` pass, overriding the default.
     pub precision: Option<Precision>,
+    /// The op and output types before `specialize` gave the symbolic sizes values (only for
+    /// nodes that had some): what `bucket_masks` reads to know which dims are dynamic.
+    pub symbolic: Option<Box<Symbolic>>,
+}
+
+/// A node as it was before specialization.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Symbolic {
+    /// The op, with symbolic attributes.
+    pub op: Op,
+    /// The output types, with symbolic dims.
+    pub outputs: Vec<TensorType>,
 }
 
 impl Node {
@@ -77,6 +89,7 @@ impl Node {
             outputs: outputs.into_iter().collect(),
             origin: Origin::default(),
             precision: None,
+            symbolic: None,
         }
     }
 }

@@ -37,6 +37,12 @@ pub enum InputKind {
     /// The key of the program's random numbers (`u64[2]`, Threefry), present when the graph has
     /// random ops; `run --seed` supplies it. It comes after the user inputs.
     RngSeed,
+    /// The real value of a symbol in a program compiled for a size bucket (`i64[]`, after all
+    /// other inputs, one per symbol in name order); `run` supplies it.
+    Size {
+        /// The symbol, as named in the archive.
+        symbol: String,
+    },
     /// A weight a pass computes at compile time from stored weights (e.g. a convolution with a
     /// BatchNorm folded in); stored in the artifact as `fqn`.
     Derived {
@@ -105,14 +111,14 @@ impl InputKind {
     pub fn weight_fqn(&self) -> Option<&str> {
         match self {
             InputKind::Parameter { fqn } | InputKind::Buffer { fqn, .. } | InputKind::Constant { fqn } => Some(fqn),
-            InputKind::User { .. } | InputKind::RngSeed | InputKind::Derived { .. } => None,
+            InputKind::User { .. } | InputKind::RngSeed | InputKind::Size { .. } | InputKind::Derived { .. } => None,
         }
     }
 
     /// Weights (stored or derived) are bound by the compiler; user inputs and the seed by the
     /// caller.
     pub fn is_weight(&self) -> bool {
-        !matches!(self, InputKind::User { .. } | InputKind::RngSeed)
+        !matches!(self, InputKind::User { .. } | InputKind::RngSeed | InputKind::Size { .. })
     }
 }
 
@@ -517,6 +523,23 @@ impl Op {
         matches!(self, Op::Rand { .. } | Op::RandPerm | Op::Dropout { .. })
     }
 
+    /// Element-wise ops on broadcast operands (each output position reads the same position of
+    /// every operand): arithmetic, selects, clamps, conversions, copies.
+    pub fn is_elementwise(&self) -> bool {
+        matches!(
+            self,
+            Op::Unary(_)
+                | Op::Binary { .. }
+                | Op::Where { .. }
+                | Op::Clamp { .. }
+                | Op::ClampTensor { .. }
+                | Op::Elu { .. }
+                | Op::LeakyRelu { .. }
+                | Op::Convert
+                | Op::Copy
+        )
+    }
+
     /// Short, stable op name used by the printer and in messages (`addmm`, `reduce_mean`).
     pub fn name(&self) -> String {
         match self {
@@ -526,6 +549,7 @@ impl Op {
                 InputKind::Constant { .. } => "input.const".into(),
                 InputKind::User { .. } => "input.user".into(),
                 InputKind::RngSeed => "input.rng_seed".into(),
+                InputKind::Size { .. } => "input.size".into(),
                 InputKind::Derived { .. } => "input.derived".into(),
             },
             Op::Unary(u) => snake_case(&format!("{u:?}")),

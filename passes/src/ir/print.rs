@@ -83,6 +83,7 @@ fn input_kind(kind: &InputKind) -> String {
         }
         InputKind::User { index } => format!("#{index}"),
         InputKind::RngSeed => "rng_seed".into(),
+        InputKind::Size { symbol } => symbol.clone(),
         InputKind::Derived { fqn, .. } => format!("\"{fqn}\""),
     }
 }
