@@ -65,6 +65,7 @@ pub fn check(program: &Program, file: &str) -> CheckReport {
             source_line: None,
         }],
     };
+    let failures = if failures.is_empty() { bucket_failures(program) } else { failures };
     let mut groups: BTreeMap<String, OpProblem> = BTreeMap::new();
     for f in failures {
         let target = f.target.strip_prefix("torch.ops.").unwrap_or(&f.target).to_string();
@@ -81,6 +82,29 @@ pub fn check(program: &Program, file: &str) -> CheckReport {
     }
     let problems: Vec<OpProblem> = groups.into_values().collect();
     CheckReport { format: CHECK_FORMAT, file: file.to_string(), ok: problems.is_empty(), nodes, problems }
+}
+
+/// A dynamic program must also compile into size buckets: lowered at its largest sizes with
+/// the bucket masks, an op that cannot be made exact under padding is a failure.
+fn bucket_failures(program: &Program) -> Vec<NodeFailure> {
+    let bounds = program.graph.symbols().clone();
+    let Some(values) = bounds.iter().map(|(s, b)| Some((s.clone(), b.max?))).collect::<Option<BTreeMap<_, _>>>() else {
+        return vec![];
+    };
+    if values.is_empty() {
+        return vec![];
+    }
+    let mut opts = driver::LowerOptions::default();
+    opts.pass_options.bucket = Some(torchtpu_passes::bucket::BucketSpec { values: values.clone(), bounds });
+    match driver::lower(program, values, &opts) {
+        Err(e @ LowerError::Pass(_)) => vec![NodeFailure {
+            node: String::new(),
+            target: "(size buckets)".into(),
+            reason: e.to_string(),
+            source_line: None,
+        }],
+        _ => vec![],
+    }
 }
 
 /// The unsupported nodes of the imported graph, as failures.

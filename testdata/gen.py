@@ -249,6 +249,15 @@ class TrainCNN(nn.Module):
         return nn.functional.cross_entropy(y, labels, reduction="mean")
 
 
+class LastToken(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(8, 4)
+
+    def forward(self, x):  # x: f32[2, seq, 8]
+        return self.proj(x)[:, -1]
+
+
 # ---------------------------------------------------------------------------
 # inputs
 # ---------------------------------------------------------------------------
@@ -328,6 +337,13 @@ MODELS = {
                 bert_inputs(33, 33, batch=4), bert_inputs(64, 34, batch=8), bert_inputs(17, 35, batch=5),
                 bert_inputs(9, 36, batch=2)],
         dynamic_shapes={"input_ids": {0: BATCH, 1: BERT2_SEQ}, "attention_mask": {0: BATCH, 1: BERT2_SEQ}}),
+    "last_token": dict(
+        build=LastToken,
+        desc="Linear(8,4) then the last position x[:, -1] of a dynamic seq Dim('seq', min=2, max=64) "
+             "(in a size bucket, the last real position is found from the real size)",
+        inputs=[(randn((2, 5, 8), 40),), (randn((2, 2, 8), 41),), (randn((2, 3, 8), 42),),
+                (randn((2, 17, 8), 43),), (randn((2, 33, 8), 44),), (randn((2, 64, 8), 45),)],
+        dynamic_shapes={"x": {1: Dim("seq", min=2, max=64)}}),
     "multi_out": dict(
         build=MultiOut,
         desc="Linear(5,4) -> (y f32, argmax(y,-1) i64, y>0 bool, (x>0).sum(1) i64)",
@@ -767,20 +783,47 @@ def generate_unsupported(outdir):
     print(f"[unsupported_ops] wrote {path}: {targets}")
 
 
+def generate_flip_seq(outdir):
+    """`check/flip_seq.pt2`: a dynamic-seq model that reverses the sequence (`flip` along
+    Dim('seq', min=2, max=64)). In a size bucket the padding would move in front of the real
+    positions, so bucketing must refuse it, naming the node; the model is never run."""
+
+    class FlipSeq(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Linear(8, 4)
+
+        def forward(self, x):  # x: f32[2, seq, 8]
+            return torch.flip(self.proj(x), [1])
+
+    torch.manual_seed(0)
+    seq = Dim("seq", min=2, max=64)
+    ep = torch.export.export(FlipSeq(), (torch.randn(2, 5, 8),), dynamic_shapes={"x": {1: seq}},
+                             strict=False).run_decompositions()
+    strip_local_paths(ep)
+    os.makedirs(outdir, exist_ok=True)
+    path = os.path.join(outdir, "flip_seq.pt2")
+    torch.export.save(ep, path)
+    targets = sorted({str(n.target) for n in ep.graph.nodes if n.op == "call_function"})
+    print(f"[flip_seq] wrote {path}: {targets}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.path.join(HERE, "models"))
     ap.add_argument("names", nargs="*", help=f"subset of {list(MODELS)}")
     a = ap.parse_args()
-    names = a.names or list(MODELS)
+    names = [n for n in a.names if n != "checks"] if a.names else list(MODELS)
     unknown = [n for n in names if n not in MODELS]
     if unknown:
         ap.error(f"unknown model(s) {unknown}; choose from {list(MODELS)}")
     os.makedirs(a.out, exist_ok=True)
     for n in names:
         generate(n, MODELS[n], a.out)
-    if not a.names:
-        generate_unsupported(os.path.join(os.path.dirname(os.path.abspath(a.out)), "check"))
+    if not a.names or "checks" in a.names:
+        check_dir = os.path.join(os.path.dirname(os.path.abspath(a.out)), "check")
+        generate_unsupported(check_dir)
+        generate_flip_seq(check_dir)
     total = dir_size(a.out)
     for extra in ("bad", "check"):
         folder = os.path.join(os.path.dirname(os.path.abspath(a.out)), extra)

@@ -225,9 +225,12 @@ impl Masker<'_> {
             }
             Op::Select { dim, index } => {
                 let d = norm(*dim, rank(0));
-                match in_dyn[0].get(&d) {
+                match in_dyn[0].get(&d).cloned() {
                     None => Ok(()),
-                    Some(len) if *index >= 0 && self.min_of(len).is_some_and(|m| *index < m) => Ok(()),
+                    Some(len) if *index >= 0 && self.min_of(&len).is_some_and(|m| *index < m) => Ok(()),
+                    Some(len) if *index < 0 && self.min_of(&len).is_some_and(|m| -*index <= m) => {
+                        self.select_from_end(graph, id, d, &len, *index)
+                    }
                     Some(_) => Err("selects an index of a dynamic dim that is not valid at every size".into()),
                 }
             }
@@ -313,6 +316,38 @@ impl Masker<'_> {
         for (d, f) in carried {
             self.scattered.insert((ValueRef { node: id, slot: 0 }, d), f);
         }
+        Ok(())
+    }
+
+    /// `x.select(d, -k)` on a dynamic dim: the index counts from the real end (`len - k`), read
+    /// with `index_select` and the selected dim dropped.
+    fn select_from_end(
+        &mut self,
+        graph: &mut Graph,
+        id: NodeId,
+        d: usize,
+        len: &SymExpr,
+        index: i64,
+    ) -> Result<(), String> {
+        let x = graph.inputs(id)[0];
+        let real = self.length(graph, id, len)?;
+        let scalar = TensorType::new(DType::I64, &[]);
+        let add = Op::Binary {
+            op: BinaryOp::Add,
+            lhs: Operand::Tensor,
+            rhs: Operand::Scalar(Scalar::Int(index)),
+            alpha: None,
+        };
+        let at = self.add(graph, id, add, scalar, &[real]);
+        let one = Op::View { size: vec![Dim::Static(1)] };
+        let at = self.add(graph, id, one, TensorType::new(DType::I64, &[1]), &[at]);
+        let mut picked = Self::ty(graph, x);
+        picked.dims[d] = Dim::Static(1);
+        let row = self.add(graph, id, Op::IndexSelect { dim: d as i64 }, picked, &[x, at]);
+        let out = graph.node(id).outputs[0].clone();
+        let view = Op::View { size: out.dims.clone() };
+        let result = self.add(graph, id, view, out, &[row]);
+        graph.replace_uses(ValueRef { node: id, slot: 0 }, result);
         Ok(())
     }
 

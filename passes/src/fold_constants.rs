@@ -1,7 +1,8 @@
 //! `fold_constants`: simplifies what exports leave around constants — arithmetic identities
 //! (`x * 1`, `x / 1`, `x - 0`, integer `x + 0`), `and` with an all-true `full`, `full_like`
-//! (which only needs its input's shape) and reshapes or conversions of a `full` — so that the
-//! program neither computes nor reads what it does not need.
+//! (which only needs its input's shape), reshapes or conversions of a `full`, and `where`
+//! between `scalar_tensor`s (scalar operands instead) — so that the program neither computes
+//! nor reads what it does not need.
 //!
 //! Every rewrite is exact: float `x + 0.0` is kept (it turns `-0.0` into `0.0`), and a rewrite
 //! applies only when the kept operand already has the node's output type (no broadcast, no
@@ -82,6 +83,41 @@ fn as_full(graph: &Graph, id: NodeId) -> Option<Op> {
     Some(Op::Full { size, value })
 }
 
+/// `where(c, a, b)` whose `a` or `b` is a 0-d constant (`scalar_tensor`, 0-d `full`) of the
+/// result's dtype: the constant becomes a scalar operand. Returns the new op and inputs.
+fn inline_scalars(graph: &Graph, id: NodeId) -> Option<(Op, Vec<ValueRef>)> {
+    let node = graph.node(id);
+    let Op::Where { on_true, on_false } = node.op else { return None };
+    let dtype = node.outputs.first()?.dtype;
+    let ins = graph.inputs(id);
+    let constant = |v: &ValueRef| {
+        let n = graph.node(v.node);
+        let value = match &n.op {
+            Op::ScalarTensor { value } => *value,
+            Op::Full { size, value } if size.is_empty() => *value,
+            _ => return None,
+        };
+        (n.outputs[0].dtype == dtype && n.outputs[0].rank() == 0).then_some(value)
+    };
+    let mut rest = ins[1..].iter();
+    let mut kept = vec![ins[0]];
+    let mut inline = |o: Operand| match o {
+        Operand::Scalar(_) => Some(o),
+        Operand::Tensor => {
+            let v = rest.next()?;
+            match constant(v) {
+                Some(value) => Some(Operand::Scalar(value)),
+                None => {
+                    kept.push(*v);
+                    Some(o)
+                }
+            }
+        }
+    };
+    let (t, f) = (inline(on_true)?, inline(on_false)?);
+    (kept.len() < ins.len()).then_some((Op::Where { on_true: t, on_false: f }, kept))
+}
+
 /// `value` as an element of `dtype`, when that conversion is exact and unambiguous.
 fn converted(value: Scalar, dtype: DType) -> Option<Scalar> {
     match (value, dtype) {
@@ -102,7 +138,7 @@ impl Pass for FoldConstants {
 
     fn run(&self, graph: &mut Graph, cx: &mut PassCx) -> Result<Changed, PassError> {
         let order = graph.topo_order().map_err(|_| PassError::Failed { pass: self.name(), reason: "cycle".into() })?;
-        let (mut identities, mut fulls) = (0, 0);
+        let (mut identities, mut fulls, mut scalars) = (0, 0, 0);
         for id in order {
             if let Some(kept) = identity_of(graph, id) {
                 graph.replace_uses(ValueRef { node: id, slot: 0 }, kept);
@@ -112,11 +148,19 @@ impl Pass for FoldConstants {
                 graph.detach_inputs(id);
                 graph.node_mut(id).op = full;
                 fulls += 1;
+            } else if let Some((op, inputs)) = inline_scalars(graph, id) {
+                graph.detach_inputs(id);
+                for (slot, v) in inputs.into_iter().enumerate() {
+                    graph.connect(v, id, slot as u16);
+                }
+                graph.node_mut(id).op = op;
+                scalars += 1;
             }
         }
         cx.note(identities, "identities removed (x*1, x-0, and with all-true, …)");
         cx.note(fulls, "constants made plain `full`s");
-        Ok(if identities + fulls > 0 { Changed::Yes } else { Changed::No })
+        cx.note(scalars, "selects of 0-d constants given scalar operands");
+        Ok(if identities + fulls + scalars > 0 { Changed::Yes } else { Changed::No })
     }
 }
 
@@ -145,17 +189,28 @@ mod tests {
         let and = Op::Binary { op: BinaryOp::BitwiseAnd, lhs: Operand::Tensor, rhs: Operand::Tensor, alpha: None };
         let a = b.op("a", and, &[t, gt], bool_ty());
         let z = b.op("z", Op::FullLike { value: Scalar::Int(0) }, &[f2], x_ty());
+        let st = |b: &mut Builder, name: &str, v: f64| {
+            b.op(name, Op::ScalarTensor { value: Scalar::Float(v) }, &[], TensorType::new(DType::F32, &[]))
+        };
+        let (zero, minf) = (st(&mut b, "zero", 0.0), st(&mut b, "minf", f64::NEG_INFINITY));
+        let sel = Op::Where { on_true: Operand::Tensor, on_false: Operand::Tensor };
+        let w = b.op("w", sel, &[gt, zero, minf], x_ty());
         b.output(f2);
         b.output(i1);
         b.output(a);
         b.output(z);
+        b.output(w);
         let mut g = b.finish();
         let mut cx = PassCx::default();
         FoldConstants.run(&mut g, &mut cx).expect("runs");
         crate::verify(&g).expect("verifies");
         assert_eq!(
             cx.notes,
-            ["3 identities removed (x*1, x-0, and with all-true, …)", "1 constants made plain `full`s"]
+            [
+                "3 identities removed (x*1, x-0, and with all-true, …)",
+                "1 constants made plain `full`s",
+                "1 selects of 0-d constants given scalar operands"
+            ]
         );
         insta::assert_snapshot!(print(&g), @r#"
         graph t {
@@ -165,10 +220,14 @@ mod tests {
           %3 = full() {size=[], value=true} : bool[]  # t
           %4 = gt(%2, 0.0) : bool[4]  # gt
           %5 = full() {size=[4], value=0.0} : f32[4]  # z
+          %6 = scalar_tensor() {value=0.0} : f32[]  # zero
+          %7 = scalar_tensor() {value=-inf} : f32[]  # minf
+          %8 = where(%4, 0.0, -inf) : f32[4]  # w
           return user[0] = %2
           return user[1] = %1
           return user[2] = %4
           return user[3] = %5
+          return user[4] = %8
         }
         "#);
     }

@@ -67,6 +67,26 @@ fn check_passes_on_every_test_model() {
     }
 }
 
+/// Reversing a dynamic dim has no exact form in a size bucket (the padding would come first):
+/// `check` and `compile` refuse it, naming the node, the op and the source line.
+#[test]
+fn ops_that_padding_would_change_are_refused() {
+    let path = testdata().join("check/flip_seq.pt2");
+    let p = path.to_str().expect("utf-8 path");
+    let (code, out, err) = run_cli(&["check", p]);
+    assert_eq!(code, 1, "{out}{err}");
+    let (code2, _, err2) = run_cli(&["compile", p, "-o", "unused.tpuexe", "--target", "cpu", "--no-cache"]);
+    assert_eq!(code2, 1, "{err2}");
+    for text in [&out, &err2] {
+        for want in
+            ["node `flip`", "aten.flip.default", "testdata/gen.py\", line", "no padding-safe form along a dynamic dim"]
+        {
+            assert!(text.contains(want), "missing `{want}` in:\n{text}");
+        }
+    }
+    assert!(!std::path::Path::new("unused.tpuexe").exists());
+}
+
 /// A real export with a custom op that no compiler can know (`testlib.scale_rows`) between
 /// ATen ops: `check` names it with its node and source line and exits 1.
 #[test]

@@ -192,16 +192,88 @@ pub fn bench() -> Result<()> {
     println!();
     passes_bench(&bin, &tmp)?;
     println!();
+    bucket_bench(&bin, &tmp)?;
+    println!();
     cache_bench(&bin, &tmp)
+}
+
+/// Median `run_ms` of `REPEAT` runs of `art` on `inputs`.
+fn median_run(bin: &Path, art: &str, inputs: &[String], out: &Path) -> Result<f64> {
+    const REPEAT: usize = 5;
+    let mut runs = Vec::new();
+    for _ in 0..REPEAT {
+        let mut args = vec!["run".to_string(), art.to_string()];
+        args.extend(inputs.iter().cloned());
+        args.extend(["--out-dir".into(), out.display().to_string(), "--format".into(), "json".into()]);
+        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        runs.push(json(&measure(bin, &argv)?, "run")?["run_ms"].as_f64().unwrap_or(f64::NAN));
+    }
+    Ok(median(runs))
+}
+
+/// Bucketing of the dynamic tiny Llama (seq in [2, 512], pow2): the compile of every bucket
+/// for CPU and TPU v6e, the artifact's size, and the CPU run time at a few sizes against an
+/// artifact compiled for exactly that size (`--buckets input_ids:1=N`).
+fn bucket_bench(bin: &Path, tmp: &Path) -> Result<()> {
+    let model = "llama_tiny_dyn";
+    let pt2 = format!("testdata/models/{model}.pt2");
+    let art = tmp.join("dyn-pow2.tpuexe").display().to_string();
+    let args = [
+        "compile",
+        &pt2,
+        "-o",
+        &art,
+        "--target",
+        "cpu",
+        "--target",
+        "tpu:v6e:1x1",
+        "--no-cache",
+        "--format",
+        "json",
+        "-q",
+    ];
+    let m = measure(bin, &args)?;
+    let summary = json(&m, "compile")?;
+    let buckets = summary["buckets"].as_array().map_or(0, Vec::len);
+    let executables = summary["targets"].as_array().map_or(0, Vec::len);
+    let mib = summary["artifact_bytes"].as_f64().unwrap_or(0.0) / (1024.0 * 1024.0);
+    println!(
+        "bucketing: {model} (seq in [2, 512], pow2): {buckets} buckets, {executables} executables (cpu + tpu:v6e:1x1), \
+         compile of all {:.1} s (whole process, no cache), artifact {mib:.1} MiB",
+        m.secs
+    );
+    let meta: Value =
+        serde_json::from_str(&std::fs::read_to_string(root().join("testdata/models").join(model).join("meta.json"))?)?;
+    println!("{:>6} {:>8} {:>14} {:>14} {:>7}", "seq", "bucket", "bucket run ms", "exact run ms", "ratio");
+    for (k, case) in meta["cases"].as_array().into_iter().flatten().enumerate() {
+        let seq = case["inputs"][0]["shape"][1].as_i64().unwrap_or(0);
+        if ![5, 37, 65, 257].contains(&seq) {
+            continue;
+        }
+        let suffix = if k == 0 { String::new() } else { format!("_case{k}") };
+        let input = root().join(format!("testdata/models/{model}/in_0{suffix}.npy")).display().to_string();
+        let exact = tmp.join(format!("dyn-exact-{seq}.tpuexe")).display().to_string();
+        let choice = format!("input_ids:1={seq}");
+        let args = ["compile", &pt2, "-o", &exact, "--target", "cpu", "--buckets", &choice, "--no-cache", "-q"];
+        if !measure(bin, &args)?.ok {
+            bail!("{model}: exact-size compile at {seq} failed");
+        }
+        let out = tmp.join("dyn-out");
+        let bucketed = median_run(bin, &art, std::slice::from_ref(&input), &out)?;
+        let exact_ms = median_run(bin, &exact, std::slice::from_ref(&input), &out)?;
+        let bucket = (seq as u64).next_power_of_two();
+        println!("{seq:>6} {bucket:>8} {bucketed:>14.2} {exact_ms:>14.2} {:>6.2}x", bucketed / exact_ms);
+    }
+    println!("run ms: execute + copy back inside `run`, median of 5; ratio: bucket / exact size");
+    Ok(())
 }
 
 /// Node counts, CPU run time and TPU code size and peak memory: every pass (padding to 128 is
 /// on, as for any compile with a TPU target), every pass but padding, and no pass.
 fn passes_bench(bin: &Path, tmp: &Path) -> Result<()> {
-    const REPEAT: usize = 5;
     const CONFIGS: [(&str, &[&str]); 3] =
         [("all", &[]), ("all, no pad", &["--pad-multiple", "0"]), ("none", &["--passes", "none"])];
-    println!("graph passes (cpu run: median of {REPEAT} `run`s; TPU v6e figures from the manifest; ratios vs none)");
+    println!("graph passes (cpu run: median of 5 `run`s; TPU v6e figures from the manifest; ratios vs none)");
     println!(
         "{:<12} {:<12} {:>9} {:>11} {:>7} {:>13} {:>13} {:>7}",
         "model", "passes", "nodes", "cpu run ms", "ratio", "tpu code KiB", "tpu peak KiB", "ratio"
@@ -221,19 +293,11 @@ fn passes_bench(bin: &Path, tmp: &Path) -> Result<()> {
             let tpu =
                 manifest["targets"].as_array().into_iter().flatten().find(|t| t["target"] == "tpu:v6e:1x1").cloned();
             let tpu = tpu.map(|t| t["executables"][0].clone()).unwrap_or_default();
-            let mut runs = Vec::new();
-            for _ in 0..REPEAT {
-                let out = tmp.join(format!("{model}-passes{i}-out")).display().to_string();
-                let mut args = vec!["run".to_string(), art.clone()];
-                args.extend(inputs(model));
-                args.extend(["--out-dir".into(), out, "--format".into(), "json".into()]);
-                let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-                runs.push(json(&measure(bin, &argv)?, "run")?["run_ms"].as_f64().unwrap_or(f64::NAN));
-            }
+            let run_ms = median_run(bin, &art, &inputs(model), &tmp.join(format!("{model}-passes{i}-out")))?;
             let nodes = nodes.map_or_else(|| "?".to_string(), |n| n.to_string());
             let code = tpu["generated_code_bytes"].as_f64().unwrap_or(0.0) / 1024.0;
             let peak = tpu["memory"]["peak_bytes"].as_f64().unwrap_or(0.0) / 1024.0;
-            rows.push((*label, nodes, median(runs), code, peak));
+            rows.push((*label, nodes, run_ms, code, peak));
         }
         let (base_run, base_peak) = (rows[2].2, rows[2].4);
         for (label, nodes, run, code, peak) in rows {
