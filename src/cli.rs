@@ -106,6 +106,7 @@ struct PassFlags {
     /// Passes: canonicalize (drop no-op views, copies, identity permutes, metadata asserts),
     /// fold_constants (identities such as x*1, constant shapes as plain fulls), fold_batch_norm (eval BatchNorm into the convolution's weights), cse (merge equal
     /// computations), grouped_attention (GQA attention reads shared K/V heads, no repeat),
+    /// safe_softmax (softmax and its fully-masked-row guard as one op),
     /// fuse_matmuls (matmuls reading one input become one on stacked weights),
     /// pad (apply --pad-multiple), compute_dtype (apply --compute-dtype), dce (remove unused nodes and weights), precision
     /// (apply --precision-override).
@@ -127,6 +128,9 @@ struct PassFlags {
     /// Skip `grouped_attention`.
     #[arg(long)]
     no_grouped_attention: bool,
+    /// Skip `safe_softmax`.
+    #[arg(long)]
+    no_safe_softmax: bool,
     /// Skip `fuse_matmuls`.
     #[arg(long)]
     no_fuse_matmuls: bool,
@@ -154,6 +158,7 @@ impl PassFlags {
             (self.no_fold_batch_norm, "fold_batch_norm"),
             (self.no_cse, "cse"),
             (self.no_grouped_attention, "grouped_attention"),
+            (self.no_safe_softmax, "safe_softmax"),
             (self.no_fuse_matmuls, "fuse_matmuls"),
             (self.no_pad, "pad"),
             (self.no_compute_dtype, "compute_dtype"),

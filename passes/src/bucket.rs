@@ -16,7 +16,7 @@
 //! - reductions over a dynamic dim get their input masked with the reduction's identity
 //!   (`sum`: 0, `amax`: -inf, `any`: false, …), `mean` divides by the real count, softmax
 //!   masks with -inf, and matmuls contracting a dynamic dim get both operands zeroed there;
-//! - sizes used as values (`sym_size`) become the real sizes;
+//! - sizes used as values (`sym_size`, size arithmetic) become the real sizes;
 //! - anything else touching a dynamic dim fails the compile with the node and op named —
 //!   never wrong numbers.
 
@@ -186,7 +186,7 @@ impl Masker<'_> {
         let out_dyn: Vec<DynDims> =
             (0..node.outputs.len()).map(|s| Self::dyn_dims(graph, ValueRef { node: id, slot: s as u16 })).collect();
         self.track_positions(graph, id, &node, &in_dyn, &out_dyn);
-        if matches!(node.op, Op::SymSize { .. }) {
+        if matches!(node.op, Op::SymSize { .. } | Op::SymInt { .. }) {
             return self.real_size(graph, id, &in_dyn);
         }
         if in_dyn.iter().chain(&out_dyn).all(BTreeMap::is_empty) {
@@ -399,11 +399,18 @@ impl Masker<'_> {
         }
     }
 
-    /// `sym_size`: its value becomes the real size.
+    /// `sym_size` and size arithmetic (`SymInt`): their values become the real sizes.
     fn real_size(&mut self, graph: &mut Graph, id: NodeId, in_dyn: &[DynDims]) -> Result<(), String> {
-        let Op::SymSize { dim } = graph.node(id).op else { return Ok(()) };
-        let rank = Self::ty(graph, graph.inputs(id)[0]).rank();
-        let Some(len) = in_dyn[0].get(&norm(dim, rank)).cloned() else { return Ok(()) };
+        let node = graph.node(id);
+        let len = match (&node.op, node.symbolic.as_ref().map(|s| &s.op)) {
+            (Op::SymSize { dim }, _) => {
+                let rank = Self::ty(graph, graph.inputs(id)[0]).rank();
+                in_dyn[0].get(&norm(*dim, rank)).cloned()
+            }
+            (Op::SymInt { .. }, Some(Op::SymInt { value: Dim::Sym(e) })) => Some(e.clone()),
+            _ => None,
+        };
+        let Some(len) = len else { return Ok(()) };
         if graph.users(id).is_empty() && !graph.is_output(id) {
             return Ok(());
         }

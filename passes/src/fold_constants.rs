@@ -1,7 +1,7 @@
 //! `fold_constants`: simplifies what exports leave around constants — arithmetic identities
 //! (`x * 1`, `x / 1`, `x - 0`, integer `x + 0`), `and` with an all-true `full`, `full_like`
-//! (which only needs its input's shape), reshapes or conversions of a `full`, and `where`
-//! between `scalar_tensor`s (scalar operands instead) — so that the program neither computes
+//! (which only needs its input's shape), reshapes or conversions of a `full`, and constants
+//! selected by `where` (scalar operands instead) — so that the program neither computes
 //! nor reads what it does not need.
 //!
 //! Every rewrite is exact: float `x + 0.0` is kept (it turns `-0.0` into `0.0`), and a rewrite
@@ -83,8 +83,9 @@ fn as_full(graph: &Graph, id: NodeId) -> Option<Op> {
     Some(Op::Full { size, value })
 }
 
-/// `where(c, a, b)` whose `a` or `b` is a 0-d constant (`scalar_tensor`, 0-d `full`) of the
-/// result's dtype: the constant becomes a scalar operand. Returns the new op and inputs.
+/// `where(c, a, b)` whose `a` or `b` is a constant (`scalar_tensor`, `full`) of the result's
+/// dtype: the constant becomes a scalar operand (the select broadcasts it to the result's
+/// shape). Returns the new op and inputs.
 fn inline_scalars(graph: &Graph, id: NodeId) -> Option<(Op, Vec<ValueRef>)> {
     let node = graph.node(id);
     let Op::Where { on_true, on_false } = node.op else { return None };
@@ -94,10 +95,10 @@ fn inline_scalars(graph: &Graph, id: NodeId) -> Option<(Op, Vec<ValueRef>)> {
         let n = graph.node(v.node);
         let value = match &n.op {
             Op::ScalarTensor { value } => *value,
-            Op::Full { size, value } if size.is_empty() => *value,
+            Op::Full { value, .. } => *value,
             _ => return None,
         };
-        (n.outputs[0].dtype == dtype && n.outputs[0].rank() == 0).then_some(value)
+        (n.outputs[0].dtype == dtype).then_some(value)
     };
     let mut rest = ins[1..].iter();
     let mut kept = vec![ins[0]];
@@ -159,7 +160,7 @@ impl Pass for FoldConstants {
         }
         cx.note(identities, "identities removed (x*1, x-0, and with all-true, …)");
         cx.note(fulls, "constants made plain `full`s");
-        cx.note(scalars, "selects of 0-d constants given scalar operands");
+        cx.note(scalars, "selects of constants given scalar operands");
         Ok(if identities + fulls + scalars > 0 { Changed::Yes } else { Changed::No })
     }
 }
@@ -209,7 +210,7 @@ mod tests {
             [
                 "3 identities removed (x*1, x-0, and with all-true, …)",
                 "1 constants made plain `full`s",
-                "1 selects of 0-d constants given scalar operands"
+                "1 selects of constants given scalar operands"
             ]
         );
         insta::assert_snapshot!(print(&g), @r#"

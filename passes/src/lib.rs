@@ -16,6 +16,7 @@ pub mod ir;
 pub mod pad;
 pub mod pass;
 pub mod precision;
+pub mod safe_softmax;
 pub mod specialize;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;

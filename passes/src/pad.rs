@@ -785,7 +785,7 @@ mod tests {
         let w = b.param("w", "w", f32(&[64, 10]));
         let x = b.input("x", f32(&[4, 64]));
         let y = b.op("y", Op::Mm, &[x, w], f32(&[4, 10]));
-        let s = b.op("s", Op::Softmax { dim: -1, log: false }, &[y], f32(&[4, 10]));
+        let s = b.op("s", Op::Softmax { dim: -1, log: false, safe: false }, &[y], f32(&[4, 10]));
         b.output(s);
         let mut g = b.finish();
         run(&mut g);

@@ -98,6 +98,7 @@ pub const PASSES: &[(&str, &str)] = &[
     ("fold_batch_norm", "fold eval-mode BatchNorm into the preceding convolution's weights"),
     ("cse", "merge nodes that compute the same value"),
     ("grouped_attention", "attention products read shared K/V heads instead of repeated ones (GQA)"),
+    ("safe_softmax", "attention's softmax and its fully-masked-row guard become one safe softmax"),
     ("fuse_matmuls", "one matmul on stacked weights for matmuls that read the same input (Q/K/V, gate/up)"),
     ("pad", "widen matmul/convolution feature dims to multiples of --pad-multiple, zeros in the weights"),
     ("compute_dtype", "bf16 operands for f32 matmuls/convolutions with --compute-dtype bf16"),
@@ -137,6 +138,7 @@ impl Pipeline {
             "fold_batch_norm" => Box::new(crate::fold_bn::FoldBatchNorm),
             "cse" => Box::new(crate::cse::Cse),
             "grouped_attention" => Box::new(crate::grouped_attention::GroupedAttention),
+            "safe_softmax" => Box::new(crate::safe_softmax::SafeSoftmax),
             "fuse_matmuls" => Box::new(crate::fuse_matmuls::FuseMatmuls),
             "pad" => Box::new(crate::pad::Pad { multiple: opts.pad_multiple }),
             "compute_dtype" => Box::new(crate::compute_dtype::ComputeDtype { dtype: opts.compute_dtype }),
@@ -242,6 +244,7 @@ mod tests {
                 "fold_batch_norm",
                 "cse",
                 "grouped_attention",
+                "safe_softmax",
                 "fuse_matmuls",
                 "pad",
                 "compute_dtype",
@@ -250,7 +253,7 @@ mod tests {
             ]
         );
         let counts: Vec<(usize, usize)> = reports.iter().map(|r| (r.nodes_before, r.nodes_after)).collect();
-        assert_eq!(counts, [(7, 5), (5, 5), (5, 5), (5, 4), (4, 4), (4, 4), (4, 4), (4, 4), (4, 3), (3, 3)]);
+        assert_eq!(counts, [(7, 5), (5, 5), (5, 5), (5, 4), (4, 4), (4, 4), (4, 4), (4, 4), (4, 4), (4, 3), (3, 3)]);
         assert_eq!(reports[0].notes, ["1 removed copies", "1 removed no-op views"]);
         insta::assert_snapshot!(print(&g), @r"
         graph t {
@@ -271,7 +274,7 @@ mod tests {
         assert!(
             e.contains("unknown pass `fusion`")
                 && e.contains(
-                    "canonicalize, fold_constants, fold_batch_norm, cse, grouped_attention, fuse_matmuls, pad"
+                    "canonicalize, fold_constants, fold_batch_norm, cse, grouped_attention, safe_softmax, fuse_matmuls"
                 ),
             "{e}"
         );

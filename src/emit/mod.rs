@@ -317,7 +317,7 @@ fn lower_node<'c, 'b>(
         Op::BatchNormTraining { .. } => nn::batch_norm_training(b, &node.op, args, out),
         Op::BatchNormInference { .. } => nn::batch_norm(b, &node.op, args, out),
         Op::LayerNorm { .. } => nn::layer_norm(b, &node.op, args, out),
-        Op::Softmax { dim, log } => one(nn::softmax(b, *dim, *log, args[0], &out[0])),
+        Op::Softmax { dim, log, safe } => one(nn::softmax(b, (*dim, *log, *safe), args[0], &out[0])),
         Op::Embedding => one(shape::index(b, args[0], &[Some(args[1])], &out[0])),
         Op::EmbeddingBag { mode, include_last_offset, padding_idx, .. } => {
             bag::embedding_bag(b, (*mode, *include_last_offset, *padding_idx), args, out)

@@ -89,10 +89,11 @@ pub fn layer_norm<'c, 'b>(
 
 /// `softmax(x, dim) = exp(x - max) / sum(exp(x - max))`; `log_softmax = x - max - log(sum)`.
 /// A row of `-inf` gives NaN, as in torch (the SDPA decomposition masks it afterwards).
+/// `softmax`/`log_softmax` along `dim`; `safe`: rows whose inputs are all -inf (their maximum
+/// is -inf) give 0 instead of NaN.
 pub fn softmax<'c, 'b>(
     b: &Builder<'c, 'b>,
-    dim: i64,
-    log: bool,
+    (dim, log, safe): (i64, bool, bool),
     x: Arg<'c, 'b, '_>,
     out: &TensorType,
 ) -> LowerResult<Value<'c, 'b>> {
@@ -113,11 +114,18 @@ pub fn softmax<'c, 'b>(
     let e = b.op("stablehlo.exponential", &[shifted], &dims, dt, &[])?;
     let sum = b.reduce(e, &dims, &[d], dt, "stablehlo.add", Scalar::Float(0.0))?;
     let sum = b.broadcast_to(b.reshape(sum, &kept, dt)?, &kept, &dims, dt)?;
-    if log {
+    let result = if log {
         let log_sum = b.op("stablehlo.log", &[sum], &dims, dt, &[])?;
-        return b.op("stablehlo.subtract", &[shifted, log_sum], &dims, dt, &[]);
+        b.op("stablehlo.subtract", &[shifted, log_sum], &dims, dt, &[])?
+    } else {
+        b.op("stablehlo.divide", &[e, sum], &dims, dt, &[])?
+    };
+    if !safe {
+        return Ok(result);
     }
-    b.op("stablehlo.divide", &[e, sum], &dims, dt, &[])
+    let all_masked = b.compare(max, b.splat(Scalar::Float(f64::NEG_INFINITY), &dims, dt)?, &dims, dt, "EQ")?;
+    let zero = b.splat(Scalar::Float(0.0), &dims, dt)?;
+    b.op("stablehlo.select", &[all_masked, zero, result], &dims, dt, &[])
 }
 
 /// Statistics of `v` (shape `dims`) over `axes`: the mean and reciprocal standard deviation

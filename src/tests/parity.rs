@@ -411,18 +411,19 @@ fn bytecode_and_dump_dir() {
         "04.fold_batch_norm.ir",
         "05.cse.ir",
         "06.grouped_attention.ir",
-        "07.fuse_matmuls.ir",
-        "08.pad.ir",
-        "09.compute_dtype.ir",
-        "10.dce.ir",
-        "11.precision.ir",
+        "07.safe_softmax.ir",
+        "08.fuse_matmuls.ir",
+        "09.pad.ir",
+        "10.compute_dtype.ir",
+        "11.dce.ir",
+        "12.precision.ir",
     ];
     for f in stages.iter().chain(&["main.mlir", "compile.log"]) {
         let text = std::fs::read_to_string(dump.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
         assert!(!text.is_empty(), "{f} is empty");
     }
     // With a TPU among the targets, padding to 128 is on by default.
-    let padded = std::fs::read_to_string(dump.join("08.pad.ir")).expect("pad dump");
+    let padded = std::fs::read_to_string(dump.join("09.pad.ir")).expect("pad dump");
     assert!(padded.contains("@pad128x"), "{padded}");
     let log = std::fs::read_to_string(dump.join("compile.log")).expect("log");
     assert!(log.contains("cpu main: compiled (cache off) in ") && log.contains("tpu:v6e:1x1 main: compiled"), "{log}");

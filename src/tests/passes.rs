@@ -36,12 +36,13 @@ fn pass_names(summary: &Value) -> Vec<String> {
 }
 
 /// The pipeline, in order (written out so that a reordering shows up here).
-const EVERY_PASS: [&str; 10] = [
+const EVERY_PASS: [&str; 11] = [
     "canonicalize",
     "fold_constants",
     "fold_batch_norm",
     "cse",
     "grouped_attention",
+    "safe_softmax",
     "fuse_matmuls",
     "pad",
     "compute_dtype",

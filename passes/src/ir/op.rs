@@ -371,8 +371,10 @@ pub enum Op {
     /// `native_layer_norm` over the last `normalized_rank` dims: inputs `[x, (weight), (bias)]`,
     /// outputs `[y, mean, rstd]`.
     LayerNorm { normalized_rank: usize, eps: f64, has_weight: bool, has_bias: bool },
-    /// `_softmax` / `_log_softmax` along `dim`: inputs `[x]`.
-    Softmax { dim: i64, log: bool },
+    /// `_softmax` / `_log_softmax` along `dim`: inputs `[x]`. `safe`: a row whose inputs are
+    /// all -inf gives zeros instead of NaN (`_safe_softmax`, the guard of attention with
+    /// fully masked rows).
+    Softmax { dim: i64, log: bool, safe: bool },
     /// Reduction over `dims` (all dims when empty): inputs `[x]`.
     Reduce { op: ReduceOp, dims: Vec<i64>, keepdim: bool, dtype: Option<DType> },
     /// `argmax`/`argmin` over `dim` (flattened when `None`): inputs `[x]`.

@@ -203,7 +203,13 @@ fn attributes(op: &Op) -> Vec<String> {
             kv("weight", has_weight.to_string()),
             kv("bias", has_bias.to_string()),
         ],
-        Op::Softmax { dim, log } => vec![kv("dim", dim.to_string()), kv("log", log.to_string())],
+        Op::Softmax { dim, log, safe } => {
+            let mut v = vec![kv("dim", dim.to_string()), kv("log", log.to_string())];
+            if *safe {
+                v.push(kv("safe", "true".to_string()));
+            }
+            v
+        }
         Op::Reduce { dims, keepdim, dtype, .. } => {
             vec![kv("dims", ints(dims)), kv("keepdim", keepdim.to_string()), kv("dtype", opt(dtype))]
         }

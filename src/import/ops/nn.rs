@@ -129,7 +129,7 @@ fn softmax(a: &mut Args<'_>, log: bool) -> Result<Op, String> {
     if a.bool("half_to_float", false)? {
         return Err("`half_to_float=True` is not supported (only produced for CUDA half inputs)".into());
     }
-    Ok(Op::Softmax { dim: a.int("dim", None)?, log })
+    Ok(Op::Softmax { dim: a.int("dim", None)?, log, safe: false })
 }
 
 fn max_pool(a: &mut Args<'_>) -> Result<Op, String> {

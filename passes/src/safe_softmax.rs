@@ -1,0 +1,133 @@
+//! `safe_softmax`: the guard exports put around attention's softmax for rows whose keys are
+//! all masked — `where(not(any(not(eq(x, -inf)), dim)), 0, softmax(x, dim))` — becomes one
+//! softmax that gives zeros for such rows (`_safe_softmax`). The emitter checks the row's
+//! maximum (already computed by the softmax) against -inf instead of comparing, negating and
+//! reducing the whole score tensor: attention is `bmm`, mask add, one softmax, `bmm`.
+//!
+//! Exact: a row's maximum is -inf exactly when every element is -inf (a NaN makes the
+//! maximum NaN, and the guard keeps the NaN too).
+//!
+//! ```text
+//! %s = softmax(%x) {dim=-1}                       %s = softmax(%x) {dim=-1, safe=true}
+//! %e = eq(%x, -inf); %n = logical_not(%e)     →   (users of %w read %s)
+//! %a = reduce_any(%n) {dims=[-1], keepdim=true}
+//! %m = logical_not(%a); %w = where(%m, 0.0, %s)
+//! ```
+
+use crate::ir::{BinaryOp, Graph, NodeId, Op, Operand, ReduceOp, Scalar, UnaryOp, ValueRef};
+use crate::pass::{Changed, Pass, PassCx, PassError};
+
+/// See the module docs.
+pub struct SafeSoftmax;
+
+fn single_input(graph: &Graph, id: NodeId) -> Option<ValueRef> {
+    match graph.inputs(id)[..] {
+        [x] => Some(x),
+        _ => None,
+    }
+}
+
+fn norm(d: i64, rank: usize) -> i64 {
+    if d < 0 {
+        d + rank as i64
+    } else {
+        d
+    }
+}
+
+/// The softmax node guarded by the `where` node `id`, when `id` is the guard.
+fn guarded(graph: &Graph, id: NodeId) -> Option<NodeId> {
+    let is_zero = |o: &Operand| {
+        matches!(o, Operand::Scalar(Scalar::Float(z)) if *z == 0.0) || matches!(o, Operand::Scalar(Scalar::Int(0)))
+    };
+    let Op::Where { on_true, on_false: Operand::Tensor } = &graph.node(id).op else { return None };
+    if !is_zero(on_true) {
+        return None;
+    }
+    let [cond, soft] = graph.inputs(id)[..] else { return None };
+    let Op::Softmax { dim, log: false, safe: false } = graph.node(soft.node).op else { return None };
+    let x = single_input(graph, soft.node)?;
+    let rank = graph.node(x.node).outputs[usize::from(x.slot)].rank();
+    // cond = not(any(not(eq(x, -inf)), [dim], keepdim))
+    let not_any = |v: ValueRef| {
+        (graph.node(v.node).op == Op::Unary(UnaryOp::LogicalNot)).then(|| single_input(graph, v.node)).flatten()
+    };
+    let any = not_any(cond)?;
+    let Op::Reduce { op: ReduceOp::Any, dims, keepdim: true, .. } = &graph.node(any.node).op else { return None };
+    if dims.len() != 1 || norm(dims[0], rank) != norm(dim, rank) {
+        return None;
+    }
+    let eq = not_any(single_input(graph, any.node)?)?;
+    let Op::Binary { op: BinaryOp::Eq, lhs: Operand::Tensor, rhs: Operand::Scalar(Scalar::Float(v)), .. } =
+        graph.node(eq.node).op
+    else {
+        return None;
+    };
+    (v == f64::NEG_INFINITY && single_input(graph, eq.node) == Some(x)).then_some(soft.node)
+}
+
+impl Pass for SafeSoftmax {
+    fn name(&self) -> &'static str {
+        "safe_softmax"
+    }
+
+    fn run(&self, graph: &mut Graph, cx: &mut PassCx) -> Result<Changed, PassError> {
+        let order = graph.topo_order().map_err(|_| PassError::Failed { pass: self.name(), reason: "cycle".into() })?;
+        let mut count = 0;
+        for id in order {
+            let Some(soft) = guarded(graph, id) else { continue };
+            if let Op::Softmax { safe, .. } = &mut graph.node_mut(soft).op {
+                *safe = true;
+            }
+            graph.replace_uses(ValueRef { node: id, slot: 0 }, ValueRef { node: soft, slot: 0 });
+            graph.remove_node(id);
+            count += 1;
+        }
+        cx.note(count, "guarded softmaxes made one safe softmax (the guard goes to dce)");
+        Ok(if count > 0 { Changed::Yes } else { Changed::No })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SafeSoftmax;
+    use crate::dce::Dce;
+    use crate::ir::builder::Builder;
+    use crate::ir::{print, BinaryOp, DType, Op, Operand, ReduceOp, Scalar, TensorType, UnaryOp};
+    use crate::pass::{Pass, PassCx};
+
+    #[test]
+    fn the_fully_masked_row_guard_folds_into_the_softmax() {
+        let f32 = TensorType::new(DType::F32, &[2, 4]);
+        let bool_ = |d: &[i64]| TensorType::new(DType::Bool, d);
+        let mut b = Builder::new("t");
+        let x = b.input("x", f32.clone());
+        let s = b.op("s", Op::Softmax { dim: -1, log: false, safe: false }, &[x], f32.clone());
+        let minf = Operand::Scalar(Scalar::Float(f64::NEG_INFINITY));
+        let eq = b.op(
+            "eq",
+            Op::Binary { op: BinaryOp::Eq, lhs: Operand::Tensor, rhs: minf, alpha: None },
+            &[x],
+            bool_(&[2, 4]),
+        );
+        let n = b.op("n", Op::Unary(UnaryOp::LogicalNot), &[eq], bool_(&[2, 4]));
+        let any = Op::Reduce { op: ReduceOp::Any, dims: vec![-1], keepdim: true, dtype: None };
+        let a = b.op("a", any, &[n], bool_(&[2, 1]));
+        let m = b.op("m", Op::Unary(UnaryOp::LogicalNot), &[a], bool_(&[2, 1]));
+        let guard = Op::Where { on_true: Operand::Scalar(Scalar::Float(0.0)), on_false: Operand::Tensor };
+        let w = b.op("w", guard, &[m, s], f32);
+        b.output(w);
+        let mut g = b.finish();
+        let mut cx = PassCx::default();
+        SafeSoftmax.run(&mut g, &mut cx).expect("runs");
+        Dce.run(&mut g, &mut cx).expect("runs");
+        crate::verify(&g).expect("verifies");
+        insta::assert_snapshot!(print(&g), @r"
+        graph t {
+          %0 = input.user #0 : f32[2,4]  # x
+          %1 = softmax(%0) {dim=-1, log=false, safe=true} : f32[2,4]  # s
+          return user[0] = %1
+        }
+        ");
+    }
+}
