@@ -336,6 +336,9 @@ struct CompileArgs {
     /// in the range from the smallest bucket that holds it, with exact results. Repeatable.
     #[arg(long = "buckets", value_name = "SYM=SIZES", value_parser = crate::buckets::parse_choice)]
     buckets: Vec<crate::buckets::Choice>,
+    /// How many buckets to lower and compile at once. Default: the number of cores.
+    #[arg(long, short = 'j', value_name = "N")]
+    jobs: Option<usize>,
     /// The CPU PJRT plugin; default `$TORCHTPU_PJRT_PLUGIN`, then the `cargo xtask setup` folder.
     #[arg(long)]
     plugin: Option<PathBuf>,
@@ -494,6 +497,7 @@ fn compile_cmd(args: &CompileArgs, out: &mut dyn Write, err: &mut dyn Write) -> 
             pass_options: args.pass_options(&targets),
             targets,
             buckets: args.buckets.clone(),
+            jobs: args.jobs.unwrap_or_else(crate::compile::default_jobs),
         };
         let summary = compile(&program, &args.model, &args.output, &req).with_context(context)?;
         for w in &summary.warnings {

@@ -45,6 +45,8 @@ pub struct CompileRequest {
     pub pass_options: PassOptions,
     /// Bucket sizes per symbol (`--buckets`); symbols not named get `pow2`.
     pub buckets: Vec<crate::buckets::Choice>,
+    /// How many buckets compile at once (`--jobs`).
+    pub jobs: usize,
 }
 
 impl CompileRequest {
@@ -61,8 +63,14 @@ impl CompileRequest {
             passes: LowerOptions::default().passes,
             pass_options: PassOptions::default(),
             buckets: Vec::new(),
+            jobs: default_jobs(),
         }
     }
+}
+
+/// One compile thread per core (XLA's own compile threads share them).
+pub fn default_jobs() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
 }
 
 /// What `compile` did, for the summary line and `--format json`.
@@ -93,28 +101,25 @@ pub struct TargetSummary {
 }
 
 /// Compiles `program` (read from `model`) into the artifact `out`: one program per size
-/// bucket (one `main` bucket for a static program), each compiled for every target.
+/// bucket (one `main` bucket for a static program), each compiled for every target. Buckets
+/// are lowered and compiled on `req.jobs` threads; the artifact does not depend on how many.
 pub fn compile(program: &Program, model: &Path, out: &Path, req: &CompileRequest) -> Result<CompileSummary, Error> {
     let planned = crate::buckets::plan(program, &req.buckets)?;
     let bar = progress_bar(req.progress, planned.len() * req.targets.len());
     let cache = Cache::open(&req.cache);
+    let work = BucketWork { program, req, cache: &cache, bar: &bar, dump_each: planned.len() > 1 };
+    let outputs = in_parallel(&planned, req.jobs, |p| work.run(p))?;
+    bar.finish_and_clear();
     let mut log = Vec::new();
     let mut entries: Vec<(String, Vec<u8>)> = Vec::new();
     let mut target_entries: Vec<TargetEntry> = Vec::new();
     let mut summaries = Vec::new();
     let mut buckets = Vec::new();
     let mut weights: Option<(Vec<u8>, Vec<String>)> = None;
-    let mut first_passes = Vec::new();
-    for p in &planned {
-        let lowered = lower_bucket(program, p, req)?;
-        if let Some(dir) = &req.dump_dir {
-            let dir = if planned.len() == 1 { dir.clone() } else { dir.join(&p.name) };
-            dump(&dir, program, &lowered)?;
-        }
-        let (w, order) = weights_safetensors(program, &lowered.graph)?;
+    for (p, o) in planned.iter().zip(outputs) {
         match &weights {
-            None => weights = Some((w, order)),
-            Some((_, first)) if *first != order => {
+            None => weights = Some(o.weights),
+            Some((_, first)) if *first != o.weights.1 => {
                 return Err(Error::Unsupported(format!(
                     "internal: bucket {} takes other weights than the first bucket",
                     p.name
@@ -122,63 +127,27 @@ pub fn compile(program: &Program, model: &Path, out: &Path, req: &CompileRequest
             }
             Some(_) => {}
         }
-        let program_entry = format!("programs/{}.mlir", p.name);
-        for (t, target) in req.targets.iter().enumerate() {
-            bar.set_message(format!("{target} [{}]", p.name));
-            let started = Instant::now();
-            let (compiled, outcome, key) = compile_target(target, &lowered, req, &cache)?;
-            let ms = started.elapsed().as_millis() as u64;
-            let meta = compiled.meta;
-            log.push(format!(
-                "{target} {}: {} in {ms} ms (XLA compile {} ms), {} bytes, cache key {key}",
-                p.name,
-                outcome.describe(),
-                meta.compile_ms,
-                compiled.bytes.len()
-            ));
-            let entry = format!("executables/{}/{}.pjrt", target.dir_name(), p.name);
-            summaries.push(TargetSummary {
-                target: target.to_string(),
-                bucket: p.name.clone(),
-                cache: outcome,
-                ms,
-                compile_ms: meta.compile_ms,
-                executable_bytes: compiled.bytes.len() as u64,
-                cache_key: key.clone(),
-            });
-            let executable = Executable {
-                bucket: p.name.clone(),
-                entry: entry.clone(),
-                sha256: artifact::sha256_hex(&compiled.bytes),
-                bytes: compiled.bytes.len() as u64,
-                compile_ms: meta.compile_ms,
-                cache_key: Some(key),
-                generated_code_bytes: meta.generated_code_bytes,
-                memory: meta.memory,
-            };
+        for (t, compiled) in o.targets.into_iter().enumerate() {
             if target_entries.len() <= t {
                 target_entries.push(TargetEntry {
-                    target: target.to_string(),
-                    plugin: meta.plugin,
-                    tpu: meta.tpu,
+                    target: compiled.summary.target.clone(),
+                    plugin: compiled.plugin,
+                    tpu: compiled.tpu,
                     executables: Vec::new(),
                 });
             }
-            target_entries[t].executables.push(executable);
-            entries.push((entry, compiled.bytes));
-            bar.inc(1);
+            target_entries[t].executables.push(compiled.executable);
+            summaries.push(compiled.summary);
+            entries.push(compiled.entry);
         }
-        let b = bucket(p, &program_entry, &lowered)?;
-        if buckets.is_empty() {
-            first_passes = b.passes.clone();
-        }
-        buckets.push(b);
-        entries.push((program_entry, lowered.module.text.into_bytes()));
+        log.extend(o.log);
+        buckets.push(o.bucket);
+        entries.push(o.program);
     }
-    bar.finish_and_clear();
     if let Some(dir) = &req.dump_dir {
         write_file(&dir.join("compile.log"), (log.join("\n") + "\n").as_bytes())?;
     }
+    let first_passes = buckets.first().map(|b| b.passes.clone()).unwrap_or_default();
     let (weights, order) = weights.unwrap_or_default();
     let manifest = Manifest {
         format: ARTIFACT_FORMAT.to_string(),
@@ -212,6 +181,130 @@ pub fn compile(program: &Program, model: &Path, out: &Path, req: &CompileRequest
         warnings: cache.take_warnings(),
         passes: first_passes,
     })
+}
+
+/// `f` over `items` on up to `jobs` threads; the results in the order of `items`, or the
+/// first error in that order.
+fn in_parallel<T: Sync, R: Send>(
+    items: &[T],
+    jobs: usize,
+    f: impl Fn(&T) -> Result<R, Error> + Sync,
+) -> Result<Vec<R>, Error> {
+    let jobs = jobs.clamp(1, items.len().max(1));
+    if jobs == 1 {
+        return items.iter().map(&f).collect();
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let slots: Vec<std::sync::Mutex<Option<Result<R, Error>>>> = items.iter().map(|_| Default::default()).collect();
+    std::thread::scope(|scope| {
+        for _ in 0..jobs {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(item) = items.get(i) else { break };
+                let result = f(item);
+                *slots[i].lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(result);
+            });
+        }
+    });
+    slots
+        .into_iter()
+        .map(|m| {
+            m.into_inner()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .unwrap_or_else(|| Err(Error::Unsupported("internal: a compile thread stopped".into())))
+        })
+        .collect()
+}
+
+/// What every bucket's compile shares.
+struct BucketWork<'a> {
+    program: &'a Program,
+    req: &'a CompileRequest,
+    cache: &'a Cache,
+    bar: &'a ProgressBar,
+    /// Dumps go to one subfolder per bucket.
+    dump_each: bool,
+}
+
+/// One bucket lowered and compiled for every target.
+struct BucketOutput {
+    bucket: Bucket,
+    /// `programs/<bucket>.mlir` and its text.
+    program: (String, Vec<u8>),
+    /// The weight arguments (safetensors) and their order.
+    weights: (Vec<u8>, Vec<String>),
+    targets: Vec<TargetOutput>,
+    log: Vec<String>,
+}
+
+/// One executable of a bucket, with what the manifest and the summary say about it.
+struct TargetOutput {
+    summary: TargetSummary,
+    executable: Executable,
+    plugin: PluginInfo,
+    tpu: Option<TpuInfo>,
+    entry: (String, Vec<u8>),
+}
+
+impl BucketWork<'_> {
+    fn run(&self, p: &crate::buckets::Planned) -> Result<BucketOutput, Error> {
+        let (program, req) = (self.program, self.req);
+        let lowered = lower_bucket(program, p, req)?;
+        if let Some(dir) = &req.dump_dir {
+            dump(&if self.dump_each { dir.join(&p.name) } else { dir.clone() }, program, &lowered)?;
+        }
+        let weights = weights_safetensors(program, &lowered.graph)?;
+        let mut targets = Vec::new();
+        let mut log = Vec::new();
+        for target in &req.targets {
+            self.bar.set_message(format!("{target} [{}]", p.name));
+            let started = Instant::now();
+            let (compiled, outcome, key) = compile_target(target, &lowered, req, self.cache)?;
+            let ms = started.elapsed().as_millis() as u64;
+            let meta = compiled.meta;
+            log.push(format!(
+                "{target} {}: {} in {ms} ms (XLA compile {} ms), {} bytes, cache key {key}",
+                p.name,
+                outcome.describe(),
+                meta.compile_ms,
+                compiled.bytes.len()
+            ));
+            let entry = format!("executables/{}/{}.pjrt", target.dir_name(), p.name);
+            targets.push(TargetOutput {
+                summary: TargetSummary {
+                    target: target.to_string(),
+                    bucket: p.name.clone(),
+                    cache: outcome,
+                    ms,
+                    compile_ms: meta.compile_ms,
+                    executable_bytes: compiled.bytes.len() as u64,
+                    cache_key: key.clone(),
+                },
+                executable: Executable {
+                    bucket: p.name.clone(),
+                    entry: entry.clone(),
+                    sha256: artifact::sha256_hex(&compiled.bytes),
+                    bytes: compiled.bytes.len() as u64,
+                    compile_ms: meta.compile_ms,
+                    cache_key: Some(key),
+                    generated_code_bytes: meta.generated_code_bytes,
+                    memory: meta.memory,
+                },
+                plugin: meta.plugin,
+                tpu: meta.tpu,
+                entry: (entry, compiled.bytes),
+            });
+            self.bar.inc(1);
+        }
+        let program_entry = format!("programs/{}.mlir", p.name);
+        Ok(BucketOutput {
+            bucket: bucket(p, &program_entry, &lowered)?,
+            program: (program_entry, lowered.module.text.into_bytes()),
+            weights,
+            targets,
+            log,
+        })
+    }
 }
 
 /// Lowers the program at one bucket's sizes; a bucket of a dynamic program also gets the

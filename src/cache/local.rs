@@ -7,10 +7,11 @@
 //! Every failure of the cache folder (read-only, full disk) degrades to compiling without
 //! caching, with one warning; a damaged entry is deleted and recompiled, never served.
 
-use std::cell::Cell;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
@@ -83,11 +84,11 @@ pub struct LocalCache {
     root: PathBuf,
     max_bytes: u64,
     /// Set after the first failed write; later writes are skipped without more warnings.
-    writes_off: Cell<bool>,
+    writes_off: AtomicBool,
     /// False when the folder could not be created: nothing is read or written.
     usable: bool,
     /// Counter changes of this process, flushed by [`LocalCache::flush_stats`].
-    pending: Cell<Stats>,
+    pending: Mutex<Stats>,
     warnings: Warnings,
 }
 
@@ -98,9 +99,9 @@ impl LocalCache {
         let mut cache = LocalCache {
             root: dir.join(LAYOUT),
             max_bytes,
-            writes_off: Cell::new(false),
+            writes_off: AtomicBool::new(false),
             usable: true,
-            pending: Cell::new(Stats::default()),
+            pending: Mutex::new(Stats::default()),
             warnings,
         };
         for sub in ["entries", "locks"] {
@@ -118,15 +119,13 @@ impl LocalCache {
     }
 
     fn degrade(&self, why: &str) {
-        if !self.writes_off.replace(true) {
+        if !self.writes_off.swap(true, Ordering::Relaxed) {
             self.warnings.push(format!("compile cache: {why}; compiling without caching"));
         }
     }
 
     fn count(&self, f: impl FnOnce(&mut Stats)) {
-        let mut s = self.pending.get();
-        f(&mut s);
-        self.pending.set(s);
+        f(&mut self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
     }
 
     pub fn count_remote_hit(&self) {
@@ -174,7 +173,7 @@ impl LocalCache {
     /// Waits for the lock of `key`; `None` when the lock file cannot be made (then two
     /// processes may both compile, which is only wasted work).
     pub fn lock(&self, key: &str) -> Option<FileLock> {
-        if self.writes_off.get() {
+        if self.writes_off.load(Ordering::Relaxed) {
             return None;
         }
         FileLock::acquire(&self.root.join("locks").join(format!("{key}.lock"))).ok()
@@ -182,7 +181,7 @@ impl LocalCache {
 
     /// Stores `entry` atomically (temporary file + rename).
     pub fn put(&self, entry: &Entry) {
-        if self.writes_off.get() {
+        if self.writes_off.load(Ordering::Relaxed) {
             return;
         }
         let path = self.entry_path(&entry.header.key);
@@ -289,8 +288,8 @@ impl LocalCache {
 
     /// Adds this process's counter changes to the persisted ones (under a lock).
     pub fn flush_stats(&self) {
-        let delta = self.pending.take();
-        if delta == Stats::default() || self.writes_off.get() {
+        let delta = std::mem::take(&mut *self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+        if delta == Stats::default() || self.writes_off.load(Ordering::Relaxed) {
             return;
         }
         let Ok(_lock) = FileLock::acquire(&self.root.join("stats.lock")) else { return };
@@ -352,7 +351,7 @@ impl LocalCache {
 
     /// Remembers what `plugin` reported for `target`.
     pub fn remember_plugin(&self, plugin: &Path, target: &str, memo: &PluginMemo) {
-        if self.writes_off.get() {
+        if self.writes_off.load(Ordering::Relaxed) {
             return;
         }
         if let (Some(path), Ok(bytes)) = (self.memo_path(plugin, target), serde_json::to_vec(memo)) {

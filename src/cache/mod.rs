@@ -14,9 +14,8 @@ mod local;
 pub mod maintain;
 pub mod remote;
 
-use std::cell::RefCell;
 use std::path::{Path, PathBuf};
-use std::rc::Rc;
+use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 
@@ -31,16 +30,20 @@ pub const DEFAULT_MAX_BYTES: u64 = 10 << 30;
 /// Warnings collected while the cache works, for the caller to print (stderr, or the JSON
 /// summary): the cache never writes to the terminal itself.
 #[derive(Clone, Debug, Default)]
-pub struct Warnings(Rc<RefCell<Vec<String>>>);
+pub struct Warnings(Arc<Mutex<Vec<String>>>);
 
 impl Warnings {
+    fn list(&self) -> std::sync::MutexGuard<'_, Vec<String>> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     pub fn push(&self, message: String) {
-        self.0.borrow_mut().push(message);
+        self.list().push(message);
     }
 
     /// The warnings so far, leaving none.
     pub fn take(&self) -> Vec<String> {
-        std::mem::take(&mut self.0.borrow_mut())
+        std::mem::take(&mut self.list())
     }
 }
 
