@@ -234,13 +234,20 @@ fn bucket_bench(bin: &Path, tmp: &Path) -> Result<()> {
     ];
     let m = measure(bin, &args)?;
     let summary = json(&m, "compile")?;
+    let one_thread = measure(bin, &[&args[..], &["-j", "1"]].concat())?;
+    if !one_thread.ok {
+        bail!("{model}: compile -j 1 failed:\n{}", one_thread.stderr);
+    }
     let buckets = summary["buckets"].as_array().map_or(0, Vec::len);
     let executables = summary["targets"].as_array().map_or(0, Vec::len);
     let mib = summary["artifact_bytes"].as_f64().unwrap_or(0.0) / (1024.0 * 1024.0);
     println!(
         "bucketing: {model} (seq in [2, 512], pow2): {buckets} buckets, {executables} executables (cpu + tpu:v6e:1x1), \
-         compile of all {:.1} s (whole process, no cache), artifact {mib:.1} MiB",
-        m.secs
+         artifact {mib:.1} MiB; compile of all (whole process, no cache): {:.1} s on one thread per core, \
+         {:.1} s with -j 1 ({:.2}x)",
+        m.secs,
+        one_thread.secs,
+        one_thread.secs / m.secs
     );
     let meta: Value =
         serde_json::from_str(&std::fs::read_to_string(root().join("testdata/models").join(model).join("meta.json"))?)?;
