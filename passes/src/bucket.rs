@@ -163,7 +163,7 @@ impl Masker<'_> {
         slot: usize,
         dims: &[usize],
         fill: Scalar,
-    ) -> Result<bool, String> {
+    ) -> Result<(), String> {
         let v = graph.inputs(id)[slot];
         let dd = Self::dyn_dims(graph, v);
         let mut cur = v;
@@ -175,7 +175,7 @@ impl Masker<'_> {
         if cur != v {
             graph.set_input(id, slot as u16, cur);
         }
-        Ok(cur != v)
+        Ok(())
     }
 
     /// Handles one node; `Err` names why it cannot be made safe.
@@ -269,21 +269,16 @@ impl Masker<'_> {
             Op::Addmm { .. } => self.contract(graph, id, (1, 1), (2, 0)),
             Op::Bmm => self.contract(graph, id, (0, 2), (1, 1)),
             Op::Softmax { dim, .. } => {
-                self.mask_input(graph, id, 0, &[norm(*dim, rank(0))], Scalar::Float(f64::NEG_INFINITY))?;
-                Ok(())
+                self.mask_input(graph, id, 0, &[norm(*dim, rank(0))], Scalar::Float(f64::NEG_INFINITY))
             }
-            Op::Reduce { op, dims, keepdim, dtype } => {
-                self.reduce(graph, id, (*op, dims, *keepdim, *dtype), &in_dyn[0])
-            }
+            Op::Reduce { op, dims, .. } => self.reduce(graph, id, (*op, dims), &in_dyn[0]),
             Op::ArgReduce { op, dim: Some(dim), .. } => {
                 let fill = if *op == ArgReduceOp::Argmax { f64::NEG_INFINITY } else { f64::INFINITY };
-                self.mask_input(graph, id, 0, &[norm(*dim, rank(0))], Scalar::Float(fill))?;
-                Ok(())
+                self.mask_input(graph, id, 0, &[norm(*dim, rank(0))], Scalar::Float(fill))
             }
             Op::ExtremumDim { max, dim, .. } => {
                 let fill = if *max { f64::NEG_INFINITY } else { f64::INFINITY };
-                self.mask_input(graph, id, 0, &[norm(*dim, rank(0))], Scalar::Float(fill))?;
-                Ok(())
+                self.mask_input(graph, id, 0, &[norm(*dim, rank(0))], Scalar::Float(fill))
             }
             _ => Err("has no padding-safe form along a dynamic dim".into()),
         }
@@ -540,8 +535,7 @@ impl Masker<'_> {
     ) -> Result<(), String> {
         let zero = Scalar::Float(0.0);
         self.mask_input(graph, id, lhs.0, &[lhs.1], zero)?;
-        self.mask_input(graph, id, rhs.0, &[rhs.1], zero)?;
-        Ok(())
+        self.mask_input(graph, id, rhs.0, &[rhs.1], zero)
     }
 
     /// Reductions: dynamic reduced dims masked with the identity; `mean` divides the masked
@@ -550,7 +544,7 @@ impl Masker<'_> {
         &mut self,
         graph: &mut Graph,
         id: NodeId,
-        (op, dims, _keepdim, _dtype): (ReduceOp, &[i64], bool, Option<DType>),
+        (op, dims): (ReduceOp, &[i64]),
         x_dyn: &DynDims,
     ) -> Result<(), String> {
         let x = graph.inputs(id)[0];

@@ -301,7 +301,7 @@ fn passes_bench(bin: &Path, tmp: &Path) -> Result<()> {
                 manifest["targets"].as_array().into_iter().flatten().find(|t| t["target"] == "tpu:v6e:1x1").cloned();
             let tpu = tpu.map(|t| t["executables"][0].clone()).unwrap_or_default();
             let run_ms = median_run(bin, &art, &inputs(model), &tmp.join(format!("{model}-passes{i}-out")))?;
-            let nodes = nodes.map_or_else(|| "?".to_string(), |n| n.to_string());
+            let nodes = nodes.map_or_else(|| "-".to_string(), |n| n.to_string());
             let code = tpu["generated_code_bytes"].as_f64().unwrap_or(0.0) / 1024.0;
             let peak = tpu["memory"]["peak_bytes"].as_f64().unwrap_or(0.0) / 1024.0;
             rows.push((*label, nodes, run_ms, code, peak));
@@ -315,7 +315,7 @@ fn passes_bench(bin: &Path, tmp: &Path) -> Result<()> {
             );
         }
     }
-    println!("nodes: as emitted (--passes none: the graph as imported and specialized)");
+    println!("nodes: after the last pass, as emitted (none: no pass reports a count)");
     Ok(())
 }
 
