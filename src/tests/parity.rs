@@ -228,6 +228,22 @@ fn pow2_buckets_serve_every_size_in_the_range() {
     );
 }
 
+/// A bucketed program padded to MXU tiles too (what a TPU compile gets): still exact.
+#[test]
+fn buckets_and_padding_together_stay_exact() {
+    let tmp = TempDir::new("bucket-pad");
+    let mut req = request();
+    req.pass_options.pad_multiple = Some(128);
+    req.buckets = vec![crate::buckets::parse_choice("input_ids:1=8,64").expect("parses")];
+    let artifact = compile_model_with("llama_tiny_dyn", &tmp.0, &req);
+    let manifest = Artifact::open(&artifact).expect("opens").manifest;
+    assert!(manifest.buckets.iter().all(|b| b.passes.iter().any(|p| !p.padded.is_empty())), "padded");
+    // Cases of 5, 37, 8, 9 and 64 tokens.
+    for case in ["_case1", "_case2", "_case7", "_case8", "_case12"] {
+        run_case("llama_tiny_dyn", &artifact, case, &tmp.0);
+    }
+}
+
 /// Buckets compile on several threads; the artifact is the same as with one: compiled on 2
 /// threads into a fresh cache, then on 1 thread from that cache, the two files are identical
 /// (XLA's executables differ run to run, so the cache is what pins the bytes).
