@@ -107,7 +107,8 @@ pub fn compile(program: &Program, model: &Path, out: &Path, req: &CompileRequest
     let planned = crate::buckets::plan(program, &req.buckets)?;
     let bar = progress_bar(req.progress, planned.len() * req.targets.len());
     let cache = Cache::open(&req.cache);
-    let work = BucketWork { program, req, cache: &cache, bar: &bar, dump_each: planned.len() > 1 };
+    let first = planned.first().map(|p| p.name.as_str());
+    let work = BucketWork { program, req, cache: &cache, bar: &bar, dump_each: planned.len() > 1, first };
     let outputs = in_parallel(&planned, req.jobs, |p| work.run(p))?;
     bar.finish_and_clear();
     let mut log = Vec::new();
@@ -115,18 +116,15 @@ pub fn compile(program: &Program, model: &Path, out: &Path, req: &CompileRequest
     let mut target_entries: Vec<TargetEntry> = Vec::new();
     let mut summaries = Vec::new();
     let mut buckets = Vec::new();
-    let mut weights: Option<(Vec<u8>, Vec<String>)> = None;
+    let (mut weights, mut order): (Vec<u8>, Option<Vec<String>>) = (Vec::new(), None);
     for (p, o) in planned.iter().zip(outputs) {
-        match &weights {
-            None => weights = Some(o.weights),
-            Some((_, first)) if *first != o.weights.1 => {
-                return Err(Error::Unsupported(format!(
-                    "internal: bucket {} takes other weights than the first bucket",
-                    p.name
-                )))
-            }
-            Some(_) => {}
+        if order.get_or_insert_with(|| o.weight_order.clone()) != &o.weight_order {
+            return Err(Error::Unsupported(format!(
+                "internal: bucket {} takes other weights than the first bucket",
+                p.name
+            )));
         }
+        weights = o.weights.unwrap_or(weights);
         for (t, compiled) in o.targets.into_iter().enumerate() {
             if target_entries.len() <= t {
                 target_entries.push(TargetEntry {
@@ -148,7 +146,7 @@ pub fn compile(program: &Program, model: &Path, out: &Path, req: &CompileRequest
         write_file(&dir.join("compile.log"), (log.join("\n") + "\n").as_bytes())?;
     }
     let first_passes = buckets.first().map(|b| b.passes.clone()).unwrap_or_default();
-    let (weights, order) = weights.unwrap_or_default();
+    let order = order.unwrap_or_default();
     let manifest = Manifest {
         format: ARTIFACT_FORMAT.to_string(),
         compiler: CompilerInfo { name: env!("CARGO_PKG_NAME").into(), version: env!("CARGO_PKG_VERSION").into() },
@@ -224,6 +222,8 @@ struct BucketWork<'a> {
     bar: &'a ProgressBar,
     /// Dumps go to one subfolder per bucket.
     dump_each: bool,
+    /// The first bucket, whose weights go into the artifact (all buckets take the same).
+    first: Option<&'a str>,
 }
 
 /// One bucket lowered and compiled for every target.
@@ -231,8 +231,10 @@ struct BucketOutput {
     bucket: Bucket,
     /// `programs/<bucket>.mlir` and its text.
     program: (String, Vec<u8>),
-    /// The weight arguments (safetensors) and their order.
-    weights: (Vec<u8>, Vec<String>),
+    /// The weight arguments (safetensors), for the first bucket only.
+    weights: Option<Vec<u8>>,
+    /// The names of the weight arguments, in the order the program takes them.
+    weight_order: Vec<String>,
     targets: Vec<TargetOutput>,
     log: Vec<String>,
 }
@@ -253,7 +255,9 @@ impl BucketWork<'_> {
         if let Some(dir) = &req.dump_dir {
             dump(&if self.dump_each { dir.join(&p.name) } else { dir.clone() }, program, &lowered)?;
         }
-        let weights = weights_safetensors(program, &lowered.graph)?;
+        // Derived weights are computed and serialized once, not per bucket.
+        let first = self.first == Some(p.name.as_str());
+        let weights = if first { Some(weights_safetensors(program, &lowered.graph)?) } else { None };
         let mut targets = Vec::new();
         let mut log = Vec::new();
         for target in &req.targets {
@@ -301,6 +305,7 @@ impl BucketWork<'_> {
             bucket: bucket(p, &program_entry, &lowered)?,
             program: (program_entry, lowered.module.text.into_bytes()),
             weights,
+            weight_order: weight_order(&lowered.graph),
             targets,
             log,
         })
@@ -634,12 +639,22 @@ impl View for &WeightView<'_> {
     }
 }
 
-/// The weight arguments of the program (graph inputs that are not user inputs), in calling
-/// order, serialized as safetensors keyed by fully qualified name.
-/// The weight arguments of the lowered graph, in calling order: stored weights straight from
-/// the archive, derived ones computed here.
-fn weights_safetensors(program: &Program, graph: &Graph) -> Result<(Vec<u8>, Vec<String>), Error> {
-    let mut order = Vec::new();
+/// The names of `graph`'s weight arguments (stored and derived), in calling order.
+fn weight_order(graph: &Graph) -> Vec<String> {
+    graph
+        .graph_inputs()
+        .iter()
+        .filter_map(|&id| match &graph.node(id).op {
+            Op::Input(InputKind::Derived { fqn, .. }) => Some(fqn.clone()),
+            Op::Input(k) => k.weight_fqn().map(str::to_string),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The weight arguments of the lowered graph as safetensors keyed by fully qualified name:
+/// stored weights straight from the archive, derived ones computed here.
+fn weights_safetensors(program: &Program, graph: &Graph) -> Result<Vec<u8>, Error> {
     let mut views = BTreeMap::new();
     for &id in graph.graph_inputs() {
         let Op::Input(kind) = &graph.node(id).op else {
@@ -669,10 +684,8 @@ fn weights_safetensors(program: &Program, graph: &Graph) -> Result<(Vec<u8>, Vec
                 (fqn.to_string(), WeightView { dtype, shape: w.sizes.iter().map(|&s| s as usize).collect(), data })
             }
         };
-        order.push(name.clone());
         views.insert(name, view);
     }
-    let bytes = safetensors::serialize(views.iter().map(|(k, v)| (k.as_str(), v)), None)
-        .map_err(|e| Error::Unsupported(format!("cannot serialize the weights: {e}")))?;
-    Ok((bytes, order))
+    safetensors::serialize(views.iter().map(|(k, v)| (k.as_str(), v)), None)
+        .map_err(|e| Error::Unsupported(format!("cannot serialize the weights: {e}")))
 }

@@ -753,6 +753,16 @@ def dir_size(p):
     return total
 
 
+def save_check_model(ep, outdir, name):
+    """Writes `<outdir>/<name>.pt2` (local paths stripped) and lists its ops."""
+    strip_local_paths(ep)
+    os.makedirs(outdir, exist_ok=True)
+    path = os.path.join(outdir, f"{name}.pt2")
+    torch.export.save(ep, path)
+    targets = sorted({str(n.target) for n in ep.graph.nodes if n.op == "call_function"})
+    print(f"[{name}] wrote {path}: {targets}")
+
+
 def generate_unsupported(outdir):
     """`check/unsupported_ops.pt2`: a real export whose graph holds a custom op
     (`torch.ops.testlib.scale_rows`, outside ATen: no compiler can lower it) between ATen ops
@@ -775,12 +785,7 @@ def generate_unsupported(outdir):
 
     torch.manual_seed(0)
     ep = torch.export.export(Unsupported(), (torch.randn(3, 4),), strict=False).run_decompositions()
-    strip_local_paths(ep)
-    os.makedirs(outdir, exist_ok=True)
-    path = os.path.join(outdir, "unsupported_ops.pt2")
-    torch.export.save(ep, path)
-    targets = sorted({str(n.target) for n in ep.graph.nodes if n.op == "call_function"})
-    print(f"[unsupported_ops] wrote {path}: {targets}")
+    save_check_model(ep, outdir, "unsupported_ops")
 
 
 def generate_flip_seq(outdir):
@@ -800,12 +805,7 @@ def generate_flip_seq(outdir):
     seq = Dim("seq", min=2, max=64)
     ep = torch.export.export(FlipSeq(), (torch.randn(2, 5, 8),), dynamic_shapes={"x": {1: seq}},
                              strict=False).run_decompositions()
-    strip_local_paths(ep)
-    os.makedirs(outdir, exist_ok=True)
-    path = os.path.join(outdir, "flip_seq.pt2")
-    torch.export.save(ep, path)
-    targets = sorted({str(n.target) for n in ep.graph.nodes if n.op == "call_function"})
-    print(f"[flip_seq] wrote {path}: {targets}")
+    save_check_model(ep, outdir, "flip_seq")
 
 
 def main():

@@ -56,6 +56,8 @@ fn norm(d: i64, rank: usize) -> usize {
 
 struct Masker<'a> {
     spec: &'a BucketSpec,
+    /// Every symbol at its minimum (1 when unbounded below).
+    smallest: BTreeMap<String, i64>,
     /// The `Size` input of each symbol.
     sizes: BTreeMap<String, ValueRef>,
     /// Real lengths built so far, by expression.
@@ -349,9 +351,7 @@ impl Masker<'_> {
     /// The smallest value `len` takes in the symbols' ranges (its value at every symbol's
     /// minimum; sizes grow with their symbols).
     fn min_of(&self, len: &SymExpr) -> Option<i64> {
-        let env: BTreeMap<String, i64> =
-            self.spec.bounds.iter().map(|(s, b)| (s.clone(), b.min.unwrap_or(0))).collect();
-        len.eval(&env)
+        len.eval(&self.smallest)
     }
 
     /// Values equal to their own position along a dynamic dim: `arange(0, s)`, then
@@ -423,10 +423,8 @@ impl Masker<'_> {
 
     /// The values of `dims` at the bucket's sizes and at every symbol's minimum.
     fn at_two_sizes(&self, dims: &[SymExpr]) -> Option<[Vec<i64>; 2]> {
-        let min_env: BTreeMap<String, i64> =
-            self.spec.bounds.iter().map(|(s, b)| (s.clone(), b.min.unwrap_or(1))).collect();
         let eval = |env: &BTreeMap<String, i64>| dims.iter().map(|e| e.eval(env)).collect::<Option<Vec<i64>>>();
-        Some([eval(&self.spec.values)?, eval(&min_env)?])
+        Some([eval(&self.spec.values)?, eval(&self.smallest)?])
     }
 
     /// Views regroup dims. Each group of input dims that becomes a group of output dims (equal
@@ -614,6 +612,7 @@ impl Pass for BucketMasks {
         let order = graph.topo_order().map_err(|_| PassError::Failed { pass: self.name(), reason: "cycle".into() })?;
         let mut m = Masker {
             spec,
+            smallest: spec.bounds.iter().map(|(s, b)| (s.clone(), b.min.unwrap_or(1))).collect(),
             sizes: BTreeMap::new(),
             lengths: BTreeMap::new(),
             positions: BTreeMap::new(),
