@@ -419,6 +419,29 @@ fn with_default_subcommand(args: Vec<OsString>) -> Vec<OsString> {
     }
 }
 
+/// The error and its causes, `: `-separated, each said once: a cause whose text its parent's
+/// message already includes is left out, and one that starts with its parent's message
+/// replaces it (`cannot read `m.pt2`` over `cannot read `m.pt2`: No such file …`).
+fn error_chain(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    let mut last = 0;
+    for cause in e.chain() {
+        let msg = cause.to_string();
+        if text.contains(&msg) {
+            continue;
+        }
+        if !msg.starts_with(&text[last..]) {
+            if !text.is_empty() {
+                text.push_str(": ");
+            }
+            last = text.len();
+        }
+        text.truncate(last);
+        text.push_str(&msg);
+    }
+    text
+}
+
 /// Runs the command line with `args` (including the program name); returns the exit code.
 pub fn main_with(args: impl IntoIterator<Item = OsString>, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
     let cli = match Cli::try_parse_from(with_default_subcommand(args.into_iter().collect())) {
@@ -433,7 +456,7 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>, out: &mut dyn Write, 
     match run(cli, out, err) {
         Ok(code) => code,
         Err(e) => {
-            let _ = writeln!(err, "error: {e:#}");
+            let _ = writeln!(err, "error: {}", error_chain(&e));
             e.downcast_ref::<Error>().map_or(1, Error::exit_code)
         }
     }

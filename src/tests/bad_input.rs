@@ -46,6 +46,16 @@ fn every_malformed_archive_is_refused_with_a_clear_message() {
         for f in *fragments {
             assert!(err.contains(f), "{name}: message lacks `{f}`:\n{err}");
         }
+        assert_said_once(&err);
+    }
+}
+
+/// No part of an error message (between `: `) is repeated: a cause is printed once even when
+/// its parent's message quotes it.
+fn assert_said_once(err: &str) {
+    let parts: Vec<&str> = err.trim().split(": ").filter(|p| p.len() > 12).collect();
+    for (i, p) in parts.iter().enumerate() {
+        assert!(!parts[i + 1..].contains(p), "`{p}` is said twice in: {err}");
     }
 }
 
@@ -54,6 +64,7 @@ fn missing_file_and_usage_errors() {
     let (code, _, err) = run_cli(&["inspect", "no/such/model.pt2"]);
     assert_eq!(code, 1);
     assert!(err.contains("cannot read `no/such/model.pt2`"), "{err}");
+    assert_said_once(&err);
     let (code, _, err) = run_cli(&["inspect"]);
     assert_eq!(code, 2, "{err}");
     let (code, _, err) = run_cli(&["inspect", "x.pt2", "--format", "yaml"]);
