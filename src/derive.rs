@@ -34,20 +34,34 @@ pub fn compute(program: &Program, recipe: &WeightRecipe) -> Result<Vec<f32>, Err
     Ok(compute_f64(program, recipe)?.into_iter().map(|v| v as f32).collect())
 }
 
-/// `values` (row-major, shape `dims`) with zeros appended up to `padded` in each dim.
-fn zero_pad(values: &[f64], dims: &[i64], padded: &[i64]) -> Result<Vec<f64>, Error> {
+/// `values` (row-major, shape `dims`) with zeros appended up to `padded` in each dim; a dim
+/// with `blocks[d] > 1` is that many equal blocks, each padded at its own end.
+fn zero_pad(values: &[f64], dims: &[i64], padded: &[i64], blocks: &[i64]) -> Result<Vec<f64>, Error> {
     let numel = |d: &[i64]| d.iter().product::<i64>() as usize;
-    if values.len() != numel(dims) || dims.len() != padded.len() || dims.iter().zip(padded).any(|(d, p)| p < d) {
-        return Err(Error::Unsupported(format!("cannot pad {} values of shape {dims:?} to {padded:?}", values.len())));
+    let blocks_of = |d: usize| blocks.get(d).copied().unwrap_or(1).max(1);
+    let valid = values.len() == numel(dims)
+        && dims.len() == padded.len()
+        && (0..dims.len()).all(|d| {
+            let b = blocks_of(d);
+            padded[d] >= dims[d] && dims[d] % b == 0 && padded[d] % b == 0
+        });
+    if !valid {
+        return Err(Error::Unsupported(format!(
+            "cannot pad {} values of shape {dims:?} to {padded:?} in blocks {blocks:?}",
+            values.len()
+        )));
     }
     let mut out = vec![0.0; numel(padded)];
     let rank = dims.len();
     for (i, &v) in values.iter().enumerate() {
-        // The flat index in the padded shape: same coordinates, wider strides.
+        // The flat index in the padded shape: each coordinate moved to its block's padded
+        // start, wider strides.
         let (mut rest, mut at, mut stride) = (i, 0usize, 1usize);
         for d in (0..rank).rev() {
-            let size = dims[d] as usize;
-            at += (rest % size) * stride;
+            let (size, b) = (dims[d] as usize, blocks_of(d) as usize);
+            let c = rest % size;
+            let (block, padded_block) = (size / b, padded[d] as usize / b);
+            at += (c / block * padded_block + c % block) * stride;
             rest /= size;
             stride *= padded[d] as usize;
         }
@@ -79,6 +93,24 @@ fn compute_f64(program: &Program, recipe: &WeightRecipe) -> Result<Vec<f64>, Err
             let beta = optional(program, beta.as_ref(), s.len(), 0.0)?;
             (0..s.len()).map(|c| (bias[c] - mean[c]) * s[c] + beta[c]).collect()
         }
-        WeightRecipe::Pad { source, dims, padded } => zero_pad(&compute_f64(program, source)?, dims, padded)?,
+        WeightRecipe::Pad { source, dims, padded, blocks } => {
+            zero_pad(&compute_f64(program, source)?, dims, padded, blocks)?
+        }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::zero_pad;
+
+    #[test]
+    fn pads_at_the_end_of_each_dim_or_of_each_block() {
+        let v = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
+        let at_end = zero_pad(&v, &[2, 3], &[3, 4], &[]).expect("pads");
+        assert_eq!(at_end, [1.0, 2.0, 3.0, 0.0, 4.0, 5.0, 6.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
+        // Dim 1 as 3 blocks of 1 → 3 blocks of 2 (e.g. three heads, each padded).
+        let blocks = zero_pad(&v, &[2, 3], &[2, 6], &[1, 3]).expect("pads");
+        assert_eq!(blocks, [1.0, 0.0, 2.0, 0.0, 3.0, 0.0, 4.0, 0.0, 5.0, 0.0, 6.0, 0.0]);
+        assert!(zero_pad(&v, &[2, 3], &[2, 5], &[1, 3]).is_err(), "5 is not 3 equal blocks");
+    }
 }

@@ -133,8 +133,10 @@ class LogitsWrapper(nn.Module):
 def build_llama():
     from transformers import LlamaConfig, LlamaForCausalLM
 
+    # head_dim 64 (not hidden / heads = 16): the width real Llamas use, which the `pad` pass
+    # widens to 128 head by head.
     cfg = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, vocab_size=256,
+                      num_attention_heads=4, num_key_value_heads=2, head_dim=64, vocab_size=256,
                       max_position_embeddings=512, attn_implementation="sdpa")
     return LogitsWrapper(LlamaForCausalLM(cfg))
 
@@ -306,7 +308,7 @@ MODELS = {
         inputs=[(randn((2, 3, 64, 64), 3),)]),
     "llama_tiny": dict(
         build=build_llama,
-        desc="LlamaForCausalLM(hidden 64, inter 128, 2 layers, 4 heads, 2 kv heads, vocab 256, "
+        desc="LlamaForCausalLM(hidden 64, inter 128, 2 layers, 4 heads, 2 kv heads, head_dim 64, vocab 256, "
              "max_pos 512, sdpa); wrapper returns logits, use_cache=False",
         inputs=[(ids(16, 4),)]),
     "llama_tiny_dyn": dict(

@@ -6,7 +6,7 @@
 //! %5 = exp(%x) : f32[8]        (no users)   →   (gone)
 //! ```
 
-use crate::ir::{Graph, Op};
+use crate::ir::{Graph, NodeId, Op};
 use crate::pass::{Changed, Pass, PassCx, PassError};
 
 /// See the module docs.
@@ -19,18 +19,24 @@ impl Pass for Dce {
 
     fn run(&self, graph: &mut Graph, cx: &mut PassCx) -> Result<Changed, PassError> {
         let order = graph.topo_order().map_err(|_| PassError::Failed { pass: self.name(), reason: "cycle".into() })?;
-        let mut removed = 0;
-        // Consumers come later in topological order: sweeping backwards removes whole dead
-        // chains in one pass.
-        for id in order.into_iter().rev() {
-            let caller_bound = matches!(&graph.node(id).op, Op::Input(k) if !k.is_weight());
-            let dead = !caller_bound && !graph.is_output(id) && graph.users(id).is_empty();
-            if dead {
-                graph.remove_node(id);
-                removed += 1;
-            }
-        }
+        let removed = remove_dead(graph, &order);
         cx.note(removed, "unused nodes removed");
         Ok(if removed > 0 { Changed::Yes } else { Changed::No })
     }
+}
+
+/// Removes the nodes no output needs (`order`: topological); returns how many.
+pub(crate) fn remove_dead(graph: &mut Graph, order: &[NodeId]) -> usize {
+    let mut removed = 0;
+    // Consumers come later in topological order: sweeping backwards removes whole dead
+    // chains in one pass.
+    for &id in order.iter().rev() {
+        let caller_bound = matches!(&graph.node(id).op, Op::Input(k) if !k.is_weight());
+        let dead = !caller_bound && !graph.is_output(id) && graph.users(id).is_empty();
+        if dead {
+            graph.remove_node(id);
+            removed += 1;
+        }
+    }
+    removed
 }

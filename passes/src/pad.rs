@@ -12,11 +12,17 @@
 //!   padded (weight rows/columns and bias zero-padded as derived weights); the contracting dim
 //!   is padded where the activation arrives padded, with matching zero rows in the weight. An
 //!   activation that arrives unpadded is not padded just to be contracted: that would only
-//!   add the zeros XLA's own tiling adds.
+//!   add the zeros XLA's own tiling adds. When a matmul's output features are attention heads
+//!   (a view downstream splits them into `[…, H, D]`, through the slices of a fused Q/K/V),
+//!   each head is padded on its own (`D` 64 → 128: the dim holds `H` blocks, see [`Width`]),
+//!   so the heads split off already padded and attention runs on 128-wide heads.
 //! - **position-wise** ops (element-wise arithmetic, permutes, views that keep the padded dim
-//!   whole, unsqueeze, slices, pooling over other dims) carry the padding through; whether
-//!   the padding stays zero is tracked (`0 * x`, `relu(0)`, `0 + 0` are zero; `exp(0)`,
-//!   `x + 1` are not).
+//!   whole or split/merge padded heads, unsqueeze, slices, pooling over other dims) carry the
+//!   padding through; whether the padding stays zero is tracked (`0 * x`, `relu(0)`, `0 + 0`
+//!   are zero; `exp(0)`, `x + 1` are not).
+//! - **`bmm`** contracts a padded dim padded (zeros on at least one side, so the sum is
+//!   unchanged) and carries padded rows and columns to its result: `Q·Kᵀ` over the padded head
+//!   dim, `P·V` producing padded heads.
 //! - **reductions** over a padded dim: `sum` and `mean` run over the zero padding and `mean`
 //!   divides by the true count, so the result is PyTorch's exactly; a padding that is not
 //!   known to be zero is zeroed first.
@@ -71,10 +77,48 @@ pub struct PaddedDim {
     pub size: i64,
     /// Size after padding.
     pub padded: i64,
+    /// Attention heads padded one by one (`n` of a Q/K/V projection: 8 heads of 64 → 128 is
+    /// 512 → 1024 in 8 blocks); absent for a dim padded at its end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocks: Option<i64>,
 }
 
-/// Which dims of a value are wider than their true size: dim → (true, padded).
-type Widths = BTreeMap<usize, (i64, i64)>;
+impl PaddedDim {
+    fn new(role: &str, w: Width) -> Self {
+        let blocks = (w.blocks > 1).then_some(w.blocks);
+        PaddedDim { role: role.into(), size: w.size, padded: w.padded, blocks }
+    }
+}
+
+/// How one dim is widened: `blocks` equal blocks of `size / blocks` true positions, each
+/// followed by zeros up to `padded / blocks` (one block: the padding at the end; several:
+/// attention heads `[H·D] → [H·Dp]`, each head's features padded on their own).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Width {
+    size: i64,
+    padded: i64,
+    blocks: i64,
+}
+
+impl Width {
+    /// The padding at the end of a dim of `size`.
+    fn at_end(size: i64, padded: i64) -> Self {
+        Width { size, padded, blocks: 1 }
+    }
+
+    /// One block's true and padded sizes.
+    fn block(self) -> (i64, i64) {
+        (self.size / self.blocks, self.padded / self.blocks)
+    }
+
+    /// The same layout repeated `times` times (a dim merged with the `times` dims before it).
+    fn repeated(self, times: i64) -> Self {
+        Width { size: self.size * times, padded: self.padded * times, blocks: self.blocks * times }
+    }
+}
+
+/// Which dims of a value are wider than their true size.
+type Widths = BTreeMap<usize, Width>;
 
 /// The padding of one value.
 #[derive(Clone, Debug, PartialEq)]
@@ -131,6 +175,30 @@ fn zero_of(dtype: DType) -> Scalar {
     }
 }
 
+/// The head width `D` when matmul `id`'s output features are attention heads: following its
+/// users through slices of the features (a fused Q/K/V split) and views that keep them whole,
+/// a view splits them into `[…, H, D]`.
+fn head_dim(graph: &Graph, id: NodeId) -> Option<i64> {
+    let last = |id: NodeId| graph.node(id).outputs[0].dims.last().and_then(Dim::as_static);
+    let mut todo = vec![id];
+    while let Some(n) = todo.pop() {
+        let width = last(n)?;
+        for (user, _, _) in graph.users(n) {
+            let out = &graph.node(user).outputs[0].dims;
+            match graph.node(user).op {
+                Op::Slice { dim, .. } if norm_dim(dim, out.len()) + 1 == out.len() => todo.push(user),
+                Op::View { .. } => match out[..] {
+                    [.., Dim::Static(h), Dim::Static(d)] if h > 1 && h * d == width => return Some(d),
+                    [.., Dim::Static(d)] if d == width => todo.push(user),
+                    _ => {}
+                },
+                _ => {}
+            }
+        }
+    }
+    None
+}
+
 fn norm_dim(d: i64, rank: usize) -> usize {
     (if d < 0 { d + rank as i64 } else { d }) as usize
 }
@@ -156,7 +224,7 @@ struct Padder {
     state: BTreeMap<ValueRef, Padded>,
     true_values: BTreeMap<ValueRef, ValueRef>,
     zero_padded: BTreeMap<(ValueRef, Widths), ValueRef>,
-    padded_weights: BTreeMap<(String, Vec<i64>), NodeId>,
+    padded_weights: BTreeMap<(String, Vec<i64>, Vec<i64>), NodeId>,
     contractions: Vec<PaddedContraction>,
     counter: usize,
     slices: usize,
@@ -184,16 +252,50 @@ impl Padder {
             return t;
         }
         let mut cur = v;
-        let mut ty = Self::ty(graph, v).clone();
-        for (&d, &(size, _)) in &p.dims {
-            ty.dims[d] = Dim::Static(size);
-            let op = Op::Slice { dim: d as i64, start: Dim::Static(0), end: Dim::Static(size), step: 1 };
-            let node = self.derived(graph, v.node, op, ty.clone());
-            cur = ValueRef { node: graph.add_op(node, &[cur]), slot: 0 };
+        for (&d, &w) in &p.dims {
+            cur = self.in_blocks(graph, v.node, cur, d, w, |ty, d| {
+                let op = Op::Slice { dim: d as i64, start: Dim::Static(0), end: Dim::Static(w.block().0), step: 1 };
+                ty.dims[d] = Dim::Static(w.block().0);
+                op
+            });
             self.slices += 1;
         }
         self.true_values.insert(v, cur);
         cur
+    }
+
+    /// Applies the op `make` returns (given the type to adjust and the dim) to `v`'s dim `d`
+    /// laid out as `w`, block by block: on the dim itself when it is one block, else on a view
+    /// `[…, blocks, block, …]` viewed back after (`make` maps the block sizes).
+    fn in_blocks(
+        &mut self,
+        graph: &mut Graph,
+        from: NodeId,
+        v: ValueRef,
+        d: usize,
+        w: Width,
+        make: impl Fn(&mut TensorType, usize) -> Op,
+    ) -> ValueRef {
+        let mut ty = Self::ty(graph, v).clone();
+        if w.blocks == 1 {
+            let op = make(&mut ty, d);
+            let node = self.derived(graph, from, op, ty);
+            return ValueRef { node: graph.add_op(node, &[v]), slot: 0 };
+        }
+        let mut split = ty.clone();
+        split.dims[d] = Dim::Static(w.blocks);
+        split.dims.insert(d + 1, Dim::Static(ty.dims[d].as_static().unwrap_or(0) / w.blocks));
+        let view = |t: &TensorType| Op::View { size: t.dims.clone() };
+        let node = self.derived(graph, from, view(&split), split.clone());
+        let cur = ValueRef { node: graph.add_op(node, &[v]), slot: 0 };
+        let mut changed = split;
+        let op = make(&mut changed, d + 1);
+        let node = self.derived(graph, from, op, changed.clone());
+        let cur = ValueRef { node: graph.add_op(node, &[cur]), slot: 0 };
+        let block = changed.dims.remove(d + 1).as_static().unwrap_or(0);
+        ty.dims[d] = Dim::Static(w.blocks * block);
+        let node = self.derived(graph, from, view(&ty), ty);
+        ValueRef { node: graph.add_op(node, &[cur]), slot: 0 }
     }
 
     /// `v` with exactly the padded dims `want`, zeros in the padding.
@@ -222,36 +324,45 @@ impl Padder {
     fn pad_with_zeros(&mut self, graph: &mut Graph, base: ValueRef, want: &Widths) -> ValueRef {
         let node = graph.node(base.node).clone();
         let mut ty = node.outputs[usize::from(base.slot)].clone();
-        for (&d, &(_, p)) in want {
-            ty.dims[d] = Dim::Static(p);
+        for (&d, w) in want {
+            ty.dims[d] = Dim::Static(w.padded);
         }
-        if let Some(w) = self.padded_weight(graph, base.node, &ty) {
+        if let Some(w) = self.padded_weight(graph, base.node, want) {
             return ValueRef { node: w, slot: 0 };
         }
         if let (Op::Permute { dims }, [src]) = (&node.op, graph.inputs(base.node).as_slice()) {
             let src_want: Widths = want.iter().map(|(&d, &w)| (dims[d] as usize, w)).collect();
-            let mut src_ty = Self::ty(graph, *src).clone();
-            for (&d, &(_, p)) in &src_want {
-                src_ty.dims[d] = Dim::Static(p);
-            }
-            if let Some(w) = self.padded_weight(graph, src.node, &src_ty) {
+            if let Some(w) = self.padded_weight(graph, src.node, &src_want) {
                 let t = self.derived(graph, base.node, node.op.clone(), ty);
                 return ValueRef { node: graph.add_op(t, &[ValueRef { node: w, slot: 0 }]), slot: 0 };
             }
         }
-        let rank = ty.rank();
-        let mut pad = Vec::with_capacity(2 * rank);
-        for d in (0..rank).rev() {
-            pad.extend([0, want.get(&d).map_or(0, |&(s, p)| p - s)]);
-        }
-        let op = Op::Pad { pad, value: zero_of(ty.dtype) };
-        let n = self.derived(graph, base.node, op, ty);
         self.pads += 1;
-        ValueRef { node: graph.add_op(n, &[base]), slot: 0 }
+        let zero = zero_of(ty.dtype);
+        if want.values().all(|w| w.blocks == 1) {
+            let rank = ty.rank();
+            let mut pad = Vec::with_capacity(2 * rank);
+            for d in (0..rank).rev() {
+                pad.extend([0, want.get(&d).map_or(0, |w| w.padded - w.size)]);
+            }
+            let n = self.derived(graph, base.node, Op::Pad { pad, value: zero }, ty);
+            return ValueRef { node: graph.add_op(n, &[base]), slot: 0 };
+        }
+        let mut cur = base;
+        for (&d, &w) in want {
+            cur = self.in_blocks(graph, base.node, cur, d, w, |ty, d| {
+                let (size, padded) = w.block();
+                ty.dims[d] = Dim::Static(padded);
+                let mut pad = vec![0; 2 * ty.rank()];
+                pad[2 * (ty.rank() - 1 - d) + 1] = padded - size;
+                Op::Pad { pad, value: zero }
+            });
+        }
+        cur
     }
 
-    /// A derived weight: the f32 weight `id` zero-padded to `ty`.
-    fn padded_weight(&mut self, graph: &mut Graph, id: NodeId, ty: &TensorType) -> Option<NodeId> {
+    /// A derived weight: the f32 weight `id` zero-padded as `want` says.
+    fn padded_weight(&mut self, graph: &mut Graph, id: NodeId, want: &Widths) -> Option<NodeId> {
         let node = graph.node(id);
         let (fqn, source) = match &node.op {
             Op::Input(InputKind::Derived { fqn, recipe }) => (fqn.clone(), recipe.clone()),
@@ -264,35 +375,60 @@ impl Padder {
         if node.outputs[0].dtype != DType::F32 {
             return None;
         }
-        let dims = static_dims(&node.outputs[0])?;
-        let padded = static_dims(ty)?;
-        if let Some(&w) = self.padded_weights.get(&(fqn.clone(), padded.clone())) {
+        let mut ty = node.outputs[0].clone();
+        let dims = static_dims(&ty)?;
+        let mut padded = dims.clone();
+        let mut blocks = vec![1; dims.len()];
+        for (&d, w) in want {
+            (padded[d], blocks[d]) = (w.padded, w.blocks);
+            ty.dims[d] = Dim::Static(w.padded);
+        }
+        let key = (fqn.clone(), padded.clone(), blocks.clone());
+        if let Some(&w) = self.padded_weights.get(&key) {
             return Some(w);
         }
         let shape: Vec<String> = padded.iter().map(i64::to_string).collect();
-        let name = format!("{fqn}@pad{}", shape.join("x"));
-        let recipe = WeightRecipe::Pad { source: Box::new(source), dims, padded: padded.clone() };
+        let mut name = format!("{fqn}@pad{}", shape.join("x"));
+        if blocks.iter().any(|&b| b > 1) {
+            let b: Vec<String> = blocks.iter().map(i64::to_string).collect();
+            name = format!("{name}@blocks{}", b.join("x"));
+        }
+        let recipe = WeightRecipe::Pad { source: Box::new(source), dims, padded, blocks };
         let op = Op::Input(InputKind::Derived { fqn: name.clone(), recipe });
-        let w = graph.add_weight_input(Node::new(name, op, [ty.clone()]));
-        self.padded_weights.insert((fqn, padded), w);
+        let w = graph.add_weight_input(Node::new(name, op, [ty]));
+        self.padded_weights.insert(key, w);
         Some(w)
     }
 
-    /// The widths for one dim of size `n`: empty when `n` is already a multiple, or when
+    /// The padded size of a dim of size `n`: `None` when `n` is already a multiple, or when
     /// padding would more than double it (a dim under half the multiple is left to XLA's own
     /// tiling: `cargo xtask bench` measured padding 8 and 16 channels to 128 quadrupling the
     /// mini ResNet's TPU memory).
-    fn widen(&self, d: usize, n: i64) -> Widths {
+    fn widened(&self, n: i64) -> Option<i64> {
         let p = round_up(n, self.multiple);
-        if p == n || p > 2 * n {
-            Widths::new()
-        } else {
-            Widths::from([(d, (n, p))])
+        (p != n && p <= 2 * n).then_some(p)
+    }
+
+    /// The widths for one dim of size `n` padded at its end (empty when not worth it).
+    fn widen(&self, d: usize, n: i64) -> Widths {
+        self.widened(n).map(|p| (d, Width::at_end(n, p))).into_iter().collect()
+    }
+
+    /// The widths for the `n` output features (dim `d`) of matmul `id`: when they are
+    /// attention heads of a width worth padding (64 → 128), each head is padded on its own,
+    /// so that the heads split off by a view arrive padded; else the dim is padded at its end.
+    fn features(&self, graph: &Graph, id: NodeId, d: usize, n: i64) -> Widths {
+        let heads = head_dim(graph, id)
+            .filter(|&h| n % h == 0)
+            .and_then(|h| self.widened(h).map(|hp| Width { size: n, padded: n / h * hp, blocks: n / h }));
+        match heads {
+            Some(w) => Widths::from([(d, w)]),
+            None => self.widen(d, n),
         }
     }
 
     /// The padding a contraction operand arrives with in `dim` (its true size if none).
-    fn arriving(&self, v: ValueRef, dim: usize) -> Option<(i64, i64)> {
+    fn arriving(&self, v: ValueRef, dim: usize) -> Option<Width> {
         self.state.get(&v).and_then(|p| p.dims.get(&dim).copied())
     }
 
@@ -302,8 +438,8 @@ impl Padder {
             return;
         }
         let out = &mut graph.node_mut(id).outputs[usize::from(slot)];
-        for (&d, &(_, w)) in &p.dims {
-            out.dims[d] = Dim::Static(w);
+        for (&d, w) in &p.dims {
+            out.dims[d] = Dim::Static(w.padded);
         }
         self.state.insert(ValueRef { node: id, slot }, p);
     }
@@ -327,6 +463,10 @@ impl Padder {
             Op::Convolution { groups: 1, transposed: false, .. } => self.convolution(graph, id),
             Op::Embedding => self.embedding(graph, id),
             _ if !any_padded => true,
+            Op::Bmm => self.bmm(graph, id),
+            Op::LayerNorm { normalized_rank: 1, eps, has_weight, has_bias } => {
+                self.layer_norm(graph, id, *eps, [*has_weight, *has_bias])
+            }
             op if op.is_elementwise() => self.elementwise(graph, id),
             Op::Permute { dims } => self.permute(graph, id, dims),
             Op::Unsqueeze { dim } => self.unsqueeze(graph, id, *dim),
@@ -354,7 +494,8 @@ impl Padder {
             return false;
         }
         let c = Contraction { x_slot, w_in: 0, w_out: 1, roles: ["k", "n"], k, n, macs_per_pair: m };
-        let Some(n_pad) = self.contract(graph, id, c) else {
+        let features = self.features(graph, id, 1, n);
+        let Some(n_pad) = self.contract(graph, id, c, features) else {
             return !ins.iter().any(|v| self.state.contains_key(v));
         };
         if x_slot == 1 {
@@ -364,29 +505,29 @@ impl Padder {
         true
     }
 
-    /// Pads `x`'s dim 1 where it arrives padded and the output features always, with the
-    /// weight to match; records the contraction. `None` when there is nothing to pad.
-    fn contract(&mut self, graph: &mut Graph, id: NodeId, c: Contraction) -> Option<Widths> {
+    /// Pads `x`'s dim 1 where it arrives padded and the output features always (`features`),
+    /// with the weight to match; records the contraction. `None` when there is nothing to pad.
+    fn contract(&mut self, graph: &mut Graph, id: NodeId, c: Contraction, n_pad: Widths) -> Option<Widths> {
         let ins = graph.inputs(id);
         let (x, w) = (ins[usize::from(c.x_slot)], ins[usize::from(c.x_slot) + 1]);
-        let k_pad = self.arriving(x, 1).map_or_else(Widths::new, |kp| Widths::from([(1, kp)]));
-        let n_pad = self.widen(1, c.n);
+        let k_pad: Widths = self.arriving(x, 1).map(|k| (1, k)).into_iter().collect();
         if k_pad.is_empty() && n_pad.is_empty() && !self.state.contains_key(&x) {
             return None;
         }
         let new_x = self.with_padding(graph, x, &k_pad);
         graph.set_input(id, c.x_slot, new_x);
         let w_want: Widths =
-            k_pad.values().map(|&p| (c.w_in, p)).chain(n_pad.values().map(|&p| (c.w_out, p))).collect();
+            k_pad.values().map(|&k| (c.w_in, k)).chain(n_pad.values().map(|&n| (c.w_out, n))).collect();
         let new_w = self.with_padding(graph, w, &w_want);
         graph.set_input(id, c.x_slot + 1, new_w);
-        let (kp, np) = (k_pad.get(&1).map_or(c.k, |p| p.1), n_pad.get(&1).map_or(c.n, |p| p.1));
-        let dims = [(c.roles[0], c.k, kp), (c.roles[1], c.n, np)]
+        let k = k_pad.get(&1).copied().unwrap_or(Width::at_end(c.k, c.k));
+        let n = n_pad.get(&1).copied().unwrap_or(Width::at_end(c.n, c.n));
+        let dims = [(c.roles[0], k), (c.roles[1], n)]
             .into_iter()
-            .filter(|(_, size, padded)| size != padded)
-            .map(|(role, size, padded)| PaddedDim { role: role.into(), size, padded })
+            .filter(|(_, w)| w.size != w.padded)
+            .map(|(role, w)| PaddedDim::new(role, w))
             .collect();
-        let extra_flops = 2 * c.macs_per_pair * (kp * np - c.k * c.n);
+        let extra_flops = 2 * c.macs_per_pair * (k.padded * n.padded - c.k * c.n);
         self.contractions.push(PaddedContraction {
             node: graph.node(id).name.clone(),
             dims,
@@ -402,11 +543,123 @@ impl Padder {
         let Some(bd) = static_dims(Self::ty(graph, b)) else { return };
         let last = bd.len().saturating_sub(1);
         let want = match (bd.last(), n_pad.values().next()) {
-            (Some(&size), Some(&np)) if size == n => Widths::from([(last, np)]),
+            (Some(&size), Some(&w)) if size == n => Widths::from([(last, w)]),
             _ => Widths::new(),
         };
         let new_b = self.with_padding(graph, b, &want);
         graph.set_input(id, slot, new_b);
+    }
+
+    /// `bmm(a, b)` on `[B, M, K] × [B, K, N]` operands (attention's `Q·Kᵀ` and `P·V`): a
+    /// padded `K` is contracted padded, with zeros in at least one operand; padded `M` and `N`
+    /// carry through to the result.
+    fn bmm(&mut self, graph: &mut Graph, id: NodeId) -> bool {
+        let [a, b] = graph.inputs(id)[..] else { return false };
+        let (pa, pb) = (self.state.get(&a).cloned(), self.state.get(&b).cloned());
+        let dims_of = |p: &Option<Padded>| p.as_ref().map(|p| p.dims.clone()).unwrap_or_default();
+        let (mut wa, mut wb) = (dims_of(&pa), dims_of(&pb));
+        if wa.contains_key(&0) || wb.contains_key(&0) || !graph.node(id).outputs[0].dtype.is_float() {
+            return false;
+        }
+        let k = match (wa.get(&2), wb.get(&1)) {
+            (Some(x), Some(y)) if x != y => return false,
+            (x, y) => x.or(y).copied(),
+        };
+        if let Some(k) = k {
+            wa.insert(2, k);
+            wb.insert(1, k);
+        }
+        let new_a = self.with_padding_keep_fill(graph, a, &wa);
+        let mut new_b = self.with_padding_keep_fill(graph, b, &wb);
+        let zero = |s: &Self, v: ValueRef| s.state.get(&v).is_none_or(|p| p.zero);
+        if k.is_some() && !zero(self, new_a) && !zero(self, new_b) {
+            new_b = self.with_padding(graph, b, &wb);
+        }
+        graph.set_input(id, 0, new_a);
+        graph.set_input(id, 1, new_b);
+        let out: Widths = wa.get(&1).map(|&m| (1, m)).into_iter().chain(wb.get(&2).map(|&n| (2, n))).collect();
+        let out_zero = (!out.contains_key(&1) || zero(self, new_a)) && (!out.contains_key(&2) || zero(self, new_b));
+        // (true, padded) sizes of M, K and N.
+        let size = |v: ValueRef, d: usize, w: Option<&Width>| {
+            let s = Self::ty(graph, v).dims[d].as_static().unwrap_or(1);
+            w.map_or((s, s), |w| (w.size, w.padded))
+        };
+        let [(m, mp), (kk, kp), (n, np)] = [size(a, 1, out.get(&1)), size(a, 2, k.as_ref()), size(b, 2, out.get(&2))];
+        let dims: Vec<PaddedDim> = [("m", out.get(&1)), ("k", k.as_ref()), ("n", out.get(&2))]
+            .into_iter()
+            .filter_map(|(role, w)| w.map(|&w| PaddedDim::new(role, w)))
+            .collect();
+        if !dims.is_empty() {
+            let batch = size(a, 0, None).0;
+            let extra_flops = 2 * batch * (mp * kp * np - m * kk * n);
+            self.contractions.push(PaddedContraction {
+                node: graph.node(id).name.clone(),
+                dims,
+                extra_flops: extra_flops as u64,
+            });
+        }
+        self.set_output(graph, id, 0, Padded { dims: out, zero: out_zero });
+        true
+    }
+
+    /// `native_layer_norm` over a last dim padded at its end with zeros (GPT-2's and BERT's
+    /// hidden size between layers): written out as its arithmetic, with the statistics taken
+    /// over the true positions (`mean = Σx / n`, the centred values zeroed past `n` before the
+    /// variance), so the result stays padded — zeros there, the weight and bias zero-padded.
+    /// Only when the node's `mean` and `rstd` outputs are unused (inference).
+    fn layer_norm(&mut self, graph: &mut Graph, id: NodeId, eps: f64, affine: [bool; 2]) -> bool {
+        let ins = graph.inputs(id);
+        let x = ins[0];
+        let p = self.state[&x].clone();
+        let ty = graph.node(id).outputs[0].clone();
+        let last = ty.rank() - 1;
+        let stats_used = graph.users(id).iter().any(|&(_, _, slot)| slot > 0)
+            || graph.outputs().iter().any(|o| o.value.node == id && o.value.slot > 0);
+        let Some(&w) = p.dims.get(&last) else { return false };
+        if p.dims.len() != 1 || w.blocks != 1 || !p.zero || stats_used || ty.dtype != DType::F32 {
+            return false;
+        }
+        let mut ty = ty;
+        ty.dims[last] = Dim::Static(w.padded);
+        let mut stat_ty = ty.clone();
+        stat_ty.dims[last] = Dim::Static(1);
+        let mut at = |op: Op, ty: &TensorType, inputs: &[ValueRef]| {
+            let n = self.derived(graph, id, op, ty.clone());
+            ValueRef { node: graph.add_op(n, inputs), slot: 0 }
+        };
+        let binary = |op, rhs| Op::Binary { op, lhs: Operand::Tensor, rhs, alpha: None };
+        let tensor = |op| binary(op, Operand::Tensor);
+        let scalar = |op, x: f64| binary(op, Operand::Scalar(Scalar::Float(x)));
+        let sum = || Op::Reduce { op: ReduceOp::Sum, dims: vec![-1], keepdim: true, dtype: None };
+        let n = w.size as f64;
+        let total = at(sum(), &stat_ty, &[x]);
+        let mean = at(scalar(BinaryOp::Div, n), &stat_ty, &[total]);
+        let centred = at(tensor(BinaryOp::Sub), &ty, &[x, mean]);
+        // 1.0 at the true positions, 0.0 in the padding.
+        let positions = Op::Arange { start: Scalar::Int(0), end: Scalar::Int(w.padded), step: Scalar::Int(1) };
+        let positions = at(positions, &TensorType::new(DType::I64, &[w.padded]), &[]);
+        let lt = binary(BinaryOp::Lt, Operand::Scalar(Scalar::Int(w.size)));
+        let valid = at(lt, &TensorType::new(DType::Bool, &[w.padded]), &[positions]);
+        let valid = at(Op::Convert, &TensorType::new(DType::F32, &[w.padded]), &[valid]);
+        let centred = at(tensor(BinaryOp::Mul), &ty, &[centred, valid]);
+        let square = at(tensor(BinaryOp::Mul), &ty, &[centred, centred]);
+        let var = at(sum(), &stat_ty, &[square]);
+        let var = at(scalar(BinaryOp::Div, n), &stat_ty, &[var]);
+        let var = at(scalar(BinaryOp::Add, eps), &stat_ty, &[var]);
+        let rstd = at(Op::Unary(UnaryOp::Rsqrt), &stat_ty, &[var]);
+        let mut y = at(tensor(BinaryOp::Mul), &ty, &[centred, rstd]);
+        let mut params = ins[1..].iter();
+        for (present, op) in affine.into_iter().zip([BinaryOp::Mul, BinaryOp::Add]) {
+            if let (true, Some(&param)) = (present, params.next()) {
+                let param = self.with_padding(graph, param, &Widths::from([(0, w)]));
+                let n = self.derived(graph, id, tensor(op), ty.clone());
+                y = ValueRef { node: graph.add_op(n, &[y, param]), slot: 0 };
+            }
+        }
+        graph.replace_uses(ValueRef { node: id, slot: 0 }, y);
+        graph.remove_node(id);
+        self.state.insert(y, Padded { dims: p.dims, zero: true });
+        true
     }
 
     /// A convolution with one group: channels in (where the input arrives padded) and out.
@@ -421,7 +674,8 @@ impl Padder {
         let macs_per_pair = od[0] * od[2..].iter().product::<i64>() * wd[2..].iter().product::<i64>();
         let c =
             Contraction { x_slot: 0, w_in: 1, w_out: 0, roles: ["c_in", "c_out"], k: wd[1], n: wd[0], macs_per_pair };
-        let Some(c_out_pad) = self.contract(graph, id, c) else {
+        let c_out = self.widen(1, c.n);
+        let Some(c_out_pad) = self.contract(graph, id, c, c_out) else {
             return !ins.iter().any(|v| self.state.contains_key(v));
         };
         if ins.len() > 2 {
@@ -448,10 +702,10 @@ impl Padder {
         }
         let new_w = self.with_padding(graph, w, &widths);
         graph.set_input(id, 0, new_w);
-        let dims = vec![PaddedDim { role: "embed".into(), size: e, padded: widths[&1].1 }];
+        let dims = vec![PaddedDim::new("embed", widths[&1])];
         self.contractions.push(PaddedContraction { node: graph.node(id).name.clone(), dims, extra_flops: 0 });
         let last = out.rank() - 1;
-        self.set_output(graph, id, 0, Padded { dims: widths.values().map(|&p| (last, p)).collect(), zero: true });
+        self.set_output(graph, id, 0, Padded { dims: widths.values().map(|&w| (last, w)).collect(), zero: true });
         true
     }
 
@@ -474,10 +728,10 @@ impl Padder {
             let ty = Self::ty(graph, *v).clone();
             let offset = rank - ty.rank();
             let mut want = Widths::new();
-            for (&d, &(size, p)) in &widths {
+            for (&d, &w) in &widths {
                 match d.checked_sub(offset).and_then(|od| ty.dims.get(od).map(|dim| (od, dim.as_static()))) {
-                    Some((od, Some(s))) if s == size || s == p => {
-                        want.insert(od, (size, p));
+                    Some((od, Some(s))) if s == w.size || s == w.padded => {
+                        want.insert(od, w);
                     }
                     _ => {}
                 }
@@ -555,8 +809,10 @@ impl Padder {
         true
     }
 
-    /// A view keeps one padded dim when it regroups only the dims before it and the dims
-    /// after it (`[1, 16, 64] → [16, 64]`, `[8, 64, 1, 1] → [8, 64]`).
+    /// A view with one padded dim: keeps it when it regroups only the dims before it and the
+    /// dims after it (`[1, 16, 64] → [16, 64]`, `[8, 64, 1, 1] → [8, 64]`); splits a dim of
+    /// padded heads into heads and one head's padded features (`[16, H·Dp] → [16, H, Dp]`);
+    /// merges a padded dim with the dim before it into padded heads (`[16, H, Dp] → [16, H·Dp]`).
     fn view(&mut self, graph: &mut Graph, id: NodeId) -> bool {
         let v = graph.inputs(id)[0];
         let p = self.state[&v].clone();
@@ -564,34 +820,67 @@ impl Padder {
         else {
             return false;
         };
-        let [(&d, &(size, padded))] = p.dims.iter().collect::<Vec<_>>()[..] else { return false };
-        input[d] = size;
-        let (before, after): (i64, i64) = (input[..d].iter().product(), input[d + 1..].iter().product());
-        let q = (0..out.len()).find(|&q| {
-            out[q] == size
-                && out[..q].iter().product::<i64>() == before
-                && out[q + 1..].iter().product::<i64>() == after
-        });
-        let Some(q) = q else { return false };
+        let [(&d, &w)] = p.dims.iter().collect::<Vec<_>>()[..] else { return false };
+        input[d] = w.size;
+        let product = |dims: &[i64]| dims.iter().product::<i64>();
+        let (before, after) = (product(&input[..d]), product(&input[d + 1..]));
+        // Output dim `q` laid out as `w` when `out[..q]` holds `lead` elements, `out[q]` is
+        // `size` and the dims after it `after`.
+        let at = |q: usize, lead: i64, size: i64| {
+            out[q] == size && product(&out[..q]) == lead && product(&out[q + 1..]) == after
+        };
+        let (block, _) = w.block();
+        let placed = if let Some(q) = (0..out.len()).find(|&q| at(q, before, w.size)) {
+            Some((q, w))
+        } else if let Some(q) =
+            (1..out.len()).find(|&q| w.blocks > 1 && out[q - 1] == w.blocks && at(q, before * w.blocks, block))
+        {
+            Some((q, Width::at_end(block, w.block().1)))
+        } else if d > 0 {
+            let heads = input[d - 1];
+            let merged = |q: &usize| heads > 1 && at(*q, before / heads, heads * w.size);
+            (0..out.len()).find(merged).map(|q| (q, w.repeated(heads)))
+        } else {
+            None
+        };
+        let Some((q, w)) = placed else { return false };
         let mut size_attr: Vec<Dim> = out.iter().map(|&s| Dim::Static(s)).collect();
-        size_attr[q] = Dim::Static(padded);
+        size_attr[q] = Dim::Static(w.padded);
         graph.node_mut(id).op = Op::View { size: size_attr };
-        self.set_output(graph, id, 0, Padded { dims: Widths::from([(q, (size, padded))]), zero: p.zero });
+        self.set_output(graph, id, 0, Padded { dims: Widths::from([(q, w)]), zero: p.zero });
         true
     }
 
-    /// A slice along a padded dim ends within the true size (its result is not padded); along
-    /// another dim the padding carries through.
+    /// A slice along a padded dim: one padded at its end ends within the true size (the result
+    /// is not padded); one of padded heads takes whole heads (the result keeps their padding).
+    /// Along another dim the padding carries through.
     fn slice(&mut self, graph: &mut Graph, id: NodeId, dim: i64, end: &Dim) -> bool {
         let v = graph.inputs(id)[0];
         let mut p = self.state[&v].clone();
         let d = norm_dim(dim, Self::ty(graph, v).rank());
-        if let Some((size, _)) = p.dims.remove(&d) {
-            let Some(e) = end.as_static() else { return false };
-            if let Op::Slice { end, .. } = &mut graph.node_mut(id).op {
-                *end = Dim::Static(e.min(size));
+        let Some(w) = p.dims.remove(&d) else {
+            self.set_output(graph, id, 0, p);
+            return true;
+        };
+        let Op::Slice { start, step, .. } = &graph.node(id).op else { return false };
+        let (Some(start), Some(end)) = (start.as_static(), end.as_static()) else { return false };
+        let end = end.min(w.size);
+        if w.blocks == 1 {
+            if let Op::Slice { end: e, .. } = &mut graph.node_mut(id).op {
+                *e = Dim::Static(end);
             }
+            self.set_output(graph, id, 0, p);
+            return true;
         }
+        let (block, padded_block) = w.block();
+        if *step != 1 || start % block != 0 || end % block != 0 || start >= end {
+            return false;
+        }
+        let heads = (end - start) / block;
+        if let Op::Slice { start: s, end: e, .. } = &mut graph.node_mut(id).op {
+            (*s, *e) = (Dim::Static(start / block * padded_block), Dim::Static(end / block * padded_block));
+        }
+        p.dims.insert(d, Width { size: end - start, padded: heads * padded_block, blocks: heads });
         self.set_output(graph, id, 0, p);
         true
     }
@@ -626,7 +915,7 @@ impl Padder {
         if op == ReduceOp::Mean {
             let count: i64 = reduced
                 .iter()
-                .map(|&d| p.dims.get(&d).map_or_else(|| in_ty.dims[d].as_static().unwrap_or(1), |w| w.0))
+                .map(|&d| p.dims.get(&d).map_or_else(|| in_ty.dims[d].as_static().unwrap_or(1), |w| w.size))
                 .product();
             let mean = self.divide_mean(graph, id, count);
             if !padded.dims.is_empty() {
@@ -682,7 +971,12 @@ impl Pass for Pad {
 
     fn run(&self, graph: &mut Graph, cx: &mut PassCx) -> Result<Changed, PassError> {
         let Some(multiple) = self.multiple.filter(|&m| m > 1) else { return Ok(Changed::No) };
-        let order = graph.topo_order().map_err(|_| PassError::Failed { pass: self.name(), reason: "cycle".into() })?;
+        let cycle = |_| PassError::Failed { pass: self.name(), reason: "cycle".into() };
+        // Nodes earlier passes left without users go first (as `dce` would remove them later),
+        // so that no slice or pad is made only for them. The order is taken after: the nodes
+        // this pass adds may reuse the removed nodes' ids, and must not be visited.
+        crate::dce::remove_dead(graph, &graph.topo_order().map_err(cycle)?);
+        let order = graph.topo_order().map_err(cycle)?;
         let mut p = Padder {
             multiple,
             state: BTreeMap::new(),
@@ -780,6 +1074,81 @@ mod tests {
           return user[1] = %16
         }
         "#);
+    }
+
+    /// Attention with two heads of 64: the Q/K/V projection pads each head to 128 in the
+    /// weight, the heads split off padded, both `bmm`s run at 128 and the output projection
+    /// reads the merged heads padded — no `pad` node, one slice (the graph output).
+    #[test]
+    fn attention_heads_are_padded_one_by_one() {
+        use crate::ir::Dim;
+        let mut b = Builder::new("t");
+        let wqkv = b.param("wqkv", "wqkv", f32(&[384, 64]));
+        let wo = b.param("wo", "wo", f32(&[64, 128]));
+        let x = b.input("x", f32(&[16, 64]));
+        let t = b.op("t", Op::Permute { dims: vec![1, 0] }, &[wqkv], f32(&[64, 384]));
+        let qkv = b.op("qkv", Op::Mm, &[x, t], f32(&[16, 384]));
+        let mut heads = Vec::new();
+        for (i, name) in ["q", "k", "v"].into_iter().enumerate() {
+            let (start, end) = (Dim::Static(128 * i as i64), Dim::Static(128 * (i as i64 + 1)));
+            let s = b.op(name, Op::Slice { dim: 1, start, end, step: 1 }, &[qkv], f32(&[16, 128]));
+            let size = [16, 2, 64].map(Dim::Static).to_vec();
+            let v = b.op(&format!("{name}.view"), Op::View { size }, &[s], f32(&[16, 2, 64]));
+            heads.push(b.op(&format!("{name}.heads"), Op::Permute { dims: vec![1, 0, 2] }, &[v], f32(&[2, 16, 64])));
+        }
+        let kt = b.op("kt", Op::Permute { dims: vec![0, 2, 1] }, &[heads[1]], f32(&[2, 64, 16]));
+        let scores = b.op("scores", Op::Bmm, &[heads[0], kt], f32(&[2, 16, 16]));
+        let p = b.op("p", Op::Softmax { dim: -1, log: false, safe: false }, &[scores], f32(&[2, 16, 16]));
+        let o = b.op("o", Op::Bmm, &[p, heads[2]], f32(&[2, 16, 64]));
+        let merged = b.op("merged", Op::Permute { dims: vec![1, 0, 2] }, &[o], f32(&[16, 2, 64]));
+        let flat = b.op("flat", Op::View { size: [16, 128].map(Dim::Static).to_vec() }, &[merged], f32(&[16, 128]));
+        let to = b.op("to", Op::Permute { dims: vec![1, 0] }, &[wo], f32(&[128, 64]));
+        let y = b.op("y", Op::Mm, &[flat, to], f32(&[16, 64]));
+        b.output(y);
+        let mut g = b.finish();
+        let cx = run(&mut g);
+        let text = print(&g);
+        assert!(!text.contains(" pad("), "{text}");
+        assert_eq!(text.matches(" slice(").count(), 4, "the q/k/v splits and the output: {text}");
+        assert!(text.contains("input.derived \"wqkv@pad768x64@blocks6x1\" : f32[768,64]"), "{text}");
+        assert!(text.contains("input.derived \"wo@pad128x256@blocks1x2\" : f32[128,256]"), "{text}");
+        assert!(text.contains("bmm(") && text.contains(": f32[2,16,128]  # o"), "{text}");
+        let roles: Vec<String> = cx
+            .padded
+            .iter()
+            .map(|c| c.dims.iter().map(|d| format!("{}:{}→{}", d.role, d.size, d.padded)).collect::<Vec<_>>().join(","))
+            .collect();
+        assert_eq!(roles, ["n:384→768", "k:64→128", "n:64→128", "k:128→256,n:64→128"]);
+    }
+
+    /// A layer norm on a padded hidden size stays padded: its statistics are taken over the
+    /// 100 true positions (a 0/1 mask on the centred values), its weight and bias are
+    /// zero-padded, and the next matmul contracts the padded dim: the only slice is the output.
+    #[test]
+    fn layer_norm_keeps_the_padding() {
+        let mut b = Builder::new("t");
+        let w1 = b.param("w1", "w1", f32(&[100, 64]));
+        let gamma = b.param("gamma", "gamma", f32(&[100]));
+        let beta = b.param("beta", "beta", f32(&[100]));
+        let w2 = b.param("w2", "w2", f32(&[64, 100]));
+        let x = b.input("x", f32(&[16, 64]));
+        let t1 = b.op("t1", Op::Permute { dims: vec![1, 0] }, &[w1], f32(&[64, 100]));
+        let h = b.op("h", Op::Mm, &[x, t1], f32(&[16, 100]));
+        let ln = Op::LayerNorm { normalized_rank: 1, eps: 1e-5, has_weight: true, has_bias: true };
+        let outs = [f32(&[16, 100]), f32(&[16, 1]), f32(&[16, 1])];
+        let ln = b.graph_mut().add_op(crate::ir::Node::new("ln", ln, outs), &[h, gamma, beta]);
+        let normalized = crate::ir::ValueRef { node: ln, slot: 0 };
+        let t2 = b.op("t2", Op::Permute { dims: vec![1, 0] }, &[w2], f32(&[100, 64]));
+        let y = b.op("y", Op::Mm, &[normalized, t2], f32(&[16, 64]));
+        b.output(y);
+        let mut g = b.finish();
+        let cx = run(&mut g);
+        let text = print(&g);
+        assert!(!text.contains("layer_norm("), "{text}");
+        assert_eq!(text.matches(" slice(").count(), 1, "only the graph output: {text}");
+        assert!(text.contains("lt(") && text.contains(": f32[128]  # gamma@pad128"), "{text}");
+        assert_eq!(text.matches("div(").count(), 2, "mean and variance divide by 100: {text}");
+        assert_eq!(cx.padded.len(), 2, "both matmuls");
     }
 
     /// Softmax is not padding-aware: it reads the true value.

@@ -106,7 +106,7 @@ fn inspect_json_reports_the_dynamic_symbol_and_bounds() {
     assert_eq!((symbol["min"].as_i64(), symbol["max"].as_i64()), (Some(2), Some(512)));
     assert_eq!((symbol["input"].as_str(), symbol["dim"].as_u64()), (Some("input_ids"), Some(1)));
     assert_eq!(report["outputs"][0]["dims"], serde_json::json!([1, sym, 256]));
-    assert_eq!(report["parameters"]["elements"], 106_816);
+    assert_eq!(report["parameters"]["elements"], 180_544);
     assert_eq!(report["ops"]["aten.mm.default"], 15);
     assert_eq!(report["unsupported_ops"], serde_json::json!({}));
 }

@@ -151,7 +151,11 @@ fn attention_and_mlp_projections_fuse() {
     let (fused, unfused) = (emit("fused.mlir", &[]), emit("unfused.mlir", &["--no-fuse-matmuls"]));
     // 2 layers: Q, K, V → 1 and gate, up → 1 saves 3 matmuls per layer.
     assert_eq!(dots(&unfused) - dots(&fused), 6, "{} vs {}", dots(&unfused), dots(&fused));
-    assert!(fused.contains("tensor<64x128xf32>"), "the stacked Q/K/V weight (64 + 32 + 32 rows) is an argument");
+    assert!(
+        fused.contains("tensor<1024x128xf32>"),
+        "the stacked Q/K/V weight is an argument: 256 + 128 + 128 rows (8 heads of 64, each padded to 128) by 64 \
+         columns (the hidden size, padded to 128)"
+    );
 
     let out = tmp.0.join("llama.tpuexe");
     let (code, _, err) = run_cli(&["compile", &model, "-o", &s(&out), "--target", "cpu", "--no-cache", "-q"]);

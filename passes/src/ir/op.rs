@@ -79,8 +79,8 @@ pub enum WeightRecipe {
         /// The stored weights, in order.
         weights: Vec<String>,
     },
-    /// Another recipe's `dims`-shaped value with zeros appended up to `padded` in each dim
-    /// (the `pad` pass). `Cast` stands for a stored weight as it is.
+    /// Another recipe's `dims`-shaped value with zeros appended up to `padded` in each dim, or
+    /// in each block of a dim (the `pad` pass). `Cast` stands for a stored weight as it is.
     Pad {
         /// What is padded.
         source: Box<WeightRecipe>,
@@ -88,6 +88,10 @@ pub enum WeightRecipe {
         dims: Vec<i64>,
         /// The shape after padding.
         padded: Vec<i64>,
+        /// Per dim, how many equal blocks it holds, each padded at its end (1: the dim's end;
+        /// absent: 1 for every dim).
+        #[serde(default)]
+        blocks: Vec<i64>,
     },
     /// `(bias - mean) * s + beta` (bias and beta 0 when absent).
     BnFoldedBias {
