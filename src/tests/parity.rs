@@ -13,6 +13,7 @@ use crate::emit::Precision;
 use crate::import::import;
 use crate::run::{run, RunRequest};
 use crate::target::Target;
+use torchtpu_passes::pad::{PaddedContraction, PaddedDim};
 
 /// A fresh folder under the system temp dir, removed on drop.
 pub struct TempDir(pub PathBuf);
@@ -131,6 +132,23 @@ fn every_model_matches_with_padding_forced_on() {
         // Dims under 64 are left alone (padding would more than double them).
         let wide = ["resnet_mini", "llama_tiny", "llama_tiny_dyn", "gpt2_tiny", "bert_meanpool", "bert_meanpool_2d"];
         assert_eq!(!pad.padded.is_empty(), wide.contains(name), "{name}: {pad:?}");
+        if name.starts_with("llama_tiny") {
+            // Head dim 64 → 128: the fused Q/K/V projection pads its 8 heads one by one, and
+            // Q·Kᵀ contracts the padded head dim (one per layer).
+            let is = |d: &PaddedDim, role: &str, sizes: (i64, i64, Option<i64>)| {
+                d.role == role && (d.size, d.padded, d.blocks) == sizes
+            };
+            let dims = || pad.padded.iter().flat_map(|c| c.dims.iter().map(move |d| (c, d)));
+            assert_eq!(dims().filter(|(_, d)| is(d, "n", (512, 1024, Some(8)))).count(), 2, "{name}: {pad:?}");
+            let head_dim =
+                |(c, d): &(&PaddedContraction, &PaddedDim)| c.node.contains("bmm") && is(d, "k", (64, 128, None));
+            assert_eq!(dims().filter(head_dim).count(), 2, "{name}: {pad:?}");
+        }
+        if *name == "gpt2_tiny" {
+            // Its layer norms keep the padded hidden size: the only slices are the Q/K/V
+            // projection's before it is split into heads of 16 (one per layer).
+            assert!(pad.notes.iter().any(|n| n == "2 slices back to true sizes"), "{name}: {:?}", pad.notes);
+        }
     }
 }
 
