@@ -109,7 +109,7 @@ struct PassFlags {
     /// safe_softmax (softmax and its fully-masked-row guard as one op),
     /// fuse_matmuls (matmuls reading one input become one on stacked weights),
     /// pad (apply --pad-multiple), compute_dtype (apply --compute-dtype), dce (remove unused nodes and weights), precision
-    /// (apply --precision-override).
+    /// (apply --precision-override), sdpa (each attention as one `torchtpu.sdpa` stablehlo.composite).
     /// Default: all.
     #[arg(long, value_name = "LIST", value_parser = parse_passes)]
     passes: Option<PassList>,
@@ -146,6 +146,9 @@ struct PassFlags {
     /// Skip `precision` (overrides are then ignored).
     #[arg(long)]
     no_precision: bool,
+    /// Skip `sdpa` (attention is emitted inline, not as `torchtpu.sdpa` composites).
+    #[arg(long)]
+    no_sdpa: bool,
 }
 
 impl PassFlags {
@@ -164,6 +167,7 @@ impl PassFlags {
             (self.no_compute_dtype, "compute_dtype"),
             (self.no_dce, "dce"),
             (self.no_precision, "precision"),
+            (self.no_sdpa, "sdpa"),
         ];
         for (off, name) in off {
             if off {

@@ -17,6 +17,7 @@ pub mod pad;
 pub mod pass;
 pub mod precision;
 pub mod safe_softmax;
+pub mod sdpa;
 pub mod specialize;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;

@@ -104,6 +104,7 @@ pub const PASSES: &[(&str, &str)] = &[
     ("compute_dtype", "bf16 operands for f32 matmuls/convolutions with --compute-dtype bf16"),
     ("dce", "remove nodes whose values are never used"),
     ("precision", "per-node precision of contractions from --precision-override"),
+    ("sdpa", "each attention (bmm, mask, softmax, bmm) emitted as one `torchtpu.sdpa` stablehlo.composite"),
 ];
 
 /// Settings of the passes.
@@ -144,6 +145,7 @@ impl Pipeline {
             "compute_dtype" => Box::new(crate::compute_dtype::ComputeDtype { dtype: opts.compute_dtype }),
             "dce" => Box::new(crate::dce::Dce),
             "precision" => Box::new(PrecisionPass { overrides: opts.precision_overrides.clone() }),
+            "sdpa" => Box::new(crate::sdpa::Sdpa),
             _ => return None,
         })
     }
@@ -249,11 +251,15 @@ mod tests {
                 "pad",
                 "compute_dtype",
                 "dce",
-                "precision"
+                "precision",
+                "sdpa"
             ]
         );
         let counts: Vec<(usize, usize)> = reports.iter().map(|r| (r.nodes_before, r.nodes_after)).collect();
-        assert_eq!(counts, [(7, 5), (5, 5), (5, 5), (5, 4), (4, 4), (4, 4), (4, 4), (4, 4), (4, 4), (4, 3), (3, 3)]);
+        assert_eq!(
+            counts,
+            [(7, 5), (5, 5), (5, 5), (5, 4), (4, 4), (4, 4), (4, 4), (4, 4), (4, 4), (4, 3), (3, 3), (3, 3)]
+        );
         assert_eq!(reports[0].notes, ["1 removed copies", "1 removed no-op views"]);
         insta::assert_snapshot!(print(&g), @r"
         graph t {

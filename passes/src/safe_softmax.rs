@@ -5,7 +5,9 @@
 //! reducing the whole score tensor: attention is `bmm`, mask add, one softmax, `bmm`.
 //!
 //! Exact: a row's maximum is -inf exactly when every element is -inf (a NaN makes the
-//! maximum NaN, and the guard keeps the NaN too).
+//! maximum NaN, and the guard keeps the NaN too). In a size bucket, `bucket_masks` has masked
+//! the softmax's input with -inf and the guard's with false past the real length, by one
+//! mask: the guard then asks the same of the valid positions, and the rewrite still holds.
 //!
 //! ```text
 //! %s = softmax(%x) {dim=-1}                       %s = softmax(%x) {dim=-1, safe=true}
@@ -57,13 +59,37 @@ fn guarded(graph: &Graph, id: NodeId) -> Option<NodeId> {
     if dims.len() != 1 || norm(dims[0], rank) != norm(dim, rank) {
         return None;
     }
-    let eq = not_any(single_input(graph, any.node)?)?;
+    let mut any_input = single_input(graph, any.node)?;
+    let mut x = x;
+    // A size bucket masks the softmax's input past the real length with -inf and the guard's
+    // with false, by the same mask: the guard then asks whether x is -inf at every valid
+    // position, which is what the masked input's row maximum says.
+    let minus_inf = Scalar::Float(f64::NEG_INFINITY);
+    if let (Some((valid, guard_in)), Some((same, scores))) =
+        (bucket_masked(graph, any_input, Scalar::Bool(false)), bucket_masked(graph, x, minus_inf))
+    {
+        if valid == same {
+            (any_input, x) = (guard_in, scores);
+        }
+    }
+    let eq = not_any(any_input)?;
     let Op::Binary { op: BinaryOp::Eq, lhs: Operand::Tensor, rhs: Operand::Scalar(Scalar::Float(v)), .. } =
         graph.node(eq.node).op
     else {
         return None;
     };
     (v == f64::NEG_INFINITY && single_input(graph, eq.node) == Some(x)).then_some(soft.node)
+}
+
+/// `(valid, v)` when `masked` is `where(valid, v, fill)` (a size bucket's mask).
+fn bucket_masked(graph: &Graph, masked: ValueRef, fill: Scalar) -> Option<(ValueRef, ValueRef)> {
+    let Op::Where { on_true: Operand::Tensor, on_false: Operand::Scalar(f) } = graph.node(masked.node).op else {
+        return None;
+    };
+    match graph.inputs(masked.node)[..] {
+        [valid, v] if f == fill => Some((valid, v)),
+        _ => None,
+    }
 }
 
 impl Pass for SafeSoftmax {
@@ -96,21 +122,29 @@ mod tests {
     use crate::ir::{print, BinaryOp, DType, Op, Operand, ReduceOp, Scalar, TensorType, UnaryOp};
     use crate::pass::{Pass, PassCx};
 
-    #[test]
-    fn the_fully_masked_row_guard_folds_into_the_softmax() {
+    /// `where(not(any(not(eq(x, -inf)))), 0, softmax(x))`, run through the pass and `dce`; with
+    /// `bucket_masked`, the softmax's input and the guard's masked by one `valid` input as
+    /// `bucket_masks` does in a size bucket.
+    fn guarded_softmax(bucket_masked: bool) -> String {
         let f32 = TensorType::new(DType::F32, &[2, 4]);
         let bool_ = |d: &[i64]| TensorType::new(DType::Bool, d);
+        let minf = Scalar::Float(f64::NEG_INFINITY);
         let mut b = Builder::new("t");
         let x = b.input("x", f32.clone());
-        let s = b.op("s", Op::Softmax { dim: -1, log: false, safe: false }, &[x], f32.clone());
-        let minf = Operand::Scalar(Scalar::Float(f64::NEG_INFINITY));
-        let eq = b.op(
-            "eq",
-            Op::Binary { op: BinaryOp::Eq, lhs: Operand::Tensor, rhs: minf, alpha: None },
-            &[x],
-            bool_(&[2, 4]),
-        );
+        let valid = bucket_masked.then(|| b.input("valid", bool_(&[2, 4])));
+        let mask = |b: &mut Builder, name: &str, fill, v, ty: TensorType| match valid {
+            Some(valid) => {
+                let op = Op::Where { on_true: Operand::Tensor, on_false: Operand::Scalar(fill) };
+                b.op(name, op, &[valid, v], ty)
+            }
+            None => v,
+        };
+        let scores = mask(&mut b, "masked", minf, x, f32.clone());
+        let s = b.op("s", Op::Softmax { dim: -1, log: false, safe: false }, &[scores], f32.clone());
+        let eq = Op::Binary { op: BinaryOp::Eq, lhs: Operand::Tensor, rhs: Operand::Scalar(minf), alpha: None };
+        let eq = b.op("eq", eq, &[x], bool_(&[2, 4]));
         let n = b.op("n", Op::Unary(UnaryOp::LogicalNot), &[eq], bool_(&[2, 4]));
+        let n = mask(&mut b, "n_masked", Scalar::Bool(false), n, bool_(&[2, 4]));
         let any = Op::Reduce { op: ReduceOp::Any, dims: vec![-1], keepdim: true, dtype: None };
         let a = b.op("a", any, &[n], bool_(&[2, 1]));
         let m = b.op("m", Op::Unary(UnaryOp::LogicalNot), &[a], bool_(&[2, 1]));
@@ -122,12 +156,24 @@ mod tests {
         SafeSoftmax.run(&mut g, &mut cx).expect("runs");
         Dce.run(&mut g, &mut cx).expect("runs");
         crate::verify(&g).expect("verifies");
-        insta::assert_snapshot!(print(&g), @r"
+        print(&g)
+    }
+
+    #[test]
+    fn the_fully_masked_row_guard_folds_into_the_softmax() {
+        insta::assert_snapshot!(guarded_softmax(false), @r"
         graph t {
           %0 = input.user #0 : f32[2,4]  # x
           %1 = softmax(%0) {dim=-1, log=false, safe=true} : f32[2,4]  # s
           return user[0] = %1
         }
         ");
+    }
+
+    /// In a size bucket both the softmax's input and the guard's are masked by one `valid`.
+    #[test]
+    fn the_guard_of_a_bucket_masked_softmax_folds_too() {
+        let text = guarded_softmax(true);
+        assert!(text.contains("safe=true") && !text.contains("reduce_any"), "{text}");
     }
 }

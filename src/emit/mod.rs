@@ -9,6 +9,7 @@
 
 mod bag;
 mod builder;
+mod composite;
 mod distance;
 mod elementwise;
 mod fft;
@@ -117,7 +118,8 @@ pub fn emit(graph: &Graph, opts: &EmitOptions) -> Result<Emitted, EmitError> {
         .collect::<Result<Vec<_>, _>>()
         .map_err(EmitError::Internal)?;
     let block = Block::new(&arg_types);
-    let result_types = emit_body(&ctx, &block, graph, &order, opts)?;
+    let mut decompositions = Vec::new();
+    let result_types = emit_body(&ctx, &block, graph, &order, opts, &mut decompositions)?;
 
     let region = Region::new();
     region.append_block(block);
@@ -135,6 +137,9 @@ pub fn emit(graph: &Graph, opts: &EmitOptions) -> Result<Emitted, EmitError> {
         .build()
         .map_err(|e| EmitError::Internal(e.to_string()))?;
     module.body().append_operation(func);
+    for f in decompositions {
+        module.body().append_operation(f);
+    }
     if !module.as_operation().verify() {
         return Err(EmitError::Internal("the module does not verify".into()));
     }
@@ -154,13 +159,18 @@ fn mlir_type<'c>(ctx: &'c Context, ty: &TensorType) -> Result<melior::ir::Type<'
 }
 
 /// Lowers every node into `block` and appends the `func.return`; returns the result types.
+/// Each composite group becomes one `stablehlo.composite`, its decomposition function pushed
+/// to `decompositions`.
 fn emit_body<'c>(
     ctx: &'c Context,
     block: &Block<'c>,
     graph: &Graph,
     order: &[NodeId],
     opts: &EmitOptions,
+    decompositions: &mut Vec<melior::ir::operation::Operation<'c>>,
 ) -> Result<Vec<String>, EmitError> {
+    let groups = composite::groups(graph, order);
+    let inner: std::collections::BTreeSet<NodeId> = groups.values().flat_map(|g| g.inner().to_vec()).collect();
     let mut values: BTreeMap<ValueRef, Value<'c, '_>> = BTreeMap::new();
     for (i, &id) in graph.graph_inputs().iter().enumerate() {
         let arg = block.argument(i).map_err(|e| EmitError::Internal(e.to_string()))?;
@@ -171,10 +181,11 @@ fn emit_body<'c>(
     let mut rng_state = None;
     for &id in order {
         let node = graph.node(id);
-        if matches!(node.op, Op::Input(_)) {
+        if matches!(node.op, Op::Input(_)) || inner.contains(&id) {
             continue;
         }
-        let ins = graph.inputs(id);
+        let group = groups.get(&id);
+        let ins = group.map_or_else(|| graph.inputs(id), |g| g.operands.clone());
         if let Some(missing) = ins.iter().find(|v| !values.contains_key(v)) {
             // A node fed by a failed node is skipped: only root causes are reported, and every
             // op without a lowering is one.
@@ -193,7 +204,12 @@ fn emit_body<'c>(
         let args: Vec<Arg> =
             ins.iter().map(|v| Arg { v: values[v], ty: &graph.node(v.node).outputs[usize::from(v.slot)] }).collect();
         let b = Builder { ctx, block, loc: node_location(ctx, node) };
-        let lowered = if node.op.is_random() {
+        let lowered = if let Some(g) = group {
+            composite::emit(&b, graph, g, &args, opts).map(|(values, decomposition)| {
+                decompositions.push(decomposition);
+                values
+            })
+        } else if node.op.is_random() {
             // The first random op starts from the seed argument (its last input); each later
             // one from the state the previous one left.
             let state = rng_state.unwrap_or(args[args.len() - 1].v);

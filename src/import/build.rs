@@ -244,10 +244,9 @@ impl Builder<'_> {
         let (output_names, types) = self.outputs_of(node).map_err(&fail)?;
         let mut origin = origin.clone();
         origin.output_names.clone_from(&output_names);
-        let id = self.graph.add_op(
-            Node { name: name.clone(), op, outputs: types.into(), origin, precision: None, symbolic: None },
-            &inputs,
-        );
+        let mut node = Node::new(name.clone(), op, types);
+        node.origin = origin;
+        let id = self.graph.add_op(node, &inputs);
         for (slot, out) in output_names.into_iter().enumerate().filter(|(_, n)| !n.is_empty()) {
             if self.values.insert(out.clone(), ValueRef { node: id, slot: slot as u16 }).is_some() {
                 return Err(fail(format!("output `{out}` is also produced by another node or input")));

@@ -24,8 +24,10 @@ fn stablehlo_snapshots() {
 }
 
 /// The tiny Llama with no passes, then with every pass and padding to 128 (what a TPU compile
-/// gets by default): one fused Q/K/V matmul per layer, the hidden size padded 64 → 128 from the
-/// embedding to the last norm, the mean of each RMSNorm dividing by 64.
+/// gets by default): one fused Q/K/V matmul per layer, its 8 heads of 64 padded to 128 one by
+/// one, the hidden size padded 64 → 128 from the embedding to the last norm, the mean of each
+/// RMSNorm dividing by 64, and each attention one `torchtpu.sdpa` composite (`bmm` on the two
+/// shared K/V heads, mask add, safe softmax, `bmm`) on 128-wide heads.
 #[test]
 fn llama_before_and_after_passes() {
     let _guard = settings("mlir").bind_to_scope();
@@ -40,6 +42,7 @@ fn llama_before_and_after_passes() {
     padded.pass_options.pad_multiple = Some(128);
     let after = lower_with(&padded);
     assert!(after.contains("tensor<256x128xf32>") && !before.contains("tensor<256x128xf32>"), "{after}");
+    assert!(after.contains("(tensor<2x32x128xf32>, tensor<2x128x16xf32>) -> tensor<2x32x16xf32>"), "Q·Kᵀ at 128");
     insta::assert_snapshot!("llama_tiny_before_passes", before);
     insta::assert_snapshot!("llama_tiny_after_passes_pad128", after);
 }

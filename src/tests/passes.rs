@@ -36,7 +36,7 @@ fn pass_names(summary: &Value) -> Vec<String> {
 }
 
 /// The pipeline, in order (written out so that a reordering shows up here).
-const EVERY_PASS: [&str; 11] = [
+const EVERY_PASS: [&str; 12] = [
     "canonicalize",
     "fold_constants",
     "fold_batch_norm",
@@ -48,6 +48,7 @@ const EVERY_PASS: [&str; 11] = [
     "compute_dtype",
     "dce",
     "precision",
+    "sdpa",
 ];
 
 #[test]
@@ -164,6 +165,34 @@ fn attention_and_mlp_projections_fuse() {
     let fuse = m.buckets[0].passes.iter().find(|p| p.pass == "fuse_matmuls").expect("ran");
     assert_eq!(fuse.notes, ["10 matmuls fused into wider ones on stacked weights"]);
     assert_eq!(m.weights.order.iter().filter(|w| w.starts_with("fused:")).count(), 4, "{:?}", m.weights.order);
+}
+
+/// Each attention of the tiny Llama (2 layers) is one `stablehlo.composite "torchtpu.sdpa"`
+/// whose decomposition holds `Q·Kᵀ`, the mask add, one safe softmax and `P·V`; `--no-sdpa`
+/// emits the same ops inline. XLA inlines the composite: the parity tests run it.
+#[test]
+fn attention_is_one_sdpa_composite() {
+    let tmp = TempDir::new("sdpa");
+    let model = s(&testdata().join("models/llama_tiny.pt2"));
+    let emit = |name: &str, extra: &[&str]| emit_stablehlo(&model, &tmp.0.join(name), extra);
+    let (with, without) = (emit("with.mlir", &[]), emit("without.mlir", &["--no-sdpa"]));
+    let count = |text: &str, what: &str| text.matches(what).count();
+    assert_eq!(count(&with, "\"stablehlo.composite\""), 2, "{with}");
+    assert_eq!(count(&with, "name = \"torchtpu.sdpa\""), 2);
+    assert_eq!(count(&without, "\"stablehlo.composite\""), 0);
+    for layer in 0..2 {
+        let symbol = format!("sym_name = \"torchtpu.sdpa.{layer}\", sym_visibility = \"private\"");
+        let at = with.find(&symbol).unwrap_or_else(|| panic!("{symbol} in {with}"));
+        let body = &with[at..];
+        let body = &body[..body[1..].find("\"func.func\"").map_or(body.len(), |e| e + 1)];
+        assert_eq!(count(body, "stablehlo.dot_general"), 2, "{body}");
+        assert_eq!(count(body, "stablehlo.exponential"), 1, "{body}");
+        assert_eq!(count(body, "\"stablehlo.select\""), 1, "the safe softmax's row guard: {body}");
+    }
+    // The same ops, moved: as many matmuls and exponentials in all.
+    for op in ["stablehlo.dot_general", "stablehlo.exponential"] {
+        assert_eq!(count(&with, op), count(&without, op), "{op}");
+    }
 }
 
 /// Stated tolerance of `--compute-dtype bf16` against f32 PyTorch: bf16 keeps 8 significant

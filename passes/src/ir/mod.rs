@@ -9,7 +9,7 @@ mod sym;
 mod types;
 
 pub use graph::{Graph, GraphOutput, OutputKind};
-pub use node::{Edge, Node, NodeId, Origin, Symbolic, ValueRef};
+pub use node::{Composite, Edge, Node, NodeId, Origin, Symbolic, ValueRef};
 pub use op::{
     ArgReduceOp, BagMode, BinaryOp, GridPadding, InputKind, Interpolation, Op, Operand, ReduceOp, ScatterReduce,
     UnaryOp, WeightRecipe,

@@ -69,6 +69,19 @@ pub struct Node {
     /// The op and output types before `specialize` gave the symbolic sizes values (only for
     /// nodes that had some): what `bucket_masks` reads to know which dims are dynamic.
     pub symbolic: Option<Box<Symbolic>>,
+    /// The group this node belongs to, which the emitter wraps into one `stablehlo.composite`
+    /// (set by the `sdpa` pass).
+    pub composite: Option<Composite>,
+}
+
+/// One instance of a composite: nodes that carry the same `Composite` are emitted as one
+/// `stablehlo.composite` named `name`, whose decomposition function holds their ops.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Composite {
+    /// The composite's name, e.g. `torchtpu.sdpa`.
+    pub name: &'static str,
+    /// Which instance in the graph (0, 1, … in topological order).
+    pub instance: u32,
 }
 
 /// A node as it was before specialization.
@@ -90,6 +103,7 @@ impl Node {
             origin: Origin::default(),
             precision: None,
             symbolic: None,
+            composite: None,
         }
     }
 }

@@ -63,6 +63,9 @@ fn print_node(out: &mut String, graph: &Graph, id: NodeId, value: &dyn Fn(&Value
             if let Some(p) = node.precision {
                 attrs.push(format!("precision={}", p.name()));
             }
+            if let Some(c) = node.composite {
+                attrs.push(format!("composite={}#{}", c.name, c.instance));
+            }
             if !attrs.is_empty() {
                 let _ = write!(out, " {{{}}}", attrs.join(", "));
             }

@@ -1,0 +1,158 @@
+//! `sdpa`: marks each attention — `bmm(Q, Kᵀ)`, the ops between it and the softmax (views,
+//! scale, mask add, bucket masks), the softmax, the ops after it (views, masks, conversions)
+//! and `bmm(P, V)` — as one instance of the composite `torchtpu.sdpa`. The emitter wraps the
+//! marked nodes into one `stablehlo.composite "torchtpu.sdpa"` whose decomposition function
+//! holds exactly these ops: XLA inlines it, and a backend with a fused attention kernel can
+//! match it by name. Runs last, on the graph the emitter sees; the values are unchanged.
+//!
+//! Only a chain whose inner values have no other user is marked, so the composite's one
+//! result is the only value that leaves it; its operands are whatever the chain reads from
+//! outside (Q, Kᵀ, the mask, V, …), in order of first use.
+//!
+//! ```text
+//! %s = bmm(%q, %kt)                          %s = bmm(%q, %kt) {composite=torchtpu.sdpa#0}
+//! %m = add(%s, %mask)                        %m = add(%s, %mask) {composite=torchtpu.sdpa#0}
+//! %p = softmax(%m) {dim=-1, safe=true}   →   %p = softmax(%m) {…, composite=torchtpu.sdpa#0}
+//! %o = bmm(%p, %v)                           %o = bmm(%p, %v) {composite=torchtpu.sdpa#0}
+//! ```
+
+use crate::ir::{Composite, Graph, NodeId, Op, Operand};
+use crate::pass::{Changed, Pass, PassCx, PassError};
+
+/// See the module docs.
+pub struct Sdpa;
+
+/// The composite's name in the emitted StableHLO.
+pub const SDPA: &str = "torchtpu.sdpa";
+
+/// How many ops a chain may have between a `bmm` and the softmax, on either side.
+const MAX_CHAIN: usize = 8;
+
+/// The operand slot through which a chain op passes the attention scores on, if `op` may sit
+/// in the chain: views, conversions, element-wise arithmetic (scale, mask add: slot 0) and
+/// `where` selecting between the scores and a constant (bucket masks: slot 1).
+fn chain_slot(op: &Op) -> Option<u16> {
+    match op {
+        Op::View { .. } | Op::Convert | Op::Copy | Op::Binary { .. } => Some(0),
+        Op::Where { on_true: Operand::Tensor, on_false: Operand::Scalar(_) }
+        | Op::Where { on_true: Operand::Scalar(_), on_false: Operand::Tensor } => Some(1),
+        _ => None,
+    }
+}
+
+/// The single consumer of `id`'s single output, when it is not also a graph output.
+fn only_user(graph: &Graph, id: NodeId) -> Option<(NodeId, u16)> {
+    match graph.users(id)[..] {
+        [(user, slot, 0)] if graph.node(id).outputs.len() == 1 && !graph.is_output(id) => Some((user, slot)),
+        _ => None,
+    }
+}
+
+/// The attention around softmax node `softmax`, in topological order, when it is one.
+fn attention(graph: &Graph, softmax: NodeId) -> Option<Vec<NodeId>> {
+    let mut before = Vec::new();
+    let mut cur = softmax;
+    let first = loop {
+        let slot = if cur == softmax { 0 } else { chain_slot(&graph.node(cur).op)? };
+        let prev = graph.inputs(cur).get(usize::from(slot))?.node;
+        if only_user(graph, prev).map(|(u, _)| u) != Some(cur) || before.len() > MAX_CHAIN {
+            return None;
+        }
+        if graph.node(prev).op == Op::Bmm {
+            break prev;
+        }
+        chain_slot(&graph.node(prev).op)?;
+        before.push(prev);
+        cur = prev;
+    };
+    let mut after = Vec::new();
+    cur = softmax;
+    let last = loop {
+        let (next, slot) = only_user(graph, cur)?;
+        let op = &graph.node(next).op;
+        if *op == Op::Bmm && slot == 0 {
+            break next;
+        }
+        if chain_slot(op) != Some(slot) || after.len() > MAX_CHAIN {
+            return None;
+        }
+        after.push(next);
+        cur = next;
+    };
+    let mut nodes = vec![first];
+    nodes.extend(before.into_iter().rev());
+    nodes.push(softmax);
+    nodes.extend(after);
+    nodes.push(last);
+    Some(nodes)
+}
+
+impl Pass for Sdpa {
+    fn name(&self) -> &'static str {
+        "sdpa"
+    }
+
+    fn run(&self, graph: &mut Graph, cx: &mut PassCx) -> Result<Changed, PassError> {
+        let order = graph.topo_order().map_err(|_| PassError::Failed { pass: self.name(), reason: "cycle".into() })?;
+        let mut instance = 0;
+        for id in order {
+            let node = graph.node(id);
+            if !matches!(node.op, Op::Softmax { log: false, .. }) || node.composite.is_some() {
+                continue;
+            }
+            let Some(nodes) = attention(graph, id) else { continue };
+            for n in nodes {
+                graph.node_mut(n).composite = Some(Composite { name: SDPA, instance });
+            }
+            instance += 1;
+        }
+        cx.note(instance as usize, &format!("attentions marked as `{SDPA}` composites"));
+        Ok(if instance > 0 { Changed::Yes } else { Changed::No })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Sdpa;
+    use crate::ir::builder::Builder;
+    use crate::ir::{print, BinaryOp, DType, Op, Operand, TensorType};
+    use crate::pass::{Pass, PassCx};
+
+    fn f32(dims: &[i64]) -> TensorType {
+        TensorType::new(DType::F32, dims)
+    }
+
+    fn attention(exposed: bool) -> String {
+        let mut b = Builder::new("t");
+        let q = b.input("q", f32(&[2, 16, 8]));
+        let kt = b.input("kt", f32(&[2, 8, 16]));
+        let mask = b.input("mask", f32(&[2, 16, 16]));
+        let v = b.input("v", f32(&[2, 16, 8]));
+        let s = b.op("s", Op::Bmm, &[q, kt], f32(&[2, 16, 16]));
+        let add = Op::Binary { op: BinaryOp::Add, lhs: Operand::Tensor, rhs: Operand::Tensor, alpha: None };
+        let m = b.op("m", add, &[s, mask], f32(&[2, 16, 16]));
+        let p = b.op("p", Op::Softmax { dim: -1, log: false, safe: true }, &[m], f32(&[2, 16, 16]));
+        let o = b.op("o", Op::Bmm, &[p, v], f32(&[2, 16, 8]));
+        b.output(o);
+        if exposed {
+            b.output(p);
+        }
+        let mut g = b.finish();
+        let mut cx = PassCx::default();
+        Sdpa.run(&mut g, &mut cx).expect("runs");
+        print(&g)
+    }
+
+    #[test]
+    fn marks_bmm_mask_softmax_bmm() {
+        let text = attention(false);
+        assert_eq!(text.matches("composite=torchtpu.sdpa#0").count(), 4, "{text}");
+    }
+
+    /// Attention weights that are also returned leave the chain: nothing is marked.
+    #[test]
+    fn leaves_attention_whose_weights_are_used_elsewhere() {
+        let text = attention(true);
+        assert!(!text.contains("composite="), "{text}");
+    }
+}

@@ -1,0 +1,152 @@
+//! Composites: the nodes a pass marked as one group (`Node::composite`, e.g. each attention
+//! marked by `sdpa`) are emitted as one `stablehlo.composite` whose `decomposition` is a
+//! private function holding their ops, lowered exactly as they would be inline:
+//!
+//! ```text
+//! %o = "stablehlo.composite"(%q, %kt, %mask, %v) {name = "torchtpu.sdpa",
+//!        composite_attributes = {}, decomposition = @torchtpu.sdpa.0, version = 0 : i32}
+//! "func.func"() <{sym_name = "torchtpu.sdpa.0", sym_visibility = "private", …}> ({ … })
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use melior::ir::block::BlockLike;
+use melior::ir::operation::{Operation, OperationBuilder};
+use melior::ir::{Block, Identifier, Location, Region, RegionLike, Value};
+use melior::Context;
+use torchtpu_passes::ir::{Composite, Graph, NodeId, ValueRef};
+
+use super::builder::{static_dims, Builder, LowerResult};
+use super::{lower_node, mlir_type, node_location, type_text, Arg, EmitOptions};
+
+/// A marked group that can be outlined: its nodes in topological order (the last one, the
+/// root, gives the composite's result) and the values it reads from outside, in order of
+/// first use (the composite's operands).
+pub(super) struct Group {
+    composite: Composite,
+    pub nodes: Vec<NodeId>,
+    pub operands: Vec<ValueRef>,
+}
+
+impl Group {
+    fn root(&self) -> NodeId {
+        self.nodes[self.nodes.len() - 1]
+    }
+
+    /// The nodes emitted inside the decomposition only.
+    pub fn inner(&self) -> &[NodeId] {
+        &self.nodes[..self.nodes.len() - 1]
+    }
+
+    /// The decomposition function's name, e.g. `torchtpu.sdpa.0`.
+    fn symbol(&self) -> String {
+        format!("{}.{}", self.composite.name, self.composite.instance)
+    }
+}
+
+/// The groups of `graph` by root. A group whose inner values are read outside it, or whose
+/// root has several outputs, is left out: its nodes are emitted one by one.
+pub(super) fn groups(graph: &Graph, order: &[NodeId]) -> BTreeMap<NodeId, Group> {
+    let mut marked: BTreeMap<Composite, Vec<NodeId>> = BTreeMap::new();
+    for &id in order {
+        if let Some(c) = graph.node(id).composite {
+            marked.entry(c).or_default().push(id);
+        }
+    }
+    marked
+        .into_iter()
+        .filter_map(|(composite, nodes)| {
+            let members: BTreeSet<NodeId> = nodes.iter().copied().collect();
+            let (&root, inner) = nodes.split_last()?;
+            let sealed = inner
+                .iter()
+                .all(|&n| !graph.is_output(n) && graph.users(n).iter().all(|(u, _, _)| members.contains(u)));
+            if !sealed || graph.node(root).outputs.len() != 1 {
+                return None;
+            }
+            let mut operands = Vec::new();
+            for &n in &nodes {
+                for v in graph.inputs(n) {
+                    if !members.contains(&v.node) && !operands.contains(&v) {
+                        operands.push(v);
+                    }
+                }
+            }
+            Some((root, Group { composite, nodes, operands }))
+        })
+        .collect()
+}
+
+/// Emits `group` as a `stablehlo.composite` on `args` (its operands' values); returns the
+/// composite's result and the decomposition function to add to the module.
+pub(super) fn emit<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    graph: &Graph,
+    group: &Group,
+    args: &[Arg<'c, 'b, '_>],
+    opts: &EmitOptions,
+) -> LowerResult<(Vec<Value<'c, 'b>>, Operation<'c>)> {
+    let ctx = b.ctx;
+    let unknown = Location::unknown(ctx);
+    let arg_types = args.iter().map(|a| mlir_type(ctx, a.ty).map(|t| (t, unknown))).collect::<Result<Vec<_>, _>>()?;
+    let out_ty = &graph.node(group.root()).outputs[0];
+    let block = Block::new(&arg_types);
+    lower_into(ctx, &block, graph, group, opts)?;
+    let region = Region::new();
+    region.append_block(block);
+    let arg_text: Vec<String> = args.iter().map(|a| type_text(a.ty)).collect::<Result<_, _>>()?;
+    let fn_type = format!("({}) -> {}", arg_text.join(", "), type_text(out_ty)?);
+    let symbol = group.symbol();
+    let func = OperationBuilder::new("func.func", unknown)
+        .add_attributes(&[
+            (Identifier::new(ctx, "sym_name"), b.attr(&format!("\"{symbol}\""))?),
+            (Identifier::new(ctx, "sym_visibility"), b.attr("\"private\"")?),
+            (Identifier::new(ctx, "function_type"), b.attr(&fn_type)?),
+        ])
+        .add_regions([region])
+        .build()
+        .map_err(|e| format!("internal: cannot build `{symbol}`: {e}"))?;
+    let attrs = [
+        ("name", format!("\"{}\"", group.composite.name)),
+        ("composite_attributes", "{}".to_string()),
+        ("decomposition", format!("@{symbol}")),
+        ("version", "0 : i32".to_string()),
+    ];
+    let operands: Vec<Value<'c, 'b>> = args.iter().map(|a| a.v).collect();
+    let result = b.op("stablehlo.composite", &operands, &static_dims(out_ty)?, out_ty.dtype, &attrs)?;
+    Ok((vec![result], func))
+}
+
+/// Lowers the group's nodes into `block` (whose arguments are the operands), returning the
+/// root's value.
+fn lower_into<'c>(
+    ctx: &'c Context,
+    block: &Block<'c>,
+    graph: &Graph,
+    group: &Group,
+    opts: &EmitOptions,
+) -> LowerResult<()> {
+    let mut values = BTreeMap::new();
+    for (i, &v) in group.operands.iter().enumerate() {
+        values.insert(v, Value::from(block.argument(i).map_err(|e| format!("internal: {e}"))?));
+    }
+    for &id in &group.nodes {
+        let node = graph.node(id);
+        let args: Vec<Arg> = graph
+            .inputs(id)
+            .iter()
+            .map(|v| Arg { v: values[v], ty: &graph.node(v.node).outputs[usize::from(v.slot)] })
+            .collect();
+        let b = Builder { ctx, block, loc: node_location(ctx, node) };
+        let outs = lower_node(&b, node, &args, opts).map_err(|e| format!("node `{}`: {e}", node.name))?;
+        for (slot, v) in outs.into_iter().enumerate() {
+            values.insert(ValueRef { node: id, slot: slot as u16 }, v);
+        }
+    }
+    let ret = OperationBuilder::new("func.return", Location::unknown(ctx))
+        .add_operands(&[values[&ValueRef { node: group.root(), slot: 0 }]])
+        .build()
+        .map_err(|e| format!("internal: {e}"))?;
+    block.append_operation(ret);
+    Ok(())
+}
