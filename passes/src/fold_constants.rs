@@ -4,6 +4,10 @@
 //! selected by `where` (scalar operands instead) — so that the program neither computes
 //! nor reads what it does not need.
 //!
+//! Then a node whose inputs are all small constants is evaluated ([`crate::const_eval`]:
+//! integer and boolean arithmetic, data movement and selects, exact) into an `Op::Literal` —
+//! e.g. Llama's position ids and causal mask become two literals instead of ~60 ops.
+//!
 //! Every rewrite is exact: float `x + 0.0` is kept (it turns `-0.0` into `0.0`), and a rewrite
 //! applies only when the kept operand already has the node's output type (no broadcast, no
 //! type promotion hidden in the identity).
@@ -14,6 +18,7 @@
 //! %5 = full_like(%4) {value=0} : f32[1,4,16,16]  →   %5 = full() {size=[1, 4, 16, 16], value=0} : f32[1,4,16,16]
 //! ```
 
+use crate::const_eval;
 use crate::ir::{BinaryOp, DType, Dim, Graph, NodeId, Op, Operand, Scalar, ValueRef};
 use crate::pass::{Changed, Pass, PassCx, PassError};
 
@@ -119,6 +124,16 @@ fn inline_scalars(graph: &Graph, id: NodeId) -> Option<(Op, Vec<ValueRef>)> {
     (kept.len() < ins.len()).then_some((Op::Where { on_true: t, on_false: f }, kept))
 }
 
+/// The values of node `id` when it computes from constants only (see [`crate::const_eval`]).
+fn evaluated(graph: &Graph, id: NodeId) -> Option<Vec<Scalar>> {
+    let ins = graph.inputs(id);
+    if ins.is_empty() || graph.node(id).outputs.len() != 1 {
+        return None;
+    }
+    let constants: Vec<_> = ins.iter().map(|&v| const_eval::constant(graph, v)).collect::<Option<_>>()?;
+    const_eval::evaluate(graph, id, &constants)
+}
+
 /// `value` as an element of `dtype`, when that conversion is exact and unambiguous.
 fn converted(value: Scalar, dtype: DType) -> Option<Scalar> {
     match (value, dtype) {
@@ -139,13 +154,15 @@ impl Pass for FoldConstants {
 
     fn run(&self, graph: &mut Graph, cx: &mut PassCx) -> Result<Changed, PassError> {
         let order = graph.topo_order().map_err(|_| PassError::Failed { pass: self.name(), reason: "cycle".into() })?;
-        let (mut identities, mut fulls, mut scalars) = (0, 0, 0);
+        let (mut identities, mut fulls, mut scalars, mut literals) = (0, 0, 0, 0);
         for id in order {
             if let Some(kept) = identity_of(graph, id) {
                 graph.replace_uses(ValueRef { node: id, slot: 0 }, kept);
                 graph.remove_node(id);
                 identities += 1;
-            } else if let Some(full) = as_full(graph, id) {
+                continue;
+            }
+            if let Some(full) = as_full(graph, id) {
                 graph.detach_inputs(id);
                 graph.node_mut(id).op = full;
                 fulls += 1;
@@ -157,11 +174,18 @@ impl Pass for FoldConstants {
                 graph.node_mut(id).op = op;
                 scalars += 1;
             }
+            // Also after a rewrite above: `where(c, full, full)` is first given scalar operands.
+            if let Some(values) = evaluated(graph, id) {
+                graph.detach_inputs(id);
+                graph.node_mut(id).op = Op::Literal { values };
+                literals += 1;
+            }
         }
         cx.note(identities, "identities removed (x*1, x-0, and with all-true, …)");
         cx.note(fulls, "constants made plain `full`s");
         cx.note(scalars, "selects of constants given scalar operands");
-        Ok(if identities + fulls + scalars > 0 { Changed::Yes } else { Changed::No })
+        cx.note(literals, "ops on constants evaluated into literals");
+        Ok(if identities + fulls + scalars + literals > 0 { Changed::Yes } else { Changed::No })
     }
 }
 
@@ -239,5 +263,59 @@ mod tests {
 
     fn bool_ty() -> TensorType {
         TensorType::new(DType::Bool, &[4])
+    }
+
+    fn fold(b: Builder) -> String {
+        let mut g = b.finish();
+        FoldConstants.run(&mut g, &mut PassCx::default()).expect("runs");
+        crate::verify(&g).expect("verifies");
+        print(&g)
+    }
+
+    /// A causal mask from `arange`: compare, select between 0 and -inf — one literal.
+    #[test]
+    fn a_causal_mask_becomes_a_literal() {
+        let ty = |d: DType, dims: &[i64]| TensorType::new(d, dims);
+        let mut b = Builder::new("t");
+        let arange = Op::Arange { start: Scalar::Int(0), end: Scalar::Int(3), step: Scalar::Int(1) };
+        let r = b.op("r", arange, &[], ty(DType::I64, &[3]));
+        let rows = b.op("rows", Op::Unsqueeze { dim: 1 }, &[r], ty(DType::I64, &[3, 1]));
+        let le = Op::Binary { op: BinaryOp::Le, lhs: Operand::Tensor, rhs: Operand::Tensor, alpha: None };
+        let mask = b.op("mask", le, &[r, rows], ty(DType::Bool, &[3, 3]));
+        let select = Op::Where {
+            on_true: Operand::Scalar(Scalar::Float(0.0)),
+            on_false: Operand::Scalar(Scalar::Float(f64::NEG_INFINITY)),
+        };
+        let m = b.op("m", select, &[mask], ty(DType::F32, &[3, 3]));
+        b.output(m);
+        let text = fold(b);
+        assert!(
+            text.contains("%3 = literal() {values=[0.0, -inf, -inf, 0.0, 0.0, -inf, 0.0, 0.0, 0.0]} : f32[3,3]  # m"),
+            "{text}"
+        );
+    }
+
+    /// Float arithmetic is not evaluated (f64 on the host would round unlike f32 on the
+    /// device); an integer overflow refuses; advanced indexing wraps negative indices.
+    #[test]
+    fn only_exact_evaluations_fold() {
+        let ty = |d: DType, dims: &[i64]| TensorType::new(d, dims);
+        let mut b = Builder::new("t");
+        let arange = Op::Arange { start: Scalar::Int(0), end: Scalar::Int(4), step: Scalar::Int(1) };
+        let r = b.op("r", arange, &[], ty(DType::I64, &[4]));
+        let f = b.op("f", Op::Convert, &[r], ty(DType::F32, &[4]));
+        let half = b.op("half", bin(BinaryOp::Mul, Operand::Scalar(Scalar::Float(0.5))), &[f], ty(DType::F32, &[4]));
+        let max = b.op("max", Op::Full { size: vec![], value: Scalar::Int(i64::MAX) }, &[], ty(DType::I64, &[]));
+        let over = b.op("over", bin(BinaryOp::Add, Operand::Scalar(Scalar::Int(1))), &[max], ty(DType::I64, &[]));
+        let idx = Op::Literal { values: vec![Scalar::Int(-1), Scalar::Int(1)] };
+        let idx = b.op("idx", idx, &[], ty(DType::I64, &[2]));
+        let picked = b.op("picked", Op::Index { present: vec![true] }, &[r, idx], ty(DType::I64, &[2]));
+        for v in [half, over, picked] {
+            b.output(v);
+        }
+        let text = fold(b);
+        assert!(text.contains("literal() {values=[0.0, 1.0, 2.0, 3.0]} : f32[4]  # f"), "{text}");
+        assert!(text.contains("mul(") && text.contains("add("), "{text}");
+        assert!(text.contains("literal() {values=[3, 1]} : i64[2]  # picked"), "{text}");
     }
 }

@@ -6,6 +6,7 @@
 pub mod bucket;
 pub mod canonicalize;
 pub mod compute_dtype;
+pub mod const_eval;
 pub mod cse;
 pub mod dce;
 pub mod fold_bn;

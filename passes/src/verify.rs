@@ -131,7 +131,7 @@ fn arity(op: &Op) -> (Option<usize>, Option<usize>) {
     let flag = usize::from;
     let (inputs, outputs) = match op {
         Op::Input(_) | Op::Arange { .. } | Op::ArangeSym { .. } | Op::Full { .. } => (0, 1),
-        Op::ScalarTensor { .. } | Op::SymInt { .. } => (0, 1),
+        Op::ScalarTensor { .. } | Op::SymInt { .. } | Op::Literal { .. } => (0, 1),
         Op::Unary(_) | Op::Clamp { .. } | Op::Softmax { .. } | Op::Reduce { .. } => (1, 1),
         Op::Elu { .. } | Op::LeakyRelu { .. } | Op::Var { .. } | Op::Select { .. } | Op::Diagonal { .. } => (1, 1),
         Op::Flip { .. } | Op::Repeat { .. } | Op::Pad { .. } | Op::PadMode { .. } => (1, 1),
@@ -305,6 +305,14 @@ fn check_shapes(op: &Op, inputs: &[&TensorType], outputs: &[TensorType]) -> Resu
             expect_dtype(out, inputs[0].dtype)
         }
         Op::Convert | Op::FullLike { .. } => expect_dims(out, dims_of(0)),
+        Op::Literal { values } => match out.static_numel() {
+            Some(n) if n as usize == values.len() => Ok(()),
+            n => Err(NodeError::Shape(format!(
+                "{} values for {} elements",
+                values.len(),
+                n.map_or_else(|| "a dynamic number of".into(), |n| n.to_string())
+            ))),
+        },
         Op::View { .. } => match (inputs[0].static_numel(), out.static_numel()) {
             (Some(a), Some(b)) if a != b => {
                 Err(NodeError::Shape(format!("view changes the element count from {a} to {b}")))

@@ -406,6 +406,7 @@ fn lower_node<'c, 'b>(
             torchtpu_passes::ir::Scalar::Int(*step),
             &out[0],
         )),
+        Op::Literal { values } => one(tensor::literal(b, values, &out[0])),
         Op::Full { value, .. } | Op::FullLike { value } | Op::ScalarTensor { value } => {
             one(b.splat(*value, &static_dims(&out[0])?, out[0].dtype))
         }

@@ -504,6 +504,9 @@ pub enum Op {
     ArangeSym { start: i64, end: Dim, step: i64 },
     /// `full(size, value)`: no inputs.
     Full { size: Vec<Dim>, value: Scalar },
+    /// A constant tensor computed at compile time by `fold_constants`: its values row-major,
+    /// as the output type says (bool, i32, i64 or f32); no inputs.
+    Literal { values: Vec<Scalar> },
     /// `full_like(x, value)`: inputs `[x]` (only its shape is used).
     FullLike { value: Scalar },
     /// `scalar_tensor(value)`: no inputs, a 0-d result.

@@ -346,6 +346,14 @@ fn attributes(op: &Op) -> Vec<String> {
             vec![kv("start", start.to_string()), kv("end", end.to_string()), kv("step", step.to_string())]
         }
         Op::Full { size, value } => vec![kv("size", dims(size)), kv("value", value.to_string())],
+        Op::Literal { values } => {
+            const SHOWN: usize = 16;
+            let mut v: Vec<String> = values.iter().take(SHOWN).map(ToString::to_string).collect();
+            if values.len() > SHOWN {
+                v.push(format!("… {} in all", values.len()));
+            }
+            vec![kv("values", format!("[{}]", v.join(", ")))]
+        }
         Op::FullLike { value } | Op::ScalarTensor { value } => vec![kv("value", value.to_string())],
         Op::AssertMetadata { dtype } => vec![kv("dtype", opt(dtype))],
         Op::SymInt { value } => vec![kv("value", value.to_string())],
