@@ -64,30 +64,17 @@ pub fn evaluate(graph: &Graph, id: NodeId, inputs: &[Constant]) -> Option<Vec<Sc
         Op::Slice { dim, start, step, .. } => slice(&inputs[0], *dim, start, *step, &dims)?,
         Op::Cat { dim } => cat(inputs, *dim, &dims)?,
         Op::Binary { op, lhs, rhs, alpha } => {
-            let mut tensors = inputs.iter();
-            let mut operand = |o: &Operand| match o {
-                Operand::Scalar(s) => Some((None, *s)),
-                Operand::Tensor => tensors.next().map(|t| (Some(t), Scalar::Int(0))),
-            };
-            let (a, b) = (operand(lhs)?, operand(rhs)?);
-            let at = |(t, s): &(Option<&Constant>, Scalar), i: usize| {
-                t.map_or(*s, |t| t.values[broadcast(i, &dims, &t.dims)])
-            };
-            (0..len).map(|i| binary(*op, at(&a, i), at(&b, i), *alpha, out.dtype)).collect::<Option<_>>()?
+            let [a, b] = operands(&[lhs, rhs], inputs)?;
+            (0..len).map(|i| binary(*op, a.at(i, &dims), b.at(i, &dims), *alpha, out.dtype)).collect::<Option<_>>()?
         }
         Op::Unary(op) => inputs[0].values.iter().map(|&x| unary(*op, x)).collect::<Option<_>>()?,
         Op::Where { on_true, on_false } => {
-            let mut tensors = inputs[1..].iter();
-            let mut operand = |o: &Operand| match o {
-                Operand::Scalar(s) => Some((None, *s)),
-                Operand::Tensor => tensors.next().map(|t| (Some(t), Scalar::Int(0))),
-            };
-            let (a, b) = (operand(on_true)?, operand(on_false)?);
-            let cond = &inputs[0];
+            let (cond, rest) = inputs.split_first()?;
+            let [a, b] = operands(&[on_true, on_false], rest)?;
+            let cond = Element::Tensor(cond);
             (0..len)
                 .map(|i| {
-                    let pick = if as_int(cond.values[broadcast(i, &dims, &cond.dims)])? != 0 { &a } else { &b };
-                    convert(pick.0.map_or(pick.1, |t| t.values[broadcast(i, &dims, &t.dims)]), out.dtype)
+                    convert(if as_int(cond.at(i, &dims))? != 0 { a.at(i, &dims) } else { b.at(i, &dims) }, out.dtype)
                 })
                 .collect::<Option<_>>()?
         }
@@ -97,6 +84,32 @@ pub fn evaluate(graph: &Graph, id: NodeId, inputs: &[Constant]) -> Option<Vec<Sc
         _ => return None,
     };
     (values.len() == len).then_some(values)
+}
+
+/// An operand of an element-wise op: a scalar, or a constant tensor broadcast to the output.
+enum Element<'a> {
+    Scalar(Scalar),
+    Tensor(&'a Constant),
+}
+
+impl Element<'_> {
+    /// The value output element `flat` (of `out_dims`) reads.
+    fn at(&self, flat: usize, out_dims: &[usize]) -> Scalar {
+        match self {
+            Element::Scalar(s) => *s,
+            Element::Tensor(t) => t.values[broadcast(flat, out_dims, &t.dims)],
+        }
+    }
+}
+
+/// The two operands, tensor ones taken from `tensors` in order.
+fn operands<'a>(ops: &[&Operand; 2], tensors: &'a [Constant]) -> Option<[Element<'a>; 2]> {
+    let mut tensors = tensors.iter();
+    let mut element = |o: &Operand| match o {
+        Operand::Scalar(s) => Some(Element::Scalar(*s)),
+        Operand::Tensor => tensors.next().map(Element::Tensor),
+    };
+    Some([element(ops[0])?, element(ops[1])?])
 }
 
 fn as_int(s: Scalar) -> Option<i64> {
