@@ -6,7 +6,7 @@
 //!
 //! Every value the pass widens carries a [`Padded`] record: which dims are wider than their
 //! true size, and whether the extra positions hold zeros. A node meets padded operands in one
-//! of four ways:
+//! of these ways:
 //!
 //! - **seeds** (`mm`, `addmm`, convolutions with one group, `embedding`): output features are
 //!   padded (weight rows/columns and bias zero-padded as derived weights); the contracting dim
@@ -23,10 +23,12 @@
 //! - **`bmm`** contracts a padded dim padded (zeros on at least one side, so the sum is
 //!   unchanged) and carries padded rows and columns to its result: `Q·Kᵀ` over the padded head
 //!   dim, `P·V` producing padded heads.
-//! - **reductions** over a padded dim: `sum` and `mean` run over the zero padding and `mean`
-//!   divides by the true count, so the result is PyTorch's exactly; a padding that is not
-//!   known to be zero is zeroed first.
-//! - **everything else** (softmax, norms, `cat`, gathers, …) reads its operands sliced back to
+//! - **reductions and normalizations** over a padded dim see only the true positions: `sum`
+//!   and `mean` run over zero padding (`mean` dividing by the true count); `amax`, `amin`,
+//!   `prod`, `any`, `all` and softmax first set the padding to their identity (`-inf` for
+//!   softmax, whose padding then comes out 0); a layer norm is written out with its
+//!   statistics over the true positions. The result is PyTorch's exactly.
+//! - **everything else** (`cat`, gathers, group norm, …) reads its operands sliced back to
 //!   their true size — as do graph outputs — so no op ever sees a padded position it would
 //!   mix into a valid one.
 //!
@@ -225,6 +227,8 @@ struct Padder {
     true_values: BTreeMap<ValueRef, ValueRef>,
     zero_padded: BTreeMap<(ValueRef, Widths), ValueRef>,
     padded_weights: BTreeMap<(String, Vec<i64>, Vec<i64>), NodeId>,
+    /// Valid-position masks by (dim, width, rank), made once each.
+    masks: BTreeMap<(usize, Width, usize), ValueRef>,
     contractions: Vec<PaddedContraction>,
     counter: usize,
     slices: usize,
@@ -243,6 +247,12 @@ impl Padder {
         let mut n = Node::new(format!("{}.pad.{}", src.name, self.counter), op, [ty]);
         n.origin = Origin { derived_from: Some(src.name.clone()), ..src.origin.clone() };
         n
+    }
+
+    /// Adds a node derived from `from` reading `inputs`; returns its value.
+    fn add(&mut self, graph: &mut Graph, from: NodeId, op: Op, ty: TensorType, inputs: &[ValueRef]) -> ValueRef {
+        let n = self.derived(graph, from, op, ty);
+        ValueRef { node: graph.add_op(n, inputs), slot: 0 }
     }
 
     /// `v` at its true shape (slices of its padded dims).
@@ -279,23 +289,19 @@ impl Padder {
         let mut ty = Self::ty(graph, v).clone();
         if w.blocks == 1 {
             let op = make(&mut ty, d);
-            let node = self.derived(graph, from, op, ty);
-            return ValueRef { node: graph.add_op(node, &[v]), slot: 0 };
+            return self.add(graph, from, op, ty, &[v]);
         }
         let mut split = ty.clone();
         split.dims[d] = Dim::Static(w.blocks);
         split.dims.insert(d + 1, Dim::Static(ty.dims[d].as_static().unwrap_or(0) / w.blocks));
         let view = |t: &TensorType| Op::View { size: t.dims.clone() };
-        let node = self.derived(graph, from, view(&split), split.clone());
-        let cur = ValueRef { node: graph.add_op(node, &[v]), slot: 0 };
+        let cur = self.add(graph, from, view(&split), split.clone(), &[v]);
         let mut changed = split;
         let op = make(&mut changed, d + 1);
-        let node = self.derived(graph, from, op, changed.clone());
-        let cur = ValueRef { node: graph.add_op(node, &[cur]), slot: 0 };
+        let cur = self.add(graph, from, op, changed.clone(), &[cur]);
         let block = changed.dims.remove(d + 1).as_static().unwrap_or(0);
         ty.dims[d] = Dim::Static(w.blocks * block);
-        let node = self.derived(graph, from, view(&ty), ty);
-        ValueRef { node: graph.add_op(node, &[cur]), slot: 0 }
+        self.add(graph, from, view(&ty), ty, &[cur])
     }
 
     /// `v` with exactly the padded dims `want`, zeros in the padding.
@@ -333,8 +339,7 @@ impl Padder {
         if let (Op::Permute { dims }, [src]) = (&node.op, graph.inputs(base.node).as_slice()) {
             let src_want: Widths = want.iter().map(|(&d, &w)| (dims[d] as usize, w)).collect();
             if let Some(w) = self.padded_weight(graph, src.node, &src_want) {
-                let t = self.derived(graph, base.node, node.op.clone(), ty);
-                return ValueRef { node: graph.add_op(t, &[ValueRef { node: w, slot: 0 }]), slot: 0 };
+                return self.add(graph, base.node, node.op.clone(), ty, &[ValueRef { node: w, slot: 0 }]);
             }
         }
         self.pads += 1;
@@ -345,8 +350,7 @@ impl Padder {
             for d in (0..rank).rev() {
                 pad.extend([0, want.get(&d).map_or(0, |w| w.padded - w.size)]);
             }
-            let n = self.derived(graph, base.node, Op::Pad { pad, value: zero }, ty);
-            return ValueRef { node: graph.add_op(n, &[base]), slot: 0 };
+            return self.add(graph, base.node, Op::Pad { pad, value: zero }, ty, &[base]);
         }
         let mut cur = base;
         for (&d, &w) in want {
@@ -464,6 +468,7 @@ impl Padder {
             Op::Embedding => self.embedding(graph, id),
             _ if !any_padded => true,
             Op::Bmm => self.bmm(graph, id),
+            Op::Softmax { dim, log, .. } => self.softmax(graph, id, *dim, *log),
             Op::LayerNorm { normalized_rank: 1, eps, has_weight, has_bias } => {
                 self.layer_norm(graph, id, *eps, [*has_weight, *has_bias])
             }
@@ -602,7 +607,7 @@ impl Padder {
         true
     }
 
-    /// `native_layer_norm` over a last dim padded at its end with zeros (GPT-2's and BERT's
+    /// `native_layer_norm` over a last dim padded with zeros (GPT-2's and BERT's
     /// hidden size between layers): written out as its arithmetic, with the statistics taken
     /// over the true positions (`mean = Σx / n`, the centred values zeroed past `n` before the
     /// variance), so the result stays padded — zeros there, the weight and bias zero-padded.
@@ -616,49 +621,94 @@ impl Padder {
         let stats_used = graph.users(id).iter().any(|&(_, _, slot)| slot > 0)
             || graph.outputs().iter().any(|o| o.value.node == id && o.value.slot > 0);
         let Some(&w) = p.dims.get(&last) else { return false };
-        if p.dims.len() != 1 || w.blocks != 1 || !p.zero || stats_used || ty.dtype != DType::F32 {
+        if p.dims.len() != 1 || !p.zero || stats_used || ty.dtype != DType::F32 {
             return false;
         }
         let mut ty = ty;
         ty.dims[last] = Dim::Static(w.padded);
         let mut stat_ty = ty.clone();
         stat_ty.dims[last] = Dim::Static(1);
-        let mut at = |op: Op, ty: &TensorType, inputs: &[ValueRef]| {
-            let n = self.derived(graph, id, op, ty.clone());
-            ValueRef { node: graph.add_op(n, inputs), slot: 0 }
-        };
         let binary = |op, rhs| Op::Binary { op, lhs: Operand::Tensor, rhs, alpha: None };
         let tensor = |op| binary(op, Operand::Tensor);
         let scalar = |op, x: f64| binary(op, Operand::Scalar(Scalar::Float(x)));
         let sum = || Op::Reduce { op: ReduceOp::Sum, dims: vec![-1], keepdim: true, dtype: None };
         let n = w.size as f64;
-        let total = at(sum(), &stat_ty, &[x]);
-        let mean = at(scalar(BinaryOp::Div, n), &stat_ty, &[total]);
-        let centred = at(tensor(BinaryOp::Sub), &ty, &[x, mean]);
-        // 1.0 at the true positions, 0.0 in the padding.
-        let positions = Op::Arange { start: Scalar::Int(0), end: Scalar::Int(w.padded), step: Scalar::Int(1) };
-        let positions = at(positions, &TensorType::new(DType::I64, &[w.padded]), &[]);
-        let lt = binary(BinaryOp::Lt, Operand::Scalar(Scalar::Int(w.size)));
-        let valid = at(lt, &TensorType::new(DType::Bool, &[w.padded]), &[positions]);
-        let valid = at(Op::Convert, &TensorType::new(DType::F32, &[w.padded]), &[valid]);
-        let centred = at(tensor(BinaryOp::Mul), &ty, &[centred, valid]);
-        let square = at(tensor(BinaryOp::Mul), &ty, &[centred, centred]);
-        let var = at(sum(), &stat_ty, &[square]);
-        let var = at(scalar(BinaryOp::Div, n), &stat_ty, &[var]);
-        let var = at(scalar(BinaryOp::Add, eps), &stat_ty, &[var]);
-        let rstd = at(Op::Unary(UnaryOp::Rsqrt), &stat_ty, &[var]);
-        let mut y = at(tensor(BinaryOp::Mul), &ty, &[centred, rstd]);
+        let total = self.add(graph, id, sum(), stat_ty.clone(), &[x]);
+        let mean = self.add(graph, id, scalar(BinaryOp::Div, n), stat_ty.clone(), &[total]);
+        let centred = self.add(graph, id, tensor(BinaryOp::Sub), ty.clone(), &[x, mean]);
+        let centred = self.fill_padding(graph, id, centred, &p.dims, Scalar::Float(0.0));
+        let square = self.add(graph, id, tensor(BinaryOp::Mul), ty.clone(), &[centred, centred]);
+        let var = self.add(graph, id, sum(), stat_ty.clone(), &[square]);
+        let var = self.add(graph, id, scalar(BinaryOp::Div, n), stat_ty.clone(), &[var]);
+        let var = self.add(graph, id, scalar(BinaryOp::Add, eps), stat_ty.clone(), &[var]);
+        let rstd = self.add(graph, id, Op::Unary(UnaryOp::Rsqrt), stat_ty, &[var]);
+        let mut y = self.add(graph, id, tensor(BinaryOp::Mul), ty.clone(), &[centred, rstd]);
         let mut params = ins[1..].iter();
         for (present, op) in affine.into_iter().zip([BinaryOp::Mul, BinaryOp::Add]) {
             if let (true, Some(&param)) = (present, params.next()) {
                 let param = self.with_padding(graph, param, &Widths::from([(0, w)]));
-                let n = self.derived(graph, id, tensor(op), ty.clone());
-                y = ValueRef { node: graph.add_op(n, &[y, param]), slot: 0 };
+                y = self.add(graph, id, tensor(op), ty.clone(), &[y, param]);
             }
         }
         graph.replace_uses(ValueRef { node: id, slot: 0 }, y);
         graph.remove_node(id);
         self.state.insert(y, Padded { dims: p.dims, zero: true });
+        true
+    }
+
+    /// `v` with the padding of `dims` set to `fill` (`where(valid, v, fill)` per dim).
+    fn fill_padding(&mut self, graph: &mut Graph, from: NodeId, v: ValueRef, dims: &Widths, fill: Scalar) -> ValueRef {
+        let ty = Self::ty(graph, v).clone();
+        let mut cur = v;
+        for (&d, &w) in dims {
+            let valid = self.valid_positions(graph, from, d, w, ty.rank());
+            let op = Op::Where { on_true: Operand::Tensor, on_false: Operand::Scalar(fill) };
+            cur = self.add(graph, from, op, ty.clone(), &[valid, cur]);
+        }
+        cur
+    }
+
+    /// `bool[1, …, padded, …, 1]` (the padded size at `d` of `rank` dims), true at the true
+    /// positions: `arange(padded) < size`, or `arange(padded) % block < true block` for heads.
+    fn valid_positions(&mut self, graph: &mut Graph, from: NodeId, d: usize, w: Width, rank: usize) -> ValueRef {
+        if let Some(&mask) = self.masks.get(&(d, w, rank)) {
+            return mask;
+        }
+        let (block, padded_block) = w.block();
+        let flat = |dtype| TensorType::new(dtype, &[w.padded]);
+        let scalar = |op, x| Op::Binary { op, lhs: Operand::Tensor, rhs: Operand::Scalar(Scalar::Int(x)), alpha: None };
+        let arange = Op::Arange { start: Scalar::Int(0), end: Scalar::Int(w.padded), step: Scalar::Int(1) };
+        let mut positions = self.add(graph, from, arange, flat(DType::I64), &[]);
+        if w.blocks > 1 {
+            positions =
+                self.add(graph, from, scalar(BinaryOp::Remainder, padded_block), flat(DType::I64), &[positions]);
+        }
+        let valid = self.add(graph, from, scalar(BinaryOp::Lt, block), flat(DType::Bool), &[positions]);
+        let mut shape = vec![1; rank];
+        shape[d] = w.padded;
+        let view = Op::View { size: shape.iter().map(|&s| Dim::Static(s)).collect() };
+        let mask = self.add(graph, from, view, TensorType::new(DType::Bool, &shape), &[valid]);
+        self.masks.insert((d, w, rank), mask);
+        mask
+    }
+
+    /// Softmax along a padded dim: the padding is set to -inf first, so the maximum and the
+    /// sum are the true row's and the padding comes out 0 (`log_softmax`: -inf). Along another
+    /// dim the padding carries through (not zero: a row of zeros has a softmax of 1/n).
+    fn softmax(&mut self, graph: &mut Graph, id: NodeId, dim: i64, log: bool) -> bool {
+        let v = graph.inputs(id)[0];
+        let p = self.state[&v].clone();
+        let d = norm_dim(dim, Self::ty(graph, v).rank());
+        if !graph.node(id).outputs[0].dtype.is_float() {
+            return false;
+        }
+        if let Some(&w) = p.dims.get(&d) {
+            let minus_inf = Scalar::Float(f64::NEG_INFINITY);
+            let filled = self.fill_padding(graph, id, v, &Widths::from([(d, w)]), minus_inf);
+            graph.set_input(id, 0, filled);
+        }
+        let zero = !log && p.dims.len() == 1 && p.dims.contains_key(&d);
+        self.set_output(graph, id, 0, Padded { dims: p.dims, zero });
         true
     }
 
@@ -885,8 +935,9 @@ impl Padder {
         true
     }
 
-    /// Reductions: over padded dims only `sum` and `mean` (on zero padding, `mean` dividing by
-    /// the true count); over other dims the padding carries through.
+    /// Reductions: over padded dims `sum` and `mean` run on zero padding (`mean` dividing by the
+    /// true count), `amax`, `amin`, `prod`, `any` and `all` on padding set to their identity;
+    /// over other dims the padding carries through.
     fn reduce(&mut self, graph: &mut Graph, id: NodeId, op: ReduceOp, dims: &[i64], keepdim: bool) -> bool {
         let v = graph.inputs(id)[0];
         let p = self.state[&v].clone();
@@ -905,8 +956,25 @@ impl Padder {
             self.set_output(graph, id, 0, Padded { dims: out_widths, zero: p.zero });
             return true;
         }
-        if !matches!(op, ReduceOp::Sum | ReduceOp::Mean) || !graph.node(id).outputs[0].dtype.is_float() {
-            return false;
+        let float = graph.node(id).outputs[0].dtype.is_float();
+        let fill = match op {
+            ReduceOp::Sum | ReduceOp::Mean if float => None,
+            ReduceOp::Max if float => Some(Scalar::Float(f64::NEG_INFINITY)),
+            ReduceOp::Min if float => Some(Scalar::Float(f64::INFINITY)),
+            ReduceOp::Prod if float => Some(Scalar::Float(1.0)),
+            ReduceOp::Any => Some(Scalar::Bool(false)),
+            ReduceOp::All => Some(Scalar::Bool(true)),
+            _ => return false,
+        };
+        if let Some(fill) = fill {
+            // The reduced padding set to the op's identity; other padded dims keep theirs (a
+            // zero padding stays zero: max(0, -inf), 0·1, any(false) are all zero).
+            let reduced_padding: Widths =
+                p.dims.iter().filter(|(d, _)| reduced.contains(d)).map(|(&d, &w)| (d, w)).collect();
+            let filled = self.fill_padding(graph, id, v, &reduced_padding, fill);
+            graph.set_input(id, 0, filled);
+            self.set_output(graph, id, 0, Padded { dims: out_widths, zero: p.zero });
+            return true;
         }
         let zeroed = self.with_padding(graph, v, &p.dims);
         graph.set_input(id, 0, zeroed);
@@ -939,8 +1007,7 @@ impl Padder {
             rhs: Operand::Scalar(Scalar::Float(count as f64)),
             alpha: None,
         };
-        let n = self.derived(graph, id, div, ty);
-        let mean = ValueRef { node: graph.add_op(n, &[sum]), slot: 0 };
+        let mean = self.add(graph, id, div, ty, &[sum]);
         for (user, dst_slot, _) in users {
             graph.set_input(user, dst_slot, mean);
         }
@@ -983,6 +1050,7 @@ impl Pass for Pad {
             true_values: BTreeMap::new(),
             zero_padded: BTreeMap::new(),
             padded_weights: BTreeMap::new(),
+            masks: BTreeMap::new(),
             contractions: Vec::new(),
             counter: 0,
             slices: 0,
@@ -1151,19 +1219,32 @@ mod tests {
         assert_eq!(cx.padded.len(), 2, "both matmuls");
     }
 
-    /// Softmax is not padding-aware: it reads the true value.
+    /// Softmax and `amax` over a padded dim see -inf in the padding; the softmax's padding
+    /// comes out zero, so the next matmul contracts it padded. `cat` reads the true value.
     #[test]
-    fn other_ops_read_true_sizes() {
+    fn softmax_and_max_over_padding_see_their_identity() {
         let mut b = Builder::new("t");
-        let w = b.param("w", "w", f32(&[64, 100]));
+        let w = b.param("w", "w", f32(&[100, 64]));
+        let w2 = b.param("w2", "w2", f32(&[64, 100]));
         let x = b.input("x", f32(&[4, 64]));
-        let y = b.op("y", Op::Mm, &[x, w], f32(&[4, 100]));
+        let t = b.op("t", Op::Permute { dims: vec![1, 0] }, &[w], f32(&[64, 100]));
+        let y = b.op("y", Op::Mm, &[x, t], f32(&[4, 100]));
         let s = b.op("s", Op::Softmax { dim: -1, log: false, safe: false }, &[y], f32(&[4, 100]));
-        b.output(s);
+        let t2 = b.op("t2", Op::Permute { dims: vec![1, 0] }, &[w2], f32(&[100, 64]));
+        let z = b.op("z", Op::Mm, &[s, t2], f32(&[4, 64]));
+        let amax = Op::Reduce { op: ReduceOp::Max, dims: vec![-1], keepdim: false, dtype: None };
+        let m = b.op("m", amax, &[y], f32(&[4]));
+        let c = b.op("c", Op::Cat { dim: 0 }, &[y, y], f32(&[8, 100]));
+        for v in [z, m, c] {
+            b.output(v);
+        }
         let mut g = b.finish();
         run(&mut g);
         let text = print(&g);
-        assert!(text.contains("slice(%") && text.contains("softmax("), "{text}");
-        assert!(text.contains(": f32[4,100]  # y.pad."), "{text}");
+        assert!(text.contains("softmax(%") && text.contains("} : f32[4,128]  # s"), "{text}");
+        assert!(text.contains("mm(%") && text.contains(": f32[4,128]  # z"), "s feeds z padded: {text}");
+        assert_eq!(text.matches("where(").count(), 2, "-inf in the padding for s and m: {text}");
+        assert!(text.contains("reduce_max(") && text.contains(": f32[4]  # m"), "{text}");
+        assert!(text.contains(": f32[4,100]  # y.pad.") && text.contains("cat("), "cat reads sliced: {text}");
     }
 }
