@@ -84,8 +84,9 @@ pub fn check(program: &Program, file: &str) -> CheckReport {
     CheckReport { format: CHECK_FORMAT, file: file.to_string(), ok: problems.is_empty(), nodes, problems }
 }
 
-/// A dynamic program must also compile into size buckets: lowered at its largest sizes with
-/// the bucket masks, an op that cannot be made exact under padding is a failure.
+/// A dynamic program must also compile into size buckets: put through the passes at its
+/// largest sizes with the bucket masks (not emitted again), an op that cannot be made exact
+/// under padding is a failure.
 fn bucket_failures(program: &Program) -> Vec<NodeFailure> {
     let bounds = program.graph.symbols().clone();
     let Some(values) = bounds.iter().map(|(s, b)| Some((s.clone(), b.max?))).collect::<Option<BTreeMap<_, _>>>() else {
@@ -96,7 +97,7 @@ fn bucket_failures(program: &Program) -> Vec<NodeFailure> {
     }
     let mut opts = driver::LowerOptions::default();
     opts.pass_options.bucket = Some(torchtpu_passes::bucket::BucketSpec { values: values.clone(), bounds });
-    match driver::lower(program, values, &opts) {
+    match driver::transform(program, &values, &opts) {
         Err(e @ LowerError::Pass(_)) => vec![NodeFailure {
             node: String::new(),
             target: "(size buckets)".into(),

@@ -109,7 +109,9 @@ pub fn compile(program: &Program, model: &Path, out: &Path, req: &CompileRequest
     let cache = Cache::open(&req.cache);
     let first = planned.first().map(|p| p.name.as_str());
     let work = BucketWork { program, req, cache: &cache, bar: &bar, dump_each: planned.len() > 1, first };
-    let outputs = in_parallel(&planned, req.jobs, |p| work.run(p))?;
+    let outputs = in_parallel(&planned, req.jobs, |p| work.run(p));
+    cache.trim();
+    let outputs = outputs?;
     bar.finish_and_clear();
     let mut log = Vec::new();
     let mut entries: Vec<(String, Vec<u8>)> = Vec::new();

@@ -73,9 +73,24 @@ pub enum LowerError {
     Emit(#[from] EmitError),
 }
 
-/// Specializes the program at `bindings`, runs the passes and emits its StableHLO.
-pub fn lower(program: &Program, bindings: BTreeMap<String, i64>, opts: &LowerOptions) -> Result<Lowered, LowerError> {
-    let mut graph = specialize(&program.graph, &bindings)?;
+/// The static graph after the passes, with what each did and the printed stages.
+pub struct Transformed {
+    /// The graph, ready to emit.
+    pub graph: Graph,
+    /// What each pass did.
+    pub passes: Vec<PassReport>,
+    /// `(stage, printed IR)` after specialization and after each pass, when asked for.
+    pub stages: Vec<(String, String)>,
+}
+
+/// Specializes the program at `bindings` and runs the passes (no emission: what `check` needs
+/// to know whether a bucketed program can be made exact).
+pub fn transform(
+    program: &Program,
+    bindings: &BTreeMap<String, i64>,
+    opts: &LowerOptions,
+) -> Result<Transformed, LowerError> {
+    let mut graph = specialize(&program.graph, bindings)?;
     let mut stages = Vec::new();
     if opts.keep_stages {
         stages.push(("specialize".to_string(), print(&graph)));
@@ -88,6 +103,12 @@ pub fn lower(program: &Program, bindings: BTreeMap<String, i64>, opts: &LowerOpt
             stages.push((pass.to_string(), print(g)));
         }
     })?;
+    Ok(Transformed { graph, passes, stages })
+}
+
+/// Specializes the program at `bindings`, runs the passes and emits its StableHLO.
+pub fn lower(program: &Program, bindings: BTreeMap<String, i64>, opts: &LowerOptions) -> Result<Lowered, LowerError> {
+    let Transformed { graph, passes, stages } = transform(program, &bindings, opts)?;
     let module = emit(&graph, &opts.emit)?;
     Ok(Lowered { bindings, graph, module, passes, stages })
 }

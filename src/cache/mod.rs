@@ -104,6 +104,8 @@ pub struct Cache {
     local: Option<LocalCache>,
     remote: Option<Remote>,
     warnings: Warnings,
+    /// Entries were added to the local folder since it was opened (see [`Cache::trim`]).
+    grown: std::sync::atomic::AtomicBool,
 }
 
 impl Cache {
@@ -125,7 +127,7 @@ impl Cache {
             }
             _ => None,
         };
-        Cache { local, remote, warnings }
+        Cache { local, remote, warnings, grown: Default::default() }
     }
 
     /// The warnings so far (each said once), leaving none.
@@ -158,7 +160,7 @@ impl Cache {
     /// The entry from the remote tier, stored locally on the way.
     fn fetch_remote(&self, local: &LocalCache, key: &str) -> Option<Entry> {
         let e = self.remote.as_ref()?.get(key)?;
-        local.put(&e);
+        self.put_local(local, &e);
         local.count_remote_hit();
         Some(e)
     }
@@ -196,12 +198,25 @@ impl Cache {
         let (payload, meta) = compile()?;
         local.count_compile();
         let entry = Entry::new(parts.clone(), meta, payload);
-        local.put(&entry);
+        self.put_local(local, &entry);
         drop(lock);
         if let Some(r) = &self.remote {
             r.put(&entry);
         }
-        local.evict(None);
         Ok((entry, Outcome::Compiled))
+    }
+
+    fn put_local(&self, local: &LocalCache, entry: &Entry) {
+        local.put(entry);
+        self.grown.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Evicts least-recently-used entries beyond the size bound, once the executables of a
+    /// compile are stored (one walk of the folder per compile, not per executable); nothing
+    /// to do when every executable was a hit.
+    pub fn trim(&self) {
+        if let (Some(local), true) = (&self.local, self.grown.load(std::sync::atomic::Ordering::Relaxed)) {
+            local.evict(None);
+        }
     }
 }
