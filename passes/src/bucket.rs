@@ -23,8 +23,8 @@
 use std::collections::BTreeMap;
 
 use crate::ir::{
-    ArgReduceOp, BinaryOp, Bounds, DType, Dim, Graph, InputKind, Node, NodeId, Op, Operand, Origin, ReduceOp, Scalar,
-    SymExpr, TensorType, ValueRef,
+    norm_dim, ArgReduceOp, BinaryOp, Bounds, DType, Dim, Graph, InputKind, Node, NodeId, Op, Operand, Origin, ReduceOp,
+    Scalar, SymExpr, TensorType, ValueRef,
 };
 use crate::pass::{Changed, Pass, PassCx, PassError};
 
@@ -48,10 +48,6 @@ type DynDims = BTreeMap<usize, SymExpr>;
 
 fn list(dims: &[SymExpr]) -> String {
     format!("[{}]", dims.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "))
-}
-
-fn norm(d: i64, rank: usize) -> usize {
-    (if d < 0 { d + rank as i64 } else { d }) as usize
 }
 
 struct Masker<'a> {
@@ -216,7 +212,7 @@ impl Masker<'_> {
             Op::Cumsum { .. } => Ok(()),
             Op::View { .. } => self.check_view(graph, id),
             Op::Slice { dim, step, .. } => {
-                let d = norm(*dim, rank(0));
+                let d = norm_dim(*dim, rank(0));
                 let original = node.symbolic.as_ref().map_or(&node.op, |s| &s.op);
                 let fixed_start = matches!(original, Op::Slice { start: Dim::Static(s), .. } if *s >= 0);
                 if !in_dyn[0].contains_key(&d) || (fixed_start && *step == 1) {
@@ -226,7 +222,7 @@ impl Masker<'_> {
                 }
             }
             Op::Select { dim, index } => {
-                let d = norm(*dim, rank(0));
+                let d = norm_dim(*dim, rank(0));
                 match in_dyn[0].get(&d).cloned() {
                     None => Ok(()),
                     Some(len) if *index >= 0 && self.min_of(&len).is_some_and(|m| *index < m) => Ok(()),
@@ -237,7 +233,7 @@ impl Masker<'_> {
                 }
             }
             Op::Cat { dim } => {
-                let d = norm(*dim, rank(0));
+                let d = norm_dim(*dim, rank(0));
                 let pieces: Vec<bool> = in_dyn.iter().map(|dd| dd.contains_key(&d)).collect();
                 let first_dynamic = pieces.iter().position(|&p| p).unwrap_or(pieces.len());
                 if pieces[first_dynamic..].iter().filter(|&&p| p).count() <= 1 && pieces.last() == Some(&true)
@@ -260,7 +256,7 @@ impl Masker<'_> {
             }
             Op::Index { present } => self.check_index(graph, id, present, &in_dyn[0]),
             Op::Gather { dim } | Op::IndexSelect { dim } => {
-                let d = norm(*dim, rank(0));
+                let d = norm_dim(*dim, rank(0));
                 match (in_dyn[0].get(&d), self.positions.get(&ins[1])) {
                     (None, _) => Ok(()),
                     (Some(len), Some((_, e))) if e == len => Ok(()),
@@ -271,16 +267,16 @@ impl Masker<'_> {
             Op::Addmm { .. } => self.contract(graph, id, (1, 1), (2, 0)),
             Op::Bmm => self.contract(graph, id, (0, 2), (1, 1)),
             Op::Softmax { dim, .. } => {
-                self.mask_input(graph, id, 0, &[norm(*dim, rank(0))], Scalar::Float(f64::NEG_INFINITY))
+                self.mask_input(graph, id, 0, &[norm_dim(*dim, rank(0))], Scalar::Float(f64::NEG_INFINITY))
             }
             Op::Reduce { op, dims, .. } => self.reduce(graph, id, (*op, dims), &in_dyn[0]),
             Op::ArgReduce { op, dim: Some(dim), .. } => {
                 let fill = if *op == ArgReduceOp::Argmax { f64::NEG_INFINITY } else { f64::INFINITY };
-                self.mask_input(graph, id, 0, &[norm(*dim, rank(0))], Scalar::Float(fill))
+                self.mask_input(graph, id, 0, &[norm_dim(*dim, rank(0))], Scalar::Float(fill))
             }
             Op::ExtremumDim { max, dim, .. } => {
                 let fill = if *max { f64::NEG_INFINITY } else { f64::INFINITY };
-                self.mask_input(graph, id, 0, &[norm(*dim, rank(0))], Scalar::Float(fill))
+                self.mask_input(graph, id, 0, &[norm_dim(*dim, rank(0))], Scalar::Float(fill))
             }
             _ => Err("has no padding-safe form along a dynamic dim".into()),
         }
@@ -366,7 +362,7 @@ impl Masker<'_> {
                 out_dyn[0].get(&0).map(|e| (0, e.clone()))
             }
             (Op::Unsqueeze { dim }, Some((d, e))) => {
-                let at = norm(*dim, node.outputs[0].rank());
+                let at = norm_dim(*dim, node.outputs[0].rank());
                 Some((if d >= at { d + 1 } else { d }, e))
             }
             (Op::Convert | Op::Copy, Some(p)) => Some(p),
@@ -400,7 +396,7 @@ impl Masker<'_> {
         let len = match (&node.op, node.symbolic.as_ref().map(|s| &s.op)) {
             (Op::SymSize { dim }, _) => {
                 let rank = Self::ty(graph, graph.inputs(id)[0]).rank();
-                in_dyn[0].get(&norm(*dim, rank)).cloned()
+                in_dyn[0].get(&norm_dim(*dim, rank)).cloned()
             }
             (Op::SymInt { .. }, Some(Op::SymInt { value: Dim::Sym(e) })) => Some(e.clone()),
             _ => None,
@@ -549,7 +545,7 @@ impl Masker<'_> {
         let ty = Self::ty(graph, x);
         let rank = ty.rank();
         let reduced: Vec<usize> =
-            if dims.is_empty() { (0..rank).collect() } else { dims.iter().map(|&d| norm(d, rank)).collect() };
+            if dims.is_empty() { (0..rank).collect() } else { dims.iter().map(|&d| norm_dim(d, rank)).collect() };
         if !reduced.iter().any(|d| x_dyn.contains_key(d)) {
             return Ok(());
         }

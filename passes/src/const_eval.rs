@@ -7,7 +7,7 @@
 //! chains: `arange`, `unsqueeze`, `sub`, `cat`, `ne`, `cumsum`, advanced indexing, `le`, `eq`,
 //! `and`, `where(mask, 0, -inf)`.
 
-use crate::ir::{BinaryOp, DType, Dim, Graph, NodeId, Op, Operand, Scalar, UnaryOp, ValueRef};
+use crate::ir::{norm_dim, BinaryOp, DType, Dim, Graph, NodeId, Op, Operand, Scalar, TensorType, UnaryOp, ValueRef};
 
 /// The most elements a literal may hold (larger constants are left to XLA).
 pub const MAX_LITERAL: usize = 1 << 14;
@@ -18,13 +18,14 @@ pub struct Constant {
     values: Vec<Scalar>,
 }
 
-fn static_dims(graph: &Graph, v: ValueRef) -> Option<Vec<usize>> {
-    graph.node(v.node).outputs[usize::from(v.slot)].dims.iter().map(|d| d.as_static().map(|s| s as usize)).collect()
+/// The sizes of a static type, as indices.
+fn sizes(ty: &TensorType) -> Option<Vec<usize>> {
+    ty.static_dims().map(|d| d.into_iter().map(|s| s as usize).collect())
 }
 
 /// The value of `v` when it is a constant small enough to evaluate.
 pub fn constant(graph: &Graph, v: ValueRef) -> Option<Constant> {
-    let dims = static_dims(graph, v)?;
+    let dims = sizes(&graph.node(v.node).outputs[usize::from(v.slot)])?;
     let len: usize = dims.iter().product();
     if len > MAX_LITERAL || v.slot != 0 {
         return None;
@@ -45,7 +46,7 @@ pub fn constant(graph: &Graph, v: ValueRef) -> Option<Constant> {
 pub fn evaluate(graph: &Graph, id: NodeId, inputs: &[Constant]) -> Option<Vec<Scalar>> {
     let node = graph.node(id);
     let [out] = &node.outputs[..] else { return None };
-    let dims: Vec<usize> = out.dims.iter().map(|d| d.as_static().map(|s| s as usize)).collect::<Option<_>>()?;
+    let dims = sizes(out)?;
     let len: usize = dims.iter().product();
     if len > MAX_LITERAL || !matches!(out.dtype, DType::Bool | DType::I32 | DType::I64 | DType::F32) {
         return None;
@@ -209,10 +210,6 @@ fn flat_index(c: &[usize], dims: &[usize]) -> usize {
     c.iter().zip(dims).fold(0, |acc, (&x, &d)| acc * d + x)
 }
 
-fn norm(d: i64, rank: usize) -> usize {
-    (if d < 0 { d + rank as i64 } else { d }) as usize
-}
-
 fn permute(x: &Constant, perm: &[i64], out: &[usize]) -> Vec<Scalar> {
     let len: usize = out.iter().product();
     (0..len)
@@ -220,7 +217,7 @@ fn permute(x: &Constant, perm: &[i64], out: &[usize]) -> Vec<Scalar> {
             let c = coords(i, out);
             let mut src = vec![0; c.len()];
             for (k, &p) in perm.iter().enumerate() {
-                src[norm(p, c.len())] = c[k];
+                src[norm_dim(p, c.len())] = c[k];
             }
             x.values[flat_index(&src, &x.dims)]
         })
@@ -228,7 +225,7 @@ fn permute(x: &Constant, perm: &[i64], out: &[usize]) -> Vec<Scalar> {
 }
 
 fn slice(x: &Constant, dim: i64, start: &Dim, step: i64, out: &[usize]) -> Option<Vec<Scalar>> {
-    let d = norm(dim, x.dims.len());
+    let d = norm_dim(dim, x.dims.len());
     let size = x.dims[d] as i64;
     let start = start.as_static()?;
     let start = if start < 0 { (start + size).max(0) } else { start.min(size) } as usize;
@@ -245,7 +242,7 @@ fn slice(x: &Constant, dim: i64, start: &Dim, step: i64, out: &[usize]) -> Optio
 }
 
 fn cat(inputs: &[Constant], dim: i64, out: &[usize]) -> Option<Vec<Scalar>> {
-    let d = norm(dim, out.len());
+    let d = norm_dim(dim, out.len());
     let len: usize = out.iter().product();
     (0..len)
         .map(|i| {
@@ -262,7 +259,7 @@ fn cat(inputs: &[Constant], dim: i64, out: &[usize]) -> Option<Vec<Scalar>> {
 }
 
 fn cumsum(x: &Constant, dim: i64) -> Option<Vec<Scalar>> {
-    let d = norm(dim, x.dims.len());
+    let d = norm_dim(dim, x.dims.len());
     let mut out = Vec::with_capacity(x.values.len());
     for i in 0..x.values.len() {
         let c = coords(i, &x.dims);

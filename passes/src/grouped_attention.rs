@@ -23,10 +23,6 @@ use crate::pass::{Changed, Pass, PassCx, PassError};
 /// See the module docs.
 pub struct GroupedAttention;
 
-fn dims(t: &TensorType) -> Option<Vec<i64>> {
-    t.dims.iter().map(Dim::as_static).collect()
-}
-
 fn ty(graph: &Graph, v: ValueRef) -> &TensorType {
     &graph.node(v.node).outputs[usize::from(v.slot)]
 }
@@ -45,7 +41,7 @@ fn repeated_heads(graph: &Graph, v: ValueRef) -> Option<(ValueRef, i64)> {
     let unsqueeze = single_input(expand.node)?;
     let Op::Unsqueeze { dim: 2 } = graph.node(unsqueeze.node).op else { return None };
     let kv = single_input(unsqueeze.node)?;
-    let (k, e, out) = (dims(ty(graph, kv))?, dims(ty(graph, expand))?, dims(&view.outputs[0])?);
+    let (k, e, out) = (ty(graph, kv).static_dims()?, ty(graph, expand).static_dims()?, view.outputs[0].static_dims()?);
     let [b, hkv, s, d] = k[..] else { return None };
     let g = e.get(2).copied()?;
     (e == [b, hkv, g, s, d] && out == [b, hkv * g, s, d] && g > 1).then_some((kv, g))
@@ -88,11 +84,11 @@ fn rewrite(graph: &mut Graph, bmm: NodeId) -> Option<()> {
     let Op::View { .. } = graph.node(lhs.node).op else { return None };
     let q = *graph.inputs(lhs.node).first()?;
     let (chain, kv, g) = shared_operand(graph, rhs)?;
-    let [b, h, m, k] = dims(ty(graph, q))?[..] else { return None };
+    let [b, h, m, k] = ty(graph, q).static_dims()?[..] else { return None };
     let old = graph.node(bmm).clone();
-    let [_, _, n] = dims(&old.outputs[0])?[..] else { return None };
+    let [_, _, n] = old.outputs[0].static_dims()?[..] else { return None };
     let hkv = h / g;
-    let r = dims(ty(graph, rhs))?;
+    let r = ty(graph, rhs).static_dims()?;
     if h != hkv * g || r.len() != 3 || r[0] != b * h || r[1] != k {
         return None;
     }

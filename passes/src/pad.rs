@@ -48,8 +48,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::ir::{
-    BinaryOp, DType, Dim, Graph, InputKind, Node, NodeId, Op, Operand, Origin, ReduceOp, Scalar, TensorType, UnaryOp,
-    ValueRef, WeightRecipe,
+    norm_dim, BinaryOp, DType, Dim, Graph, InputKind, Node, NodeId, Op, Operand, Origin, ReduceOp, Scalar, TensorType,
+    UnaryOp, ValueRef, WeightRecipe,
 };
 use crate::pass::{Changed, Pass, PassCx, PassError};
 
@@ -159,10 +159,6 @@ fn keeps_zero(op: UnaryOp) -> bool {
     )
 }
 
-fn static_dims(t: &TensorType) -> Option<Vec<i64>> {
-    t.dims.iter().map(Dim::as_static).collect()
-}
-
 fn round_up(n: i64, m: i64) -> i64 {
     (n + m - 1) / m * m
 }
@@ -199,10 +195,6 @@ fn head_dim(graph: &Graph, id: NodeId) -> Option<i64> {
         }
     }
     None
-}
-
-fn norm_dim(d: i64, rank: usize) -> usize {
-    (if d < 0 { d + rank as i64 } else { d }) as usize
 }
 
 /// What a matmul or convolution contracts: `x` (input `x_slot`, its dim 1 contracted) and the
@@ -380,7 +372,7 @@ impl Padder {
             return None;
         }
         let mut ty = node.outputs[0].clone();
-        let dims = static_dims(&ty)?;
+        let dims = ty.static_dims()?;
         let mut padded = dims.clone();
         let mut blocks = vec![1; dims.len()];
         for (&d, w) in want {
@@ -491,7 +483,7 @@ impl Padder {
     fn matmul(&mut self, graph: &mut Graph, id: NodeId, x_slot: u16) -> bool {
         let ins = graph.inputs(id);
         let (x, w) = (ins[usize::from(x_slot)], ins[usize::from(x_slot) + 1]);
-        let (Some(xd), Some(wd)) = (static_dims(Self::ty(graph, x)), static_dims(Self::ty(graph, w))) else {
+        let (Some(xd), Some(wd)) = (Self::ty(graph, x).static_dims(), Self::ty(graph, w).static_dims()) else {
             return false;
         };
         let (&[m, _], &[k, n]) = (&xd[..], &wd[..]) else { return false };
@@ -545,7 +537,7 @@ impl Padder {
     /// result's last dim.
     fn pad_bias(&mut self, graph: &mut Graph, id: NodeId, slot: u16, n: i64, n_pad: &Widths) {
         let b = graph.inputs(id)[usize::from(slot)];
-        let Some(bd) = static_dims(Self::ty(graph, b)) else { return };
+        let Some(bd) = Self::ty(graph, b).static_dims() else { return };
         let last = bd.len().saturating_sub(1);
         let want = match (bd.last(), n_pad.values().next()) {
             (Some(&size), Some(&w)) if size == n => Widths::from([(last, w)]),
@@ -716,7 +708,7 @@ impl Padder {
     fn convolution(&mut self, graph: &mut Graph, id: NodeId) -> bool {
         let ins = graph.inputs(id);
         let out = graph.node(id).outputs[0].clone();
-        let (Some(wd), Some(od)) = (static_dims(Self::ty(graph, ins[1])), static_dims(&out)) else { return false };
+        let (Some(wd), Some(od)) = (Self::ty(graph, ins[1]).static_dims(), out.static_dims()) else { return false };
         if !out.dtype.is_float() || wd.len() < 3 {
             return false;
         }
@@ -744,7 +736,7 @@ impl Padder {
             return false;
         }
         let out = graph.node(id).outputs[0].clone();
-        let Some(wd) = static_dims(Self::ty(graph, w)) else { return false };
+        let Some(wd) = Self::ty(graph, w).static_dims() else { return false };
         let (&[_, e], true) = (&wd[..], out.dtype == DType::F32) else { return false };
         let widths = self.widen(1, e);
         if widths.is_empty() {
@@ -866,7 +858,7 @@ impl Padder {
     fn view(&mut self, graph: &mut Graph, id: NodeId) -> bool {
         let v = graph.inputs(id)[0];
         let p = self.state[&v].clone();
-        let (Some(mut input), Some(out)) = (static_dims(Self::ty(graph, v)), static_dims(&graph.node(id).outputs[0]))
+        let (Some(mut input), Some(out)) = (Self::ty(graph, v).static_dims(), graph.node(id).outputs[0].static_dims())
         else {
             return false;
         };

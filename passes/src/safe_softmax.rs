@@ -16,7 +16,7 @@
 //! %m = logical_not(%a); %w = where(%m, 0.0, %s)
 //! ```
 
-use crate::ir::{BinaryOp, Graph, NodeId, Op, Operand, ReduceOp, Scalar, UnaryOp, ValueRef};
+use crate::ir::{norm_dim, BinaryOp, Graph, NodeId, Op, Operand, ReduceOp, Scalar, UnaryOp, ValueRef};
 use crate::pass::{Changed, Pass, PassCx, PassError};
 
 /// See the module docs.
@@ -26,14 +26,6 @@ fn single_input(graph: &Graph, id: NodeId) -> Option<ValueRef> {
     match graph.inputs(id)[..] {
         [x] => Some(x),
         _ => None,
-    }
-}
-
-fn norm(d: i64, rank: usize) -> i64 {
-    if d < 0 {
-        d + rank as i64
-    } else {
-        d
     }
 }
 
@@ -56,7 +48,7 @@ fn guarded(graph: &Graph, id: NodeId) -> Option<NodeId> {
     };
     let any = not_any(cond)?;
     let Op::Reduce { op: ReduceOp::Any, dims, keepdim: true, .. } = &graph.node(any.node).op else { return None };
-    if dims.len() != 1 || norm(dims[0], rank) != norm(dim, rank) {
+    if dims.len() != 1 || norm_dim(dims[0], rank) != norm_dim(dim, rank) {
         return None;
     }
     let mut any_input = single_input(graph, any.node)?;

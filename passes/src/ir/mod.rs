@@ -16,4 +16,4 @@ pub use op::{
 };
 pub use print::print;
 pub use sym::SymExpr;
-pub use types::{Bounds, DType, Dim, Precision, Scalar, TensorType};
+pub use types::{norm_dim, Bounds, DType, Dim, Precision, Scalar, TensorType};

@@ -263,6 +263,16 @@ impl TensorType {
     pub fn is_static(&self) -> bool {
         self.dims.iter().all(|d| d.as_static().is_some())
     }
+
+    /// The dimensions' sizes when every dimension is static.
+    pub fn static_dims(&self) -> Option<Vec<i64>> {
+        self.dims.iter().map(Dim::as_static).collect()
+    }
+}
+
+/// A possibly negative dimension index (`-1`: the last) as a position among `rank` dims.
+pub fn norm_dim(d: i64, rank: usize) -> usize {
+    (if d < 0 { d + rank as i64 } else { d }) as usize
 }
 
 impl fmt::Display for TensorType {
