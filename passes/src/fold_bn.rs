@@ -36,7 +36,6 @@ fn stored_f32(graph: &Graph, v: ValueRef) -> Option<String> {
 struct Fold {
     conv: NodeId,
     bn: NodeId,
-    x: ValueRef,
     recipes: (WeightRecipe, WeightRecipe),
     names: (String, String),
     types: (TensorType, TensorType),
@@ -74,7 +73,6 @@ fn find(graph: &Graph, bn: NodeId) -> Option<Fold> {
     Some(Fold {
         conv,
         bn,
-        x: conv_in[0],
         names: (
             format!("{weight}@folded:{bn_name}"),
             bias.as_ref()
@@ -88,8 +86,12 @@ fn find(graph: &Graph, bn: NodeId) -> Option<Fold> {
     })
 }
 
+/// Folds one pair. The convolution's input is read now, not when the pair was found: an
+/// earlier fold may have replaced the node that fed it (a BatchNorm right before this
+/// convolution, as in MobileNet's project → expand), and its id may since have been reused.
 fn apply(graph: &mut Graph, f: Fold) {
     let (conv, bn) = (graph.node(f.conv).clone(), graph.node(f.bn).clone());
+    let x = graph.inputs(f.conv)[0];
     let derived = |fqn: String, recipe: WeightRecipe, ty: TensorType| {
         let mut n = Node::new(fqn.clone(), Op::Input(InputKind::Derived { fqn, recipe }), [ty]);
         n.origin = Origin { derived_from: Some(bn.name.clone()), ..Origin::default() };
@@ -104,7 +106,7 @@ fn apply(graph: &mut Graph, f: Fold) {
     let mut node = Node::new(format!("{}.fold_batch_norm.0", conv.name), op, [bn.outputs[0].clone()]);
     node.origin = Origin { derived_from: Some(conv.name.clone()), ..bn.origin.clone() };
     node.precision = conv.precision;
-    let folded = graph.add_op(node, &[f.x, ValueRef { node: w, slot: 0 }, ValueRef { node: b, slot: 0 }]);
+    let folded = graph.add_op(node, &[x, ValueRef { node: w, slot: 0 }, ValueRef { node: b, slot: 0 }]);
     graph.replace_uses(ValueRef { node: f.bn, slot: 0 }, ValueRef { node: folded, slot: 0 });
     graph.remove_node(f.bn);
     graph.remove_node(f.conv);
@@ -124,5 +126,66 @@ impl Pass for FoldBatchNorm {
         }
         cx.note(n, "batch norms folded into the preceding convolution");
         Ok(if n > 0 { Changed::Yes } else { Changed::No })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FoldBatchNorm;
+    use crate::ir::builder::Builder;
+    use crate::ir::{DType, Node, Op, TensorType, ValueRef};
+    use crate::pass::{Pass, PassCx};
+
+    fn f32(dims: &[i64]) -> TensorType {
+        TensorType::new(DType::F32, dims)
+    }
+
+    fn conv(groups: i64) -> Op {
+        Op::Convolution {
+            stride: vec![1, 1],
+            padding: vec![0, 0],
+            dilation: vec![1, 1],
+            transposed: false,
+            output_padding: vec![0, 0],
+            groups,
+            has_bias: false,
+        }
+    }
+
+    /// conv (no bias) → BatchNorm, one pair, as torchvision writes it.
+    fn conv_bn(b: &mut Builder, name: &str, x: ValueRef, c: i64, groups: i64) -> ValueRef {
+        let w = b.param(&format!("{name}_w"), &format!("{name}.weight"), f32(&[c, c / groups, 1, 1]));
+        let c_out = b.op(&format!("{name}_conv"), conv(groups), &[x, w], f32(&[1, c, 4, 4]));
+        let stats: Vec<ValueRef> = ["g", "b", "m", "v"]
+            .iter()
+            .map(|s| b.param(&format!("{name}_{s}"), &format!("{name}.bn.{s}"), f32(&[c])))
+            .collect();
+        let bn = Op::BatchNormInference { eps: 1e-5, has_weight: true, has_bias: true };
+        let node = Node::new(format!("{name}_bn"), bn, [f32(&[1, c, 4, 4]), f32(&[0]), f32(&[0])]);
+        let id = b.graph_mut().add_op(node, &[c_out, stats[0], stats[1], stats[2], stats[3]]);
+        ValueRef { node: id, slot: 0 }
+    }
+
+    /// MobileNet's project conv + BN feeding the next expand conv + BN directly, with bias-free
+    /// and depthwise convolutions: both pairs fold and the second reads the first's result
+    /// (it once read a derived 1-D bias that had taken the removed BatchNorm's node id).
+    #[test]
+    fn back_to_back_bias_free_pairs_both_fold() {
+        let mut b = Builder::new("t");
+        let x = b.input("x", f32(&[1, 8, 4, 4]));
+        let y = conv_bn(&mut b, "a", x, 8, 1);
+        let z = conv_bn(&mut b, "d", y, 8, 8);
+        b.output(z);
+        let mut g = b.finish();
+        let mut cx = PassCx::default();
+        FoldBatchNorm.run(&mut g, &mut cx).expect("runs");
+        crate::verify(&g).expect("verifies");
+        assert_eq!(cx.notes[0], "2 batch norms folded into the preceding convolution");
+        let out = g.outputs()[0].value;
+        let second = g.inputs(out.node);
+        assert!(matches!(g.node(out.node).op, Op::Convolution { groups: 8, has_bias: true, .. }));
+        let first = g.node(second[0].node);
+        assert!(matches!(first.op, Op::Convolution { groups: 1, has_bias: true, .. }), "reads {}", first.name);
+        assert_eq!(first.outputs[0], f32(&[1, 8, 4, 4]));
     }
 }

@@ -22,6 +22,7 @@ pub mod sdpa;
 pub mod specialize;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+pub mod typing;
 pub mod verify;
 
 pub use pass::{Pass, PassError, PassOptions, PassReport, Pipeline, PASSES};

@@ -1,4 +1,5 @@
-//! The IR verifier: structural invariants plus per-op arity and shape/dtype rules.
+//! The IR verifier: structural invariants, per-op arity, and every op's type rule
+//! (`crate::typing`) against the types its node declares.
 //!
 //! Run after import and after every pass. It reports the first problem with the node's name
 //! and op, so a broken pass is caught where it broke the graph, not in XLA.
@@ -7,7 +8,8 @@ use std::collections::BTreeSet;
 
 use thiserror::Error;
 
-use crate::ir::{BinaryOp, DType, Dim, Graph, Node, NodeId, Op, Operand, TensorType, UnaryOp, ValueRef};
+use crate::ir::{Dim, Graph, Node, NodeId, Op, Operand, TensorType, ValueRef};
+use crate::typing;
 
 /// A graph-level verification failure.
 #[derive(Debug, Error, PartialEq)]
@@ -49,8 +51,8 @@ pub enum NodeError {
     SlotGap { count: usize },
     #[error("input {slot} reads output {src_slot} of `{producer}`, which has only {available} outputs")]
     NoSuchOutput { slot: u16, producer: String, src_slot: u16, available: usize },
-    #[error("output has type {found}, expected {expected}")]
-    OutputType { expected: String, found: String },
+    #[error("output {slot} is declared {found}, but its operands give {expected}")]
+    OutputType { slot: usize, expected: String, found: String },
     #[error("{0}")]
     Shape(String),
 }
@@ -191,174 +193,36 @@ fn check_arity(op: &Op, inputs: usize, outputs: usize) -> Result<(), NodeError> 
     }
 }
 
-/// Two dims are equal when their canonical forms are.
-fn same_dim(a: &Dim, b: &Dim) -> bool {
-    a == b || a.to_expr().simplify() == b.to_expr().simplify()
-}
-
-fn same_dims(a: &[Dim], b: &[Dim]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| same_dim(x, y))
-}
-
-fn show(dims: &[Dim]) -> String {
-    let v: Vec<String> = dims.iter().map(ToString::to_string).collect();
-    format!("[{}]", v.join(","))
-}
-
-/// NumPy broadcasting of several shapes; `None` if they do not broadcast.
-fn broadcast(shapes: &[&[Dim]]) -> Option<Vec<Dim>> {
-    let rank = shapes.iter().map(|s| s.len()).max().unwrap_or(0);
-    let one = Dim::Static(1);
-    (0..rank)
-        .map(|i| {
-            let mut out = one.clone();
-            for s in shapes {
-                let Some(d) = (s.len() + i).checked_sub(rank).map(|k| &s[k]) else {
-                    continue;
-                };
-                if same_dim(d, &one) {
-                    continue;
-                }
-                if same_dim(&out, &one) {
-                    out = d.clone();
-                } else if !same_dim(&out, d) {
-                    return None;
-                }
-            }
-            Some(out)
-        })
-        .collect()
-}
-
-fn expect_dims(found: &TensorType, want: &[Dim]) -> Result<(), NodeError> {
-    if same_dims(&found.dims, want) {
-        Ok(())
-    } else {
-        Err(NodeError::OutputType { expected: show(want), found: show(&found.dims) })
-    }
-}
-
-fn expect_dtype(found: &TensorType, want: DType) -> Result<(), NodeError> {
-    if found.dtype == want {
-        Ok(())
-    } else {
-        Err(NodeError::OutputType { expected: want.to_string(), found: found.dtype.to_string() })
-    }
-}
-
-/// Shape and dtype rules for the ops whose result type follows simply from their operands.
-/// The other ops are checked for arity only; the emitter checks their shapes when lowering.
+/// Every output the op's type rule states must be the declared one (`crate::typing`).
 fn check_shapes(op: &Op, inputs: &[&TensorType], outputs: &[TensorType]) -> Result<(), NodeError> {
-    let Some(out) = outputs.first() else {
+    if let Op::Literal { values } = op {
+        return check_literal(values.len(), &outputs[0]);
+    }
+    let Some(expected) = typing::infer(op, inputs).map_err(NodeError::Shape)? else {
         return Ok(());
     };
-    let dims_of = |i: usize| inputs[i].dims.as_slice();
-    match op {
-        Op::Unary(u) => {
-            expect_dims(out, dims_of(0))?;
-            if matches!(u, UnaryOp::LogicalNot | UnaryOp::IsInf | UnaryOp::IsNan) {
-                expect_dtype(out, DType::Bool)?;
-            }
-            Ok(())
+    for (slot, (want, found)) in expected.iter().zip(outputs).enumerate() {
+        if !want.admits(found) {
+            return Err(NodeError::OutputType { slot, expected: want.to_string(), found: found.to_string() });
         }
-        Op::Binary { op: b, .. } => {
-            let shapes: Vec<&[Dim]> = inputs.iter().map(|t| t.dims.as_slice()).collect();
-            let want = broadcast(&shapes)
-                .ok_or_else(|| NodeError::Shape(format!("operands {} do not broadcast", shapes_str(&shapes))))?;
-            expect_dims(out, &want)?;
-            if b.is_comparison() || matches!(b, BinaryOp::LogicalAnd | BinaryOp::LogicalOr | BinaryOp::LogicalXor) {
-                expect_dtype(out, DType::Bool)?;
-            }
-            Ok(())
-        }
-        Op::Where { .. } => {
-            expect_dtype(inputs[0], DType::Bool)
-                .map_err(|_| NodeError::Shape(format!("condition has dtype {}, expected bool", inputs[0].dtype)))?;
-            let shapes: Vec<&[Dim]> = inputs.iter().map(|t| t.dims.as_slice()).collect();
-            let want = broadcast(&shapes)
-                .ok_or_else(|| NodeError::Shape(format!("operands {} do not broadcast", shapes_str(&shapes))))?;
-            expect_dims(out, &want)
-        }
-        Op::Mm | Op::Addmm { .. } => {
-            let (a, b) = if matches!(op, Op::Mm) { (dims_of(0), dims_of(1)) } else { (dims_of(1), dims_of(2)) };
-            check_matmul(a, b, 0, out)
-        }
-        Op::Bmm => check_matmul(dims_of(0), dims_of(1), 1, out),
-        Op::Permute { dims } => {
-            let src = dims_of(0);
-            let rank = src.len() as i64;
-            let norm: Option<Vec<usize>> =
-                dims.iter().map(|&d| usize::try_from(if d < 0 { d + rank } else { d }).ok()).collect();
-            let norm = norm.filter(|n| {
-                n.len() == src.len()
-                    && n.iter().collect::<BTreeSet<_>>().len() == n.len()
-                    && n.iter().all(|&d| d < src.len())
-            });
-            let Some(norm) = norm else {
-                return Err(NodeError::Shape(format!("{dims:?} is not a permutation of {} dims", src.len())));
-            };
-            let want: Vec<Dim> = norm.iter().map(|&d| src[d].clone()).collect();
-            expect_dims(out, &want)
-        }
-        Op::Copy => {
-            expect_dims(out, dims_of(0))?;
-            expect_dtype(out, inputs[0].dtype)
-        }
-        Op::Convert | Op::FullLike { .. } => expect_dims(out, dims_of(0)),
-        Op::Literal { values } => match out.static_numel() {
-            Some(n) if n as usize == values.len() => Ok(()),
-            n => Err(NodeError::Shape(format!(
-                "{} values for {} elements",
-                values.len(),
-                n.map_or_else(|| "a dynamic number of".into(), |n| n.to_string())
-            ))),
-        },
-        Op::View { .. } => match (inputs[0].static_numel(), out.static_numel()) {
-            (Some(a), Some(b)) if a != b => {
-                Err(NodeError::Shape(format!("view changes the element count from {a} to {b}")))
-            }
-            _ => Ok(()),
-        },
-        Op::Unsqueeze { .. } => {
-            if out.rank() == inputs[0].rank() + 1 {
-                Ok(())
-            } else {
-                Err(NodeError::Shape(format!("unsqueeze of rank {} gave rank {}", inputs[0].rank(), out.rank())))
-            }
-        }
-        Op::Cat { .. } => {
-            if inputs.iter().all(|t| t.rank() == out.rank() || t.static_numel() == Some(0)) {
-                Ok(())
-            } else {
-                Err(NodeError::Shape("cat operands differ in rank".into()))
-            }
-        }
-        _ => Ok(()),
     }
+    Ok(())
 }
 
-fn shapes_str(shapes: &[&[Dim]]) -> String {
-    shapes.iter().map(|s| show(s)).collect::<Vec<_>>().join(" and ")
-}
-
-/// `[..batch, m, k] x [..batch, k, n] -> [..batch, m, n]` with `batch` leading dims.
-fn check_matmul(a: &[Dim], b: &[Dim], batch: usize, out: &TensorType) -> Result<(), NodeError> {
-    let rank = batch + 2;
-    if a.len() != rank || b.len() != rank {
-        return Err(NodeError::Shape(format!("matmul operands {} and {} are not rank {rank}", show(a), show(b))));
+fn check_literal(values: usize, out: &TensorType) -> Result<(), NodeError> {
+    match out.static_numel() {
+        Some(n) if n as usize == values => Ok(()),
+        n => Err(NodeError::Shape(format!(
+            "{values} values for {} elements",
+            n.map_or_else(|| "a dynamic number of".into(), |n| n.to_string())
+        ))),
     }
-    if !same_dim(&a[batch + 1], &b[batch]) {
-        return Err(NodeError::Shape(format!("contracting dims differ: {} and {}", show(a), show(b))));
-    }
-    let mut want: Vec<Dim> = a[..batch].to_vec();
-    want.push(a[batch].clone());
-    want.push(b[batch + 1].clone());
-    expect_dims(out, &want)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ir::{BinaryOp, DType};
     use crate::ir::{builder::Builder, TensorType};
 
     fn f32(dims: &[i64]) -> TensorType {

@@ -6,72 +6,10 @@
 
 use melior::ir::Value;
 use torchtpu_passes::ir::{BinaryOp, DType, Operand, Scalar, TensorType, UnaryOp};
+pub use torchtpu_passes::typing::result_type;
 
 use super::builder::{static_dims, Builder, LowerResult};
 use super::{math, Arg};
-
-/// Category used by torch's promotion: bool < integer < floating < complex.
-fn category(d: DType) -> u8 {
-    if d == DType::Bool {
-        0
-    } else if d.is_integer() {
-        1
-    } else if d.is_float() {
-        2
-    } else {
-        3
-    }
-}
-
-/// Promotion of two dtypes of tensors of the same priority.
-fn promote_types(a: DType, b: DType) -> DType {
-    use DType::*;
-    if a == b {
-        return a;
-    }
-    let (ca, cb) = (category(a), category(b));
-    if ca != cb {
-        return if ca > cb { a } else { b };
-    }
-    let unsigned = |d: DType| matches!(d, U8 | U16 | U32 | U64);
-    match (a, b) {
-        (F16, BF16) | (BF16, F16) => F32,
-        _ if ca == 1 && unsigned(a) != unsigned(b) => {
-            // Mixed signedness: the signed type must hold the unsigned one's range.
-            let (s, u) = if unsigned(a) { (b, a) } else { (a, b) };
-            match (s.size_bytes(), u.size_bytes()) {
-                (ss, us) if ss > us => s,
-                (_, 1) => I16,
-                (_, 2) => I32,
-                _ => I64,
-            }
-        }
-        _ if a.size_bytes() >= b.size_bytes() => a,
-        _ => b,
-    }
-}
-
-/// torch's `result_type` for tensor and scalar operands: dimensioned tensors first, then
-/// 0-d tensors and scalars only when they are of a higher category.
-pub fn result_type(operands: &[(Option<&TensorType>, Option<Scalar>)]) -> DType {
-    let fold = |it: &mut dyn Iterator<Item = DType>| it.reduce(promote_types);
-    let dimmed = fold(&mut operands.iter().filter_map(|(t, _)| t.filter(|t| t.rank() > 0)).map(|t| t.dtype));
-    let zero = fold(&mut operands.iter().filter_map(|(t, _)| t.filter(|t| t.rank() == 0)).map(|t| t.dtype));
-    let wrapped = fold(&mut operands.iter().filter_map(|(_, s)| *s).map(|s| match s {
-        Scalar::Bool(_) => DType::Bool,
-        Scalar::Int(_) => DType::I64,
-        Scalar::Float(_) => DType::F32,
-    }));
-    let mut result = dimmed;
-    for next in [zero, wrapped].into_iter().flatten() {
-        result = Some(match result {
-            None => next,
-            Some(r) if category(next) > category(r) => next,
-            Some(r) => r,
-        });
-    }
-    result.unwrap_or(DType::F32)
-}
 
 /// A tensor or scalar operand, converted to `dtype` and broadcast to `dims`.
 fn operand<'c, 'b, 't>(
@@ -341,28 +279,4 @@ pub fn leaky_relu<'c, 'b>(
     let scaled = b.op("stablehlo.multiply", &[v, b.splat(Scalar::Float(slope), &dims, dt)?], &dims, dt, &[])?;
     let is_pos = b.compare(v, zero, &dims, dt, "GT")?;
     b.op("stablehlo.select", &[is_pos, v, scaled], &dims, dt, &[])
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn t(d: DType, rank: usize) -> TensorType {
-        TensorType::new(d, &vec![2; rank])
-    }
-
-    #[test]
-    fn promotion_follows_torch() {
-        let (f32_, i64_, f16_, bool_) = (t(DType::F32, 2), t(DType::I64, 2), t(DType::F16, 2), t(DType::Bool, 1));
-        // A float scalar keeps a half tensor half; an int scalar turns bool into long.
-        assert_eq!(result_type(&[(Some(&f16_), None), (None, Some(Scalar::Float(0.5)))]), DType::F16);
-        assert_eq!(result_type(&[(Some(&i64_), None), (None, Some(Scalar::Float(0.5)))]), DType::F32);
-        assert_eq!(result_type(&[(Some(&bool_), None), (None, Some(Scalar::Int(1)))]), DType::I64);
-        assert_eq!(result_type(&[(Some(&f32_), None), (Some(&i64_), None)]), DType::F32);
-        // A 0-d f64 tensor does not widen a dimensioned f32 tensor.
-        let zero_f64 = TensorType::new(DType::F64, &[]);
-        assert_eq!(result_type(&[(Some(&f32_), None), (Some(&zero_f64), None)]), DType::F32);
-        assert_eq!(promote_types(DType::U8, DType::I8), DType::I16);
-        assert_eq!(promote_types(DType::F16, DType::BF16), DType::F32);
-    }
 }

@@ -6,8 +6,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use torchtpu_passes::ir::{Bounds, DType, Dim, Graph, InputKind, Node, Op, Origin, OutputKind, TensorType, ValueRef};
+use torchtpu_passes::ir::{
+    Bounds, DType, Dim, Graph, InputKind, Node, Op, Origin, OutputKind, TensorType, ValueRef, MAX_OPERANDS,
+};
 
+use super::archive::Archive;
 use super::args::{Args, RNG_SEED};
 use super::ops;
 use super::payload::Weight;
@@ -37,6 +40,7 @@ pub struct Built {
 
 struct Builder<'a> {
     ep: &'a schema::ExportedProgram,
+    archive: &'a Archive,
     graph: Graph,
     /// FX tensor name → the value holding it.
     values: BTreeMap<String, ValueRef>,
@@ -49,11 +53,13 @@ struct Builder<'a> {
 /// Builds the graph; does not verify it (the caller does).
 pub fn build(
     name: &str,
+    archive: &Archive,
     ep: &schema::ExportedProgram,
     weights: &BTreeMap<String, Weight>,
 ) -> Result<Built, ImportError> {
     let mut b = Builder {
         ep,
+        archive,
         graph: Graph::new(name),
         values: BTreeMap::new(),
         sym_values: BTreeMap::new(),
@@ -142,10 +148,16 @@ impl Builder<'_> {
                     return Err(sig("custom-object and effect-token inputs are not supported".into()))
                 }
             };
-            if let Some(fqn) = kind.weight_fqn().filter(|f| !weights.contains_key(*f)) {
-                return Err(sig(format!("input `{name}` refers to `{fqn}`, which neither payload config holds")));
-            }
+            let weight = match kind.weight_fqn() {
+                Some(fqn) => Some(weights.get(fqn).ok_or_else(|| {
+                    sig(format!("input `{name}` refers to `{fqn}`, which neither payload config holds"))
+                })?),
+                None => None,
+            };
             let ty = self.tensor_type(&name)?;
+            if let Some(w) = weight {
+                self.check_stored_layout(&name, &ty, w)?;
+            }
             if let InputKind::User { index } = kind {
                 self.bind_symbols(&name, index, &ty);
             }
@@ -153,6 +165,31 @@ impl Builder<'_> {
             self.values.insert(name, ValueRef { node: id, slot: 0 });
         }
         Ok(constants)
+    }
+
+    /// A stored tensor's payload config must describe the tensor the graph reads: same dtype,
+    /// sizes and strides as its `tensor_values` entry. Otherwise the bytes would be read with
+    /// another layout than the program was traced with.
+    fn check_stored_layout(&self, name: &str, ty: &TensorType, w: &Weight) -> Result<(), ImportError> {
+        let bad =
+            |reason: String| ImportError::Payload { fqn: w.fqn.clone(), entry: self.archive.entry_name(&w.entry), reason };
+        let sizes: Vec<Dim> = w.sizes.iter().map(|&s| Dim::Static(s)).collect();
+        if ty.dtype != w.dtype || ty.dims != sizes {
+            return Err(bad(format!(
+                "its payload config says {}{:?} but the graph reads input `{name}` as {ty}",
+                w.dtype, w.sizes
+            )));
+        }
+        let declared = self.graph_json().tensor_values.get(name).map(|m| m.strides.as_slice()).unwrap_or_default();
+        let strides: Option<Vec<i64>> =
+            declared.iter().map(|s| if let SymInt::AsInt(v) = s { Some(*v) } else { None }).collect();
+        match strides {
+            Some(st) if !st.is_empty() && st != w.strides => Err(bad(format!(
+                "its payload config gives strides {:?} but the graph's `{name}` has strides {st:?}",
+                w.strides
+            ))),
+            _ => Ok(()),
+        }
     }
 
     /// The seed input of a graph with random ops, after every other input.
@@ -230,6 +267,12 @@ impl Builder<'_> {
                 Op::Unsupported { target: node.target.clone(), reason: known_unsupported(&node.target) }
             }
         };
+        if args.tensors.len() > MAX_OPERANDS {
+            return Err(fail(format!(
+                "it reads {} tensors; one node can read at most {MAX_OPERANDS} (split the `cat` or `stack`)",
+                args.tensors.len()
+            )));
+        }
         let mut inputs = Vec::with_capacity(args.tensors.len());
         for t in &args.tensors {
             if t == RNG_SEED && !self.values.contains_key(t) {
@@ -242,6 +285,9 @@ impl Builder<'_> {
             inputs.push(v);
         }
         let (output_names, types) = self.outputs_of(node).map_err(&fail)?;
+        if output_names.len() > MAX_OPERANDS {
+            return Err(fail(format!("it has {} outputs; one node can have at most {MAX_OPERANDS}", output_names.len())));
+        }
         let mut origin = origin.clone();
         origin.output_names.clone_from(&output_names);
         let mut node = Node::new(name.clone(), op, types);

@@ -113,7 +113,7 @@ pub fn import(path: &Path) -> Result<Program, ImportError> {
     let ep: schema::ExportedProgram = parse_json(&archive, MODEL_JSON)?;
     let weights = payload::load_payloads(&archive)?;
     let name = path.file_stem().map_or_else(|| archive.root().to_string(), |s| s.to_string_lossy().into_owned());
-    let built = build::build(&name, &ep, &weights)?;
+    let built = build::build(&name, &archive, &ep, &weights)?;
     torchtpu_passes::verify(&built.graph)?;
     Ok(Program {
         archive,

@@ -59,7 +59,7 @@ pub struct Weight {
 }
 
 impl Weight {
-    /// Number of elements.
+    /// Number of elements (checked to fit when the config was read).
     pub fn numel(&self) -> i64 {
         self.sizes.iter().product()
     }
@@ -81,13 +81,14 @@ impl Weight {
     }
 
     /// The tensor's bytes in row-major order: borrowed from the archive map when the view is
-    /// contiguous, gathered into a new buffer otherwise, zeros for an empty storage record.
+    /// contiguous, gathered into a new buffer otherwise. The view was checked against its
+    /// storage when the config was read ([`load_payloads`]).
     pub fn contiguous_bytes<'a>(&self, archive: &'a Archive) -> Result<Cow<'a, [u8]>, ImportError> {
         let storage = archive.bytes(&self.entry)?;
         let es = self.dtype.size_bytes();
         let n = self.numel() as usize;
-        if storage.is_empty() || n == 0 {
-            return Ok(Cow::Owned(vec![0; n * es]));
+        if n == 0 {
+            return Ok(Cow::Borrowed(&[]));
         }
         let start = self.storage_offset as usize * es;
         if self.is_contiguous() {
@@ -166,10 +167,16 @@ fn decode_meta(
     if sizes.iter().chain(&strides).any(|&v| v < 0) || storage_offset < 0 {
         return Err("negative size, stride or storage offset".into());
     }
+    let es = i64::try_from(dtype.size_bytes()).unwrap_or(i64::MAX);
+    let numel = sizes.iter().try_fold(1i64, |n, &s| n.checked_mul(s));
+    if numel.and_then(|n| n.checked_mul(es)).is_none() {
+        return Err(format!("its sizes {sizes:?} hold more elements than any file can (the product overflows)"));
+    }
     Ok(Weight { fqn: fqn.to_string(), source, is_param, dtype, sizes, strides, storage_offset, entry })
 }
 
 /// The storage must exist, hold whole elements and cover every element the view touches.
+/// All arithmetic is checked: a config near `i64::MAX` is an error, never a wrapped offset.
 fn check_storage(archive: &Archive, w: &Weight) -> Result<(), ImportError> {
     let storage = archive.bytes(&w.entry).map_err(|_| ImportError::Payload {
         fqn: w.fqn.clone(),
@@ -181,19 +188,21 @@ fn check_storage(archive: &Archive, w: &Weight) -> Result<(), ImportError> {
     if storage.len() % es != 0 {
         return Err(bad(format!("{} bytes is not a whole number of {}-byte {} elements", storage.len(), es, w.dtype)));
     }
-    if storage.is_empty() || w.numel() == 0 {
-        return Ok(()); // an empty record stands for zeros
+    if w.numel() == 0 {
+        return Ok(());
     }
-    let last = w.storage_offset + w.sizes.iter().zip(&w.strides).map(|(n, s)| (n - 1) * s).sum::<i64>();
+    let view = || format!("the view (sizes {:?}, strides {:?}, offset {})", w.sizes, w.strides, w.storage_offset);
+    let last = w
+        .sizes
+        .iter()
+        .zip(&w.strides)
+        .try_fold(w.storage_offset, |acc, (&n, &s)| (n - 1).checked_mul(s).and_then(|step| acc.checked_add(step)));
+    let Some(last) = last else {
+        return Err(bad(format!("{} reaches past any storage (the offset arithmetic overflows)", view())));
+    };
     let available = (storage.len() / es) as i64;
     if last >= available {
-        return Err(bad(format!(
-            "the view (sizes {:?}, strides {:?}, offset {}) needs {} elements but the storage holds {available}",
-            w.sizes,
-            w.strides,
-            w.storage_offset,
-            last + 1
-        )));
+        return Err(bad(format!("{} needs {} elements but the storage holds {available}", view(), last + 1)));
     }
     Ok(())
 }

@@ -2,9 +2,14 @@
 //!
 //! Grammar: `Expr := Int | 'str' | Ident | Ident '(' [Arg (',' Arg)*] ')'`,
 //! `Arg := Expr | Ident '=' Expr`. Keyword arguments (`positive=True`) are assumptions that
-//! do not change the value and are skipped.
+//! do not change the value and are skipped. Nesting is bounded ([`MAX_DEPTH`]) so that no
+//! archive can exhaust the stack here or in the recursive walks over [`SymExpr`] later.
 
 use torchtpu_passes::ir::SymExpr;
+
+/// The deepest nesting of calls accepted. Exported sizes nest a few levels (`Mul(Integer(64),
+/// Add(Symbol(…), Integer(-1)))`); anything near this is damage, not a model.
+pub const MAX_DEPTH: usize = 64;
 
 /// Why an expression could not be read.
 #[derive(Debug, PartialEq, Eq)]
@@ -21,7 +26,7 @@ enum Token {
 /// Parses one srepr expression, e.g. `Mul(Integer(64), Symbol('s70', positive=True, integer=True))`.
 pub fn parse(text: &str) -> Result<SymExpr, SreprError> {
     let tokens = tokenize(text)?;
-    let mut p = Parser { tokens: &tokens, pos: 0 };
+    let mut p = Parser { tokens: &tokens, pos: 0, depth: 0 };
     let expr = p.expr()?;
     if p.pos != tokens.len() {
         return Err(SreprError(format!("unexpected {:?} after the expression", tokens[p.pos])));
@@ -80,6 +85,8 @@ enum Ast {
 struct Parser<'a> {
     tokens: &'a [Token],
     pos: usize,
+    /// Calls open around the current position.
+    depth: usize,
 }
 
 impl Parser<'_> {
@@ -99,7 +106,13 @@ impl Parser<'_> {
             Token::Str(s) => Ok(Ast::Str(s)),
             Token::Ident(name) if self.peek_is(0, '(') => {
                 self.pos += 1;
-                Ok(Ast::Call(name, self.args()?))
+                if self.depth == MAX_DEPTH {
+                    return Err(SreprError(format!("calls nested more than {MAX_DEPTH} deep")));
+                }
+                self.depth += 1;
+                let args = self.args()?;
+                self.depth -= 1;
+                Ok(Ast::Call(name, args))
             }
             Token::Ident(name) => Ok(Ast::Name(name)),
             Token::Punct(c) => Err(SreprError(format!("unexpected `{c}`"))),
@@ -188,5 +201,13 @@ mod tests {
         assert!(parse("Rational(1, 2)").unwrap_err().0.contains("unsupported sympy function `Rational`"));
         assert!(parse("Integer(1) Integer(2)").unwrap_err().0.contains("after the expression"));
         assert!(parse("Symbol('s70").unwrap_err().0.contains("unterminated"));
+    }
+
+    #[test]
+    fn deep_nesting_is_an_error_not_a_stack_overflow() {
+        let deep = format!("{}Integer(1){}", "Add(Integer(1), ".repeat(30_000), ")".repeat(30_000));
+        assert_eq!(parse(&deep).unwrap_err().0, format!("calls nested more than {MAX_DEPTH} deep"));
+        let ok = format!("{}Integer(1){}", "Add(Integer(1), ".repeat(MAX_DEPTH - 1), ")".repeat(MAX_DEPTH - 1));
+        assert_eq!(parse(&ok).unwrap().as_const(), Some(i64::try_from(MAX_DEPTH).unwrap()));
     }
 }

@@ -276,7 +276,11 @@ impl Graph {
     }
 }
 
-/// Slot numbers are `u16`; more than 65535 operands is an internal invariant violation.
+/// The most tensor operands one node can have (slot numbers are `u16`). The importer refuses
+/// larger nodes; beyond it, a slot number is an internal invariant violation.
+pub const MAX_OPERANDS: usize = u16::MAX as usize + 1;
+
+/// Slot numbers are `u16`; more than [`MAX_OPERANDS`] operands is an internal invariant violation.
 pub(crate) fn slot_u16(slot: usize) -> u16 {
     u16::try_from(slot).expect("more than 65535 operands on one node")
 }

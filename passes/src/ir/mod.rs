@@ -8,7 +8,7 @@ mod print;
 mod sym;
 mod types;
 
-pub use graph::{Graph, GraphOutput, OutputKind};
+pub use graph::{Graph, GraphOutput, OutputKind, MAX_OPERANDS};
 pub use node::{Composite, Edge, Node, NodeId, Origin, Symbolic, ValueRef};
 pub use op::{
     ArgReduceOp, BagMode, BinaryOp, GridPadding, InputKind, Interpolation, Op, Operand, ReduceOp, ScatterReduce,

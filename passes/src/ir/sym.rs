@@ -61,15 +61,15 @@ impl SymExpr {
             }
             SymExpr::FloorDiv(a, b) => {
                 let (a, b) = both(a, b)?;
-                (b != 0).then(|| a.div_euclid(b) - i64::from(b < 0 && a.rem_euclid(b) != 0))
+                floor_div(a, b)
             }
             SymExpr::CeilDiv(a, b) => {
                 let (a, b) = both(a, b)?;
-                (b != 0).then(|| -((-a).div_euclid(b) - i64::from(b < 0 && (-a).rem_euclid(b) != 0)))
+                floor_div(a.checked_neg()?, b)?.checked_neg()
             }
             SymExpr::Mod(a, b) => {
                 let (a, b) = both(a, b)?;
-                (b != 0).then(|| ((a % b) + b) % b)
+                python_mod(a, b)
             }
             SymExpr::Max(xs) => xs.iter().map(|x| x.eval(env)).collect::<Option<Vec<_>>>()?.into_iter().max(),
             SymExpr::Min(xs) => xs.iter().map(|x| x.eval(env)).collect::<Option<Vec<_>>>()?.into_iter().min(),
@@ -132,8 +132,11 @@ impl SymExpr {
         let mut stack: Vec<SymExpr> = xs.iter().map(SymExpr::simplify).collect();
         while let Some(x) = stack.pop() {
             match x {
-                SymExpr::Int(v) if is_add => constant = constant.saturating_add(v),
-                SymExpr::Int(v) => constant = constant.saturating_mul(v),
+                // A constant that would overflow stays a term of its own: no saturation.
+                SymExpr::Int(v) => match if is_add { constant.checked_add(v) } else { constant.checked_mul(v) } {
+                    Some(c) => constant = c,
+                    None => rest.push(SymExpr::Int(v)),
+                },
                 SymExpr::Add(inner) if is_add => stack.extend(inner),
                 SymExpr::Mul(inner) if !is_add => stack.extend(inner),
                 other => rest.push(other),
@@ -194,6 +197,19 @@ impl SymExpr {
         }
         f.write_str(")")
     }
+}
+
+/// Python's `a // b` (rounds toward negative infinity); `None` on division by zero or overflow.
+fn floor_div(a: i64, b: i64) -> Option<i64> {
+    let q = a.checked_div(b)?;
+    let inexact = a.checked_rem(b)? != 0;
+    Some(if inexact && ((a < 0) != (b < 0)) { q - 1 } else { q })
+}
+
+/// Python's `a % b` (takes the sign of the divisor); `None` on division by zero or overflow.
+fn python_mod(a: i64, b: i64) -> Option<i64> {
+    let r = a.checked_rem(b)?;
+    Some(if r != 0 && ((r < 0) != (b < 0)) { r + b } else { r })
 }
 
 /// Infix form: `s70`, `64*s70`, `s70 + 1`, `s70^2`, `s70 // 2`, `max(s70, 4)`.
@@ -265,6 +281,21 @@ mod tests {
         assert_eq!(cd.eval(&env), Some(-3));
         assert_eq!(SymExpr::Pow(Box::new(s()), Box::new(SymExpr::Int(2))).eval(&env), Some(49));
         assert_eq!(s().eval(&BTreeMap::new()), None);
+    }
+
+    #[test]
+    fn eval_refuses_overflow_instead_of_panicking() {
+        let int = |v| Box::new(SymExpr::Int(v));
+        assert_eq!(SymExpr::FloorDiv(int(i64::MIN), int(-1)).as_const(), None);
+        assert_eq!(SymExpr::CeilDiv(int(i64::MIN), int(3)).as_const(), None);
+        assert_eq!(SymExpr::Mod(int(i64::MIN), int(-1)).as_const(), None);
+        assert_eq!(SymExpr::FloorDiv(int(7), int(0)).as_const(), None);
+        assert_eq!(SymExpr::FloorDiv(int(-7), int(2)).as_const(), Some(-4));
+        assert_eq!(SymExpr::Mod(int(7), int(-3)).as_const(), Some(-2));
+        let big = SymExpr::Add(vec![s(), SymExpr::Int(i64::MAX), SymExpr::Int(1)]);
+        let env = |v| BTreeMap::from([("s70".to_string(), v)]);
+        assert_eq!(big.simplify().eval(&env(0)), None);
+        assert_eq!(big.simplify().eval(&env(-5)), Some(i64::MAX - 4));
     }
 
     #[test]

@@ -1,0 +1,226 @@
+//! Type rules: the result types of an op from its operand types and attributes, with
+//! PyTorch's semantics (promotion, broadcasting, negative dims, keepdim, view element counts,
+//! slice bounds, convolution and pooling arithmetic).
+//!
+//! One file per op family; [`infer`] dispatches. The verifier compares every node's declared
+//! output types with what its rule infers, after import (where the declared types are the
+//! archive's `tensor_meta`) and after every pass, so neither a damaged archive nor a broken
+//! pass reaches the emitter with a type its operands do not give.
+//!
+//! A rule may leave part of a result open ([`Expected`]: a dtype or a dim it cannot tell, such
+//! as a size computed from a symbolic input, or an adaptive pool's recorded output size), or
+//! state only the leading results (a norm's saved statistics); what it states is checked. Ops without a rule yet return `None` and are checked for arity only;
+//! the `match` in [`infer`] is exhaustive, so a new op must say which it is.
+
+mod elementwise;
+mod linalg;
+mod nn;
+mod reduce;
+mod shape;
+
+use crate::ir::{DType, Dim, Op, TensorType};
+
+pub use elementwise::{promote_types, result_type};
+
+/// What a rule says of one result: its dtype and each of its dims, where the rule can tell.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Expected {
+    /// The element type, when the rule determines it.
+    pub dtype: Option<DType>,
+    /// The dims (the rank is always known); `None` for a dim the rule cannot tell.
+    pub dims: Vec<Option<Dim>>,
+}
+
+impl Expected {
+    /// A result of fully known type.
+    pub fn exact(dtype: DType, dims: &[Dim]) -> Expected {
+        Expected { dtype: Some(dtype), dims: dims.iter().cloned().map(Some).collect() }
+    }
+
+    /// A result with known dims whose dtype the rule leaves open.
+    pub fn shape(dims: &[Dim]) -> Expected {
+        Expected { dtype: None, dims: dims.iter().cloned().map(Some).collect() }
+    }
+
+    /// The same dims with the dtype set.
+    pub fn with_dtype(mut self, dtype: DType) -> Expected {
+        self.dtype = Some(dtype);
+        self
+    }
+
+    /// True when `ty` agrees with everything this says.
+    pub fn admits(&self, ty: &TensorType) -> bool {
+        self.dtype.is_none_or(|d| d == ty.dtype)
+            && self.dims.len() == ty.dims.len()
+            && self.dims.iter().zip(&ty.dims).all(|(e, d)| e.as_ref().is_none_or(|e| same_dim(e, d)))
+    }
+}
+
+impl std::fmt::Display for Expected {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.dtype {
+            Some(d) => write!(f, "{d}[")?,
+            None => f.write_str("?[")?,
+        }
+        for (i, d) in self.dims.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            match d {
+                Some(d) => write!(f, "{d}")?,
+                None => f.write_str("?")?,
+            }
+        }
+        f.write_str("]")
+    }
+}
+
+/// A rule's verdict: the operands cannot be given to this op (wrong rank, dims out of range,
+/// shapes that do not broadcast, …).
+pub type RuleResult = Result<Option<Vec<Expected>>, String>;
+
+/// The result types `op` gives for operands of types `inputs` (arity already checked), the
+/// leading results at least, or `None` when the op has no rule yet.
+pub fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
+    match op {
+        Op::Unary(_)
+        | Op::Binary { .. }
+        | Op::Where { .. }
+        | Op::Clamp { .. }
+        | Op::ClampTensor { .. }
+        | Op::Elu { .. }
+        | Op::LeakyRelu { .. }
+        | Op::Copy
+        | Op::Convert
+        | Op::FullLike { .. }
+        | Op::CopyFrom
+        | Op::Dropout { .. } => elementwise::infer(op, inputs),
+        Op::Mm | Op::Bmm | Op::Addmm { .. } | Op::Convolution { .. } => linalg::infer(op, inputs),
+        Op::View { .. }
+        | Op::Permute { .. }
+        | Op::Expand { .. }
+        | Op::Unsqueeze { .. }
+        | Op::Squeeze { .. }
+        | Op::Slice { .. }
+        | Op::Select { .. }
+        | Op::Cat { .. }
+        | Op::Flip { .. }
+        | Op::Repeat { .. }
+        | Op::Pad { .. }
+        | Op::SplitWithSizes { .. }
+        | Op::Literal { .. }
+        | Op::Full { .. } => shape::infer(op, inputs),
+        Op::Reduce { .. }
+        | Op::ArgReduce { .. }
+        | Op::Var { .. }
+        | Op::ExtremumDim { .. }
+        | Op::Sort { .. }
+        | Op::TopK { .. }
+        | Op::Cumsum { .. }
+        | Op::Softmax { .. } => reduce::infer(op, inputs),
+        Op::MaxPool { .. }
+        | Op::AvgPool { .. }
+        | Op::AdaptiveAvgPool { .. }
+        | Op::LayerNorm { .. }
+        | Op::GroupNorm { .. }
+        | Op::BatchNormInference { .. }
+        | Op::BatchNormTraining { .. } => nn::infer(op, inputs),
+        // No rule yet: arity only (the emitter checks what it needs when lowering).
+        Op::Input(_)
+        | Op::PadMode { .. }
+        | Op::AsStrided { .. }
+        | Op::Diagonal { .. }
+        | Op::Cdist { .. }
+        | Op::Pdist { .. }
+        | Op::MaxPoolBackward
+        | Op::AvgPoolBackward(_)
+        | Op::LayerNormBackward { .. }
+        | Op::ConvolutionBackward { .. }
+        | Op::GroupNormBackward { .. }
+        | Op::AdaptiveAvgPoolBackward
+        | Op::Upsample { .. }
+        | Op::Index { .. }
+        | Op::IndexSelect { .. }
+        | Op::Gather { .. }
+        | Op::Scatter { .. }
+        | Op::IndexPut { .. }
+        | Op::SliceScatter { .. }
+        | Op::SelectScatter { .. }
+        | Op::MaskedScatter
+        | Op::EmbeddingBackward { .. }
+        | Op::Embedding
+        | Op::EmbeddingBag { .. }
+        | Op::Col2Im { .. }
+        | Op::GridSampler { .. }
+        | Op::Rand { .. }
+        | Op::RandPerm
+        | Op::Fft { .. }
+        | Op::Arange { .. }
+        | Op::ArangeSym { .. }
+        | Op::ScalarTensor { .. }
+        | Op::AssertMetadata { .. }
+        | Op::SymSize { .. }
+        | Op::SymInt { .. }
+        | Op::Unsupported { .. } => Ok(None),
+    }
+}
+
+/// Two dims are equal when their canonical forms are.
+pub fn same_dim(a: &Dim, b: &Dim) -> bool {
+    a == b || a.to_expr().simplify() == b.to_expr().simplify()
+}
+
+/// A dim index of an operand of rank `rank` (negative counts from the end), checked the way
+/// PyTorch checks it; a 0-d operand accepts `0` and `-1`, as PyTorch's reductions do.
+pub(crate) fn dim_index(d: i64, rank: usize) -> Result<usize, String> {
+    let r = rank.max(1) as i64;
+    let n = if d < 0 { d + r } else { d };
+    if (0..r).contains(&n) {
+        Ok(n as usize)
+    } else {
+        Err(format!("dim {d} is out of range for a tensor of rank {rank}"))
+    }
+}
+
+/// `[a,b,c]` for messages.
+pub(crate) fn show(dims: &[Dim]) -> String {
+    let v: Vec<String> = dims.iter().map(ToString::to_string).collect();
+    format!("[{}]", v.join(","))
+}
+
+/// NumPy broadcasting of several shapes.
+pub(crate) fn broadcast(shapes: &[&[Dim]]) -> Result<Vec<Dim>, String> {
+    let rank = shapes.iter().map(|s| s.len()).max().unwrap_or(0);
+    let one = Dim::Static(1);
+    let fail = || {
+        let all: Vec<String> = shapes.iter().map(|s| show(s)).collect();
+        format!("operands {} do not broadcast", all.join(" and "))
+    };
+    (0..rank)
+        .map(|i| {
+            let mut out = one.clone();
+            for s in shapes {
+                let Some(d) = (s.len() + i).checked_sub(rank).map(|k| &s[k]) else {
+                    continue;
+                };
+                if same_dim(d, &one) {
+                    continue;
+                }
+                if same_dim(&out, &one) {
+                    out = d.clone();
+                } else if !same_dim(&out, d) {
+                    return Err(fail());
+                }
+            }
+            Ok(out)
+        })
+        .collect()
+}
+
+/// A single result.
+pub(crate) fn one(e: Expected) -> RuleResult {
+    Ok(Some(vec![e]))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,180 @@
+//! One test per family of type rules: what each infers, and what it refuses.
+
+use super::*;
+use crate::ir::{BinaryOp, Operand, ReduceOp, Scalar, SymExpr, UnaryOp};
+
+fn t(d: DType, dims: &[i64]) -> TensorType {
+    TensorType::new(d, dims)
+}
+
+fn f32(dims: &[i64]) -> TensorType {
+    t(DType::F32, dims)
+}
+
+/// The single result's type, which the test expects to be fully determined.
+fn exact(op: &Op, inputs: &[&TensorType]) -> String {
+    let e = infer(op, inputs).expect("admits its operands").expect("has a rule");
+    e.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+}
+
+fn refused(op: &Op, inputs: &[&TensorType]) -> String {
+    infer(op, inputs).expect_err("refuses its operands")
+}
+
+#[test]
+fn promotion_follows_torch() {
+    let (f32_, i64_, f16_, bool_) = (f32(&[2, 2]), t(DType::I64, &[2, 2]), t(DType::F16, &[2, 2]), t(DType::Bool, &[2]));
+    // A float scalar keeps a half tensor half; an int scalar turns bool into long.
+    assert_eq!(result_type(&[(Some(&f16_), None), (None, Some(Scalar::Float(0.5)))]), DType::F16);
+    assert_eq!(result_type(&[(Some(&i64_), None), (None, Some(Scalar::Float(0.5)))]), DType::F32);
+    assert_eq!(result_type(&[(Some(&bool_), None), (None, Some(Scalar::Int(1)))]), DType::I64);
+    assert_eq!(result_type(&[(Some(&f32_), None), (Some(&i64_), None)]), DType::F32);
+    // A 0-d f64 tensor does not widen a dimensioned f32 tensor.
+    let zero_f64 = t(DType::F64, &[]);
+    assert_eq!(result_type(&[(Some(&f32_), None), (Some(&zero_f64), None)]), DType::F32);
+    assert_eq!(promote_types(DType::U8, DType::I8), DType::I16);
+    assert_eq!(promote_types(DType::F16, DType::BF16), DType::F32);
+}
+
+#[test]
+fn elementwise_broadcasts_and_promotes() {
+    let add = Op::Binary { op: BinaryOp::Add, lhs: Operand::Tensor, rhs: Operand::Tensor, alpha: None };
+    assert_eq!(exact(&add, &[&f32(&[4, 1]), &t(DType::I64, &[3])]), "f32[4,3]");
+    let div = Op::Binary { op: BinaryOp::Div, lhs: Operand::Tensor, rhs: Operand::Scalar(Scalar::Int(2)), alpha: None };
+    assert_eq!(exact(&div, &[&t(DType::I64, &[3])]), "f32[3]");
+    let lt = Op::Binary { op: BinaryOp::Lt, lhs: Operand::Tensor, rhs: Operand::Scalar(Scalar::Float(0.0)), alpha: None };
+    assert_eq!(exact(&lt, &[&f32(&[3])]), "bool[3]");
+    assert_eq!(exact(&Op::Unary(UnaryOp::Exp), &[&t(DType::F16, &[2])]), "f16[2]");
+    assert_eq!(exact(&Op::Unary(UnaryOp::Exp), &[&t(DType::I64, &[2])]), "?[2]");
+    assert!(refused(&add, &[&f32(&[4, 3]), &f32(&[2])]).contains("do not broadcast"));
+    let w = Op::Where { on_true: Operand::Tensor, on_false: Operand::Scalar(Scalar::Float(0.0)) };
+    assert_eq!(exact(&w, &[&t(DType::Bool, &[2, 1]), &t(DType::F16, &[3])]), "f16[2,3]");
+    assert_eq!(refused(&w, &[&f32(&[2]), &f32(&[2])]), "the condition is f32, not bool");
+}
+
+#[test]
+fn contractions_check_their_dims_and_dtype() {
+    assert_eq!(exact(&Op::Mm, &[&f32(&[4, 16]), &f32(&[16, 8])]), "f32[4,8]");
+    assert_eq!(refused(&Op::Mm, &[&f32(&[4, 16]), &f32(&[8, 8])]), "contracting dims differ: [4,16] and [8,8]");
+    // An `addmm` declared i64 over f32 operands is refused by the comparison, not converted.
+    let addmm = Op::Addmm { beta: Scalar::Int(1), alpha: Scalar::Int(1) };
+    assert_eq!(exact(&addmm, &[&f32(&[8]), &f32(&[4, 16]), &f32(&[16, 8])]), "f32[4,8]");
+    assert!(refused(&Op::Bmm, &[&f32(&[2, 4, 16]), &t(DType::F16, &[2, 16, 8])]).contains("one dtype"));
+    assert!(refused(&Op::Bmm, &[&f32(&[2, 4, 16]), &f32(&[3, 16, 8])]).contains("batch dims differ"));
+}
+
+fn conv(stride: i64, padding: i64, groups: i64, transposed: bool) -> Op {
+    Op::Convolution {
+        stride: vec![stride; 2],
+        padding: vec![padding; 2],
+        dilation: vec![1; 2],
+        transposed,
+        output_padding: vec![0; 2],
+        groups,
+        has_bias: false,
+    }
+}
+
+#[test]
+fn convolution_arithmetic() {
+    assert_eq!(exact(&conv(2, 1, 1, false), &[&f32(&[2, 3, 32, 32]), &f32(&[8, 3, 3, 3])]), "f32[2,8,16,16]");
+    // Depthwise: 32 groups of one channel.
+    assert_eq!(exact(&conv(1, 1, 32, false), &[&f32(&[1, 32, 8, 8]), &f32(&[32, 1, 3, 3])]), "f32[1,32,8,8]");
+    assert_eq!(exact(&conv(2, 1, 1, true), &[&f32(&[1, 8, 4, 4]), &f32(&[8, 3, 3, 3])]), "f32[1,3,7,7]");
+    // The broken fold that once reached XLA: a 1-D vector as the input.
+    assert!(refused(&conv(1, 0, 1, false), &[&f32(&[8]), &f32(&[8, 8, 1, 1])]).contains("rank 4"));
+    assert!(refused(&conv(1, 0, 1, false), &[&f32(&[1, 4, 8, 8]), &f32(&[8, 3, 1, 1])]).contains("4 channels"));
+    assert!(refused(&conv(1, 0, 1, false), &[&f32(&[1, 3, 2, 2]), &f32(&[8, 3, 3, 3])]).contains("does not fit"));
+}
+
+#[test]
+fn pooling_arithmetic_follows_torch() {
+    let pool = |ceil_mode| Op::MaxPool { kernel: vec![3, 3], stride: vec![2, 2], padding: vec![1], dilation: vec![1], ceil_mode };
+    assert_eq!(exact(&pool(false), &[&f32(&[2, 8, 32, 32])]), "f32[2,8,16,16], i64[2,8,16,16]");
+    assert_eq!(exact(&pool(true), &[&f32(&[1, 1, 6, 6])]), "f32[1,1,4,4], i64[1,1,4,4]");
+    assert_eq!(exact(&pool(false), &[&f32(&[1, 1, 6, 6])]), "f32[1,1,3,3], i64[1,1,3,3]");
+    let wide = Op::AvgPool {
+        kernel: vec![2],
+        stride: vec![2],
+        padding: vec![2],
+        ceil_mode: false,
+        count_include_pad: true,
+        divisor_override: None,
+    };
+    assert!(refused(&wide, &[&f32(&[1, 4, 8])]).contains("at most half the kernel"));
+}
+
+#[test]
+fn views_keep_the_element_count() {
+    let view = |size: &[i64]| Op::View { size: size.iter().map(|&d| Dim::Static(d)).collect() };
+    assert_eq!(exact(&view(&[4, -1]), &[&f32(&[2, 3, 4])]), "f32[4,6]");
+    assert_eq!(refused(&view(&[5, 5]), &[&f32(&[2, 3, 4])]), "view of [2,3,4] (24 elements) as [5,5] (25 elements)");
+    assert!(refused(&view(&[5, -1]), &[&f32(&[2, 3, 4])]).contains("does not divide"));
+    assert!(refused(&view(&[-1, -1]), &[&f32(&[4])]).contains("more than one -1"));
+    let huge = f32(&[1 << 40, 1 << 40]);
+    assert!(refused(&view(&[-1]), &[&huge]).contains("more elements than fit"));
+}
+
+#[test]
+fn slices_follow_their_bounds() {
+    let slice = |start, end, step| Op::Slice { dim: 1, start: Dim::Static(start), end: Dim::Static(end), step };
+    assert_eq!(exact(&slice(1, i64::MAX, 2), &[&f32(&[2, 10])]), "f32[2,5]");
+    assert_eq!(exact(&slice(-3, -1, 1), &[&f32(&[2, 10])]), "f32[2,2]");
+    assert_eq!(exact(&slice(8, 2, 1), &[&f32(&[2, 10])]), "f32[2,0]");
+    assert_eq!(refused(&slice(0, 4, 0), &[&f32(&[2, 10])]), "slice step 0 must be positive");
+    let s = Dim::Sym(SymExpr::sym("s0"));
+    let sym = TensorType { dtype: DType::F32, dims: vec![s.clone()] };
+    let whole = Op::Slice { dim: 0, start: Dim::Static(0), end: Dim::Static(i64::MAX), step: 1 };
+    assert_eq!(exact(&whole, &[&sym]), "f32[s0]");
+    let part = Op::Slice { dim: 0, start: Dim::Static(1), end: Dim::Static(i64::MAX), step: 1 };
+    assert_eq!(exact(&part, &[&sym]), "f32[?]");
+}
+
+#[test]
+fn shape_ops_check_their_dims() {
+    assert_eq!(exact(&Op::Permute { dims: vec![2, 0, 1] }, &[&f32(&[2, 3, 4])]), "f32[4,2,3]");
+    assert!(refused(&Op::Permute { dims: vec![0, 0, 1] }, &[&f32(&[2, 3, 4])]).contains("not a permutation"));
+    assert_eq!(exact(&Op::Unsqueeze { dim: -1 }, &[&f32(&[2, 3])]), "f32[2,3,1]");
+    assert_eq!(exact(&Op::Squeeze { dims: vec![] }, &[&f32(&[1, 3, 1])]), "f32[3]");
+    assert_eq!(exact(&Op::Select { dim: 0, index: -1 }, &[&f32(&[2, 3])]), "f32[3]");
+    assert!(refused(&Op::Select { dim: 0, index: 2 }, &[&f32(&[2, 3])]).contains("out of range"));
+    let expand = Op::Expand { size: [4, -1, 3].map(Dim::Static).to_vec() };
+    assert_eq!(exact(&expand, &[&f32(&[2, 1])]), "f32[4,2,3]");
+    assert!(refused(&expand, &[&f32(&[2, 2])]).contains("cannot grow"));
+    assert_eq!(exact(&Op::Cat { dim: -1 }, &[&f32(&[2, 3]), &t(DType::F16, &[2, 5]), &f32(&[0])]), "f32[2,8]");
+    assert!(refused(&Op::Cat { dim: 0 }, &[&f32(&[2, 3]), &f32(&[2, 4])]).contains("differ outside dim 0"));
+    assert_eq!(exact(&Op::Repeat { repeats: vec![2, 1, 3] }, &[&f32(&[4, 5])]), "f32[2,4,15]");
+    assert_eq!(exact(&Op::Pad { pad: vec![1, 2, -1, 0], value: Scalar::Float(0.0) }, &[&f32(&[3, 4])]), "f32[2,7]");
+    let split = Op::SplitWithSizes { sizes: vec![Dim::Static(2), Dim::Static(3)], dim: 0 };
+    assert_eq!(exact(&split, &[&f32(&[5, 2])]), "f32[2,2], f32[3,2]");
+    assert!(refused(&split, &[&f32(&[6, 2])]).contains("add up to 5"));
+}
+
+#[test]
+fn reductions_drop_or_keep_their_dims() {
+    let sum = |dims: Vec<i64>, keepdim| Op::Reduce { op: ReduceOp::Sum, dims, keepdim, dtype: None };
+    assert_eq!(exact(&sum(vec![-1], false), &[&f32(&[2, 3])]), "f32[2]");
+    assert_eq!(exact(&sum(vec![0], true), &[&t(DType::Bool, &[2, 3])]), "i64[1,3]");
+    assert_eq!(exact(&sum(vec![], false), &[&f32(&[2, 3])]), "f32[]");
+    // A 0-d operand accepts dim 0 and -1 (PyTorch does), and stays 0-d.
+    assert_eq!(exact(&sum(vec![0], false), &[&f32(&[])]), "f32[]");
+    assert_eq!(exact(&sum(vec![-1], true), &[&f32(&[])]), "f32[]");
+    assert!(refused(&sum(vec![2], false), &[&f32(&[2, 3])]).contains("out of range"));
+    assert!(refused(&sum(vec![1, -1], false), &[&f32(&[2, 3])]).contains("more than once"));
+    let argmax = Op::ArgReduce { op: crate::ir::ArgReduceOp::Argmax, dim: Some(1), keepdim: false };
+    assert_eq!(exact(&argmax, &[&f32(&[2, 3])]), "i64[2]");
+    assert_eq!(exact(&Op::TopK { k: 2, dim: -1, largest: true }, &[&f32(&[4, 5])]), "f32[4,2], i64[4,2]");
+    assert!(refused(&Op::TopK { k: 6, dim: -1, largest: true }, &[&f32(&[4, 5])]).contains("out of range"));
+    // A softmax declared f16 over f32 values is refused by the comparison.
+    assert_eq!(exact(&Op::Softmax { dim: -1, log: false, safe: false }, &[&f32(&[2, 3])]), "f32[2,3]");
+}
+
+#[test]
+fn norms_state_their_normalized_value() {
+    let ln = Op::LayerNorm { normalized_rank: 1, eps: 1e-5, has_weight: true, has_bias: true };
+    assert_eq!(exact(&ln, &[&f32(&[2, 4, 8]), &f32(&[8]), &f32(&[8])]), "f32[2,4,8], ?[2,4,1], ?[2,4,1]");
+    let bn = Op::BatchNormInference { eps: 1e-5, has_weight: true, has_bias: true };
+    let c = f32(&[8]);
+    assert_eq!(exact(&bn, &[&f32(&[2, 8, 4, 4]), &c, &c, &c, &c]), "f32[2,8,4,4]");
+    assert!(refused(&bn, &[&c, &c, &c, &c, &c]).contains("batch of channels"));
+}
