@@ -459,11 +459,18 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>, out: &mut dyn Write, 
     };
     match run(cli, out, err) {
         Ok(code) => code,
+        // `inspect … | head`: the reader has what it wanted; end quietly, as `cat` does.
+        Err(e) if is_broken_pipe(&e) => 0,
         Err(e) => {
             let _ = writeln!(err, "error: {}", error_chain(&e));
             e.downcast_ref::<Error>().map_or(1, Error::exit_code)
         }
     }
+}
+
+/// True when the error is a write to a closed pipe.
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe))
 }
 
 fn run(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<u8> {

@@ -1,8 +1,9 @@
 //! Memory-mapped zip files: the container of both `.pt2` archives and `.tpuexe` artifacts.
 //!
-//! The central directory is read once; every entry must have a safe relative name, be stored
-//! uncompressed, and have its payload inside the file. Payloads are then plain slices of the
-//! map, so tensors and executables are never copied on the way in.
+//! The central directory is read once; every entry must have a safe relative name that no
+//! other entry has, be stored uncompressed, have a local header that agrees with its directory
+//! record, and have its payload inside the file without overlapping another entry. Payloads
+//! are then plain slices of the map, so tensors and executables are never copied on the way in.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -71,7 +72,19 @@ impl MappedZip {
 fn index_entries(map: &[u8]) -> Result<BTreeMap<String, Range<usize>>, ContainerError> {
     let not_zip = |e: zip::result::ZipError| ContainerError::NotZip { reason: e.to_string() };
     let mut zip = zip::ZipArchive::new(Cursor::new(map)).map_err(not_zip)?;
+    if zip.offset() != 0 {
+        return Err(ContainerError::NotZip {
+            reason: format!(
+                "the file is damaged: its last directory describes a zip that starts {} bytes in \
+                 (a truncated file ending in an embedded zip?)",
+                zip.offset()
+            ),
+        });
+    }
+    let directory = zip.central_directory_start();
+    check_unique_names(map, directory, zip.len())?;
     let mut entries = BTreeMap::new();
+    let mut extents = Vec::with_capacity(zip.len());
     for i in 0..zip.len() {
         let file = zip.by_index_raw(i).map_err(not_zip)?;
         let name = file.name().to_string();
@@ -79,29 +92,121 @@ fn index_entries(map: &[u8]) -> Result<BTreeMap<String, Range<usize>>, Container
         if !is_safe_name(&name) {
             return Err(bad("the name escapes the archive folder (absolute or `..`)".into()));
         }
-        if file.is_dir() {
-            continue;
-        }
         if file.compression() != CompressionMethod::Stored {
             return Err(bad(format!(
-                "it is compressed ({:?}); entries must be stored uncompressed",
-                file.compression()
+                "it is compressed ({}); entries must be stored uncompressed",
+                compression_name(local_method(map, file.header_start()))
             )));
         }
+        check_local_header(map, file.header_start(), file.name_raw()).map_err(bad)?;
         let start = file.data_start();
         let size = file.compressed_size();
-        let Some(end) = start.checked_add(size).filter(|&e| e <= map.len() as u64) else {
+        let Some(end) = start.checked_add(size).filter(|&e| e <= directory) else {
             return Err(bad(format!(
-                "its declared size of {size} bytes at offset {start} runs past the end of the {}-byte file",
+                "its declared size of {size} bytes at offset {start} runs past the end of the entries \
+                 ({directory} bytes; the file has {})",
                 map.len()
             )));
         };
         if file.size() != size {
             return Err(bad("its stored and declared sizes differ".into()));
         }
-        entries.insert(name, start as usize..end as usize);
+        extents.push((file.header_start(), end, name.clone()));
+        if !file.is_dir() {
+            entries.insert(name, start as usize..end as usize);
+        }
     }
+    check_no_overlap(extents)?;
     Ok(entries)
+}
+
+/// The zip reader keeps the last of several entries with one name; walking the central
+/// directory's records finds them all, so a repeated name is refused instead.
+fn check_unique_names(map: &[u8], directory: u64, indexed: usize) -> Result<(), ContainerError> {
+    const RECORD: u32 = 0x0201_4b50;
+    let mut at = usize::try_from(directory).unwrap_or(usize::MAX);
+    let mut seen = std::collections::BTreeSet::new();
+    while let Some(fixed) = map.get(at..at.saturating_add(46)) {
+        if u32::from_le_bytes([fixed[0], fixed[1], fixed[2], fixed[3]]) != RECORD {
+            break;
+        }
+        let field = |o: usize| usize::from(u16::from_le_bytes([fixed[o], fixed[o + 1]]));
+        let name_end = at + 46 + field(28);
+        let Some(name) = map.get(at + 46..name_end) else { break };
+        if !seen.insert(name) {
+            return Err(ContainerError::BadEntry {
+                entry: String::from_utf8_lossy(name).into_owned(),
+                reason: "two entries have this name".into(),
+            });
+        }
+        at = name_end + field(30) + field(32);
+    }
+    if seen.len() != indexed {
+        return Err(ContainerError::NotZip {
+            reason: format!("the directory holds {} records but {indexed} entries were read", seen.len()),
+        });
+    }
+    Ok(())
+}
+
+/// The local header before an entry's data must be one and name the same entry.
+fn check_local_header(map: &[u8], at: u64, central_name: &[u8]) -> Result<(), String> {
+    const LOCAL: u32 = 0x0403_4b50;
+    let at = usize::try_from(at).map_err(|_| "its local header lies past the end of the file".to_string())?;
+    let fixed = map.get(at..at.saturating_add(30)).ok_or("its local header lies past the end of the file")?;
+    if u32::from_le_bytes([fixed[0], fixed[1], fixed[2], fixed[3]]) != LOCAL {
+        return Err(format!("no local header at offset {at}, where its directory record points"));
+    }
+    let name_len = usize::from(u16::from_le_bytes([fixed[26], fixed[27]]));
+    let local_name = map.get(at + 30..at + 30 + name_len).ok_or("its local header runs past the end of the file")?;
+    if local_name != central_name {
+        return Err(format!(
+            "its local header names `{}`; the directory and local headers disagree",
+            String::from_utf8_lossy(local_name)
+        ));
+    }
+    if u16::from_le_bytes([fixed[8], fixed[9]]) != 0 {
+        return Err(format!(
+            "its local header says {}, its directory record says stored",
+            compression_name(Some(u16::from_le_bytes([fixed[8], fixed[9]])))
+        ));
+    }
+    Ok(())
+}
+
+/// No entry's header or data may lie inside another's (a zip bomb's trick, or damage).
+fn check_no_overlap(mut extents: Vec<(u64, u64, String)>) -> Result<(), ContainerError> {
+    extents.sort();
+    for pair in extents.windows(2) {
+        let ((_, end, first), (start, _, second)) = (&pair[0], &pair[1]);
+        if start < end {
+            return Err(ContainerError::BadEntry {
+                entry: second.clone(),
+                reason: format!("its bytes overlap those of entry `{first}`"),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The compression method code in the local header at `at`, if there is one.
+fn local_method(map: &[u8], at: u64) -> Option<u16> {
+    let at = usize::try_from(at).ok()?;
+    map.get(at + 8..at + 10).map(|b| u16::from_le_bytes([b[0], b[1]]))
+}
+
+/// A zip compression method as a person would name it.
+fn compression_name(code: Option<u16>) -> String {
+    match code {
+        Some(8) => "deflate".into(),
+        Some(9) => "deflate64".into(),
+        Some(12) => "bzip2".into(),
+        Some(14) => "lzma".into(),
+        Some(93) => "zstd".into(),
+        Some(95) => "xz".into(),
+        Some(c) => format!("zip method {c}"),
+        None => "an unknown method".into(),
+    }
 }
 
 /// A relative path with no `..`, no root and no drive prefix.

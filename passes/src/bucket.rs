@@ -210,6 +210,13 @@ impl Masker<'_> {
             | Op::AssertMetadata { .. }
             | Op::BatchNormInference { .. } => Ok(()),
             Op::Cumsum { .. } => Ok(()),
+            // Each row of the batch (dim 0) is computed from that row alone: padding rows is exact.
+            Op::Convolution { .. }
+            | Op::MaxPool { .. }
+            | Op::AvgPool { .. }
+            | Op::AdaptiveAvgPool { .. }
+            | Op::Upsample { .. }
+            | Op::GroupNorm { .. } => Self::batch_rows_only(&in_dyn),
             Op::View { .. } => self.check_view(graph, id),
             Op::Slice { dim, step, .. } => {
                 let d = norm_dim(*dim, rank(0));
@@ -279,6 +286,16 @@ impl Masker<'_> {
                 self.mask_input(graph, id, 0, &[norm_dim(*dim, rank(0))], Scalar::Float(fill))
             }
             _ => Err("has no padding-safe form along a dynamic dim".into()),
+        }
+    }
+
+    /// Ops that compute each batch row on its own are exact under padding when only the batch
+    /// (dim 0 of the first operand) is dynamic and the other operands (weights) are static.
+    fn batch_rows_only(in_dyn: &[DynDims]) -> Result<(), String> {
+        if in_dyn[0].keys().all(|&d| d == 0) && in_dyn[1..].iter().all(BTreeMap::is_empty) {
+            Ok(())
+        } else {
+            Err("is dynamic along a dim other than the batch (dim 0), which it mixes".into())
         }
     }
 

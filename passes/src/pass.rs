@@ -220,6 +220,53 @@ mod tests {
         TensorType::new(crate::ir::DType::F32, dims)
     }
 
+    /// Feeds the convolution its 1-D bias instead of its input, as `fold_batch_norm` once did
+    /// through a reused node id.
+    struct Broken;
+
+    impl super::Pass for Broken {
+        fn name(&self) -> &'static str {
+            "broken"
+        }
+
+        fn run(&self, g: &mut crate::ir::Graph, _: &mut super::PassCx) -> Result<super::Changed, super::PassError> {
+            let conv =
+                g.topo_order().expect("acyclic").into_iter().find(|&id| g.node(id).name == "conv").expect("conv");
+            let bias = g.inputs(conv)[2];
+            g.set_input(conv, 0, bias);
+            Ok(super::Changed::Yes)
+        }
+    }
+
+    /// The verifier after each pass sees the ill-typed convolution and names pass and node;
+    /// nothing reaches the emitter.
+    #[test]
+    fn a_pass_that_breaks_types_fails_the_pipeline() {
+        let mut b = Builder::new("t");
+        let x = b.input("x", f32(&[1, 3, 8, 8]));
+        let w = b.param("w", "conv.weight", f32(&[4, 3, 3, 3]));
+        let bias = b.param("bias", "conv.bias", f32(&[4]));
+        let conv = Op::Convolution {
+            stride: vec![1, 1],
+            padding: vec![1, 1],
+            dilation: vec![1, 1],
+            transposed: false,
+            output_padding: vec![0, 0],
+            groups: 1,
+            has_bias: true,
+        };
+        let y = b.op("conv", conv, &[x, w, bias], f32(&[1, 4, 8, 8]));
+        b.output(y);
+        let mut g = b.finish();
+        crate::verify(&g).expect("well typed before");
+        let err = Pipeline { passes: vec![Box::new(Broken)] }.run(&mut g, |_, _| {}).expect_err("caught");
+        assert_eq!(
+            err.to_string(),
+            "pass `broken` broke the graph: node `conv` (convolution): a 2-d convolution takes an input and a \
+             weight of rank 4, found [4] and [4,3,3,3]"
+        );
+    }
+
     /// `exp(clone(x)) + exp(view(x))`, plus an unused `neg(x)`: canonicalize drops the clone
     /// and the no-op view, cse merges the two `exp`, dce drops `neg`.
     #[test]

@@ -222,8 +222,8 @@ fn check_literal(values: usize, out: &TensorType) -> Result<(), NodeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::{BinaryOp, DType};
     use crate::ir::{builder::Builder, TensorType};
+    use crate::ir::{BinaryOp, DType};
 
     fn f32(dims: &[i64]) -> TensorType {
         TensorType::new(DType::F32, dims)

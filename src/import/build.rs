@@ -16,7 +16,7 @@ use super::ops;
 use super::payload::Weight;
 use super::schema::{self, scalar_type, Argument, InputSpec, OutputSpec, SymInt, SymIntArgument};
 use super::srepr;
-use super::ImportError;
+use super::{shown, ImportError};
 
 /// Where a symbol's value comes from at run time: a dimension of a user input.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -90,8 +90,14 @@ impl Builder<'_> {
             SymInt::AsInt(i) => Ok(Dim::Static(*i)),
             SymInt::AsExpr(e) => {
                 let expr = srepr::parse(&e.expr_str)
-                    .map_err(|err| format!("cannot parse symbolic size `{}`: {}", e.expr_str, err.0))?
+                    .map_err(|err| format!("cannot parse symbolic size `{}`: {}", shown(&e.expr_str), err.0))?
                     .simplify();
+                if expr.symbols().is_empty() && expr.as_const().is_none() {
+                    return Err(format!(
+                        "size `{}` has no symbols but no value either (it overflows or divides by zero)",
+                        shown(&e.expr_str)
+                    ));
+                }
                 self.symbols.extend(expr.symbols());
                 Ok(Dim::from_expr(expr))
             }
@@ -100,12 +106,19 @@ impl Builder<'_> {
 
     /// The type of a named tensor, from `tensor_values`.
     fn tensor_type(&mut self, name: &str) -> Result<TensorType, ImportError> {
-        let bad = |reason: String| ImportError::TensorMeta { tensor: name.to_string(), reason };
+        let bad = |reason: String| ImportError::TensorMeta { tensor: shown(name), reason };
         let meta =
             self.graph_json().tensor_values.get(name).ok_or_else(|| bad("no entry (its type is unknown)".into()))?;
         let dtype = scalar_type(meta.dtype).ok_or_else(|| bad(format!("unknown dtype number {}", meta.dtype)))?;
         let sizes = meta.sizes.clone();
         let dims = sizes.iter().map(|s| self.sym_int(s)).collect::<Result<Vec<_>, _>>().map_err(bad)?;
+        if dims.iter().any(|d| d.as_static().is_some_and(|v| v < 0)) {
+            return Err(bad("a size is negative".into()));
+        }
+        let bytes = dims.iter().filter_map(Dim::as_static).try_fold(dtype.size_bytes() as i64, |n, d| n.checked_mul(d));
+        if bytes.is_none() {
+            return Err(bad(format!("its sizes hold more bytes than fit in 64 bits ({})", dtype)));
+        }
         Ok(TensorType { dtype, dims })
     }
 
@@ -171,8 +184,11 @@ impl Builder<'_> {
     /// sizes and strides as its `tensor_values` entry. Otherwise the bytes would be read with
     /// another layout than the program was traced with.
     fn check_stored_layout(&self, name: &str, ty: &TensorType, w: &Weight) -> Result<(), ImportError> {
-        let bad =
-            |reason: String| ImportError::Payload { fqn: w.fqn.clone(), entry: self.archive.entry_name(&w.entry), reason };
+        let bad = |reason: String| ImportError::Payload {
+            fqn: w.fqn.clone(),
+            entry: self.archive.entry_name(&w.entry),
+            reason,
+        };
         let sizes: Vec<Dim> = w.sizes.iter().map(|&s| Dim::Static(s)).collect();
         if ty.dtype != w.dtype || ty.dims != sizes {
             return Err(bad(format!(
@@ -229,8 +245,8 @@ impl Builder<'_> {
             derived_from: None,
         };
         let fail = |reason: String| ImportError::Node {
-            node: name.clone(),
-            target: node.target.clone(),
+            node: shown(&name),
+            target: shown(&node.target),
             reason,
             stack: origin.source_line().map(str::to_string),
         };
@@ -278,15 +294,17 @@ impl Builder<'_> {
             if t == RNG_SEED && !self.values.contains_key(t) {
                 self.add_rng_seed();
             }
-            let v =
-                self.values.get(t).copied().ok_or_else(|| {
-                    fail(format!("reads tensor `{t}`, which no graph input or earlier node produces"))
-                })?;
+            let v = self.values.get(t).copied().ok_or_else(|| {
+                fail(format!("reads tensor `{}`, which no graph input or earlier node produces", shown(t)))
+            })?;
             inputs.push(v);
         }
         let (output_names, types) = self.outputs_of(node).map_err(&fail)?;
         if output_names.len() > MAX_OPERANDS {
-            return Err(fail(format!("it has {} outputs; one node can have at most {MAX_OPERANDS}", output_names.len())));
+            return Err(fail(format!(
+                "it has {} outputs; one node can have at most {MAX_OPERANDS}",
+                output_names.len()
+            )));
         }
         let mut origin = origin.clone();
         origin.output_names.clone_from(&output_names);
@@ -295,7 +313,7 @@ impl Builder<'_> {
         let id = self.graph.add_op(node, &inputs);
         for (slot, out) in output_names.into_iter().enumerate().filter(|(_, n)| !n.is_empty()) {
             if self.values.insert(out.clone(), ValueRef { node: id, slot: slot as u16 }).is_some() {
-                return Err(fail(format!("output `{out}` is also produced by another node or input")));
+                return Err(fail(format!("output `{}` is also produced by another node or input", shown(&out))));
             }
         }
         Ok(())

@@ -36,8 +36,8 @@ pub enum ImportError {
     BadEntry { entry: String, reason: String },
     #[error("archive entry `{entry}` is missing")]
     MissingEntry { entry: String },
-    #[error("archive entry `{entry}`: invalid JSON at line {line}, column {column}: {message}")]
-    Json { entry: String, line: usize, column: usize, message: String },
+    #[error("archive entry `{entry}`: {what} at line {line}, column {column}: {message}")]
+    Json { entry: String, what: &'static str, line: usize, column: usize, message: String },
     #[error(
         "archive entry `{entry}`: export schema version {major}.{minor} is not supported \
          (this compiler reads schema 8.x)"
@@ -154,13 +154,61 @@ fn check_container(archive: &Archive) -> Result<(), ImportError> {
     Ok(())
 }
 
-/// Parses a JSON entry, reporting serde's line and column with the entry name.
+/// Parses a JSON entry, reporting serde's line and column with the entry name. Text that is
+/// not JSON is "invalid JSON"; JSON of another shape than the schema is said to be so.
 fn parse_json<T: DeserializeOwned>(archive: &Archive, rel: &str) -> Result<T, ImportError> {
     let bytes = archive.bytes(rel)?;
     serde_json::from_slice(bytes).map_err(|e| {
         let text = e.to_string();
         // serde_json appends " at line L column C"; the variant carries those separately.
-        let message = text.split(" at line ").next().unwrap_or(&text).to_string();
-        ImportError::Json { entry: archive.entry_name(rel), line: e.line(), column: e.column(), message }
+        let message = plain_serde_message(text.split(" at line ").next().unwrap_or(&text));
+        let what = match e.classify() {
+            serde_json::error::Category::Data => "JSON that does not follow the export schema",
+            _ => "invalid JSON",
+        };
+        ImportError::Json { entry: archive.entry_name(rel), what, line: e.line(), column: e.column(), message }
     })
+}
+
+/// serde's wording without the Rust type names (`expected struct Graph`, `expected i64`).
+fn plain_serde_message(message: &str) -> String {
+    let mut out = shown(message.strip_prefix("invalid type: ").unwrap_or(message));
+    for (rust, plain) in [
+        ("expected i64", "expected an integer that fits in 64 bits"),
+        ("expected u64", "expected a non-negative integer that fits in 64 bits"),
+        ("expected u32", "expected a non-negative integer that fits in 32 bits"),
+        ("expected f64", "expected a number"),
+    ] {
+        out = out.replace(rust, plain);
+    }
+    for kind in ["struct", "enum", "map"] {
+        while let Some(at) = out.find(&format!("expected {kind} ")) {
+            let name_end = out[at + 10 + kind.len()..]
+                .find(|c: char| !c.is_alphanumeric())
+                .map_or(out.len(), |e| at + 10 + kind.len() + e);
+            let plain =
+                if kind == "enum" { "expected one of the schema's tagged objects" } else { "expected an object" };
+            out.replace_range(at..name_end, plain);
+        }
+    }
+    out
+}
+
+/// A string from the archive as a message shows it: control characters escaped, and cut to
+/// 80 characters with a count of the rest, so that no name can garble or flood a terminal.
+pub fn shown(s: &str) -> String {
+    const MAX: usize = 80;
+    let mut out = String::new();
+    for (i, (at, c)) in s.char_indices().enumerate() {
+        if i == MAX {
+            out.push_str(&format!("… (+{} more bytes)", s.len() - at));
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }

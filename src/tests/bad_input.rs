@@ -22,6 +22,80 @@ const CASES: &[(&str, &[&str])] = &[
     ("dangling_input", &["node `relu`", "aten.relu.default", "reads tensor `no_such_tensor`"]),
     ("duplicate_node_name", &["node `permute`", "aten.addmm.default", "another node has the same name"]),
     ("bad_sym_expr", &["tensor `input_ids`", "cannot parse symbolic size `Mul(Integer(2), `"]),
+    // The zip container.
+    ("empty_file", &["not a pt2 archive", "the file is empty"]),
+    ("no_entries", &["not a pt2 archive", "the zip has no entries"]),
+    ("duplicate_entry", &["archive entry `mlp/data/weights/weight_0`", "two entries have this name"]),
+    ("compressed_entry", &["archive entry `mlp/models/model.json`", "compressed (deflate)"]),
+    ("local_header_mismatch", &["entry `mlp/data/weights/weight_0`", "local header names `mlp/data/weights/weight_9`"]),
+    (
+        "header_points_elsewhere",
+        &["entry `mlp/data/weights/weight_0`", "local header names `mlp/data/weights/weight_1`"],
+    ),
+    ("truncated_before_directory", &["not a pt2 archive", "damaged", "embedded zip"]),
+    ("overlapping_entries", &["archive entry `mlp/extra/hidden`", "overlap those of entry `mlp/extra/outer`"]),
+    ("archive_format_pt3", &["archive entry `mlp/archive_format`", "expected `pt2`, found `pt3`"]),
+    ("big_endian", &["archive entry `mlp/byteorder`", "only little-endian"]),
+    ("missing_archive_format", &["archive entry `mlp/archive_format` is missing"]),
+    // JSON of the wrong structure is not called invalid JSON, and serde's Rust names stay out.
+    (
+        "model_json_wrong_structure",
+        &["`mlp/models/model.json`", "does not follow the export schema", "expected an object"],
+    ),
+    ("model_json_binary", &["`mlp/models/model.json`: invalid JSON at line 1, column 1"]),
+    ("weights_config_invalid_json", &["`mlp/data/weights/model_weights_config.json`: invalid JSON"]),
+    ("size_too_large_for_i64", &["does not follow the export schema", "expected an integer that fits in 64 bits"]),
+    ("schema_major_string", &["does not follow the export schema", "string \"8\""]),
+    // Declared types are checked against the ops' type rules, not believed.
+    ("addmm_declared_i64", &["node `addmm` (addmm)", "declared i64[4,32], but its operands give f32[4,32]"]),
+    ("relu_declared_f16", &["node `relu` (relu)", "declared f16[4,32], but its operands give f32[4,32]"]),
+    ("addmm_declared_wider", &["node `addmm` (addmm)", "declared f32[4,33], but its operands give f32[4,32]"]),
+    (
+        "permute_declared_unpermuted",
+        &["node `permute` (permute)", "declared f32[32,16], but its operands give f32[16,32]"],
+    ),
+    ("relu_declared_rank3", &["node `relu` (relu)", "declared f32[4,32,1]"]),
+    ("node_unknown_dtype", &["node `relu`", "tensor `relu`", "unknown dtype number 99"]),
+    ("permute_repeated_dim", &["node `permute` (permute)", "[0, 0] is not a permutation of 2 dims"]),
+    ("permute_dim_out_of_range", &["node `permute` (permute)", "[1, 5] is not a permutation of 2 dims"]),
+    ("addmm_wrong_operand", &["node `addmm` (addmm)", "its operands give f32[32,32]"]),
+    ("missing_argument", &["node `addmm`", "missing required argument `mat1`"]),
+    ("argument_wrong_kind", &["node `permute`", "argument `dims`: expected a list of ints"]),
+    ("output_produced_twice", &["node `permute_1`", "output `permute` is also produced by another node"]),
+    ("missing_tensor_values", &["node `relu`", "tensor `relu` in `tensor_values`: no entry"]),
+    ("hostile_node_name", &["node `relu\\u{1b}[31m\\nxxx", "… (+99930 more bytes)`", "reads tensor `no_such_tensor`"]),
+    // The graph signature.
+    ("signature_unknown_weight", &["graph signature", "refers to `nope.weight`, which neither payload config holds"]),
+    ("signature_missing_input_spec", &["graph signature: 4 input specs for 5 graph inputs"]),
+    ("signature_dangling_output", &["graph signature: output `nope` is produced by no node or input"]),
+    ("signature_token_output", &["graph signature: effect-token outputs are not supported"]),
+    ("signature_int_user_input", &["graph signature: user inputs of kind `as_int` are not supported"]),
+    // Payload configs: checked against the graph and their storage, with checked arithmetic.
+    (
+        "weight_config_shape",
+        &[
+            "weight `fc1.weight`",
+            "payload config says f32[16, 32] but the graph reads input `p_fc1_weight` as f32[32,16]",
+        ],
+    ),
+    ("weight_config_dtype", &["weight `fc1.weight`", "payload config says f16[32, 16]"]),
+    (
+        "weight_config_strides",
+        &["weight `fc1.weight`", "strides [1, 32] but the graph's `p_fc1_weight` has strides [16, 1]"],
+    ),
+    ("weight_offset_overflow", &["weight `fc1.weight`", "offset 9223372036854775806", "overflows"]),
+    ("weight_stride_overflow", &["weight `fc1.weight`", "strides [4611686018427387904, 1]", "overflows"]),
+    ("weight_numel_overflow", &["weight `fc1.weight`", "the product overflows"]),
+    ("weight_negative_size", &["weight `fc1.weight`", "negative size"]),
+    ("weight_symbolic_size", &["weight `fc1.weight`", "stored tensors must be static"]),
+    ("weight_rank_mismatch", &["weight `fc1.weight`", "2 sizes but 1 strides"]),
+    ("weight_config_no_meta", &["weight `fc1.weight`", "no tensor_meta"]),
+    ("weight_config_wrong_path", &["weight `fc1.weight`", "`mlp/data/weights/weight_99`", "missing"]),
+    ("empty_weight", &["weight `fc1.weight`", "needs 512 elements but the storage holds 0"]),
+    ("partial_element_weight", &["weight `fc1.weight`", "2047 bytes is not a whole number of 4-byte f32 elements"]),
+    // Size expressions: bounded recursion, checked arithmetic, and no megabyte echoes.
+    ("size_expr_too_deep", &["tensor `relu`", "calls nested more than 64 deep", "… (+"]),
+    ("size_expr_overflow", &["tensor `relu`", "no symbols but no value either"]),
 ];
 
 #[test]
@@ -46,8 +120,11 @@ fn every_malformed_archive_is_refused_with_a_clear_message() {
         for f in *fragments {
             assert!(err.contains(f), "{name}: message lacks `{f}`:\n{err}");
         }
+        assert!(err.len() < 1200, "{name}: a {}-byte message", err.len());
+        assert!(!err.chars().any(|c| c.is_control() && c != '\n'), "{name}: control characters in {err:?}");
         assert_said_once(&err);
     }
+    assert!(CASES.len() >= 60, "{} kinds of damage", CASES.len());
 }
 
 /// No part of an error message (between `: `) is repeated: a cause is printed once even when
@@ -72,4 +149,26 @@ fn missing_file_and_usage_errors() {
     let (code, out, _) = run_cli(&["--help"]);
     assert_eq!(code, 0);
     assert!(out.contains("inspect"), "{out}");
+}
+
+/// A reader that closed its end of the pipe (`inspect … | head`).
+struct ClosedPipe;
+
+impl std::io::Write for ClosedPipe {
+    fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+        Err(std::io::ErrorKind::BrokenPipe.into())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Err(std::io::ErrorKind::BrokenPipe.into())
+    }
+}
+
+#[test]
+fn a_closed_output_pipe_ends_quietly() {
+    let model = testdata().join("models/mlp.pt2");
+    let argv = ["torchtpu-compile", "inspect", model.to_str().expect("utf-8 path")].map(Into::into);
+    let mut err = Vec::new();
+    let code = crate::cli::main_with(argv, &mut ClosedPipe, &mut err);
+    assert_eq!((code, String::from_utf8_lossy(&err).as_ref()), (0, ""));
 }

@@ -106,7 +106,10 @@ parity_tests!(
     multi_out,
     edge_cases,
     train_mlp,
-    train_cnn
+    train_cnn,
+    mobilenet_v2_tiny,
+    effnet_block,
+    cnn_dynbatch
 );
 
 #[test]
@@ -130,7 +133,16 @@ fn every_model_matches_with_padding_forced_on() {
         assert_eq!(manifest.options.pad_multiple, Some(128));
         let pad = manifest.buckets[0].passes.iter().find(|p| p.pass == "pad").expect("pad ran");
         // Dims under 64 are left alone (padding would more than double them).
-        let wide = ["resnet_mini", "llama_tiny", "llama_tiny_dyn", "gpt2_tiny", "bert_meanpool", "bert_meanpool_2d"];
+        let wide = [
+            "resnet_mini",
+            "llama_tiny",
+            "llama_tiny_dyn",
+            "gpt2_tiny",
+            "bert_meanpool",
+            "bert_meanpool_2d",
+            "mobilenet_v2_tiny",
+            "effnet_block",
+        ];
         assert_eq!(!pad.padded.is_empty(), wide.contains(name), "{name}: {pad:?}");
         if name.starts_with("llama_tiny") {
             // Head dim 64 → 128: the fused Q/K/V projection pads its 8 heads one by one, and
@@ -192,11 +204,18 @@ fn run_case(name: &str, artifact: &Path, case: &str, tmp: &Path) -> String {
 
 /// The dynamic models, compiled with the default `pow2` buckets, equal PyTorch eager at every
 /// reference size: min, max, each bucket boundary b and b+1, odd sizes; the model with two
-/// dynamic dims (batch and seq) at seven pairs; `x[:, -1]` reads the last real position.
+/// dynamic dims (batch and seq) at seven pairs; `x[:, -1]` reads the last real position; a CNN
+/// with a dynamic batch (convolutions, BatchNorm, pooling, flatten, linear) at six batch sizes.
 #[test]
 fn dynamic_models_match_eager_at_every_size() {
-    for (name, min_cases) in [("llama_tiny_dyn", 18), ("bert_meanpool", 15), ("bert_meanpool_2d", 7), ("last_token", 6)]
-    {
+    let models = [
+        ("llama_tiny_dyn", 18),
+        ("bert_meanpool", 15),
+        ("bert_meanpool_2d", 7),
+        ("last_token", 6),
+        ("cnn_dynbatch", 6),
+    ];
+    for (name, min_cases) in models {
         let tmp = TempDir::new(name);
         let artifact = compile_model(name, &tmp.0);
         let cases = case_suffixes(name);

@@ -10,8 +10,9 @@ pub(super) fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
         Op::Addmm { .. } => {
             let e = matmul(inputs[1], inputs[2], 0)?;
             let dims: Vec<Dim> = e.dims.iter().flatten().cloned().collect();
-            broadcast(&[&inputs[0].dims, &dims])
-                .map_err(|_| format!("the added term {} does not broadcast to {}", show(&inputs[0].dims), show(&dims)))?;
+            broadcast(&[&inputs[0].dims, &dims]).map_err(|_| {
+                format!("the added term {} does not broadcast to {}", show(&inputs[0].dims), show(&dims))
+            })?;
             one(e)
         }
         Op::Convolution { .. } => one(convolution(op, inputs)?),
@@ -70,7 +71,9 @@ fn convolution(op: &Op, inputs: &[&TensorType]) -> Result<Expected, String> {
         ));
     }
     if *groups < 1 || stride.iter().chain(dilation).any(|&v| v < 1) || padding.iter().any(|&v| v < 0) {
-        return Err(format!("groups {groups}, stride {stride:?}, dilation {dilation:?} or padding {padding:?} is out of range"));
+        return Err(format!(
+            "groups {groups}, stride {stride:?}, dilation {dilation:?} or padding {padding:?} is out of range"
+        ));
     }
     // `dim * groups`, when it can be told without symbolic arithmetic.
     let times = |d: &Dim| match d.as_static() {
@@ -101,9 +104,9 @@ fn convolution(op: &Op, inputs: &[&TensorType]) -> Result<Expected, String> {
         let geometry = Window { stride: stride[i], padding: padding[i], dilation: dilation[i] };
         let out = input.zip(kernel).map(|(input, kernel)| {
             let extra = if *transposed { Some(output_padding[i]) } else { None };
-            geometry.output(input, kernel, extra).ok_or_else(|| {
-                format!("the kernel {} does not fit the padded input {}", show(&w.dims), show(&x.dims))
-            })
+            geometry
+                .output(input, kernel, extra)
+                .ok_or_else(|| format!("the kernel {} does not fit the padded input {}", show(&w.dims), show(&x.dims)))
         });
         let out = out.transpose()?;
         dims.push(out.map(Dim::Static));

@@ -17,15 +17,19 @@ pub(super) fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
             Ok(Some(vec![Expected { dtype: Some(x.dtype), dims: out }]))
         }
         Op::AdaptiveAvgPool { spatial } => {
-            let lead = x.rank().checked_sub(*spatial).ok_or_else(|| format!("{} has fewer than {spatial} dims", show(&x.dims)))?;
+            let lead = x
+                .rank()
+                .checked_sub(*spatial)
+                .ok_or_else(|| format!("{} has fewer than {spatial} dims", show(&x.dims)))?;
             let mut dims: Vec<Option<Dim>> = x.dims[..lead].iter().cloned().map(Some).collect();
             dims.extend(std::iter::repeat_n(None, *spatial));
             Ok(Some(vec![Expected { dtype: Some(x.dtype), dims }]))
         }
         Op::LayerNorm { normalized_rank, .. } => {
-            let lead = x.rank().checked_sub(*normalized_rank).ok_or_else(|| {
-                format!("{} has fewer than the {normalized_rank} normalized dims", show(&x.dims))
-            })?;
+            let lead = x
+                .rank()
+                .checked_sub(*normalized_rank)
+                .ok_or_else(|| format!("{} has fewer than the {normalized_rank} normalized dims", show(&x.dims)))?;
             let mut stats: Vec<Dim> = x.dims[..lead].to_vec();
             stats.extend(std::iter::repeat_n(Dim::Static(1), *normalized_rank));
             let stat = Expected::shape(&stats);
@@ -60,7 +64,9 @@ fn pooled(
     let mut dims: Vec<Option<Dim>> = x.dims[..lead].iter().cloned().map(Some).collect();
     for i in 0..n {
         let (Some(s), Some(p), Some(d)) = (at(stride, i), at(padding, i), at(dilation, i)) else {
-            return Err(format!("stride {stride:?}, padding {padding:?} or dilation {dilation:?} has no entry for pooled dim {i}"));
+            return Err(format!(
+                "stride {stride:?}, padding {padding:?} or dilation {dilation:?} has no entry for pooled dim {i}"
+            ));
         };
         let k = kernel[i];
         let effective = k.checked_sub(1).and_then(|k1| k1.checked_mul(d)).and_then(|r| r.checked_add(1));
@@ -77,10 +83,8 @@ fn pooled(
         // PyTorch's `pooling_output_shape`; ceil mode drops a last window that would start in the
         // right padding.
         let too_big = || format!("the kernel {kernel:?} does not fit the padded input {}", show(&x.dims));
-        let room = effective
-            .and_then(|e| input.checked_add(2 * p)?.checked_sub(e))
-            .filter(|&r| r >= 0)
-            .ok_or_else(too_big)?;
+        let room =
+            effective.and_then(|e| input.checked_add(2 * p)?.checked_sub(e)).filter(|&r| r >= 0).ok_or_else(too_big)?;
         let mut out = (if ceil_mode { room + s - 1 } else { room }) / s + 1;
         if ceil_mode && (out - 1) * s >= input + p {
             out -= 1;

@@ -48,7 +48,8 @@ pub(super) fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
                 Op::Pad { pad, .. } => one(same_dtype(constant_pad(x, pad)?)),
                 Op::SplitWithSizes { sizes, dim } => {
                     let d = dim_index(*dim, x.rank())?;
-                    let total: Option<i64> = sizes.iter().map(Dim::as_static).try_fold(0i64, |acc, s| acc.checked_add(s?));
+                    let total: Option<i64> =
+                        sizes.iter().map(Dim::as_static).try_fold(0i64, |acc, s| acc.checked_add(s?));
                     if let (Some(total), Some(n)) = (total, x.dims[d].as_static()) {
                         if total != n {
                             return Err(format!("split sizes add up to {total}, but dim {d} has size {n}"));
@@ -95,7 +96,11 @@ fn view(x: &TensorType, size: &[Dim]) -> Result<Vec<Option<Dim>>, String> {
     if let (Some(total), Some(part)) = (numel, known_numel) {
         if holes == 1 {
             if part == 0 || total % part != 0 {
-                return Err(format!("view of {} as {} does not divide its {total} elements", show(&x.dims), show(size)));
+                return Err(format!(
+                    "view of {} as {} does not divide its {total} elements",
+                    show(&x.dims),
+                    show(size)
+                ));
             }
             let at = size.iter().position(|d| d.as_static() == Some(-1)).expect("one hole");
             dims[at] = Some(Dim::Static(total / part));
@@ -122,15 +127,17 @@ fn permute(x: &TensorType, dims: &[i64]) -> Result<Vec<Option<Dim>>, String> {
     if dims.len() != x.rank() {
         return Err(format!("{dims:?} is not a permutation of {} dims", x.rank()));
     }
-    let norm = distinct_dims(dims, x.rank()).map_err(|_| format!("{dims:?} is not a permutation of {} dims", x.rank()))?;
+    let norm =
+        distinct_dims(dims, x.rank()).map_err(|_| format!("{dims:?} is not a permutation of {} dims", x.rank()))?;
     Ok(norm.iter().map(|&d| Some(x.dims[d].clone())).collect())
 }
 
 /// `expand`: trailing dims aligned; a dim of 1 grows, -1 keeps the operand's.
 fn expand(x: &TensorType, size: &[Dim]) -> Result<Vec<Option<Dim>>, String> {
-    let lead = size.len().checked_sub(x.rank()).ok_or_else(|| {
-        format!("expand of {} to {} has fewer dims than the operand", show(&x.dims), show(size))
-    })?;
+    let lead = size
+        .len()
+        .checked_sub(x.rank())
+        .ok_or_else(|| format!("expand of {} to {} has fewer dims than the operand", show(&x.dims), show(size)))?;
     let mut dims = Vec::with_capacity(size.len());
     for (i, s) in size.iter().enumerate() {
         let from = i.checked_sub(lead).map(|k| &x.dims[k]);
@@ -199,8 +206,7 @@ fn cat(dim: i64, inputs: &[&TensorType]) -> Result<Expected, String> {
     }
     let mut total = Some(0i64);
     for t in &parts {
-        let agree = t.rank() == first.rank()
-            && (0..t.rank()).all(|i| i == d || same_dim(&t.dims[i], &first.dims[i]));
+        let agree = t.rank() == first.rank() && (0..t.rank()).all(|i| i == d || same_dim(&t.dims[i], &first.dims[i]));
         if !agree {
             return Err(format!("cat operands {} and {} differ outside dim {d}", show(&first.dims), show(&t.dims)));
         }
@@ -217,9 +223,10 @@ fn cat(dim: i64, inputs: &[&TensorType]) -> Result<Expected, String> {
 
 /// `repeat`: as many repeats as dims or more (new leading dims); each dim multiplied.
 fn repeat(x: &TensorType, repeats: &[i64]) -> Result<Vec<Option<Dim>>, String> {
-    let lead = repeats.len().checked_sub(x.rank()).ok_or_else(|| {
-        format!("{} repeats for a tensor of rank {}", repeats.len(), x.rank())
-    })?;
+    let lead = repeats
+        .len()
+        .checked_sub(x.rank())
+        .ok_or_else(|| format!("{} repeats for a tensor of rank {}", repeats.len(), x.rank()))?;
     if repeats.iter().any(|&r| r < 0) {
         return Err(format!("negative repeat in {repeats:?}"));
     }
@@ -230,7 +237,9 @@ fn repeat(x: &TensorType, repeats: &[i64]) -> Result<Vec<Option<Dim>>, String> {
             None => Ok(Some(Dim::Static(r))),
             Some(d) if r == 1 => Ok(Some(d.clone())),
             Some(d) => match d.as_static() {
-                Some(v) => v.checked_mul(r).map(|n| Some(Dim::Static(n))).ok_or_else(|| "the repeated size overflows".into()),
+                Some(v) => {
+                    v.checked_mul(r).map(|n| Some(Dim::Static(n))).ok_or_else(|| "the repeated size overflows".into())
+                }
                 None => Ok(None),
             },
         })
@@ -239,7 +248,7 @@ fn repeat(x: &TensorType, repeats: &[i64]) -> Result<Vec<Option<Dim>>, String> {
 
 /// `constant_pad_nd`: (low, high) pairs from the last dim backwards; negative entries crop.
 fn constant_pad(x: &TensorType, pad: &[i64]) -> Result<Vec<Option<Dim>>, String> {
-    if pad.len() % 2 != 0 || pad.len() / 2 > x.rank() {
+    if !pad.len().is_multiple_of(2) || pad.len() / 2 > x.rank() {
         return Err(format!("padding {pad:?} is not (low, high) pairs for at most {} dims", x.rank()));
     }
     let mut dims = known(&x.dims);

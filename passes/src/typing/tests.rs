@@ -23,7 +23,8 @@ fn refused(op: &Op, inputs: &[&TensorType]) -> String {
 
 #[test]
 fn promotion_follows_torch() {
-    let (f32_, i64_, f16_, bool_) = (f32(&[2, 2]), t(DType::I64, &[2, 2]), t(DType::F16, &[2, 2]), t(DType::Bool, &[2]));
+    let (f32_, i64_, f16_, bool_) =
+        (f32(&[2, 2]), t(DType::I64, &[2, 2]), t(DType::F16, &[2, 2]), t(DType::Bool, &[2]));
     // A float scalar keeps a half tensor half; an int scalar turns bool into long.
     assert_eq!(result_type(&[(Some(&f16_), None), (None, Some(Scalar::Float(0.5)))]), DType::F16);
     assert_eq!(result_type(&[(Some(&i64_), None), (None, Some(Scalar::Float(0.5)))]), DType::F32);
@@ -42,7 +43,8 @@ fn elementwise_broadcasts_and_promotes() {
     assert_eq!(exact(&add, &[&f32(&[4, 1]), &t(DType::I64, &[3])]), "f32[4,3]");
     let div = Op::Binary { op: BinaryOp::Div, lhs: Operand::Tensor, rhs: Operand::Scalar(Scalar::Int(2)), alpha: None };
     assert_eq!(exact(&div, &[&t(DType::I64, &[3])]), "f32[3]");
-    let lt = Op::Binary { op: BinaryOp::Lt, lhs: Operand::Tensor, rhs: Operand::Scalar(Scalar::Float(0.0)), alpha: None };
+    let lt =
+        Op::Binary { op: BinaryOp::Lt, lhs: Operand::Tensor, rhs: Operand::Scalar(Scalar::Float(0.0)), alpha: None };
     assert_eq!(exact(&lt, &[&f32(&[3])]), "bool[3]");
     assert_eq!(exact(&Op::Unary(UnaryOp::Exp), &[&t(DType::F16, &[2])]), "f16[2]");
     assert_eq!(exact(&Op::Unary(UnaryOp::Exp), &[&t(DType::I64, &[2])]), "?[2]");
@@ -89,7 +91,13 @@ fn convolution_arithmetic() {
 
 #[test]
 fn pooling_arithmetic_follows_torch() {
-    let pool = |ceil_mode| Op::MaxPool { kernel: vec![3, 3], stride: vec![2, 2], padding: vec![1], dilation: vec![1], ceil_mode };
+    let pool = |ceil_mode| Op::MaxPool {
+        kernel: vec![3, 3],
+        stride: vec![2, 2],
+        padding: vec![1],
+        dilation: vec![1],
+        ceil_mode,
+    };
     assert_eq!(exact(&pool(false), &[&f32(&[2, 8, 32, 32])]), "f32[2,8,16,16], i64[2,8,16,16]");
     assert_eq!(exact(&pool(true), &[&f32(&[1, 1, 6, 6])]), "f32[1,1,4,4], i64[1,1,4,4]");
     assert_eq!(exact(&pool(false), &[&f32(&[1, 1, 6, 6])]), "f32[1,1,3,3], i64[1,1,3,3]");

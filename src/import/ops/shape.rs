@@ -24,7 +24,9 @@ pub fn lowering(key: &str) -> Option<Lowering> {
         },
         "aten.squeeze.dims" | "aten.squeeze.dim" => |a| {
             a.tensor("self")?;
-            Ok(Op::Squeeze { dims: a.ints("dim", None)? })
+            let dims = a.ints("dim", None)?;
+            // `squeeze(dim=())` squeezes nothing; the IR's empty list means every size-1 dim.
+            Ok(if dims.is_empty() { Op::Copy } else { Op::Squeeze { dims } })
         },
         "aten.squeeze.default" => |a| {
             a.tensor("self")?;

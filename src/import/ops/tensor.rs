@@ -74,6 +74,14 @@ pub fn lowering(key: &str) -> Option<Lowering> {
 fn arange(a: &mut Args<'_>) -> Result<Op, String> {
     let start = a.scalar("start", Some(Scalar::Int(0)))?;
     let step = a.scalar("step", Some(Scalar::Int(1)))?;
+    let zero = match step {
+        Scalar::Int(v) => v == 0,
+        Scalar::Float(v) => v == 0.0 || !v.is_finite(),
+        Scalar::Bool(v) => !v,
+    };
+    if zero {
+        return Err(format!("`step` is {step}; arange needs a finite, non-zero step"));
+    }
     let end_dim = a.dim("end", None);
     match (end_dim, start, step) {
         (Ok(end), Scalar::Int(start), Scalar::Int(step)) if end.as_static().is_none() => {
