@@ -545,8 +545,7 @@ fn signature(program: &Program) -> Signature {
         .filter(|n| matches!(n.op, Op::Input(InputKind::User { .. })))
         .map(|n| &n.outputs[0])
         .collect();
-    let output_types: Vec<&TensorType> =
-        g.outputs().iter().map(|o| &g.node(o.value.node).outputs[usize::from(o.value.slot)]).collect();
+    let output_types: Vec<&TensorType> = g.outputs().iter().map(|o| g.value_type(o.value)).collect();
     let value = |(v, ty): (&crate::inspect::ValueInfo, &&TensorType)| SignatureValue {
         name: v.name.clone(),
         dtype: v.dtype.clone(),
@@ -585,8 +584,7 @@ fn bucket(p: &crate::buckets::Planned, entry: &str, lowered: &Lowered) -> Result
         .filter(|n| matches!(n.op, Op::Input(InputKind::User { .. })))
         .map(|n| dims(&n.outputs[0]))
         .collect();
-    let output_dims =
-        g.outputs().iter().map(|o| dims(&g.node(o.value.node).outputs[usize::from(o.value.slot)])).collect();
+    let output_dims = g.outputs().iter().map(|o| dims(g.value_type(o.value))).collect();
     let sizes = g
         .graph_inputs()
         .iter()

@@ -67,6 +67,8 @@ pub struct Lowered {
 pub enum LowerError {
     #[error("cannot specialize the dynamic shapes: {0}")]
     Specialize(#[from] SpecializeError),
+    #[error("the program at these sizes is ill-typed: {0}")]
+    Specialized(torchtpu_passes::VerifyError),
     #[error(transparent)]
     Pass(#[from] PassError),
     #[error(transparent)]
@@ -91,6 +93,7 @@ pub fn transform(
     opts: &LowerOptions,
 ) -> Result<Transformed, LowerError> {
     let mut graph = specialize(&program.graph, bindings)?;
+    torchtpu_passes::verify(&graph).map_err(LowerError::Specialized)?;
     let mut stages = Vec::new();
     if opts.keep_stages {
         stages.push(("specialize".to_string(), print(&graph)));

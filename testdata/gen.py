@@ -32,9 +32,11 @@ the step updates (BUFFER_MUTATION; train_cnn's BatchNorm running stats), the los
 generate_train.
 """
 import argparse
+import contextlib
 import json
 import os
 import sys
+import unittest.mock
 import zipfile
 
 import numpy as np
@@ -147,6 +149,40 @@ def build_gpt2():
     cfg = GPT2Config(vocab_size=256, n_positions=128, n_embd=64, n_layer=2, n_head=4,
                      bos_token_id=0, eos_token_id=0)
     return LogitsWrapper(GPT2LMHeadModel(cfg))
+
+
+def build_qwen3_moe():
+    from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
+
+    # Every layer is a sparse-MoE layer (decoder_sparse_step 1), so intermediate_size (the
+    # dense-MLP width) is unused. Experts are 3-D parameters: gate_up_proj f32[4, 64, 64],
+    # down_proj f32[4, 64, 32]; experts_implementation "grouped_mm" is transformers' default.
+    cfg = Qwen3MoeConfig(vocab_size=256, hidden_size=64, intermediate_size=64, moe_intermediate_size=32,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                         num_experts=4, num_experts_per_tok=2, norm_topk_prob=True, decoder_sparse_step=1,
+                         max_position_embeddings=128, attn_implementation="sdpa",
+                         experts_implementation="grouped_mm")
+    model = Qwen3MoeForCausalLM(cfg)
+    assert model.config._experts_implementation == "grouped_mm", model.config._experts_implementation
+    return LogitsWrapper(model)
+
+
+@contextlib.contextmanager
+def real_grouped_mm_under_export():
+    """Export-only patch for moe_tiny. transformers 5.24's `_can_use_grouped_mm`
+    (transformers/integrations/moe.py) refuses `torch._grouped_mm` when
+    `is_torchdynamo_compiling()` is true and the expert weights are not bf16, and calls its
+    custom op `transformers.grouped_mm_fallback` instead. Non-strict torch.export makes that
+    call true, so an f32 export would hold the custom op, while eager on CPU (the reference)
+    runs the real `aten._grouped_mm` kernel. For the duration of torch.export.export only,
+    this makes that one check see "not compiling" (the name is used nowhere else in that
+    module); the other checks of `_can_use_grouped_mm` still run. The graph then holds
+    `aten._grouped_mm`, as an export with bf16 weights or on a TPU device does."""
+    from transformers.integrations import moe
+
+    assert callable(getattr(moe, "is_torchdynamo_compiling", None)), "transformers changed"
+    with unittest.mock.patch.object(moe, "is_torchdynamo_compiling", lambda: False):
+        yield
 
 
 class BertMeanPool(nn.Module):
@@ -394,6 +430,21 @@ MODELS = {
         desc="GPT2LMHeadModel(vocab 256, n_positions 128, n_embd 64, 2 layers, 4 heads, "
              "bos/eos 0), tied lm_head/wte; wrapper returns logits, use_cache=False",
         inputs=[(ids(16, 8),)]),
+    "moe_tiny": dict(
+        build=build_qwen3_moe,
+        desc="Qwen3MoeForCausalLM(hidden 64, 2 layers, 4 heads, 2 kv heads, head_dim 16, vocab 256, "
+             "max_pos 128, sdpa; every layer sparse MoE: 4 experts, top-2, norm_topk_prob, "
+             "moe_intermediate_size 32), experts_implementation='grouped_mm' (the default) with f32 "
+             "weights: router softmax/topk, sort by expert id, histc + cumsum(int32) offsets, "
+             "aten._grouped_mm for gate_up and down, inverse permutation via empty_permuted + "
+             "index_put; exported with the grouped_mm check patched (real_grouped_mm_under_export) "
+             "so the graph holds aten._grouped_mm, not transformers.grouped_mm_fallback; "
+             "wrapper returns logits, use_cache=False",
+        inputs=[(ids(16, 4),)],
+        export_context=real_grouped_mm_under_export,
+        graph_has=["torch.ops.aten._grouped_mm.default", "torch.ops.aten.histc.default",
+                   "torch.ops.aten.empty_permuted.default"],
+        graph_lacks=["grouped_mm_fallback"]),
     "bert_meanpool": dict(
         build=BertMeanPool,
         desc="BertModel(vocab 256, hidden 64, 2 layers, 4 heads, inter 128, max_pos 128, "
@@ -574,15 +625,19 @@ def generate(name, spec, outdir):
     base = cases[0]
     note = None
 
+    # export_context: a context manager held around torch.export.export only (moe_tiny)
+    export_context = spec.get("export_context", contextlib.nullcontext)
     try:
-        ep = torch.export.export(model, base, dynamic_shapes=dyn, strict=False)
+        with export_context():
+            ep = torch.export.export(model, base, dynamic_shapes=dyn, strict=False)
     except Exception as e:  # noqa: BLE001 - fall back to a static export
         if dyn is None:
             raise
         note = f"dynamic export failed ({type(e).__name__}: {str(e).splitlines()[0]}); exported static"
         print(f"[{name}] WARNING: {note}", file=sys.stderr)
         dyn, cases = None, cases[:1]
-        ep = torch.export.export(model, base, strict=False)
+        with export_context():
+            ep = torch.export.export(model, base, strict=False)
     ep = ep.run_decompositions()
     strip_local_paths(ep)
 
@@ -597,6 +652,11 @@ def generate(name, spec, outdir):
 
     # every tensor the archive carries, keyed by FQN, own dtype
     tensors, keys, ops = save_state_dict(ep, path, d)
+    # graph_has: targets the saved graph must hold; graph_lacks: substrings no target may hold
+    missing = [t for t in spec.get("graph_has", []) if t not in ops]
+    assert not missing, f"{name}: graph lacks {missing}"
+    unwanted = [t for t in ops for bad in spec.get("graph_lacks", []) if bad in t]
+    assert not unwanted, f"{name}: graph holds {unwanted}"
 
     loaded_ep = torch.export.load(path)
     loaded = loaded_ep.module()

@@ -83,7 +83,7 @@ impl Masker<'_> {
     }
 
     fn ty(graph: &Graph, v: ValueRef) -> TensorType {
-        graph.node(v.node).outputs[usize::from(v.slot)].clone()
+        graph.value_type(v).clone()
     }
 
     fn add(&mut self, graph: &mut Graph, from: NodeId, op: Op, ty: TensorType, inputs: &[ValueRef]) -> ValueRef {

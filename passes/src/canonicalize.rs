@@ -23,7 +23,7 @@ fn no_op(graph: &Graph, id: NodeId) -> Option<&'static str> {
     let inputs = graph.inputs(id);
     let same_type = || {
         let input = inputs.first()?;
-        let ty = &graph.node(input.node).outputs[usize::from(input.slot)];
+        let ty = graph.value_type(*input);
         (node.outputs.len() == 1 && *ty == node.outputs[0]).then_some(())
     };
     match &node.op {

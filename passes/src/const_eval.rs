@@ -25,7 +25,7 @@ fn sizes(ty: &TensorType) -> Option<Vec<usize>> {
 
 /// The value of `v` when it is a constant small enough to evaluate.
 pub fn constant(graph: &Graph, v: ValueRef) -> Option<Constant> {
-    let dims = sizes(&graph.node(v.node).outputs[usize::from(v.slot)])?;
+    let dims = sizes(graph.value_type(v))?;
     let len: usize = dims.iter().product();
     if len > MAX_LITERAL || v.slot != 0 {
         return None;

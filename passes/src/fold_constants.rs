@@ -38,7 +38,7 @@ fn identity_of(graph: &Graph, id: NodeId) -> Option<ValueRef> {
     let node = graph.node(id);
     let ins = graph.inputs(id);
     let out = node.outputs.first()?;
-    let same = |v: &ValueRef| graph.node(v.node).outputs[usize::from(v.slot)] == *out;
+    let same = |v: &ValueRef| graph.value_type(*v) == out;
     let kept = match &node.op {
         Op::Binary { op, lhs, rhs, alpha } => {
             let alpha_one = alpha.is_none_or(|a| matches!(a, Scalar::Int(1)) || a == Scalar::Float(1.0));

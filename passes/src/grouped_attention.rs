@@ -23,10 +23,6 @@ use crate::pass::{Changed, Pass, PassCx, PassError};
 /// See the module docs.
 pub struct GroupedAttention;
 
-fn ty(graph: &Graph, v: ValueRef) -> &TensorType {
-    &graph.node(v.node).outputs[usize::from(v.slot)]
-}
-
 /// A repeat of K/V heads: `view(expand(unsqueeze(kv, 2)))` from `[B, Hkv, S, D]` to
 /// `[B, Hkv·G, S, D]`. Returns `kv` and `G`.
 fn repeated_heads(graph: &Graph, v: ValueRef) -> Option<(ValueRef, i64)> {
@@ -41,7 +37,8 @@ fn repeated_heads(graph: &Graph, v: ValueRef) -> Option<(ValueRef, i64)> {
     let unsqueeze = single_input(expand.node)?;
     let Op::Unsqueeze { dim: 2 } = graph.node(unsqueeze.node).op else { return None };
     let kv = single_input(unsqueeze.node)?;
-    let (k, e, out) = (ty(graph, kv).static_dims()?, ty(graph, expand).static_dims()?, view.outputs[0].static_dims()?);
+    let (k, e, out) =
+        (graph.value_type(kv).static_dims()?, graph.value_type(expand).static_dims()?, view.outputs[0].static_dims()?);
     let [b, hkv, s, d] = k[..] else { return None };
     let g = e.get(2).copied()?;
     (e == [b, hkv, g, s, d] && out == [b, hkv * g, s, d] && g > 1).then_some((kv, g))
@@ -84,11 +81,11 @@ fn rewrite(graph: &mut Graph, bmm: NodeId) -> Option<()> {
     let Op::View { .. } = graph.node(lhs.node).op else { return None };
     let q = *graph.inputs(lhs.node).first()?;
     let (chain, kv, g) = shared_operand(graph, rhs)?;
-    let [b, h, m, k] = ty(graph, q).static_dims()?[..] else { return None };
+    let [b, h, m, k] = graph.value_type(q).static_dims()?[..] else { return None };
     let old = graph.node(bmm).clone();
     let [_, _, n] = old.outputs[0].static_dims()?[..] else { return None };
     let hkv = h / g;
-    let r = ty(graph, rhs).static_dims()?;
+    let r = graph.value_type(rhs).static_dims()?;
     if h != hkv * g || r.len() != 3 || r[0] != b * h || r[1] != k {
         return None;
     }
@@ -106,7 +103,7 @@ fn rewrite(graph: &mut Graph, bmm: NodeId) -> Option<()> {
         t.dims[1] = Dim::Static(hkv);
         shared = add(graph, &format!("kv{i}"), node.op, t, shared);
     }
-    let dtype = |v: ValueRef, graph: &Graph| ty(graph, v).dtype;
+    let dtype = |v: ValueRef, graph: &Graph| graph.value_type(v).dtype;
     let view = |size: &[i64]| Op::View { size: size.iter().map(|&d| Dim::Static(d)).collect() };
     let qt = TensorType::new(dtype(q, graph), &[b * hkv, g * m, k]);
     let q2 = add(graph, "q", view(&[b * hkv, g * m, k]), qt, q);

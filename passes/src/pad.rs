@@ -228,10 +228,6 @@ struct Padder {
 }
 
 impl Padder {
-    fn ty(graph: &Graph, v: ValueRef) -> &TensorType {
-        &graph.node(v.node).outputs[usize::from(v.slot)]
-    }
-
     /// A new node derived from `from`, named `{from}.pad.{k}`.
     fn derived(&mut self, graph: &Graph, from: NodeId, op: Op, ty: TensorType) -> Node {
         let src = graph.node(from);
@@ -278,7 +274,7 @@ impl Padder {
         w: Width,
         make: impl Fn(&mut TensorType, usize) -> Op,
     ) -> ValueRef {
-        let mut ty = Self::ty(graph, v).clone();
+        let mut ty = graph.value_type(v).clone();
         if w.blocks == 1 {
             let op = make(&mut ty, d);
             return self.add(graph, from, op, ty, &[v]);
@@ -483,7 +479,7 @@ impl Padder {
     fn matmul(&mut self, graph: &mut Graph, id: NodeId, x_slot: u16) -> bool {
         let ins = graph.inputs(id);
         let (x, w) = (ins[usize::from(x_slot)], ins[usize::from(x_slot) + 1]);
-        let (Some(xd), Some(wd)) = (Self::ty(graph, x).static_dims(), Self::ty(graph, w).static_dims()) else {
+        let (Some(xd), Some(wd)) = (graph.value_type(x).static_dims(), graph.value_type(w).static_dims()) else {
             return false;
         };
         let (&[m, _], &[k, n]) = (&xd[..], &wd[..]) else { return false };
@@ -537,7 +533,7 @@ impl Padder {
     /// result's last dim.
     fn pad_bias(&mut self, graph: &mut Graph, id: NodeId, slot: u16, n: i64, n_pad: &Widths) {
         let b = graph.inputs(id)[usize::from(slot)];
-        let Some(bd) = Self::ty(graph, b).static_dims() else { return };
+        let Some(bd) = graph.value_type(b).static_dims() else { return };
         let last = bd.len().saturating_sub(1);
         let want = match (bd.last(), n_pad.values().next()) {
             (Some(&size), Some(&w)) if size == n => Widths::from([(last, w)]),
@@ -578,7 +574,7 @@ impl Padder {
         let out_zero = (!out.contains_key(&1) || zero(self, new_a)) && (!out.contains_key(&2) || zero(self, new_b));
         // (true, padded) sizes of M, K and N.
         let size = |v: ValueRef, d: usize, w: Option<&Width>| {
-            let s = Self::ty(graph, v).dims[d].as_static().unwrap_or(1);
+            let s = graph.value_type(v).dims[d].as_static().unwrap_or(1);
             w.map_or((s, s), |w| (w.size, w.padded))
         };
         let [(m, mp), (kk, kp), (n, np)] = [size(a, 1, out.get(&1)), size(a, 2, k.as_ref()), size(b, 2, out.get(&2))];
@@ -650,7 +646,7 @@ impl Padder {
 
     /// `v` with the padding of `dims` set to `fill` (`where(valid, v, fill)` per dim).
     fn fill_padding(&mut self, graph: &mut Graph, from: NodeId, v: ValueRef, dims: &Widths, fill: Scalar) -> ValueRef {
-        let ty = Self::ty(graph, v).clone();
+        let ty = graph.value_type(v).clone();
         let mut cur = v;
         for (&d, &w) in dims {
             let valid = self.valid_positions(graph, from, d, w, ty.rank());
@@ -690,7 +686,7 @@ impl Padder {
     fn softmax(&mut self, graph: &mut Graph, id: NodeId, dim: i64, log: bool) -> bool {
         let v = graph.inputs(id)[0];
         let p = self.state[&v].clone();
-        let d = norm_dim(dim, Self::ty(graph, v).rank());
+        let d = norm_dim(dim, graph.value_type(v).rank());
         if !graph.node(id).outputs[0].dtype.is_float() {
             return false;
         }
@@ -708,7 +704,7 @@ impl Padder {
     fn convolution(&mut self, graph: &mut Graph, id: NodeId) -> bool {
         let ins = graph.inputs(id);
         let out = graph.node(id).outputs[0].clone();
-        let (Some(wd), Some(od)) = (Self::ty(graph, ins[1]).static_dims(), out.static_dims()) else { return false };
+        let (Some(wd), Some(od)) = (graph.value_type(ins[1]).static_dims(), out.static_dims()) else { return false };
         if !out.dtype.is_float() || wd.len() < 3 {
             return false;
         }
@@ -736,7 +732,7 @@ impl Padder {
             return false;
         }
         let out = graph.node(id).outputs[0].clone();
-        let Some(wd) = Self::ty(graph, w).static_dims() else { return false };
+        let Some(wd) = graph.value_type(w).static_dims() else { return false };
         let (&[_, e], true) = (&wd[..], out.dtype == DType::F32) else { return false };
         let widths = self.widen(1, e);
         if widths.is_empty() {
@@ -760,14 +756,14 @@ impl Padder {
         // The output's padded dims, from the operands' (right-aligned).
         let mut widths = Widths::new();
         for v in &ins {
-            let offset = rank - Self::ty(graph, *v).rank();
+            let offset = rank - graph.value_type(*v).rank();
             for (&d, &w) in self.state.get(v).map(|p| &p.dims).into_iter().flatten() {
                 widths.insert(d + offset, w);
             }
         }
         let mut zero_operands = Vec::with_capacity(ins.len());
         for (slot, v) in ins.iter().enumerate() {
-            let ty = Self::ty(graph, *v).clone();
+            let ty = graph.value_type(*v).clone();
             let offset = rank - ty.rank();
             let mut want = Widths::new();
             for (&d, &w) in &widths {
@@ -858,7 +854,7 @@ impl Padder {
     fn view(&mut self, graph: &mut Graph, id: NodeId) -> bool {
         let v = graph.inputs(id)[0];
         let p = self.state[&v].clone();
-        let (Some(mut input), Some(out)) = (Self::ty(graph, v).static_dims(), graph.node(id).outputs[0].static_dims())
+        let (Some(mut input), Some(out)) = (graph.value_type(v).static_dims(), graph.node(id).outputs[0].static_dims())
         else {
             return false;
         };
@@ -899,7 +895,7 @@ impl Padder {
     fn slice(&mut self, graph: &mut Graph, id: NodeId, dim: i64, end: &Dim) -> bool {
         let v = graph.inputs(id)[0];
         let mut p = self.state[&v].clone();
-        let d = norm_dim(dim, Self::ty(graph, v).rank());
+        let d = norm_dim(dim, graph.value_type(v).rank());
         let Some(w) = p.dims.remove(&d) else {
             self.set_output(graph, id, 0, p);
             return true;
@@ -933,7 +929,7 @@ impl Padder {
     fn reduce(&mut self, graph: &mut Graph, id: NodeId, op: ReduceOp, dims: &[i64], keepdim: bool) -> bool {
         let v = graph.inputs(id)[0];
         let p = self.state[&v].clone();
-        let in_ty = Self::ty(graph, v).clone();
+        let in_ty = graph.value_type(v).clone();
         let rank = in_ty.rank();
         let reduced: Vec<usize> =
             if dims.is_empty() { (0..rank).collect() } else { dims.iter().map(|&d| norm_dim(d, rank)).collect() };
@@ -1011,7 +1007,7 @@ impl Padder {
     fn pool(&mut self, graph: &mut Graph, id: NodeId, spatial: usize) -> bool {
         let v = graph.inputs(id)[0];
         let p = self.state[&v].clone();
-        let rank = Self::ty(graph, v).rank();
+        let rank = graph.value_type(v).rank();
         if p.dims.keys().any(|&d| d + spatial >= rank) {
             return false;
         }

@@ -41,7 +41,7 @@ fn guarded(graph: &Graph, id: NodeId) -> Option<NodeId> {
     let [cond, soft] = graph.inputs(id)[..] else { return None };
     let Op::Softmax { dim, log: false, safe: false } = graph.node(soft.node).op else { return None };
     let x = single_input(graph, soft.node)?;
-    let rank = graph.node(x.node).outputs[usize::from(x.slot)].rank();
+    let rank = graph.value_type(x).rank();
     // cond = not(any(not(eq(x, -inf)), [dim], keepdim))
     let not_any = |v: ValueRef| {
         (graph.node(v.node).op == Op::Unary(UnaryOp::LogicalNot)).then(|| single_input(graph, v.node)).flatten()

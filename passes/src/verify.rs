@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 
 use thiserror::Error;
 
-use crate::ir::{Dim, Graph, Node, NodeId, Op, Operand, TensorType, ValueRef};
+use crate::ir::{Dim, Graph, Node, NodeId, Op, Operand, TensorType};
 use crate::typing;
 
 /// A graph-level verification failure.
@@ -118,13 +118,9 @@ fn check_node(graph: &Graph, id: NodeId) -> Result<(), NodeError> {
             });
         }
     }
-    let inputs: Vec<&TensorType> = edges.iter().map(|(_, v)| value_type(graph, *v)).collect();
+    let inputs: Vec<&TensorType> = edges.iter().map(|(_, v)| graph.value_type(*v)).collect();
     check_arity(&node.op, inputs.len(), node.outputs.len())?;
     check_shapes(&node.op, &inputs, &node.outputs)
-}
-
-fn value_type(graph: &Graph, v: ValueRef) -> &TensorType {
-    &graph.node(v.node).outputs[usize::from(v.slot)]
 }
 
 /// Number of tensor inputs an op takes (`None`: any number, at least one) and outputs it makes.
@@ -159,7 +155,8 @@ fn arity(op: &Op) -> (Option<usize>, Option<usize>) {
         Op::Binary { lhs, rhs, .. } => (tensors(&[lhs, rhs]), 1),
         Op::Where { on_true, on_false } => (1 + tensors(&[on_true, on_false]), 1),
         Op::Mm | Op::Bmm | Op::IndexSelect { .. } | Op::Gather { .. } | Op::Embedding => (2, 1),
-        Op::Addmm { .. } => (3, 1),
+        Op::Addmm { .. } | Op::GroupedMm => (3, 1),
+        Op::Histc { .. } => (1, 1),
         Op::Convolution { has_bias, .. } => (2 + flag(*has_bias), 1),
         Op::MaxPool { .. } => (1, 2),
         Op::AvgPool { .. } | Op::AdaptiveAvgPool { .. } | Op::Upsample { .. } => (1, 1),
@@ -198,9 +195,7 @@ fn check_shapes(op: &Op, inputs: &[&TensorType], outputs: &[TensorType]) -> Resu
     if let Op::Literal { values } = op {
         return check_literal(values.len(), &outputs[0]);
     }
-    let Some(expected) = typing::infer(op, inputs).map_err(NodeError::Shape)? else {
-        return Ok(());
-    };
+    let expected = typing::infer(op, inputs).map_err(NodeError::Shape)?;
     for (slot, (want, found)) in expected.iter().zip(outputs).enumerate() {
         if !want.admits(found) {
             return Err(NodeError::OutputType { slot, expected: want.to_string(), found: found.to_string() });

@@ -132,11 +132,7 @@ fn lower_into<'c>(
     }
     for &id in &group.nodes {
         let node = graph.node(id);
-        let args: Vec<Arg> = graph
-            .inputs(id)
-            .iter()
-            .map(|v| Arg { v: values[v], ty: &graph.node(v.node).outputs[usize::from(v.slot)] })
-            .collect();
+        let args: Vec<Arg> = graph.inputs(id).iter().map(|v| Arg { v: values[v], ty: graph.value_type(*v) }).collect();
         let b = Builder { ctx, block, loc: node_location(ctx, node) };
         let outs = lower_node(&b, node, &args, opts).map_err(|e| format!("node `{}`: {e}", node.name))?;
         for (slot, v) in outs.into_iter().enumerate() {

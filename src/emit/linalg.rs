@@ -260,3 +260,43 @@ pub fn convolution_backward<'c, 'b>(
     }
     Ok(out)
 }
+
+/// `_grouped_mm(a [S, K], b [G, K, N], offs [G])`, exactly, as a masked dense product: every
+/// row times every group's weight (`[S, G, N]`, one `dot_general`), then each row keeps the
+/// product of the group whose rows `offs[g-1]..offs[g]` hold it; rows past `offs[G-1]` are 0.
+/// It costs G times the FLOPs of a ragged dot (`chlo.ragged_dot`), which is the next step for
+/// models with many experts.
+pub fn grouped_mm<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    args: &[Arg<'c, 'b, '_>],
+    out: &TensorType,
+    precision: Precision,
+) -> LowerResult<Value<'c, 'b>> {
+    let (a, w, offs) = (args[0], args[1], args[2]);
+    let (s, g, n) = match (static_dims(a.ty)?.as_slice(), static_dims(w.ty)?.as_slice()) {
+        ([s, _], [g, _, n]) => (*s, *g, *n),
+        _ => return Err("internal: grouped matmul operands of the wrong rank".into()),
+    };
+    let od = operand_dtype(a.ty, w.ty, out);
+    let numbers = "#stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [1]>";
+    let attrs = [("dot_dimension_numbers", numbers.to_string()), ("precision_config", precision_attr(precision))];
+    let all =
+        b.op("stablehlo.dot_general", &[converted(b, a, od)?, converted(b, w, od)?], &[s, g, n], out.dtype, &attrs)?;
+    // Group g holds rows [starts[g], ends[g]): ends are the offsets, starts the offsets shifted by one.
+    let ends = b.convert(offs.v, &[g], offs.ty.dtype, DType::I64)?;
+    let shift = [
+        ("edge_padding_low", i64_array(&[1])),
+        ("edge_padding_high", i64_array(&[-1])),
+        ("interior_padding", i64_array(&[0])),
+    ];
+    let starts = b.op("stablehlo.pad", &[ends, b.splat(Scalar::Int(0), &[], DType::I64)?], &[g], DType::I64, &shift)?;
+    let rows = b.op("stablehlo.iota", &[], &[s, g], DType::I64, &[("iota_dimension", "0 : i64".into())])?;
+    let per_group = |v| b.broadcast_to(v, &[g], &[s, g], DType::I64);
+    let after_start = b.compare(rows, per_group(starts)?, &[s, g], DType::I64, "GE")?;
+    let before_end = b.compare(rows, per_group(ends)?, &[s, g], DType::I64, "LT")?;
+    let member = b.op("stablehlo.and", &[after_start, before_end], &[s, g], DType::Bool, &[])?;
+    let member = b.broadcast_to(b.reshape(member, &[s, g, 1], DType::Bool)?, &[s, g, 1], &[s, g, n], DType::Bool)?;
+    let zero = b.splat(Scalar::Float(0.0), &[s, g, n], out.dtype)?;
+    let kept = b.op("stablehlo.select", &[member, all, zero], &[s, g, n], out.dtype, &[])?;
+    b.reduce(kept, &[s, g, n], &[1], out.dtype, "stablehlo.add", Scalar::Float(0.0))
+}

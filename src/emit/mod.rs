@@ -201,8 +201,7 @@ fn emit_body<'c>(
             failed.insert(id);
             continue;
         }
-        let args: Vec<Arg> =
-            ins.iter().map(|v| Arg { v: values[v], ty: &graph.node(v.node).outputs[usize::from(v.slot)] }).collect();
+        let args: Vec<Arg> = ins.iter().map(|v| Arg { v: values[v], ty: graph.value_type(*v) }).collect();
         let b = Builder { ctx, block, loc: node_location(ctx, node) };
         let lowered = if let Some(g) = group {
             composite::emit(&b, graph, g, &args, opts).map(|(values, decomposition)| {
@@ -326,6 +325,8 @@ fn lower_node<'c, 'b>(
         Op::LeakyRelu { slope } => one(elementwise::leaky_relu(b, *slope, args[0], &out[0])),
         Op::Mm | Op::Bmm | Op::Addmm { .. } => one(linalg::matmul(b, &node.op, args, &out[0], precision)),
         Op::Convolution { .. } => one(linalg::convolution(b, &node.op, args, &out[0], precision)),
+        Op::GroupedMm => one(linalg::grouped_mm(b, args, &out[0], precision)),
+        Op::Histc { bins, min, max } => one(reduce::histc(b, (*bins, *min, *max), args[0], &out[0])),
         Op::MaxPool { .. } => pool::max_pool(b, &node.op, args[0], out),
         Op::AvgPool { .. } => one(pool::avg_pool(b, &node.op, args[0], &out[0])),
         Op::AdaptiveAvgPool { .. } | Op::Upsample { .. } => one(pool::resample(b, &node.op, args[0], &out[0])),

@@ -1,9 +1,10 @@
-//! Reductions: `sum`/`mean`/`prod`/`amax`/`amin`/`any`/`all`, `argmax`/`argmin`, `cumsum`.
+//! Reductions: `sum`/`mean`/`prod`/`amax`/`amin`/`any`/`all`, `argmax`/`argmin`, `cumsum`,
+//! `histc`.
 
 use melior::ir::Value;
 use torchtpu_passes::ir::{ArgReduceOp, DType, Op, ReduceOp, Scalar, TensorType};
 
-use super::builder::{highest, i64_array, lowest, norm_dim, static_dims, Builder, LowerResult};
+use super::builder::{highest, i64_array, lowest, norm_dim, static_dims, Builder, Ew, LowerResult};
 use super::Arg;
 
 /// Normalized, sorted, deduplicated reduction dims (`[]` means every dim).
@@ -206,4 +207,41 @@ pub fn cumsum<'c, 'b>(
         ("padding", format!("dense<[{}]> : tensor<{rank}x2xi64>", pads.join(", "))),
     ];
     Ok(b.op_n("stablehlo.reduce_window", &[v, init], &[(&dims, dt)], &attrs, vec![region])?.remove(0))
+}
+
+/// `histc(x, bins, min, max)` as PyTorch's CPU kernel computes it: the bin of `x` is
+/// `trunc((x - min) * bins / (max - min))` in `x`'s dtype, `max` itself goes to the last bin,
+/// values outside `[min, max]` (and NaN) are not counted. Each element's bin is compared with
+/// every bin index and the hits summed (in f32 for half types, so counts stay exact).
+pub fn histc<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    (bins, min, max): (i64, f64, f64),
+    x: Arg<'c, 'b, '_>,
+    out: &TensorType,
+) -> LowerResult<Value<'c, 'b>> {
+    let dt = x.ty.dtype;
+    let n: i64 = static_dims(x.ty)?.iter().product();
+    let e = Ew { b, dims: vec![n], dt };
+    let flat = b.reshape(x.v, &[n], dt)?;
+    let scaled = e.bin("divide", e.mul(e.sub(flat, e.c(min)?)?, e.c(bins as f64)?)?, e.c(max - min)?)?;
+    let inside =
+        b.op("stablehlo.and", &[e.cmp(flat, e.c(min)?, "GE")?, e.cmp(flat, e.c(max)?, "LE")?], &[n], DType::Bool, &[])?;
+    let index = b.convert(scaled, &[n], dt, DType::I64)?;
+    let index =
+        b.op("stablehlo.minimum", &[index, b.splat(Scalar::Int(bins - 1), &[n], DType::I64)?], &[n], DType::I64, &[])?;
+    let index =
+        b.op("stablehlo.select", &[inside, index, b.splat(Scalar::Int(-1), &[n], DType::I64)?], &[n], DType::I64, &[])?;
+    let index = b.broadcast_to(b.reshape(index, &[n, 1], DType::I64)?, &[n, 1], &[n, bins], DType::I64)?;
+    let which = b.op("stablehlo.iota", &[], &[n, bins], DType::I64, &[("iota_dimension", "1 : i64".into())])?;
+    let hit = b.compare(index, which, &[n, bins], DType::I64, "EQ")?;
+    let acc = if dt.size_bytes() < 4 { DType::F32 } else { dt };
+    let ones = b.op(
+        "stablehlo.select",
+        &[hit, b.splat(Scalar::Float(1.0), &[n, bins], acc)?, b.splat(Scalar::Float(0.0), &[n, bins], acc)?],
+        &[n, bins],
+        acc,
+        &[],
+    )?;
+    let counts = b.reduce(ones, &[n, bins], &[0], acc, "stablehlo.add", Scalar::Float(0.0))?;
+    b.convert(counts, &[bins], acc, out.dtype)
 }

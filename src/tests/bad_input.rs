@@ -172,3 +172,16 @@ fn a_closed_output_pipe_ends_quietly() {
     let code = crate::cli::main_with(argv, &mut ClosedPipe, &mut err);
     assert_eq!((code, String::from_utf8_lossy(&err).as_ref()), (0, ""));
 }
+
+/// Inputs the fuzzer (`cargo xtask fuzz`) once crashed on stay refused with a message.
+#[test]
+fn fuzz_findings_are_refused_cleanly() {
+    let dir = testdata().join("fuzz/findings");
+    let findings: Vec<_> =
+        std::fs::read_dir(&dir).map(|d| d.filter_map(|e| Some(e.ok()?.path())).collect()).unwrap_or_default();
+    for path in findings.iter().filter(|p| p.extension().is_some_and(|e| e == "pt2")) {
+        let (code, _, err) = run_cli(&["inspect", path.to_str().expect("utf-8 path")]);
+        assert_eq!(code, 1, "{}: {err}", path.display());
+        assert!(err.starts_with("error: cannot read `"), "{}: {err}", path.display());
+    }
+}

@@ -109,7 +109,8 @@ parity_tests!(
     train_cnn,
     mobilenet_v2_tiny,
     effnet_block,
-    cnn_dynbatch
+    cnn_dynbatch,
+    moe_tiny
 );
 
 #[test]
@@ -142,6 +143,7 @@ fn every_model_matches_with_padding_forced_on() {
             "bert_meanpool_2d",
             "mobilenet_v2_tiny",
             "effnet_block",
+            "moe_tiny",
         ];
         assert_eq!(!pad.padded.is_empty(), wide.contains(name), "{name}: {pad:?}");
         if name.starts_with("llama_tiny") {

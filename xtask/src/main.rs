@@ -49,6 +49,16 @@ enum Task {
     /// The CI gate: set-up, fmt check, clippy with warnings denied, all tests, snapshot check
     /// with unreferenced snapshots rejected.
     Ci,
+    /// Fuzz the importer with mutated real archives (examples/fuzz_import.rs); findings are
+    /// kept in testdata/fuzz/findings/ (commit them with the fix), and the run fails on any.
+    Fuzz {
+        /// How long to run.
+        #[arg(long, default_value_t = 60)]
+        seconds: u64,
+        /// The mutation sequence's seed.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
 }
 
 fn main() -> Result<()> {
@@ -61,7 +71,43 @@ fn main() -> Result<()> {
         Task::Testdata { models } => testdata(&models),
         Task::Bless => bless(),
         Task::Ci => ci(),
+        Task::Fuzz { seconds, seed } => fuzz(seconds, seed),
     }
+}
+
+/// Runs the fuzzer as a child process, so that an abort (a stack overflow) is caught too: the
+/// input it died on is kept as a finding.
+fn fuzz(seconds: u64, seed: u64) -> Result<()> {
+    let out = root().join("testdata/fuzz");
+    let (secs, seed_text, out_text) = (seconds.to_string(), seed.to_string(), path_str(&out)?.to_string());
+    let args = [
+        "run",
+        "-q",
+        "-p",
+        "torchtpu-compile",
+        "--no-default-features",
+        "--example",
+        "fuzz_import",
+        "--",
+        "--seconds",
+        &secs,
+        "--seed",
+        &seed_text,
+        "--out",
+        &out_text,
+    ];
+    eprintln!("$ cargo {}", args.join(" "));
+    let status = Command::new("cargo").args(args).current_dir(root()).status().context("cannot start the fuzzer")?;
+    let current = out.join("current.pt2");
+    if current.exists() {
+        let kept = out.join("findings").join(format!("abort-seed{seed}.pt2"));
+        std::fs::rename(&current, &kept)?;
+        bail!("the fuzzer died ({status}) importing {}: 0 panics counted, 1 abort", kept.display());
+    }
+    if !status.success() {
+        bail!("the fuzzer found problems ({status}); see testdata/fuzz/findings/");
+    }
+    Ok(())
 }
 
 /// The workspace root: the parent of this crate's folder.

@@ -8,7 +8,7 @@ use petgraph::visit::EdgeRef;
 use petgraph::Direction;
 
 use super::node::{Edge, Node, NodeId, ValueRef};
-use super::types::Bounds;
+use super::types::{Bounds, TensorType};
 
 /// What a graph output is, from the export's output specs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -60,6 +60,11 @@ impl Graph {
     /// Adds a node with no inputs yet.
     pub fn add_node(&mut self, node: Node) -> NodeId {
         NodeId(self.g.add_node(node))
+    }
+
+    /// The type of a value: output `v.slot` of node `v.node`.
+    pub fn value_type(&self, v: ValueRef) -> &TensorType {
+        &self.node(v.node).outputs[usize::from(v.slot)]
     }
 
     /// Adds a node and wires `inputs` to its slots 0.., in order.

@@ -334,6 +334,13 @@ pub enum Op {
     Bmm,
     /// `beta*c + alpha*(a @ b)`: inputs `[c, a, b]`.
     Addmm { beta: Scalar, alpha: Scalar },
+    /// `_grouped_mm(a, b, offs)` as mixture-of-experts layers use it: inputs `[a [S, K],
+    /// b [G, K, N], offs i32 [G]]`; rows `offs[g-1]..offs[g]` of `a` (from 0 for `g = 0`) are
+    /// multiplied by `b[g]`, rows past `offs[G-1]` give zeros (PyTorch leaves them undefined).
+    GroupedMm,
+    /// `histc(x, bins, min, max)`: counts of `x`'s elements in `bins` equal bins over
+    /// `[min, max]` (the last bin includes `max`, others ignored), in `x`'s dtype: inputs `[x]`.
+    Histc { bins: i64, min: f64, max: f64 },
     /// N-d convolution: inputs `[x, w]` or `[x, w, bias]`.
     Convolution {
         stride: Vec<i64>,

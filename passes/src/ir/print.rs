@@ -140,6 +140,12 @@ fn attributes(op: &Op) -> Vec<String> {
         Op::Input(_) | Op::Unary(_) | Op::Mm | Op::Bmm | Op::Copy | Op::Embedding | Op::Convert | Op::Where { .. } => {
             vec![]
         }
+        Op::GroupedMm => vec![],
+        Op::Histc { bins, min, max } => vec![
+            kv("bins", bins.to_string()),
+            kv("min", Scalar::Float(*min).to_string()),
+            kv("max", Scalar::Float(*max).to_string()),
+        ],
         Op::Binary { alpha, .. } => alpha.iter().map(|a| kv("alpha", a.to_string())).collect(),
         Op::Clamp { min, max } => vec![kv("min", opt(min)), kv("max", opt(max))],
         Op::ClampTensor { has_min, has_max } => vec![kv("min", has_min.to_string()), kv("max", has_max.to_string())],

@@ -50,8 +50,8 @@ pub(super) fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
             broadcast(&[&x.dims, &inputs[1].dims])?;
             one(Expected::exact(x.dtype, &x.dims))
         }
-        Op::Dropout { .. } => Ok(Some(vec![Expected::exact(x.dtype, &x.dims), Expected::shape(&x.dims)])),
-        _ => Ok(None),
+        Op::Dropout { .. } => Ok(vec![Expected::exact(x.dtype, &x.dims), Expected::shape(&x.dims)]),
+        _ => Err(format!("internal: `{}` is not in this rule family", op.name())),
     }
 }
 

@@ -16,7 +16,30 @@ pub(super) fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
             one(e)
         }
         Op::Convolution { .. } => one(convolution(op, inputs)?),
-        _ => Ok(None),
+        Op::GroupedMm => {
+            let (a, b, offs) = (inputs[0], inputs[1], inputs[2]);
+            if a.rank() != 2 || b.rank() != 3 || offs.rank() != 1 || offs.dtype != DType::I32 {
+                return Err(format!(
+                    "grouped matmul takes rows [S, K], groups of weights [G, K, N] and i32 offsets [G], found {}, {} \
+                     and {}{}",
+                    show(&a.dims),
+                    show(&b.dims),
+                    offs.dtype,
+                    show(&offs.dims)
+                ));
+            }
+            if !same_dim(&a.dims[1], &b.dims[1]) || !same_dim(&offs.dims[0], &b.dims[0]) {
+                return Err(format!(
+                    "grouped matmul of {} by {} with offsets {}: K or G differ",
+                    show(&a.dims),
+                    show(&b.dims),
+                    show(&offs.dims)
+                ));
+            }
+            let dtype = contraction_dtype(a, b)?;
+            one(Expected::partial(dtype, vec![Some(a.dims[0].clone()), Some(b.dims[2].clone())]))
+        }
+        _ => Err(format!("internal: `{}` is not in this rule family", op.name())),
     }
 }
 
@@ -111,7 +134,7 @@ fn convolution(op: &Op, inputs: &[&TensorType]) -> Result<Expected, String> {
         let out = out.transpose()?;
         dims.push(out.map(Dim::Static));
     }
-    Ok(Expected { dtype: contraction_dtype(x, w)?, dims })
+    Ok(Expected::partial(contraction_dtype(x, w)?, dims))
 }
 
 /// One spatial dim of a sliding window (convolution or pooling).

@@ -13,7 +13,9 @@
 //! the `match` in [`infer`] is exhaustive, so a new op must say which it is.
 
 mod elementwise;
+mod index;
 mod linalg;
+mod misc;
 mod nn;
 mod reduce;
 mod shape;
@@ -27,19 +29,31 @@ pub use elementwise::{promote_types, result_type};
 pub struct Expected {
     /// The element type, when the rule determines it.
     pub dtype: Option<DType>,
-    /// The dims (the rank is always known); `None` for a dim the rule cannot tell.
+    /// The dims; `None` for a dim the rule cannot tell.
     pub dims: Vec<Option<Dim>>,
+    /// True when not even the rank is stated (`dims` is then empty).
+    pub any_rank: bool,
 }
 
 impl Expected {
     /// A result of fully known type.
     pub fn exact(dtype: DType, dims: &[Dim]) -> Expected {
-        Expected { dtype: Some(dtype), dims: dims.iter().cloned().map(Some).collect() }
+        Expected::shape(dims).with_dtype(dtype)
     }
 
     /// A result with known dims whose dtype the rule leaves open.
     pub fn shape(dims: &[Dim]) -> Expected {
-        Expected { dtype: None, dims: dims.iter().cloned().map(Some).collect() }
+        Expected::partial(None, dims.iter().cloned().map(Some).collect())
+    }
+
+    /// A result of known rank with the given dtype and dims, each possibly open.
+    pub fn partial(dtype: Option<DType>, dims: Vec<Option<Dim>>) -> Expected {
+        Expected { dtype, dims, any_rank: false }
+    }
+
+    /// A result the rule says nothing about (an undefined gradient, a random tensor's shape).
+    pub fn unstated() -> Expected {
+        Expected { dtype: None, dims: vec![], any_rank: true }
     }
 
     /// The same dims with the dtype set.
@@ -51,17 +65,22 @@ impl Expected {
     /// True when `ty` agrees with everything this says.
     pub fn admits(&self, ty: &TensorType) -> bool {
         self.dtype.is_none_or(|d| d == ty.dtype)
-            && self.dims.len() == ty.dims.len()
-            && self.dims.iter().zip(&ty.dims).all(|(e, d)| e.as_ref().is_none_or(|e| same_dim(e, d)))
+            && (self.any_rank
+                || self.dims.len() == ty.dims.len()
+                    && self.dims.iter().zip(&ty.dims).all(|(e, d)| e.as_ref().is_none_or(|e| same_dim(e, d))))
     }
 }
 
 impl std::fmt::Display for Expected {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.dtype {
-            Some(d) => write!(f, "{d}[")?,
-            None => f.write_str("?[")?,
+            Some(d) => write!(f, "{d}")?,
+            None => f.write_str("?")?,
         }
+        if self.any_rank {
+            return f.write_str("[…]");
+        }
+        f.write_str("[")?;
         for (i, d) in self.dims.iter().enumerate() {
             if i > 0 {
                 f.write_str(",")?;
@@ -75,12 +94,11 @@ impl std::fmt::Display for Expected {
     }
 }
 
-/// A rule's verdict: the operands cannot be given to this op (wrong rank, dims out of range,
-/// shapes that do not broadcast, …).
-pub type RuleResult = Result<Option<Vec<Expected>>, String>;
+/// What a rule says of an op's results (the leading ones at least), or why its operands cannot
+/// be given to it (wrong rank, dims out of range, shapes that do not broadcast, …).
+pub type RuleResult = Result<Vec<Expected>, String>;
 
-/// The result types `op` gives for operands of types `inputs` (arity already checked), the
-/// leading results at least, or `None` when the op has no rule yet.
+/// The result types `op` gives for operands of types `inputs` (arity already checked).
 pub fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
     match op {
         Op::Unary(_)
@@ -95,7 +113,7 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
         | Op::FullLike { .. }
         | Op::CopyFrom
         | Op::Dropout { .. } => elementwise::infer(op, inputs),
-        Op::Mm | Op::Bmm | Op::Addmm { .. } | Op::Convolution { .. } => linalg::infer(op, inputs),
+        Op::Mm | Op::Bmm | Op::Addmm { .. } | Op::GroupedMm | Op::Convolution { .. } => linalg::infer(op, inputs),
         Op::View { .. }
         | Op::Permute { .. }
         | Op::Expand { .. }
@@ -117,6 +135,7 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
         | Op::Sort { .. }
         | Op::TopK { .. }
         | Op::Cumsum { .. }
+        | Op::Histc { .. }
         | Op::Softmax { .. } => reduce::infer(op, inputs),
         Op::MaxPool { .. }
         | Op::AvgPool { .. }
@@ -125,9 +144,18 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
         | Op::GroupNorm { .. }
         | Op::BatchNormInference { .. }
         | Op::BatchNormTraining { .. } => nn::infer(op, inputs),
-        // No rule yet: arity only (the emitter checks what it needs when lowering).
-        Op::Input(_)
-        | Op::PadMode { .. }
+        Op::Index { .. }
+        | Op::IndexSelect { .. }
+        | Op::Gather { .. }
+        | Op::Scatter { .. }
+        | Op::IndexPut { .. }
+        | Op::SliceScatter { .. }
+        | Op::SelectScatter { .. }
+        | Op::MaskedScatter
+        | Op::EmbeddingBackward { .. }
+        | Op::Embedding
+        | Op::EmbeddingBag { .. } => index::infer(op, inputs),
+        Op::PadMode { .. }
         | Op::AsStrided { .. }
         | Op::Diagonal { .. }
         | Op::Cdist { .. }
@@ -139,17 +167,6 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
         | Op::GroupNormBackward { .. }
         | Op::AdaptiveAvgPoolBackward
         | Op::Upsample { .. }
-        | Op::Index { .. }
-        | Op::IndexSelect { .. }
-        | Op::Gather { .. }
-        | Op::Scatter { .. }
-        | Op::IndexPut { .. }
-        | Op::SliceScatter { .. }
-        | Op::SelectScatter { .. }
-        | Op::MaskedScatter
-        | Op::EmbeddingBackward { .. }
-        | Op::Embedding
-        | Op::EmbeddingBag { .. }
         | Op::Col2Im { .. }
         | Op::GridSampler { .. }
         | Op::Rand { .. }
@@ -160,8 +177,9 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
         | Op::ScalarTensor { .. }
         | Op::AssertMetadata { .. }
         | Op::SymSize { .. }
-        | Op::SymInt { .. }
-        | Op::Unsupported { .. } => Ok(None),
+        | Op::SymInt { .. } => misc::infer(op, inputs),
+        // An input's declared type is the contract; an unsupported op has no semantics here.
+        Op::Input(_) | Op::Unsupported { .. } => Ok(vec![]),
     }
 }
 
@@ -219,7 +237,7 @@ pub(crate) fn broadcast(shapes: &[&[Dim]]) -> Result<Vec<Dim>, String> {
 
 /// A single result.
 pub(crate) fn one(e: Expected) -> RuleResult {
-    Ok(Some(vec![e]))
+    Ok(vec![e])
 }
 
 #[cfg(test)]

@@ -9,12 +9,12 @@ pub(super) fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
     match op {
         Op::MaxPool { kernel, stride, padding, dilation, ceil_mode } => {
             let out = pooled(x, kernel, stride, padding, dilation, *ceil_mode)?;
-            let indices = Expected { dtype: Some(crate::ir::DType::I64), dims: out.clone() };
-            Ok(Some(vec![Expected { dtype: Some(x.dtype), dims: out }, indices]))
+            let indices = Expected::partial(Some(crate::ir::DType::I64), out.clone());
+            Ok(vec![Expected::partial(Some(x.dtype), out), indices])
         }
         Op::AvgPool { kernel, stride, padding, ceil_mode, .. } => {
             let out = pooled(x, kernel, stride, padding, &[1], *ceil_mode)?;
-            Ok(Some(vec![Expected { dtype: Some(x.dtype), dims: out }]))
+            Ok(vec![Expected::partial(Some(x.dtype), out)])
         }
         Op::AdaptiveAvgPool { spatial } => {
             let lead = x
@@ -23,7 +23,7 @@ pub(super) fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
                 .ok_or_else(|| format!("{} has fewer than {spatial} dims", show(&x.dims)))?;
             let mut dims: Vec<Option<Dim>> = x.dims[..lead].iter().cloned().map(Some).collect();
             dims.extend(std::iter::repeat_n(None, *spatial));
-            Ok(Some(vec![Expected { dtype: Some(x.dtype), dims }]))
+            Ok(vec![Expected::partial(Some(x.dtype), dims)])
         }
         Op::LayerNorm { normalized_rank, .. } => {
             let lead = x
@@ -33,18 +33,18 @@ pub(super) fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
             let mut stats: Vec<Dim> = x.dims[..lead].to_vec();
             stats.extend(std::iter::repeat_n(Dim::Static(1), *normalized_rank));
             let stat = Expected::shape(&stats);
-            Ok(Some(vec![like_x(), stat.clone(), stat]))
+            Ok(vec![like_x(), stat.clone(), stat])
         }
         // The saved statistics' shapes differ between exports ([C], [N, G] or [0]): only the
         // normalized value is stated.
-        Op::GroupNorm { .. } => Ok(Some(vec![like_x()])),
+        Op::GroupNorm { .. } => Ok(vec![like_x()]),
         Op::BatchNormInference { .. } | Op::BatchNormTraining { .. } => {
             if x.rank() < 2 {
                 return Err(format!("batch norm takes a batch of channels, found {}", show(&x.dims)));
             }
-            Ok(Some(vec![like_x()]))
+            Ok(vec![like_x()])
         }
-        _ => Ok(None),
+        _ => Err(format!("internal: `{}` is not in this rule family", op.name())),
     }
 }
 

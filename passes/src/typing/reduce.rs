@@ -32,11 +32,11 @@ pub(super) fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
         }
         Op::ExtremumDim { dim, keepdim, .. } => {
             let out = reduced(x, &[*dim], *keepdim)?;
-            Ok(Some(vec![Expected::exact(x.dtype, &out), Expected::exact(DType::I64, &out)]))
+            Ok(vec![Expected::exact(x.dtype, &out), Expected::exact(DType::I64, &out)])
         }
         Op::Sort { dim, .. } => {
             dim_index(*dim, x.rank())?;
-            Ok(Some(vec![Expected::exact(x.dtype, &x.dims), Expected::exact(DType::I64, &x.dims)]))
+            Ok(vec![Expected::exact(x.dtype, &x.dims), Expected::exact(DType::I64, &x.dims)])
         }
         Op::TopK { k, dim, .. } => {
             let d = dim_index(*dim, x.rank())?;
@@ -48,18 +48,27 @@ pub(super) fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
             if let Some(slot) = out.get_mut(d) {
                 *slot = Dim::Static(*k);
             }
-            Ok(Some(vec![Expected::exact(x.dtype, &out), Expected::exact(DType::I64, &out)]))
+            Ok(vec![Expected::exact(x.dtype, &out), Expected::exact(DType::I64, &out)])
         }
         Op::Cumsum { dim, dtype } => {
             dim_index(*dim, x.rank())?;
             let dtype = dtype.unwrap_or(if x.dtype.is_float() || x.dtype.is_complex() { x.dtype } else { DType::I64 });
             one(Expected::exact(dtype, &x.dims))
         }
+        Op::Histc { bins, min, max } => {
+            if *bins < 1 || min.partial_cmp(max) != Some(std::cmp::Ordering::Less) {
+                return Err(format!("histc needs bins ≥ 1 and min < max, found {bins} bins over [{min}, {max}]"));
+            }
+            if !x.dtype.is_float() {
+                return Err(format!("histc counts floating-point values, found {}", x.dtype));
+            }
+            one(Expected::exact(x.dtype, &[Dim::Static(*bins)]))
+        }
         Op::Softmax { dim, .. } => {
             dim_index(*dim, x.rank())?;
             one(Expected::exact(x.dtype, &x.dims))
         }
-        _ => Ok(None),
+        _ => Err(format!("internal: `{}` is not in this rule family", op.name())),
     }
 }
 

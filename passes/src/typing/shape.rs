@@ -7,11 +7,12 @@ use crate::ir::{Dim, Op, TensorType};
 
 pub(super) fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
     let x = inputs.first().copied();
-    let same_dtype = |dims: Vec<Option<Dim>>| Expected { dtype: x.map(|x| x.dtype), dims };
+    let same_dtype = |dims: Vec<Option<Dim>>| Expected::partial(x.map(|x| x.dtype), dims);
     match op {
         Op::Full { size, .. } => one(Expected::shape(size)),
         Op::Cat { dim } => one(cat(*dim, inputs)?),
-        Op::Literal { .. } => Ok(None),
+        // Its element count against its declared type is checked by the verifier.
+        Op::Literal { .. } => Ok(vec![]),
         _ => {
             let x = x.expect("arity checked: one operand");
             match op {
@@ -60,9 +61,9 @@ pub(super) fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
                         dims[d] = Some(s.clone());
                         same_dtype(dims)
                     };
-                    Ok(Some(sizes.iter().map(part).collect()))
+                    Ok(sizes.iter().map(part).collect())
                 }
-                _ => Ok(None),
+                _ => Err(format!("internal: `{}` is not in this rule family", op.name())),
             }
         }
     }
@@ -218,7 +219,7 @@ fn cat(dim: i64, inputs: &[&TensorType]) -> Result<Expected, String> {
         (None, 1) => Some(first.dims[d].clone()),
         _ => None,
     };
-    Ok(Expected { dtype: Some(dtype), dims })
+    Ok(Expected::partial(Some(dtype), dims))
 }
 
 /// `repeat`: as many repeats as dims or more (new leading dims); each dim multiplied.

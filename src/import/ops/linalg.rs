@@ -17,6 +17,7 @@ pub fn lowering(key: &str) -> Option<Lowering> {
             Ok(Op::Bmm)
         },
         "aten.addmm.default" => addmm,
+        "aten._grouped_mm.default" => grouped_mm,
         "aten._fft_r2c.default" => |a| {
             a.tensor("self")?;
             Ok(Op::Fft {
@@ -78,4 +79,21 @@ fn convolution(a: &mut Args<'_>) -> Result<Op, String> {
         groups: a.int("groups", None)?,
         has_bias,
     })
+}
+
+/// `_grouped_mm(self, mat2, offs, bias, out_dtype)` in its mixture-of-experts form: 2-d rows,
+/// 3-d per-group weights and the groups' end offsets.
+fn grouped_mm(a: &mut Args<'_>) -> Result<Op, String> {
+    a.tensor("self")?;
+    a.tensor("mat2")?;
+    if !a.opt_tensor("offs")? {
+        return Err("`_grouped_mm` without `offs` (one group per batch entry) is not supported; it is a `bmm`".into());
+    }
+    if a.opt_tensor("bias")? {
+        return Err("`_grouped_mm` with a bias is not supported".into());
+    }
+    if a.dtype("out_dtype")?.is_some() {
+        return Err("`_grouped_mm` with an `out_dtype` is not supported".into());
+    }
+    Ok(Op::GroupedMm)
 }

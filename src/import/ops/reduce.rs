@@ -1,6 +1,6 @@
 //! Reductions: `sum`, `mean`, `amax`, `amin`, `any`, `argmax`, `argmin`, `cumsum`.
 
-use torchtpu_passes::ir::{ArgReduceOp, Op, ReduceOp};
+use torchtpu_passes::ir::{ArgReduceOp, Op, ReduceOp, Scalar};
 
 use super::{Args, Lowering};
 
@@ -53,6 +53,7 @@ pub fn lowering(key: &str) -> Option<Lowering> {
             a.tensor("self")?;
             Ok(Op::Cumsum { dim: a.int("dim", None)?, dtype: a.dtype("dtype")? })
         },
+        "aten.histc.default" => histc,
         _ => return None,
     })
 }
@@ -92,4 +93,24 @@ fn scalar_f64(s: torchtpu_passes::ir::Scalar) -> f64 {
         Scalar::Int(i) => i as f64,
         Scalar::Float(f) => f,
     }
+}
+
+/// `histc(self, bins=100, min=0, max=0)`; `min == max` takes the range from the data, which
+/// a compiled program would have to reduce first: refused for now.
+fn histc(a: &mut Args<'_>) -> Result<Op, String> {
+    a.tensor("self")?;
+    let bins = a.int("bins", Some(100))?;
+    let value = |s: Scalar| match s {
+        Scalar::Bool(b) => f64::from(u8::from(b)),
+        Scalar::Int(v) => v as f64,
+        Scalar::Float(v) => v,
+    };
+    let min = value(a.scalar("min", Some(Scalar::Int(0)))?);
+    let max = value(a.scalar("max", Some(Scalar::Int(0)))?);
+    if min == max {
+        return Err(
+            "`histc` with min == max takes its range from the data, which is not supported; give the range".into()
+        );
+    }
+    Ok(Op::Histc { bins, min, max })
 }

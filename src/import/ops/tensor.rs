@@ -32,7 +32,9 @@ pub fn lowering(key: &str) -> Option<Lowering> {
             Ok(Op::FullLike { value: a.scalar("value", None)? })
         },
         // The values of `empty` are unspecified; zeros are one valid choice.
-        "aten.empty.memory_format" | "aten.empty_strided.default" => {
+        // Values are undefined: zeros are one choice. `empty_permuted`'s physical layout does not
+        // change the logical tensor.
+        "aten.empty.memory_format" | "aten.empty_strided.default" | "aten.empty_permuted.default" => {
             |a| Ok(Op::Full { size: a.dims("size")?, value: Scalar::Int(0) })
         }
         "aten.scalar_tensor.default" => |a| Ok(Op::ScalarTensor { value: a.scalar("s", None)? }),

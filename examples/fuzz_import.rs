@@ -1,0 +1,167 @@
+//! Fuzzes the importer with mutated real archives: `cargo xtask fuzz --seconds N` runs it.
+//!
+//! Seeds are the committed archives (`testdata/models`, `testdata/bad`). Each input is a seed
+//! with a few mutations — bits flipped, bytes set to edge values, a truncation, a copied chunk,
+//! or a digit run inside a stored entry rewritten at the same length (so the zip stays valid
+//! and the damage reaches the JSON, the payload configs and the graph) — written to
+//! `OUT/current.pt2` and imported. A panic is a finding, saved under `OUT/findings/`; an input
+//! that takes longer than the time limit is a hang, saved and fatal; an abort (stack overflow)
+//! kills the process, and `cargo xtask fuzz` keeps `current.pt2` as its finding. The run is
+//! deterministic for a given `--seed`.
+//!
+//! ```text
+//! fuzz_import --seconds N [--seed S] [--out DIR]
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The longest one import may take before it counts as a hang.
+const HANG: Duration = Duration::from_secs(10);
+
+/// xorshift64*: small, deterministic, good enough to pick mutations.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+/// Same-length replacements for a run of digits: edge values a size, offset or dtype can take.
+fn digit_replacement(rng: &mut Rng, len: usize) -> Vec<u8> {
+    match rng.below(5) {
+        0 => vec![b'9'; len],
+        1 => vec![b'0'; len],
+        2 if len > 1 => std::iter::once(b'-').chain(std::iter::repeat_n(b'9', len - 1)).collect(),
+        3 => std::iter::repeat_n(b'0', len - 1).chain(std::iter::once(b'1')).collect(),
+        _ => (0..len).map(|_| b'0' + rng.below(10) as u8).collect(),
+    }
+}
+
+fn mutate(rng: &mut Rng, seed: &[u8]) -> Vec<u8> {
+    let mut data = seed.to_vec();
+    for _ in 0..1 + rng.below(4) {
+        if data.is_empty() {
+            break;
+        }
+        let at = rng.below(data.len());
+        match rng.below(6) {
+            0 => data[at] ^= 1 << rng.below(8),
+            1 => data[at] = [0x00, 0xff, 0x7f, 0x80, b'"', b'['][rng.below(6)],
+            2 => data.truncate(at),
+            3 => {
+                let len = rng.below(64).min(data.len() - at);
+                let chunk = data[at..at + len].to_vec();
+                let to = rng.below(data.len());
+                data.splice(to..to, chunk);
+            }
+            _ => {
+                // The next run of ASCII digits after `at`, rewritten at the same length.
+                let Some(start) = data[at..].iter().position(u8::is_ascii_digit).map(|p| p + at) else { continue };
+                let len = data[start..].iter().take_while(|b| b.is_ascii_digit()).count();
+                let new = digit_replacement(rng, len);
+                data[start..start + len].copy_from_slice(&new);
+            }
+        }
+    }
+    data
+}
+
+fn seeds(root: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    for dir in ["testdata/models", "testdata/bad"] {
+        let Ok(entries) = std::fs::read_dir(root.join(dir)) else { continue };
+        let mut paths: Vec<PathBuf> = entries.filter_map(|e| Some(e.ok()?.path())).collect();
+        paths.sort();
+        for p in paths.into_iter().filter(|p| p.extension().is_some_and(|e| e == "pt2")) {
+            // Large archives slow every iteration down without adding structure.
+            if let Ok(bytes) =
+                std::fs::read(&p).map_err(|_| ()).and_then(|b| if b.len() < 2_000_000 { Ok(b) } else { Err(()) })
+            {
+                out.push((p.file_name().unwrap_or_default().to_string_lossy().into_owned(), bytes));
+            }
+        }
+    }
+    out
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let value = |flag: &str| args.iter().position(|a| a == flag).and_then(|i| args.get(i + 1)).cloned();
+    let seconds: u64 = value("--seconds").and_then(|s| s.parse().ok()).unwrap_or(60);
+    let mut rng = Rng(value("--seed").and_then(|s| s.parse().ok()).unwrap_or(1).max(1));
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let out = value("--out").map_or_else(|| root.join("target/fuzz"), PathBuf::from);
+    let findings = out.join("findings");
+    std::fs::create_dir_all(&findings).expect("the output folder can be made");
+    let current = out.join("current.pt2");
+    let seeds = seeds(&root);
+    assert!(!seeds.is_empty(), "no seed archives under testdata/");
+
+    // Panics are findings, not noise: keep the default hook's message out of the way.
+    std::panic::set_hook(Box::new(|_| {}));
+    let started = Arc::new(AtomicU64::new(0));
+    let clock = Instant::now();
+    watchdog(Arc::clone(&started), clock, current.clone(), findings.clone());
+
+    let deadline = Duration::from_secs(seconds);
+    let (mut runs, mut panics, mut refused) = (0u64, 0u64, 0u64);
+    while clock.elapsed() < deadline {
+        let (name, seed) = &seeds[rng.below(seeds.len())];
+        let input = mutate(&mut rng, seed);
+        std::fs::write(&current, &input).expect("the current input can be written");
+        started.store(clock.elapsed().as_millis() as u64 + 1, Ordering::SeqCst);
+        let result = std::panic::catch_unwind(|| torchtpu_compile::import(&current).map(|_| ()));
+        started.store(0, Ordering::SeqCst);
+        runs += 1;
+        match result {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => refused += 1,
+            Err(cause) => {
+                panics += 1;
+                let why = cause
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| cause.downcast_ref::<&str>().map(|s| s.to_string()));
+                let file = findings.join(format!("panic-{runs}-from-{name}"));
+                std::fs::write(&file, &input).expect("a finding can be saved");
+                eprintln!(
+                    "fuzz: panic ({}) on a mutant of {name}, saved as {}",
+                    why.unwrap_or_default(),
+                    file.display()
+                );
+            }
+        }
+    }
+    let _ = std::fs::remove_file(&current);
+    println!(
+        "fuzz: {runs} inputs in {:.0} s ({refused} refused with an error, {} accepted): {panics} panics, 0 aborts, 0 hangs",
+        clock.elapsed().as_secs_f64(),
+        runs - refused - panics
+    );
+    std::process::exit(i32::from(panics > 0));
+}
+
+/// Ends the process when one import runs longer than [`HANG`], keeping its input.
+fn watchdog(started: Arc<AtomicU64>, clock: Instant, current: PathBuf, findings: PathBuf) {
+    std::thread::spawn(move || loop {
+        std::thread::sleep(Duration::from_millis(250));
+        let since = started.load(Ordering::SeqCst);
+        if since != 0 && clock.elapsed().as_millis() as u64 > since + HANG.as_millis() as u64 {
+            let file = findings.join("hang.pt2");
+            let _ = std::fs::rename(&current, &file);
+            eprintln!("fuzz: an import ran over {} s; its input is {}", HANG.as_secs(), file.display());
+            std::process::exit(2);
+        }
+    });
+}
