@@ -88,7 +88,7 @@ fn index_entries(map: &[u8]) -> Result<BTreeMap<String, Range<usize>>, Container
     for i in 0..zip.len() {
         let file = zip.by_index_raw(i).map_err(not_zip)?;
         let name = file.name().to_string();
-        let bad = |reason: String| ContainerError::BadEntry { entry: name.clone(), reason };
+        let bad = |reason: String| ContainerError::BadEntry { entry: crate::error::shown(&name), reason };
         if !is_safe_name(&name) {
             return Err(bad("the name escapes the archive folder (absolute or `..`)".into()));
         }
@@ -135,7 +135,7 @@ fn check_unique_names(map: &[u8], directory: u64, indexed: usize) -> Result<(), 
         let Some(name) = map.get(at + 46..name_end) else { break };
         if !seen.insert(name) {
             return Err(ContainerError::BadEntry {
-                entry: String::from_utf8_lossy(name).into_owned(),
+                entry: crate::error::shown(&String::from_utf8_lossy(name)),
                 reason: "two entries have this name".into(),
             });
         }
@@ -162,7 +162,7 @@ fn check_local_header(map: &[u8], at: u64, central_name: &[u8]) -> Result<(), St
     if local_name != central_name {
         return Err(format!(
             "its local header names `{}`; the directory and local headers disagree",
-            String::from_utf8_lossy(local_name)
+            crate::error::shown(&String::from_utf8_lossy(local_name))
         ));
     }
     if u16::from_le_bytes([fixed[8], fixed[9]]) != 0 {
@@ -181,8 +181,8 @@ fn check_no_overlap(mut extents: Vec<(u64, u64, String)>) -> Result<(), Containe
         let ((_, end, first), (start, _, second)) = (&pair[0], &pair[1]);
         if start < end {
             return Err(ContainerError::BadEntry {
-                entry: second.clone(),
-                reason: format!("its bytes overlap those of entry `{first}`"),
+                entry: crate::error::shown(second),
+                reason: format!("its bytes overlap those of entry `{}`", crate::error::shown(first)),
             });
         }
     }

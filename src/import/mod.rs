@@ -20,6 +20,8 @@ use thiserror::Error;
 use torchtpu_passes::ir::{Graph, NodeId, Op};
 use torchtpu_passes::VerifyError;
 
+pub(crate) use crate::error::shown;
+
 pub use archive::Archive;
 pub use build::SymbolBinding;
 pub use payload::{PayloadSource, Weight};
@@ -189,25 +191,6 @@ fn plain_serde_message(message: &str) -> String {
             let plain =
                 if kind == "enum" { "expected one of the schema's tagged objects" } else { "expected an object" };
             out.replace_range(at..name_end, plain);
-        }
-    }
-    out
-}
-
-/// A string from the archive as a message shows it: control characters escaped, and cut to
-/// 80 characters with a count of the rest, so that no name can garble or flood a terminal.
-pub fn shown(s: &str) -> String {
-    const MAX: usize = 80;
-    let mut out = String::new();
-    for (i, (at, c)) in s.char_indices().enumerate() {
-        if i == MAX {
-            out.push_str(&format!("… (+{} more bytes)", s.len() - at));
-            break;
-        }
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
         }
     }
     out

@@ -2,7 +2,9 @@
 //! PyTorch's semantics (promotion, broadcasting, negative dims, keepdim, view element counts,
 //! slice bounds, convolution and pooling arithmetic).
 //!
-//! One file per op family; [`infer`] dispatches. The verifier compares every node's declared
+//! One file per op family; [`infer`] dispatches. [`arity`] (how many tensor operands and
+//! results each op has) lives here too: with the op's variant in `ir::op` (its attributes) and
+//! its printer entry, these are the facts the importer, verifier and passes share. The verifier compares every node's declared
 //! output types with what its rule infers, after import (where the declared types are the
 //! archive's `tensor_meta`) and after every pass, so neither a damaged archive nor a broken
 //! pass reaches the emitter with a type its operands do not give.
@@ -20,7 +22,7 @@ mod nn;
 mod reduce;
 mod shape;
 
-use crate::ir::{DType, Dim, Op, TensorType};
+use crate::ir::{DType, Dim, Op, Operand, TensorType};
 
 pub use elementwise::{promote_types, result_type};
 
@@ -181,6 +183,58 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
         // An input's declared type is the contract; an unsupported op has no semantics here.
         Op::Input(_) | Op::Unsupported { .. } => Ok(vec![]),
     }
+}
+
+/// Number of tensor inputs an op takes (`None`: any number, at least one) and outputs it makes.
+pub fn arity(op: &Op) -> (Option<usize>, Option<usize>) {
+    let tensors = |os: &[&Operand]| os.iter().filter(|o| matches!(o, Operand::Tensor)).count();
+    let flag = usize::from;
+    let (inputs, outputs) = match op {
+        Op::Input(_) | Op::Arange { .. } | Op::ArangeSym { .. } | Op::Full { .. } => (0, 1),
+        Op::ScalarTensor { .. } | Op::SymInt { .. } | Op::Literal { .. } => (0, 1),
+        Op::Unary(_) | Op::Clamp { .. } | Op::Softmax { .. } | Op::Reduce { .. } => (1, 1),
+        Op::Elu { .. } | Op::LeakyRelu { .. } | Op::Var { .. } | Op::Select { .. } | Op::Diagonal { .. } => (1, 1),
+        Op::Flip { .. } | Op::Repeat { .. } | Op::Pad { .. } | Op::PadMode { .. } => (1, 1),
+        Op::ExtremumDim { .. } | Op::Sort { .. } | Op::TopK { .. } => (1, 2),
+        Op::CopyFrom | Op::SliceScatter { .. } | Op::SelectScatter { .. } | Op::EmbeddingBackward { .. } => (2, 1),
+        Op::MaskedScatter | Op::MaxPoolBackward => (3, 1),
+        Op::EmbeddingBag { per_sample_weights, .. } => (3 + flag(*per_sample_weights), 4),
+        Op::Col2Im { .. } | Op::Rand { .. } | Op::RandPerm | Op::Fft { .. } => (1, 1),
+        Op::Dropout { .. } => (2, 2),
+        Op::GridSampler { .. } => (2, 1),
+        Op::ConvolutionBackward { .. } => (3, 3),
+        Op::LayerNormBackward { has_weight, .. } | Op::GroupNormBackward { has_weight, .. } => {
+            (4 + flag(*has_weight), 3)
+        }
+        Op::AsStrided { .. } | Op::Pdist { .. } => (1, 1),
+        Op::Cdist { .. } | Op::AdaptiveAvgPoolBackward | Op::AvgPoolBackward(_) => (2, 1),
+        Op::Scatter { value, .. } => (2 + usize::from(value.is_none()), 1),
+        Op::IndexPut { present, .. } => (2 + present.iter().filter(|&&p| p).count(), 1),
+        Op::ClampTensor { has_min, has_max } => (1 + flag(*has_min) + flag(*has_max), 1),
+        Op::ArgReduce { .. } | Op::Cumsum { .. } | Op::View { .. } | Op::Permute { .. } => (1, 1),
+        Op::Expand { .. } | Op::Unsqueeze { .. } | Op::Squeeze { .. } | Op::Copy => (1, 1),
+        Op::Slice { .. } | Op::FullLike { .. } | Op::Convert | Op::SymSize { .. } => (1, 1),
+        Op::Binary { lhs, rhs, .. } => (tensors(&[lhs, rhs]), 1),
+        Op::Where { on_true, on_false } => (1 + tensors(&[on_true, on_false]), 1),
+        Op::Mm | Op::Bmm | Op::IndexSelect { .. } | Op::Gather { .. } | Op::Embedding => (2, 1),
+        Op::Addmm { .. } | Op::GroupedMm => (3, 1),
+        Op::Histc { .. } => (1, 1),
+        Op::Convolution { has_bias, .. } => (2 + flag(*has_bias), 1),
+        Op::MaxPool { .. } => (1, 2),
+        Op::AvgPool { .. } | Op::AdaptiveAvgPool { .. } | Op::Upsample { .. } => (1, 1),
+        Op::GroupNorm { has_weight, has_bias, .. } => (1 + flag(*has_weight) + flag(*has_bias), 3),
+        Op::BatchNormTraining { has_weight, has_bias, running_stats, momentum, .. } => {
+            (1 + flag(*has_weight) + flag(*has_bias) + 2 * flag(*running_stats), 3 + 2 * flag(momentum.is_some()))
+        }
+        Op::BatchNormInference { has_weight, has_bias, .. } => (3 + flag(*has_weight) + flag(*has_bias), 3),
+        Op::LayerNorm { has_weight, has_bias, .. } => (1 + flag(*has_weight) + flag(*has_bias), 3),
+        Op::SplitWithSizes { sizes, .. } => (1, sizes.len()),
+        Op::Index { present } => (1 + present.iter().filter(|&&p| p).count(), 1),
+        Op::AssertMetadata { .. } => (1, 0),
+        Op::Cat { .. } => return (None, Some(1)),
+        Op::Unsupported { .. } => return (None, None),
+    };
+    (Some(inputs), Some(outputs))
 }
 
 /// Two dims are equal when their canonical forms are.

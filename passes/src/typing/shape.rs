@@ -9,7 +9,12 @@ pub(super) fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
     let x = inputs.first().copied();
     let same_dtype = |dims: Vec<Option<Dim>>| Expected::partial(x.map(|x| x.dtype), dims);
     match op {
-        Op::Full { size, .. } => one(Expected::shape(size)),
+        Op::Full { size, .. } => {
+            if size.iter().any(|d| d.as_static().is_some_and(|v| v < 0)) {
+                return Err(format!("size {} has a negative entry", show(size)));
+            }
+            one(Expected::shape(size))
+        }
         Op::Cat { dim } => one(cat(*dim, inputs)?),
         // Its element count against its declared type is checked by the verifier.
         Op::Literal { .. } => Ok(vec![]),
