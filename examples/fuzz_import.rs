@@ -1,9 +1,11 @@
 //! Fuzzes the importer with mutated real archives: `cargo xtask fuzz --seconds N` runs it.
 //!
 //! Seeds are the committed archives (`testdata/models`, `testdata/bad`). Each input is a seed
-//! with a few mutations — bits flipped, bytes set to edge values, a truncation, a copied chunk,
-//! or a digit run inside a stored entry rewritten at the same length (so the zip stays valid
-//! and the damage reaches the JSON, the payload configs and the graph) — written to
+//! with a few mutations — bits flipped, bytes set to edge values, a truncation, a copied chunk
+//! (all of which the container checks mostly catch) — or, half of the time, one stored entry's
+//! bytes changed in place (a digit run rewritten at the same length, or bits flipped) with its
+//! CRC-32 recomputed, so that the zip stays valid and the damage reaches the JSON, the payload
+//! configs and the graph. The input is written to
 //! `OUT/current.pt2` and imported. A panic is a finding, saved under `OUT/findings/`; an input
 //! that takes longer than the time limit is a hang, saved and fatal; an abort (stack overflow)
 //! kills the process, and `cargo xtask fuzz` keeps `current.pt2` as its finding. The run is
@@ -77,6 +79,34 @@ fn mutate(rng: &mut Rng, seed: &[u8]) -> Vec<u8> {
     data
 }
 
+/// One stored entry's bytes changed in place, its directory CRC-32 recomputed to match.
+fn mutate_entry(rng: &mut Rng, seed: &[u8]) -> Option<Vec<u8>> {
+    let mut zip = zip::ZipArchive::new(std::io::Cursor::new(seed)).ok()?;
+    let file = zip.by_index_raw(rng.below(zip.len())).ok()?;
+    let (start, len, record) =
+        (file.data_start() as usize, file.compressed_size() as usize, file.central_header_start() as usize);
+    drop(file);
+    if len == 0 || start + len > seed.len() || record + 20 > seed.len() {
+        return None;
+    }
+    let mut data = seed.to_vec();
+    let entry = &mut data[start..start + len];
+    for _ in 0..1 + rng.below(3) {
+        let at = rng.below(len);
+        match entry[at..].iter().position(u8::is_ascii_digit) {
+            Some(p) if rng.below(3) > 0 => {
+                let run = entry[at + p..].iter().take_while(|b| b.is_ascii_digit()).count();
+                let new = digit_replacement(rng, run);
+                entry[at + p..at + p + run].copy_from_slice(&new);
+            }
+            _ => entry[at] ^= 1 << rng.below(8),
+        }
+    }
+    let crc = crc32fast::hash(&data[start..start + len]);
+    data[record + 16..record + 20].copy_from_slice(&crc.to_le_bytes());
+    Some(data)
+}
+
 fn seeds(root: &Path) -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();
     for dir in ["testdata/models", "testdata/bad"] {
@@ -118,7 +148,10 @@ fn main() {
     let (mut runs, mut panics, mut refused) = (0u64, 0u64, 0u64);
     while clock.elapsed() < deadline {
         let (name, seed) = &seeds[rng.below(seeds.len())];
-        let input = mutate(&mut rng, seed);
+        let input = match rng.below(2) {
+            0 => mutate_entry(&mut rng, seed).unwrap_or_else(|| mutate(&mut rng, seed)),
+            _ => mutate(&mut rng, seed),
+        };
         std::fs::write(&current, &input).expect("the current input can be written");
         started.store(clock.elapsed().as_millis() as u64 + 1, Ordering::SeqCst);
         let result = std::panic::catch_unwind(|| torchtpu_compile::import(&current).map(|_| ()));

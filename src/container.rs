@@ -2,8 +2,10 @@
 //!
 //! The central directory is read once; every entry must have a safe relative name that no
 //! other entry has, be stored uncompressed, have a local header that agrees with its directory
-//! record, and have its payload inside the file without overlapping another entry. Payloads
-//! are then plain slices of the map, so tensors and executables are never copied on the way in.
+//! record, have its payload inside the file without overlapping another entry, and match the
+//! CRC-32 its record gives (a flipped bit in a weight changes the program, so it is refused,
+//! not compiled). Payloads are then plain slices of the map, so tensors and executables are
+//! never copied on the way in.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -110,6 +112,13 @@ fn index_entries(map: &[u8]) -> Result<BTreeMap<String, Range<usize>>, Container
         };
         if file.size() != size {
             return Err(bad("its stored and declared sizes differ".into()));
+        }
+        let crc = crc32fast::hash(&map[start as usize..end as usize]);
+        if crc != file.crc32() {
+            return Err(bad(format!(
+                "its bytes do not match their CRC-32 ({crc:08x}, the directory says {:08x}): the file is damaged",
+                file.crc32()
+            )));
         }
         extents.push((file.header_start(), end, name.clone()));
         if !file.is_dir() {

@@ -294,6 +294,15 @@ def make_cases(mlp_path, llama_dyn_path):
                   f"an extra entry `{root}/extra/hidden` whose local header and data lie inside the data "
                   f"of entry `{root}/extra/outer`"))
 
+    data = bytearray(mlp_bytes)
+    with zipfile.ZipFile(mlp_path) as zf:
+        info = zf.getinfo(W0)
+    nlen, xlen = struct.unpack_from("<HH", data, info.header_offset + 26)
+    data[info.header_offset + 30 + nlen + xlen + 100] ^= 0x10
+    cases.append(("weight_bit_flip.pt2", bytes(data),
+                  f"one bit of `{W0}` (fc1.weight, byte 100) flipped; sizes, names and the CRC-32 in the "
+                  "directory untouched"))
+
     # -- container markers ------------------------------------------------------
     cases.append(("archive_format_pt3.pt2", replace(mlp, f"{root}/archive_format", b"pt3"),
                   "`archive_format` says `pt3`"))

@@ -33,6 +33,7 @@ const CASES: &[(&str, &[&str])] = &[
         &["entry `mlp/data/weights/weight_0`", "local header names `mlp/data/weights/weight_1`"],
     ),
     ("truncated_before_directory", &["not a pt2 archive", "damaged", "embedded zip"]),
+    ("weight_bit_flip", &["archive entry `mlp/data/weights/weight_0`", "do not match their CRC-32", "damaged"]),
     ("overlapping_entries", &["archive entry `mlp/extra/hidden`", "overlap those of entry `mlp/extra/outer`"]),
     ("archive_format_pt3", &["archive entry `mlp/archive_format`", "expected `pt2`, found `pt3`"]),
     ("big_endian", &["archive entry `mlp/byteorder`", "only little-endian"]),

@@ -345,7 +345,8 @@ fn run_refuses_wrong_inputs_with_clear_messages() {
 }
 
 /// One flipped byte in the serialized executable: `run` reports the corrupt entry before the
-/// plugin ever sees it (the plugin can crash on corrupt executables).
+/// plugin ever sees it (the plugin can crash on corrupt executables), by its CRC-32 and, when
+/// that is forged too, by the manifest's sha256.
 #[test]
 fn corrupted_executable_is_refused_not_run() {
     let tmp = TempDir::new("corrupt");
@@ -358,6 +359,25 @@ fn corrupted_executable_is_refused_not_run() {
     bytes[offset + 100] ^= 0xff;
     std::fs::write(&artifact, &bytes).expect("writes");
     let input = testdata().join("models/mlp/in_0.npy");
+    let (code, _, err) = run_cli(&[
+        "run",
+        artifact.to_str().expect("utf-8"),
+        input.to_str().expect("utf-8"),
+        "--out-dir",
+        tmp.0.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(code, 1, "{err}");
+    // The container's CRC-32 catches the flipped byte before the manifest's sha256 would.
+    assert!(err.contains("entry `executables/cpu/main.pjrt`: its bytes do not match their CRC-32"), "{err}");
+    // With the CRC-32 forged to match, the manifest's sha256 still refuses it.
+    let (record, data) = {
+        let mut zip = zip::ZipArchive::new(std::io::Cursor::new(&bytes)).expect("a zip");
+        let file = zip.by_name(&entry).expect("the executable");
+        (file.central_header_start() as usize, file.data_start() as usize..(file.data_start() + file.size()) as usize)
+    };
+    let crc = crc32fast::hash(&bytes[data]);
+    bytes[record + 16..record + 20].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(&artifact, &bytes).expect("writes");
     let (code, _, err) = run_cli(&[
         "run",
         artifact.to_str().expect("utf-8"),
