@@ -2,17 +2,18 @@
 //! PyTorch's semantics (promotion, broadcasting, negative dims, keepdim, view element counts,
 //! slice bounds, convolution and pooling arithmetic).
 //!
-//! One file per op family; [`infer`] dispatches. [`arity`] (how many tensor operands and
-//! results each op has) lives here too: with the op's variant in `ir::op` (its attributes) and
-//! its printer entry, these are the facts the importer, verifier and passes share. The verifier compares every node's declared
-//! output types with what its rule infers, after import (where the declared types are the
-//! archive's `tensor_meta`) and after every pass, so neither a damaged archive nor a broken
-//! pass reaches the emitter with a type its operands do not give.
+//! One file per op family; [`infer`] dispatches, and its `match` over `Op` has no fallback
+//! arm: every op has a rule, and a new op cannot be added without one. [`arity`] (how many
+//! tensor operands and results each op has) lives here too. The verifier compares every
+//! node's declared output types with what its rule infers, after import (where the declared
+//! types are the archive's `tensor_meta`), after `specialize` and after every pass, so neither
+//! a damaged archive nor a broken pass reaches the emitter with a type its operands do not give.
 //!
 //! A rule may leave part of a result open ([`Expected`]: a dtype or a dim it cannot tell, such
-//! as a size computed from a symbolic input, or an adaptive pool's recorded output size), or
-//! state only the leading results (a norm's saved statistics); what it states is checked. Ops without a rule yet return `None` and are checked for arity only;
-//! the `match` in [`infer`] is exhaustive, so a new op must say which it is.
+//! as a size computed from a symbolic input or an adaptive pool's recorded output size; a whole
+//! result, such as an undefined gradient), or state only the leading results (a norm's saved
+//! statistics); what it states is checked. Graph inputs state nothing (their declared type is
+//! the contract), nor do unsupported ops (they have no semantics here).
 
 mod elementwise;
 mod index;
