@@ -115,10 +115,11 @@ fn seeds(root: &Path) -> Vec<(String, Vec<u8>)> {
         paths.sort();
         for p in paths.into_iter().filter(|p| p.extension().is_some_and(|e| e == "pt2")) {
             // Large archives slow every iteration down without adding structure.
-            if let Ok(bytes) =
-                std::fs::read(&p).map_err(|_| ()).and_then(|b| if b.len() < 2_000_000 { Ok(b) } else { Err(()) })
-            {
-                out.push((p.file_name().unwrap_or_default().to_string_lossy().into_owned(), bytes));
+            match std::fs::read(&p) {
+                Ok(bytes) if bytes.len() < 2_000_000 => {
+                    out.push((p.file_name().unwrap_or_default().to_string_lossy().into_owned(), bytes));
+                }
+                _ => {}
             }
         }
     }

@@ -314,7 +314,7 @@ impl Artifact {
 
     /// Opens and checks the manifest.
     pub fn open(path: &Path) -> Result<Artifact, ArtifactError> {
-        let zip = MappedZip::open(path)?;
+        let zip = MappedZip::open_verified(path)?;
         let not = |reason: String| ArtifactError::NotAnArtifact { path: path.display().to_string(), reason };
         let bytes = zip.get(MANIFEST).ok_or_else(|| not(format!("it has no `{MANIFEST}`")))?;
         let manifest: Manifest =

@@ -33,10 +33,33 @@ pub struct MappedZip {
     path: PathBuf,
     map: Mmap,
     entries: BTreeMap<String, Range<usize>>,
+    /// Each entry's CRC-32 as its directory record gives it, for [`MappedZip::open_verified`].
+    crcs: BTreeMap<String, u32>,
 }
 
 impl MappedZip {
-    /// Maps `path` and checks every entry.
+    /// Maps `path`, checks every entry's structure and every byte against its CRC-32: what
+    /// readers of archives and artifacts use.
+    pub fn open_verified(path: &Path) -> Result<MappedZip, ContainerError> {
+        let zip = MappedZip::open(path)?;
+        for (name, range) in &zip.entries {
+            let crc = crc32fast::hash(&zip.map[range.clone()]);
+            let expected = zip.crcs[name];
+            if crc != expected {
+                return Err(ContainerError::BadEntry {
+                    entry: crate::error::shown(name),
+                    reason: format!(
+                        "its bytes do not match their CRC-32 ({crc:08x}, the directory says {expected:08x}): \
+                         the file is damaged"
+                    ),
+                });
+            }
+        }
+        Ok(zip)
+    }
+
+    /// Maps `path` and checks every entry's structure, without reading the payloads (enough to
+    /// tell what kind of file it is).
     pub fn open(path: &Path) -> Result<MappedZip, ContainerError> {
         let io = |source| ContainerError::Io { path: path.to_path_buf(), source };
         let file = File::open(path).map_err(io)?;
@@ -46,8 +69,8 @@ impl MappedZip {
         // SAFETY: the map is read-only; if another process truncates the file while we read it
         // the process may fault, which is the documented limit of memory-mapped input.
         let map = unsafe { Mmap::map(&file) }.map_err(io)?;
-        let entries = index_entries(&map)?;
-        Ok(MappedZip { path: path.to_path_buf(), map, entries })
+        let (entries, crcs) = index_entries(&map)?;
+        Ok(MappedZip { path: path.to_path_buf(), map, entries, crcs })
     }
 
     /// The file's path.
@@ -71,7 +94,10 @@ impl MappedZip {
     }
 }
 
-fn index_entries(map: &[u8]) -> Result<BTreeMap<String, Range<usize>>, ContainerError> {
+/// Entries by name: payload ranges and CRC-32s.
+type Index = (BTreeMap<String, Range<usize>>, BTreeMap<String, u32>);
+
+fn index_entries(map: &[u8]) -> Result<Index, ContainerError> {
     let not_zip = |e: zip::result::ZipError| ContainerError::NotZip { reason: e.to_string() };
     let mut zip = zip::ZipArchive::new(Cursor::new(map)).map_err(not_zip)?;
     if zip.offset() != 0 {
@@ -85,7 +111,7 @@ fn index_entries(map: &[u8]) -> Result<BTreeMap<String, Range<usize>>, Container
     }
     let directory = zip.central_directory_start();
     check_unique_names(map, directory, zip.len())?;
-    let mut entries = BTreeMap::new();
+    let (mut entries, mut crcs) = (BTreeMap::new(), BTreeMap::new());
     let mut extents = Vec::with_capacity(zip.len());
     for i in 0..zip.len() {
         let file = zip.by_index_raw(i).map_err(not_zip)?;
@@ -113,20 +139,14 @@ fn index_entries(map: &[u8]) -> Result<BTreeMap<String, Range<usize>>, Container
         if file.size() != size {
             return Err(bad("its stored and declared sizes differ".into()));
         }
-        let crc = crc32fast::hash(&map[start as usize..end as usize]);
-        if crc != file.crc32() {
-            return Err(bad(format!(
-                "its bytes do not match their CRC-32 ({crc:08x}, the directory says {:08x}): the file is damaged",
-                file.crc32()
-            )));
-        }
         extents.push((file.header_start(), end, name.clone()));
         if !file.is_dir() {
+            crcs.insert(name.clone(), file.crc32());
             entries.insert(name, start as usize..end as usize);
         }
     }
     check_no_overlap(extents)?;
-    Ok(entries)
+    Ok((entries, crcs))
 }
 
 /// The zip reader keeps the last of several entries with one name; walking the central

@@ -87,11 +87,7 @@ pub fn i64_array(v: &[i64]) -> String {
 /// Floats are written as their exact bit pattern, so infinities, NaN and rounding to the
 /// target precision (round to nearest even, as torch does) are all exact.
 pub fn scalar_literal(value: Scalar, dtype: DType) -> LowerResult<String> {
-    let as_f64 = match value {
-        Scalar::Bool(b) => f64::from(u8::from(b)),
-        Scalar::Int(i) => i as f64,
-        Scalar::Float(f) => f,
-    };
+    let as_f64 = value.as_f64();
     let as_i64 = match value {
         Scalar::Bool(b) => i64::from(b),
         Scalar::Int(i) => i,

@@ -38,7 +38,7 @@ impl From<ContainerError> for ImportError {
 impl Archive {
     /// Maps `path` and indexes its entries under the common root folder.
     pub fn open(path: &Path) -> Result<Archive, ImportError> {
-        let zip = MappedZip::open(path)?;
+        let zip = MappedZip::open_verified(path)?;
         let mut root: Option<String> = None;
         let mut entries = BTreeMap::new();
         for (name, range) in zip.entries() {

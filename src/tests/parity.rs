@@ -359,13 +359,11 @@ fn corrupted_executable_is_refused_not_run() {
     bytes[offset + 100] ^= 0xff;
     std::fs::write(&artifact, &bytes).expect("writes");
     let input = testdata().join("models/mlp/in_0.npy");
-    let (code, _, err) = run_cli(&[
-        "run",
-        artifact.to_str().expect("utf-8"),
-        input.to_str().expect("utf-8"),
-        "--out-dir",
-        tmp.0.to_str().expect("utf-8"),
-    ]);
+    let run = || {
+        let out_dir = tmp.0.to_str().expect("utf-8");
+        run_cli(&["run", artifact.to_str().expect("utf-8"), input.to_str().expect("utf-8"), "--out-dir", out_dir])
+    };
+    let (code, _, err) = run();
     assert_eq!(code, 1, "{err}");
     // The container's CRC-32 catches the flipped byte before the manifest's sha256 would.
     assert!(err.contains("entry `executables/cpu/main.pjrt`: its bytes do not match their CRC-32"), "{err}");
@@ -378,13 +376,7 @@ fn corrupted_executable_is_refused_not_run() {
     let crc = crc32fast::hash(&bytes[data]);
     bytes[record + 16..record + 20].copy_from_slice(&crc.to_le_bytes());
     std::fs::write(&artifact, &bytes).expect("writes");
-    let (code, _, err) = run_cli(&[
-        "run",
-        artifact.to_str().expect("utf-8"),
-        input.to_str().expect("utf-8"),
-        "--out-dir",
-        tmp.0.to_str().expect("utf-8"),
-    ]);
+    let (code, _, err) = run();
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("artifact entry `executables/cpu/main.pjrt` is corrupt: its sha256 is"), "{err}");
 }

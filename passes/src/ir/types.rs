@@ -316,6 +316,17 @@ pub enum Scalar {
     Float(f64),
 }
 
+impl Scalar {
+    /// The value as a float (`true` is 1; large ints round as Python's `float()` does).
+    pub fn as_f64(self) -> f64 {
+        match self {
+            Scalar::Bool(b) => f64::from(u8::from(b)),
+            Scalar::Int(i) => i as f64,
+            Scalar::Float(f) => f,
+        }
+    }
+}
+
 impl fmt::Display for Scalar {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

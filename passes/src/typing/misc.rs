@@ -143,11 +143,6 @@ fn masked(mask: &[bool; 3], results: [Expected; 3]) -> Vec<Expected> {
 /// `arange`'s length, `ceil((end - start) / step)` as PyTorch computes it (in double for float
 /// arguments), refusing a zero or non-finite step and lengths that do not fit.
 fn arange_len(start: Scalar, end: Scalar, step: Scalar) -> Result<i64, String> {
-    let as_f64 = |s: Scalar| match s {
-        Scalar::Bool(b) => f64::from(u8::from(b)),
-        Scalar::Int(v) => v as f64,
-        Scalar::Float(v) => v,
-    };
     if let (Scalar::Int(a), Scalar::Int(b), Scalar::Int(s)) = (start, end, step) {
         if s == 0 {
             return Err("arange step 0".into());
@@ -156,7 +151,7 @@ fn arange_len(start: Scalar, end: Scalar, step: Scalar) -> Result<i64, String> {
         let n = span.checked_add(s - s.signum()).ok_or("arange's length overflows")? / s;
         return Ok(n.max(0));
     }
-    let (a, b, s) = (as_f64(start), as_f64(end), as_f64(step));
+    let (a, b, s) = (start.as_f64(), end.as_f64(), step.as_f64());
     let n = ((b - a) / s).ceil();
     if !n.is_finite() || s == 0.0 || n > i64::MAX as f64 {
         return Err(format!("arange({start}, {end}, {step}) has no finite length"));

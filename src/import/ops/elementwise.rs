@@ -31,7 +31,7 @@ pub fn lowering(key: &str) -> Option<Lowering> {
         "aten.trunc.default" => |a| unary(a, UnaryOp::Trunc),
         "aten.elu.default" => |a| {
             a.tensor("self")?;
-            let f = |a: &Args<'_>, n: &str| a.scalar(n, Some(Scalar::Int(1))).map(scalar_f64);
+            let f = |a: &Args<'_>, n: &str| a.scalar(n, Some(Scalar::Int(1))).map(Scalar::as_f64);
             Ok(Op::Elu { alpha: f(a, "alpha")?, scale: f(a, "scale")?, input_scale: f(a, "input_scale")? })
         },
         "aten.hardtanh.default" => |a| {
@@ -41,7 +41,7 @@ pub fn lowering(key: &str) -> Option<Lowering> {
         },
         "aten.leaky_relu.default" => |a| {
             a.tensor("self")?;
-            Ok(Op::LeakyRelu { slope: scalar_f64(a.scalar("negative_slope", Some(Scalar::Float(0.01)))?) })
+            Ok(Op::LeakyRelu { slope: a.scalar("negative_slope", Some(Scalar::Float(0.01)))?.as_f64() })
         },
         "aten.atan2.default" | "aten.atan2.out" => |a| binary(a, BinaryOp::Atan2, "other"),
         "aten.bitwise_xor.Tensor" | "aten.bitwise_xor.Scalar" => |a| binary(a, BinaryOp::BitwiseXor, "other"),
@@ -147,14 +147,6 @@ fn where_self(a: &mut Args<'_>) -> Result<Op, String> {
 fn clamp(a: &mut Args<'_>) -> Result<Op, String> {
     a.tensor("self")?;
     Ok(Op::Clamp { min: a.opt_scalar("min")?, max: a.opt_scalar("max")? })
-}
-
-fn scalar_f64(s: Scalar) -> f64 {
-    match s {
-        Scalar::Bool(b) => f64::from(u8::from(b)),
-        Scalar::Int(i) => i as f64,
-        Scalar::Float(f) => f,
-    }
 }
 
 /// `div(self, other, rounding_mode)`: `None` is true division.

@@ -27,7 +27,7 @@ pub fn lowering(key: &str) -> Option<Lowering> {
         "aten.prod.default" => |a| reduce_all(a, ReduceOp::Prod),
         "aten.var.correction" => |a| {
             a.tensor("self")?;
-            let correction = a.opt_scalar("correction")?.map_or(1.0, scalar_f64);
+            let correction = a.opt_scalar("correction")?.map_or(1.0, Scalar::as_f64);
             Ok(Op::Var { dims: a.ints("dim", Some(&[]))?, correction, keepdim: a.bool("keepdim", false)? })
         },
         "aten.var.dim" => |a| {
@@ -86,27 +86,13 @@ fn extremum(a: &mut Args<'_>, max: bool) -> Result<Op, String> {
     Ok(Op::ExtremumDim { max, dim: a.int("dim", None)?, keepdim: a.bool("keepdim", false)? })
 }
 
-fn scalar_f64(s: torchtpu_passes::ir::Scalar) -> f64 {
-    use torchtpu_passes::ir::Scalar;
-    match s {
-        Scalar::Bool(b) => f64::from(u8::from(b)),
-        Scalar::Int(i) => i as f64,
-        Scalar::Float(f) => f,
-    }
-}
-
 /// `histc(self, bins=100, min=0, max=0)`; `min == max` takes the range from the data, which
 /// a compiled program would have to reduce first: refused for now.
 fn histc(a: &mut Args<'_>) -> Result<Op, String> {
     a.tensor("self")?;
     let bins = a.int("bins", Some(100))?;
-    let value = |s: Scalar| match s {
-        Scalar::Bool(b) => f64::from(u8::from(b)),
-        Scalar::Int(v) => v as f64,
-        Scalar::Float(v) => v,
-    };
-    let min = value(a.scalar("min", Some(Scalar::Int(0)))?);
-    let max = value(a.scalar("max", Some(Scalar::Int(0)))?);
+    let min = a.scalar("min", Some(Scalar::Int(0)))?.as_f64();
+    let max = a.scalar("max", Some(Scalar::Int(0)))?.as_f64();
     if min == max {
         return Err(
             "`histc` with min == max takes its range from the data, which is not supported; give the range".into()
