@@ -114,6 +114,9 @@ pub struct OptionsInfo {
     /// `--pad-multiple` (absent: no padding).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pad_multiple: Option<i64>,
+    /// `--grouped-mm` (absent: dense).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grouped_mm: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -191,6 +194,18 @@ pub struct Executable {
     pub generated_code_bytes: Option<i64>,
     /// Device memory the program needs (TPU targets).
     pub memory: Option<MemoryInfo>,
+    /// XLA's cost model of the program (TPU targets).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<CostInfo>,
+}
+
+/// What XLA's cost model says one run of a program does (`PJRT_Executable_GetCostAnalysis`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CostInfo {
+    /// Floating-point operations.
+    pub flops: f64,
+    /// Bytes read and written in device memory.
+    pub bytes_accessed: f64,
 }
 
 /// Device memory of a compiled program, in bytes (`PJRT_Executable_GetCompiledMemoryStats`).

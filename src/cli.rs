@@ -8,13 +8,13 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
 use crate::artifact::Artifact;
 use crate::cache::{self, CacheConfig, Outcome};
 use crate::compile::{compile, CompileRequest};
 use crate::container::MappedZip;
-use crate::emit::{EmitOptions, Precision};
+use crate::emit::{EmitOptions, GroupedMm, Precision};
 use crate::run::{run as run_artifact, RunRequest};
 use crate::target::Target;
 use crate::{check, driver, import, inspect, Error};
@@ -332,6 +332,14 @@ struct CompileArgs {
     /// tile), else off. It applies to every target of the compile: they share one program.
     #[arg(long, value_name = "N")]
     pad_multiple: Option<u32>,
+    /// How mixture-of-experts layers' `_grouped_mm` is lowered: `dense` (the default: every
+    /// token times every expert's weight, masked to its own experts; the same program runs and
+    /// is checked on CPU) or `ragged` (one `chlo.ragged_dot`: each token meets only its
+    /// experts' weights; TPU targets only, as XLA:CPU has no ragged dot, so its numbers cannot
+    /// be checked on this host). It applies to every target of the compile: they share one
+    /// program.
+    #[arg(long, value_name = "FORM", value_enum)]
+    grouped_mm: Option<GroupedMmArg>,
     /// Size buckets of a dynamic dim, named as in the archive (`s53`) or by user input and dim
     /// (`input_ids:1`): `SYM=16,64,512` (those sizes), `SYM=pow2` (powers of two covering the
     /// range, its maximum included; the default for every dynamic dim) or `SYM=auto:K` (K sizes
@@ -384,6 +392,29 @@ impl CompileArgs {
             bucket: None,
         }
     }
+
+    /// The emitter's settings; `--grouped-mm ragged` needs TPU targets only.
+    fn emit_options(&self, targets: &[Target]) -> Result<EmitOptions, clap::Error> {
+        let all_tpu = targets.iter().all(|t| matches!(t, Target::Tpu { .. }));
+        let grouped_mm = match self.grouped_mm {
+            None | Some(GroupedMmArg::Dense) => GroupedMm::Dense,
+            Some(GroupedMmArg::Ragged) if !all_tpu => {
+                return Err(Cli::command().error(
+                    clap::error::ErrorKind::ArgumentConflict,
+                    "`--grouped-mm ragged` needs every target to be a TPU, and `cpu` is one here \
+                     (XLA:CPU has no ragged dot; without `--target`, the targets are `tpu:v6e:1x1` and `cpu`)",
+                ))
+            }
+            Some(GroupedMmArg::Ragged) => GroupedMm::Ragged,
+        };
+        Ok(EmitOptions { precision: self.precision, grouped_mm })
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum GroupedMmArg {
+    Ragged,
+    Dense,
 }
 
 /// `tpu:v6e:1x1` plus `cpu` (DESIGN.md §3).
@@ -461,10 +492,17 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>, out: &mut dyn Write, 
         Ok(code) => code,
         // `inspect … | head`: the reader has what it wanted; end quietly, as `cat` does.
         Err(e) if is_broken_pipe(&e) => 0,
-        Err(e) => {
-            let _ = writeln!(err, "error: {}", error_chain(&e));
-            e.downcast_ref::<Error>().map_or(1, Error::exit_code)
-        }
+        // A conflict between options that clap alone cannot see: a usage error, exit 2.
+        Err(e) => match e.downcast::<clap::Error>() {
+            Ok(usage) => {
+                let _ = write!(err, "{}", usage.render());
+                2
+            }
+            Err(e) => {
+                let _ = writeln!(err, "error: {}", error_chain(&e));
+                e.downcast_ref::<Error>().map_or(1, Error::exit_code)
+            }
+        },
     }
 }
 
@@ -521,8 +559,10 @@ fn compile_cmd(args: &CompileArgs, out: &mut dyn Write, err: &mut dyn Write) -> 
     let context = || format!("cannot compile `{}`", args.model.display());
     if args.emit == Emit::Exe {
         let targets = args.targets_or_default();
+        let emit = args.emit_options(&targets)?;
         let req = CompileRequest {
-            precision: args.precision,
+            precision: emit.precision,
+            grouped_mm: emit.grouped_mm,
             plugin: args.plugin.clone(),
             dump_dir: args.dump_dir.clone(),
             progress: !args.quiet,
@@ -565,7 +605,7 @@ fn compile_cmd(args: &CompileArgs, out: &mut dyn Write, err: &mut dyn Write) -> 
         .map_err(|e| Error::from(driver::LowerError::from(e)))
         .with_context(context)?;
     let opts = driver::LowerOptions {
-        emit: EmitOptions { precision: args.precision },
+        emit: args.emit_options(&args.targets_or_default())?,
         passes: args.passes.selected(),
         pass_options: args.pass_options(&args.targets_or_default()),
         keep_stages: false,

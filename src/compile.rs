@@ -17,12 +17,12 @@ use crate::artifact::{safetensors_dtype, SourceInfo, SymbolInfo, TargetEntry, We
 use torchtpu_passes::bucket::BucketSpec;
 use torchtpu_passes::PassOptions;
 
-use crate::artifact::{MemoryInfo, PassInfo, TpuInfo};
+use crate::artifact::{CostInfo, MemoryInfo, PassInfo, TpuInfo};
 use crate::cache::{Cache, CacheConfig, Entry, KeyParts, Outcome, PluginMemo};
 use crate::driver::{self, LowerOptions, Lowered};
-use crate::emit::{EmitOptions, Precision};
+use crate::emit::{EmitOptions, GroupedMm, Precision};
 use crate::import::Program;
-use crate::pjrt::{CompileOptions, Plugin};
+use crate::pjrt::{AttributeValue, CompileOptions, Plugin};
 use crate::setup::{cpu_plugin, tpu_plugin, LIBTPU_VERSION};
 use crate::target::Target;
 use crate::Error;
@@ -32,6 +32,8 @@ use crate::Error;
 pub struct CompileRequest {
     pub targets: Vec<Target>,
     pub precision: Precision,
+    /// How `_grouped_mm` is lowered (`--grouped-mm`).
+    pub grouped_mm: GroupedMm,
     /// The CPU plugin (`--plugin`); `None` uses `$TORCHTPU_PJRT_PLUGIN` or the set-up folder.
     pub plugin: Option<PathBuf>,
     /// Where to write the IR, the StableHLO and a compile log (`--dump-dir`).
@@ -56,6 +58,7 @@ impl CompileRequest {
         CompileRequest {
             targets,
             precision,
+            grouped_mm: GroupedMm::Dense,
             plugin: None,
             dump_dir: None,
             progress: false,
@@ -159,6 +162,7 @@ pub fn compile(program: &Program, model: &Path, out: &Path, req: &CompileRequest
             passes: first_passes.iter().map(|r| r.pass.clone()).filter(|p| p != "bucket_masks").collect(),
             compute_dtype: req.pass_options.compute_dtype.map(|d| d.to_string()),
             pad_multiple: req.pass_options.pad_multiple,
+            grouped_mm: (req.grouped_mm != GroupedMm::Dense).then(|| req.grouped_mm.name().to_string()),
         },
         weights: WeightsInfo {
             entry: artifact::WEIGHTS.into(),
@@ -295,6 +299,7 @@ impl BucketWork<'_> {
                     cache_key: Some(key),
                     generated_code_bytes: meta.generated_code_bytes,
                     memory: meta.memory,
+                    cost: meta.cost,
                 },
                 plugin: meta.plugin,
                 tpu: meta.tpu,
@@ -326,7 +331,7 @@ fn lower_bucket(program: &Program, p: &crate::buckets::Planned, req: &CompileReq
         p.values.clone()
     };
     let opts = LowerOptions {
-        emit: EmitOptions { precision: req.precision },
+        emit: EmitOptions { precision: req.precision, grouped_mm: req.grouped_mm },
         passes: req.passes.clone(),
         pass_options,
         keep_stages: req.dump_dir.is_some(),
@@ -348,6 +353,8 @@ struct CompiledMeta {
     tpu: Option<TpuInfo>,
     generated_code_bytes: Option<i64>,
     memory: Option<MemoryInfo>,
+    #[serde(default)]
+    cost: Option<CostInfo>,
 }
 
 /// Looks `parts` up in the cache, compiling with `compile_now` on a miss.
@@ -426,6 +433,7 @@ fn compile_target(
                         tpu: None,
                         generated_code_bytes: None,
                         memory: None,
+                        cost: None,
                     },
                 })
             })
@@ -473,8 +481,22 @@ fn compile_tpu(
             generated_code_bytes: stats.generated_code_size_in_bytes,
             peak_bytes: stats.peak_memory_in_bytes,
         }),
+        cost: cost_info(&exe),
     };
     Ok(CompiledTarget { bytes: exe.serialize().map_err(failed)?, meta })
+}
+
+/// `flops` and `bytes accessed` from XLA's cost model; `None` when the plugin does not say.
+fn cost_info(exe: &crate::pjrt::Executable) -> Option<CostInfo> {
+    let properties = exe.cost_analysis().ok()?;
+    let figure = |name: &str| {
+        properties.iter().find(|(n, _)| n == name).and_then(|(_, v)| match v {
+            AttributeValue::Float(f) => Some(f64::from(*f)),
+            AttributeValue::Int64(i) => Some(*i as f64),
+            _ => None,
+        })
+    };
+    Some(CostInfo { flops: figure("flops")?, bytes_accessed: figure("bytes accessed")? })
 }
 
 /// `2x2x1` → 4.

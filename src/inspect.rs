@@ -315,8 +315,9 @@ pub fn render_artifact(art: &crate::artifact::Artifact) -> String {
     }
     let _ = writeln!(
         out,
-        "precision: {}; weights: {} tensors, {}",
+        "precision: {}{}; weights: {} tensors, {}",
         m.options.precision,
+        m.options.grouped_mm.as_ref().map_or(String::new(), |f| format!("; grouped matmuls: {f}")),
         m.weights.order.len(),
         human_bytes(m.weights.bytes)
     );
@@ -379,6 +380,14 @@ fn render_target(out: &mut String, t: &crate::artifact::TargetEntry) {
                 human_bytes(mem.output_bytes.max(0) as u64),
                 human_bytes(mem.temp_bytes.max(0) as u64),
                 human_bytes(e.generated_code_bytes.unwrap_or(0).max(0) as u64),
+            );
+        }
+        if let Some(cost) = &e.cost {
+            let _ = writeln!(
+                out,
+                "      XLA cost model: {:.3} GFLOP, {} accessed per run",
+                cost.flops / 1e9,
+                human_bytes(cost.bytes_accessed.max(0.0) as u64)
             );
         }
     }

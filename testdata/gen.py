@@ -152,14 +152,24 @@ def build_gpt2():
 
 
 def build_qwen3_moe():
+    return qwen3_moe(hidden=64, layers=2, experts=4, top_k=2, expert_width=32)
+
+
+def build_qwen3_moe_wide():
+    """Benchmark only (not committed): one layer with 64 experts, top-8, expert width 256."""
+    return qwen3_moe(hidden=512, layers=1, experts=64, top_k=8, expert_width=256)
+
+
+def qwen3_moe(hidden, layers, experts, top_k, expert_width):
     from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
 
     # Every layer is a sparse-MoE layer (decoder_sparse_step 1), so intermediate_size (the
     # dense-MLP width) is unused. Experts are 3-D parameters: gate_up_proj f32[4, 64, 64],
     # down_proj f32[4, 64, 32]; experts_implementation "grouped_mm" is transformers' default.
-    cfg = Qwen3MoeConfig(vocab_size=256, hidden_size=64, intermediate_size=64, moe_intermediate_size=32,
-                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
-                         num_experts=4, num_experts_per_tok=2, norm_topk_prob=True, decoder_sparse_step=1,
+    cfg = Qwen3MoeConfig(vocab_size=256, hidden_size=hidden, intermediate_size=hidden,
+                         moe_intermediate_size=expert_width, num_hidden_layers=layers, num_attention_heads=4,
+                         num_key_value_heads=2, head_dim=16, num_experts=experts, num_experts_per_tok=top_k,
+                         norm_topk_prob=True, decoder_sparse_step=1,
                          max_position_embeddings=128, attn_implementation="sdpa",
                          experts_implementation="grouped_mm")
     model = Qwen3MoeForCausalLM(cfg)
@@ -500,6 +510,19 @@ MODELS = {
              "BN affine params and running stats randomized",
         inputs=[(randn((4, 3, 8, 8), 17),
                  torch.randint(0, 5, (4,), generator=gen(18), dtype=torch.int64))]),
+}
+
+# Larger models for `cargo xtask bench` only: generated into the set-up folder, never committed
+# (`python testdata/gen.py --out DIR moe_wide`).
+BENCH_MODELS = {
+    "moe_wide": dict(
+        build=build_qwen3_moe_wide,
+        desc="moe_tiny's architecture at benchmark size: hidden 512, 1 layer, 64 experts, top-8, "
+             "moe_intermediate_size 256; 256 tokens, so each _grouped_mm has 2048 rows",
+        inputs=[(ids(256, 4),)],
+        export_context=real_grouped_mm_under_export,
+        graph_has=["torch.ops.aten._grouped_mm.default"],
+        graph_lacks=["grouped_mm_fallback"]),
 }
 
 
@@ -944,15 +967,18 @@ def generate_flip_seq(outdir):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.path.join(HERE, "models"))
-    ap.add_argument("names", nargs="*", help=f"subset of {list(MODELS)}")
+    ap.add_argument("names", nargs="*", help=f"subset of {list(MODELS)}, or of {list(BENCH_MODELS)} (benchmarks)")
     a = ap.parse_args()
     names = [n for n in a.names if n != "checks"] if a.names else list(MODELS)
-    unknown = [n for n in names if n not in MODELS]
+    known = {**MODELS, **BENCH_MODELS}
+    unknown = [n for n in names if n not in known]
     if unknown:
-        ap.error(f"unknown model(s) {unknown}; choose from {list(MODELS)}")
+        ap.error(f"unknown model(s) {unknown}; choose from {list(known)}")
     os.makedirs(a.out, exist_ok=True)
     for n in names:
-        generate(n, MODELS[n], a.out)
+        generate(n, known[n], a.out)
+    if any(n in BENCH_MODELS for n in names):
+        return
     if not a.names or "checks" in a.names:
         check_dir = os.path.join(os.path.dirname(os.path.abspath(a.out)), "check")
         generate_unsupported(check_dir)

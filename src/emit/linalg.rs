@@ -8,7 +8,7 @@ use melior::ir::Value;
 use torchtpu_passes::ir::{DType, Op, Scalar, TensorType};
 
 use super::builder::{i64_array, static_dims, Builder, LowerResult};
-use super::{Arg, Precision};
+use super::{Arg, GroupedMm, Precision};
 
 fn precision_attr(p: Precision) -> String {
     let one = format!("#stablehlo<precision {}>", p.name().to_uppercase());
@@ -261,12 +261,25 @@ pub fn convolution_backward<'c, 'b>(
     Ok(out)
 }
 
-/// `_grouped_mm(a [S, K], b [G, K, N], offs [G])`, exactly, as a masked dense product: every
-/// row times every group's weight (`[S, G, N]`, one `dot_general`), then each row keeps the
-/// product of the group whose rows `offs[g-1]..offs[g]` hold it; rows past `offs[G-1]` are 0.
-/// It costs G times the FLOPs of a ragged dot (`chlo.ragged_dot`), which is the next step for
-/// models with many experts.
+/// `_grouped_mm(a [S, K], b [G, K, N], offs [G])`: group g is rows `offs[g-1]..offs[g]` of
+/// `a` (from 0 for the first), times `b[g]`; rows past `offs[G-1]` give 0.
 pub fn grouped_mm<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    form: GroupedMm,
+    args: &[Arg<'c, 'b, '_>],
+    out: &TensorType,
+    precision: Precision,
+) -> LowerResult<Value<'c, 'b>> {
+    match form {
+        GroupedMm::Dense => grouped_mm_dense(b, args, out, precision),
+        GroupedMm::Ragged => grouped_mm_ragged(b, args, out, precision),
+    }
+}
+
+/// The masked dense form: every row times every group's weight (`[S, G, N]`, one
+/// `dot_general`), then each row keeps the product of its own group. G times the FLOPs of the
+/// ragged form and an `[S, G, N]` temporary, but every XLA backend compiles it.
+fn grouped_mm_dense<'c, 'b>(
     b: &Builder<'c, 'b>,
     args: &[Arg<'c, 'b, '_>],
     out: &TensorType,
@@ -282,14 +295,8 @@ pub fn grouped_mm<'c, 'b>(
     let attrs = [("dot_dimension_numbers", numbers.to_string()), ("precision_config", precision_attr(precision))];
     let all =
         b.op("stablehlo.dot_general", &[converted(b, a, od)?, converted(b, w, od)?], &[s, g, n], out.dtype, &attrs)?;
-    // Group g holds rows [starts[g], ends[g]): ends are the offsets, starts the offsets shifted by one.
     let ends = b.convert(offs.v, &[g], offs.ty.dtype, DType::I64)?;
-    let shift = [
-        ("edge_padding_low", i64_array(&[1])),
-        ("edge_padding_high", i64_array(&[-1])),
-        ("interior_padding", i64_array(&[0])),
-    ];
-    let starts = b.op("stablehlo.pad", &[ends, b.splat(Scalar::Int(0), &[], DType::I64)?], &[g], DType::I64, &shift)?;
+    let starts = group_starts(b, ends, g, DType::I64)?;
     let rows = b.op("stablehlo.iota", &[], &[s, g], DType::I64, &[("iota_dimension", "0 : i64".into())])?;
     let per_group = |v| b.broadcast_to(v, &[g], &[s, g], DType::I64);
     let after_start = b.compare(rows, per_group(starts)?, &[s, g], DType::I64, "GE")?;
@@ -299,4 +306,42 @@ pub fn grouped_mm<'c, 'b>(
     let zero = b.splat(Scalar::Float(0.0), &[s, g, n], out.dtype)?;
     let kept = b.op("stablehlo.select", &[member, all, zero], &[s, g, n], out.dtype, &[])?;
     b.reduce(kept, &[s, g, n], &[1], out.dtype, "stablehlo.add", Scalar::Float(0.0))
+}
+
+/// Group g holds rows `[starts[g], ends[g])`: the ends are the offsets, the starts the
+/// offsets shifted right by one, with 0 first.
+fn group_starts<'c, 'b>(b: &Builder<'c, 'b>, ends: Value<'c, 'b>, g: i64, dt: DType) -> LowerResult<Value<'c, 'b>> {
+    let shift = [
+        ("edge_padding_low", i64_array(&[1])),
+        ("edge_padding_high", i64_array(&[-1])),
+        ("interior_padding", i64_array(&[0])),
+    ];
+    b.op("stablehlo.pad", &[ends, b.splat(Scalar::Int(0), &[], dt)?], &[g], dt, &shift)
+}
+
+/// The ragged form: one `chlo.ragged_dot` whose group sizes are the offsets' differences, so
+/// each row meets only its own group's weight. XLA:CPU cannot compile it; the TPU compiler
+/// takes i32 group sizes only, which `_grouped_mm`'s offsets are.
+fn grouped_mm_ragged<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    args: &[Arg<'c, 'b, '_>],
+    out: &TensorType,
+    precision: Precision,
+) -> LowerResult<Value<'c, 'b>> {
+    let (a, w, offs) = (args[0], args[1], args[2]);
+    let (s, g, n) = match (static_dims(a.ty)?.as_slice(), static_dims(w.ty)?.as_slice()) {
+        ([s, _], [g, _, n]) => (*s, *g, *n),
+        _ => return Err("internal: grouped matmul operands of the wrong rank".into()),
+    };
+    let od = operand_dtype(a.ty, w.ty, out);
+    let ends = b.convert(offs.v, &[g], offs.ty.dtype, DType::I32)?;
+    let starts = group_starts(b, ends, g, DType::I32)?;
+    let sizes = b.op("stablehlo.subtract", &[ends, starts], &[g], DType::I32, &[])?;
+    let numbers = "#chlo.ragged_dot<lhs_batching_dimensions = [], rhs_batching_dimensions = [], \
+        lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [1], \
+        lhs_ragged_dimensions = [0], rhs_group_dimensions = [0]>";
+    let level = format!("#chlo<precision {}>", precision.name().to_uppercase());
+    let attrs =
+        [("ragged_dot_dimension_numbers", numbers.to_string()), ("precision_config", format!("[{level}, {level}]"))];
+    b.op("chlo.ragged_dot", &[converted(b, a, od)?, converted(b, w, od)?, sizes], &[s, n], out.dtype, &attrs)
 }

@@ -48,6 +48,28 @@ pub use torchtpu_passes::ir::Precision;
 pub struct EmitOptions {
     /// Precision of every contraction.
     pub precision: Precision,
+    /// How `_grouped_mm` (mixture-of-experts layers) is lowered.
+    pub grouped_mm: GroupedMm,
+}
+
+/// The two exact lowerings of `_grouped_mm`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum GroupedMm {
+    /// A masked dense product over every group: any XLA backend, G times the FLOPs.
+    #[default]
+    Dense,
+    /// One `chlo.ragged_dot`: TPU only (XLA:CPU has no ragged dot).
+    Ragged,
+}
+
+impl GroupedMm {
+    /// The name `--grouped-mm` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            GroupedMm::Dense => "dense",
+            GroupedMm::Ragged => "ragged",
+        }
+    }
 }
 
 /// One node that could not be lowered.
@@ -325,7 +347,7 @@ fn lower_node<'c, 'b>(
         Op::LeakyRelu { slope } => one(elementwise::leaky_relu(b, *slope, args[0], &out[0])),
         Op::Mm | Op::Bmm | Op::Addmm { .. } => one(linalg::matmul(b, &node.op, args, &out[0], precision)),
         Op::Convolution { .. } => one(linalg::convolution(b, &node.op, args, &out[0], precision)),
-        Op::GroupedMm => one(linalg::grouped_mm(b, args, &out[0], precision)),
+        Op::GroupedMm => one(linalg::grouped_mm(b, opts.grouped_mm, args, &out[0], precision)),
         Op::Histc { bins, min, max } => one(reduce::histc(b, (*bins, *min, *max), args[0], &out[0])),
         Op::MaxPool { .. } => pool::max_pool(b, &node.op, args[0], out),
         Op::AvgPool { .. } => one(pool::avg_pool(b, &node.op, args[0], &out[0])),

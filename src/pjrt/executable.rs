@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::client::{null_output, ClientInner};
 use super::ffi;
-use super::plugin::{raw_slice, Api, Plugin};
+use super::plugin::{named_values, raw_slice, Api, AttributeValue, Plugin};
 use super::types::ElementType;
 use super::PjrtError;
 
@@ -185,6 +185,12 @@ impl Executable {
         self.raw.num_partitions()
     }
 
+    /// XLA's cost model of the program (`PJRT_Executable_GetCostAnalysis`): named figures such
+    /// as `flops` and `bytes accessed`, as the plugin reports them.
+    pub fn cost_analysis(&self) -> Result<Vec<(String, AttributeValue)>, PjrtError> {
+        self.raw.cost_analysis()
+    }
+
     /// Outputs per device (`PJRT_Executable_NumOutputs`).
     pub fn num_outputs(&self) -> Result<usize, PjrtError> {
         self.raw.num_outputs()
@@ -272,6 +278,22 @@ impl RawExecutable<'_> {
             )?
         };
         Ok(args.size_in_bytes)
+    }
+
+    /// `PJRT_Executable_GetCostAnalysis`, copied.
+    fn cost_analysis(&self) -> Result<Vec<(String, AttributeValue)>, PjrtError> {
+        let mut args = ffi::PJRT_Executable_GetCostAnalysis_Args::new();
+        args.executable = self.raw;
+        // SAFETY: the executable is live.
+        unsafe {
+            self.api.call(
+                "PJRT_Executable_GetCostAnalysis",
+                self.api.table.PJRT_Executable_GetCostAnalysis,
+                &mut args,
+            )?
+        };
+        // SAFETY: the properties live as long as the executable, which outlives this call.
+        Ok(unsafe { named_values(args.properties, args.num_properties) })
     }
 
     /// `PJRT_Executable_GetCompiledMemoryStats`.

@@ -248,6 +248,11 @@ args!(PJRT_Executable_SizeOfGeneratedCodeInBytes_Args {
     executable: *mut PJRT_Executable,
     size_in_bytes: i64,
 });
+args!(PJRT_Executable_GetCostAnalysis_Args {
+    executable: *mut PJRT_Executable,
+    num_properties: usize,
+    properties: *const PJRT_NamedValue,
+});
 args!(
     /// Plugins check `struct_size` against the smallest layout they accept and fill the fields
     /// it covers: libtpu 0.0.52 (API 0.117) wants at least 112 bytes (up to
@@ -429,7 +434,7 @@ pub struct PJRT_Api {
     pub PJRT_Executable_NumPartitions: ApiFn<PJRT_Executable_NumPartitions_Args>,
     pub PJRT_Executable_NumOutputs: ApiFn<PJRT_Executable_NumOutputs_Args>,
     pub PJRT_Executable_SizeOfGeneratedCodeInBytes: ApiFn<PJRT_Executable_SizeOfGeneratedCodeInBytes_Args>,
-    pub PJRT_Executable_GetCostAnalysis: Unused,
+    pub PJRT_Executable_GetCostAnalysis: ApiFn<PJRT_Executable_GetCostAnalysis_Args>,
     pub PJRT_Executable_OutputMemoryKinds: Unused,
     pub PJRT_Executable_OptimizedProgram: Unused,
     pub PJRT_Executable_Serialize: ApiFn<PJRT_Executable_Serialize_Args>,

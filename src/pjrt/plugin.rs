@@ -345,31 +345,41 @@ impl Api {
             return Ok(Vec::new());
         }
         // SAFETY: the plugin returned `num_attributes` values that live as long as the process.
-        let values = unsafe { std::slice::from_raw_parts(args.attributes, args.num_attributes) };
-        Ok(values
-            .iter()
-            .filter_map(|v| {
-                // SAFETY: a `PJRT_NamedValue` from the plugin: `name` has `name_size` bytes and
-                // the union member and `value_size` match `type_`.
-                unsafe {
-                    let name = lossy_string(v.name, v.name_size);
-                    let value = match v.type_ {
-                        ffi::PJRT_NamedValue_kString => {
-                            AttributeValue::String(lossy_string(v.value.string_value, v.value_size))
-                        }
-                        ffi::PJRT_NamedValue_kInt64 => AttributeValue::Int64(v.value.int64_value),
-                        ffi::PJRT_NamedValue_kInt64List => {
-                            AttributeValue::Int64List(raw_slice(v.value.int64_array_value, v.value_size).to_vec())
-                        }
-                        ffi::PJRT_NamedValue_kFloat => AttributeValue::Float(v.value.float_value),
-                        ffi::PJRT_NamedValue_kBool => AttributeValue::Bool(v.value.bool_value),
-                        _ => return None,
-                    };
-                    Some((name, value))
-                }
-            })
-            .collect())
+        Ok(unsafe { named_values(args.attributes, args.num_attributes) })
     }
+}
+
+/// Copies `len` plugin-owned `PJRT_NamedValue`s (none for null); values of unknown types are
+/// left out.
+///
+/// # Safety
+/// If not null, `values` must point to `len` values from the plugin that are live for the call:
+/// each `name` has `name_size` bytes, and its union member and `value_size` match `type_`.
+pub(super) unsafe fn named_values(values: *const ffi::PJRT_NamedValue, len: usize) -> Vec<(String, AttributeValue)> {
+    // SAFETY: per this function's contract.
+    let values = unsafe { raw_slice(values, len) };
+    values
+        .iter()
+        .filter_map(|v| {
+            // SAFETY: per this function's contract.
+            unsafe {
+                let name = lossy_string(v.name, v.name_size);
+                let value = match v.type_ {
+                    ffi::PJRT_NamedValue_kString => {
+                        AttributeValue::String(lossy_string(v.value.string_value, v.value_size))
+                    }
+                    ffi::PJRT_NamedValue_kInt64 => AttributeValue::Int64(v.value.int64_value),
+                    ffi::PJRT_NamedValue_kInt64List => {
+                        AttributeValue::Int64List(raw_slice(v.value.int64_array_value, v.value_size).to_vec())
+                    }
+                    ffi::PJRT_NamedValue_kFloat => AttributeValue::Float(v.value.float_value),
+                    ffi::PJRT_NamedValue_kBool => AttributeValue::Bool(v.value.bool_value),
+                    _ => return None,
+                };
+                Some((name, value))
+            }
+        })
+        .collect()
 }
 
 /// A slice from a plugin-owned pointer and length; empty for null.

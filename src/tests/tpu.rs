@@ -57,8 +57,49 @@ fn every_model_compiles_for_two_tpu_generations() {
             assert!(mem.peak_bytes >= mem.argument_bytes + mem.output_bytes - mem.alias_bytes, "{name}: {mem:?}");
             let tpu = t.tpu.as_ref().expect("slice");
             assert_eq!((tpu.chips, tpu.partitions), (1, 1));
+            let cost = e.cost.as_ref().expect("XLA's cost model");
+            assert!(cost.flops >= 0.0 && cost.bytes_accessed > 0.0, "{name} {}: {cost:?}", t.target);
         }
     }
+}
+
+/// `--grouped-mm ragged` lowers the MoE's `_grouped_mm` to `chlo.ragged_dot` with i32 group
+/// sizes (the only kind libtpu takes), which compiles for TPU, is recorded in the manifest and
+/// shown by `inspect`; the dense default has no ragged dot, and `ragged` with a CPU target
+/// (XLA:CPU has no ragged dot) is a usage error.
+#[test]
+fn grouped_mm_ragged_compiles_for_tpu_only() {
+    let tmp = TempDir::new("tpu-ragged");
+    let model = testdata().join("models/moe_tiny.pt2");
+    let model = model.to_str().expect("utf-8");
+    let path = |name: &str| tmp.0.join(name).to_string_lossy().into_owned();
+    let v6e = ["--target", "tpu:v6e:1x1"];
+    let emit = |form: &str, out: &str| {
+        let (code, _, err) =
+            run_cli(&[&["compile", model, "-o", out, "--emit", "stablehlo", "--grouped-mm", form][..], &v6e].concat());
+        assert_eq!(code, 0, "{form}: {err}");
+        std::fs::read_to_string(out).expect("stablehlo")
+    };
+    let ragged = emit("ragged", &path("ragged.mlir"));
+    assert_eq!(ragged.matches("\"chlo.ragged_dot\"").count(), 4, "two layers, gate_up and down");
+    assert!(ragged.contains("tensor<4xi32>) -> tensor<32x64xf32>"), "i32 group sizes");
+    assert!(!emit("dense", &path("dense.mlir")).contains("ragged_dot"));
+
+    let exe = path("ragged.tpuexe");
+    let (code, _, err) =
+        run_cli(&[&["compile", model, "-o", &exe, "--grouped-mm", "ragged", "--no-cache", "-q"][..], &v6e].concat());
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        Artifact::open(Path::new(&exe)).expect("artifact").manifest.options.grouped_mm.as_deref(),
+        Some("ragged")
+    );
+    let (code, text, err) = run_cli(&["inspect", &exe]);
+    assert_eq!(code, 0, "{err}");
+    assert!(text.contains("grouped matmuls: ragged"), "{text}");
+
+    let (code, _, err) = run_cli(&["compile", model, "-o", &path("x.tpuexe"), "--grouped-mm", "ragged"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("`--grouped-mm ragged` needs every target to be a TPU, and `cpu` is one here"), "{err}");
 }
 
 /// A 2x2 slice with no sharding annotations: a replicated single-partition program for one

@@ -137,6 +137,18 @@ const TESTDATA_PACKAGES: &[&str] =
 const TESTDATA_NO_DEPS: &[&str] = &["torchvision==0.29.2"];
 
 fn testdata(models: &[String]) -> Result<()> {
+    let python = testdata_python()?;
+    let py = path_str(&python)?;
+    let mut gen = vec!["testdata/gen.py"];
+    gen.extend(models.iter().map(String::as_str));
+    run(py, &gen, &[])?;
+    run(py, &["testdata/make_bad.py"], &[])?;
+    eprintln!("testdata: regenerated; review with `git status testdata/` and `cargo xtask bless`");
+    Ok(())
+}
+
+/// The generator's Python (torch, transformers), its venv made in the set-up folder if needed.
+pub fn testdata_python() -> Result<PathBuf> {
     let venv = setup::setup_dir().join("testdata-venv");
     let python = venv.join("bin/python");
     if !python.exists() {
@@ -150,12 +162,7 @@ fn testdata(models: &[String]) -> Result<()> {
     let mut no_deps = vec!["-m", "pip", "install", "-q", "--no-deps"];
     no_deps.extend_from_slice(TESTDATA_NO_DEPS);
     run(py, &no_deps, &[])?;
-    let mut gen = vec!["testdata/gen.py"];
-    gen.extend(models.iter().map(String::as_str));
-    run(py, &gen, &[])?;
-    run(py, &["testdata/make_bad.py"], &[])?;
-    eprintln!("testdata: regenerated; review with `git status testdata/` and `cargo xtask bless`");
-    Ok(())
+    Ok(python)
 }
 
 fn path_str(p: &Path) -> Result<&str> {

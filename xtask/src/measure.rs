@@ -194,7 +194,64 @@ pub fn bench() -> Result<()> {
     println!();
     bucket_bench(&bin, &tmp)?;
     println!();
-    cache_bench(&bin, &tmp)
+    cache_bench(&bin, &tmp)?;
+    println!();
+    grouped_mm_bench(&bin, &tmp)
+}
+
+/// The two lowerings of `_grouped_mm` on TPU v6e, from the manifest: device memory, code size
+/// and XLA's cost model, for moe_tiny and for `moe_wide` (64 experts, top-8, 2048 rows per
+/// grouped matmul; generated into the set-up folder by testdata/gen.py on first use).
+fn grouped_mm_bench(bin: &Path, tmp: &Path) -> Result<()> {
+    let wide = crate::setup::setup_dir().join("bench/moe_wide.pt2");
+    if !wide.exists() {
+        let python = crate::testdata_python()?;
+        let out = wide.parent().context("bench folder")?;
+        crate::run(crate::path_str(&python)?, &["testdata/gen.py", "--out", crate::path_str(out)?, "moe_wide"], &[])?;
+    }
+    println!("grouped matmul forms on tpu:v6e:1x1 (figures from the manifest; ratios ragged / dense)");
+    println!(
+        "{:<10} {:<7} {:>10} {:>10} {:>9} {:>9} {:>10} {:>13}",
+        "model", "form", "peak MiB", "temp MiB", "code KiB", "exe KiB", "GFLOP", "accessed MiB"
+    );
+    const MIB: f64 = 1024.0 * 1024.0;
+    for (model, pt2) in [("moe_tiny", root().join("testdata/models/moe_tiny.pt2")), ("moe_wide", wide)] {
+        let mut rows = Vec::new();
+        for form in ["dense", "ragged"] {
+            let art = tmp.join(format!("{model}-{form}.tpuexe")).display().to_string();
+            let pt2 = crate::path_str(&pt2)?;
+            let args =
+                ["compile", pt2, "-o", &art, "--target", "tpu:v6e:1x1", "--grouped-mm", form, "--no-cache", "-q"];
+            if !measure(bin, &args)?.ok {
+                bail!("{model}: compile with --grouped-mm {form} failed");
+            }
+            let manifest = json(&measure(bin, &["inspect", &art, "--format", "json"])?, "inspect")?["manifest"].clone();
+            let e = manifest["targets"][0]["executables"][0].clone();
+            let figure = |v: &Value| v.as_f64().unwrap_or(f64::NAN);
+            let row = [
+                figure(&e["memory"]["peak_bytes"]) / MIB,
+                figure(&e["memory"]["temp_bytes"]) / MIB,
+                figure(&e["generated_code_bytes"]) / 1024.0,
+                figure(&e["bytes"]) / 1024.0,
+                figure(&e["cost"]["flops"]) / 1e9,
+                figure(&e["cost"]["bytes_accessed"]) / MIB,
+            ];
+            println!(
+                "{model:<10} {form:<7} {:>10.1} {:>10.1} {:>9.0} {:>9.0} {:>10.3} {:>13.1}",
+                row[0], row[1], row[2], row[3], row[4], row[5]
+            );
+            rows.push(row);
+        }
+        let ratio: Vec<String> = rows[1].iter().zip(&rows[0]).map(|(r, d)| format!("{:.2}x", r / d)).collect();
+        println!(
+            "{model:<10} {:<7} {:>10} {:>10} {:>9} {:>9} {:>10} {:>13}",
+            "ratio", ratio[0], ratio[1], ratio[2], ratio[3], ratio[4], ratio[5]
+        );
+    }
+    println!(
+        "GFLOP and accessed: XLA's cost model per run (it counts a ragged dot's FLOPs as if every row met every group)"
+    );
+    Ok(())
 }
 
 /// Median `run_ms` of `REPEAT` runs of `art` on `inputs`.
