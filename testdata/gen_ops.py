@@ -718,6 +718,8 @@ def build_amax(name):
               [N(3, 4, dtype=BF16)], lambda x: op(x.t(), [0])),
             S("zero-size f32[0,3] reduced over dim 1 -> [0]", [N(0, 3)], lambda x: op(x, [1])),
             S("0-d f32, dim=[]", [T(2.5)], lambda x: op(x, [])),
+            S("0-d f32, dim=[0]", [T(2.5)], lambda x: op(x, [0])),
+            S("0-d f32, dim=[-1] keepdim=True", [T(-2.5)], lambda x: op(x, [-1], True)),
         ]
     reg(name, build, tol="red")
 
@@ -781,6 +783,8 @@ def build_argmax(name):
             S("i64[2,5] dim=1", [I(-3, 3, 2, 5)], lambda x: op(x, 1)),
             S("f32[4,3] non-contiguous (x.t()) dim=0", [N(3, 4)], lambda x: op(x.t(), 0)),
             S("0-d f32 dim=None -> 0", [T(5.0)], op),
+            S("0-d f32 dim=0 -> 0", [T(5.0)], lambda x: op(x, 0)),
+            S("0-d f32 dim=-1 keepdim=True -> 0", [T(5.0)], lambda x: op(x, -1, True)),
         ]
     reg(name, build)
 
@@ -833,6 +837,11 @@ def build_mean_dim():
         S("dim=[1] on zero-size f32[2,0] -> nan", [N(2, 0)], lambda x: op(x, [1])),
         S("dim=[0] non-contiguous (x.t() of [3,4])", [N(3, 4)], lambda x: op(x.t(), [0])),
         S("dim=[1] dtype=f64 from f32", [N(2, 3)], lambda x: op(x, [1], dtype=F64)),
+        S("0-d f32 dim=[0]", [T(2.5)], lambda x: op(x, [0])),
+        S("0-d f32 dim=[-1] keepdim=True", [T(-1.5)], lambda x: op(x, [-1], True)),
+        S("f16[70000] in [1, 2) dim=[0]: its sum and count are past f16's largest value 65504, "
+          "so only an f32 accumulation gives the mean", [U(70000, lo=1.0, hi=2.0, dtype=F16)],
+          lambda x: op(x, [0])),
     ]
 
 
@@ -850,6 +859,8 @@ def build_sum():
           lambda x: op(x, [0], dtype=F32)),
         S("zero-size f32[0,3] dim=[0] -> zeros[3]", [N(0, 3)], lambda x: op(x, [0])),
         S("inf + -inf -> nan", [T([INF, -INF, 1.0])], lambda x: op(x, [0])),
+        S("0-d f32 dim=[0]", [T(2.5)], lambda x: op(x, [0])),
+        S("0-d f32 dim=[-1] keepdim=True", [T(-1.5)], lambda x: op(x, [-1], True)),
     ]
 
 
@@ -890,6 +901,7 @@ def build_var_correction():
         S("dim=[0] f16[4,3]", [N(4, 3, dtype=F16)], lambda x: op(x, [0], correction=1)),
         S("dim=[0] correction=0.5 (float correction)", [N(4, 3)],
           lambda x: op(x, [0], correction=0.5)),
+        S("0-d f32 dim=[0] correction=0 -> 0", [T(3.0)], lambda x: op(x, [0], correction=0)),
     ]
 
 
@@ -1116,6 +1128,9 @@ def build_group_norm():
           lambda x: op(x, None, None, 1, 4, 5, 4, 1e-3)),
         S("f32[3,6,5] groups 3 weight only", [N(3, 6, 5), N(6)],
           lambda x, w: op(x, w, None, 3, 6, 5, 3, 1e-5)),
+        S("f16[1,1,300,300] in [1, 2), groups 1: 90000 elements per group, past f16's largest "
+          "value, so the statistics need an f32 accumulation", [U(1, 1, 300, 300, lo=1.0, hi=2.0, dtype=F16)],
+          lambda x: op(x, None, None, 1, 1, 90000, 1, 1e-5)),
     ]
 
 
@@ -1169,6 +1184,9 @@ def build_bn_no_stats():
         S("training=True f32[2,2,5] constant channel (var 0)",
           [torch.cat([torch.ones(2, 1, 5), N(2, 1, 5)], 1)],
           lambda x: op(x, None, None, True, 0.1, 1e-5)),
+        S("training=True f16[1,1,300,300] in [1, 2) (instance_norm's form): 90000 elements per "
+          "channel, past f16's largest value, so the statistics need an f32 accumulation",
+          [U(1, 1, 300, 300, lo=1.0, hi=2.0, dtype=F16)], lambda x: op(x, None, None, True, 0.1, 1e-5)),
     ]
 
 

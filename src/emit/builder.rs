@@ -381,14 +381,33 @@ impl<'c, 'b> Ew<'_, 'c, 'b> {
     }
 }
 
+/// The size of dim `dim` (possibly negative) of `dims`; an error for a 0-d tensor, which has
+/// no dim to slice or select along.
+pub fn dim_size(dims: &[i64], dim: i64) -> LowerResult<(usize, i64)> {
+    let axis = norm_dim(dim, dims.len())? as usize;
+    let size = *dims.get(axis).ok_or_else(|| format!("dim {dim} of a 0-d tensor: it has no dims"))?;
+    Ok((axis, size))
+}
+
 /// Normalizes a possibly negative dim against `rank`.
 pub fn norm_dim(dim: i64, rank: usize) -> LowerResult<i64> {
-    let r = rank as i64;
+    // A 0-d tensor takes dim 0 and -1, as PyTorch wraps dims by max(rank, 1).
+    let r = rank.max(1) as i64;
     let d = if dim < 0 { dim + r } else { dim };
-    if (0..r.max(1)).contains(&d) {
+    if (0..r).contains(&d) {
         Ok(d)
     } else {
         Err(format!("dim {dim} is out of range for rank {rank}"))
+    }
+}
+
+/// The dtype sums and statistics of `dt` values accumulate in, as PyTorch's kernels do: f32
+/// for f16 and bf16 (whose sums lose digits fast and whose largest values, 65504 for f16, are
+/// below common element counts), `dt` itself otherwise.
+pub fn accumulation_dtype(dt: DType) -> DType {
+    match dt {
+        DType::F16 | DType::BF16 => DType::F32,
+        other => other,
     }
 }
 

@@ -3,7 +3,7 @@
 use melior::ir::Value;
 use torchtpu_passes::ir::{DType, Dim, Scalar, TensorType};
 
-use super::builder::{i64_array, norm_dim, static_dims, Builder, LowerResult};
+use super::builder::{dim_size, i64_array, norm_dim, static_dims, Builder, LowerResult};
 use super::Arg;
 
 /// `select.int`: a one-wide slice at `index` (negative counts from the end), then the dim is
@@ -16,16 +16,15 @@ pub fn select<'c, 'b>(
     out: &TensorType,
 ) -> LowerResult<Value<'c, 'b>> {
     let dims = static_dims(x.ty)?;
-    let axis = norm_dim(dim, dims.len())?;
-    let size = dims[axis as usize];
+    let (axis, size) = dim_size(&dims, dim)?;
     let i = if index < 0 { index + size } else { index };
     if !(0..size).contains(&i) {
         return Err(format!("index {index} is out of range for dim {dim} of size {size}"));
     }
     let mut one = dims.clone();
-    one[axis as usize] = 1;
+    one[axis] = 1;
     let sliced_ty = TensorType { dtype: x.ty.dtype, dims: one.iter().map(|&d| Dim::Static(d)).collect() };
-    let sliced = super::shape::slice(b, axis, &Dim::Static(i), &Dim::Static(i + 1), 1, x, &sliced_ty)?;
+    let sliced = super::shape::slice(b, axis as i64, &Dim::Static(i), &Dim::Static(i + 1), 1, x, &sliced_ty)?;
     b.reshape(sliced, &static_dims(out)?, out.dtype)
 }
 

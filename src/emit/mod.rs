@@ -437,7 +437,7 @@ fn lower_node<'c, 'b>(
         Op::AssertMetadata { .. } => Ok(vec![]),
         Op::SymSize { dim } => {
             let dims = static_dims(args[0].ty)?;
-            let size = dims[builder::norm_dim(*dim, dims.len())? as usize];
+            let (_, size) = builder::dim_size(&dims, *dim)?;
             one(b.splat(torchtpu_passes::ir::Scalar::Int(size), &[], DType::I64))
         }
         Op::SymInt { value } => {

@@ -1,9 +1,11 @@
-//! Neural-network lowerings: pooling, normalizations and softmax.
+//! Neural-network lowerings: pooling, normalizations and softmax. Normalizations and softmax
+//! of f16/bf16 values compute in f32 (`accumulation_dtype`), as PyTorch's kernels do, and
+//! round their results to the declared dtypes.
 
 use melior::ir::Value;
 use torchtpu_passes::ir::{DType, Op, Scalar, TensorType};
 
-use super::builder::{i64_array, lowest, norm_dim, static_dims, Builder, LowerResult};
+use super::builder::{accumulation_dtype, i64_array, lowest, norm_dim, static_dims, Builder, LowerResult};
 use super::Arg;
 
 /// Broadcasts a per-channel vector along dim 1 of `dims`.
@@ -24,7 +26,7 @@ pub fn batch_norm<'c, 'b>(
         return Err("internal: not a batch norm".into());
     };
     let dims = static_dims(&outs[0])?;
-    let dt = outs[0].dtype;
+    let dt = accumulation_dtype(outs[0].dtype);
     let mut rest = args[1..].iter().copied();
     let weight = if *has_weight { rest.next() } else { None };
     let bias = if *has_bias { rest.next() } else { None };
@@ -46,7 +48,7 @@ pub fn batch_norm<'c, 'b>(
     if let Some(bb) = bias {
         y = b.op("stablehlo.add", &[y, per_channel(b, bb, &dims, dt)?], &dims, dt, &[])?;
     }
-    let mut out = vec![y];
+    let mut out = vec![b.convert(y, &dims, dt, outs[0].dtype)?];
     for o in &outs[1..] {
         out.push(b.splat(Scalar::Float(0.0), &static_dims(o)?, o.dtype)?);
     }
@@ -65,7 +67,7 @@ pub fn layer_norm<'c, 'b>(
         return Err("internal: not a layer norm".into());
     };
     let dims = static_dims(&outs[0])?;
-    let dt = outs[0].dtype;
+    let dt = accumulation_dtype(outs[0].dtype);
     let rank = dims.len();
     let axes: Vec<i64> = (rank - normalized_rank..rank).map(|d| d as i64).collect();
     let x = b.convert(args[0].v, &dims, args[0].ty.dtype, dt)?;
@@ -79,12 +81,8 @@ pub fn layer_norm<'c, 'b>(
             y = b.op(name, &[y, b.broadcast_to(pv, trailing, &dims, dt)?], &dims, dt, &[])?;
         }
     }
-    let reshape_stat = |v: Value<'c, 'b>, o: &TensorType| -> LowerResult<Value<'c, 'b>> {
-        let od = static_dims(o)?;
-        let v = b.reshape(v, &od, dt)?;
-        b.convert(v, &od, dt, o.dtype)
-    };
-    Ok(vec![y, reshape_stat(mean, &outs[1])?, reshape_stat(rstd, &outs[2])?])
+    let stat = |v, o| statistic(b, v, dt, o);
+    Ok(vec![b.convert(y, &dims, dt, outs[0].dtype)?, stat(mean, &outs[1])?, stat(rstd, &outs[2])?])
 }
 
 /// `softmax(x, dim) = exp(x - max) / sum(exp(x - max))`; `log_softmax = x - max - log(sum)`.
@@ -98,7 +96,20 @@ pub fn softmax<'c, 'b>(
     out: &TensorType,
 ) -> LowerResult<Value<'c, 'b>> {
     let dims = static_dims(out)?;
-    let dt = out.dtype;
+    let dt = accumulation_dtype(out.dtype);
+    let y = softmax_in(b, (dim, log, safe), x, &dims, dt)?;
+    b.convert(y, &dims, dt, out.dtype)
+}
+
+/// [`softmax`] computed in `dt`.
+fn softmax_in<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    (dim, log, safe): (i64, bool, bool),
+    x: Arg<'c, 'b, '_>,
+    dims: &[i64],
+    dt: DType,
+) -> LowerResult<Value<'c, 'b>> {
+    let dims = dims.to_vec();
     if dims.is_empty() {
         // Over a single element: exp(x - x) / exp(x - x) = 1 (log: 0), NaN for non-finite x.
         let v = b.convert(x.v, &dims, x.ty.dtype, dt)?;
@@ -154,6 +165,12 @@ fn moments<'c, 'b>(
     Ok((mean, rstd, kept, normalized))
 }
 
+/// A statistic computed in `dt`, reshaped and converted to its declared type `o`.
+fn statistic<'c, 'b>(b: &Builder<'c, 'b>, v: Value<'c, 'b>, dt: DType, o: &TensorType) -> LowerResult<Value<'c, 'b>> {
+    let od = static_dims(o)?;
+    b.convert(b.reshape(v, &od, dt)?, &od, dt, o.dtype)
+}
+
 fn affine<'c, 'b, 't>(
     b: &Builder<'c, 'b>,
     mut y: Value<'c, 'b>,
@@ -183,7 +200,7 @@ pub fn group_norm<'c, 'b>(
         return Err("internal: not a group norm".into());
     };
     let dims = static_dims(&outs[0])?;
-    let dt = outs[0].dtype;
+    let dt = accumulation_dtype(outs[0].dtype);
     let (n, c) = (dims[0], dims[1]);
     let rest: i64 = dims[2..].iter().product::<i64>() * (c / groups);
     let grouped = [n, *groups, rest];
@@ -191,8 +208,8 @@ pub fn group_norm<'c, 'b>(
     let (mean, rstd, _, normalized) = moments(b, v, &grouped, &[2], *eps, dt)?;
     let y = b.reshape(normalized, &dims, dt)?;
     let y = affine(b, y, &mut args[1..].iter().copied(), (*has_weight, *has_bias), &dims, dt)?;
-    let stat = |v: Value<'c, 'b>, o: &TensorType| b.reshape(v, &static_dims(o)?, dt);
-    Ok(vec![y, stat(mean, &outs[1])?, stat(rstd, &outs[2])?])
+    let stat = |v, o| statistic(b, v, dt, o);
+    Ok(vec![b.convert(y, &dims, dt, outs[0].dtype)?, stat(mean, &outs[1])?, stat(rstd, &outs[2])?])
 }
 
 /// `_native_batch_norm_legit` in training mode: batch statistics over every dim but the
@@ -208,14 +225,14 @@ pub fn batch_norm_training<'c, 'b>(
         return Err("internal: not a batch norm".into());
     };
     let dims = static_dims(&outs[0])?;
-    let dt = outs[0].dtype;
+    let dt = accumulation_dtype(outs[0].dtype);
     let axes: Vec<i64> = (0..dims.len() as i64).filter(|&d| d != 1).collect();
     let v = b.convert(args[0].v, &dims, args[0].ty.dtype, dt)?;
     let (mean, rstd, _, y) = moments(b, v, &dims, &axes, *eps, dt)?;
     let mut params = args[1..].iter().copied();
     let y = affine(b, y, &mut params, (*has_weight, *has_bias), &dims, dt)?;
-    let stat = |v: Value<'c, 'b>, o: &TensorType| b.reshape(v, &static_dims(o)?, dt);
-    let mut out = vec![y, stat(mean, &outs[1])?, stat(rstd, &outs[2])?];
+    let stat = |v, o| statistic(b, v, dt, o);
+    let mut out = vec![b.convert(y, &dims, dt, outs[0].dtype)?, stat(mean, &outs[1])?, stat(rstd, &outs[2])?];
     if let Some(m) = momentum {
         // running = (1 - m) * running + m * batch, with the unbiased batch variance.
         let count: i64 = axes.iter().map(|&a| dims[a as usize]).product();

@@ -4,15 +4,19 @@
 use melior::ir::Value;
 use torchtpu_passes::ir::{ArgReduceOp, DType, Op, ReduceOp, Scalar, TensorType};
 
-use super::builder::{highest, i64_array, lowest, norm_dim, static_dims, Builder, Ew, LowerResult};
+use super::builder::{accumulation_dtype, highest, i64_array, lowest, norm_dim, static_dims, Builder, Ew, LowerResult};
 use super::Arg;
 
-/// Normalized, sorted, deduplicated reduction dims (`[]` means every dim).
+/// Normalized, sorted, deduplicated reduction dims (`[]` means every dim). A 0-d operand
+/// accepts dim 0 and -1, as PyTorch does, and has no axis to reduce.
 fn reduce_dims(dims: &[i64], rank: usize) -> LowerResult<Vec<i64>> {
     if dims.is_empty() {
         return Ok((0..rank as i64).collect());
     }
     let mut v = dims.iter().map(|&d| norm_dim(d, rank)).collect::<LowerResult<Vec<_>>>()?;
+    if rank == 0 {
+        return Ok(vec![]);
+    }
     v.sort_unstable();
     v.dedup();
     Ok(v)
@@ -30,10 +34,15 @@ pub fn reduce<'c, 'b>(
     let in_dims = static_dims(x.ty)?;
     let out_dims = static_dims(out)?;
     let axes = reduce_dims(dims, in_dims.len())?;
-    // Reduce in the output dtype (bool/int sums accumulate in int64), except `any`/`all`,
-    // which reduce truth values and then take the output dtype (uint8 stays uint8).
+    // Reduce in the output dtype (bool/int sums accumulate in int64; f16/bf16 sums, means and
+    // products in f32), except `any`/`all`, which reduce truth values and then take the output
+    // dtype (uint8 stays uint8).
     let logical = matches!(kind, ReduceOp::Any | ReduceOp::All);
-    let dt = if logical { DType::Bool } else { out.dtype };
+    let dt = match kind {
+        _ if logical => DType::Bool,
+        ReduceOp::Sum | ReduceOp::Mean | ReduceOp::Prod => accumulation_dtype(out.dtype),
+        _ => out.dtype,
+    };
     let v = b.convert(x.v, &in_dims, x.ty.dtype, dt)?;
     let (combiner, init) = match kind {
         ReduceOp::Sum | ReduceOp::Mean => ("stablehlo.add", Scalar::Int(0)),
@@ -55,15 +64,12 @@ pub fn reduce<'c, 'b>(
         r = b.op("stablehlo.select", &[any_nan, nans, r], &reduced, dt, &[])?;
     }
     let mut r = b.reshape(r, &out_dims, dt)?;
-    if logical {
-        return b.convert(r, &out_dims, DType::Bool, out.dtype);
-    }
     if *kind == ReduceOp::Mean {
         let count: i64 = axes.iter().map(|&a| in_dims[a as usize]).product();
         let n = b.splat(Scalar::Int(count), &out_dims, dt)?;
         r = b.op("stablehlo.divide", &[r, n], &out_dims, dt, &[])?;
     }
-    Ok(r)
+    b.convert(r, &out_dims, dt, out.dtype)
 }
 
 /// `argmax`/`argmin`: a variadic reduce over (value, index) that keeps the first index among
@@ -80,6 +86,11 @@ pub fn arg_reduce<'c, 'b>(
     let mut in_dims = static_dims(x.ty)?;
     let mut v = x.v;
     let axis = match dim {
+        // A 0-d operand (dim 0 or -1) is its own extremum, at index 0.
+        Some(d) if in_dims.is_empty() => {
+            norm_dim(*d, 0)?;
+            return b.splat(Scalar::Int(0), &[], out.dtype);
+        }
         Some(d) => norm_dim(*d, in_dims.len())?,
         None => {
             let n: i64 = in_dims.iter().product();
@@ -154,7 +165,8 @@ fn extremum<'c, 'b>(
     Ok((outs[0], outs[1]))
 }
 
-/// `var(x, dims, correction)`: `sum((x - mean)^2) / (N - correction)`, in the output dtype.
+/// `var(x, dims, correction)`: `sum((x - mean)^2) / (N - correction)`, in the output dtype
+/// (f32 for f16/bf16).
 pub fn var<'c, 'b>(
     b: &Builder<'c, 'b>,
     dims: &[i64],
@@ -164,7 +176,7 @@ pub fn var<'c, 'b>(
 ) -> LowerResult<Value<'c, 'b>> {
     let in_dims = static_dims(x.ty)?;
     let out_dims = static_dims(out)?;
-    let dt = out.dtype;
+    let dt = accumulation_dtype(out.dtype);
     let axes = reduce_dims(dims, in_dims.len())?;
     let kept: Vec<i64> =
         in_dims.iter().enumerate().map(|(i, &d)| if axes.contains(&(i as i64)) { 1 } else { d }).collect();
@@ -177,7 +189,8 @@ pub fn var<'c, 'b>(
     let ss = b.reshape(b.reduce(squares, &in_dims, &axes, dt, "stablehlo.add", Scalar::Int(0))?, &out_dims, dt)?;
     // torch divides by max(N - correction, 0): a non-positive divisor gives inf or NaN.
     let divisor = (count as f64 - correction).max(0.0);
-    b.op("stablehlo.divide", &[ss, b.splat(Scalar::Float(divisor), &out_dims, dt)?], &out_dims, dt, &[])
+    let var = b.op("stablehlo.divide", &[ss, b.splat(Scalar::Float(divisor), &out_dims, dt)?], &out_dims, dt, &[])?;
+    b.convert(var, &out_dims, dt, out.dtype)
 }
 
 /// `cumsum` as a `reduce_window` sum whose window covers everything before each element.

@@ -5,7 +5,7 @@
 use melior::ir::Value;
 use torchtpu_passes::ir::{DType, Dim, Scalar, ScatterReduce, TensorType};
 
-use super::builder::{highest, lowest, norm_dim, static_dims, Builder, LowerResult};
+use super::builder::{dim_size, highest, lowest, norm_dim, static_dims, Builder, LowerResult};
 use super::shape::{along_dim_coordinates, index_plan};
 use super::Arg;
 
@@ -208,8 +208,7 @@ pub fn slice_scatter<'c, 'b>(
 ) -> LowerResult<V<'c, 'b>> {
     let dims = static_dims(out)?;
     let dt = out.dtype;
-    let axis = norm_dim(dim, dims.len())? as usize;
-    let size = dims[axis];
+    let (axis, size) = dim_size(&dims, dim)?;
     let bound = |d: &Dim| -> LowerResult<i64> {
         let v = d.as_static().ok_or("slice bound is still symbolic")?;
         Ok((if v < 0 { v + size } else { v }).clamp(0, size))
@@ -256,8 +255,8 @@ pub fn select_scatter<'c, 'b>(
     out: &TensorType,
 ) -> LowerResult<V<'c, 'b>> {
     let dims = static_dims(out)?;
-    let axis = norm_dim(dim, dims.len())? as usize;
-    let i = if index < 0 { index + dims[axis] } else { index };
+    let (axis, size) = dim_size(&dims, dim)?;
+    let i = if index < 0 { index + size } else { index };
     let mut one = dims.clone();
     one[axis] = 1;
     let src = args[1];

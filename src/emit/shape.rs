@@ -4,7 +4,7 @@
 use melior::ir::Value;
 use torchtpu_passes::ir::{DType, Dim, Scalar, TensorType};
 
-use super::builder::{i64_array, norm_dim, static_dims, Builder, LowerResult};
+use super::builder::{dim_size, i64_array, norm_dim, static_dims, Builder, LowerResult};
 use super::Arg;
 
 /// `view`, `unsqueeze`, `squeeze`: a reshape to the recorded output shape.
@@ -43,8 +43,7 @@ pub fn slice<'c, 'b>(
     out: &TensorType,
 ) -> LowerResult<Value<'c, 'b>> {
     let in_dims = static_dims(x.ty)?;
-    let axis = norm_dim(dim, in_dims.len())? as usize;
-    let size = in_dims[axis];
+    let (axis, size) = dim_size(&in_dims, dim)?;
     let static_of = |d: &Dim| d.as_static().ok_or_else(|| format!("slice bound `{d}` is still symbolic"));
     let lo = clamp_bound(static_of(start)?, size);
     let hi = clamp_bound(static_of(end)?, size).max(lo);
