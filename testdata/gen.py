@@ -523,6 +523,12 @@ BENCH_MODELS = {
         export_context=real_grouped_mm_under_export,
         graph_has=["torch.ops.aten._grouped_mm.default"],
         graph_lacks=["grouped_mm_fallback"]),
+    "avgpool_wide": dict(
+        build=lambda: nn.AvgPool2d(3, stride=1, padding=1, count_include_pad=False),
+        desc="AvgPool2d(3, stride 1, padding 1, count_include_pad=False) on f32[32,384,25,25]: "
+             "its divisor differs at the borders",
+        inputs=[(torch.randn(32, 384, 25, 25, generator=gen(7)),)],
+        graph_has=["torch.ops.aten.avg_pool2d.default"]),
 }
 
 

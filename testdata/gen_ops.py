@@ -1303,6 +1303,7 @@ def build_maxpool2d():
                lambda x: op(x, [2, 2], [2, 2])))
     s.append(S("f16[1,1,4,4] k2", [N(1, 1, 4, 4, dtype=F16)], lambda x: op(x, [2, 2])))
     s.append(S("i64[1,1,4,4] k2 (int input)", [I(-9, 9, 1, 1, 4, 4)], lambda x: op(x, [2, 2])))
+    s.append(S("one-element tuples k(2,) s(1,) f32[1,1,4,6]", [N(1, 1, 4, 6)], lambda x: op(x, [2], [1])))
     return s
 
 
@@ -1345,6 +1346,12 @@ AP2 = [  # desc, shape, kernel, stride, padding, ceil_mode, count_include_pad, d
      [0, 0], True, True, None),
     ("k(2,3) s1 divisor_override=3 unbatched f32[2,4,5]", (2, 4, 5), [2, 3], [1, 1], [0, 0],
      False, True, 3),
+    ("one-element tuples k(3,) s(2,) padding (1,) count_include_pad=False f32[1,1,7,6]",
+     (1, 1, 7, 6), [3], [2], [1], False, False, None),
+    ("k3 s2 padding 1 ceil_mode=True count_include_pad=True f32[1,1,6,6] (the overhang past "
+     "the padding is not counted)", (1, 1, 6, 6), [3, 3], [2, 2], [1, 1], True, True, None),
+    ("k3 s2 padding 1 ceil_mode=True count_include_pad=False f32[1,1,6,6]", (1, 1, 6, 6),
+     [3, 3], [2, 2], [1, 1], True, False, None),
 ]
 
 

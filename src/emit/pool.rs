@@ -9,7 +9,9 @@
 use melior::ir::Value;
 use torchtpu_passes::ir::{DType, Op, Scalar, TensorType};
 
-use super::builder::{i64_array, lowest, scalar_literal, static_dims, tensor_type_text, Builder, LowerResult};
+use super::builder::{
+    accumulation_dtype, i64_array, lowest, scalar_literal, static_dims, tensor_type_text, Builder, LowerResult,
+};
 use super::Arg;
 
 /// Per-spatial-dim parameter lists may hold one value for all dims.
@@ -174,11 +176,12 @@ pub fn avg_pool<'c, 'b>(
 ) -> LowerResult<Value<'c, 'b>> {
     let in_dims = static_dims(x.ty)?;
     let out_dims = static_dims(out)?;
-    let dt = out.dtype;
+    let dt = accumulation_dtype(out.dtype);
     let (w, divisor) = avg_window(b, op, &in_dims, &out_dims, dt)?;
     let v = b.convert(x.v, &in_dims, x.ty.dtype, dt)?;
     let sum = window_sum(b, v, &w, &out_dims, dt)?;
-    b.op("stablehlo.divide", &[sum, divisor], &out_dims, dt, &[])
+    let mean = b.op("stablehlo.divide", &[sum, divisor], &out_dims, dt, &[])?;
+    b.convert(mean, &out_dims, dt, out.dtype)
 }
 
 /// The window of an average pool and its divisor per output position.
@@ -195,32 +198,50 @@ fn avg_window<'c, 'b>(
     let w = Window::new(in_dims, out_dims, kernel, stride, padding, &[])?;
     let divisor = match divisor_override {
         Some(d) => b.splat(Scalar::Int(*d), out_dims, dt)?,
-        None if *count_include_pad => {
-            // Ones over the explicitly padded input, zeros beyond it (ceil-mode overhang).
-            let lows: Vec<i64> = w.pads.iter().map(|p| p[0]).collect();
-            let padded: Vec<i64> = in_dims.iter().zip(&lows).map(|(d, p)| d + 2 * p).collect();
-            let ones = b.op(
-                "stablehlo.pad",
-                &[b.splat(Scalar::Int(1), in_dims, dt)?, b.splat(Scalar::Int(1), &[], dt)?],
-                &padded,
-                dt,
-                &[
-                    ("edge_padding_low", i64_array(&lows)),
-                    ("edge_padding_high", i64_array(&lows)),
-                    ("interior_padding", i64_array(&vec![0; in_dims.len()])),
-                ],
-            )?;
-            let inner = Window {
-                pads: w.pads.iter().map(|[lo, hi]| [0, (hi - lo).max(0)]).collect(),
-                dims: w.dims.clone(),
-                strides: w.strides.clone(),
-                dilations: w.dilations.clone(),
-            };
-            window_sum(b, ones, &inner, out_dims, dt)?
-        }
-        None => window_sum(b, b.splat(Scalar::Int(1), in_dims, dt)?, &w, out_dims, dt)?,
+        None => window_counts(b, &w, in_dims, out_dims, *count_include_pad, dt)?,
     };
     Ok((w, divisor))
+}
+
+/// How many elements each window of `w` counts, per output position: the in-bounds ones, or
+/// with `count_include_pad` those of the explicitly padded input too (never the ceil-mode
+/// overhang past it). Windows are boxes, so the count is a product of one small vector per
+/// pooled dim, each a literal computed here: nothing of the input's size is materialized
+/// (a full-size constant took XLA over a minute to fold on large inputs).
+fn window_counts<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    w: &Window,
+    in_dims: &[i64],
+    out_dims: &[i64],
+    count_include_pad: bool,
+    dt: DType,
+) -> LowerResult<Value<'c, 'b>> {
+    let mut divisor = b.splat(Scalar::Int(1), out_dims, dt)?;
+    for (axis, &n) in out_dims.iter().enumerate() {
+        let [pad, _] = w.pads[axis];
+        let (lo, hi) = if count_include_pad { (-pad, in_dims[axis] + pad) } else { (0, in_dims[axis]) };
+        let counts: Vec<i64> = (0..n)
+            .map(|i| {
+                let first = i * w.strides[axis] - pad;
+                (0..w.dims[axis]).filter(|j| (lo..hi).contains(&(first + j * w.dilations[axis]))).count() as i64
+            })
+            .collect();
+        if counts.iter().all(|&c| c == 1) {
+            continue;
+        }
+        let lits = counts.iter().map(|&c| scalar_literal(Scalar::Int(c), dt)).collect::<LowerResult<Vec<_>>>()?;
+        let value = format!("dense<[{}]> : {}", lits.join(", "), tensor_type_text(&[n], dt));
+        let along = b.op("stablehlo.constant", &[], &[n], dt, &[("value", value)])?;
+        let along = b.op(
+            "stablehlo.broadcast_in_dim",
+            &[along],
+            out_dims,
+            dt,
+            &[("broadcast_dimensions", i64_array(&[axis as i64]))],
+        )?;
+        divisor = b.op("stablehlo.multiply", &[divisor, along], out_dims, dt, &[])?;
+    }
+    Ok(divisor)
 }
 
 /// `avg_pool{2,3}d_backward`: the transpose of the forward window sum. The gradient divided by

@@ -196,19 +196,60 @@ pub fn bench() -> Result<()> {
     println!();
     cache_bench(&bin, &tmp)?;
     println!();
-    grouped_mm_bench(&bin, &tmp)
+    grouped_mm_bench(&bin, &tmp)?;
+    println!();
+    avg_pool_bench(&bin, &tmp)
+}
+
+/// A benchmark-only model of testdata/gen.py's `BENCH_MODELS`, generated into the set-up
+/// folder on first use (it needs the generator's torch venv).
+fn bench_model(name: &str) -> Result<PathBuf> {
+    let path = crate::setup::setup_dir().join(format!("bench/{name}.pt2"));
+    if !path.exists() {
+        let python = crate::testdata_python()?;
+        let out = path.parent().context("bench folder")?;
+        run(crate::path_str(&python)?, &["testdata/gen.py", "--out", crate::path_str(out)?, name], &[])?;
+    }
+    Ok(path)
+}
+
+/// Compile time of an average pool whose divisor varies at the borders
+/// (`count_include_pad=False`) over f32[32,384,25,25], and its CPU result against eager.
+fn avg_pool_bench(bin: &Path, tmp: &Path) -> Result<()> {
+    let pt2 = bench_model("avgpool_wide")?;
+    let pt2 = crate::path_str(&pt2)?;
+    let reference = pt2.trim_end_matches(".pt2");
+    for target in ["cpu", "tpu:v6e:1x1"] {
+        let art = tmp.join("avgpool_wide.tpuexe").display().to_string();
+        let m = measure(bin, &["compile", pt2, "-o", &art, "--target", target, "--no-cache", "-q"])?;
+        if !m.ok {
+            bail!("avgpool_wide: compile for {target} failed:\n{}", m.stderr);
+        }
+        let checked = if target == "cpu" {
+            let input = format!("{reference}/in_0.npy");
+            let out = tmp.join("avgpool-out").display().to_string();
+            let r = measure(bin, &["run", &art, &input, "--out-dir", &out, "--reference", reference])?;
+            if !r.ok {
+                bail!("avgpool_wide: run differs from eager:\n{}", r.stderr);
+            }
+            "; matches eager"
+        } else {
+            ""
+        };
+        println!(
+            "avg_pool2d count_include_pad=False over f32[32,384,25,25], {target}: compile {:.2} s{checked}",
+            m.secs
+        );
+    }
+    println!("compile: whole process of `compile --no-cache` for that target (the archive holds a 30 MB sample input)");
+    Ok(())
 }
 
 /// The two lowerings of `_grouped_mm` on TPU v6e, from the manifest: device memory, code size
 /// and XLA's cost model, for moe_tiny and for `moe_wide` (64 experts, top-8, 2048 rows per
 /// grouped matmul; generated into the set-up folder by testdata/gen.py on first use).
 fn grouped_mm_bench(bin: &Path, tmp: &Path) -> Result<()> {
-    let wide = crate::setup::setup_dir().join("bench/moe_wide.pt2");
-    if !wide.exists() {
-        let python = crate::testdata_python()?;
-        let out = wide.parent().context("bench folder")?;
-        crate::run(crate::path_str(&python)?, &["testdata/gen.py", "--out", crate::path_str(out)?, "moe_wide"], &[])?;
-    }
+    let wide = bench_model("moe_wide")?;
     println!("grouped matmul forms on tpu:v6e:1x1 (figures from the manifest; ratios ragged / dense)");
     println!(
         "{:<10} {:<7} {:>10} {:>10} {:>9} {:>9} {:>10} {:>13}",

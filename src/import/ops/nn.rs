@@ -10,8 +10,10 @@ pub fn lowering(key: &str) -> Option<Lowering> {
         "aten.native_layer_norm.default" => layer_norm,
         "aten._softmax.default" => |a| softmax(a, false),
         "aten._log_softmax.default" => |a| softmax(a, true),
-        "aten.max_pool2d_with_indices.default" | "aten.max_pool3d_with_indices.default" => max_pool,
-        "aten.avg_pool2d.default" | "aten.avg_pool3d.default" => avg_pool,
+        "aten.max_pool2d_with_indices.default" => |a| max_pool(a, 2),
+        "aten.max_pool3d_with_indices.default" => |a| max_pool(a, 3),
+        "aten.avg_pool2d.default" => |a| avg_pool(a, 2),
+        "aten.avg_pool3d.default" => |a| avg_pool(a, 3),
         "aten._adaptive_avg_pool2d.default" => |a| {
             a.tensor("self")?;
             Ok(Op::AdaptiveAvgPool { spatial: 2 })
@@ -59,9 +61,13 @@ pub fn lowering(key: &str) -> Option<Lowering> {
             let mask = [m.first() == Some(&true), m.get(1) == Some(&true), m.get(2) == Some(&true)];
             Ok(Op::GroupNormBackward { groups: a.int("group", None)?, has_weight, mask })
         },
-        "aten.avg_pool2d_backward.default" | "aten.avg_pool3d_backward.default" => |a| {
+        "aten.avg_pool2d_backward.default" => |a| {
             a.tensor("grad_output")?;
-            Ok(Op::AvgPoolBackward(Box::new(avg_pool(a)?)))
+            Ok(Op::AvgPoolBackward(Box::new(avg_pool(a, 2)?)))
+        },
+        "aten.avg_pool3d_backward.default" => |a| {
+            a.tensor("grad_output")?;
+            Ok(Op::AvgPoolBackward(Box::new(avg_pool(a, 3)?)))
         },
         "aten._adaptive_avg_pool2d_backward.default" => |a| {
             a.tensor("grad_output")?;
@@ -132,28 +138,46 @@ fn softmax(a: &mut Args<'_>, log: bool) -> Result<Op, String> {
     Ok(Op::Softmax { dim: a.int("dim", None)?, log, safe: false })
 }
 
-fn max_pool(a: &mut Args<'_>) -> Result<Op, String> {
+/// A pooling parameter with one entry per spatial dim: PyTorch repeats a single entry
+/// (`kernel_size=(6,)` in `max_pool2d` is 6×6).
+fn per_spatial_dim(a: &mut Args<'_>, name: &str, default: Option<&[i64]>, spatial: usize) -> Result<Vec<i64>, String> {
+    let v = a.ints(name, default)?;
+    match v.len() {
+        1 => Ok(vec![v[0]; spatial]),
+        n if n == spatial => Ok(v),
+        n => Err(format!("`{name}` has {n} entries; a {spatial}-d pool takes 1 or {spatial}")),
+    }
+}
+
+/// The pooling kernel and stride; an empty or omitted stride means "same as the kernel".
+fn kernel_and_stride(a: &mut Args<'_>, spatial: usize) -> Result<(Vec<i64>, Vec<i64>), String> {
+    let kernel = per_spatial_dim(a, "kernel_size", None, spatial)?;
+    let stride = if a.ints("stride", Some(&[]))?.is_empty() {
+        kernel.clone()
+    } else {
+        per_spatial_dim(a, "stride", None, spatial)?
+    };
+    Ok((kernel, stride))
+}
+
+fn max_pool(a: &mut Args<'_>, spatial: usize) -> Result<Op, String> {
     a.tensor("self")?;
-    let kernel = a.ints("kernel_size", None)?;
-    // An empty or omitted stride means "same as the kernel".
-    let stride = a.ints("stride", Some(&[]))?;
-    let stride = if stride.is_empty() { kernel.clone() } else { stride };
+    let (kernel, stride) = kernel_and_stride(a, spatial)?;
     Ok(Op::MaxPool {
         stride,
-        padding: a.ints("padding", Some(&[0]))?,
-        dilation: a.ints("dilation", Some(&[1]))?,
+        padding: per_spatial_dim(a, "padding", Some(&[0]), spatial)?,
+        dilation: per_spatial_dim(a, "dilation", Some(&[1]), spatial)?,
         ceil_mode: a.bool("ceil_mode", false)?,
         kernel,
     })
 }
 
-fn avg_pool(a: &mut Args<'_>) -> Result<Op, String> {
+fn avg_pool(a: &mut Args<'_>, spatial: usize) -> Result<Op, String> {
     a.tensor("self")?;
-    let kernel = a.ints("kernel_size", None)?;
-    let stride = a.ints("stride", Some(&[]))?;
+    let (kernel, stride) = kernel_and_stride(a, spatial)?;
     Ok(Op::AvgPool {
-        stride: if stride.is_empty() { kernel.clone() } else { stride },
-        padding: a.ints("padding", Some(&[0]))?,
+        stride,
+        padding: per_spatial_dim(a, "padding", Some(&[0]), spatial)?,
         ceil_mode: a.bool("ceil_mode", false)?,
         count_include_pad: a.bool("count_include_pad", true)?,
         divisor_override: a.opt_int("divisor_override")?,
