@@ -970,6 +970,20 @@ def generate_flip_seq(outdir):
     save_check_model(ep, outdir, "flip_seq")
 
 
+def generate_as_strided_gaps(outdir):
+    """`check/as_strided_gaps.pt2`: `as_strided` of a stepped slice (`x[:, ::2]`, strides
+    [4, 2]): its storage holds the elements the slice skips, which the program does not have, so
+    the import must refuse it, naming the node; the model is never run."""
+
+    class Gaps(nn.Module):
+        def forward(self, x):  # x: f32[3, 4]
+            return torch.as_strided(x[:, ::2], (3, 2), (4, 1))
+
+    torch.manual_seed(0)
+    ep = torch.export.export(Gaps(), (torch.randn(3, 4),), strict=False).run_decompositions()
+    save_check_model(ep, outdir, "as_strided_gaps")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.path.join(HERE, "models"))
@@ -989,6 +1003,7 @@ def main():
         check_dir = os.path.join(os.path.dirname(os.path.abspath(a.out)), "check")
         generate_unsupported(check_dir)
         generate_flip_seq(check_dir)
+        generate_as_strided_gaps(check_dir)
     total = dir_size(a.out)
     for extra in ("bad", "check"):
         folder = os.path.join(os.path.dirname(os.path.abspath(a.out)), extra)

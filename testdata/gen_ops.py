@@ -1954,6 +1954,19 @@ def build_as_strided():
           lambda x: op(x, [2, 2], [3, 1], 2)),
         S("stride 0 broadcast [2,3] strides [0,1]", [N(3)], lambda x: op(x, [2, 3], [0, 1])),
         S("i64 0-d result size [] offset 1", [I(-9, 9, 4)], lambda x: op(x, [], [], 1)),
+        # Views: as_strided reads the storage under its operand, not its row-major copy.
+        S("of t(x) (view, strides [1,3]): [3,2] strides [1,3] of arange(6).reshape(2,3) gives "
+          "[0,3,1,4,2,5]", [torch.arange(6.0).reshape(2, 3)], lambda x: op(x.t(), [3, 2], [1, 3])),
+        S("of permute(x, [2,0,1]) of f32[2,3,4]: [4,6] strides [1,4]", [N(2, 3, 4)],
+          lambda x: op(x.permute(2, 0, 1), [4, 6], [1, 4])),
+        S("of x.transpose(0,1) with storage_offset 1: [2,2] strides [2,1]", [N(3, 2)],
+          lambda x: op(x.transpose(0, 1), [2, 2], [2, 1], 1)),
+        S("of x.narrow(0, 1, 2) (storage offset 2; no offset given: the view's own)", [N(3, 2)],
+          lambda x: op(x.narrow(0, 1, 2), [2, 2], [1, 2])),
+        S("of a channels-last input f32[1,3,2,2]: [12] strides [1] is its NHWC storage",
+          [N(1, 3, 2, 2).contiguous(memory_format=torch.channels_last)], lambda x: op(x, [12], [1])),
+        S("nested: as_strided of as_strided(x, [3,2], [1,3]) (a transposed view), offset 1",
+          [N(2, 3)], lambda x: op(op(x, [3, 2], [1, 3]), [2, 2], [2, 1], 1)),
     ]
 
 
@@ -1967,7 +1980,9 @@ reg("squeeze.dim", build_squeeze_dim)
 reg("squeeze.dims", build_squeeze_dims)
 reg("unsqueeze.default", build_unsqueeze)
 reg("as_strided.default", build_as_strided,
-    note="as_strided indexes the storage of its input; every input here is a contiguous user input")
+    note="as_strided indexes the storage under its input: dense views (permuted, transposed, "
+         "narrowed, channels-last) are permuted into storage order first; views with gaps are "
+         "refused (check/as_strided_gaps.pt2)")
 
 
 def build_alias():

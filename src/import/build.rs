@@ -289,8 +289,12 @@ impl Builder<'_> {
                 args.tensors.len()
             )));
         }
-        let mut inputs = Vec::with_capacity(args.tensors.len());
-        for t in &args.tensors {
+        // `as_strided`'s own offset, if given (see `on_storage`).
+        let given_offset =
+            if matches!(op, Op::AsStrided { .. }) { args.opt_int("storage_offset").map_err(&fail)? } else { None };
+        let tensors = args.tensors;
+        let mut inputs = Vec::with_capacity(tensors.len());
+        for t in &tensors {
             if t == RNG_SEED && !self.values.contains_key(t) {
                 self.add_rng_seed();
             }
@@ -299,6 +303,12 @@ impl Builder<'_> {
             })?;
             inputs.push(v);
         }
+        let op = match op {
+            Op::AsStrided { size, stride, .. } => self
+                .on_storage((&name, names), (size, stride, given_offset), &tensors[0], &mut inputs[0])
+                .map_err(&fail)?,
+            other => other,
+        };
         let (output_names, types) = self.outputs_of(node).map_err(&fail)?;
         if output_names.len() > MAX_OPERANDS {
             return Err(fail(format!(
@@ -317,6 +327,65 @@ impl Builder<'_> {
             }
         }
         Ok(())
+    }
+
+    /// `as_strided` indexes the storage under its operand, not the operand's elements in
+    /// row-major order: the two differ when the operand is a view (`t()`, `permute`,
+    /// channels-last, `narrow`, …). From the operand's recorded strides and storage offset: a
+    /// contiguous operand is its storage; a dense one in another order (every element once,
+    /// none between) is permuted into storage order first, the offset made relative to its
+    /// first element (a missing offset is the operand's own, as in PyTorch); any other layout
+    /// (gaps, stride-0 dims) holds storage the program cannot see, and is refused.
+    fn on_storage(
+        &mut self,
+        (name, names): (&str, &mut BTreeSet<String>),
+        (size, stride, given): (Vec<i64>, Vec<i64>, Option<i64>),
+        operand: &str,
+        input: &mut ValueRef,
+    ) -> Result<Op, String> {
+        let ty = self.graph.value_type(*input).clone();
+        let meta = self.graph_json().tensor_values.get(operand);
+        let statics = |v: &[SymInt]| -> Option<Vec<i64>> {
+            v.iter().map(|s| if let SymInt::AsInt(v) = s { Some(*v) } else { None }).collect()
+        };
+        let strides = meta.map_or(Some(vec![]), |m| statics(&m.strides));
+        let own_offset = match meta.and_then(|m| m.storage_offset.as_ref()) {
+            None => Some(0),
+            Some(SymInt::AsInt(o)) => Some(*o),
+            Some(SymInt::AsExpr(_)) => None,
+        };
+        let (Some(dims), Some(strides), Some(own_offset)) = (ty.static_dims(), strides, own_offset) else {
+            return Err(format!(
+                "as_strided of `{}`, whose sizes, strides or storage offset are symbolic",
+                shown(operand)
+            ));
+        };
+        let order = if strides.is_empty() { Some((0..dims.len()).collect()) } else { storage_order(&dims, &strides) };
+        let Some(order) = order else {
+            return Err(format!(
+                "as_strided reads the storage under `{}`, a view with gaps or repeats (sizes {dims:?}, strides \
+                 {strides:?}, storage offset {own_offset}): that storage holds elements the program does not \
+                 have; only operands whose elements fill their storage span are supported",
+                shown(operand)
+            ));
+        };
+        let offset = given.unwrap_or(own_offset).checked_sub(own_offset).filter(|o| *o >= 0).ok_or_else(|| {
+            format!("as_strided starts before the first element of `{}` (storage offset {own_offset})", shown(operand))
+        })?;
+        if order.iter().enumerate().any(|(i, &d)| i != d) {
+            let permuted: Vec<Dim> = order.iter().map(|&d| ty.dims[d].clone()).collect();
+            let perm_name = format!("{name}__storage_order");
+            if !names.insert(perm_name.clone()) {
+                return Err(format!("another node is named `{}`", shown(&perm_name)));
+            }
+            let dims_attr = order.iter().map(|&d| d as i64).collect();
+            let mut node = Node::new(perm_name, Op::Permute { dims: dims_attr }, [TensorType { dims: permuted, ..ty }]);
+            node.origin.target = "torch.ops.aten.permute.default".into();
+            node.origin.derived_from = Some(name.to_string());
+            let id = self.graph.add_op(node, &[*input]);
+            *input = ValueRef { node: id, slot: 0 };
+        }
+        Ok(Op::AsStrided { size, stride, offset })
     }
 
     /// A symbolic-int node: its value is recorded in `sym_int_values`, so the operands need not
@@ -446,6 +515,36 @@ fn known_unsupported(target: &str) -> Option<String> {
 }
 
 /// Python arithmetic on sizes (`_operator.add`, …) and the size queries `sym_numel`,
+/// The order of `dims` from the largest stride to the smallest when the layout is dense:
+/// every element at its own position and no position between them, i.e. a permutation of a
+/// contiguous layout. Size-1 dims may have any stride and keep their place. `None` otherwise.
+fn storage_order(dims: &[i64], strides: &[i64]) -> Option<Vec<usize>> {
+    if dims.len() != strides.len() {
+        return None;
+    }
+    if dims.contains(&0) {
+        return Some((0..dims.len()).collect());
+    }
+    let mut order: Vec<usize> = (0..dims.len()).collect();
+    // Stable: size-1 dims stay where they are relative to equal strides.
+    order.sort_by_key(|&d| std::cmp::Reverse(if dims[d] == 1 { i64::MIN } else { strides[d] }));
+    let moved: Vec<usize> = order.iter().copied().filter(|&d| dims[d] != 1).collect();
+    let mut expected = 1i64;
+    for &d in moved.iter().rev() {
+        if strides[d] != expected {
+            return None;
+        }
+        expected = expected.checked_mul(dims[d])?;
+    }
+    // Size-1 dims go back to their own positions among the others.
+    let mut result: Vec<usize> = Vec::with_capacity(dims.len());
+    let mut big = moved.into_iter();
+    for d in 0..dims.len() {
+        result.push(if dims[d] == 1 { d } else { big.next()? });
+    }
+    Some(result)
+}
+
 /// `sym_stride` and `sym_storage_offset`: nodes with one symbolic-int output.
 fn is_sym_int_node(node: &schema::Node) -> bool {
     let sym_query = [
@@ -480,4 +579,22 @@ fn module_path(stack: Option<&String>) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::storage_order;
+
+    #[test]
+    fn storage_order_of_dense_layouts_and_none_for_others() {
+        assert_eq!(storage_order(&[2, 3], &[3, 1]), Some(vec![0, 1]), "contiguous");
+        assert_eq!(storage_order(&[3, 2], &[1, 3]), Some(vec![1, 0]), "t()");
+        assert_eq!(storage_order(&[1, 3, 2, 2], &[12, 1, 6, 3]), Some(vec![0, 2, 3, 1]), "channels-last");
+        assert_eq!(storage_order(&[4, 1, 3], &[1, 7, 4]), Some(vec![2, 1, 0]), "size-1 dims keep their place");
+        assert_eq!(storage_order(&[0, 3], &[5, 9]), Some(vec![0, 1]), "empty: nothing to read");
+        assert_eq!(storage_order(&[3, 2], &[4, 2]), None, "stepped slice: gaps");
+        assert_eq!(storage_order(&[2, 3], &[0, 1]), None, "expand: repeats");
+        assert_eq!(storage_order(&[2, 2], &[2, 2]), None, "overlap");
+        assert_eq!(storage_order(&[2], &[1, 1]), None, "rank mismatch");
+    }
 }

@@ -92,6 +92,22 @@ fn ops_that_padding_would_change_are_refused() {
     assert!(!std::path::Path::new("unused.tpuexe").exists());
 }
 
+/// `as_strided` of a stepped slice reads storage the slice skips, which the program does not
+/// have: the import refuses it, naming the node, the operand and its layout.
+#[test]
+fn as_strided_of_a_view_with_gaps_is_refused() {
+    let path = testdata().join("check/as_strided_gaps.pt2");
+    let (code, out, err) = run_cli(&["check", path.to_str().expect("utf-8 path")]);
+    assert_eq!(code, 1, "{out}{err}");
+    for want in [
+        "node `as_strided` (torch.ops.aten.as_strided.default)",
+        "reads the storage under `slice_1`, a view with gaps or repeats (sizes [3, 2], strides [4, 2]",
+        "testdata/gen.py\", line",
+    ] {
+        assert!(err.contains(want), "missing `{want}` in:\n{err}");
+    }
+}
+
 /// A real export with a custom op that no compiler can know (`testlib.scale_rows`) between
 /// ATen ops: `check` names it with its node and source line and exits 1.
 #[test]

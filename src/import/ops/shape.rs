@@ -62,6 +62,7 @@ pub fn lowering(key: &str) -> Option<Lowering> {
             a.tensor("self")?;
             let size = a.ints("size", None)?;
             let stride = a.ints("stride", None)?;
+            // The offset is settled against the operand's storage by the builder (`on_storage`).
             Ok(Op::AsStrided { size, stride, offset: a.opt_int("storage_offset")?.unwrap_or(0) })
         },
         "aten.constant_pad_nd.default" => |a| {
