@@ -537,12 +537,8 @@ fn storage_order(dims: &[i64], strides: &[i64]) -> Option<Vec<usize>> {
         expected = expected.checked_mul(dims[d])?;
     }
     // Size-1 dims go back to their own positions among the others.
-    let mut result: Vec<usize> = Vec::with_capacity(dims.len());
     let mut big = moved.into_iter();
-    for d in 0..dims.len() {
-        result.push(if dims[d] == 1 { d } else { big.next()? });
-    }
-    Some(result)
+    dims.iter().enumerate().map(|(d, &n)| if n == 1 { Some(d) } else { big.next() }).collect()
 }
 
 /// `sym_stride` and `sym_storage_offset`: nodes with one symbolic-int output.
