@@ -1311,7 +1311,7 @@ def build_maxpool2d_bwd():
     op = aten.max_pool2d_with_indices_backward.default
     fw = aten.max_pool2d_with_indices.default
     s = []
-    for desc, shape, k, st, p, d, c in MP2[:4]:
+    for desc, shape, k, st, p, d, c in MP2:
         x = N(*shape)
         g = N(*fw(x, k, st, p, d, c)[0].shape)
         s.append(S(f"grad for {desc} (indices from max_pool2d_with_indices inside forward)", [g, x],
@@ -1954,6 +1954,7 @@ def build_as_strided():
           lambda x: op(x, [2, 2], [3, 1], 2)),
         S("stride 0 broadcast [2,3] strides [0,1]", [N(3)], lambda x: op(x, [2, 3], [0, 1])),
         S("i64 0-d result size [] offset 1", [I(-9, 9, 4)], lambda x: op(x, [], [], 1)),
+        S("after a size-0 slice: [0,3] strides [3,1] of x[0:0]", [N(2, 3)], lambda x: op(x[0:0], [0, 3], [3, 1])),
         # Views: as_strided reads the storage under its operand, not its row-major copy.
         S("of t(x) (view, strides [1,3]): [3,2] strides [1,3] of arange(6).reshape(2,3) gives "
           "[0,3,1,4,2,5]", [torch.arange(6.0).reshape(2, 3)], lambda x: op(x.t(), [3, 2], [1, 3])),

@@ -36,7 +36,7 @@ use melior::ir::RegionLike;
 use melior::ir::{Block, Identifier, Location, Module, Region, Value};
 use melior::Context;
 use thiserror::Error;
-use torchtpu_passes::ir::{DType, Graph, Node, NodeId, Op, TensorType, ValueRef};
+use torchtpu_passes::ir::{DType, Dim, Graph, Node, NodeId, Op, Scalar, TensorType, ValueRef};
 
 pub use builder::element_type;
 use builder::{static_dims, tensor_type_text, Builder, LowerResult};
@@ -331,6 +331,11 @@ fn lower_node<'c, 'b>(
     opts: &EmitOptions,
 ) -> LowerResult<Vec<Value<'c, 'b>>> {
     let out = &node.outputs;
+    // Results with no elements need no computation, and XLA's shape checks reject some ops
+    // whose operands are empty (a gather from a size-0 storage): they are empty constants.
+    if !out.is_empty() && !matches!(node.op, Op::Input(_)) && out.iter().all(|t| t.dims.contains(&Dim::Static(0))) {
+        return out.iter().map(|t| b.splat(Scalar::Int(0), &static_dims(t)?, t.dtype)).collect();
+    }
     let one = |v: LowerResult<Value<'c, 'b>>| v.map(|v| vec![v]);
     // The `precision` pass may have set this node's; the program-wide one otherwise.
     let precision = node.precision.unwrap_or(opts.precision);
@@ -381,7 +386,7 @@ fn lower_node<'c, 'b>(
         Op::AsStrided { size, stride, offset } => one(layout::as_strided(b, size, stride, *offset, args[0], &out[0])),
         Op::Cdist { p } => one(distance::cdist(b, *p, args[0], args[1], &out[0])),
         Op::Pdist { p } => one(distance::pdist(b, *p, args[0], &out[0])),
-        Op::MaxPoolBackward => one(pool::max_pool_backward(b, args, &out[0])),
+        Op::MaxPoolBackward { spatial } => one(pool::max_pool_backward(b, *spatial, args, &out[0])),
         Op::AvgPoolBackward(forward) => one(pool::avg_pool_backward(b, forward, args, &out[0])),
         Op::LayerNormBackward { normalized_rank, has_weight, mask } => {
             nn::layer_norm_backward(b, (*normalized_rank, *has_weight, *mask), args, out)
@@ -423,12 +428,7 @@ fn lower_node<'c, 'b>(
         Op::IndexSelect { dim } => one(shape::index_select(b, *dim, args[0], args[1], &out[0])),
         Op::Gather { dim } => one(shape::gather(b, *dim, args[0], args[1], &out[0])),
         Op::Arange { start, step, .. } => one(tensor::arange(b, *start, *step, &out[0])),
-        Op::ArangeSym { start, step, .. } => one(tensor::arange(
-            b,
-            torchtpu_passes::ir::Scalar::Int(*start),
-            torchtpu_passes::ir::Scalar::Int(*step),
-            &out[0],
-        )),
+        Op::ArangeSym { start, step, .. } => one(tensor::arange(b, Scalar::Int(*start), Scalar::Int(*step), &out[0])),
         Op::Literal { values } => one(tensor::literal(b, values, &out[0])),
         Op::Full { value, .. } | Op::FullLike { value } | Op::ScalarTensor { value } => {
             one(b.splat(*value, &static_dims(&out[0])?, out[0].dtype))
@@ -438,11 +438,11 @@ fn lower_node<'c, 'b>(
         Op::SymSize { dim } => {
             let dims = static_dims(args[0].ty)?;
             let (_, size) = builder::dim_size(&dims, *dim)?;
-            one(b.splat(torchtpu_passes::ir::Scalar::Int(size), &[], DType::I64))
+            one(b.splat(Scalar::Int(size), &[], DType::I64))
         }
         Op::SymInt { value } => {
             let v = value.as_static().ok_or("symbolic int was not specialized")?;
-            one(b.splat(torchtpu_passes::ir::Scalar::Int(v), &[], DType::I64))
+            one(b.splat(Scalar::Int(v), &[], DType::I64))
         }
         Op::Fft { dims, normalization, inverse, onesided } => {
             one(fft::fft(b, (dims, *normalization, *inverse, *onesided), args[0], &out[0]))

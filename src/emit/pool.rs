@@ -409,6 +409,7 @@ pub fn resample<'c, 'b>(
 /// flat spatial index (a scatter-add per channel).
 pub fn max_pool_backward<'c, 'b>(
     b: &Builder<'c, 'b>,
+    spatial: usize,
     args: &[Arg<'c, 'b, '_>],
     out: &TensorType,
 ) -> LowerResult<Value<'c, 'b>> {
@@ -416,7 +417,9 @@ pub fn max_pool_backward<'c, 'b>(
     let in_dims = static_dims(input.ty)?;
     let gd = static_dims(grad.ty)?;
     let dt = out.dtype;
-    let spatial = gd.len().saturating_sub(2).max(1);
+    if in_dims.len() <= spatial || gd.len() != in_dims.len() {
+        return Err(format!("a {spatial}-d max-pool gradient of {gd:?} for an input of {in_dims:?}"));
+    }
     let lead: Vec<i64> = in_dims[..in_dims.len() - spatial].to_vec();
     let plane: i64 = in_dims[in_dims.len() - spatial..].iter().product();
     let windows: i64 = gd[gd.len() - spatial..].iter().product();

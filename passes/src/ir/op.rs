@@ -436,7 +436,7 @@ pub enum Op {
     Pdist { p: f64 },
     /// `max_pool{2,3}d_with_indices_backward`: the gradient routed to each window's recorded
     /// maximum: inputs `[grad_output, self, indices]`.
-    MaxPoolBackward,
+    MaxPoolBackward { spatial: usize },
     /// `avg_pool{2,3}d_backward` with the forward's parameters: inputs `[grad_output, self]`.
     AvgPoolBackward(Box<Op>),
     /// `native_layer_norm_backward` over the last `normalized_rank` dims: inputs

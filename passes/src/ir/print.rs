@@ -249,7 +249,8 @@ fn attributes(op: &Op) -> Vec<String> {
         Op::PadMode { pad, reflect } => {
             vec![kv("pad", ints(pad)), kv("mode", (if *reflect { "reflect" } else { "replicate" }).to_string())]
         }
-        Op::CopyFrom | Op::MaskedScatter | Op::MaxPoolBackward | Op::AdaptiveAvgPoolBackward => vec![],
+        Op::CopyFrom | Op::MaskedScatter | Op::AdaptiveAvgPoolBackward => vec![],
+        Op::MaxPoolBackward { spatial } => vec![format!("spatial={spatial}")],
         Op::AvgPoolBackward(forward) => attributes(forward),
         Op::ConvolutionBackward { forward, mask } => {
             let mut v = attributes(forward);

@@ -115,7 +115,7 @@ pub(super) fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
             one(Expected::exact(x.dtype, &dims))
         }
         // The gradient of an input has the input's type.
-        Op::MaxPoolBackward | Op::AvgPoolBackward(_) | Op::AdaptiveAvgPoolBackward => one(like(inputs[1])),
+        Op::MaxPoolBackward { .. } | Op::AvgPoolBackward(_) | Op::AdaptiveAvgPoolBackward => one(like(inputs[1])),
         Op::ConvolutionBackward { forward, mask } => {
             let (input, weight) = (inputs[1], inputs[2]);
             // One bias per output channel: weight dim 0, or dim 1 times the groups when transposed.

@@ -163,7 +163,7 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
         | Op::Diagonal { .. }
         | Op::Cdist { .. }
         | Op::Pdist { .. }
-        | Op::MaxPoolBackward
+        | Op::MaxPoolBackward { .. }
         | Op::AvgPoolBackward(_)
         | Op::LayerNormBackward { .. }
         | Op::ConvolutionBackward { .. }
@@ -198,7 +198,7 @@ pub fn arity(op: &Op) -> (Option<usize>, Option<usize>) {
         Op::Flip { .. } | Op::Repeat { .. } | Op::Pad { .. } | Op::PadMode { .. } => (1, 1),
         Op::ExtremumDim { .. } | Op::Sort { .. } | Op::TopK { .. } => (1, 2),
         Op::CopyFrom | Op::SliceScatter { .. } | Op::SelectScatter { .. } | Op::EmbeddingBackward { .. } => (2, 1),
-        Op::MaskedScatter | Op::MaxPoolBackward => (3, 1),
+        Op::MaskedScatter | Op::MaxPoolBackward { .. } => (3, 1),
         Op::EmbeddingBag { per_sample_weights, .. } => (3 + flag(*per_sample_weights), 4),
         Op::Col2Im { .. } | Op::Rand { .. } | Op::RandPerm | Op::Fft { .. } => (1, 1),
         Op::Dropout { .. } => (2, 2),

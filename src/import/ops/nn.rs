@@ -34,12 +34,8 @@ pub fn lowering(key: &str) -> Option<Lowering> {
             a.tensor("self")?;
             Ok(Op::Pdist { p: a.float("p", Some(2.0))? })
         },
-        "aten.max_pool2d_with_indices_backward.default" | "aten.max_pool3d_with_indices_backward.default" => |a| {
-            a.tensor("grad_output")?;
-            a.tensor("self")?;
-            a.tensor("indices")?;
-            Ok(Op::MaxPoolBackward)
-        },
+        "aten.max_pool2d_with_indices_backward.default" => |a| max_pool_backward(a, 2),
+        "aten.max_pool3d_with_indices_backward.default" => |a| max_pool_backward(a, 3),
         "aten.native_layer_norm_backward.default" => |a| {
             a.tensor("grad_out")?;
             a.tensor("input")?;
@@ -158,6 +154,13 @@ fn kernel_and_stride(a: &mut Args<'_>, spatial: usize) -> Result<(Vec<i64>, Vec<
         per_spatial_dim(a, "stride", None, spatial)?
     };
     Ok((kernel, stride))
+}
+
+fn max_pool_backward(a: &mut Args<'_>, spatial: usize) -> Result<Op, String> {
+    a.tensor("grad_output")?;
+    a.tensor("self")?;
+    a.tensor("indices")?;
+    Ok(Op::MaxPoolBackward { spatial })
 }
 
 fn max_pool(a: &mut Args<'_>, spatial: usize) -> Result<Op, String> {
