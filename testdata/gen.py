@@ -195,6 +195,15 @@ def real_grouped_mm_under_export():
         yield
 
 
+class SizeOutputs(nn.Module):
+    """Returns Python numbers computed from sizes next to a tensor: export fixes them as
+    constant outputs (`as_int`, `as_bool`, `as_float`)."""
+
+    def forward(self, x):
+        rows, cols = x.shape
+        return x * 2, rows * cols, cols > 2, rows / 4
+
+
 class BertMeanPool(nn.Module):
     """BERT encoder + attention-mask-weighted mean over the sequence."""
 
@@ -455,6 +464,11 @@ MODELS = {
         graph_has=["torch.ops.aten._grouped_mm.default", "torch.ops.aten.histc.default",
                    "torch.ops.aten.empty_permuted.default"],
         graph_lacks=["grouped_mm_fallback"]),
+    "size_outputs": dict(
+        build=SizeOutputs,
+        desc="x * 2 plus three Python numbers from x's static sizes (rows * cols, cols > 2, rows / 4), "
+             "which export records as constant outputs as_int, as_bool, as_float",
+        inputs=[(torch.randn(3, 5, generator=gen(11)),)]),
     "bert_meanpool": dict(
         build=BertMeanPool,
         desc="BertModel(vocab 256, hidden 64, 2 layers, 4 heads, inter 128, max_pos 128, "
@@ -536,8 +550,11 @@ BENCH_MODELS = {
 # helpers
 # ---------------------------------------------------------------------------
 def flat_outputs(out):
+    """Tensor leaves; Python int/bool/float leaves (sizes fixed at export) as the 0-d
+    tensors the compiler returns for them: int64, bool, float32 (TPUs have no f64)."""
     leaves, _ = torch.utils._pytree.tree_flatten(out)
-    return [t for t in leaves]
+    as_tensor = {bool: torch.bool, int: torch.int64, float: torch.float32}
+    return [t if isinstance(t, torch.Tensor) else torch.tensor(t, dtype=as_tensor[type(t)]) for t in leaves]
 
 
 def to_numpy(t):

@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use torchtpu_passes::ir::{
-    Bounds, DType, Dim, Graph, InputKind, Node, Op, Origin, OutputKind, TensorType, ValueRef, MAX_OPERANDS,
+    Bounds, DType, Dim, Graph, InputKind, Node, Op, Origin, OutputKind, Scalar, TensorType, ValueRef, MAX_OPERANDS,
 };
 
 use super::archive::Archive;
@@ -434,7 +434,7 @@ impl Builder<'_> {
         let specs = &self.ep.graph_module.signature.output_specs;
         let sig = |reason: String| ImportError::Signature { reason };
         let mut users = 0;
-        for spec in specs {
+        for (position, spec) in specs.iter().enumerate() {
             let (arg, kind) = match spec {
                 OutputSpec::UserOutput { arg } => {
                     users += 1;
@@ -461,25 +461,48 @@ impl Builder<'_> {
             };
             // A symbolic int returned to the caller is a 0-d int64 value.
             let name = match &arg {
-                Argument::AsTensor(t) => &t.name,
-                Argument::AsSymInt(SymIntArgument::AsName(n)) => n,
+                Argument::AsTensor(t) => t.name.clone(),
+                Argument::AsSymInt(SymIntArgument::AsName(n)) => n.clone(),
                 Argument::AsSymFloat(_) | Argument::AsSymBool(_) => {
                     return Err(sig(format!(
-                        "an output is a Python {} computed from tensor data (`item()`), which a compiled program \
-                         cannot return; return the tensor instead",
+                        "an output is a Python {} computed at run time (from tensor data with `item()`, or from \
+                         symbolic sizes), which a compiled program cannot return; return a tensor instead",
                         if matches!(arg, Argument::AsSymFloat(_)) { "float" } else { "bool" }
                     )))
+                }
+                Argument::AsInt(_) | Argument::AsFloat(_) | Argument::AsBool(_) => {
+                    self.constant_output(&arg, position).map_err(sig)?
                 }
                 _ => return Err(sig(format!("outputs of kind `{}` are not supported (only tensors)", arg.kind()))),
             };
             let value = self
                 .values
-                .get(name)
+                .get(&name)
                 .copied()
-                .ok_or_else(|| sig(format!("output `{name}` is produced by no node or input")))?;
+                .ok_or_else(|| sig(format!("output `{}` is produced by no node or input", shown(&name))))?;
             self.graph.add_output(value, kind);
         }
         Ok(())
+    }
+
+    /// A Python `int`, `bool` or `float` that the program returns, fixed at export (computed
+    /// from static sizes): a node making it a 0-d tensor (i64, bool, or f32, as TPUs have no
+    /// f64), named `output_<position>_constant`; returns that name.
+    fn constant_output(&mut self, arg: &Argument, position: usize) -> Result<String, String> {
+        let (value, dtype) = match arg {
+            Argument::AsInt(i) => (Scalar::Int(*i), DType::I64),
+            Argument::AsBool(b) => (Scalar::Bool(*b), DType::Bool),
+            Argument::AsFloat(f) => (Scalar::Float(f.0), DType::F32),
+            other => return Err(format!("internal: `{}` is not a constant", other.kind())),
+        };
+        let name = format!("output_{position}_constant");
+        if self.values.contains_key(&name) {
+            return Err(format!("output {position} is a constant, but a graph value is already named `{name}`"));
+        }
+        let node = Node::new(name.clone(), Op::ScalarTensor { value }, [TensorType::new(dtype, &[])]);
+        let id = self.graph.add_op(node, &[]);
+        self.values.insert(name.clone(), ValueRef { node: id, slot: 0 });
+        Ok(name)
     }
 
     /// Declares every symbol seen, with its `range_constraints` bounds (unbounded if absent).

@@ -110,7 +110,8 @@ parity_tests!(
     mobilenet_v2_tiny,
     effnet_block,
     cnn_dynbatch,
-    moe_tiny
+    moe_tiny,
+    size_outputs
 );
 
 #[test]
