@@ -270,9 +270,13 @@ pub fn grouped_mm<'c, 'b>(
     out: &TensorType,
     precision: Precision,
 ) -> LowerResult<Value<'c, 'b>> {
+    let sgn = match (static_dims(args[0].ty)?.as_slice(), static_dims(args[1].ty)?.as_slice()) {
+        ([s, _], [g, _, n]) => (*s, *g, *n),
+        _ => return Err("internal: grouped matmul operands of the wrong rank".into()),
+    };
     match form {
-        GroupedMm::Dense => grouped_mm_dense(b, args, out, precision),
-        GroupedMm::Ragged => grouped_mm_ragged(b, args, out, precision),
+        GroupedMm::Dense => grouped_mm_dense(b, args, sgn, out, precision),
+        GroupedMm::Ragged => grouped_mm_ragged(b, args, sgn, out, precision),
     }
 }
 
@@ -282,14 +286,11 @@ pub fn grouped_mm<'c, 'b>(
 fn grouped_mm_dense<'c, 'b>(
     b: &Builder<'c, 'b>,
     args: &[Arg<'c, 'b, '_>],
+    (s, g, n): (i64, i64, i64),
     out: &TensorType,
     precision: Precision,
 ) -> LowerResult<Value<'c, 'b>> {
     let (a, w, offs) = (args[0], args[1], args[2]);
-    let (s, g, n) = match (static_dims(a.ty)?.as_slice(), static_dims(w.ty)?.as_slice()) {
-        ([s, _], [g, _, n]) => (*s, *g, *n),
-        _ => return Err("internal: grouped matmul operands of the wrong rank".into()),
-    };
     let od = operand_dtype(a.ty, w.ty, out);
     let numbers = "#stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [1]>";
     let attrs = [("dot_dimension_numbers", numbers.to_string()), ("precision_config", precision_attr(precision))];
@@ -325,14 +326,11 @@ fn group_starts<'c, 'b>(b: &Builder<'c, 'b>, ends: Value<'c, 'b>, g: i64, dt: DT
 fn grouped_mm_ragged<'c, 'b>(
     b: &Builder<'c, 'b>,
     args: &[Arg<'c, 'b, '_>],
+    (s, g, n): (i64, i64, i64),
     out: &TensorType,
     precision: Precision,
 ) -> LowerResult<Value<'c, 'b>> {
     let (a, w, offs) = (args[0], args[1], args[2]);
-    let (s, g, n) = match (static_dims(a.ty)?.as_slice(), static_dims(w.ty)?.as_slice()) {
-        ([s, _], [g, _, n]) => (*s, *g, *n),
-        _ => return Err("internal: grouped matmul operands of the wrong rank".into()),
-    };
     let od = operand_dtype(a.ty, w.ty, out);
     let ends = b.convert(offs.v, &[g], offs.ty.dtype, DType::I32)?;
     let starts = group_starts(b, ends, g, DType::I32)?;
