@@ -11,7 +11,12 @@ use super::builder::{i64_array, static_dims, Builder, LowerResult};
 use super::{Arg, GroupedMm, Precision};
 
 fn precision_attr(p: Precision) -> String {
-    let one = format!("#stablehlo<precision {}>", p.name().to_uppercase());
+    precision_attr_of("stablehlo", p)
+}
+
+/// `precision_config` for both operands, in `dialect`'s spelling (`#stablehlo<…>`, `#chlo<…>`).
+fn precision_attr_of(dialect: &str, p: Precision) -> String {
+    let one = format!("#{dialect}<precision {}>", p.name().to_uppercase());
     format!("[{one}, {one}]")
 }
 
@@ -282,7 +287,8 @@ pub fn grouped_mm<'c, 'b>(
 
 /// The masked dense form: every row times every group's weight (`[S, G, N]`, one
 /// `dot_general`), then each row keeps the product of its own group. G times the FLOPs of the
-/// ragged form and an `[S, G, N]` temporary, but every XLA backend compiles it.
+/// ragged form (XLA's TPU compiler fuses the select and sum, so the `[S, G, N]` product is not
+/// kept in memory), but every XLA backend compiles it.
 fn grouped_mm_dense<'c, 'b>(
     b: &Builder<'c, 'b>,
     args: &[Arg<'c, 'b, '_>],
@@ -338,8 +344,9 @@ fn grouped_mm_ragged<'c, 'b>(
     let numbers = "#chlo.ragged_dot<lhs_batching_dimensions = [], rhs_batching_dimensions = [], \
         lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [1], \
         lhs_ragged_dimensions = [0], rhs_group_dimensions = [0]>";
-    let level = format!("#chlo<precision {}>", precision.name().to_uppercase());
-    let attrs =
-        [("ragged_dot_dimension_numbers", numbers.to_string()), ("precision_config", format!("[{level}, {level}]"))];
+    let attrs = [
+        ("ragged_dot_dimension_numbers", numbers.to_string()),
+        ("precision_config", precision_attr_of("chlo", precision)),
+    ];
     b.op("chlo.ragged_dot", &[converted(b, a, od)?, converted(b, w, od)?, sizes], &[s, n], out.dtype, &attrs)
 }
