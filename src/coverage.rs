@@ -8,7 +8,8 @@ const TABLE: &str = include_str!("../docs/ops.md");
 /// `supported`, `refused` or `not yet`; `None` when it is not a Core ATen op.
 pub fn core_aten_status(target: &str) -> Option<&'static str> {
     let op = target.strip_prefix("torch.ops.").unwrap_or(target).strip_prefix("aten.")?;
-    TABLE.lines().find_map(|line| {
+    let core = TABLE.split("\n## Beyond Core ATen").next().unwrap_or(TABLE);
+    core.lines().find_map(|line| {
         let mut cells = line.split('|').map(str::trim).skip(1);
         let name = cells.next()?.strip_prefix('`')?.strip_suffix('`')?;
         (name == op).then(|| cells.next()).flatten()
@@ -25,5 +26,7 @@ mod tests {
         assert_eq!(core_aten_status("aten.nonzero.default"), Some("refused"));
         assert_eq!(core_aten_status("testlib.scale_rows.default"), None);
         assert_eq!(core_aten_status("aten.cholesky.default"), None);
+        // Listed in the second section, which is not Core ATen.
+        assert_eq!(core_aten_status("aten.exp2.default"), None);
     }
 }

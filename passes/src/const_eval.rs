@@ -7,7 +7,7 @@
 //! chains: `arange`, `unsqueeze`, `sub`, `cat`, `ne`, `cumsum`, advanced indexing, `le`, `eq`,
 //! `and`, `where(mask, 0, -inf)`.
 
-use crate::ir::{norm_dim, BinaryOp, DType, Dim, Graph, NodeId, Op, Operand, Scalar, TensorType, UnaryOp, ValueRef};
+use crate::ir::{norm_dim, BinaryOp, CumulativeOp, DType, Dim, Graph, NodeId, Op, Operand, Scalar, TensorType, UnaryOp, ValueRef};
 
 /// The most elements a literal may hold (larger constants are left to XLA).
 pub const MAX_LITERAL: usize = 1 << 14;
@@ -80,7 +80,7 @@ pub fn evaluate(graph: &Graph, id: NodeId, inputs: &[Constant]) -> Option<Vec<Sc
                 .collect::<Option<_>>()?
         }
         Op::Convert => inputs[0].values.iter().map(|&x| convert(x, out.dtype)).collect::<Option<_>>()?,
-        Op::Cumsum { dim, .. } => cumsum(&inputs[0], *dim)?,
+        Op::Cumulative { op: CumulativeOp::Cumsum, dim, .. } => cumsum(&inputs[0], *dim)?,
         Op::Index { present } => index(inputs, present, &dims)?,
         _ => return None,
     };

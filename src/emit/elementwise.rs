@@ -73,6 +73,7 @@ pub fn unary<'c, 'b>(
         UnaryOp::Sinh => simple("chlo.sinh"),
         UnaryOp::Tan => simple("chlo.tan"),
         UnaryOp::Exp => simple("stablehlo.exponential"),
+        UnaryOp::Exp2 => b.op("stablehlo.power", &[b.splat(Scalar::Int(2), &dims, dt)?, v], &dims, dt, &[]),
         UnaryOp::Expm1 => simple("stablehlo.exponential_minus_one"),
         UnaryOp::Floor => rounding("stablehlo.floor"),
         UnaryOp::Log => simple("stablehlo.log"),
@@ -171,6 +172,12 @@ pub fn binary<'c, 'b>(
         BinaryOp::TruncDiv => return b.convert(math::trunc_div(b, l, r, &dims, compute)?, &dims, compute, out.dtype),
         BinaryOp::Atan2 => "stablehlo.atan2",
         BinaryOp::BitwiseXor | BinaryOp::LogicalXor => "stablehlo.xor",
+        // StableHLO's shifts give 0 (or the sign) for shifts of the bit width or more, as torch.
+        BinaryOp::ShiftLeft => "stablehlo.shift_left",
+        BinaryOp::ShiftRight if matches!(compute, DType::U8 | DType::U16 | DType::U32 | DType::U64) => {
+            "stablehlo.shift_right_logical"
+        }
+        BinaryOp::ShiftRight => "stablehlo.shift_right_arithmetic",
         BinaryOp::Add => "stablehlo.add",
         BinaryOp::Sub => "stablehlo.subtract",
         BinaryOp::Mul => "stablehlo.multiply",

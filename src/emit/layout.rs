@@ -69,6 +69,9 @@ pub fn flip<'c, 'b>(
     out: &TensorType,
 ) -> LowerResult<Value<'c, 'b>> {
     let rank = x.ty.rank();
+    if rank == 0 {
+        return Ok(x.v); // one element: nothing to reverse
+    }
     let axes = dims.iter().map(|&d| norm_dim(d, rank)).collect::<LowerResult<Vec<_>>>()?;
     b.op("stablehlo.reverse", &[x.v], &static_dims(out)?, out.dtype, &[("dimensions", i64_array(&axes))])
 }

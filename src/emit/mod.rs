@@ -124,6 +124,25 @@ pub struct Arg<'c, 'b, 't> {
     pub ty: &'t TensorType,
 }
 
+/// Runs `f` with every 0-d operand viewed as `[1]` and a `[1]` result, viewed back as 0-d: ops
+/// that index along a dim see a 0-d tensor as one of size 1, as PyTorch does.
+fn on_unit_vectors<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    args: &[Arg<'c, 'b, '_>],
+    out: &TensorType,
+    f: impl for<'t> FnOnce(&[Arg<'c, 'b, 't>], &TensorType) -> LowerResult<Value<'c, 'b>>,
+) -> LowerResult<Value<'c, 'b>> {
+    let unit = |ty: &TensorType| if ty.rank() == 0 { TensorType::new(ty.dtype, &[1]) } else { ty.clone() };
+    let types: Vec<TensorType> = args.iter().map(|a| unit(a.ty)).collect();
+    let mut lifted = Vec::with_capacity(args.len());
+    for (a, ty) in args.iter().zip(&types) {
+        let v = if a.ty.rank() == 0 { b.reshape(a.v, &[1], a.ty.dtype)? } else { a.v };
+        lifted.push(Arg { v, ty });
+    }
+    let r = f(&lifted, &unit(out))?;
+    b.reshape(r, &[], out.dtype)
+}
+
 /// Emits the StableHLO module of a static graph.
 pub fn emit(graph: &Graph, opts: &EmitOptions) -> Result<Emitted, EmitError> {
     let ctx = Context::new();
@@ -400,6 +419,9 @@ fn lower_node<'c, 'b>(
         Op::AdaptiveAvgPoolBackward => one(pool::adaptive_avg_pool_backward(b, args, &out[0])),
         Op::PadMode { pad, reflect } => one(layout::pad_mode(b, pad, *reflect, args[0], &out[0])),
         Op::CopyFrom => one(layout::copy_from(b, args[1], &out[0])),
+        Op::Scatter { dim, reduce, include_self, value } if args[0].ty.rank() == 0 => {
+            one(on_unit_vectors(b, args, &out[0], |a, o| scatter::scatter(b, (*dim, *reduce, *include_self), *value, a, o)))
+        }
         Op::Scatter { dim, reduce, include_self, value } => {
             one(scatter::scatter(b, (*dim, *reduce, *include_self), *value, args, &out[0]))
         }
@@ -412,7 +434,7 @@ fn lower_node<'c, 'b>(
         Op::EmbeddingBackward { num_weights, padding_idx, scale_grad_by_freq } => {
             one(scatter::embedding_backward(b, (*num_weights, *padding_idx, *scale_grad_by_freq), args, &out[0]))
         }
-        Op::Cumsum { dim, .. } => one(reduce::cumsum(b, *dim, args[0], &out[0])),
+        Op::Cumulative { op, dim, .. } => one(reduce::cumulative(b, (*op, *dim), args[0], &out[0])),
         Op::View { .. } | Op::Unsqueeze { .. } | Op::Squeeze { .. } => one(shape::reshape(b, args[0], &out[0])),
         Op::Permute { dims } => one(shape::permute(b, dims, args[0], &out[0])),
         Op::Expand { .. } => one(shape::expand(b, args[0], &out[0])),
@@ -426,6 +448,9 @@ fn lower_node<'c, 'b>(
             one(shape::index(b, args[0], &idx, &out[0]))
         }
         Op::IndexSelect { dim } => one(shape::index_select(b, *dim, args[0], args[1], &out[0])),
+        Op::Gather { dim } if args[0].ty.rank() == 0 => {
+            one(on_unit_vectors(b, args, &out[0], |a, o| shape::gather(b, *dim, a[0], a[1], o)))
+        }
         Op::Gather { dim } => one(shape::gather(b, *dim, args[0], args[1], &out[0])),
         Op::Arange { start, step, .. } => one(tensor::arange(b, *start, *step, &out[0])),
         Op::ArangeSym { start, step, .. } => one(tensor::arange(b, Scalar::Int(*start), Scalar::Int(*step), &out[0])),

@@ -345,7 +345,8 @@ fn source_index(i: i64, n: i64, m: i64, align_corners: bool, scale: Option<f64>,
     if align_corners {
         return if m > 1 { i as f64 * (n - 1) as f64 / (m - 1) as f64 } else { 0.0 };
     }
-    let s = scale.map_or(n as f64 / m as f64, |f| 1.0 / f);
+    // PyTorch uses the sizes' ratio unless a positive scale is given.
+    let s = scale.filter(|f| *f > 0.0).map_or(n as f64 / m as f64, |f| 1.0 / f);
     if cubic_like {
         (s * (i as f64 + 0.5) - 0.5).max(0.0)
     } else {

@@ -2,7 +2,7 @@
 //! `histc`.
 
 use melior::ir::Value;
-use torchtpu_passes::ir::{ArgReduceOp, DType, Op, ReduceOp, Scalar, TensorType};
+use torchtpu_passes::ir::{ArgReduceOp, CumulativeOp, DType, Op, ReduceOp, Scalar, TensorType};
 
 use super::builder::{accumulation_dtype, highest, i64_array, lowest, norm_dim, static_dims, Builder, Ew, LowerResult};
 use super::Arg;
@@ -193,33 +193,64 @@ pub fn var<'c, 'b>(
     b.convert(var, &out_dims, dt, out.dtype)
 }
 
-/// `cumsum` as a `reduce_window` sum whose window covers everything before each element.
-pub fn cumsum<'c, 'b>(
+/// `cumsum`, `cumprod` and `logcumsumexp` as a `reduce_window` whose window covers everything
+/// before each element, accumulated in f32 for half types (as torch's CPU kernels do).
+pub fn cumulative<'c, 'b>(
     b: &Builder<'c, 'b>,
-    dim: i64,
+    (op, dim): (CumulativeOp, i64),
     x: Arg<'c, 'b, '_>,
     out: &TensorType,
 ) -> LowerResult<Value<'c, 'b>> {
     let dims = static_dims(out)?;
-    let dt = out.dtype;
+    let acc = accumulation_dtype(out.dtype);
     let rank = dims.len();
     let axis = norm_dim(dim, rank)? as usize;
+    let v = b.convert(x.v, &dims, x.ty.dtype, acc)?;
     if rank == 0 {
-        return b.convert(x.v, &dims, x.ty.dtype, dt);
+        return b.convert(v, &dims, acc, out.dtype);
     }
-    let v = b.convert(x.v, &dims, x.ty.dtype, dt)?;
     let n = dims[axis];
     let mut window = vec![1; rank];
     window[axis] = n.max(1);
     let pads: Vec<String> =
         (0..rank).map(|i| if i == axis { format!("[{}, 0]", (n - 1).max(0)) } else { "[0, 0]".into() }).collect();
-    let init = b.splat(Scalar::Int(0), &[], dt)?;
-    let region = b.scalar_region(&[dt, dt], |r, a| Ok(vec![r.op("stablehlo.add", &[a[0], a[1]], &[], dt, &[])?]))?;
+    let identity = match op {
+        CumulativeOp::Cumsum => Scalar::Int(0),
+        CumulativeOp::Cumprod => Scalar::Int(1),
+        CumulativeOp::Logcumsumexp => Scalar::Float(f64::NEG_INFINITY),
+    };
+    let init = b.splat(identity, &[], acc)?;
+    let region = b.scalar_region(&[acc, acc], |r, a| {
+        Ok(vec![match op {
+            CumulativeOp::Cumsum => r.op("stablehlo.add", &[a[0], a[1]], &[], acc, &[])?,
+            CumulativeOp::Cumprod => r.op("stablehlo.multiply", &[a[0], a[1]], &[], acc, &[])?,
+            CumulativeOp::Logcumsumexp => log_add_exp(r, a[0], a[1], acc)?,
+        }])
+    })?;
     let attrs = [
         ("window_dimensions", i64_array(&window)),
         ("padding", format!("dense<[{}]> : tensor<{rank}x2xi64>", pads.join(", "))),
     ];
-    Ok(b.op_n("stablehlo.reduce_window", &[v, init], &[(&dims, dt)], &attrs, vec![region])?.remove(0))
+    let r = b.op_n("stablehlo.reduce_window", &[v, init], &[(&dims, acc)], &attrs, vec![region])?.remove(0);
+    b.convert(r, &dims, acc, out.dtype)
+}
+
+/// `log(exp(p) + exp(q))` without overflow: `max + log1p(exp(-|p - q|))`, and `p` itself when
+/// the two are equal (so that two infinities of one sign stay that infinity, not NaN).
+fn log_add_exp<'c, 'b>(
+    r: &Builder<'c, 'b>,
+    p: Value<'c, 'b>,
+    q: Value<'c, 'b>,
+    dt: DType,
+) -> LowerResult<Value<'c, 'b>> {
+    let hi = r.op("stablehlo.maximum", &[p, q], &[], dt, &[])?;
+    let diff = r.op("stablehlo.subtract", &[p, q], &[], dt, &[])?;
+    let neg = r.op("stablehlo.negate", &[r.op("stablehlo.abs", &[diff], &[], dt, &[])?], &[], dt, &[])?;
+    let tail = r.op("stablehlo.log_plus_one", &[r.op("stablehlo.exponential", &[neg], &[], dt, &[])?], &[], dt, &[])?;
+    let sum = r.op("stablehlo.add", &[hi, tail], &[], dt, &[])?;
+    let same = r.compare(p, q, &[], dt, "EQ")?;
+    let ln2 = r.op("stablehlo.add", &[p, r.splat(Scalar::Float(std::f64::consts::LN_2), &[], dt)?], &[], dt, &[])?;
+    r.op("stablehlo.select", &[same, ln2, sum], &[], dt, &[])
 }
 
 /// `histc(x, bins, min, max)` as PyTorch's CPU kernel computes it: the bin of `x` is

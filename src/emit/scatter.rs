@@ -165,8 +165,10 @@ pub fn index_put<'c, 'b>(
     let dims = static_dims(out)?;
     let dt = out.dtype;
     let mut rest = args[1..].iter().copied();
-    let indices: Vec<Option<Arg>> = present.iter().map(|&p| if p { rest.next() } else { None }).collect();
+    let given: Vec<Option<Arg>> = present.iter().map(|&p| if p { rest.next() } else { None }).collect();
     let values = rest.next().ok_or("index_put needs values")?;
+    let coordinate_types = mask_coordinate_types(&given)?;
+    let indices = masks_as_coordinates(b, &dims, &given, &coordinate_types)?;
     let Some(plan) = index_plan(b, &dims, &indices)? else {
         return Err("index_put without any index tensor".into());
     };
@@ -196,6 +198,105 @@ pub fn index_put<'c, 'b>(
     let base = b.convert(args[0].v, &dims, args[0].ty.dtype, dt)?;
     let combine = if accumulate { combiner(ScatterReduce::Sum, dt) } else { None };
     scatter_op(b, base, plan.start, updates, &layout, combine, &dims, dt)
+}
+
+/// For `index_put` with boolean masks among integer indices (`x[mask, idx] = v`): the type of
+/// the integer coordinates each mask stands for, `i64[k]` with `k` the length the integer
+/// indices broadcast to (PyTorch requires the mask's count of true entries to be `k`). Empty
+/// when no index is a mask.
+fn mask_coordinate_types(indices: &[Option<Arg<'_, '_, '_>>]) -> LowerResult<Vec<TensorType>> {
+    let masks = indices.iter().flatten().filter(|a| a.ty.dtype == DType::Bool).count();
+    if masks == 0 {
+        return Ok(vec![]);
+    }
+    let mut k = None;
+    for a in indices.iter().flatten().filter(|a| a.ty.dtype != DType::Bool) {
+        let n: i64 = static_dims(a.ty)?.iter().product();
+        k = Some(k.map_or(n, |k: i64| k.max(n)));
+    }
+    let k = k.ok_or(
+        "index_put with only boolean-mask indices writes a data-dependent number of values; \
+         export turns the common forms into `where`, this one is not supported",
+    )?;
+    let coords: usize = indices.iter().flatten().filter(|a| a.ty.dtype == DType::Bool).map(|a| a.ty.rank()).sum();
+    Ok(vec![TensorType::new(DType::I64, &[k]); coords])
+}
+
+/// The indices with each boolean mask replaced by one integer index per mask dim: the
+/// coordinates of its first `k` true entries in row-major order (`types`, from
+/// [`mask_coordinate_types`]). Entry `j` is found as the number of positions whose running
+/// count of trues is at most `j`; positions past the last true are out of range, so a mask
+/// with fewer trues than PyTorch requires writes nothing there.
+fn masks_as_coordinates<'c, 'b, 't>(
+    b: &Builder<'c, 'b>,
+    dims: &[i64],
+    indices: &[Option<Arg<'c, 'b, 't>>],
+    types: &'t [TensorType],
+) -> LowerResult<Vec<Option<Arg<'c, 'b, 't>>>> {
+    if types.is_empty() {
+        return Ok(indices.to_vec());
+    }
+    let k = types[0].dims[0].as_static().unwrap_or(0);
+    let mut out = Vec::with_capacity(types.len() + indices.len());
+    let mut next_type = types.iter();
+    let mut at = 0; // the dim of `self` the next index applies to
+    for idx in indices {
+        match idx {
+            Some(mask) if mask.ty.dtype == DType::Bool => {
+                let md = static_dims(mask.ty)?;
+                if md.is_empty() || dims.get(at..at + md.len()) != Some(&md[..]) {
+                    return Err(format!("a boolean index of shape {md:?} does not match the indexed dims of {dims:?}"));
+                }
+                for coord in mask_positions(b, mask.v, &md, k)? {
+                    let ty = next_type.next().ok_or("internal: mask coordinate types")?;
+                    out.push(Some(Arg { v: coord, ty }));
+                }
+                at += md.len();
+            }
+            other => {
+                out.push(*other);
+                at += 1;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The coordinates (one `i64[k]` per dim of `mask_dims`) of the first `k` true entries.
+fn mask_positions<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    mask: V<'c, 'b>,
+    mask_dims: &[i64],
+    k: i64,
+) -> LowerResult<Vec<V<'c, 'b>>> {
+    let n: i64 = mask_dims.iter().product();
+    let flat = b.convert(b.reshape(mask, &[n], DType::Bool)?, &[n], DType::Bool, DType::I64)?;
+    let flat_ty = TensorType::new(DType::I64, &[n]);
+    let running = super::reduce::cumulative(
+        b,
+        (torchtpu_passes::ir::CumulativeOp::Cumsum, 0),
+        Arg { v: flat, ty: &flat_ty },
+        &flat_ty,
+    )?;
+    let grid = [k, n];
+    let running = b.broadcast_to(running, &[n], &grid, DType::I64)?;
+    let j = b.op("stablehlo.iota", &[], &grid, DType::I64, &[("iota_dimension", "0 : i64".into())])?;
+    let before = b.compare(running, j, &grid, DType::I64, "LE")?;
+    let before = b.convert(before, &grid, DType::Bool, DType::I64)?;
+    let position = b.reduce(before, &grid, &[1], DType::I64, "stablehlo.add", Scalar::Int(0))?;
+    // Row-major unravel: coordinate t is (position / stride_t) % size_t.
+    let mut coords = Vec::with_capacity(mask_dims.len());
+    for (t, &size) in mask_dims.iter().enumerate() {
+        let stride: i64 = mask_dims[t + 1..].iter().product();
+        let q = b.op("stablehlo.divide", &[position, b.splat(Scalar::Int(stride), &[k], DType::I64)?], &[k], DType::I64, &[])?;
+        let c = if t == 0 {
+            q // keeps positions past the end out of range
+        } else {
+            b.op("stablehlo.remainder", &[q, b.splat(Scalar::Int(size), &[k], DType::I64)?], &[k], DType::I64, &[])?
+        };
+        coords.push(c);
+    }
+    Ok(coords)
 }
 
 /// `slice_scatter`: a scatter along `dim` at `start, start+step, …` of `src`'s slices.

@@ -288,6 +288,10 @@ pub fn index_select<'c, 'b>(
     out: &TensorType,
 ) -> LowerResult<Value<'c, 'b>> {
     let axis = norm_dim(dim, x.ty.rank())? as usize;
+    if x.ty.rank() == 0 {
+        // A 0-d tensor has one entry, which any valid index (0 or -1) selects.
+        return b.reshape(x.v, &static_dims(out)?, out.dtype);
+    }
     // A 0-d index selects one entry but keeps the dim (size 1), unlike advanced indexing.
     let one = TensorType::new(idx.ty.dtype, &[1]);
     let idx = if idx.ty.rank() == 0 { Arg { v: b.reshape(idx.v, &[1], idx.ty.dtype)?, ty: &one } } else { idx };

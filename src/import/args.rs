@@ -223,6 +223,11 @@ impl<'a> Args<'a> {
         }
     }
 
+    /// A `float?` argument.
+    pub fn opt_float(&self, name: &str) -> R<Option<f64>> {
+        self.has(name).then(|| self.float(name, None)).transpose()
+    }
+
     /// A `float[]?` argument.
     pub fn opt_floats(&self, name: &str) -> R<Option<Vec<f64>>> {
         match self.get(name) {

@@ -16,6 +16,7 @@ use super::ops;
 use super::payload::Weight;
 use super::schema::{self, scalar_type, Argument, InputSpec, OutputSpec, SymInt, SymIntArgument};
 use super::srepr;
+use super::wire::{Recipe, Wire};
 use super::{shown, ImportError};
 
 /// Where a symbol's value comes from at run time: a dimension of a user input.
@@ -255,33 +256,34 @@ impl Builder<'_> {
         }
         let mut args = Args::new(&node.inputs, &self.sym_values).map_err(&fail)?;
         let sym_scalar_out = node.outputs.iter().any(|o| matches!(o, Argument::AsSymBool(_) | Argument::AsSymFloat(_)));
-        let op = match ops::lowering(&node.target) {
+        let lowered = match ops::lowering(&node.target) {
             _ if sym_scalar_out => {
                 args.all_tensors();
                 let reason = format!(
                     "`{}` produces a symbolic bool or float (data-dependent control), which is not supported",
                     node.target
                 );
-                Op::Unsupported { target: node.target.clone(), reason: Some(reason) }
+                Lowered::Op(Op::Unsupported { target: node.target.clone(), reason: Some(reason) })
             }
             Some(lower) => match lower(&mut args) {
-                Ok(op) => op,
+                Ok(op) => Lowered::Op(op),
                 // Arguments computed from data (`item()` results) cannot be lowered: keep the
                 // node so that `check` lists it with the reason.
-                Err(reason) if has_data_dependent_arg(node) => {
-                    args.all_tensors();
-                    Op::Unsupported {
-                        target: node.target.clone(),
-                        reason: Some(format!("{reason} (a data-dependent value)")),
-                    }
-                }
+                Err(reason) if has_data_dependent_arg(node) => data_dependent(&mut args, node, &reason),
                 Err(reason) => return Err(fail(reason)),
             },
-            None if is_sym_int_node(node) => self.sym_int_op(node).map_err(&fail)?,
-            None => {
-                args.all_tensors();
-                Op::Unsupported { target: node.target.clone(), reason: known_unsupported(&node.target) }
-            }
+            None if is_sym_int_node(node) => Lowered::Op(self.sym_int_op(node).map_err(&fail)?),
+            None => match ops::decomposition(&node.target) {
+                Some(decompose) => match decompose(&mut args) {
+                    Ok(recipe) => Lowered::Recipe(recipe),
+                    Err(reason) if has_data_dependent_arg(node) => data_dependent(&mut args, node, &reason),
+                    Err(reason) => return Err(fail(reason)),
+                },
+                None => {
+                    args.all_tensors();
+                    Lowered::Op(Op::Unsupported { target: node.target.clone(), reason: known_unsupported(&node.target) })
+                }
+            },
         };
         if args.tensors.len() > MAX_OPERANDS {
             return Err(fail(format!(
@@ -291,7 +293,7 @@ impl Builder<'_> {
         }
         // `as_strided`'s own offset, if given (see `on_storage`).
         let given_offset =
-            if matches!(op, Op::AsStrided { .. }) { args.opt_int("storage_offset").map_err(&fail)? } else { None };
+            if matches!(lowered, Lowered::Op(Op::AsStrided { .. })) { args.opt_int("storage_offset").map_err(&fail)? } else { None };
         let tensors = args.tensors;
         let mut inputs = Vec::with_capacity(tensors.len());
         for t in &tensors {
@@ -303,11 +305,12 @@ impl Builder<'_> {
             })?;
             inputs.push(v);
         }
-        let op = match op {
-            Op::AsStrided { size, stride, .. } => self
+        let op = match lowered {
+            Lowered::Recipe(recipe) => return self.wire(node, (&name, names), &origin, recipe, inputs).map_err(&fail),
+            Lowered::Op(Op::AsStrided { size, stride, .. }) => self
                 .on_storage((&name, names), (size, stride, given_offset), &tensors[0], &mut inputs[0])
                 .map_err(&fail)?,
-            other => other,
+            Lowered::Op(other) => other,
         };
         let (output_names, types) = self.outputs_of(node).map_err(&fail)?;
         if output_names.len() > MAX_OPERANDS {
@@ -324,6 +327,37 @@ impl Builder<'_> {
         for (slot, out) in output_names.into_iter().enumerate().filter(|(_, n)| !n.is_empty()) {
             if self.values.insert(out.clone(), ValueRef { node: id, slot: slot as u16 }).is_some() {
                 return Err(fail(format!("output `{}` is also produced by another node or input", shown(&out))));
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds the nodes of a decomposition and binds the node's results to what it returns,
+    /// which must have the types the archive records.
+    fn wire(
+        &mut self,
+        node: &schema::Node,
+        (name, names): (&str, &mut BTreeSet<String>),
+        origin: &Origin,
+        recipe: Recipe,
+        inputs: Vec<ValueRef>,
+    ) -> Result<(), String> {
+        let (output_names, outputs) = self.outputs_of(node)?;
+        let mut wire = Wire { graph: &mut self.graph, names, node: name, origin, count: 0, inputs, outputs };
+        let results = recipe(&mut wire)?;
+        if results.len() != output_names.len() {
+            return Err(format!("internal: the decomposition gives {} results, the node has {}", results.len(), output_names.len()));
+        }
+        for ((out, v), declared) in output_names.into_iter().zip(results).zip(&wire.outputs) {
+            if out.is_empty() {
+                continue;
+            }
+            let got = self.graph.value_type(v);
+            if got != declared {
+                return Err(format!("internal: the decomposition gives {got} for `{}`, the archive says {declared}", shown(&out)));
+            }
+            if self.values.insert(out.clone(), v).is_some() {
+                return Err(format!("output `{}` is also produced by another node or input", shown(&out)));
             }
         }
         Ok(())
@@ -519,6 +553,21 @@ impl Builder<'_> {
 }
 
 /// True when an argument is a symbolic float or bool: a value computed from tensor data.
+/// What a node's op becomes.
+enum Lowered {
+    /// One IR node.
+    Op(Op),
+    /// Several, wired by a decomposition.
+    Recipe(Recipe),
+}
+
+/// A node whose arguments are computed from data: kept as unsupported so that `check` lists it
+/// with the reason.
+fn data_dependent(args: &mut Args<'_>, node: &schema::Node, reason: &str) -> Lowered {
+    args.all_tensors();
+    Lowered::Op(Op::Unsupported { target: node.target.clone(), reason: Some(format!("{reason} (a data-dependent value)")) })
+}
+
 fn has_data_dependent_arg(node: &schema::Node) -> bool {
     node.inputs.iter().any(|a| matches!(a.arg, Argument::AsSymFloat(_) | Argument::AsSymBool(_)))
 }

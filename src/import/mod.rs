@@ -11,6 +11,7 @@ mod ops;
 mod payload;
 mod schema;
 mod srepr;
+mod wire;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

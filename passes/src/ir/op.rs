@@ -145,6 +145,8 @@ pub enum UnaryOp {
     Cosh,
     Erf,
     Exp,
+    /// `exp2`: `2^x`.
+    Exp2,
     Expm1,
     Floor,
     /// `isinf`, bool result.
@@ -195,6 +197,11 @@ pub enum BinaryOp {
     LogicalOr,
     LogicalXor,
     BitwiseXor,
+    /// `bitwise_left_shift`: shifts of the bit width or more give 0.
+    ShiftLeft,
+    /// `bitwise_right_shift`: arithmetic on signed types (shifts of the bit width or more
+    /// give 0 or -1), logical on unsigned ones.
+    ShiftRight,
     Atan2,
     /// `fmod`: the remainder has the sign of the dividend.
     Fmod,
@@ -234,6 +241,16 @@ pub enum ReduceOp {
     Min,
     Any,
     All,
+}
+
+/// The running reductions: `cumsum`, `cumprod`, `logcumsumexp`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[allow(missing_docs)] // the ops' names
+pub enum CumulativeOp {
+    Cumsum,
+    Cumprod,
+    Logcumsumexp,
 }
 
 /// How `scatter`-like ops combine an update with what is already there.
@@ -398,8 +415,8 @@ pub enum Op {
     Sort { dim: i64, descending: bool, stable: bool },
     /// `topk`: inputs `[x]`, outputs `[values, indices]`.
     TopK { k: i64, dim: i64, largest: bool },
-    /// `cumsum` along `dim`: inputs `[x]`.
-    Cumsum { dim: i64, dtype: Option<DType> },
+    /// `cumsum`/`cumprod`/`logcumsumexp` along `dim`, in `dtype` when given: inputs `[x]`.
+    Cumulative { op: CumulativeOp, dim: i64, dtype: Option<DType> },
     /// `view`/`reshape` to `size` (one entry may be -1): inputs `[x]`.
     View { size: Vec<Dim> },
     /// `permute`: inputs `[x]`.
@@ -572,6 +589,7 @@ impl Op {
             Op::Binary { op, .. } => snake_case(&format!("{op:?}")),
             Op::Reduce { op, .. } => format!("reduce_{}", snake_case(&format!("{op:?}"))),
             Op::ArgReduce { op, .. } => snake_case(&format!("{op:?}")),
+            Op::Cumulative { op, .. } => snake_case(&format!("{op:?}")),
             Op::Unsupported { target, .. } => format!("unsupported<{target}>"),
             other => {
                 let debug = format!("{other:?}");

@@ -322,7 +322,7 @@ fn attributes(op: &Op) -> Vec<String> {
         Op::Rand { normal } => vec![kv("normal", normal.to_string())],
         Op::RandPerm => vec![],
         Op::Dropout { p, train } => vec![kv("p", Scalar::Float(*p).to_string()), kv("train", train.to_string())],
-        Op::Cumsum { dim, dtype } => vec![kv("dim", dim.to_string()), kv("dtype", opt(dtype))],
+        Op::Cumulative { dim, dtype, .. } => vec![kv("dim", dim.to_string()), kv("dtype", opt(dtype))],
         Op::View { size } | Op::Expand { size } => vec![kv("size", dims(size))],
         Op::Permute { dims } => vec![kv("dims", ints(dims))],
         Op::Unsqueeze { dim }

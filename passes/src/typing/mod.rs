@@ -137,7 +137,7 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
         | Op::ExtremumDim { .. }
         | Op::Sort { .. }
         | Op::TopK { .. }
-        | Op::Cumsum { .. }
+        | Op::Cumulative { .. }
         | Op::Histc { .. }
         | Op::Softmax { .. } => reduce::infer(op, inputs),
         Op::MaxPool { .. }
@@ -212,7 +212,7 @@ pub fn arity(op: &Op) -> (Option<usize>, Option<usize>) {
         Op::Scatter { value, .. } => (2 + usize::from(value.is_none()), 1),
         Op::IndexPut { present, .. } => (2 + present.iter().filter(|&&p| p).count(), 1),
         Op::ClampTensor { has_min, has_max } => (1 + flag(*has_min) + flag(*has_max), 1),
-        Op::ArgReduce { .. } | Op::Cumsum { .. } | Op::View { .. } | Op::Permute { .. } => (1, 1),
+        Op::ArgReduce { .. } | Op::Cumulative { .. } | Op::View { .. } | Op::Permute { .. } => (1, 1),
         Op::Expand { .. } | Op::Unsqueeze { .. } | Op::Squeeze { .. } | Op::Copy => (1, 1),
         Op::Slice { .. } | Op::FullLike { .. } | Op::Convert | Op::SymSize { .. } => (1, 1),
         Op::Binary { lhs, rhs, .. } => (tensors(&[lhs, rhs]), 1),

@@ -83,11 +83,14 @@ fn pooled(
         // PyTorch's `pooling_output_shape`; ceil mode drops a last window that would start in the
         // right padding.
         let too_big = || format!("the kernel {kernel:?} does not fit the padded input {}", show(&x.dims));
-        let room =
-            effective.and_then(|e| input.checked_add(2 * p)?.checked_sub(e)).filter(|&r| r >= 0).ok_or_else(too_big)?;
-        let mut out = (if ceil_mode { room + s - 1 } else { room }) / s + 1;
+        // `room` may be negative: in ceil mode a window larger than the input still starts on it.
+        let room = effective.and_then(|e| input.checked_add(2 * p)?.checked_sub(e)).ok_or_else(too_big)?;
+        let mut out = (if ceil_mode { room + s - 1 } else { room }).div_euclid(s) + 1;
         if ceil_mode && (out - 1) * s >= input + p {
             out -= 1;
+        }
+        if out < 1 {
+            return Err(too_big());
         }
         dims.push(Some(Dim::Static(out)));
     }

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 
 use super::{dim_index, one, show, Expected, RuleResult};
-use crate::ir::{DType, Dim, Op, ReduceOp, TensorType};
+use crate::ir::{CumulativeOp, DType, Dim, Op, ReduceOp, TensorType};
 
 pub(super) fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
     let x = inputs[0];
@@ -50,8 +50,11 @@ pub(super) fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
             }
             Ok(vec![Expected::exact(x.dtype, &out), Expected::exact(DType::I64, &out)])
         }
-        Op::Cumsum { dim, dtype } => {
+        Op::Cumulative { op, dim, dtype } => {
             dim_index(*dim, x.rank())?;
+            if *op == CumulativeOp::Logcumsumexp && !(x.dtype.is_float() || x.dtype.is_complex()) {
+                return Err(format!("logcumsumexp takes floating-point values, found {}", x.dtype));
+            }
             let dtype = dtype.unwrap_or(if x.dtype.is_float() || x.dtype.is_complex() { x.dtype } else { DType::I64 });
             one(Expected::exact(dtype, &x.dims))
         }

@@ -45,6 +45,16 @@ pub fn lowering(key: &str) -> Option<Lowering> {
         },
         "aten.atan2.default" | "aten.atan2.out" => |a| binary(a, BinaryOp::Atan2, "other"),
         "aten.bitwise_xor.Tensor" | "aten.bitwise_xor.Scalar" => |a| binary(a, BinaryOp::BitwiseXor, "other"),
+        "aten.bitwise_left_shift.Tensor"
+        | "aten.bitwise_left_shift.Tensor_Scalar"
+        | "aten.bitwise_left_shift.Scalar_Tensor"
+        | "aten.__lshift__.Tensor"
+        | "aten.__lshift__.Scalar" => |a| binary(a, BinaryOp::ShiftLeft, "other"),
+        "aten.bitwise_right_shift.Tensor"
+        | "aten.bitwise_right_shift.Tensor_Scalar"
+        | "aten.bitwise_right_shift.Scalar_Tensor"
+        | "aten.__rshift__.Tensor"
+        | "aten.__rshift__.Scalar" => |a| binary(a, BinaryOp::ShiftRight, "other"),
         "aten.logical_xor.default" => |a| binary(a, BinaryOp::LogicalXor, "other"),
         "aten.fmod.Tensor" | "aten.fmod.Scalar" => |a| binary(a, BinaryOp::Fmod, "other"),
         "aten.remainder.Tensor" | "aten.remainder.Scalar" => |a| binary(a, BinaryOp::Remainder, "other"),
@@ -58,6 +68,7 @@ pub fn lowering(key: &str) -> Option<Lowering> {
         "aten.cos.default" => |a| unary(a, UnaryOp::Cos),
         "aten.erf.default" => |a| unary(a, UnaryOp::Erf),
         "aten.exp.default" => |a| unary(a, UnaryOp::Exp),
+        "aten.exp2.default" => |a| unary(a, UnaryOp::Exp2),
         "aten.log.default" => |a| unary(a, UnaryOp::Log),
         "aten.logical_not.default" => |a| unary(a, UnaryOp::LogicalNot),
         "aten.neg.default" => |a| unary(a, UnaryOp::Neg),

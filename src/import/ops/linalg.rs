@@ -37,7 +37,8 @@ pub fn lowering(key: &str) -> Option<Lowering> {
                 onesided: true,
             })
         },
-        "aten.convolution.default" => convolution,
+        // `_convolution` adds backend switches (benchmark, cudnn_enabled, …) that change nothing here.
+        "aten.convolution.default" | "aten._convolution.default" => convolution,
         "aten.convolution_backward.default" => |a| {
             a.tensor("grad_output")?;
             a.tensor("input")?;

@@ -3,6 +3,7 @@
 //! Each lowering reads the node's arguments by schema name (with schema defaults) and returns
 //! the typed [`Op`]; the tensors it reads become the node's inputs in that order.
 
+mod decompose;
 mod elementwise;
 mod linalg;
 mod nn;
@@ -16,6 +17,11 @@ use super::args::Args;
 
 /// Reads one node's arguments into an op.
 pub type Lowering = fn(&mut Args<'_>) -> Result<Op, String>;
+
+/// The decomposition of an FX target into several IR nodes, if it has one (and no lowering).
+pub fn decomposition(target: &str) -> Option<super::wire::Decomposition> {
+    decompose::decomposition(target.strip_prefix("torch.ops.").unwrap_or(target))
+}
 
 /// The lowering of an FX target (`torch.ops.aten.addmm.default`, `_operator.add`), if any.
 pub fn lowering(target: &str) -> Option<Lowering> {

@@ -23,6 +23,15 @@ pub fn lowering(key: &str) -> Option<Lowering> {
             Ok(Op::AdaptiveAvgPool { spatial: 3 })
         },
         "aten.upsample_nearest2d.vec" => |a| upsample(a, false),
+        "aten.upsample_nearest2d.default" => |a| {
+            a.tensor("self")?;
+            // An absent scale is the sizes' ratio, as a non-positive one is.
+            let scales = match (a.opt_float("scales_h")?, a.opt_float("scales_w")?) {
+                (None, None) => None,
+                (h, w) => Some(vec![h.unwrap_or(0.0), w.unwrap_or(0.0)]),
+            };
+            Ok(Op::Upsample { bilinear: false, align_corners: false, scales })
+        },
         "aten.upsample_bilinear2d.vec" => |a| upsample(a, true),
         "aten.native_group_norm.default" => group_norm,
         "aten._cdist_forward.default" => |a| {
@@ -84,7 +93,7 @@ pub fn lowering(key: &str) -> Option<Lowering> {
             let (eps, momentum) = (a.float("eps", None)?, a.float("momentum", None)?);
             Ok(Op::BatchNormTraining { eps, has_weight, has_bias, running_stats: true, momentum: Some(momentum) })
         },
-        "aten._embedding_bag.default" => embedding_bag,
+        "aten._embedding_bag.default" | "aten._embedding_bag_forward_only.default" => embedding_bag,
         "aten.col2im.default" => |a| {
             a.tensor("self")?;
             let pair = |name: &str| -> Result<[i64; 2], String> {

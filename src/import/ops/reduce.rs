@@ -1,6 +1,7 @@
-//! Reductions: `sum`, `mean`, `amax`, `amin`, `any`, `argmax`, `argmin`, `cumsum`.
+//! Reductions: `sum`, `mean`, `amax`, `amin`, `any`, `argmax`, `argmin`, and the running ones
+//! (`cumsum`, `cumprod`, `logcumsumexp`).
 
-use torchtpu_passes::ir::{ArgReduceOp, Op, ReduceOp, Scalar};
+use torchtpu_passes::ir::{ArgReduceOp, CumulativeOp, Op, ReduceOp, Scalar};
 
 use super::{Args, Lowering};
 
@@ -25,6 +26,8 @@ pub fn lowering(key: &str) -> Option<Lowering> {
         "aten.any.default" => |a| reduce_all(a, ReduceOp::Any),
         "aten.all.dim" => |a| reduce_one(a, ReduceOp::All),
         "aten.prod.default" => |a| reduce_all(a, ReduceOp::Prod),
+        "aten.max.default" => |a| reduce_all(a, ReduceOp::Max),
+        "aten.min.default" => |a| reduce_all(a, ReduceOp::Min),
         "aten.var.correction" => |a| {
             a.tensor("self")?;
             let correction = a.opt_scalar("correction")?.map_or(1.0, Scalar::as_f64);
@@ -49,10 +52,9 @@ pub fn lowering(key: &str) -> Option<Lowering> {
         },
         "aten.argmax.default" => |a| arg_reduce(a, ArgReduceOp::Argmax),
         "aten.argmin.default" => |a| arg_reduce(a, ArgReduceOp::Argmin),
-        "aten.cumsum.default" => |a| {
-            a.tensor("self")?;
-            Ok(Op::Cumsum { dim: a.int("dim", None)?, dtype: a.dtype("dtype")? })
-        },
+        "aten.cumsum.default" => |a| cumulative(a, CumulativeOp::Cumsum),
+        "aten.cumprod.default" => |a| cumulative(a, CumulativeOp::Cumprod),
+        "aten.logcumsumexp.default" => |a| cumulative(a, CumulativeOp::Logcumsumexp),
         "aten.histc.default" => histc,
         _ => return None,
     })
@@ -74,6 +76,12 @@ fn reduce_one(a: &mut Args<'_>, op: ReduceOp) -> Result<Op, String> {
 fn reduce_all(a: &mut Args<'_>, op: ReduceOp) -> Result<Op, String> {
     a.tensor("self")?;
     Ok(Op::Reduce { op, dims: vec![], keepdim: false, dtype: a.dtype("dtype")? })
+}
+
+fn cumulative(a: &mut Args<'_>, op: CumulativeOp) -> Result<Op, String> {
+    a.tensor("self")?;
+    let dtype = if op == CumulativeOp::Logcumsumexp { None } else { a.dtype("dtype")? };
+    Ok(Op::Cumulative { op, dim: a.int("dim", None)?, dtype })
 }
 
 fn arg_reduce(a: &mut Args<'_>, op: ArgReduceOp) -> Result<Op, String> {

@@ -89,7 +89,8 @@ pub fn lowering(key: &str) -> Option<Lowering> {
         },
         "aten.scatter.src" | "aten.scatter.value" | "aten.scatter_reduce.two" => |a| scatter(a, ScatterReduce::Replace),
         "aten.scatter_add.default" => |a| scatter(a, ScatterReduce::Sum),
-        "aten.index_put.default" => |a| {
+        // `_index_put_impl` adds `unsafe` (skip bounds checks), which changes nothing here.
+        "aten.index_put.default" | "aten._index_put_impl.default" => |a| {
             a.tensor("self")?;
             let present = a.optional_tensor_list("indices")?;
             a.tensor("values")?;

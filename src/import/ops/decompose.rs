@@ -1,0 +1,622 @@
+//! ATen and library ops that are compositions of IR ops, wired as several nodes (see
+//! [`crate::import::wire`]). Each follows PyTorch's own definition step by step (the Python
+//! reference of `quantized_decomposed`, the native kernels' formulas), so dtypes, promotion and
+//! rounding come out as PyTorch's do.
+
+use torchtpu_passes::ir::{
+    BinaryOp, DType, Dim, Op, Operand, ReduceOp, Scalar, TensorType, UnaryOp, ValueRef,
+};
+
+use super::super::wire::{Decomposition, Recipe, Wire};
+use super::Args;
+
+/// The decomposition of an FX target (`torch.ops.` prefix removed), if any.
+pub fn decomposition(key: &str) -> Option<Decomposition> {
+    Some(match key {
+        "quantized_decomposed.quantize_per_tensor.default" => |a| quantize_per_tensor(a, false),
+        "quantized_decomposed.quantize_per_tensor.tensor" => |a| quantize_per_tensor(a, true),
+        "quantized_decomposed.dequantize_per_tensor.default" => |a| dequantize_per_tensor(a, false),
+        "quantized_decomposed.dequantize_per_tensor.tensor" => |a| dequantize_per_tensor(a, true),
+        "quantized_decomposed.quantize_per_channel.default" => quantize_per_channel,
+        "quantized_decomposed.dequantize_per_channel.default" => dequantize_per_channel,
+        "aten.fake_quantize_per_tensor_affine_cachemask.default" => fake_quantize_cachemask,
+        "aten.var_mean.correction" => var_mean,
+        "aten.kthvalue.default" => kthvalue,
+        "aten.bucketize.Tensor" => |a| bucketize(a, false),
+        "aten.bucketize.Scalar" => |a| bucketize(a, true),
+        "aten._trilinear.default" => trilinear,
+        "aten.unfold.default" => unfold,
+        "aten.tril_indices.default" => |a| triangle_indices(a, true),
+        "aten.triu_indices.default" => |a| triangle_indices(a, false),
+        "prims.collapse.default" => collapse,
+        "aten.rrelu_with_noise_functional.default" => rrelu_with_noise,
+        "aten.rrelu_with_noise_backward.default" => rrelu_with_noise_backward,
+        "aten.adaptive_max_pool2d.default" => |a| adaptive_max_pool(a, 2),
+        "aten.adaptive_max_pool3d.default" => |a| adaptive_max_pool(a, 3),
+        _ => return None,
+    })
+}
+
+/// Constants larger than this are refused rather than built at compile time.
+const MAX_CONSTANT: i64 = 1 << 24;
+
+type R<T> = Result<T, String>;
+
+fn scalar_op(op: BinaryOp, rhs: Scalar) -> Op {
+    Op::Binary { op, lhs: Operand::Tensor, rhs: Operand::Scalar(rhs), alpha: None }
+}
+
+fn tensor_op(op: BinaryOp) -> Op {
+    Op::Binary { op, lhs: Operand::Tensor, rhs: Operand::Tensor, alpha: None }
+}
+
+fn static_dims(ty: &TensorType, what: &str) -> R<Vec<i64>> {
+    ty.static_dims().ok_or_else(|| format!("{what} has symbolic sizes {ty}, which this op does not support"))
+}
+
+/// `v` as a 0-d tensor (it must have one element): `.item()` of a scale or zero point.
+fn as_scalar(w: &mut Wire<'_>, v: ValueRef, what: &str) -> R<ValueRef> {
+    let ty = w.ty(v);
+    match ty.static_dims() {
+        Some(d) if d.is_empty() => Ok(v),
+        Some(d) if d.iter().product::<i64>() == 1 => w.op(Op::View { size: vec![] }, &[v]),
+        _ => Err(format!("the {what} must have one element, found {ty}")),
+    }
+}
+
+/// A per-channel parameter `[C]` viewed as `[1, .., C, .., 1]` with `C` at `axis` of `rank`.
+fn along_axis(w: &mut Wire<'_>, v: ValueRef, axis: usize, rank: usize) -> R<ValueRef> {
+    let ty = w.ty(v);
+    if ty.rank() != 1 {
+        return Err(format!("per-channel parameters must be 1-d, found {ty}"));
+    }
+    let mut size = vec![Dim::Static(1); rank];
+    size[axis] = ty.dims[0].clone();
+    w.op(Op::View { size }, &[v])
+}
+
+fn axis_of(a: &Args<'_>, rank_hint: Option<usize>) -> R<i64> {
+    let axis = a.int("axis", None)?;
+    if axis < 0 || rank_hint.is_some_and(|r| axis as usize >= r) {
+        return Err(format!("axis {axis} is out of range"));
+    }
+    Ok(axis)
+}
+
+/// `quantize_per_tensor`: `clamp(round(x * (1/scale)) + zero_point, qmin, qmax).to(dtype)`,
+/// in f32 (half inputs are widened first). `.tensor`: scale and zero point are one-element
+/// tensors, read as PyTorch's `.item()` does (the reciprocal in the scale's dtype, rounded to
+/// f32 as a Python float is when it multiplies an f32 tensor).
+fn quantize_per_tensor(a: &mut Args<'_>, tensors: bool) -> R<Recipe> {
+    a.tensor("input")?;
+    let (scale, zero_point) = if tensors {
+        a.tensor("scale")?;
+        a.tensor("zero_point")?;
+        (None, None)
+    } else {
+        (Some(a.float("scale", None)?), Some(a.int("zero_point", None)?))
+    };
+    let (qmin, qmax) = (a.int("quant_min", None)?, a.int("quant_max", None)?);
+    let dtype = a.dtype("dtype")?.ok_or("missing required argument `dtype`")?;
+    Ok(Box::new(move |w| {
+        let x = float_input(w, w.inputs[0])?;
+        let scaled = match scale {
+            Some(s) => w.op(scalar_op(BinaryOp::Mul, Scalar::Float(1.0 / s)), &[x])?,
+            None => {
+                let s = as_scalar(w, w.inputs[1], "scale")?;
+                let inv = w.op(reciprocal(), &[s])?;
+                let inv = w.convert(inv, DType::F32)?;
+                w.op(tensor_op(BinaryOp::Mul), &[x, inv])?
+            }
+        };
+        let rounded = w.op(Op::Unary(UnaryOp::Round), &[scaled])?;
+        let shifted = match zero_point {
+            Some(z) => w.op(scalar_op(BinaryOp::Add, Scalar::Int(z)), &[rounded])?,
+            None => {
+                let z = as_scalar(w, w.inputs[2], "zero point")?;
+                w.op(tensor_op(BinaryOp::Add), &[rounded, z])?
+            }
+        };
+        let clamped = w.op(Op::Clamp { min: Some(Scalar::Int(qmin)), max: Some(Scalar::Int(qmax)) }, &[shifted])?;
+        Ok(vec![w.convert(clamped, dtype)?])
+    }))
+}
+
+/// `1 / s`.
+fn reciprocal() -> Op {
+    Op::Binary { op: BinaryOp::Div, lhs: Operand::Scalar(Scalar::Float(1.0)), rhs: Operand::Tensor, alpha: None }
+}
+
+/// Quantizers take f32; f16 and bf16 are widened, as PyTorch's reference does.
+fn float_input(w: &mut Wire<'_>, x: ValueRef) -> R<ValueRef> {
+    match w.ty(x).dtype {
+        DType::F32 => Ok(x),
+        DType::F16 | DType::BF16 => w.convert(x, DType::F32),
+        other => Err(format!("quantization takes f32, f16 or bf16 values, found {other}")),
+    }
+}
+
+/// `dequantize_per_tensor`: `(x.to(out_dtype) - zero_point) * scale`.
+fn dequantize_per_tensor(a: &mut Args<'_>, tensors: bool) -> R<Recipe> {
+    a.tensor("input")?;
+    let params = if tensors {
+        a.tensor("scale")?;
+        a.tensor("zero_point")?;
+        None
+    } else {
+        Some((a.float("scale", None)?, a.int("zero_point", None)?))
+    };
+    let out_dtype = a.dtype("out_dtype")?.unwrap_or(DType::F32);
+    Ok(Box::new(move |w| {
+        let x = w.convert(w.inputs[0], out_dtype)?;
+        let y = match params {
+            Some((scale, zero_point)) => {
+                let shifted = w.op(scalar_op(BinaryOp::Sub, Scalar::Int(zero_point)), &[x])?;
+                w.op(scalar_op(BinaryOp::Mul, Scalar::Float(scale)), &[shifted])?
+            }
+            None => {
+                let z = as_scalar(w, w.inputs[2], "zero point")?;
+                let s = as_scalar(w, w.inputs[1], "scale")?;
+                let shifted = w.op(tensor_op(BinaryOp::Sub), &[x, z])?;
+                w.op(tensor_op(BinaryOp::Mul), &[shifted, s])?
+            }
+        };
+        Ok(vec![w.convert(y, out_dtype)?])
+    }))
+}
+
+/// `quantize_per_channel`: per channel along `axis`,
+/// `clamp(round(x * (1.0 / scales)) + zero_points, qmin, qmax).to(dtype)`.
+fn quantize_per_channel(a: &mut Args<'_>) -> R<Recipe> {
+    a.tensor("input")?;
+    a.tensor("scales")?;
+    a.tensor("zero_points")?;
+    let axis = axis_of(a, None)? as usize;
+    let (qmin, qmax) = (a.int("quant_min", None)?, a.int("quant_max", None)?);
+    let dtype = a.dtype("dtype")?.ok_or("missing required argument `dtype`")?;
+    Ok(Box::new(move |w| {
+        let x = float_input(w, w.inputs[0])?;
+        let rank = checked_axis(w, x, axis)?;
+        let scales = along_axis(w, w.inputs[1], axis, rank)?;
+        let zero_points = along_axis(w, w.inputs[2], axis, rank)?;
+        let inv = w.op(reciprocal(), &[scales])?;
+        let scaled = w.op(tensor_op(BinaryOp::Mul), &[x, inv])?;
+        let rounded = w.op(Op::Unary(UnaryOp::Round), &[scaled])?;
+        let shifted = w.op(tensor_op(BinaryOp::Add), &[rounded, zero_points])?;
+        let clamped = w.op(Op::Clamp { min: Some(Scalar::Int(qmin)), max: Some(Scalar::Int(qmax)) }, &[shifted])?;
+        Ok(vec![w.convert(clamped, dtype)?])
+    }))
+}
+
+/// A possibly negative dim of `ty`, checked.
+fn checked_dim(dim: i64, ty: &TensorType) -> R<usize> {
+    let rank = ty.rank() as i64;
+    let d = if dim < 0 { dim + rank } else { dim };
+    if !(0..rank).contains(&d) {
+        return Err(format!("dim {dim} is out of range for {ty}"));
+    }
+    Ok(d as usize)
+}
+
+fn checked_axis(w: &Wire<'_>, x: ValueRef, axis: usize) -> R<usize> {
+    let rank = w.ty(x).rank();
+    if axis >= rank {
+        return Err(format!("axis {axis} is out of range for a tensor of rank {rank}"));
+    }
+    Ok(rank)
+}
+
+/// `dequantize_per_channel`: `((x - zero_points) * scales).to(out_dtype)` per channel along
+/// `axis` (no zero points: `x * scales`).
+fn dequantize_per_channel(a: &mut Args<'_>) -> R<Recipe> {
+    a.tensor("input")?;
+    a.tensor("scales")?;
+    let has_zero_points = a.opt_tensor("zero_points")?;
+    let axis = axis_of(a, None)? as usize;
+    let out_dtype = a.dtype("out_dtype")?.unwrap_or(DType::F32);
+    Ok(Box::new(move |w| {
+        let x = w.inputs[0];
+        let rank = checked_axis(w, x, axis)?;
+        let scales = along_axis(w, w.inputs[1], axis, rank)?;
+        let shifted = if has_zero_points {
+            let z = along_axis(w, w.inputs[2], axis, rank)?;
+            w.op(tensor_op(BinaryOp::Sub), &[x, z])?
+        } else {
+            x
+        };
+        let y = w.op(tensor_op(BinaryOp::Mul), &[shifted, scales])?;
+        Ok(vec![w.convert(y, out_dtype)?])
+    }))
+}
+
+/// `fake_quantize_per_tensor_affine_cachemask` as PyTorch's CPU kernel computes it: with
+/// `inv = 1.0f / float(scale)`, `q = int64(zero_point + round(x * inv))`, outputs
+/// `(clamp(q, qmin, qmax) - zero_point) * float(scale)` and the mask `qmin <= q <= qmax`.
+fn fake_quantize_cachemask(a: &mut Args<'_>) -> R<Recipe> {
+    a.tensor("self")?;
+    let scale = a.float("scale", None)? as f32;
+    let zero_point = a.int("zero_point", None)?;
+    let (qmin, qmax) = (a.int("quant_min", None)?, a.int("quant_max", None)?);
+    Ok(Box::new(move |w| {
+        let x = w.inputs[0];
+        let ty = w.ty(x);
+        if !ty.dtype.is_float() {
+            return Err(format!("fake quantization takes floating-point values, found {}", ty.dtype));
+        }
+        let scaled = w.op(scalar_op(BinaryOp::Mul, Scalar::Float(f64::from(1.0f32 / scale))), &[x])?;
+        let rounded = w.op(Op::Unary(UnaryOp::Round), &[scaled])?;
+        let shifted = w.op(scalar_op(BinaryOp::Add, Scalar::Int(zero_point)), &[rounded])?;
+        let q = w.convert(shifted, DType::I64)?;
+        let above = w.op(scalar_op(BinaryOp::Ge, Scalar::Int(qmin)), &[q])?;
+        let below = w.op(scalar_op(BinaryOp::Le, Scalar::Int(qmax)), &[q])?;
+        let mask = w.op(tensor_op(BinaryOp::LogicalAnd), &[above, below])?;
+        let bounds = Op::Clamp { min: Some(Scalar::Int(qmin)), max: Some(Scalar::Int(qmax)) };
+        let clamped = w.typed(bounds, &[q], vec![w.ty(q)])?[0];
+        let centered = w.op(scalar_op(BinaryOp::Sub, Scalar::Int(zero_point)), &[clamped])?;
+        let centered = w.convert(centered, ty.dtype)?;
+        let y = w.op(scalar_op(BinaryOp::Mul, Scalar::Float(f64::from(scale))), &[centered])?;
+        Ok(vec![y, mask])
+    }))
+}
+
+/// `var_mean(x, dim, correction, keepdim)`: both statistics over the same dims.
+fn var_mean(a: &mut Args<'_>) -> R<Recipe> {
+    a.tensor("self")?;
+    let dims = a.ints("dim", Some(&[]))?;
+    let correction = a.opt_scalar("correction")?.map_or(1.0, Scalar::as_f64);
+    let keepdim = a.bool("keepdim", false)?;
+    Ok(Box::new(move |w| {
+        let x = w.inputs[0];
+        let var = w.op(Op::Var { dims: dims.clone(), correction, keepdim }, &[x])?;
+        let mean = w.op(Op::Reduce { op: ReduceOp::Mean, dims, keepdim, dtype: None }, &[x])?;
+        Ok(vec![var, mean])
+    }))
+}
+
+/// `kthvalue(x, k, dim, keepdim)`: the k-th smallest along `dim` and its index, from a stable
+/// ascending sort (NaN sorts last, as in PyTorch).
+fn kthvalue(a: &mut Args<'_>) -> R<Recipe> {
+    a.tensor("self")?;
+    let k = a.int("k", None)?;
+    let dim = a.int("dim", Some(-1))?;
+    let keepdim = a.bool("keepdim", false)?;
+    Ok(Box::new(move |w| {
+        let x = w.inputs[0];
+        let ty = w.ty(x);
+        if ty.rank() == 0 {
+            if k != 1 {
+                return Err(format!("k = {k} is out of range for a 0-d tensor"));
+            }
+            let index = w.literal(vec![Scalar::Int(0)], TensorType::new(DType::I64, &[]))?;
+            return Ok(vec![w.op(Op::Copy, &[x])?, index]);
+        }
+        let sort = Op::Sort { dim, descending: false, stable: true };
+        let d = checked_dim(dim, &ty)?;
+        let mut index_ty = ty.clone();
+        index_ty.dtype = DType::I64;
+        let sorted = w.typed(sort, &[x], vec![ty.clone(), index_ty])?;
+        if !ty.dims[d].as_static().is_some_and(|n| (1..=n).contains(&k)) {
+            return Err(format!("k = {k} is out of range for dim {dim} of {ty}"));
+        }
+        let pick = if keepdim {
+            Op::Slice { dim, start: Dim::Static(k - 1), end: Dim::Static(k), step: 1 }
+        } else {
+            Op::Select { dim, index: k - 1 }
+        };
+        Ok(vec![w.op(pick.clone(), &[sorted[0]])?, w.op(pick, &[sorted[1]])?])
+    }))
+}
+
+/// `bucketize(x, boundaries, out_int32, right)`: for sorted 1-d boundaries, the number of
+/// boundaries below `x` (`right`: not above it), counted by comparing `x` with each boundary
+/// (NaN counts as above every boundary with `right`, below every one without, as the binary
+/// search does).
+fn bucketize(a: &mut Args<'_>, scalar_input: bool) -> R<Recipe> {
+    let x = if scalar_input { Some(a.scalar("self", None)?) } else { None };
+    if x.is_none() {
+        a.tensor("self")?;
+    }
+    a.tensor("boundaries")?;
+    let dtype = if a.bool("out_int32", false)? { DType::I32 } else { DType::I64 };
+    let right = a.bool("right", false)?;
+    Ok(Box::new(move |w| {
+        let boundaries = *w.inputs.last().expect("boundaries read");
+        if w.ty(boundaries).rank() != 1 {
+            return Err(format!("boundaries must be 1-d, found {}", w.ty(boundaries)));
+        }
+        // `b < x` (without `right`) or `!(x < b)` (with it), with x broadcast over a new last dim.
+        let (value, x_tensor) = match x {
+            Some(v) => (Operand::Scalar(v), vec![]),
+            None => (Operand::Tensor, vec![w.op(Op::Unsqueeze { dim: -1 }, &[w.inputs[0]])?]),
+        };
+        let hits = if right {
+            let mut operands = x_tensor;
+            operands.push(boundaries);
+            let below = Op::Binary { op: BinaryOp::Lt, lhs: value, rhs: Operand::Tensor, alpha: None };
+            let below = w.op(below, &operands)?;
+            w.op(Op::Unary(UnaryOp::LogicalNot), &[below])?
+        } else {
+            let mut operands = vec![boundaries];
+            operands.extend(x_tensor);
+            w.op(Op::Binary { op: BinaryOp::Lt, lhs: Operand::Tensor, rhs: value, alpha: None }, &operands)?
+        };
+        let count = Op::Reduce { op: ReduceOp::Sum, dims: vec![-1], keepdim: false, dtype: Some(dtype) };
+        Ok(vec![w.op(count, &[hits])?])
+    }))
+}
+
+/// `_trilinear(i1, i2, i3, expand1, expand2, expand3, sumdim)`: each input unsqueezed at its
+/// `expand` dims, the three multiplied and summed over `sumdim` (which are removed).
+fn trilinear(a: &mut Args<'_>) -> R<Recipe> {
+    a.tensor("i1")?;
+    a.tensor("i2")?;
+    a.tensor("i3")?;
+    let expands = [a.ints("expand1", None)?, a.ints("expand2", None)?, a.ints("expand3", None)?];
+    let sumdim = a.ints("sumdim", None)?;
+    Ok(Box::new(move |w| {
+        let mut factors = Vec::with_capacity(3);
+        for (k, expand) in expands.iter().enumerate() {
+            let mut dims = expand.clone();
+            dims.sort_unstable();
+            let mut v = w.inputs[k];
+            for d in dims {
+                v = w.op(Op::Unsqueeze { dim: d }, &[v])?;
+            }
+            factors.push(v);
+        }
+        let product = w.op(tensor_op(BinaryOp::Mul), &[factors[0], factors[1]])?;
+        let product = w.op(tensor_op(BinaryOp::Mul), &[product, factors[2]])?;
+        if sumdim.is_empty() {
+            return Ok(vec![product]);
+        }
+        Ok(vec![w.op(Op::Reduce { op: ReduceOp::Sum, dims: sumdim, keepdim: false, dtype: None }, &[product])?])
+    }))
+}
+
+/// `unfold(x, dimension, size, step)`: windows `x[i*step .. i*step+size]` along `dimension`,
+/// the window in a new last dim; an `index_select` of the windows' elements, viewed as
+/// `[.., n, size, ..]` and permuted.
+fn unfold(a: &mut Args<'_>) -> R<Recipe> {
+    a.tensor("self")?;
+    let dimension = a.int("dimension", None)?;
+    let (size, step) = (a.int("size", None)?, a.int("step", None)?);
+    Ok(Box::new(move |w| {
+        let x = w.inputs[0];
+        let ty = w.ty(x);
+        let out = w.outputs.first().cloned().ok_or("internal: unfold has a result")?;
+        if ty.rank() == 0 {
+            return w.typed(Op::View { size: out.dims.clone() }, &[x], vec![out]);
+        }
+        let d = checked_dim(dimension, &ty)?;
+        let len = ty.dims[d].as_static().ok_or_else(|| format!("unfold of a symbolic dim ({ty})"))?;
+        if size < 0 || step < 1 || size > len {
+            return Err(format!("unfold of size {size}, step {step} does not fit dim {dimension} of {ty}"));
+        }
+        let windows = (len - size) / step + 1;
+        if windows.checked_mul(size).is_none_or(|n| n > MAX_CONSTANT) {
+            return Err(format!("unfold makes {windows} windows of {size}: too many to index"));
+        }
+        let index: Vec<Scalar> =
+            (0..windows).flat_map(|i| (0..size).map(move |j| Scalar::Int(i * step + j))).collect();
+        let index = w.literal(index, TensorType::new(DType::I64, &[windows * size]))?;
+        let picked = w.op(Op::IndexSelect { dim: d as i64 }, &[x, index])?;
+        let mut split = ty.dims.clone();
+        split.splice(d..=d, [Dim::Static(windows), Dim::Static(size)]);
+        let viewed = w.op(Op::View { size: split }, &[picked])?;
+        let rank = ty.rank() + 1;
+        let perm: Vec<i64> = (0..rank).filter(|&i| i != d + 1).chain([d + 1]).map(|i| i as i64).collect();
+        Ok(vec![w.op(Op::Permute { dims: perm }, &[viewed])?])
+    }))
+}
+
+/// `tril_indices`/`triu_indices(row, col, offset)`: the coordinates of the lower (upper)
+/// triangle in row-major order, a `[2, N]` constant.
+fn triangle_indices(a: &mut Args<'_>, lower: bool) -> R<Recipe> {
+    let (rows, cols, offset) = (a.int("row", None)?, a.int("col", None)?, a.int("offset", Some(0))?);
+    let dtype = a.dtype("dtype")?.unwrap_or(DType::I64);
+    if rows < 0 || cols < 0 || rows.checked_mul(cols).is_none_or(|n| n > MAX_CONSTANT) {
+        return Err(format!("triangle indices of a {rows}x{cols} matrix: sizes out of range"));
+    }
+    Ok(Box::new(move |w| {
+        let coords: Vec<(i64, i64)> = (0..rows)
+            .flat_map(|r| (0..cols).map(move |c| (r, c)))
+            .filter(|&(r, c)| if lower { c - r <= offset } else { c - r >= offset })
+            .collect();
+        let n = coords.len() as i64;
+        let values = coords.iter().map(|p| Scalar::Int(p.0)).chain(coords.iter().map(|p| Scalar::Int(p.1))).collect();
+        let v = w.literal(values, TensorType::new(DType::I64, &[2, n]))?;
+        Ok(vec![w.convert(v, dtype)?])
+    }))
+}
+
+/// `prims.collapse(x, start, end)`: dims `start..=end` merged into one (a view).
+fn collapse(a: &mut Args<'_>) -> R<Recipe> {
+    a.tensor("a")?;
+    let (start, end) = (a.int("start", None)?, a.int("end", None)?);
+    Ok(Box::new(move |w| {
+        let x = w.inputs[0];
+        let ty = w.ty(x);
+        let rank = ty.rank() as i64;
+        if !(0 <= start && start <= end && end < rank.max(1)) {
+            return Err(format!("collapse of dims {start}..={end} of a tensor of rank {rank}"));
+        }
+        let out = w.outputs.first().cloned().ok_or("internal: collapse has a result")?;
+        w.typed(Op::View { size: out.dims.clone() }, &[x], vec![out])
+    }))
+}
+
+/// `rrelu_with_noise_functional(x, noise, lower, upper, training)`. Not training: leaky ReLU
+/// with slope `(lower + upper) / 2`, the noise returned unchanged. Training: a slope drawn
+/// uniformly from `[lower, upper)` for each element `<= 0`, returned as the new noise (1 for
+/// the others).
+fn rrelu_with_noise(a: &mut Args<'_>) -> R<Recipe> {
+    a.tensor("self")?;
+    a.tensor("noise")?;
+    let lower = a.scalar("lower", Some(Scalar::Float(0.125)))?.as_f64();
+    let upper = a.scalar("upper", Some(Scalar::Float(1.0 / 3.0)))?.as_f64();
+    let training = a.bool("training", false)?;
+    if training {
+        a.rng_seed();
+    }
+    Ok(Box::new(move |w| {
+        let (x, noise) = (w.inputs[0], w.inputs[1]);
+        if !training {
+            let y = w.op(Op::LeakyRelu { slope: (lower + upper) / 2.0 }, &[x])?;
+            return Ok(vec![y, w.op(Op::Copy, &[noise])?]);
+        }
+        let ty = w.ty(x);
+        let uniform = w.typed(Op::Rand { normal: false }, &[w.inputs[2]], vec![ty])?[0];
+        let span = w.op(scalar_op(BinaryOp::Mul, Scalar::Float(upper - lower)), &[uniform])?;
+        let slope = w.op(scalar_op(BinaryOp::Add, Scalar::Float(lower)), &[span])?;
+        let negative = w.op(scalar_op(BinaryOp::Le, Scalar::Int(0)), &[x])?;
+        let scaled = w.op(tensor_op(BinaryOp::Mul), &[x, slope])?;
+        let pick = Op::Where { on_true: Operand::Tensor, on_false: Operand::Tensor };
+        let y = w.op(pick.clone(), &[negative, scaled, x])?;
+        let keep = Op::Where { on_true: Operand::Tensor, on_false: Operand::Scalar(Scalar::Int(1)) };
+        let new_noise = w.op(keep, &[negative, slope])?;
+        let new_noise = w.convert(new_noise, w.ty(noise).dtype)?;
+        Ok(vec![y, new_noise])
+    }))
+}
+
+/// `rrelu_with_noise_backward`: training, `grad * noise`; otherwise the leaky ReLU gradient,
+/// `x > 0 ? grad : grad * (lower + upper) / 2`.
+fn rrelu_with_noise_backward(a: &mut Args<'_>) -> R<Recipe> {
+    a.tensor("grad_output")?;
+    a.tensor("self")?;
+    a.tensor("noise")?;
+    let lower = a.scalar("lower", None)?.as_f64();
+    let upper = a.scalar("upper", None)?.as_f64();
+    let training = a.bool("training", false)?;
+    Ok(Box::new(move |w| {
+        let (grad, x, noise) = (w.inputs[0], w.inputs[1], w.inputs[2]);
+        if training {
+            return Ok(vec![w.op(tensor_op(BinaryOp::Mul), &[grad, noise])?]);
+        }
+        let positive = w.op(scalar_op(BinaryOp::Gt, Scalar::Int(0)), &[x])?;
+        let scaled = w.op(scalar_op(BinaryOp::Mul, Scalar::Float((lower + upper) / 2.0)), &[grad])?;
+        let pick = Op::Where { on_true: Operand::Tensor, on_false: Operand::Tensor };
+        Ok(vec![w.op(pick, &[positive, grad, scaled])?])
+    }))
+}
+
+/// `adaptive_max_pool{2,3}d(x, output_size)` → `(values, indices)`, indices flat within each
+/// channel's spatial grid. Output cell `o` of a dim of size `n` pooled to `m` covers
+/// `floor(o*n/m) .. ceil((o+1)*n/m)`. When every size divides evenly that is a max pool with
+/// kernel = stride = `n/m`; otherwise each cell's window (padded to the longest by repeating
+/// its last element, which changes neither the maximum nor which element comes first) is
+/// gathered, and the first maximum in row-major window order is taken, as PyTorch's kernel
+/// does.
+fn adaptive_max_pool(a: &mut Args<'_>, spatial: usize) -> R<Recipe> {
+    a.tensor("self")?;
+    let output_size = a.ints("output_size", None)?;
+    if output_size.len() != spatial || output_size.iter().any(|&m| m < 1) {
+        return Err(format!("output_size {output_size:?} is not {spatial} positive sizes"));
+    }
+    Ok(Box::new(move |w| {
+        let x = w.inputs[0];
+        let ty = w.ty(x);
+        let dims = static_dims(&ty, "the input")?;
+        if dims.len() != spatial + 1 && dims.len() != spatial + 2 {
+            return Err(format!("adaptive_max_pool{spatial}d takes a {}-d or {}-d input, found {ty}", spatial + 1, spatial + 2));
+        }
+        let lead = dims.len() - spatial;
+        let sizes: Vec<(i64, i64)> = dims[lead..].iter().copied().zip(output_size.iter().copied()).collect();
+        if sizes.iter().any(|&(n, _)| n < 1) {
+            return Err(format!("adaptive max pooling of an empty input {ty}"));
+        }
+        let out_types = w.outputs.clone();
+        if sizes.iter().all(|&(n, m)| n % m == 0) {
+            let kernel: Vec<i64> = sizes.iter().map(|&(n, m)| n / m).collect();
+            let pool = Op::MaxPool {
+                stride: kernel.clone(),
+                padding: vec![0; spatial],
+                dilation: vec![1; spatial],
+                ceil_mode: false,
+                kernel,
+            };
+            return w.typed(pool, &[x], out_types);
+        }
+        adaptive_windows(w, x, (&dims, lead), &sizes, out_types)
+    }))
+}
+
+/// The window of output cell `o` along one dim: its first element and length.
+fn adaptive_window(o: i64, n: i64, m: i64) -> (i64, i64) {
+    let start = o * n / m;
+    let end = ((o + 1) * n + m - 1) / m;
+    (start, end - start)
+}
+
+/// The general adaptive max pool of [`adaptive_max_pool`].
+fn adaptive_windows(
+    w: &mut Wire<'_>,
+    x: ValueRef,
+    (dims, lead): (&[i64], usize),
+    sizes: &[(i64, i64)],
+    out_types: Vec<TensorType>,
+) -> R<Vec<ValueRef>> {
+    // Per dim: the longest window and, per (cell, step), the element read.
+    let longest: Vec<i64> = sizes.iter().map(|&(n, m)| (0..m).map(|o| adaptive_window(o, n, m).1).max().unwrap_or(1)).collect();
+    let read = |d: usize, o: i64, t: i64| {
+        let (start, len) = adaptive_window(o, sizes[d].0, sizes[d].1);
+        start + t.min(len - 1)
+    };
+    let window: i64 = longest.iter().product();
+    let cells: i64 = sizes.iter().map(|s| s.1).product();
+    let lead_count: i64 = dims[..lead].iter().product();
+    if cells.checked_mul(window).and_then(|c| c.checked_mul(lead_count.max(1))).is_none_or(|n| n > MAX_CONSTANT * 4) {
+        return Err(format!("adaptive max pooling to {:?} gathers too many windows", sizes));
+    }
+    let mut v = x;
+    for (d, &(_, m)) in sizes.iter().enumerate() {
+        let k = longest[d];
+        let index: Vec<Scalar> = (0..m).flat_map(|o| (0..k).map(move |t| (o, t))).map(|(o, t)| Scalar::Int(read(d, o, t))).collect();
+        let index = w.literal(index, TensorType::new(DType::I64, &[m * k]))?;
+        v = w.op(Op::IndexSelect { dim: (lead + d) as i64 }, &[v, index])?;
+    }
+    // [lead.., m0*k0, m1*k1, ..] → [lead.., m0, k0, m1, k1, ..] → [lead.., m0, m1, .., k0*k1*..]
+    let lead_dims: Vec<Dim> = dims[..lead].iter().map(|&d| Dim::Static(d)).collect();
+    let split: Vec<Dim> = lead_dims.iter().cloned().chain(sizes.iter().zip(&longest).flat_map(|(&(_, m), &k)| [Dim::Static(m), Dim::Static(k)])).collect();
+    v = w.op(Op::View { size: split }, &[v])?;
+    let s = sizes.len();
+    let perm: Vec<i64> = (0..lead).chain((0..s).map(|d| lead + 2 * d)).chain((0..s).map(|d| lead + 2 * d + 1)).map(|i| i as i64).collect();
+    v = w.op(Op::Permute { dims: perm }, &[v])?;
+    let cell_dims: Vec<Dim> = sizes.iter().map(|&(_, m)| Dim::Static(m)).collect();
+    let flat: Vec<Dim> = lead_dims.iter().cloned().chain(cell_dims.iter().cloned()).chain([Dim::Static(window)]).collect();
+    v = w.op(Op::View { size: flat.clone() }, &[v])?;
+    let extremum = Op::ExtremumDim { max: true, dim: -1, keepdim: false };
+    let mut step_ty = out_types[1].clone();
+    step_ty.dtype = DType::I64;
+    let found = w.typed(extremum, &[v], vec![out_types[0].clone(), step_ty])?;
+    // The flat spatial index of each (cell, window step), looked up at the step found.
+    let plane_strides: Vec<i64> = (0..s).map(|d| dims[lead + d + 1..].iter().product()).collect();
+    let mut positions = Vec::new();
+    let mut cell = vec![0i64; s];
+    for _ in 0..cells {
+        let mut step = vec![0i64; s];
+        for _ in 0..window {
+            positions.push(Scalar::Int((0..s).map(|d| read(d, cell[d], step[d]) * plane_strides[d]).sum()));
+            increment(&mut step, &longest);
+        }
+        increment(&mut cell, &sizes.iter().map(|s| s.1).collect::<Vec<_>>());
+    }
+    let table_dims: Vec<i64> = sizes.iter().map(|s| s.1).chain([window]).collect();
+    let table = w.literal(positions, TensorType::new(DType::I64, &table_dims))?;
+    let table = w.op(Op::Expand { size: flat }, &[table])?;
+    let step = w.op(Op::Unsqueeze { dim: -1 }, &[found[1]])?;
+    let index = w.op(Op::Gather { dim: -1 }, &[table, step])?;
+    let index = w.op(Op::Squeeze { dims: vec![-1] }, &[index])?;
+    Ok(vec![found[0], w.convert(index, out_types[1].dtype)?])
+}
+
+/// The next index of a row-major walk over `bounds`.
+fn increment(index: &mut [i64], bounds: &[i64]) {
+    for d in (0..index.len()).rev() {
+        index[d] += 1;
+        if index[d] < bounds[d] {
+            return;
+        }
+        index[d] = 0;
+    }
+}
