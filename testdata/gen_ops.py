@@ -3023,6 +3023,41 @@ def exports(sample, name, eager):
         return False
 
 
+def edge_by_size():
+    """edge samples of ops whose sizes are arguments, not operands"""
+    g, gb = aten.native_group_norm.default, aten.native_group_norm_backward.default
+    return {
+        "arange.start_step": [S("empty range (3, 3, 1)", [], lambda: aten.arange.start_step(3, 3, 1)),
+                              S("one element (2, 3, 1)", [], lambda: aten.arange.start_step(2, 3, 1))],
+        "full.default": [S("size [0, 3]", [], lambda: aten.full.default([0, 3], 1.5)),
+                         S("size [1, 1]", [], lambda: aten.full.default([1, 1], 7))],
+        "empty.memory_format": [S("size [0, 2]", [], lambda: aten.empty.memory_format([0, 2])),
+                                S("0-d", [], lambda: aten.empty.memory_format([]))],
+        "empty_strided.default": [S("size [0, 3]", [], lambda: aten.empty_strided.default([0, 3], [3, 1])),
+                                  S("0-d", [], lambda: aten.empty_strided.default([], []))],
+        "rand.default": [S("0-d", [], lambda: aten.rand.default([])),
+                         S("size [1, 1]", [], lambda: aten.rand.default([1, 1]))],
+        "randn.default": [S("0-d", [], lambda: aten.randn.default([])),
+                          S("size [0]", [], lambda: aten.randn.default([0]))],
+        "randperm.default": [S("n = 0", [], lambda: aten.randperm.default(0)),
+                             S("n = 1", [], lambda: aten.randperm.default(1))],
+        "tril_indices.default": [S("0x0", [], lambda: aten.tril_indices.default(0, 0)),
+                                 S("1x1", [], lambda: aten.tril_indices.default(1, 1)),
+                                 S("3x0", [], lambda: aten.tril_indices.default(3, 0))],
+        "triu_indices.default": [S("0x0", [], lambda: aten.triu_indices.default(0, 0)),
+                                 S("1x1 offset 1 (empty)", [], lambda: aten.triu_indices.default(1, 1, 1))],
+        "native_group_norm.default": [
+            S("batch 0: f32[0,4,3]", [N(0, 4, 3)], lambda x: g(x, None, None, 0, 4, 3, 2, 1e-5)),
+            S("one element per group: f32[2,4,1] groups 4", [N(2, 4, 1)], lambda x: g(x, None, None, 2, 4, 1, 4, 1e-5)),
+        ],
+        "native_group_norm_backward.default": [
+            S("one element per group: f32[2,4,1] groups 4", [N(2, 4, 1), N(2, 4, 1)],
+              lambda gr, x: gb(gr, x, *g(x, None, None, 2, 4, 1, 4, 1e-5)[1:], None, 2, 4, 1, 4,
+                               [True, False, False])),
+        ],
+    }
+
+
 def survives(fn, args):
     """True when fn(*args) returns in a forked child: some kernels (convolution_backward)
     crash the process on operands their checks let through"""
@@ -3076,6 +3111,15 @@ def edge_samples(name, spec):
                 break
         if found:
             out.append(found)
+    for cand in edge_by_size().get(name, []):
+        torch.manual_seed(0)
+        if survives(cand.fn, cand.inputs):
+            with torch.no_grad():
+                r = flat(cand.fn(*cand.inputs))
+            if spec["random"]:
+                cand.moments = None
+            if exports(cand, name, r):
+                out.append(cand)
     return out
 
 

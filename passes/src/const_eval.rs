@@ -7,7 +7,9 @@
 //! chains: `arange`, `unsqueeze`, `sub`, `cat`, `ne`, `cumsum`, advanced indexing, `le`, `eq`,
 //! `and`, `where(mask, 0, -inf)`.
 
-use crate::ir::{norm_dim, BinaryOp, CumulativeOp, DType, Dim, Graph, NodeId, Op, Operand, Scalar, TensorType, UnaryOp, ValueRef};
+use crate::ir::{
+    norm_dim, BinaryOp, CumulativeOp, DType, Dim, Graph, NodeId, Op, Operand, Scalar, TensorType, UnaryOp, ValueRef,
+};
 
 /// The most elements a literal may hold (larger constants are left to XLA).
 pub const MAX_LITERAL: usize = 1 << 14;

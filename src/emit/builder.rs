@@ -101,8 +101,12 @@ pub fn scalar_literal(value: Scalar, dtype: DType) -> LowerResult<String> {
         DType::BF16 => format!("0x{:04X}", half::bf16::from_f64(as_f64).to_bits()),
         d if d.is_integer() => as_i64.to_string(),
         // A real value as a complex one: (re, im), each part written exactly as above.
-        DType::C64 => format!("({}, {})", scalar_literal(value, DType::F32)?, scalar_literal(Scalar::Int(0), DType::F32)?),
-        DType::C128 => format!("({}, {})", scalar_literal(value, DType::F64)?, scalar_literal(Scalar::Int(0), DType::F64)?),
+        DType::C64 => {
+            format!("({}, {})", scalar_literal(value, DType::F32)?, scalar_literal(Scalar::Int(0), DType::F32)?)
+        }
+        DType::C128 => {
+            format!("({}, {})", scalar_literal(value, DType::F64)?, scalar_literal(Scalar::Int(0), DType::F64)?)
+        }
         d => return Err(format!("constants of dtype {d} are not supported")),
     })
 }

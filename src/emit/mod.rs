@@ -420,7 +420,9 @@ fn lower_node<'c, 'b>(
         Op::PadMode { pad, reflect } => one(layout::pad_mode(b, pad, *reflect, args[0], &out[0])),
         Op::CopyFrom => one(layout::copy_from(b, args[1], &out[0])),
         Op::Scatter { dim, reduce, include_self, value } if args[0].ty.rank() == 0 => {
-            one(on_unit_vectors(b, args, &out[0], |a, o| scatter::scatter(b, (*dim, *reduce, *include_self), *value, a, o)))
+            one(on_unit_vectors(b, args, &out[0], |a, o| {
+                scatter::scatter(b, (*dim, *reduce, *include_self), *value, a, o)
+            }))
         }
         Op::Scatter { dim, reduce, include_self, value } => {
             one(scatter::scatter(b, (*dim, *reduce, *include_self), *value, args, &out[0]))

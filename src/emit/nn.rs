@@ -285,9 +285,7 @@ pub fn layer_norm_backward<'c, 'b>(
         b.broadcast_to(v, &kept, &dims, dt)
     };
     let mul = |p: Value<'c, 'b>, q: Value<'c, 'b>| b.op("stablehlo.multiply", &[p, q], &dims, dt, &[]);
-    // PyTorch broadcasts a gradient of fewer elements (e.g. all size-1) over the input.
-    let gd = static_dims(g.ty)?;
-    let gv = b.broadcast_to(b.convert(g.v, &gd, g.ty.dtype, dt)?, &gd, &dims, dt)?;
+    let gv = b.convert(g.v, &dims, g.ty.dtype, dt)?;
     let rstd_full = full(rstd)?;
     let xhat = mul(
         b.op("stablehlo.subtract", &[b.convert(x.v, &dims, x.ty.dtype, dt)?, full(mean)?], &dims, dt, &[])?,

@@ -288,7 +288,13 @@ fn mask_positions<'c, 'b>(
     let mut coords = Vec::with_capacity(mask_dims.len());
     for (t, &size) in mask_dims.iter().enumerate() {
         let stride: i64 = mask_dims[t + 1..].iter().product();
-        let q = b.op("stablehlo.divide", &[position, b.splat(Scalar::Int(stride), &[k], DType::I64)?], &[k], DType::I64, &[])?;
+        let q = b.op(
+            "stablehlo.divide",
+            &[position, b.splat(Scalar::Int(stride), &[k], DType::I64)?],
+            &[k],
+            DType::I64,
+            &[],
+        )?;
         let c = if t == 0 {
             q // keeps positions past the end out of range
         } else {

@@ -281,7 +281,10 @@ impl Builder<'_> {
                 },
                 None => {
                     args.all_tensors();
-                    Lowered::Op(Op::Unsupported { target: node.target.clone(), reason: known_unsupported(&node.target) })
+                    Lowered::Op(Op::Unsupported {
+                        target: node.target.clone(),
+                        reason: known_unsupported(&node.target),
+                    })
                 }
             },
         };
@@ -292,8 +295,11 @@ impl Builder<'_> {
             )));
         }
         // `as_strided`'s own offset, if given (see `on_storage`).
-        let given_offset =
-            if matches!(lowered, Lowered::Op(Op::AsStrided { .. })) { args.opt_int("storage_offset").map_err(&fail)? } else { None };
+        let given_offset = if matches!(lowered, Lowered::Op(Op::AsStrided { .. })) {
+            args.opt_int("storage_offset").map_err(&fail)?
+        } else {
+            None
+        };
         let tensors = args.tensors;
         let mut inputs = Vec::with_capacity(tensors.len());
         for t in &tensors {
@@ -346,7 +352,11 @@ impl Builder<'_> {
         let mut wire = Wire { graph: &mut self.graph, names, node: name, origin, count: 0, inputs, outputs };
         let results = recipe(&mut wire)?;
         if results.len() != output_names.len() {
-            return Err(format!("internal: the decomposition gives {} results, the node has {}", results.len(), output_names.len()));
+            return Err(format!(
+                "internal: the decomposition gives {} results, the node has {}",
+                results.len(),
+                output_names.len()
+            ));
         }
         for ((out, v), declared) in output_names.into_iter().zip(results).zip(&wire.outputs) {
             if out.is_empty() {
@@ -354,7 +364,10 @@ impl Builder<'_> {
             }
             let got = self.graph.value_type(v);
             if got != declared {
-                return Err(format!("internal: the decomposition gives {got} for `{}`, the archive says {declared}", shown(&out)));
+                return Err(format!(
+                    "internal: the decomposition gives {got} for `{}`, the archive says {declared}",
+                    shown(&out)
+                ));
             }
             if self.values.insert(out.clone(), v).is_some() {
                 return Err(format!("output `{}` is also produced by another node or input", shown(&out)));
@@ -565,7 +578,10 @@ enum Lowered {
 /// with the reason.
 fn data_dependent(args: &mut Args<'_>, node: &schema::Node, reason: &str) -> Lowered {
     args.all_tensors();
-    Lowered::Op(Op::Unsupported { target: node.target.clone(), reason: Some(format!("{reason} (a data-dependent value)")) })
+    Lowered::Op(Op::Unsupported {
+        target: node.target.clone(),
+        reason: Some(format!("{reason} (a data-dependent value)")),
+    })
 }
 
 fn has_data_dependent_arg(node: &schema::Node) -> bool {

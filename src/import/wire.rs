@@ -91,7 +91,8 @@ impl Wire<'_> {
         }
         let results = types.len();
         let mut node = Node::new(name, op, types);
-        node.origin = Origin { output_names: Vec::new(), derived_from: Some(self.node.to_string()), ..self.origin.clone() };
+        node.origin =
+            Origin { output_names: Vec::new(), derived_from: Some(self.node.to_string()), ..self.origin.clone() };
         let id = self.graph.add_op(node, inputs);
         Ok((0..results).map(|slot| ValueRef { node: id, slot: slot as u16 }).collect())
     }

@@ -192,3 +192,28 @@ fn concurrent_fresh_processes_give_identical_tpu_executables() {
     assert!(!exes[0].is_empty());
     assert!(exes[0] == exes[1], "the two processes produced different TPU executables");
 }
+
+/// The ops beyond Core ATen (quantization in exact arithmetic, the decompositions) compile for
+/// TPU too: each op case that exported compiles for v6e.
+#[test]
+fn beyond_core_op_cases_compile_for_tpu() {
+    let tmp = TempDir::new("tpu-extra-ops");
+    let text = std::fs::read_to_string(testdata().join("ops/cases.json")).expect("cases.json");
+    let cases: serde_json::Map<String, serde_json::Value> = serde_json::from_str(&text).expect("valid cases.json");
+    let extra: Vec<&String> = cases
+        .iter()
+        .filter(|(_, c)| c["extra"].as_bool() == Some(true) && c["status"].as_str() == Some("ok"))
+        .map(|(op, _)| op)
+        .collect();
+    assert!(extra.len() >= 30, "only {} ops beyond Core ATen", extra.len());
+    for op in extra {
+        let model = testdata().join(format!("ops/{op}.pt2"));
+        let program = import(&model).unwrap_or_else(|e| panic!("{op}: {e}"));
+        let mut req = CompileRequest::new(vec![tpu("v6e", "1x1")], Precision::Default);
+        req.buckets = crate::buckets::at_example_sizes(&program);
+        let out = tmp.0.join(format!("{op}.tpuexe"));
+        if let Err(e) = compile(&program, &model, &out, &req) {
+            panic!("{op} for TPU: {e:#}");
+        }
+    }
+}

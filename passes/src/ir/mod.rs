@@ -11,8 +11,8 @@ mod types;
 pub use graph::{Graph, GraphOutput, OutputKind, MAX_OPERANDS};
 pub use node::{Composite, Edge, Node, NodeId, Origin, Symbolic, ValueRef};
 pub use op::{
-    ArgReduceOp, BagMode, BinaryOp, CumulativeOp, GridPadding, InputKind, Interpolation, Op, Operand, ReduceOp, ScatterReduce,
-    UnaryOp, WeightRecipe,
+    ArgReduceOp, BagMode, BinaryOp, CumulativeOp, GridPadding, InputKind, Interpolation, Op, Operand, ReduceOp,
+    ScatterReduce, UnaryOp, WeightRecipe,
 };
 pub use print::print;
 pub use sym::SymExpr;

@@ -129,6 +129,14 @@ pub(super) fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
             Ok(masked(mask, [like(input), like(weight), bias]))
         }
         Op::LayerNormBackward { mask, .. } | Op::GroupNormBackward { mask, .. } => {
+            // PyTorch's kernels do not check this, and read past a smaller gradient.
+            if inputs[0].dims != inputs[1].dims {
+                return Err(format!(
+                    "the gradient {} does not have the input's shape {}",
+                    show(&inputs[0].dims),
+                    show(&inputs[1].dims)
+                ));
+            }
             Ok(masked(mask, [like(inputs[1]), Expected::unstated(), Expected::unstated()]))
         }
         _ => Err(format!("internal: `{}` is not in this rule family", op.name())),

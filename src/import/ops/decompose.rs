@@ -3,9 +3,7 @@
 //! reference of `quantized_decomposed`, the native kernels' formulas), so dtypes, promotion and
 //! rounding come out as PyTorch's do.
 
-use torchtpu_passes::ir::{
-    BinaryOp, DType, Dim, Op, Operand, ReduceOp, Scalar, TensorType, UnaryOp, ValueRef,
-};
+use torchtpu_passes::ir::{BinaryOp, DType, Dim, Op, Operand, ReduceOp, Scalar, TensorType, UnaryOp, ValueRef};
 
 use super::super::wire::{Decomposition, Recipe, Wire};
 use super::Args;
@@ -396,8 +394,7 @@ fn unfold(a: &mut Args<'_>) -> R<Recipe> {
         if windows.checked_mul(size).is_none_or(|n| n > MAX_CONSTANT) {
             return Err(format!("unfold makes {windows} windows of {size}: too many to index"));
         }
-        let index: Vec<Scalar> =
-            (0..windows).flat_map(|i| (0..size).map(move |j| Scalar::Int(i * step + j))).collect();
+        let index: Vec<Scalar> = (0..windows).flat_map(|i| (0..size).map(move |j| Scalar::Int(i * step + j))).collect();
         let index = w.literal(index, TensorType::new(DType::I64, &[windows * size]))?;
         let picked = w.op(Op::IndexSelect { dim: d as i64 }, &[x, index])?;
         let mut split = ty.dims.clone();
@@ -518,7 +515,11 @@ fn adaptive_max_pool(a: &mut Args<'_>, spatial: usize) -> R<Recipe> {
         let ty = w.ty(x);
         let dims = static_dims(&ty, "the input")?;
         if dims.len() != spatial + 1 && dims.len() != spatial + 2 {
-            return Err(format!("adaptive_max_pool{spatial}d takes a {}-d or {}-d input, found {ty}", spatial + 1, spatial + 2));
+            return Err(format!(
+                "adaptive_max_pool{spatial}d takes a {}-d or {}-d input, found {ty}",
+                spatial + 1,
+                spatial + 2
+            ));
         }
         let lead = dims.len() - spatial;
         let sizes: Vec<(i64, i64)> = dims[lead..].iter().copied().zip(output_size.iter().copied()).collect();
@@ -557,7 +558,8 @@ fn adaptive_windows(
     out_types: Vec<TensorType>,
 ) -> R<Vec<ValueRef>> {
     // Per dim: the longest window and, per (cell, step), the element read.
-    let longest: Vec<i64> = sizes.iter().map(|&(n, m)| (0..m).map(|o| adaptive_window(o, n, m).1).max().unwrap_or(1)).collect();
+    let longest: Vec<i64> =
+        sizes.iter().map(|&(n, m)| (0..m).map(|o| adaptive_window(o, n, m).1).max().unwrap_or(1)).collect();
     let read = |d: usize, o: i64, t: i64| {
         let (start, len) = adaptive_window(o, sizes[d].0, sizes[d].1);
         start + t.min(len - 1)
@@ -571,19 +573,29 @@ fn adaptive_windows(
     let mut v = x;
     for (d, &(_, m)) in sizes.iter().enumerate() {
         let k = longest[d];
-        let index: Vec<Scalar> = (0..m).flat_map(|o| (0..k).map(move |t| (o, t))).map(|(o, t)| Scalar::Int(read(d, o, t))).collect();
+        let index: Vec<Scalar> =
+            (0..m).flat_map(|o| (0..k).map(move |t| (o, t))).map(|(o, t)| Scalar::Int(read(d, o, t))).collect();
         let index = w.literal(index, TensorType::new(DType::I64, &[m * k]))?;
         v = w.op(Op::IndexSelect { dim: (lead + d) as i64 }, &[v, index])?;
     }
     // [lead.., m0*k0, m1*k1, ..] → [lead.., m0, k0, m1, k1, ..] → [lead.., m0, m1, .., k0*k1*..]
     let lead_dims: Vec<Dim> = dims[..lead].iter().map(|&d| Dim::Static(d)).collect();
-    let split: Vec<Dim> = lead_dims.iter().cloned().chain(sizes.iter().zip(&longest).flat_map(|(&(_, m), &k)| [Dim::Static(m), Dim::Static(k)])).collect();
+    let split: Vec<Dim> = lead_dims
+        .iter()
+        .cloned()
+        .chain(sizes.iter().zip(&longest).flat_map(|(&(_, m), &k)| [Dim::Static(m), Dim::Static(k)]))
+        .collect();
     v = w.op(Op::View { size: split }, &[v])?;
     let s = sizes.len();
-    let perm: Vec<i64> = (0..lead).chain((0..s).map(|d| lead + 2 * d)).chain((0..s).map(|d| lead + 2 * d + 1)).map(|i| i as i64).collect();
+    let perm: Vec<i64> = (0..lead)
+        .chain((0..s).map(|d| lead + 2 * d))
+        .chain((0..s).map(|d| lead + 2 * d + 1))
+        .map(|i| i as i64)
+        .collect();
     v = w.op(Op::Permute { dims: perm }, &[v])?;
     let cell_dims: Vec<Dim> = sizes.iter().map(|&(_, m)| Dim::Static(m)).collect();
-    let flat: Vec<Dim> = lead_dims.iter().cloned().chain(cell_dims.iter().cloned()).chain([Dim::Static(window)]).collect();
+    let flat: Vec<Dim> =
+        lead_dims.iter().cloned().chain(cell_dims.iter().cloned()).chain([Dim::Static(window)]).collect();
     v = w.op(Op::View { size: flat.clone() }, &[v])?;
     let extremum = Op::ExtremumDim { max: true, dim: -1, keepdim: false };
     let mut step_ty = out_types[1].clone();
