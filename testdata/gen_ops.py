@@ -3023,10 +3023,38 @@ def exports(sample, name, eager):
         return False
 
 
-def edge_by_size():
-    """edge samples of ops whose sizes are arguments, not operands"""
+def edge_by_arguments():
+    """edge samples of ops whose sizes are arguments, not operands, and one-element tuples
+    for the int[N] parameters PyTorch expands (pooling, convolution, col2im)"""
     g, gb = aten.native_group_norm.default, aten.native_group_norm_backward.default
+    mp2, mp3 = aten.max_pool2d_with_indices.default, aten.max_pool3d_with_indices.default
+    ap2 = aten.avg_pool2d.default
+    one = "one-element tuples"
     return {
+        "max_pool3d_with_indices.default": [
+            S(f"{one} k(2,) s(1,) p(0,) d(1,) f32[1,1,3,4,4]", [N(1, 1, 3, 4, 4)], lambda x: mp3(x, [2], [1], [0], [1]))],
+        "avg_pool3d.default": [
+            S(f"{one} k(2,) s(2,) p(1,) f32[1,2,4,4,4]", [N(1, 2, 4, 4, 4)],
+              lambda x: aten.avg_pool3d.default(x, [2], [2], [1]))],
+        "max_pool2d_with_indices_backward.default": [
+            S(f"{one} k(2,) s(1,) p(0,) d(1,)", [N(1, 1, 3, 5), N(1, 1, 4, 6)],
+              lambda gr, x: aten.max_pool2d_with_indices_backward.default(
+                  gr, x, [2], [1], [0], [1], False, mp2(x, [2], [1], [0], [1])[1]))],
+        "avg_pool2d_backward.default": [
+            S(f"{one} k(3,) s(2,) p(1,)", [N(1, 1, 3, 3), N(1, 1, 6, 6)],
+              lambda gr, x: aten.avg_pool2d_backward.default(gr, x, [3], [2], [1], False, True, None))],
+        "avg_pool2d.default": [S(f"{one} k(2,) s(1,) p(0,)", [N(1, 1, 4, 5)], lambda x: ap2(x, [2], [1], [0]))],
+        "_adaptive_avg_pool2d.default": [
+            S(f"{one} output_size (2,)", [N(1, 2, 5, 4)], lambda x: aten._adaptive_avg_pool2d.default(x, [2]))],
+        "adaptive_max_pool2d.default": [
+            S(f"{one} output_size (2,)", [N(1, 2, 5, 4)], lambda x: aten.adaptive_max_pool2d.default(x, [2]))],
+        "convolution.default": [
+            S(f"{one} conv2d stride (2,) padding (1,) dilation (1,) output_padding (0,)",
+              [N(1, 2, 5, 5), N(3, 2, 3, 3)],
+              lambda x, w: aten.convolution.default(x, w, None, [2], [1], [1], False, [0], 1))],
+        "col2im.default": [
+            S(f"{one} kernel (2,) dilation (1,) padding (0,) stride (1,)", [N(1, 8, 9)],
+              lambda x: aten.col2im.default(x, [4, 4], [2], [1], [0], [1]))],
         "arange.start_step": [S("empty range (3, 3, 1)", [], lambda: aten.arange.start_step(3, 3, 1)),
                               S("one element (2, 3, 1)", [], lambda: aten.arange.start_step(2, 3, 1))],
         "full.default": [S("size [0, 3]", [], lambda: aten.full.default([0, 3], 1.5)),
@@ -3111,7 +3139,7 @@ def edge_samples(name, spec):
                 break
         if found:
             out.append(found)
-    for cand in edge_by_size().get(name, []):
+    for cand in edge_by_arguments().get(name, []):
         torch.manual_seed(0)
         if survives(cand.fn, cand.inputs):
             with torch.no_grad():

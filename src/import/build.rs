@@ -316,6 +316,12 @@ impl Builder<'_> {
             Lowered::Op(Op::AsStrided { size, stride, .. }) => self
                 .on_storage((&name, names), (size, stride, given_offset), &tensors[0], &mut inputs[0])
                 .map_err(&fail)?,
+            Lowered::Op(op @ (Op::Convolution { .. } | Op::ConvolutionBackward { .. })) => {
+                // The weight's rank says how many spatial dims the parameter lists cover.
+                let weight = inputs.get(if matches!(op, Op::Convolution { .. }) { 1 } else { 2 });
+                let spatial = weight.map_or(0, |&w| self.graph.value_type(w).rank().saturating_sub(2));
+                expand_convolution_lists(op, spatial)
+            }
             Lowered::Op(other) => other,
         };
         let (output_names, types) = self.outputs_of(node).map_err(&fail)?;
@@ -566,6 +572,29 @@ impl Builder<'_> {
 }
 
 /// True when an argument is a symbolic float or bool: a value computed from tensor data.
+/// A convolution's one-element `stride`, `padding`, `dilation` and `output_padding` repeated
+/// for each of its `spatial` dims, as PyTorch expands them.
+fn expand_convolution_lists(op: Op, spatial: usize) -> Op {
+    let expand = |v: Vec<i64>| if v.len() == 1 && spatial > 1 { vec![v[0]; spatial] } else { v };
+    match op {
+        Op::Convolution { stride, padding, dilation, transposed, output_padding, groups, has_bias } => {
+            Op::Convolution {
+                stride: expand(stride),
+                padding: expand(padding),
+                dilation: expand(dilation),
+                transposed,
+                output_padding: expand(output_padding),
+                groups,
+                has_bias,
+            }
+        }
+        Op::ConvolutionBackward { forward, mask } => {
+            Op::ConvolutionBackward { forward: Box::new(expand_convolution_lists(*forward, spatial)), mask }
+        }
+        other => other,
+    }
+}
+
 /// What a node's op becomes.
 enum Lowered {
     /// One IR node.
