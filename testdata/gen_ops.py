@@ -2689,6 +2689,60 @@ def build_logcumsumexp():
     ]
 
 
+def index_moments(pairs):
+    """moments of an index drawn from [(index, probability)]"""
+    mean = sum(i * q for i, q in pairs)
+    std = math.sqrt(max(sum(i * i * q for i, q in pairs) - mean * mean, 0.0))
+    values = sorted({float(i) for i, q in pairs if q > 0})
+    return {"mean": mean, "std": std, "min": values[0], "max": values[-1], "values": values}
+
+
+def without_replacement_moments(p, n):
+    """moments of the indices of n draws without replacement from weights p (all positions
+    pooled), by enumerating the ordered draws"""
+    seen = {}
+
+    def walk(prefix, prob):
+        if len(prefix) == n:
+            for i in prefix:
+                seen[i] = seen.get(i, 0.0) + prob / n
+            return
+        left = sum(p[j] for j in range(len(p)) if j not in prefix)
+        for j, w in enumerate(p):
+            if j not in prefix and w > 0:
+                walk(prefix + [j], prob * w / left)
+    walk([], 1.0)
+    return index_moments(sorted(seen.items()))
+
+
+def build_multinomial():
+    op = aten.multinomial.default
+    p4 = [0.1, 0.2, 0.3, 0.4]
+    pz = [0.0, 1.0, 1.0, 0.0, 2.0]
+    perm = dict(index_moments([(i, 1 / 6) for i in range(6)]), permutation=True)
+    return [
+        S("with replacement: 4096 draws from [0.1, 0.2, 0.3, 0.4]", [T([p4])],
+          lambda p: op(p, 4096, True), moments=index_moments(list(enumerate(p4)))),
+        S("with replacement, unnormalized weights with zeros, 256 rows of 16 draws", [T([pz] * 256)],
+          lambda p: op(p, 16, True), moments=index_moments([(i, w / 4) for i, w in enumerate(pz)])),
+        S("without replacement: all 6 of 6 equal weights (a permutation)", [torch.ones(6)],
+          lambda p: op(p, 6), moments=perm),
+        S("without replacement: 2 of [0, 1, 1, 0, 2] per row, 512 rows", [T([pz] * 512)],
+          lambda p: op(p, 2), moments=without_replacement_moments(pz, 2)),
+    ]
+
+
+def build_linalg_det():
+    op = aten._linalg_det.default
+    pivoting = T([[0.0, 2.0, 1.0], [1.0, 1.0, 0.0], [3.0, -1.0, 2.0]])  # a zero first pivot
+    return [
+        S("f32[3,3] needing row swaps; outputs (det, LU, pivots)", [pivoting], lambda a: op(a)),
+        S("batched f32[2,4,4]", [N(2, 4, 4)], lambda a: op(a)),
+        S("f64[5,5]", [N(5, 5, dtype=F64)], lambda a: op(a)),
+        S("1x1", [T([[2.5]])], lambda a: op(a)),
+    ]
+
+
 EXTRA_LIST = """
 quantized_decomposed.quantize_per_tensor.default quantized_decomposed.quantize_per_tensor.tensor
 quantized_decomposed.dequantize_per_tensor.default quantized_decomposed.dequantize_per_tensor.tensor
@@ -2699,6 +2753,7 @@ rrelu_with_noise_backward.default unfold.default var_mean.correction kthvalue.de
 bucketize.Tensor bucketize.Scalar prims.collapse.default upsample_nearest2d.default exp2.default
 max.default min.default tril_indices.default triu_indices.default _embedding_bag_forward_only.default
 cumprod.default logcumsumexp.default bitwise_left_shift.Tensor bitwise_right_shift.Tensor
+multinomial.default _linalg_det.default
 """.split()
 
 reg("quantized_decomposed.quantize_per_tensor.default", build_quantize_per_tensor)
@@ -2732,6 +2787,8 @@ reg("cumprod.default", build_cumprod, tol="red")
 reg("logcumsumexp.default", build_logcumsumexp, tol="red")
 reg("bitwise_left_shift.Tensor", build_left_shift)
 reg("bitwise_right_shift.Tensor", build_right_shift)
+reg("multinomial.default", build_multinomial, random=True)
+reg("_linalg_det.default", build_linalg_det, tol="red")
 
 assert sorted(SPECS) == sorted(OP_LIST + EXTRA_LIST), (sorted(set(OP_LIST) - set(SPECS)),
                                                        sorted(set(SPECS) - set(OP_LIST)))

@@ -29,6 +29,8 @@ pub fn decomposition(key: &str) -> Option<Decomposition> {
         "prims.collapse.default" => collapse,
         "aten.rrelu_with_noise_functional.default" => rrelu_with_noise,
         "aten.rrelu_with_noise_backward.default" => rrelu_with_noise_backward,
+        "aten.multinomial.default" => multinomial,
+        "aten._linalg_det.default" => linalg_det,
         "aten.adaptive_max_pool2d.default" => |a| adaptive_max_pool(a, 2),
         "aten.adaptive_max_pool3d.default" => |a| adaptive_max_pool(a, 3),
         _ => return None,
@@ -495,6 +497,184 @@ fn rrelu_with_noise_backward(a: &mut Args<'_>) -> R<Recipe> {
         let pick = Op::Where { on_true: Operand::Tensor, on_false: Operand::Tensor };
         Ok(vec![w.op(pick, &[positive, grad, scaled])?])
     }))
+}
+
+/// `multinomial(p, n, replacement)`: `n` category indices per row of the weights `p` (`[C]`
+/// or `[N, C]`). With replacement, each draw inverts the distribution function: the number
+/// of categories whose cumulative share is at most a uniform `u`. Without, the exponential
+/// race (the same distribution as drawing one by one and renormalizing): the `n` largest of
+/// `p / e` with `e ~ Exp(1)`, `e = -log(u)`.
+fn multinomial(a: &mut Args<'_>) -> R<Recipe> {
+    a.tensor("self")?;
+    let n = a.int("num_samples", None)?;
+    let replacement = a.bool("replacement", false)?;
+    a.rng_seed();
+    Ok(Box::new(move |w| {
+        let (p, seed) = (w.inputs[0], w.inputs[1]);
+        let ty = w.ty(p);
+        let dims = static_dims(&ty, "the weights")?;
+        let Some(&categories) = dims.last().filter(|_| dims.len() <= 2 && ty.dtype.is_float()) else {
+            return Err(format!("multinomial takes float weights of rank 1 or 2, found {ty}"));
+        };
+        if n < 1 || (!replacement && n > categories) {
+            return Err(format!("cannot draw {n} samples from {categories} categories (replacement={replacement})"));
+        }
+        let out = w.outputs.first().cloned().ok_or("internal: multinomial has a result")?;
+        let drawn_dims: Vec<i64> =
+            dims[..dims.len() - 1].iter().copied().chain([if replacement { n } else { categories }]).collect();
+        let uniform = w.typed(Op::Rand { normal: false }, &[seed], vec![TensorType::new(ty.dtype, &drawn_dims)])?[0];
+        if !replacement {
+            let log = w.op(Op::Unary(UnaryOp::Log), &[uniform])?;
+            let exponential = w.op(Op::Unary(UnaryOp::Neg), &[log])?;
+            let keys = w.op(tensor_op(BinaryOp::Div), &[p, exponential])?;
+            let mut values = out.clone();
+            values.dtype = ty.dtype;
+            let top = w.typed(Op::TopK { k: n, dim: -1, largest: true }, &[keys], vec![values, out])?;
+            return Ok(vec![top[1]]);
+        }
+        // Shares of the total, accumulated; each draw counts the categories it passes.
+        let total = w.op(Op::Reduce { op: ReduceOp::Sum, dims: vec![-1], keepdim: true, dtype: None }, &[p])?;
+        let share = w.op(tensor_op(BinaryOp::Div), &[p, total])?;
+        let cumulative =
+            w.op(Op::Cumulative { op: torchtpu_passes::ir::CumulativeOp::Cumsum, dim: -1, dtype: None }, &[share])?;
+        let cumulative = w.op(Op::Unsqueeze { dim: -2 }, &[cumulative])?;
+        let draws = w.op(Op::Unsqueeze { dim: -1 }, &[uniform])?;
+        let passed = w.op(tensor_op(BinaryOp::Le), &[cumulative, draws])?;
+        let count = Op::Reduce { op: ReduceOp::Sum, dims: vec![-1], keepdim: false, dtype: Some(DType::I64) };
+        let index = w.op(count, &[passed])?;
+        // Rounding can leave the last cumulative share below 1: stay within the categories.
+        let bounded = Op::Clamp { min: None, max: Some(Scalar::Int(categories - 1)) };
+        Ok(vec![w.typed(bounded, &[index], vec![out])?[0]])
+    }))
+}
+
+/// The largest matrix `_linalg_det` factors: its elimination is unrolled, about twenty
+/// nodes per column.
+const MAX_DET_SIZE: i64 = 64;
+
+/// `_linalg_det(A)` → `(det, LU, pivots)` for `A [.., n, n]`, with `LU` and `pivots` those of
+/// `Aᵀ` (PyTorch hands the row-major matrix to LAPACK, which reads it transposed), factored as
+/// `getrf` does:
+/// for each column `k`, the row at or below `k` with the largest magnitude (the first on ties)
+/// is swapped into row `k` (its 1-based index is `pivots[k]`), the entries below the pivot
+/// become the multipliers `a[i,k] * (1 / a[k,k])` (stored in `LU`'s lower part) and the
+/// trailing block loses their products with row `k`. `det` is the product of `U`'s diagonal,
+/// negated for each swap that moved a row.
+fn linalg_det(a: &mut Args<'_>) -> R<Recipe> {
+    a.tensor("A")?;
+    Ok(Box::new(|w| {
+        let x = w.inputs[0];
+        let ty = w.ty(x);
+        let dims = static_dims(&ty, "the matrix")?;
+        let rank = dims.len();
+        if rank < 2 || dims[rank - 1] != dims[rank - 2] || !ty.dtype.is_float() {
+            return Err(format!("det takes square float matrices [.., n, n], found {ty}"));
+        }
+        let n = dims[rank - 1];
+        if n > MAX_DET_SIZE {
+            return Err(format!("det of {n}x{n} matrices: the unrolled factorization handles at most {MAX_DET_SIZE}"));
+        }
+        let lu_ty = w.outputs.get(1).cloned().ok_or("internal: _linalg_det has three results")?;
+        let pivots_ty = w.outputs.get(2).cloned().ok_or("internal: _linalg_det has three results")?;
+        let batch: Vec<Dim> = ty.dims[..rank - 2].to_vec();
+        let iota = w.typed(
+            Op::Arange { start: Scalar::Int(0), end: Scalar::Int(n), step: Scalar::Int(1) },
+            &[],
+            vec![TensorType::new(DType::I64, &[n])],
+        )?[0];
+        let rows = w.op(Op::Unsqueeze { dim: -1 }, &[iota])?; // [n, 1]
+                                                              // PyTorch factors the transpose (LAPACK's column-major view of a row-major matrix).
+        let swap_last: Vec<i64> = (0..rank as i64 - 2).chain([rank as i64 - 1, rank as i64 - 2]).collect();
+        let mut m = w.op(Op::Permute { dims: swap_last }, &[x])?;
+        let mut pivots = Vec::with_capacity(n as usize);
+        let mut swaps: Option<ValueRef> = None;
+        for k in 0..n {
+            let (pivot, swapped) = swap_pivot_row(w, &mut m, iota, k, &batch)?;
+            pivots.push(pivot);
+            swaps = Some(match swaps {
+                None => swapped,
+                Some(s) => w.op(tensor_op(BinaryOp::Add), &[s, swapped])?,
+            });
+            eliminate(w, &mut m, (iota, rows), k)?;
+        }
+        let diagonal = w.op(Op::Diagonal { offset: 0, dim1: -2, dim2: -1 }, &[m])?;
+        let product =
+            w.op(Op::Reduce { op: ReduceOp::Prod, dims: vec![-1], keepdim: false, dtype: None }, &[diagonal])?;
+        // (-1)^swaps as 1 - 2 * (swaps mod 2).
+        let swaps = swaps.ok_or("internal: no columns")?;
+        let odd = w.op(scalar_op(BinaryOp::Remainder, Scalar::Int(2)), &[swaps])?;
+        let twice = w.op(scalar_op(BinaryOp::Mul, Scalar::Int(-2)), &[odd])?;
+        let sign = w.op(scalar_op(BinaryOp::Add, Scalar::Int(1)), &[twice])?;
+        let det = w.op(tensor_op(BinaryOp::Mul), &[product, sign])?;
+        let det = w.convert(det, ty.dtype)?;
+        let stacked = w.op(Op::Cat { dim: -1 }, &pivots)?;
+        let pivots = w.convert(stacked, pivots_ty.dtype)?;
+        let lu = w.convert(m, lu_ty.dtype)?;
+        Ok(vec![det, lu, pivots])
+    }))
+}
+
+/// Finds column `k`'s pivot (rows `k..`, the first largest magnitude), swaps it into row `k`
+/// of `m`, and returns its 1-based row as `[.., 1]` and whether it moved as `[..]` (0 or 1).
+fn swap_pivot_row(
+    w: &mut Wire<'_>,
+    m: &mut ValueRef,
+    iota: ValueRef,
+    k: i64,
+    batch: &[Dim],
+) -> R<(ValueRef, ValueRef)> {
+    let column = w.op(Op::Select { dim: -1, index: k }, &[*m])?; // [.., n]
+    let magnitude = w.op(Op::Unary(UnaryOp::Abs), &[column])?;
+    let eligible = w.op(scalar_op(BinaryOp::Ge, Scalar::Int(k)), &[iota])?;
+    let candidates = Op::Where { on_true: Operand::Tensor, on_false: Operand::Scalar(Scalar::Float(-1.0)) };
+    let candidates = w.op(candidates, &[eligible, magnitude])?;
+    let p = w.op(
+        Op::ArgReduce { op: torchtpu_passes::ir::ArgReduceOp::Argmax, dim: Some(-1), keepdim: true },
+        &[candidates],
+    )?; // [.., 1]
+        // Row order after the swap: i → p for i = k, k for i = p, i otherwise.
+    let at_k = w.op(scalar_op(BinaryOp::Eq, Scalar::Int(k)), &[iota])?; // [n]
+    let at_p = w.op(tensor_op(BinaryOp::Eq), &[iota, p])?; // [.., n]
+    let keep_or_k = Op::Where { on_true: Operand::Scalar(Scalar::Int(k)), on_false: Operand::Tensor };
+    let order = w.op(keep_or_k, &[at_p, iota])?;
+    let order = w.op(Op::Where { on_true: Operand::Tensor, on_false: Operand::Tensor }, &[at_k, p, order])?; // [.., n]
+    let order = w.op(Op::Unsqueeze { dim: -1 }, &[order])?; // [.., n, 1]
+    let n = w.ty(iota).dims[0].clone();
+    let full: Vec<Dim> = batch.iter().cloned().chain([n.clone(), n]).collect();
+    let order = w.op(Op::Expand { size: full }, &[order])?;
+    *m = w.op(Op::Gather { dim: -2 }, &[*m, order])?;
+    let moved = w.op(scalar_op(BinaryOp::Ne, Scalar::Int(k)), &[p])?;
+    let moved = w.convert(moved, DType::I64)?;
+    let moved = w.op(Op::Squeeze { dims: vec![-1] }, &[moved])?;
+    let one_based = w.op(scalar_op(BinaryOp::Add, Scalar::Int(1)), &[p])?;
+    Ok((one_based, moved))
+}
+
+/// Column `k` of the pivoted `m`: the entries below the pivot become the multipliers, and the
+/// trailing block loses their products with row `k`.
+fn eliminate(w: &mut Wire<'_>, m: &mut ValueRef, (iota, rows): (ValueRef, ValueRef), k: i64) -> R<()> {
+    let column = w.op(Op::Select { dim: -1, index: k }, &[*m])?; // [.., n]
+    let row_k = w.op(Op::Select { dim: -2, index: k }, &[*m])?; // [.., n]
+    let pivot = w.op(Op::Select { dim: -1, index: k }, &[row_k])?; // [..]
+    let pivot = w.op(Op::Unsqueeze { dim: -1 }, &[pivot])?; // [.., 1]
+    let inverse = w.op(reciprocal(), &[pivot])?;
+    let inverse = w.convert(inverse, w.ty(column).dtype)?;
+    let multipliers = w.op(tensor_op(BinaryOp::Mul), &[column, inverse])?;
+    let below = w.op(scalar_op(BinaryOp::Gt, Scalar::Int(k)), &[iota])?; // [n]: rows (or columns) past k
+    let zero_else = Op::Where { on_true: Operand::Tensor, on_false: Operand::Scalar(Scalar::Int(0)) };
+    let l = w.op(zero_else.clone(), &[below, multipliers])?; // [.., n]
+    let u = w.op(zero_else, &[below, row_k])?; // [.., n]
+    let l = w.op(Op::Unsqueeze { dim: -1 }, &[l])?;
+    let u = w.op(Op::Unsqueeze { dim: -2 }, &[u])?;
+    let update = w.op(tensor_op(BinaryOp::Mul), &[l, u])?;
+    let reduced = w.op(tensor_op(BinaryOp::Sub), &[*m, update])?;
+    // Column k below the pivot holds the multipliers.
+    let below_rows = w.op(scalar_op(BinaryOp::Gt, Scalar::Int(k)), &[rows])?; // [n, 1]
+    let at_column = w.op(scalar_op(BinaryOp::Eq, Scalar::Int(k)), &[iota])?; // [n]
+    let in_column = w.op(tensor_op(BinaryOp::LogicalAnd), &[below_rows, at_column])?; // [n, n]
+    let multipliers = w.op(Op::Unsqueeze { dim: -1 }, &[multipliers])?; // [.., n, 1]
+    *m = w.op(Op::Where { on_true: Operand::Tensor, on_false: Operand::Tensor }, &[in_column, multipliers, reduced])?;
+    Ok(())
 }
 
 /// `adaptive_max_pool{2,3}d(x, output_size)` → `(values, indices)`, indices flat within each
