@@ -353,6 +353,15 @@ def build_mobilenet_v2_tiny():
     return mobilenet_v2(weights=None, width_mult=0.25, num_classes=10)
 
 
+class SizeFloats(nn.Module):
+    """Returns Python floats computed from a dynamic size: export records them as symbolic
+    float outputs (`n / 4`, `float(n) * 1.5`), known per size bucket."""
+
+    def forward(self, x):
+        n = x.shape[0]
+        return x * 2, n / 4, n * 1.5 - 1
+
+
 class LastToken(nn.Module):
     def __init__(self):
         super().__init__()
@@ -485,6 +494,12 @@ MODELS = {
                 bert_inputs(33, 33, batch=4), bert_inputs(64, 34, batch=8), bert_inputs(17, 35, batch=5),
                 bert_inputs(9, 36, batch=2)],
         dynamic_shapes={"input_ids": {0: BATCH, 1: BERT2_SEQ}, "attention_mask": {0: BATCH, 1: BERT2_SEQ}}),
+    "size_floats": dict(
+        build=SizeFloats,
+        desc="x * 2 plus two Python floats from a dynamic size Dim('rows', min=2, max=64): "
+             "rows / 4 and rows * 1.5 - 1, symbolic float outputs",
+        inputs=[(randn((5, 3), 50),), (randn((2, 3), 51),), (randn((17, 3), 52),), (randn((64, 3), 53),)],
+        dynamic_shapes={"x": {0: Dim("rows", min=2, max=64)}}),
     "last_token": dict(
         build=LastToken,
         desc="Linear(8,4) then the last position x[:, -1] of a dynamic seq Dim('seq', min=2, max=64) "
@@ -1001,6 +1016,20 @@ def generate_as_strided_gaps(outdir):
     save_check_model(ep, outdir, "as_strided_gaps")
 
 
+def generate_item_float(outdir):
+    """`check/item_float.pt2`: returns `x.sum().item() / 2`, a Python float computed from data,
+    which a compiled program cannot return: `check` must refuse it, naming the `item()` node
+    (floats computed from sizes, as in `models/size_floats`, are returned)."""
+
+    class ItemFloat(nn.Module):
+        def forward(self, x):  # x: f32[3, 4]
+            return x * 2, x.sum().item() / 2
+
+    torch.manual_seed(0)
+    ep = torch.export.export(ItemFloat(), (torch.randn(3, 4),), strict=False).run_decompositions()
+    save_check_model(ep, outdir, "item_float")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.path.join(HERE, "models"))
@@ -1021,6 +1050,7 @@ def main():
         generate_unsupported(check_dir)
         generate_flip_seq(check_dir)
         generate_as_strided_gaps(check_dir)
+        generate_item_float(check_dir)
     total = dir_size(a.out)
     for extra in ("bad", "check"):
         folder = os.path.join(os.path.dirname(os.path.abspath(a.out)), extra)

@@ -7,7 +7,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use torchtpu_passes::ir::{
-    Bounds, DType, Dim, Graph, InputKind, Node, Op, Origin, OutputKind, Scalar, TensorType, ValueRef, MAX_OPERANDS,
+    BinaryOp, Bounds, DType, Dim, Graph, InputKind, Node, Op, Operand, Origin, OutputKind, Scalar, TensorType, UnaryOp,
+    ValueRef, MAX_OPERANDS,
 };
 
 use super::archive::Archive;
@@ -257,12 +258,17 @@ impl Builder<'_> {
         let mut args = Args::new(&node.inputs, &self.sym_values).map_err(&fail)?;
         let sym_scalar_out = node.outputs.iter().any(|o| matches!(o, Argument::AsSymBool(_) | Argument::AsSymFloat(_)));
         let lowered = match ops::lowering(&node.target) {
+            _ if sym_scalar_out && is_size_float_node(node) => {
+                Lowered::Op(size_float_op(node, &mut args.tensors).map_err(&fail)?)
+            }
             _ if sym_scalar_out => {
                 args.all_tensors();
-                let reason = format!(
-                    "`{}` produces a symbolic bool or float (data-dependent control), which is not supported",
-                    node.target
-                );
+                let reason = known_unsupported(&node.target).unwrap_or_else(|| {
+                    format!(
+                        "`{}` produces a symbolic bool or float (data-dependent control), which is not supported",
+                        node.target
+                    )
+                });
                 Lowered::Op(Op::Unsupported { target: node.target.clone(), reason: Some(reason) })
             }
             Some(lower) => match lower(&mut args) {
@@ -463,8 +469,10 @@ impl Builder<'_> {
                 Argument::AsTensor(t) => names.push(t.name.clone()),
                 Argument::AsTensors(ts) => names.extend(ts.iter().map(|t| t.name.clone())),
                 Argument::AsSymInt(SymIntArgument::AsName(n)) => names.push(n.clone()),
-                // Symbolic bools and floats have no tensor slot (their node is unsupported).
-                Argument::AsSymBool(_) | Argument::AsSymFloat(_) => {}
+                // A symbolic float is a 0-d f32 value (see `size_float_op`); symbolic bools
+                // have no slot (their node is unsupported).
+                Argument::AsSymFloat(v) => names.push(sym_name(v)?),
+                Argument::AsSymBool(_) => {}
                 // An undefined optional result (e.g. a masked-out gradient) keeps its slot.
                 Argument::AsNone(_) => names.push(String::new()),
                 other => return Err(format!("outputs of kind `{}` are not supported", other.kind())),
@@ -476,6 +484,12 @@ impl Builder<'_> {
                 types.push(TensorType { dtype: DType::F32, dims: vec![] });
             } else if self.sym_values.contains_key(n) {
                 types.push(TensorType { dtype: DType::I64, dims: vec![] });
+            } else if node
+                .outputs
+                .iter()
+                .any(|o| matches!(o, Argument::AsSymFloat(v) if sym_name(v).as_deref() == Ok(n)))
+            {
+                types.push(TensorType { dtype: DType::F32, dims: vec![] });
             } else {
                 types.push(self.tensor_type(n).map_err(|e| e.to_string())?);
             }
@@ -516,12 +530,14 @@ impl Builder<'_> {
             let name = match &arg {
                 Argument::AsTensor(t) => t.name.clone(),
                 Argument::AsSymInt(SymIntArgument::AsName(n)) => n.clone(),
-                Argument::AsSymFloat(_) | Argument::AsSymBool(_) => {
-                    return Err(sig(format!(
-                        "an output is a Python {} computed at run time (from tensor data with `item()`, or from \
-                         symbolic sizes), which a compiled program cannot return; return a tensor instead",
-                        if matches!(arg, Argument::AsSymFloat(_)) { "float" } else { "bool" }
-                    )))
+                // A float computed from sizes is a 0-d f32 value; one computed from data is the
+                // output of an unsupported node, which `check` reports.
+                Argument::AsSymFloat(v) => sym_name(v).map_err(sig)?,
+                Argument::AsSymBool(_) => {
+                    return Err(sig("an output is a Python bool computed at run time (from tensor data with \
+                         `item()`, or from symbolic sizes), which a compiled program cannot return; return a tensor \
+                         instead"
+                        .into()))
                 }
                 Argument::AsInt(_) | Argument::AsFloat(_) | Argument::AsBool(_) => {
                     self.constant_output(&arg, position).map_err(sig)?
@@ -611,6 +627,59 @@ fn data_dependent(args: &mut Args<'_>, node: &schema::Node, reason: &str) -> Low
         target: node.target.clone(),
         reason: Some(format!("{reason} (a data-dependent value)")),
     })
+}
+
+/// The name in a symbolic float argument (`{"as_name": …}`).
+fn sym_name(v: &serde_json::Value) -> Result<String, String> {
+    v.get("as_name")
+        .and_then(serde_json::Value::as_str)
+        .map(str::to_string)
+        .ok_or_else(|| format!("a symbolic float without a name ({})", shown(&v.to_string())))
+}
+
+/// Python arithmetic whose result is a float, on sizes and numbers: `n / 2`, `float(n)`,
+/// `n * 1.5`, … (`_operator.truediv`, `torch.sym_float`, …).
+fn is_size_float_node(node: &schema::Node) -> bool {
+    let ops =
+        ["_operator.add", "_operator.sub", "_operator.mul", "_operator.truediv", "_operator.neg", "torch.sym_float"];
+    ops.contains(&node.target.as_str()) && matches!(node.outputs.as_slice(), [Argument::AsSymFloat(_)])
+}
+
+/// The op of an [`is_size_float_node`] node on the 0-d values of its symbolic operands (the
+/// names pushed to `tensors`) and its numbers, computed in f32 (TPUs have no f64, so sizes
+/// above 2^24 lose precision): a data-dependent operand (from `item()`) is the output of an
+/// unsupported node, which `check` reports.
+fn size_float_op(node: &schema::Node, tensors: &mut Vec<String>) -> Result<Op, String> {
+    let mut operands = Vec::new();
+    for a in &node.inputs {
+        operands.push(match &a.arg {
+            Argument::AsSymInt(SymIntArgument::AsName(n)) => {
+                tensors.push(n.clone());
+                Operand::Tensor
+            }
+            Argument::AsSymFloat(v) => {
+                tensors.push(sym_name(v)?);
+                Operand::Tensor
+            }
+            Argument::AsSymInt(SymIntArgument::AsInt(i)) | Argument::AsInt(i) => Operand::Scalar(Scalar::Int(*i)),
+            Argument::AsFloat(f) => Operand::Scalar(Scalar::Float(f.0)),
+            other => return Err(format!("an operand of kind `{}` in arithmetic on sizes", other.kind())),
+        });
+    }
+    let op = |op| match operands.as_slice() {
+        [lhs, rhs] => Ok(Op::Binary { op, lhs: *lhs, rhs: *rhs, alpha: None }),
+        _ => Err(format!("`{}` takes two operands, found {}", node.target, operands.len())),
+    };
+    match node.target.as_str() {
+        "_operator.add" => op(BinaryOp::Add),
+        "_operator.sub" => op(BinaryOp::Sub),
+        "_operator.mul" => op(BinaryOp::Mul),
+        "_operator.truediv" => op(BinaryOp::Div),
+        "_operator.neg" | "torch.sym_float" if operands == [Operand::Tensor] => {
+            Ok(if node.target == "torch.sym_float" { Op::Convert } else { Op::Unary(UnaryOp::Neg) })
+        }
+        other => Err(format!("`{other}` on these operands is not supported")),
+    }
 }
 
 fn has_data_dependent_arg(node: &schema::Node) -> bool {

@@ -108,6 +108,18 @@ fn as_strided_of_a_view_with_gaps_is_refused() {
     }
 }
 
+/// A Python float computed from data (`x.sum().item() / 2`) cannot be returned: `check`
+/// names the `item()` node and says why (floats from sizes are returned: `size_floats`).
+#[test]
+fn a_float_output_from_data_is_refused() {
+    let path = testdata().join("check/item_float.pt2");
+    let (code, out, err) = run_cli(&["check", path.to_str().expect("utf-8 path")]);
+    assert_eq!(code, 1, "{out}{err}");
+    for want in ["aten._local_scalar_dense.default", "`item()`", "nodes: _local_scalar_dense", "gen.py\", line"] {
+        assert!(out.contains(want), "missing `{want}` in:\n{out}");
+    }
+}
+
 /// A real export with a custom op that no compiler can know (`testlib.scale_rows`) between
 /// ATen ops: `check` names it with its node and source line and exits 1.
 #[test]

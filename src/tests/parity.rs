@@ -111,7 +111,8 @@ parity_tests!(
     effnet_block,
     cnn_dynbatch,
     moe_tiny,
-    size_outputs
+    size_outputs,
+    size_floats
 );
 
 #[test]
