@@ -75,12 +75,10 @@ fn along_axis(w: &mut Wire<'_>, v: ValueRef, axis: usize, rank: usize) -> R<Valu
     w.op(Op::View { size }, &[v])
 }
 
-fn axis_of(a: &Args<'_>, rank_hint: Option<usize>) -> R<i64> {
+/// The `axis` argument of the per-channel quantizers (checked against the rank later).
+fn axis_of(a: &Args<'_>) -> R<usize> {
     let axis = a.int("axis", None)?;
-    if axis < 0 || rank_hint.is_some_and(|r| axis as usize >= r) {
-        return Err(format!("axis {axis} is out of range"));
-    }
-    Ok(axis)
+    usize::try_from(axis).map_err(|_| format!("axis {axis} is out of range"))
 }
 
 /// `quantize_per_tensor`: `clamp(round(x * (1/scale)) + zero_point, qmin, qmax).to(dtype)`,
@@ -171,7 +169,7 @@ fn quantize_per_channel(a: &mut Args<'_>) -> R<Recipe> {
     a.tensor("input")?;
     a.tensor("scales")?;
     a.tensor("zero_points")?;
-    let axis = axis_of(a, None)? as usize;
+    let axis = axis_of(a)?;
     let (qmin, qmax) = (a.int("quant_min", None)?, a.int("quant_max", None)?);
     let dtype = a.dtype("dtype")?.ok_or("missing required argument `dtype`")?;
     Ok(Box::new(move |w| {
@@ -212,7 +210,7 @@ fn dequantize_per_channel(a: &mut Args<'_>) -> R<Recipe> {
     a.tensor("input")?;
     a.tensor("scales")?;
     let has_zero_points = a.opt_tensor("zero_points")?;
-    let axis = axis_of(a, None)? as usize;
+    let axis = axis_of(a)?;
     let out_dtype = a.dtype("out_dtype")?.unwrap_or(DType::F32);
     Ok(Box::new(move |w| {
         let x = w.inputs[0];
@@ -747,7 +745,8 @@ fn adaptive_windows(
     let window: i64 = longest.iter().product();
     let cells: i64 = sizes.iter().map(|s| s.1).product();
     let lead_count: i64 = dims[..lead].iter().product();
-    if cells.checked_mul(window).and_then(|c| c.checked_mul(lead_count.max(1))).is_none_or(|n| n > MAX_CONSTANT * 4) {
+    // The gathered windows are `lead × cells × window` elements: bounded like a constant.
+    if cells.checked_mul(window).and_then(|c| c.checked_mul(lead_count.max(1))).is_none_or(|n| n > MAX_CONSTANT) {
         return Err(format!("adaptive max pooling to {:?} gathers too many windows", sizes));
     }
     let mut v = x;
