@@ -1,4 +1,4 @@
-//! The `.tpuexe` artifact: a zip of stored, 64-byte-aligned entries (DESIGN.md §4).
+//! The `.tpuexe` artifact: a zip of stored, 64-byte-aligned entries (README.md, "The artifact").
 //!
 //! - `manifest.json`: what was compiled, how, for which targets, with checksums;
 //! - `weights.safetensors`: the tensors the programs take as their leading arguments;

@@ -19,7 +19,7 @@ use crate::run::{run as run_artifact, RunRequest};
 use crate::target::Target;
 use crate::{check, driver, import, inspect, Error};
 use torchtpu_passes::ir::DType;
-use torchtpu_passes::PassOptions;
+use torchtpu_passes::{PassOptions, PASSES};
 
 /// Ahead-of-time compiler from PyTorch `torch.export` archives (.pt2) to TPU executables.
 ///
@@ -99,82 +99,75 @@ enum CacheAction {
     Clear,
 }
 
-/// Which graph passes run.
-#[derive(Args)]
+/// Which graph passes run: `--passes LIST|none` and one `--no-<pass>` per registered pass,
+/// flags and help made from the pass registry (`torchtpu_passes::PASSES`).
+#[derive(Clone, Debug, Default)]
 struct PassFlags {
-    /// Graph passes to run, comma-separated (they always run in pipeline order), or `none`.
-    /// Passes: canonicalize (drop no-op views, copies, identity permutes, metadata asserts),
-    /// fold_constants (identities such as x*1, constant shapes as plain fulls), fold_batch_norm (eval BatchNorm into the convolution's weights), cse (merge equal
-    /// computations), grouped_attention (GQA attention reads shared K/V heads, no repeat),
-    /// safe_softmax (softmax and its fully-masked-row guard as one op),
-    /// fuse_matmuls (matmuls reading one input become one on stacked weights),
-    /// pad (apply --pad-multiple), compute_dtype (apply --compute-dtype), dce (remove unused nodes and weights), precision
-    /// (apply --precision-override), sdpa (each attention as one `torchtpu.sdpa` stablehlo.composite).
-    /// Default: all.
-    #[arg(long, value_name = "LIST", value_parser = parse_passes)]
-    passes: Option<PassList>,
-    /// Skip `canonicalize`.
-    #[arg(long)]
-    no_canonicalize: bool,
-    /// Skip `fold_constants`.
-    #[arg(long)]
-    no_fold_constants: bool,
-    /// Skip `fold_batch_norm`.
-    #[arg(long)]
-    no_fold_batch_norm: bool,
-    /// Skip `cse`.
-    #[arg(long)]
-    no_cse: bool,
-    /// Skip `grouped_attention`.
-    #[arg(long)]
-    no_grouped_attention: bool,
-    /// Skip `safe_softmax`.
-    #[arg(long)]
-    no_safe_softmax: bool,
-    /// Skip `fuse_matmuls`.
-    #[arg(long)]
-    no_fuse_matmuls: bool,
-    /// Skip `pad` (`--pad-multiple` is then ignored).
-    #[arg(long)]
-    no_pad: bool,
-    /// Skip `compute_dtype` (`--compute-dtype` is then ignored).
-    #[arg(long)]
-    no_compute_dtype: bool,
-    /// Skip `dce`.
-    #[arg(long)]
-    no_dce: bool,
-    /// Skip `precision` (overrides are then ignored).
-    #[arg(long)]
-    no_precision: bool,
-    /// Skip `sdpa` (attention is emitted inline, not as `torchtpu.sdpa` composites).
-    #[arg(long)]
-    no_sdpa: bool,
+    /// `--passes`, when given.
+    passes: Option<Vec<String>>,
+    /// The passes named by `--no-<pass>` flags.
+    skipped: Vec<String>,
 }
 
 impl PassFlags {
+    /// The passes to run: `--passes` (default all) without the skipped ones.
     fn selected(&self) -> Vec<String> {
-        let all = || torchtpu_passes::PASSES.iter().map(|(p, _)| p.to_string()).collect();
-        let mut v: Vec<String> = self.passes.clone().map_or_else(all, |l| l.0);
-        let off = [
-            (self.no_canonicalize, "canonicalize"),
-            (self.no_fold_constants, "fold_constants"),
-            (self.no_fold_batch_norm, "fold_batch_norm"),
-            (self.no_cse, "cse"),
-            (self.no_grouped_attention, "grouped_attention"),
-            (self.no_safe_softmax, "safe_softmax"),
-            (self.no_fuse_matmuls, "fuse_matmuls"),
-            (self.no_pad, "pad"),
-            (self.no_compute_dtype, "compute_dtype"),
-            (self.no_dce, "dce"),
-            (self.no_precision, "precision"),
-            (self.no_sdpa, "sdpa"),
-        ];
-        for (off, name) in off {
-            if off {
-                v.retain(|p| p != name);
-            }
-        }
+        let all = || PASSES.iter().map(|p| p.name.to_string()).collect();
+        let mut v: Vec<String> = self.passes.clone().unwrap_or_else(all);
+        v.retain(|p| !self.skipped.contains(p));
         v
+    }
+}
+
+/// The argument id of a pass's skip flag: `no_fold_batch_norm`.
+fn skip_id(pass: &str) -> String {
+    format!("no_{pass}")
+}
+
+/// The `--passes` help: every pass with what it does.
+fn passes_help() -> String {
+    let list: Vec<String> = PASSES.iter().map(|p| format!("  {}: {}", p.name, p.summary)).collect();
+    format!(
+        "Graph passes to run, comma-separated (they always run in pipeline order), or `none`. Default: all.\n\
+         The passes, in pipeline order:\n{}",
+        list.join("\n")
+    )
+}
+
+impl clap::FromArgMatches for PassFlags {
+    fn from_arg_matches(m: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        let passes = m.get_one::<PassList>("passes").map(|l| l.0.clone());
+        let skipped = PASSES.iter().filter(|p| m.get_flag(&skip_id(p.name))).map(|p| p.name.to_string()).collect();
+        Ok(PassFlags { passes, skipped })
+    }
+
+    fn update_from_arg_matches(&mut self, m: &clap::ArgMatches) -> Result<(), clap::Error> {
+        *self = PassFlags::from_arg_matches(m)?;
+        Ok(())
+    }
+}
+
+impl Args for PassFlags {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        let passes = clap::Arg::new("passes")
+            .long("passes")
+            .value_name("LIST")
+            .value_parser(parse_passes)
+            .help("Graph passes to run, comma-separated, or `none` (default: all; see --help)")
+            .long_help(passes_help());
+        PASSES.iter().fold(cmd.arg(passes), |cmd, p| {
+            let also = p.when_skipped.map_or_else(String::new, |w| format!(" ({w})"));
+            cmd.arg(
+                clap::Arg::new(skip_id(p.name))
+                    .long(format!("no-{}", p.name.replace('_', "-")))
+                    .action(clap::ArgAction::SetTrue)
+                    .help(format!("Skip the `{}` pass{also}", p.name)),
+            )
+        })
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        PassFlags::augment_args(cmd)
     }
 }
 
@@ -216,11 +209,9 @@ fn parse_passes(s: &str) -> Result<PassList, String> {
         return Ok(PassList(vec![]));
     }
     let names: Vec<String> = s.split(',').map(|p| p.trim().to_string()).filter(|p| !p.is_empty()).collect();
-    for n in &names {
-        if !torchtpu_passes::PASSES.iter().any(|(p, _)| p == n) {
-            let valid: Vec<&str> = torchtpu_passes::PASSES.iter().map(|(p, _)| *p).collect();
-            return Err(format!("unknown pass `{n}` (passes: {}, or `none`)", valid.join(", ")));
-        }
+    if let Some(unknown) = names.iter().find(|n| torchtpu_passes::pass_info(n).is_none()) {
+        let valid: Vec<&str> = PASSES.iter().map(|p| p.name).collect();
+        return Err(format!("unknown pass `{unknown}` (passes: {}, or `none`)", valid.join(", ")));
     }
     Ok(PassList(names))
 }
@@ -417,7 +408,7 @@ enum GroupedMmArg {
     Dense,
 }
 
-/// `tpu:v6e:1x1` plus `cpu` (DESIGN.md §3).
+/// `tpu:v6e:1x1` plus `cpu`, the default `--target` list.
 fn default_targets() -> Vec<Target> {
     vec![Target::Tpu { generation: "v6e".into(), topology: "1x1".into() }, Target::Cpu]
 }

@@ -41,7 +41,7 @@ impl Default for LowerOptions {
     fn default() -> LowerOptions {
         LowerOptions {
             emit: EmitOptions::default(),
-            passes: PASSES.iter().map(|(p, _)| p.to_string()).collect(),
+            passes: PASSES.iter().map(|p| p.name.to_string()).collect(),
             pass_options: PassOptions::default(),
             keep_stages: false,
         }

@@ -1,5 +1,5 @@
 //! The library's top-level error: one variant per stage, each with its own typed cause, and the
-//! exit code each maps to (DESIGN.md §3).
+//! exit code each maps to (`--help` lists them: 1 model or input, 2 usage, 3 environment).
 
 use thiserror::Error;
 

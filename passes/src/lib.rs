@@ -25,5 +25,5 @@ pub mod testing;
 pub mod typing;
 pub mod verify;
 
-pub use pass::{Pass, PassError, PassOptions, PassReport, Pipeline, PASSES};
+pub use pass::{pass_info, Pass, PassError, PassInfo, PassOptions, PassReport, Pipeline, PASSES};
 pub use verify::{verify, NodeError, VerifyError};

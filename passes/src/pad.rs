@@ -1030,7 +1030,7 @@ impl Pass for Pad {
         // Nodes earlier passes left without users go first (as `dce` would remove them later),
         // so that no slice or pad is made only for them. The order is taken after: the nodes
         // this pass adds may reuse the removed nodes' ids, and must not be visited.
-        crate::dce::remove_dead(graph, &graph.topo_order().map_err(cycle)?);
+        let removed = crate::dce::remove_dead(graph, &graph.topo_order().map_err(cycle)?);
         let order = graph.topo_order().map_err(cycle)?;
         let mut p = Padder {
             multiple,
@@ -1059,7 +1059,8 @@ impl Pass for Pad {
         cx.note(p.padded_weights.len(), "weights zero-padded at compile time");
         cx.note(p.pads, "activations zero-padded");
         cx.note(p.slices, "slices back to true sizes");
-        let changed = !p.contractions.is_empty();
+        cx.note(removed, "nodes without users removed first");
+        let changed = removed > 0 || !p.contractions.is_empty() || p.pads > 0 || p.slices > 0;
         cx.padded = p.contractions;
         Ok(if changed { Changed::Yes } else { Changed::No })
     }

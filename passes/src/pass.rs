@@ -91,21 +91,101 @@ pub struct PassReport {
     pub micros: u64,
 }
 
-/// Every pass, in pipeline order, with a one-line description (for `--help` and errors).
-pub const PASSES: &[(&str, &str)] = &[
-    ("canonicalize", "drop no-op views, copies, identity permutes and metadata asserts"),
-    ("fold_constants", "drop identities (x*1, x-0, and with all-true) and make constant shapes plain fulls"),
-    ("fold_batch_norm", "fold eval-mode BatchNorm into the preceding convolution's weights"),
-    ("cse", "merge nodes that compute the same value"),
-    ("grouped_attention", "attention products read shared K/V heads instead of repeated ones (GQA)"),
-    ("safe_softmax", "attention's softmax and its fully-masked-row guard become one safe softmax"),
-    ("fuse_matmuls", "one matmul on stacked weights for matmuls that read the same input (Q/K/V, gate/up)"),
-    ("pad", "widen matmul/convolution feature dims to multiples of --pad-multiple, zeros in the weights"),
-    ("compute_dtype", "bf16 operands for f32 matmuls/convolutions with --compute-dtype bf16"),
-    ("dce", "remove nodes whose values are never used"),
-    ("precision", "per-node precision of contractions from --precision-override"),
-    ("sdpa", "each attention (bmm, mask, softmax, bmm) emitted as one `torchtpu.sdpa` stablehlo.composite"),
+/// A registered pass: its name (for `--passes`, `--no-<name>`, reports and dump files), what it
+/// does in one line (for `--help`), what skipping it turns off besides, and how to make it from
+/// the options.
+pub struct PassInfo {
+    /// Stable snake_case name; the pass's own [`Pass::name`].
+    pub name: &'static str,
+    /// One line for `--help`.
+    pub summary: &'static str,
+    /// What `--no-<name>` also turns off, when something (an option the pass applies).
+    pub when_skipped: Option<&'static str>,
+    /// Makes the pass.
+    pub make: fn(&PassOptions) -> Box<dyn Pass>,
+}
+
+/// Every pass, in pipeline order: the one list the pipeline, the command line's pass flags and
+/// their help are made from.
+pub const PASSES: &[PassInfo] = &[
+    PassInfo {
+        name: "canonicalize",
+        summary: "drop no-op views, copies, identity permutes and metadata asserts",
+        when_skipped: None,
+        make: |_| Box::new(crate::canonicalize::Canonicalize),
+    },
+    PassInfo {
+        name: "fold_constants",
+        summary: "drop identities (x*1, x-0, and with all-true) and make constant shapes plain fulls",
+        when_skipped: None,
+        make: |_| Box::new(crate::fold_constants::FoldConstants),
+    },
+    PassInfo {
+        name: "fold_batch_norm",
+        summary: "fold eval-mode BatchNorm into the preceding convolution's weights",
+        when_skipped: None,
+        make: |_| Box::new(crate::fold_bn::FoldBatchNorm),
+    },
+    PassInfo {
+        name: "cse",
+        summary: "merge nodes that compute the same value",
+        when_skipped: None,
+        make: |_| Box::new(crate::cse::Cse),
+    },
+    PassInfo {
+        name: "grouped_attention",
+        summary: "attention products read shared K/V heads instead of repeated ones (GQA)",
+        when_skipped: None,
+        make: |_| Box::new(crate::grouped_attention::GroupedAttention),
+    },
+    PassInfo {
+        name: "safe_softmax",
+        summary: "attention's softmax and its fully-masked-row guard become one safe softmax",
+        when_skipped: None,
+        make: |_| Box::new(crate::safe_softmax::SafeSoftmax),
+    },
+    PassInfo {
+        name: "fuse_matmuls",
+        summary: "one matmul on stacked weights for matmuls that read the same input (Q/K/V, gate/up)",
+        when_skipped: None,
+        make: |_| Box::new(crate::fuse_matmuls::FuseMatmuls),
+    },
+    PassInfo {
+        name: "pad",
+        summary: "widen matmul/convolution feature dims to multiples of --pad-multiple, zeros in the weights",
+        when_skipped: Some("`--pad-multiple` is then ignored"),
+        make: |o| Box::new(crate::pad::Pad { multiple: o.pad_multiple }),
+    },
+    PassInfo {
+        name: "compute_dtype",
+        summary: "bf16 operands for f32 matmuls/convolutions with --compute-dtype bf16",
+        when_skipped: Some("`--compute-dtype` is then ignored"),
+        make: |o| Box::new(crate::compute_dtype::ComputeDtype { dtype: o.compute_dtype }),
+    },
+    PassInfo {
+        name: "dce",
+        summary: "remove nodes and weights whose values are never used",
+        when_skipped: None,
+        make: |_| Box::new(crate::dce::Dce),
+    },
+    PassInfo {
+        name: "precision",
+        summary: "per-node precision of contractions from --precision-override",
+        when_skipped: Some("overrides are then ignored"),
+        make: |o| Box::new(PrecisionPass { overrides: o.precision_overrides.clone() }),
+    },
+    PassInfo {
+        name: "sdpa",
+        summary: "each attention (bmm, mask, softmax, bmm) emitted as one `torchtpu.sdpa` stablehlo.composite",
+        when_skipped: Some("attention is emitted inline"),
+        make: |_| Box::new(crate::sdpa::Sdpa),
+    },
 ];
+
+/// The registered pass of that name.
+pub fn pass_info(name: &str) -> Option<&'static PassInfo> {
+    PASSES.iter().find(|p| p.name == name)
+}
 
 /// Settings of the passes.
 #[derive(Clone, Debug, Default)]
@@ -128,42 +208,17 @@ pub struct Pipeline {
 impl Pipeline {
     /// The standard pipeline: every pass of [`PASSES`], in that order.
     pub fn standard(opts: &PassOptions) -> Pipeline {
-        Pipeline { passes: PASSES.iter().filter_map(|(p, _)| Pipeline::by_name(p, opts)).collect() }
-    }
-
-    /// One pass by name.
-    pub fn by_name(name: &str, opts: &PassOptions) -> Option<Box<dyn Pass>> {
-        Some(match name {
-            "canonicalize" => Box::new(crate::canonicalize::Canonicalize),
-            "fold_constants" => Box::new(crate::fold_constants::FoldConstants),
-            "fold_batch_norm" => Box::new(crate::fold_bn::FoldBatchNorm),
-            "cse" => Box::new(crate::cse::Cse),
-            "grouped_attention" => Box::new(crate::grouped_attention::GroupedAttention),
-            "safe_softmax" => Box::new(crate::safe_softmax::SafeSoftmax),
-            "fuse_matmuls" => Box::new(crate::fuse_matmuls::FuseMatmuls),
-            "pad" => Box::new(crate::pad::Pad { multiple: opts.pad_multiple }),
-            "compute_dtype" => Box::new(crate::compute_dtype::ComputeDtype { dtype: opts.compute_dtype }),
-            "dce" => Box::new(crate::dce::Dce),
-            "precision" => Box::new(PrecisionPass { overrides: opts.precision_overrides.clone() }),
-            "sdpa" => Box::new(crate::sdpa::Sdpa),
-            _ => return None,
-        })
+        Pipeline { passes: PASSES.iter().map(|p| (p.make)(opts)).collect() }
     }
 
     /// The standard pipeline restricted to `enabled` (names as in [`PASSES`]), in pipeline
     /// order. Unknown names are an error listing the valid ones.
     pub fn only(enabled: &[String], opts: &PassOptions) -> Result<Pipeline, String> {
-        for name in enabled {
-            if !PASSES.iter().any(|(p, _)| p == name) {
-                let valid: Vec<&str> = PASSES.iter().map(|(p, _)| *p).collect();
-                return Err(format!("unknown pass `{name}` (passes: {})", valid.join(", ")));
-            }
+        if let Some(unknown) = enabled.iter().find(|name| pass_info(name).is_none()) {
+            let valid: Vec<&str> = PASSES.iter().map(|p| p.name).collect();
+            return Err(format!("unknown pass `{unknown}` (passes: {})", valid.join(", ")));
         }
-        let passes = PASSES
-            .iter()
-            .filter(|(p, _)| enabled.iter().any(|e| e == p))
-            .filter_map(|(p, _)| Pipeline::by_name(p, opts))
-            .collect();
+        let passes = PASSES.iter().filter(|p| enabled.iter().any(|e| e == p.name)).map(|p| (p.make)(opts)).collect();
         Ok(Pipeline { passes })
     }
 
@@ -181,8 +236,9 @@ impl Pipeline {
         self.passes.iter().map(|p| p.name()).collect()
     }
 
-    /// Runs every pass in order, verifying after each; `after_each(pass, graph)` sees the graph
-    /// after each pass (for dumps).
+    /// Runs every pass in order, verifying the graph after each that changed it (the caller
+    /// verified it before the first); `after_each(pass, graph)` sees the graph after each pass
+    /// (for dumps).
     pub fn run(
         &self,
         graph: &mut Graph,
@@ -192,10 +248,24 @@ impl Pipeline {
         for pass in &self.passes {
             let nodes_before = graph.len();
             let mut cx = PassCx::default();
+            // Test builds hold every pass to its word: "unchanged" means the same printed IR.
+            #[cfg(debug_assertions)]
+            let printed = crate::ir::print(graph);
             let started = Instant::now();
-            pass.run(graph, &mut cx)?;
+            let changed = pass.run(graph, &mut cx)?;
             let micros = started.elapsed().as_micros() as u64;
-            verify(graph).map_err(|source| PassError::BrokeInvariant { pass: pass.name(), source })?;
+            // An unchanged graph was verified before this pass.
+            if changed == Changed::Yes {
+                verify(graph).map_err(|source| PassError::BrokeInvariant { pass: pass.name(), source })?;
+            }
+            #[cfg(debug_assertions)]
+            if changed == Changed::No {
+                assert!(
+                    printed == crate::ir::print(graph),
+                    "pass `{}` changed the graph but said it did not",
+                    pass.name()
+                );
+            }
             after_each(pass.name(), graph);
             reports.push(PassReport {
                 pass: pass.name().to_string(),
@@ -236,6 +306,40 @@ mod tests {
             g.set_input(conv, 0, bias);
             Ok(super::Changed::Yes)
         }
+    }
+
+    /// Each registered pass answers to its registry name, and names are unique.
+    #[test]
+    fn the_registry_names_each_pass_once() {
+        let opts = PassOptions::default();
+        for p in super::PASSES {
+            assert_eq!((p.make)(&opts).name(), p.name);
+            assert_eq!(super::PASSES.iter().filter(|q| q.name == p.name).count(), 1, "{}", p.name);
+        }
+        assert_eq!(Pipeline::standard(&opts).names(), super::PASSES.iter().map(|p| p.name).collect::<Vec<_>>());
+    }
+
+    /// A pass that rewrites the graph but reports `Changed::No` is caught in test builds.
+    #[test]
+    #[should_panic(expected = "pass `broken` changed the graph but said it did not")]
+    fn a_pass_that_hides_a_change_is_caught() {
+        struct Hides;
+        impl super::Pass for Hides {
+            fn name(&self) -> &'static str {
+                "broken"
+            }
+            fn run(&self, g: &mut crate::ir::Graph, _: &mut super::PassCx) -> Result<super::Changed, super::PassError> {
+                let id = g.node_ids().last().expect("a node");
+                g.node_mut(id).name = "renamed".into();
+                Ok(super::Changed::No)
+            }
+        }
+        let mut b = Builder::new("t");
+        let x = b.input("x", f32(&[2]));
+        let y = b.op("y", Op::Unary(UnaryOp::Neg), &[x], f32(&[2]));
+        b.output(y);
+        let mut g = b.finish();
+        let _ = Pipeline { passes: vec![Box::new(Hides)] }.run(&mut g, |_, _| {});
     }
 
     /// The verifier after each pass sees the ill-typed convolution and names pass and node;

@@ -442,7 +442,8 @@ fn missing_plugin_is_an_environment_error() {
     assert!(!out.exists());
 }
 
-/// The artifact layout of DESIGN.md §4: stored, 64-byte aligned entries; `inspect` reads it.
+/// The artifact layout (README.md, "The artifact"): stored, 64-byte aligned entries; `inspect`
+/// reads it.
 #[test]
 fn artifact_layout_and_inspect() {
     let tmp = TempDir::new("layout");
