@@ -374,12 +374,11 @@ impl CompileArgs {
 
     /// The passes' settings; the padding default depends on the targets.
     fn pass_options(&self, targets: &[Target]) -> PassOptions {
-        let tpu = targets.iter().any(|t| matches!(t, Target::Tpu { .. }));
-        let pad = self.pad_multiple.map_or(if tpu { 128 } else { 0 }, i64::from);
+        let pad = self.pad_multiple.map_or(crate::compile::default_pad_multiple(targets), |m| Some(i64::from(m)));
         PassOptions {
             precision_overrides: self.precision_override.clone(),
             compute_dtype: self.compute_dtype.0,
-            pad_multiple: (pad > 1).then_some(pad),
+            pad_multiple: pad.filter(|&m| m > 1),
             bucket: None,
         }
     }

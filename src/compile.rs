@@ -55,6 +55,7 @@ impl CompileRequest {
     /// A quiet request for `targets` at `precision`: the default plugins, every pass, no cache
     /// and no dumps.
     pub fn new(targets: Vec<Target>, precision: Precision) -> CompileRequest {
+        let pass_options = PassOptions { pad_multiple: default_pad_multiple(&targets), ..PassOptions::default() };
         CompileRequest {
             targets,
             precision,
@@ -64,11 +65,17 @@ impl CompileRequest {
             progress: false,
             cache: CacheConfig::off(),
             passes: LowerOptions::default().passes,
-            pass_options: PassOptions::default(),
+            pass_options,
             buckets: Vec::new(),
             jobs: default_jobs(),
         }
     }
+}
+
+/// The `pad` pass's default multiple: 128 (the TPU matrix unit's width) when a target is a
+/// TPU, off otherwise. The command line's `--pad-multiple` overrides it.
+pub fn default_pad_multiple(targets: &[Target]) -> Option<i64> {
+    targets.iter().any(|t| matches!(t, Target::Tpu { .. })).then_some(128)
 }
 
 /// One compile thread per core (XLA's own compile threads share them).
@@ -710,4 +717,22 @@ fn weights_safetensors(program: &Program, graph: &Graph) -> Result<Vec<u8>, Erro
     }
     safetensors::serialize(views.iter().map(|(k, v)| (k.as_str(), v)), None)
         .map_err(|e| Error::Unsupported(format!("cannot serialize the weights: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CompileRequest;
+    use crate::emit::Precision;
+    use crate::target::Target;
+
+    /// Library callers get the command line's pass defaults: padding to 128 when a target is a
+    /// TPU, none for CPU alone.
+    #[test]
+    fn requests_pad_for_tpu_targets_as_the_command_line_does() {
+        let tpu = Target::Tpu { generation: "v6e".into(), topology: "1x1".into() };
+        let both = CompileRequest::new(vec![tpu, Target::Cpu], Precision::Default);
+        assert_eq!(both.pass_options.pad_multiple, Some(128));
+        let cpu = CompileRequest::new(vec![Target::Cpu], Precision::Default);
+        assert_eq!(cpu.pass_options.pad_multiple, None);
+    }
 }
