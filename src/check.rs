@@ -96,7 +96,7 @@ fn bucket_failures(program: &Program) -> Vec<NodeFailure> {
         return vec![];
     }
     let mut opts = driver::LowerOptions::default();
-    opts.pass_options.bucket = Some(torchtpu_passes::bucket::BucketSpec { values: values.clone(), bounds });
+    opts.pass_options.bucket = Some(torchtpu_passes::bucket_masks::BucketSpec { values: values.clone(), bounds });
     match driver::transform(program, &values, &opts) {
         Err(e @ LowerError::Pass(_)) => vec![NodeFailure {
             node: String::new(),

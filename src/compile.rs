@@ -14,7 +14,7 @@ use crate::artifact::{
     self, Bucket, CompilerInfo, Executable, Manifest, OptionsInfo, PluginInfo, Signature, SignatureValue,
 };
 use crate::artifact::{safetensors_dtype, SourceInfo, SymbolInfo, TargetEntry, WeightsInfo, ARTIFACT_FORMAT};
-use torchtpu_passes::bucket::BucketSpec;
+use torchtpu_passes::bucket_masks::BucketSpec;
 use torchtpu_passes::PassOptions;
 
 use crate::artifact::{CostInfo, MemoryInfo, PassInfo, TpuInfo};

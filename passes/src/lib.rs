@@ -3,13 +3,13 @@
 //! Pure Rust: no FFI and no I/O, so `cargo test -p torchtpu-passes` runs anywhere.
 #![warn(missing_docs)]
 
-pub mod bucket;
+pub mod bucket_masks;
 pub mod canonicalize;
 pub mod compute_dtype;
 pub mod const_eval;
 pub mod cse;
 pub mod dce;
-pub mod fold_bn;
+pub mod fold_batch_norm;
 pub mod fold_constants;
 pub mod fuse_matmuls;
 pub mod grouped_attention;

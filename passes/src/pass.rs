@@ -124,7 +124,7 @@ pub const PASSES: &[PassInfo] = &[
         name: "fold_batch_norm",
         summary: "fold eval-mode BatchNorm into the preceding convolution's weights",
         when_skipped: None,
-        make: |_| Box::new(crate::fold_bn::FoldBatchNorm),
+        make: |_| Box::new(crate::fold_batch_norm::FoldBatchNorm),
     },
     PassInfo {
         name: "cse",
@@ -197,7 +197,7 @@ pub struct PassOptions {
     /// Feature dims of contractions become multiples of this for the `pad` pass (`None`: off).
     pub pad_multiple: Option<i64>,
     /// The size bucket the program is compiled for (`None`: one exact size).
-    pub bucket: Option<crate::bucket::BucketSpec>,
+    pub bucket: Option<crate::bucket_masks::BucketSpec>,
 }
 
 /// An ordered list of passes.
@@ -226,7 +226,7 @@ impl Pipeline {
     /// (results past the real sizes would be wrong without it).
     pub fn for_bucket(mut self, opts: &PassOptions) -> Pipeline {
         if let Some(bucket) = &opts.bucket {
-            self.passes.insert(0, Box::new(crate::bucket::BucketMasks { bucket: Some(bucket.clone()) }));
+            self.passes.insert(0, Box::new(crate::bucket_masks::BucketMasks { bucket: Some(bucket.clone()) }));
         }
         self
     }

@@ -68,3 +68,23 @@ fn snapshot_folders_match_suites() {
     dirs.sort();
     assert_eq!(dirs, ["import", "inspect", "mlir"]);
 }
+
+/// Each pass lives in the file named after it (`passes/src/<name>.rs`), and every file that
+/// implements a pass is registered (or is `bucket_masks`, which the pipeline adds for buckets).
+#[test]
+fn every_pass_is_registered_in_a_file_of_its_name() {
+    let dir = workspace().join("passes/src");
+    for p in torchtpu_passes::PASSES {
+        assert!(dir.join(format!("{}.rs", p.name)).is_file(), "pass `{}` has no passes/src/{}.rs", p.name, p.name);
+    }
+    let mut files = Vec::new();
+    files_under(&dir, "rs", &mut files);
+    for f in files {
+        let text = std::fs::read_to_string(&f).expect("readable");
+        let stem = f.file_stem().expect("stem").to_string_lossy().into_owned();
+        if text.contains("impl Pass for") && stem != "pass" {
+            let known = stem == "bucket_masks" || torchtpu_passes::pass_info(&stem).is_some();
+            assert!(known, "{} implements a pass that is not in PASSES under its file's name", f.display());
+        }
+    }
+}
