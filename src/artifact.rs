@@ -16,7 +16,7 @@ use safetensors::tensor::Dtype;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use thiserror::Error;
-use torchtpu_passes::ir::{DType, SymExpr};
+use torchtpu_passes::ir::{DType, Dim, OutputKind, SymExpr, TensorType};
 use zip::write::SimpleFileOptions;
 
 use crate::container::{ContainerError, MappedZip};
@@ -81,6 +81,32 @@ pub struct SignatureValue {
     /// The dims as expressions (`run` evaluates them at the real sizes of a dynamic program).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sym_dims: Vec<SymExpr>,
+}
+
+/// A value's dims as the manifest and `inspect` write them: ints, or the text of a symbolic
+/// expression.
+pub fn dims_json(ty: &TensorType) -> Vec<serde_json::Value> {
+    ty.dims
+        .iter()
+        .map(|d| match d {
+            Dim::Static(v) => serde_json::Value::from(*v),
+            Dim::Sym(e) => serde_json::Value::from(e.to_string()),
+        })
+        .collect()
+}
+
+/// What a graph output is, as the manifest and `inspect` say it: `user`, `loss`,
+/// `gradient <fqn>`, `buffer_mutation <fqn>`, ….
+pub fn describe_output(kind: &OutputKind) -> String {
+    match kind {
+        OutputKind::User { .. } => "user".into(),
+        OutputKind::Loss => "loss".into(),
+        OutputKind::GradientToParameter { fqn } => format!("gradient {fqn}"),
+        OutputKind::GradientToUserInput { input } => format!("gradient of input {input}"),
+        OutputKind::BufferMutation { fqn } => format!("buffer_mutation {fqn}"),
+        OutputKind::ParameterMutation { fqn } => format!("parameter_mutation {fqn}"),
+        OutputKind::UserInputMutation { input } => format!("user_input_mutation {input}"),
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

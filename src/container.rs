@@ -83,6 +83,11 @@ impl MappedZip {
         &self.entries
     }
 
+    /// The whole file, as mapped.
+    pub fn bytes(&self) -> &[u8] {
+        &self.map
+    }
+
     /// A payload range of the map.
     pub fn slice(&self, range: Range<usize>) -> &[u8] {
         &self.map[range]

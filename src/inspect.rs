@@ -8,8 +8,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 
 use serde::Serialize;
-use torchtpu_passes::ir::{Dim, InputKind, Op, OutputKind, TensorType};
+use torchtpu_passes::ir::{InputKind, Op, OutputKind, TensorType};
 
+use crate::artifact::{describe_output, dims_json};
 use crate::import::{Program, Weight};
 
 /// Identifies the layout of the JSON report.
@@ -73,31 +74,8 @@ pub struct ConstantInput {
     pub value: String,
 }
 
-fn dims_json(ty: &TensorType) -> Vec<serde_json::Value> {
-    ty.dims
-        .iter()
-        .map(|d| match d {
-            Dim::Static(v) => serde_json::Value::from(*v),
-            Dim::Sym(e) => serde_json::Value::from(e.to_string()),
-        })
-        .collect()
-}
-
 fn value_info(name: &str, ty: &TensorType) -> ValueInfo {
     ValueInfo { name: name.to_string(), dtype: ty.dtype.to_string(), dims: dims_json(ty), kind: None }
-}
-
-/// How an output is described in reports and the manifest.
-fn output_kind(kind: &OutputKind) -> String {
-    match kind {
-        OutputKind::User { .. } => "user".into(),
-        OutputKind::Loss => "loss".into(),
-        OutputKind::GradientToParameter { fqn } => format!("gradient {fqn}"),
-        OutputKind::GradientToUserInput { input } => format!("gradient of input {input}"),
-        OutputKind::BufferMutation { fqn } => format!("buffer_mutation {fqn}"),
-        OutputKind::ParameterMutation { fqn } => format!("parameter_mutation {fqn}"),
-        OutputKind::UserInputMutation { input } => format!("user_input_mutation {input}"),
-    }
 }
 
 /// Builds the report of an imported program.
@@ -113,11 +91,9 @@ pub fn report(program: &Program, file: &str) -> Report {
     let mut outputs = Vec::new();
     let mut mutations = Vec::new();
     for o in g.outputs() {
-        let node = g.node(o.value.node);
-        let slot = usize::from(o.value.slot);
-        let name = node.origin.output_names.get(slot).unwrap_or(&node.name);
         // Every graph output, in graph order: what the program returns and `run` writes.
-        outputs.push(ValueInfo { kind: Some(output_kind(&o.kind)), ..value_info(name, &node.outputs[slot]) });
+        let info = value_info(g.value_name(o.value), g.value_type(o.value));
+        outputs.push(ValueInfo { kind: Some(describe_output(&o.kind)), ..info });
         match &o.kind {
             OutputKind::BufferMutation { fqn } => mutations.push(format!("buffer {fqn}")),
             OutputKind::ParameterMutation { fqn } => mutations.push(format!("parameter {fqn}")),

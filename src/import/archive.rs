@@ -36,6 +36,11 @@ impl From<ContainerError> for ImportError {
 }
 
 impl Archive {
+    /// The whole archive file, as mapped (what the manifest's source hash covers).
+    pub fn file_bytes(&self) -> &[u8] {
+        self.zip.bytes()
+    }
+
     /// Maps `path` and indexes its entries under the common root folder.
     pub fn open(path: &Path) -> Result<Archive, ImportError> {
         let zip = MappedZip::open_verified(path)?;

@@ -82,6 +82,7 @@ impl Plugin {
             }) => create_client(self.api(), &[])?,
             other => other?,
         };
+        self.count_client();
         Client::new(*self, raw)
     }
 }

@@ -36,7 +36,7 @@ use std::path::PathBuf;
 
 pub use client::{Client, Device};
 pub use executable::{Buffer, Executable, LoadedExecutable, MemoryStats};
-pub use plugin::{ApiVersion, AttributeValue, Plugin};
+pub use plugin::{ApiVersion, AttributeValue, Created, Plugin};
 pub use topology::{prepare_libtpu_environment, Topology};
 pub use types::{CompileOptions, ElementType};
 

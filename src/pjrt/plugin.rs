@@ -62,6 +62,20 @@ struct Loaded {
     sha256: String,
     version: ApiVersion,
     attributes: Vec<(String, AttributeValue)>,
+    created: Counters,
+}
+
+/// How many clients and topology descriptions a plugin has created in this process.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Created {
+    pub clients: usize,
+    pub topologies: usize,
+}
+
+#[derive(Default)]
+struct Counters {
+    clients: std::sync::atomic::AtomicUsize,
+    topologies: std::sync::atomic::AtomicUsize,
 }
 
 impl Plugin {
@@ -120,9 +134,32 @@ impl Plugin {
         let attributes = api.attributes().unwrap_or_default();
 
         let entry: &'static Loaded =
-            Box::leak(Box::new(Loaded { api, path: canonical.clone(), sha256, version, attributes }));
+            Box::leak(Box::new(Loaded {
+            api,
+            path: canonical.clone(),
+            sha256,
+            version,
+            attributes,
+            created: Counters::default(),
+        }));
         loaded.insert(canonical, entry);
         Ok(Plugin { loaded: entry })
+    }
+
+    /// How many clients and topologies this plugin has created so far (creating them is costly:
+    /// a compile makes at most one of each per target).
+    pub fn created(&self) -> Created {
+        use std::sync::atomic::Ordering::Relaxed;
+        let c = &self.loaded.created;
+        Created { clients: c.clients.load(Relaxed), topologies: c.topologies.load(Relaxed) }
+    }
+
+    pub(super) fn count_client(&self) {
+        self.loaded.created.clients.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub(super) fn count_topology(&self) {
+        self.loaded.created.topologies.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The canonical path of the shared object.

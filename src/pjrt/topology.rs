@@ -87,6 +87,7 @@ impl Plugin {
         if args.topology.is_null() {
             return Err(null_output("PJRT_TopologyDescription_Create"));
         }
+        self.count_topology();
         // Own it first, so that it is destroyed if a read-out below fails.
         let mut topology = Topology {
             plugin: *self,

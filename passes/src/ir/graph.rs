@@ -67,6 +67,13 @@ impl Graph {
         &self.node(v.node).outputs[usize::from(v.slot)]
     }
 
+    /// The name the exported program gives a value: the FX name of that output of a
+    /// multi-output node, else the node's name.
+    pub fn value_name(&self, v: ValueRef) -> &str {
+        let node = self.node(v.node);
+        node.origin.output_names.get(usize::from(v.slot)).unwrap_or(&node.name)
+    }
+
     /// Adds a node and wires `inputs` to its slots 0.., in order.
     pub fn add_op(&mut self, node: Node, inputs: &[ValueRef]) -> NodeId {
         let id = self.add_node(node);

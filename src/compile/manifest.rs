@@ -1,0 +1,126 @@
+//! The artifact's manifest, built from the imported program, the lowered buckets and the
+//! executables: the signature comes from the `Graph`, the source hash from the mapped archive.
+
+use std::path::Path;
+
+use torchtpu_passes::ir::{Dim, Graph, InputKind, Op, TensorType};
+
+use super::{CompileRequest, LoweredBucket};
+use crate::artifact::{
+    self, describe_output, dims_json, Bucket, CompilerInfo, Manifest, OptionsInfo, PassInfo, Signature,
+    SignatureValue, SourceInfo, SymbolInfo, TargetEntry, WeightsInfo, ARTIFACT_FORMAT,
+};
+use crate::emit::GroupedMm;
+use crate::import::Program;
+
+/// The manifest of an artifact whose weights entry holds `weights` in `order`.
+pub fn build(
+    program: &Program,
+    model: &Path,
+    req: &CompileRequest,
+    buckets: Vec<Bucket>,
+    targets: Vec<TargetEntry>,
+    (weights, order): (&[u8], Vec<String>),
+) -> Manifest {
+    let passes = buckets.first().map(|b| &b.passes[..]).unwrap_or_default();
+    Manifest {
+        format: ARTIFACT_FORMAT.to_string(),
+        compiler: CompilerInfo { name: env!("CARGO_PKG_NAME").into(), version: env!("CARGO_PKG_VERSION").into() },
+        source: source(program, model),
+        signature: signature(program),
+        options: OptionsInfo {
+            precision: req.precision.name().into(),
+            passes: passes.iter().map(|r| r.pass.clone()).filter(|p| p != "bucket_masks").collect(),
+            compute_dtype: req.pass_options.compute_dtype.map(|d| d.to_string()),
+            pad_multiple: req.pass_options.pad_multiple,
+            grouped_mm: (req.grouped_mm != GroupedMm::Dense).then(|| req.grouped_mm.name().to_string()),
+        },
+        weights: WeightsInfo {
+            entry: artifact::WEIGHTS.into(),
+            order,
+            bytes: weights.len() as u64,
+            sha256: artifact::sha256_hex(weights),
+        },
+        buckets,
+        targets,
+    }
+}
+
+/// The source archive: its file name and the hash of the bytes that were compiled.
+fn source(program: &Program, model: &Path) -> SourceInfo {
+    SourceInfo {
+        file: model.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+        sha256: artifact::sha256_hex(program.archive.file_bytes()),
+        torch_version: program.info.torch_version.clone(),
+        schema_version: format!("{}.{}", program.info.schema_version.0, program.info.schema_version.1),
+    }
+}
+
+/// The user inputs and every graph output of the imported (symbolic) graph, with the symbols
+/// and where their values come from.
+fn signature(program: &Program) -> Signature {
+    let g = &program.graph;
+    let dynamic = !g.symbols().is_empty();
+    let value = |name: &str, ty: &TensorType, kind: Option<String>| SignatureValue {
+        name: name.to_string(),
+        dtype: ty.dtype.to_string(),
+        dims: dims_json(ty),
+        kind,
+        sym_dims: if dynamic { ty.dims.iter().map(Dim::to_expr).collect() } else { Vec::new() },
+    };
+    let inputs = user_inputs(g).map(|id| value(&g.node(id).name, &g.node(id).outputs[0], None)).collect();
+    let outputs =
+        g.outputs().iter().map(|o| value(g.value_name(o.value), g.value_type(o.value), Some(describe_output(&o.kind))));
+    let symbols = g
+        .symbols()
+        .iter()
+        .filter_map(|(name, b)| {
+            let binding = program.bindings.get(name)?;
+            Some(SymbolInfo { name: name.clone(), min: b.min, max: b.max, input: binding.input, dim: binding.dim })
+        })
+        .collect();
+    let rng_seed = g.graph_inputs().iter().any(|&id| g.node(id).op == Op::Input(InputKind::RngSeed));
+    Signature { inputs, outputs: outputs.collect(), symbols, rng_seed }
+}
+
+fn user_inputs(g: &Graph) -> impl Iterator<Item = torchtpu_passes::ir::NodeId> + '_ {
+    g.graph_inputs().iter().copied().filter(|&id| matches!(g.node(id).op, Op::Input(InputKind::User { .. })))
+}
+
+/// A bucket's entry: its static user input and output shapes, what it serves and what the
+/// passes did.
+pub fn bucket(b: &LoweredBucket, entry: &str) -> Bucket {
+    let (p, lowered) = (&b.planned, &b.lowered);
+    let g = &lowered.graph;
+    let dims = |ty: &TensorType| -> Vec<i64> { ty.dims.iter().filter_map(|d| d.as_static()).collect() };
+    let sizes = g
+        .graph_inputs()
+        .iter()
+        .filter_map(|&id| match &g.node(id).op {
+            Op::Input(InputKind::Size { symbol }) => Some(symbol.clone()),
+            _ => None,
+        })
+        .collect();
+    Bucket {
+        name: p.name.clone(),
+        bindings: lowered.bindings.clone(),
+        sizes,
+        serves: p.serves.iter().map(|(s, &(lo, hi))| (s.clone(), [lo, hi])).collect(),
+        padding_waste: p.padding_waste,
+        program: entry.to_string(),
+        program_sha256: artifact::sha256_hex(lowered.module.text.as_bytes()),
+        input_dims: user_inputs(g).map(|id| dims(&g.node(id).outputs[0])).collect(),
+        output_dims: g.outputs().iter().map(|o| dims(g.value_type(o.value))).collect(),
+        passes: lowered
+            .passes
+            .iter()
+            .map(|r| PassInfo {
+                pass: r.pass.clone(),
+                nodes_before: r.nodes_before,
+                nodes_after: r.nodes_after,
+                notes: r.notes.clone(),
+                padded: r.padded.clone(),
+            })
+            .collect(),
+    }
+}

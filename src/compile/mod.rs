@@ -1,0 +1,388 @@
+//! `compile`: lower a program, compile it for every target through PJRT, and pack the artifact.
+//!
+//! [`compile`] is the pipeline; `target` holds one target's compiler and the cache protocol,
+//! `manifest` the artifact's description, `weights` its weight entry.
+
+mod manifest;
+mod target;
+mod weights;
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+use torchtpu_passes::bucket_masks::BucketSpec;
+use torchtpu_passes::PassOptions;
+
+pub use target::TargetCompiler;
+
+use crate::artifact::{self, Executable, PassInfo, PluginInfo, TargetEntry, TpuInfo};
+use crate::cache::{Cache, CacheConfig, Outcome};
+use crate::driver::{self, LowerOptions, Lowered};
+use crate::emit::{EmitOptions, GroupedMm, Precision};
+use crate::import::Program;
+use crate::target::Target;
+use crate::Error;
+
+/// What to compile and how.
+#[derive(Clone, Debug)]
+pub struct CompileRequest {
+    pub targets: Vec<Target>,
+    pub precision: Precision,
+    /// How `_grouped_mm` is lowered (`--grouped-mm`).
+    pub grouped_mm: GroupedMm,
+    /// The CPU plugin (`--plugin`); `None` uses `$TORCHTPU_PJRT_PLUGIN` or the set-up folder.
+    pub plugin: Option<PathBuf>,
+    /// Where to write the IR, the StableHLO and a compile log (`--dump-dir`).
+    pub dump_dir: Option<PathBuf>,
+    /// Show a progress bar on a terminal.
+    pub progress: bool,
+    /// The compile cache.
+    pub cache: CacheConfig,
+    /// The graph passes to run (names; all by default) and their settings.
+    pub passes: Vec<String>,
+    pub pass_options: PassOptions,
+    /// Bucket sizes per symbol (`--buckets`); symbols not named get `pow2`.
+    pub buckets: Vec<crate::buckets::Choice>,
+    /// How many buckets compile at once (`--jobs`).
+    pub jobs: usize,
+}
+
+impl CompileRequest {
+    /// A quiet request for `targets` at `precision`: the default plugins, every pass, no cache
+    /// and no dumps.
+    pub fn new(targets: Vec<Target>, precision: Precision) -> CompileRequest {
+        let pass_options = PassOptions { pad_multiple: default_pad_multiple(&targets), ..PassOptions::default() };
+        CompileRequest {
+            targets,
+            precision,
+            grouped_mm: GroupedMm::Dense,
+            plugin: None,
+            dump_dir: None,
+            progress: false,
+            cache: CacheConfig::off(),
+            passes: LowerOptions::default().passes,
+            pass_options,
+            buckets: Vec::new(),
+            jobs: default_jobs(),
+        }
+    }
+}
+
+/// The `pad` pass's default multiple: 128 (the TPU matrix unit's width) when a target is a
+/// TPU, off otherwise. The command line's `--pad-multiple` overrides it.
+pub fn default_pad_multiple(targets: &[Target]) -> Option<i64> {
+    targets.iter().any(|t| matches!(t, Target::Tpu { .. })).then_some(128)
+}
+
+/// One compile thread per core (XLA's own compile threads share them).
+pub fn default_jobs() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+}
+
+/// What `compile` did, for the summary line and `--format json`.
+#[derive(Debug, Serialize)]
+pub struct CompileSummary {
+    pub output: String,
+    pub artifact_bytes: u64,
+    pub buckets: Vec<String>,
+    pub targets: Vec<TargetSummary>,
+    /// Cache problems that did not stop the compile (e.g. an unwritable folder).
+    pub warnings: Vec<String>,
+    /// What each graph pass did.
+    pub passes: Vec<PassInfo>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct TargetSummary {
+    pub target: String,
+    pub bucket: String,
+    /// Where the executable came from.
+    pub cache: Outcome,
+    /// How long this step took (a cache read, or the compile and the cache write).
+    pub ms: u64,
+    /// How long XLA took when the executable was compiled (possibly by an earlier run).
+    pub compile_ms: u64,
+    pub executable_bytes: u64,
+    pub cache_key: String,
+}
+
+/// Compiles `program` (read from `model`) into the artifact `out`: one program per size
+/// bucket (one `main` bucket for a static program), each compiled for every target.
+///
+/// The stages, in order: every bucket is lowered (specialized, transformed by the passes and
+/// emitted as StableHLO); the buckets are checked to take the same weights; each bucket is
+/// compiled for each target through that target's [`TargetCompiler`] (the cache first); the
+/// artifact is written. Lowering and compiling run on `req.jobs` threads and keep their results
+/// in order, so the artifact does not depend on the thread count.
+pub fn compile(program: &Program, model: &Path, out: &Path, req: &CompileRequest) -> Result<CompileSummary, Error> {
+    let planned = crate::buckets::plan(program, &req.buckets)?;
+    let buckets = in_parallel(&planned, req.jobs, |p| lower_bucket(program, p, req))?;
+    if let Some(dir) = &req.dump_dir {
+        for b in &buckets {
+            dump(&if buckets.len() > 1 { dir.join(&b.planned.name) } else { dir.clone() }, program, &b.lowered)?;
+        }
+    }
+    let order = same_weights(&buckets)?;
+    let compiled = compile_all(&buckets, req)?;
+    if let Some(dir) = &req.dump_dir {
+        let log: Vec<&str> = compiled.executables.iter().map(|e| e.log.as_str()).collect();
+        write_file(&dir.join("compile.log"), (log.join("\n") + "\n").as_bytes())?;
+    }
+    let first = buckets.first().ok_or_else(|| Error::Unsupported("internal: no bucket to compile".into()))?;
+    let weights = weights::safetensors(program, &first.lowered.graph)?;
+    write_artifact(program, model, out, req, &buckets, compiled, (weights, order))
+}
+
+/// One bucket at its sizes, lowered.
+pub(crate) struct LoweredBucket {
+    planned: crate::buckets::Planned,
+    lowered: Lowered,
+}
+
+impl LoweredBucket {
+    fn program_entry(&self) -> String {
+        format!("programs/{}.mlir", self.planned.name)
+    }
+}
+
+/// Lowers the program at one bucket's sizes; a bucket of a dynamic program also gets the
+/// masks that keep its results exact at every real size it serves.
+fn lower_bucket(program: &Program, p: &crate::buckets::Planned, req: &CompileRequest) -> Result<LoweredBucket, Error> {
+    let mut pass_options = req.pass_options.clone();
+    let values = if p.values.is_empty() {
+        driver::example_bindings(program).map_err(driver::LowerError::from)?
+    } else {
+        let bounds = program.graph.symbols().clone();
+        pass_options.bucket = Some(BucketSpec { values: p.values.clone(), bounds });
+        p.values.clone()
+    };
+    let opts = LowerOptions {
+        emit: EmitOptions { precision: req.precision, grouped_mm: req.grouped_mm },
+        passes: req.passes.clone(),
+        pass_options,
+        keep_stages: req.dump_dir.is_some(),
+    };
+    Ok(LoweredBucket { planned: p.clone(), lowered: driver::lower(program, values, &opts)? })
+}
+
+/// The weight arguments every bucket takes, in order; the artifact stores one set for all, so
+/// buckets that differ are refused before any XLA compile.
+fn same_weights(buckets: &[LoweredBucket]) -> Result<Vec<String>, Error> {
+    let mut orders = buckets.iter().map(|b| (b, weights::weight_order(&b.lowered.graph)));
+    let Some((_, first)) = orders.next() else { return Ok(Vec::new()) };
+    for (b, order) in orders {
+        if order != first {
+            return Err(Error::Unsupported(format!(
+                "internal: bucket {} takes other weights than the first bucket",
+                b.planned.name
+            )));
+        }
+    }
+    Ok(first)
+}
+
+/// Every bucket's executable for every target.
+struct CompiledAll {
+    /// In (bucket, target) order.
+    executables: Vec<TargetOutput>,
+    /// Cache problems that did not stop the compile.
+    warnings: Vec<String>,
+}
+
+/// One executable of a bucket, with what the manifest and the summary say about it.
+struct TargetOutput {
+    summary: TargetSummary,
+    executable: Executable,
+    plugin: PluginInfo,
+    tpu: Option<TpuInfo>,
+    bytes: Vec<u8>,
+    /// Its line of `--dump-dir`'s `compile.log`.
+    log: String,
+}
+
+/// Compiles each bucket for each target: one [`TargetCompiler`] per target, shared by the
+/// buckets, so a target's plugin, client or topology and options are made once.
+fn compile_all(buckets: &[LoweredBucket], req: &CompileRequest) -> Result<CompiledAll, Error> {
+    let compilers =
+        req.targets.iter().map(|t| TargetCompiler::new(t, req.plugin.as_deref())).collect::<Result<Vec<_>, _>>()?;
+    let steps: Vec<(&LoweredBucket, &Target, &TargetCompiler)> =
+        buckets.iter().flat_map(|b| req.targets.iter().zip(&compilers).map(move |(t, c)| (b, t, c))).collect();
+    let cache = Cache::open(&req.cache);
+    let bar = progress_bar(req.progress, steps.len());
+    let executables = in_parallel(&steps, req.jobs, |&(b, target, compiler)| {
+        bar.set_message(format!("{target} [{}]", b.planned.name));
+        let done = compile_one(b, target, compiler, &cache);
+        bar.inc(1);
+        done
+    });
+    cache.trim();
+    let executables = executables?;
+    bar.finish_and_clear();
+    Ok(CompiledAll { executables, warnings: cache.take_warnings() })
+}
+
+fn compile_one(b: &LoweredBucket, target: &Target, compiler: &TargetCompiler, cache: &Cache) -> Result<TargetOutput, Error> {
+    let bucket = &b.planned.name;
+    let started = Instant::now();
+    let c = compiler.compile(b.lowered.module.text.as_bytes(), cache)?;
+    let ms = started.elapsed().as_millis() as u64;
+    let bytes = c.bytes.len() as u64;
+    let log = format!(
+        "{target} {bucket}: {} in {ms} ms (XLA compile {} ms), {bytes} bytes, cache key {}",
+        c.outcome.describe(),
+        c.meta.compile_ms,
+        c.cache_key
+    );
+    let entry = format!("executables/{}/{bucket}.pjrt", target.dir_name());
+    Ok(TargetOutput {
+        summary: TargetSummary {
+            target: target.to_string(),
+            bucket: bucket.clone(),
+            cache: c.outcome,
+            ms,
+            compile_ms: c.meta.compile_ms,
+            executable_bytes: bytes,
+            cache_key: c.cache_key.clone(),
+        },
+        executable: Executable {
+            bucket: bucket.clone(),
+            entry,
+            sha256: artifact::sha256_hex(&c.bytes),
+            bytes,
+            compile_ms: c.meta.compile_ms,
+            cache_key: Some(c.cache_key),
+            generated_code_bytes: c.meta.generated_code_bytes,
+            memory: c.meta.memory,
+            cost: c.meta.cost,
+        },
+        plugin: c.meta.plugin,
+        tpu: c.meta.tpu,
+        bytes: c.bytes,
+        log,
+    })
+}
+
+/// Writes the artifact: the weights, then per bucket its executables and its program.
+fn write_artifact(
+    program: &Program,
+    model: &Path,
+    out: &Path,
+    req: &CompileRequest,
+    buckets: &[LoweredBucket],
+    compiled: CompiledAll,
+    (weights, order): (Vec<u8>, Vec<String>),
+) -> Result<CompileSummary, Error> {
+    let mut entries: Vec<(String, Vec<u8>)> = Vec::new();
+    let mut targets: Vec<TargetEntry> = Vec::new();
+    let mut summaries = Vec::new();
+    let mut executables = compiled.executables.into_iter();
+    for b in buckets {
+        for t in 0..req.targets.len() {
+            let e = executables
+                .next()
+                .ok_or_else(|| Error::Unsupported(format!("internal: bucket {} lacks executables", b.planned.name)))?;
+            if targets.len() <= t {
+                let target = e.summary.target.clone();
+                targets.push(TargetEntry { target, plugin: e.plugin, tpu: e.tpu, executables: Vec::new() });
+            }
+            entries.push((e.executable.entry.clone(), e.bytes));
+            targets[t].executables.push(e.executable);
+            summaries.push(e.summary);
+        }
+        entries.push((b.program_entry(), b.lowered.module.text.clone().into_bytes()));
+    }
+    let bucket_entries = buckets.iter().map(|b| manifest::bucket(b, &b.program_entry())).collect();
+    let manifest = manifest::build(program, model, req, bucket_entries, targets, (&weights, order));
+    let passes = manifest.buckets.first().map(|b| b.passes.clone()).unwrap_or_default();
+    let mut all = vec![(artifact::WEIGHTS.to_string(), weights)];
+    all.extend(entries);
+    artifact::write(out, &manifest, &all)?;
+    Ok(CompileSummary {
+        output: out.display().to_string(),
+        artifact_bytes: std::fs::metadata(out).map(|m| m.len()).unwrap_or(0),
+        buckets: manifest.buckets.iter().map(|b| b.name.clone()).collect(),
+        targets: summaries,
+        warnings: compiled.warnings,
+        passes,
+    })
+}
+
+/// `f` over `items` on up to `jobs` threads; the results in the order of `items`, or the
+/// first error in that order.
+fn in_parallel<T: Sync, R: Send>(
+    items: &[T],
+    jobs: usize,
+    f: impl Fn(&T) -> Result<R, Error> + Sync,
+) -> Result<Vec<R>, Error> {
+    let jobs = jobs.clamp(1, items.len().max(1));
+    if jobs == 1 {
+        return items.iter().map(&f).collect();
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let slots: Vec<std::sync::Mutex<Option<Result<R, Error>>>> = items.iter().map(|_| Default::default()).collect();
+    std::thread::scope(|scope| {
+        for _ in 0..jobs {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(item) = items.get(i) else { break };
+                let result = f(item);
+                *slots[i].lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(result);
+            });
+        }
+    });
+    slots
+        .into_iter()
+        .map(|m| {
+            m.into_inner()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .unwrap_or_else(|| Err(Error::Unsupported("internal: a compile thread stopped".into())))
+        })
+        .collect()
+}
+
+/// One step per (bucket, target); drawn only on a terminal, hidden with `-q`.
+fn progress_bar(show: bool, steps: usize) -> ProgressBar {
+    if !show {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(steps as u64);
+    if let Ok(style) = ProgressStyle::with_template("{spinner} compiling {msg} [{pos}/{len}] {elapsed}") {
+        bar.set_style(style);
+    }
+    bar.enable_steady_tick(std::time::Duration::from_millis(120));
+    bar
+}
+
+fn write_file(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    std::fs::write(path, bytes).map_err(|e| Error::Io { path: path.display().to_string(), reason: e.to_string() })
+}
+
+/// `--dump-dir`: the IR after each stage, the final StableHLO (the compile log is added later).
+fn dump(dir: &Path, program: &Program, lowered: &Lowered) -> Result<(), Error> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::Io { path: dir.display().to_string(), reason: e.to_string() })?;
+    write_file(&dir.join("00.import.ir"), torchtpu_passes::ir::print(&program.graph).as_bytes())?;
+    for (i, (stage, ir)) in lowered.stages.iter().enumerate() {
+        write_file(&dir.join(format!("{:02}.{stage}.ir", i + 1)), ir.as_bytes())?;
+    }
+    write_file(&dir.join("main.mlir"), lowered.module.text.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CompileRequest;
+    use crate::emit::Precision;
+    use crate::target::Target;
+
+    /// Library callers get the command line's pass defaults: padding to 128 when a target is a
+    /// TPU, none for CPU alone.
+    #[test]
+    fn requests_pad_for_tpu_targets_as_the_command_line_does() {
+        let tpu = Target::Tpu { generation: "v6e".into(), topology: "1x1".into() };
+        let both = CompileRequest::new(vec![tpu, Target::Cpu], Precision::Default);
+        assert_eq!(both.pass_options.pad_multiple, Some(128));
+        let cpu = CompileRequest::new(vec![Target::Cpu], Precision::Default);
+        assert_eq!(cpu.pass_options.pad_multiple, None);
+    }
+}
