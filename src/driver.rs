@@ -1,5 +1,9 @@
-//! The compile pipeline: import → specialize → passes → emit, shared by `compile`, `check` and
-//! tests.
+//! Lowering one bucket of an imported program: specialize, then the passes ([`transform`]),
+//! then emit ([`lower`]); shared by `compile`, `check` and tests.
+//!
+//! The words, used the same way everywhere: *translate* is ATen → IR (`import::ops`),
+//! *transform* runs the graph passes, *emit* is IR → StableHLO (`emit`), and *lower* is all of
+//! it for one set of sizes. `compile` then hands each lowered bucket to XLA.
 
 use std::collections::BTreeMap;
 
@@ -10,8 +14,8 @@ use torchtpu_passes::{PassError, PassOptions, PassReport, Pipeline, PASSES};
 use crate::emit::{emit, EmitError, EmitOptions, Emitted};
 use crate::import::Program;
 
-/// Symbol values at which a dynamic program is compiled today: the sizes of the example
-/// inputs used at export (bucketing will compile one program per size bucket).
+/// The sizes of the example inputs used at export: where `check` and `--emit` lower a dynamic
+/// program, and where a compile with one bucket at the example sizes does.
 pub fn example_bindings(program: &Program) -> Result<BTreeMap<String, i64>, SpecializeError> {
     program
         .graph

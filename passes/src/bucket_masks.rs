@@ -23,8 +23,8 @@
 use std::collections::BTreeMap;
 
 use crate::ir::{
-    norm_dim, ArgReduceOp, BinaryOp, Bounds, DType, Dim, Graph, InputKind, Node, NodeId, Op, Operand, Origin, ReduceOp,
-    Scalar, SymExpr, TensorType, ValueRef,
+    norm_dim, ArgReduceOp, BinaryOp, Bounds, DType, Dim, Graph, InputKind, Node, NodeId, Op, Operand, ReduceOp, Scalar,
+    SymExpr, TensorType, ValueRef,
 };
 use crate::pass::{Changed, Pass, PassCx, PassError};
 
@@ -87,10 +87,8 @@ impl Masker<'_> {
     }
 
     fn add(&mut self, graph: &mut Graph, from: NodeId, op: Op, ty: TensorType, inputs: &[ValueRef]) -> ValueRef {
-        let src = graph.node(from);
         self.counter += 1;
-        let mut n = Node::new(format!("{}.bucket.{}", src.name, self.counter), op, [ty]);
-        n.origin = Origin { derived_from: Some(src.name.clone()), ..src.origin.clone() };
+        let n = Node::derived(graph.node(from), format_args!("bucket.{}", self.counter), op, [ty]);
         ValueRef { node: graph.add_op(n, inputs), slot: 0 }
     }
 

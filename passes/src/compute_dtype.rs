@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::ir::{DType, Graph, InputKind, Node, NodeId, Op, Origin, TensorType, ValueRef, WeightRecipe};
+use crate::ir::{DType, Graph, InputKind, Node, NodeId, Op, TensorType, ValueRef, WeightRecipe};
 use crate::pass::{Changed, Pass, PassCx, PassError};
 
 /// See the module docs.
@@ -68,14 +68,10 @@ impl Narrowing {
         } else if let (Op::Permute { .. }, Some(src)) = (&node.op, graph.inputs(v.node).first().copied()) {
             // A transposed operand (`nn.Linear`): narrow what is transposed.
             let narrowed = self.narrow(graph, src);
-            let mut n = Node::new(format!("{}.compute_dtype", node.name), node.op.clone(), [ty]);
-            n.origin = Origin { derived_from: Some(node.name.clone()), ..node.origin.clone() };
-            graph.add_op(n, &[narrowed])
+            graph.add_op(Node::derived(&node, "compute_dtype", node.op.clone(), [ty]), &[narrowed])
         } else {
             self.converts += 1;
-            let mut n = Node::new(format!("{}.{}.compute_dtype", node.name, v.slot), Op::Convert, [ty]);
-            n.origin = Origin { derived_from: Some(node.name.clone()), ..node.origin.clone() };
-            graph.add_op(n, &[v])
+            graph.add_op(Node::derived(&node, format_args!("{}.compute_dtype", v.slot), Op::Convert, [ty]), &[v])
         };
         let narrowed = ValueRef { node: id, slot: 0 };
         self.done.insert(v, narrowed);

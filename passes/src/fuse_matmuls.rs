@@ -16,7 +16,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::ir::{DType, Dim, Graph, InputKind, Node, NodeId, Op, Origin, TensorType, ValueRef, WeightRecipe};
+use crate::ir::{DType, Dim, Graph, InputKind, Node, NodeId, Op, TensorType, ValueRef, WeightRecipe};
 use crate::pass::{Changed, Pass, PassCx, PassError};
 
 /// See the module docs.
@@ -58,13 +58,8 @@ fn fuse(graph: &mut Graph, x: ValueRef, group: &[Candidate]) {
     let fqn = format!("fused:{}", names.join("+"));
     let derived =
         Op::Input(InputKind::Derived { fqn: fqn.clone(), recipe: WeightRecipe::ConcatRows { weights: names } });
-    let origin = Origin { derived_from: Some(first.name.clone()), ..first.origin.clone() };
     let w = graph.add_weight_input(Node::new(fqn, derived, [TensorType::new(DType::F32, &[total, k])]));
-    let at = |name: &str, op: Op, ty: TensorType| {
-        let mut n = Node::new(format!("{}.fuse_matmuls.{name}", first.name), op, [ty]);
-        n.origin = origin.clone();
-        n
-    };
+    let at = |name: &str, op: Op, ty: TensorType| Node::derived(&first, format_args!("fuse_matmuls.{name}"), op, [ty]);
     let wt = graph.add_op(
         at("t", Op::Permute { dims: vec![1, 0] }, TensorType::new(DType::F32, &[k, total])),
         &[ValueRef { node: w, slot: 0 }],

@@ -17,7 +17,7 @@
 //! %s = bmm(view(%q) : [4,16,16], view(%kt))               %s = view(%b) : f32[4,16,16]
 //! ```
 
-use crate::ir::{Dim, Graph, Node, NodeId, Op, Operand, Origin, TensorType, ValueRef};
+use crate::ir::{Dim, Graph, Node, NodeId, Op, Operand, TensorType, ValueRef};
 use crate::pass::{Changed, Pass, PassCx, PassError};
 
 /// See the module docs.
@@ -89,10 +89,8 @@ fn rewrite(graph: &mut Graph, bmm: NodeId) -> Option<()> {
     if h != hkv * g || r.len() != 3 || r[0] != b * h || r[1] != k {
         return None;
     }
-    let origin = Origin { derived_from: Some(old.name.clone()), ..old.origin.clone() };
     let add = |graph: &mut Graph, tag: &str, op: Op, ty: TensorType, input: ValueRef| {
-        let mut node = Node::new(format!("{}.grouped_attention.{tag}", old.name), op, [ty]);
-        node.origin = origin.clone();
+        let node = Node::derived(&old, format_args!("grouped_attention.{tag}"), op, [ty]);
         ValueRef { node: graph.add_op(node, &[input]), slot: 0 }
     };
     // The chain, replayed on the shared heads.
@@ -109,12 +107,12 @@ fn rewrite(graph: &mut Graph, bmm: NodeId) -> Option<()> {
     let q2 = add(graph, "q", view(&[b * hkv, g * m, k]), qt, q);
     let kt = TensorType::new(dtype(shared, graph), &[b * hkv, k, n]);
     let k2 = add(graph, "kv", view(&[b * hkv, k, n]), kt, shared);
-    let mut prod = Node::new(
-        format!("{}.grouped_attention.bmm", old.name),
+    let mut prod = Node::derived(
+        &old,
+        "grouped_attention.bmm",
         Op::Bmm,
         [TensorType::new(old.outputs[0].dtype, &[b * hkv, g * m, n])],
     );
-    prod.origin = origin.clone();
     prod.precision = old.precision;
     let p = ValueRef { node: graph.add_op(prod, &[q2, k2]), slot: 0 };
     let back = add(graph, "out", view(&[b * h, m, n]), old.outputs[0].clone(), p);

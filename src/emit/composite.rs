@@ -17,7 +17,7 @@ use melior::Context;
 use torchtpu_passes::ir::{Composite, Graph, NodeId, ValueRef};
 
 use super::builder::{static_dims, Builder, LowerResult};
-use super::{lower_node, mlir_type, node_location, type_text, Arg, EmitOptions};
+use super::{emit_node, mlir_type, node_location, type_text, Arg, EmitOptions};
 
 /// A marked group that can be outlined: its nodes in topological order (the last one, the
 /// root, gives the composite's result) and the values it reads from outside, in order of
@@ -134,7 +134,7 @@ fn lower_into<'c>(
         let node = graph.node(id);
         let args: Vec<Arg> = graph.inputs(id).iter().map(|v| Arg { v: values[v], ty: graph.value_type(*v) }).collect();
         let b = Builder { ctx, block, loc: node_location(ctx, node) };
-        let outs = lower_node(&b, node, &args, opts).map_err(|e| format!("node `{}`: {e}", node.name))?;
+        let outs = emit_node(&b, node, &args, opts).map_err(|e| format!("node `{}`: {e}", node.name))?;
         for (slot, v) in outs.into_iter().enumerate() {
             values.insert(ValueRef { node: id, slot: slot as u16 }, v);
         }

@@ -258,7 +258,7 @@ fn emit_body<'c>(
                 drawn.values
             })
         } else {
-            lower_node(&b, node, &args, opts)
+            emit_node(&b, node, &args, opts)
         };
         match lowered {
             Ok(outs) => {
@@ -343,7 +343,7 @@ fn lower_random<'c, 'b>(
     }
 }
 
-fn lower_node<'c, 'b>(
+fn emit_node<'c, 'b>(
     b: &Builder<'c, 'b>,
     node: &Node,
     args: &[Arg<'c, 'b, '_>],

@@ -115,7 +115,7 @@ impl<'a> Args<'a> {
         self.tensors.push(RNG_SEED.to_string());
     }
 
-    /// Every tensor mentioned by any argument, for ops without a lowering (keeps the graph
+    /// Every tensor mentioned by any argument, for ops without a translation (keeps the graph
     /// connected so that `check` and `inspect` still see the data flow).
     pub fn all_tensors(&mut self) {
         for arg in self.map.values() {

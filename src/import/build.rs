@@ -257,7 +257,7 @@ impl Builder<'_> {
         }
         let mut args = Args::new(&node.inputs, &self.sym_values).map_err(&fail)?;
         let sym_scalar_out = node.outputs.iter().any(|o| matches!(o, Argument::AsSymBool(_) | Argument::AsSymFloat(_)));
-        let lowered = match ops::lowering(&node.target) {
+        let lowered = match ops::translation(&node.target) {
             _ if sym_scalar_out && is_size_float_node(node) => {
                 Lowered::Op(size_float_op(node, &mut args.tensors).map_err(&fail)?)
             }

@@ -1,6 +1,6 @@
 //! Wiring several IR nodes for one FX node: the decompositions of [`super::ops::decomposition`].
 //!
-//! A decomposition reads the node's arguments (as a lowering does) and returns a [`Recipe`];
+//! A decomposition reads the node's arguments (as a translation does) and returns a [`Recipe`];
 //! once the tensors it read are resolved, the recipe adds the nodes through a [`Wire`] and
 //! returns one value per FX result. Every node it adds is named `<node>__<k>_<op>`, carries the
 //! FX node's origin (so errors name the user's op) and gets its type from the op's type rule,

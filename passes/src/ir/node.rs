@@ -106,6 +106,20 @@ impl Node {
             composite: None,
         }
     }
+
+    /// A node a pass makes from `source`: named `{source}.{suffix}` (the pass's name and a
+    /// counter or a tag, e.g. `addmm.pad.3`, `q.fuse_matmuls.qkv`), with `source`'s provenance
+    /// and `derived_from` naming it, so messages and MLIR locations still point at the model.
+    pub fn derived(
+        source: &Node,
+        suffix: impl std::fmt::Display,
+        op: Op,
+        outputs: impl IntoIterator<Item = TensorType>,
+    ) -> Node {
+        let mut node = Node::new(format!("{}.{suffix}", source.name), op, outputs);
+        node.origin = Origin { derived_from: Some(source.name.clone()), ..source.origin.clone() };
+        node
+    }
 }
 
 /// Weight of a data-flow edge: which output feeds which input slot.

@@ -2,9 +2,9 @@
 
 use torchtpu_passes::ir::{BinaryOp, Op, Operand, Scalar, UnaryOp};
 
-use super::{Args, Lowering};
+use super::{Args, Translation};
 
-pub fn lowering(key: &str) -> Option<Lowering> {
+pub fn translation(key: &str) -> Option<Translation> {
     Some(match key {
         "aten.abs.default" => |a| unary(a, UnaryOp::Abs),
         "aten.acos.default" => |a| unary(a, UnaryOp::Acos),

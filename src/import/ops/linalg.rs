@@ -2,9 +2,9 @@
 
 use torchtpu_passes::ir::{Op, Scalar};
 
-use super::{Args, Lowering};
+use super::{Args, Translation};
 
-pub fn lowering(key: &str) -> Option<Lowering> {
+pub fn translation(key: &str) -> Option<Translation> {
     Some(match key {
         "aten.mm.default" => |a| {
             a.tensor("self")?;

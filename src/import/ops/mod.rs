@@ -1,6 +1,6 @@
-//! ATen targets → IR ops, one file per op family.
+//! ATen targets → IR ops (translation), one file per op family.
 //!
-//! Each lowering reads the node's arguments by schema name (with schema defaults) and returns
+//! Each translation reads the node's arguments by schema name (with schema defaults) and returns
 //! the typed [`Op`]; the tensors it reads become the node's inputs in that order.
 
 mod decompose;
@@ -16,20 +16,20 @@ use torchtpu_passes::ir::Op;
 use super::args::Args;
 
 /// Reads one node's arguments into an op.
-pub type Lowering = fn(&mut Args<'_>) -> Result<Op, String>;
+pub type Translation = fn(&mut Args<'_>) -> Result<Op, String>;
 
-/// The decomposition of an FX target into several IR nodes, if it has one (and no lowering).
+/// The decomposition of an FX target into several IR nodes, if it has one (and no translation).
 pub fn decomposition(target: &str) -> Option<super::wire::Decomposition> {
     decompose::decomposition(target.strip_prefix("torch.ops.").unwrap_or(target))
 }
 
-/// The lowering of an FX target (`torch.ops.aten.addmm.default`, `_operator.add`), if any.
-pub fn lowering(target: &str) -> Option<Lowering> {
+/// The translation of an FX target (`torch.ops.aten.addmm.default`, `_operator.add`), if any.
+pub fn translation(target: &str) -> Option<Translation> {
     let key = target.strip_prefix("torch.ops.").unwrap_or(target);
-    elementwise::lowering(key)
-        .or_else(|| linalg::lowering(key))
-        .or_else(|| nn::lowering(key))
-        .or_else(|| reduce::lowering(key))
-        .or_else(|| shape::lowering(key))
-        .or_else(|| tensor::lowering(key))
+    elementwise::translation(key)
+        .or_else(|| linalg::translation(key))
+        .or_else(|| nn::translation(key))
+        .or_else(|| reduce::translation(key))
+        .or_else(|| shape::translation(key))
+        .or_else(|| tensor::translation(key))
 }

@@ -3,9 +3,9 @@
 
 use torchtpu_passes::ir::{ArgReduceOp, CumulativeOp, Op, ReduceOp, Scalar};
 
-use super::{Args, Lowering};
+use super::{Args, Translation};
 
-pub fn lowering(key: &str) -> Option<Lowering> {
+pub fn translation(key: &str) -> Option<Translation> {
     Some(match key {
         "aten.sum.dim_IntList" => |a| reduce(a, ReduceOp::Sum),
         "aten.sum.default" => |a| reduce_all(a, ReduceOp::Sum),

@@ -2,9 +2,9 @@
 
 use torchtpu_passes::ir::{Dim, Op, Scalar, ScatterReduce};
 
-use super::{Args, Lowering};
+use super::{Args, Translation};
 
-pub fn lowering(key: &str) -> Option<Lowering> {
+pub fn translation(key: &str) -> Option<Translation> {
     Some(match key {
         "aten.view.default" | "aten._unsafe_view.default" | "aten.reshape.default" => |a| {
             a.tensor("self")?;

@@ -3,9 +3,9 @@
 
 use torchtpu_passes::ir::{Op, Scalar};
 
-use super::{Args, Lowering};
+use super::{Args, Translation};
 
-pub fn lowering(key: &str) -> Option<Lowering> {
+pub fn translation(key: &str) -> Option<Translation> {
     Some(match key {
         "aten.clone.default" | "aten.alias.default" | "aten.lift_fresh_copy.default" => |a| {
             a.tensor("self")?;
