@@ -7,8 +7,8 @@ use torchtpu_passes::ir::{Dim, Graph, InputKind, Op, TensorType};
 
 use super::{CompileRequest, LoweredBucket};
 use crate::artifact::{
-    self, describe_output, dims_json, Bucket, CompilerInfo, Manifest, OptionsInfo, PassInfo, Signature,
-    SignatureValue, SourceInfo, SymbolInfo, TargetEntry, WeightsInfo, ARTIFACT_FORMAT,
+    self, describe_output, dims_json, Bucket, CompilerInfo, Manifest, OptionsInfo, PassInfo, Signature, SignatureValue,
+    SourceInfo, SymbolInfo, TargetEntry, WeightsInfo, ARTIFACT_FORMAT,
 };
 use crate::emit::GroupedMm;
 use crate::import::Program;

@@ -223,7 +223,12 @@ fn compile_all(buckets: &[LoweredBucket], req: &CompileRequest) -> Result<Compil
     Ok(CompiledAll { executables, warnings: cache.take_warnings() })
 }
 
-fn compile_one(b: &LoweredBucket, target: &Target, compiler: &TargetCompiler, cache: &Cache) -> Result<TargetOutput, Error> {
+fn compile_one(
+    b: &LoweredBucket,
+    target: &Target,
+    compiler: &TargetCompiler,
+    cache: &Cache,
+) -> Result<TargetOutput, Error> {
     let bucket = &b.planned.name;
     let started = Instant::now();
     let c = compiler.compile(b.lowered.module.text.as_bytes(), cache)?;
