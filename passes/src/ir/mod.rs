@@ -4,6 +4,7 @@ pub mod builder;
 mod graph;
 mod node;
 mod op;
+mod parse;
 mod print;
 mod sym;
 mod types;
@@ -14,6 +15,7 @@ pub use op::{
     ArgReduceOp, BagMode, BinaryOp, CumulativeOp, GridPadding, InputKind, Interpolation, Op, Operand, ReduceOp,
     ScatterReduce, UnaryOp, WeightRecipe,
 };
+pub use parse::{parse, ParseError};
 pub use print::print;
 pub use sym::SymExpr;
 pub use types::{norm_dim, Bounds, DType, Dim, Precision, Scalar, TensorType};

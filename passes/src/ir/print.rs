@@ -6,13 +6,30 @@
 //! ```text
 //! %4 = addmm(%1, %3, %2) {beta=1, alpha=1} : f32[4,32]  # addmm
 //! ```
+//!
+//! The text is lossless for what it shows: [`parse`](super::parse) reads it back, and
+//! `print(&parse(t)?) == t`. Origins, `Node::symbolic` and the calling order of the inputs
+//! are not printed. Strings (fqns, a reason, names that need it) are quoted with `\\`, `\"`
+//! and control characters escaped (`\n`, `\r`, `\t`, `\u{1b}`).
+//! Node and graph names print as they are unless they start with `"` or hold a control
+//! character; then they print quoted. A derived weight prints its recipe after `from`, as a
+//! call of the recipe's snake_case name:
+//!
+//! ```text
+//! input.derived "conv.w.bn" from bn_folded_weight("conv.w", gamma="bn.w", var="bn.var", eps=1e-5)
+//! input.derived "bn.b.bn" from bn_folded_bias(bias=none, gamma=none, beta="bn.b", mean="bn.m", var="bn.v", eps=1e-5)
+//! input.derived "qkv" from concat_rows("q.weight", "k.weight", "v.weight")
+//! input.derived "w.pad" from pad(cast("w"), dims=[10, 4], padded=[128, 4], blocks=[1, 1])
+//! ```
+//!
+//! (`blocks` is left out when empty; `cast("w")` is the stored weight `w` in the input's dtype.)
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use super::graph::{Graph, OutputKind};
 use super::node::{NodeId, ValueRef};
-use super::op::{InputKind, Op, Operand};
+use super::op::{InputKind, Op, Operand, WeightRecipe};
 use super::types::{Dim, Scalar};
 
 /// Prints the whole graph. Falls back to index order if the graph has a cycle (the verifier
@@ -29,7 +46,7 @@ pub fn print(graph: &Graph) -> String {
     let value = |v: &ValueRef| names.get(v).map_or_else(|| "%?".to_string(), |n| format!("%{n}"));
 
     let mut out = String::new();
-    let _ = writeln!(out, "graph {} {{", graph.name);
+    let _ = writeln!(out, "graph {} {{", label(&graph.name));
     for (sym, bounds) in graph.symbols() {
         let _ = writeln!(out, "  sym {sym} in {bounds}");
     }
@@ -52,7 +69,12 @@ fn print_node(out: &mut String, graph: &Graph, id: NodeId, value: &dyn Fn(&Value
     if !results.is_empty() {
         let _ = write!(out, "{} = ", results.join(", "));
     }
-    let _ = write!(out, "{}", node.op.name());
+    match &node.op {
+        Op::Unsupported { target, .. } if needs_quotes(target) || target.contains('>') => {
+            let _ = write!(out, "unsupported<{}>", quote(target));
+        }
+        op => out.push_str(&op.name()),
+    }
     match &node.op {
         Op::Input(kind) => {
             let _ = write!(out, " {}", input_kind(kind));
@@ -75,31 +97,95 @@ fn print_node(out: &mut String, graph: &Graph, id: NodeId, value: &dyn Fn(&Value
         let types: Vec<String> = node.outputs.iter().map(ToString::to_string).collect();
         let _ = write!(out, " : {}", types.join(", "));
     }
-    let _ = writeln!(out, "  # {}", node.name);
+    let _ = writeln!(out, "  # {}", label(&node.name));
+}
+
+/// `s` in double quotes, with `\\`, `"` and control characters escaped.
+fn quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => {
+                let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Names print as they are, unless reading them back would need quotes.
+fn needs_quotes(s: &str) -> bool {
+    s.starts_with('"') || s.chars().any(char::is_control)
+}
+
+/// A node or graph name: as it is, or quoted when [`needs_quotes`].
+fn label(s: &str) -> String {
+    if needs_quotes(s) {
+        quote(s)
+    } else {
+        s.to_string()
+    }
 }
 
 fn input_kind(kind: &InputKind) -> String {
     match kind {
-        InputKind::Parameter { fqn } | InputKind::Constant { fqn } => format!("\"{fqn}\""),
+        InputKind::Parameter { fqn } | InputKind::Constant { fqn } => quote(fqn),
         InputKind::Buffer { fqn, persistent } => {
-            format!("\"{fqn}\"{}", if *persistent { "" } else { " non_persistent" })
+            format!("{}{}", quote(fqn), if *persistent { "" } else { " non_persistent" })
         }
         InputKind::User { index } => format!("#{index}"),
         InputKind::RngSeed => "rng_seed".into(),
         InputKind::Size { symbol } => symbol.clone(),
-        InputKind::Derived { fqn, .. } => format!("\"{fqn}\""),
+        InputKind::Derived { fqn, recipe: r } => format!("{} from {}", quote(fqn), recipe(r)),
+    }
+}
+
+/// A derived weight's recipe, as a call (see the module doc).
+fn recipe(r: &WeightRecipe) -> String {
+    let name = |n: &Option<String>| n.as_deref().map_or_else(|| "none".to_string(), quote);
+    let eps = |e: f64| Scalar::Float(e).to_string();
+    match r {
+        WeightRecipe::Cast { weight } => format!("cast({})", quote(weight)),
+        WeightRecipe::ConcatRows { weights } => {
+            let v: Vec<String> = weights.iter().map(|w| quote(w)).collect();
+            format!("concat_rows({})", v.join(", "))
+        }
+        WeightRecipe::BnFoldedWeight { weight, gamma, var, eps: e } => {
+            format!("bn_folded_weight({}, gamma={}, var={}, eps={})", quote(weight), name(gamma), quote(var), eps(*e))
+        }
+        WeightRecipe::BnFoldedBias { bias, gamma, beta, mean, var, eps: e } => format!(
+            "bn_folded_bias(bias={}, gamma={}, beta={}, mean={}, var={}, eps={})",
+            name(bias),
+            name(gamma),
+            name(beta),
+            quote(mean),
+            quote(var),
+            eps(*e)
+        ),
+        WeightRecipe::Pad { source, dims, padded, blocks } => {
+            let blocks = if blocks.is_empty() { String::new() } else { format!(", blocks={}", ints(blocks)) };
+            format!("pad({}, dims={}, padded={}{blocks})", recipe(source), ints(dims), ints(padded))
+        }
     }
 }
 
 fn output_kind(kind: &OutputKind) -> String {
     match kind {
         OutputKind::User { index } => format!("user[{index}]"),
-        OutputKind::BufferMutation { fqn } => format!("buffer_mutation \"{fqn}\""),
-        OutputKind::ParameterMutation { fqn } => format!("parameter_mutation \"{fqn}\""),
-        OutputKind::UserInputMutation { input } => format!("user_input_mutation \"{input}\""),
+        OutputKind::BufferMutation { fqn } => format!("buffer_mutation {}", quote(fqn)),
+        OutputKind::ParameterMutation { fqn } => format!("parameter_mutation {}", quote(fqn)),
+        OutputKind::UserInputMutation { input } => format!("user_input_mutation {}", quote(input)),
         OutputKind::Loss => "loss".to_string(),
-        OutputKind::GradientToParameter { fqn } => format!("grad \"{fqn}\""),
-        OutputKind::GradientToUserInput { input } => format!("grad_input \"{input}\""),
+        OutputKind::GradientToParameter { fqn } => format!("grad {}", quote(fqn)),
+        OutputKind::GradientToUserInput { input } => format!("grad_input {}", quote(input)),
     }
 }
 
@@ -127,6 +213,12 @@ fn dims(ds: &[Dim]) -> String {
 
 fn ints(v: &[i64]) -> String {
     format!("{v:?}")
+}
+
+/// Floats as [`Scalar`] prints them (exact, NaN payloads included).
+fn floats(v: &[f64]) -> String {
+    let v: Vec<String> = v.iter().map(|&x| Scalar::Float(x).to_string()).collect();
+    format!("[{}]", v.join(", "))
 }
 
 fn opt<T: ToString>(v: &Option<T>) -> String {
@@ -179,7 +271,7 @@ fn attributes(op: &Op) -> Vec<String> {
         Op::Upsample { bilinear, align_corners, scales } => vec![
             kv("mode", (if *bilinear { "bilinear" } else { "nearest" }).to_string()),
             kv("align_corners", align_corners.to_string()),
-            kv("scales", scales.as_ref().map_or_else(|| "none".to_string(), |s| format!("{s:?}"))),
+            kv("scales", scales.as_ref().map_or_else(|| "none".to_string(), |s| floats(s))),
         ],
         Op::GroupNorm { groups, eps, has_weight, has_bias } => vec![
             kv("groups", groups.to_string()),
@@ -354,16 +446,12 @@ fn attributes(op: &Op) -> Vec<String> {
         }
         Op::Full { size, value } => vec![kv("size", dims(size)), kv("value", value.to_string())],
         Op::Literal { values } => {
-            const SHOWN: usize = 16;
-            let mut v: Vec<String> = values.iter().take(SHOWN).map(ToString::to_string).collect();
-            if values.len() > SHOWN {
-                v.push(format!("… {} in all", values.len()));
-            }
+            let v: Vec<String> = values.iter().map(ToString::to_string).collect();
             vec![kv("values", format!("[{}]", v.join(", ")))]
         }
         Op::FullLike { value } | Op::ScalarTensor { value } => vec![kv("value", value.to_string())],
         Op::AssertMetadata { dtype } => vec![kv("dtype", opt(dtype))],
         Op::SymInt { value } => vec![kv("value", value.to_string())],
-        Op::Unsupported { .. } => vec![],
+        Op::Unsupported { reason, .. } => reason.iter().map(|r| kv("reason", quote(r))).collect(),
     }
 }

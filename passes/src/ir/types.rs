@@ -155,6 +155,11 @@ impl DType {
         }
     }
 
+    /// Parses [`DType::name`].
+    pub fn parse(s: &str) -> Option<DType> {
+        DType::ALL.into_iter().find(|d| d.name() == s)
+    }
+
     /// True for floating-point types (including fp8 and bf16), false for complex.
     pub fn is_float(self) -> bool {
         use DType::*;
@@ -332,7 +337,12 @@ impl fmt::Display for Scalar {
         match self {
             Scalar::Bool(b) => write!(f, "{b}"),
             Scalar::Int(i) => write!(f, "{i}"),
-            Scalar::Float(x) if x.is_nan() => f.write_str("nan"),
+            // The default NaN and its negation by name, any other NaN by its bits: exact.
+            Scalar::Float(x) if x.is_nan() => match x.to_bits() {
+                b if b == f64::NAN.to_bits() => f.write_str("nan"),
+                b if b == (-f64::NAN).to_bits() => f.write_str("-nan"),
+                b => write!(f, "nan(0x{b:016x})"),
+            },
             Scalar::Float(x) if x.is_infinite() => f.write_str(if *x > 0.0 { "inf" } else { "-inf" }),
             // `{:?}` always keeps a decimal point or exponent, so floats never print like ints.
             Scalar::Float(x) => write!(f, "{x:?}"),

@@ -47,11 +47,11 @@ fn chains_stay_padded_and_means_use_true_sizes() {
       %2 = input.user #0 : f32[16,64]  # x
       %3 = permute(%0) {dims=[1, 0]} : f32[64,100]  # t1
       %4 = permute(%1) {dims=[1, 0]} : f32[100,70]  # t2
-      %5 = input.derived "w1@pad128x64" : f32[128,64]  # w1@pad128x64
+      %5 = input.derived "w1@pad128x64" from pad(cast("w1"), dims=[100, 64], padded=[128, 64], blocks=[1, 1]) : f32[128,64]  # w1@pad128x64
       %6 = permute(%5) {dims=[1, 0]} : f32[64,128]  # t1.pad.1
       %7 = mm(%2, %6) : f32[16,128]  # h
       %8 = relu(%7) : f32[16,128]  # r
-      %9 = input.derived "w2@pad128x128" : f32[128,128]  # w2@pad128x128
+      %9 = input.derived "w2@pad128x128" from pad(cast("w2"), dims=[70, 100], padded=[128, 128], blocks=[1, 1]) : f32[128,128]  # w2@pad128x128
       %10 = permute(%9) {dims=[1, 0]} : f32[128,128]  # t2.pad.2
       %11 = mm(%8, %10) : f32[16,128]  # y
       %12 = exp(%11) : f32[16,128]  # e
@@ -97,10 +97,12 @@ fn attention_heads_are_padded_one_by_one() {
     let mut g = b.finish();
     let cx = run(&mut g);
     let text = print(&g);
-    assert!(!text.contains(" pad("), "{text}");
+    assert!(!text.contains(" = pad("), "no activation is padded: {text}");
     assert_eq!(text.matches(" slice(").count(), 4, "the q/k/v splits and the output: {text}");
-    assert!(text.contains("input.derived \"wqkv@pad768x64@blocks6x1\" : f32[768,64]"), "{text}");
-    assert!(text.contains("input.derived \"wo@pad128x256@blocks1x2\" : f32[128,256]"), "{text}");
+    let wqkv = "pad(cast(\"wqkv\"), dims=[384, 64], padded=[768, 64], blocks=[6, 1]) : f32[768,64]";
+    assert!(text.contains(wqkv), "{text}");
+    let wo = "pad(cast(\"wo\"), dims=[64, 128], padded=[128, 256], blocks=[1, 2]) : f32[128,256]";
+    assert!(text.contains(wo), "{text}");
     assert!(text.contains("bmm(") && text.contains(": f32[2,16,128]  # o"), "{text}");
     let roles: Vec<String> = cx
         .padded
