@@ -19,6 +19,13 @@
 //! - sizes used as values (`sym_size`, size arithmetic) become the real sizes;
 //! - anything else touching a dynamic dim fails the compile with the node and op named —
 //!   never wrong numbers.
+//!
+//! A graph with `sym s0 in [1, 64]` compiled for the bucket `s0 = 16` (the filetest runner
+//! specializes it first):
+//!
+//! ```text
+#![doc = include_str!("../tests/bucket_masks/reductions_over_dynamic_dim_masked.ir")]
+//! ```
 
 use std::collections::BTreeMap;
 
@@ -566,19 +573,7 @@ impl Masker<'_> {
         if !reduced.iter().any(|d| x_dyn.contains_key(d)) {
             return Ok(());
         }
-        let float = ty.dtype.is_float();
-        let fill = match (op, float) {
-            (ReduceOp::Sum | ReduceOp::Mean, true) => Scalar::Float(0.0),
-            (ReduceOp::Sum, false) => Scalar::Int(0),
-            (ReduceOp::Prod, true) => Scalar::Float(1.0),
-            (ReduceOp::Prod, false) => Scalar::Int(1),
-            (ReduceOp::Max, true) => Scalar::Float(f64::NEG_INFINITY),
-            (ReduceOp::Min, true) => Scalar::Float(f64::INFINITY),
-            (ReduceOp::Any, _) => Scalar::Bool(false),
-            (ReduceOp::All, _) => Scalar::Bool(true),
-            _ => return Err(format!("reduces ({op:?}) over a dynamic dim with no identity for {}", ty.dtype)),
-        };
-        self.mask_input(graph, id, 0, &reduced, fill)?;
+        self.mask_input(graph, id, 0, &reduced, op.identity(ty.dtype))?;
         if op != ReduceOp::Mean {
             return Ok(());
         }

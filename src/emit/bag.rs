@@ -9,7 +9,7 @@
 use melior::ir::Value;
 use torchtpu_passes::ir::{BagMode, DType, Scalar, TensorType};
 
-use super::builder::{i64_array, lowest, static_dims, Builder, LowerResult};
+use super::builder::{i64_array, static_dims, Builder, LowerResult};
 use super::shape::index_select;
 use super::Arg;
 
@@ -114,7 +114,7 @@ pub fn embedding_bag<'c, 'b>(
             }
         }
         BagMode::Max => {
-            let max = b.reduce(masked(lowest(dt))?, &cube, &[1], dt, "stablehlo.maximum", lowest(dt))?;
+            let max = b.reduce(masked(dt.lowest())?, &cube, &[1], dt, "stablehlo.maximum", dt.lowest())?;
             let empty = b.compare(count, b.splat(Scalar::Int(0), &[bags], DType::I64)?, &[bags], DType::I64, "EQ")?;
             let empty = broadcast(b, empty, &out_dims, &[0], DType::Bool)?;
             let max =

@@ -417,31 +417,3 @@ pub fn accumulation_dtype(dt: DType) -> DType {
         other => other,
     }
 }
-
-/// The lowest value of a dtype (`-inf` for floats), the identity of `max`.
-pub fn lowest(d: DType) -> Scalar {
-    match d {
-        DType::Bool => Scalar::Bool(false),
-        DType::I8 => Scalar::Int(i64::from(i8::MIN)),
-        DType::I16 => Scalar::Int(i64::from(i16::MIN)),
-        DType::I32 => Scalar::Int(i64::from(i32::MIN)),
-        DType::I64 => Scalar::Int(i64::MIN),
-        d if d.is_integer() => Scalar::Int(0),
-        _ => Scalar::Float(f64::NEG_INFINITY),
-    }
-}
-
-/// The highest value of a dtype (`+inf` for floats), the identity of `min`.
-pub fn highest(d: DType) -> Scalar {
-    match d {
-        DType::Bool => Scalar::Bool(true),
-        DType::I8 => Scalar::Int(i64::from(i8::MAX)),
-        DType::I16 => Scalar::Int(i64::from(i16::MAX)),
-        DType::I32 => Scalar::Int(i64::from(i32::MAX)),
-        DType::I64 | DType::U64 => Scalar::Int(i64::MAX),
-        DType::U8 => Scalar::Int(i64::from(u8::MAX)),
-        DType::U16 => Scalar::Int(i64::from(u16::MAX)),
-        DType::U32 => Scalar::Int(i64::from(u32::MAX)),
-        _ => Scalar::Float(f64::INFINITY),
-    }
-}

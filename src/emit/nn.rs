@@ -5,7 +5,7 @@
 use melior::ir::Value;
 use torchtpu_passes::ir::{DType, Op, Scalar, TensorType};
 
-use super::builder::{accumulation_dtype, i64_array, lowest, norm_dim, static_dims, Builder, LowerResult};
+use super::builder::{accumulation_dtype, i64_array, norm_dim, static_dims, Builder, LowerResult};
 use super::Arg;
 
 /// Broadcasts a per-channel vector along dim 1 of `dims`.
@@ -119,7 +119,7 @@ fn softmax_in<'c, 'b>(
     let d = norm_dim(dim, dims.len())?;
     let kept: Vec<i64> = dims.iter().enumerate().map(|(i, &s)| if i as i64 == d { 1 } else { s }).collect();
     let v = b.convert(x.v, &dims, x.ty.dtype, dt)?;
-    let max = b.reduce(v, &dims, &[d], dt, "stablehlo.maximum", lowest(dt))?;
+    let max = b.reduce(v, &dims, &[d], dt, "stablehlo.maximum", dt.lowest())?;
     let max = b.broadcast_to(b.reshape(max, &kept, dt)?, &kept, &dims, dt)?;
     let shifted = b.op("stablehlo.subtract", &[v, max], &dims, dt, &[])?;
     let e = b.op("stablehlo.exponential", &[shifted], &dims, dt, &[])?;

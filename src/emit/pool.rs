@@ -10,7 +10,7 @@ use melior::ir::Value;
 use torchtpu_passes::ir::{DType, Op, Scalar, TensorType};
 
 use super::builder::{
-    accumulation_dtype, i64_array, lowest, scalar_literal, static_dims, tensor_type_text, Builder, LowerResult,
+    accumulation_dtype, i64_array, scalar_literal, static_dims, tensor_type_text, Builder, LowerResult,
 };
 use super::Arg;
 
@@ -92,7 +92,7 @@ pub fn max_pool<'c, 'b>(
     let w = Window::new(&in_dims, &out_dims, kernel, stride, padding, dilation)?;
     let dt = x.ty.dtype;
     let index = flat_spatial_index(b, &in_dims, kernel.len())?;
-    let init_v = b.splat(lowest(dt), &[], dt)?;
+    let init_v = b.splat(dt.lowest(), &[], dt)?;
     let init_i = b.splat(Scalar::Int(-1), &[], DType::I64)?;
     let region = b.scalar_region(&[dt, DType::I64, dt, DType::I64], |r, a| {
         let (av, ai, bv, bi) = (a[0], a[1], a[2], a[3]);

@@ -4,7 +4,7 @@
 use melior::ir::Value;
 use torchtpu_passes::ir::{ArgReduceOp, CumulativeOp, DType, Op, ReduceOp, Scalar, TensorType};
 
-use super::builder::{accumulation_dtype, highest, i64_array, lowest, norm_dim, static_dims, Builder, Ew, LowerResult};
+use super::builder::{accumulation_dtype, i64_array, norm_dim, static_dims, Builder, Ew, LowerResult};
 use super::Arg;
 
 /// Normalized, sorted, deduplicated reduction dims (`[]` means every dim). A 0-d operand
@@ -44,15 +44,15 @@ pub fn reduce<'c, 'b>(
         _ => out.dtype,
     };
     let v = b.convert(x.v, &in_dims, x.ty.dtype, dt)?;
-    let (combiner, init) = match kind {
-        ReduceOp::Sum | ReduceOp::Mean => ("stablehlo.add", Scalar::Int(0)),
-        ReduceOp::Prod => ("stablehlo.multiply", Scalar::Int(1)),
-        ReduceOp::Max => ("stablehlo.maximum", lowest(dt)),
-        ReduceOp::Min => ("stablehlo.minimum", highest(dt)),
-        ReduceOp::Any => ("stablehlo.or", Scalar::Bool(false)),
-        ReduceOp::All => ("stablehlo.and", Scalar::Bool(true)),
+    let combiner = match kind {
+        ReduceOp::Sum | ReduceOp::Mean => "stablehlo.add",
+        ReduceOp::Prod => "stablehlo.multiply",
+        ReduceOp::Max => "stablehlo.maximum",
+        ReduceOp::Min => "stablehlo.minimum",
+        ReduceOp::Any => "stablehlo.or",
+        ReduceOp::All => "stablehlo.and",
     };
-    let mut r = b.reduce(v, &in_dims, &axes, dt, combiner, init)?;
+    let mut r = b.reduce(v, &in_dims, &axes, dt, combiner, kind.identity(dt))?;
     if matches!(kind, ReduceOp::Max | ReduceOp::Min) && dt.is_float() {
         // torch's amax/amin propagate NaN; XLA's reductions may not. A separate `any(isnan)`
         // keeps the reducer a plain max (libtpu crashes on NaN logic inside reducers).
@@ -134,7 +134,7 @@ fn extremum<'c, 'b>(
     max: bool,
 ) -> LowerResult<(Value<'c, 'b>, Value<'c, 'b>)> {
     let idx = b.op("stablehlo.iota", &[], in_dims, DType::I64, &[("iota_dimension", format!("{axis} : i64"))])?;
-    let (init_v, direction) = if max { (lowest(dt), "GT") } else { (highest(dt), "LT") };
+    let (init_v, direction) = if max { (dt.lowest(), "GT") } else { (dt.highest(), "LT") };
     let init_v = b.splat(init_v, &[], dt)?;
     let init_i = b.splat(Scalar::Int(0), &[], DType::I64)?;
     let region = b.scalar_region(&[dt, DType::I64, dt, DType::I64], |r, a| {
@@ -214,12 +214,7 @@ pub fn cumulative<'c, 'b>(
     window[axis] = n.max(1);
     let pads: Vec<String> =
         (0..rank).map(|i| if i == axis { format!("[{}, 0]", (n - 1).max(0)) } else { "[0, 0]".into() }).collect();
-    let identity = match op {
-        CumulativeOp::Cumsum => Scalar::Int(0),
-        CumulativeOp::Cumprod => Scalar::Int(1),
-        CumulativeOp::Logcumsumexp => Scalar::Float(f64::NEG_INFINITY),
-    };
-    let init = b.splat(identity, &[], acc)?;
+    let init = b.splat(op.identity(acc), &[], acc)?;
     let region = b.scalar_region(&[acc, acc], |r, a| {
         Ok(vec![match op {
             CumulativeOp::Cumsum => r.op("stablehlo.add", &[a[0], a[1]], &[], acc, &[])?,

@@ -5,7 +5,7 @@
 use melior::ir::Value;
 use torchtpu_passes::ir::{DType, Dim, Scalar, ScatterReduce, TensorType};
 
-use super::builder::{dim_size, highest, lowest, norm_dim, static_dims, Builder, LowerResult};
+use super::builder::{dim_size, norm_dim, static_dims, Builder, LowerResult};
 use super::shape::{along_dim_coordinates, index_plan};
 use super::Arg;
 
@@ -71,15 +71,6 @@ fn combiner(reduce: ScatterReduce, dt: DType) -> Option<&'static str> {
     }
 }
 
-fn identity(reduce: ScatterReduce, dt: DType) -> Scalar {
-    match reduce {
-        ScatterReduce::Prod => Scalar::Int(1),
-        ScatterReduce::Amax => lowest(dt),
-        ScatterReduce::Amin => highest(dt),
-        _ => Scalar::Int(0),
-    }
-}
-
 /// `scatter`, `scatter_add` and `scatter_reduce` along `dim`. With `include_self=false` the
 /// positions that receive updates start from the reduction's identity; `mean` divides by the
 /// number of contributions (plus one for `self` when included).
@@ -133,7 +124,7 @@ pub fn scatter<'c, 'b>(
         base
     } else {
         let hit = b.compare(touched()?, b.splat(Scalar::Int(0), &dims, DType::I64)?, &dims, DType::I64, "GT")?;
-        b.op("stablehlo.select", &[hit, b.splat(identity(reduce, dt), &dims, dt)?, base], &dims, dt, &[])?
+        b.op("stablehlo.select", &[hit, b.splat(reduce.identity(dt), &dims, dt)?, base], &dims, dt, &[])?
     };
     let result = scatter_op(b, start, coords, updates, &layout, combiner(reduce, dt), &dims, dt)?;
     if reduce != ScatterReduce::Mean {

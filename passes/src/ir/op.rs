@@ -243,6 +243,21 @@ pub enum ReduceOp {
     All,
 }
 
+impl ReduceOp {
+    /// The value that leaves the reduction unchanged, in `dtype`: what padding and masks past
+    /// the real size are set to, and what a reduction starts from. `mean` is reduced as a sum.
+    pub fn identity(self, dtype: DType) -> Scalar {
+        match self {
+            ReduceOp::Sum | ReduceOp::Mean => dtype.scalar(0),
+            ReduceOp::Prod => dtype.scalar(1),
+            ReduceOp::Max => dtype.lowest(),
+            ReduceOp::Min => dtype.highest(),
+            ReduceOp::Any => Scalar::Bool(false),
+            ReduceOp::All => Scalar::Bool(true),
+        }
+    }
+}
+
 /// The running reductions: `cumsum`, `cumprod`, `logcumsumexp`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -265,6 +280,31 @@ pub enum ScatterReduce {
     Mean,
     Amax,
     Amin,
+}
+
+impl ScatterReduce {
+    /// What a position that receives updates starts from when `include_self` is false: the
+    /// identity of the reduction (0 for a plain scatter, whose update replaces it).
+    pub fn identity(self, dtype: DType) -> Scalar {
+        let reduce = match self {
+            ScatterReduce::Replace | ScatterReduce::Sum | ScatterReduce::Mean => ReduceOp::Sum,
+            ScatterReduce::Prod => ReduceOp::Prod,
+            ScatterReduce::Amax => ReduceOp::Max,
+            ScatterReduce::Amin => ReduceOp::Min,
+        };
+        reduce.identity(dtype)
+    }
+}
+
+impl CumulativeOp {
+    /// The value before the first element: 0, 1, or `-inf` for `logcumsumexp`.
+    pub fn identity(self, dtype: DType) -> Scalar {
+        match self {
+            CumulativeOp::Cumsum => dtype.scalar(0),
+            CumulativeOp::Cumprod => dtype.scalar(1),
+            CumulativeOp::Logcumsumexp => Scalar::Float(f64::NEG_INFINITY),
+        }
+    }
 }
 
 /// How `_embedding_bag` combines the rows of a bag.

@@ -160,6 +160,47 @@ impl DType {
         DType::ALL.into_iter().find(|d| d.name() == s)
     }
 
+    /// The lowest value of the dtype (`-inf` for floats, `false` for bool): the identity of
+    /// `max`.
+    pub fn lowest(self) -> Scalar {
+        match self {
+            DType::Bool => Scalar::Bool(false),
+            DType::I8 => Scalar::Int(i64::from(i8::MIN)),
+            DType::I16 => Scalar::Int(i64::from(i16::MIN)),
+            DType::I32 => Scalar::Int(i64::from(i32::MIN)),
+            DType::I64 => Scalar::Int(i64::MIN),
+            d if d.is_integer() => Scalar::Int(0),
+            _ => Scalar::Float(f64::NEG_INFINITY),
+        }
+    }
+
+    /// The highest value of the dtype (`+inf` for floats, `true` for bool): the identity of
+    /// `min`.
+    pub fn highest(self) -> Scalar {
+        match self {
+            DType::Bool => Scalar::Bool(true),
+            DType::I8 => Scalar::Int(i64::from(i8::MAX)),
+            DType::I16 => Scalar::Int(i64::from(i16::MAX)),
+            DType::I32 => Scalar::Int(i64::from(i32::MAX)),
+            DType::I64 | DType::U64 => Scalar::Int(i64::MAX),
+            DType::U8 => Scalar::Int(i64::from(u8::MAX)),
+            DType::U16 => Scalar::Int(i64::from(u16::MAX)),
+            DType::U32 => Scalar::Int(i64::from(u32::MAX)),
+            _ => Scalar::Float(f64::INFINITY),
+        }
+    }
+
+    /// `v` as a scalar of this dtype's kind: a float, a bool (`v != 0`) or an integer.
+    pub fn scalar(self, v: i64) -> Scalar {
+        if self == DType::Bool {
+            Scalar::Bool(v != 0)
+        } else if self.is_integer() {
+            Scalar::Int(v)
+        } else {
+            Scalar::Float(v as f64)
+        }
+    }
+
     /// True for floating-point types (including fp8 and bf16), false for complex.
     pub fn is_float(self) -> bool {
         use DType::*;

@@ -263,15 +263,11 @@ impl Padder {
             self.set_output(graph, id, 0, Padded { dims: out_widths, zero: p.zero });
             return true;
         }
-        let float = graph.node(id).outputs[0].dtype.is_float();
+        let dtype = graph.node(id).outputs[0].dtype;
         let fill = match op {
-            ReduceOp::Sum | ReduceOp::Mean if float => None,
-            ReduceOp::Max if float => Some(Scalar::Float(f64::NEG_INFINITY)),
-            ReduceOp::Min if float => Some(Scalar::Float(f64::INFINITY)),
-            ReduceOp::Prod if float => Some(Scalar::Float(1.0)),
-            ReduceOp::Any => Some(Scalar::Bool(false)),
-            ReduceOp::All => Some(Scalar::Bool(true)),
-            _ => return false,
+            _ if !dtype.is_float() && !matches!(op, ReduceOp::Any | ReduceOp::All) => return false,
+            ReduceOp::Sum | ReduceOp::Mean => None,
+            op => Some(op.identity(dtype)),
         };
         if let Some(fill) = fill {
             // The reduced padding set to the op's identity; other padded dims keep theirs (a
