@@ -5,10 +5,11 @@
 //!
 //! Precondition: a static graph. Postcondition: no such node is left.
 //!
+//! A chain of no-ops collapses onto the value underneath (a filetest: the input graph, then
+//! the graph the pass leaves after `; expect:`):
+//!
 //! ```text
-//! %3 = clone(%2) : f32[4, 8]           →   (gone; users of %3 read %2)
-//! %4 = view(%3) {size=[4, 8]} : f32[4, 8]
-//! %5 = relu(%4) : f32[4, 8]                %5 = relu(%2) : f32[4, 8]
+#![doc = include_str!("../tests/canonicalize/noop_views_and_copies_are_dropped.ir")]
 //! ```
 
 use crate::ir::{Dim, Graph, NodeId, Op, ValueRef};

@@ -3,10 +3,10 @@
 //! the earlier one. Graph inputs, random ops (each draw differs) and unsupported ops are never
 //! merged.
 //!
+//! A filetest (the input graph, then the graph the pass leaves after `; expect:`):
+//!
 //! ```text
-//! %5 = mul(%x, %x) : f32[8]            %5 = mul(%x, %x) : f32[8]
-//! %6 = mul(%x, %x) : f32[8]      →     (gone)
-//! %7 = add(%5, %6) : f32[8]            %7 = add(%5, %5) : f32[8]
+#![doc = include_str!("../tests/cse/equal_adds_merge.ir")]
 //! ```
 
 use std::collections::BTreeMap;

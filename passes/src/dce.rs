@@ -1,9 +1,9 @@
 //! `dce`: dead-code elimination. Removes every node whose values no graph output needs,
 //! including weights nothing reads any more (e.g. after a fold). Inputs the caller passes (user
-//! inputs, the seed) stay: they are the program's signature.
+//! inputs, the seed, a bucket's sizes) stay: they are the program's signature.
 //!
 //! ```text
-//! %5 = exp(%x) : f32[8]        (no users)   →   (gone)
+#![doc = include_str!("../tests/dce/dead_chain_and_weight_removed.ir")]
 //! ```
 
 use crate::ir::{Graph, NodeId, Op};

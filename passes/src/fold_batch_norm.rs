@@ -8,13 +8,10 @@
 //! BatchNorm's first output (the other two are unused), and every weight involved is a stored
 //! f32 weight. Otherwise the pair is left alone.
 //!
+//! A filetest (the input graph, then the graph the pass leaves after `; expect:`):
+//!
 //! ```text
-//! %c = convolution(%x, %w, %b) {…} : f32[2,8,32,32]
-//! %y, %m, %r = batch_norm_inference(%c, %g, %beta, %mean, %var) {eps=1e-5, …}
-//!   →
-//! %w2 = input.derived "conv1.weight@folded:bn1" : f32[8,3,3,3]
-//! %b2 = input.derived "conv1.bias@folded:bn1" : f32[8]
-//! %y = convolution(%x, %w2, %b2) {…, bias=true} : f32[2,8,32,32]
+#![doc = include_str!("../tests/fold_batch_norm/conv_bn_folds_into_derived_weights.ir")]
 //! ```
 
 use crate::ir::{DType, Graph, InputKind, Node, NodeId, Op, Origin, TensorType, ValueRef, WeightRecipe};

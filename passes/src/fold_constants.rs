@@ -12,10 +12,11 @@
 //! applies only when the kept operand already has the node's output type (no broadcast, no
 //! type promotion hidden in the identity).
 //!
+//! The identities and constant shapes, as a filetest (the input graph, then the graph the pass
+//! leaves after `; expect:`):
+//!
 //! ```text
-//! %1 = add(%0, 0) : i64[16]                          (gone; users read %0)
-//! %3 = bitwise_and(%full_true, %2) : bool[1,1,16,16] (gone; users read %2)
-//! %5 = full_like(%4) {value=0} : f32[1,4,16,16]  →   %5 = full() {size=[1, 4, 16, 16], value=0} : f32[1,4,16,16]
+#![doc = include_str!("../tests/fold_constants/identities_and_constant_shapes_fold.ir")]
 //! ```
 
 use crate::const_eval;

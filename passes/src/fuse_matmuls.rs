@@ -8,10 +8,11 @@
 //! operand a `[1, 0]` permute of a stored f32 weight, all with the same `k` and precision.
 //! Postcondition: each group is one `mm` plus slices; the permutes left unused go to `dce`.
 //!
+//! Attention's Q/K/V projections, as a filetest (the input graph, then the graph after the
+//! pass and `dce`, after `; expect:`):
+//!
 //! ```text
-//! %q = mm(%x, permute(%wq))    %w = input.derived "fused:wq+wk+wv" : f32[128, 64]
-//! %k = mm(%x, permute(%wk))  →  %m = mm(%x, permute(%w)) : f32[16, 128]
-//! %v = mm(%x, permute(%wv))     %q = slice(%m) {dim=1, start=0, end=64}, …
+#![doc = include_str!("../tests/fuse_matmuls/qkv_projections_fuse.ir")]
 //! ```
 
 use std::collections::BTreeMap;

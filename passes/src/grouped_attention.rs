@@ -11,10 +11,11 @@
 //! transpose and scaling of K). Both attention products (scores and the weighted sum of V)
 //! have this form. The repeat is left to `dce` once nothing reads it.
 //!
+//! Both products of one attention with `G = 2`, as a filetest (the input graph, then the graph
+//! after the pass and `dce`, after `; expect:`):
+//!
 //! ```text
-//! %r = view(expand(unsqueeze(%k, 2))) : f32[1,4,16,16]   %kt = permute(%k) : f32[1,2,16,16]
-//! %kt = permute(%r) {dims=[0,1,3,2]}                  →   %b = bmm(view(%q) : [2,32,16], view(%kt) : [2,16,16])
-//! %s = bmm(view(%q) : [4,16,16], view(%kt))               %s = view(%b) : f32[4,16,16]
+#![doc = include_str!("../tests/grouped_attention/repeated_kv_heads_read_once.ir")]
 //! ```
 
 use crate::ir::{Dim, Graph, Node, NodeId, Op, Operand, TensorType, ValueRef};

@@ -4,9 +4,11 @@
 //! `model.lm_head`) contains PATTERN; the last matching override wins. The others keep the
 //! program-wide `--precision`, which the emitter applies.
 //!
+//! With `--precision-override lm_head=highest`, matching a node name (filetests have no module
+//! paths):
+//!
 //! ```text
-//! %mm_7 = mm(%x, %w) : f32[1, 512]     →     %mm_7 = mm(%x, %w) {precision=highest} : f32[1, 512]
-//! (module path model.lm_head, override lm_head=highest)
+#![doc = include_str!("../tests/precision/override_sets_matching_contraction.ir")]
 //! ```
 
 use crate::ir::{Graph, Node, Op, Precision};

@@ -6,14 +6,14 @@
 //!
 //! Exact: a row's maximum is -inf exactly when every element is -inf (a NaN makes the
 //! maximum NaN, and the guard keeps the NaN too). In a size bucket, `bucket_masks` has masked
-//! the softmax's input with -inf and the guard's with false past the real length, by one
-//! mask: the guard then asks the same of the valid positions, and the rewrite still holds.
+//! the softmax's input with -inf and the guard's with false past the real length, by equal
+//! masks that `cse` (earlier in the pipeline) makes one value: the guard then asks the same of
+//! the valid positions, and the rewrite still holds.
+//!
+//! A filetest (the input graph, then the graph after the pass and `dce`, after `; expect:`):
 //!
 //! ```text
-//! %s = softmax(%x) {dim=-1}                       %s = softmax(%x) {dim=-1, safe=true}
-//! %e = eq(%x, -inf); %n = logical_not(%e)     →   (users of %w read %s)
-//! %a = reduce_any(%n) {dims=[-1], keepdim=true}
-//! %m = logical_not(%a); %w = where(%m, 0.0, %s)
+#![doc = include_str!("../tests/safe_softmax/guarded_softmax_becomes_safe.ir")]
 //! ```
 
 use crate::ir::{norm_dim, BinaryOp, Graph, NodeId, Op, Operand, ReduceOp, Scalar, UnaryOp, ValueRef};

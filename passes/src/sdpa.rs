@@ -10,10 +10,7 @@
 //! outside (Q, Kᵀ, the mask, V, …), in order of first use.
 //!
 //! ```text
-//! %s = bmm(%q, %kt)                          %s = bmm(%q, %kt) {composite=torchtpu.sdpa#0}
-//! %m = add(%s, %mask)                        %m = add(%s, %mask) {composite=torchtpu.sdpa#0}
-//! %p = softmax(%m) {dim=-1, safe=true}   →   %p = softmax(%m) {…, composite=torchtpu.sdpa#0}
-//! %o = bmm(%p, %v)                           %o = bmm(%p, %v) {composite=torchtpu.sdpa#0}
+#![doc = include_str!("../tests/sdpa/attention_marked_as_one_composite.ir")]
 //! ```
 
 use crate::ir::{Composite, Graph, NodeId, Op, Operand};

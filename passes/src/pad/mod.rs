@@ -4,7 +4,7 @@
 //! without a slice and a pad in between. A dim is widened only when that at most doubles it
 //! (64 → 128, 50257 → 50304, not 8 → 128).
 //!
-//! Every value the pass widens carries a [`Padded`] record: which dims are wider than their
+//! Every value the pass widens carries a `Padded` record: which dims are wider than their
 //! true size, and whether the extra positions hold zeros. A node meets padded operands in one
 //! of these ways:
 //!
@@ -14,7 +14,7 @@
 //!   activation that arrives unpadded is not padded just to be contracted: that would only
 //!   add the zeros XLA's own tiling adds. When a matmul's output features are attention heads
 //!   (a view downstream splits them into `[…, H, D]`, through the slices of a fused Q/K/V),
-//!   each head is padded on its own (`D` 64 → 128: the dim holds `H` blocks, see [`Width`]),
+//!   each head is padded on its own (`D` 64 → 128: the dim holds `H` blocks, see `Width`),
 //!   so the heads split off already padded and attention runs on 128-wide heads.
 //! - **position-wise** ops (element-wise arithmetic, permutes, views that keep the padded dim
 //!   whole or split/merge padded heads, unsqueeze, slices, pooling over other dims) carry the
@@ -33,14 +33,12 @@
 //!   mix into a valid one.
 //!
 //! Postcondition: every graph output has its true shape and value; the report lists each
-//! padded contraction with its padded dims and the extra FLOPs.
+//! padded contraction with its padded dims and the extra FLOPs. A node that read a weight
+//! now padded (below, its transpose) is left without users, for `dce`. With
+//! `--pad-multiple 128`:
 //!
 //! ```text
-//! %t = permute(%w) : f32[64, 10]       %wp = input.derived "w@pad" : f32[128, 64]
-//! %y = mm(%x, %t) : f32[16, 10]    →   %t = permute(%wp) : f32[64, 128]
-//! %r = relu(%y) : f32[16, 10]          %y = mm(%x, %t) : f32[16, 128]
-//!                                      %r = relu(%y) : f32[16, 128]
-//!                                      %o = slice(%r) {dim=1, start=0, end=10} : f32[16, 10]
+#![doc = include_str!("../../tests/pad/linear_output_features_widened.ir")]
 //! ```
 
 mod carry;
