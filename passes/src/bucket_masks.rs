@@ -284,13 +284,17 @@ impl Masker<'_> {
                 self.mask_input(graph, id, 0, &[norm_dim(*dim, rank(0))], Scalar::Float(f64::NEG_INFINITY))
             }
             Op::Reduce { op, dims, .. } => self.reduce(graph, id, (*op, dims), &in_dyn[0]),
+            // Past the real size, the identity of the extremum in the operand's dtype: ties go
+            // to the first index, so a padded position is never chosen.
             Op::ArgReduce { op, dim: Some(dim), .. } => {
-                let fill = if *op == ArgReduceOp::Argmax { f64::NEG_INFINITY } else { f64::INFINITY };
-                self.mask_input(graph, id, 0, &[norm_dim(*dim, rank(0))], Scalar::Float(fill))
+                let extremum = if *op == ArgReduceOp::Argmax { ReduceOp::Max } else { ReduceOp::Min };
+                let fill = extremum.identity(graph.value_type(graph.inputs(id)[0]).dtype);
+                self.mask_input(graph, id, 0, &[norm_dim(*dim, rank(0))], fill)
             }
             Op::ExtremumDim { max, dim, .. } => {
-                let fill = if *max { f64::NEG_INFINITY } else { f64::INFINITY };
-                self.mask_input(graph, id, 0, &[norm_dim(*dim, rank(0))], Scalar::Float(fill))
+                let extremum = if *max { ReduceOp::Max } else { ReduceOp::Min };
+                let fill = extremum.identity(graph.value_type(graph.inputs(id)[0]).dtype);
+                self.mask_input(graph, id, 0, &[norm_dim(*dim, rank(0))], fill)
             }
             _ => Err("has no padding-safe form along a dynamic dim".into()),
         }

@@ -17,14 +17,16 @@ use crate::pass::{Changed, Pass, PassCx, PassError};
 /// See the module docs.
 pub struct Cse;
 
-/// A key equal for nodes that compute the same value (ops hold floats, so no `Hash`: the
-/// `Debug` text of the op, inputs and types is exact and deterministic).
+/// A key equal for nodes that compute the same value the same way (ops hold floats, so no
+/// `Hash`: the `Debug` text of the op, inputs, types, precision and composite is exact and
+/// deterministic).
 fn key(graph: &Graph, id: NodeId) -> Option<String> {
     let node = graph.node(id);
     let mergeable = !matches!(node.op, Op::Input(_) | Op::Unsupported { .. } | Op::AssertMetadata { .. })
         && !node.op.is_random()
         && !node.outputs.is_empty();
-    mergeable.then(|| format!("{:?}|{:?}|{:?}", node.op, graph.inputs(id), node.outputs))
+    let how = (node.precision, node.composite);
+    mergeable.then(|| format!("{:?}|{:?}|{:?}|{how:?}", node.op, graph.inputs(id), node.outputs))
 }
 
 impl Pass for Cse {

@@ -34,6 +34,16 @@ fn is(s: &Operand, int: i64) -> bool {
     }
 }
 
+/// A scalar operand equal to +0 (`x - 0.0` is `x` for every float, `x - (-0.0)` is not: it
+/// turns -0.0 into +0.0).
+fn is_plus_zero(s: &Operand) -> bool {
+    match *s {
+        Operand::Scalar(Scalar::Int(i)) => i == 0,
+        Operand::Scalar(Scalar::Float(x)) => x == 0.0 && x.is_sign_positive(),
+        _ => false,
+    }
+}
+
 /// The value a node's single output equals, when the node is an identity on it.
 fn identity_of(graph: &Graph, id: NodeId) -> Option<ValueRef> {
     let node = graph.node(id);
@@ -47,10 +57,13 @@ fn identity_of(graph: &Graph, id: NodeId) -> Option<ValueRef> {
             match (op, lhs, rhs) {
                 (BinaryOp::Mul, Operand::Tensor, s) | (BinaryOp::Mul, s, Operand::Tensor) if is(s, 1) => ins[0],
                 (BinaryOp::Div, Operand::Tensor, s) if is(s, 1) => ins[0],
-                (BinaryOp::Sub, Operand::Tensor, s) if is(s, 0) => ins[0],
+                (BinaryOp::Sub, Operand::Tensor, s) if is_plus_zero(s) && alpha_one => ins[0],
                 (BinaryOp::Add, Operand::Tensor, s) if int && is(s, 0) => ins[0],
                 (BinaryOp::Add, s, Operand::Tensor) if int && is(s, 0) && alpha_one => ins[0],
-                (BinaryOp::BitwiseAnd | BinaryOp::LogicalAnd, Operand::Tensor, Operand::Tensor) => {
+                // `x & True` is `x & 1` on integers: only truth values are kept as they are.
+                (BinaryOp::BitwiseAnd | BinaryOp::LogicalAnd, Operand::Tensor, Operand::Tensor)
+                    if out.dtype == DType::Bool =>
+                {
                     let all_true =
                         |v: &ValueRef| matches!(graph.node(v.node).op, Op::Full { value: Scalar::Bool(true), .. });
                     match ins[..] {
@@ -122,7 +135,12 @@ fn inline_scalars(graph: &Graph, id: NodeId) -> Option<(Op, Vec<ValueRef>)> {
         }
     };
     let (t, f) = (inline(on_true)?, inline(on_false)?);
-    (kept.len() < ins.len()).then_some((Op::Where { on_true: t, on_false: f }, kept))
+    let op = Op::Where { on_true: t, on_false: f };
+    // Only when the select still gives the node's type: a constant that set the result's
+    // shape, or two scalars (whose promotion gives f32 or i64), must stay tensors.
+    let types: Vec<&crate::ir::TensorType> = kept.iter().map(|v| graph.value_type(*v)).collect();
+    let still = crate::typing::infer(&op, &types).is_ok_and(|e| e.len() == 1 && e[0].admits(&node.outputs[0]));
+    (kept.len() < ins.len() && still).then_some((op, kept))
 }
 
 /// The values of node `id` when it computes from constants only (see [`crate::const_eval`]).

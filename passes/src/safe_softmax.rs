@@ -16,7 +16,7 @@
 #![doc = include_str!("../tests/safe_softmax/guarded_softmax_becomes_safe.ir")]
 //! ```
 
-use crate::ir::{norm_dim, BinaryOp, Graph, NodeId, Op, Operand, ReduceOp, Scalar, UnaryOp, ValueRef};
+use crate::ir::{norm_dim, BinaryOp, Graph, Node, NodeId, Op, Operand, ReduceOp, Scalar, UnaryOp, ValueRef};
 use crate::pass::{Changed, Pass, PassCx, PassError};
 
 /// See the module docs.
@@ -84,6 +84,24 @@ fn bucket_masked(graph: &Graph, masked: ValueRef, fill: Scalar) -> Option<(Value
     }
 }
 
+/// The safe form of softmax `soft`, whose guard is `guard`: the softmax itself when the guard
+/// is all that reads it, else a new safe softmax beside it (its other readers keep PyTorch's
+/// NaN rows).
+fn safe_softmax(graph: &mut Graph, soft: NodeId, guard: NodeId) -> ValueRef {
+    let only_the_guard = graph.users(soft).iter().all(|&(user, _, _)| user == guard) && !graph.is_output(soft);
+    if only_the_guard {
+        if let Op::Softmax { safe, .. } = &mut graph.node_mut(soft).op {
+            *safe = true;
+        }
+        return ValueRef { node: soft, slot: 0 };
+    }
+    let node = graph.node(soft);
+    let Op::Softmax { dim, log, .. } = node.op else { return ValueRef { node: soft, slot: 0 } };
+    let derived = Node::derived(node, "safe_softmax", Op::Softmax { dim, log, safe: true }, node.outputs.clone());
+    let x = graph.inputs(soft)[0];
+    ValueRef { node: graph.add_op(derived, &[x]), slot: 0 }
+}
+
 impl Pass for SafeSoftmax {
     fn name(&self) -> &'static str {
         "safe_softmax"
@@ -94,10 +112,8 @@ impl Pass for SafeSoftmax {
         let mut count = 0;
         for id in order {
             let Some(soft) = guarded(graph, id) else { continue };
-            if let Op::Softmax { safe, .. } = &mut graph.node_mut(soft).op {
-                *safe = true;
-            }
-            graph.replace_uses(ValueRef { node: id, slot: 0 }, ValueRef { node: soft, slot: 0 });
+            let safe = safe_softmax(graph, soft, id);
+            graph.replace_uses(ValueRef { node: id, slot: 0 }, safe);
             graph.remove_node(id);
             count += 1;
         }

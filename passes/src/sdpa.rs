@@ -70,7 +70,7 @@ fn attention(graph: &Graph, softmax: NodeId) -> Option<Vec<NodeId>> {
         if *op == Op::Bmm && slot == 0 {
             break next;
         }
-        if chain_slot(op) != Some(slot) || after.len() > MAX_CHAIN {
+        if chain_slot(op) != Some(slot) || after.len() >= MAX_CHAIN {
             return None;
         }
         after.push(next);
@@ -98,6 +98,10 @@ impl Pass for Sdpa {
                 continue;
             }
             let Some(nodes) = attention(graph, id) else { continue };
+            // A node is in one composite: a chain sharing a `bmm` with an earlier one stays inline.
+            if nodes.iter().any(|&n| graph.node(n).composite.is_some()) {
+                continue;
+            }
             for n in nodes {
                 graph.node_mut(n).composite = Some(Composite { name: SDPA, instance });
             }

@@ -103,7 +103,7 @@ impl TargetCompiler {
         if let Some((entry, outcome)) =
             cache.get_without_plugin(&self.choice.path, &self.name, (program, &self.options_bytes))
         {
-            return self.from_entry(entry, outcome);
+            return self.compiled(entry, outcome);
         }
         let backend = self.backend()?;
         let (plugin, (_, platform_version)) = (backend.plugin(), backend.platform());
@@ -115,7 +115,7 @@ impl TargetCompiler {
             let meta = serde_json::to_value(&meta).map_err(|e| Error::Unsupported(format!("internal: {e}")))?;
             Ok::<_, Error>((bytes, meta))
         })?;
-        self.from_entry(entry, outcome)
+        self.compiled(entry, outcome)
     }
 
     /// The backend, created on first use.
@@ -201,7 +201,8 @@ impl TargetCompiler {
         }
     }
 
-    fn from_entry(&self, entry: Entry, outcome: Outcome) -> Result<Compiled, Error> {
+    /// The executable and its metadata from a cache entry.
+    fn compiled(&self, entry: Entry, outcome: Outcome) -> Result<Compiled, Error> {
         let meta: CompiledMeta = serde_json::from_value(entry.header.meta).map_err(|e| {
             Error::Unsupported(format!("{}: cache entry {} has unreadable metadata: {e}", self.name, entry.header.key))
         })?;

@@ -221,10 +221,13 @@ impl Padder {
         };
         let Op::Slice { start, step, .. } = &graph.node(id).op else { return false };
         let (Some(start), Some(end)) = (start.as_static(), end.as_static()) else { return false };
-        let end = end.min(w.size);
+        // Bounds as PyTorch resolves them against the true size (negative ones count from its
+        // end), so that they mean the same on the padded value.
+        let resolve = |i: i64| if i < 0 { i.saturating_add(w.size).max(0) } else { i.min(w.size) };
+        let (start, end) = (resolve(start), resolve(end));
         if w.blocks == 1 {
-            if let Op::Slice { end: e, .. } = &mut graph.node_mut(id).op {
-                *e = Dim::Static(end);
+            if let Op::Slice { start: s, end: e, .. } = &mut graph.node_mut(id).op {
+                (*s, *e) = (Dim::Static(start), Dim::Static(end));
             }
             self.set_output(graph, id, 0, p);
             return true;

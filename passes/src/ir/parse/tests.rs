@@ -5,8 +5,8 @@ use std::path::Path;
 use super::*;
 use crate::ir::builder::Builder;
 use crate::ir::{
-    print, Bounds, Composite, DType, Dim, Graph, InputKind, Node, Op,
-    OutputKind, Precision, Scalar, SymExpr, TensorType, ValueRef, WeightRecipe,
+    print, Bounds, Composite, DType, Dim, Graph, InputKind, Node, Op, OutputKind, Precision, Scalar, SymExpr,
+    TensorType, ValueRef, WeightRecipe,
 };
 
 /// The printed IR of an insta snapshot: the text after its `---` header.
