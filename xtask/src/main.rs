@@ -37,8 +37,12 @@ enum Task {
     Parity,
     /// Run the Core ATen single-op cases and rewrite docs/ops.md (the coverage table).
     Coverage,
-    /// Time lowering, XLA compile and run of every test model (release build).
-    Bench,
+    /// Time lowering, XLA compile and run of every test model (release build), then the
+    /// sections: passes, bucketing, cache, grouped-mm, avg-pool.
+    Bench {
+        /// Only these sections (default: everything).
+        sections: Vec<String>,
+    },
     /// Regenerate testdata/ with real PyTorch in a private venv (a 5 GB install, not run by CI).
     Testdata {
         /// Only these models (default: all).
@@ -67,7 +71,7 @@ fn main() -> Result<()> {
         Task::Codegen { check } => codegen::codegen(check),
         Task::Parity => measure::parity(),
         Task::Coverage => coverage(),
-        Task::Bench => measure::bench(),
+        Task::Bench { sections } => measure::bench(&sections),
         Task::Testdata { models } => testdata(&models),
         Task::Bless => bless(),
         Task::Ci => ci(),

@@ -152,11 +152,40 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-pub fn bench() -> Result<()> {
-    const REPEAT: usize = 5;
+/// The benchmark sections after the per-model table, by name.
+const SECTIONS: [(&str, fn(&Path, &Path) -> Result<()>); 5] = [
+    ("passes", passes_bench),
+    ("bucketing", bucket_bench),
+    ("cache", cache_bench),
+    ("grouped-mm", grouped_mm_bench),
+    ("avg-pool", avg_pool_bench),
+];
+
+/// Every figure, or only the `sections` named (`models` is the per-model table).
+pub fn bench(sections: &[String]) -> Result<()> {
+    let known: Vec<&str> = ["models"].into_iter().chain(SECTIONS.iter().map(|(n, _)| *n)).collect();
+    if let Some(unknown) = sections.iter().find(|s| !known.contains(&s.as_str())) {
+        bail!("unknown bench section `{unknown}` (sections: {})", known.join(", "));
+    }
+    let wanted = |name: &str| sections.is_empty() || sections.iter().any(|s| s == name);
     let bin = release_binary()?;
     let tmp = root().join("target/xtask-bench");
     std::fs::create_dir_all(&tmp)?;
+    if wanted("models") {
+        model_table(&bin, &tmp)?;
+    }
+    for (name, section) in SECTIONS {
+        if wanted(name) {
+            println!();
+            section(&bin, &tmp)?;
+        }
+    }
+    Ok(())
+}
+
+/// Per test model: emit time against the floor, peak memory, XLA compile and run times.
+fn model_table(bin: &Path, tmp: &Path) -> Result<()> {
+    const REPEAT: usize = 5;
     println!("each figure: median of {REPEAT} runs of the release binary; ratios are within this run");
     println!(
         "{:<16} {:>10} {:>10} {:>7} {:>9} {:>11} {:>8} {:>10}",
@@ -167,19 +196,19 @@ pub fn bench() -> Result<()> {
         let mlir = tmp.join(format!("{model}.mlir")).display().to_string();
         let (mut emit, mut floor, mut rss) = (Vec::new(), Vec::new(), 0f64);
         for _ in 0..REPEAT {
-            let m = measure(&bin, &["compile", &pt2, "-o", &mlir, "--emit", "stablehlo", "-q"])?;
+            let m = measure(bin, &["compile", &pt2, "-o", &mlir, "--emit", "stablehlo", "-q"])?;
             if !m.ok {
                 bail!("{model}: --emit stablehlo failed:\n{}", m.stderr);
             }
             emit.push(m.secs * 1e3);
             rss = rss.max(m.max_rss_mib);
-            floor.push(measure(&bin, &["inspect", &pt2, "--format", "json"])?.secs * 1e3);
+            floor.push(measure(bin, &["inspect", &pt2, "--format", "json"])?.secs * 1e3);
         }
         let (e, f) = (median(emit), median(floor));
         let art = tmp.join(format!("{model}.tpuexe")).display().to_string();
         let compiled =
-            json(&measure(&bin, &["compile", &pt2, "-o", &art, "--format", "json", "-q", "--no-cache"])?, "compile")?;
-        let (_, _, run_ms, ..) = parity_row(&bin, &model, &tmp)?;
+            json(&measure(bin, &["compile", &pt2, "-o", &art, "--format", "json", "-q", "--no-cache"])?, "compile")?;
+        let (_, _, run_ms, ..) = parity_row(bin, &model, tmp)?;
         println!(
             "{model:<16} {e:>10.1} {f:>10.1} {:>7.2} {rss:>9.1} {:>11} {run_ms:>8.2} {:>10.1}",
             e / f,
@@ -189,16 +218,7 @@ pub fn bench() -> Result<()> {
     }
     println!("emit: whole process of `compile --emit stablehlo`; floor: `inspect` (open the archive, parse its JSON, build the IR)");
     println!("compile: XLA CPU compile inside `compile`; run: execute + copy back inside `run` (plugin load excluded)");
-    println!();
-    passes_bench(&bin, &tmp)?;
-    println!();
-    bucket_bench(&bin, &tmp)?;
-    println!();
-    cache_bench(&bin, &tmp)?;
-    println!();
-    grouped_mm_bench(&bin, &tmp)?;
-    println!();
-    avg_pool_bench(&bin, &tmp)
+    Ok(())
 }
 
 /// A benchmark-only model of testdata/gen.py's `BENCH_MODELS`, generated into the set-up
@@ -347,6 +367,7 @@ fn bucket_bench(bin: &Path, tmp: &Path) -> Result<()> {
         one_thread.secs,
         one_thread.secs / m.secs
     );
+    baseline_compile(bin, &args)?;
     let meta: Value =
         serde_json::from_str(&std::fs::read_to_string(root().join("testdata/models").join(model).join("meta.json"))?)?;
     println!("{:>6} {:>8} {:>14} {:>14} {:>7}", "seq", "bucket", "bucket run ms", "exact run ms", "ratio");
@@ -370,6 +391,30 @@ fn bucket_bench(bin: &Path, tmp: &Path) -> Result<()> {
         println!("{seq:>6} {bucket:>8} {bucketed:>14.2} {exact_ms:>14.2} {:>6.2}x", bucketed / exact_ms);
     }
     println!("run ms: execute + copy back inside `run`, median of 5; ratio: bucket / exact size");
+    Ok(())
+}
+
+/// With `$BENCH_BASELINE` naming another build of the binary (e.g. the last release): the same
+/// compile by both, interleaved, median of 5 each, so that a change's effect is measured in one
+/// run on one machine.
+fn baseline_compile(bin: &Path, args: &[&str]) -> Result<()> {
+    let Some(baseline) = std::env::var_os("BENCH_BASELINE").map(PathBuf::from) else { return Ok(()) };
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    for _ in 0..5 {
+        for (b, into) in [(bin, &mut ours), (baseline.as_path(), &mut theirs)] {
+            let m = measure(b, args)?;
+            if !m.ok {
+                bail!("{}: compile failed:\n{}", b.display(), m.stderr);
+            }
+            into.push(m.secs);
+        }
+    }
+    let (ours, theirs) = (median(ours), median(theirs));
+    println!(
+        "  against {}: {theirs:.2} s, this build {ours:.2} s ({:.2}x), median of 5 each, interleaved",
+        baseline.display(),
+        theirs / ours
+    );
     Ok(())
 }
 
