@@ -152,8 +152,11 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// A benchmark section: it runs the release binary, writing under the scratch folder.
+type Section = fn(bin: &Path, tmp: &Path) -> Result<()>;
+
 /// The benchmark sections after the per-model table, by name.
-const SECTIONS: [(&str, fn(&Path, &Path) -> Result<()>); 5] = [
+const SECTIONS: [(&str, Section); 5] = [
     ("passes", passes_bench),
     ("bucketing", bucket_bench),
     ("cache", cache_bench),
