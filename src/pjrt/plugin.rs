@@ -133,8 +133,7 @@ impl Plugin {
         unsafe { api.call("PJRT_Plugin_Initialize", api.table.PJRT_Plugin_Initialize, &mut init)? };
         let attributes = api.attributes().unwrap_or_default();
 
-        let entry: &'static Loaded =
-            Box::leak(Box::new(Loaded {
+        let entry: &'static Loaded = Box::leak(Box::new(Loaded {
             api,
             path: canonical.clone(),
             sha256,
