@@ -303,8 +303,33 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Writes an artifact atomically: entries in the given order, all stored and 64-byte aligned.
-pub fn write(path: &Path, manifest: &Manifest, entries: &[(String, Vec<u8>)]) -> Result<(), ArtifactError> {
+/// Writes a streamed entry's bytes into the artifact; the error is a message.
+pub type WriteEntry<'a> = Box<dyn FnOnce(&mut dyn Write) -> Result<(), String> + 'a>;
+
+/// An entry's payload: bytes in memory, or written by a function straight into the artifact
+/// (the weights, which are never held whole in memory).
+pub enum Payload<'a> {
+    /// The bytes.
+    Bytes(Vec<u8>),
+    /// `len` bytes that `write` writes.
+    Stream { len: u64, write: WriteEntry<'a> },
+}
+
+/// What was written for a streamed entry: its length and sha256.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Streamed {
+    pub bytes: u64,
+    pub sha256: String,
+}
+
+/// Writes an artifact atomically (a temporary file renamed): `entries` in order, then the
+/// manifest, which `manifest` makes from what the streamed entries turned out to be. All are
+/// stored and 64-byte aligned.
+pub fn write(
+    path: &Path,
+    entries: Vec<(String, Payload<'_>)>,
+    manifest: impl FnOnce(&BTreeMap<String, Streamed>) -> Manifest,
+) -> Result<(), ArtifactError> {
     let fail = |reason: String| ArtifactError::Write { path: path.display().to_string(), reason };
     let tmp = temp_path(path);
     let result = (|| -> Result<(), String> {
@@ -315,14 +340,30 @@ pub fn write(path: &Path, manifest: &Manifest, entries: &[(String, Vec<u8>)]) ->
             .last_modified_time(zip::DateTime::default())
             .with_alignment(64)
             .large_file(false);
-        let manifest_json = serde_json::to_vec_pretty(manifest).map_err(|e| e.to_string())?;
-        let all = std::iter::once((MANIFEST, manifest_json.as_slice()))
-            .chain(entries.iter().map(|(n, b)| (n.as_str(), b.as_slice())));
-        for (name, bytes) in all {
-            let opts = if bytes.len() as u64 >= u32::MAX as u64 { opts.large_file(true) } else { opts };
-            zip.start_file(name, opts).map_err(|e| e.to_string())?;
-            zip.write_all(bytes).map_err(|e| e.to_string())?;
+        let sized = |len: u64| if len >= u64::from(u32::MAX) { opts.large_file(true) } else { opts };
+        let mut streamed = BTreeMap::new();
+        for (name, payload) in entries {
+            match payload {
+                Payload::Bytes(bytes) => {
+                    zip.start_file(name.as_str(), sized(bytes.len() as u64)).map_err(|e| e.to_string())?;
+                    zip.write_all(&bytes).map_err(|e| e.to_string())?;
+                }
+                Payload::Stream { len, write } => {
+                    zip.start_file(name.as_str(), sized(len)).map_err(|e| e.to_string())?;
+                    let mut hashing = HashingWriter { inner: &mut zip, hasher: Sha256::new(), bytes: 0 };
+                    write(&mut hashing).map_err(|e| format!("`{name}`: {e}"))?;
+                    let (bytes, digest) = (hashing.bytes, hashing.hasher.finalize());
+                    if bytes != len {
+                        return Err(format!("`{name}`: {bytes} bytes written, {len} planned"));
+                    }
+                    let sha256 = digest.iter().map(|b| format!("{b:02x}")).collect();
+                    streamed.insert(name, Streamed { bytes, sha256 });
+                }
+            }
         }
+        let manifest_json = serde_json::to_vec_pretty(&manifest(&streamed)).map_err(|e| e.to_string())?;
+        zip.start_file(MANIFEST, opts).map_err(|e| e.to_string())?;
+        zip.write_all(&manifest_json).map_err(|e| e.to_string())?;
         let mut w = zip.finish().map_err(|e| e.to_string())?;
         w.flush().map_err(|e| e.to_string())?;
         w.get_ref().sync_all().map_err(|e| e.to_string())
@@ -333,6 +374,26 @@ pub fn write(path: &Path, manifest: &Manifest, entries: &[(String, Vec<u8>)]) ->
             let _ = std::fs::remove_file(&tmp);
             Err(fail(reason))
         }
+    }
+}
+
+/// A writer that hashes and counts what passes through it.
+struct HashingWriter<W: Write> {
+    inner: W,
+    hasher: Sha256,
+    bytes: u64,
+}
+
+impl<W: Write> Write for HashingWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.hasher.update(&buf[..n]);
+        self.bytes += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
     }
 }
 

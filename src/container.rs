@@ -13,7 +13,7 @@ use std::io::Cursor;
 use std::ops::Range;
 use std::path::{Component, Path, PathBuf};
 
-use memmap2::Mmap;
+use memmap2::{Mmap, UncheckedAdvice};
 use thiserror::Error;
 use zip::CompressionMethod;
 
@@ -37,13 +37,24 @@ pub struct MappedZip {
     crcs: BTreeMap<String, u32>,
 }
 
+/// How much of a mapped file a pass over it reads before handing the pages back
+/// ([`MappedZip::for_each_chunk`]).
+const CHUNK: usize = 64 << 20;
+
 impl MappedZip {
     /// Maps `path`, checks every entry's structure and every byte against its CRC-32: what
-    /// readers of archives and artifacts use.
+    /// readers of archives and artifacts use. The pass reads the file once, in chunks it
+    /// hands back, so that memory stays flat whatever the file's size.
     pub fn open_verified(path: &Path) -> Result<MappedZip, ContainerError> {
         let zip = MappedZip::open(path)?;
         for (name, range) in &zip.entries {
-            let crc = crc32fast::hash(&zip.map[range.clone()]);
+            let mut hasher = crc32fast::Hasher::new();
+            zip.for_each_chunk(range.clone(), |chunk| {
+                hasher.update(chunk);
+                Ok(())
+            })
+            .map_err(|source| ContainerError::Io { path: path.to_path_buf(), source })?;
+            let crc = hasher.finalize();
             let expected = zip.crcs[name];
             if crc != expected {
                 return Err(ContainerError::BadEntry {
@@ -83,9 +94,49 @@ impl MappedZip {
         &self.entries
     }
 
-    /// The whole file, as mapped.
-    pub fn bytes(&self) -> &[u8] {
-        &self.map
+    /// `f` over the bytes of `range` (of the map) in chunks, each handed back after `f` saw it
+    /// ([`MappedZip::release`]): a pass over gigabytes of weights keeps a chunk resident, not
+    /// the file.
+    pub fn for_each_chunk(
+        &self,
+        range: Range<usize>,
+        mut f: impl FnMut(&[u8]) -> std::io::Result<()>,
+    ) -> std::io::Result<()> {
+        let mut at = range.start;
+        while at < range.end {
+            let end = at.saturating_add(CHUNK).min(range.end);
+            f(&self.map[at..end])?;
+            self.release(at..end);
+            at = end;
+        }
+        Ok(())
+    }
+
+    /// Drops the pages of `range` from this process's resident memory. They stay in the page
+    /// cache, and a later read maps them again.
+    pub fn release(&self, range: Range<usize>) {
+        if range.is_empty() || range.end > self.map.len() {
+            return;
+        }
+        // SAFETY: the map is read-only and backed by the file, so a page dropped here reads back
+        // the same bytes when it is touched again; no memory is freed under a live reference.
+        let _ = unsafe { self.map.unchecked_advise_range(UncheckedAdvice::DontNeed, range.start, range.len()) };
+    }
+
+    /// The file's length.
+    pub fn file_len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Hex sha256 of the whole file, read in chunks it hands back.
+    pub fn sha256_hex(&self) -> String {
+        use sha2::Digest;
+        let mut hasher = sha2::Sha256::new();
+        let _ = self.for_each_chunk(0..self.map.len(), |chunk| {
+            hasher.update(chunk);
+            Ok(())
+        });
+        hasher.finalize().iter().map(|b| format!("{b:02x}")).collect()
     }
 
     /// A payload range of the map.

@@ -8,19 +8,20 @@ use torchtpu_passes::ir::{Dim, Graph, InputKind, Op, TensorType};
 use super::{CompileRequest, LoweredBucket};
 use crate::artifact::{
     self, describe_output, dims_json, Bucket, CompilerInfo, Manifest, OptionsInfo, PassInfo, Signature, SignatureValue,
-    SourceInfo, SymbolInfo, TargetEntry, WeightsInfo, ARTIFACT_FORMAT,
+    SourceInfo, Streamed, SymbolInfo, TargetEntry, WeightsInfo, ARTIFACT_FORMAT,
 };
 use crate::emit::GroupedMm;
 use crate::import::Program;
 
-/// The manifest of an artifact whose weights entry holds `weights` in `order`.
+/// The manifest of an artifact whose weights entry, as written, is `weights`, holding the
+/// weight arguments in `order`.
 pub fn build(
     program: &Program,
     model: &Path,
     req: &CompileRequest,
     buckets: Vec<Bucket>,
     targets: Vec<TargetEntry>,
-    (weights, order): (&[u8], Vec<String>),
+    (weights, order): (Streamed, Vec<String>),
 ) -> Manifest {
     let passes = buckets.first().map(|b| &b.passes[..]).unwrap_or_default();
     Manifest {
@@ -35,12 +36,7 @@ pub fn build(
             pad_multiple: req.pass_options.pad_multiple,
             grouped_mm: (req.grouped_mm != GroupedMm::Dense).then(|| req.grouped_mm.name().to_string()),
         },
-        weights: WeightsInfo {
-            entry: artifact::WEIGHTS.into(),
-            order,
-            bytes: weights.len() as u64,
-            sha256: artifact::sha256_hex(weights),
-        },
+        weights: WeightsInfo { entry: artifact::WEIGHTS.into(), order, bytes: weights.bytes, sha256: weights.sha256 },
         buckets,
         targets,
     }
@@ -50,7 +46,7 @@ pub fn build(
 fn source(program: &Program, model: &Path) -> SourceInfo {
     SourceInfo {
         file: model.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
-        sha256: artifact::sha256_hex(program.archive.file_bytes()),
+        sha256: program.archive.sha256_hex(),
         torch_version: program.info.torch_version.clone(),
         schema_version: format!("{}.{}", program.info.schema_version.0, program.info.schema_version.1),
     }

@@ -16,8 +16,9 @@ use torchtpu_passes::bucket_masks::BucketSpec;
 use torchtpu_passes::PassOptions;
 
 pub use target::TargetCompiler;
+use weights::WeightsEntry;
 
-use crate::artifact::{self, Executable, PassInfo, PluginInfo, TargetEntry, TpuInfo};
+use crate::artifact::{self, Bucket, Executable, PassInfo, Payload, PluginInfo, Streamed, TargetEntry, TpuInfo};
 use crate::cache::{Cache, CacheConfig, Outcome};
 use crate::driver::{self, LowerOptions, Lowered};
 use crate::emit::{EmitOptions, GroupedMm, Precision};
@@ -131,7 +132,7 @@ pub fn compile(program: &Program, model: &Path, out: &Path, req: &CompileRequest
         write_file(&dir.join("compile.log"), (log.join("\n") + "\n").as_bytes())?;
     }
     let first = buckets.first().ok_or_else(|| Error::Unsupported("internal: no bucket to compile".into()))?;
-    let weights = weights::safetensors(program, &first.lowered.graph)?;
+    let weights = WeightsEntry::plan(program, &first.lowered.graph)?;
     write_artifact(program, model, out, req, &buckets, compiled, (weights, order))
 }
 
@@ -269,7 +270,8 @@ fn compile_one(
     })
 }
 
-/// Writes the artifact: the weights, then per bucket its executables and its program.
+/// Writes the artifact: the weights (streamed), then per bucket its executables and its
+/// program, then the manifest.
 fn write_artifact(
     program: &Program,
     model: &Path,
@@ -277,9 +279,11 @@ fn write_artifact(
     req: &CompileRequest,
     buckets: &[LoweredBucket],
     compiled: CompiledAll,
-    (weights, order): (Vec<u8>, Vec<String>),
+    (weights, order): (WeightsEntry<'_>, Vec<String>),
 ) -> Result<CompileSummary, Error> {
-    let mut entries: Vec<(String, Vec<u8>)> = Vec::new();
+    // Declared first so that it outlives the entries whose weights stream reports into it.
+    let failure = std::cell::RefCell::new(None);
+    let mut entries: Vec<(String, Payload<'_>)> = Vec::new();
     let mut targets: Vec<TargetEntry> = Vec::new();
     let mut summaries = Vec::new();
     let mut executables = compiled.executables.into_iter();
@@ -292,22 +296,37 @@ fn write_artifact(
                 let target = e.summary.target.clone();
                 targets.push(TargetEntry { target, plugin: e.plugin, tpu: e.tpu, executables: Vec::new() });
             }
-            entries.push((e.executable.entry.clone(), e.bytes));
+            entries.push((e.executable.entry.clone(), Payload::Bytes(e.bytes)));
             targets[t].executables.push(e.executable);
             summaries.push(e.summary);
         }
-        entries.push((b.program_entry(), b.lowered.module.text.clone().into_bytes()));
+        entries.push((b.program_entry(), Payload::Bytes(b.lowered.module.text.clone().into_bytes())));
     }
-    let bucket_entries = buckets.iter().map(|b| manifest::bucket(b, &b.program_entry())).collect();
-    let manifest = manifest::build(program, model, req, bucket_entries, targets, (&weights, order));
-    let passes = manifest.buckets.first().map(|b| b.passes.clone()).unwrap_or_default();
-    let mut all = vec![(artifact::WEIGHTS.to_string(), weights)];
-    all.extend(entries);
-    artifact::write(out, &manifest, &all)?;
+    let bucket_entries: Vec<Bucket> = buckets.iter().map(|b| manifest::bucket(b, &b.program_entry())).collect();
+    let names = bucket_entries.iter().map(|b| b.name.clone()).collect();
+    let passes = bucket_entries.first().map(|b| b.passes.clone()).unwrap_or_default();
+    // The weights first, streamed from the archive; a failure inside is kept to report as is.
+    let write_weights = |w: &mut dyn std::io::Write| {
+        weights.write(w).map_err(|e| {
+            let reason = e.to_string();
+            *failure.borrow_mut() = Some(e);
+            reason
+        })
+    };
+    let stream = Payload::Stream { len: weights.byte_len(), write: Box::new(write_weights) };
+    entries.insert(0, (artifact::WEIGHTS.to_string(), stream));
+    let written = artifact::write(out, entries, |streamed| {
+        let w = streamed.get(artifact::WEIGHTS).cloned().unwrap_or(Streamed { bytes: 0, sha256: String::new() });
+        manifest::build(program, model, req, bucket_entries, targets, (w, order))
+    });
+    if let Some(e) = failure.into_inner() {
+        return Err(e);
+    }
+    written?;
     Ok(CompileSummary {
         output: out.display().to_string(),
         artifact_bytes: std::fs::metadata(out).map(|m| m.len()).unwrap_or(0),
-        buckets: manifest.buckets.iter().map(|b| b.name.clone()).collect(),
+        buckets: names,
         targets: summaries,
         warnings: compiled.warnings,
         passes,

@@ -1,14 +1,17 @@
 //! The artifact's `weights.safetensors`: the weight arguments of the lowered program, stored
-//! ones straight from the archive, derived ones computed from their recipes.
+//! ones copied from the archive in chunks, derived ones computed from their recipes one tensor
+//! at a time, streamed into the artifact so that no copy of all the weights is ever held.
+//!
+//! The layout is the one `safetensors::serialize` writes (tensors ordered by descending dtype,
+//! then name; the JSON header padded with spaces to 8 bytes), so any safetensors reader opens it.
 
-use std::borrow::Cow;
-use std::collections::BTreeMap;
+use std::io::Write;
 
-use safetensors::tensor::{Dtype, View};
-use torchtpu_passes::ir::{DType, Graph, InputKind, Op};
+use safetensors::tensor::Dtype;
+use torchtpu_passes::ir::{DType, Graph, InputKind, Op, WeightRecipe};
 
 use crate::artifact::safetensors_dtype;
-use crate::import::Program;
+use crate::import::{Program, Weight};
 use crate::Error;
 
 /// The names of `graph`'s weight arguments (stored and derived), in calling order.
@@ -24,61 +27,239 @@ pub fn weight_order(graph: &Graph) -> Vec<String> {
         .collect()
 }
 
-/// A weight as a safetensors view over the archive's bytes (or over computed ones).
-struct WeightView<'a> {
+/// The weight entry of one artifact, planned: every tensor's name, dtype, shape and place, and
+/// the header; [`WeightsEntry::write`] then streams it.
+pub struct WeightsEntry<'a> {
+    program: &'a Program,
+    tensors: Vec<Tensor<'a>>,
+    header: Vec<u8>,
+}
+
+struct Tensor<'a> {
+    name: String,
     dtype: Dtype,
     shape: Vec<usize>,
-    data: Cow<'a, [u8]>,
+    bytes: usize,
+    source: Source<'a>,
 }
 
-impl View for &WeightView<'_> {
-    fn dtype(&self) -> Dtype {
-        self.dtype
-    }
-    fn shape(&self) -> &[usize] {
-        &self.shape
-    }
-    fn data(&self) -> Cow<'_, [u8]> {
-        Cow::Borrowed(&self.data)
-    }
-    fn data_len(&self) -> usize {
-        self.data.len()
-    }
+enum Source<'a> {
+    Stored(&'a Weight),
+    Derived { recipe: &'a WeightRecipe, dtype: DType },
 }
 
-/// The weight arguments of the lowered graph as safetensors keyed by fully qualified name.
-pub fn safetensors(program: &Program, graph: &Graph) -> Result<Vec<u8>, Error> {
-    let mut views = BTreeMap::new();
-    for &id in graph.graph_inputs() {
-        let Op::Input(kind) = &graph.node(id).op else {
-            continue;
-        };
-        let (name, view) = match kind {
-            InputKind::Derived { fqn, recipe } => {
-                let ty = &graph.node(id).outputs[0];
-                let values = crate::derive::compute(program, recipe)?;
-                let shape = ty.dims.iter().filter_map(|d| d.as_static()).map(|d| d as usize).collect();
-                let (dtype, data) = match ty.dtype {
-                    DType::BF16 => {
-                        (Dtype::BF16, values.iter().flat_map(|&v| half::bf16::from_f32(v).to_le_bytes()).collect())
+impl<'a> WeightsEntry<'a> {
+    /// Plans the weight arguments of the lowered `graph`; nothing is read or computed yet.
+    pub fn plan(program: &'a Program, graph: &'a Graph) -> Result<WeightsEntry<'a>, Error> {
+        let mut tensors = Vec::new();
+        for &id in graph.graph_inputs() {
+            let node = graph.node(id);
+            let Op::Input(kind) = &node.op else { continue };
+            let tensor = match kind {
+                InputKind::Derived { fqn, recipe } => {
+                    let ty = &node.outputs[0];
+                    let dtype = match ty.dtype {
+                        DType::BF16 => Dtype::BF16,
+                        DType::F32 => Dtype::F32,
+                        d => return Err(Error::Unsupported(format!("derived weight `{fqn}` of dtype {d}"))),
+                    };
+                    let shape: Vec<usize> = ty.dims.iter().filter_map(|d| d.as_static()).map(|d| d as usize).collect();
+                    let bytes = byte_size(&shape, ty.dtype.size_bytes(), fqn)?;
+                    Tensor {
+                        name: fqn.clone(),
+                        dtype,
+                        shape,
+                        bytes,
+                        source: Source::Derived { recipe, dtype: ty.dtype },
                     }
-                    DType::F32 => (Dtype::F32, values.iter().flat_map(|v| v.to_le_bytes()).collect()),
-                    d => return Err(Error::Unsupported(format!("derived weight `{fqn}` of dtype {d}"))),
-                };
-                (fqn.clone(), WeightView { dtype, shape, data: Cow::Owned(data) })
-            }
-            k => {
-                let Some(fqn) = k.weight_fqn() else { continue };
-                let w = &program.weights[fqn];
-                let dtype = safetensors_dtype(w.dtype).ok_or_else(|| {
-                    Error::Unsupported(format!("weight `{fqn}` has dtype {}, which the artifact cannot store", w.dtype))
-                })?;
-                let data = w.contiguous_bytes(&program.archive)?;
-                (fqn.to_string(), WeightView { dtype, shape: w.sizes.iter().map(|&s| s as usize).collect(), data })
-            }
-        };
-        views.insert(name, view);
+                }
+                k => {
+                    let Some(fqn) = k.weight_fqn() else { continue };
+                    let w = &program.weights[fqn];
+                    let dtype = safetensors_dtype(w.dtype).ok_or_else(|| {
+                        Error::Unsupported(format!(
+                            "weight `{fqn}` has dtype {}, which the artifact cannot store",
+                            w.dtype
+                        ))
+                    })?;
+                    let shape: Vec<usize> = w.sizes.iter().map(|&s| s as usize).collect();
+                    let bytes = byte_size(&shape, w.dtype.size_bytes(), fqn)?;
+                    Tensor { name: fqn.to_string(), dtype, shape, bytes, source: Source::Stored(w) }
+                }
+            };
+            tensors.push(tensor);
+        }
+        // safetensors' own order: descending dtype, then name (one tensor per name).
+        tensors.sort_by(|a, b| b.dtype.cmp(&a.dtype).then_with(|| a.name.cmp(&b.name)));
+        tensors.dedup_by(|a, b| a.name == b.name);
+        let header = header(&tensors)?;
+        Ok(WeightsEntry { program, tensors, header })
     }
-    safetensors::serialize(views.iter().map(|(k, v)| (k.as_str(), v)), None)
-        .map_err(|e| Error::Unsupported(format!("cannot serialize the weights: {e}")))
+
+    /// The entry's length in bytes.
+    pub fn byte_len(&self) -> u64 {
+        (8 + self.header.len() + self.tensors.iter().map(|t| t.bytes).sum::<usize>()) as u64
+    }
+
+    /// Writes the entry to `out`: the header, then each tensor, stored ones copied from the
+    /// archive in chunks, derived ones computed one at a time.
+    pub fn write(&self, out: &mut dyn Write) -> Result<(), Error> {
+        let io = |e: std::io::Error| Error::Io { path: artifact_entry(), reason: e.to_string() };
+        out.write_all(&(self.header.len() as u64).to_le_bytes()).map_err(io)?;
+        out.write_all(&self.header).map_err(io)?;
+        for t in &self.tensors {
+            match &t.source {
+                Source::Stored(w) => w.write_contiguous(&self.program.archive, out)?,
+                Source::Derived { recipe, dtype } => {
+                    let bytes = derived_bytes(self.program, recipe, *dtype)?;
+                    if bytes.len() != t.bytes {
+                        return Err(Error::Unsupported(format!(
+                            "internal: derived weight `{}` has {} bytes, its type says {}",
+                            t.name,
+                            bytes.len(),
+                            t.bytes
+                        )));
+                    }
+                    out.write_all(&bytes).map_err(io)?;
+                    // The stored weights it was computed from are no longer needed resident.
+                    self.program.archive.release_all();
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn artifact_entry() -> String {
+    crate::artifact::WEIGHTS.to_string()
+}
+
+/// Bytes of a tensor of `shape`, checked.
+fn byte_size(shape: &[usize], element: usize, name: &str) -> Result<usize, Error> {
+    shape
+        .iter()
+        .try_fold(element, |n, &d| n.checked_mul(d))
+        .ok_or_else(|| Error::Unsupported(format!("weight `{name}` of shape {shape:?} is too large")))
+}
+
+/// A derived weight's values in `dtype`, little-endian.
+fn derived_bytes(program: &Program, recipe: &WeightRecipe, dtype: DType) -> Result<Vec<u8>, Error> {
+    let values = crate::derive::compute(program, recipe)?;
+    Ok(match dtype {
+        DType::BF16 => values.iter().flat_map(|&v| half::bf16::from_f32(v).to_le_bytes()).collect(),
+        _ => values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+    })
+}
+
+/// safetensors' header: `{"NAME":{"dtype":"F32","shape":[…],"data_offsets":[a,b]},…}` in
+/// tensor order, padded with spaces to a multiple of 8 bytes.
+fn header(tensors: &[Tensor<'_>]) -> Result<Vec<u8>, Error> {
+    let json = |e: serde_json::Error| Error::Unsupported(format!("internal: {e}"));
+    let mut text = String::from("{");
+    let mut offset = 0usize;
+    for (i, t) in tensors.iter().enumerate() {
+        if i > 0 {
+            text.push(',');
+        }
+        let end = offset + t.bytes;
+        text.push_str(&serde_json::to_string(&t.name).map_err(json)?);
+        text.push_str(":{\"dtype\":");
+        text.push_str(&serde_json::to_string(&t.dtype).map_err(json)?);
+        text.push_str(",\"shape\":");
+        text.push_str(&serde_json::to_string(&t.shape).map_err(json)?);
+        text.push_str(&format!(",\"data_offsets\":[{offset},{end}]}}"));
+        offset = end;
+    }
+    text.push('}');
+    let mut bytes = text.into_bytes();
+    bytes.resize(bytes.len().next_multiple_of(8), b' ');
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::borrow::Cow;
+    use std::collections::BTreeMap;
+
+    use safetensors::tensor::{Dtype, View};
+
+    use super::WeightsEntry;
+    use crate::driver::{example_bindings, lower, LowerOptions};
+    use crate::import::{import, Program};
+    use torchtpu_passes::ir::{DType, Graph, InputKind, Op};
+
+    struct Reference {
+        dtype: Dtype,
+        shape: Vec<usize>,
+        data: Vec<u8>,
+    }
+
+    impl View for &Reference {
+        fn dtype(&self) -> Dtype {
+            self.dtype
+        }
+        fn shape(&self) -> &[usize] {
+            &self.shape
+        }
+        fn data(&self) -> Cow<'_, [u8]> {
+            Cow::Borrowed(&self.data)
+        }
+        fn data_len(&self) -> usize {
+            self.data.len()
+        }
+    }
+
+    /// The weights as `safetensors::serialize` writes them from whole tensors in memory.
+    fn serialized(program: &Program, graph: &Graph) -> Vec<u8> {
+        let mut views = BTreeMap::new();
+        for &id in graph.graph_inputs() {
+            let node = graph.node(id);
+            let Op::Input(kind) = &node.op else { continue };
+            let (name, view) = match kind {
+                InputKind::Derived { fqn, recipe } => {
+                    let ty = &node.outputs[0];
+                    let values = crate::derive::compute(program, recipe).expect("derives");
+                    let (dtype, data) = match ty.dtype {
+                        DType::BF16 => {
+                            (Dtype::BF16, values.iter().flat_map(|&v| half::bf16::from_f32(v).to_le_bytes()).collect())
+                        }
+                        _ => (Dtype::F32, values.iter().flat_map(|v| v.to_le_bytes()).collect()),
+                    };
+                    let shape = ty.dims.iter().filter_map(|d| d.as_static()).map(|d| d as usize).collect();
+                    (fqn.clone(), Reference { dtype, shape, data })
+                }
+                k => {
+                    let Some(fqn) = k.weight_fqn() else { continue };
+                    let w = &program.weights[fqn];
+                    let data = w.contiguous_bytes(&program.archive).expect("reads").into_owned();
+                    let dtype = crate::artifact::safetensors_dtype(w.dtype).expect("storable");
+                    (fqn.to_string(), Reference { dtype, shape: w.sizes.iter().map(|&s| s as usize).collect(), data })
+                }
+            };
+            views.insert(name, view);
+        }
+        safetensors::serialize(views.iter().map(|(k, v)| (k.as_str(), v)), None).expect("serializes")
+    }
+
+    /// The streamed entry is byte for byte what safetensors writes from whole tensors: stored
+    /// weights of every dtype, strided and overlapping views (edge_cases), and derived weights
+    /// of every recipe (padded, stacked, cast, BatchNorm-folded).
+    #[test]
+    fn streamed_weights_are_what_safetensors_writes() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/models");
+        for model in ["edge_cases", "llama_tiny", "resnet_mini"] {
+            let program = import(&root.join(format!("{model}.pt2"))).expect("imports");
+            let mut opts = LowerOptions::default();
+            opts.pass_options.pad_multiple = Some(128);
+            opts.pass_options.compute_dtype = (model == "llama_tiny").then_some(DType::BF16);
+            let graph = lower(&program, example_bindings(&program).expect("sizes"), &opts).expect("lowers").graph;
+            for g in [&program.graph, &graph] {
+                let entry = WeightsEntry::plan(&program, g).expect("plans");
+                let mut streamed = Vec::new();
+                entry.write(&mut streamed).expect("writes");
+                assert_eq!(streamed.len() as u64, entry.byte_len(), "{model}: planned length");
+                assert!(streamed == serialized(&program, g), "{model}: the streamed entry differs from safetensors'");
+            }
+        }
+    }
 }

@@ -36,9 +36,37 @@ impl From<ContainerError> for ImportError {
 }
 
 impl Archive {
-    /// The whole archive file, as mapped (what the manifest's source hash covers).
-    pub fn file_bytes(&self) -> &[u8] {
-        self.zip.bytes()
+    /// Hex sha256 of the whole archive file (what the manifest's source hash covers), read
+    /// in chunks so that memory stays flat.
+    pub fn sha256_hex(&self) -> String {
+        self.zip.sha256_hex()
+    }
+
+    /// Hands every page of the archive back to the system (see [`MappedZip::release`]): after
+    /// a derived weight is computed from stored ones, so that memory stays flat.
+    pub fn release_all(&self) {
+        self.zip.release(0..self.zip.file_len());
+    }
+
+    /// Writes bytes `within` of entry `rel`'s payload to `out`, in chunks handed back to the
+    /// system as they are written.
+    pub fn copy_payload(
+        &self,
+        rel: &str,
+        within: Range<usize>,
+        out: &mut dyn std::io::Write,
+    ) -> Result<(), ImportError> {
+        let range = self.entries.get(rel).ok_or_else(|| ImportError::MissingEntry { entry: self.entry_name(rel) })?;
+        let (start, end) = (range.start.saturating_add(within.start), range.start.saturating_add(within.end));
+        if within.start > within.end || end > range.end {
+            return Err(ImportError::BadEntry {
+                entry: self.entry_name(rel),
+                reason: format!("bytes {within:?} lie outside its {} bytes", range.len()),
+            });
+        }
+        self.zip
+            .for_each_chunk(start..end, |chunk| out.write_all(chunk))
+            .map_err(|source| ImportError::Io { path: self.zip.path().to_path_buf(), source })
     }
 
     /// Maps `path` and indexes its entries under the common root folder.

@@ -112,6 +112,20 @@ impl Weight {
     }
 }
 
+impl Weight {
+    /// Writes the tensor's bytes, row-major and contiguous, to `out`: a contiguous tensor
+    /// straight from the archive in chunks (memory stays flat), a strided one gathered first.
+    pub fn write_contiguous(&self, archive: &Archive, out: &mut dyn std::io::Write) -> Result<(), ImportError> {
+        if self.is_contiguous() {
+            let es = self.dtype.size_bytes();
+            let start = self.storage_offset as usize * es;
+            return archive.copy_payload(&self.entry, start..start + self.numel() as usize * es, out);
+        }
+        let bytes = self.contiguous_bytes(archive)?;
+        out.write_all(&bytes).map_err(|source| ImportError::Io { path: archive.path().to_path_buf(), source })
+    }
+}
+
 /// Reads both payload configs and checks every entry against its storage.
 pub fn load_payloads(archive: &Archive) -> Result<BTreeMap<String, Weight>, ImportError> {
     let mut out = BTreeMap::new();

@@ -399,7 +399,8 @@ fn executable_from_another_plugin_build_is_refused() {
         .collect();
     drop(art);
     let other = tmp.0.join("other.tpuexe");
-    artifact::write(&other, &manifest, &entries).expect("writes");
+    let entries = entries.into_iter().map(|(n, b)| (n, artifact::Payload::Bytes(b))).collect();
+    artifact::write(&other, entries, |_| manifest.clone()).expect("writes");
     let input = testdata().join("models/mlp/in_0.npy");
     let (code, _, err) = run_cli(&[
         "run",
