@@ -311,8 +311,8 @@ pub type WriteEntry<'a> = Box<dyn FnOnce(&mut dyn Write) -> Result<(), String> +
 pub enum Payload<'a> {
     /// The bytes.
     Bytes(Vec<u8>),
-    /// `len` bytes that `write` writes.
-    Stream { len: u64, write: WriteEntry<'a> },
+    /// `len` bytes that `write` writes, whose sha256 is computed on the way unless known.
+    Stream { len: u64, sha256: Option<String>, write: WriteEntry<'a> },
 }
 
 /// What was written for a streamed entry: its length and sha256.
@@ -348,15 +348,21 @@ pub fn write(
                     zip.start_file(name.as_str(), sized(bytes.len() as u64)).map_err(|e| e.to_string())?;
                     zip.write_all(&bytes).map_err(|e| e.to_string())?;
                 }
-                Payload::Stream { len, write } => {
+                Payload::Stream { len, sha256, write } => {
                     zip.start_file(name.as_str(), sized(len)).map_err(|e| e.to_string())?;
-                    let mut hashing = HashingWriter { inner: &mut zip, hasher: Sha256::new(), bytes: 0 };
-                    write(&mut hashing).map_err(|e| format!("`{name}`: {e}"))?;
-                    let (bytes, digest) = (hashing.bytes, hashing.hasher.finalize());
+                    let hasher = sha256.is_none().then(Sha256::new);
+                    let mut counting = HashingWriter { inner: &mut zip, hasher, bytes: 0 };
+                    write(&mut counting).map_err(|e| format!("`{name}`: {e}"))?;
+                    let bytes = counting.bytes;
                     if bytes != len {
                         return Err(format!("`{name}`: {bytes} bytes written, {len} planned"));
                     }
-                    let sha256 = digest.iter().map(|b| format!("{b:02x}")).collect();
+                    let sha256 = sha256.unwrap_or_else(|| {
+                        counting
+                            .hasher
+                            .map(|h| h.finalize().iter().map(|b| format!("{b:02x}")).collect())
+                            .unwrap_or_default()
+                    });
                     streamed.insert(name, Streamed { bytes, sha256 });
                 }
             }
@@ -377,17 +383,19 @@ pub fn write(
     }
 }
 
-/// A writer that hashes and counts what passes through it.
+/// A writer that counts, and hashes when it has a hasher, what passes through it.
 struct HashingWriter<W: Write> {
     inner: W,
-    hasher: Sha256,
+    hasher: Option<Sha256>,
     bytes: u64,
 }
 
 impl<W: Write> Write for HashingWriter<W> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let n = self.inner.write(buf)?;
-        self.hasher.update(&buf[..n]);
+        if let Some(h) = &mut self.hasher {
+            h.update(&buf[..n]);
+        }
         self.bytes += n as u64;
         Ok(n)
     }

@@ -360,6 +360,34 @@ impl LocalCache {
     }
 }
 
+impl LocalCache {
+    fn digest_path(&self, key: &str) -> PathBuf {
+        self.root.join("digests").join(format!("{}.txt", crate::artifact::sha256_hex(key.as_bytes())))
+    }
+
+    /// The sha256 remembered for `key`, if any.
+    pub fn digest(&self, key: &str) -> Option<String> {
+        if !self.usable {
+            return None;
+        }
+        let text = fs::read_to_string(self.digest_path(key)).ok()?;
+        let sha256 = text.trim();
+        (sha256.len() == 64 && sha256.bytes().all(|b| b.is_ascii_hexdigit())).then(|| sha256.to_string())
+    }
+
+    /// Remembers `sha256` for `key`.
+    pub fn remember_digest(&self, key: &str, sha256: &str) {
+        if !self.writes_off.load(Ordering::Relaxed) {
+            let _ = write_atomically(&self.digest_path(key), sha256.as_bytes(), false);
+        }
+    }
+}
+
+/// The key of a file's content digest: its identity (see [`file_identity`]).
+pub fn file_digest_key(path: &Path) -> Option<String> {
+    file_identity(path).map(|id| format!("file\0{id}"))
+}
+
 /// Marks a file as just used (its modification time), for LRU eviction.
 fn touch(path: &Path) {
     if let Ok(f) = OpenOptions::new().write(true).open(path) {

@@ -165,6 +165,32 @@ impl Cache {
         Some(e)
     }
 
+    /// The sha256 of the file at `path`: remembered by the file's identity (path, inode, size,
+    /// times, as for plugins) when the local cache has seen it unchanged, else `compute`d and
+    /// remembered. A compile that hits the cache then reads a large archive once, not twice.
+    pub fn file_sha256(&self, path: &Path, compute: impl FnOnce() -> String) -> String {
+        let Some(key) = local::file_digest_key(path) else { return compute() };
+        if let Some(known) = self.known_sha256(&key) {
+            return known;
+        }
+        let computed = compute();
+        self.remember_sha256(&key, &computed);
+        computed
+    }
+
+    /// The sha256 remembered for content that `key` determines (a file's identity, or for a
+    /// weight entry the source's sha256, the compiler's version and the entry's plan).
+    pub fn known_sha256(&self, key: &str) -> Option<String> {
+        self.local.as_ref()?.digest(key)
+    }
+
+    /// Remembers `sha256` for `key` (see [`Cache::known_sha256`]).
+    pub fn remember_sha256(&self, key: &str, sha256: &str) {
+        if let Some(l) = &self.local {
+            l.remember_digest(key, sha256);
+        }
+    }
+
     /// Records what a loaded plugin reported, for [`Cache::get_without_plugin`].
     pub fn remember_plugin(&self, plugin: &Path, target: &str, memo: &PluginMemo) {
         if let Some(local) = &self.local {

@@ -21,13 +21,14 @@ pub fn build(
     req: &CompileRequest,
     buckets: Vec<Bucket>,
     targets: Vec<TargetEntry>,
+    source_sha256: String,
     (weights, order): (Streamed, Vec<String>),
 ) -> Manifest {
     let passes = buckets.first().map(|b| &b.passes[..]).unwrap_or_default();
     Manifest {
         format: ARTIFACT_FORMAT.to_string(),
         compiler: CompilerInfo { name: env!("CARGO_PKG_NAME").into(), version: env!("CARGO_PKG_VERSION").into() },
-        source: source(program, model),
+        source: source(program, model, source_sha256),
         signature: signature(program),
         options: OptionsInfo {
             precision: req.precision.name().into(),
@@ -42,11 +43,11 @@ pub fn build(
     }
 }
 
-/// The source archive: its file name and the hash of the bytes that were compiled.
-fn source(program: &Program, model: &Path) -> SourceInfo {
+/// The source archive: its file name and the hash of its bytes.
+fn source(program: &Program, model: &Path, sha256: String) -> SourceInfo {
     SourceInfo {
         file: model.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
-        sha256: program.archive.sha256_hex(),
+        sha256,
         torch_version: program.info.torch_version.clone(),
         schema_version: format!("{}.{}", program.info.schema_version.0, program.info.schema_version.1),
     }

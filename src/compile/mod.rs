@@ -126,14 +126,19 @@ pub fn compile(program: &Program, model: &Path, out: &Path, req: &CompileRequest
         }
     }
     let order = same_weights(&buckets)?;
-    let compiled = compile_all(&buckets, req)?;
+    let cache = Cache::open(&req.cache);
+    let compiled = compile_all(&buckets, req, &cache)?;
     if let Some(dir) = &req.dump_dir {
         let log: Vec<&str> = compiled.executables.iter().map(|e| e.log.as_str()).collect();
         write_file(&dir.join("compile.log"), (log.join("\n") + "\n").as_bytes())?;
     }
     let first = buckets.first().ok_or_else(|| Error::Unsupported("internal: no bucket to compile".into()))?;
     let weights = WeightsEntry::plan(program, &first.lowered.graph)?;
-    write_artifact(program, model, out, req, &buckets, compiled, (weights, order))
+    let source_sha256 = cache.file_sha256(program.archive.path(), || program.archive.sha256_hex());
+    let written = Written { buckets: &buckets, compiled, source_sha256, weights, order };
+    let mut summary = write_artifact(program, model, out, req, written, &cache)?;
+    summary.warnings = cache.take_warnings();
+    Ok(summary)
 }
 
 /// One bucket at its sizes, lowered.
@@ -188,8 +193,17 @@ fn same_weights(buckets: &[LoweredBucket]) -> Result<Vec<String>, Error> {
 struct CompiledAll {
     /// In (bucket, target) order.
     executables: Vec<TargetOutput>,
-    /// Cache problems that did not stop the compile.
-    warnings: Vec<String>,
+}
+
+/// What the artifact holds: the lowered buckets, their executables, the weights and the
+/// source's sha256.
+struct Written<'a> {
+    buckets: &'a [LoweredBucket],
+    compiled: CompiledAll,
+    source_sha256: String,
+    weights: WeightsEntry<'a>,
+    /// The weight arguments' names, in calling order.
+    order: Vec<String>,
 }
 
 /// One executable of a bucket, with what the manifest and the summary say about it.
@@ -205,23 +219,22 @@ struct TargetOutput {
 
 /// Compiles each bucket for each target: one [`TargetCompiler`] per target, shared by the
 /// buckets, so a target's plugin, client or topology and options are made once.
-fn compile_all(buckets: &[LoweredBucket], req: &CompileRequest) -> Result<CompiledAll, Error> {
+fn compile_all(buckets: &[LoweredBucket], req: &CompileRequest, cache: &Cache) -> Result<CompiledAll, Error> {
     let compilers =
         req.targets.iter().map(|t| TargetCompiler::new(t, req.plugin.as_deref())).collect::<Result<Vec<_>, _>>()?;
     let steps: Vec<(&LoweredBucket, &Target, &TargetCompiler)> =
         buckets.iter().flat_map(|b| req.targets.iter().zip(&compilers).map(move |(t, c)| (b, t, c))).collect();
-    let cache = Cache::open(&req.cache);
     let bar = progress_bar(req.progress, steps.len());
     let executables = in_parallel(&steps, req.jobs, |&(b, target, compiler)| {
         bar.set_message(format!("{target} [{}]", b.planned.name));
-        let done = compile_one(b, target, compiler, &cache);
+        let done = compile_one(b, target, compiler, cache);
         bar.inc(1);
         done
     });
     cache.trim();
     let executables = executables?;
     bar.finish_and_clear();
-    Ok(CompiledAll { executables, warnings: cache.take_warnings() })
+    Ok(CompiledAll { executables })
 }
 
 fn compile_one(
@@ -277,10 +290,10 @@ fn write_artifact(
     model: &Path,
     out: &Path,
     req: &CompileRequest,
-    buckets: &[LoweredBucket],
-    compiled: CompiledAll,
-    (weights, order): (WeightsEntry<'_>, Vec<String>),
+    written: Written<'_>,
+    cache: &Cache,
 ) -> Result<CompileSummary, Error> {
+    let Written { buckets, compiled, source_sha256, weights, order } = written;
     // Declared first so that it outlives the entries whose weights stream reports into it.
     let failure = std::cell::RefCell::new(None);
     let mut entries: Vec<(String, Payload<'_>)> = Vec::new();
@@ -313,22 +326,30 @@ fn write_artifact(
             reason
         })
     };
-    let stream = Payload::Stream { len: weights.byte_len(), write: Box::new(write_weights) };
+    // Its sha256 is remembered from an earlier compile of the same archive, else computed.
+    let key = weights.content_key(&source_sha256);
+    let known = cache.known_sha256(&key);
+    let stream = Payload::Stream { len: weights.byte_len(), sha256: known.clone(), write: Box::new(write_weights) };
     entries.insert(0, (artifact::WEIGHTS.to_string(), stream));
+    let mut weights_sha256 = None;
     let written = artifact::write(out, entries, |streamed| {
         let w = streamed.get(artifact::WEIGHTS).cloned().unwrap_or(Streamed { bytes: 0, sha256: String::new() });
-        manifest::build(program, model, req, bucket_entries, targets, (w, order))
+        weights_sha256 = Some(w.sha256.clone());
+        manifest::build(program, model, req, bucket_entries, targets, source_sha256, (w, order))
     });
     if let Some(e) = failure.into_inner() {
         return Err(e);
     }
     written?;
+    if let (None, Some(sha256)) = (known, weights_sha256) {
+        cache.remember_sha256(&key, &sha256);
+    }
     Ok(CompileSummary {
         output: out.display().to_string(),
         artifact_bytes: std::fs::metadata(out).map(|m| m.len()).unwrap_or(0),
         buckets: names,
         targets: summaries,
-        warnings: compiled.warnings,
+        warnings: Vec::new(),
         passes,
     })
 }

@@ -96,6 +96,22 @@ impl<'a> WeightsEntry<'a> {
         Ok(WeightsEntry { program, tensors, header })
     }
 
+    /// A key for the entry's content: what determines its bytes (the compiler's version, the
+    /// source archive's sha256, and each tensor's name, type and source or recipe), so that its
+    /// sha256 can be remembered across compiles of the same archive.
+    pub fn content_key(&self, source_sha256: &str) -> String {
+        use std::fmt::Write as _;
+        let mut key = format!("weights\0{}\0{source_sha256}", env!("CARGO_PKG_VERSION"));
+        for t in &self.tensors {
+            let _ = write!(key, "\0{}:{:?}:{:?}:", t.name, t.dtype, t.shape);
+            let _ = match &t.source {
+                Source::Stored(w) => write!(key, "{}@{}{:?}{:?}", w.entry, w.storage_offset, w.sizes, w.strides),
+                Source::Derived { recipe, dtype } => write!(key, "{recipe:?}->{dtype}"),
+            };
+        }
+        key
+    }
+
     /// The entry's length in bytes.
     pub fn byte_len(&self) -> u64 {
         (8 + self.header.len() + self.tensors.iter().map(|t| t.bytes).sum::<usize>()) as u64
