@@ -1,6 +1,8 @@
-//! Derived weights: the values of `InputKind::Derived` inputs that passes create (e.g. a
-//! convolution with a BatchNorm folded in), computed on the host from the archive's weights,
-//! in f64 and stored as f32.
+//! Derived weights: the values of `InputKind::Derived` inputs that passes create, from the
+//! archive's weights. Those that only move stored values (casts, stacked rows, zero padding)
+//! are read a run at a time ([`Moved`]), so that a padded embedding of hundreds of megabytes
+//! streams in bounded memory; the others (BatchNorm folds) are computed whole, in f64, and
+//! stored as f32.
 
 use torchtpu_passes::ir::{DType, WeightRecipe};
 
@@ -99,9 +101,192 @@ fn compute_f64(program: &Program, recipe: &WeightRecipe) -> Result<Vec<f64>, Err
     })
 }
 
+/// A derived weight that only moves stored values (a cast, stacked rows, zero padding, or
+/// padding of those), read element by element without computing the whole tensor: what lets
+/// [`crate::compile`] stream a padded embedding of hundreds of megabytes in bounded memory.
+pub enum Moved<'a> {
+    /// Stored f32 weights end to end (`Cast` is one, `ConcatRows` several), with the element
+    /// offset where each starts.
+    Parts { parts: Vec<&'a [u8]>, starts: Vec<usize>, len: usize },
+    /// `source` with zeros appended to `padded` in each dim (or each block of a dim).
+    Padded { source: Box<Moved<'a>>, dims: Vec<usize>, padded: Vec<usize>, blocks: Vec<usize>, len: usize },
+}
+
+impl<'a> Moved<'a> {
+    /// The recipe as moved values, or `None` for one that computes (BatchNorm folds) or reads
+    /// a strided stored weight (then [`compute`] gathers it). Stored weights are f32.
+    pub fn of(program: &'a Program, recipe: &WeightRecipe) -> Result<Option<Moved<'a>>, Error> {
+        Ok(Some(match recipe {
+            WeightRecipe::Cast { weight } => return Moved::parts(program, std::slice::from_ref(weight)),
+            WeightRecipe::ConcatRows { weights } => return Moved::parts(program, weights),
+            WeightRecipe::Pad { source, dims, padded, blocks } => {
+                let Some(source) = Moved::of(program, source)? else { return Ok(None) };
+                Moved::padded(source, dims, padded, blocks)?
+            }
+            WeightRecipe::BnFoldedWeight { .. } | WeightRecipe::BnFoldedBias { .. } => return Ok(None),
+        }))
+    }
+
+    fn parts(program: &'a Program, fqns: &[String]) -> Result<Option<Moved<'a>>, Error> {
+        let (mut parts, mut starts, mut len) = (Vec::new(), Vec::new(), 0usize);
+        for fqn in fqns {
+            let w = program
+                .weights
+                .get(fqn)
+                .ok_or_else(|| Error::Unsupported(format!("derived weight reads unknown `{fqn}`")))?;
+            if w.dtype != DType::F32 {
+                return Err(Error::Unsupported(format!(
+                    "derived weight reads `{fqn}` of dtype {}, expected f32",
+                    w.dtype
+                )));
+            }
+            let std::borrow::Cow::Borrowed(bytes) = w.contiguous_bytes(&program.archive)? else { return Ok(None) };
+            starts.push(len);
+            len += bytes.len() / 4;
+            parts.push(bytes);
+        }
+        Ok(Some(Moved::Parts { parts, starts, len }))
+    }
+
+    fn padded(source: Moved<'a>, dims: &[i64], padded: &[i64], blocks: &[i64]) -> Result<Moved<'a>, Error> {
+        let as_usize = |v: &[i64]| v.iter().map(|&d| usize::try_from(d).ok()).collect::<Option<Vec<usize>>>();
+        let (Some(dims), Some(padded)) = (as_usize(dims), as_usize(padded)) else {
+            return Err(Error::Unsupported(format!("cannot pad to {padded:?}")));
+        };
+        let blocks: Vec<usize> = (0..dims.len()).map(|d| blocks.get(d).map_or(1, |&b| b.max(1) as usize)).collect();
+        let numel = |d: &[usize]| d.iter().try_fold(1usize, |n, &x| n.checked_mul(x));
+        let valid = numel(&dims) == Some(source.len())
+            && dims.len() == padded.len()
+            && (0..dims.len()).all(|d| padded[d] >= dims[d] && dims[d] % blocks[d] == 0 && padded[d] % blocks[d] == 0);
+        let len = numel(&padded).filter(|_| valid).ok_or_else(|| {
+            Error::Unsupported(format!(
+                "cannot pad {} values of shape {dims:?} to {padded:?} in blocks {blocks:?}",
+                source.len()
+            ))
+        })?;
+        Ok(Moved::Padded { source: Box::new(source), dims, padded, blocks, len })
+    }
+
+    /// The number of elements.
+    pub fn len(&self) -> usize {
+        match self {
+            Moved::Parts { len, .. } | Moved::Padded { len, .. } => *len,
+        }
+    }
+
+    /// True for a weight with no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Element `i` (row-major), `i < len()`.
+    pub fn get(&self, i: usize) -> f32 {
+        let mut one = Vec::with_capacity(1);
+        self.append(i..i + 1, &mut one);
+        one.first().copied().unwrap_or(0.0)
+    }
+
+    /// Appends elements `range` (row-major, within `len()`) to `out`: runs of stored values
+    /// copied as runs, padding as zeros.
+    pub fn append(&self, range: std::ops::Range<usize>, out: &mut Vec<f32>) {
+        match self {
+            Moved::Parts { parts, starts, .. } => {
+                let mut at = range.start;
+                while at < range.end {
+                    let p = starts.partition_point(|&s| s <= at).saturating_sub(1);
+                    let part_end = starts[p] + parts[p].len() / 4;
+                    let end = range.end.min(part_end);
+                    let bytes = parts[p].get((at - starts[p]) * 4..(end - starts[p]) * 4).unwrap_or_default();
+                    out.extend(bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])));
+                    if end <= at {
+                        break; // a part shorter than its start says: never for a checked weight
+                    }
+                    at = end;
+                }
+            }
+            Moved::Padded { source, dims, padded, blocks, .. } => {
+                let rank = dims.len();
+                let (last, padded_last) = (dims.last().copied().unwrap_or(1), padded.last().copied().unwrap_or(1));
+                let mut at = range.start;
+                while at < range.end {
+                    let (row, col) = (at / padded_last.max(1), at % padded_last.max(1));
+                    let end_col = padded_last.min(col + (range.end - at));
+                    match source_row(row, &dims[..rank.saturating_sub(1)], &padded[..rank.saturating_sub(1)], blocks) {
+                        None => out.extend(std::iter::repeat_n(0.0, end_col - col)),
+                        Some(base) => {
+                            // The last dim: each block's true values, then its zeros.
+                            let b = blocks.last().copied().unwrap_or(1);
+                            let (block, padded_block) = (last / b, padded_last / b);
+                            let mut c = col;
+                            while c < end_col {
+                                let (blk, offset) = (c / padded_block, c % padded_block);
+                                let block_end = end_col.min((blk + 1) * padded_block);
+                                if offset < block {
+                                    let n = (block - offset).min(block_end - c);
+                                    let from = base * last + blk * block + offset;
+                                    source.append(from..from + n, out);
+                                    c += n;
+                                } else {
+                                    out.extend(std::iter::repeat_n(0.0, block_end - c));
+                                    c = block_end;
+                                }
+                            }
+                        }
+                    }
+                    at += end_col - col;
+                }
+            }
+        }
+    }
+}
+
+/// The source row (in the unpadded leading dims) of padded row `row`, or `None` when the row
+/// is padding.
+fn source_row(row: usize, dims: &[usize], padded: &[usize], blocks: &[usize]) -> Option<usize> {
+    let (mut rest, mut at, mut stride) = (row, 0usize, 1usize);
+    for d in (0..dims.len()).rev() {
+        let c = rest % padded[d];
+        rest /= padded[d];
+        let (block, padded_block) = (dims[d] / blocks[d], padded[d] / blocks[d]);
+        let offset = c % padded_block;
+        if offset >= block {
+            return None;
+        }
+        at += (c / padded_block * block + offset) * stride;
+        stride *= dims[d];
+    }
+    Some(at)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::zero_pad;
+    use super::{compute, zero_pad, Moved};
+    use crate::driver::{example_bindings, lower, LowerOptions};
+    use torchtpu_passes::ir::{InputKind, Op};
+
+    /// Moved weights read element by element are the computed ones: every padded (also in head
+    /// blocks), stacked and cast weight of the tiny Llama and GPT-2 with pad 128 and bf16.
+    #[test]
+    fn moved_weights_are_the_computed_ones() {
+        let mut moved = 0;
+        for model in ["llama_tiny", "gpt2_tiny"] {
+            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("testdata/models/{model}.pt2"));
+            let program = crate::import::import(&path).expect("imports");
+            let mut opts = LowerOptions::default();
+            opts.pass_options.pad_multiple = Some(128);
+            opts.pass_options.compute_dtype = Some(torchtpu_passes::ir::DType::BF16);
+            let graph = lower(&program, example_bindings(&program).expect("sizes"), &opts).expect("lowers").graph;
+            for &id in graph.graph_inputs() {
+                let Op::Input(InputKind::Derived { fqn, recipe }) = &graph.node(id).op else { continue };
+                let Some(m) = Moved::of(&program, recipe).expect("reads") else { continue };
+                let values = compute(&program, recipe).expect("computes");
+                assert_eq!(m.len(), values.len(), "{model}: `{fqn}`");
+                assert!((0..m.len()).all(|i| m.get(i).to_bits() == values[i].to_bits()), "{model}: `{fqn}` differs");
+                moved += 1;
+            }
+        }
+        assert!(moved >= 10, "only {moved} moved weights checked");
+    }
 
     #[test]
     fn pads_at_the_end_of_each_dim_or_of_each_block() {

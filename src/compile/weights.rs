@@ -127,16 +127,13 @@ impl<'a> WeightsEntry<'a> {
             match &t.source {
                 Source::Stored(w) => w.write_contiguous(&self.program.archive, out)?,
                 Source::Derived { recipe, dtype } => {
-                    let bytes = derived_bytes(self.program, recipe, *dtype)?;
-                    if bytes.len() != t.bytes {
+                    let written = write_derived(self.program, recipe, *dtype, out)?;
+                    if written != t.bytes {
                         return Err(Error::Unsupported(format!(
-                            "internal: derived weight `{}` has {} bytes, its type says {}",
-                            t.name,
-                            bytes.len(),
-                            t.bytes
+                            "internal: derived weight `{}` has {written} bytes, its type says {}",
+                            t.name, t.bytes
                         )));
                     }
-                    out.write_all(&bytes).map_err(io)?;
                     // The stored weights it was computed from are no longer needed resident.
                     self.program.archive.release_all();
                 }
@@ -158,13 +155,39 @@ fn byte_size(shape: &[usize], element: usize, name: &str) -> Result<usize, Error
         .ok_or_else(|| Error::Unsupported(format!("weight `{name}` of shape {shape:?} is too large")))
 }
 
-/// A derived weight's values in `dtype`, little-endian.
-fn derived_bytes(program: &Program, recipe: &WeightRecipe, dtype: DType) -> Result<Vec<u8>, Error> {
-    let values = crate::derive::compute(program, recipe)?;
-    Ok(match dtype {
-        DType::BF16 => values.iter().flat_map(|&v| half::bf16::from_f32(v).to_le_bytes()).collect(),
-        _ => values.iter().flat_map(|v| v.to_le_bytes()).collect(),
-    })
+/// How many elements of a derived weight are converted before they are written.
+const CHUNK_ELEMENTS: usize = 1 << 20;
+
+/// Writes a derived weight's values in `dtype`, little-endian: weights that only move stored
+/// values (casts, stacked rows, padding) a chunk of elements at a time, the others (BatchNorm
+/// folds, small) computed whole. Returns the bytes written.
+fn write_derived(program: &Program, recipe: &WeightRecipe, dtype: DType, out: &mut dyn Write) -> Result<usize, Error> {
+    let io = |e: std::io::Error| Error::Io { path: artifact_entry(), reason: e.to_string() };
+    let encode = |v: f32, into: &mut Vec<u8>| match dtype {
+        DType::BF16 => into.extend_from_slice(&half::bf16::from_f32(v).to_le_bytes()),
+        _ => into.extend_from_slice(&v.to_le_bytes()),
+    };
+    let mut bytes = Vec::new();
+    let mut written = 0;
+    if let Some(moved) = crate::derive::Moved::of(program, recipe)? {
+        let (mut start, mut values) = (0, Vec::with_capacity(CHUNK_ELEMENTS));
+        while start < moved.len() {
+            let end = (start + CHUNK_ELEMENTS).min(moved.len());
+            values.clear();
+            moved.append(start..end, &mut values);
+            bytes.clear();
+            values.iter().for_each(|&v| encode(v, &mut bytes));
+            out.write_all(&bytes).map_err(io)?;
+            written += bytes.len();
+            // The stored pages this chunk read are not needed resident any more.
+            program.archive.release_all();
+            start = end;
+        }
+        return Ok(written);
+    }
+    crate::derive::compute(program, recipe)?.into_iter().for_each(|v| encode(v, &mut bytes));
+    out.write_all(&bytes).map_err(io)?;
+    Ok(bytes.len())
 }
 
 /// safetensors' header: `{"NAME":{"dtype":"F32","shape":[…],"data_offsets":[a,b]},…}` in
@@ -259,11 +282,12 @@ mod tests {
 
     /// The streamed entry is byte for byte what safetensors writes from whole tensors: stored
     /// weights of every dtype, strided and overlapping views (edge_cases), and derived weights
-    /// of every recipe (padded, stacked, cast, BatchNorm-folded).
+    /// of every recipe, moved a chunk at a time (padded, padded in head blocks, stacked, cast,
+    /// GPT-2's padded embedding) or computed (BatchNorm folds).
     #[test]
     fn streamed_weights_are_what_safetensors_writes() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/models");
-        for model in ["edge_cases", "llama_tiny", "resnet_mini"] {
+        for model in ["edge_cases", "llama_tiny", "resnet_mini", "gpt2_tiny"] {
             let program = import(&root.join(format!("{model}.pt2"))).expect("imports");
             let mut opts = LowerOptions::default();
             opts.pass_options.pad_multiple = Some(128);
