@@ -300,7 +300,12 @@ pub fn dtype_of_safetensors(d: Dtype) -> Option<DType> {
 /// Hex sha256 of bytes.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     let digest = Sha256::digest(bytes);
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    hex(&digest)
+}
+
+/// Bytes as lowercase hex (how digests are written everywhere: manifests, cache keys, memos).
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Writes a streamed entry's bytes into the artifact; the error is a message.
@@ -357,12 +362,8 @@ pub fn write(
                     if bytes != len {
                         return Err(format!("`{name}`: {bytes} bytes written, {len} planned"));
                     }
-                    let sha256 = sha256.unwrap_or_else(|| {
-                        counting
-                            .hasher
-                            .map(|h| h.finalize().iter().map(|b| format!("{b:02x}")).collect())
-                            .unwrap_or_default()
-                    });
+                    let sha256 =
+                        sha256.unwrap_or_else(|| counting.hasher.map(|h| hex(&h.finalize())).unwrap_or_default());
                     streamed.insert(name, Streamed { bytes, sha256 });
                 }
             }

@@ -136,7 +136,7 @@ impl MappedZip {
             hasher.update(chunk);
             Ok(())
         });
-        hasher.finalize().iter().map(|b| format!("{b:02x}")).collect()
+        crate::artifact::hex(&hasher.finalize())
     }
 
     /// A payload range of the map.

@@ -179,7 +179,8 @@ impl<'a> Moved<'a> {
         self.len() == 0
     }
 
-    /// Element `i` (row-major), `i < len()`.
+    /// Element `i` (row-major), `i < len()`; for tests, which check elements one by one.
+    #[cfg(test)]
     pub fn get(&self, i: usize) -> f32 {
         let mut one = Vec::with_capacity(1);
         self.append(i..i + 1, &mut one);

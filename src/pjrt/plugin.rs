@@ -214,7 +214,7 @@ fn sha256_file(path: &Path) -> std::io::Result<String> {
         }
         hasher.update(&chunk[..n]);
     }
-    Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
+    Ok(crate::artifact::hex(&hasher.finalize()))
 }
 
 /// A copy of the plugin's function table. Slots past the plugin's `struct_size` are `None`.
