@@ -147,7 +147,12 @@ pub struct OptionsInfo {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct WeightsInfo {
+    /// The entry that holds the weights (`weights.safetensors`), or with `external` the name of
+    /// the file beside the artifact that does.
     pub entry: String,
+    /// The weights are a file beside the artifact (`--weights external`), not an entry.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub external: bool,
     /// Names of the weight arguments in the order the programs take them.
     pub order: Vec<String>,
     pub bytes: u64,
@@ -384,6 +389,37 @@ pub fn write(
     }
 }
 
+/// Writes the file at `path` atomically (a temporary file renamed) with the `len` bytes that
+/// `write` writes, hashing them on the way: an external weights file.
+pub fn write_streamed_file(path: &Path, len: u64, write: WriteEntry<'_>) -> Result<Streamed, ArtifactError> {
+    let tmp = temp_path(path);
+    let result = (|| -> Result<Streamed, String> {
+        let file = std::fs::File::create(&tmp).map_err(|e| e.to_string())?;
+        let mut out = HashingWriter { inner: std::io::BufWriter::new(file), hasher: Some(Sha256::new()), bytes: 0 };
+        write(&mut out)?;
+        if out.bytes != len {
+            return Err(format!("{} bytes written, {len} planned", out.bytes));
+        }
+        let sha256 = out.hasher.take().map(|h| hex(&h.finalize())).unwrap_or_default();
+        let file = out.inner.into_inner().map_err(|e| e.to_string())?;
+        file.sync_all().map_err(|e| e.to_string())?;
+        Ok(Streamed { bytes: len, sha256 })
+    })();
+    match result.and_then(|s| std::fs::rename(&tmp, path).map(|()| s).map_err(|e| e.to_string())) {
+        Ok(s) => Ok(s),
+        Err(reason) => {
+            let _ = std::fs::remove_file(&tmp);
+            Err(ArtifactError::Write { path: path.display().to_string(), reason })
+        }
+    }
+}
+
+/// Where `--weights external` puts the weights of the artifact at `artifact`: beside it, named
+/// after it (`model.tpuexe` → `model.weights.safetensors`).
+pub fn external_weights_path(artifact: &Path) -> PathBuf {
+    artifact.with_extension("weights.safetensors")
+}
+
 /// A writer that counts, and hashes when it has a hasher, what passes through it.
 struct HashingWriter<W: Write> {
     inner: W,
@@ -423,9 +459,26 @@ impl Artifact {
         zip.get(MANIFEST).is_some()
     }
 
-    /// Opens and checks the manifest.
+    /// Opens the artifact, checks every entry against its CRC-32 and reads the manifest.
     pub fn open(path: &Path) -> Result<Artifact, ArtifactError> {
-        let zip = MappedZip::open_verified(path)?;
+        let art = Artifact::open_unverified(path)?;
+        art.zip.verify(|_| true)?;
+        Ok(art)
+    }
+
+    /// Opens the artifact and checks every entry but the weights, which the caller verifies as
+    /// it reads them (against the manifest's sha256): what `run` does, so that it reads the
+    /// weights once.
+    pub fn open_but_weights(path: &Path) -> Result<Artifact, ArtifactError> {
+        let art = Artifact::open_unverified(path)?;
+        let weights = &art.manifest.weights;
+        art.zip.verify(|name| weights.external || name != weights.entry)?;
+        Ok(art)
+    }
+
+    /// The manifest read and checked; no payload read.
+    fn open_unverified(path: &Path) -> Result<Artifact, ArtifactError> {
+        let zip = MappedZip::open(path)?;
         let not = |reason: String| ArtifactError::NotAnArtifact { path: path.display().to_string(), reason };
         let bytes = zip.get(MANIFEST).ok_or_else(|| not(format!("it has no `{MANIFEST}`")))?;
         let manifest: Manifest =
@@ -457,7 +510,29 @@ impl Artifact {
         Ok(bytes)
     }
 
-    /// The weights file, borrowed from the map.
+    /// The mapped zip.
+    pub fn zip(&self) -> &MappedZip {
+        &self.zip
+    }
+
+    /// The external weights file this artifact reads (`--weights external`), beside it; `None`
+    /// when the weights are an entry. The manifest's name must be a plain file name.
+    pub fn external_weights(&self) -> Result<Option<PathBuf>, ArtifactError> {
+        let w = &self.manifest.weights;
+        if !w.external {
+            return Ok(None);
+        }
+        let plain = Path::new(&w.entry).file_name().is_some_and(|n| n == w.entry.as_str());
+        if !plain {
+            return Err(ArtifactError::NotAnArtifact {
+                path: self.path().display().to_string(),
+                reason: format!("its weights file `{}` is not a plain file name", crate::error::shown(&w.entry)),
+            });
+        }
+        Ok(Some(self.path().parent().unwrap_or(Path::new(".")).join(&w.entry)))
+    }
+
+    /// The weights entry, borrowed from the map (an embedded one).
     pub fn weights(&self) -> Result<&[u8], ArtifactError> {
         self.zip.get(&self.manifest.weights.entry).ok_or_else(|| ArtifactError::Corrupt {
             entry: self.manifest.weights.entry.clone(),

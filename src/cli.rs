@@ -283,6 +283,18 @@ struct RunArgs {
     /// the same seed gives the same numbers.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// Hash the weights against the artifact's sha256 even when this file was verified before.
+    /// Without it they are hashed on their way to the device unless the cache folder remembers
+    /// the file (by path, inode, size, modification and change times) as verified; a weights
+    /// file of another size is always refused.
+    #[arg(long)]
+    verify_weights: bool,
+    /// Where verified weights are remembered; default the compile cache folder.
+    #[arg(long, value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
+    /// Remember nothing: hash the weights on every run.
+    #[arg(long)]
+    no_cache: bool,
     /// Summary format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
@@ -342,6 +354,12 @@ struct CompileArgs {
     /// How many buckets to lower and compile at once. Default: the number of cores.
     #[arg(long, short = 'j', value_name = "N")]
     jobs: Option<usize>,
+    /// Where the artifact's weights go: `embed` (the default: inside the artifact, one file to
+    /// ship) or `external` (`OUT` with the extension `.weights.safetensors`, beside it: no
+    /// copy in the artifact, reused as is when a compile would write the same bytes, and shared
+    /// by every bucket and target; `run` refuses it if it changed). With `--emit exe` only.
+    #[arg(long, value_enum, default_value_t = WeightsArg::Embed)]
+    weights: WeightsArg,
     /// The CPU PJRT plugin; default `$TORCHTPU_PJRT_PLUGIN`, then the `cargo xtask setup` folder.
     #[arg(long)]
     plugin: Option<PathBuf>,
@@ -399,6 +417,12 @@ impl CompileArgs {
         };
         Ok(EmitOptions { precision: self.precision, grouped_mm })
     }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum WeightsArg {
+    Embed,
+    External,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -562,6 +586,7 @@ fn compile_cmd(args: &CompileArgs, out: &mut dyn Write, err: &mut dyn Write) -> 
             targets,
             buckets: args.buckets.clone(),
             jobs: args.jobs.unwrap_or_else(crate::compile::default_jobs),
+            external_weights: args.weights == WeightsArg::External,
         };
         let summary = compile(&program, &args.model, &args.output, &req).with_context(context)?;
         for w in &summary.warnings {
@@ -586,10 +611,19 @@ fn compile_cmd(args: &CompileArgs, out: &mut dyn Write, err: &mut dyn Write) -> 
                     writeln!(err, "{} [{}]: {how}, {} bytes", t.target, t.bucket, t.executable_bytes)?;
                 }
                 writeln!(err, "wrote {} ({} bytes)", summary.output, summary.artifact_bytes)?;
+                if let Some(w) = &summary.weights_file {
+                    let how = if w.reused { "reused, unchanged" } else { "written" };
+                    writeln!(err, "weights {} ({} bytes, {how})", w.path, w.bytes)?;
+                }
             }
             Format::Text => {}
         }
         return Ok(());
+    }
+    if args.weights == WeightsArg::External {
+        return Err(Cli::command()
+            .error(clap::error::ErrorKind::ArgumentConflict, "`--weights external` needs `--emit exe`: other forms hold no weights")
+            .into());
     }
     let bindings = driver::example_bindings(&program)
         .map_err(|e| Error::from(driver::LowerError::from(e)))
@@ -621,6 +655,8 @@ fn run_cmd(args: &RunArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         plugin: args.plugin.clone(),
         reference: args.reference.clone(),
         seed: args.seed,
+        verify_weights: args.verify_weights,
+        cache_dir: if args.no_cache { None } else { args.cache_dir.clone().or_else(cache::default_dir) },
     };
     let report = run_artifact(&req).with_context(|| format!("cannot run `{}`", args.artifact.display()))?;
     match args.format {

@@ -28,60 +28,25 @@ pub enum ContainerError {
     BadEntry { entry: String, reason: String },
 }
 
-/// A mapped zip file with its entries indexed by full name.
-pub struct MappedZip {
+/// A read-only memory map of a whole file, read in chunks whose pages are handed back.
+pub struct MappedFile {
     path: PathBuf,
     map: Mmap,
-    entries: BTreeMap<String, Range<usize>>,
-    /// Each entry's CRC-32 as its directory record gives it, for [`MappedZip::open_verified`].
-    crcs: BTreeMap<String, u32>,
 }
 
 /// How much of a mapped file a pass over it reads before handing the pages back
-/// ([`MappedZip::for_each_chunk`]).
+/// ([`MappedFile::for_each_chunk`]).
 const CHUNK: usize = 64 << 20;
 
-impl MappedZip {
-    /// Maps `path`, checks every entry's structure and every byte against its CRC-32: what
-    /// readers of archives and artifacts use. The pass reads the file once, in chunks it
-    /// hands back, so that memory stays flat whatever the file's size.
-    pub fn open_verified(path: &Path) -> Result<MappedZip, ContainerError> {
-        let zip = MappedZip::open(path)?;
-        for (name, range) in &zip.entries {
-            let mut hasher = crc32fast::Hasher::new();
-            zip.for_each_chunk(range.clone(), |chunk| {
-                hasher.update(chunk);
-                Ok(())
-            })
-            .map_err(|source| ContainerError::Io { path: path.to_path_buf(), source })?;
-            let crc = hasher.finalize();
-            let expected = zip.crcs[name];
-            if crc != expected {
-                return Err(ContainerError::BadEntry {
-                    entry: crate::error::shown(name),
-                    reason: format!(
-                        "its bytes do not match their CRC-32 ({crc:08x}, the directory says {expected:08x}): \
-                         the file is damaged"
-                    ),
-                });
-            }
-        }
-        Ok(zip)
-    }
-
-    /// Maps `path` and checks every entry's structure, without reading the payloads (enough to
-    /// tell what kind of file it is).
-    pub fn open(path: &Path) -> Result<MappedZip, ContainerError> {
+impl MappedFile {
+    /// Maps `path` (an empty file maps to no bytes).
+    pub fn open(path: &Path) -> Result<MappedFile, ContainerError> {
         let io = |source| ContainerError::Io { path: path.to_path_buf(), source };
         let file = File::open(path).map_err(io)?;
-        if file.metadata().map_err(io)?.len() == 0 {
-            return Err(ContainerError::NotZip { reason: "the file is empty".into() });
-        }
         // SAFETY: the map is read-only; if another process truncates the file while we read it
         // the process may fault, which is the documented limit of memory-mapped input.
         let map = unsafe { Mmap::map(&file) }.map_err(io)?;
-        let (entries, crcs) = index_entries(&map)?;
-        Ok(MappedZip { path: path.to_path_buf(), map, entries, crcs })
+        Ok(MappedFile { path: path.to_path_buf(), map })
     }
 
     /// The file's path.
@@ -89,13 +54,13 @@ impl MappedZip {
         &self.path
     }
 
-    /// Entries by full name (directories excluded), with their payload ranges.
-    pub fn entries(&self) -> &BTreeMap<String, Range<usize>> {
-        &self.entries
+    /// The file's bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.map
     }
 
-    /// `f` over the bytes of `range` (of the map) in chunks, each handed back after `f` saw it
-    /// ([`MappedZip::release`]): a pass over gigabytes of weights keeps a chunk resident, not
+    /// `f` over the bytes of `range` in chunks, each handed back after `f` saw it
+    /// ([`MappedFile::release`]): a pass over gigabytes of weights keeps a chunk resident, not
     /// the file.
     pub fn for_each_chunk(
         &self,
@@ -123,30 +88,120 @@ impl MappedZip {
         let _ = unsafe { self.map.unchecked_advise_range(UncheckedAdvice::DontNeed, range.start, range.len()) };
     }
 
-    /// The file's length.
-    pub fn file_len(&self) -> usize {
-        self.map.len()
-    }
-
-    /// Hex sha256 of the whole file, read in chunks it hands back.
-    pub fn sha256_hex(&self) -> String {
+    /// Hex sha256 of `range`, read in chunks it hands back.
+    pub fn sha256_hex(&self, range: Range<usize>) -> String {
         use sha2::Digest;
         let mut hasher = sha2::Sha256::new();
-        let _ = self.for_each_chunk(0..self.map.len(), |chunk| {
+        let _ = self.for_each_chunk(range, |chunk| {
             hasher.update(chunk);
             Ok(())
         });
         crate::artifact::hex(&hasher.finalize())
     }
+}
+
+/// A mapped zip file with its entries indexed by full name.
+pub struct MappedZip {
+    file: MappedFile,
+    entries: BTreeMap<String, Range<usize>>,
+    /// Each entry's CRC-32 as its directory record gives it, for [`MappedZip::verify`].
+    crcs: BTreeMap<String, u32>,
+}
+
+impl MappedZip {
+    /// Maps `path`, checks every entry's structure and every byte against its CRC-32: what
+    /// readers of archives and artifacts use. The pass reads the file once, in chunks it
+    /// hands back, so that memory stays flat whatever the file's size.
+    pub fn open_verified(path: &Path) -> Result<MappedZip, ContainerError> {
+        let zip = MappedZip::open(path)?;
+        zip.verify(|_| true)?;
+        Ok(zip)
+    }
+
+    /// Checks the bytes of the entries `which` selects against their CRC-32s.
+    pub fn verify(&self, which: impl Fn(&str) -> bool) -> Result<(), ContainerError> {
+        for (name, range) in self.entries.iter().filter(|(n, _)| which(n)) {
+            let mut hasher = crc32fast::Hasher::new();
+            self.file
+                .for_each_chunk(range.clone(), |chunk| {
+                    hasher.update(chunk);
+                    Ok(())
+                })
+                .map_err(|source| ContainerError::Io { path: self.file.path.clone(), source })?;
+            let crc = hasher.finalize();
+            let expected = self.crcs[name];
+            if crc != expected {
+                return Err(ContainerError::BadEntry {
+                    entry: crate::error::shown(name),
+                    reason: format!(
+                        "its bytes do not match their CRC-32 ({crc:08x}, the directory says {expected:08x}): \
+                         the file is damaged"
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Maps `path` and checks every entry's structure, without reading the payloads (enough to
+    /// tell what kind of file it is).
+    pub fn open(path: &Path) -> Result<MappedZip, ContainerError> {
+        let file = MappedFile::open(path)?;
+        if file.bytes().is_empty() {
+            return Err(ContainerError::NotZip { reason: "the file is empty".into() });
+        }
+        let (entries, crcs) = index_entries(file.bytes())?;
+        Ok(MappedZip { file, entries, crcs })
+    }
+
+    /// The mapped file.
+    pub fn file(&self) -> &MappedFile {
+        &self.file
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        self.file.path()
+    }
+
+    /// Entries by full name (directories excluded), with their payload ranges.
+    pub fn entries(&self) -> &BTreeMap<String, Range<usize>> {
+        &self.entries
+    }
+
+    /// See [`MappedFile::for_each_chunk`].
+    pub fn for_each_chunk(&self, range: Range<usize>, f: impl FnMut(&[u8]) -> std::io::Result<()>) -> std::io::Result<()> {
+        self.file.for_each_chunk(range, f)
+    }
+
+    /// See [`MappedFile::release`].
+    pub fn release(&self, range: Range<usize>) {
+        self.file.release(range);
+    }
+
+    /// The file's length.
+    pub fn file_len(&self) -> usize {
+        self.file.map.len()
+    }
+
+    /// Hex sha256 of the whole file, read in chunks it hands back.
+    pub fn sha256_hex(&self) -> String {
+        self.file.sha256_hex(0..self.file_len())
+    }
 
     /// A payload range of the map.
     pub fn slice(&self, range: Range<usize>) -> &[u8] {
-        &self.map[range]
+        &self.file.map[range]
     }
 
     /// The payload of an entry by full name.
     pub fn get(&self, name: &str) -> Option<&[u8]> {
-        self.entries.get(name).map(|r| &self.map[r.clone()])
+        self.entries.get(name).map(|r| &self.file.map[r.clone()])
+    }
+
+    /// The range of an entry's payload in the map.
+    pub fn range(&self, name: &str) -> Option<Range<usize>> {
+        self.entries.get(name).cloned()
     }
 }
 

@@ -291,11 +291,12 @@ pub fn render_artifact(art: &crate::artifact::Artifact) -> String {
     }
     let _ = writeln!(
         out,
-        "precision: {}{}; weights: {} tensors, {}",
+        "precision: {}{}; weights: {} tensors, {}{}",
         m.options.precision,
         m.options.grouped_mm.as_ref().map_or(String::new(), |f| format!("; grouped matmuls: {f}")),
         m.weights.order.len(),
-        human_bytes(m.weights.bytes)
+        human_bytes(m.weights.bytes),
+        if m.weights.external { format!(" in `{}` beside the artifact", m.weights.entry) } else { String::new() }
     );
     let _ = writeln!(out, "buckets:");
     for b in &m.buckets {

@@ -1,8 +1,9 @@
 //! A compile's memory does not grow with the weights: the test MLP scaled to 256 MiB of
 //! weights (`fc1` 8200 × 8192 in f32) compiles for CPU with padding to 128 (so `fc1` and `fc2`
-//! are derived weights, padded to 8320 rows and columns), cold and as a cache hit, under 10% of
-//! the weights + 300 MB of peak RSS, measured on the child process. Its own test binary, so
-//! that nothing else runs in the children it waits for.
+//! are derived weights, padded to 8320 rows and columns), cold and as a cache hit, with the
+//! weights embedded and external, under 10% of the weights + 300 MB of peak RSS, and `run`
+//! holds one copy of the weights (the CPU device's) + 300 MB; measured on the child process.
+//! Its own test binary, so that nothing else runs in the children it waits for.
 #![cfg(feature = "mlir")]
 
 use std::collections::BTreeMap;
@@ -135,4 +136,40 @@ fn compiling_256_mib_of_weights_stays_under_the_memory_bound() {
     }
     let artifact = std::fs::metadata(out).expect("written").len();
     assert!(artifact >= weights, "the artifact ({artifact} bytes) holds the weights");
+
+    let external = dir.0.join("ext.tpuexe");
+    let external = external.to_str().expect("utf-8");
+    let mut compile_ext = compile.to_vec();
+    compile_ext[3] = external;
+    compile_ext.extend(["--weights", "external"]);
+    let (ok, rss) = peak_rss(&compile_ext, &[("TORCHTPU_CACHE_DIR", &cache)]);
+    assert!(ok && rss <= bound, "external weights: peak RSS {} MB (bound {} MB)", rss >> 20, bound >> 20);
+    eprintln!("external weights: peak RSS {} MiB", rss >> 20);
+
+    // `run`: the device's copy of the (padded) weights, and no second one.
+    let input = dir.0.join("x.npy");
+    write_zeros_npy(&input, &[4, K]);
+    let run_bound = artifact + 300_000_000;
+    for art in [out, external] {
+        let args = ["run", art, input.to_str().expect("utf-8"), "--out-dir", dir.0.to_str().expect("utf-8")];
+        let (ok, rss) = peak_rss(&args, &[("TORCHTPU_CACHE_DIR", &cache)]);
+        assert!(ok, "run {art} failed");
+        assert!(rss <= run_bound, "run {art}: peak RSS {} MB (bound {} MB)", rss >> 20, run_bound >> 20);
+        eprintln!("run {art}: peak RSS {} MiB (bound {} MiB)", rss >> 20, run_bound >> 20);
+    }
+}
+
+/// An f32 `.npy` of zeros with `dims`.
+fn write_zeros_npy(path: &Path, dims: &[i64]) {
+    let shape: Vec<String> = dims.iter().map(i64::to_string).collect();
+    let mut header = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': ({},), }}", shape.join(", "));
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend((header.len() as u16).to_le_bytes());
+    bytes.extend(header.as_bytes());
+    bytes.resize(bytes.len() + 4 * dims.iter().product::<i64>() as usize, 0);
+    std::fs::write(path, bytes).expect("writes the input");
 }

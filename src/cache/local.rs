@@ -388,6 +388,12 @@ pub fn file_digest_key(path: &Path) -> Option<String> {
     file_identity(path).map(|id| format!("file\0{id}"))
 }
 
+/// The key of the digest of entry `entry` of the file at `path` (a weights entry verified once,
+/// by `compile` or `run`): the file's identity and the entry's name.
+pub fn entry_digest_key(path: &Path, entry: &str) -> Option<String> {
+    file_digest_key(path).map(|k| format!("{k}\0{entry}"))
+}
+
 /// Marks a file as just used (its modification time), for LRU eviction.
 fn touch(path: &Path) {
     if let Ok(f) = OpenOptions::new().write(true).open(path) {

@@ -21,7 +21,7 @@ use serde::Serialize;
 
 pub use entry::{Entry, Header};
 pub use key::{KeyParts, CACHE_FORMAT};
-pub use local::{Listed, LocalCache, PluginMemo, Stats};
+pub use local::{entry_digest_key, file_digest_key, Listed, LocalCache, PluginMemo, Stats};
 pub use remote::Remote;
 
 /// Default size bound of the local folder: 10 GiB.

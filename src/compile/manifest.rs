@@ -8,13 +8,12 @@ use torchtpu_passes::ir::{Dim, Graph, InputKind, Op, TensorType};
 use super::{CompileRequest, LoweredBucket};
 use crate::artifact::{
     self, describe_output, dims_json, Bucket, CompilerInfo, Manifest, OptionsInfo, PassInfo, Signature, SignatureValue,
-    SourceInfo, Streamed, SymbolInfo, TargetEntry, WeightsInfo, ARTIFACT_FORMAT,
+    SourceInfo, SymbolInfo, TargetEntry, WeightsInfo, ARTIFACT_FORMAT,
 };
 use crate::emit::GroupedMm;
 use crate::import::Program;
 
-/// The manifest of an artifact whose weights entry, as written, is `weights`, holding the
-/// weight arguments in `order`.
+/// The manifest of an artifact whose weights, as written, are `weights`.
 pub fn build(
     program: &Program,
     model: &Path,
@@ -22,7 +21,7 @@ pub fn build(
     buckets: Vec<Bucket>,
     targets: Vec<TargetEntry>,
     source_sha256: String,
-    (weights, order): (Streamed, Vec<String>),
+    weights: WeightsInfo,
 ) -> Manifest {
     let passes = buckets.first().map(|b| &b.passes[..]).unwrap_or_default();
     Manifest {
@@ -37,7 +36,7 @@ pub fn build(
             pad_multiple: req.pass_options.pad_multiple,
             grouped_mm: (req.grouped_mm != GroupedMm::Dense).then(|| req.grouped_mm.name().to_string()),
         },
-        weights: WeightsInfo { entry: artifact::WEIGHTS.into(), order, bytes: weights.bytes, sha256: weights.sha256 },
+        weights,
         buckets,
         targets,
     }

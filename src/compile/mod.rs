@@ -18,7 +18,7 @@ use torchtpu_passes::PassOptions;
 pub use target::TargetCompiler;
 use weights::WeightsEntry;
 
-use crate::artifact::{self, Bucket, Executable, PassInfo, Payload, PluginInfo, Streamed, TargetEntry, TpuInfo};
+use crate::artifact::{self, Bucket, Executable, PassInfo, Payload, PluginInfo, Streamed, TargetEntry, TpuInfo, WeightsInfo};
 use crate::cache::{Cache, CacheConfig, Outcome};
 use crate::driver::{self, LowerOptions, Lowered};
 use crate::emit::{EmitOptions, GroupedMm, Precision};
@@ -48,6 +48,8 @@ pub struct CompileRequest {
     pub buckets: Vec<crate::buckets::Choice>,
     /// How many buckets compile at once (`--jobs`).
     pub jobs: usize,
+    /// The weights go to a file beside the artifact, not into it (`--weights external`).
+    pub external_weights: bool,
 }
 
 impl CompileRequest {
@@ -67,6 +69,7 @@ impl CompileRequest {
             pass_options,
             buckets: Vec::new(),
             jobs: default_jobs(),
+            external_weights: false,
         }
     }
 }
@@ -93,6 +96,18 @@ pub struct CompileSummary {
     pub warnings: Vec<String>,
     /// What each graph pass did.
     pub passes: Vec<PassInfo>,
+    /// The external weights file (`--weights external`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub weights_file: Option<WeightsFileSummary>,
+}
+
+/// The weights file beside an artifact compiled with `--weights external`.
+#[derive(Debug, Serialize)]
+pub struct WeightsFileSummary {
+    pub path: String,
+    pub bytes: u64,
+    /// It held the same bytes already and was left as it was.
+    pub reused: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -326,23 +341,58 @@ fn write_artifact(
             reason
         })
     };
-    // Its sha256 is remembered from an earlier compile of the same archive, else computed.
+    // Their sha256 is remembered from an earlier compile of the same archive, else computed.
     let key = weights.content_key(&source_sha256);
     let known = cache.known_sha256(&key);
-    let stream = Payload::Stream { len: weights.byte_len(), sha256: known.clone(), write: Box::new(write_weights) };
-    entries.insert(0, (artifact::WEIGHTS.to_string(), stream));
+    let info = |entry: String, external: bool, w: Streamed| WeightsInfo {
+        entry,
+        external,
+        order: order.clone(),
+        bytes: w.bytes,
+        sha256: w.sha256,
+    };
+    let mut weights_file = None;
+    let mut external = None;
+    if req.external_weights {
+        let path = artifact::external_weights_path(out);
+        let (w, reused) = match reusable(&path, weights.byte_len(), known.as_deref(), cache) {
+            Some(w) => (w, true),
+            None => match artifact::write_streamed_file(&path, weights.byte_len(), Box::new(write_weights)) {
+                Ok(w) => (w, false),
+                Err(e) => return Err(failure.borrow_mut().take().unwrap_or_else(|| e.into())),
+            },
+        };
+        if let Some(k) = crate::cache::file_digest_key(&path) {
+            cache.remember_sha256(&k, &w.sha256);
+        }
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        weights_file = Some(WeightsFileSummary { path: path.display().to_string(), bytes: w.bytes, reused });
+        external = Some(info(name, true, w));
+    } else {
+        let stream = Payload::Stream { len: weights.byte_len(), sha256: known.clone(), write: Box::new(write_weights) };
+        entries.insert(0, (artifact::WEIGHTS.to_string(), stream));
+    }
     let mut weights_sha256 = None;
     let written = artifact::write(out, entries, |streamed| {
-        let w = streamed.get(artifact::WEIGHTS).cloned().unwrap_or(Streamed { bytes: 0, sha256: String::new() });
+        let w = external.unwrap_or_else(|| {
+            let w = streamed.get(artifact::WEIGHTS).cloned().unwrap_or(Streamed { bytes: 0, sha256: String::new() });
+            info(artifact::WEIGHTS.into(), false, w)
+        });
         weights_sha256 = Some(w.sha256.clone());
-        manifest::build(program, model, req, bucket_entries, targets, source_sha256, (w, order))
+        manifest::build(program, model, req, bucket_entries, targets, source_sha256, w)
     });
     if let Some(e) = failure.into_inner() {
         return Err(e);
     }
     written?;
-    if let (None, Some(sha256)) = (known, weights_sha256) {
-        cache.remember_sha256(&key, &sha256);
+    if let Some(sha256) = weights_sha256 {
+        if known.is_none() {
+            cache.remember_sha256(&key, &sha256);
+        }
+        // `run` then finds the embedded weights verified (an external file was remembered above).
+        if let (false, Some(k)) = (req.external_weights, crate::cache::entry_digest_key(out, artifact::WEIGHTS)) {
+            cache.remember_sha256(&k, &sha256);
+        }
     }
     Ok(CompileSummary {
         output: out.display().to_string(),
@@ -351,7 +401,21 @@ fn write_artifact(
         targets: summaries,
         warnings: Vec::new(),
         passes,
+        weights_file,
     })
+}
+
+/// The external weights file at `path` as it is, when it holds the `len` bytes whose sha256
+/// is `known` (its own sha256 remembered by its identity, else read): a compile then leaves it
+/// alone. `None` when it must be written.
+fn reusable(path: &Path, len: u64, known: Option<&str>, cache: &Cache) -> Option<Streamed> {
+    let known = known?;
+    if std::fs::metadata(path).ok()?.len() != len {
+        return None;
+    }
+    let file = crate::container::MappedFile::open(path).ok()?;
+    let sha256 = cache.file_sha256(path, || file.sha256_hex(0..file.bytes().len()));
+    (sha256 == known).then_some(Streamed { bytes: len, sha256 })
 }
 
 /// `f` over `items` on up to `jobs` threads; the results in the order of `items`, or the

@@ -218,6 +218,43 @@ impl Client {
     /// Copies a dense row-major host array onto the first device. Returns once the plugin no
     /// longer reads `bytes`.
     pub fn buffer_from_host(&self, bytes: &[u8], ty: ElementType, dims: &[i64]) -> Result<Buffer, PjrtError> {
+        let semantics = ffi::PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes;
+        // SAFETY: the plugin reads `bytes` only until the event fires, which is awaited here.
+        let (buffer, done) = unsafe { self.from_host(bytes, ty, dims, semantics)? };
+        let api = self.inner.api();
+        // SAFETY: the event was just returned by the plugin and is ours to await and destroy.
+        unsafe { api.await_event("PJRT_Client_BufferFromHostBuffer", done)? };
+        Ok(buffer)
+    }
+
+    /// A buffer on the first device that may use `bytes` in place (the CPU plugin aliases host
+    /// memory aligned for it and copies the rest), so that weights mapped from a file are
+    /// never copied.
+    ///
+    /// # Safety
+    ///
+    /// `bytes` must stay alive and unchanged until the returned buffer is dropped.
+    pub unsafe fn buffer_viewing_host(&self, bytes: &[u8], ty: ElementType, dims: &[i64]) -> Result<Buffer, PjrtError> {
+        let semantics = ffi::PJRT_HostBufferSemantics_kImmutableZeroCopy;
+        // SAFETY: the caller keeps `bytes` until the buffer is dropped, which awaits the event.
+        let (mut buffer, done) = unsafe { self.from_host(bytes, ty, dims, semantics)? };
+        buffer.keep_until_dropped(done);
+        Ok(buffer)
+    }
+
+    /// `PJRT_Client_BufferFromHostBuffer` with `semantics`: the buffer and the event that fires
+    /// once the plugin no longer reads `bytes`.
+    ///
+    /// # Safety
+    ///
+    /// `bytes` must stay alive and unchanged until the event has fired.
+    unsafe fn from_host(
+        &self,
+        bytes: &[u8],
+        ty: ElementType,
+        dims: &[i64],
+        semantics: std::ffi::c_int,
+    ) -> Result<(Buffer, *mut ffi::PJRT_Event), PjrtError> {
         let expected = host_size(ty, dims)?;
         if bytes.len() != expected {
             return Err(PjrtError::InvalidArgument(format!(
@@ -232,18 +269,19 @@ impl Client {
         args.type_ = ty.to_raw();
         args.dims = dims.as_ptr();
         args.num_dims = dims.len();
-        args.host_buffer_semantics = ffi::PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes;
+        args.host_buffer_semantics = semantics;
         args.device = self.inner.device;
-        // SAFETY: the client and device are live; `bytes` and `dims` outlive the call, and
-        // `bytes` stays borrowed until `done_with_host_buffer` has fired (awaited below).
+        // SAFETY: the client and device are live; `dims` outlives the call and `bytes` the
+        // event (the caller's promise).
         unsafe { api.call("PJRT_Client_BufferFromHostBuffer", api.table.PJRT_Client_BufferFromHostBuffer, &mut args)? };
-        // Own the buffer first, so that it is destroyed if the transfer fails.
-        let buffer = Buffer::new(self.inner.clone(), args.buffer, "PJRT_Client_BufferFromHostBuffer");
-        // SAFETY: the event was just returned by the plugin and is ours to await and destroy.
-        let done = unsafe { api.await_event("PJRT_Client_BufferFromHostBuffer", args.done_with_host_buffer) };
-        let buffer = buffer?;
-        done?;
-        Ok(buffer)
+        match Buffer::new(self.inner.clone(), args.buffer, "PJRT_Client_BufferFromHostBuffer") {
+            Ok(buffer) => Ok((buffer, args.done_with_host_buffer)),
+            Err(e) => {
+                // SAFETY: the event, if any, is ours; nothing holds the data any more.
+                let _ = unsafe { api.await_event("PJRT_Client_BufferFromHostBuffer", args.done_with_host_buffer) };
+                Err(e)
+            }
+        }
     }
 }
 

@@ -358,6 +358,9 @@ impl Drop for RawExecutable<'_> {
 pub struct Buffer {
     client: Arc<ClientInner>,
     raw: *mut ffi::PJRT_Buffer,
+    /// For a buffer that may alias host memory: the event that fires once the plugin no longer
+    /// reads it, awaited after the buffer is destroyed.
+    done_with_host: Option<*mut ffi::PJRT_Event>,
 }
 
 // SAFETY: PJRT buffers are thread-safe (reads and copies may run concurrently), the pointer is
@@ -376,7 +379,12 @@ impl Buffer {
         if raw.is_null() {
             return Err(null_output(call));
         }
-        Ok(Buffer { client, raw })
+        Ok(Buffer { client, raw, done_with_host: None })
+    }
+
+    /// Makes the buffer await `event` (its host data no longer read) when it is dropped.
+    pub(super) fn keep_until_dropped(&mut self, event: *mut ffi::PJRT_Event) {
+        self.done_with_host = Some(event);
     }
 
     fn api(&self) -> &'static Api {
@@ -442,6 +450,10 @@ impl Drop for Buffer {
         args.buffer = self.raw;
         // SAFETY: the buffer is live and not used after this; errors are freed.
         let _ = unsafe { api.call("PJRT_Buffer_Destroy", api.table.PJRT_Buffer_Destroy, &mut args) };
+        if let Some(event) = self.done_with_host.take() {
+            // SAFETY: the event came with this buffer, which no longer exists, so it fires now.
+            let _ = unsafe { api.await_event("PJRT_Client_BufferFromHostBuffer", event) };
+        }
     }
 }
 

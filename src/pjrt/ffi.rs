@@ -195,6 +195,10 @@ args!(PJRT_Client_Compile_Args {
 /// `PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes`: the caller keeps the data alive
 /// and unchanged until `done_with_host_buffer` fires.
 pub const PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes: c_int = 1;
+/// `PJRT_HostBufferSemantics_kImmutableZeroCopy`: the buffer may alias the data, which the
+/// caller keeps alive and unchanged until the buffer is destroyed (`done_with_host_buffer`
+/// fires then, or once the plugin copied it).
+pub const PJRT_HostBufferSemantics_kImmutableZeroCopy: c_int = 2;
 
 args!(PJRT_Client_BufferFromHostBuffer_Args {
     client: *mut PJRT_Client,

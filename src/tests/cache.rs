@@ -62,12 +62,12 @@ impl ChildCli {
     }
 }
 
-fn s(p: &Path) -> String {
+pub(super) fn s(p: &Path) -> String {
     p.to_str().expect("utf-8 path").to_string()
 }
 
 /// `compile MODEL -o OUT --cache-dir CACHE --format json -q` plus `extra`.
-fn compile_args(model: &str, out: &Path, cache: &Path, extra: &[&str]) -> Vec<String> {
+pub(super) fn compile_args(model: &str, out: &Path, cache: &Path, extra: &[&str]) -> Vec<String> {
     let model = testdata().join(format!("models/{model}.pt2"));
     let mut args: Vec<String> =
         ["compile", &s(&model), "-o", &s(out), "--cache-dir", &s(cache), "--format", "json", "-q"]
@@ -78,7 +78,7 @@ fn compile_args(model: &str, out: &Path, cache: &Path, extra: &[&str]) -> Vec<St
 }
 
 /// Compiles in-process; returns each target's cache outcome and the stderr.
-fn compile(model: &str, out: &Path, cache: &Path, extra: &[&str]) -> (Vec<String>, String) {
+pub(super) fn compile(model: &str, out: &Path, cache: &Path, extra: &[&str]) -> (Vec<String>, String) {
     let args = compile_args(model, out, cache, extra);
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
     let (code, stdout, stderr) = run_cli(&argv);
@@ -86,7 +86,7 @@ fn compile(model: &str, out: &Path, cache: &Path, extra: &[&str]) -> (Vec<String
     (outcomes(&stdout), stderr)
 }
 
-fn outcomes(summary: &str) -> Vec<String> {
+pub(super) fn outcomes(summary: &str) -> Vec<String> {
     let v: Value = serde_json::from_str(summary).unwrap_or_else(|e| panic!("summary is not JSON ({e}): {summary}"));
     v["targets"].as_array().expect("targets").iter().map(|t| t["cache"].as_str().unwrap_or("?").to_string()).collect()
 }
@@ -97,12 +97,12 @@ fn counters(cache: &Path) -> Value {
     serde_json::from_str::<Value>(&out).expect("json")["counters"].clone()
 }
 
-fn read(p: &Path) -> Vec<u8> {
+pub(super) fn read(p: &Path) -> Vec<u8> {
     std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
 /// The outputs of `art` on the model's stored inputs match PyTorch.
-fn assert_runs_correctly(model: &str, art: &Path, tmp: &Path) {
+pub(super) fn assert_runs_correctly(model: &str, art: &Path, tmp: &Path) {
     let dir = testdata().join("models").join(model);
     let mut args = vec!["run".to_string(), s(art)];
     args.extend((0..).map(|i| dir.join(format!("in_{i}.npy"))).take_while(|p| p.exists()).map(|p| s(&p)));

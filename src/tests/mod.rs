@@ -17,6 +17,8 @@ mod passes;
 mod tidy;
 #[cfg(feature = "mlir")]
 mod tpu;
+#[cfg(feature = "mlir")]
+mod weights;
 
 use std::path::{Path, PathBuf};
 

@@ -218,6 +218,8 @@ fn run_case(folder: &str, (op, case): (&str, &Case), tmp: &Path) -> Outcome {
         plugin: None,
         reference: None,
         seed: 0,
+        verify_weights: false,
+        cache_dir: None,
     };
     if let Err(e) = run(&req) {
         return Outcome::Failed(format!("run: {e:#}"));
@@ -378,6 +380,8 @@ fn random_ops_follow_the_seed() {
             plugin: None,
             reference: None,
             seed,
+            verify_weights: false,
+            cache_dir: None,
         })
         .expect("runs");
         std::fs::read(out_dir.join("out_1.npy")).expect("mask written")

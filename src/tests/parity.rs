@@ -75,6 +75,8 @@ fn assert_parity_with(name: &str, req: &CompileRequest) -> artifact::Manifest {
         plugin: None,
         reference: Some(reference),
         seed: 0,
+        verify_weights: false,
+        cache_dir: None,
     };
     let report = run(&req).unwrap_or_else(|e| panic!("{name}: {e:#}"));
     assert!(!report.outputs.is_empty());
@@ -197,6 +199,8 @@ fn run_case(name: &str, artifact: &Path, case: &str, tmp: &Path) -> String {
         plugin: None,
         reference: Some(reference),
         seed: 0,
+        verify_weights: false,
+        cache_dir: None,
     };
     let report = run(&req).unwrap_or_else(|e| panic!("{name}{case}: {e:#}"));
     for (i, o) in report.outputs.iter().enumerate() {

@@ -3,21 +3,24 @@
 //! The executable is checked against the manifest's sha256 before the plugin sees it, and the
 //! plugin must be the very build that produced it (executables only load correctly into their
 //! own build). Inputs are checked by count, dtype and shape against the bucket's signature.
-//! With `--reference DIR`, outputs are compared with `DIR/out_<i>.npy`.
+//! With `--reference DIR`, outputs are compared with `DIR/out_<i>.npy`. The weights go to the
+//! device tensor by tensor, verified on the way (`weights`).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use safetensors::SafeTensors;
 use serde::Serialize;
 use thiserror::Error;
 use torchtpu_passes::ir::DType;
 
 use std::collections::BTreeMap;
 
+mod weights;
+
 use crate::artifact::{Artifact, Bucket, Manifest, TargetEntry};
 use crate::npy::{Array, NpyError};
 use crate::pjrt::{Buffer, Client, ElementType, PjrtError, Plugin};
+use crate::cache::{Cache, CacheConfig};
 use crate::setup::cpu_plugin;
 use crate::Error;
 
@@ -42,6 +45,8 @@ pub enum RunError {
     Execute(PjrtError),
     #[error("the artifact's weights are unreadable: {0}")]
     Weights(String),
+    #[error("weights `{path}`: {reason}")]
+    WeightsFile { path: String, reason: String },
     #[error("cannot write `{path}`: {reason}")]
     Write { path: String, reason: String },
 }
@@ -64,6 +69,11 @@ pub struct RunRequest {
     pub reference: Option<PathBuf>,
     /// The seed of a program with random ops (ignored by others).
     pub seed: u64,
+    /// Hash the weights even when the cache remembers them verified (`--verify-weights`).
+    pub verify_weights: bool,
+    /// The cache folder, where weights verified once are remembered by their file's identity;
+    /// `None`: every run hashes them.
+    pub cache_dir: Option<PathBuf>,
 }
 
 /// What `run` did.
@@ -101,7 +111,7 @@ pub const FLOAT_TOLERANCE: f64 = 1e-4;
 /// Runs the artifact's CPU executable.
 pub fn run(req: &RunRequest) -> Result<RunReport, Error> {
     let started = Instant::now();
-    let art = Artifact::open(&req.artifact)?;
+    let art = Artifact::open_but_weights(&req.artifact)?;
     let m = &art.manifest;
     let target = m.targets.iter().find(|t| t.target == "cpu").ok_or_else(|| RunError::NoCpuExecutable {
         targets: m.targets.iter().map(|t| t.target.as_str()).collect::<Vec<_>>().join(", "),
@@ -121,7 +131,10 @@ pub fn run(req: &RunRequest) -> Result<RunReport, Error> {
     let exe_bytes = art.verified(&exe_entry.entry, &exe_entry.sha256)?;
     let client = client_for(target, req.plugin.as_deref())?;
     let exe = client.deserialize(exe_bytes).map_err(RunError::Execute)?;
-    let mut buffers = weight_buffers(&client, &art)?;
+    let cache = req.cache_dir.as_ref().map(|dir| Cache::open(&CacheConfig { dir: Some(dir.clone()), ..CacheConfig::off() }));
+    let verification = weights::Verification { always_hash: req.verify_weights, cache: cache.as_ref() };
+    let weights = weights::load(&client, &art, &verification)?;
+    let mut buffers = Vec::new();
     for (a, dims) in inputs.iter().zip(&bucket.input_dims) {
         buffers.push(to_device(&client, &a.resized(dims), dims)?);
     }
@@ -135,7 +148,7 @@ pub fn run(req: &RunRequest) -> Result<RunReport, Error> {
     }
     let load_ms = started.elapsed().as_secs_f64() * 1e3;
     let run_started = Instant::now();
-    let refs: Vec<&Buffer> = buffers.iter().collect();
+    let refs: Vec<&Buffer> = weights.buffers.iter().chain(&buffers).collect();
     let outs = exe.execute(&refs).map_err(RunError::Execute)?;
     let host = outs.iter().map(|b| b.to_host()).collect::<Result<Vec<_>, _>>().map_err(RunError::Execute)?;
     let run_ms = run_started.elapsed().as_secs_f64() * 1e3;
@@ -309,23 +322,6 @@ fn to_device(client: &Client, a: &Array, dims: &[i64]) -> Result<Buffer, Error> 
     let ty = element_type(a.dtype)
         .ok_or_else(|| Error::Unsupported(format!("dtype {} cannot be passed to PJRT", a.dtype)))?;
     Ok(client.buffer_from_host(&a.data, ty, dims).map_err(RunError::Execute)?)
-}
-
-/// The weights in the order the program takes them, straight from the artifact's map.
-fn weight_buffers(client: &Client, art: &Artifact) -> Result<Vec<Buffer>, Error> {
-    let m = &art.manifest;
-    let bytes = art.verified(&m.weights.entry, &m.weights.sha256)?;
-    let st = SafeTensors::deserialize(bytes).map_err(|e| RunError::Weights(e.to_string()))?;
-    let mut out = Vec::with_capacity(m.weights.order.len());
-    for name in &m.weights.order {
-        let view = st.tensor(name).map_err(|e| RunError::Weights(format!("`{name}`: {e}")))?;
-        let dtype = crate::artifact::dtype_of_safetensors(view.dtype())
-            .ok_or_else(|| RunError::Weights(format!("`{name}` has unsupported dtype {:?}", view.dtype())))?;
-        let dims: Vec<i64> = view.shape().iter().map(|&d| d as i64).collect();
-        let ty = element_type(dtype).ok_or_else(|| RunError::Weights(format!("`{name}`: dtype {dtype}")))?;
-        out.push(client.buffer_from_host(view.data(), ty, &dims).map_err(RunError::Execute)?);
-    }
-    Ok(out)
 }
 
 fn read_inputs(paths: &[PathBuf], m: &crate::artifact::Manifest) -> Result<Vec<Array>, Error> {

@@ -1,0 +1,194 @@
+//! The weights of a run, from the artifact's map (or the external weights file beside it) to
+//! the device tensor by tensor, each handed to the plugin straight from the map: the CPU plugin
+//! uses the mapped bytes in place where they are aligned for it (16 bytes) and copies the rest,
+//! and each tensor's pages are handed back once it is on the device (an aliased tensor's are
+//! read again from the page cache when the program runs). So the process holds at most one
+//! copy of the weights, never a second.
+//!
+//! The bytes are checked against the manifest's sha256 on the same pass (the outputs are not
+//! computed when they differ), unless the local cache remembers this very file (by its
+//! identity: path, inode, size, modification and change times) as verified with that sha256;
+//! `--verify-weights` always hashes. A weights file of the wrong size is refused before any
+//! read.
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use safetensors::SafeTensors;
+use sha2::{Digest, Sha256};
+
+use super::{element_type, RunError};
+use crate::artifact::{dtype_of_safetensors, hex, Artifact};
+use crate::cache::{entry_digest_key, file_digest_key, Cache};
+use crate::container::MappedFile;
+use crate::pjrt::{Buffer, Client};
+use crate::Error;
+
+/// How the weights are checked.
+pub struct Verification<'c> {
+    /// Hash them even when the cache remembers the file as verified (`--verify-weights`).
+    pub always_hash: bool,
+    /// Where verified files are remembered; `None`: nowhere (every run hashes).
+    pub cache: Option<&'c Cache>,
+}
+
+/// Where the weights of an artifact are: a mapped file and the range of it they fill.
+struct Located<'a> {
+    file: Mapped<'a>,
+    range: Range<usize>,
+    /// The file (for messages).
+    path: PathBuf,
+    /// The key under which the cache remembers the weights as verified.
+    digest_key: Option<String>,
+}
+
+enum Mapped<'a> {
+    Entry(&'a MappedFile),
+    External(MappedFile),
+}
+
+impl Mapped<'_> {
+    fn get(&self) -> &MappedFile {
+        match self {
+            Mapped::Entry(f) => f,
+            Mapped::External(f) => f,
+        }
+    }
+}
+
+/// The weights on the device, in the order the program takes them; they may use the mapped
+/// file in place, which they keep open.
+pub struct DeviceWeights {
+    /// Declared first, so dropped before the map they may read.
+    pub buffers: Vec<Buffer>,
+    _external: Option<MappedFile>,
+}
+
+/// The weights of `art` on `client`'s device, verified.
+pub fn load(client: &Client, art: &Artifact, verification: &Verification) -> Result<DeviceWeights, Error> {
+    let m = &art.manifest;
+    let at = locate(art)?;
+    let known = match (verification.always_hash, verification.cache, &at.digest_key) {
+        (false, Some(cache), Some(key)) => cache.known_sha256(key),
+        _ => None,
+    };
+    if known.as_ref().is_some_and(|k| *k != m.weights.sha256) {
+        return Err(changed(&at.path, known.as_deref().unwrap_or_default(), &m.weights.sha256));
+    }
+    let mut hasher = known.is_none().then(Sha256::new);
+    let buffers = transfer(client, art, &at, hasher.as_mut())?;
+    if let Some(h) = hasher {
+        let actual = hex(&h.finalize());
+        if actual != m.weights.sha256 {
+            return Err(changed(&at.path, &actual, &m.weights.sha256));
+        }
+        if let (Some(cache), Some(key)) = (verification.cache, &at.digest_key) {
+            cache.remember_sha256(key, &actual);
+        }
+    }
+    let external = match at.file {
+        Mapped::External(f) => Some(f),
+        Mapped::Entry(_) => None,
+    };
+    Ok(DeviceWeights { buffers, _external: external })
+}
+
+/// The mapped weights: the artifact's entry, or the external file (of the recorded size).
+fn locate(art: &Artifact) -> Result<Located<'_>, Error> {
+    let w = &art.manifest.weights;
+    let Some(path) = art.external_weights()? else {
+        let range = art.zip().range(&w.entry).ok_or_else(|| {
+            RunError::Weights(format!("the artifact has no `{}` entry, which its manifest names", w.entry))
+        })?;
+        let digest_key = entry_digest_key(art.path(), &w.entry);
+        return Ok(Located { file: Mapped::Entry(art.zip().file()), range, path: art.path().into(), digest_key });
+    };
+    let file = MappedFile::open(&path).map_err(|e| RunError::WeightsFile {
+        path: path.display().to_string(),
+        reason: format!("{e}; it is written by `compile --weights external` beside the artifact"),
+    })?;
+    let len = file.bytes().len();
+    if len as u64 != w.bytes {
+        return Err(RunError::WeightsFile {
+            path: path.display().to_string(),
+            reason: format!("it has {len} bytes, the artifact was compiled with {} bytes of weights", w.bytes),
+        }
+        .into());
+    }
+    let digest_key = file_digest_key(&path);
+    Ok(Located { file: Mapped::External(file), range: 0..len, path, digest_key })
+}
+
+/// Every tensor of the weights file in the order of its bytes: the ones the program takes go to
+/// the device, all are hashed (with `hasher`) with the bytes between them, and each one's pages
+/// are handed back after it.
+fn transfer(client: &Client, art: &Artifact, at: &Located, mut hasher: Option<&mut Sha256>) -> Result<Vec<Buffer>, Error> {
+    let order = &art.manifest.weights.order;
+    let file = at.file.get();
+    let bytes = &file.bytes()[at.range.clone()];
+    let st = match SafeTensors::deserialize(bytes) {
+        Ok(st) => st,
+        // Damage (or an edit) is reported as such, not as what it broke.
+        Err(e) => return Err(unreadable(art, at, &e.to_string())),
+    };
+    let mut tensors: Vec<(usize, String)> = st
+        .tensors()
+        .into_iter()
+        .map(|(name, view)| (view.data().as_ptr() as usize - bytes.as_ptr() as usize, name))
+        .collect();
+    tensors.sort();
+    let slot: std::collections::HashMap<&str, usize> = order.iter().enumerate().map(|(i, n)| (n.as_str(), i)).collect();
+    let mut buffers: Vec<Option<Buffer>> = order.iter().map(|_| None).collect();
+    let mut hashed = 0;
+    for (offset, name) in &tensors {
+        let view = st.tensor(name).map_err(|e| RunError::Weights(format!("`{name}`: {e}")))?;
+        let end = offset + view.data().len();
+        if let Some(&i) = slot.get(name.as_str()) {
+            buffers[i] = Some(to_device(client, name, &view)?);
+        }
+        if let Some(h) = hasher.as_deref_mut() {
+            h.update(&bytes[hashed..end.max(hashed)]);
+            hashed = hashed.max(end);
+        }
+        file.release(at.range.start + offset..at.range.start + end);
+    }
+    if let Some(h) = hasher {
+        h.update(&bytes[hashed..]);
+    }
+    order
+        .iter()
+        .zip(buffers)
+        .map(|(name, b)| b.ok_or_else(|| RunError::Weights(format!("the weights lack `{name}`, which the program takes")).into()))
+        .collect()
+}
+
+/// Weights that do not parse: changed since the compile when their sha256 says so, else
+/// unreadable as they were written.
+fn unreadable(art: &Artifact, at: &Located, reason: &str) -> Error {
+    let actual = at.file.get().sha256_hex(at.range.clone());
+    if actual != art.manifest.weights.sha256 {
+        return changed(&at.path, &actual, &art.manifest.weights.sha256);
+    }
+    RunError::Weights(format!("`{}`: {reason}", at.path.display())).into()
+}
+
+fn to_device(client: &Client, name: &str, view: &safetensors::tensor::TensorView) -> Result<Buffer, Error> {
+    let dtype = dtype_of_safetensors(view.dtype())
+        .ok_or_else(|| RunError::Weights(format!("`{name}` has unsupported dtype {:?}", view.dtype())))?;
+    let dims: Vec<i64> = view.shape().iter().map(|&d| d as i64).collect();
+    let ty = element_type(dtype).ok_or_else(|| RunError::Weights(format!("`{name}`: dtype {dtype}")))?;
+    // SAFETY: the bytes are a read-only map that outlives the buffer: the artifact's (which the
+    // caller keeps until the run is over) or the external file's (kept in `DeviceWeights`).
+    Ok(unsafe { client.buffer_viewing_host(view.data(), ty, &dims) }.map_err(RunError::Execute)?)
+}
+
+fn changed(path: &Path, actual: &str, expected: &str) -> Error {
+    RunError::WeightsFile {
+        path: path.display().to_string(),
+        reason: format!(
+            "the weights' sha256 is {actual}, the artifact was compiled with {expected}: they changed since \
+             the compile; restore them or compile again"
+        ),
+    }
+    .into()
+}
