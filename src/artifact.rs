@@ -6,10 +6,14 @@
 //! - `executables/<target>/<bucket>.pjrt`: serialized PJRT executables.
 //!
 //! Entries are stored uncompressed and aligned so that weights and executables can be used
-//! straight from a memory map. Writes go to a temporary file that is renamed into place.
+//! straight from a memory map. Writes go to a temporary file that is renamed into place, so
+//! readers see the old artifact or the new one. They are not flushed to the disk (as a linker's
+//! output is not; that would cost a wait proportional to the weights on every compile): after
+//! a power cut a torn artifact is refused by its CRC-32s and sha256s, never run.
 
 use std::collections::BTreeMap;
 use std::io::Write;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use safetensors::tensor::Dtype;
@@ -17,9 +21,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use thiserror::Error;
 use torchtpu_passes::ir::{DType, Dim, OutputKind, SymExpr, TensorType};
-use zip::write::SimpleFileOptions;
-
-use crate::container::{ContainerError, MappedZip};
+use crate::container::write::{FileSink, Sink, ZipOut};
+use crate::container::{ContainerError, MappedFile, MappedZip};
 use torchtpu_passes::pad::PaddedContraction;
 
 /// Identifies the artifact layout; bumped when the meaning of a field changes.
@@ -314,7 +317,7 @@ pub fn hex(bytes: &[u8]) -> String {
 }
 
 /// Writes a streamed entry's bytes into the artifact; the error is a message.
-pub type WriteEntry<'a> = Box<dyn FnOnce(&mut dyn Write) -> Result<(), String> + 'a>;
+pub type WriteEntry<'a> = Box<dyn FnOnce(&mut dyn Sink) -> Result<(), String> + 'a>;
 
 /// An entry's payload: bytes in memory, or written by a function straight into the artifact
 /// (the weights, which are never held whole in memory).
@@ -340,105 +343,130 @@ pub fn write(
     entries: Vec<(String, Payload<'_>)>,
     manifest: impl FnOnce(&BTreeMap<String, Streamed>) -> Manifest,
 ) -> Result<(), ArtifactError> {
-    let fail = |reason: String| ArtifactError::Write { path: path.display().to_string(), reason };
-    let tmp = temp_path(path);
-    let result = (|| -> Result<(), String> {
-        let file = std::fs::File::create(&tmp).map_err(|e| e.to_string())?;
-        let mut zip = zip::ZipWriter::new(std::io::BufWriter::new(file));
-        let opts = SimpleFileOptions::default()
-            .compression_method(zip::CompressionMethod::Stored)
-            .last_modified_time(zip::DateTime::default())
-            .with_alignment(64)
-            .large_file(false);
-        let sized = |len: u64| if len >= u64::from(u32::MAX) { opts.large_file(true) } else { opts };
+    atomically(path, |file| {
+        let mut zip = ZipOut::new(file);
         let mut streamed = BTreeMap::new();
         for (name, payload) in entries {
             match payload {
                 Payload::Bytes(bytes) => {
-                    zip.start_file(name.as_str(), sized(bytes.len() as u64)).map_err(|e| e.to_string())?;
-                    zip.write_all(&bytes).map_err(|e| e.to_string())?;
+                    zip.entry(&name, bytes.len() as u64, |w| w.write_all(&bytes).map_err(|e| e.to_string()))?;
                 }
                 Payload::Stream { len, sha256, write } => {
-                    zip.start_file(name.as_str(), sized(len)).map_err(|e| e.to_string())?;
-                    let hasher = sha256.is_none().then(Sha256::new);
-                    let mut counting = HashingWriter { inner: &mut zip, hasher, bytes: 0 };
-                    write(&mut counting).map_err(|e| format!("`{name}`: {e}"))?;
-                    let bytes = counting.bytes;
-                    if bytes != len {
-                        return Err(format!("`{name}`: {bytes} bytes written, {len} planned"));
-                    }
-                    let sha256 =
-                        sha256.unwrap_or_else(|| counting.hasher.map(|h| hex(&h.finalize())).unwrap_or_default());
-                    streamed.insert(name, Streamed { bytes, sha256 });
+                    let mut done = None;
+                    zip.entry(&name, len, |w| {
+                        done = Some(hashed(w, sha256, write).map_err(|e| format!("`{name}`: {e}"))?);
+                        Ok(())
+                    })?;
+                    streamed.insert(name, Streamed { bytes: len, sha256: done.unwrap_or_default() });
                 }
             }
         }
         let manifest_json = serde_json::to_vec_pretty(&manifest(&streamed)).map_err(|e| e.to_string())?;
-        zip.start_file(MANIFEST, opts).map_err(|e| e.to_string())?;
-        zip.write_all(&manifest_json).map_err(|e| e.to_string())?;
-        let mut w = zip.finish().map_err(|e| e.to_string())?;
-        w.flush().map_err(|e| e.to_string())?;
-        w.get_ref().sync_all().map_err(|e| e.to_string())
-    })();
-    match result.and_then(|()| std::fs::rename(&tmp, path).map_err(|e| e.to_string())) {
-        Ok(()) => Ok(()),
-        Err(reason) => {
-            let _ = std::fs::remove_file(&tmp);
-            Err(fail(reason))
-        }
-    }
+        zip.entry(MANIFEST, manifest_json.len() as u64, |w| w.write_all(&manifest_json).map_err(|e| e.to_string()))?;
+        zip.finish().map(drop).map_err(|e| e.to_string())
+    })
 }
 
 /// Writes the file at `path` atomically (a temporary file renamed) with the `len` bytes that
 /// `write` writes, hashing them on the way: an external weights file.
 pub fn write_streamed_file(path: &Path, len: u64, write: WriteEntry<'_>) -> Result<Streamed, ArtifactError> {
-    let tmp = temp_path(path);
-    let result = (|| -> Result<Streamed, String> {
-        let file = std::fs::File::create(&tmp).map_err(|e| e.to_string())?;
-        let mut out = HashingWriter { inner: std::io::BufWriter::new(file), hasher: Some(Sha256::new()), bytes: 0 };
-        write(&mut out)?;
-        if out.bytes != len {
-            return Err(format!("{} bytes written, {len} planned", out.bytes));
+    let mut done = None;
+    atomically(path, |file| {
+        let mut sink = CountingSink { inner: FileSink(std::io::BufWriter::with_capacity(1 << 20, file)), bytes: 0 };
+        let sha256 = hashed(&mut sink, None, write)?;
+        if sink.bytes != len {
+            return Err(format!("{} bytes written, {len} planned", sink.bytes));
         }
-        let sha256 = out.hasher.take().map(|h| hex(&h.finalize())).unwrap_or_default();
-        let file = out.inner.into_inner().map_err(|e| e.to_string())?;
-        file.sync_all().map_err(|e| e.to_string())?;
-        Ok(Streamed { bytes: len, sha256 })
-    })();
-    match result.and_then(|s| std::fs::rename(&tmp, path).map(|()| s).map_err(|e| e.to_string())) {
-        Ok(s) => Ok(s),
-        Err(reason) => {
-            let _ = std::fs::remove_file(&tmp);
-            Err(ArtifactError::Write { path: path.display().to_string(), reason })
-        }
-    }
+        sink.inner.0.into_inner().map_err(|e| e.to_string())?;
+        done = Some(Streamed { bytes: len, sha256 });
+        Ok(())
+    })?;
+    Ok(done.unwrap_or(Streamed { bytes: len, sha256: String::new() }))
 }
 
-/// Where `--weights external` puts the weights of the artifact at `artifact`: beside it, named
-/// after it (`model.tpuexe` → `model.weights.safetensors`).
+/// Creates a temporary file beside `path`, lets `fill` write it and renames it to `path`; on
+/// failure the temporary file is removed. Readers see the old file or the new one. The file is
+/// not synced (see the module doc).
+fn atomically(path: &Path, fill: impl FnOnce(std::fs::File) -> Result<(), String>) -> Result<(), ArtifactError> {
+    let tmp = temp_path(path);
+    let result = std::fs::File::create(&tmp)
+        .map_err(|e| e.to_string())
+        .and_then(fill)
+        .and_then(|()| std::fs::rename(&tmp, path).map_err(|e| e.to_string()));
+    result.map_err(|reason| {
+        let _ = std::fs::remove_file(&tmp);
+        ArtifactError::Write { path: path.display().to_string(), reason }
+    })
+}
+
+/// Runs `write` into `out`, hashing what it writes unless `sha256` is known; the sha256.
+fn hashed(out: &mut dyn Sink, sha256: Option<String>, write: WriteEntry<'_>) -> Result<String, String> {
+    let hasher = sha256.is_none().then(Sha256::new);
+    let mut sink = HashingSink { inner: out, hasher };
+    write(&mut sink)?;
+    Ok(sha256.unwrap_or_else(|| sink.hasher.map(|h| hex(&h.finalize())).unwrap_or_default()))
+}
+
+/// Where the external weights go: beside the artifact at `artifact`, named after it
+/// (`model.tpuexe` → `model.weights.safetensors`).
 pub fn external_weights_path(artifact: &Path) -> PathBuf {
     artifact.with_extension("weights.safetensors")
 }
 
-/// A writer that counts, and hashes when it has a hasher, what passes through it.
-struct HashingWriter<W: Write> {
-    inner: W,
+/// A sink that hashes, when it has a hasher, what passes through it.
+struct HashingSink<'a> {
+    inner: &'a mut dyn Sink,
     hasher: Option<Sha256>,
-    bytes: u64,
 }
 
-impl<W: Write> Write for HashingWriter<W> {
+impl Write for HashingSink<'_> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let n = self.inner.write(buf)?;
         if let Some(h) = &mut self.hasher {
             h.update(&buf[..n]);
         }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+impl Sink for HashingSink<'_> {
+    fn copy_range(&mut self, src: &MappedFile, range: Range<usize>, crc: Option<u32>) -> std::io::Result<()> {
+        if let Some(h) = &mut self.hasher {
+            src.for_each_chunk(range.clone(), |chunk| {
+                h.update(chunk);
+                Ok(())
+            })?;
+        }
+        self.inner.copy_range(src, range, crc)
+    }
+}
+
+/// A sink that counts what passes through it.
+struct CountingSink<S: Sink> {
+    inner: S,
+    bytes: u64,
+}
+
+impl<S: Sink> Write for CountingSink<S> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
         self.bytes += n as u64;
         Ok(n)
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
         self.inner.flush()
+    }
+}
+
+impl<S: Sink> Sink for CountingSink<S> {
+    fn copy_range(&mut self, src: &MappedFile, range: Range<usize>, crc: Option<u32>) -> std::io::Result<()> {
+        self.bytes += range.len() as u64;
+        self.inner.copy_range(src, range, crc)
     }
 }
 

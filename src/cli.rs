@@ -569,7 +569,15 @@ fn check_cmd(model: &Path, format: Format, out: &mut dyn Write) -> anyhow::Resul
 }
 
 fn compile_cmd(args: &CompileArgs, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<()> {
-    let program = read_program(&args.model)?;
+    // An archive an earlier compile read whole, unchanged since, is not checked byte by byte again.
+    let integrity = if cache::Cache::open(&args.cache.config()).remembers_file(&args.model) {
+        import::Integrity::KnownIntact
+    } else {
+        import::Integrity::Check
+    };
+    let program = import::import_checked(&args.model, integrity)
+        .map_err(Error::from)
+        .with_context(|| format!("cannot read `{}`", args.model.display()))?;
     let context = || format!("cannot compile `{}`", args.model.display());
     if args.emit == Emit::Exe {
         let targets = args.targets_or_default();

@@ -178,6 +178,12 @@ impl Cache {
         computed
     }
 
+    /// True when the file at `path` was read whole and hashed by an earlier compile and has not
+    /// changed since (same identity): its bytes need no second check.
+    pub fn remembers_file(&self, path: &Path) -> bool {
+        local::file_digest_key(path).and_then(|key| self.known_sha256(&key)).is_some()
+    }
+
     /// The sha256 remembered for content that `key` determines (a file's identity, or for a
     /// weight entry the source's sha256, the compiler's version and the entry's plan).
     pub fn known_sha256(&self, key: &str) -> Option<String> {

@@ -334,7 +334,7 @@ fn write_artifact(
     let names = bucket_entries.iter().map(|b| b.name.clone()).collect();
     let passes = bucket_entries.first().map(|b| b.passes.clone()).unwrap_or_default();
     // The weights first, streamed from the archive; a failure inside is kept to report as is.
-    let write_weights = |w: &mut dyn std::io::Write| {
+    let write_weights = |w: &mut dyn crate::container::write::Sink| {
         weights.write(w).map_err(|e| {
             let reason = e.to_string();
             *failure.borrow_mut() = Some(e);

@@ -14,6 +14,7 @@ use safetensors::tensor::Dtype;
 use torchtpu_passes::ir::{DType, Graph, InputKind, Op, WeightRecipe};
 
 use crate::artifact::safetensors_dtype;
+use crate::container::write::Sink;
 use crate::import::{Program, Weight};
 use crate::Error;
 
@@ -96,7 +97,7 @@ impl<'a> WeightsEntry<'a> {
         tensors.sort_by(|a, b| a.name.cmp(&b.name));
         tensors.dedup_by(|a, b| a.name == b.name);
         tensors.sort_by(|a, b| {
-            let unaligned = |t: &Tensor| t.bytes % ALIGN != 0;
+            let unaligned = |t: &Tensor| !t.bytes.is_multiple_of(ALIGN);
             unaligned(a).cmp(&unaligned(b)).then_with(|| b.dtype.cmp(&a.dtype)).then_with(|| a.name.cmp(&b.name))
         });
         let header = header(&tensors)?;
@@ -126,7 +127,7 @@ impl<'a> WeightsEntry<'a> {
 
     /// Writes the entry to `out`: the header, then each tensor, stored ones copied from the
     /// archive in chunks, derived ones computed one at a time.
-    pub fn write(&self, out: &mut dyn Write) -> Result<(), Error> {
+    pub fn write(&self, out: &mut dyn Sink) -> Result<(), Error> {
         let io = |e: std::io::Error| Error::Io { path: artifact_entry(), reason: e.to_string() };
         out.write_all(&(self.header.len() as u64).to_le_bytes()).map_err(io)?;
         out.write_all(&self.header).map_err(io)?;

@@ -101,7 +101,23 @@ const MODEL_JSON: &str = "models/model.json";
 
 /// Reads and verifies a `.pt2` archive.
 pub fn import(path: &Path) -> Result<Program, ImportError> {
-    let archive = Archive::open(path)?;
+    import_checked(path, Integrity::Check)
+}
+
+/// Whether to check every byte of an archive against its CRC-32s.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Integrity {
+    /// Read every payload and check its CRC-32.
+    Check,
+    /// These very bytes were checked before (the cache remembers the file by its identity:
+    /// path, inode, size, modification and change times), so they are not read again; the
+    /// structure is still checked.
+    KnownIntact,
+}
+
+/// Reads a `.pt2` archive, checking its payloads' CRC-32s as `integrity` says.
+pub fn import_checked(path: &Path, integrity: Integrity) -> Result<Program, ImportError> {
+    let archive = Archive::open(path, integrity)?;
     check_container(&archive)?;
     let probe: schema::VersionProbe = parse_json(&archive, MODEL_JSON)?;
     if let Some(v) = probe.schema_version {

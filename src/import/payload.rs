@@ -115,7 +115,11 @@ impl Weight {
 impl Weight {
     /// Writes the tensor's bytes, row-major and contiguous, to `out`: a contiguous tensor
     /// straight from the archive in chunks (memory stays flat), a strided one gathered first.
-    pub fn write_contiguous(&self, archive: &Archive, out: &mut dyn std::io::Write) -> Result<(), ImportError> {
+    pub fn write_contiguous(
+        &self,
+        archive: &Archive,
+        out: &mut dyn crate::container::write::Sink,
+    ) -> Result<(), ImportError> {
         if self.is_contiguous() {
             let es = self.dtype.size_bytes();
             let start = self.storage_offset as usize * es;

@@ -220,7 +220,7 @@ impl Client {
     pub fn buffer_from_host(&self, bytes: &[u8], ty: ElementType, dims: &[i64]) -> Result<Buffer, PjrtError> {
         let semantics = ffi::PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes;
         // SAFETY: the plugin reads `bytes` only until the event fires, which is awaited here.
-        let (buffer, done) = unsafe { self.from_host(bytes, ty, dims, semantics)? };
+        let (buffer, done) = unsafe { self.buffer_with_semantics(bytes, ty, dims, semantics)? };
         let api = self.inner.api();
         // SAFETY: the event was just returned by the plugin and is ours to await and destroy.
         unsafe { api.await_event("PJRT_Client_BufferFromHostBuffer", done)? };
@@ -237,7 +237,7 @@ impl Client {
     pub unsafe fn buffer_viewing_host(&self, bytes: &[u8], ty: ElementType, dims: &[i64]) -> Result<Buffer, PjrtError> {
         let semantics = ffi::PJRT_HostBufferSemantics_kImmutableZeroCopy;
         // SAFETY: the caller keeps `bytes` until the buffer is dropped, which awaits the event.
-        let (mut buffer, done) = unsafe { self.from_host(bytes, ty, dims, semantics)? };
+        let (mut buffer, done) = unsafe { self.buffer_with_semantics(bytes, ty, dims, semantics)? };
         buffer.keep_until_dropped(done);
         Ok(buffer)
     }
@@ -248,7 +248,7 @@ impl Client {
     /// # Safety
     ///
     /// `bytes` must stay alive and unchanged until the event has fired.
-    unsafe fn from_host(
+    unsafe fn buffer_with_semantics(
         &self,
         bytes: &[u8],
         ty: ElementType,

@@ -14,6 +14,8 @@ use std::ops::Range;
 use std::path::{Component, Path, PathBuf};
 
 use memmap2::{Mmap, UncheckedAdvice};
+
+pub mod write;
 use thiserror::Error;
 use zip::CompressionMethod;
 
@@ -31,12 +33,16 @@ pub enum ContainerError {
 /// A read-only memory map of a whole file, read in chunks whose pages are handed back.
 pub struct MappedFile {
     path: PathBuf,
+    file: File,
     map: Mmap,
 }
 
 /// How much of a mapped file a pass over it reads before handing the pages back
 /// ([`MappedFile::for_each_chunk`]).
 const CHUNK: usize = 64 << 20;
+
+/// The buffer of [`MappedFile::copy_to`].
+const COPY_BUFFER: usize = 4 << 20;
 
 impl MappedFile {
     /// Maps `path` (an empty file maps to no bytes).
@@ -46,12 +52,17 @@ impl MappedFile {
         // SAFETY: the map is read-only; if another process truncates the file while we read it
         // the process may fault, which is the documented limit of memory-mapped input.
         let map = unsafe { Mmap::map(&file) }.map_err(io)?;
-        Ok(MappedFile { path: path.to_path_buf(), map })
+        Ok(MappedFile { path: path.to_path_buf(), file, map })
     }
 
     /// The file's path.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The open file.
+    pub fn raw_file(&self) -> &File {
+        &self.file
     }
 
     /// The file's bytes.
@@ -73,6 +84,21 @@ impl MappedFile {
             f(&self.map[at..end])?;
             self.release(at..end);
             at = end;
+        }
+        Ok(())
+    }
+
+    /// Writes the bytes of `range` to `out`, read with `pread` into a small buffer rather than
+    /// through the map: a copy of gigabytes then faults no page into this process.
+    pub fn copy_to(&self, range: Range<usize>, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        let mut buf = vec![0u8; COPY_BUFFER.min(range.len())];
+        let mut at = range.start;
+        while at < range.end {
+            let n = (range.end - at).min(buf.len());
+            self.file.read_exact_at(&mut buf[..n], at as u64)?;
+            out.write_all(&buf[..n])?;
+            at += n;
         }
         Ok(())
     }
@@ -174,6 +200,11 @@ impl MappedZip {
         self.file.for_each_chunk(range, f)
     }
 
+    /// See [`MappedFile::copy_to`].
+    pub fn copy_to(&self, range: Range<usize>, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        self.file.copy_to(range, out)
+    }
+
     /// See [`MappedFile::release`].
     pub fn release(&self, range: Range<usize>) {
         self.file.release(range);
@@ -197,6 +228,11 @@ impl MappedZip {
     /// The payload of an entry by full name.
     pub fn get(&self, name: &str) -> Option<&[u8]> {
         self.entries.get(name).map(|r| &self.file.map[r.clone()])
+    }
+
+    /// The CRC-32 of an entry's payload as the directory gives it (checked by `open_verified`).
+    pub fn crc(&self, name: &str) -> Option<u32> {
+        self.crcs.get(name).copied()
     }
 
     /// The range of an entry's payload in the map.
