@@ -276,7 +276,7 @@ struct RunArgs {
     #[arg(long)]
     plugin: Option<PathBuf>,
     /// Compare the outputs with `DIR/out_<i>.npy` (floats within 1e-4 of the reference's
-    /// scale, integers and bools exactly); exit 1 on a mismatch.
+    /// scale, bf16 ones 2e-2, f16 ones 2e-3; integers and bools exactly); exit 1 on a mismatch.
     #[arg(long, value_name = "DIR")]
     reference: Option<PathBuf>,
     /// Seed of the random ops (`rand`, `randn`, `randperm`, dropout), if the program has any:

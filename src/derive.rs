@@ -1,23 +1,48 @@
 //! Derived weights: the values of `InputKind::Derived` inputs that passes create, from the
 //! archive's weights. Those that only move stored values (casts, stacked rows, zero padding)
 //! are read a run at a time ([`Moved`]), so that a padded embedding of hundreds of megabytes
-//! streams in bounded memory; the others (BatchNorm folds) are computed whole, in f64, and
-//! stored as f32.
+//! streams in bounded memory; the others (BatchNorm folds) are computed whole, in f64. Stored
+//! weights are read in f32, bf16 or f16, widened exactly to f32; the derived input's dtype
+//! says how they are written back (moved values exactly, computed ones rounded).
 
 use torchtpu_passes::ir::{DType, WeightRecipe};
 
 use crate::import::Program;
 use crate::Error;
 
-/// A stored weight as f64 values (f32 weights only: passes fold nothing else).
-fn values(program: &Program, fqn: &str) -> Result<Vec<f64>, Error> {
+/// Bytes per element of a stored weight of `dtype` that recipes read.
+fn element_bytes(fqn: &str, dtype: DType) -> Result<usize, Error> {
+    match dtype {
+        DType::F32 => Ok(4),
+        DType::BF16 | DType::F16 => Ok(2),
+        d => Err(Error::Unsupported(format!(
+            "derived weight reads `{fqn}` of dtype {d}; recipes read f32, bf16 and f16 weights"
+        ))),
+    }
+}
+
+/// Appends the little-endian elements of `dtype` in `bytes` to `out`, widened exactly to f32.
+fn decode(dtype: DType, bytes: &[u8], out: &mut Vec<f32>) {
+    match dtype {
+        DType::BF16 => out.extend(bytes.chunks_exact(2).map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f32())),
+        DType::F16 => out.extend(bytes.chunks_exact(2).map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32())),
+        _ => out.extend(bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))),
+    }
+}
+
+/// The stored weight `fqn`, checked to be one recipes read.
+fn stored<'a>(program: &'a Program, fqn: &str) -> Result<(&'a crate::import::Weight, usize), Error> {
     let w =
         program.weights.get(fqn).ok_or_else(|| Error::Unsupported(format!("derived weight reads unknown `{fqn}`")))?;
-    if w.dtype != DType::F32 {
-        return Err(Error::Unsupported(format!("derived weight reads `{fqn}` of dtype {}, expected f32", w.dtype)));
-    }
-    let bytes = w.contiguous_bytes(&program.archive)?;
-    Ok(bytes.chunks_exact(4).map(|c| f64::from(f32::from_le_bytes([c[0], c[1], c[2], c[3]]))).collect())
+    Ok((w, element_bytes(fqn, w.dtype)?))
+}
+
+/// A stored weight as f64 values.
+fn values(program: &Program, fqn: &str) -> Result<Vec<f64>, Error> {
+    let (w, _) = stored(program, fqn)?;
+    let mut out = Vec::new();
+    decode(w.dtype, &w.contiguous_bytes(&program.archive)?, &mut out);
+    Ok(out.into_iter().map(f64::from).collect())
 }
 
 fn optional(program: &Program, fqn: Option<&String>, len: usize, default: f64) -> Result<Vec<f64>, Error> {
@@ -105,16 +130,16 @@ fn compute_f64(program: &Program, recipe: &WeightRecipe) -> Result<Vec<f64>, Err
 /// padding of those), read element by element without computing the whole tensor: what lets
 /// [`crate::compile`] stream a padded embedding of hundreds of megabytes in bounded memory.
 pub enum Moved<'a> {
-    /// Stored f32 weights end to end (`Cast` is one, `ConcatRows` several), with the element
-    /// offset where each starts.
-    Parts { parts: Vec<&'a [u8]>, starts: Vec<usize>, len: usize },
+    /// Stored weights end to end (`Cast` is one, `ConcatRows` several), each with its dtype and
+    /// the element offset where it starts.
+    Parts { parts: Vec<(&'a [u8], DType)>, starts: Vec<usize>, len: usize },
     /// `source` with zeros appended to `padded` in each dim (or each block of a dim).
     Padded { source: Box<Moved<'a>>, dims: Vec<usize>, padded: Vec<usize>, blocks: Vec<usize>, len: usize },
 }
 
 impl<'a> Moved<'a> {
     /// The recipe as moved values, or `None` for one that computes (BatchNorm folds) or reads
-    /// a strided stored weight (then [`compute`] gathers it). Stored weights are f32.
+    /// a strided stored weight (then [`compute`] gathers it).
     pub fn of(program: &'a Program, recipe: &WeightRecipe) -> Result<Option<Moved<'a>>, Error> {
         Ok(Some(match recipe {
             WeightRecipe::Cast { weight } => return Moved::parts(program, std::slice::from_ref(weight)),
@@ -130,20 +155,11 @@ impl<'a> Moved<'a> {
     fn parts(program: &'a Program, fqns: &[String]) -> Result<Option<Moved<'a>>, Error> {
         let (mut parts, mut starts, mut len) = (Vec::new(), Vec::new(), 0usize);
         for fqn in fqns {
-            let w = program
-                .weights
-                .get(fqn)
-                .ok_or_else(|| Error::Unsupported(format!("derived weight reads unknown `{fqn}`")))?;
-            if w.dtype != DType::F32 {
-                return Err(Error::Unsupported(format!(
-                    "derived weight reads `{fqn}` of dtype {}, expected f32",
-                    w.dtype
-                )));
-            }
+            let (w, es) = stored(program, fqn)?;
             let std::borrow::Cow::Borrowed(bytes) = w.contiguous_bytes(&program.archive)? else { return Ok(None) };
             starts.push(len);
-            len += bytes.len() / 4;
-            parts.push(bytes);
+            len += bytes.len() / es;
+            parts.push((bytes, w.dtype));
         }
         Ok(Some(Moved::Parts { parts, starts, len }))
     }
@@ -195,10 +211,10 @@ impl<'a> Moved<'a> {
                 let mut at = range.start;
                 while at < range.end {
                     let p = starts.partition_point(|&s| s <= at).saturating_sub(1);
-                    let part_end = starts[p] + parts[p].len() / 4;
-                    let end = range.end.min(part_end);
-                    let bytes = parts[p].get((at - starts[p]) * 4..(end - starts[p]) * 4).unwrap_or_default();
-                    out.extend(bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])));
+                    let (bytes, dtype) = parts[p];
+                    let es = if dtype == DType::F32 { 4 } else { 2 };
+                    let end = range.end.min(starts[p] + bytes.len() / es);
+                    decode(dtype, bytes.get((at - starts[p]) * es..(end - starts[p]) * es).unwrap_or_default(), out);
                     if end <= at {
                         break; // a part shorter than its start says: never for a checked weight
                     }

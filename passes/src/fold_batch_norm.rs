@@ -6,7 +6,8 @@
 //!
 //! Preconditions for a fold: the convolution is not transposed, its only consumer is the
 //! BatchNorm's first output (the other two are unused), and every weight involved is a stored
-//! f32 weight. Otherwise the pair is left alone.
+//! weight of the convolution weight's dtype, f32, bf16 or f16 (the fold is computed in f64 and
+//! rounded to that dtype). Otherwise the pair is left alone.
 //!
 //! A filetest (the input graph, then the graph the pass leaves after `; expect:`):
 //!
@@ -20,11 +21,11 @@ use crate::pass::{Changed, Pass, PassCx, PassError};
 /// See the module docs.
 pub struct FoldBatchNorm;
 
-/// The state-dict name of a stored f32 weight feeding `v`, if that is what feeds it.
-fn stored_f32(graph: &Graph, v: ValueRef) -> Option<String> {
+/// The state-dict name of a stored weight of `dtype` feeding `v`, if that is what feeds it.
+fn stored(graph: &Graph, v: ValueRef, dtype: DType) -> Option<String> {
     let node = graph.node(v.node);
     match &node.op {
-        Op::Input(k) if node.outputs[0].dtype == DType::F32 => k.weight_fqn().map(str::to_string),
+        Op::Input(k) if node.outputs[0].dtype == dtype => k.weight_fqn().map(str::to_string),
         _ => None,
     }
 }
@@ -50,20 +51,25 @@ fn find(graph: &Graph, bn: NodeId) -> Option<Fold> {
         return None;
     }
     let conv_in = graph.inputs(conv);
-    let weight = stored_f32(graph, conv_in[1])?;
-    let bias = if conv_bias { Some(stored_f32(graph, conv_in[2])?) } else { None };
+    let dtype = graph.value_type(conv_in[1]).dtype;
+    if !WeightRecipe::handles(dtype) {
+        return None;
+    }
+    let stored = |graph: &Graph, v: ValueRef| stored(graph, v, dtype);
+    let weight = stored(graph, conv_in[1])?;
+    let bias = if conv_bias { Some(stored(graph, conv_in[2])?) } else { None };
     let mut rest = bn_in[1..].iter();
     let mut next_opt = |present: bool| -> Option<Option<String>> {
         if present {
-            Some(Some(stored_f32(graph, *rest.next()?)?))
+            Some(Some(stored(graph, *rest.next()?)?))
         } else {
             Some(None)
         }
     };
     let gamma = next_opt(has_weight)?;
     let beta = next_opt(has_bias)?;
-    let mean = stored_f32(graph, *rest.next()?)?;
-    let var = stored_f32(graph, *rest.next()?)?;
+    let mean = stored(graph, *rest.next()?)?;
+    let var = stored(graph, *rest.next()?)?;
     let bn_name = &graph.node(bn).name;
     let w_ty = graph.node(conv_in[1].node).outputs[0].clone();
     let c_out = w_ty.dims.first()?.clone();
@@ -79,7 +85,7 @@ fn find(graph: &Graph, bn: NodeId) -> Option<Fold> {
             WeightRecipe::BnFoldedWeight { weight: weight.clone(), gamma: gamma.clone(), var: var.clone(), eps },
             WeightRecipe::BnFoldedBias { bias, gamma, beta, mean, var, eps },
         ),
-        types: (w_ty, TensorType { dtype: DType::F32, dims: vec![c_out] }),
+        types: (w_ty, TensorType { dtype, dims: vec![c_out] }),
     })
 }
 

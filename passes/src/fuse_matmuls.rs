@@ -5,7 +5,8 @@
 //! instead of several small ones, which keeps a TPU's matrix unit busier.
 //!
 //! Preconditions per group: two or more `mm` nodes with the same left operand, each right
-//! operand a `[1, 0]` permute of a stored f32 weight, all with the same `k` and precision.
+//! operand a `[1, 0]` permute of a stored weight of the `mm`'s dtype (f32, bf16 or f16), all
+//! with the same `k` and precision.
 //! Postcondition: each group is one `mm` plus slices; the permutes left unused go to `dce`.
 //!
 //! Attention's Q/K/V projections, as a filetest (the input graph, then the graph after the
@@ -23,18 +24,20 @@ use crate::pass::{Changed, Pass, PassCx, PassError};
 /// See the module docs.
 pub struct FuseMatmuls;
 
-/// One candidate: the `mm`, its stored weight's name and `[n, k]`.
+/// One candidate: the `mm`, its stored weight's name, `[n, k]` and dtype.
 struct Candidate {
     mm: NodeId,
     weight: String,
     n: i64,
     k: i64,
+    dtype: DType,
 }
 
-/// `mm(x, permute(W, [1, 0]))` with `W` a stored f32 `[n, k]` weight.
+/// `mm(x, permute(W, [1, 0]))` with `W` a stored `[n, k]` weight of the `mm`'s dtype.
 fn candidate(graph: &Graph, mm: NodeId) -> Option<(ValueRef, Candidate)> {
     let node = graph.node(mm);
-    if node.op != Op::Mm || node.outputs[0].dtype != DType::F32 {
+    let dtype = node.outputs[0].dtype;
+    if node.op != Op::Mm || !WeightRecipe::handles(dtype) {
         return None;
     }
     let ins = graph.inputs(mm);
@@ -48,30 +51,30 @@ fn candidate(graph: &Graph, mm: NodeId) -> Option<(ValueRef, Candidate)> {
     let fqn = kind.weight_fqn()?;
     let dims: Vec<i64> = w.outputs[0].dims.iter().filter_map(Dim::as_static).collect();
     let [n, k] = dims[..] else { return None };
-    (w.outputs[0].dtype == DType::F32).then(|| (ins[0], Candidate { mm, weight: fqn.to_string(), n, k }))
+    (w.outputs[0].dtype == dtype).then(|| (ins[0], Candidate { mm, weight: fqn.to_string(), n, k, dtype }))
 }
 
 fn fuse(graph: &mut Graph, x: ValueRef, group: &[Candidate]) {
-    let (k, total): (i64, i64) = (group[0].k, group.iter().map(|c| c.n).sum());
+    let (k, dtype, total): (i64, DType, i64) = (group[0].k, group[0].dtype, group.iter().map(|c| c.n).sum());
     let first = graph.node(group[0].mm).clone();
     let m = first.outputs[0].dims[0].clone();
     let names: Vec<String> = group.iter().map(|c| c.weight.clone()).collect();
     let fqn = format!("fused:{}", names.join("+"));
     let derived =
         Op::Input(InputKind::Derived { fqn: fqn.clone(), recipe: WeightRecipe::ConcatRows { weights: names } });
-    let w = graph.add_weight_input(Node::new(fqn, derived, [TensorType::new(DType::F32, &[total, k])]));
+    let w = graph.add_weight_input(Node::new(fqn, derived, [TensorType::new(dtype, &[total, k])]));
     let at = |name: &str, op: Op, ty: TensorType| Node::derived(&first, format_args!("fuse_matmuls.{name}"), op, [ty]);
     let wt = graph.add_op(
-        at("t", Op::Permute { dims: vec![1, 0] }, TensorType::new(DType::F32, &[k, total])),
+        at("t", Op::Permute { dims: vec![1, 0] }, TensorType::new(dtype, &[k, total])),
         &[ValueRef { node: w, slot: 0 }],
     );
-    let mut mm = at("mm", Op::Mm, TensorType { dtype: DType::F32, dims: vec![m.clone(), Dim::Static(total)] });
+    let mut mm = at("mm", Op::Mm, TensorType { dtype, dims: vec![m.clone(), Dim::Static(total)] });
     mm.precision = first.precision;
     let fused = graph.add_op(mm, &[x, ValueRef { node: wt, slot: 0 }]);
     let mut start = 0;
     for (i, c) in group.iter().enumerate() {
         let slice = Op::Slice { dim: 1, start: Dim::Static(start), end: Dim::Static(start + c.n), step: 1 };
-        let ty = TensorType { dtype: DType::F32, dims: vec![m.clone(), Dim::Static(c.n)] };
+        let ty = TensorType { dtype, dims: vec![m.clone(), Dim::Static(c.n)] };
         let s = graph.add_op(at(&format!("slice{i}"), slice, ty), &[ValueRef { node: fused, slot: 0 }]);
         graph.replace_uses(ValueRef { node: c.mm, slot: 0 }, ValueRef { node: s, slot: 0 });
         graph.remove_node(c.mm);

@@ -64,6 +64,7 @@ impl<'a> WeightsEntry<'a> {
                     let ty = &node.outputs[0];
                     let dtype = match ty.dtype {
                         DType::BF16 => Dtype::BF16,
+                        DType::F16 => Dtype::F16,
                         DType::F32 => Dtype::F32,
                         d => return Err(Error::Unsupported(format!("derived weight `{fqn}` of dtype {d}"))),
                     };
@@ -173,6 +174,7 @@ fn write_derived(program: &Program, recipe: &WeightRecipe, dtype: DType, out: &m
     let io = |e: std::io::Error| Error::Io { path: artifact_entry(), reason: e.to_string() };
     let encode = |v: f32, into: &mut Vec<u8>| match dtype {
         DType::BF16 => into.extend_from_slice(&half::bf16::from_f32(v).to_le_bytes()),
+        DType::F16 => into.extend_from_slice(&half::f16::from_f32(v).to_le_bytes()),
         _ => into.extend_from_slice(&v.to_le_bytes()),
     };
     let mut bytes = Vec::new();
@@ -275,6 +277,9 @@ mod tests {
                         DType::BF16 => {
                             (Dtype::BF16, values.iter().flat_map(|&v| half::bf16::from_f32(v).to_le_bytes()).collect())
                         }
+                        DType::F16 => {
+                            (Dtype::F16, values.iter().flat_map(|&v| half::f16::from_f32(v).to_le_bytes()).collect())
+                        }
                         _ => (Dtype::F32, values.iter().flat_map(|v| v.to_le_bytes()).collect()),
                     };
                     let shape = ty.dims.iter().filter_map(|d| d.as_static()).map(|d| d as usize).collect();
@@ -296,12 +301,13 @@ mod tests {
     /// The streamed entry holds, tensor for tensor and bit for bit, what safetensors writes from
     /// whole tensors: stored weights of every dtype, strided and overlapping views (edge_cases),
     /// and derived weights of every recipe, moved a chunk at a time (padded, padded in head
-    /// blocks, stacked, cast, GPT-2's padded embedding) or computed (BatchNorm folds). Its data
+    /// blocks, stacked, cast, GPT-2's padded embedding) or computed (BatchNorm folds), from f32
+    /// and from bf16 weights (llama_bf16, cnn_bf16). Its data
     /// starts at 64 bytes, and so does every tensor of a size that is a multiple of 64.
     #[test]
     fn streamed_weights_are_what_safetensors_writes() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/models");
-        for model in ["edge_cases", "llama_tiny", "resnet_mini", "gpt2_tiny"] {
+        for model in ["edge_cases", "llama_tiny", "resnet_mini", "gpt2_tiny", "llama_bf16", "cnn_bf16"] {
             let program = import(&root.join(format!("{model}.pt2"))).expect("imports");
             let mut opts = LowerOptions::default();
             opts.pass_options.pad_multiple = Some(128);

@@ -108,6 +108,17 @@ pub struct Comparison {
 /// Float outputs match when their max abs diff is at most this times the reference's scale.
 pub const FLOAT_TOLERANCE: f64 = 1e-4;
 
+/// The tolerance of outputs of `dtype`: [`FLOAT_TOLERANCE`], or for the 16-bit floats what
+/// their precision allows (bf16 keeps 8 significant bits, f16 11: a program that rounds in
+/// other places than eager differs by a few units in their last place).
+pub fn tolerance(dtype: DType) -> f64 {
+    match dtype {
+        DType::BF16 => 2e-2,
+        DType::F16 => 2e-3,
+        _ => FLOAT_TOLERANCE,
+    }
+}
+
 /// Runs the artifact's CPU executable.
 pub fn run(req: &RunRequest) -> Result<RunReport, Error> {
     let started = Instant::now();
@@ -382,8 +393,8 @@ fn pick_bucket<'m>(
 }
 
 /// Complex values compare as their real and imaginary parts. Integers and bools must match
-/// exactly; floats within [`FLOAT_TOLERANCE`] of the reference's
-/// scale, with NaN and infinities in the same places.
+/// exactly; floats within their dtype's [`tolerance`] of the reference's scale, with NaN and
+/// infinities in the same places.
 pub fn compare(out: &Array, reference: &Array) -> Comparison {
     if let (Some(out), Some(reference)) = (out.complex_parts(), reference.complex_parts()) {
         return compare(&out, &reference);
@@ -409,7 +420,7 @@ pub fn compare(out: &Array, reference: &Array) -> Comparison {
         }
     }
     let max_rel = max_abs / scale.max(1.0);
-    let ok = nonfinite_mismatch == 0 && if exact { max_abs == 0.0 } else { max_rel <= FLOAT_TOLERANCE };
+    let ok = nonfinite_mismatch == 0 && if exact { max_abs == 0.0 } else { max_rel <= tolerance(out.dtype) };
     let note = (nonfinite_mismatch > 0).then(|| format!("{nonfinite_mismatch} NaN/inf positions differ"));
     Comparison { max_abs_diff: max_abs, max_rel_diff: max_rel, ok, note }
 }

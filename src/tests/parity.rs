@@ -114,7 +114,9 @@ parity_tests!(
     cnn_dynbatch,
     moe_tiny,
     size_outputs,
-    size_floats
+    size_floats,
+    llama_bf16,
+    cnn_bf16
 );
 
 #[test]
@@ -148,6 +150,7 @@ fn every_model_matches_with_padding_forced_on() {
             "mobilenet_v2_tiny",
             "effnet_block",
             "moe_tiny",
+            "llama_bf16",
         ];
         assert_eq!(!pad.padded.is_empty(), wide.contains(name), "{name}: {pad:?}");
         if name.starts_with("llama_tiny") {

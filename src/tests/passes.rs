@@ -167,6 +167,40 @@ fn attention_and_mlp_projections_fuse() {
     assert_eq!(m.weights.order.iter().filter(|w| w.starts_with("fused:")).count(), 4, "{:?}", m.weights.order);
 }
 
+/// Models exported in bf16 (as real checkpoints ship) get the rewrites f32 ones get: the bf16
+/// Llama's Q/K/V and gate/up projections fuse on bf16 stacked weights, the bf16 CNN's two
+/// BatchNorms fold into bf16 convolution weights; the parity tests check their numbers with
+/// every pass on, with and without padding.
+#[test]
+fn bf16_models_get_the_same_rewrites() {
+    let tmp = TempDir::new("bf16-rewrites");
+    let manifest = |model: &str| {
+        let out = tmp.0.join(format!("{model}.tpuexe"));
+        let path = s(&testdata().join(format!("models/{model}.pt2")));
+        let (code, _, err) = run_cli(&["compile", &path, "-o", &s(&out), "--target", "cpu", "--no-cache", "-q"]);
+        assert_eq!(code, 0, "{model}: {err}");
+        Artifact::open(&out).expect("artifact").manifest
+    };
+    let notes = |m: &crate::artifact::Manifest, pass: &str| {
+        m.buckets[0].passes.iter().find(|p| p.pass == pass).expect("ran").notes.clone()
+    };
+    let llama = manifest("llama_bf16");
+    assert_eq!(notes(&llama, "fuse_matmuls"), ["5 matmuls fused into wider ones on stacked weights"]);
+    let cnn = manifest("cnn_bf16");
+    assert_eq!(notes(&cnn, "fold_batch_norm"), ["2 batch norms folded into the preceding convolution"]);
+    for m in [&llama, &cnn] {
+        let art = Artifact::open(&tmp.0.join(format!("{}.tpuexe", m.source.file.trim_end_matches(".pt2"))));
+        let art = art.expect("artifact");
+        let st = safetensors::SafeTensors::deserialize(art.weights().expect("embedded")).expect("safetensors");
+        let derived: Vec<_> =
+            m.weights.order.iter().filter(|w| w.starts_with("fused:") || w.contains("@folded:")).collect();
+        assert!(!derived.is_empty(), "{:?}", m.weights.order);
+        for w in derived {
+            assert_eq!(st.tensor(w).expect("stored").dtype(), safetensors::Dtype::BF16, "{w}");
+        }
+    }
+}
+
 /// Each attention of the tiny Llama (2 layers) is one `stablehlo.composite "torchtpu.sdpa"`
 /// whose decomposition holds `Q·Kᵀ`, the mask add, one safe softmax and `P·V`; `--no-sdpa`
 /// emits the same ops inline. XLA inlines the composite: the parity tests run it.

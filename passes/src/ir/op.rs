@@ -110,6 +110,15 @@ pub enum WeightRecipe {
     },
 }
 
+impl WeightRecipe {
+    /// True for the dtypes recipes read stored weights in and write derived ones in: f32, bf16
+    /// and f16 (read exactly as f32; values only moved are written back exactly, computed ones
+    /// rounded).
+    pub fn handles(dtype: DType) -> bool {
+        matches!(dtype, DType::F32 | DType::BF16 | DType::F16)
+    }
+}
+
 impl InputKind {
     /// The state-dict or constant name of a stored input; `None` for user inputs.
     pub fn weight_fqn(&self) -> Option<&str> {

@@ -2,7 +2,7 @@
 //! widened (with zero-padded derived weights), and `bmm`s that contract padded dims.
 
 use super::{Contraction, Padded, PaddedContraction, PaddedDim, Padder, Width, Widths};
-use crate::ir::{DType, Graph, NodeId, ValueRef};
+use crate::ir::{Graph, NodeId, ValueRef, WeightRecipe};
 
 impl Padder {
     /// `mm(x, w)` (`x_slot` 0) or `addmm(c, x, w)` (`x_slot` 1) on 2-D float operands.
@@ -158,7 +158,7 @@ impl Padder {
         }
         let out = graph.node(id).outputs[0].clone();
         let Some(wd) = graph.value_type(w).static_dims() else { return false };
-        let (&[_, e], true) = (&wd[..], out.dtype == DType::F32) else { return false };
+        let (&[_, e], true) = (&wd[..], WeightRecipe::handles(out.dtype)) else { return false };
         let widths = self.widen(1, e);
         if widths.is_empty() {
             return true;

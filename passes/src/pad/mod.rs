@@ -51,7 +51,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::ir::{norm_dim, DType, Dim, Graph, NodeId, Op, Scalar, UnaryOp, ValueRef};
+use crate::ir::{norm_dim, DType, Dim, Graph, InputKind, NodeId, Op, Scalar, UnaryOp, ValueRef, WeightRecipe};
 use crate::pass::{Changed, Pass, PassCx, PassError};
 
 /// See the module docs.
@@ -313,6 +313,50 @@ impl Padder {
     }
 }
 
+impl Padder {
+    /// An embedding gathers rows by index, so a table with zero rows appended gives the same
+    /// result: where its weight also has a copy padded further along the rows (a tied weight
+    /// such as GPT-2's `wte`, whose LM head pads the vocabulary), the embedding reads that copy
+    /// and the weight is stored once. Returns how many embeddings changed.
+    fn share_tables(&self, graph: &mut Graph) -> usize {
+        let mut shared = 0;
+        let embeddings: Vec<NodeId> = graph.node_ids().filter(|&id| graph.node(id).op == Op::Embedding).collect();
+        for id in embeddings {
+            let table = graph.inputs(id)[0];
+            let Some((fqn, padded, blocks)) = padding_of(graph, table.node) else { continue };
+            let wider = self
+                .padded_weights
+                .iter()
+                .filter(|((f, p, b), _)| {
+                    *f == fqn && p.len() == 2 && p[1] == padded[1] && b[1] == blocks[1] && b[0] == 1 && p[0] > padded[0]
+                })
+                .max_by_key(|((_, p, _), _)| p[0]);
+            if let Some((_, &copy)) = wider {
+                graph.set_input(id, 0, ValueRef { node: copy, slot: 0 });
+                shared += 1;
+            }
+        }
+        shared
+    }
+}
+
+/// The weight a 2-d table comes from, and its padding: a stored weight (as it is) or a padded
+/// copy of one.
+fn padding_of(graph: &Graph, node: NodeId) -> Option<(String, Vec<i64>, Vec<i64>)> {
+    let n = graph.node(node);
+    let dims = n.outputs[0].static_dims()?;
+    match &n.op {
+        Op::Input(InputKind::Derived { recipe: WeightRecipe::Pad { source, padded, blocks, .. }, .. }) => {
+            let WeightRecipe::Cast { weight } = source.as_ref() else { return None };
+            let blocks = if blocks.is_empty() { vec![1; padded.len()] } else { blocks.clone() };
+            Some((weight.clone(), padded.clone(), blocks))
+        }
+        Op::Input(k) => Some((k.weight_fqn()?.to_string(), dims.clone(), vec![1; dims.len()])),
+        _ => None,
+    }
+    .filter(|(_, p, _)| p.len() == 2)
+}
+
 impl Pass for Pad {
     fn name(&self) -> &'static str {
         "pad"
@@ -341,6 +385,7 @@ impl Pass for Pad {
         for id in order {
             p.visit(graph, id);
         }
+        let shared = p.share_tables(graph);
         let outputs: Vec<ValueRef> = graph.outputs().iter().map(|o| o.value).collect();
         for v in outputs {
             if p.state.contains_key(&v) {
@@ -351,10 +396,11 @@ impl Pass for Pad {
         let flops: u64 = p.contractions.iter().map(|c| c.extra_flops).sum();
         cx.note(p.contractions.len(), &format!("contractions padded to multiples of {multiple} (+{flops} FLOPs)"));
         cx.note(p.padded_weights.len(), "weights zero-padded at compile time");
+        cx.note(shared, "embedding tables read from their tied weight's padded copy");
         cx.note(p.pads, "activations zero-padded");
         cx.note(p.slices, "slices back to true sizes");
         cx.note(removed, "nodes without users removed first");
-        let changed = removed > 0 || !p.contractions.is_empty() || p.pads > 0 || p.slices > 0;
+        let changed = removed > 0 || !p.contractions.is_empty() || p.pads > 0 || p.slices > 0 || shared > 0;
         cx.padded = p.contractions;
         Ok(if changed { Changed::Yes } else { Changed::No })
     }

@@ -137,7 +137,7 @@ impl Padder {
         cur
     }
 
-    /// A derived weight: the f32 weight `id` zero-padded as `want` says.
+    /// A derived weight: the weight `id` (f32, bf16 or f16) zero-padded as `want` says.
     pub(super) fn padded_weight(&mut self, graph: &mut Graph, id: NodeId, want: &Widths) -> Option<NodeId> {
         let node = graph.node(id);
         let (fqn, source) = match &node.op {
@@ -148,7 +148,7 @@ impl Padder {
             }
             _ => return None,
         };
-        if node.outputs[0].dtype != DType::F32 {
+        if !WeightRecipe::handles(node.outputs[0].dtype) {
             return None;
         }
         let mut ty = node.outputs[0].clone();
