@@ -16,13 +16,13 @@ use std::io::Write;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+use crate::container::write::{FileSink, Sink, ZipOut};
+use crate::container::{ContainerError, MappedFile, MappedZip};
 use safetensors::tensor::Dtype;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use thiserror::Error;
 use torchtpu_passes::ir::{DType, Dim, OutputKind, SymExpr, TensorType};
-use crate::container::write::{FileSink, Sink, ZipOut};
-use crate::container::{ContainerError, MappedFile, MappedZip};
 use torchtpu_passes::pad::PaddedContraction;
 
 /// Identifies the artifact layout; bumped when the meaning of a field changes.

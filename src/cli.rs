@@ -630,7 +630,10 @@ fn compile_cmd(args: &CompileArgs, out: &mut dyn Write, err: &mut dyn Write) -> 
     }
     if args.weights == WeightsArg::External {
         return Err(Cli::command()
-            .error(clap::error::ErrorKind::ArgumentConflict, "`--weights external` needs `--emit exe`: other forms hold no weights")
+            .error(
+                clap::error::ErrorKind::ArgumentConflict,
+                "`--weights external` needs `--emit exe`: other forms hold no weights",
+            )
             .into());
     }
     let bindings = driver::example_bindings(&program)

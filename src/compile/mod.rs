@@ -18,7 +18,9 @@ use torchtpu_passes::PassOptions;
 pub use target::TargetCompiler;
 use weights::WeightsEntry;
 
-use crate::artifact::{self, Bucket, Executable, PassInfo, Payload, PluginInfo, Streamed, TargetEntry, TpuInfo, WeightsInfo};
+use crate::artifact::{
+    self, Bucket, Executable, PassInfo, Payload, PluginInfo, Streamed, TargetEntry, TpuInfo, WeightsInfo,
+};
 use crate::cache::{Cache, CacheConfig, Outcome};
 use crate::driver::{self, LowerOptions, Lowered};
 use crate::emit::{EmitOptions, GroupedMm, Precision};

@@ -196,7 +196,11 @@ impl MappedZip {
     }
 
     /// See [`MappedFile::for_each_chunk`].
-    pub fn for_each_chunk(&self, range: Range<usize>, f: impl FnMut(&[u8]) -> std::io::Result<()>) -> std::io::Result<()> {
+    pub fn for_each_chunk(
+        &self,
+        range: Range<usize>,
+        f: impl FnMut(&[u8]) -> std::io::Result<()>,
+    ) -> std::io::Result<()> {
         self.file.for_each_chunk(range, f)
     }
 

@@ -315,8 +315,7 @@ mod tests {
         drop(zip);
         let mut zip = ZipOut::new(std::fs::File::create(&path).expect("creates"));
         zip.entry("a.txt", 5, |w| w.write_all(b"hello").map_err(|e| e.to_string())).expect("a");
-        zip.entry("b/copied", 200_000, |w| w.copy_range(&src, 0..200_000, None).map_err(|e| e.to_string()))
-            .expect("b");
+        zip.entry("b/copied", 200_000, |w| w.copy_range(&src, 0..200_000, None).map_err(|e| e.to_string())).expect("b");
         zip.finish().expect("finishes");
         let read = MappedZip::open_verified(&path).expect("reads and verifies");
         assert_eq!(read.get("a.txt"), Some(&b"hello"[..]));

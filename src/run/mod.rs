@@ -18,9 +18,9 @@ use std::collections::BTreeMap;
 mod weights;
 
 use crate::artifact::{Artifact, Bucket, Manifest, TargetEntry};
+use crate::cache::{Cache, CacheConfig};
 use crate::npy::{Array, NpyError};
 use crate::pjrt::{Buffer, Client, ElementType, PjrtError, Plugin};
-use crate::cache::{Cache, CacheConfig};
 use crate::setup::cpu_plugin;
 use crate::Error;
 
@@ -142,7 +142,8 @@ pub fn run(req: &RunRequest) -> Result<RunReport, Error> {
     let exe_bytes = art.verified(&exe_entry.entry, &exe_entry.sha256)?;
     let client = client_for(target, req.plugin.as_deref())?;
     let exe = client.deserialize(exe_bytes).map_err(RunError::Execute)?;
-    let cache = req.cache_dir.as_ref().map(|dir| Cache::open(&CacheConfig { dir: Some(dir.clone()), ..CacheConfig::off() }));
+    let cache =
+        req.cache_dir.as_ref().map(|dir| Cache::open(&CacheConfig { dir: Some(dir.clone()), ..CacheConfig::off() }));
     let verification = weights::Verification { always_hash: req.verify_weights, cache: cache.as_ref() };
     let weights = weights::load(&client, &art, &verification)?;
     let mut buffers = Vec::new();

@@ -122,7 +122,12 @@ fn locate(art: &Artifact) -> Result<Located<'_>, Error> {
 /// Every tensor of the weights file in the order of its bytes: the ones the program takes go to
 /// the device, all are hashed (with `hasher`) with the bytes between them, and each one's pages
 /// are handed back after it.
-fn transfer(client: &Client, art: &Artifact, at: &Located, mut hasher: Option<&mut Sha256>) -> Result<Vec<Buffer>, Error> {
+fn transfer(
+    client: &Client,
+    art: &Artifact,
+    at: &Located,
+    mut hasher: Option<&mut Sha256>,
+) -> Result<Vec<Buffer>, Error> {
     let order = &art.manifest.weights.order;
     let file = at.file.get();
     let bytes = &file.bytes()[at.range.clone()];
@@ -158,7 +163,9 @@ fn transfer(client: &Client, art: &Artifact, at: &Located, mut hasher: Option<&m
     order
         .iter()
         .zip(buffers)
-        .map(|(name, b)| b.ok_or_else(|| RunError::Weights(format!("the weights lack `{name}`, which the program takes")).into()))
+        .map(|(name, b)| {
+            b.ok_or_else(|| RunError::Weights(format!("the weights lack `{name}`, which the program takes")).into())
+        })
         .collect()
 }
 

@@ -68,14 +68,20 @@ fn external_weights_run_are_reused_and_a_changed_file_is_refused() {
     for extra in [&cache_dir[..], &[&cache_dir[..], &["--verify-weights"]].concat(), &["--no-cache"]] {
         let (code, err) = run_mlp(&art, &tmp.0, extra);
         assert_eq!(code, 1, "{extra:?}: {err}");
-        assert!(err.contains(&format!("weights `{}`", file.display())) && err.contains("changed since the compile"), "{err}");
+        assert!(
+            err.contains(&format!("weights `{}`", file.display())) && err.contains("changed since the compile"),
+            "{err}"
+        );
     }
     // Another size is refused before any read; a missing file names where it was looked for.
     bytes.push(0);
     std::fs::write(&file, &bytes).expect("writes");
     let (code, err) = run_mlp(&art, &tmp.0, &cache_dir);
     assert_eq!(code, 1);
-    assert!(err.contains(&format!("it has {} bytes, the artifact was compiled with {}", bytes.len(), last + 1)), "{err}");
+    assert!(
+        err.contains(&format!("it has {} bytes, the artifact was compiled with {}", bytes.len(), last + 1)),
+        "{err}"
+    );
     std::fs::remove_file(&file).expect("removes");
     let (code, err) = run_mlp(&art, &tmp.0, &cache_dir);
     assert_eq!(code, 1);

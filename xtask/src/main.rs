@@ -4,6 +4,7 @@
 //! Run from anywhere in the workspace as `cargo xtask <command>`.
 
 mod codegen;
+mod large;
 mod measure;
 mod setup;
 
@@ -40,8 +41,17 @@ enum Task {
     /// Time lowering, XLA compile and run of every test model (release build), then the
     /// sections: passes, bucketing, cache, grouped-mm, avg-pool.
     Bench {
-        /// Only these sections (default: everything).
+        /// Only these sections (default: everything but --large and --peers).
         sections: Vec<String>,
+        /// Real-size models (GPT-2 124M, a 1B-parameter Llama in bf16; generated with torch on
+        /// first use): lowering, cold and cached compiles against `cp`, memory against the
+        /// bounds, `run`.
+        #[arg(long)]
+        large: bool,
+        /// Our programs against torchax's and torch-mlir's for the models of ../shared/peers
+        /// (or $TORCHTPU_PEERS_DIR), on the same plugin in one process.
+        #[arg(long)]
+        peers: bool,
     },
     /// Regenerate testdata/ with real PyTorch in a private venv (a 5 GB install, not run by CI).
     Testdata {
@@ -71,7 +81,7 @@ fn main() -> Result<()> {
         Task::Codegen { check } => codegen::codegen(check),
         Task::Parity => measure::parity(),
         Task::Coverage => coverage(),
-        Task::Bench { sections } => measure::bench(&sections),
+        Task::Bench { sections, large, peers } => measure::bench(&sections, large, peers),
         Task::Testdata { models } => testdata(&models),
         Task::Bless => bless(),
         Task::Ci => ci(),
@@ -169,7 +179,7 @@ pub fn testdata_python() -> Result<PathBuf> {
     Ok(python)
 }
 
-fn path_str(p: &Path) -> Result<&str> {
+pub fn path_str(p: &Path) -> Result<&str> {
     p.to_str().with_context(|| format!("path `{}` is not UTF-8", p.display()))
 }
 

@@ -11,16 +11,16 @@ use serde_json::Value;
 use crate::{root, run};
 
 /// One finished process: wall time, peak resident memory, exit status, stdout.
-struct Measured {
-    secs: f64,
-    max_rss_mib: f64,
-    ok: bool,
-    stdout: String,
-    stderr: String,
+pub(crate) struct Measured {
+    pub secs: f64,
+    pub max_rss_mib: f64,
+    pub ok: bool,
+    pub stdout: String,
+    pub stderr: String,
 }
 
 /// Runs `bin args…` and measures it with `wait4` (peak RSS of exactly that child).
-fn measure(bin: &Path, args: &[&str]) -> Result<Measured> {
+pub(crate) fn measure(bin: &Path, args: &[&str]) -> Result<Measured> {
     use std::io::Read;
     let start = Instant::now();
     let mut child = Command::new(bin)
@@ -147,7 +147,7 @@ pub fn parity() -> Result<()> {
     Ok(())
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
 }
@@ -164,16 +164,23 @@ const SECTIONS: [(&str, Section); 5] = [
     ("avg-pool", avg_pool_bench),
 ];
 
-/// Every figure, or only the `sections` named (`models` is the per-model table).
-pub fn bench(sections: &[String]) -> Result<()> {
+/// Every figure, or only the `sections` named (`models` is the per-model table); `--large` and
+/// `--peers` run only when asked.
+pub fn bench(sections: &[String], large: bool, peers: bool) -> Result<()> {
     let known: Vec<&str> = ["models"].into_iter().chain(SECTIONS.iter().map(|(n, _)| *n)).collect();
     if let Some(unknown) = sections.iter().find(|s| !known.contains(&s.as_str())) {
         bail!("unknown bench section `{unknown}` (sections: {})", known.join(", "));
     }
-    let wanted = |name: &str| sections.is_empty() || sections.iter().any(|s| s == name);
+    let wanted = |name: &str| (sections.is_empty() && !large && !peers) || sections.iter().any(|s| s == name);
     let bin = release_binary()?;
     let tmp = root().join("target/xtask-bench");
     std::fs::create_dir_all(&tmp)?;
+    if large {
+        crate::large::large(&bin, &tmp)?;
+    }
+    if peers {
+        crate::large::peers(&bin, &tmp)?;
+    }
     if wanted("models") {
         model_table(&bin, &tmp)?;
     }
@@ -226,7 +233,7 @@ fn model_table(bin: &Path, tmp: &Path) -> Result<()> {
 
 /// A benchmark-only model of testdata/gen.py's `BENCH_MODELS`, generated into the set-up
 /// folder on first use (it needs the generator's torch venv).
-fn bench_model(name: &str) -> Result<PathBuf> {
+pub(crate) fn bench_model(name: &str) -> Result<PathBuf> {
     let path = crate::setup::setup_dir().join(format!("bench/{name}.pt2"));
     if !path.exists() {
         let python = crate::testdata_python()?;

@@ -1,0 +1,239 @@
+//! `cargo xtask bench --large` and `cargo xtask bench --peers`.
+//!
+//! `--large`: real-size models generated with real torch into the set-up folder (GPT-2 124M in
+//! f32 and a Llama-3.2-1B-shaped model in bf16): lowering against `inspect`, cold and cached
+//! compiles against `cp` of the archive, peak RSS against the memory bounds (compile: 10% of
+//! the weights + 300 MB; run: the weights + 300 MB), artifact write throughput, and `run`.
+//!
+//! `--peers`: per model of `../shared/peers` (or `$TORCHTPU_PEERS_DIR`), our program (compiled
+//! for CPU, passes on) against the StableHLO torchax and torch-mlir emit for the same archive,
+//! all compiled by the same CPU plugin with the same options and timed in one process
+//! (`examples/time_programs.rs`), as ratios.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use serde_json::{json, Value};
+
+use crate::measure::{bench_model, measure, median, Measured};
+use crate::{path_str, root, run};
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// Runs `cmd` `n` times (after `before` each time); the median seconds and the largest peak RSS.
+fn repeat(n: usize, mut before: impl FnMut(), cmd: &Path, args: &[&str]) -> Result<(f64, f64)> {
+    let (mut secs, mut rss) = (Vec::new(), 0f64);
+    for _ in 0..n {
+        before();
+        let m = measure(cmd, args)?;
+        if !m.ok {
+            bail!("{} {} failed:\n{}", cmd.display(), args.join(" "), m.stderr);
+        }
+        secs.push(m.secs);
+        rss = rss.max(m.max_rss_mib);
+    }
+    Ok((median(secs), rss))
+}
+
+pub fn large(bin: &Path, tmp: &Path) -> Result<()> {
+    println!("large models: medians of 3 runs of the release binary; cp and the cache hits write fresh files");
+    for model in ["gpt2_124m", "llama_1b_bf16"] {
+        let pt2 = bench_model(model)?;
+        let pt2 = path_str(&pt2)?;
+        let reference = pt2.trim_end_matches(".pt2").to_string();
+        let weights = std::fs::metadata(pt2)?.len() as f64;
+        let compile_bound = weights / 10.0 / MIB + 300e6 / MIB;
+        println!("{model}: {:.0} MiB archive", weights / MIB);
+
+        let mlir = tmp.join(format!("{model}.mlir"));
+        let lower_args = ["compile", pt2, "-o", path_str(&mlir)?, "--emit", "stablehlo", "--target", "cpu", "-q"];
+        let (lower, lower_rss) = repeat(3, || {}, bin, &lower_args)?;
+        let (inspect, inspect_rss) = repeat(3, || {}, bin, &["inspect", pt2, "--format", "json"])?;
+        println!(
+            "  lower to StableHLO {:.2} s, {lower_rss:.0} MiB; inspect {:.2} s, {inspect_rss:.0} MiB ({:.2}x)",
+            lower,
+            inspect,
+            lower / inspect
+        );
+
+        let copy = tmp.join("copy.pt2");
+        let (cp, _) = repeat(3, || drop(std::fs::remove_file(&copy)), Path::new("cp"), &[pt2, path_str(&copy)?])?;
+        let _ = std::fs::remove_file(&copy);
+
+        let cache = tmp.join("large-cache");
+        let _ = std::fs::remove_dir_all(&cache);
+        let art = tmp.join(format!("{model}.tpuexe"));
+        let (art_s, cache_s) = (path_str(&art)?.to_string(), path_str(&cache)?.to_string());
+        let compile = |target: &'static str| -> Vec<String> {
+            let v = ["compile", pt2, "-o", &art_s, "--target", target, "--cache-dir", &cache_s, "-q"];
+            v.into_iter().map(String::from).collect()
+        };
+        let cpu = compile("cpu");
+        let cpu: Vec<&str> = cpu.iter().map(String::as_str).collect();
+        let cold = measure(bin, &cpu)?;
+        ok(&cold, "cold compile")?;
+        let (hit, hit_rss) = repeat(3, || drop(std::fs::remove_file(&art)), bin, &cpu)?;
+        let art_bytes = std::fs::metadata(&art)?.len() as f64;
+        println!(
+            "  compile --target cpu: cold {:.2} s, {:.0} MiB; cache hit {hit:.2} s, {hit_rss:.0} MiB; cp {cp:.2} s \
+             (hit / cp {:.2}); bound {compile_bound:.0} MiB: {}",
+            cold.secs,
+            cold.max_rss_mib,
+            hit / cp,
+            verdict(cold.max_rss_mib.max(hit_rss) <= compile_bound)
+        );
+        println!("  artifact {:.0} MiB, written by a cache hit at {:.0} MiB/s", art_bytes / MIB, art_bytes / MIB / hit);
+
+        let input = format!("{reference}/in_0.npy");
+        let out = tmp.join(format!("{model}-out"));
+        let run_args =
+            ["run", &art_s, &input, "--out-dir", path_str(&out)?, "--reference", &reference, "--format", "json"];
+        let runs = measure(bin, &[&run_args[..], &["--cache-dir", &cache_s]].concat())?;
+        let report: Value = serde_json::from_str(&runs.stdout).with_context(|| format!("run: {}", runs.stderr))?;
+        let rel = report["outputs"][0]["comparison"]["max_rel_diff"].as_f64().unwrap_or(f64::NAN);
+        let run_bound = art_bytes / MIB + 300e6 / MIB;
+        println!(
+            "  run (32 tokens): {:.2} s, {:.0} MiB (bound {run_bound:.0} MiB: {}); max rel diff to eager {rel:.2e} ({})",
+            runs.secs,
+            runs.max_rss_mib,
+            verdict(runs.max_rss_mib <= run_bound),
+            if report["ok"].as_bool() == Some(true) { "within tolerance" } else { "OVER tolerance" }
+        );
+
+        let ext = tmp.join(format!("{model}-ext.tpuexe"));
+        let ext_args = ["compile", pt2, "-o", path_str(&ext)?, "--target", "cpu", "--cache-dir", &cache_s, "-q"];
+        let ext_run = measure(bin, &[&ext_args[..], &["--weights", "external"]].concat())?;
+        ok(&ext_run, "compile --weights external")?;
+        println!("  --weights external (executables cached): {:.2} s, {:.0} MiB", ext_run.secs, ext_run.max_rss_mib);
+
+        let tpu = compile("tpu:v6e:1x1");
+        let tpu: Vec<&str> = tpu.iter().map(String::as_str).collect();
+        let tpu_cold = measure(bin, &tpu)?;
+        ok(&tpu_cold, "compile for tpu:v6e:1x1")?;
+        println!(
+            "  compile --target tpu:v6e:1x1, cold: {:.2} s, {:.0} MiB (bound {compile_bound:.0} MiB: {})",
+            tpu_cold.secs,
+            tpu_cold.max_rss_mib,
+            verdict(tpu_cold.max_rss_mib <= compile_bound)
+        );
+        for p in [&art, &ext, &tmp.join(format!("{model}-ext.weights.safetensors"))] {
+            let _ = std::fs::remove_file(p);
+        }
+        let _ = std::fs::remove_dir_all(&cache);
+    }
+    println!("cold: empty cache; cache hit: every executable cached, the artifact written anew; run: plugin load, weights, one forward");
+    Ok(())
+}
+
+fn ok(m: &Measured, what: &str) -> Result<()> {
+    if m.ok {
+        Ok(())
+    } else {
+        bail!("{what} failed:\n{}", m.stderr)
+    }
+}
+
+fn verdict(within: bool) -> &'static str {
+    if within {
+        "within"
+    } else {
+        "OVER"
+    }
+}
+
+/// The peers' folder.
+fn peers_dir() -> Result<PathBuf> {
+    let dir = std::env::var_os("TORCHTPU_PEERS_DIR").map_or_else(|| root().join("../shared/peers"), PathBuf::from);
+    if !dir.join("programs").is_dir() {
+        bail!("no peer programs in `{}` (set TORCHTPU_PEERS_DIR)", dir.display());
+    }
+    Ok(dir)
+}
+
+pub fn peers(bin: &Path, tmp: &Path) -> Result<()> {
+    let dir = peers_dir()?;
+    run("cargo", &["build", "--release", "-q", "--example", "time_programs"], &[])?;
+    let timer = root().join("target/release/examples/time_programs");
+    let mut jobs = Vec::new();
+    let models = ["mlp", "cnn", "resnet18", "llama_tiny", "gpt2_tiny"];
+    for model in models {
+        let pt2 = dir.join(format!("models/{model}.pt2"));
+        let refs = dir.join(format!("models/{model}"));
+        let (input, reference) = (refs.join("in_0.npy"), refs.join("out_0.npy"));
+        let art = tmp.join(format!("peer-{model}.tpuexe"));
+        let m =
+            measure(bin, &["compile", path_str(&pt2)?, "-o", path_str(&art)?, "--target", "cpu", "--no-cache", "-q"])?;
+        ok(&m, &format!("{model}: compile"))?;
+        jobs.push(
+            json!({"name": format!("{model}/ours"), "artifact": art, "args": [{"npy": input}], "reference": reference}),
+        );
+        let programs = dir.join("programs");
+        let torchax = programs.join(format!("{model}.torchax.mlir"));
+        if torchax.exists() {
+            let meta: Value =
+                serde_json::from_slice(&std::fs::read(programs.join(format!("{model}.torchax.meta.json")))?)?;
+            let weights = programs.join(format!("{model}.torchax.weights.npz"));
+            let n = meta["n_weight_args"].as_u64().unwrap_or(0) as usize;
+            let narrow = meta["in_avals"].as_array().and_then(|a| a.get(n)).and_then(Value::as_str).unwrap_or("");
+            let mut args: Vec<Value> = (0..n).map(|i| json!({"npz": weights, "key": format!("arr_{i}")})).collect();
+            args.push(if narrow.starts_with("int32") {
+                json!({"npy": input, "as": "i32"})
+            } else {
+                json!({"npy": input})
+            });
+            let kept: Vec<Value> = meta["kept_var_idx"]
+                .as_array()
+                .context("kept_var_idx")?
+                .iter()
+                .filter_map(|i| args.get(i.as_u64()? as usize).cloned())
+                .collect();
+            jobs.push(
+                json!({"name": format!("{model}/torchax"), "mlir": torchax, "args": kept, "reference": reference}),
+            );
+        }
+        let torch_mlir = programs.join(format!("{model}.torch_mlir.mlir"));
+        if torch_mlir.exists() {
+            jobs.push(json!({"name": format!("{model}/torch-mlir"), "mlir": torch_mlir, "args": [{"npy": input}], "reference": reference}));
+        }
+    }
+    let jobs_file = tmp.join("peer-jobs.json");
+    std::fs::write(&jobs_file, serde_json::to_vec_pretty(&jobs)?)?;
+    let m = measure(&timer, &[path_str(&jobs_file)?, "--reps", "200"])?;
+    ok(&m, "time_programs")?;
+    let lines: Vec<Value> = m.stdout.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    let find = |name: String| lines.iter().find(|l| l["name"] == name.as_str());
+    println!("peers: median per call on the CPU plugin (XLA:CPU), arguments on the device, 200 calls, one process");
+    println!(
+        "{:<12} {:>12} {:>12} {:>12} {:>12}  agree with eager",
+        "model", "ours", "torchax", "torch-mlir", "ours/best"
+    );
+    for model in models {
+        let cell = |tool: &str| find(format!("{model}/{tool}")).and_then(|l| l["median_us"].as_f64());
+        let agree = ["ours", "torchax", "torch-mlir"]
+            .iter()
+            .filter_map(|t| {
+                find(format!("{model}/{t}")).map(|l| format!("{t} {}", if l["ok"] == true { "yes" } else { "NO" }))
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        let best = [cell("torchax"), cell("torch-mlir")].into_iter().flatten().fold(f64::INFINITY, f64::min);
+        let show = |v: Option<f64>| {
+            v.map_or(
+                "-".to_string(),
+                |us| if us >= 1000.0 { format!("{:.2} ms", us / 1e3) } else { format!("{us:.1} µs") },
+            )
+        };
+        let ratio = cell("ours").map_or("-".into(), |o| format!("{:.2}", o / best));
+        println!(
+            "{model:<12} {:>12} {:>12} {:>12} {:>12}  {agree}",
+            show(cell("ours")),
+            show(cell("torchax")),
+            show(cell("torch-mlir")),
+            ratio
+        );
+    }
+    for l in lines.iter().filter(|l| l.get("error").is_some()) {
+        println!("  {}: {}", l["name"], l["error"]);
+    }
+    Ok(())
+}
