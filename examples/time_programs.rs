@@ -11,8 +11,9 @@
 //! where an `ARG` is
 //! `{"npy": PATH}` (optionally `"as": "i32"` to narrow an int64 input), `{"npz": PATH, "key":
 //! K}` or `{"safetensors": PATH, "tensor": NAME}`. Each program's first output is compared
-//! with the `.npy` at `reference`. Prints one JSON object per job: the median time per call
-//! (execute and wait, with the arguments already on the device) and the comparison.
+//! with the `.npy` at `reference`. Every program is compiled first, then timed in interleaved
+//! rounds; prints one JSON object per job: the median time per call (execute and wait, with
+//! the arguments already on the device) and the comparison.
 
 use std::path::Path;
 use std::time::Instant;
@@ -29,20 +30,47 @@ fn main() -> Result<()> {
     let jobs_path = args.first().context("usage: time_programs JOBS.json [--reps N]")?;
     let reps: usize = match args.iter().position(|a| a == "--reps") {
         Some(i) => args.get(i + 1).context("--reps N")?.parse()?,
-        None => 50,
+        None => 200,
     };
     let jobs: Vec<Value> = serde_json::from_slice(&std::fs::read(jobs_path)?)?;
     let plugin = Plugin::load(&torchtpu_compile::setup::cpu_plugin(None).path)?;
     let client = plugin.client()?;
+    let mut ready = Vec::new();
     for job in &jobs {
-        let name = job["name"].as_str().unwrap_or("?");
-        let line = time_job(&client, job, reps).unwrap_or_else(|e| json!({"name": name, "error": format!("{e:#}")}));
-        println!("{line}");
+        let name = job["name"].as_str().unwrap_or("?").to_string();
+        match prepare(&client, job) {
+            Ok(p) => ready.push((name, p, Vec::new())),
+            Err(e) => println!("{}", json!({"name": name, "error": format!("{e:#}")})),
+        }
+    }
+    // Interleaved rounds, so that a slower stretch of a shared machine falls on every program.
+    const ROUNDS: usize = 10;
+    for _ in 0..ROUNDS {
+        for (_, p, times) in &mut ready {
+            let refs: Vec<&Buffer> = p.buffers.iter().collect();
+            for _ in 0..reps.div_ceil(ROUNDS) {
+                let started = Instant::now();
+                drop(p.exe.execute(&refs)?);
+                times.push(started.elapsed().as_secs_f64() * 1e6);
+            }
+        }
+    }
+    for (name, p, mut times) in ready {
+        times.sort_by(f64::total_cmp);
+        let median = times[times.len() / 2];
+        println!("{}", json!({"name": name, "median_us": median, "max_rel_diff": p.check.0, "ok": p.check.1}));
     }
     Ok(())
 }
 
-fn time_job(client: &Client, job: &Value, reps: usize) -> Result<Value> {
+/// A compiled program with its arguments on the device and its first result checked.
+struct Prepared {
+    exe: torchtpu_compile::pjrt::LoadedExecutable,
+    buffers: Vec<Buffer>,
+    check: (f64, bool),
+}
+
+fn prepare(client: &Client, job: &Value) -> Result<Prepared> {
     let (text, mut arrays) = match job["artifact"].as_str() {
         Some(path) => artifact_program(Path::new(path))?,
         None => (std::fs::read(job["mlir"].as_str().context("mlir")?)?, Vec::new()),
@@ -54,24 +82,17 @@ fn time_job(client: &Client, job: &Value, reps: usize) -> Result<Value> {
     let buffers = arrays.iter().map(|a| to_device(client, a)).collect::<Result<Vec<Buffer>>>()?;
     let refs: Vec<&Buffer> = buffers.iter().collect();
     let first = exe.execute(&refs)?;
-    let (mut times, reps) = (Vec::with_capacity(reps), reps.max(1));
-    for _ in 0..reps {
-        let started = Instant::now();
-        drop(exe.execute(&refs)?);
-        times.push(started.elapsed().as_secs_f64() * 1e6);
-    }
-    times.sort_by(f64::total_cmp);
     let out = &first[0];
-    let dims = out.dims()?;
     let dtype = match out.element_type()? {
         ElementType::F32 => DType::F32,
         ElementType::Bf16 => DType::BF16,
         t => bail!("first output of type {t}"),
     };
-    let got = Array { dtype, shape: dims, data: out.to_host()? };
+    let got = Array { dtype, shape: out.dims()?, data: out.to_host()? };
     let reference = Array::read(Path::new(job["reference"].as_str().context("reference")?))?;
     let c = compare(&got, &reference);
-    Ok(json!({"name": job["name"], "median_us": times[times.len() / 2], "max_rel_diff": c.max_rel_diff, "ok": c.ok}))
+    drop(first);
+    Ok(Prepared { exe, buffers, check: (c.max_rel_diff, c.ok) })
 }
 
 /// An artifact's (first) program and its weights in the order it takes them.

@@ -8,8 +8,6 @@
 //! of them starts 64-byte aligned (the CPU plugin can then use it straight from the map); then
 //! the rest. Within each group, safetensors' own order: descending dtype, then name.
 
-use std::io::Write;
-
 use safetensors::tensor::Dtype;
 use torchtpu_passes::ir::{DType, Graph, InputKind, Op, WeightRecipe};
 
@@ -164,13 +162,33 @@ fn byte_size(shape: &[usize], element: usize, name: &str) -> Result<usize, Error
         .ok_or_else(|| Error::Unsupported(format!("weight `{name}` of shape {shape:?} is too large")))
 }
 
+/// The stored weights whose bytes, one after the other, are the derived weight's: a cast to
+/// the stored dtype or rows stacked in it (Q/K/V and gate/up projections), all contiguous.
+/// Those are copied as stored weights are (inside the kernel), not converted value by value.
+fn byte_copies<'a>(program: &'a Program, recipe: &'a WeightRecipe, dtype: DType) -> Option<Vec<&'a Weight>> {
+    let names = match recipe {
+        WeightRecipe::Cast { weight } => std::slice::from_ref(weight),
+        WeightRecipe::ConcatRows { weights } => &weights[..],
+        _ => return None,
+    };
+    names.iter().map(|n| program.weights.get(n).filter(|w| w.dtype == dtype && w.is_contiguous())).collect()
+}
+
 /// How many elements of a derived weight are converted before they are written.
 const CHUNK_ELEMENTS: usize = 1 << 20;
 
 /// Writes a derived weight's values in `dtype`, little-endian: weights that only move stored
 /// values (casts, stacked rows, padding) a chunk of elements at a time, the others (BatchNorm
 /// folds, small) computed whole. Returns the bytes written.
-fn write_derived(program: &Program, recipe: &WeightRecipe, dtype: DType, out: &mut dyn Write) -> Result<usize, Error> {
+fn write_derived(program: &Program, recipe: &WeightRecipe, dtype: DType, out: &mut dyn Sink) -> Result<usize, Error> {
+    if let Some(parts) = byte_copies(program, recipe, dtype) {
+        let mut written = 0;
+        for w in parts {
+            w.write_contiguous(&program.archive, out)?;
+            written += w.numel() as usize * dtype.size_bytes();
+        }
+        return Ok(written);
+    }
     let io = |e: std::io::Error| Error::Io { path: artifact_entry(), reason: e.to_string() };
     let encode = |v: f32, into: &mut Vec<u8>| match dtype {
         DType::BF16 => into.extend_from_slice(&half::bf16::from_f32(v).to_le_bytes()),

@@ -258,7 +258,7 @@ fn emit_body<'c>(
                 drawn.values
             })
         } else {
-            emit_node(&b, node, &args, opts)
+            emit_node(&b, graph, id, &args, opts)
         };
         match lowered {
             Ok(outs) => {
@@ -328,6 +328,12 @@ fn parse_frame(frame: &str) -> Option<(&str, usize)> {
     Some((file, line))
 }
 
+/// True when output `slot` of `id` is read by a node or returned.
+fn slot_used(graph: &Graph, id: NodeId, slot: u16) -> bool {
+    graph.users(id).iter().any(|&(_, _, s)| s == slot)
+        || graph.outputs().iter().any(|o| o.value == ValueRef { node: id, slot })
+}
+
 /// Lowers one node; returns one value per output slot that can be computed.
 fn lower_random<'c, 'b>(
     b: &Builder<'c, 'b>,
@@ -345,10 +351,12 @@ fn lower_random<'c, 'b>(
 
 fn emit_node<'c, 'b>(
     b: &Builder<'c, 'b>,
-    node: &Node,
+    graph: &Graph,
+    id: NodeId,
     args: &[Arg<'c, 'b, '_>],
     opts: &EmitOptions,
 ) -> LowerResult<Vec<Value<'c, 'b>>> {
+    let node = graph.node(id);
     let out = &node.outputs;
     // Results with no elements need no computation, and XLA's shape checks reject some ops
     // whose operands are empty (a gather from a size-0 storage): they are empty constants.
@@ -373,7 +381,7 @@ fn emit_node<'c, 'b>(
         Op::Convolution { .. } => one(linalg::convolution(b, &node.op, args, &out[0], precision)),
         Op::GroupedMm => one(linalg::grouped_mm(b, opts.grouped_mm, args, &out[0], precision)),
         Op::Histc { bins, min, max } => one(reduce::histc(b, (*bins, *min, *max), args[0], &out[0])),
-        Op::MaxPool { .. } => pool::max_pool(b, &node.op, args[0], out),
+        Op::MaxPool { .. } => pool::max_pool(b, &node.op, args[0], out, slot_used(graph, id, 1)),
         Op::AvgPool { .. } => one(pool::avg_pool(b, &node.op, args[0], &out[0])),
         Op::AdaptiveAvgPool { .. } | Op::Upsample { .. } => one(pool::resample(b, &node.op, args[0], &out[0])),
         Op::GroupNorm { .. } => nn::group_norm(b, &node.op, args, out),

@@ -77,12 +77,14 @@ impl Window {
 }
 
 /// `max_pool{2,3}d_with_indices`: a `reduce_window` over (value, flat spatial index) that keeps
-/// the first maximum of each window, NaN winning as in torch; padding never wins.
+/// the first maximum of each window, NaN winning as in torch; padding never wins. When nothing
+/// reads the indices (inference), a `reduce_window` over the values alone, as XLA lowers well.
 pub fn max_pool<'c, 'b>(
     b: &Builder<'c, 'b>,
     op: &Op,
     x: Arg<'c, 'b, '_>,
     outs: &[TensorType],
+    indices_used: bool,
 ) -> LowerResult<Vec<Value<'c, 'b>>> {
     let Op::MaxPool { kernel, stride, padding, dilation, .. } = op else {
         return Err("internal: not a max pool".into());
@@ -91,6 +93,15 @@ pub fn max_pool<'c, 'b>(
     let out_dims = static_dims(&outs[0])?;
     let w = Window::new(&in_dims, &out_dims, kernel, stride, padding, dilation)?;
     let dt = x.ty.dtype;
+    if !indices_used {
+        let init_v = b.splat(dt.lowest(), &[], dt)?;
+        let region = b.scalar_region(&[dt, dt], |r, a| {
+            let take_b = r.prefers(a[1], a[0], &[], dt, "GT")?;
+            Ok(vec![r.op("stablehlo.select", &[take_b, a[1], a[0]], &[], dt, &[])?])
+        })?;
+        let res = b.op_n("stablehlo.reduce_window", &[x.v, init_v], &[(&out_dims, dt)], &w.attrs(), vec![region])?;
+        return Ok(vec![res[0]]);
+    }
     let index = flat_spatial_index(b, &in_dims, kernel.len())?;
     let init_v = b.splat(dt.lowest(), &[], dt)?;
     let init_i = b.splat(Scalar::Int(-1), &[], DType::I64)?;

@@ -69,7 +69,7 @@ impl Weight {
         self.numel() as u64 * self.dtype.size_bytes() as u64
     }
 
-    fn is_contiguous(&self) -> bool {
+    pub fn is_contiguous(&self) -> bool {
         let mut expected = 1;
         for (&size, &stride) in self.sizes.iter().zip(&self.strides).rev() {
             if size != 1 && stride != expected {

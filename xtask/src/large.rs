@@ -198,11 +198,11 @@ pub fn peers(bin: &Path, tmp: &Path) -> Result<()> {
     }
     let jobs_file = tmp.join("peer-jobs.json");
     std::fs::write(&jobs_file, serde_json::to_vec_pretty(&jobs)?)?;
-    let m = measure(&timer, &[path_str(&jobs_file)?, "--reps", "200"])?;
+    let m = measure(&timer, &[path_str(&jobs_file)?, "--reps", "400"])?;
     ok(&m, "time_programs")?;
     let lines: Vec<Value> = m.stdout.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
     let find = |name: String| lines.iter().find(|l| l["name"] == name.as_str());
-    println!("peers: median per call on the CPU plugin (XLA:CPU), arguments on the device, 200 calls, one process");
+    println!("peers: median per call on the CPU plugin (XLA:CPU), arguments on the device, 400 calls in 10 interleaved rounds, one process");
     println!(
         "{:<12} {:>12} {:>12} {:>12} {:>12}  agree with eager",
         "model", "ours", "torchax", "torch-mlir", "ours/best"
