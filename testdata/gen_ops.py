@@ -1309,6 +1309,10 @@ def build_maxpool2d():
                [T([[[[1.0, 1.0, -INF, -INF], [1.0, 1.0, -INF, -INF],
                      [NAN, 0.0, 2.0, 2.0], [0.0, 0.0, 2.0, 2.0]]]])],
                lambda x: op(x, [2, 2], [2, 2])))
+    s.append(S("values only (indices unused, as in inference), -inf/nan",
+               [T([[[[1.0, 1.0, -INF, -INF], [1.0, 1.0, -INF, -INF],
+                     [NAN, 0.0, 2.0, 2.0], [0.0, 0.0, 2.0, NAN]]]])],
+               lambda x: op(x, [2, 2], [2, 2])[0]))
     s.append(S("f16[1,1,4,4] k2", [N(1, 1, 4, 4, dtype=F16)], lambda x: op(x, [2, 2])))
     s.append(S("i64[1,1,4,4] k2 (int input)", [I(-9, 9, 1, 1, 4, 4)], lambda x: op(x, [2, 2])))
     s.append(S("one-element tuples k(2,) s(1,) f32[1,1,4,6]", [N(1, 1, 4, 6)], lambda x: op(x, [2], [1])))
