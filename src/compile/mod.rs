@@ -415,8 +415,10 @@ fn reusable(path: &Path, len: u64, known: Option<&str>, cache: &Cache) -> Option
     if std::fs::metadata(path).ok()?.len() != len {
         return None;
     }
-    let file = crate::container::MappedFile::open(path).ok()?;
-    let sha256 = cache.file_sha256(path, || file.sha256_hex(0..file.bytes().len()));
+    // Mapped and read only when its sha256 is not remembered.
+    let read =
+        || crate::container::MappedFile::open(path).map(|f| f.sha256_hex(0..f.bytes().len())).unwrap_or_default();
+    let sha256 = cache.file_sha256(path, read);
     (sha256 == known).then_some(Streamed { bytes: len, sha256 })
 }
 
