@@ -77,7 +77,7 @@ impl TargetCompiler {
     /// loads nothing yet.
     pub fn new(target: &Target, cpu_plugin_flag: Option<&std::path::Path>) -> Result<TargetCompiler, Error> {
         let (choice, options) = match target {
-            Target::Cpu => (cpu_plugin(cpu_plugin_flag), CompileOptions::single_device()),
+            Target::Cpu => (cpu_plugin(cpu_plugin_flag), CompileOptions::cpu()),
             // No sharding annotations yet: one partition, i.e. a replicated program that runs
             // on one chip of the slice.
             Target::Tpu { .. } => (

@@ -207,8 +207,9 @@ impl<'c, 'b> Builder<'c, 'b> {
         )
     }
 
-    /// `maximum`/`minimum` that propagate NaN from either side, as torch does (XLA's CPU
-    /// `maximum` may return the number).
+    /// `maximum`/`minimum`, which propagate NaN from either side as torch's do: StableHLO
+    /// specifies IEEE-754 `maximum`, and CPU executables are compiled so that XLA:CPU keeps to it
+    /// ([`crate::pjrt::CompileOptions::cpu`]).
     pub fn extremum(
         &self,
         a: Value<'c, 'b>,
@@ -218,14 +219,7 @@ impl<'c, 'b> Builder<'c, 'b> {
         max: bool,
     ) -> LowerResult<Value<'c, 'b>> {
         let name = if max { "stablehlo.maximum" } else { "stablehlo.minimum" };
-        let m = self.op(name, &[a, b], dims, dt, &[])?;
-        if !dt.is_float() {
-            return Ok(m);
-        }
-        let a_nan = self.compare(a, a, dims, dt, "NE")?;
-        let b_nan = self.compare(b, b, dims, dt, "NE")?;
-        let m = self.op("stablehlo.select", &[b_nan, b, m], dims, dt, &[])?;
-        self.op("stablehlo.select", &[a_nan, a, m], dims, dt, &[])
+        self.op(name, &[a, b], dims, dt, &[])
     }
 
     /// True where `x` should win over `y` in an arg-max/min style scan: strictly better in
@@ -249,7 +243,7 @@ impl<'c, 'b> Builder<'c, 'b> {
         self.op("stablehlo.or", &[better, nan_wins], dims, DType::Bool, &[])
     }
 
-    /// [`Builder::extremum`] against a scalar bound, which cannot be NaN unless it is one.
+    /// [`Builder::extremum`] against a scalar bound (a NaN bound makes every element NaN).
     pub fn bound(
         &self,
         a: Value<'c, 'b>,
@@ -262,13 +256,7 @@ impl<'c, 'b> Builder<'c, 'b> {
         if matches!(bound, Scalar::Float(f) if f.is_nan()) {
             return Ok(c);
         }
-        let name = if max { "stablehlo.maximum" } else { "stablehlo.minimum" };
-        let m = self.op(name, &[a, c], dims, dt, &[])?;
-        if !dt.is_float() {
-            return Ok(m);
-        }
-        let a_nan = self.compare(a, a, dims, dt, "NE")?;
-        self.op("stablehlo.select", &[a_nan, a, m], dims, dt, &[])
+        self.extremum(a, c, dims, dt, max)
     }
 
     /// Broadcasts `v` of shape `from` to `to` with NumPy rules (trailing alignment).
@@ -323,9 +311,9 @@ impl<'c, 'b> Builder<'c, 'b> {
         Ok(region)
     }
 
-    /// `stablehlo.reduce` of `v` over `dims` with the binary combiner `combiner` (a plain op:
-    /// libtpu crashed on a max reducer wrapped in NaN checks, so NaN handling stays outside)
-    /// (`stablehlo.add`, `stablehlo.maximum`, …) starting from `init`.
+    /// `stablehlo.reduce` of `v` over `dims` with the binary combiner `combiner`
+    /// (`stablehlo.add`, `stablehlo.maximum`, …) starting from `init`. Keep combiners plain ops:
+    /// libtpu's cost model aborts the process on other reduction bodies.
     pub fn reduce(
         &self,
         v: Value<'c, 'b>,

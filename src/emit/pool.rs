@@ -94,7 +94,7 @@ pub fn max_pool<'c, 'b>(
     let w = Window::new(&in_dims, &out_dims, kernel, stride, padding, dilation)?;
     let dt = x.ty.dtype;
     if !indices_used {
-        return max_pool_values(b, &w, x, &in_dims, &out_dims);
+        return max_pool_values(b, &w, x, &out_dims);
     }
     let index = flat_spatial_index(b, &in_dims, kernel.len())?;
     let init_v = b.splat(dt.lowest(), &[], dt)?;
@@ -135,45 +135,19 @@ pub fn max_pool<'c, 'b>(
     Ok(vec![res[0], b.convert(res[1], &idx_dims, DType::I64, outs[1].dtype)?])
 }
 
-/// Max pooling without indices: a `reduce_window` of `maximum`, the form XLA lowers well (and
-/// libtpu's cost model knows: it aborts on other reduction bodies). XLA:CPU's `maximum` lets a
-/// number win over NaN, so for floats a second one over `isnan(x)` marks the windows that
-/// hold a NaN, which torch returns.
+/// Max pooling without indices: one `reduce_window` of `maximum` (NaN wins, as in torch: see
+/// `Builder::extremum`), the form XLA lowers well and libtpu's cost model knows (it aborts the
+/// process on other reduction bodies).
 fn max_pool_values<'c, 'b>(
     b: &Builder<'c, 'b>,
     w: &Window,
     x: Arg<'c, 'b, '_>,
-    in_dims: &[i64],
     out_dims: &[i64],
 ) -> LowerResult<Vec<Value<'c, 'b>>> {
     let dt = x.ty.dtype;
-    let window_max = |v: Value<'c, 'b>, init: Scalar| -> LowerResult<Value<'c, 'b>> {
-        let init = b.splat(init, &[], dt)?;
-        let region =
-            b.scalar_region(&[dt, dt], |r, a| Ok(vec![r.op("stablehlo.maximum", &[a[0], a[1]], &[], dt, &[])?]))?;
-        Ok(b.op_n("stablehlo.reduce_window", &[v, init], &[(out_dims, dt)], &w.attrs(), vec![region])?[0])
-    };
-    let max = window_max(x.v, dt.lowest())?;
-    if !dt.is_float() {
-        return Ok(vec![max]);
-    }
-    let is_nan = b.compare(x.v, x.v, in_dims, dt, "NE")?;
-    let flags = b.op(
-        "stablehlo.select",
-        &[is_nan, b.splat(Scalar::Float(1.0), in_dims, dt)?, b.splat(Scalar::Float(0.0), in_dims, dt)?],
-        in_dims,
-        dt,
-        &[],
-    )?;
-    let has_nan = b.compare(
-        window_max(flags, Scalar::Float(0.0))?,
-        b.splat(Scalar::Float(0.0), out_dims, dt)?,
-        out_dims,
-        dt,
-        "GT",
-    )?;
-    let nan = b.splat(Scalar::Float(f64::NAN), out_dims, dt)?;
-    Ok(vec![b.op("stablehlo.select", &[has_nan, nan, max], out_dims, dt, &[])?])
+    let init = b.splat(dt.lowest(), &[], dt)?;
+    let region = b.scalar_region(&[dt, dt], |r, a| Ok(vec![r.extremum(a[0], a[1], &[], dt, true)?]))?;
+    b.op_n("stablehlo.reduce_window", &[x.v, init], &[(out_dims, dt)], &w.attrs(), vec![region])
 }
 
 /// `h*W + w` (or `d*H*W + h*W + w`) for every element: the index torch's pooling returns.

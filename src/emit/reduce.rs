@@ -52,17 +52,8 @@ pub fn reduce<'c, 'b>(
         ReduceOp::Any => "stablehlo.or",
         ReduceOp::All => "stablehlo.and",
     };
-    let mut r = b.reduce(v, &in_dims, &axes, dt, combiner, kind.identity(dt))?;
-    if matches!(kind, ReduceOp::Max | ReduceOp::Min) && dt.is_float() {
-        // torch's amax/amin propagate NaN; XLA's reductions may not. A separate `any(isnan)`
-        // keeps the reducer a plain max (libtpu crashes on NaN logic inside reducers).
-        let nan = b.compare(v, v, &in_dims, dt, "NE")?;
-        let any_nan = b.reduce(nan, &in_dims, &axes, DType::Bool, "stablehlo.or", Scalar::Bool(false))?;
-        let reduced: Vec<i64> =
-            in_dims.iter().enumerate().filter(|(i, _)| !axes.contains(&(*i as i64))).map(|(_, &d)| d).collect();
-        let nans = b.splat(Scalar::Float(f64::NAN), &reduced, dt)?;
-        r = b.op("stablehlo.select", &[any_nan, nans, r], &reduced, dt, &[])?;
-    }
+    // A max/min reduction propagates NaN as torch's amax/amin do (see `Builder::extremum`).
+    let r = b.reduce(v, &in_dims, &axes, dt, combiner, kind.identity(dt))?;
     let mut r = b.reshape(r, &out_dims, dt)?;
     if *kind == ReduceOp::Mean {
         let count: i64 = axes.iter().map(|&a| in_dims[a as usize]).product();

@@ -38,8 +38,6 @@ fn scatter_op<'c, 'b>(
 ) -> LowerResult<V<'c, 'b>> {
     let region = b.scalar_region(&[dt, dt], |r, a| {
         Ok(vec![match combiner {
-            Some("stablehlo.maximum") => r.extremum(a[0], a[1], &[], dt, true)?,
-            Some("stablehlo.minimum") => r.extremum(a[0], a[1], &[], dt, false)?,
             Some(name) => r.op(name, &[a[0], a[1]], &[], dt, &[])?,
             None => a[1],
         }])

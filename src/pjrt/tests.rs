@@ -441,3 +441,50 @@ fn error_codes_and_messages() {
     assert_eq!(error.to_string(), "`PJRT_Compile` failed: bad");
     assert!(!error.is_plugin_setup());
 }
+
+/// An element-wise `maximum` and a 2-wide max-pool window over `[NaN, 1, 2, 3]`.
+const MAX_WITH_NAN: &str = r#"
+func.func @main(%x: tensor<4xf32>, %y: tensor<4xf32>) -> (tensor<4xf32>, tensor<2xf32>) {
+  %m = stablehlo.maximum %x, %y : tensor<4xf32>
+  %init = stablehlo.constant dense<0xFF800000> : tensor<f32>
+  %w = "stablehlo.reduce_window"(%x, %init) ({
+    ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+      %r = stablehlo.maximum %a, %b : tensor<f32>
+      stablehlo.return %r : tensor<f32>
+  }) {window_dimensions = array<i64: 2>, window_strides = array<i64: 2>} : (tensor<4xf32>, tensor<f32>) -> tensor<2xf32>
+  return %m, %w : tensor<4xf32>, tensor<2xf32>
+}
+"#;
+
+/// CPU executables are compiled so that `maximum` propagates NaN, as StableHLO says and torch
+/// computes; XLA:CPU's default lets the number win, which the emitter then had to guard.
+#[test]
+fn cpu_options_make_maximum_propagate_nan() {
+    let client = client();
+    let f32s = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    let x = client.buffer_from_host(&f32s(&[f32::NAN, 1.0, 2.0, 3.0]), ElementType::F32, &[4]).expect("x");
+    let y = client.buffer_from_host(&f32s(&[5.0, f32::NAN, 1.0, 1.0]), ElementType::F32, &[4]).expect("y");
+    let run = |options: &CompileOptions| -> Vec<Vec<f32>> {
+        let exe = client.compile(MAX_WITH_NAN.as_bytes(), options).expect("compile");
+        let outputs = exe.execute(&[&x, &y]).expect("execute");
+        outputs
+            .iter()
+            .map(|o| {
+                o.to_host()
+                    .expect("to_host")
+                    .chunks_exact(4)
+                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                    .collect()
+            })
+            .collect()
+    };
+    let nan = |v: &[f32]| v.iter().map(|x| x.is_nan()).collect::<Vec<bool>>();
+    let with = run(&CompileOptions::cpu());
+    assert_eq!(nan(&with[0]), [true, true, false, false], "maximum: {:?}", with[0]);
+    assert_eq!(with[0][2..], [2.0, 3.0]);
+    assert_eq!(nan(&with[1]), [true, false], "max-pool window: {:?}", with[1]);
+    assert_eq!(with[1][1], 3.0);
+    // What XLA:CPU does without the option (why the option is set): a number wins somewhere.
+    let without = run(&CompileOptions::single_device());
+    assert!(nan(&without[0]).iter().chain(&nan(&without[1])).filter(|&&n| n).count() < 3, "{without:?}");
+}

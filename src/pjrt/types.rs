@@ -6,7 +6,8 @@ use prost::Message;
 
 use super::PjrtError;
 use crate::proto::xla::{
-    device_assignment_proto::ComputationDevice, CompileOptionsProto, DeviceAssignmentProto, ExecutableBuildOptionsProto,
+    device_assignment_proto::ComputationDevice, option_override_proto, CompileOptionsProto, DeviceAssignmentProto,
+    ExecutableBuildOptionsProto, OptionOverrideProto,
 };
 
 /// `PJRT_Buffer_Type`: the element type of a buffer. The discriminants are the C values.
@@ -186,6 +187,19 @@ impl CompileOptions {
     pub fn single_device() -> Self {
         let build = ExecutableBuildOptionsProto { num_replicas: 1, num_partitions: 1, ..Default::default() };
         Self { proto: CompileOptionsProto { executable_build_options: Some(build), ..Default::default() } }
+    }
+
+    /// What CPU executables are compiled with: [`CompileOptions::single_device`] with XLA:CPU's
+    /// `maximum`/`minimum` made to propagate NaN, as StableHLO specifies and torch computes.
+    ///
+    /// XLA:CPU's default (`xla_cpu_enable_fast_min_max`, "Eigen style") lets a number win over
+    /// NaN, in element-wise ops, reductions and pooling windows alike; JAX turns it off the same
+    /// way. With it off, programs say `maximum` and need no NaN guards of their own.
+    pub fn cpu() -> Self {
+        let mut options = Self::single_device();
+        let off = OptionOverrideProto { value: Some(option_override_proto::Value::BoolField(false)) };
+        options.proto.env_option_overrides.insert("xla_cpu_enable_fast_min_max".to_string(), off);
+        options
     }
 
     /// One replica split SPMD-wise into `p` partitions on devices `0..p`, with an explicit device
