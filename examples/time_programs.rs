@@ -7,13 +7,18 @@
 //! ```
 //!
 //! `JOBS.json` is a list of `{"name", "mlir", "args": [ARG…], "reference"}` (or with
-//! `"artifact": PATH` instead of `"mlir"`: the artifact's program, its weights before `args`)
+//! `"artifact": PATH` instead of `"mlir"`: the artifact's program, its weights before `args`;
+//! with `"constants": true` as well, the weights inlined as constants instead; with
+//! `"constants": "nontrivial"`, inlined with every f32 weight that is all zeros or all ones
+//! shifted by 0.01, so that XLA cannot fold an untrained model's zero biases and unit norm
+//! weights away, which also makes its numbers differ from the reference)
 //! where an `ARG` is
 //! `{"npy": PATH}` (optionally `"as": "i32"` to narrow an int64 input), `{"npz": PATH, "key":
 //! K}` or `{"safetensors": PATH, "tensor": NAME}`. Each program's first output is compared
-//! with the `.npy` at `reference`. Every program is compiled first, then timed in interleaved
-//! rounds; prints one JSON object per job: the median time per call (execute and wait, with
-//! the arguments already on the device) and the comparison.
+//! with the `.npy` at `reference`. Every program is compiled first, then the programs of each
+//! model (the job names' part before `/`) are timed together in interleaved rounds; prints one
+//! JSON object per job: the median time per call (execute and wait, with the arguments already
+//! on the device) and the comparison.
 
 use std::path::Path;
 use std::time::Instant;
@@ -43,17 +48,25 @@ fn main() -> Result<()> {
             Err(e) => println!("{}", json!({"name": name, "error": format!("{e:#}")})),
         }
     }
-    // Interleaved rounds, so that a slower stretch of a shared machine falls on every program.
-    const ROUNDS: usize = 10;
-    for _ in 0..ROUNDS {
-        for (_, p, times) in &mut ready {
-            let refs: Vec<&Buffer> = p.buffers.iter().collect();
-            for _ in 0..reps.div_ceil(ROUNDS) {
-                let started = Instant::now();
-                drop(p.exe.execute(&refs)?);
-                times.push(started.elapsed().as_secs_f64() * 1e6);
+    // The programs of one model (the name before `/`) are timed together in short rounds, a
+    // few calls of each in turn, so that a slower stretch of a shared machine falls on each of
+    // them alike.
+    const CALLS_PER_ROUND: usize = 5;
+    let model = |name: &str| name.split('/').next().unwrap_or_default().to_string();
+    let mut start = 0;
+    while start < ready.len() {
+        let end = start + ready[start..].iter().take_while(|r| model(&r.0) == model(&ready[start].0)).count();
+        for _ in 0..reps.div_ceil(CALLS_PER_ROUND) {
+            for (_, p, times) in &mut ready[start..end] {
+                let refs: Vec<&Buffer> = p.buffers.iter().collect();
+                for _ in 0..CALLS_PER_ROUND {
+                    let started = Instant::now();
+                    drop(p.exe.execute(&refs)?);
+                    times.push(started.elapsed().as_secs_f64() * 1e6);
+                }
             }
         }
+        start = end;
     }
     for (name, p, mut times) in ready {
         times.sort_by(f64::total_cmp);
@@ -72,10 +85,17 @@ struct Prepared {
 
 fn prepare(client: &Client, job: &Value) -> Result<Prepared> {
     let (text, mut arrays) = match job["artifact"].as_str() {
+        Some(path) if job["constants"] == true || job["constants"] == "nontrivial" => {
+            let (text, mut weights) = artifact_program(Path::new(path))?;
+            if job["constants"] == "nontrivial" {
+                weights.iter_mut().for_each(shift_if_trivial);
+            }
+            (with_weights_as_constants(std::str::from_utf8(&text)?, &weights)?.into_bytes(), Vec::new())
+        }
         Some(path) => artifact_program(Path::new(path))?,
         None => (std::fs::read(job["mlir"].as_str().context("mlir")?)?, Vec::new()),
     };
-    let exe = client.compile(&text, &CompileOptions::single_device())?;
+    let exe = client.compile(&text, &CompileOptions::cpu())?;
     for a in job["args"].as_array().context("args")? {
         arrays.push(argument(a)?);
     }
@@ -110,6 +130,76 @@ fn artifact_program(path: &Path) -> Result<(Vec<u8>, Vec<Array>)> {
         weights.push(Array { dtype, shape, data: t.data().to_vec() });
     }
     Ok((text, weights))
+}
+
+/// The same program with its weights as `stablehlo.constant`s, as torch-mlir emits them: our
+/// `@main` becomes a private `@inner`, and a new `@main` taking only the user inputs calls it
+/// with the constants. Measures what XLA gains from knowing the weights' values (zero biases
+/// folded away, weight layouts and packing done at compile time) apart from the program.
+fn with_weights_as_constants(text: &str, weights: &[Array]) -> Result<String> {
+    let at = text.find("sym_name = \"main\"").context("no `@main` in the program")?;
+    let head = &text[..at];
+    let start = head.rfind("function_type = (").context("no function type")? + "function_type = (".len();
+    let (args, results) = head[start..].split_once(") -> ").context("no result types")?;
+    let results = results.trim_end().trim_end_matches(',');
+    let arg_types = split_types(args);
+    let result_types = split_types(results.trim_start_matches('(').trim_end_matches(')'));
+    let user_types = arg_types.get(weights.len()..).context("fewer arguments than weights")?;
+    let mut main = String::new();
+    let params: Vec<String> = user_types.iter().enumerate().map(|(i, t)| format!("%u{i}: {t}")).collect();
+    main += &format!("func.func @main({}) -> ({}) {{\n", params.join(", "), result_types.join(", "));
+    let mut operands = Vec::new();
+    for (i, (w, ty)) in weights.iter().zip(&arg_types).enumerate() {
+        let hex: String = w.data.iter().map(|b| format!("{b:02X}")).collect();
+        main += &format!("  %w{i} = stablehlo.constant dense<\"0x{hex}\"> : {ty}\n");
+        operands.push(format!("%w{i}"));
+    }
+    operands.extend((0..user_types.len()).map(|i| format!("%u{i}")));
+    let n = result_types.len();
+    main += &format!(
+        "  %r:{n} = func.call @inner({}) : ({}) -> ({})\n",
+        operands.join(", "),
+        arg_types.join(", "),
+        result_types.join(", ")
+    );
+    let returned: Vec<String> = (0..n).map(|i| format!("%r#{i}")).collect();
+    main += &format!("  return {} : {}\n}}\n", returned.join(", "), result_types.join(", "));
+    let renamed = text.replacen("sym_name = \"main\"", "sym_name = \"inner\", sym_visibility = \"private\"", 1);
+    let end = renamed.rfind("})").context("no end of module")?;
+    Ok(format!("{}{main}{}", &renamed[..end], &renamed[end..]))
+}
+
+/// An f32 weight of all zeros or all ones (an untrained bias or norm weight) plus 0.01.
+fn shift_if_trivial(w: &mut Array) {
+    if w.dtype != DType::F32 {
+        return;
+    }
+    let values: Vec<f32> = w.data.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+    if values.iter().all(|&v| v == 0.0) || values.iter().all(|&v| v == 1.0) {
+        w.data = values.iter().flat_map(|&v| (v + 0.01).to_le_bytes()).collect();
+    }
+}
+
+/// `tensor<2x3xf32>, tensor<f32>` → its types (types hold no commas outside `<…>`).
+fn split_types(list: &str) -> Vec<String> {
+    let (mut out, mut depth, mut cur) = (Vec::new(), 0i32, String::new());
+    for c in list.chars() {
+        match c {
+            '<' => depth += 1,
+            '>' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(cur.trim().to_string());
+                cur.clear();
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(c);
+    }
+    if !cur.trim().is_empty() {
+        out.push(cur.trim().to_string());
+    }
+    out
 }
 
 /// One argument, read as its job says.

@@ -1,7 +1,8 @@
 //! Derived weights: the values of `InputKind::Derived` inputs that passes create, from the
 //! archive's weights. Those that only move stored values (casts, stacked rows, zero padding)
 //! are read a run at a time ([`Moved`]), so that a padded embedding of hundreds of megabytes
-//! streams in bounded memory; the others (BatchNorm folds) are computed whole, in f64. Stored
+//! streams in bounded memory; the others (BatchNorm folds, permuted convolution kernels) are
+//! computed one tensor at a time, in f64. Stored
 //! weights are read in f32, bf16 or f16, widened exactly to f32; the derived input's dtype
 //! says how they are written back (moved values exactly, computed ones rounded).
 
@@ -97,6 +98,45 @@ fn zero_pad(values: &[f64], dims: &[i64], padded: &[i64], blocks: &[i64]) -> Res
     Ok(out)
 }
 
+/// `values` (row-major, shape `dims`) with its dims reordered: result dim `i` is dim `perm[i]`.
+fn permute(values: &[f64], dims: &[i64], perm: &[i64]) -> Result<Vec<f64>, Error> {
+    let rank = dims.len();
+    let dims_usize: Option<Vec<usize>> = dims.iter().map(|&d| usize::try_from(d).ok()).collect();
+    let perm_usize: Option<Vec<usize>> = perm.iter().map(|&p| usize::try_from(p).ok().filter(|&p| p < rank)).collect();
+    let (Some(dims_u), Some(perm_u)) = (dims_usize, perm_usize) else {
+        return Err(Error::Unsupported(format!("cannot permute shape {dims:?} by {perm:?}")));
+    };
+    let mut seen = vec![false; rank];
+    let is_permutation = perm_u.len() == rank && perm_u.iter().all(|&p| !std::mem::replace(&mut seen[p], true));
+    let numel = dims_u.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
+    if !is_permutation || numel != Some(values.len()) {
+        return Err(Error::Unsupported(format!(
+            "cannot permute {} values of shape {dims:?} by {perm:?}",
+            values.len()
+        )));
+    }
+    // Row-major strides of the source, taken in the result's dim order.
+    let mut strides = vec![1usize; rank];
+    for d in (0..rank.saturating_sub(1)).rev() {
+        strides[d] = strides[d + 1] * dims_u[d + 1];
+    }
+    let out_dims: Vec<usize> = perm_u.iter().map(|&p| dims_u[p]).collect();
+    let out_strides: Vec<usize> = perm_u.iter().map(|&p| strides[p]).collect();
+    let mut out = Vec::with_capacity(values.len());
+    let mut index = vec![0usize; rank];
+    for _ in 0..values.len() {
+        out.push(values[index.iter().zip(&out_strides).map(|(i, s)| i * s).sum::<usize>()]);
+        for d in (0..rank).rev() {
+            index[d] += 1;
+            if index[d] < out_dims[d] {
+                break;
+            }
+            index[d] = 0;
+        }
+    }
+    Ok(out)
+}
+
 fn compute_f64(program: &Program, recipe: &WeightRecipe) -> Result<Vec<f64>, Error> {
     Ok(match recipe {
         WeightRecipe::BnFoldedWeight { weight, gamma, var, eps } => {
@@ -123,6 +163,7 @@ fn compute_f64(program: &Program, recipe: &WeightRecipe) -> Result<Vec<f64>, Err
         WeightRecipe::Pad { source, dims, padded, blocks } => {
             zero_pad(&compute_f64(program, source)?, dims, padded, blocks)?
         }
+        WeightRecipe::Permute { source, dims, perm } => permute(&compute_f64(program, source)?, dims, perm)?,
     })
 }
 
@@ -148,7 +189,9 @@ impl<'a> Moved<'a> {
                 let Some(source) = Moved::of(program, source)? else { return Ok(None) };
                 Moved::padded(source, dims, padded, blocks)?
             }
-            WeightRecipe::BnFoldedWeight { .. } | WeightRecipe::BnFoldedBias { .. } => return Ok(None),
+            WeightRecipe::BnFoldedWeight { .. } | WeightRecipe::BnFoldedBias { .. } | WeightRecipe::Permute { .. } => {
+                return Ok(None)
+            }
         }))
     }
 
@@ -277,7 +320,7 @@ fn source_row(row: usize, dims: &[usize], padded: &[usize], blocks: &[usize]) ->
 
 #[cfg(test)]
 mod tests {
-    use super::{compute, zero_pad, Moved};
+    use super::{compute, permute, zero_pad, Moved};
     use crate::driver::{example_bindings, lower, LowerOptions};
     use torchtpu_passes::ir::{InputKind, Op};
 
@@ -303,6 +346,18 @@ mod tests {
             }
         }
         assert!(moved >= 10, "only {moved} moved weights checked");
+    }
+
+    #[test]
+    fn permutes_dims_and_refuses_what_is_not_a_permutation() {
+        let v: Vec<f64> = (0..6).map(f64::from).collect();
+        assert_eq!(permute(&v, &[2, 3], &[1, 0]).expect("permutes"), [0.0, 3.0, 1.0, 4.0, 2.0, 5.0]);
+        // OIHW [2,1,1,3] -> HWIO [1,3,1,2]: each kernel position's output channels together.
+        assert_eq!(permute(&v, &[2, 1, 1, 3], &[2, 3, 1, 0]).expect("permutes"), [0.0, 3.0, 1.0, 4.0, 2.0, 5.0]);
+        assert_eq!(permute(&v, &[2, 3], &[0, 1]).expect("identity"), v);
+        assert!(permute(&v, &[2, 3], &[0, 0]).is_err(), "a repeated dim");
+        assert!(permute(&v, &[2, 3], &[1, 2]).is_err(), "a dim out of range");
+        assert!(permute(&v, &[2, 4], &[1, 0]).is_err(), "a shape that is not the values'");
     }
 
     #[test]

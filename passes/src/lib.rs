@@ -24,6 +24,7 @@ pub mod specialize;
 pub mod testing;
 pub mod typing;
 pub mod verify;
+pub mod weight_layout;
 
 pub use pass::{pass_info, Pass, PassError, PassInfo, PassOptions, PassReport, Pipeline, PASSES};
 pub use verify::{verify, NodeError, VerifyError};

@@ -163,6 +163,12 @@ pub const PASSES: &[PassInfo] = &[
         make: |o| Box::new(crate::compute_dtype::ComputeDtype { dtype: o.compute_dtype }),
     },
     PassInfo {
+        name: "weight_layout",
+        summary: "store convolution kernels spatial dims first (HWIO), read through a transpose XLA folds",
+        when_skipped: None,
+        make: |_| Box::new(crate::weight_layout::WeightLayout),
+    },
+    PassInfo {
         name: "dce",
         summary: "remove nodes and weights whose values are never used",
         when_skipped: None,
@@ -395,7 +401,7 @@ mod tests {
         let counts: Vec<(usize, usize)> = reports.iter().map(|r| (r.nodes_before, r.nodes_after)).collect();
         assert_eq!(
             counts,
-            [(7, 5), (5, 5), (5, 5), (5, 4), (4, 4), (4, 4), (4, 4), (4, 4), (4, 4), (4, 3), (3, 3), (3, 3)]
+            [(7, 5), (5, 5), (5, 5), (5, 4), (4, 4), (4, 4), (4, 4), (4, 4), (4, 4), (4, 4), (4, 3), (3, 3), (3, 3)]
         );
         assert_eq!(reports[0].notes, ["1 removed copies", "1 removed no-op views"]);
         insta::assert_snapshot!(print(&g), @r"

@@ -487,7 +487,7 @@ fn bytecode_and_dump_dir() {
     assert_eq!(&bytes[..4], b"ML\xefR", "MLIR bytecode magic");
     let plugin = crate::pjrt::Plugin::load(&crate::setup::cpu_plugin(None).path).expect("plugin (cargo xtask setup)");
     let client = plugin.client().expect("client");
-    client.compile(&bytes, &crate::pjrt::CompileOptions::single_device()).expect("XLA compiles the bytecode");
+    client.compile(&bytes, &crate::pjrt::CompileOptions::cpu()).expect("XLA compiles the bytecode");
 
     let dump = tmp.0.join("dump");
     let art = tmp.0.join("mlp.tpuexe");
@@ -514,8 +514,9 @@ fn bytecode_and_dump_dir() {
         "08.fuse_matmuls.ir",
         "09.pad.ir",
         "10.compute_dtype.ir",
-        "11.dce.ir",
-        "12.precision.ir",
+        "11.weight_layout.ir",
+        "12.dce.ir",
+        "13.precision.ir",
     ];
     for f in stages.iter().chain(&["main.mlir", "compile.log"]) {
         let text = std::fs::read_to_string(dump.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));

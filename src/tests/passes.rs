@@ -36,7 +36,7 @@ fn pass_names(summary: &Value) -> Vec<String> {
 }
 
 /// The pipeline, in order (written out so that a reordering shows up here).
-const EVERY_PASS: [&str; 12] = [
+const EVERY_PASS: [&str; 13] = [
     "canonicalize",
     "fold_constants",
     "fold_batch_norm",
@@ -46,6 +46,7 @@ const EVERY_PASS: [&str; 12] = [
     "fuse_matmuls",
     "pad",
     "compute_dtype",
+    "weight_layout",
     "dce",
     "precision",
     "sdpa",

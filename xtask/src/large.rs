@@ -167,6 +167,10 @@ pub fn peers(bin: &Path, tmp: &Path) -> Result<()> {
         jobs.push(
             json!({"name": format!("{model}/ours"), "artifact": art, "args": [{"npy": input}], "reference": reference}),
         );
+        for (name, constants) in [("constants", json!(true)), ("nontrivial", json!("nontrivial"))] {
+            let job = json!({"name": format!("{model}/{name}"), "artifact": art, "constants": constants, "args": [{"npy": input}], "reference": reference});
+            jobs.push(job);
+        }
         let programs = dir.join("programs");
         let torchax = programs.join(format!("{model}.torchax.mlir"));
         if torchax.exists() {
@@ -202,14 +206,18 @@ pub fn peers(bin: &Path, tmp: &Path) -> Result<()> {
     ok(&m, "time_programs")?;
     let lines: Vec<Value> = m.stdout.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
     let find = |name: String| lines.iter().find(|l| l["name"] == name.as_str());
-    println!("peers: median per call on the CPU plugin (XLA:CPU), arguments on the device, 400 calls in 10 interleaved rounds, one process");
+    println!("peers: median per call on the CPU plugin (XLA:CPU), arguments on the device, 400 calls each, a model's programs in turn 5 calls at a time, one process");
+    println!("  as constants: our program with its weights inlined as constants, as torch-mlir emits them;");
+    println!("  (nontrivial): the same with every all-0 or all-1 weight + 0.01 (an untrained model's biases and");
+    println!("  norm weights), which XLA can then no longer fold away; its numbers differ from eager by design.");
+    println!("  like for like: ours / torchax (weights as arguments), as constants / torch-mlir (weights inlined)");
     println!(
-        "{:<12} {:>12} {:>12} {:>12} {:>12}  agree with eager",
-        "model", "ours", "torchax", "torch-mlir", "ours/best"
+        "{:<11} {:>10} {:>10} {:>13} {:>10} {:>10} {:>9} {:>12}  agree with eager",
+        "model", "ours", "torchax", "as constants", "(nontriv.)", "torch-mlir", "ours/best", "like for like"
     );
     for model in models {
         let cell = |tool: &str| find(format!("{model}/{tool}")).and_then(|l| l["median_us"].as_f64());
-        let agree = ["ours", "torchax", "torch-mlir"]
+        let agree = ["ours", "torchax", "constants", "torch-mlir"]
             .iter()
             .filter_map(|t| {
                 find(format!("{model}/{t}")).map(|l| format!("{t} {}", if l["ok"] == true { "yes" } else { "NO" }))
@@ -223,13 +231,21 @@ pub fn peers(bin: &Path, tmp: &Path) -> Result<()> {
                 |us| if us >= 1000.0 { format!("{:.2} ms", us / 1e3) } else { format!("{us:.1} µs") },
             )
         };
-        let ratio = cell("ours").map_or("-".into(), |o| format!("{:.2}", o / best));
+        let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
+            (Some(a), Some(b)) if b.is_finite() => format!("{:.2}", a / b),
+            _ => "-".to_string(),
+        };
+        let like =
+            format!("{} / {}", ratio(cell("ours"), cell("torchax")), ratio(cell("constants"), cell("torch-mlir")));
         println!(
-            "{model:<12} {:>12} {:>12} {:>12} {:>12}  {agree}",
+            "{model:<11} {:>10} {:>10} {:>13} {:>10} {:>10} {:>9} {:>12}  {agree}",
             show(cell("ours")),
             show(cell("torchax")),
+            show(cell("constants")),
+            show(cell("nontrivial")),
             show(cell("torch-mlir")),
-            ratio
+            ratio(cell("ours"), Some(best)),
+            like
         );
     }
     for l in lines.iter().filter(|l| l.get("error").is_some()) {

@@ -93,6 +93,16 @@ pub enum WeightRecipe {
         #[serde(default)]
         blocks: Vec<i64>,
     },
+    /// Another recipe's `dims`-shaped value with its dims reordered: dim `i` of the result is
+    /// dim `perm[i]` of the source (`weight_layout`'s convolution kernels, spatial dims first).
+    Permute {
+        /// What is permuted.
+        source: Box<WeightRecipe>,
+        /// Its shape.
+        dims: Vec<i64>,
+        /// The source dim each result dim takes.
+        perm: Vec<i64>,
+    },
     /// `(bias - mean) * s + beta` (bias and beta 0 when absent).
     BnFoldedBias {
         /// The convolution bias.

@@ -170,6 +170,9 @@ fn recipe(r: &WeightRecipe) -> String {
             quote(var),
             eps(*e)
         ),
+        WeightRecipe::Permute { source, dims, perm } => {
+            format!("permute({}, dims={}, perm={})", recipe(source), ints(dims), ints(perm))
+        }
         WeightRecipe::Pad { source, dims, padded, blocks } => {
             let blocks = if blocks.is_empty() { String::new() } else { format!(", blocks={}", ints(blocks)) };
             format!("pad({}, dims={}, padded={}{blocks})", recipe(source), ints(dims), ints(padded))

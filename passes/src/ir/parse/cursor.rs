@@ -414,6 +414,11 @@ impl<'a> Cursor<'a> {
                 padded: self.after(", padded=")?.ints()?,
                 blocks: if self.eat(", blocks=") { self.ints()? } else { vec![] },
             },
+            "permute" => WeightRecipe::Permute {
+                source: Box::new(self.recipe(depth + 1)?),
+                dims: self.after(", dims=")?.ints()?,
+                perm: self.after(", perm=")?.ints()?,
+            },
             other => return Err(format!("unknown weight recipe `{other}`")),
         };
         self.expect(")")?;

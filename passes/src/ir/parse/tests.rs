@@ -89,6 +89,11 @@ fn odd_graph() -> Graph {
             var: weight("bn.v"),
             eps: 0.001,
         },
+        WeightRecipe::Permute {
+            source: Box::new(WeightRecipe::Cast { weight: weight("c.w") }),
+            dims: vec![8, 3, 3, 3],
+            perm: vec![2, 3, 1, 0],
+        },
         WeightRecipe::Pad {
             source: Box::new(WeightRecipe::Pad {
                 source: Box::new(WeightRecipe::Cast { weight: weight("w\u{1b}") }),
