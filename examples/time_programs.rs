@@ -38,6 +38,8 @@ fn main() -> Result<()> {
         None => 200,
     };
     let jobs: Vec<Value> = serde_json::from_slice(&std::fs::read(jobs_path)?)?;
+    // The XLA:CPU settings the compiler's command line uses, for every program alike.
+    torchtpu_compile::pjrt::prepare_xla_environment();
     let plugin = Plugin::load(&torchtpu_compile::setup::cpu_plugin(None).path)?;
     let client = plugin.client()?;
     let mut ready = Vec::new();

@@ -36,8 +36,10 @@ import contextlib
 import json
 import os
 import sys
+import struct
 import unittest.mock
 import zipfile
+import zlib
 
 import numpy as np
 import torch
@@ -162,6 +164,19 @@ def build_llama_1b_bf16():
     cfg = LlamaConfig(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
                       num_attention_heads=32, num_key_value_heads=8, head_dim=64, vocab_size=128256,
                       max_position_embeddings=2048, rope_theta=500000.0, tie_word_embeddings=True,
+                      attn_implementation="sdpa")
+    return LogitsWrapper(LlamaForCausalLM(cfg).to(torch.bfloat16))
+
+
+def build_llama_8b_bf16():
+    """Benchmark only: Llama-3.1-8B's shape (8.03 B parameters, untied LM head) in bf16. Built
+    on the meta device and written as a sparse archive (`generate_sparse`): its weights are
+    zeros that cost no disk."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+                      num_attention_heads=32, num_key_value_heads=8, head_dim=128, vocab_size=128256,
+                      max_position_embeddings=8192, rope_theta=500000.0, tie_word_embeddings=False,
                       attn_implementation="sdpa")
     return LogitsWrapper(LlamaForCausalLM(cfg).to(torch.bfloat16))
 
@@ -599,6 +614,13 @@ BENCH_MODELS = {
         desc="GPT-2 small (GPT2Config defaults, f32, tied LM head): 500 MB of weights; 32 tokens",
         inputs=[(ids(32, 31, vocab=50257),)],
         large=True),
+    "llama_8b_sparse": dict(
+        build=build_llama_8b_bf16,
+        desc="Llama-3.1-8B-shaped LlamaForCausalLM in bf16 (hidden 4096, inter 14336, 32 layers, 32 heads, "
+             "8 kv heads, vocab 128256, untied): 16 GB of zero weights written as holes (no disk); "
+             "exported on the meta device, no eager reference",
+        inputs=[(ids(32, 32, vocab=128256),)],
+        sparse=True),
     "moe_wide": dict(
         build=build_qwen3_moe_wide,
         desc="moe_tiny's architecture at benchmark size: hidden 512, 1 layer, 64 experts, top-8, "
@@ -734,6 +756,8 @@ def strip_local_paths(ep):
 def generate(name, spec, outdir):
     if spec.get("train"):
         return generate_train(name, spec, outdir)
+    if spec.get("sparse"):
+        return generate_sparse(name, spec, outdir)
     torch.manual_seed(0)
     model = spec["build"]().eval()
     cases = spec["inputs"]
@@ -842,6 +866,114 @@ def generate(name, spec, outdir):
     with open(os.path.join(d, "meta.json"), "w") as f:
         f.write(compact_json(meta) + "\n")
     print(f"[{name}] wrote {path} ({os.path.getsize(path)} bytes)")
+
+
+def generate_sparse(name, spec, outdir):
+    """A model too large for this machine's memory or disk, for the memory bound: built and
+    exported on the meta device, then written as an archive whose weight files are holes (zeros
+    written by seek) with their true sizes and CRC-32s. Only its inputs are saved: there is no
+    eager reference to compare with."""
+    import tempfile
+
+    with torch.device("meta"):
+        model = spec["build"]().eval()
+    args = spec["inputs"][0]
+    ep = torch.export.export(model, tuple(a.to("meta") for a in args), strict=False)
+    ep = ep.run_decompositions()
+    strip_local_paths(ep)
+    path = os.path.join(outdir, f"{name}.pt2")
+    with tempfile.TemporaryDirectory() as tmp:
+        plain = os.path.join(tmp, f"{name}.pt2")  # the archive's root folder is named after it
+        torch.export.save(ep, plain)  # every meta tensor is a 0-byte record of one shared file
+        write_sparse_archive(plain, path, ep)
+    d = os.path.join(outdir, name)
+    os.makedirs(d, exist_ok=True)
+    for i, t in enumerate(args):
+        np.save(os.path.join(d, f"in_{i}.npy"), to_numpy(t))
+    params = sum(p.numel() for p in model.parameters())
+    print(f"[{name}] wrote {path} ({os.path.getsize(path)} bytes, {params} parameters, sparse)")
+
+
+ELEMENT_BYTES = {13: 2, 7: 4, 6: 2, 5: 8, 4: 4, 12: 1}  # export schema dtype codes: bf16, f32, f16, i64, i32, bool
+
+
+def write_sparse_archive(plain, path, ep):
+    """Rewrites the archive `plain` (meta tensors: 0-byte payloads) as `path`, where every
+    weight and constant gets its own payload file of its true size, written as a hole, and the
+    configs point each FQN at it (tensors that are one object, tied weights, share a file). The
+    payloads are 64-byte aligned and stored, as torch writes them; zip64 where offsets pass 4 GiB."""
+    with zipfile.ZipFile(plain) as zf:
+        names = zf.namelist()
+        root = names[0].split("/")[0]
+        entries = []  # (name, bytes) or (name, size of zeros)
+        payloads = {}
+        for kind, tensors, prefix in (("weights", ep.state_dict, "weight_"), ("constants", ep.constants, "tensor_")):
+            config = json.loads(zf.read(f"{root}/data/{kind}/model_{kind}_config.json"))
+            files = {}
+            for fqn in sorted(config["config"]):
+                meta = config["config"][fqn]["tensor_meta"]
+                sizes = [s["as_int"] for s in meta["sizes"]]
+                numel = int(np.prod(sizes)) if sizes else 1
+                key = id(tensors[fqn])
+                if key not in files:
+                    files[key] = f"{prefix}{len(files)}"
+                    payloads[f"{root}/data/{kind}/{files[key]}"] = numel * ELEMENT_BYTES[meta["dtype"]]
+                strides, acc = [], 1
+                for n in reversed(sizes):
+                    strides.insert(0, {"as_int": acc})
+                    acc *= n
+                meta["strides"], meta["storage_offset"] = strides, {"as_int": 0}
+                meta["device"] = {"type": "cpu", "index": None}
+                config["config"][fqn]["path_name"] = files[key]
+            payloads[f"{root}/data/{kind}/model_{kind}_config.json"] = json.dumps(config).encode()
+        for n in names:
+            if n in payloads or n.startswith((f"{root}/data/weights/weight_", f"{root}/data/constants/tensor_")):
+                continue
+            data = zf.read(n)
+            if n.endswith("models/model.json"):
+                data = data.replace(b'"type": "meta"', b'"type": "cpu"').replace(b'"type":"meta"', b'"type":"cpu"')
+            entries.append((n, data))
+        entries = sorted(payloads.items()) + entries  # payloads first, as torch writes them
+    crc_of_zeros = {}
+
+    def zeros_crc(n):
+        if n not in crc_of_zeros:
+            crc, block, left = 0, bytes(1 << 24), n
+            while left:
+                k = min(left, len(block))
+                crc = zlib.crc32(block[:k] if k < len(block) else block, crc)
+                left -= k
+            crc_of_zeros[n] = crc
+        return crc_of_zeros[n]
+
+    with open(path, "wb") as f:
+        records = []
+        for n, data in entries:
+            name = n.encode()
+            size = data if isinstance(data, int) else len(data)
+            crc = zeros_crc(size) if isinstance(data, int) else zlib.crc32(data)
+            at = f.tell()
+            pad = (-(at + 30 + len(name) + 4)) % 64
+            extra = struct.pack("<HH", 0x4246, pad) + b"Z" * pad
+            f.write(struct.pack("<IHHHHHIIIHH", 0x04034B50, 45, 0, 0, 0, 0x21, crc, size, size, len(name), len(extra)))
+            f.write(name + extra)
+            if isinstance(data, int):
+                f.seek(size, 1)
+            else:
+                f.write(data)
+            records.append((name, at, size, crc))
+        directory_at = f.tell()
+        for name, at, size, crc in records:
+            extra = struct.pack("<HHQ", 1, 8, at) if at >= 0xFFFFFFFF else b""
+            f.write(struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 45, 45, 0, 0, 0, 0x21, crc, size, size,
+                                len(name), len(extra), 0, 0, 0, 0, min(at, 0xFFFFFFFF)))
+            f.write(name + extra)
+        end64_at = f.tell()
+        size, count = end64_at - directory_at, len(records)
+        f.write(struct.pack("<IQHHIIQQQQ", 0x06064B50, 44, 45, 45, 0, 0, count, count, size, directory_at))
+        f.write(struct.pack("<IIQI", 0x07064B50, 0, end64_at, 1))
+        f.write(struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, min(count, 0xFFFF), min(count, 0xFFFF),
+                            min(size, 0xFFFFFFFF), min(directory_at, 0xFFFFFFFF), 0))
 
 
 def save_state_dict(ep, path, d):

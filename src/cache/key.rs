@@ -14,7 +14,8 @@ pub struct KeyParts {
     pub format: String,
     /// sha256 of the exact StableHLO text handed to the compiler.
     pub program_sha256: String,
-    /// sha256 of the serialized `xla.CompileOptionsProto`.
+    /// sha256 of the serialized `xla.CompileOptionsProto` and of the XLA environment variables
+    /// in effect (`XLA_FLAGS`, `LIBTPU_INIT_ARGS`).
     pub options_sha256: String,
     /// `cpu` or `tpu:<generation>:<topology>`.
     pub target: String,

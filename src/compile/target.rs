@@ -25,7 +25,8 @@ pub struct TargetCompiler {
     name: String,
     choice: PluginChoice,
     options: CompileOptions,
-    /// `options` encoded once: part of every cache key.
+    /// `options` encoded once, then the XLA environment ([`xla_environment`]): part of every
+    /// cache key.
     options_bytes: Vec<u8>,
     /// Created on the first cache miss.
     backend: Mutex<Option<Arc<Backend>>>,
@@ -72,6 +73,20 @@ pub struct CompiledMeta {
     pub cost: Option<CostInfo>,
 }
 
+/// The environment variables through which XLA and libtpu read settings that change what they
+/// compile (`XLA_FLAGS`, `LIBTPU_INIT_ARGS`), as bytes to key executables on: a flag set there
+/// must not serve its executables to compiles without it, nor the other way round.
+fn xla_environment() -> Vec<u8> {
+    let mut bytes = Vec::new();
+    for name in ["XLA_FLAGS", "LIBTPU_INIT_ARGS"] {
+        bytes.push(0);
+        bytes.extend(name.as_bytes());
+        bytes.push(b'=');
+        bytes.extend(std::env::var_os(name).unwrap_or_default().as_encoded_bytes());
+    }
+    bytes
+}
+
 impl TargetCompiler {
     /// Chooses `target`'s plugin (`cpu_plugin_flag` is `--plugin`) and encodes its options;
     /// loads nothing yet.
@@ -86,7 +101,8 @@ impl TargetCompiler {
                     .map_err(|source| Error::Compile { target: target.to_string(), source })?,
             ),
         };
-        let options_bytes = prost::Message::encode_to_vec(options.proto());
+        let mut options_bytes = prost::Message::encode_to_vec(options.proto());
+        options_bytes.extend(xla_environment());
         Ok(TargetCompiler {
             target: target.clone(),
             name: target.to_string(),

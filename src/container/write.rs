@@ -253,8 +253,55 @@ impl Sink for Vec<u8> {
 
 /// Appends `range` of `src` to `dst` at its position: `copy_file_range`, which moves the bytes
 /// inside the kernel, or where the system cannot (another file system, an old kernel), a
-/// buffered copy.
+/// buffered copy. Holes of a sparse source (`SEEK_HOLE`) stay holes: `dst` is seeked over them,
+/// as `cp` does, so that a sparse archive gives a sparse artifact.
 fn kernel_copy(src: &MappedFile, range: Range<usize>, dst: &mut File) -> io::Result<()> {
+    let mut at = range.start;
+    while at < range.end {
+        let (data, hole) = next_data(src.raw_file(), at, range.end);
+        if data > at {
+            skip(dst, data - at)?;
+        }
+        if data < hole {
+            copy_data(src, data..hole, dst)?;
+        }
+        at = hole;
+    }
+    Ok(())
+}
+
+/// The next run of data in `file` from `at` (before `end`): `(start, end)`, `start == end`
+/// when the rest is a hole. A file system that cannot tell says it is all data.
+fn next_data(file: &File, at: usize, end: usize) -> (usize, usize) {
+    let fd = file.as_raw_fd();
+    let seek = |whence| {
+        // SAFETY: `fd` is an open file of this process; lseek only moves its offset, which no
+        // reader of the map depends on (reads go through the map or at explicit offsets).
+        let r = unsafe { libc::lseek(fd, at as libc::off_t, whence) };
+        usize::try_from(r).ok()
+    };
+    match seek(libc::SEEK_DATA) {
+        Some(data) if data >= end => (end, end),
+        Some(data) => (data.max(at), seek(libc::SEEK_HOLE).map_or(end, |hole| hole.clamp(data.max(at), end))),
+        // ENXIO: no data from `at` on. Anything else: no hole information, copy it all.
+        None if io::Error::last_os_error().raw_os_error() == Some(libc::ENXIO) => (end, end),
+        None => (at, end),
+    }
+}
+
+/// Moves `dst`'s position `len` bytes on, leaving a hole, and makes the file at least that long
+/// (a hole at its end is part of its length).
+fn skip(dst: &mut File, len: usize) -> io::Result<()> {
+    use std::io::Seek;
+    let pos = dst.seek(io::SeekFrom::Current(len as i64))?;
+    if dst.metadata()?.len() < pos {
+        dst.set_len(pos)?;
+    }
+    Ok(())
+}
+
+/// `copy_file_range` of `range` (data, not holes) to `dst`'s position.
+fn copy_data(src: &MappedFile, range: Range<usize>, dst: &mut File) -> io::Result<()> {
     let mut from = range.start as libc::loff_t;
     let end = range.end as libc::loff_t;
     while from < end {
@@ -323,6 +370,39 @@ mod tests {
         assert!(read.entries().values().all(|r| (r.start as u64).is_multiple_of(ALIGN)), "{:?}", read.entries());
         let mut z = zip::ZipArchive::new(std::fs::File::open(&path).expect("opens")).expect("the zip crate reads it");
         assert_eq!(z.by_name("a.txt").expect("a").crc32(), crc32fast::hash(b"hello"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A sparse source copies to a sparse destination with the same bytes: holes (at the start
+    /// of the range, between data and at the end) are seeked over, not written.
+    #[test]
+    fn holes_stay_holes() {
+        use std::os::unix::fs::{FileExt, MetadataExt};
+        let dir = std::env::temp_dir().join(format!("zipout-holes-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a folder");
+        let (src_path, dst_path) = (dir.join("sparse.bin"), dir.join("copy.bin"));
+        let src_file = std::fs::File::create(&src_path).expect("creates");
+        let len = 8 << 20;
+        src_file.set_len(len).expect("a hole of 8 MiB");
+        let data: Vec<u8> = (0..65_536u32).map(|i| (i % 251) as u8 + 1).collect();
+        for at in [1u64 << 20, 5 << 20] {
+            src_file.write_all_at(&data, at).expect("data");
+        }
+        drop(src_file);
+        let src = MappedFile::open(&src_path).expect("maps");
+        let mut out = super::FileSink(std::io::BufWriter::new(std::fs::File::create(&dst_path).expect("creates")));
+        out.write_all(b"head").expect("writes");
+        out.copy_range(&src, 4096..len as usize, None).expect("copies");
+        out.flush().expect("flushes");
+        drop(out);
+        let copied = std::fs::read(&dst_path).expect("reads");
+        assert_eq!(&copied[..4], b"head");
+        assert_eq!(&copied[4..], &src.bytes()[4096..], "the same bytes, holes reading as zeros");
+        let allocated = |p: &std::path::Path| std::fs::metadata(p).expect("stat").blocks() * 512;
+        if allocated(&src_path) < len / 2 {
+            // The file system keeps holes (it did for the source): so must the copy.
+            assert!(allocated(&dst_path) < len / 2, "{} bytes allocated for the copy", allocated(&dst_path));
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 

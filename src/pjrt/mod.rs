@@ -37,7 +37,7 @@ use std::path::PathBuf;
 pub use client::{Client, Device};
 pub use executable::{Buffer, Executable, LoadedExecutable, MemoryStats};
 pub use plugin::{ApiVersion, AttributeValue, Created, Plugin};
-pub use topology::{prepare_libtpu_environment, Topology};
+pub use topology::{prepare_libtpu_environment, prepare_xla_environment, Topology, CPU_SCHEDULE_FLAG};
 pub use types::{CompileOptions, ElementType};
 
 /// Errors of the PJRT layer.

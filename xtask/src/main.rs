@@ -43,9 +43,9 @@ enum Task {
     Bench {
         /// Only these sections (default: everything but --large and --peers).
         sections: Vec<String>,
-        /// Real-size models (GPT-2 124M, a 1B-parameter Llama in bf16; generated with torch on
-        /// first use): lowering, cold and cached compiles against `cp`, memory against the
-        /// bounds, `run`.
+        /// Real-size models (GPT-2 124M, a 1B-parameter Llama in bf16, and an 8B-shaped one whose
+        /// weights are holes; generated with torch on first use): lowering, cold and cached
+        /// compiles against `cp`, memory against the bounds, `run`.
         #[arg(long)]
         large: bool,
         /// Our programs against torchax's and torch-mlir's for the models of ../shared/peers
