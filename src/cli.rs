@@ -18,7 +18,7 @@ use crate::emit::{EmitOptions, GroupedMm, Precision};
 use crate::run::{run as run_artifact, RunRequest};
 use crate::target::Target;
 use crate::{check, driver, import, inspect, Error};
-use torchtpu_passes::ir::DType;
+use torchtpu_passes::ir::{DType, Mesh};
 use torchtpu_passes::{PassOptions, PASSES};
 
 /// Ahead-of-time compiler from PyTorch `torch.export` archives (.pt2) to TPU executables.
@@ -310,11 +310,21 @@ struct CompileArgs {
     /// What to write: an executable artifact, StableHLO text, MLIR bytecode, or the IR.
     #[arg(long, value_enum, default_value_t = Emit::Exe)]
     emit: Emit,
-    /// Where executables will run: `cpu`, or `tpu:<generation>:<topology>` with a generation
-    /// among v2, v3, v4, v5e, v5p, v6e, tpu7x (e.g. `tpu:v6e:1x1`, `tpu:v5e:2x2`,
-    /// `tpu:v5p:2x2x1`); repeat for several. Default: `tpu:v6e:1x1` and `cpu`.
+    /// Where executables will run: `cpu`, `cpu:N` (N CPU devices, for a program split over a
+    /// mesh of N), or `tpu:<generation>:<topology>` with a generation among v2, v3, v4, v5e,
+    /// v5p, v6e, tpu7x (e.g. `tpu:v6e:1x1`, `tpu:v5e:2x2`, `tpu:v5p:2x2x1`); repeat for several.
+    /// Default: `tpu:v6e:1x1` and `cpu`.
     #[arg(long = "target", value_name = "T", value_parser = parse_target)]
     targets: Vec<Target>,
+    /// Split the program over a mesh of devices, e.g. `tp=4` or `dp=2,tp=2`: `dp` splits the
+    /// user inputs' batch, `tp` the transformer blocks (Megatron tensor parallelism: whole heads
+    /// per device, one all-reduce after each block's attention and MLP). The product of the
+    /// sizes must be every target's device count (`cpu:4`, `tpu:v5e:2x2`).
+    #[arg(long, value_name = "AXIS=N,...", value_parser = parse_mesh)]
+    mesh: Option<Mesh>,
+    /// How tensors map onto the mesh: `auto` (found from the graph's structure; the default).
+    #[arg(long, value_name = "auto", default_value = "auto", value_parser = parse_shard_plan)]
+    shard_plan: String,
     /// Precision of matmuls and convolutions (on TPU: one bf16 pass, three, or full f32).
     #[arg(long, value_name = "LEVEL", value_parser = parse_precision, default_value = "default")]
     precision: Precision,
@@ -398,6 +408,40 @@ impl CompileArgs {
             compute_dtype: self.compute_dtype.0,
             pad_multiple: pad.filter(|&m| m > 1),
             bucket: None,
+            mesh: self.mesh.clone(),
+        }
+    }
+
+    /// Every target has as many devices as the mesh; a target of several CPU devices needs one.
+    fn check_devices(&self, targets: &[Target]) -> Result<(), clap::Error> {
+        let error = |msg: String| Cli::command().error(clap::error::ErrorKind::ArgumentConflict, msg);
+        match &self.mesh {
+            Some(mesh) => {
+                let devices = mesh.devices() as u64;
+                let wrong: Vec<String> = targets
+                    .iter()
+                    .filter(|t| t.devices() != devices)
+                    .map(|t| format!("`{t}` has {}", t.devices()))
+                    .collect();
+                if wrong.is_empty() {
+                    return Ok(());
+                }
+                let defaulted = if self.targets.is_empty() { " (the default targets)" } else { "" };
+                Err(error(format!(
+                    "`--mesh {}` needs targets of {devices} devices, but {}{defaulted}: give targets such as \
+                     `--target cpu:{devices}`",
+                    mesh.axes.iter().map(|a| format!("{}={}", a.name, a.size)).collect::<Vec<_>>().join(","),
+                    wrong.join(", ")
+                )))
+            }
+            None => match targets.iter().find(|t| matches!(t, Target::Cpu { devices } if *devices > 1)) {
+                Some(t) => Err(error(format!(
+                    "`{t}` has {} devices: give `--mesh` to split the program over them (e.g. `--mesh dp={}`)",
+                    t.devices(),
+                    t.devices()
+                ))),
+                None => Ok(()),
+            },
         }
     }
 
@@ -433,11 +477,22 @@ enum GroupedMmArg {
 
 /// `tpu:v6e:1x1` plus `cpu`, the default `--target` list.
 fn default_targets() -> Vec<Target> {
-    vec![Target::Tpu { generation: "v6e".into(), topology: "1x1".into() }, Target::Cpu]
+    vec![Target::Tpu { generation: "v6e".into(), topology: "1x1".into() }, Target::cpu()]
 }
 
 fn parse_target(s: &str) -> Result<Target, String> {
     s.parse()
+}
+
+fn parse_mesh(s: &str) -> Result<Mesh, String> {
+    Mesh::parse(s)
+}
+
+fn parse_shard_plan(s: &str) -> Result<String, String> {
+    match s {
+        "auto" => Ok(s.to_string()),
+        _ => Err(format!("`{s}`: plan files are not supported yet; `auto` is the plan this version has")),
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -569,6 +624,7 @@ fn check_cmd(model: &Path, format: Format, out: &mut dyn Write) -> anyhow::Resul
 }
 
 fn compile_cmd(args: &CompileArgs, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<()> {
+    args.check_devices(&args.targets_or_default())?;
     // An archive an earlier compile read whole, unchanged since, is not checked byte by byte again.
     let integrity = if cache::Cache::open(&args.cache.config()).remembers_file(&args.model) {
         import::Integrity::KnownIntact

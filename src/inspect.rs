@@ -298,6 +298,25 @@ pub fn render_artifact(art: &crate::artifact::Artifact) -> String {
         human_bytes(m.weights.bytes),
         if m.weights.external { format!(" in `{}` beside the artifact", m.weights.entry) } else { String::new() }
     );
+    if let Some(sh) = &m.sharding {
+        let mesh: Vec<String> = sh.mesh.iter().map(|a| format!("{}={}", a.name, a.size)).collect();
+        let devices: i64 = sh.mesh.iter().map(|a| a.size).product();
+        let _ = writeln!(
+            out,
+            "split over a mesh of {devices} devices ({}), plan `{}`: {} of {} weights split, every result whole",
+            mesh.join(", "),
+            sh.plan,
+            sh.weights.len(),
+            m.weights.order.len()
+        );
+        for (v, split) in m.signature.inputs.iter().zip(&sh.inputs) {
+            if split.iter().any(|d| !d.is_empty()) {
+                let dims: Vec<String> =
+                    split.iter().map(|d| if d.is_empty() { "-".to_string() } else { d.join("×") }).collect();
+                let _ = writeln!(out, "  input {}: [{}]", v.name, dims.join(", "));
+            }
+        }
+    }
     let _ = writeln!(out, "buckets:");
     for b in &m.buckets {
         let bind: Vec<String> = b.bindings.iter().map(|(k, v)| format!("{k}={v}")).collect();
@@ -333,11 +352,12 @@ fn render_target(out: &mut String, t: &crate::artifact::TargetEntry) {
         t.target, t.plugin.file, t.plugin.api_version
     );
     if let Some(tpu) = &t.tpu {
-        let _ = writeln!(
-            out,
-            "    slice of {} chip(s); the program spans {} (replicated single-partition: no sharding annotations)",
-            tpu.chips, tpu.partitions
-        );
+        let how = if tpu.partitions > 1 {
+            "split over every chip: memory figures are per chip"
+        } else {
+            "a replicated single-partition program: no `--mesh`"
+        };
+        let _ = writeln!(out, "    slice of {} chip(s); the program spans {} ({how})", tpu.chips, tpu.partitions);
     }
     for e in &t.executables {
         let _ =

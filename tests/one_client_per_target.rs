@@ -16,7 +16,7 @@ fn a_bucketed_compile_creates_one_client_and_one_topology() {
     let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/models/llama_tiny_dyn.pt2");
     let program = torchtpu_compile::import::import(&model).expect("import");
     let tpu = Target::Tpu { generation: "v6e".into(), topology: "1x1".into() };
-    let req = CompileRequest::new(vec![Target::Cpu, tpu], Precision::Default);
+    let req = CompileRequest::new(vec![Target::cpu(), tpu], Precision::Default);
     let out = std::env::temp_dir().join(format!("one-client-{}.tpuexe", std::process::id()));
     let summary = compile(&program, &model, &out, &req).expect("compile");
     let _ = std::fs::remove_file(&out);

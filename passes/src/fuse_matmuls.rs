@@ -6,7 +6,9 @@
 //!
 //! Preconditions per group: two or more `mm` nodes with the same left operand, each right
 //! operand a `[1, 0]` permute of a stored weight of the `mm`'s dtype (f32, bf16 or f16), all
-//! with the same `k` and precision.
+//! with the same `k` and precision. Nothing is fused for a mesh with a `tp` axis: tensor
+//! parallelism splits each projection's features across devices, and a stacked weight split so
+//! would put a head's Q, K and V on different devices.
 //! Postcondition: each group is one `mm` plus slices; the permutes left unused go to `dce`.
 //!
 //! Attention's Q/K/V projections, as a filetest (the input graph, then the graph after the
@@ -22,7 +24,10 @@ use crate::ir::{DType, Dim, Graph, InputKind, Node, NodeId, Op, TensorType, Valu
 use crate::pass::{Changed, Pass, PassCx, PassError};
 
 /// See the module docs.
-pub struct FuseMatmuls;
+pub struct FuseMatmuls {
+    /// Leave the projections separate (a mesh with a `tp` axis).
+    pub keep_separate: bool,
+}
 
 /// One candidate: the `mm`, its stored weight's name, `[n, k]` and dtype.
 struct Candidate {
@@ -88,6 +93,9 @@ impl Pass for FuseMatmuls {
     }
 
     fn run(&self, graph: &mut Graph, cx: &mut PassCx) -> Result<Changed, PassError> {
+        if self.keep_separate {
+            return Ok(Changed::No);
+        }
         let order = graph.topo_order().map_err(|_| PassError::Failed { pass: self.name(), reason: "cycle".into() })?;
         // Group by (left operand, k, precision); BTreeMap keeps the groups in a fixed order.
         let mut groups: BTreeMap<(ValueRef, i64, String), Vec<Candidate>> = BTreeMap::new();

@@ -19,6 +19,7 @@ pub mod pass;
 pub mod precision;
 pub mod safe_softmax;
 pub mod sdpa;
+pub mod shard;
 pub mod specialize;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;

@@ -148,7 +148,7 @@ pub const PASSES: &[PassInfo] = &[
         name: "fuse_matmuls",
         summary: "one matmul on stacked weights for matmuls that read the same input (Q/K/V, gate/up)",
         when_skipped: None,
-        make: |_| Box::new(crate::fuse_matmuls::FuseMatmuls),
+        make: |o| Box::new(crate::fuse_matmuls::FuseMatmuls { keep_separate: o.tensor_parallel() }),
     },
     PassInfo {
         name: "pad",
@@ -167,6 +167,12 @@ pub const PASSES: &[PassInfo] = &[
         summary: "store convolution kernels spatial dims first (HWIO), read through a transpose XLA folds",
         when_skipped: None,
         make: |_| Box::new(crate::weight_layout::WeightLayout),
+    },
+    PassInfo {
+        name: "shard",
+        summary: "split the program over the devices of --mesh: batch along dp, Megatron tensor parallelism along tp",
+        when_skipped: Some("every device then runs the whole program on whole tensors"),
+        make: |o| Box::new(crate::shard::Shard { mesh: o.mesh.clone() }),
     },
     PassInfo {
         name: "dce",
@@ -204,6 +210,15 @@ pub struct PassOptions {
     pub pad_multiple: Option<i64>,
     /// The size bucket the program is compiled for (`None`: one exact size).
     pub bucket: Option<crate::bucket_masks::BucketSpec>,
+    /// The device mesh the `shard` pass splits the program over (`None`: one device).
+    pub mesh: Option<crate::ir::Mesh>,
+}
+
+impl PassOptions {
+    /// True when the mesh has a `tp` axis of more than one device.
+    pub fn tensor_parallel(&self) -> bool {
+        self.mesh.as_ref().is_some_and(|m| m.size("tp") > 1)
+    }
 }
 
 /// An ordered list of passes.
@@ -401,7 +416,22 @@ mod tests {
         let counts: Vec<(usize, usize)> = reports.iter().map(|r| (r.nodes_before, r.nodes_after)).collect();
         assert_eq!(
             counts,
-            [(7, 5), (5, 5), (5, 5), (5, 4), (4, 4), (4, 4), (4, 4), (4, 4), (4, 4), (4, 4), (4, 3), (3, 3), (3, 3)]
+            [
+                (7, 5),
+                (5, 5),
+                (5, 5),
+                (5, 4),
+                (4, 4),
+                (4, 4),
+                (4, 4),
+                (4, 4),
+                (4, 4),
+                (4, 4),
+                (4, 4),
+                (4, 3),
+                (3, 3),
+                (3, 3)
+            ]
         );
         assert_eq!(reports[0].notes, ["1 removed copies", "1 removed no-op views"]);
         insta::assert_snapshot!(print(&g), @r"

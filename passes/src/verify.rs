@@ -55,6 +55,8 @@ pub enum NodeError {
     OutputType { slot: usize, expected: String, found: String },
     #[error("{0}")]
     Shape(String),
+    #[error("{0}")]
+    Sharding(String),
 }
 
 /// Checks every invariant of the graph.
@@ -69,7 +71,7 @@ pub fn verify(graph: &Graph) -> Result<(), VerifyError> {
             return Err(VerifyError::DuplicateName(node.name.clone()));
         }
         check_symbols(graph, node)?;
-        check_node(graph, id).map_err(|source| VerifyError::Node {
+        check_node(graph, id).and_then(|()| check_sharding(graph, node)).map_err(|source| VerifyError::Node {
             node: node.name.clone(),
             op: node.op.name(),
             source,
@@ -95,6 +97,26 @@ fn check_symbols(graph: &Graph, node: &Node) -> Result<(), VerifyError> {
         }
     }
     Ok(())
+}
+
+/// A set sharding needs the graph's mesh, one entry per dim of the first output, known axes
+/// used once, and static dims that divide into equal pieces.
+fn check_sharding(graph: &Graph, node: &Node) -> Result<(), NodeError> {
+    let Some(sharding) = &node.sharding else { return Ok(()) };
+    let mesh =
+        graph.mesh().ok_or_else(|| NodeError::Sharding(format!("sharded {sharding}, but the graph has no mesh")))?;
+    let ty = node.outputs.first().ok_or_else(|| NodeError::Sharding("sharded, but it has no result".into()))?;
+    // Symbolic dims (before specialization) are taken as dividing; `specialize` gives them values.
+    let dims: Vec<i64> = ty
+        .dims
+        .iter()
+        .enumerate()
+        .map(|(d, dim)| match dim {
+            Dim::Static(n) => *n,
+            Dim::Sym(_) => sharding.pieces(d, mesh),
+        })
+        .collect();
+    sharding.check(&dims, mesh).map_err(NodeError::Sharding)
 }
 
 fn check_node(graph: &Graph, id: NodeId) -> Result<(), NodeError> {

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! ; run: cse                      the passes, in pipeline order (`PASSES`)
-//! ; pad-multiple: 128             options: pad-multiple, compute-dtype, precision-override
+//! ; pad-multiple: 128             options: pad-multiple, compute-dtype, precision-override, mesh
 //! ; bucket: s0=16                 with `bucket_masks` in `run`: specialize at these sizes first
 //! graph t {                       the input, verified before the passes run
 //!   …
@@ -67,6 +67,7 @@ fn parse_file(text: &str) -> Result<FileTest, String> {
                 test.options.precision_overrides.push((pattern.to_string(), level));
             }
             "bucket" => test.bucket = Some(sizes(value)?),
+            "mesh" => test.options.mesh = Some(torchtpu_passes::ir::Mesh::parse(value)?),
             _ => {} // a comment
         }
     }

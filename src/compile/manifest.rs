@@ -7,13 +7,14 @@ use torchtpu_passes::ir::{Dim, Graph, InputKind, Op, TensorType};
 
 use super::{CompileRequest, LoweredBucket};
 use crate::artifact::{
-    self, describe_output, dims_json, Bucket, CompilerInfo, Manifest, OptionsInfo, PassInfo, Signature, SignatureValue,
-    SourceInfo, SymbolInfo, TargetEntry, WeightsInfo, ARTIFACT_FORMAT,
+    self, describe_output, dims_json, Bucket, CompilerInfo, Manifest, MeshAxisInfo, OptionsInfo, PassInfo,
+    ShardingInfo, Signature, SignatureValue, SourceInfo, SymbolInfo, TargetEntry, WeightsInfo, ARTIFACT_FORMAT,
 };
 use crate::emit::GroupedMm;
 use crate::import::Program;
 
-/// The manifest of an artifact whose weights, as written, are `weights`.
+/// The manifest of an artifact whose weights, as written, are `weights` (the caller adds the
+/// [`sharding`] of a split program).
 pub fn build(
     program: &Program,
     model: &Path,
@@ -37,9 +38,38 @@ pub fn build(
             grouped_mm: (req.grouped_mm != GroupedMm::Dense).then(|| req.grouped_mm.name().to_string()),
         },
         weights,
+        sharding: None,
         buckets,
         targets,
     }
+}
+
+/// How a lowered program (any bucket: they split their arguments alike) is split over its
+/// mesh, if it has one.
+pub fn sharding(graph: &Graph) -> Option<ShardingInfo> {
+    let mesh = graph.mesh()?;
+    let mut weights = std::collections::BTreeMap::new();
+    let mut inputs = Vec::new();
+    for &id in graph.graph_inputs() {
+        let node = graph.node(id);
+        let split = node.sharding.as_ref().filter(|s| !s.is_replicated()).map(|s| s.dims.clone());
+        match &node.op {
+            Op::Input(InputKind::User { .. }) => {
+                inputs.push(split.unwrap_or_else(|| vec![Vec::new(); node.outputs[0].rank()]));
+            }
+            Op::Input(InputKind::Derived { fqn, .. }) => {
+                weights.extend(split.map(|s| (fqn.clone(), s)));
+            }
+            Op::Input(k) => {
+                if let (Some(fqn), Some(s)) = (k.weight_fqn(), split) {
+                    weights.insert(fqn.to_string(), s);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mesh = mesh.axes.iter().map(|a| MeshAxisInfo { name: a.name.clone(), size: a.size }).collect();
+    Some(ShardingInfo { mesh, plan: "auto".into(), weights, inputs })
 }
 
 /// The source archive: its file name and the hash of its bytes.

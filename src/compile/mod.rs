@@ -237,8 +237,12 @@ struct TargetOutput {
 /// Compiles each bucket for each target: one [`TargetCompiler`] per target, shared by the
 /// buckets, so a target's plugin, client or topology and options are made once.
 fn compile_all(buckets: &[LoweredBucket], req: &CompileRequest, cache: &Cache) -> Result<CompiledAll, Error> {
-    let compilers =
-        req.targets.iter().map(|t| TargetCompiler::new(t, req.plugin.as_deref())).collect::<Result<Vec<_>, _>>()?;
+    let partitions = req.pass_options.mesh.as_ref().map_or(1, |m| m.devices() as u32);
+    let compilers = req
+        .targets
+        .iter()
+        .map(|t| TargetCompiler::new(t, req.plugin.as_deref(), partitions))
+        .collect::<Result<Vec<_>, _>>()?;
     let steps: Vec<(&LoweredBucket, &Target, &TargetCompiler)> =
         buckets.iter().flat_map(|b| req.targets.iter().zip(&compilers).map(move |(t, c)| (b, t, c))).collect();
     let bar = progress_bar(req.progress, steps.len());
@@ -381,7 +385,9 @@ fn write_artifact(
             info(artifact::WEIGHTS.into(), false, w)
         });
         weights_sha256 = Some(w.sha256.clone());
-        manifest::build(program, model, req, bucket_entries, targets, source_sha256, w)
+        let mut m = manifest::build(program, model, req, bucket_entries, targets, source_sha256, w);
+        m.sharding = buckets.first().and_then(|b| manifest::sharding(&b.lowered.graph));
+        m
     });
     if let Some(e) = failure.into_inner() {
         return Err(e);
@@ -493,9 +499,9 @@ mod tests {
     #[test]
     fn requests_pad_for_tpu_targets_as_the_command_line_does() {
         let tpu = Target::Tpu { generation: "v6e".into(), topology: "1x1".into() };
-        let both = CompileRequest::new(vec![tpu, Target::Cpu], Precision::Default);
+        let both = CompileRequest::new(vec![tpu, Target::cpu()], Precision::Default);
         assert_eq!(both.pass_options.pad_multiple, Some(128));
-        let cpu = CompileRequest::new(vec![Target::Cpu], Precision::Default);
+        let cpu = CompileRequest::new(vec![Target::cpu()], Precision::Default);
         assert_eq!(cpu.pass_options.pad_multiple, None);
     }
 }

@@ -88,18 +88,31 @@ fn xla_environment() -> Vec<u8> {
 }
 
 impl TargetCompiler {
-    /// Chooses `target`'s plugin (`cpu_plugin_flag` is `--plugin`) and encodes its options;
-    /// loads nothing yet.
-    pub fn new(target: &Target, cpu_plugin_flag: Option<&std::path::Path>) -> Result<TargetCompiler, Error> {
+    /// Chooses `target`'s plugin (`cpu_plugin_flag` is `--plugin`) and encodes its options for
+    /// a program split over `partitions` devices (Shardy partitions it when more than one);
+    /// loads nothing yet. Without a mesh, a TPU slice gets a replicated single-partition
+    /// program that runs on one chip.
+    pub fn new(
+        target: &Target,
+        cpu_plugin_flag: Option<&std::path::Path>,
+        partitions: u32,
+    ) -> Result<TargetCompiler, Error> {
+        // Split programs carry Shardy's shardings; without the flag off, XLA warns on every
+        // compile that it turns its newer `HloShardingV3` off for them.
+        let split = || {
+            CompileOptions::partitions(partitions)
+                .map(|o| o.with_shardy_partitioner(true).with_flag("xla_enable_hlo_sharding_v3", false))
+                .map_err(|source| Error::Compile { target: target.to_string(), source })
+        };
         let (choice, options) = match target {
-            Target::Cpu => (cpu_plugin(cpu_plugin_flag), CompileOptions::cpu()),
-            // No sharding annotations yet: one partition, i.e. a replicated program that runs
-            // on one chip of the slice.
-            Target::Tpu { .. } => (
+            Target::Cpu { .. } if partitions == 1 => (cpu_plugin(cpu_plugin_flag), CompileOptions::cpu()),
+            Target::Cpu { .. } => (cpu_plugin(cpu_plugin_flag), split()?.for_cpu()),
+            Target::Tpu { .. } if partitions == 1 => (
                 tpu_plugin(),
                 CompileOptions::partitions(1)
                     .map_err(|source| Error::Compile { target: target.to_string(), source })?,
             ),
+            Target::Tpu { .. } => (tpu_plugin(), split()?),
         };
         let mut options_bytes = prost::Message::encode_to_vec(options.proto());
         options_bytes.extend(xla_environment());
@@ -142,7 +155,10 @@ impl TargetCompiler {
         }
         let plugin = Plugin::load(&self.choice.path).map_err(|e| self.plugin_failed(e))?;
         let backend = match &self.target {
-            Target::Cpu => Backend::Cpu { plugin, client: plugin.client().map_err(|e| self.plugin_failed(e))? },
+            Target::Cpu { devices } => Backend::Cpu {
+                plugin,
+                client: plugin.client_with_devices(*devices).map_err(|e| self.plugin_failed(e))?,
+            },
             Target::Tpu { generation, topology } => Backend::Tpu {
                 plugin,
                 topology: plugin.topology(&format!("{generation}:{topology}")).map_err(|e| self.failed(e))?,
@@ -173,12 +189,14 @@ impl TargetCompiler {
         match (backend, &self.target) {
             (Backend::Cpu { plugin, client }, _) => {
                 let exe = client.compile(program, &self.options).map_err(|e| self.failed(e))?;
+                let compile_ms = started.elapsed().as_millis() as u64;
+                let stats = exe.memory_stats().map_err(|e| self.failed(e))?;
                 let meta = CompiledMeta {
-                    compile_ms: started.elapsed().as_millis() as u64,
+                    compile_ms,
                     plugin: plugin_info(plugin, platform_name, platform_version, None),
                     tpu: None,
                     generated_code_bytes: None,
-                    memory: None,
+                    memory: Some(memory_info(&stats)),
                     cost: None,
                 };
                 Ok((exe.serialize().map_err(|e| self.failed(e))?, meta))
@@ -199,19 +217,12 @@ impl TargetCompiler {
                         hbm_bytes_per_chip: hbm_bytes(generation),
                     }),
                     generated_code_bytes: Some(exe.generated_code_bytes().map_err(|e| self.failed(e))?),
-                    memory: Some(MemoryInfo {
-                        argument_bytes: stats.argument_size_in_bytes,
-                        output_bytes: stats.output_size_in_bytes,
-                        alias_bytes: stats.alias_size_in_bytes,
-                        temp_bytes: stats.temp_size_in_bytes,
-                        generated_code_bytes: stats.generated_code_size_in_bytes,
-                        peak_bytes: stats.peak_memory_in_bytes,
-                    }),
+                    memory: Some(memory_info(&stats)),
                     cost: cost_info(&exe),
                 };
                 Ok((exe.serialize().map_err(|e| self.failed(e))?, meta))
             }
-            (Backend::Tpu { .. }, Target::Cpu) => {
+            (Backend::Tpu { .. }, Target::Cpu { .. }) => {
                 Err(Error::Unsupported(format!("internal: a TPU backend for target {}", self.name)))
             }
         }
@@ -223,6 +234,18 @@ impl TargetCompiler {
             Error::Unsupported(format!("{}: cache entry {} has unreadable metadata: {e}", self.name, entry.header.key))
         })?;
         Ok(Compiled { bytes: entry.payload, meta, outcome, cache_key: entry.header.key })
+    }
+}
+
+/// What the plugin says one device needs (per partition for a split program).
+fn memory_info(stats: &crate::pjrt::MemoryStats) -> MemoryInfo {
+    MemoryInfo {
+        argument_bytes: stats.argument_size_in_bytes,
+        output_bytes: stats.output_size_in_bytes,
+        alias_bytes: stats.alias_size_in_bytes,
+        temp_bytes: stats.temp_size_in_bytes,
+        generated_code_bytes: stats.generated_code_size_in_bytes,
+        peak_bytes: stats.peak_memory_in_bytes,
     }
 }
 

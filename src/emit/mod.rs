@@ -5,7 +5,9 @@
 //! location is `"<node name>"("<file>":<line>:0)` from the FX stack trace, so an XLA
 //! diagnostic points at the PyTorch source line. The graph must be static (specialized).
 //! A node that cannot be lowered does not stop the emitter: all failures are collected and
-//! reported together, which is what `check` lists.
+//! reported together, which is what `check` lists. A graph split over a mesh gets Shardy's
+//! annotations (`sharding`): the mesh, every argument's and result's sharding, and the
+//! constraints the `shard` pass set.
 
 mod bag;
 mod builder;
@@ -23,6 +25,7 @@ mod reduce;
 mod sample;
 mod scatter;
 mod shape;
+mod sharding;
 mod sort;
 mod tensor;
 
@@ -169,11 +172,18 @@ pub fn emit(graph: &Graph, opts: &EmitOptions) -> Result<Emitted, EmitError> {
     let fn_type = format!("({}) -> ({})", arg_text.join(", "), result_types.join(", "));
     let attr =
         |text: &str| Attribute::parse(&ctx, text).ok_or_else(|| EmitError::Internal(format!("cannot parse `{text}`")));
+    let mut attributes = vec![
+        (Identifier::new(&ctx, "sym_name"), attr("\"main\"")?),
+        (Identifier::new(&ctx, "function_type"), attr(&fn_type)?),
+    ];
+    if let Some(mesh) = graph.mesh() {
+        module.body().append_operation(sharding::mesh_op(&ctx, mesh).map_err(EmitError::Internal)?);
+        let (args, results) = sharding::signature(graph).map_err(EmitError::Internal)?;
+        attributes.push((Identifier::new(&ctx, "arg_attrs"), attr(&args)?));
+        attributes.push((Identifier::new(&ctx, "res_attrs"), attr(&results)?));
+    }
     let func = OperationBuilder::new("func.func", unknown)
-        .add_attributes(&[
-            (Identifier::new(&ctx, "sym_name"), attr("\"main\"")?),
-            (Identifier::new(&ctx, "function_type"), attr(&fn_type)?),
-        ])
+        .add_attributes(&attributes)
         .add_regions([region])
         .build()
         .map_err(|e| EmitError::Internal(e.to_string()))?;
@@ -259,6 +269,16 @@ fn emit_body<'c>(
             })
         } else {
             emit_node(&b, graph, id, &args, opts)
+        };
+        // A sharding on an op's result is a constraint the partitioner follows.
+        let lowered = match (lowered, &node.sharding) {
+            (Ok(mut outs), Some(s)) if group.is_none() && !outs.is_empty() => {
+                sharding::constrain(&b, outs[0], &node.outputs[0], s).map(|v| {
+                    outs[0] = v;
+                    outs
+                })
+            }
+            (other, _) => other,
         };
         match lowered {
             Ok(outs) => {

@@ -2,7 +2,6 @@
 
 use std::ffi::c_char;
 use std::fmt;
-use std::ptr;
 use std::sync::Arc;
 
 use super::executable::{Buffer, LoadedExecutable};
@@ -24,8 +23,9 @@ pub struct Client {
 pub(super) struct ClientInner {
     plugin: Plugin,
     pub(super) raw: *mut ffi::PJRT_Client,
-    /// The first addressable device: where buffers go.
-    device: *mut ffi::PJRT_Device,
+    /// The addressable devices, in the plugin's order: buffers go to the first unless a device
+    /// is named.
+    raw_devices: Vec<*mut ffi::PJRT_Device>,
     platform_name: String,
     platform_version: String,
     devices: Vec<Device>,
@@ -68,12 +68,18 @@ impl Plugin {
     /// Creates a client. CPU plugins get `cpu_device_count = 1`; a plugin that refuses that
     /// option (invalid argument, not found or unimplemented) gets a client with no options.
     pub fn client(&self) -> Result<Client, PjrtError> {
+        self.client_with_devices(1)
+    }
+
+    /// Creates a client with `devices` CPU devices (`cpu_device_count`); a plugin that refuses
+    /// the option gets a client with no options, and then needs `devices` of its own.
+    pub fn client_with_devices(&self, devices: u32) -> Result<Client, PjrtError> {
         let name = "cpu_device_count";
         let mut option = ffi::PJRT_NamedValue::new();
         option.name = name.as_ptr().cast::<c_char>();
         option.name_size = name.len();
         option.type_ = ffi::PJRT_NamedValue_kInt64;
-        option.value = ffi::PJRT_NamedValue_Value { int64_value: 1 };
+        option.value = ffi::PJRT_NamedValue_Value { int64_value: i64::from(devices) };
         option.value_size = 1;
         let raw = match create_client(self.api(), std::slice::from_ref(&option)) {
             Err(PjrtError::Call {
@@ -83,7 +89,14 @@ impl Plugin {
             other => other?,
         };
         self.count_client();
-        Client::new(*self, raw)
+        let client = Client::new(*self, raw)?;
+        if client.devices().len() < devices as usize {
+            return Err(PjrtError::InvalidArgument(format!(
+                "the plugin made a client with {} devices, {devices} were asked for",
+                client.devices().len()
+            )));
+        }
+        Ok(client)
     }
 }
 
@@ -106,7 +119,7 @@ impl Client {
         let mut inner = ClientInner {
             plugin,
             raw,
-            device: ptr::null_mut(),
+            raw_devices: Vec::new(),
             platform_name: String::new(),
             platform_version: String::new(),
             devices: Vec::new(),
@@ -138,16 +151,14 @@ impl Client {
         for &device in raw_devices {
             inner.devices.push(describe(api, device)?);
         }
-        inner.device = match raw_devices.first() {
-            Some(&device) => device,
-            None => {
-                return Err(PjrtError::Call {
-                    call: "PJRT_Client_AddressableDevices",
-                    code: None,
-                    message: "the client has no addressable device".to_string(),
-                })
-            }
-        };
+        if raw_devices.is_empty() {
+            return Err(PjrtError::Call {
+                call: "PJRT_Client_AddressableDevices",
+                code: None,
+                message: "the client has no addressable device".to_string(),
+            });
+        }
+        inner.raw_devices = raw_devices.to_vec();
         Ok(Client { inner: Arc::new(inner) })
     }
 
@@ -218,9 +229,20 @@ impl Client {
     /// Copies a dense row-major host array onto the first device. Returns once the plugin no
     /// longer reads `bytes`.
     pub fn buffer_from_host(&self, bytes: &[u8], ty: ElementType, dims: &[i64]) -> Result<Buffer, PjrtError> {
+        self.buffer_from_host_on(0, bytes, ty, dims)
+    }
+
+    /// [`Client::buffer_from_host`] onto device `device` (an index into [`Client::devices`]).
+    pub fn buffer_from_host_on(
+        &self,
+        device: usize,
+        bytes: &[u8],
+        ty: ElementType,
+        dims: &[i64],
+    ) -> Result<Buffer, PjrtError> {
         let semantics = ffi::PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes;
         // SAFETY: the plugin reads `bytes` only until the event fires, which is awaited here.
-        let (buffer, done) = unsafe { self.buffer_with_semantics(bytes, ty, dims, semantics)? };
+        let (buffer, done) = unsafe { self.buffer_with_semantics(device, bytes, ty, dims, semantics)? };
         let api = self.inner.api();
         // SAFETY: the event was just returned by the plugin and is ours to await and destroy.
         unsafe { api.await_event("PJRT_Client_BufferFromHostBuffer", done)? };
@@ -235,9 +257,25 @@ impl Client {
     ///
     /// `bytes` must stay alive and unchanged until the returned buffer is dropped.
     pub unsafe fn buffer_viewing_host(&self, bytes: &[u8], ty: ElementType, dims: &[i64]) -> Result<Buffer, PjrtError> {
+        // SAFETY: the caller's promise, passed on.
+        unsafe { self.buffer_viewing_host_on(0, bytes, ty, dims) }
+    }
+
+    /// [`Client::buffer_viewing_host`] on device `device` (an index into [`Client::devices`]).
+    ///
+    /// # Safety
+    ///
+    /// `bytes` must stay alive and unchanged until the returned buffer is dropped.
+    pub unsafe fn buffer_viewing_host_on(
+        &self,
+        device: usize,
+        bytes: &[u8],
+        ty: ElementType,
+        dims: &[i64],
+    ) -> Result<Buffer, PjrtError> {
         let semantics = ffi::PJRT_HostBufferSemantics_kImmutableZeroCopy;
         // SAFETY: the caller keeps `bytes` until the buffer is dropped, which awaits the event.
-        let (mut buffer, done) = unsafe { self.buffer_with_semantics(bytes, ty, dims, semantics)? };
+        let (mut buffer, done) = unsafe { self.buffer_with_semantics(device, bytes, ty, dims, semantics)? };
         buffer.keep_until_dropped(done);
         Ok(buffer)
     }
@@ -250,6 +288,7 @@ impl Client {
     /// `bytes` must stay alive and unchanged until the event has fired.
     unsafe fn buffer_with_semantics(
         &self,
+        device: usize,
         bytes: &[u8],
         ty: ElementType,
         dims: &[i64],
@@ -262,6 +301,9 @@ impl Client {
                 bytes.len()
             )));
         }
+        let device = *self.inner.raw_devices.get(device).ok_or_else(|| {
+            PjrtError::InvalidArgument(format!("device {device} of a client with {}", self.inner.raw_devices.len()))
+        })?;
         let api = self.inner.api();
         let mut args = ffi::PJRT_Client_BufferFromHostBuffer_Args::new();
         args.client = self.inner.raw;
@@ -270,7 +312,7 @@ impl Client {
         args.dims = dims.as_ptr();
         args.num_dims = dims.len();
         args.host_buffer_semantics = semantics;
-        args.device = self.inner.device;
+        args.device = device;
         // SAFETY: the client and device are live; `dims` outlives the call and `bytes` the
         // event (the caller's promise).
         unsafe { api.call("PJRT_Client_BufferFromHostBuffer", api.table.PJRT_Client_BufferFromHostBuffer, &mut args)? };

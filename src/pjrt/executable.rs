@@ -80,38 +80,68 @@ impl LoadedExecutable {
 
     /// Runs the executable on its one device and waits until the outputs are computed.
     pub fn execute(&self, args: &[&Buffer]) -> Result<Vec<Buffer>, PjrtError> {
-        for (i, arg) in args.iter().enumerate() {
-            if !Arc::ptr_eq(&arg.client, &self.client) {
-                return Err(PjrtError::InvalidArgument(format!("argument {i} is a buffer of another client")));
+        Ok(self.execute_on_devices(&[args.to_vec()])?.remove(0))
+    }
+
+    /// Runs an executable compiled for `args.len()` devices (one partition each, in the
+    /// client's device order): `args[d]` are device `d`'s arguments, each a buffer on that
+    /// device. Waits until every device's outputs are computed; per device, its outputs.
+    pub fn execute_on_devices(&self, args: &[Vec<&Buffer>]) -> Result<Vec<Vec<Buffer>>, PjrtError> {
+        let num_args = args.first().map_or(0, Vec::len);
+        for (d, list) in args.iter().enumerate() {
+            if list.len() != num_args {
+                return Err(PjrtError::InvalidArgument(format!(
+                    "device {d} has {} arguments, device 0 {num_args}",
+                    list.len()
+                )));
+            }
+            if let Some(i) = list.iter().position(|b| !Arc::ptr_eq(&b.client, &self.client)) {
+                return Err(PjrtError::InvalidArgument(format!(
+                    "argument {i} of device {d} is a buffer of another client"
+                )));
             }
         }
         let api = self.api();
-        let arg_list: Vec<*mut ffi::PJRT_Buffer> = args.iter().map(|b| b.raw).collect();
-        let arg_lists = [arg_list.as_ptr()];
-        let mut outputs: Vec<*mut ffi::PJRT_Buffer> = vec![ptr::null_mut(); self.num_outputs];
-        let output_lists = [outputs.as_mut_ptr()];
-        let mut done: *mut ffi::PJRT_Event = ptr::null_mut();
+        let raw_args: Vec<Vec<*mut ffi::PJRT_Buffer>> =
+            args.iter().map(|l| l.iter().map(|b| b.raw).collect()).collect();
+        let arg_lists: Vec<*const *mut ffi::PJRT_Buffer> = raw_args.iter().map(|l| l.as_ptr()).collect();
+        let mut outputs: Vec<Vec<*mut ffi::PJRT_Buffer>> = vec![vec![ptr::null_mut(); self.num_outputs]; args.len()];
+        let output_lists: Vec<*mut *mut ffi::PJRT_Buffer> = outputs.iter_mut().map(|l| l.as_mut_ptr()).collect();
+        let mut done: Vec<*mut ffi::PJRT_Event> = vec![ptr::null_mut(); args.len()];
         let mut options = ffi::PJRT_ExecuteOptions::new();
         let mut execute = ffi::PJRT_LoadedExecutable_Execute_Args::new();
         execute.executable = self.raw;
         execute.options = &mut options;
         execute.argument_lists = arg_lists.as_ptr();
-        execute.num_devices = 1;
-        execute.num_args = args.len();
+        execute.num_devices = args.len();
+        execute.num_args = num_args;
         execute.output_lists = output_lists.as_ptr();
-        execute.device_complete_events = &mut done;
+        execute.device_complete_events = done.as_mut_ptr();
         // SAFETY: the executable and argument buffers are live and belong to this client; the
-        // argument list, the output list (`num_outputs` slots, as the executable reports) and
-        // the event slot outlive the call.
+        // argument lists, the output lists (`num_outputs` slots each, as the executable reports)
+        // and the event slots (one per device) outlive the call.
         unsafe { api.call("PJRT_LoadedExecutable_Execute", api.table.PJRT_LoadedExecutable_Execute, &mut execute)? };
         // Own every output before anything else can fail, so none leaks.
-        let outputs: Vec<Result<Buffer, PjrtError>> = outputs
+        let outputs: Vec<Vec<Result<Buffer, PjrtError>>> = outputs
             .into_iter()
-            .map(|raw| Buffer::new(self.client.clone(), raw, "PJRT_LoadedExecutable_Execute"))
+            .map(|l| {
+                l.into_iter()
+                    .map(|raw| Buffer::new(self.client.clone(), raw, "PJRT_LoadedExecutable_Execute"))
+                    .collect()
+            })
             .collect();
-        // SAFETY: the completion event was just returned by the plugin and is ours.
-        unsafe { api.await_event("PJRT_LoadedExecutable_Execute", done)? };
-        outputs.into_iter().collect()
+        // Every event is awaited (and destroyed), the first failure reported.
+        let mut failed = None;
+        for event in done {
+            // SAFETY: each completion event was just returned by the plugin and is ours.
+            if let Err(e) = unsafe { api.await_event("PJRT_LoadedExecutable_Execute", event) } {
+                failed.get_or_insert(e);
+            }
+        }
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        outputs.into_iter().map(|l| l.into_iter().collect()).collect()
     }
 }
 

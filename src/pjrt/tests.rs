@@ -228,7 +228,7 @@ fn buffers_of_another_client_are_refused() {
     let [a, b, _] = dot_add_inputs(&first);
     let [_, _, c] = dot_add_inputs(&second);
     let error = executable.execute(&[&a, &b, &c]).expect_err("foreign buffer");
-    assert_eq!(error.to_string(), "argument 2 is a buffer of another client");
+    assert_eq!(error.to_string(), "argument 2 of device 0 is a buffer of another client");
 }
 
 #[test]

@@ -196,10 +196,20 @@ impl CompileOptions {
     /// NaN, in element-wise ops, reductions and pooling windows alike; JAX turns it off the same
     /// way. With it off, programs say `maximum` and need no NaN guards of their own.
     pub fn cpu() -> Self {
-        let mut options = Self::single_device();
-        let off = OptionOverrideProto { value: Some(option_override_proto::Value::BoolField(false)) };
-        options.proto.env_option_overrides.insert("xla_cpu_enable_fast_min_max".to_string(), off);
-        options
+        Self::single_device().for_cpu()
+    }
+
+    /// These options with the settings every CPU executable is compiled with (see
+    /// [`CompileOptions::cpu`]).
+    pub fn for_cpu(self) -> Self {
+        self.with_flag("xla_cpu_enable_fast_min_max", false)
+    }
+
+    /// These options with the boolean XLA flag `name` (a `DebugOptions` field) set to `value`.
+    pub fn with_flag(mut self, name: &str, value: bool) -> Self {
+        let value = OptionOverrideProto { value: Some(option_override_proto::Value::BoolField(value)) };
+        self.proto.env_option_overrides.insert(name.to_string(), value);
+        self
     }
 
     /// One replica split SPMD-wise into `p` partitions on devices `0..p`, with an explicit device

@@ -15,6 +15,7 @@ use torchtpu_passes::ir::DType;
 
 use std::collections::BTreeMap;
 
+mod placement;
 mod weights;
 
 use crate::artifact::{Artifact, Bucket, Manifest, TargetEntry};
@@ -124,9 +125,10 @@ pub fn run(req: &RunRequest) -> Result<RunReport, Error> {
     let started = Instant::now();
     let art = Artifact::open_but_weights(&req.artifact)?;
     let m = &art.manifest;
-    let target = m.targets.iter().find(|t| t.target == "cpu").ok_or_else(|| RunError::NoCpuExecutable {
+    let target = m.targets.iter().find(|t| is_cpu(&t.target)).ok_or_else(|| RunError::NoCpuExecutable {
         targets: m.targets.iter().map(|t| t.target.as_str()).collect::<Vec<_>>().join(", "),
     })?;
+    let placement = placement::Placement::of(m)?;
     let inputs = read_inputs(&req.inputs, m)?;
     let (bucket, real) = if m.buckets.iter().any(|b| !b.sizes.is_empty()) {
         let real = real_sizes(m, &inputs, &req.inputs)?;
@@ -140,29 +142,39 @@ pub fn run(req: &RunRequest) -> Result<RunReport, Error> {
         .find(|e| e.bucket == bucket.name)
         .ok_or_else(|| RunError::NoCpuExecutable { targets: format!("cpu without bucket `{}`", bucket.name) })?;
     let exe_bytes = art.verified(&exe_entry.entry, &exe_entry.sha256)?;
-    let client = client_for(target, req.plugin.as_deref())?;
+    let client = client_for(target, req.plugin.as_deref(), placement.devices())?;
     let exe = client.deserialize(exe_bytes).map_err(RunError::Execute)?;
     let cache =
         req.cache_dir.as_ref().map(|dir| Cache::open(&CacheConfig { dir: Some(dir.clone()), ..CacheConfig::off() }));
     let verification = weights::Verification { always_hash: req.verify_weights, cache: cache.as_ref() };
-    let weights = weights::load(&client, &art, &verification)?;
-    let mut buffers = Vec::new();
-    for (a, dims) in inputs.iter().zip(&bucket.input_dims) {
-        buffers.push(to_device(&client, &a.resized(dims), dims)?);
+    let weights = weights::load(&client, &art, &placement, &verification)?;
+    let splits = m.sharding.as_ref().map(|s| &s.inputs);
+    let mut arrays: Vec<(Array, Option<torchtpu_passes::ir::Sharding>)> = Vec::new();
+    for (i, (a, dims)) in inputs.iter().zip(&bucket.input_dims).enumerate() {
+        arrays.push((a.resized(dims), placement.split(splits.and_then(|s| s.get(i)))));
     }
     if m.signature.rng_seed {
-        buffers.push(to_device(&client, &seed_key(req.seed), &[2])?);
+        arrays.push((seed_key(req.seed), None));
     }
     for symbol in &bucket.sizes {
         let value = real.as_ref().and_then(|r| r.get(symbol)).copied().unwrap_or_default();
-        let size = Array { dtype: DType::I64, shape: vec![], data: value.to_le_bytes().to_vec() };
-        buffers.push(to_device(&client, &size, &[])?);
+        arrays.push((Array { dtype: DType::I64, shape: vec![], data: value.to_le_bytes().to_vec() }, None));
+    }
+    let mut buffers: Vec<Vec<Buffer>> = (0..placement.devices()).map(|_| Vec::new()).collect();
+    for (a, split) in &arrays {
+        for (d, list) in buffers.iter_mut().enumerate() {
+            let (piece, dims) = placement.piece(&a.data, &a.shape, a.dtype.size_bytes(), split.as_ref(), d)?;
+            list.push(to_device(&client, d, a.dtype, &piece, &dims)?);
+        }
     }
     let load_ms = started.elapsed().as_secs_f64() * 1e3;
     let run_started = Instant::now();
-    let refs: Vec<&Buffer> = weights.buffers.iter().chain(&buffers).collect();
-    let outs = exe.execute(&refs).map_err(RunError::Execute)?;
-    let host = outs.iter().map(|b| b.to_host()).collect::<Result<Vec<_>, _>>().map_err(RunError::Execute)?;
+    let args: Vec<Vec<&Buffer>> =
+        weights.buffers.iter().zip(&buffers).map(|(w, inputs)| w.iter().chain(inputs).collect()).collect();
+    let mut outs = exe.execute_on_devices(&args).map_err(RunError::Execute)?;
+    // Every result is whole on every device: the first device's are the outputs.
+    let host =
+        outs.swap_remove(0).iter().map(|b| b.to_host()).collect::<Result<Vec<_>, _>>().map_err(RunError::Execute)?;
     let run_ms = run_started.elapsed().as_secs_f64() * 1e3;
     write_outputs(req, m, bucket, real.as_ref(), host, load_ms, run_ms)
 }
@@ -278,8 +290,9 @@ fn write_outputs(
     Ok(RunReport { bucket: bucket.name.clone(), load_ms, run_ms, outputs, ok })
 }
 
-/// A client of the CPU plugin that built `target`'s executables, refusing any other build.
-fn client_for(target: &TargetEntry, flag: Option<&Path>) -> Result<Client, Error> {
+/// A client of `devices` CPU devices on the plugin that built `target`'s executables, refusing
+/// any other build.
+fn client_for(target: &TargetEntry, flag: Option<&Path>, devices: usize) -> Result<Client, Error> {
     let choice = cpu_plugin(flag);
     let plugin = Plugin::load(&choice.path).map_err(|e| Error::plugin(e, choice.source))?;
     if plugin.sha256() != target.plugin.sha256 {
@@ -291,7 +304,8 @@ fn client_for(target: &TargetEntry, flag: Option<&Path>) -> Result<Client, Error
         }
         .into());
     }
-    plugin.client().map_err(|e| Error::plugin(e, choice.source))
+    let devices = u32::try_from(devices).map_err(|_| RunError::Weights(format!("a mesh of {devices} devices")))?;
+    plugin.client_with_devices(devices).map_err(|e| Error::plugin(e, choice.source))
 }
 
 pub fn parse_dtype(name: &str) -> Option<DType> {
@@ -330,10 +344,15 @@ fn seed_key(seed: u64) -> Array {
     Array { dtype: DType::U64, shape: vec![2], data }
 }
 
-fn to_device(client: &Client, a: &Array, dims: &[i64]) -> Result<Buffer, Error> {
-    let ty = element_type(a.dtype)
-        .ok_or_else(|| Error::Unsupported(format!("dtype {} cannot be passed to PJRT", a.dtype)))?;
-    Ok(client.buffer_from_host(&a.data, ty, dims).map_err(RunError::Execute)?)
+fn to_device(client: &Client, device: usize, dtype: DType, bytes: &[u8], dims: &[i64]) -> Result<Buffer, Error> {
+    let ty =
+        element_type(dtype).ok_or_else(|| Error::Unsupported(format!("dtype {dtype} cannot be passed to PJRT")))?;
+    Ok(client.buffer_from_host_on(device, bytes, ty, dims).map_err(RunError::Execute)?)
+}
+
+/// `cpu` or `cpu:N`.
+fn is_cpu(target: &str) -> bool {
+    target == "cpu" || target.starts_with("cpu:")
 }
 
 fn read_inputs(paths: &[PathBuf], m: &crate::artifact::Manifest) -> Result<Vec<Array>, Error> {

@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use safetensors::SafeTensors;
 use sha2::{Digest, Sha256};
 
+use super::placement::Placement;
 use super::{element_type, RunError};
 use crate::artifact::{dtype_of_safetensors, hex, Artifact};
 use crate::cache::{entry_digest_key, file_digest_key, Cache};
@@ -56,16 +57,21 @@ impl Mapped<'_> {
     }
 }
 
-/// The weights on the device, in the order the program takes them; they may use the mapped
-/// file in place, which they keep open.
+/// The weights on the devices, per device in the order the program takes them; they may use
+/// the mapped file in place, which they keep open.
 pub struct DeviceWeights {
-    /// Declared first, so dropped before the map they may read.
-    pub buffers: Vec<Buffer>,
+    /// Per device, its weights. Declared first, so dropped before the map they may read.
+    pub buffers: Vec<Vec<Buffer>>,
     _external: Option<MappedFile>,
 }
 
-/// The weights of `art` on `client`'s device, verified.
-pub fn load(client: &Client, art: &Artifact, verification: &Verification) -> Result<DeviceWeights, Error> {
+/// The weights of `art` on `client`'s devices as `placement` splits them, verified.
+pub fn load(
+    client: &Client,
+    art: &Artifact,
+    placement: &Placement,
+    verification: &Verification,
+) -> Result<DeviceWeights, Error> {
     let m = &art.manifest;
     let at = locate(art)?;
     let known = match (verification.always_hash, verification.cache, &at.digest_key) {
@@ -76,7 +82,7 @@ pub fn load(client: &Client, art: &Artifact, verification: &Verification) -> Res
         return Err(changed(&at.path, known.as_deref().unwrap_or_default(), &m.weights.sha256));
     }
     let mut hasher = known.is_none().then(Sha256::new);
-    let buffers = transfer(client, art, &at, hasher.as_mut())?;
+    let buffers = transfer(client, art, placement, &at, hasher.as_mut())?;
     if let Some(h) = hasher {
         let actual = hex(&h.finalize());
         if actual != m.weights.sha256 {
@@ -125,9 +131,10 @@ fn locate(art: &Artifact) -> Result<Located<'_>, Error> {
 fn transfer(
     client: &Client,
     art: &Artifact,
+    placement: &Placement,
     at: &Located,
     mut hasher: Option<&mut Sha256>,
-) -> Result<Vec<Buffer>, Error> {
+) -> Result<Vec<Vec<Buffer>>, Error> {
     let order = &art.manifest.weights.order;
     let file = at.file.get();
     let bytes = &file.bytes()[at.range.clone()];
@@ -143,13 +150,15 @@ fn transfer(
         .collect();
     tensors.sort();
     let slot: std::collections::HashMap<&str, usize> = order.iter().enumerate().map(|(i, n)| (n.as_str(), i)).collect();
-    let mut buffers: Vec<Option<Buffer>> = order.iter().map(|_| None).collect();
+    let mut buffers: Vec<Option<Vec<Buffer>>> = order.iter().map(|_| None).collect();
+    let splits = art.manifest.sharding.as_ref().map(|s| &s.weights);
     let mut hashed = 0;
     for (offset, name) in &tensors {
         let view = st.tensor(name).map_err(|e| RunError::Weights(format!("`{name}`: {e}")))?;
         let end = offset + view.data().len();
         if let Some(&i) = slot.get(name.as_str()) {
-            buffers[i] = Some(to_device(client, name, &view)?);
+            let split = placement.split(splits.and_then(|w| w.get(name)));
+            buffers[i] = Some(to_devices(client, placement, split.as_ref(), name, &view)?);
         }
         if let Some(h) = hasher.as_deref_mut() {
             h.update(&bytes[hashed..end.max(hashed)]);
@@ -160,13 +169,15 @@ fn transfer(
     if let Some(h) = hasher {
         h.update(&bytes[hashed..]);
     }
-    order
-        .iter()
-        .zip(buffers)
-        .map(|(name, b)| {
-            b.ok_or_else(|| RunError::Weights(format!("the weights lack `{name}`, which the program takes")).into())
-        })
-        .collect()
+    let mut per_device: Vec<Vec<Buffer>> = (0..placement.devices()).map(|_| Vec::new()).collect();
+    for (name, b) in order.iter().zip(buffers) {
+        let pieces =
+            b.ok_or_else(|| RunError::Weights(format!("the weights lack `{name}`, which the program takes")))?;
+        for (d, piece) in pieces.into_iter().enumerate() {
+            per_device[d].push(piece);
+        }
+    }
+    Ok(per_device)
 }
 
 /// Weights that do not parse: changed since the compile when their sha256 says so, else
@@ -179,14 +190,35 @@ fn unreadable(art: &Artifact, at: &Located, reason: &str) -> Error {
     RunError::Weights(format!("`{}`: {reason}", at.path.display())).into()
 }
 
-fn to_device(client: &Client, name: &str, view: &safetensors::tensor::TensorView) -> Result<Buffer, Error> {
+/// A weight on every device: its piece where `split` splits it, else the whole of it.
+fn to_devices(
+    client: &Client,
+    placement: &Placement,
+    split: Option<&torchtpu_passes::ir::Sharding>,
+    name: &str,
+    view: &safetensors::tensor::TensorView,
+) -> Result<Vec<Buffer>, Error> {
     let dtype = dtype_of_safetensors(view.dtype())
         .ok_or_else(|| RunError::Weights(format!("`{name}` has unsupported dtype {:?}", view.dtype())))?;
     let dims: Vec<i64> = view.shape().iter().map(|&d| d as i64).collect();
     let ty = element_type(dtype).ok_or_else(|| RunError::Weights(format!("`{name}`: dtype {dtype}")))?;
-    // SAFETY: the bytes are a read-only map that outlives the buffer: the artifact's (which the
-    // caller keeps until the run is over) or the external file's (kept in `DeviceWeights`).
-    Ok(unsafe { client.buffer_viewing_host(view.data(), ty, &dims) }.map_err(RunError::Execute)?)
+    let mut out = Vec::with_capacity(placement.devices());
+    for d in 0..placement.devices() {
+        let (piece, piece_dims) = placement
+            .piece(view.data(), &dims, dtype.size_bytes(), split, d)
+            .map_err(|e| RunError::Weights(format!("`{name}`: {e}")))?;
+        out.push(
+            match piece {
+                // SAFETY: the bytes are a read-only map that outlives the buffer: the artifact's
+                // (which the caller keeps until the run is over) or the external file's (kept in
+                // `DeviceWeights`).
+                std::borrow::Cow::Borrowed(b) => unsafe { client.buffer_viewing_host_on(d, b, ty, &piece_dims) },
+                std::borrow::Cow::Owned(b) => client.buffer_from_host_on(d, &b, ty, &piece_dims),
+            }
+            .map_err(RunError::Execute)?,
+        );
+    }
+    Ok(out)
 }
 
 fn changed(path: &Path, actual: &str, expected: &str) -> Error {

@@ -14,6 +14,8 @@ mod ops;
 mod parity;
 #[cfg(feature = "mlir")]
 mod passes;
+#[cfg(feature = "mlir")]
+mod sharding;
 mod tidy;
 #[cfg(feature = "mlir")]
 mod tpu;

@@ -184,7 +184,7 @@ fn check_output(s: &Sample, k: usize, (ours, eager): (&Array, &Array), tol: f64,
 
 /// A CPU compile at full precision, without the cache.
 fn cpu_request() -> CompileRequest {
-    CompileRequest::new(vec![Target::Cpu], Precision::Highest)
+    CompileRequest::new(vec![Target::cpu()], Precision::Highest)
 }
 
 fn run_case(folder: &str, (op, case): (&str, &Case), tmp: &Path) -> Outcome {

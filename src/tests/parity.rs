@@ -35,7 +35,7 @@ impl Drop for TempDir {
 }
 
 fn request() -> CompileRequest {
-    CompileRequest::new(vec![Target::Cpu], Precision::Default)
+    CompileRequest::new(vec![Target::cpu()], Precision::Default)
 }
 
 /// Compiles a test model for CPU into `dir/<name>.tpuexe`.
@@ -43,7 +43,7 @@ fn compile_model(name: &str, dir: &Path) -> PathBuf {
     compile_model_with(name, dir, &request())
 }
 
-fn compile_model_with(name: &str, dir: &Path, req: &CompileRequest) -> PathBuf {
+pub(super) fn compile_model_with(name: &str, dir: &Path, req: &CompileRequest) -> PathBuf {
     let model = testdata().join(format!("models/{name}.pt2"));
     let program = import(&model).unwrap_or_else(|e| panic!("{name}: {e}"));
     let out = dir.join(format!("{name}.tpuexe"));
@@ -54,7 +54,7 @@ fn compile_model_with(name: &str, dir: &Path, req: &CompileRequest) -> PathBuf {
 }
 
 /// The stored inputs of a case: `in_<i>.npy` (case "") or `in_<i>_case<k>.npy`.
-fn case_inputs(name: &str, case: &str) -> Vec<PathBuf> {
+pub(super) fn case_inputs(name: &str, case: &str) -> Vec<PathBuf> {
     let dir = testdata().join("models").join(name);
     (0..).map(|i| dir.join(format!("in_{i}{case}.npy"))).take_while(|p| p.exists()).collect()
 }
@@ -64,7 +64,7 @@ fn assert_parity(name: &str) {
 }
 
 /// Compiles with `req`, checks the outputs and returns the manifest.
-fn assert_parity_with(name: &str, req: &CompileRequest) -> artifact::Manifest {
+pub(super) fn assert_parity_with(name: &str, req: &CompileRequest) -> artifact::Manifest {
     let tmp = TempDir::new(name);
     let artifact = compile_model_with(name, &tmp.0, req);
     let reference = testdata().join("models").join(name);
@@ -515,8 +515,9 @@ fn bytecode_and_dump_dir() {
         "09.pad.ir",
         "10.compute_dtype.ir",
         "11.weight_layout.ir",
-        "12.dce.ir",
-        "13.precision.ir",
+        "12.shard.ir",
+        "13.dce.ir",
+        "14.precision.ir",
     ];
     for f in stages.iter().chain(&["main.mlir", "compile.log"]) {
         let text = std::fs::read_to_string(dump.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));

@@ -36,7 +36,7 @@ fn pass_names(summary: &Value) -> Vec<String> {
 }
 
 /// The pipeline, in order (written out so that a reordering shows up here).
-const EVERY_PASS: [&str; 13] = [
+const EVERY_PASS: [&str; 14] = [
     "canonicalize",
     "fold_constants",
     "fold_batch_norm",
@@ -47,6 +47,7 @@ const EVERY_PASS: [&str; 13] = [
     "pad",
     "compute_dtype",
     "weight_layout",
+    "shard",
     "dce",
     "precision",
     "sdpa",

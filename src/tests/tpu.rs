@@ -114,7 +114,7 @@ fn multi_chip_slice_compiles_one_partition() {
     assert_eq!(art.manifest.targets[0].executables[0].entry, "executables/tpu-v5e-2x2/main.pjrt");
     let (code, text, err) = run_cli(&["inspect", out.to_str().expect("utf-8")]);
     assert_eq!(code, 0, "{err}");
-    assert!(text.contains("slice of 4 chip(s); the program spans 1 (replicated single-partition"), "{text}");
+    assert!(text.contains("slice of 4 chip(s); the program spans 1 (a replicated single-partition program"), "{text}");
     assert!(text.contains("fits in 16.0 GiB of HBM per chip"), "{text}");
 }
 
@@ -134,7 +134,10 @@ fn malformed_targets_are_usage_errors_listing_valid_forms() {
     for bad in ["tpu:v9:1x1", "tpu:v5e:2", "gpu"] {
         let (code, _, err) = run_cli(&["compile", "m.pt2", "-o", "m.tpuexe", "--target", bad]);
         assert_eq!(code, 2, "{bad}: {err}");
-        assert!(err.contains("valid targets: `cpu`, or `tpu:<generation>:<topology>`"), "{bad}: {err}");
+        assert!(
+            err.contains("valid targets: `cpu`, `cpu:N` (N CPU devices, 1 to 64), or `tpu:<generation>:<topology>`"),
+            "{bad}: {err}"
+        );
     }
 }
 

@@ -49,9 +49,21 @@ pub struct Graph {
     inputs: Vec<NodeId>,
     outputs: Vec<GraphOutput>,
     symbols: BTreeMap<String, Bounds>,
+    /// The devices the program is split over (`--mesh`); `None`: one device.
+    mesh: Option<super::sharding::Mesh>,
 }
 
 impl Graph {
+    /// The device mesh the program is split over, if any.
+    pub fn mesh(&self) -> Option<&super::sharding::Mesh> {
+        self.mesh.as_ref()
+    }
+
+    /// Sets (or clears) the device mesh.
+    pub fn set_mesh(&mut self, mesh: Option<super::sharding::Mesh>) {
+        self.mesh = mesh;
+    }
+
     /// An empty graph.
     pub fn new(name: impl Into<String>) -> Graph {
         Graph { name: name.into(), ..Graph::default() }

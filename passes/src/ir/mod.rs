@@ -6,6 +6,7 @@ mod node;
 mod op;
 mod parse;
 mod print;
+mod sharding;
 mod sym;
 mod types;
 
@@ -17,5 +18,6 @@ pub use op::{
 };
 pub use parse::{parse, ParseError};
 pub use print::print;
+pub use sharding::{Mesh, MeshAxis, Sharding};
 pub use sym::SymExpr;
 pub use types::{norm_dim, Bounds, DType, Dim, Precision, Scalar, TensorType};

@@ -72,6 +72,10 @@ pub struct Node {
     /// The group this node belongs to, which the emitter wraps into one `stablehlo.composite`
     /// (set by the `sdpa` pass).
     pub composite: Option<Composite>,
+    /// How the first output is split over the graph's mesh (set by the `shard` pass): for a graph
+    /// input, the argument's sharding; for an op, a constraint on its result. `None`: left to
+    /// the partitioner (replicated for inputs).
+    pub sharding: Option<super::sharding::Sharding>,
 }
 
 /// One instance of a composite: nodes that carry the same `Composite` are emitted as one
@@ -104,6 +108,7 @@ impl Node {
             precision: None,
             symbolic: None,
             composite: None,
+            sharding: None,
         }
     }
 

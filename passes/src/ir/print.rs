@@ -23,6 +23,10 @@
 //! ```
 //!
 //! (`blocks` is left out when empty; `cast("w")` is the stored weight `w` in the input's dtype.)
+//!
+//! A graph split over devices has a `mesh ["dp"=2, "tp"=2]` line, and a node whose result has
+//! a set sharding ends its types with `sharded [{"tp"}, {}]` (per dim, the mesh axes that split
+//! it).
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -49,6 +53,9 @@ pub fn print(graph: &Graph) -> String {
     let _ = writeln!(out, "graph {} {{", label(&graph.name));
     for (sym, bounds) in graph.symbols() {
         let _ = writeln!(out, "  sym {sym} in {bounds}");
+    }
+    if let Some(mesh) = graph.mesh() {
+        let _ = writeln!(out, "  mesh {mesh}");
     }
     for &id in &order {
         print_node(&mut out, graph, id, &value);
@@ -96,6 +103,9 @@ fn print_node(out: &mut String, graph: &Graph, id: NodeId, value: &dyn Fn(&Value
     if !node.outputs.is_empty() {
         let types: Vec<String> = node.outputs.iter().map(ToString::to_string).collect();
         let _ = write!(out, " : {}", types.join(", "));
+    }
+    if let Some(s) = &node.sharding {
+        let _ = write!(out, " sharded {s}");
     }
     let _ = writeln!(out, "  # {}", label(&node.name));
 }

@@ -4,9 +4,12 @@
 //! The grammar, line by line (literal text in quotes, `[x]` optional, `x*` repeated):
 //!
 //! ```text
-//! graph   := "graph " LABEL " {"  sym*  node*  return*  "}"
+//! graph   := "graph " LABEL " {"  sym*  [mesh]  node*  return*  "}"
 //! sym     := "  sym " IDENT " in [" (INT | "?") ", " (INT | "?") "]"
-//! node    := "  " [VALUE (", " VALUE)* " = "] op [" : " type (", " type)*] "  # " LABEL
+//! mesh    := "  mesh [" STRING "=" INT (", " STRING "=" INT)* "]"
+//! node    := "  " [VALUE (", " VALUE)* " = "] op [" : " type (", " type)*] [" sharded " shard] "  # " LABEL
+//! shard   := "[" [dshard (", " dshard)*] "]"
+//! dshard  := "{" [STRING (", " STRING)* [", ?"] | "?"] "}"
 //! op      := "input." KIND ...                       (see `input_kind`)
 //!          | NAME "(" [arg (", " arg)*] ")" [" {" KEY "=" value (", " KEY "=" value)* "}"]
 //! arg     := VALUE | SCALAR                          (scalars only for binary ops and `where`)
@@ -43,6 +46,7 @@ use ops::{build_op, Attrs};
 use super::graph::{Graph, OutputKind};
 use super::node::{Composite, Node, ValueRef};
 use super::op::{InputKind, Op};
+use super::sharding::{Mesh, MeshAxis, Sharding};
 use super::types::{Bounds, Precision, Scalar};
 
 /// The deepest nesting of parentheses in a symbolic expression, or of derived-weight recipes.
@@ -124,6 +128,13 @@ impl Parser {
             let max = c.after(", ")?.opt_bound()?;
             c.expect("]")?;
             self.graph.add_symbol(name, Bounds { min, max });
+        } else if c.eat("mesh ") {
+            let axes = bracketed(&mut c, |c| {
+                let name = c.string()?;
+                let size = c.after("=")?.int()?;
+                Ok(MeshAxis { name, size })
+            })?;
+            self.graph.set_mesh(Some(Mesh::new(axes)?));
         } else if c.eat("return ") {
             let kind = output_kind(&mut c)?;
             let value = self.value(c.after(" = ")?)?;
@@ -150,6 +161,7 @@ impl Parser {
             self.call(c)?
         };
         let types = if c.eat(" : ") { c.sep_by(", ", Cursor::tensor_type)? } else { vec![] };
+        let sharding = if c.eat(" sharded ") { Some(sharding(c)?) } else { None };
         let name = c.after("  # ")?.label()?;
         if results.len() != types.len() {
             return Err(format!("expected as many types as results ({}), found {}", results.len(), types.len()));
@@ -158,7 +170,7 @@ impl Parser {
             return Err(format!("`%{n}` is defined twice"));
         }
         let is_weight = matches!(&op, Op::Input(k) if k.is_weight());
-        let node = Node { precision, composite, ..Node::new(name, op, types) };
+        let node = Node { precision, composite, sharding, ..Node::new(name, op, types) };
         let id = match &node.op {
             Op::Input(_) if is_weight => self.graph.add_weight_input(node),
             Op::Input(_) => self.graph.add_input(node),
@@ -219,6 +231,38 @@ impl Parser {
             c.scalar().map(Arg::Scalar)
         }
     }
+}
+
+/// `[item, item, …]` (possibly empty).
+fn bracketed<T>(c: &mut Cursor<'_>, item: impl FnMut(&mut Cursor<'_>) -> Result<T, String>) -> Result<Vec<T>, String> {
+    c.expect("[")?;
+    let items = if c.peek("]") { vec![] } else { c.sep_by(", ", item)? };
+    c.expect("]")?;
+    Ok(items)
+}
+
+/// `[{"tp"}, {}]`: per dim, the mesh axes that split it, `?` last when the dim is open.
+fn sharding(c: &mut Cursor<'_>) -> Result<Sharding, String> {
+    let dims = bracketed(c, |c| {
+        c.expect("{")?;
+        let mut axes = Vec::new();
+        let mut open = false;
+        while !c.peek("}") {
+            if !axes.is_empty() || open {
+                c.expect(", ")?;
+            }
+            if c.eat("?") {
+                open = true;
+                break;
+            }
+            axes.push(c.string()?);
+        }
+        c.expect("}")?;
+        Ok((axes, open))
+    })?;
+    let open: Vec<bool> = dims.iter().map(|(_, o)| *o).collect();
+    let open = if open.iter().any(|&o| o) { open } else { Vec::new() };
+    Ok(Sharding { dims: dims.into_iter().map(|(a, _)| a).collect(), open })
 }
 
 fn composite(c: &mut Cursor<'_>) -> Result<Composite, String> {

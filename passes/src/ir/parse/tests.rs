@@ -144,6 +144,10 @@ fn odd_graph() -> Graph {
     let graph = b.graph_mut();
     graph.node_mut(m.node).precision = Some(Precision::Highest);
     graph.node_mut(m.node).composite = Some(Composite { name: crate::sdpa::SDPA, instance: 3 });
+    graph.set_mesh(Some(crate::ir::Mesh::parse("dp=2,tp_1=4").expect("a mesh")));
+    graph.node_mut(m.node).sharding =
+        Some(crate::ir::Sharding { dims: vec![vec!["dp".into(), "tp_1".into()]], open: vec![true] });
+    graph.node_mut(lit.node).sharding = Some(crate::ir::Sharding::replicated(1));
     let kinds = [
         OutputKind::User { index: 0 },
         OutputKind::BufferMutation { fqn: "bn.m".into() },
@@ -166,7 +170,7 @@ fn contents(g: &Graph) -> String {
     let inputs: Vec<&str> = g.graph_inputs().iter().map(|&id| g.node(id).name.as_str()).collect();
     let position = |v: &ValueRef| order.iter().position(|&id| id == v.node);
     let outputs: Vec<_> = g.outputs().iter().map(|o| (position(&o.value), o.value.slot, &o.kind)).collect();
-    format!("{:?}\n{nodes:#?}\n{inputs:?}\n{outputs:?}\n{:?}", g.name, g.symbols())
+    format!("{:?}\n{nodes:#?}\n{inputs:?}\n{outputs:?}\n{:?}\n{:?}", g.name, g.symbols(), g.mesh())
 }
 
 #[test]

@@ -1,0 +1,499 @@
+//! `shard`: splits the program over the devices of `--mesh` (the `auto` plan): the graph gets
+//! the mesh, and the inputs and the results of some ops get shardings that the XLA partitioner
+//! (Shardy) follows, inserting the collectives they imply.
+//!
+//! - Axis `dp`: every user input is split along its first dim (the batch); a first dim that
+//!   does not divide is refused, naming the input.
+//! - Axis `tp`: tensor parallelism in Megatron's form, found from the graph's structure, not
+//!   from names. A matmul on a weight whose input is whole is *column-parallel*: its weight's
+//!   output features (and its bias) are split, so each device computes a slice of the features.
+//!   The split is followed through the ops after it that keep it local — element-wise ops,
+//!   views that split features into heads (whole heads per device), permutes, per-head `bmm`s
+//!   and softmax, reductions over other dims — to a matmul on a weight that contracts the split
+//!   features: that one is *row-parallel* (its weight's input features split), and its result,
+//!   a partial sum on each device, becomes whole again (one all-reduce). A column-parallel
+//!   matmul whose split reaches an op that would need the whole features (a norm, a residual
+//!   add, a slice of the features) is not split at all, and neither is anything it fed. An
+//!   embedding table is split along its rows (vocabulary-parallel); a column-parallel matmul
+//!   whose split reaches a graph output (an LM head) gives it whole (an all-gather). What would
+//!   have to be split but does not divide along `tp` is refused, naming it: heads (a view of
+//!   split features into heads), and a vocabulary (a table of 1024 rows or more); smaller
+//!   tables and matmuls whose output features do not divide are left whole, and the report
+//!   counts them.
+//!   Constraints pin the split at each column-parallel result and the whole value at each
+//!   row-parallel one.
+//! - Any other axis (`fsdp`, …) is refused by the `auto` plan.
+//!
+//! Shardings set here are on graph inputs (the arguments' shardings) and on op results
+//! (constraints); results of the graph are whole on every device. Weights that nothing splits
+//! are whole on every device.
+//!
+//! A filetest (the input graph, then the graph the pass leaves after `; expect:`):
+//!
+//! ```text
+#![doc = include_str!("../tests/shard/megatron_mlp.ir")]
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::ir::{Dim, Graph, InputKind, Mesh, NodeId, Op, Sharding, ValueRef};
+use crate::pass::{Changed, Pass, PassCx, PassError};
+
+/// See the module docs.
+pub struct Shard {
+    /// The mesh (`None`: the pass does nothing).
+    pub mesh: Option<Mesh>,
+}
+
+/// An embedding table of at least this many rows is a vocabulary: split, or refused when its
+/// rows do not divide along `tp`.
+const VOCABULARY: i64 = 1024;
+
+/// The axes the `auto` plan knows.
+const DATA: &str = "dp";
+const TENSOR: &str = "tp";
+
+/// A matmul on a weight: `mm(x, permute(W))` (`nn.Linear`, `W: [out, in]`), `mm(x, W)` (GPT-2's
+/// `Conv1D`, `W: [in, out]`), `addmm(b, x, …)` of those with a bias `b: [out]`, or
+/// `bmm(x, expand(…))` of those (a linear layer on a 3-d input, as some exports write it).
+#[derive(Clone, Debug)]
+struct Linear {
+    node: NodeId,
+    /// The activation it multiplies.
+    input: ValueRef,
+    /// The weight input and which of its dims holds the output features.
+    weight: NodeId,
+    out_dim: usize,
+    bias: Option<NodeId>,
+}
+
+/// A value whose dim `dim` is split along `tp`, by the column-parallel matmuls `origins`:
+/// index `i` of the dim is on device `(i / inner) % tp`. A dim split whole has `inner` = its
+/// size / `tp`; a smaller `inner` is a split dim merged under a larger one by a view (`[B*H]`
+/// with the heads `H` split: `inner = H / tp`).
+#[derive(Clone, Debug)]
+struct Split {
+    dim: usize,
+    inner: i64,
+    origins: BTreeSet<NodeId>,
+}
+
+/// What one round of the analysis decided.
+#[derive(Default)]
+struct Plan {
+    column: BTreeSet<NodeId>,
+    row: BTreeSet<NodeId>,
+    /// Weight inputs and the dim `tp` splits.
+    weights: BTreeMap<NodeId, usize>,
+    /// Column-parallel matmuls whose split could not be followed: not split next round.
+    broken: BTreeSet<NodeId>,
+    /// Why the plan cannot be made: dims that would have to be split but do not divide.
+    refusals: Vec<String>,
+    /// Matmuls on weights left whole because their output features do not divide along `tp`.
+    indivisible: usize,
+}
+
+impl Pass for Shard {
+    fn name(&self) -> &'static str {
+        "shard"
+    }
+
+    fn run(&self, graph: &mut Graph, cx: &mut PassCx) -> Result<Changed, PassError> {
+        let Some(mesh) = self.mesh.clone() else { return Ok(Changed::No) };
+        let fail = |reason: String| PassError::Failed { pass: "shard", reason };
+        if let Some(a) = mesh.axes.iter().find(|a| a.name != DATA && a.name != TENSOR) {
+            return Err(fail(format!(
+                "the `auto` plan splits along `dp` (data) and `tp` (tensor) axes, not `{}`; give a plan file \
+                 (`--shard-plan FILE`) for other axes",
+                a.name
+            )));
+        }
+        graph.set_mesh(Some(mesh.clone()));
+        let inputs = split_batch(graph, &mesh).map_err(fail)?;
+        cx.note(inputs, "user inputs split along their batch dim (dp)");
+        if mesh.size(TENSOR) > 1 {
+            let plan = tensor_parallel(graph, mesh.size(TENSOR)).map_err(fail)?;
+            apply(graph, &plan);
+            cx.note(plan.column.len(), "column-parallel matmuls (tp)");
+            cx.note(plan.row.len(), "row-parallel matmuls, each followed by an all-reduce (tp)");
+            let tables = plan.weights.keys().filter(|&&w| is_embedding_table(graph, w)).count();
+            cx.note(tables, "embedding tables split along the vocabulary (tp)");
+            cx.note(plan.indivisible, "matmuls or small embedding tables left whole: they do not divide along tp");
+        }
+        Ok(Changed::Yes)
+    }
+}
+
+/// Splits every user input along dim 0 over `dp`; the number split.
+fn split_batch(graph: &mut Graph, mesh: &Mesh) -> Result<usize, String> {
+    let dp = mesh.size(DATA);
+    if dp == 1 {
+        return Ok(0);
+    }
+    let users: Vec<NodeId> = graph
+        .graph_inputs()
+        .iter()
+        .copied()
+        .filter(|&id| matches!(graph.node(id).op, Op::Input(InputKind::User { .. })))
+        .collect();
+    for &id in &users {
+        let node = graph.node(id);
+        let ty = &node.outputs[0];
+        match ty.dims.first() {
+            Some(Dim::Static(n)) if n % dp == 0 => {}
+            Some(Dim::Static(n)) => {
+                return Err(format!(
+                "user input `{}`: its batch dim (dim 0, size {n}) does not divide along mesh axis `dp` ({dp} devices)",
+                node.name
+            ))
+            }
+            _ => {
+                return Err(format!("user input `{}` has no batch dim to split along mesh axis `dp`", node.name));
+            }
+        }
+        let rank = ty.rank();
+        graph.node_mut(id).sharding = Some(Sharding::split(rank, 0, DATA));
+    }
+    Ok(users.len())
+}
+
+fn is_embedding_table(graph: &Graph, weight: NodeId) -> bool {
+    graph.users(weight).iter().any(|&(u, slot, _)| slot == 0 && graph.node(u).op == Op::Embedding)
+}
+
+/// The weight input feeding `v`, directly (`W`) or through a transpose (`permute(W, [1, 0])`):
+/// the input and the dim of `W` that is the matmul's output features.
+fn weight_of(graph: &Graph, v: ValueRef) -> Option<(NodeId, usize)> {
+    let node = graph.node(v.node);
+    match &node.op {
+        Op::Input(k) if k.is_weight() && node.outputs[0].rank() == 2 => Some((v.node, 1)),
+        Op::Permute { dims } if dims == &[1, 0] => {
+            let src = graph.inputs(v.node)[0];
+            let w = graph.node(src.node);
+            matches!(&w.op, Op::Input(k) if k.is_weight()).then_some((src.node, 0))
+        }
+        _ => None,
+    }
+}
+
+fn is_weight(graph: &Graph, v: ValueRef) -> bool {
+    matches!(&graph.node(v.node).op, Op::Input(k) if k.is_weight())
+}
+
+/// `id` as a matmul on a weight, if it is one.
+fn linear(graph: &Graph, id: NodeId) -> Option<Linear> {
+    let ins = graph.inputs(id);
+    let (input, w, bias) = match &graph.node(id).op {
+        Op::Mm => (ins[0], ins[1], None),
+        Op::Addmm { .. } => {
+            let b = ins[0];
+            (ins[1], ins[2], (is_weight(graph, b) && graph.value_type(b).rank() == 1).then_some(b.node))
+        }
+        Op::Bmm if matches!(graph.node(ins[1].node).op, Op::Expand { .. }) => {
+            (ins[0], graph.inputs(ins[1].node)[0], None)
+        }
+        _ => return None,
+    };
+    let (weight, out_dim) = weight_of(graph, w)?;
+    Some(Linear { node: id, input, weight, out_dim, bias })
+}
+
+/// The Megatron plan: rounds of the analysis, each dropping the column-parallel matmuls whose
+/// split could not be followed, until one round keeps them all.
+fn tensor_parallel(graph: &Graph, tp: i64) -> Result<Plan, String> {
+    let order = graph.topo_order().map_err(|_| "the graph has a cycle".to_string())?;
+    let linears: BTreeMap<NodeId, Linear> =
+        order.iter().filter_map(|&id| linear(graph, id)).map(|l| (l.node, l)).collect();
+    let mut excluded = BTreeSet::new();
+    for _ in 0..=linears.len() {
+        let plan = analyze(graph, &order, &linears, &excluded, tp);
+        if let Some(refusal) = plan.refusals.first() {
+            return Err(refusal.clone());
+        }
+        if plan.broken.is_empty() {
+            return Ok(plan);
+        }
+        excluded.extend(plan.broken);
+    }
+    Err("internal: the tensor-parallel analysis did not settle".into())
+}
+
+/// One round: follows the splits of the column-parallel candidates (every matmul on a weight
+/// whose input is whole, but `excluded`) through the graph in topological order.
+fn analyze(
+    graph: &Graph,
+    order: &[NodeId],
+    linears: &BTreeMap<NodeId, Linear>,
+    excluded: &BTreeSet<NodeId>,
+    tp: i64,
+) -> Plan {
+    let mut plan = Plan::default();
+    let mut splits: BTreeMap<ValueRef, Split> = BTreeMap::new();
+    let dims_of = |v: ValueRef| graph.value_type(v).static_dims().unwrap_or_default();
+    for &id in order {
+        let node = graph.node(id);
+        if node.op == Op::Embedding {
+            let table = graph.inputs(id)[0];
+            match dims_of(table).first() {
+                Some(v) if is_weight(graph, table) && v % tp == 0 => {
+                    claim(&mut plan, table.node, 0);
+                }
+                // A vocabulary that does not divide is refused; a small table (token types,
+                // a few positions) is left whole.
+                Some(&v) if is_weight(graph, table) && v >= VOCABULARY => plan.refusals.push(format!(
+                    "embedding table `{}`: its {v} rows (dim 0) do not divide along mesh axis `tp` ({tp} devices); \
+                     pad the vocabulary (`--pad-multiple`) or use a `tp` that divides {v}",
+                    graph.node(table.node).name
+                )),
+                Some(_) if is_weight(graph, table) => plan.indivisible += 1,
+                _ => {}
+            }
+            continue;
+        }
+        let ins = graph.inputs(id);
+        let split_ins: Vec<(usize, &Split)> =
+            ins.iter().enumerate().filter_map(|(i, v)| splits.get(v).map(|s| (i, s))).collect();
+        if let Some(l) = linears.get(&id) {
+            let w = dims_of(ValueRef { node: l.weight, slot: 0 });
+            let in_rank = graph.value_type(l.input).rank();
+            match splits.get(&l.input) {
+                Some(s)
+                    if s.dim + 1 == in_rank
+                        && s.inner * tp
+                            == graph.value_type(l.input).static_dims().and_then(|d| d.last().copied()).unwrap_or(0) =>
+                {
+                    // Row-parallel: the split features are contracted here.
+                    plan.row.insert(id);
+                    if !claim(&mut plan, l.weight, 1 - l.out_dim) {
+                        plan.broken.extend(s.origins.iter().copied());
+                    }
+                }
+                Some(s) => {
+                    plan.broken.extend(s.origins.iter().copied());
+                }
+                None if excluded.contains(&id) => {}
+                None if w.get(l.out_dim).is_some_and(|n| n % tp == 0) => {
+                    let out = ValueRef { node: id, slot: 0 };
+                    let dim = node.outputs[0].rank() - 1;
+                    splits.insert(out, Split { dim, inner: w[l.out_dim] / tp, origins: BTreeSet::from([id]) });
+                    plan.column.insert(id);
+                }
+                None => plan.indivisible += 1,
+            }
+            continue;
+        }
+        if split_ins.is_empty() {
+            continue;
+        }
+        match follow(graph, id, &ins, &splits, tp) {
+            Ok((dim, inner, origins, weights)) => {
+                let mut ok = true;
+                for (w, d) in weights {
+                    ok &= claim(&mut plan, w, d);
+                }
+                if ok {
+                    splits.insert(ValueRef { node: id, slot: 0 }, Split { dim, inner, origins });
+                } else {
+                    plan.broken.extend(origins);
+                }
+            }
+            Err(why) => {
+                if let Why::Indivisible(n) = why {
+                    let by: Vec<&str> = split_ins
+                        .iter()
+                        .flat_map(|(_, s)| s.origins.iter().map(|&o| graph.node(o).name.as_str()))
+                        .collect();
+                    plan.refusals.push(format!(
+                        "node `{}` ({}) splits the features of `{}` into {n} heads, which do not divide along mesh \
+                         axis `tp` ({tp} devices); pad them (`--pad-multiple`) or use a `tp` that divides {n}",
+                        node.name,
+                        node.op.name(),
+                        by.join("`, `")
+                    ));
+                }
+                split_ins.iter().for_each(|(_, s)| plan.broken.extend(s.origins.iter().copied()));
+            }
+        }
+    }
+    // Column-parallel weights and biases (a matmul whose split was broken is not split).
+    let kept: Vec<NodeId> = plan.column.iter().copied().filter(|c| !plan.broken.contains(c)).collect();
+    for c in kept {
+        let l = &linears[&c];
+        if !claim(&mut plan, l.weight, l.out_dim) {
+            plan.broken.insert(c);
+        }
+        if let Some(b) = l.bias {
+            claim(&mut plan, b, 0);
+        }
+    }
+    plan
+}
+
+/// Records that `tp` splits dim `dim` of weight `w`; false (and the weight left whole) when
+/// another use already split another dim of it.
+fn claim(plan: &mut Plan, w: NodeId, dim: usize) -> bool {
+    match plan.weights.get(&w) {
+        Some(&d) if d != dim => false,
+        _ => {
+            plan.weights.insert(w, dim);
+            true
+        }
+    }
+}
+
+/// Why a split cannot be followed through an op.
+enum Why {
+    /// The op needs the whole dim, or moves it where a device's piece is not contiguous.
+    Misaligned,
+    /// A view splits the dim into `n` parts (heads) that do not divide along `tp`.
+    Indivisible(i64),
+}
+
+/// What following a split through an op gives: the result's split dim and its `inner`, the
+/// column-parallel matmuls behind it, and weights to split along with it (a bias added to split
+/// features).
+type Followed = (usize, i64, BTreeSet<NodeId>, Vec<(NodeId, usize)>);
+
+/// Where the split of `id`'s inputs goes in its result, if the op keeps it local.
+fn follow(
+    graph: &Graph,
+    id: NodeId,
+    ins: &[ValueRef],
+    splits: &BTreeMap<ValueRef, Split>,
+    tp: i64,
+) -> Result<Followed, Why> {
+    let node = graph.node(id);
+    let out = match (node.outputs.len(), node.outputs.first().and_then(|t| t.static_dims())) {
+        (1, Some(out)) => out,
+        _ => return Err(Why::Misaligned),
+    };
+    let rank = out.len();
+    let origins: BTreeSet<NodeId> = ins.iter().filter_map(|v| splits.get(v)).flat_map(|s| s.origins.clone()).collect();
+    let (first_at, first) =
+        ins.iter().enumerate().find_map(|(i, v)| splits.get(v).map(|s| (i, s))).ok_or(Why::Misaligned)?;
+    let in_dims = graph.value_type(ins[first_at]).static_dims().ok_or(Why::Misaligned)?;
+    let norm = |d: i64, r: usize| if d < 0 { (d + r as i64) as usize } else { d as usize };
+    let keep = |dim: Option<usize>| dim.map(|d| (d, first.inner, origins.clone(), Vec::new())).ok_or(Why::Misaligned);
+    let same_split = |v: &ValueRef, dim: usize| splits.get(v).is_some_and(|s| s.dim == dim && s.inner == first.inner);
+    match &node.op {
+        Op::Unary(_) | Op::Clamp { .. } | Op::Elu { .. } | Op::LeakyRelu { .. } | Op::Copy | Op::Convert => {
+            keep(Some(first.dim))
+        }
+        Op::Binary { .. } | Op::Where { .. } | Op::ClampTensor { .. } => {
+            broadcast(graph, ins, splits, rank, first_at, tp)
+                .map(|(dim, weights)| (dim, first.inner, origins.clone(), weights))
+        }
+        Op::View { .. } => view_split(&in_dims, &out, first.dim, first.inner, tp)
+            .map(|(d, inner)| (d, inner, origins.clone(), Vec::new())),
+        Op::Permute { dims } => keep(dims.iter().position(|&d| norm(d, rank) == first.dim)),
+        Op::Unsqueeze { dim } => {
+            let at = norm(*dim, rank);
+            keep(Some(if first.dim >= at { first.dim + 1 } else { first.dim }))
+        }
+        Op::Squeeze { dims } => {
+            let r = in_dims.len();
+            let listed: Vec<usize> =
+                if dims.is_empty() { (0..r).collect() } else { dims.iter().map(|&d| norm(d, r)).collect() };
+            let gone: Vec<usize> = listed.into_iter().filter(|&d| in_dims[d] == 1).collect();
+            keep((!gone.contains(&first.dim)).then(|| first.dim - gone.iter().filter(|&&g| g < first.dim).count()))
+        }
+        Op::Expand { .. } => keep((out.get(first.dim) == in_dims.get(first.dim)).then_some(first.dim)),
+        Op::Slice { dim, .. } => keep((norm(*dim, rank) != first.dim).then_some(first.dim)),
+        Op::Select { dim, .. } => {
+            let at = norm(*dim, in_dims.len());
+            keep((at != first.dim).then(|| if first.dim > at { first.dim - 1 } else { first.dim }))
+        }
+        Op::Cat { dim } => {
+            let all = ins.iter().all(|v| same_split(v, first.dim));
+            keep((all && norm(*dim, rank) != first.dim).then_some(first.dim))
+        }
+        Op::Softmax { dim, .. } => keep((norm(*dim, rank) != first.dim).then_some(first.dim)),
+        Op::Reduce { dims, keepdim, .. } => {
+            let r = in_dims.len();
+            let reduced: Vec<usize> =
+                if dims.is_empty() { (0..r).collect() } else { dims.iter().map(|&d| norm(d, r)).collect() };
+            let shift = if *keepdim { 0 } else { reduced.iter().filter(|&&d| d < first.dim).count() };
+            keep((!reduced.contains(&first.dim)).then(|| first.dim - shift))
+        }
+        // Per-head products: the batch dim split in every operand that is split.
+        Op::Bmm => keep(ins.iter().filter(|v| splits.contains_key(v)).all(|v| same_split(v, 0)).then_some(0)),
+        _ => Err(Why::Misaligned),
+    }
+}
+
+/// An element-wise op's split: broadcasting aligns trailing dims, so every split operand's
+/// split lands on one result dim, and the other operands are size 1 there, or weights of that
+/// size (a bias), split along with it.
+fn broadcast(
+    graph: &Graph,
+    ins: &[ValueRef],
+    splits: &BTreeMap<ValueRef, Split>,
+    rank: usize,
+    first_at: usize,
+    tp: i64,
+) -> Result<(usize, Vec<(NodeId, usize)>), Why> {
+    let shift = |v: &ValueRef| rank - graph.value_type(*v).rank();
+    let first = &splits[&ins[first_at]];
+    let dim = first.dim + shift(&ins[first_at]);
+    let mut weights = Vec::new();
+    for v in ins {
+        let at = shift(v);
+        match splits.get(v) {
+            Some(s) if s.dim + at == dim && s.inner == first.inner => {}
+            Some(_) => return Err(Why::Misaligned),
+            None => {
+                let d = graph.value_type(*v).static_dims().ok_or(Why::Misaligned)?;
+                let size = if dim >= at { d[dim - at] } else { 1 };
+                if size == 1 {
+                    continue;
+                }
+                if !is_weight(graph, *v) || first.inner * tp != size {
+                    return Err(Why::Misaligned);
+                }
+                weights.push((v.node, dim - at));
+            }
+        }
+    }
+    Ok((dim, weights))
+}
+
+/// Where a split (dim `d` of a `from`-shaped value, pieces of `inner` indices) lands in its
+/// `to`-shaped view. In the row-major order, the device index is a digit of stride
+/// `F = inner * stride(d)` and size `tp`; the view keeps the split when one dim holds that whole
+/// digit (`[.., H*D]` → `[.., H, D]` with `H % tp == 0`, `[B, H, ..]` → `[B*H, ..]`, and back),
+/// and the split's new `inner` is `F / stride(e)`. A dim boundary inside the digit would cut
+/// through what a device holds: heads that do not divide along `tp`.
+fn view_split(from: &[i64], to: &[i64], d: usize, inner: i64, tp: i64) -> Result<(usize, i64), Why> {
+    let stride = |dims: &[i64], e: usize| dims[e + 1..].iter().product::<i64>();
+    let f = inner * stride(from, d);
+    for e in 0..to.len() {
+        let (se, n) = (stride(to, e), to[e]);
+        if se <= f && f % se == 0 && (se * n) % (f * tp) == 0 {
+            return Ok((e, f / se));
+        }
+    }
+    // A dim starting inside the digit: a device would hold part of one of its indices (a head).
+    match (0..to.len()).find(|&e| stride(to, e) > f && stride(to, e) < f * tp) {
+        Some(e) => Err(Why::Indivisible(to[e])),
+        None => Err(Why::Misaligned),
+    }
+}
+
+/// Sets the plan's shardings: weights split as claimed, a constraint splitting each
+/// column-parallel result and one making each row-parallel result whole.
+fn apply(graph: &mut Graph, plan: &Plan) {
+    for (&w, &dim) in &plan.weights {
+        let rank = graph.node(w).outputs[0].rank();
+        graph.node_mut(w).sharding = Some(Sharding::split(rank, dim, TENSOR));
+    }
+    // The constraints fix the features (split, or whole after the all-reduce) and leave the
+    // other dims open, so that a batch split along `dp` stays split.
+    for &c in &plan.column {
+        let rank = graph.node(c).outputs[0].rank();
+        graph.node_mut(c).sharding = Some(Sharding::split(rank, rank - 1, TENSOR).open_but(&[]));
+    }
+    for &r in &plan.row {
+        let rank = graph.node(r).outputs[0].rank();
+        graph.node_mut(r).sharding = Some(Sharding::replicated(rank).open_but(&[rank - 1]));
+    }
+}

@@ -1,0 +1,64 @@
+//! Shardy's annotations for a program split over a device mesh: `sdy.mesh @mesh`, an
+//! `sdy.sharding` on every argument and result of `@main`, and `sdy.sharding_constraint`s on
+//! op results. Shardy (not GSPMD's `mhlo.sharding`) because it is XLA's current partitioner
+//! (GSPMD's propagation logs its deprecation on every compile), and because its shardings name
+//! mesh axes, as the `shard` pass and the manifest do. Every argument and result gets a closed
+//! sharding (whole when nothing splits it): an open or missing one lets the partitioner choose,
+//! which would change the shapes each device's buffers have.
+
+use melior::ir::attribute::Attribute;
+use melior::ir::operation::{Operation, OperationBuilder};
+use melior::ir::{Identifier, Location, Value};
+use melior::Context;
+use torchtpu_passes::ir::{Graph, Mesh, Sharding, TensorType};
+
+use super::builder::{Builder, LowerResult};
+
+/// The mesh's symbol.
+const MESH: &str = "mesh";
+
+/// `sdy.mesh @mesh = <["dp"=2, "tp"=2]>`.
+pub fn mesh_op<'c>(ctx: &'c Context, mesh: &Mesh) -> Result<Operation<'c>, String> {
+    let parse = |text: &str| Attribute::parse(ctx, text).ok_or_else(|| format!("cannot parse `{text}`"));
+    OperationBuilder::new("sdy.mesh", Location::unknown(ctx))
+        .add_attributes(&[
+            (Identifier::new(ctx, "sym_name"), parse(&format!("\"{MESH}\""))?),
+            (Identifier::new(ctx, "mesh"), parse(&format!("#sdy.mesh<{mesh}>"))?),
+        ])
+        .build()
+        .map_err(|e| e.to_string())
+}
+
+/// `#sdy.sharding<@mesh, [{"tp"}, {}]>`.
+fn attribute(sharding: &Sharding) -> String {
+    format!("#sdy.sharding<@{MESH}, {sharding}>")
+}
+
+/// The `arg_attrs` and `res_attrs` of `@main`: each input's sharding (whole when it has none)
+/// and every result whole.
+pub fn signature(graph: &Graph) -> Result<(String, String), String> {
+    let dict = |s: &Sharding| format!("{{sdy.sharding = {}}}", attribute(s));
+    let args: Vec<String> = graph
+        .graph_inputs()
+        .iter()
+        .map(|&id| {
+            let node = graph.node(id);
+            dict(node.sharding.as_ref().unwrap_or(&Sharding::replicated(node.outputs[0].rank())))
+        })
+        .collect();
+    let results: Vec<String> =
+        graph.outputs().iter().map(|o| dict(&Sharding::replicated(graph.value_type(o.value).rank()))).collect();
+    Ok((format!("[{}]", args.join(", ")), format!("[{}]", results.join(", "))))
+}
+
+/// `v` (of type `ty`) constrained to `sharding`.
+pub fn constrain<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    v: Value<'c, 'b>,
+    ty: &TensorType,
+    sharding: &Sharding,
+) -> LowerResult<Value<'c, 'b>> {
+    let dims = super::builder::static_dims(ty)?;
+    Ok(b.op_n("sdy.sharding_constraint", &[v], &[(&dims, ty.dtype)], &[("sharding", attribute(sharding))], vec![])?
+        .remove(0))
+}

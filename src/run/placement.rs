@@ -1,0 +1,121 @@
+//! Where a run's arrays go: the one device of a single-device program, or, for a program split
+//! over a mesh (the manifest's `sharding`), each device its piece of every split argument and
+//! the whole of every other one. A piece that is one contiguous run of the array (a split of
+//! the first dim) is the array's own bytes, so weights split that way still go to the device
+//! from the map; other pieces are gathered into a copy, one tensor at a time.
+
+use std::borrow::Cow;
+
+use torchtpu_passes::ir::{Mesh, Sharding};
+
+use super::RunError;
+use crate::artifact::Manifest;
+use crate::Error;
+
+/// The devices of a run and how the program splits its arguments over them.
+pub struct Placement {
+    mesh: Option<Mesh>,
+}
+
+impl Placement {
+    /// The placement the artifact's programs were compiled for.
+    pub fn of(m: &Manifest) -> Result<Placement, Error> {
+        let mesh = match &m.sharding {
+            Some(s) => Some(s.mesh().map_err(|e| RunError::Weights(format!("the manifest's mesh: {e}")))?),
+            None => None,
+        };
+        Ok(Placement { mesh })
+    }
+
+    /// How many devices run the program.
+    pub fn devices(&self) -> usize {
+        self.mesh.as_ref().map_or(1, |m| m.devices() as usize)
+    }
+
+    /// A split as the manifest writes it (per dim, the axes), for this placement's mesh.
+    pub fn split(&self, dims: Option<&Vec<Vec<String>>>) -> Option<Sharding> {
+        let dims = dims?.clone();
+        let s = Sharding { dims, open: Vec::new() };
+        (self.mesh.is_some() && !s.is_replicated()).then_some(s)
+    }
+
+    /// The piece of the row-major array `bytes` (`dims`, `element` bytes each) device `device`
+    /// holds under `split` (`None`: the whole array), and its dims.
+    pub fn piece<'a>(
+        &self,
+        bytes: &'a [u8],
+        dims: &[i64],
+        element: usize,
+        split: Option<&Sharding>,
+        device: usize,
+    ) -> Result<(Cow<'a, [u8]>, Vec<i64>), Error> {
+        let (Some(mesh), Some(split)) = (&self.mesh, split) else { return Ok((Cow::Borrowed(bytes), dims.to_vec())) };
+        split.check(dims, mesh).map_err(|e| RunError::Weights(format!("an argument of shape {dims:?}: {e}")))?;
+        let shard = split.shard_dims(dims, mesh);
+        let offsets = split.shard_offsets(dims, mesh, device as i64);
+        Ok((gather(bytes, dims, element, &shard, &offsets), shard))
+    }
+}
+
+/// The block of `shard` elements starting at `offsets` of a row-major array of `dims`: the
+/// bytes themselves when it is one run, else a copy of its runs.
+fn gather<'a>(bytes: &'a [u8], dims: &[i64], element: usize, shard: &[i64], offsets: &[i64]) -> Cow<'a, [u8]> {
+    let rank = dims.len();
+    // The last split dim: below it every piece is whole, so it and what follows are one run.
+    let Some(k) = (0..rank).rev().find(|&d| shard[d] != dims[d]) else { return Cow::Borrowed(bytes) };
+    let stride = |d: usize| dims[d + 1..].iter().product::<i64>() as usize * element;
+    let run = shard[k] as usize * stride(k);
+    let start_of = |index: &[i64]| -> usize {
+        (0..=k).map(|d| (offsets[d] + if d < k { index[d] } else { 0 }) as usize * stride(d)).sum()
+    };
+    if (0..k).all(|d| shard[d] == 1) {
+        let at = start_of(&vec![0; k]);
+        return Cow::Borrowed(&bytes[at..at + run]);
+    }
+    let mut out = Vec::with_capacity(shard.iter().product::<i64>() as usize * element);
+    let mut index = vec![0i64; k];
+    loop {
+        let at = start_of(&index);
+        out.extend_from_slice(&bytes[at..at + run]);
+        // The next index over the leading dims' pieces, last dim fastest.
+        let mut d = k;
+        loop {
+            if d == 0 {
+                return Cow::Owned(out);
+            }
+            d -= 1;
+            index[d] += 1;
+            if index[d] < shard[d] {
+                break;
+            }
+            index[d] = 0;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::gather;
+
+    /// A 4×6 array of bytes 0..24, cut four ways.
+    #[test]
+    fn pieces_are_the_right_elements() {
+        let bytes: Vec<u8> = (0..24).collect();
+        // Rows 2..4: one run, borrowed.
+        let rows = gather(&bytes, &[4, 6], 1, &[2, 6], &[2, 0]);
+        assert!(matches!(rows, std::borrow::Cow::Borrowed(_)));
+        assert_eq!(&rows[..], &(12..24).collect::<Vec<u8>>()[..]);
+        // Columns 3..6: a run per row.
+        assert_eq!(&gather(&bytes, &[4, 6], 1, &[4, 3], &[0, 3])[..], &[3, 4, 5, 9, 10, 11, 15, 16, 17, 21, 22, 23]);
+        // A block.
+        assert_eq!(&gather(&bytes, &[4, 6], 1, &[2, 2], &[2, 4])[..], &[16, 17, 22, 23]);
+        // Whole: the array itself.
+        assert_eq!(gather(&bytes, &[4, 6], 1, &[4, 6], &[0, 0]).len(), 24);
+        // Two-byte elements, 3-d, the middle dim split.
+        let wide: Vec<u8> = (0..48).collect();
+        assert_eq!(
+            &gather(&wide, &[2, 2, 6], 2, &[2, 1, 6], &[0, 1, 0])[..],
+            &[&wide[12..24], &wide[36..48]].concat()[..]
+        );
+    }
+}

@@ -1,0 +1,128 @@
+//! Programs split over a device mesh (`--mesh`), run on several CPU devices of the XLA CPU
+//! plugin: every split equals PyTorch eager; what cannot be split is refused by name; the
+//! command line checks meshes against targets; the manifest records the split.
+
+use torchtpu_passes::ir::Mesh;
+
+use super::parity::{assert_parity_with, case_inputs, compile_model_with, TempDir};
+use super::{run_cli, testdata};
+use crate::compile::{compile, CompileRequest};
+use crate::emit::Precision;
+use crate::import::import;
+use crate::run::{run, RunRequest};
+use crate::target::Target;
+
+/// A CPU compile of `name` for `--mesh mesh` on as many CPU devices.
+fn request(mesh: &str) -> CompileRequest {
+    let mesh = Mesh::parse(mesh).expect("a mesh");
+    let mut req = CompileRequest::new(vec![Target::Cpu { devices: mesh.devices() as u32 }], Precision::Default);
+    req.pass_options.mesh = Some(mesh);
+    req
+}
+
+/// The note the `shard` pass left in the first bucket's report.
+fn shard_notes(m: &crate::artifact::Manifest) -> String {
+    let pass = m.buckets[0].passes.iter().find(|p| p.pass == "shard").expect("the shard pass ran");
+    pass.notes.join(", ")
+}
+
+#[test]
+fn tensor_parallel_llama_matches_eager() {
+    let m = assert_parity_with("llama_tiny", &request("tp=2"));
+    let notes = shard_notes(&m);
+    // Two blocks: Q, K, V, gate and up column-parallel, the output and down projections
+    // row-parallel; the embedding and the LM head split along the vocabulary.
+    assert!(notes.contains("11 column-parallel matmuls (tp)") && notes.contains("4 row-parallel"), "{notes}");
+    let s = m.sharding.expect("the manifest records the split");
+    assert_eq!((s.mesh.len(), s.mesh[0].name.as_str(), s.mesh[0].size), (1, "tp", 2));
+    let q = &s.weights["model.model.layers.0.self_attn.q_proj.weight"];
+    assert_eq!(q, &vec![vec!["tp".to_string()], vec![]], "column-parallel: output features");
+    let o = &s.weights["model.model.layers.0.self_attn.o_proj.weight"];
+    assert_eq!(o, &vec![vec![], vec!["tp".to_string()]], "row-parallel: input features");
+    assert!(!s.weights.contains_key("model.model.norm.weight"), "norm weights stay whole");
+}
+
+#[test]
+fn tensor_parallel_gpt2_matches_eager() {
+    assert_parity_with("gpt2_tiny", &request("tp=2"));
+}
+
+#[test]
+fn data_parallel_bert_and_resnet_match_eager() {
+    for name in ["bert_meanpool", "resnet_mini"] {
+        let m = assert_parity_with(name, &request("dp=2"));
+        let s = m.sharding.expect("split");
+        assert!(s.inputs.iter().all(|i| i.first() == Some(&vec!["dp".to_string()])), "{name}: {:?}", s.inputs);
+        assert!(s.weights.is_empty(), "{name}: weights stay whole along dp");
+    }
+}
+
+#[test]
+fn data_and_tensor_parallel_bert_matches_eager() {
+    let m = assert_parity_with("bert_meanpool", &request("dp=2,tp=2"));
+    let notes = shard_notes(&m);
+    assert!(notes.contains("8 column-parallel") && notes.contains("4 row-parallel"), "{notes}");
+}
+
+/// The dynamic Llama split along tp, one sharded program per bucket, run at sizes served by
+/// different buckets.
+#[test]
+fn tensor_parallel_buckets_match_eager() {
+    let tmp = TempDir::new("tp-buckets");
+    let mut req = request("tp=2");
+    req.buckets = vec![crate::buckets::parse_choice("input_ids:1=8,64,512").expect("buckets")];
+    let art = compile_model_with("llama_tiny_dyn", &tmp.0, &req);
+    let dir = testdata().join("models/llama_tiny_dyn");
+    for case in ["", "_case1", "_case2"] {
+        let inputs = case_inputs("llama_tiny_dyn", case);
+        let reference = tmp.0.join(format!("ref{case}"));
+        std::fs::create_dir_all(&reference).expect("a folder");
+        std::fs::copy(dir.join(format!("out_0{case}.npy")), reference.join("out_0.npy")).expect("a reference");
+        let report = run(&RunRequest {
+            artifact: art.clone(),
+            inputs,
+            out_dir: tmp.0.join(format!("out{case}")),
+            plugin: None,
+            reference: Some(reference),
+            seed: 0,
+            verify_weights: false,
+            cache_dir: None,
+        })
+        .unwrap_or_else(|e| panic!("case {case:?}: {e:#}"));
+        assert!(report.ok, "case {case:?}: {:?}", report.outputs);
+    }
+}
+
+#[test]
+fn heads_that_do_not_divide_are_refused_by_name() {
+    let model = testdata().join("models/llama_tiny.pt2");
+    let program = import(&model).expect("imports");
+    let tmp = TempDir::new("tp4");
+    let err = compile(&program, &model, &tmp.0.join("x.tpuexe"), &request("tp=4")).expect_err("refused");
+    let msg = format!("{err:#}");
+    assert!(msg.contains("into 2 heads, which do not divide along mesh axis `tp` (4 devices)"), "{msg}");
+}
+
+#[test]
+fn the_command_line_checks_meshes_against_targets() {
+    let model = testdata().join("models/mlp.pt2");
+    let model = model.to_str().expect("utf-8");
+    let tmp = TempDir::new("mesh-cli");
+    let out = tmp.0.join("x.tpuexe");
+    let out = out.to_str().expect("utf-8");
+    let (code, _, err) = run_cli(&["compile", model, "-o", out, "--mesh", "dp=2,tp=2", "--target", "cpu:2"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("`--mesh dp=2,tp=2` needs targets of 4 devices, but `cpu:2` has 2"), "{err}");
+    let (code, _, err) = run_cli(&["compile", model, "-o", out, "--mesh", "tp=2"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("(the default targets)"), "{err}");
+    let (code, _, err) = run_cli(&["compile", model, "-o", out, "--target", "cpu:2"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("give `--mesh`"), "{err}");
+    let (code, _, err) = run_cli(&["compile", model, "-o", out, "--target", "cpu:2", "--mesh", "ep=2"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("not `ep`"), "{err}");
+    let (code, _, err) = run_cli(&["compile", model, "-o", out, "--target", "cpu:2", "--mesh", "tp=2,tp=1"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("named twice"), "{err}");
+}
