@@ -258,11 +258,22 @@ pub struct Executable {
     pub cache_key: Option<String>,
     /// Size of the generated machine code (TPU targets).
     pub generated_code_bytes: Option<i64>,
-    /// Device memory the program needs (TPU targets).
+    /// Device memory the program needs, per device.
     pub memory: Option<MemoryInfo>,
     /// XLA's cost model of the program (TPU targets).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<CostInfo>,
+    /// The collectives in the optimized program of a split program (one device's), per kind.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub collectives: BTreeMap<String, CollectiveInfo>,
+}
+
+/// The collectives of one kind (`all-reduce`, `all-gather`, `reduce-scatter`, `all-to-all`,
+/// `collective-permute`) in an optimized program: how many, and the bytes of their results.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CollectiveInfo {
+    pub count: u64,
+    pub bytes: u64,
 }
 
 /// What XLA's cost model says one run of a program does (`PJRT_Executable_GetCostAnalysis`).

@@ -387,5 +387,10 @@ fn render_target(out: &mut String, t: &crate::artifact::TargetEntry) {
                 human_bytes(cost.bytes_accessed.max(0.0) as u64)
             );
         }
+        if !e.collectives.is_empty() {
+            let kinds: Vec<String> =
+                e.collectives.iter().map(|(k, c)| format!("{} {k} ({})", c.count, human_bytes(c.bytes))).collect();
+            let _ = writeln!(out, "      collectives per run, per device: {}", kinds.join(", "));
+        }
     }
 }

@@ -3,6 +3,7 @@
 //! [`compile`] is the pipeline; `target` holds one target's compiler and the cache protocol,
 //! `manifest` the artifact's description, `weights` its weight entry.
 
+mod collectives;
 mod manifest;
 mod target;
 mod weights;
@@ -296,6 +297,7 @@ fn compile_one(
             generated_code_bytes: c.meta.generated_code_bytes,
             memory: c.meta.memory,
             cost: c.meta.cost,
+            collectives: c.meta.collectives,
         },
         plugin: c.meta.plugin,
         tpu: c.meta.tpu,

@@ -11,7 +11,9 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use crate::artifact::{CostInfo, MemoryInfo, PluginInfo, TpuInfo};
+use std::collections::BTreeMap;
+
+use crate::artifact::{CollectiveInfo, CostInfo, MemoryInfo, PluginInfo, TpuInfo};
 use crate::cache::{Cache, Entry, KeyParts, Outcome, PluginMemo};
 use crate::pjrt::{AttributeValue, Client, CompileOptions, PjrtError, Plugin, Topology};
 use crate::setup::{cpu_plugin, tpu_plugin, PluginChoice, LIBTPU_VERSION};
@@ -28,6 +30,8 @@ pub struct TargetCompiler {
     /// `options` encoded once, then the XLA environment ([`xla_environment`]): part of every
     /// cache key.
     options_bytes: Vec<u8>,
+    /// The program is split over several partitions (its collectives are counted).
+    split: bool,
     /// Created on the first cache miss.
     backend: Mutex<Option<Arc<Backend>>>,
 }
@@ -71,6 +75,8 @@ pub struct CompiledMeta {
     pub memory: Option<MemoryInfo>,
     #[serde(default)]
     pub cost: Option<CostInfo>,
+    #[serde(default)]
+    pub collectives: BTreeMap<String, CollectiveInfo>,
 }
 
 /// The environment variables through which XLA and libtpu read settings that change what they
@@ -122,6 +128,7 @@ impl TargetCompiler {
             choice,
             options,
             options_bytes,
+            split: partitions > 1,
             backend: Mutex::new(None),
         })
     }
@@ -191,6 +198,7 @@ impl TargetCompiler {
                 let exe = client.compile(program, &self.options).map_err(|e| self.failed(e))?;
                 let compile_ms = started.elapsed().as_millis() as u64;
                 let stats = exe.memory_stats().map_err(|e| self.failed(e))?;
+                let collectives = self.collectives(exe.optimized_program())?;
                 let meta = CompiledMeta {
                     compile_ms,
                     plugin: plugin_info(plugin, platform_name, platform_version, None),
@@ -198,12 +206,14 @@ impl TargetCompiler {
                     generated_code_bytes: None,
                     memory: Some(memory_info(&stats)),
                     cost: None,
+                    collectives,
                 };
                 Ok((exe.serialize().map_err(|e| self.failed(e))?, meta))
             }
             (Backend::Tpu { plugin, topology }, Target::Tpu { generation, topology: grid }) => {
                 let exe = topology.compile(program, &self.options).map_err(|e| self.failed(e))?;
                 let compile_ms = started.elapsed().as_millis() as u64;
+                let collectives = self.collectives(exe.optimized_program())?;
                 let stats = exe.memory_stats().map_err(|e| self.failed(e))?;
                 let version = (self.choice.source == "the set-up folder").then_some(LIBTPU_VERSION);
                 let meta = CompiledMeta {
@@ -219,6 +229,7 @@ impl TargetCompiler {
                     generated_code_bytes: Some(exe.generated_code_bytes().map_err(|e| self.failed(e))?),
                     memory: Some(memory_info(&stats)),
                     cost: cost_info(&exe),
+                    collectives,
                 };
                 Ok((exe.serialize().map_err(|e| self.failed(e))?, meta))
             }
@@ -226,6 +237,19 @@ impl TargetCompiler {
                 Err(Error::Unsupported(format!("internal: a TPU backend for target {}", self.name)))
             }
         }
+    }
+
+    /// The collectives of a split program's optimized program (none for one partition).
+    fn collectives(
+        &self,
+        program: Result<(String, Vec<u8>), PjrtError>,
+    ) -> Result<BTreeMap<String, CollectiveInfo>, Error> {
+        if !self.split {
+            return Ok(BTreeMap::new());
+        }
+        let (format, bytes) = program.map_err(|e| self.failed(e))?;
+        super::collectives::count(&format, &bytes)
+            .map_err(|e| Error::Unsupported(format!("{}: the optimized program: {e}", self.name)))
     }
 
     /// The executable and its metadata from a cache entry.

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::client::{null_output, ClientInner};
 use super::ffi;
-use super::plugin::{named_values, raw_slice, Api, AttributeValue, Plugin};
+use super::plugin::{lossy_string, named_values, raw_slice, Api, AttributeValue, Plugin};
 use super::types::ElementType;
 use super::PjrtError;
 
@@ -76,6 +76,11 @@ impl LoadedExecutable {
     /// `PJRT_Executable_GetCompiledMemoryStats`.
     pub fn memory_stats(&self) -> Result<MemoryStats, PjrtError> {
         self.unloaded()?.memory_stats()
+    }
+
+    /// See [`Executable::optimized_program`].
+    pub fn optimized_program(&self) -> Result<(String, Vec<u8>), PjrtError> {
+        self.unloaded()?.optimized_program()
     }
 
     /// Runs the executable on its one device and waits until the outputs are computed.
@@ -225,6 +230,12 @@ impl Executable {
     pub fn num_outputs(&self) -> Result<usize, PjrtError> {
         self.raw.num_outputs()
     }
+
+    /// The program as XLA optimized it, for one device (`PJRT_Executable_OptimizedProgram`):
+    /// its format (`hlo_with_config`: a serialized `xla.HloModuleProtoWithConfig`) and bytes.
+    pub fn optimized_program(&self) -> Result<(String, Vec<u8>), PjrtError> {
+        self.raw.optimized_program()
+    }
 }
 
 impl fmt::Debug for Executable {
@@ -308,6 +319,27 @@ impl RawExecutable<'_> {
             )?
         };
         Ok(args.size_in_bytes)
+    }
+
+    /// `PJRT_Executable_OptimizedProgram`, asked for its size and then for its bytes.
+    fn optimized_program(&self) -> Result<(String, Vec<u8>), PjrtError> {
+        let mut program = ffi::PJRT_Program::new();
+        let mut args = ffi::PJRT_Executable_OptimizedProgram_Args::new();
+        args.executable = self.raw;
+        args.program = &mut program;
+        let call = "PJRT_Executable_OptimizedProgram";
+        // SAFETY: the executable is live; with a null `code`, the plugin only writes the size
+        // and the format (a string it owns, copied below before the executable can go).
+        unsafe { self.api.call(call, self.api.table.PJRT_Executable_OptimizedProgram, &mut args)? };
+        // SAFETY: the format string is the plugin's, alive with the executable; it is copied.
+        let format = unsafe { lossy_string(program.format, program.format_size) };
+        let mut code = vec![0u8; program.code_size];
+        program.code = code.as_mut_ptr().cast();
+        args.program = &mut program;
+        // SAFETY: `code` has the `code_size` bytes the plugin asked for and outlives the call.
+        unsafe { self.api.call(call, self.api.table.PJRT_Executable_OptimizedProgram, &mut args)? };
+        code.truncate(program.code_size);
+        Ok((format, code))
     }
 
     /// `PJRT_Executable_GetCostAnalysis`, copied.

@@ -252,6 +252,14 @@ args!(PJRT_Executable_SizeOfGeneratedCodeInBytes_Args {
     executable: *mut PJRT_Executable,
     size_in_bytes: i64,
 });
+args!(
+    /// Called twice: with `program.code` null the plugin says `code_size` (and the format);
+    /// then it writes that many bytes to `program.code`.
+    PJRT_Executable_OptimizedProgram_Args {
+        executable: *mut PJRT_Executable,
+        program: *mut PJRT_Program,
+    }
+);
 args!(PJRT_Executable_GetCostAnalysis_Args {
     executable: *mut PJRT_Executable,
     num_properties: usize,
@@ -440,7 +448,7 @@ pub struct PJRT_Api {
     pub PJRT_Executable_SizeOfGeneratedCodeInBytes: ApiFn<PJRT_Executable_SizeOfGeneratedCodeInBytes_Args>,
     pub PJRT_Executable_GetCostAnalysis: ApiFn<PJRT_Executable_GetCostAnalysis_Args>,
     pub PJRT_Executable_OutputMemoryKinds: Unused,
-    pub PJRT_Executable_OptimizedProgram: Unused,
+    pub PJRT_Executable_OptimizedProgram: ApiFn<PJRT_Executable_OptimizedProgram_Args>,
     pub PJRT_Executable_Serialize: ApiFn<PJRT_Executable_Serialize_Args>,
 
     pub PJRT_LoadedExecutable_Destroy: ApiFn<PJRT_LoadedExecutable_Destroy_Args>,

@@ -33,6 +33,11 @@ fn tensor_parallel_llama_matches_eager() {
     // Two blocks: Q, K, V, gate and up column-parallel, the output and down projections
     // row-parallel; the embedding and the LM head split along the vocabulary.
     assert!(notes.contains("11 column-parallel matmuls (tp)") && notes.contains("4 row-parallel"), "{notes}");
+    // Megatron's collectives: one all-reduce after each block's attention and MLP (2 blocks),
+    // one for the vocabulary-parallel embedding; one all-gather, of the logits; none of weights.
+    let c = &m.targets[0].executables[0].collectives;
+    assert_eq!((c["all-reduce"].count, c["all-gather"].count, c.len()), (5, 1, 2), "{c:?}");
+    assert_eq!(c["all-gather"].bytes, 16 * 256 * 4, "the gathered logits");
     let s = m.sharding.expect("the manifest records the split");
     assert_eq!((s.mesh.len(), s.mesh[0].name.as_str(), s.mesh[0].size), (1, "tp", 2));
     let q = &s.weights["model.model.layers.0.self_attn.q_proj.weight"];

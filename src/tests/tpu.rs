@@ -220,3 +220,36 @@ fn beyond_core_op_cases_compile_for_tpu() {
         }
     }
 }
+
+/// Programs split over a mesh compile for every chip of v5e, v5p and v6e slices (one partition
+/// per chip, Shardy), with per-chip memory that falls as `tp` splits the weights, and the
+/// collectives the plan implies.
+#[test]
+fn split_programs_compile_for_slices() {
+    let tmp = TempDir::new("tpu-mesh");
+    let model = testdata().join("models/gpt2_tiny.pt2");
+    let program = import(&model).expect("imports");
+    let compile_split = |target: Target, mesh: &str| {
+        let out = tmp.0.join(format!("{}.tpuexe", target.dir_name()));
+        let mut req = CompileRequest::new(vec![target], Precision::Default);
+        req.pass_options.mesh = Some(torchtpu_passes::ir::Mesh::parse(mesh).expect("a mesh"));
+        req.pass_options.pad_multiple = None;
+        compile(&program, &model, &out, &req).unwrap_or_else(|e| panic!("{mesh}: {e:#}"));
+        Artifact::open(&out).expect("artifact opens").manifest
+    };
+    let whole = compile_for(&model, &tmp.0.join("one.tpuexe"), vec![tpu("v5e", "1x1")]);
+    let one_chip = whole.manifest.targets[0].executables[0].memory.as_ref().expect("memory").argument_bytes;
+    for (target, mesh) in [(tpu("v5e", "2x2"), "tp=4"), (tpu("v5p", "2x2x1"), "tp=4"), (tpu("v6e", "2x4"), "tp=8")]
+    {
+        let name = target.to_string();
+        let m = compile_split(target, mesh);
+        let t = &m.targets[0];
+        let slice = t.tpu.as_ref().expect("a slice");
+        assert_eq!(slice.partitions, slice.chips, "{name}: one partition per chip");
+        let e = &t.executables[0];
+        let per_chip = e.memory.as_ref().expect("memory").argument_bytes;
+        assert!(per_chip < one_chip, "{name}: {per_chip} bytes of arguments per chip, {one_chip} on one chip");
+        let all_reduces = e.collectives.get("all-reduce").map_or(0, |c| c.count);
+        assert!(all_reduces >= 2, "{name}: the MLPs' row-parallel matmuls reduce: {:?}", e.collectives);
+    }
+}
