@@ -399,6 +399,12 @@ fn follow(
         }
         Op::Expand { .. } => keep((out.get(first.dim) == in_dims.get(first.dim)).then_some(first.dim)),
         Op::Slice { dim, .. } => keep((norm(*dim, rank) != first.dim).then_some(first.dim)),
+        // Zero padding (the `pad` pass's) of other dims: pairs from the last dim backwards.
+        Op::Pad { pad, .. } => {
+            let touched =
+                pad.chunks(2).enumerate().any(|(i, p)| rank.checked_sub(1 + i) == Some(first.dim) && p != [0, 0]);
+            keep((!touched).then_some(first.dim))
+        }
         Op::Select { dim, .. } => {
             let at = norm(*dim, in_dims.len());
             keep((at != first.dim).then(|| if first.dim > at { first.dim - 1 } else { first.dim }))

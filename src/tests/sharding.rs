@@ -47,6 +47,16 @@ fn tensor_parallel_llama_matches_eager() {
     assert!(!s.weights.contains_key("model.model.norm.weight"), "norm weights stay whole");
 }
 
+/// With padding (the TPU default), heads padded to 128 and RoPE's padded halves stay split.
+#[test]
+fn tensor_parallel_with_padded_heads_matches_eager() {
+    let mut req = request("tp=2");
+    req.pass_options.pad_multiple = Some(128);
+    let m = assert_parity_with("llama_tiny", &req);
+    let notes = shard_notes(&m);
+    assert!(notes.contains("11 column-parallel matmuls (tp)") && notes.contains("4 row-parallel"), "{notes}");
+}
+
 #[test]
 fn tensor_parallel_gpt2_matches_eager() {
     assert_parity_with("gpt2_tiny", &request("tp=2"));

@@ -239,8 +239,7 @@ fn split_programs_compile_for_slices() {
     };
     let whole = compile_for(&model, &tmp.0.join("one.tpuexe"), vec![tpu("v5e", "1x1")]);
     let one_chip = whole.manifest.targets[0].executables[0].memory.as_ref().expect("memory").argument_bytes;
-    for (target, mesh) in [(tpu("v5e", "2x2"), "tp=4"), (tpu("v5p", "2x2x1"), "tp=4"), (tpu("v6e", "2x4"), "tp=8")]
-    {
+    for (target, mesh) in [(tpu("v5e", "2x2"), "tp=4"), (tpu("v5p", "2x2x1"), "tp=4"), (tpu("v6e", "2x4"), "tp=8")] {
         let name = target.to_string();
         let m = compile_split(target, mesh);
         let t = &m.targets[0];
