@@ -152,12 +152,12 @@ fn sparse_8b(bin: &Path, tmp: &Path) -> Result<()> {
     let (cp, _) = repeat(3, || drop(std::fs::remove_file(&copy)), Path::new("cp"), &[pt2, path_str(&copy)?])?;
     let _ = std::fs::remove_file(&copy);
     let (hit, hit_rss) = repeat(3, || drop(std::fs::remove_file(&art)), bin, &cpu)?;
+    // `cp` of a sparse file copies its holes as holes: no yardstick for the artifact's time.
     println!(
-        "  compile --target cpu: cold {:.2} s, {:.0} MiB; cache hit {hit:.2} s, {hit_rss:.0} MiB; cp {cp:.2} s \
-         (hit / cp {:.2}); bound {compile_bound:.0} MiB: {}",
+        "  compile --target cpu: cold {:.2} s, {:.0} MiB; cache hit {hit:.2} s, {hit_rss:.0} MiB (cp of the \
+         sparse archive {cp:.2} s); bound {compile_bound:.0} MiB: {}",
         cold.secs,
         cold.max_rss_mib,
-        hit / cp,
         verdict(cold.max_rss_mib.max(hit_rss) <= compile_bound)
     );
     let art_bytes = std::fs::metadata(&art)?.len() as f64;
