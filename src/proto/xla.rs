@@ -38,8 +38,9 @@ pub struct ExecutableBuildOptionsProto {
     /// A static device assignment; without it XLA uses a default one.
     #[prost(message, optional, tag = "9")]
     pub device_assignment: ::core::option::Option<DeviceAssignmentProto>,
-    /// Partition with Shardy: needed for `sdy.*` shardings, which are otherwise
-    /// ignored without an error.
+    /// Partition with Shardy: needed for `sdy.*` shardings (without it, shardings on
+    /// results fail to compile, and only the arguments' are read). Never mix with GSPMD's
+    /// `mhlo.sharding` on `@main`'s arguments: XLA aborts the process.
     #[prost(bool, tag = "19")]
     pub use_shardy_partitioner: bool,
 }
