@@ -39,7 +39,7 @@ enum Task {
     /// Run the Core ATen single-op cases and rewrite docs/ops.md (the coverage table).
     Coverage,
     /// Time lowering, XLA compile and run of every test model (release build), then the
-    /// sections: passes, bucketing, cache, grouped-mm, avg-pool.
+    /// sections: passes, bucketing, cache, grouped-mm, avg-pool, tensor-parallel.
     Bench {
         /// Only these sections (default: everything but --large and --peers).
         sections: Vec<String>,

@@ -156,12 +156,13 @@ pub(crate) fn median(mut v: Vec<f64>) -> f64 {
 type Section = fn(bin: &Path, tmp: &Path) -> Result<()>;
 
 /// The benchmark sections after the per-model table, by name.
-const SECTIONS: [(&str, Section); 5] = [
+const SECTIONS: [(&str, Section); 6] = [
     ("passes", passes_bench),
     ("bucketing", bucket_bench),
     ("cache", cache_bench),
     ("grouped-mm", grouped_mm_bench),
     ("avg-pool", avg_pool_bench),
+    ("tensor-parallel", tensor_parallel_bench),
 ];
 
 /// Every figure, or only the `sections` named (`models` is the per-model table); `--large` and
@@ -278,6 +279,52 @@ fn avg_pool_bench(bin: &Path, tmp: &Path) -> Result<()> {
 /// The two lowerings of `_grouped_mm` on TPU v6e, from the manifest: device memory, code size
 /// and XLA's cost model, for moe_tiny and for `moe_wide` (64 experts, top-8, 2048 rows per
 /// grouped matmul; generated into the set-up folder by testdata/gen.py on first use).
+/// The 1B-parameter bf16 Llama compiled for TPU v5e slices of 1, 2, 4 and 8 chips with
+/// `--mesh tp=N`: per-chip argument and peak memory, compile time and collectives, from the
+/// manifest.
+fn tensor_parallel_bench(bin: &Path, tmp: &Path) -> Result<()> {
+    let pt2 = bench_model("llama_1b_bf16")?;
+    let pt2 = crate::path_str(&pt2)?;
+    const MIB: f64 = 1024.0 * 1024.0;
+    println!("tensor parallelism: llama_1b_bf16 on TPU v5e, --mesh tp=N (figures per chip, from the manifest)");
+    println!(
+        "{:<4} {:<6} {:>14} {:>10} {:>11} {:>12} {:>11}",
+        "tp", "slice", "arguments MiB", "peak MiB", "compile s", "all-reduces", "all-gathers"
+    );
+    let art = tmp.join("tp.tpuexe").display().to_string();
+    let mut first = None;
+    for (tp, topology) in [(1, "1x1"), (2, "1x2"), (4, "2x2"), (8, "2x4")] {
+        let target = format!("tpu:v5e:{topology}");
+        let mesh = format!("tp={tp}");
+        let mut args = vec!["compile", pt2, "-o", &art, "--target", &target, "--no-cache", "-q"];
+        args.extend(["--weights", "external"]);
+        if tp > 1 {
+            args.extend(["--mesh", &mesh]);
+        }
+        let m = measure(bin, &args)?;
+        if !m.ok {
+            bail!("tp={tp}: compile failed:\n{}", m.stderr);
+        }
+        let manifest = json(&measure(bin, &["inspect", &art, "--format", "json"])?, "inspect")?["manifest"].clone();
+        let e = &manifest["targets"][0]["executables"][0];
+        let figure = |v: &Value| v.as_f64().unwrap_or(f64::NAN);
+        let args_mib = figure(&e["memory"]["argument_bytes"]) / MIB;
+        let count = |kind: &str| e["collectives"][kind]["count"].as_u64().unwrap_or(0);
+        println!(
+            "{tp:<4} {topology:<6} {args_mib:>14.1} {:>10.1} {:>11.2} {:>12} {:>11}{}",
+            figure(&e["memory"]["peak_bytes"]) / MIB,
+            figure(&e["compile_ms"]) / 1e3,
+            count("all-reduce"),
+            count("all-gather"),
+            first.map_or(String::new(), |one: f64| format!("   (arguments {:.2}x of one chip)", args_mib / one))
+        );
+        first.get_or_insert(args_mib);
+    }
+    let _ = std::fs::remove_file(&art);
+    let _ = std::fs::remove_file(tmp.join("tp.weights.safetensors"));
+    Ok(())
+}
+
 fn grouped_mm_bench(bin: &Path, tmp: &Path) -> Result<()> {
     let wide = bench_model("moe_wide")?;
     println!("grouped matmul forms on tpu:v6e:1x1 (figures from the manifest; ratios ragged / dense)");
