@@ -22,7 +22,7 @@
 //!   counts them.
 //!   Constraints pin the split at each column-parallel result and the whole value at each
 //!   row-parallel one.
-//! - Any other axis (`fsdp`, …) is refused by the `auto` plan.
+//! - Any other axis (`fsdp`, …) is refused: not supported yet.
 //!
 //! Shardings set here are on graph inputs (the arguments' shardings) and on op results
 //! (constraints); results of the graph are whole on every device. Weights that nothing splits
@@ -103,8 +103,8 @@ impl Pass for Shard {
         let fail = |reason: String| PassError::Failed { pass: "shard", reason };
         if let Some(a) = mesh.axes.iter().find(|a| a.name != DATA && a.name != TENSOR) {
             return Err(fail(format!(
-                "the `auto` plan splits along `dp` (data) and `tp` (tensor) axes, not `{}`; give a plan file \
-                 (`--shard-plan FILE`) for other axes",
+                "the `auto` plan splits along `dp` (data) and `tp` (tensor) axes, not `{}`; other axes \
+                 (`fsdp`, expert parallelism) are not supported yet",
                 a.name
             )));
         }
