@@ -137,6 +137,29 @@ fn permute(values: &[f64], dims: &[i64], perm: &[i64]) -> Result<Vec<f64>, Error
     Ok(out)
 }
 
+/// `values` (row-major, shape `dims`) narrowed to indices `start..start + len` of dim `dim`.
+fn narrow(values: &[f64], dims: &[i64], dim: i64, start: i64, len: i64) -> Result<Vec<f64>, Error> {
+    let d = usize::try_from(dim).ok().filter(|&d| d < dims.len());
+    let numel = dims.iter().try_fold(1i64, |n, &x| n.checked_mul(x).filter(|_| x >= 0));
+    let (Some(d), Some(n)) = (d, numel) else {
+        return Err(Error::Unsupported(format!("cannot narrow dim {dim} of shape {dims:?}")));
+    };
+    if n as usize != values.len() || start < 0 || len < 0 || start.checked_add(len).is_none_or(|e| e > dims[d]) {
+        return Err(Error::Unsupported(format!(
+            "cannot narrow {} values of shape {dims:?} to {start}..{start}+{len} of dim {dim}",
+            values.len()
+        )));
+    }
+    let inner: usize = dims[d + 1..].iter().product::<i64>() as usize;
+    let (size, outer) = (dims[d] as usize, dims[..d].iter().product::<i64>() as usize);
+    let mut out = Vec::with_capacity(outer * len as usize * inner);
+    for o in 0..outer {
+        let at = (o * size + start as usize) * inner;
+        out.extend_from_slice(&values[at..at + len as usize * inner]);
+    }
+    Ok(out)
+}
+
 fn compute_f64(program: &Program, recipe: &WeightRecipe) -> Result<Vec<f64>, Error> {
     Ok(match recipe {
         WeightRecipe::BnFoldedWeight { weight, gamma, var, eps } => {
@@ -164,6 +187,9 @@ fn compute_f64(program: &Program, recipe: &WeightRecipe) -> Result<Vec<f64>, Err
             zero_pad(&compute_f64(program, source)?, dims, padded, blocks)?
         }
         WeightRecipe::Permute { source, dims, perm } => permute(&compute_f64(program, source)?, dims, perm)?,
+        WeightRecipe::Narrow { source, dims, dim, start, len } => {
+            narrow(&compute_f64(program, source)?, dims, *dim, *start, *len)?
+        }
     })
 }
 
@@ -189,9 +215,10 @@ impl<'a> Moved<'a> {
                 let Some(source) = Moved::of(program, source)? else { return Ok(None) };
                 Moved::padded(source, dims, padded, blocks)?
             }
-            WeightRecipe::BnFoldedWeight { .. } | WeightRecipe::BnFoldedBias { .. } | WeightRecipe::Permute { .. } => {
-                return Ok(None)
-            }
+            WeightRecipe::BnFoldedWeight { .. }
+            | WeightRecipe::BnFoldedBias { .. }
+            | WeightRecipe::Permute { .. }
+            | WeightRecipe::Narrow { .. } => return Ok(None),
         }))
     }
 
@@ -320,7 +347,7 @@ fn source_row(row: usize, dims: &[usize], padded: &[usize], blocks: &[usize]) ->
 
 #[cfg(test)]
 mod tests {
-    use super::{compute, permute, zero_pad, Moved};
+    use super::{compute, narrow, permute, zero_pad, Moved};
     use crate::driver::{example_bindings, lower, LowerOptions};
     use torchtpu_passes::ir::{InputKind, Op};
 
@@ -346,6 +373,17 @@ mod tests {
             }
         }
         assert!(moved >= 10, "only {moved} moved weights checked");
+    }
+
+    #[test]
+    fn narrows_a_dim_and_refuses_what_is_out_of_range() {
+        let v: Vec<f64> = (0..12).map(f64::from).collect();
+        // Columns 2..4 of a 3x4 matrix.
+        assert_eq!(narrow(&v, &[3, 4], 1, 2, 2).expect("narrows"), [2.0, 3.0, 6.0, 7.0, 10.0, 11.0]);
+        assert_eq!(narrow(&v, &[3, 4], 0, 1, 1).expect("narrows"), [4.0, 5.0, 6.0, 7.0]);
+        assert!(narrow(&v, &[3, 4], 1, 3, 2).is_err(), "past the end");
+        assert!(narrow(&v, &[3, 4], 2, 0, 1).is_err(), "no such dim");
+        assert!(narrow(&v, &[4, 4], 1, 0, 1).is_err(), "a shape that is not the values'");
     }
 
     #[test]

@@ -27,11 +27,10 @@ use crate::pass::{Changed, Pass, PassCx, PassError};
 /// See the module docs.
 pub struct WeightLayout;
 
-/// The recipe of weight input `id` as it is (a stored weight is a `Cast` to its own dtype).
+/// The recipe of weight input `node` as it is (a stored weight is a `Cast` to its own dtype).
 fn recipe_of(node: &Node) -> Option<(String, WeightRecipe)> {
     match &node.op {
-        Op::Input(InputKind::Derived { fqn, recipe }) => Some((fqn.clone(), recipe.clone())),
-        Op::Input(k) => k.weight_fqn().map(|f| (f.to_string(), WeightRecipe::Cast { weight: f.to_string() })),
+        Op::Input(k) => k.as_recipe(),
         _ => None,
     }
 }

@@ -57,9 +57,17 @@ fn tensor_parallel_with_padded_heads_matches_eager() {
     assert!(notes.contains("11 column-parallel matmuls (tp)") && notes.contains("4 row-parallel"), "{notes}");
 }
 
+/// GPT-2's fused Q/K/V projection (`c_attn`) is made one matmul per part, so its attention
+/// splits too: with 4 heads, along 2 and 4 devices.
 #[test]
 fn tensor_parallel_gpt2_matches_eager() {
-    assert_parity_with("gpt2_tiny", &request("tp=2"));
+    for mesh in ["tp=2", "tp=4"] {
+        let m = assert_parity_with("gpt2_tiny", &request(mesh));
+        let notes = shard_notes(&m);
+        assert!(notes.contains("2 fused projections") && notes.contains("9 column-parallel"), "{mesh}: {notes}");
+        let c = &m.targets[0].executables[0].collectives;
+        assert_eq!((c["all-gather"].count, c.len()), (1, 2), "{mesh}: only the logits are gathered: {c:?}");
+    }
 }
 
 #[test]

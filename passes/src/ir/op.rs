@@ -93,6 +93,20 @@ pub enum WeightRecipe {
         #[serde(default)]
         blocks: Vec<i64>,
     },
+    /// Another recipe's `dims`-shaped value narrowed to `len` indices of dim `dim` from `start`
+    /// (one of the Q, K and V projections of a fused weight, for tensor parallelism).
+    Narrow {
+        /// What is narrowed.
+        source: Box<WeightRecipe>,
+        /// Its shape.
+        dims: Vec<i64>,
+        /// The dim narrowed.
+        dim: i64,
+        /// The first index kept.
+        start: i64,
+        /// How many indices are kept.
+        len: i64,
+    },
     /// Another recipe's `dims`-shaped value with its dims reordered: dim `i` of the result is
     /// dim `perm[i]` of the source (`weight_layout`'s convolution kernels, spatial dims first).
     Permute {
@@ -135,6 +149,15 @@ impl InputKind {
         match self {
             InputKind::Parameter { fqn } | InputKind::Buffer { fqn, .. } | InputKind::Constant { fqn } => Some(fqn),
             InputKind::User { .. } | InputKind::RngSeed | InputKind::Size { .. } | InputKind::Derived { .. } => None,
+        }
+    }
+
+    /// A weight as a recipe and its name: a derived weight's own, or a stored weight as the
+    /// `Cast` to its own dtype; `None` for what the caller binds.
+    pub fn as_recipe(&self) -> Option<(String, WeightRecipe)> {
+        match self {
+            InputKind::Derived { fqn, recipe } => Some((fqn.clone(), recipe.clone())),
+            k => k.weight_fqn().map(|f| (f.to_string(), WeightRecipe::Cast { weight: f.to_string() })),
         }
     }
 

@@ -180,6 +180,9 @@ fn recipe(r: &WeightRecipe) -> String {
             quote(var),
             eps(*e)
         ),
+        WeightRecipe::Narrow { source, dims, dim, start, len } => {
+            format!("narrow({}, dims={}, dim={dim}, start={start}, len={len})", recipe(source), ints(dims))
+        }
         WeightRecipe::Permute { source, dims, perm } => {
             format!("permute({}, dims={}, perm={})", recipe(source), ints(dims), ints(perm))
         }

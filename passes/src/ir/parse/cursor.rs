@@ -414,6 +414,13 @@ impl<'a> Cursor<'a> {
                 padded: self.after(", padded=")?.ints()?,
                 blocks: if self.eat(", blocks=") { self.ints()? } else { vec![] },
             },
+            "narrow" => WeightRecipe::Narrow {
+                source: Box::new(self.recipe(depth + 1)?),
+                dims: self.after(", dims=")?.ints()?,
+                dim: self.after(", dim=")?.int()?,
+                start: self.after(", start=")?.int()?,
+                len: self.after(", len=")?.int()?,
+            },
             "permute" => WeightRecipe::Permute {
                 source: Box::new(self.recipe(depth + 1)?),
                 dims: self.after(", dims=")?.ints()?,

@@ -89,6 +89,13 @@ fn odd_graph() -> Graph {
             var: weight("bn.v"),
             eps: 0.001,
         },
+        WeightRecipe::Narrow {
+            source: Box::new(WeightRecipe::Cast { weight: weight("c_attn.w") }),
+            dims: vec![64, 192],
+            dim: 1,
+            start: 128,
+            len: 64,
+        },
         WeightRecipe::Permute {
             source: Box::new(WeightRecipe::Cast { weight: weight("c.w") }),
             dims: vec![8, 3, 3, 3],
