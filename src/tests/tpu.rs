@@ -21,19 +21,22 @@ fn tpu(generation: &str, topology: &str) -> Target {
 }
 
 fn compile_for(model: &Path, out: &Path, targets: Vec<Target>) -> Artifact {
-    let program = import(model).unwrap_or_else(|e| panic!("{}: {e}", model.display()));
-    let mut req = CompileRequest::new(targets, Precision::Default);
-    // One bucket per dynamic dim, its largest size, keeps the libtpu compiles few.
+    compile_with(model, out, CompileRequest::new(targets, Precision::Default))
+        .unwrap_or_else(|e| panic!("{}: {e}\n(libtpu comes from `cargo xtask setup`)", model.display()))
+}
+
+/// Compiles `model` with `req`, one bucket per dynamic dim at its largest size (it keeps the
+/// libtpu compiles few).
+fn compile_with(model: &Path, out: &Path, mut req: CompileRequest) -> Result<Artifact, String> {
+    let program = import(model).map_err(|e| format!("{}: {e}", model.display()))?;
     req.buckets = program
         .graph
         .symbols()
         .iter()
         .filter_map(|(s, b)| Some(Choice { key: s.clone(), sizes: Sizes::List(vec![b.max?]) }))
         .collect();
-    if let Err(e) = compile(&program, model, out, &req) {
-        panic!("{}: {e:#}\n(libtpu comes from `cargo xtask setup`)", model.display());
-    }
-    Artifact::open(out).expect("artifact opens")
+    compile(&program, model, out, &req).map_err(|e| format!("{e:#}"))?;
+    Ok(Artifact::open(out).expect("artifact opens"))
 }
 
 /// Every test model compiles for v5e and v6e; the manifest records a non-empty executable, the
@@ -222,33 +225,42 @@ fn beyond_core_op_cases_compile_for_tpu() {
 }
 
 /// Programs split over a mesh compile for every chip of v5e, v5p and v6e slices (one partition
-/// per chip, Shardy), with per-chip memory that falls as `tp` splits the weights, and the
-/// collectives the plan implies.
+/// per chip, Shardy), with per-chip memory that falls as the mesh splits the weights, and the
+/// collectives the plan implies; a mesh the heads do not divide is refused by name.
 #[test]
 fn split_programs_compile_for_slices() {
     let tmp = TempDir::new("tpu-mesh");
-    let model = testdata().join("models/gpt2_tiny.pt2");
-    let program = import(&model).expect("imports");
-    let compile_split = |target: Target, mesh: &str| {
-        let out = tmp.0.join(format!("{}.tpuexe", target.dir_name()));
+    let split = |name: &str, target: Target, mesh: &str| {
+        let out = tmp.0.join(format!("{name}-{}.tpuexe", target.dir_name()));
         let mut req = CompileRequest::new(vec![target], Precision::Default);
         req.pass_options.mesh = Some(torchtpu_passes::ir::Mesh::parse(mesh).expect("a mesh"));
         req.pass_options.pad_multiple = None;
-        compile(&program, &model, &out, &req).unwrap_or_else(|e| panic!("{mesh}: {e:#}"));
-        Artifact::open(&out).expect("artifact opens").manifest
+        compile_with(&testdata().join(format!("models/{name}.pt2")), &out, req)
     };
-    let whole = compile_for(&model, &tmp.0.join("one.tpuexe"), vec![tpu("v5e", "1x1")]);
-    let one_chip = whole.manifest.targets[0].executables[0].memory.as_ref().expect("memory").argument_bytes;
-    for (target, mesh) in [(tpu("v5e", "2x2"), "tp=4"), (tpu("v5p", "2x2x1"), "tp=4"), (tpu("v6e", "2x4"), "tp=8")] {
-        let name = target.to_string();
-        let m = compile_split(target, mesh);
+    let one_chip = |name: &str| {
+        let model = testdata().join(format!("models/{name}.pt2"));
+        let a = compile_for(&model, &tmp.0.join(format!("{name}-one.tpuexe")), vec![tpu("v5e", "1x1")]);
+        a.manifest.targets[0].executables[0].memory.as_ref().expect("memory").argument_bytes
+    };
+    // GPT-2's 4 heads split 4 ways; BERT's batch of 2 and 4 heads fill a 2x4 slice.
+    let cases = [
+        ("gpt2_tiny", tpu("v5e", "2x2"), "tp=4"),
+        ("gpt2_tiny", tpu("v5p", "2x2x1"), "tp=4"),
+        ("bert_meanpool", tpu("v6e", "2x4"), "dp=2,tp=4"),
+    ];
+    for (model, target, mesh) in cases {
+        let name = format!("{model} on {target} ({mesh})");
+        let m = split(model, target, mesh).unwrap_or_else(|e| panic!("{name}: {e}")).manifest;
         let t = &m.targets[0];
         let slice = t.tpu.as_ref().expect("a slice");
         assert_eq!(slice.partitions, slice.chips, "{name}: one partition per chip");
         let e = &t.executables[0];
         let per_chip = e.memory.as_ref().expect("memory").argument_bytes;
-        assert!(per_chip < one_chip, "{name}: {per_chip} bytes of arguments per chip, {one_chip} on one chip");
+        let whole = one_chip(model);
+        assert!(per_chip < whole, "{name}: {per_chip} bytes of arguments per chip, {whole} on one chip");
         let all_reduces = e.collectives.get("all-reduce").map_or(0, |c| c.count);
         assert!(all_reduces >= 2, "{name}: the MLPs' row-parallel matmuls reduce: {:?}", e.collectives);
     }
+    let Err(err) = split("gpt2_tiny", tpu("v6e", "2x4"), "tp=8") else { panic!("4 heads split 8 ways") };
+    assert!(err.contains("into 4 heads, which do not divide along mesh axis `tp` (8 devices)"), "{err}");
 }
