@@ -304,8 +304,8 @@ pub struct TpuInfo {
     pub topology: String,
     /// Chips in the slice.
     pub chips: u64,
-    /// Chips one replica of the program spans: 1 (a replicated single-partition program) until
-    /// sharding is supported.
+    /// Chips one replica of the program spans: 1 for a replicated single-partition program (no
+    /// `--mesh`), else every chip of the slice.
     pub partitions: u64,
     pub hbm_bytes_per_chip: Option<u64>,
 }
@@ -318,6 +318,30 @@ pub struct TargetEntry {
     /// The slice, for TPU targets.
     pub tpu: Option<TpuInfo>,
     pub executables: Vec<Executable>,
+}
+
+impl TargetEntry {
+    /// One line for each executable whose peak device memory exceeds a chip's HBM: it would
+    /// fail to load on that slice.
+    pub fn hbm_overflows(&self) -> Vec<String> {
+        let Some(hbm) = self.tpu.as_ref().and_then(|t| t.hbm_bytes_per_chip) else { return Vec::new() };
+        let over = |e: &&Executable| e.memory.as_ref().is_some_and(|m| m.peak_bytes.max(0) as u64 > hbm);
+        self.executables
+            .iter()
+            .filter(over)
+            .map(|e| {
+                let peak = e.memory.as_ref().map_or(0, |m| m.peak_bytes.max(0) as u64);
+                format!(
+                    "`{}`, bucket `{}`: a peak of {} of device memory per chip exceeds the chip's {} of HBM; \
+                     it will not load (split it over more chips with `--mesh`)",
+                    self.target,
+                    e.bucket,
+                    crate::inspect::human_bytes(peak),
+                    crate::inspect::human_bytes(hbm)
+                )
+            })
+            .collect()
+    }
 }
 
 /// The safetensors dtype of an IR dtype, if the format has one.

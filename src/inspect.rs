@@ -181,7 +181,7 @@ fn view_key(w: &Weight) -> (String, i64, Vec<i64>, Vec<i64>) {
 }
 
 /// `1.5 KiB`, `44.6 MiB`.
-fn human_bytes(n: u64) -> String {
+pub(crate) fn human_bytes(n: u64) -> String {
     const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
     let mut v = n as f64;
     let mut unit = 0;
@@ -338,6 +338,9 @@ pub fn render_artifact(art: &crate::artifact::Artifact) -> String {
     let _ = writeln!(out, "targets:");
     for t in &m.targets {
         render_target(&mut out, t);
+    }
+    for w in m.targets.iter().flat_map(crate::artifact::TargetEntry::hbm_overflows) {
+        let _ = writeln!(out, "warning: {w}");
     }
     out
 }

@@ -95,7 +95,8 @@ pub struct CompileSummary {
     pub artifact_bytes: u64,
     pub buckets: Vec<String>,
     pub targets: Vec<TargetSummary>,
-    /// Cache problems that did not stop the compile (e.g. an unwritable folder).
+    /// What did not stop the compile but should be heard: cache problems (e.g. an unwritable
+    /// folder), executables that need more memory than a chip has.
     pub warnings: Vec<String>,
     /// What each graph pass did.
     pub passes: Vec<PassInfo>,
@@ -155,7 +156,7 @@ pub fn compile(program: &Program, model: &Path, out: &Path, req: &CompileRequest
     let source_sha256 = cache.file_sha256(program.archive.path(), || program.archive.sha256_hex());
     let written = Written { buckets: &buckets, compiled, source_sha256, weights, order };
     let mut summary = write_artifact(program, model, out, req, written, &cache)?;
-    summary.warnings = cache.take_warnings();
+    summary.warnings.extend(cache.take_warnings());
     Ok(summary)
 }
 
@@ -340,6 +341,7 @@ fn write_artifact(
     }
     let bucket_entries: Vec<Bucket> = buckets.iter().map(|b| manifest::bucket(b, &b.program_entry())).collect();
     let names = bucket_entries.iter().map(|b| b.name.clone()).collect();
+    let warnings = targets.iter().flat_map(TargetEntry::hbm_overflows).collect();
     let passes = bucket_entries.first().map(|b| b.passes.clone()).unwrap_or_default();
     // The weights first, streamed from the archive; a failure inside is kept to report as is.
     let write_weights = |w: &mut dyn crate::container::write::Sink| {
@@ -409,7 +411,7 @@ fn write_artifact(
         artifact_bytes: std::fs::metadata(out).map(|m| m.len()).unwrap_or(0),
         buckets: names,
         targets: summaries,
-        warnings: Vec::new(),
+        warnings,
         passes,
         weights_file,
     })

@@ -119,6 +119,14 @@ fn multi_chip_slice_compiles_one_partition() {
     assert_eq!(code, 0, "{err}");
     assert!(text.contains("slice of 4 chip(s); the program spans 1 (a replicated single-partition program"), "{text}");
     assert!(text.contains("fits in 16.0 GiB of HBM per chip"), "{text}");
+    assert!(!text.contains("warning"), "{text}");
+    // The same executable's figures on a chip of 64 KiB: `inspect` warns, naming it.
+    let mut small = art;
+    small.manifest.targets[0].tpu.as_mut().expect("slice").hbm_bytes_per_chip = Some(64 << 10);
+    let text = crate::inspect::render_artifact(&small);
+    assert!(text.contains("does NOT fit in 64.0 KiB"), "{text}");
+    let warning = "warning: `tpu:v5e:2x2`, bucket `main`: a peak of ";
+    assert!(text.contains(warning) && text.contains("exceeds the chip's 64.0 KiB of HBM; it will not load"), "{text}");
 }
 
 #[test]
