@@ -19,6 +19,7 @@ use crate::run::{run as run_artifact, RunRequest};
 use crate::target::Target;
 use crate::{check, driver, import, inspect, Error};
 use torchtpu_passes::ir::{DType, Mesh};
+use torchtpu_passes::shard::plan::ShardPlan;
 use torchtpu_passes::{PassOptions, PASSES};
 
 /// Ahead-of-time compiler from PyTorch `torch.export` archives (.pt2) to TPU executables.
@@ -322,9 +323,13 @@ struct CompileArgs {
     /// sizes must be every target's device count (`cpu:4`, `tpu:v5e:2x2`).
     #[arg(long, value_name = "AXIS=N,...", value_parser = parse_mesh)]
     mesh: Option<Mesh>,
-    /// How tensors map onto the mesh: `auto` (found from the graph's structure; the default).
-    #[arg(long, value_name = "auto", default_value = "auto", value_parser = parse_shard_plan)]
-    shard_plan: String,
+    /// How tensors map onto the mesh: `auto` (found from the graph's structure; the default),
+    /// or a JSON plan file in the words of PyTorch's `parallelize_module` that overrides it per
+    /// module and per input, e.g. `{"modules": {"model.layers.*.mlp": "replicate",
+    /// "model.layers.*.self_attn.q_proj": "colwise"}, "inputs": {"input_ids": ["dp", null]}}`
+    /// (styles: colwise, rowwise, replicate, vocab; `*` matches within one path component).
+    #[arg(long, value_name = "auto|FILE", default_value = "auto", value_parser = parse_shard_plan)]
+    shard_plan: ShardPlanArg,
     /// Precision of matmuls and convolutions (on TPU: one bf16 pass, three, or full f32).
     #[arg(long, value_name = "LEVEL", value_parser = parse_precision, default_value = "default")]
     precision: Precision,
@@ -409,6 +414,10 @@ impl CompileArgs {
             pad_multiple: pad.filter(|&m| m > 1),
             bucket: None,
             mesh: self.mesh.clone(),
+            shard_plan: match &self.shard_plan {
+                ShardPlanArg::Auto => ShardPlan::default(),
+                ShardPlanArg::File(plan) => (**plan).clone(),
+            },
         }
     }
 
@@ -433,6 +442,9 @@ impl CompileArgs {
                     mesh.axes.iter().map(|a| format!("{}={}", a.name, a.size)).collect::<Vec<_>>().join(","),
                     wrong.join(", ")
                 )))
+            }
+            None if matches!(self.shard_plan, ShardPlanArg::File(_)) => {
+                Err(error("a plan file (`--shard-plan`) needs a mesh to split over: give `--mesh`".into()))
             }
             None => match targets.iter().find(|t| matches!(t, Target::Cpu { devices } if *devices > 1)) {
                 Some(t) => Err(error(format!(
@@ -488,11 +500,21 @@ fn parse_mesh(s: &str) -> Result<Mesh, String> {
     Mesh::parse(s)
 }
 
-fn parse_shard_plan(s: &str) -> Result<String, String> {
-    match s {
-        "auto" => Ok(s.to_string()),
-        _ => Err(format!("`{s}`: plan files are not supported yet; `auto` is the plan this version has")),
+/// `--shard-plan`: `auto`, or a plan file, read and checked as the command line is parsed.
+#[derive(Clone, Debug)]
+enum ShardPlanArg {
+    Auto,
+    File(Box<ShardPlan>),
+}
+
+fn parse_shard_plan(s: &str) -> Result<ShardPlanArg, String> {
+    if s == "auto" {
+        return Ok(ShardPlanArg::Auto);
     }
+    let bytes = std::fs::read(s).map_err(|e| format!("cannot read the plan file `{s}`: {e}"))?;
+    let text = String::from_utf8(bytes).map_err(|_| format!("`{s}` is not a shard plan: it is not UTF-8 text"))?;
+    let plan = ShardPlan::from_json(&text).map_err(|e| format!("`{s}` is not a shard plan: {e}"))?;
+    Ok(ShardPlanArg::File(Box::new(plan)))
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]

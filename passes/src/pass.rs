@@ -172,7 +172,7 @@ pub const PASSES: &[PassInfo] = &[
         name: "shard",
         summary: "split the program over the devices of --mesh: batch along dp, Megatron tensor parallelism along tp",
         when_skipped: Some("every device then runs the whole program on whole tensors"),
-        make: |o| Box::new(crate::shard::Shard { mesh: o.mesh.clone() }),
+        make: |o| Box::new(crate::shard::Shard { mesh: o.mesh.clone(), plan: o.shard_plan.clone() }),
     },
     PassInfo {
         name: "dce",
@@ -212,6 +212,8 @@ pub struct PassOptions {
     pub bucket: Option<crate::bucket_masks::BucketSpec>,
     /// The device mesh the `shard` pass splits the program over (`None`: one device).
     pub mesh: Option<crate::ir::Mesh>,
+    /// What a plan file (`--shard-plan FILE`) overrides in the `shard` pass (empty: `auto`).
+    pub shard_plan: crate::shard::plan::ShardPlan,
 }
 
 impl PassOptions {

@@ -3,6 +3,7 @@
 //! command line checks meshes against targets; the manifest records the split.
 
 use torchtpu_passes::ir::Mesh;
+use torchtpu_passes::shard::plan::ShardPlan;
 
 use super::parity::{assert_parity_with, case_inputs, compile_model_with, TempDir};
 use super::{run_cli, testdata};
@@ -114,6 +115,122 @@ fn tensor_parallel_buckets_match_eager() {
         .unwrap_or_else(|e| panic!("case {case:?}: {e:#}"));
         assert!(report.ok, "case {case:?}: {:?}", report.outputs);
     }
+}
+
+/// `request(mesh)` with the plan file `json`.
+fn with_plan(mesh: &str, json: &str) -> CompileRequest {
+    let mut req = request(mesh);
+    req.pass_options.shard_plan = ShardPlan::from_json(json).expect("a plan");
+    req
+}
+
+/// A plan file stating `colwise` and `rowwise` where the `auto` plan puts them gives the same
+/// split and the same numbers.
+#[test]
+fn plan_file_stating_the_megatron_split_equals_auto() {
+    let plan = r#"{"modules": {
+        "model.model.layers.*.self_attn.q_proj": "colwise",
+        "model.model.layers.*.self_attn.k_proj": "colwise",
+        "model.model.layers.*.self_attn.v_proj": "colwise",
+        "model.model.layers.*.self_attn.o_proj": "rowwise",
+        "model.model.layers.*.mlp.gate_proj": "colwise",
+        "model.model.layers.*.mlp.up_proj": "colwise",
+        "model.model.layers.*.mlp.down_proj": "rowwise",
+        "model.model.embed_tokens": "vocab"
+    }}"#;
+    let stated = assert_parity_with("llama_tiny", &with_plan("tp=2", plan));
+    let auto = assert_parity_with("llama_tiny", &request("tp=2"));
+    assert!(shard_notes(&stated).contains("15 weights the plan file decides"), "{}", shard_notes(&stated));
+    assert_eq!(stated.sharding, auto.sharding);
+    assert_eq!(stated.targets[0].executables[0].collectives, auto.targets[0].executables[0].collectives);
+}
+
+/// `replicate` keeps a module whole (its block's MLP then needs no all-reduce); an input can
+/// be kept whole along `dp`.
+#[test]
+fn plan_file_keeps_modules_and_inputs_whole() {
+    let plan = r#"{"modules": {"model.model.layers.1.mlp": "replicate"}, "inputs": {"input_ids": [null, null]}}"#;
+    let m = assert_parity_with("llama_tiny", &with_plan("tp=2", plan));
+    let notes = shard_notes(&m);
+    assert!(notes.contains("9 column-parallel matmuls (tp)") && notes.contains("3 row-parallel"), "{notes}");
+    let s = m.sharding.expect("split");
+    assert!(!s.weights.keys().any(|w| w.contains("layers.1.mlp")), "{:?}", s.weights.keys());
+    assert!(s.weights.contains_key("model.model.layers.0.mlp.up_proj.weight"));
+    assert_eq!(m.targets[0].executables[0].collectives["all-reduce"].count, 4, "one all-reduce fewer");
+}
+
+/// What a plan file asks for but cannot be done is refused by name.
+#[test]
+fn plan_files_that_cannot_be_followed_are_refused() {
+    let model = testdata().join("models/llama_tiny.pt2");
+    let program = import(&model).expect("imports");
+    let tmp = TempDir::new("plan-refused");
+    let refused = |mesh: &str, plan: &str| {
+        let out = tmp.0.join("x.tpuexe");
+        let err = compile(&program, &model, &out, &with_plan(mesh, plan)).expect_err("refused");
+        format!("{err:#}")
+    };
+    let cases = [
+        (r#"{"modules": {"model.lm_head": "rowwise"}}"#, "module `model.lm_head` is `rowwise`, but `"),
+        (
+            r#"{"modules": {"model.model.layers.*.mlp.up_proj": "colwise", "model.model.layers.*.mlp.down_proj": "replicate"}}"#,
+            "module `model.model.layers.0.mlp.up_proj` is `colwise`, but `",
+        ),
+        (
+            r#"{"modules": {"layers.*.mlp": "replicate"}}"#,
+            "`layers.*.mlp` names no module with weights; module paths look like `model.",
+        ),
+        (
+            r#"{"modules": {"model.model.layers.0.mlp.up_proj": "vocab"}}"#,
+            "is `vocab`, which applies to embedding tables",
+        ),
+        (r#"{"modules": {"model.model.norm": "colwise"}}"#, "is neither a matmul's nor an embedding table"),
+        (
+            r#"{"modules": {"model.model.layers.0.mlp": "colwise", "model.model.layers.*.mlp": "replicate"}}"#,
+            "module `model.model.layers.0.mlp.down_proj` is `colwise`, but `",
+        ),
+        (
+            r#"{"modules": {"model.model.*.0.mlp": "colwise", "model.model.layers.*.mlp": "replicate"}}"#,
+            "disagree on module `model.model.layers.0.mlp.",
+        ),
+        (r#"{"modules": {"model.model.layers.0": "sequence"}}"#, "sequence parallelism is not supported yet"),
+        (r#"{"inputs": {"ids": [null, null]}}"#, "there is no user input `ids`; the inputs are `input_ids`"),
+    ];
+    for (plan, expected) in cases {
+        let msg = refused("tp=2", plan);
+        assert!(msg.contains(expected), "{plan}: {msg}");
+    }
+    // A dim that does not divide: the batch of 1 along `dp`.
+    let msg = refused("dp=2", r#"{"inputs": {"input_ids": ["dp", null]}}"#);
+    assert!(msg.contains("input `input_ids`: dim 0 (size 1) does not divide into 2 pieces along dp"), "{msg}");
+}
+
+#[test]
+fn the_command_line_reads_plan_files() {
+    let model = testdata().join("models/mlp.pt2");
+    let model = model.to_str().expect("utf-8");
+    let tmp = TempDir::new("plan-cli");
+    let out = tmp.0.join("x.tpuexe");
+    let out = out.to_str().expect("utf-8");
+    let plan = tmp.0.join("plan.json");
+    std::fs::write(&plan, r#"{"modules": {"fc2": "replicate"}}"#).expect("written");
+    let plan = plan.to_str().expect("utf-8");
+    let (code, _, err) =
+        run_cli(&["compile", model, "-o", out, "--target", "cpu:2", "--mesh", "tp=2", "--shard-plan", plan]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = run_cli(&["compile", model, "-o", out, "--target", "cpu", "--shard-plan", plan]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("a plan file (`--shard-plan`) needs a mesh"), "{err}");
+    let (code, _, err) = run_cli(&["compile", model, "-o", out, "--shard-plan", "no-such-plan.json"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("cannot read the plan file `no-such-plan.json`"), "{err}");
+    let (code, _, err) = run_cli(&["compile", model, "-o", out, "--shard-plan", model]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("is not a shard plan: it is not UTF-8 text"), "{err}");
+    let meta = testdata().join("models/mlp/meta.json");
+    let (code, _, err) = run_cli(&["compile", model, "-o", out, "--shard-plan", meta.to_str().expect("utf-8")]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("meta.json` is not a shard plan: unknown field `name`"), "{err}");
 }
 
 #[test]

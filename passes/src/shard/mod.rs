@@ -25,6 +25,11 @@
 //!   row-parallel one.
 //! - Any other axis (`fsdp`, …) is refused: not supported yet.
 //!
+//! A plan file (`--shard-plan FILE`, [`plan`]) overrides this per module and per input: it
+//! can keep modules whole, split small embedding tables, split inputs along other dims, and
+//! state which matmuls must come out column- or row-parallel (refused, by name, when they do
+//! not); it never makes a split the analysis cannot follow.
+//!
 //! Shardings set here are on graph inputs (the arguments' shardings) and on op results
 //! (constraints); results of the graph are whole on every device. Weights that nothing splits
 //! are whole on every device.
@@ -32,18 +37,24 @@
 //! A filetest (the input graph, then the graph the pass leaves after `; expect:`):
 //!
 //! ```text
-#![doc = include_str!("../tests/shard/megatron_mlp.ir")]
+#![doc = include_str!("../../tests/shard/megatron_mlp.ir")]
 //! ```
+
+pub mod plan;
+mod unfuse;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::ir::{Dim, Graph, InputKind, Mesh, Node, NodeId, Op, Sharding, TensorType, ValueRef, WeightRecipe};
+use crate::ir::{Dim, Graph, InputKind, Mesh, NodeId, Op, Sharding, ValueRef};
 use crate::pass::{Changed, Pass, PassCx, PassError};
+use plan::{Assigned, ShardPlan, Style};
 
 /// See the module docs.
 pub struct Shard {
     /// The mesh (`None`: the pass does nothing).
     pub mesh: Option<Mesh>,
+    /// What a plan file overrides (empty: the `auto` plan throughout).
+    pub plan: ShardPlan,
 }
 
 /// An embedding table of at least this many rows is a vocabulary: split, or refused when its
@@ -58,7 +69,7 @@ const TENSOR: &str = "tp";
 /// `Conv1D`, `W: [in, out]`), `addmm(b, x, …)` of those with a bias `b: [out]`, or
 /// `bmm(x, expand(…))` of those (a linear layer on a 3-d input, as some exports write it).
 #[derive(Clone, Debug)]
-struct Linear {
+pub(super) struct Linear {
     node: NodeId,
     /// The activation it multiplies.
     input: ValueRef,
@@ -110,181 +121,90 @@ impl Pass for Shard {
             )));
         }
         graph.set_mesh(Some(mesh.clone()));
-        let inputs = split_batch(graph, &mesh).map_err(fail)?;
-        cx.note(inputs, "user inputs split along their batch dim (dp)");
+        let inputs = split_inputs(graph, &mesh, &self.plan.inputs).map_err(fail)?;
+        cx.note(inputs, "user inputs split (dp)");
         if mesh.size(TENSOR) > 1 {
-            let unfused = unfuse(graph);
+            let unfused = unfuse::unfuse(graph);
             cx.note(unfused, "fused projections (one weight for Q, K and V) made one matmul per part");
-            let plan = tensor_parallel(graph, mesh.size(TENSOR)).map_err(fail)?;
+            let assigned = self.plan.assign(graph).map_err(fail)?;
+            cx.note(assigned.len(), "weights the plan file decides");
+            let plan = tensor_parallel(graph, mesh.size(TENSOR), &assigned).map_err(fail)?;
             apply(graph, &plan);
             cx.note(plan.column.len(), "column-parallel matmuls (tp)");
             cx.note(plan.row.len(), "row-parallel matmuls, each followed by an all-reduce (tp)");
             let tables = plan.weights.keys().filter(|&&w| is_embedding_table(graph, w)).count();
             cx.note(tables, "embedding tables split along the vocabulary (tp)");
             cx.note(plan.indivisible, "matmuls or small embedding tables left whole: they do not divide along tp");
+        } else if let Some(p) = self.plan.modules.keys().next() {
+            return Err(fail(format!("plan: `{p}` is split along `tp`, which the mesh {mesh} lacks")));
         }
         Ok(Changed::Yes)
     }
 }
 
-/// A matmul on a weight whose output features a `split_with_sizes` of the last dim cuts into
-/// equal parts, through views that keep that dim (GPT-2's `c_attn`: Q, K and V in one
-/// `Conv1D`).
-struct Fused {
-    linear: Linear,
-    /// The views between the matmul and the split, in order.
-    views: Vec<NodeId>,
-    split: NodeId,
-    /// How many parts, and the features of each.
-    parts: usize,
-    part: i64,
-}
-
-/// `id` as a fused projection, if it is one.
-fn fused(graph: &Graph, id: NodeId) -> Option<Fused> {
-    let linear = linear(graph, id)?;
-    let out = graph.node(id).outputs[0].static_dims()?;
-    let features = *out.last()?;
-    let mut views = Vec::new();
-    let mut at = id;
-    loop {
-        let users = graph.users(at);
-        let [(next, _, 0)] = users[..] else { return None };
-        if graph.is_output(at) {
-            return None;
-        }
-        let node = graph.node(next);
-        match &node.op {
-            Op::View { .. } if node.outputs[0].static_dims()?.last() == Some(&features) => views.push(next),
-            Op::SplitWithSizes { sizes, dim } => {
-                let rank = node.outputs[0].rank() as i64;
-                let sizes: Vec<i64> = sizes.iter().map(|d| d.as_static()).collect::<Option<_>>()?;
-                let equal =
-                    sizes.len() >= 2 && sizes.iter().all(|&s| s == sizes[0]) && sizes.iter().sum::<i64>() == features;
-                let last = *dim == rank - 1 || *dim == -1;
-                return (equal && last).then(|| Fused {
-                    linear,
-                    views,
-                    split: next,
-                    parts: sizes.len(),
-                    part: sizes[0],
-                });
-            }
-            _ => return None,
-        }
-        at = next;
-    }
-}
-
-/// Makes each fused projection one matmul per part, on a narrowed copy of the weight (and
-/// bias), so that under `tp` each part's features split as separate projections' do (a split
-/// of the fused features would give a device Q but not its K and V); the number rewritten.
-fn unfuse(graph: &mut Graph) -> usize {
-    let order = graph.topo_order().unwrap_or_default();
-    let found: Vec<Fused> = order.iter().filter_map(|&id| fused(graph, id)).collect();
-    let n = found.len();
-    for f in found {
-        unfuse_one(graph, &f);
-    }
-    n
-}
-
-/// A weight input narrowed to `len` indices of dim `dim` from `start`.
-fn narrowed(graph: &mut Graph, w: NodeId, dim: usize, start: i64, len: i64) -> Option<ValueRef> {
-    let node = graph.node(w).clone();
-    let Op::Input(kind) = &node.op else { return None };
-    let (fqn, source) = kind.as_recipe()?;
-    let mut ty = node.outputs[0].clone();
-    let dims = ty.static_dims()?;
-    ty.dims[dim] = Dim::Static(len);
-    let name = format!("{fqn}@narrow{dim}:{start}+{len}");
-    let recipe = WeightRecipe::Narrow { source: Box::new(source), dims, dim: dim as i64, start, len };
-    let id = graph.add_weight_input(Node::new(name.clone(), Op::Input(InputKind::Derived { fqn: name, recipe }), [ty]));
-    Some(ValueRef { node: id, slot: 0 })
-}
-
-fn unfuse_one(graph: &mut Graph, f: &Fused) -> Option<()> {
-    let l = &f.linear;
-    let mm = graph.node(l.node).clone();
-    let ins = graph.inputs(l.node);
-    // The weight operand: `W` itself, or its transpose.
-    let w_operand = if matches!(mm.op, Op::Addmm { .. }) { ins[2] } else { ins[1] };
-    let transposed = graph.node(w_operand.node).clone();
-    let through_permute = matches!(transposed.op, Op::Permute { .. });
-    let last = |ty: &TensorType, n: i64| {
-        let mut t = ty.clone();
-        if let Some(d) = t.dims.last_mut() {
-            *d = Dim::Static(n);
-        }
-        t
-    };
-    for i in 0..f.parts {
-        let start = i as i64 * f.part;
-        let w = narrowed(graph, l.weight, l.out_dim, start, f.part)?;
-        let w = if through_permute {
-            let node = Node::derived(
-                &transposed,
-                format_args!("unfuse{i}"),
-                transposed.op.clone(),
-                [last(&transposed.outputs[0], f.part)],
-            );
-            ValueRef { node: graph.add_op(node, &[w]), slot: 0 }
-        } else {
-            w
-        };
-        let operands = match (&mm.op, l.bias) {
-            (Op::Addmm { .. }, Some(b)) => vec![narrowed(graph, b, 0, start, f.part)?, l.input, w],
-            (Op::Addmm { .. }, None) => vec![ins[0], l.input, w],
-            _ => vec![l.input, w],
-        };
-        let node = Node::derived(&mm, format_args!("unfuse{i}"), mm.op.clone(), [last(&mm.outputs[0], f.part)]);
-        let mut v = ValueRef { node: graph.add_op(node, &operands), slot: 0 };
-        for &view in &f.views {
-            let old = graph.node(view).clone();
-            let ty = last(&old.outputs[0], f.part);
-            let size = ty.dims.clone();
-            let node = Node::derived(&old, format_args!("unfuse{i}"), Op::View { size }, [ty]);
-            v = ValueRef { node: graph.add_op(node, &[v]), slot: 0 };
-        }
-        graph.replace_uses(ValueRef { node: f.split, slot: i as u16 }, v);
-    }
-    for id in std::iter::once(f.split).chain(f.views.iter().rev().copied()).chain([l.node]) {
-        graph.remove_node(id);
-    }
-    Some(())
-}
-
-/// Splits every user input along dim 0 over `dp`; the number split.
-fn split_batch(graph: &mut Graph, mesh: &Mesh) -> Result<usize, String> {
-    let dp = mesh.size(DATA);
-    if dp == 1 {
-        return Ok(0);
-    }
+/// Splits each user input as the plan file lists it, or else along its first dim (the batch)
+/// over `dp`; the number split.
+fn split_inputs(
+    graph: &mut Graph,
+    mesh: &Mesh,
+    listed: &BTreeMap<String, Vec<Option<String>>>,
+) -> Result<usize, String> {
     let users: Vec<NodeId> = graph
         .graph_inputs()
         .iter()
         .copied()
         .filter(|&id| matches!(graph.node(id).op, Op::Input(InputKind::User { .. })))
         .collect();
-    for &id in &users {
-        let node = graph.node(id);
-        let ty = &node.outputs[0];
-        match ty.dims.first() {
-            Some(Dim::Static(n)) if n % dp == 0 => {}
-            Some(Dim::Static(n)) => {
-                return Err(format!(
-                "user input `{}`: its batch dim (dim 0, size {n}) does not divide along mesh axis `dp` ({dp} devices)",
-                node.name
-            ))
-            }
-            _ => {
-                return Err(format!("user input `{}` has no batch dim to split along mesh axis `dp`", node.name));
-            }
-        }
-        let rank = ty.rank();
-        graph.node_mut(id).sharding = Some(Sharding::split(rank, 0, DATA));
+    if let Some(name) = listed.keys().find(|n| !users.iter().any(|&u| &graph.node(u).name == *n)) {
+        let names: Vec<String> = users.iter().map(|&u| format!("`{}`", graph.node(u).name)).collect();
+        return Err(format!("plan: there is no user input `{name}`; the inputs are {}", names.join(", ")));
     }
-    Ok(users.len())
+    let mut split = 0;
+    for id in users {
+        let node = graph.node(id);
+        let sharding = match listed.get(&node.name) {
+            Some(axes) => listed_sharding(node, axes, mesh)?,
+            None => batch_sharding(node, mesh)?,
+        };
+        if let Some(s) = sharding.filter(|s| !s.is_replicated()) {
+            graph.node_mut(id).sharding = Some(s);
+            split += 1;
+        }
+    }
+    Ok(split)
+}
+
+/// A user input split as a plan file lists it: per dim, an axis (only `dp`) or whole.
+fn listed_sharding(node: &crate::ir::Node, axes: &[Option<String>], mesh: &Mesh) -> Result<Option<Sharding>, String> {
+    let ty = &node.outputs[0];
+    let dims = ty.static_dims().ok_or_else(|| format!("user input `{}` has dynamic dims", node.name))?;
+    if axes.len() != dims.len() {
+        return Err(format!("plan: input `{}` lists {} dims, but it has {}", node.name, axes.len(), dims.len()));
+    }
+    if let Some(a) = axes.iter().flatten().find(|a| a.as_str() != DATA) {
+        return Err(format!("plan: input `{}` is split along `{a}`; inputs split along `dp` only", node.name));
+    }
+    let sharding = Sharding { dims: axes.iter().map(|a| a.iter().cloned().collect()).collect(), open: Vec::new() };
+    sharding.check(&dims, mesh).map_err(|e| format!("plan: input `{}`: {e}", node.name))?;
+    Ok(Some(sharding))
+}
+
+/// A user input split along its first dim over `dp` (the `auto` plan); `None` without `dp`.
+fn batch_sharding(node: &crate::ir::Node, mesh: &Mesh) -> Result<Option<Sharding>, String> {
+    let dp = mesh.size(DATA);
+    if dp == 1 {
+        return Ok(None);
+    }
+    let ty = &node.outputs[0];
+    match ty.dims.first() {
+        Some(Dim::Static(n)) if n % dp == 0 => Ok(Some(Sharding::split(ty.rank(), 0, DATA))),
+        Some(Dim::Static(n)) => Err(format!(
+            "user input `{}`: its batch dim (dim 0, size {n}) does not divide along mesh axis `dp` ({dp} devices); \
+             a plan file (`--shard-plan`) can split another dim or keep it whole",
+            node.name
+        )),
+        _ => Err(format!("user input `{}` has no batch dim to split along mesh axis `dp`", node.name)),
+    }
 }
 
 fn is_embedding_table(graph: &Graph, weight: NodeId) -> bool {
@@ -311,7 +231,7 @@ fn is_weight(graph: &Graph, v: ValueRef) -> bool {
 }
 
 /// `id` as a matmul on a weight, if it is one.
-fn linear(graph: &Graph, id: NodeId) -> Option<Linear> {
+pub(super) fn linear(graph: &Graph, id: NodeId) -> Option<Linear> {
     let ins = graph.inputs(id);
     let (input, w, bias) = match &graph.node(id).op {
         Op::Mm => (ins[0], ins[1], None),
@@ -330,17 +250,18 @@ fn linear(graph: &Graph, id: NodeId) -> Option<Linear> {
 
 /// The Megatron plan: rounds of the analysis, each dropping the column-parallel matmuls whose
 /// split could not be followed, until one round keeps them all.
-fn tensor_parallel(graph: &Graph, tp: i64) -> Result<Plan, String> {
+fn tensor_parallel(graph: &Graph, tp: i64, assigned: &BTreeMap<NodeId, Assigned>) -> Result<Plan, String> {
     let order = graph.topo_order().map_err(|_| "the graph has a cycle".to_string())?;
     let linears: BTreeMap<NodeId, Linear> =
         order.iter().filter_map(|&id| linear(graph, id)).map(|l| (l.node, l)).collect();
     let mut excluded = BTreeSet::new();
     for _ in 0..=linears.len() {
-        let plan = analyze(graph, &order, &linears, &excluded, tp);
+        let plan = analyze(graph, &order, &linears, &excluded, tp, assigned);
         if let Some(refusal) = plan.refusals.first() {
             return Err(refusal.clone());
         }
         if plan.broken.is_empty() {
+            check_stated(graph, &linears, &plan, assigned)?;
             return Ok(plan);
         }
         excluded.extend(plan.broken);
@@ -356,25 +277,36 @@ fn analyze(
     linears: &BTreeMap<NodeId, Linear>,
     excluded: &BTreeSet<NodeId>,
     tp: i64,
+    assigned: &BTreeMap<NodeId, Assigned>,
 ) -> Plan {
     let mut plan = Plan::default();
+    let style = |w: NodeId| assigned.get(&w).map(|a| a.style);
     let mut splits: BTreeMap<ValueRef, Split> = BTreeMap::new();
     let dims_of = |v: ValueRef| graph.value_type(v).static_dims().unwrap_or_default();
     for &id in order {
         let node = graph.node(id);
         if node.op == Op::Embedding {
             let table = graph.inputs(id)[0];
+            let stated = style(table.node);
             match dims_of(table).first() {
+                _ if stated == Some(Style::Replicate) => {}
+                _ if stated == Some(Style::Colwise) => plan.refusals.push(format!(
+                    "plan: embedding table `{}` is `colwise` (split along the embedding dim), which is not supported; \
+                     `vocab` or `rowwise` splits its rows",
+                    graph.node(table.node).name
+                )),
                 Some(v) if is_weight(graph, table) && v % tp == 0 => {
                     claim(&mut plan, table.node, 0);
                 }
                 // A vocabulary that does not divide is refused; a small table (token types,
                 // a few positions) is left whole.
-                Some(&v) if is_weight(graph, table) && v >= VOCABULARY => plan.refusals.push(format!(
+                Some(&v) if is_weight(graph, table) && (v >= VOCABULARY || stated.is_some()) => {
+                    plan.refusals.push(format!(
                     "embedding table `{}`: its {v} rows (dim 0) do not divide along mesh axis `tp` ({tp} devices); \
                      pad the vocabulary (`--pad-multiple`) or use a `tp` that divides {v}",
                     graph.node(table.node).name
-                )),
+                ))
+                }
                 Some(_) if is_weight(graph, table) => plan.indivisible += 1,
                 _ => {}
             }
@@ -384,11 +316,18 @@ fn analyze(
         let split_ins: Vec<(usize, &Split)> =
             ins.iter().enumerate().filter_map(|(i, v)| splits.get(v).map(|s| (i, s))).collect();
         if let Some(l) = linears.get(&id) {
+            let stated = style(l.weight);
+            if let Some(s @ (Style::Vocab | Style::Sequence)) = stated {
+                let name = &graph.node(l.weight).name;
+                plan.refusals.push(format!("plan: `{name}` is `{}`, which applies to embedding tables", s.word()));
+            }
+            let replicate = stated == Some(Style::Replicate);
             let w = dims_of(ValueRef { node: l.weight, slot: 0 });
             let in_rank = graph.value_type(l.input).rank();
             match splits.get(&l.input) {
                 Some(s)
-                    if s.dim + 1 == in_rank
+                    if !replicate
+                        && s.dim + 1 == in_rank
                         && s.inner * tp
                             == graph.value_type(l.input).static_dims().and_then(|d| d.last().copied()).unwrap_or(0) =>
                 {
@@ -401,7 +340,7 @@ fn analyze(
                 Some(s) => {
                     plan.broken.extend(s.origins.iter().copied());
                 }
-                None if excluded.contains(&id) => {}
+                None if excluded.contains(&id) || replicate => {}
                 None if w.get(l.out_dim).is_some_and(|n| n % tp == 0) => {
                     let out = ValueRef { node: id, slot: 0 };
                     let dim = node.outputs[0].rank() - 1;
@@ -457,6 +396,48 @@ fn analyze(
         }
     }
     plan
+}
+
+/// Checks that the matmuls a plan file calls `colwise` or `rowwise` came out so.
+fn check_stated(
+    graph: &Graph,
+    linears: &BTreeMap<NodeId, Linear>,
+    plan: &Plan,
+    assigned: &BTreeMap<NodeId, Assigned>,
+) -> Result<(), String> {
+    let parts: BTreeSet<NodeId> = linears.values().flat_map(|l| [Some(l.weight), l.bias]).flatten().collect();
+    let stray = assigned.iter().find(|(&w, a)| {
+        let splits = matches!(a.style, Style::Colwise | Style::Rowwise | Style::Vocab);
+        splits && !parts.contains(&w) && !is_embedding_table(graph, w)
+    });
+    if let Some((&w, a)) = stray {
+        return Err(format!(
+            "plan: module `{}` is `{}`, but its weight `{}` is neither a matmul's nor an embedding table",
+            a.module,
+            a.style.word(),
+            graph.node(w).name
+        ));
+    }
+    for l in linears.values() {
+        let Some(a) = assigned.get(&l.weight) else { continue };
+        let why = match a.style {
+            Style::Colwise if !plan.column.contains(&l.node) => {
+                "its output features cannot stay split: they reach an op that needs them whole (a norm, a residual \
+                 add), a matmul kept whole, or do not divide along `tp`"
+            }
+            Style::Rowwise if !plan.row.contains(&l.node) => {
+                "it does not contract features that a column-parallel matmul split"
+            }
+            _ => continue,
+        };
+        return Err(format!(
+            "plan: module `{}` is `{}`, but `{}` cannot be split that way: {why}",
+            a.module,
+            a.style.word(),
+            graph.node(l.node).name
+        ));
+    }
+    Ok(())
 }
 
 /// Records that `tp` splits dim `dim` of weight `w`; false (and the weight left whole) when
