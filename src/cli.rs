@@ -319,8 +319,9 @@ struct CompileArgs {
     targets: Vec<Target>,
     /// Split the program over a mesh of devices, e.g. `tp=4` or `dp=2,tp=2`: `dp` splits the
     /// user inputs' batch, `tp` the transformer blocks (Megatron tensor parallelism: whole heads
-    /// per device, one all-reduce after each block's attention and MLP). The product of the
-    /// sizes must be every target's device count (`cpu:4`, `tpu:v5e:2x2`).
+    /// per device, one all-reduce after each block's attention and MLP), `fsdp` stores every
+    /// weight split and gathers it where used. The product of the sizes must be every target's
+    /// device count (`cpu:4`, `tpu:v5e:2x2`).
     #[arg(long, value_name = "AXIS=N,...", value_parser = parse_mesh)]
     mesh: Option<Mesh>,
     /// How tensors map onto the mesh: `auto` (found from the graph's structure; the default),

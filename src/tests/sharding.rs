@@ -117,6 +117,26 @@ fn tensor_parallel_buckets_match_eager() {
     }
 }
 
+/// `fsdp` stores every weight split and gathers it where used (all-gathers, no reductions),
+/// alone and with `tp` or `dp`; every result equals eager.
+#[test]
+fn fully_sharded_weights_match_eager() {
+    let m = assert_parity_with("llama_tiny", &request("fsdp=2"));
+    assert!(shard_notes(&m).contains("weights split along fsdp, gathered where used"), "{}", shard_notes(&m));
+    let s = m.sharding.expect("split");
+    let o = &s.weights["model.model.layers.0.self_attn.o_proj.weight"];
+    assert_eq!(o, &vec![vec![], vec!["fsdp".to_string()]], "the larger dim of [64, 256]");
+    assert_eq!(s.weights.len(), 16, "every weight used (Q/K/V and gate/up fused): {:?}", s.weights.keys());
+    let c = &m.targets[0].executables[0].collectives;
+    assert!(c.contains_key("all-gather") && !c.contains_key("all-reduce"), "{c:?}");
+    let m = assert_parity_with("llama_tiny", &request("tp=2,fsdp=2"));
+    let s = m.sharding.expect("split");
+    let q = &s.weights["model.model.layers.0.self_attn.q_proj.weight"];
+    assert_eq!(q, &vec![vec!["tp".to_string()], vec!["fsdp".to_string()]], "tp's split kept, fsdp on the other dim");
+    assert_eq!(m.targets[0].executables[0].collectives["all-reduce"].count, 5, "tp's reductions only");
+    assert_parity_with("bert_meanpool", &request("dp=2,fsdp=2"));
+}
+
 /// `request(mesh)` with the plan file `json`.
 fn with_plan(mesh: &str, json: &str) -> CompileRequest {
     let mut req = request(mesh);
@@ -261,7 +281,7 @@ fn the_command_line_checks_meshes_against_targets() {
     assert!(err.contains("give `--mesh`"), "{err}");
     let (code, _, err) = run_cli(&["compile", model, "-o", out, "--target", "cpu:2", "--mesh", "ep=2"]);
     assert_eq!(code, 1, "{err}");
-    assert!(err.contains("not `ep`"), "{err}");
+    assert!(err.contains("not `ep`; other axes (expert or sequence parallelism) are not supported yet"), "{err}");
     let (code, _, err) = run_cli(&["compile", model, "-o", out, "--target", "cpu:2", "--mesh", "tp=2,tp=1"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("named twice"), "{err}");

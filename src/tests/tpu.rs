@@ -269,6 +269,12 @@ fn split_programs_compile_for_slices() {
         let all_reduces = e.collectives.get("all-reduce").map_or(0, |c| c.count);
         assert!(all_reduces >= 2, "{name}: the MLPs' row-parallel matmuls reduce: {:?}", e.collectives);
     }
+    // fsdp=4 stores a quarter of every weight per chip and gathers it where used.
+    let m = split("llama_tiny", tpu("v5e", "2x2"), "fsdp=4").unwrap_or_else(|e| panic!("fsdp=4: {e}")).manifest;
+    let e = &m.targets[0].executables[0];
+    let (per_chip, whole) = (e.memory.as_ref().expect("memory").argument_bytes, one_chip("llama_tiny"));
+    assert!(per_chip * 3 < whole, "fsdp=4: {per_chip} bytes of arguments per chip, {whole} on one chip");
+    assert!(e.collectives.contains_key("all-gather"), "fsdp=4: {:?}", e.collectives);
     let Err(err) = split("gpt2_tiny", tpu("v6e", "2x4"), "tp=8") else { panic!("4 heads split 8 ways") };
     assert!(err.contains("into 4 heads, which do not divide along mesh axis `tp` (8 devices)"), "{err}");
 }

@@ -280,13 +280,14 @@ fn avg_pool_bench(bin: &Path, tmp: &Path) -> Result<()> {
 /// and XLA's cost model, for moe_tiny and for `moe_wide` (64 experts, top-8, 2048 rows per
 /// grouped matmul; generated into the set-up folder by testdata/gen.py on first use).
 /// The 1B-parameter bf16 Llama and GPT-2 124M compiled for TPU v5e slices of 1, 2, 4 and 8
-/// chips with `--mesh tp=N`: per-chip argument and peak memory, compile time and collectives,
-/// from the manifest; a mesh the model's heads do not divide prints the refusal.
+/// chips with `--mesh tp=N`, then `fsdp=4` and `tp=2,fsdp=4`: per-chip argument and peak
+/// memory, compile time and collectives, from the manifest; a mesh the model's heads do not
+/// divide prints the refusal.
 fn tensor_parallel_bench(bin: &Path, tmp: &Path) -> Result<()> {
-    println!("tensor parallelism on TPU v5e, --mesh tp=N (figures per chip, from the manifest)");
+    println!("models split over TPU v5e slices with --mesh (figures per chip, from the manifest)");
     println!(
-        "{:<14} {:<4} {:<6} {:>14} {:>10} {:>11} {:>12} {:>11}",
-        "model", "tp", "slice", "arguments MiB", "peak MiB", "compile s", "all-reduces", "all-gathers"
+        "{:<14} {:<11} {:<6} {:>14} {:>10} {:>11} {:>12} {:>11}",
+        "model", "mesh", "slice", "arguments MiB", "peak MiB", "compile s", "all-reduces", "all-gathers"
     );
     for model in ["llama_1b_bf16", "gpt2_124m"] {
         tensor_parallel_rows(bin, tmp, model)?;
@@ -302,20 +303,21 @@ fn tensor_parallel_rows(bin: &Path, tmp: &Path, model: &str) -> Result<()> {
     const MIB: f64 = 1024.0 * 1024.0;
     let art = tmp.join("tp.tpuexe").display().to_string();
     let mut first = None;
-    for (tp, topology) in [(1, "1x1"), (2, "1x2"), (4, "2x2"), (8, "2x4")] {
+    let meshes =
+        [("tp=1", "1x1"), ("tp=2", "1x2"), ("tp=4", "2x2"), ("tp=8", "2x4"), ("fsdp=4", "2x2"), ("tp=2,fsdp=4", "2x4")];
+    for (mesh, topology) in meshes {
         let target = format!("tpu:v5e:{topology}");
-        let mesh = format!("tp={tp}");
         let mut args = vec!["compile", pt2, "-o", &art, "--target", &target, "--no-cache", "-q"];
         args.extend(["--weights", "external"]);
-        if tp > 1 {
-            args.extend(["--mesh", &mesh]);
+        if topology != "1x1" {
+            args.extend(["--mesh", mesh]);
         }
         let m = measure(bin, &args)?;
         if !m.ok {
             // A refusal (heads that do not divide) is a figure too; anything else is a failure.
             let refused = m.stderr.lines().find(|l| l.contains("do not divide"));
-            let Some(line) = refused else { bail!("{model} tp={tp}: compile failed:\n{}", m.stderr) };
-            println!("{model:<14} {tp:<4} {topology:<6} refused: {}", line.trim());
+            let Some(line) = refused else { bail!("{model} {mesh}: compile failed:\n{}", m.stderr) };
+            println!("{model:<14} {mesh:<11} {topology:<6} refused: {}", line.trim());
             continue;
         }
         let manifest = json(&measure(bin, &["inspect", &art, "--format", "json"])?, "inspect")?["manifest"].clone();
@@ -324,7 +326,7 @@ fn tensor_parallel_rows(bin: &Path, tmp: &Path, model: &str) -> Result<()> {
         let args_mib = figure(&e["memory"]["argument_bytes"]) / MIB;
         let count = |kind: &str| e["collectives"][kind]["count"].as_u64().unwrap_or(0);
         println!(
-            "{model:<14} {tp:<4} {topology:<6} {args_mib:>14.1} {:>10.1} {:>11.2} {:>12} {:>11}{}",
+            "{model:<14} {mesh:<11} {topology:<6} {args_mib:>14.1} {:>10.1} {:>11.2} {:>12} {:>11}{}",
             figure(&e["memory"]["peak_bytes"]) / MIB,
             figure(&e["compile_ms"]) / 1e3,
             count("all-reduce"),

@@ -23,7 +23,9 @@
 //!   counts them.
 //!   Constraints pin the split at each column-parallel result and the whole value at each
 //!   row-parallel one.
-//! - Any other axis (`fsdp`, …) is refused: not supported yet.
+//! - Axis `fsdp`: every weight is stored split along it as well and gathered where used
+//!   ([`fsdp`]).
+//! - Any other axis (expert or sequence parallelism) is refused: not supported yet.
 //!
 //! A plan file (`--shard-plan FILE`, [`plan`]) overrides this per module and per input: it
 //! can keep modules whole, split small embedding tables, split inputs along other dims, and
@@ -40,6 +42,7 @@
 #![doc = include_str!("../../tests/shard/megatron_mlp.ir")]
 //! ```
 
+mod fsdp;
 pub mod plan;
 mod unfuse;
 
@@ -113,10 +116,10 @@ impl Pass for Shard {
     fn run(&self, graph: &mut Graph, cx: &mut PassCx) -> Result<Changed, PassError> {
         let Some(mesh) = self.mesh.clone() else { return Ok(Changed::No) };
         let fail = |reason: String| PassError::Failed { pass: "shard", reason };
-        if let Some(a) = mesh.axes.iter().find(|a| a.name != DATA && a.name != TENSOR) {
+        if let Some(a) = mesh.axes.iter().find(|a| ![DATA, TENSOR, fsdp::FSDP].contains(&a.name.as_str())) {
             return Err(fail(format!(
-                "the `auto` plan splits along `dp` (data) and `tp` (tensor) axes, not `{}`; other axes \
-                 (`fsdp`, expert parallelism) are not supported yet",
+                "the `auto` plan splits along `dp` (data), `tp` (tensor) and `fsdp` (parameters) axes, not `{}`; \
+                 other axes (expert or sequence parallelism) are not supported yet",
                 a.name
             )));
         }
@@ -138,6 +141,9 @@ impl Pass for Shard {
         } else if let Some(p) = self.plan.modules.keys().next() {
             return Err(fail(format!("plan: `{p}` is split along `tp`, which the mesh {mesh} lacks")));
         }
+        let (split, whole) = fsdp::split_weights(graph, &mesh);
+        cx.note(split, "weights split along fsdp, gathered where used");
+        cx.note(whole, "weights left whole along fsdp: no dim divides");
         Ok(Changed::Yes)
     }
 }
