@@ -179,6 +179,21 @@ fn plan_file_keeps_modules_and_inputs_whole() {
     assert_eq!(m.targets[0].executables[0].collectives["all-reduce"].count, 4, "one all-reduce fewer");
 }
 
+/// `sequence` on the norms: they run on the tokens split along `tp`, and the numbers stay
+/// eager's.
+#[test]
+fn plan_file_runs_norms_sequence_parallel() {
+    let plan = r#"{"modules": {
+        "model.model.layers.*.input_layernorm": "sequence",
+        "model.model.layers.*.post_attention_layernorm": "sequence"
+    }}"#;
+    let m = assert_parity_with("llama_tiny", &with_plan("tp=2", plan));
+    let notes = shard_notes(&m);
+    assert!(notes.contains("4 module outputs split along the sequence (tp)"), "{notes}");
+    assert!(notes.contains("11 column-parallel matmuls (tp)") && notes.contains("4 row-parallel"), "{notes}");
+    eprintln!("sequence-parallel collectives: {:?}", m.targets[0].executables[0].collectives);
+}
+
 /// What a plan file asks for but cannot be done is refused by name.
 #[test]
 fn plan_files_that_cannot_be_followed_are_refused() {
@@ -213,7 +228,11 @@ fn plan_files_that_cannot_be_followed_are_refused() {
             r#"{"modules": {"model.model.*.0.mlp": "colwise", "model.model.layers.*.mlp": "replicate"}}"#,
             "disagree on module `model.model.layers.0.mlp.",
         ),
-        (r#"{"modules": {"model.model.layers.0": "sequence"}}"#, "sequence parallelism is not supported yet"),
+        (
+            r#"{"modules": {"model.model.layers.0.mlp.up_proj": "sequence"}}"#,
+            "which applies to modules between matmuls",
+        ),
+        (r#"{"modules": {"model.model.nothing": "sequence"}}"#, "`model.model.nothing` (`sequence`) names no module"),
         (r#"{"inputs": {"ids": [null, null]}}"#, "there is no user input `ids`; the inputs are `input_ids`"),
     ];
     for (plan, expected) in cases {

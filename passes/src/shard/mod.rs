@@ -44,6 +44,7 @@
 
 mod fsdp;
 pub mod plan;
+mod sequence;
 mod unfuse;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -133,6 +134,8 @@ impl Pass for Shard {
             cx.note(assigned.len(), "weights the plan file decides");
             let plan = tensor_parallel(graph, mesh.size(TENSOR), &assigned).map_err(fail)?;
             apply(graph, &plan);
+            let constrained = sequence::constrain(graph, &self.plan, mesh.size(TENSOR)).map_err(fail)?;
+            cx.note(constrained, "module outputs split along the sequence (tp)");
             cx.note(plan.column.len(), "column-parallel matmuls (tp)");
             cx.note(plan.row.len(), "row-parallel matmuls, each followed by an all-reduce (tp)");
             let tables = plan.weights.keys().filter(|&&w| is_embedding_table(graph, w)).count();
@@ -323,9 +326,15 @@ fn analyze(
             ins.iter().enumerate().filter_map(|(i, v)| splits.get(v).map(|s| (i, s))).collect();
         if let Some(l) = linears.get(&id) {
             let stated = style(l.weight);
-            if let Some(s @ (Style::Vocab | Style::Sequence)) = stated {
-                let name = &graph.node(l.weight).name;
-                plan.refusals.push(format!("plan: `{name}` is `{}`, which applies to embedding tables", s.word()));
+            let name = &graph.node(l.weight).name;
+            match stated {
+                Some(Style::Vocab) => {
+                    plan.refusals.push(format!("plan: `{name}` is `vocab`, which applies to embedding tables"));
+                }
+                Some(Style::Sequence) => plan.refusals.push(format!(
+                    "plan: `{name}` is `sequence`, which applies to modules between matmuls (norms), not to matmuls"
+                )),
+                _ => {}
             }
             let replicate = stated == Some(Style::Replicate);
             let w = dims_of(ValueRef { node: l.weight, slot: 0 });
@@ -595,8 +604,10 @@ fn view_split(from: &[i64], to: &[i64], d: usize, inner: i64, tp: i64) -> Result
             return Ok((e, f / se));
         }
     }
-    // A dim starting inside the digit: a device would hold part of one of its indices (a head).
-    match (0..to.len()).find(|&e| stride(to, e) > f && stride(to, e) < f * tp) {
+    // A dim overlapping the digit without holding it whole: a device would hold part of one of
+    // its indices (12 heads of 128 on 8 devices: 1.5 heads each) or part of the dim's range.
+    let overlaps = |e: usize| to[e] > 1 && stride(to, e) < f * tp && stride(to, e) * to[e] > f;
+    match (0..to.len()).find(|&e| overlaps(e)) {
         Some(e) => Err(Why::Indivisible(to[e])),
         None => Err(Why::Misaligned),
     }
@@ -618,5 +629,23 @@ fn apply(graph: &mut Graph, plan: &Plan) {
     for &r in &plan.row {
         let rank = graph.node(r).outputs[0].rank();
         graph.node_mut(r).sharding = Some(Sharding::replicated(rank).open_but(&[rank - 1]));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{view_split, Why};
+
+    #[test]
+    fn views_keep_whole_heads_or_say_how_many_do_not_divide() {
+        // 12 heads of 128 (GPT-2 124M padded), split 2 and 4 ways: whole heads per device.
+        assert!(matches!(view_split(&[32, 1536], &[32, 12, 128], 1, 768, 2), Ok((1, 6))));
+        assert!(matches!(view_split(&[32, 1536], &[32, 12, 128], 1, 384, 4), Ok((1, 3))));
+        // 8 ways: 1.5 heads per device.
+        assert!(matches!(view_split(&[32, 1536], &[32, 12, 128], 1, 192, 8), Err(Why::Indivisible(12))));
+        // 4 heads of 64 on 8 devices: half a head each.
+        assert!(matches!(view_split(&[16, 256], &[16, 4, 64], 1, 32, 8), Err(Why::Indivisible(4))));
+        // Heads merged into the batch of a per-head product, and back.
+        assert!(matches!(view_split(&[1, 12, 32, 128], &[12, 32, 128], 1, 6, 2), Ok((0, 6))));
     }
 }

@@ -21,9 +21,9 @@
 //! must find for the module's matmuls (a file never forces a split that the analysis cannot
 //! prove exact: a module it cannot split that way is refused by name), `replicate` keeps the
 //! module's weights whole, and `vocab` (or `rowwise` on an embedding) splits an embedding
-//! table along its rows, however small. A user input named under `inputs` is split as listed
-//! (`null`: whole), replacing the `auto` split of its first dim along `dp`. `sequence`
-//! (sequence parallelism) is not supported yet.
+//! table along its rows, however small, and `sequence` runs a module (a norm) on activations
+//! split along the sequence ([`super::sequence`]). A user input named under `inputs` is split
+//! as listed (`null`: whole), replacing the `auto` split of its first dim along `dp`.
 
 use std::collections::BTreeMap;
 
@@ -56,7 +56,7 @@ pub enum Style {
     Replicate,
     /// An embedding table split along its rows (the vocabulary).
     Vocab,
-    /// Sequence parallelism: refused, not supported yet.
+    /// A module run on activations split along the sequence (`SequenceParallel`).
     Sequence,
 }
 
@@ -90,9 +90,6 @@ impl ShardPlan {
     /// pattern that covers no weight, a style not supported, or two patterns of one length
     /// that disagree on a module.
     pub(super) fn assign(&self, graph: &Graph) -> Result<BTreeMap<NodeId, Assigned>, String> {
-        if let Some((p, _)) = self.modules.iter().find(|(_, &s)| s == Style::Sequence) {
-            return Err(format!("plan: `{p}` is `sequence`: sequence parallelism is not supported yet"));
-        }
         let mut assigned = BTreeMap::new();
         let mut used: Vec<&str> = Vec::new();
         // Weights a pass has replaced (padded, narrowed) are left without users: skipped.
@@ -113,7 +110,9 @@ impl ShardPlan {
             used.extend(covering.iter().map(|(p, _)| p.as_str()));
             assigned.insert(id, Assigned { module, style });
         }
-        if let Some(p) = self.modules.keys().find(|p| !used.contains(&p.as_str())) {
+        // `sequence` patterns name modules by their nodes, which may have no weights (a dropout).
+        let unused = self.modules.iter().find(|(p, &s)| s != Style::Sequence && !used.contains(&p.as_str()));
+        if let Some((p, _)) = unused {
             return Err(format!(
                 "plan: `{p}` names no module with weights; module paths look like {}",
                 examples(graph).join(", ")
@@ -167,7 +166,7 @@ fn examples(graph: &Graph) -> Vec<String> {
 
 /// Whether `pattern` names `module` or a module above it: component by component, `*`
 /// matching any text within one.
-fn covers(pattern: &str, module: &str) -> bool {
+pub(super) fn covers(pattern: &str, module: &str) -> bool {
     let (p, m): (Vec<&str>, Vec<&str>) = (pattern.split('.').collect(), module.split('.').collect());
     p.len() <= m.len() && p.iter().zip(&m).all(|(p, m)| glob(p.as_bytes(), m.as_bytes()))
 }
