@@ -234,7 +234,7 @@ fn attention_is_one_sdpa_composite() {
 /// Stated tolerance of `--compute-dtype bf16` against f32 PyTorch: bf16 keeps 8 significant
 /// bits (relative rounding 2⁻⁹ ≈ 2e-3 per operand); the test models stay within 1% of the
 /// output's scale (measured: at most 2.3e-3).
-const BF16_TOLERANCE: f64 = 1e-2;
+pub(super) const BF16_TOLERANCE: f64 = 1e-2;
 
 /// Mixed precision: weights of contractions stored in bf16 (the artifact's weights shrink),
 /// outputs within the bf16 tolerance of eager f32, and libtpu compiles it.

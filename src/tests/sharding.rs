@@ -7,6 +7,7 @@ use torchtpu_passes::shard::plan::ShardPlan;
 
 use super::parity::{assert_parity_with, case_inputs, compile_model_with, TempDir};
 use super::{run_cli, testdata};
+use crate::artifact::Artifact;
 use crate::compile::{compile, CompileRequest};
 use crate::emit::Precision;
 use crate::import::import;
@@ -135,6 +136,59 @@ fn fully_sharded_weights_match_eager() {
     assert_eq!(q, &vec![vec!["tp".to_string()], vec!["fsdp".to_string()]], "tp's split kept, fsdp on the other dim");
     assert_eq!(m.targets[0].executables[0].collectives["all-reduce"].count, 5, "tp's reductions only");
     assert_parity_with("bert_meanpool", &request("dp=2,fsdp=2"));
+}
+
+/// A mesh combined with the other options: bf16 compute, a precision override and padding to
+/// 128 on `tp=2`, through the command line with a cache: within the bf16 tolerance of eager,
+/// the override in the split program, and a second compile served by the cache.
+#[test]
+fn meshes_combine_with_compute_dtype_precision_padding_and_the_cache() {
+    let tmp = TempDir::new("mesh-combined");
+    let s = |p: &std::path::Path| p.to_str().expect("utf-8").to_string();
+    let (model, dir) = (testdata().join("models/llama_tiny.pt2"), testdata().join("models/llama_tiny"));
+    let (out, cache) = (tmp.0.join("x.tpuexe"), tmp.0.join("cache"));
+    let args = [
+        "compile",
+        &s(&model),
+        "-o",
+        &s(&out),
+        "--target",
+        "cpu:2",
+        "--mesh",
+        "tp=2",
+        "--compute-dtype",
+        "bf16",
+        "--precision-override",
+        "lm_head=highest",
+        "--pad-multiple",
+        "128",
+        "--cache-dir",
+        &s(&cache),
+        "--format",
+        "json",
+        "-q",
+    ];
+    let outcome = |json: &str| {
+        let v: serde_json::Value = serde_json::from_str(json).expect("json");
+        v["targets"][0]["cache"].as_str().expect("an outcome").to_string()
+    };
+    let (code, json, err) = run_cli(&args);
+    assert_eq!((code, outcome(&json).as_str()), (0, "compiled"), "{err}");
+    let art = Artifact::open(&out).expect("artifact");
+    let program = String::from_utf8_lossy(art.zip().get("programs/main.mlir").expect("program")).into_owned();
+    assert!(program.contains("sdy.mesh") && program.contains("#stablehlo<precision HIGHEST>"), "{program}");
+    let notes = shard_notes(&art.manifest);
+    assert!(notes.contains("11 column-parallel matmuls (tp)"), "{notes}");
+    let out_dir = tmp.0.join("out");
+    let (code, _, err) = run_cli(&["run", &s(&out), &s(&dir.join("in_0.npy")), "--out-dir", &s(&out_dir)]);
+    assert_eq!(code, 0, "{err}");
+    let ours = crate::npy::Array::read(&out_dir.join("out_0.npy")).expect("output");
+    let eager = crate::npy::Array::read(&dir.join("out_0.npy")).expect("reference");
+    let c = crate::run::compare(&ours, &eager);
+    let tolerance = super::passes::BF16_TOLERANCE;
+    assert!(c.max_rel_diff <= tolerance && c.max_rel_diff > 1e-6, "bf16 on tp=2: rel diff {}", c.max_rel_diff);
+    let (code, json, err) = run_cli(&args);
+    assert_eq!((code, outcome(&json).as_str()), (0, "hit"), "{err}");
 }
 
 /// `request(mesh)` with the plan file `json`.
