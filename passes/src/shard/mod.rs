@@ -47,6 +47,8 @@ pub mod plan;
 mod sequence;
 mod unfuse;
 
+pub use unfuse::unfuse;
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::ir::{Dim, Graph, InputKind, Mesh, NodeId, Op, Sharding, ValueRef};
@@ -107,6 +109,9 @@ struct Plan {
     refusals: Vec<String>,
     /// Matmuls on weights left whole because their output features do not divide along `tp`.
     indivisible: usize,
+    /// Matmuls on weights left whole because their split could not be followed (it reached
+    /// an op that needs the whole features).
+    unfollowed: usize,
 }
 
 impl Pass for Shard {
@@ -128,7 +133,7 @@ impl Pass for Shard {
         let inputs = split_inputs(graph, &mesh, &self.plan.inputs).map_err(fail)?;
         cx.note(inputs, "user inputs split (dp)");
         if mesh.size(TENSOR) > 1 {
-            let unfused = unfuse::unfuse(graph);
+            let unfused = unfuse(graph);
             cx.note(unfused, "fused projections (one weight for Q, K and V) made one matmul per part");
             let assigned = self.plan.assign(graph).map_err(fail)?;
             cx.note(assigned.len(), "weights the plan file decides");
@@ -141,6 +146,7 @@ impl Pass for Shard {
             let tables = plan.weights.keys().filter(|&&w| is_embedding_table(graph, w)).count();
             cx.note(tables, "embedding tables split along the vocabulary (tp)");
             cx.note(plan.indivisible, "matmuls or small embedding tables left whole: they do not divide along tp");
+            cx.note(plan.unfollowed, "matmuls left whole: their split reaches an op that needs the whole features");
         } else if let Some(p) = self.plan.modules.keys().next() {
             return Err(fail(format!("plan: `{p}` is split along `tp`, which the mesh {mesh} lacks")));
         }
@@ -271,6 +277,8 @@ fn tensor_parallel(graph: &Graph, tp: i64, assigned: &BTreeMap<NodeId, Assigned>
         }
         if plan.broken.is_empty() {
             check_stated(graph, &linears, &plan, assigned)?;
+            let mut plan = plan;
+            plan.unfollowed = excluded.iter().filter(|id| !plan.row.contains(id)).count();
             return Ok(plan);
         }
         excluded.extend(plan.broken);
@@ -389,7 +397,7 @@ fn analyze(
                         .collect();
                     plan.refusals.push(format!(
                         "node `{}` ({}) splits the features of `{}` into {n} heads, which do not divide along mesh \
-                         axis `tp` ({tp} devices); pad them (`--pad-multiple`) or use a `tp` that divides {n}",
+                         axis `tp` ({tp} devices); use a `tp` that divides {n} (heads are not padded to divide)",
                         node.name,
                         node.op.name(),
                         by.join("`, `")
