@@ -8,9 +8,7 @@
 //! operand a `[1, 0]` permute of a stored weight of the `mm`'s dtype (f32, bf16 or f16), all
 //! with the same `k` and precision. Nothing is fused for a mesh with a `tp` axis: tensor
 //! parallelism splits each projection's features across devices, and a stacked weight split so
-//! would put a head's Q, K and V on different devices. Instead, projections the model itself
-//! fused (GPT-2's `c_attn`) are cut apart here, before `pad` pads each part on its own (the
-//! `shard` pass's `unfuse`).
+//! would put a head's Q, K and V on different devices.
 //! Postcondition: each group is one `mm` plus slices; the permutes left unused go to `dce`.
 //!
 //! Attention's Q/K/V projections, as a filetest (the input graph, then the graph after the
@@ -96,9 +94,7 @@ impl Pass for FuseMatmuls {
 
     fn run(&self, graph: &mut Graph, cx: &mut PassCx) -> Result<Changed, PassError> {
         if self.keep_separate {
-            let unfused = crate::shard::unfuse(graph);
-            cx.note(unfused, "fused projections (one weight for Q, K and V) made one matmul per part");
-            return Ok(if unfused > 0 { Changed::Yes } else { Changed::No });
+            return Ok(Changed::No);
         }
         let order = graph.topo_order().map_err(|_| PassError::Failed { pass: self.name(), reason: "cycle".into() })?;
         // Group by (left operand, k, precision); BTreeMap keeps the groups in a fixed order.

@@ -65,10 +65,8 @@ fn tensor_parallel_with_padded_heads_matches_eager() {
 fn tensor_parallel_gpt2_matches_eager() {
     for mesh in ["tp=2", "tp=4"] {
         let m = assert_parity_with("gpt2_tiny", &request(mesh));
-        let fuse = m.buckets[0].passes.iter().find(|p| p.pass == "fuse_matmuls").expect("fuse_matmuls ran");
-        assert!(fuse.notes.join(", ").contains("2 fused projections"), "{mesh}: {:?}", fuse.notes);
         let notes = shard_notes(&m);
-        assert!(notes.contains("9 column-parallel"), "{mesh}: {notes}");
+        assert!(notes.contains("2 fused projections") && notes.contains("9 column-parallel"), "{mesh}: {notes}");
         let c = &m.targets[0].executables[0].collectives;
         assert_eq!((c["all-gather"].count, c.len()), (1, 2), "{mesh}: only the logits are gathered: {c:?}");
     }

@@ -47,8 +47,6 @@ pub mod plan;
 mod sequence;
 mod unfuse;
 
-pub use unfuse::unfuse;
-
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::ir::{Dim, Graph, InputKind, Mesh, NodeId, Op, Sharding, ValueRef};
@@ -133,7 +131,7 @@ impl Pass for Shard {
         let inputs = split_inputs(graph, &mesh, &self.plan.inputs).map_err(fail)?;
         cx.note(inputs, "user inputs split (dp)");
         if mesh.size(TENSOR) > 1 {
-            let unfused = unfuse(graph);
+            let unfused = unfuse::unfuse(graph);
             cx.note(unfused, "fused projections (one weight for Q, K and V) made one matmul per part");
             let assigned = self.plan.assign(graph).map_err(fail)?;
             cx.note(assigned.len(), "weights the plan file decides");

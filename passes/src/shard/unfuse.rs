@@ -58,7 +58,7 @@ fn fused(graph: &Graph, id: NodeId) -> Option<Fused> {
 /// Makes each fused projection one matmul per part, on a narrowed copy of the weight (and
 /// bias), so that under `tp` each part's features split as separate projections' do (a split
 /// of the fused features would give a device Q but not its K and V); the number rewritten.
-pub fn unfuse(graph: &mut Graph) -> usize {
+pub(super) fn unfuse(graph: &mut Graph) -> usize {
     let order = graph.topo_order().unwrap_or_default();
     let found: Vec<Fused> = order.iter().filter_map(|&id| fused(graph, id)).collect();
     let n = found.len();
