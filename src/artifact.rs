@@ -144,6 +144,41 @@ pub fn describe_output(kind: &OutputKind) -> String {
     }
 }
 
+/// The file `run` writes each output to: `state_<name>.npy` for an updated buffer or parameter
+/// (or a mutated user input), named after it, and `out_<j>.npy` for the others (the user's
+/// outputs, or a training step's loss and gradients), numbered in graph order among themselves.
+pub fn output_files(outputs: &[SignatureValue]) -> Vec<String> {
+    let mut next = 0;
+    outputs
+        .iter()
+        .map(|o| {
+            let kind = o.kind.as_deref().unwrap_or("user");
+            let state = ["buffer_mutation ", "parameter_mutation ", "user_input_mutation "]
+                .iter()
+                .find_map(|prefix| kind.strip_prefix(prefix));
+            match state {
+                Some(name) => format!("state_{}.npy", file_safe(name)),
+                None => {
+                    next += 1;
+                    format!("out_{}.npy", next - 1)
+                }
+            }
+        })
+        .collect()
+}
+
+/// `name` with every character but letters, digits, `.`, `_` and `-` made `_` (a state name
+/// comes from the archive and must not leave the output folder).
+fn file_safe(name: &str) -> String {
+    let safe: String =
+        name.chars().map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '_' }).collect();
+    if safe.is_empty() || safe.starts_with('.') {
+        format!("_{safe}")
+    } else {
+        safe
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SymbolInfo {
     pub name: String,

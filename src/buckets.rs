@@ -21,16 +21,39 @@ pub enum Sizes {
     Auto(usize),
 }
 
-/// One `--buckets` argument: a symbol (as named in the archive, or `input:dim`) and its sizes.
+/// One `--buckets` argument: a symbol (as named in the archive, or `input:dim`; empty for
+/// every dynamic dim) and its sizes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Choice {
     pub key: String,
     pub sizes: Sizes,
 }
 
-/// Parses `SYM=N,N,…`, `SYM=pow2` or `SYM=auto:K`.
+impl Choice {
+    /// How the argument was written, for messages.
+    fn shown(&self) -> String {
+        let sizes = match &self.sizes {
+            Sizes::List(l) => l.iter().map(i64::to_string).collect::<Vec<_>>().join(","),
+            Sizes::Pow2 => "pow2".into(),
+            Sizes::Auto(k) => format!("auto:{k}"),
+        };
+        if self.key.is_empty() {
+            sizes
+        } else {
+            format!("{}={sizes}", self.key)
+        }
+    }
+}
+
+/// Parses `SYM=N,N,…`, `SYM=pow2` or `SYM=auto:K`, or a bare `pow2` or `auto:K` for every
+/// dynamic dim.
 pub fn parse_choice(s: &str) -> Result<Choice, String> {
-    let (key, spec) = s.split_once('=').ok_or_else(|| format!("`{s}`: expected SYM=N,N,…, SYM=pow2 or SYM=auto:K"))?;
+    let expected = "expected SYM=N,N,…, SYM=pow2, SYM=auto:K, or a bare pow2 or auto:K for every dynamic dim";
+    let (key, spec) = match s.split_once('=') {
+        Some(pair) => pair,
+        None if s == "pow2" || s.starts_with("auto:") => ("", s),
+        None => return Err(format!("`{s}`: {expected}")),
+    };
     let sizes = if spec == "pow2" {
         Sizes::Pow2
     } else if let Some(k) = spec.strip_prefix("auto:") {
@@ -86,7 +109,7 @@ pub fn plan(program: &Program, choices: &[Choice]) -> Result<Vec<Planned>, Error
     let ranges = ranges(program)?;
     if ranges.is_empty() {
         if let Some(c) = choices.first() {
-            return Err(Error::Unsupported(format!("--buckets {}: the program has no dynamic dims", c.key)));
+            return Err(Error::Unsupported(format!("--buckets {}: the program has no dynamic dims", c.shown())));
         }
         return Ok(vec![Planned {
             name: "main".into(),
@@ -97,8 +120,12 @@ pub fn plan(program: &Program, choices: &[Choice]) -> Result<Vec<Planned>, Error
     }
     let mut per_symbol: Vec<(String, Served)> = Vec::new();
     for r in &ranges {
+        // A bare choice applies to every dim; one naming this dim overrides it.
         let mut chosen = Sizes::Pow2;
-        for c in choices {
+        for c in choices.iter().filter(|c| c.key.is_empty()) {
+            chosen = c.sizes.clone();
+        }
+        for c in choices.iter().filter(|c| !c.key.is_empty()) {
             if resolve(program, &c.key, &ranges)? == r.name {
                 chosen = c.sizes.clone();
             }
@@ -274,6 +301,9 @@ mod tests {
         );
         assert_eq!(parse_choice("s=auto:3"), Ok(Choice { key: "s".into(), sizes: Sizes::Auto(3) }));
         assert!(parse_choice("s=auto:0").is_err() && parse_choice("s").is_err() && parse_choice("s=x").is_err());
+        assert_eq!(parse_choice("pow2"), Ok(Choice { key: String::new(), sizes: Sizes::Pow2 }));
+        assert_eq!(parse_choice("auto:4"), Ok(Choice { key: String::new(), sizes: Sizes::Auto(4) }));
+        assert!(parse_choice("auto:0").is_err() && parse_choice("16,64").is_err());
     }
 
     #[test]

@@ -285,9 +285,11 @@ pub fn render_artifact(art: &crate::artifact::Artifact) -> String {
     if m.signature.rng_seed {
         let _ = writeln!(out, "  (random ops: `run --seed N` picks their numbers; default 0)");
     }
-    let _ = writeln!(out, "outputs:");
-    for (i, v) in m.signature.outputs.iter().enumerate() {
-        let _ = writeln!(out, "  {i}: {} {}{}", v.name, v.dtype, dims_text(&v.dims));
+    let _ = writeln!(out, "outputs (the file `run` writes each to):");
+    let files = crate::artifact::output_files(&m.signature.outputs);
+    for (v, file) in m.signature.outputs.iter().zip(&files) {
+        let kind = v.kind.as_deref().filter(|k| *k != "user").map_or_else(String::new, |k| format!("  ({k})"));
+        let _ = writeln!(out, "  {file}: {} {}{}{kind}", v.name, v.dtype, dims_text(&v.dims));
     }
     let _ = writeln!(
         out,

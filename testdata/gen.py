@@ -1096,8 +1096,15 @@ def generate_train(name, spec, outdir):
 
     for i, t in enumerate(args):
         np.save(os.path.join(d, f"in_{i}.npy"), to_numpy(t))
-    for i, t in enumerate(eager):
-        np.save(os.path.join(d, f"out_{i}.npy"), to_numpy(t))
+    # As `run` names them: updated buffers as state_<fqn>.npy, the other outputs (loss,
+    # gradients) as out_<j>.npy in graph order.
+    others = 0
+    for s, t in zip(out_specs, eager):
+        if s.kind == OutputKind.BUFFER_MUTATION:
+            file = f"state_{s.target}.npy"
+        else:
+            file, others = f"out_{others}.npy", others + 1
+        np.save(os.path.join(d, file), to_numpy(t))
 
     in_names = list(ep.graph_signature.user_inputs)
     assert len(in_names) == len(args)

@@ -5,13 +5,13 @@
 
 mod collectives;
 mod manifest;
+pub mod progress;
 mod target;
 mod weights;
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use torchtpu_passes::bucket_masks::BucketSpec;
 use torchtpu_passes::PassOptions;
@@ -103,6 +103,8 @@ pub struct CompileSummary {
     /// The external weights file (`--weights external`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub weights_file: Option<WeightsFileSummary>,
+    /// How long each phase took (`lower`, `compile`, `write`; the command line adds `read`).
+    pub phases: Vec<progress::Phase>,
 }
 
 /// The weights file beside an artifact compiled with `--weights external`.
@@ -137,8 +139,10 @@ pub struct TargetSummary {
 /// artifact is written. Lowering and compiling run on `req.jobs` threads and keep their results
 /// in order, so the artifact does not depend on the thread count.
 pub fn compile(program: &Program, model: &Path, out: &Path, req: &CompileRequest) -> Result<CompileSummary, Error> {
+    let started = Instant::now();
     let planned = crate::buckets::plan(program, &req.buckets)?;
     let buckets = in_parallel(&planned, req.jobs, |p| lower_bucket(program, p, req))?;
+    let mut phases = vec![progress::Phase::since("lower", started, None)];
     if let Some(dir) = &req.dump_dir {
         for b in &buckets {
             dump(&if buckets.len() > 1 { dir.join(&b.planned.name) } else { dir.clone() }, program, &b.lowered)?;
@@ -146,7 +150,9 @@ pub fn compile(program: &Program, model: &Path, out: &Path, req: &CompileRequest
     }
     let order = same_weights(&buckets)?;
     let cache = Cache::open(&req.cache);
+    let started = Instant::now();
     let compiled = compile_all(&buckets, req, &cache)?;
+    phases.push(progress::Phase::since("compile", started, None));
     if let Some(dir) = &req.dump_dir {
         let log: Vec<&str> = compiled.executables.iter().map(|e| e.log.as_str()).collect();
         write_file(&dir.join("compile.log"), (log.join("\n") + "\n").as_bytes())?;
@@ -154,8 +160,12 @@ pub fn compile(program: &Program, model: &Path, out: &Path, req: &CompileRequest
     let first = buckets.first().ok_or_else(|| Error::Unsupported("internal: no bucket to compile".into()))?;
     let weights = WeightsEntry::plan(program, &first.lowered.graph)?;
     let source_sha256 = cache.file_sha256(program.archive.path(), || program.archive.sha256_hex());
+    let (started, bytes) = (Instant::now(), weights.byte_len());
     let written = Written { buckets: &buckets, compiled, source_sha256, weights, order };
     let mut summary = write_artifact(program, model, out, req, written, &cache)?;
+    let reused = summary.weights_file.as_ref().is_some_and(|w| w.reused);
+    phases.push(progress::Phase::since("write", started, Some(if reused { 0 } else { bytes })));
+    summary.phases = phases;
     summary.warnings.extend(cache.take_warnings());
     Ok(summary)
 }
@@ -247,7 +257,7 @@ fn compile_all(buckets: &[LoweredBucket], req: &CompileRequest, cache: &Cache) -
         .collect::<Result<Vec<_>, _>>()?;
     let steps: Vec<(&LoweredBucket, &Target, &TargetCompiler)> =
         buckets.iter().flat_map(|b| req.targets.iter().zip(&compilers).map(move |(t, c)| (b, t, c))).collect();
-    let bar = progress_bar(req.progress, steps.len());
+    let bar = progress::steps_bar(req.progress, steps.len());
     let executables = in_parallel(&steps, req.jobs, |&(b, target, compiler)| {
         bar.set_message(format!("{target} [{}]", b.planned.name));
         let done = compile_one(b, target, compiler, cache);
@@ -318,8 +328,9 @@ fn write_artifact(
     cache: &Cache,
 ) -> Result<CompileSummary, Error> {
     let Written { buckets, compiled, source_sha256, weights, order } = written;
-    // Declared first so that it outlives the entries whose weights stream reports into it.
+    // Declared first so that they outlive the entries whose weights stream reports into them.
     let failure = std::cell::RefCell::new(None);
+    let bar = progress::bytes_bar(req.progress, weights.byte_len());
     let mut entries: Vec<(String, Payload<'_>)> = Vec::new();
     let mut targets: Vec<TargetEntry> = Vec::new();
     let mut summaries = Vec::new();
@@ -345,7 +356,7 @@ fn write_artifact(
     let passes = bucket_entries.first().map(|b| b.passes.clone()).unwrap_or_default();
     // The weights first, streamed from the archive; a failure inside is kept to report as is.
     let write_weights = |w: &mut dyn crate::container::write::Sink| {
-        weights.write(w).map_err(|e| {
+        weights.write(&mut progress::Counted { inner: w, bar: &bar }).map_err(|e| {
             let reason = e.to_string();
             *failure.borrow_mut() = Some(e);
             reason
@@ -396,6 +407,7 @@ fn write_artifact(
     if let Some(e) = failure.into_inner() {
         return Err(e);
     }
+    bar.finish_and_clear();
     written?;
     if let Some(sha256) = weights_sha256 {
         if known.is_none() {
@@ -414,6 +426,7 @@ fn write_artifact(
         warnings,
         passes,
         weights_file,
+        phases: Vec::new(),
     })
 }
 
@@ -463,19 +476,6 @@ fn in_parallel<T: Sync, R: Send>(
                 .unwrap_or_else(|| Err(Error::Unsupported("internal: a compile thread stopped".into())))
         })
         .collect()
-}
-
-/// One step per (bucket, target); drawn only on a terminal, hidden with `-q`.
-fn progress_bar(show: bool, steps: usize) -> ProgressBar {
-    if !show {
-        return ProgressBar::hidden();
-    }
-    let bar = ProgressBar::new(steps as u64);
-    if let Ok(style) = ProgressStyle::with_template("{spinner} compiling {msg} [{pos}/{len}] {elapsed}") {
-        bar.set_style(style);
-    }
-    bar.enable_steady_tick(std::time::Duration::from_millis(120));
-    bar
 }
 
 fn write_file(path: &Path, bytes: &[u8]) -> Result<(), Error> {

@@ -23,6 +23,7 @@ mod client;
 mod executable;
 mod ffi;
 mod plugin;
+mod quiet;
 mod topology;
 mod types;
 
@@ -37,6 +38,7 @@ use std::path::PathBuf;
 pub use client::{Client, Device};
 pub use executable::{Buffer, Executable, LoadedExecutable, MemoryStats};
 pub use plugin::{ApiVersion, AttributeValue, Created, Plugin};
+pub use quiet::set_shown as show_plugin_output;
 pub use topology::{prepare_libtpu_environment, prepare_xla_environment, Topology, CPU_SCHEDULE_FLAG};
 pub use types::{CompileOptions, ElementType};
 

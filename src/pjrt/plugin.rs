@@ -78,6 +78,41 @@ struct Counters {
     topologies: std::sync::atomic::AtomicUsize,
 }
 
+/// Opens the library at `canonical` (never to be unloaded), finds its API table, checks its
+/// version and size, and initializes the plugin.
+fn open_and_initialize(canonical: &Path, path: &Path) -> Result<(Api, ApiVersion), PjrtError> {
+    let load_error = |reason: String| PjrtError::PluginLoad { path: path.to_path_buf(), reason };
+    // SAFETY: opening a library runs its initializers; a PJRT plugin is a library meant to be
+    // opened this way, and the path was chosen by the user as one.
+    let library = unsafe {
+        Library::open(Some(canonical), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE).map_err(|e| load_error(e.to_string()))?
+    };
+    // SAFETY: `GetPjrtApi` has this signature in every PJRT plugin.
+    let get_api = unsafe { library.get::<ffi::GetPjrtApiFn>(ffi::GET_PJRT_API) };
+    let get_api: ffi::GetPjrtApiFn = match get_api {
+        Ok(symbol) => *symbol,
+        Err(_) => {
+            std::mem::forget(library);
+            return Err(PjrtError::MissingSymbol { path: path.to_path_buf(), symbol: "GetPjrtApi" });
+        }
+    };
+    // Never unload: the function pointers below point into the library.
+    std::mem::forget(library);
+
+    // SAFETY: `get_api` is the plugin's `GetPjrtApi`, which takes no arguments.
+    let raw = unsafe { get_api() };
+    if raw.is_null() {
+        return Err(load_error("`GetPjrtApi` returned null".to_string()));
+    }
+    // SAFETY: `raw` points to the plugin's static `PJRT_Api`, which starts with `struct_size`
+    // and, when that is large enough (checked first), the version struct.
+    let (api, version) = unsafe { Api::copy_from(raw, path)? };
+    let mut init = ffi::PJRT_Plugin_Initialize_Args::new();
+    // SAFETY: the args struct is fully initialized and outlives the call.
+    unsafe { api.call("PJRT_Plugin_Initialize", api.table.PJRT_Plugin_Initialize, &mut init)? };
+    Ok((api, version))
+}
+
 impl Plugin {
     /// Opens the plugin at `path` (once per process; later calls with the same file return the
     /// same plugin), checks its API version and table size, and initializes it.
@@ -102,35 +137,10 @@ impl Plugin {
             prepare_libtpu_environment();
         }
 
-        // SAFETY: opening a library runs its initializers; a PJRT plugin is a library meant to be
-        // opened this way, and the path was chosen by the user as one.
-        let library = unsafe {
-            Library::open(Some(&canonical), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE)
-                .map_err(|e| load_error(e.to_string()))?
-        };
-        // SAFETY: `GetPjrtApi` has this signature in every PJRT plugin.
-        let get_api = unsafe { library.get::<ffi::GetPjrtApiFn>(ffi::GET_PJRT_API) };
-        let get_api: ffi::GetPjrtApiFn = match get_api {
-            Ok(symbol) => *symbol,
-            Err(_) => {
-                std::mem::forget(library);
-                return Err(PjrtError::MissingSymbol { path: path.to_path_buf(), symbol: "GetPjrtApi" });
-            }
-        };
-        // Never unload: the function pointers below point into the library.
-        std::mem::forget(library);
-
-        // SAFETY: `get_api` is the plugin's `GetPjrtApi`, which takes no arguments.
-        let raw = unsafe { get_api() };
-        if raw.is_null() {
-            return Err(load_error("`GetPjrtApi` returned null".to_string()));
-        }
-        // SAFETY: `raw` points to the plugin's static `PJRT_Api`, which starts with `struct_size`
-        // and, when that is large enough (checked first), the version struct.
-        let (api, version) = unsafe { Api::copy_from(raw, path)? };
-        let mut init = ffi::PJRT_Plugin_Initialize_Args::new();
-        // SAFETY: the args struct is fully initialized and outlives the call.
-        unsafe { api.call("PJRT_Plugin_Initialize", api.table.PJRT_Plugin_Initialize, &mut init)? };
+        // libtpu logs alarming but harmless lines while it is opened and initialized: kept
+        // out of the user's terminal, and shown if the load fails.
+        let (opened, log) = super::quiet::captured(|| open_and_initialize(&canonical, path));
+        let (api, version) = opened.inspect_err(|_| eprint!("{log}"))?;
         let attributes = api.attributes().unwrap_or_default();
 
         let entry: &'static Loaded = Box::leak(Box::new(Loaded {

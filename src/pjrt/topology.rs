@@ -107,8 +107,11 @@ impl Plugin {
         args.topology_name = name.as_ptr().cast::<c_char>();
         args.topology_name_size = name.len();
         // SAFETY: the name outlives the call (it is read with its size, not as a C string); no
-        // create options are given.
-        unsafe { api.call("PJRT_TopologyDescription_Create", api.table.PJRT_TopologyDescription_Create, &mut args)? };
+        // create options are given. What libtpu logs meanwhile is kept unless the call fails.
+        let (created, log) = super::quiet::captured(|| unsafe {
+            api.call("PJRT_TopologyDescription_Create", api.table.PJRT_TopologyDescription_Create, &mut args)
+        });
+        created.inspect_err(|_| eprint!("{log}"))?;
         if args.topology.is_null() {
             return Err(null_output("PJRT_TopologyDescription_Create"));
         }

@@ -220,6 +220,7 @@ fn run_case(folder: &str, (op, case): (&str, &Case), tmp: &Path) -> Outcome {
         seed: 0,
         verify_weights: false,
         cache_dir: None,
+        tolerance: Default::default(),
     };
     if let Err(e) = run(&req) {
         return Outcome::Failed(format!("run: {e:#}"));
@@ -382,6 +383,7 @@ fn random_ops_follow_the_seed() {
             seed,
             verify_weights: false,
             cache_dir: None,
+            tolerance: Default::default(),
         })
         .expect("runs");
         std::fs::read(out_dir.join("out_1.npy")).expect("mask written")

@@ -77,6 +77,7 @@ pub(super) fn assert_parity_with(name: &str, req: &CompileRequest) -> artifact::
         seed: 0,
         verify_weights: false,
         cache_dir: None,
+        tolerance: Default::default(),
     };
     let report = run(&req).unwrap_or_else(|e| panic!("{name}: {e:#}"));
     assert!(!report.outputs.is_empty());
@@ -204,6 +205,7 @@ fn run_case(name: &str, artifact: &Path, case: &str, tmp: &Path) -> String {
         seed: 0,
         verify_weights: false,
         cache_dir: None,
+        tolerance: Default::default(),
     };
     let report = run(&req).unwrap_or_else(|e| panic!("{name}{case}: {e:#}"));
     for (i, o) in report.outputs.iter().enumerate() {
@@ -326,6 +328,120 @@ fn explicit_buckets_by_input_dim() {
     let (code, _, err) = run_cli(&["run", artifact.to_str().expect("utf-8"), input[0].to_str().expect("utf-8")]);
     assert_eq!(code, 1);
     assert!(err.contains("outside the sizes this artifact serves (2 to 40)"), "{err}");
+}
+
+/// A bare `--buckets pow2` or `auto:K` applies to every dynamic dim, and a choice naming a dim
+/// overrides it there; through the command line, as the README writes it.
+#[test]
+fn bare_buckets_apply_to_every_dynamic_dim() {
+    let tmp = TempDir::new("bare-buckets");
+    let compile_with = |model: &str, buckets: &[&str]| {
+        let out = tmp.0.join(format!("{model}.tpuexe"));
+        let pt2 = testdata().join(format!("models/{model}.pt2"));
+        let mut args = vec!["compile", pt2.to_str().expect("utf-8"), "-o", out.to_str().expect("utf-8")];
+        args.extend(["--target", "cpu", "--no-cache", "-q"]);
+        args.extend(buckets.iter().flat_map(|b| ["--buckets", b]));
+        let (code, _, err) = run_cli(&args);
+        let names = (code == 0).then(|| {
+            let m = Artifact::open(&out).expect("opens").manifest;
+            m.buckets.iter().map(|b| b.name.clone()).collect::<Vec<_>>()
+        });
+        (code, names.unwrap_or_default(), err)
+    };
+    // seq from 2 to 64: 2, 4, …, 64.
+    let (code, names, err) = compile_with("last_token", &["pow2"]);
+    assert_eq!((code, names.len()), (0, 6), "{names:?} {err}");
+    // batch 1–8 × seq 2–64, two sizes each; then the batch fixed to one size.
+    let (code, names, err) = compile_with("bert_meanpool_2d", &["auto:2"]);
+    assert_eq!((code, names.len()), (0, 4), "{names:?} {err}");
+    let (code, names, err) = compile_with("bert_meanpool_2d", &["auto:2", "input_ids:0=8"]);
+    assert_eq!((code, names.len()), (0, 2), "{names:?} {err}");
+    let (code, _, err) = compile_with("mlp", &["pow2"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("--buckets pow2: the program has no dynamic dims"), "{err}");
+    let (code, _, err) = compile_with("last_token", &["16,64"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("or a bare pow2 or auto:K for every dynamic dim"), "{err}");
+}
+
+/// bf16 outputs are held to bf16's tolerance: the tiny bf16 Llama passes `--reference` by
+/// default, a reference with one element moved by a tenth of its scale fails, the report gives
+/// the figures, and `--atol`/`--rtol` replace the default.
+#[test]
+fn bf16_outputs_are_compared_at_bf16_tolerance() {
+    let tmp = TempDir::new("bf16-reference");
+    let artifact = compile_model("llama_bf16", &tmp.0);
+    let dir = testdata().join("models/llama_bf16");
+    let s = |p: &Path| p.to_str().expect("utf-8").to_string();
+    let run_against = |reference: &Path, extra: &[&str]| {
+        let (art, input, out) = (s(&artifact), s(&dir.join("in_0.npy")), s(&tmp.0.join("out")));
+        let mut args = vec!["run", &art, &input, "--out-dir", &out];
+        let reference = s(reference);
+        args.extend(["--reference", &reference]);
+        args.extend(extra);
+        run_cli(&args)
+    };
+    let (code, text, err) = run_against(&dir, &[]);
+    assert_eq!(code, 0, "{text}{err}");
+    assert!(
+        text.contains("matches the reference (max abs diff") && text.contains("; 0 of 1536 elements (0.00%)"),
+        "{text}"
+    );
+    // One element moved by a tenth of the scale: out of bf16's 5e-2.
+    let mut reference = crate::npy::Array::read(&dir.join("out_0.npy")).expect("reference");
+    let scale = (0..1536).filter_map(|i| reference.get_f64(i)).fold(1f64, |m, v| m.max(v.abs()));
+    let first = f32::from_le_bytes(reference.data[..4].try_into().expect("4 bytes"));
+    reference.data[..4].copy_from_slice(&(first + 0.1 * scale as f32).to_le_bytes());
+    let perturbed = tmp.0.join("perturbed");
+    std::fs::create_dir_all(&perturbed).expect("a folder");
+    reference.write(&perturbed.join("out_0.npy")).expect("written");
+    let (code, text, _) = run_against(&perturbed, &[]);
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains("DIFFERS from the reference") && text.contains("; 1 of 1536 elements (0.07%) off by more than"),
+        "{text}"
+    );
+    // A user's tolerance replaces the default, both ways.
+    let (code, text, _) = run_against(&perturbed, &["--atol", &format!("{}", 0.2 * scale)]);
+    assert_eq!(code, 0, "{text}");
+    let (code, text, _) = run_against(&dir, &["--atol", "0", "--rtol", "1e-6"]);
+    assert_eq!(code, 1, "bf16 arithmetic is not eager's to 1e-6: {text}");
+    assert!(text.contains("·|ref|"), "{text}");
+    let (code, _, err) = run_against(&dir, &["--rtol=-1"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("`-1` is not a tolerance"), "{err}");
+}
+
+/// A training step's updated BatchNorm statistics are written as `state_<fqn>.npy` and its
+/// loss and gradients as `out_<j>.npy`, each compared with the reference's file of that name;
+/// `inspect` lists which output goes to which file.
+#[test]
+fn updated_buffers_are_state_files_and_user_outputs_come_first() {
+    let tmp = TempDir::new("state-files");
+    let artifact = compile_model("train_cnn", &tmp.0);
+    let dir = testdata().join("models/train_cnn");
+    let s = |p: &Path| p.to_str().expect("utf-8").to_string();
+    let out = tmp.0.join("out");
+    let (art, ins) = (s(&artifact), [s(&dir.join("in_0.npy")), s(&dir.join("in_1.npy"))]);
+    let args = ["run", &art, &ins[0], &ins[1], "--out-dir", &s(&out), "--reference", &s(&dir)];
+    let (code, text, err) = run_cli(&args);
+    assert_eq!(code, 0, "{text}{err}");
+    let mut files: Vec<String> = std::fs::read_dir(&out)
+        .expect("outputs")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    let state = ["state_bn.num_batches_tracked.npy", "state_bn.running_mean.npy", "state_bn.running_var.npy"];
+    let expected: Vec<String> = (0..7).map(|j| format!("out_{j}.npy")).chain(state.map(String::from)).collect();
+    assert_eq!(files, expected);
+    assert_eq!(text.matches("matches the reference").count(), 10, "every output compared: {text}");
+    let (code, text, err) = run_cli(&["inspect", &art]);
+    assert_eq!(code, 0, "{err}");
+    assert!(text.contains("  out_0.npy: div f32[]  (loss)"), "{text}");
+    assert!(
+        text.contains("  state_bn.running_mean.npy: getitem_3 f32[8]  (buffer_mutation bn.running_mean)"),
+        "{text}"
+    );
 }
 
 #[test]

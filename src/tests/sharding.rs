@@ -112,6 +112,7 @@ fn tensor_parallel_buckets_match_eager() {
             seed: 0,
             verify_weights: false,
             cache_dir: None,
+            tolerance: Default::default(),
         })
         .unwrap_or_else(|e| panic!("case {case:?}: {e:#}"));
         assert!(report.ok, "case {case:?}: {:?}", report.outputs);

@@ -3,21 +3,18 @@
 //! `main.rs` only forwards the process arguments here; tests call [`main_with`] directly with
 //! captured output streams, so every message and exit code is tested without spawning processes.
 
+mod commands;
+
 use std::ffi::OsString;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use anyhow::Context;
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
-use crate::artifact::Artifact;
-use crate::cache::{self, CacheConfig, Outcome};
-use crate::compile::{compile, CompileRequest};
-use crate::container::MappedZip;
+use crate::cache::{self, CacheConfig};
 use crate::emit::{EmitOptions, GroupedMm, Precision};
-use crate::run::{run as run_artifact, RunRequest};
 use crate::target::Target;
-use crate::{check, driver, import, inspect, Error};
+use crate::Error;
 use torchtpu_passes::ir::{DType, Mesh};
 use torchtpu_passes::shard::plan::ShardPlan;
 use torchtpu_passes::{PassOptions, PASSES};
@@ -276,10 +273,21 @@ struct RunArgs {
     /// The CPU PJRT plugin; default `$TORCHTPU_PJRT_PLUGIN`, then the `cargo xtask setup` folder.
     #[arg(long)]
     plugin: Option<PathBuf>,
-    /// Compare the outputs with `DIR/out_<i>.npy` (floats within 1e-4 of the reference's
-    /// scale, bf16 ones 2e-2, f16 ones 2e-3; integers and bools exactly); exit 1 on a mismatch.
+    /// Compare the outputs with `DIR/out_<i>.npy` and report the max abs and relative diffs and
+    /// how many elements are out of tolerance; exit 1 on a mismatch. Floats must be within a
+    /// fraction of the reference's scale (max(1, max |ref|)): 1e-4 for f32, 5e-2 for bf16 and
+    /// 5e-3 for f16 (the drift of rounding in other places than eager through a deep network);
+    /// integers and bools exactly.
     #[arg(long, value_name = "DIR")]
     reference: Option<PathBuf>,
+    /// Absolute tolerance for `--reference`: each element within ATOL + RTOL·|ref| (replaces
+    /// the default; RTOL is then 0 unless given).
+    #[arg(long, value_name = "ATOL", value_parser = parse_tolerance, requires = "reference")]
+    atol: Option<f64>,
+    /// Relative tolerance for `--reference`: each element within ATOL + RTOL·|ref| (replaces the
+    /// default; ATOL is then 0 unless given).
+    #[arg(long, value_name = "RTOL", value_parser = parse_tolerance, requires = "reference")]
+    rtol: Option<f64>,
     /// Seed of the random ops (`rand`, `randn`, `randperm`, dropout), if the program has any:
     /// the same seed gives the same numbers.
     #[arg(long, default_value_t = 0)]
@@ -362,10 +370,12 @@ struct CompileArgs {
     /// Size buckets of a dynamic dim, named as in the archive (`s53`) or by user input and dim
     /// (`input_ids:1`): `SYM=16,64,512` (those sizes), `SYM=pow2` (powers of two covering the
     /// range, its maximum included; the default for every dynamic dim) or `SYM=auto:K` (K sizes
-    /// with the least expected padding for sizes uniform in the range). One executable per
-    /// bucket (the cross product over dims, at most 64) and target; `run` serves every real size
-    /// in the range from the smallest bucket that holds it, with exact results. Repeatable.
-    #[arg(long = "buckets", value_name = "SYM=SIZES", value_parser = crate::buckets::parse_choice)]
+    /// with the least expected padding for sizes uniform in the range); a bare `pow2` or
+    /// `auto:K` applies to every dynamic dim (one naming a dim overrides it for that dim). One
+    /// executable per bucket (the cross product over dims, at most 64) and target; `run` serves
+    /// every real size in the range from the smallest bucket that holds it, with exact results.
+    /// Repeatable.
+    #[arg(long = "buckets", value_name = "[SYM=]SIZES", value_parser = crate::buckets::parse_choice)]
     buckets: Vec<crate::buckets::Choice>,
     /// How many buckets to lower and compile at once. Default: the number of cores.
     #[arg(long, short = 'j', value_name = "N")]
@@ -392,7 +402,9 @@ struct CompileArgs {
     /// No progress or summary on stderr.
     #[arg(short, long)]
     quiet: bool,
-    /// Also say what each graph pass did.
+    /// Also say what each graph pass did and how long each phase took (read, lower, compile,
+    /// write), and let through what the plugins print while they load (libtpu's log lines,
+    /// otherwise kept back unless loading fails).
     #[arg(short, long)]
     verbose: bool,
 }
@@ -495,6 +507,14 @@ fn default_targets() -> Vec<Target> {
 
 fn parse_target(s: &str) -> Result<Target, String> {
     s.parse()
+}
+
+/// A tolerance: a finite number, 0 or more.
+fn parse_tolerance(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(t) if t.is_finite() && t >= 0.0 => Ok(t),
+        _ => Err(format!("`{s}` is not a tolerance: give a finite number ≥ 0, such as 1e-3")),
+    }
 }
 
 fn parse_mesh(s: &str) -> Result<Mesh, String> {
@@ -605,186 +625,10 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 
 fn run(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<u8> {
     match cli.command {
-        Command::Inspect { model, format } => inspect_cmd(&model, format, out).map(|()| 0),
-        Command::Check { model, format } => check_cmd(&model, format, out),
-        Command::Compile(args) => compile_cmd(&args, out, err).map(|()| 0),
-        Command::Run(args) => run_cmd(&args, out),
-        Command::Cache(args) => cache_cmd(&args, out, err),
+        Command::Inspect { model, format } => commands::inspect(&model, format, out).map(|()| 0),
+        Command::Check { model, format } => commands::check(&model, format, out),
+        Command::Compile(args) => commands::compile(&args, out, err).map(|()| 0),
+        Command::Run(args) => commands::run(&args, out),
+        Command::Cache(args) => commands::cache(&args, out, err),
     }
-}
-
-fn read_program(model: &Path) -> anyhow::Result<import::Program> {
-    import(model).map_err(Error::from).with_context(|| format!("cannot read `{}`", model.display()))
-}
-
-fn inspect_cmd(model: &Path, format: Format, out: &mut dyn Write) -> anyhow::Result<()> {
-    if MappedZip::open(model).is_ok_and(|z| Artifact::is_artifact(&z)) {
-        let art =
-            Artifact::open(model).map_err(Error::from).with_context(|| format!("cannot read `{}`", model.display()))?;
-        match format {
-            Format::Text => write!(out, "{}", inspect::render_artifact(&art))?,
-            Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&inspect::artifact_report(&art))?)?,
-        }
-        return Ok(());
-    }
-    let program = read_program(model)?;
-    let report = inspect::report(&program, &model.display().to_string());
-    match format {
-        Format::Text => write!(out, "{}", inspect::render_text(&report))?,
-        Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?,
-    }
-    Ok(())
-}
-
-fn check_cmd(model: &Path, format: Format, out: &mut dyn Write) -> anyhow::Result<u8> {
-    let program = read_program(model)?;
-    let report = check::check(&program, &model.display().to_string());
-    match format {
-        Format::Text => write!(out, "{}", check::render_text(&report))?,
-        Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?,
-    }
-    Ok(if report.ok { 0 } else { 1 })
-}
-
-fn compile_cmd(args: &CompileArgs, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<()> {
-    args.check_devices(&args.targets_or_default())?;
-    // An archive an earlier compile read whole, unchanged since, is not checked byte by byte again.
-    let integrity = if cache::Cache::open(&args.cache.config()).remembers_file(&args.model) {
-        import::Integrity::KnownIntact
-    } else {
-        import::Integrity::Check
-    };
-    let program = import::import_checked(&args.model, integrity)
-        .map_err(Error::from)
-        .with_context(|| format!("cannot read `{}`", args.model.display()))?;
-    let context = || format!("cannot compile `{}`", args.model.display());
-    if args.emit == Emit::Exe {
-        let targets = args.targets_or_default();
-        let emit = args.emit_options(&targets)?;
-        let req = CompileRequest {
-            precision: emit.precision,
-            grouped_mm: emit.grouped_mm,
-            plugin: args.plugin.clone(),
-            dump_dir: args.dump_dir.clone(),
-            progress: !args.quiet,
-            cache: args.cache.config(),
-            passes: args.passes.selected(),
-            pass_options: args.pass_options(&targets),
-            targets,
-            buckets: args.buckets.clone(),
-            jobs: args.jobs.unwrap_or_else(crate::compile::default_jobs),
-            external_weights: args.weights == WeightsArg::External,
-        };
-        let summary = compile(&program, &args.model, &args.output, &req).with_context(context)?;
-        for w in &summary.warnings {
-            writeln!(err, "warning: {w}")?;
-        }
-        match args.format {
-            Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&summary)?)?,
-            Format::Text if !args.quiet => {
-                if args.verbose {
-                    for p in &summary.passes {
-                        let notes = if p.notes.is_empty() { "no change".to_string() } else { p.notes.join(", ") };
-                        writeln!(err, "pass {}: {} → {} nodes ({notes})", p.pass, p.nodes_before, p.nodes_after)?;
-                    }
-                }
-                for t in &summary.targets {
-                    let how = match t.cache {
-                        Outcome::Hit | Outcome::RemoteHit => {
-                            format!("{} in {} ms (compiled in {} ms before)", t.cache.describe(), t.ms, t.compile_ms)
-                        }
-                        Outcome::Compiled | Outcome::Uncached => format!("{} in {} ms", t.cache.describe(), t.ms),
-                    };
-                    writeln!(err, "{} [{}]: {how}, {} bytes", t.target, t.bucket, t.executable_bytes)?;
-                }
-                writeln!(err, "wrote {} ({} bytes)", summary.output, summary.artifact_bytes)?;
-                if let Some(w) = &summary.weights_file {
-                    let how = if w.reused { "reused, unchanged" } else { "written" };
-                    writeln!(err, "weights {} ({} bytes, {how})", w.path, w.bytes)?;
-                }
-            }
-            Format::Text => {}
-        }
-        return Ok(());
-    }
-    if args.weights == WeightsArg::External {
-        return Err(Cli::command()
-            .error(
-                clap::error::ErrorKind::ArgumentConflict,
-                "`--weights external` needs `--emit exe`: other forms hold no weights",
-            )
-            .into());
-    }
-    let bindings = driver::example_bindings(&program)
-        .map_err(|e| Error::from(driver::LowerError::from(e)))
-        .with_context(context)?;
-    let opts = driver::LowerOptions {
-        emit: args.emit_options(&args.targets_or_default())?,
-        passes: args.passes.selected(),
-        pass_options: args.pass_options(&args.targets_or_default()),
-        keep_stages: false,
-    };
-    let lowered = driver::lower(&program, bindings, &opts).map_err(Error::from).with_context(context)?;
-    let bytes: Vec<u8> = match args.emit {
-        Emit::Stablehlo => lowered.module.text.into_bytes(),
-        Emit::Mlirbc => lowered.module.bytecode,
-        Emit::Ir | Emit::Exe => torchtpu_passes::ir::print(&lowered.graph).into_bytes(),
-    };
-    std::fs::write(&args.output, &bytes).with_context(|| format!("cannot write `{}`", args.output.display()))?;
-    if args.format == Format::Json {
-        writeln!(out, "{}", serde_json::json!({"output": args.output.display().to_string(), "bytes": bytes.len()}))?;
-    }
-    Ok(())
-}
-
-fn run_cmd(args: &RunArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
-    let req = RunRequest {
-        artifact: args.artifact.clone(),
-        inputs: args.inputs.clone(),
-        out_dir: args.out_dir.clone(),
-        plugin: args.plugin.clone(),
-        reference: args.reference.clone(),
-        seed: args.seed,
-        verify_weights: args.verify_weights,
-        cache_dir: if args.no_cache { None } else { args.cache_dir.clone().or_else(cache::default_dir) },
-    };
-    let report = run_artifact(&req).with_context(|| format!("cannot run `{}`", args.artifact.display()))?;
-    match args.format {
-        Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?,
-        Format::Text => {
-            for o in &report.outputs {
-                let cmp = o.comparison.as_ref().map_or_else(String::new, |c| {
-                    let verdict = if c.ok { "matches" } else { "DIFFERS from" };
-                    let note = c.note.as_ref().map_or_else(String::new, |n| format!(", {n}"));
-                    format!(
-                        "  {verdict} the reference (max abs diff {:.3e}, rel {:.3e}{note})",
-                        c.max_abs_diff, c.max_rel_diff
-                    )
-                });
-                writeln!(out, "{}: {}{:?}{cmp}", o.path, o.dtype, o.dims)?;
-            }
-        }
-    }
-    Ok(if report.ok { 0 } else { 1 })
-}
-
-fn cache_cmd(args: &CacheArgs, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<u8> {
-    let dir = args.cache_dir.clone().or_else(cache::default_dir).context("no cache folder: set --cache-dir or HOME")?;
-    let json = args.format == Format::Json;
-    let report = match args.action {
-        CacheAction::Stats => cache::maintain::stats(&dir),
-        CacheAction::Ls => cache::maintain::ls(&dir),
-        CacheAction::Verify => cache::maintain::verify(&dir),
-        CacheAction::Gc => cache::maintain::gc(&dir, args.max_size.unwrap_or(cache::DEFAULT_MAX_BYTES)),
-        CacheAction::Clear => cache::maintain::clear(&dir)?,
-    };
-    for w in &report.warnings {
-        writeln!(err, "warning: {w}")?;
-    }
-    if json {
-        writeln!(out, "{}", serde_json::to_string_pretty(&report.json)?)?;
-    } else {
-        write!(out, "{}", report.text)?;
-    }
-    Ok(if report.ok { 0 } else { 1 })
 }

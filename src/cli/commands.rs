@@ -1,0 +1,216 @@
+//! What each subcommand does, once its arguments are parsed: `inspect`, `check`, `compile`,
+//! `run` and `cache`, each writing its report in text or JSON.
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::Context;
+use clap::CommandFactory;
+
+use super::{CacheAction, CacheArgs, Cli, CompileArgs, Emit, Format, RunArgs, WeightsArg};
+use crate::artifact::Artifact;
+use crate::cache::{self, Outcome};
+use crate::compile::{compile as compile_artifact, progress, CompileRequest};
+use crate::container::MappedZip;
+use crate::run::{run as run_artifact, RunRequest};
+use crate::{check, driver, import, inspect, Error};
+
+fn read_program(model: &Path) -> anyhow::Result<import::Program> {
+    import(model).map_err(Error::from).with_context(|| format!("cannot read `{}`", model.display()))
+}
+
+pub(super) fn inspect(model: &Path, format: Format, out: &mut dyn Write) -> anyhow::Result<()> {
+    if MappedZip::open(model).is_ok_and(|z| Artifact::is_artifact(&z)) {
+        let art =
+            Artifact::open(model).map_err(Error::from).with_context(|| format!("cannot read `{}`", model.display()))?;
+        match format {
+            Format::Text => write!(out, "{}", inspect::render_artifact(&art))?,
+            Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&inspect::artifact_report(&art))?)?,
+        }
+        return Ok(());
+    }
+    let program = read_program(model)?;
+    let report = inspect::report(&program, &model.display().to_string());
+    match format {
+        Format::Text => write!(out, "{}", inspect::render_text(&report))?,
+        Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?,
+    }
+    Ok(())
+}
+
+pub(super) fn check(model: &Path, format: Format, out: &mut dyn Write) -> anyhow::Result<u8> {
+    let program = read_program(model)?;
+    let report = check::check(&program, &model.display().to_string());
+    match format {
+        Format::Text => write!(out, "{}", check::render_text(&report))?,
+        Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?,
+    }
+    Ok(if report.ok { 0 } else { 1 })
+}
+
+pub(super) fn compile(args: &CompileArgs, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<()> {
+    crate::pjrt::show_plugin_output(args.verbose);
+    args.check_devices(&args.targets_or_default())?;
+    // An archive an earlier compile read whole, unchanged since, is not checked byte by byte again.
+    let integrity = if cache::Cache::open(&args.cache.config()).remembers_file(&args.model) {
+        import::Integrity::KnownIntact
+    } else {
+        import::Integrity::Check
+    };
+    // Checking reads every byte of the archive: a phase that grows with the weights.
+    let checked = matches!(integrity, import::Integrity::Check);
+    let started = std::time::Instant::now();
+    let spinner = progress::spinner(!args.quiet, format!("reading {}", args.model.display()));
+    let program = import::import_checked(&args.model, integrity)
+        .map_err(Error::from)
+        .with_context(|| format!("cannot read `{}`", args.model.display()))?;
+    spinner.finish_and_clear();
+    let read_bytes = checked.then(|| std::fs::metadata(&args.model).map_or(0, |m| m.len()));
+    let read = progress::Phase::since("read", started, read_bytes);
+    let context = || format!("cannot compile `{}`", args.model.display());
+    if args.emit == Emit::Exe {
+        let targets = args.targets_or_default();
+        let emit = args.emit_options(&targets)?;
+        let req = CompileRequest {
+            precision: emit.precision,
+            grouped_mm: emit.grouped_mm,
+            plugin: args.plugin.clone(),
+            dump_dir: args.dump_dir.clone(),
+            progress: !args.quiet,
+            cache: args.cache.config(),
+            passes: args.passes.selected(),
+            pass_options: args.pass_options(&targets),
+            targets,
+            buckets: args.buckets.clone(),
+            jobs: args.jobs.unwrap_or_else(crate::compile::default_jobs),
+            external_weights: args.weights == WeightsArg::External,
+        };
+        let mut summary = compile_artifact(&program, &args.model, &args.output, &req).with_context(context)?;
+        summary.phases.insert(0, read);
+        for w in &summary.warnings {
+            writeln!(err, "warning: {w}")?;
+        }
+        match args.format {
+            Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&summary)?)?,
+            Format::Text if !args.quiet => {
+                if args.verbose {
+                    for p in &summary.passes {
+                        let notes = if p.notes.is_empty() { "no change".to_string() } else { p.notes.join(", ") };
+                        writeln!(err, "pass {}: {} → {} nodes ({notes})", p.pass, p.nodes_before, p.nodes_after)?;
+                    }
+                }
+                for t in &summary.targets {
+                    let how = match t.cache {
+                        Outcome::Hit | Outcome::RemoteHit => {
+                            format!("{} in {} ms (compiled in {} ms before)", t.cache.describe(), t.ms, t.compile_ms)
+                        }
+                        Outcome::Compiled | Outcome::Uncached => format!("{} in {} ms", t.cache.describe(), t.ms),
+                    };
+                    writeln!(err, "{} [{}]: {how}, {} bytes", t.target, t.bucket, t.executable_bytes)?;
+                }
+                writeln!(err, "wrote {} ({} bytes)", summary.output, summary.artifact_bytes)?;
+                if let Some(w) = &summary.weights_file {
+                    let how = if w.reused { "reused, unchanged" } else { "written" };
+                    writeln!(err, "weights {} ({} bytes, {how})", w.path, w.bytes)?;
+                }
+                if args.verbose {
+                    write!(err, "{}", progress::table(&summary.phases))?;
+                }
+            }
+            Format::Text => {}
+        }
+        return Ok(());
+    }
+    if args.weights == WeightsArg::External {
+        return Err(Cli::command()
+            .error(
+                clap::error::ErrorKind::ArgumentConflict,
+                "`--weights external` needs `--emit exe`: other forms hold no weights",
+            )
+            .into());
+    }
+    let bindings = driver::example_bindings(&program)
+        .map_err(|e| Error::from(driver::LowerError::from(e)))
+        .with_context(context)?;
+    let opts = driver::LowerOptions {
+        emit: args.emit_options(&args.targets_or_default())?,
+        passes: args.passes.selected(),
+        pass_options: args.pass_options(&args.targets_or_default()),
+        keep_stages: false,
+    };
+    let lowered = driver::lower(&program, bindings, &opts).map_err(Error::from).with_context(context)?;
+    let bytes: Vec<u8> = match args.emit {
+        Emit::Stablehlo => lowered.module.text.into_bytes(),
+        Emit::Mlirbc => lowered.module.bytecode,
+        Emit::Ir | Emit::Exe => torchtpu_passes::ir::print(&lowered.graph).into_bytes(),
+    };
+    std::fs::write(&args.output, &bytes).with_context(|| format!("cannot write `{}`", args.output.display()))?;
+    if args.format == Format::Json {
+        writeln!(out, "{}", serde_json::json!({"output": args.output.display().to_string(), "bytes": bytes.len()}))?;
+    }
+    Ok(())
+}
+
+pub(super) fn run(args: &RunArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
+    let req = RunRequest {
+        artifact: args.artifact.clone(),
+        inputs: args.inputs.clone(),
+        out_dir: args.out_dir.clone(),
+        plugin: args.plugin.clone(),
+        reference: args.reference.clone(),
+        seed: args.seed,
+        verify_weights: args.verify_weights,
+        cache_dir: if args.no_cache { None } else { args.cache_dir.clone().or_else(cache::default_dir) },
+        tolerance: crate::run::Tolerance { atol: args.atol, rtol: args.rtol },
+    };
+    let report = run_artifact(&req).with_context(|| format!("cannot run `{}`", args.artifact.display()))?;
+    match args.format {
+        Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?,
+        Format::Text => {
+            for o in &report.outputs {
+                let cmp = o.comparison.as_ref().map_or_else(String::new, comparison_text);
+                writeln!(out, "{}: {}{:?}{cmp}", o.path, o.dtype, o.dims)?;
+            }
+        }
+    }
+    Ok(if report.ok { 0 } else { 1 })
+}
+
+/// `  matches the reference (…)` or `  DIFFERS from the reference (…)`, with the figures.
+fn comparison_text(c: &crate::run::Comparison) -> String {
+    let verdict = if c.ok { "matches" } else { "DIFFERS from" };
+    let note = c.note.as_ref().map_or_else(String::new, |n| format!(", {n}"));
+    let share = if c.elements == 0 { 0.0 } else { 100.0 * c.outside as f64 / c.elements as f64 };
+    let bound = if c.rtol != 0.0 {
+        format!("outside {:.3e} + {:.3e}·|ref|", c.atol, c.rtol)
+    } else if c.atol != 0.0 {
+        format!("off by more than {:.3e}", c.atol)
+    } else {
+        "unequal".to_string()
+    };
+    format!(
+        "  {verdict} the reference (max abs diff {:.3e}, rel {:.3e}; {} of {} elements ({share:.2}%) {bound}{note})",
+        c.max_abs_diff, c.max_rel_diff, c.outside, c.elements
+    )
+}
+
+pub(super) fn cache(args: &CacheArgs, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<u8> {
+    let dir = args.cache_dir.clone().or_else(cache::default_dir).context("no cache folder: set --cache-dir or HOME")?;
+    let json = args.format == Format::Json;
+    let report = match args.action {
+        CacheAction::Stats => cache::maintain::stats(&dir),
+        CacheAction::Ls => cache::maintain::ls(&dir),
+        CacheAction::Verify => cache::maintain::verify(&dir),
+        CacheAction::Gc => cache::maintain::gc(&dir, args.max_size.unwrap_or(cache::DEFAULT_MAX_BYTES)),
+        CacheAction::Clear => cache::maintain::clear(&dir)?,
+    };
+    for w in &report.warnings {
+        writeln!(err, "warning: {w}")?;
+    }
+    if json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&report.json)?)?;
+    } else {
+        write!(out, "{}", report.text)?;
+    }
+    Ok(if report.ok { 0 } else { 1 })
+}

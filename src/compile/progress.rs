@@ -1,0 +1,128 @@
+//! What a long compile shows while it works, and what it took: progress bars on a terminal
+//! (XLA compiles counted, weights written in bytes with their throughput; hidden with `-q` or
+//! when stderr is not a terminal) and the time of each phase, for `-v` and `--format json`.
+
+use std::io;
+use std::ops::Range;
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+
+use crate::container::write::Sink;
+use crate::container::MappedFile;
+
+/// One phase of a compile and how long it took.
+#[derive(Clone, Debug, Serialize)]
+pub struct Phase {
+    /// `read`, `lower`, `compile`, `write`.
+    pub phase: &'static str,
+    pub ms: u64,
+    /// Bytes it moved, for phases proportional to the weights.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
+}
+
+impl Phase {
+    /// The phase that started at `since`.
+    pub fn since(phase: &'static str, since: Instant, bytes: Option<u64>) -> Phase {
+        Phase { phase, ms: since.elapsed().as_millis() as u64, bytes }
+    }
+}
+
+/// The `-v` table: one line a phase, with throughput where bytes moved, then the total.
+pub fn table(phases: &[Phase]) -> String {
+    let mut out = String::from("phase        time   data\n");
+    for p in phases {
+        let data = p.bytes.map_or_else(String::new, |b| {
+            let per_second = b.saturating_mul(1000).checked_div(p.ms);
+            let per_second = per_second.map_or_else(String::new, |r| format!(" ({}/s)", size(r)));
+            format!("{}{per_second}", size(b))
+        });
+        let line = format!("{:<8} {:>8}   {data}", p.phase, seconds(p.ms));
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    let total: u64 = phases.iter().map(|p| p.ms).sum();
+    out.push_str(&format!("{:<8} {:>8}\n", "total", seconds(total)));
+    out
+}
+
+fn seconds(ms: u64) -> String {
+    format!("{:.2} s", ms as f64 / 1000.0)
+}
+
+fn size(bytes: u64) -> String {
+    indicatif::BinaryBytes(bytes).to_string()
+}
+
+/// A spinner saying `message` (a phase with no count to show); hidden unless `show`.
+pub fn spinner(show: bool, message: String) -> ProgressBar {
+    let spinner = bar(show, 0, "{spinner} {msg} {elapsed}");
+    spinner.set_message(message);
+    spinner
+}
+
+/// A bar counting `steps` XLA compiles; hidden unless `show`.
+pub fn steps_bar(show: bool, steps: usize) -> ProgressBar {
+    bar(show, steps as u64, "{spinner} compiling {msg} [{pos}/{len}] {elapsed}")
+}
+
+/// A bar counting the `total` bytes of weights written; hidden unless `show`.
+pub fn bytes_bar(show: bool, total: u64) -> ProgressBar {
+    bar(show, total, "{spinner} writing weights {bytes}/{total_bytes} ({binary_bytes_per_sec}) {elapsed}")
+}
+
+fn bar(show: bool, len: u64, template: &str) -> ProgressBar {
+    if !show {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(len);
+    if let Ok(style) = ProgressStyle::with_template(template) {
+        bar.set_style(style);
+    }
+    bar.enable_steady_tick(Duration::from_millis(120));
+    bar
+}
+
+/// A sink that moves a bar by the bytes that pass through it.
+pub struct Counted<'a> {
+    pub inner: &'a mut dyn Sink,
+    pub bar: &'a ProgressBar,
+}
+
+impl io::Write for Counted<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.bar.inc(n as u64);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+impl Sink for Counted<'_> {
+    fn copy_range(&mut self, src: &MappedFile, range: Range<usize>, crc: Option<u32>) -> io::Result<()> {
+        let n = range.len() as u64;
+        self.inner.copy_range(src, range, crc)?;
+        self.bar.inc(n);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_gives_times_throughput_and_the_total() {
+        let phases =
+            [Phase { phase: "read", ms: 410, bytes: None }, Phase { phase: "write", ms: 2000, bytes: Some(4 << 30) }];
+        let text = table(&phases);
+        assert!(text.contains("read       0.41 s\n"), "{text}");
+        assert!(text.contains("write      2.00 s   4.00 GiB (2.00 GiB/s)"), "{text}");
+        assert!(text.ends_with("total      2.41 s\n"), "{text}");
+    }
+}
