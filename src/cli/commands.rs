@@ -60,12 +60,13 @@ pub(super) fn compile(args: &CompileArgs, out: &mut dyn Write, err: &mut dyn Wri
     // Checking reads every byte of the archive: a phase that grows with the weights.
     let checked = matches!(integrity, import::Integrity::Check);
     let started = std::time::Instant::now();
-    let spinner = progress::spinner(!args.quiet, format!("reading {}", args.model.display()));
-    let program = import::import_checked(&args.model, integrity)
+    let read_bytes = checked.then(|| std::fs::metadata(&args.model).map_or(0, |m| m.len()));
+    let what = format!("reading {}", args.model.display());
+    let bar = progress::bytes_bar(!args.quiet, read_bytes.unwrap_or(0), what);
+    let program = import::import_checked(&args.model, integrity, &|n| bar.inc(n))
         .map_err(Error::from)
         .with_context(|| format!("cannot read `{}`", args.model.display()))?;
-    spinner.finish_and_clear();
-    let read_bytes = checked.then(|| std::fs::metadata(&args.model).map_or(0, |m| m.len()));
+    bar.finish_and_clear();
     let read = progress::Phase::since("read", started, read_bytes);
     let context = || format!("cannot compile `{}`", args.model.display());
     if args.emit == Emit::Exe {

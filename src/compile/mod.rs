@@ -330,7 +330,7 @@ fn write_artifact(
     let Written { buckets, compiled, source_sha256, weights, order } = written;
     // Declared first so that they outlive the entries whose weights stream reports into them.
     let failure = std::cell::RefCell::new(None);
-    let bar = progress::bytes_bar(req.progress, weights.byte_len());
+    let bar = progress::bytes_bar(req.progress, weights.byte_len(), "writing weights".into());
     let mut entries: Vec<(String, Payload<'_>)> = Vec::new();
     let mut targets: Vec<TargetEntry> = Vec::new();
     let mut summaries = Vec::new();

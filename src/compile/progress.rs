@@ -56,21 +56,16 @@ fn size(bytes: u64) -> String {
     indicatif::BinaryBytes(bytes).to_string()
 }
 
-/// A spinner saying `message` (a phase with no count to show); hidden unless `show`.
-pub fn spinner(show: bool, message: String) -> ProgressBar {
-    let spinner = bar(show, 0, "{spinner} {msg} {elapsed}");
-    spinner.set_message(message);
-    spinner
-}
-
 /// A bar counting `steps` XLA compiles; hidden unless `show`.
 pub fn steps_bar(show: bool, steps: usize) -> ProgressBar {
     bar(show, steps as u64, "{spinner} compiling {msg} [{pos}/{len}] {elapsed}")
 }
 
-/// A bar counting the `total` bytes of weights written; hidden unless `show`.
-pub fn bytes_bar(show: bool, total: u64) -> ProgressBar {
-    bar(show, total, "{spinner} writing weights {bytes}/{total_bytes} ({binary_bytes_per_sec}) {elapsed}")
+/// A bar counting `total` bytes, saying `what` is done with them; hidden unless `show`.
+pub fn bytes_bar(show: bool, total: u64, what: String) -> ProgressBar {
+    let bar = bar(show, total, "{spinner} {msg} {bytes}/{total_bytes} ({binary_bytes_per_sec}) {elapsed}");
+    bar.set_message(what);
+    bar
 }
 
 fn bar(show: bool, len: u64, template: &str) -> ProgressBar {

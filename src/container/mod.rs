@@ -139,18 +139,29 @@ impl MappedZip {
     /// readers of archives and artifacts use. The pass reads the file once, in chunks it
     /// hands back, so that memory stays flat whatever the file's size.
     pub fn open_verified(path: &Path) -> Result<MappedZip, ContainerError> {
+        MappedZip::open_verified_reporting(path, &|_| {})
+    }
+
+    /// [`MappedZip::open_verified`], telling `progress` how many bytes each step checked.
+    pub fn open_verified_reporting(path: &Path, progress: &dyn Fn(u64)) -> Result<MappedZip, ContainerError> {
         let zip = MappedZip::open(path)?;
-        zip.verify(|_| true)?;
+        zip.verify_reporting(|_| true, progress)?;
         Ok(zip)
     }
 
     /// Checks the bytes of the entries `which` selects against their CRC-32s.
     pub fn verify(&self, which: impl Fn(&str) -> bool) -> Result<(), ContainerError> {
+        self.verify_reporting(which, &|_| {})
+    }
+
+    /// [`MappedZip::verify`], telling `progress` how many bytes each step checked.
+    pub fn verify_reporting(&self, which: impl Fn(&str) -> bool, progress: &dyn Fn(u64)) -> Result<(), ContainerError> {
         for (name, range) in self.entries.iter().filter(|(n, _)| which(n)) {
             let mut hasher = crc32fast::Hasher::new();
             self.file
                 .for_each_chunk(range.clone(), |chunk| {
                     hasher.update(chunk);
+                    progress(chunk.len() as u64);
                     Ok(())
                 })
                 .map_err(|source| ContainerError::Io { path: self.file.path.clone(), source })?;

@@ -66,11 +66,11 @@ impl Archive {
             .map_err(|source| ImportError::Io { path: self.zip.path().to_path_buf(), source })
     }
 
-    /// Maps `path`, checks it as `integrity` says and indexes its entries under the common
-    /// root folder.
-    pub fn open(path: &Path, integrity: super::Integrity) -> Result<Archive, ImportError> {
+    /// Maps `path`, checks it as `integrity` says (telling `progress` the bytes checked) and
+    /// indexes its entries under the common root folder.
+    pub fn open(path: &Path, integrity: super::Integrity, progress: &dyn Fn(u64)) -> Result<Archive, ImportError> {
         let zip = match integrity {
-            super::Integrity::Check => MappedZip::open_verified(path)?,
+            super::Integrity::Check => MappedZip::open_verified_reporting(path, progress)?,
             super::Integrity::KnownIntact => MappedZip::open(path)?,
         };
         let mut root: Option<String> = None;

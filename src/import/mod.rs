@@ -101,7 +101,7 @@ const MODEL_JSON: &str = "models/model.json";
 
 /// Reads and verifies a `.pt2` archive.
 pub fn import(path: &Path) -> Result<Program, ImportError> {
-    import_checked(path, Integrity::Check)
+    import_checked(path, Integrity::Check, &|_| {})
 }
 
 /// Whether to check every byte of an archive against its CRC-32s.
@@ -115,9 +115,10 @@ pub enum Integrity {
     KnownIntact,
 }
 
-/// Reads a `.pt2` archive, checking its payloads' CRC-32s as `integrity` says.
-pub fn import_checked(path: &Path, integrity: Integrity) -> Result<Program, ImportError> {
-    let archive = Archive::open(path, integrity)?;
+/// Reads a `.pt2` archive, checking its payloads' CRC-32s as `integrity` says and telling
+/// `progress` how many bytes each step of the check read.
+pub fn import_checked(path: &Path, integrity: Integrity, progress: &dyn Fn(u64)) -> Result<Program, ImportError> {
+    let archive = Archive::open(path, integrity, progress)?;
     check_container(&archive)?;
     let probe: schema::VersionProbe = parse_json(&archive, MODEL_JSON)?;
     if let Some(v) = probe.schema_version {
