@@ -276,17 +276,14 @@ fn avg_pool_bench(bin: &Path, tmp: &Path) -> Result<()> {
     Ok(())
 }
 
-/// The two lowerings of `_grouped_mm` on TPU v6e, from the manifest: device memory, code size
-/// and XLA's cost model, for moe_tiny and for `moe_wide` (64 experts, top-8, 2048 rows per
-/// grouped matmul; generated into the set-up folder by testdata/gen.py on first use).
 /// The 1B-parameter bf16 Llama and GPT-2 124M compiled for TPU v5e slices of 1, 2, 4 and 8
-/// chips with `--mesh tp=N`, then `fsdp=4` and `tp=2,fsdp=4`: per-chip argument and peak
-/// memory, compile time and collectives, from the manifest; a mesh the model's heads do not
-/// divide prints the refusal.
+/// chips with `--mesh tp=N`, then `fsdp=4` and `tp=2,fsdp=4` on v5e, `tp=4,fsdp=2` on a v6e
+/// 2x4 and `tp=4` on a v5p 2x2x1: per-chip argument and peak memory, compile time and
+/// collectives, from the manifest; a mesh the model's heads do not divide prints the refusal.
 fn tensor_parallel_bench(bin: &Path, tmp: &Path) -> Result<()> {
-    println!("models split over TPU v5e slices with --mesh (figures per chip, from the manifest)");
+    println!("models split over TPU slices with --mesh (figures per chip, from the manifest)");
     println!(
-        "{:<14} {:<11} {:<6} {:>14} {:>10} {:>11} {:>12} {:>11}",
+        "{:<14} {:<11} {:<9} {:>14} {:>10} {:>11} {:>12} {:>11}",
         "model", "mesh", "slice", "arguments MiB", "peak MiB", "compile s", "all-reduces", "all-gathers"
     );
     for model in ["llama_1b_bf16", "gpt2_124m"] {
@@ -303,13 +300,21 @@ fn tensor_parallel_rows(bin: &Path, tmp: &Path, model: &str) -> Result<()> {
     const MIB: f64 = 1024.0 * 1024.0;
     let art = tmp.join("tp.tpuexe").display().to_string();
     let mut first = None;
-    let meshes =
-        [("tp=1", "1x1"), ("tp=2", "1x2"), ("tp=4", "2x2"), ("tp=8", "2x4"), ("fsdp=4", "2x2"), ("tp=2,fsdp=4", "2x4")];
+    let meshes = [
+        ("tp=1", "v5e:1x1"),
+        ("tp=2", "v5e:1x2"),
+        ("tp=4", "v5e:2x2"),
+        ("tp=8", "v5e:2x4"),
+        ("fsdp=4", "v5e:2x2"),
+        ("tp=2,fsdp=4", "v5e:2x4"),
+        ("tp=4,fsdp=2", "v6e:2x4"),
+        ("tp=4", "v5p:2x2x1"),
+    ];
     for (mesh, topology) in meshes {
-        let target = format!("tpu:v5e:{topology}");
+        let target = format!("tpu:{topology}");
         let mut args = vec!["compile", pt2, "-o", &art, "--target", &target, "--no-cache", "-q"];
         args.extend(["--weights", "external"]);
-        if topology != "1x1" {
+        if mesh != "tp=1" {
             args.extend(["--mesh", mesh]);
         }
         let m = measure(bin, &args)?;
@@ -317,7 +322,7 @@ fn tensor_parallel_rows(bin: &Path, tmp: &Path, model: &str) -> Result<()> {
             // A refusal (heads that do not divide) is a figure too; anything else is a failure.
             let refused = m.stderr.lines().find(|l| l.contains("do not divide"));
             let Some(line) = refused else { bail!("{model} {mesh}: compile failed:\n{}", m.stderr) };
-            println!("{model:<14} {mesh:<11} {topology:<6} refused: {}", line.trim());
+            println!("{model:<14} {mesh:<11} {topology:<9} refused: {}", line.trim());
             continue;
         }
         let manifest = json(&measure(bin, &["inspect", &art, "--format", "json"])?, "inspect")?["manifest"].clone();
@@ -326,7 +331,7 @@ fn tensor_parallel_rows(bin: &Path, tmp: &Path, model: &str) -> Result<()> {
         let args_mib = figure(&e["memory"]["argument_bytes"]) / MIB;
         let count = |kind: &str| e["collectives"][kind]["count"].as_u64().unwrap_or(0);
         println!(
-            "{model:<14} {mesh:<11} {topology:<6} {args_mib:>14.1} {:>10.1} {:>11.2} {:>12} {:>11}{}",
+            "{model:<14} {mesh:<11} {topology:<9} {args_mib:>14.1} {:>10.1} {:>11.2} {:>12} {:>11}{}",
             figure(&e["memory"]["peak_bytes"]) / MIB,
             figure(&e["compile_ms"]) / 1e3,
             count("all-reduce"),
@@ -338,6 +343,9 @@ fn tensor_parallel_rows(bin: &Path, tmp: &Path, model: &str) -> Result<()> {
     Ok(())
 }
 
+/// The two lowerings of `_grouped_mm` on TPU v6e, from the manifest: device memory, code size
+/// and XLA's cost model, for moe_tiny and for `moe_wide` (64 experts, top-8, 2048 rows per
+/// grouped matmul; generated into the set-up folder by testdata/gen.py on first use).
 fn grouped_mm_bench(bin: &Path, tmp: &Path) -> Result<()> {
     let wide = bench_model("moe_wide")?;
     println!("grouped matmul forms on tpu:v6e:1x1 (figures from the manifest; ratios ragged / dense)");
