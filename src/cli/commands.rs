@@ -163,6 +163,8 @@ pub(super) fn run(args: &RunArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         verify_weights: args.verify_weights,
         cache_dir: if args.no_cache { None } else { args.cache_dir.clone().or_else(cache::default_dir) },
         tolerance: crate::run::Tolerance { atol: args.atol, rtol: args.rtol },
+        state_in: args.state_in.clone(),
+        state_out: args.state_out.clone(),
     };
     let report = run_artifact(&req).with_context(|| format!("cannot run `{}`", args.artifact.display()))?;
     match args.format {

@@ -288,6 +288,15 @@ struct RunArgs {
     /// default; ATOL is then 0 unless given).
     #[arg(long, value_name = "RTOL", value_parser = parse_tolerance, requires = "reference")]
     rtol: Option<f64>,
+    /// Start the buffers and parameters the program updates (a KV cache, BatchNorm statistics)
+    /// from DIR's `state_<fqn>.npy` files, as an earlier `run` wrote them, instead of the values
+    /// in the artifact: run step after step with `--state-in` the last step's `--state-out`.
+    #[arg(long, value_name = "DIR")]
+    state_in: Option<PathBuf>,
+    /// Write the updated buffers and parameters (`state_<fqn>.npy`) to DIR instead of
+    /// `--out-dir`.
+    #[arg(long, value_name = "DIR")]
+    state_out: Option<PathBuf>,
     /// Seed of the random ops (`rand`, `randn`, `randperm`, dropout), if the program has any:
     /// the same seed gives the same numbers.
     #[arg(long, default_value_t = 0)]

@@ -3,8 +3,9 @@
 //! The executable is checked against the manifest's sha256 before the plugin sees it, and the
 //! plugin must be the very build that produced it (executables only load correctly into their
 //! own build). Inputs are checked by count, dtype and shape against the bucket's signature.
-//! With `--reference DIR`, outputs are compared with `DIR/out_<i>.npy`. The weights go to the
-//! device tensor by tensor, verified on the way (`weights`).
+//! With `--reference DIR`, outputs are compared with `DIR`'s files of the same names; with
+//! `--state-in DIR` the weights the program updates start from an earlier run's (`state`).
+//! The weights go to the device tensor by tensor, verified on the way (`weights`).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -16,6 +17,7 @@ use torchtpu_passes::ir::DType;
 use std::collections::BTreeMap;
 
 mod placement;
+mod state;
 mod weights;
 
 use crate::artifact::{Artifact, Bucket, Manifest, TargetEntry};
@@ -50,6 +52,8 @@ pub enum RunError {
     WeightsFile { path: String, reason: String },
     #[error("cannot write `{path}`: {reason}")]
     Write { path: String, reason: String },
+    #[error("state `{path}`: {reason}")]
+    State { path: String, reason: String },
 }
 
 impl RunError {
@@ -77,6 +81,11 @@ pub struct RunRequest {
     pub cache_dir: Option<PathBuf>,
     /// How close outputs must be to the reference.
     pub tolerance: Tolerance,
+    /// Where the updated buffers and parameters start from (`state_<fqn>.npy`, as an earlier
+    /// run wrote them); `None`: the values frozen in the artifact.
+    pub state_in: Option<PathBuf>,
+    /// Where their new values are written; `None`: `out_dir`.
+    pub state_out: Option<PathBuf>,
 }
 
 /// What `run` did.
@@ -167,7 +176,10 @@ pub fn run(req: &RunRequest) -> Result<RunReport, Error> {
     let cache =
         req.cache_dir.as_ref().map(|dir| Cache::open(&CacheConfig { dir: Some(dir.clone()), ..CacheConfig::off() }));
     let verification = weights::Verification { always_hash: req.verify_weights, cache: cache.as_ref() };
-    let weights = weights::load(&client, &art, &placement, &verification)?;
+    let mut weights = weights::load(&client, &art, &placement, &verification)?;
+    if let Some(dir) = &req.state_in {
+        state::load(&client, &placement, m, &mut weights, dir)?;
+    }
     let splits = m.sharding.as_ref().map(|s| &s.inputs);
     let mut arrays: Vec<(Array, Option<torchtpu_passes::ir::Sharding>)> = Vec::new();
     for (i, (a, dims)) in inputs.iter().zip(&bucket.input_dims).enumerate() {
@@ -280,8 +292,11 @@ fn write_outputs(
     load_ms: f64,
     run_ms: f64,
 ) -> Result<RunReport, Error> {
-    std::fs::create_dir_all(&req.out_dir)
-        .map_err(|e| RunError::Write { path: req.out_dir.display().to_string(), reason: e.to_string() })?;
+    let state_dir = req.state_out.as_ref().unwrap_or(&req.out_dir);
+    for dir in [&req.out_dir, state_dir] {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| RunError::Write { path: dir.display().to_string(), reason: e.to_string() })?;
+    }
     let mut outputs = Vec::new();
     let mut ok = true;
     let files = crate::artifact::output_files(&m.signature.outputs);
@@ -294,7 +309,7 @@ fn write_outputs(
             Some(d) if d != arr.shape => arr.resized(&d),
             _ => arr,
         };
-        let path = req.out_dir.join(file);
+        let path = if file.starts_with("state_") { state_dir.join(file) } else { req.out_dir.join(file) };
         arr.write(&path)?;
         // Every output is compared with the reference's file of the same name; updated state
         // only where the reference folder has it.

@@ -221,6 +221,8 @@ fn run_case(folder: &str, (op, case): (&str, &Case), tmp: &Path) -> Outcome {
         verify_weights: false,
         cache_dir: None,
         tolerance: Default::default(),
+        state_in: None,
+        state_out: None,
     };
     if let Err(e) = run(&req) {
         return Outcome::Failed(format!("run: {e:#}"));
@@ -384,6 +386,8 @@ fn random_ops_follow_the_seed() {
             verify_weights: false,
             cache_dir: None,
             tolerance: Default::default(),
+            state_in: None,
+            state_out: None,
         })
         .expect("runs");
         std::fs::read(out_dir.join("out_1.npy")).expect("mask written")

@@ -78,6 +78,8 @@ pub(super) fn assert_parity_with(name: &str, req: &CompileRequest) -> artifact::
         verify_weights: false,
         cache_dir: None,
         tolerance: Default::default(),
+        state_in: None,
+        state_out: None,
     };
     let report = run(&req).unwrap_or_else(|e| panic!("{name}: {e:#}"));
     assert!(!report.outputs.is_empty());
@@ -206,6 +208,8 @@ fn run_case(name: &str, artifact: &Path, case: &str, tmp: &Path) -> String {
         verify_weights: false,
         cache_dir: None,
         tolerance: Default::default(),
+        state_in: None,
+        state_out: None,
     };
     let report = run(&req).unwrap_or_else(|e| panic!("{name}{case}: {e:#}"));
     for (i, o) in report.outputs.iter().enumerate() {
@@ -444,6 +448,63 @@ fn updated_buffers_are_state_files_and_user_outputs_come_first() {
     );
 }
 
+/// `--state-out` then `--state-in`: a training step's BatchNorm statistics carried into a
+/// second step. `num_batches_tracked` goes 0, 1, 2 and the running mean follows
+/// `m2 = 0.9 m1 + 0.1 b` for the same batch's mean `b`; without `--state-in` a step starts
+/// again from the artifact's statistics. Missing or misshapen state is refused by name.
+#[test]
+fn state_carries_from_one_run_to_the_next() {
+    let tmp = TempDir::new("state-in");
+    let artifact = compile_model("train_cnn", &tmp.0);
+    let dir = testdata().join("models/train_cnn");
+    let s = |p: &Path| p.to_str().expect("utf-8").to_string();
+    let step = |name: &str, state_in: Option<&Path>| {
+        let (art, out, state) = (s(&artifact), s(&tmp.0.join(format!("out-{name}"))), s(&tmp.0.join(name)));
+        let ins = [s(&dir.join("in_0.npy")), s(&dir.join("in_1.npy"))];
+        let mut args = vec!["run", &art, &ins[0], &ins[1], "--out-dir", &out, "--state-out", &state];
+        let given = state_in.map(s);
+        if let Some(g) = &given {
+            args.extend(["--state-in", g]);
+        }
+        run_cli(&args)
+    };
+    let read = |name: &str, file: &str| {
+        let a = crate::npy::Array::read(&tmp.0.join(name).join(file)).expect("state written");
+        (0..a.numel() as usize).filter_map(|i| a.get_f64(i)).collect::<Vec<f64>>()
+    };
+    let (code, _, err) = step("s1", None);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = step("s2", Some(&tmp.0.join("s1")));
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = step("again", None);
+    assert_eq!(code, 0, "{err}");
+    let tracked = "state_bn.num_batches_tracked.npy";
+    assert_eq!((read("s1", tracked), read("s2", tracked), read("again", tracked)), (vec![1.0], vec![2.0], vec![1.0]));
+    let stored = std::fs::read(dir.join("state_dict.safetensors")).expect("the state dict");
+    let stored = safetensors::SafeTensors::deserialize(&stored).expect("safetensors");
+    let m0: Vec<f64> = stored
+        .tensor("bn.running_mean")
+        .expect("running mean")
+        .data()
+        .chunks(4)
+        .map(|c| f64::from(f32::from_le_bytes(c.try_into().expect("4 bytes"))))
+        .collect();
+    let (m1, m2) = (read("s1", "state_bn.running_mean.npy"), read("s2", "state_bn.running_mean.npy"));
+    for ((m0, m1), m2) in m0.iter().zip(&m1).zip(&m2) {
+        let batch_mean = (m1 - 0.9 * m0) / 0.1;
+        assert!((m2 - (0.9 * m1 + 0.1 * batch_mean)).abs() < 1e-5, "{m0} {m1} {m2}");
+    }
+    // A missing file, and one of another shape.
+    std::fs::remove_file(tmp.0.join("s2").join(tracked)).expect("removed");
+    let (code, _, err) = step("s3", Some(&tmp.0.join("s2")));
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("state_bn.num_batches_tracked.npy"), "{err}");
+    std::fs::copy(tmp.0.join("s1").join("state_bn.running_var.npy"), tmp.0.join("s1").join(tracked)).expect("copied");
+    let (code, _, err) = step("s3", Some(&tmp.0.join("s1")));
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("`bn.num_batches_tracked` is i64, the file holds f32"), "{err}");
+}
+
 #[test]
 fn run_refuses_wrong_inputs_with_clear_messages() {
     let tmp = TempDir::new("inputs");
@@ -467,6 +528,11 @@ fn run_refuses_wrong_inputs_with_clear_messages() {
     let (code, _, err) = run_cli(&["run", art, "nope.npy", "--out-dir", out]);
     assert_eq!(code, 1);
     assert!(err.contains("cannot read `nope.npy`"), "{err}");
+
+    let x = testdata().join("models/mlp/in_0.npy");
+    let (code, _, err) = run_cli(&["run", art, x.to_str().expect("utf-8"), "--out-dir", out, "--state-in", out]);
+    assert_eq!(code, 1);
+    assert!(err.contains("this program updates no buffer or parameter"), "{err}");
 }
 
 /// One flipped byte in the serialized executable: `run` reports the corrupt entry before the

@@ -113,6 +113,8 @@ fn tensor_parallel_buckets_match_eager() {
             verify_weights: false,
             cache_dir: None,
             tolerance: Default::default(),
+            state_in: None,
+            state_out: None,
         })
         .unwrap_or_else(|e| panic!("case {case:?}: {e:#}"));
         assert!(report.ok, "case {case:?}: {:?}", report.outputs);
