@@ -17,10 +17,14 @@ use torchtpu_passes::ir::DType;
 use std::collections::BTreeMap;
 
 mod placement;
+mod session;
 mod state;
 mod weights;
 
-use crate::artifact::{Artifact, Bucket, Manifest, TargetEntry};
+pub use session::{Called, Session};
+pub use weights::Verification;
+
+use crate::artifact::{Bucket, Manifest, TargetEntry};
 use crate::cache::{Cache, CacheConfig};
 use crate::npy::{Array, NpyError};
 use crate::pjrt::{Buffer, Client, ElementType, PjrtError, Plugin};
@@ -149,66 +153,20 @@ pub fn tolerance(dtype: DType) -> f64 {
     }
 }
 
-/// Runs the artifact's CPU executable.
+/// Runs the artifact's CPU executable once, in a [`Session`].
 pub fn run(req: &RunRequest) -> Result<RunReport, Error> {
     let started = Instant::now();
-    let art = Artifact::open_but_weights(&req.artifact)?;
-    let m = &art.manifest;
-    let target = m.targets.iter().find(|t| is_cpu(&t.target)).ok_or_else(|| RunError::NoCpuExecutable {
-        targets: m.targets.iter().map(|t| t.target.as_str()).collect::<Vec<_>>().join(", "),
-    })?;
-    let placement = placement::Placement::of(m)?;
-    let inputs = read_inputs(&req.inputs, m)?;
-    let (bucket, real) = if m.buckets.iter().any(|b| !b.sizes.is_empty()) {
-        let real = real_sizes(m, &inputs, &req.inputs)?;
-        (smallest_bucket(m, &real, &inputs, &req.inputs)?, Some(real))
-    } else {
-        (pick_bucket(&m.buckets, &inputs, &req.inputs, m)?, None)
-    };
-    let exe_entry = target
-        .executables
-        .iter()
-        .find(|e| e.bucket == bucket.name)
-        .ok_or_else(|| RunError::NoCpuExecutable { targets: format!("cpu without bucket `{}`", bucket.name) })?;
-    let exe_bytes = art.verified(&exe_entry.entry, &exe_entry.sha256)?;
-    let client = client_for(target, req.plugin.as_deref(), placement.devices())?;
-    let exe = client.deserialize(exe_bytes).map_err(RunError::Execute)?;
     let cache =
         req.cache_dir.as_ref().map(|dir| Cache::open(&CacheConfig { dir: Some(dir.clone()), ..CacheConfig::off() }));
     let verification = weights::Verification { always_hash: req.verify_weights, cache: cache.as_ref() };
-    let mut weights = weights::load(&client, &art, &placement, &verification)?;
+    let mut session = Session::open(&req.artifact, req.plugin.as_deref(), &verification)?;
+    let inputs = read_inputs(&req.inputs, session.manifest())?;
     if let Some(dir) = &req.state_in {
-        state::load(&client, &placement, m, &mut weights, dir)?;
-    }
-    let splits = m.sharding.as_ref().map(|s| &s.inputs);
-    let mut arrays: Vec<(Array, Option<torchtpu_passes::ir::Sharding>)> = Vec::new();
-    for (i, (a, dims)) in inputs.iter().zip(&bucket.input_dims).enumerate() {
-        arrays.push((a.resized(dims), placement.split(splits.and_then(|s| s.get(i)))));
-    }
-    if m.signature.rng_seed {
-        arrays.push((seed_key(req.seed), None));
-    }
-    for symbol in &bucket.sizes {
-        let value = real.as_ref().and_then(|r| r.get(symbol)).copied().unwrap_or_default();
-        arrays.push((Array { dtype: DType::I64, shape: vec![], data: value.to_le_bytes().to_vec() }, None));
-    }
-    let mut buffers: Vec<Vec<Buffer>> = (0..placement.devices()).map(|_| Vec::new()).collect();
-    for (a, split) in &arrays {
-        for (d, list) in buffers.iter_mut().enumerate() {
-            let (piece, dims) = placement.piece(&a.data, &a.shape, a.dtype.size_bytes(), split.as_ref(), d)?;
-            list.push(to_device(&client, d, a.dtype, &piece, &dims)?);
-        }
+        session.load_state(dir)?;
     }
     let load_ms = started.elapsed().as_secs_f64() * 1e3;
-    let run_started = Instant::now();
-    let args: Vec<Vec<&Buffer>> =
-        weights.buffers.iter().zip(&buffers).map(|(w, inputs)| w.iter().chain(inputs).collect()).collect();
-    let mut outs = exe.execute_on_devices(&args).map_err(RunError::Execute)?;
-    // Every result is whole on every device: the first device's are the outputs.
-    let host =
-        outs.swap_remove(0).iter().map(|b| b.to_host()).collect::<Result<Vec<_>, _>>().map_err(RunError::Execute)?;
-    let run_ms = run_started.elapsed().as_secs_f64() * 1e3;
-    write_outputs(req, m, bucket, real.as_ref(), host, load_ms, run_ms)
+    let called = session.call(&inputs, &req.inputs, req.seed)?;
+    write_outputs(req, session.manifest(), called, load_ms)
 }
 
 /// The value of every symbol, read from the inputs' dims, within the symbols' ranges.
@@ -283,15 +241,7 @@ fn smallest_bucket<'m>(
     })
 }
 
-fn write_outputs(
-    req: &RunRequest,
-    m: &Manifest,
-    bucket: &Bucket,
-    real: Option<&BTreeMap<String, i64>>,
-    host: Vec<Vec<u8>>,
-    load_ms: f64,
-    run_ms: f64,
-) -> Result<RunReport, Error> {
+fn write_outputs(req: &RunRequest, m: &Manifest, called: Called, load_ms: f64) -> Result<RunReport, Error> {
     let state_dir = req.state_out.as_ref().unwrap_or(&req.out_dir);
     for dir in [&req.out_dir, state_dir] {
         std::fs::create_dir_all(dir)
@@ -300,15 +250,7 @@ fn write_outputs(
     let mut outputs = Vec::new();
     let mut ok = true;
     let files = crate::artifact::output_files(&m.signature.outputs);
-    for (((data, sig), dims), file) in host.into_iter().zip(&m.signature.outputs).zip(&bucket.output_dims).zip(&files) {
-        let dtype =
-            parse_dtype(&sig.dtype).ok_or_else(|| RunError::Weights(format!("unknown output dtype {}", sig.dtype)))?;
-        let arr = Array { dtype, shape: dims.clone(), data };
-        // A bucket's outputs are sliced back to the real sizes.
-        let arr = match real.and_then(|r| real_dims(sig, r)) {
-            Some(d) if d != arr.shape => arr.resized(&d),
-            _ => arr,
-        };
+    for ((arr, sig), file) in called.outputs.into_iter().zip(&m.signature.outputs).zip(&files) {
         let path = if file.starts_with("state_") { state_dir.join(file) } else { req.out_dir.join(file) };
         arr.write(&path)?;
         // Every output is compared with the reference's file of the same name; updated state
@@ -327,7 +269,7 @@ fn write_outputs(
             comparison,
         });
     }
-    Ok(RunReport { bucket: bucket.name.clone(), load_ms, run_ms, outputs, ok })
+    Ok(RunReport { bucket: called.bucket, load_ms, run_ms: called.run_ms, outputs, ok })
 }
 
 /// A client of `devices` CPU devices on the plugin that built `target`'s executables, refusing

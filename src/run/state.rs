@@ -18,7 +18,7 @@ use crate::Error;
 
 /// The weights the program updates: each one's name among the weights, the output that
 /// carries its new value, and the file `run` writes that to.
-fn updated(m: &Manifest) -> Vec<(String, usize, String)> {
+pub(super) fn updated(m: &Manifest) -> Vec<(String, usize, String)> {
     let files = output_files(&m.signature.outputs);
     m.signature
         .outputs

@@ -11,6 +11,7 @@ use crate::artifact::{self, Artifact};
 use crate::compile::{compile, CompileRequest};
 use crate::emit::Precision;
 use crate::import::import;
+use crate::npy::Array;
 use crate::run::{run, RunRequest};
 use crate::target::Target;
 use torchtpu_passes::pad::{PaddedContraction, PaddedDim};
@@ -271,7 +272,7 @@ fn pow2_buckets_serve_every_size_in_the_range() {
     let art_path = artifact.to_str().expect("utf-8");
     let out = tmp.0.to_str().expect("utf-8");
     let long = tmp.0.join("long.npy");
-    crate::npy::Array { dtype: torchtpu_passes::ir::DType::I64, shape: vec![1, 513], data: vec![0; 513 * 8] }
+    Array { dtype: torchtpu_passes::ir::DType::I64, shape: vec![1, 513], data: vec![0; 513 * 8] }
         .write(&long)
         .expect("writes");
     let (code, _, err) = run_cli(&["run", art_path, long.to_str().expect("utf-8"), "--out-dir", out]);
@@ -392,7 +393,7 @@ fn bf16_outputs_are_compared_at_bf16_tolerance() {
         "{text}"
     );
     // One element moved by a tenth of the scale: out of bf16's 5e-2.
-    let mut reference = crate::npy::Array::read(&dir.join("out_0.npy")).expect("reference");
+    let mut reference = Array::read(&dir.join("out_0.npy")).expect("reference");
     let scale = (0..1536).filter_map(|i| reference.get_f64(i)).fold(1f64, |m, v| m.max(v.abs()));
     let first = f32::from_le_bytes(reference.data[..4].try_into().expect("4 bytes"));
     reference.data[..4].copy_from_slice(&(first + 0.1 * scale as f32).to_le_bytes());
@@ -469,7 +470,7 @@ fn state_carries_from_one_run_to_the_next() {
         run_cli(&args)
     };
     let read = |name: &str, file: &str| {
-        let a = crate::npy::Array::read(&tmp.0.join(name).join(file)).expect("state written");
+        let a = Array::read(&tmp.0.join(name).join(file)).expect("state written");
         (0..a.numel() as usize).filter_map(|i| a.get_f64(i)).collect::<Vec<f64>>()
     };
     let (code, _, err) = step("s1", None);
@@ -503,6 +504,30 @@ fn state_carries_from_one_run_to_the_next() {
     let (code, _, err) = step("s3", Some(&tmp.0.join("s1")));
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("`bn.num_batches_tracked` is i64, the file holds f32"), "{err}");
+}
+
+/// A session keeps the updated BatchNorm statistics on the device from call to call (the
+/// steps count 1, 2, 3), gives each call's outputs, and `reset` starts again from the artifact's.
+#[test]
+fn a_session_carries_state_across_calls_and_resets() {
+    let tmp = TempDir::new("session");
+    let artifact = compile_model("train_cnn", &tmp.0);
+    let dir = testdata().join("models/train_cnn");
+    let labels = [dir.join("in_0.npy"), dir.join("in_1.npy")];
+    let inputs: Vec<Array> = labels.iter().map(|p| Array::read(p).expect("input")).collect();
+    let verification = crate::run::Verification { always_hash: true, cache: None };
+    let mut session = crate::run::Session::open(&artifact, None, &verification).expect("opens");
+    let files = crate::artifact::output_files(&session.manifest().signature.outputs);
+    let tracked = files.iter().position(|f| f == "state_bn.num_batches_tracked.npy").expect("a state output");
+    let mut step = || session.call(&inputs, &labels, 0).expect("runs").outputs[tracked].get_f64(0);
+    assert_eq!([step(), step(), step()], [Some(1.0), Some(2.0), Some(3.0)]);
+    session.reset().expect("resets");
+    let first = session.call(&inputs, &labels, 0).expect("runs");
+    assert_eq!(first.outputs[tracked].get_f64(0), Some(1.0));
+    // The first step's loss and gradients are eager's.
+    let loss = Array::read(&dir.join("out_0.npy")).expect("reference");
+    let loss_at = files.iter().position(|f| f == "out_0.npy").expect("the loss");
+    assert!(crate::run::compare(&first.outputs[loss_at], &loss).ok);
 }
 
 #[test]

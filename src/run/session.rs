@@ -1,0 +1,213 @@
+//! A session: an artifact opened and checked once, its weights put on the devices once, and
+//! then called as often as wanted. The buffers and parameters the program updates (a KV cache,
+//! BatchNorm statistics) stay on the devices from one call to the next: each call's new value
+//! takes the place of the weight the next call reads. `reset` puts the artifact's values back.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use torchtpu_passes::ir::DType;
+
+use super::placement::Placement;
+use super::weights::{self, DeviceWeights, Verification};
+use super::{
+    client_for, is_cpu, parse_dtype, pick_bucket, real_dims, real_sizes, seed_key, smallest_bucket, to_device, RunError,
+};
+use crate::artifact::{Artifact, Bucket, Manifest};
+use crate::npy::Array;
+use crate::pjrt::{Buffer, Client, LoadedExecutable};
+use crate::Error;
+
+/// An open artifact with its weights on the devices. Fields drop in order: the buffers (which
+/// may read the artifact's map in place) before the artifact.
+pub struct Session {
+    weights: DeviceWeights,
+    executables: BTreeMap<String, LoadedExecutable>,
+    client: Client,
+    placement: Placement,
+    /// Per weight the program updates: its slot among the weights and the output with its new
+    /// value.
+    updated: Vec<(usize, usize)>,
+    /// Updated weights a pass changed the storage of: their state cannot be carried.
+    uncarried: Vec<String>,
+    calls: u64,
+    /// Which target's executables run.
+    target: usize,
+    art: Artifact,
+}
+
+/// What one call gave.
+pub struct Called {
+    /// The bucket that ran.
+    pub bucket: String,
+    /// Every output of the graph, in its order, at the real sizes.
+    pub outputs: Vec<Array>,
+    pub run_ms: f64,
+}
+
+impl Session {
+    /// Opens the artifact at `path` for its CPU executables on `plugin` (default: the set-up
+    /// one), checks it and puts its weights on the devices, verified as `verification` says.
+    pub fn open(path: &Path, plugin: Option<&Path>, verification: &Verification) -> Result<Session, Error> {
+        let art = Artifact::open_but_weights(path)?;
+        let m = &art.manifest;
+        let target = m.targets.iter().position(|t| is_cpu(&t.target)).ok_or_else(|| RunError::NoCpuExecutable {
+            targets: m.targets.iter().map(|t| t.target.as_str()).collect::<Vec<_>>().join(", "),
+        })?;
+        let placement = Placement::of(m)?;
+        let client = client_for(&m.targets[target], plugin, placement.devices())?;
+        let weights = weights::load(&client, &art, &placement, verification)?;
+        let (mut updated, mut uncarried) = (Vec::new(), Vec::new());
+        for (fqn, output, _) in super::state::updated(m) {
+            match m.weights.order.iter().position(|n| *n == fqn) {
+                Some(slot) => updated.push((slot, output)),
+                None => uncarried.push(fqn),
+            }
+        }
+        let executables = BTreeMap::new();
+        Ok(Session { weights, executables, client, placement, updated, uncarried, calls: 0, target, art })
+    }
+
+    /// The artifact's manifest.
+    pub fn manifest(&self) -> &Manifest {
+        &self.art.manifest
+    }
+
+    /// The updated weights start from `dir`'s `state_<fqn>.npy` files (see `state`).
+    pub fn load_state(&mut self, dir: &Path) -> Result<(), Error> {
+        super::state::load(&self.client, &self.placement, &self.art.manifest, &mut self.weights, dir).map(|_| ())
+    }
+
+    /// Runs the bucket that holds `inputs` (named by `labels` in messages: their files), with
+    /// `seed` for random ops; the updated weights keep their new values for the next call.
+    pub fn call(&mut self, inputs: &[Array], labels: &[PathBuf], seed: u64) -> Result<Called, Error> {
+        if let (Some(fqn), true) = (self.uncarried.first(), self.calls > 0) {
+            let reason = format!("the program updates `{fqn}`, stored changed by a pass: its state cannot be carried");
+            return Err(RunError::State { path: self.art.path().display().to_string(), reason }.into());
+        }
+        self.calls += 1;
+        let m = &self.art.manifest;
+        let (bucket, real) = if m.buckets.iter().any(|b| !b.sizes.is_empty()) {
+            let real = real_sizes(m, inputs, labels)?;
+            (smallest_bucket(m, &real, inputs, labels)?, Some(real))
+        } else {
+            (pick_bucket(&m.buckets, inputs, labels, m)?, None)
+        };
+        let bucket = bucket.clone();
+        let args = self.arguments(&bucket, inputs, real.as_ref(), seed)?;
+        let started = Instant::now();
+        self.load_executable(&bucket.name)?;
+        let exe = &self.executables[&bucket.name];
+        let refs: Vec<Vec<&Buffer>> =
+            self.weights.buffers.iter().zip(&args).map(|(w, inputs)| w.iter().chain(inputs).collect()).collect();
+        let mut outs = exe.execute_on_devices(&refs).map_err(RunError::Execute)?;
+        drop(refs);
+        let run_ms = started.elapsed().as_secs_f64() * 1e3;
+        // Every result is whole on every device: the first device's are the outputs.
+        let host = outs[0].iter().map(Buffer::to_host).collect::<Result<Vec<_>, _>>().map_err(RunError::Execute)?;
+        let outputs = self.host_outputs(&bucket, real.as_ref(), host)?;
+        self.keep_state(&mut outs, &outputs)?;
+        Ok(Called { bucket: bucket.name, outputs, run_ms })
+    }
+
+    /// The artifact's values back in the updated weights.
+    pub fn reset(&mut self) -> Result<(), Error> {
+        let verification = Verification { always_hash: false, cache: None };
+        self.weights = weights::load(&self.client, &self.art, &self.placement, &verification)?;
+        Ok(())
+    }
+
+    /// The inputs of one call on each device: the user's, the seed, the real sizes.
+    fn arguments(
+        &self,
+        bucket: &Bucket,
+        inputs: &[Array],
+        real: Option<&BTreeMap<String, i64>>,
+        seed: u64,
+    ) -> Result<Vec<Vec<Buffer>>, Error> {
+        let m = &self.art.manifest;
+        let splits = m.sharding.as_ref().map(|s| &s.inputs);
+        let mut arrays: Vec<(Array, Option<torchtpu_passes::ir::Sharding>)> = Vec::new();
+        for (i, (a, dims)) in inputs.iter().zip(&bucket.input_dims).enumerate() {
+            arrays.push((a.resized(dims), self.placement.split(splits.and_then(|s| s.get(i)))));
+        }
+        if m.signature.rng_seed {
+            arrays.push((seed_key(seed), None));
+        }
+        for symbol in &bucket.sizes {
+            let value = real.and_then(|r| r.get(symbol)).copied().unwrap_or_default();
+            arrays.push((Array { dtype: DType::I64, shape: vec![], data: value.to_le_bytes().to_vec() }, None));
+        }
+        let mut buffers: Vec<Vec<Buffer>> = (0..self.placement.devices()).map(|_| Vec::new()).collect();
+        for (a, split) in &arrays {
+            for (d, list) in buffers.iter_mut().enumerate() {
+                let (piece, dims) = self.placement.piece(&a.data, &a.shape, a.dtype.size_bytes(), split.as_ref(), d)?;
+                list.push(to_device(&self.client, d, a.dtype, &piece, &dims)?);
+            }
+        }
+        Ok(buffers)
+    }
+
+    /// Loads the executable of `bucket` (once), checked against the manifest's sha256.
+    fn load_executable(&mut self, bucket: &str) -> Result<(), Error> {
+        if !self.executables.contains_key(bucket) {
+            let target = &self.art.manifest.targets[self.target];
+            let entry = target.executables.iter().find(|e| e.bucket == bucket).ok_or_else(|| {
+                RunError::NoCpuExecutable { targets: format!("{} without bucket `{bucket}`", target.target) }
+            })?;
+            let bytes = self.art.verified(&entry.entry, &entry.sha256)?;
+            let exe = self.client.deserialize(bytes).map_err(RunError::Execute)?;
+            self.executables.insert(bucket.to_string(), exe);
+        }
+        Ok(())
+    }
+
+    /// The outputs as arrays, sliced back to the real sizes of a bucket's.
+    fn host_outputs(
+        &self,
+        bucket: &Bucket,
+        real: Option<&BTreeMap<String, i64>>,
+        host: Vec<Vec<u8>>,
+    ) -> Result<Vec<Array>, Error> {
+        let sig = &self.art.manifest.signature.outputs;
+        let mut out = Vec::with_capacity(host.len());
+        for ((data, sig), dims) in host.into_iter().zip(sig).zip(&bucket.output_dims) {
+            let dtype = parse_dtype(&sig.dtype)
+                .ok_or_else(|| RunError::Weights(format!("unknown output dtype {}", sig.dtype)))?;
+            let arr = Array { dtype, shape: dims.clone(), data };
+            out.push(match real.and_then(|r| real_dims(sig, r)) {
+                Some(d) if d != arr.shape => arr.resized(&d),
+                _ => arr,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Each updated weight takes its new value: the output buffers themselves where the weight
+    /// is whole on every device (no copy), else each device's piece of the output.
+    fn keep_state(&mut self, outs: &mut [Vec<Buffer>], outputs: &[Array]) -> Result<(), Error> {
+        let m = &self.art.manifest;
+        for &(slot, output) in &self.updated {
+            let name = &m.weights.order[slot];
+            let split = self.placement.split(m.sharding.as_ref().and_then(|s| s.weights.get(name)));
+            for (d, results) in outs.iter_mut().enumerate() {
+                self.weights.buffers[d][slot] = match &split {
+                    None => std::mem::replace(&mut results[output], placeholder(&self.client, d)?),
+                    Some(_) => {
+                        let a = &outputs[output];
+                        let (piece, dims) =
+                            self.placement.piece(&a.data, &a.shape, a.dtype.size_bytes(), split.as_ref(), d)?;
+                        to_device(&self.client, d, a.dtype, &piece, &dims)?
+                    }
+                };
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A one-byte buffer left where an output buffer was taken out of the results.
+fn placeholder(client: &Client, device: usize) -> Result<Buffer, Error> {
+    to_device(client, device, DType::U8, &[0], &[])
+}
