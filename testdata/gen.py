@@ -33,6 +33,7 @@ generate_train.
 """
 import argparse
 import contextlib
+import copy
 import json
 import os
 import sys
@@ -44,6 +45,7 @@ import zlib
 import numpy as np
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 from safetensors.torch import save_file
 from torch.export import Dim
 
@@ -268,6 +270,88 @@ class BertMeanPool(nn.Module):
         return (h * m).sum(1) / m.sum(1).clamp(min=1)
 
 
+class KVAttention(nn.Module):
+    """gpt-fast-style attention: static K/V caches as buffers updated in place with
+    `index_copy_` at the step's positions, SDPA over the whole cache with a causal mask row."""
+
+    def __init__(self, dim, heads, max_seq):
+        super().__init__()
+        self.h, self.d = heads, dim // heads
+        self.wqkv = nn.Linear(dim, 3 * dim, bias=False)
+        self.wo = nn.Linear(dim, dim, bias=False)
+        self.register_buffer("k_cache", torch.zeros(1, heads, max_seq, self.d))
+        self.register_buffer("v_cache", torch.zeros(1, heads, max_seq, self.d))
+
+    def forward(self, x, pos, mask):
+        b, t, _ = x.shape
+        q, k, v = self.wqkv(x).split(self.h * self.d, dim=-1)
+        q, k, v = (z.view(b, t, self.h, self.d).transpose(1, 2) for z in (q, k, v))
+        self.k_cache.index_copy_(2, pos, k)
+        self.v_cache.index_copy_(2, pos, v)
+        y = F.scaled_dot_product_attention(q, self.k_cache, self.v_cache, attn_mask=mask)
+        return self.wo(y.transpose(1, 2).reshape(b, t, self.h * self.d))
+
+
+class KVBlock(nn.Module):
+    def __init__(self, dim, heads, max_seq):
+        super().__init__()
+        self.n1, self.n2 = nn.RMSNorm(dim), nn.RMSNorm(dim)
+        self.attn = KVAttention(dim, heads, max_seq)
+        self.up, self.down = nn.Linear(dim, 4 * dim, bias=False), nn.Linear(4 * dim, dim, bias=False)
+
+    def forward(self, x, pos, mask):
+        x = x + self.attn(self.n1(x), pos, mask)
+        return x + self.down(F.silu(self.up(self.n2(x))))
+
+
+class DecoderKV(nn.Module):
+    """A decode step as gpt-fast writes it: (token ids [1, 1], position [1]) -> logits, the
+    KV caches of 64 positions updated in place."""
+
+    def __init__(self, vocab=64, dim=32, heads=2, layers=2, max_seq=64):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, dim)
+        self.blocks = nn.ModuleList(KVBlock(dim, heads, max_seq) for _ in range(layers))
+        self.norm = nn.RMSNorm(dim)
+        self.head = nn.Linear(dim, vocab, bias=False)
+        causal = torch.tril(torch.ones(max_seq, max_seq, dtype=torch.bool))
+        self.register_buffer("causal", causal, persistent=False)
+
+    def forward(self, input_ids, input_pos):
+        mask = self.causal[input_pos].view(1, 1, input_ids.shape[1], -1)
+        x = self.emb(input_ids)
+        for block in self.blocks:
+            x = block(x, input_pos, mask)
+        return self.head(self.norm(x))
+
+
+def decode_reference(model, d, new_tokens=24):
+    """Eager greedy decoding from zeroed caches, the prompt fed token by token, as
+    `torchtpu-compile generate` does: prompt.npy [1, T], tokens.npy [1, N], logits.npy [1, N, V]
+    (the logits that chose each token)."""
+    model = copy.deepcopy(model)
+    for block in model.blocks:
+        block.attn.k_cache.zero_()
+        block.attn.v_cache.zero_()
+    prompt = torch.tensor([[5, 9, 3, 17, 42, 8]])
+    t = prompt.shape[1]
+    tokens, logits = [], []
+    with torch.no_grad():
+        nxt = prompt[:, :1]
+        for p in range(t + new_tokens - 1):
+            out = model(nxt, torch.tensor([p]))
+            if p + 1 < t:
+                nxt = prompt[:, p + 1:p + 2]
+                continue
+            logits.append(out[:, -1])
+            nxt = out[:, -1].argmax(-1, keepdim=True)
+            tokens.append(nxt)
+    np.save(os.path.join(d, "prompt.npy"), prompt.numpy())
+    np.save(os.path.join(d, "tokens.npy"), torch.cat(tokens, 1).numpy())
+    np.save(os.path.join(d, "logits.npy"), torch.stack(logits, 1).numpy())
+    return {"prompt": prompt.tolist(), "tokens": torch.cat(tokens, 1).tolist()}
+
+
 class MultiOut(nn.Module):
     """Several outputs of different dtypes (f32, i64, bool, i64)."""
 
@@ -458,6 +542,7 @@ MODELS = {
              "AdaptiveAvgPool2d(1)-Flatten-Linear(16,10); BN stats randomized",
         inputs=[(randn((2, 3, 32, 32), 2),)]),
     "cnn_dynbatch": dict(
+        state_dict_of="cnn",
         build=lambda: randomize_bn(CNN()),
         desc="cnn (same weights) with dynamic batch Dim('batch', min=1, max=16) on x's dim 0; "
              "the base case is cnn's input (batch 2)",
@@ -492,6 +577,7 @@ MODELS = {
              "max_pos 512, sdpa); wrapper returns logits, use_cache=False",
         inputs=[(ids(16, 4),)]),
     "llama_tiny_dyn": dict(
+        state_dict_of="llama_tiny",
         build=build_llama,
         desc="llama_tiny (same weights) with dynamic seq Dim('seq', min=2, max=512)",
         # min, max, each power-of-two bucket boundary b and b+1, odd sizes
@@ -544,6 +630,7 @@ MODELS = {
         + [bert_inputs(n, 100 + n) for n in (2, 4, 5, 8, 9, 17, 32, 64, 65, 127, 128)],
         dynamic_shapes={"input_ids": {1: BERT_SEQ}, "attention_mask": {1: BERT_SEQ}}),
     "bert_meanpool_2d": dict(
+        state_dict_of="bert_meanpool",
         build=BertMeanPool,
         desc="bert_meanpool (same weights) with two dynamic dims: batch Dim('batch', min=1, max=8) "
              "and seq Dim('seq', min=2, max=64)",
@@ -564,6 +651,15 @@ MODELS = {
         inputs=[(randn((2, 5, 8), 40),), (randn((2, 2, 8), 41),), (randn((2, 3, 8), 42),),
                 (randn((2, 17, 8), 43),), (randn((2, 33, 8), 44),), (randn((2, 64, 8), 45),)],
         dynamic_shapes={"x": {1: Dim("seq", min=2, max=64)}}),
+    "decoder_kv": dict(
+        build=DecoderKV,
+        desc="gpt-fast-style decode step: (input_ids [1, 1], input_pos [1]) -> logits [1, 1, 64]; "
+             "vocab 64, dim 32, 2 heads, 2 layers, static KV caches of 64 positions (zeros) as "
+             "buffers updated with index_copy_; decode references (prompt, 24 greedy tokens, "
+             "their logits) from eager",
+        inputs=[(torch.tensor([[5]]), torch.tensor([0]))],
+        lean_metadata=True,
+        decode=decode_reference),
     "multi_out": dict(
         build=MultiOut,
         desc="Linear(5,4) -> (y f32, argmax(y,-1) i64, y>0 bool, (x>0).sum(1) i64)",
@@ -863,6 +959,16 @@ def generate(name, spec, outdir):
     }
     if note:
         meta["note"] = note
+    if spec.get("state_dict_of"):
+        # The same weights as another model: its state_dict stands for this one's (the budget).
+        other = os.path.join(outdir, spec["state_dict_of"], "state_dict.safetensors")
+        mine = os.path.join(d, "state_dict.safetensors")
+        with open(other, "rb") as f, open(mine, "rb") as g:
+            assert f.read() == g.read(), f"{name}: its weights differ from {spec['state_dict_of']}'s"
+        os.remove(mine)
+        meta["state_dict_of"] = spec["state_dict_of"]
+    if spec.get("decode"):
+        meta["decode"] = spec["decode"](model, d)
     with open(os.path.join(d, "meta.json"), "w") as f:
         f.write(compact_json(meta) + "\n")
     print(f"[{name}] wrote {path} ({os.path.getsize(path)} bytes)")

@@ -7,7 +7,7 @@ use std::path::Path;
 use anyhow::Context;
 use clap::CommandFactory;
 
-use super::{CacheAction, CacheArgs, Cli, CompileArgs, Emit, Format, RunArgs, WeightsArg};
+use super::{CacheAction, CacheArgs, Cli, CompileArgs, Emit, Format, GenerateArgs, RunArgs, WeightsArg};
 use crate::artifact::Artifact;
 use crate::cache::{self, Outcome};
 use crate::compile::{compile as compile_artifact, progress, CompileRequest};
@@ -177,6 +177,42 @@ pub(super) fn run(args: &RunArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         }
     }
     Ok(if report.ok { 0 } else { 1 })
+}
+
+pub(super) fn generate(args: &GenerateArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
+    let prompt = crate::npy::Array::read(&args.prompt).map_err(|e| Error::Run(e.into()))?;
+    let req = crate::run::GenerateRequest {
+        artifact: args.artifact.clone(),
+        plugin: args.plugin.clone(),
+        prompt,
+        max_new_tokens: args.max_new_tokens,
+        temperature: args.temperature,
+        seed: args.seed,
+    };
+    let verification = crate::run::Verification { always_hash: false, cache: None };
+    let done = crate::run::generate(&req, &verification)
+        .with_context(|| format!("cannot generate with `{}`", args.artifact.display()))?;
+    for (path, array) in [(&args.out, &done.tokens), (&args.logits_out, &done.logits)] {
+        if let Some(path) = path {
+            array.write(path).map_err(|e| Error::Run(e.into()))?;
+        }
+    }
+    match args.format {
+        Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&done)?)?,
+        Format::Text => {
+            let ids: Vec<String> = (0..done.tokens.numel().max(0) as usize)
+                .filter_map(|i| done.tokens.get_f64(i))
+                .map(|v| format!("{v}"))
+                .collect();
+            writeln!(out, "tokens: {}", ids.join(" "))?;
+            writeln!(
+                out,
+                "{} prompt tokens in {:.1} ms, {} new tokens, {:.1} tokens/s decoding",
+                done.prompt_tokens, done.prefill_ms, done.new_tokens, done.tokens_per_second
+            )?;
+        }
+    }
+    Ok(0)
 }
 
 /// `  matches the reference (…)` or `  DIFFERS from the reference (…)`, with the figures.

@@ -44,6 +44,12 @@ enum Command {
     ///
     /// Example: torchtpu-compile run model.tpuexe in_0.npy --out-dir out/
     Run(RunArgs),
+    /// Generate tokens with a decode-step export (token ids [B, 1] and a position in, logits
+    /// out, KV caches as buffers it updates): the prompt is fed one token per call, then each
+    /// call's logits choose the next token; the caches stay on the device between calls.
+    ///
+    /// Example: torchtpu-compile generate decoder.tpuexe --prompt prompt.npy --max-new-tokens 24
+    Generate(GenerateArgs),
     /// Check that every op of a program lowers to StableHLO, without compiling; lists all
     /// unsupported ops at once and exits 1 if there is any.
     Check {
@@ -258,6 +264,36 @@ fn parse_size(s: &str) -> Result<u64, String> {
         return Err(format!("`{s}`: a size cannot be negative"));
     }
     Ok((n * (1u64 << shift) as f64) as u64)
+}
+
+#[derive(Args)]
+struct GenerateArgs {
+    /// An artifact (.tpuexe) of a decode step, with a CPU executable.
+    artifact: PathBuf,
+    /// The prompt's token ids, `.npy` of shape [T] or [B, T], integers.
+    #[arg(long, value_name = "PROMPT.npy")]
+    prompt: PathBuf,
+    /// How many tokens to generate after the prompt.
+    #[arg(long, value_name = "N")]
+    max_new_tokens: usize,
+    /// Write the generated tokens (only those) as `.npy`, [B, N] i64.
+    #[arg(long, value_name = "TOKENS.npy")]
+    out: Option<PathBuf>,
+    /// Write the logits that chose each generated token as `.npy`, [B, N, V] f32.
+    #[arg(long, value_name = "LOGITS.npy")]
+    logits_out: Option<PathBuf>,
+    /// Sample from softmax(logits / T) instead of taking the most likely token (0: greedy).
+    #[arg(long, value_name = "T", value_parser = parse_tolerance)]
+    temperature: Option<f64>,
+    /// Seed of the sampling: the same seed gives the same tokens.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// The CPU PJRT plugin; default `$TORCHTPU_PJRT_PLUGIN`, then the `cargo xtask setup` folder.
+    #[arg(long)]
+    plugin: Option<PathBuf>,
+    /// Summary format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
 }
 
 #[derive(Args)]
@@ -561,7 +597,7 @@ enum Format {
     Json,
 }
 
-const SUBCOMMANDS: &[&str] = &["compile", "check", "inspect", "run", "cache", "help"];
+const SUBCOMMANDS: &[&str] = &["compile", "check", "inspect", "run", "generate", "cache", "help"];
 
 /// `torchtpu-compile model.pt2 -o x` means `torchtpu-compile compile model.pt2 -o x`.
 fn with_default_subcommand(args: Vec<OsString>) -> Vec<OsString> {
@@ -638,6 +674,7 @@ fn run(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<u8>
         Command::Check { model, format } => commands::check(&model, format, out),
         Command::Compile(args) => commands::compile(&args, out, err).map(|()| 0),
         Command::Run(args) => commands::run(&args, out),
+        Command::Generate(args) => commands::generate(&args, out),
         Command::Cache(args) => commands::cache(&args, out, err),
     }
 }

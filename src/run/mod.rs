@@ -16,11 +16,13 @@ use torchtpu_passes::ir::DType;
 
 use std::collections::BTreeMap;
 
+mod generate;
 mod placement;
 mod session;
 mod state;
 mod weights;
 
+pub use generate::{generate, GenerateRequest, Generated};
 pub use session::{Called, Session};
 pub use weights::Verification;
 
@@ -58,6 +60,8 @@ pub enum RunError {
     Write { path: String, reason: String },
     #[error("state `{path}`: {reason}")]
     State { path: String, reason: String },
+    #[error("{0}")]
+    Decode(String),
 }
 
 impl RunError {

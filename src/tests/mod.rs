@@ -15,6 +15,8 @@ mod parity;
 #[cfg(feature = "mlir")]
 mod passes;
 #[cfg(feature = "mlir")]
+mod serving;
+#[cfg(feature = "mlir")]
 mod sharding;
 mod tidy;
 #[cfg(feature = "mlir")]

@@ -1,0 +1,261 @@
+//! `generate`: the decode loop for a decode-step export, in one [`Session`] whose KV caches stay
+//! on the device. The prompt is fed one token per call, then each call's logits choose the next
+//! token (greedily, or by sampling at a temperature with a seed), which the next call reads.
+//!
+//! The conventions it recognizes (gpt-fast, torchchat, HF `StaticCache` exports):
+//! - two integer user inputs: the token ids `[B, 1]` (named `input_ids`, `idx`, `tokens` or
+//!   `ids`, else the first) and the position, `[1]`, `[B]` or `[B, 1]` (the other, e.g.
+//!   `input_pos` or `cache_position`), of any integer dtype;
+//! - one float user output, the logits, `[B, 1, V]` or `[B, V]`;
+//! - the caches as updated buffers; a rank-4 cache `[B, H, S, D]` bounds the positions to `S`.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use serde::Serialize;
+use torchtpu_passes::ir::DType;
+
+use super::weights::Verification;
+use super::{parse_dtype, RunError, Session};
+use crate::artifact::{output_files, Manifest};
+use crate::npy::Array;
+use crate::Error;
+
+/// What to generate.
+pub struct GenerateRequest {
+    pub artifact: PathBuf,
+    pub plugin: Option<PathBuf>,
+    /// Token ids, `[T]` or `[B, T]`, of an integer dtype.
+    pub prompt: Array,
+    pub max_new_tokens: usize,
+    /// `None` or 0: greedy.
+    pub temperature: Option<f64>,
+    pub seed: u64,
+}
+
+/// What `generate` did.
+#[derive(Debug, Serialize)]
+pub struct Generated {
+    /// The new tokens, `[B, N]` (i64).
+    #[serde(skip)]
+    pub tokens: Array,
+    /// The logits that chose each of them, `[B, N, V]` (f32).
+    #[serde(skip)]
+    pub logits: Array,
+    pub prompt_tokens: usize,
+    pub new_tokens: usize,
+    pub prefill_ms: f64,
+    pub decode_ms: f64,
+    /// New tokens per second of decoding (the calls after the prompt's).
+    pub tokens_per_second: f64,
+}
+
+/// Where the decode step's inputs and logits are.
+struct Step {
+    ids: usize,
+    pos: usize,
+    pos_dims: Vec<i64>,
+    pos_dtype: DType,
+    ids_dtype: DType,
+    logits: usize,
+    vocab: i64,
+    batch: i64,
+    /// The positions the caches hold, when a rank-4 cache says.
+    positions: Option<i64>,
+}
+
+fn unrecognized(reason: String) -> Error {
+    RunError::Decode(format!("not a decode step `generate` knows: {reason}")).into()
+}
+
+/// The decode step's layout, from the manifest's signature.
+fn step(m: &Manifest) -> Result<Step, Error> {
+    let sig = &m.signature;
+    let dims = |v: &crate::artifact::SignatureValue| -> Vec<i64> { v.dims.iter().filter_map(|d| d.as_i64()).collect() };
+    let ints: Vec<usize> =
+        (0..sig.inputs.len()).filter(|&i| parse_dtype(&sig.inputs[i].dtype).is_some_and(DType::is_integer)).collect();
+    if sig.inputs.len() != 2 || ints.len() != 2 {
+        return Err(unrecognized(format!(
+            "it takes {} inputs, not two integer ones (ids, position)",
+            sig.inputs.len()
+        )));
+    }
+    let named = ["input_ids", "idx", "tokens", "ids"];
+    let ids = ints.iter().copied().find(|&i| named.contains(&sig.inputs[i].name.as_str())).unwrap_or(ints[0]);
+    let pos = ints.iter().copied().find(|&i| i != ids).unwrap_or(ints[1]);
+    let ids_dims = dims(&sig.inputs[ids]);
+    let [batch, 1] = ids_dims[..] else {
+        return Err(unrecognized(format!("its token ids `{}` are {ids_dims:?}, not [B, 1]", sig.inputs[ids].name)));
+    };
+    let files = output_files(&sig.outputs);
+    let users: Vec<usize> = (0..sig.outputs.len()).filter(|&o| files[o].starts_with("out_")).collect();
+    let [logits] = users[..] else {
+        return Err(unrecognized(format!("it has {} outputs besides its state, not one (the logits)", users.len())));
+    };
+    let logit_dims = dims(&sig.outputs[logits]);
+    let vocab = match logit_dims[..] {
+        [b, 1, v] | [b, v] if b == batch => v,
+        _ => return Err(unrecognized(format!("its output is {logit_dims:?}, not logits [B, 1, V] or [B, V]"))),
+    };
+    let positions = (0..sig.outputs.len())
+        .filter(|&o| files[o].starts_with("state_"))
+        .filter_map(|o| match dims(&sig.outputs[o])[..] {
+            [_, _, s, _] => Some(s),
+            _ => None,
+        })
+        .min();
+    let dtype = |i: usize| parse_dtype(&sig.inputs[i].dtype).unwrap_or(DType::I64);
+    Ok(Step {
+        ids,
+        pos,
+        pos_dims: dims(&sig.inputs[pos]),
+        pos_dtype: dtype(pos),
+        ids_dtype: dtype(ids),
+        logits,
+        vocab,
+        batch,
+        positions,
+    })
+}
+
+/// An integer array of `dtype` and `dims` with every element `values[i / per]`.
+fn integers(dtype: DType, dims: &[i64], values: &[i64]) -> Array {
+    let n = dims.iter().product::<i64>().max(0) as usize;
+    let per = (n / values.len().max(1)).max(1);
+    let mut data = Vec::with_capacity(n * dtype.size_bytes());
+    for i in 0..n {
+        let v = values[(i / per).min(values.len() - 1)];
+        match dtype.size_bytes() {
+            1 => data.push(v as u8),
+            2 => data.extend_from_slice(&(v as i16).to_le_bytes()),
+            4 => data.extend_from_slice(&(v as i32).to_le_bytes()),
+            _ => data.extend_from_slice(&v.to_le_bytes()),
+        }
+    }
+    Array { dtype, shape: dims.to_vec(), data }
+}
+
+/// Runs the decode loop.
+pub fn generate(req: &GenerateRequest, verification: &Verification) -> Result<Generated, Error> {
+    let mut session = Session::open(&req.artifact, req.plugin.as_deref(), verification)?;
+    let s = step(session.manifest())?;
+    let prompt = prompt_rows(&req.prompt, s.batch)?;
+    let t = prompt[0].len();
+    let total = t + req.max_new_tokens;
+    if let Some(limit) = s.positions.filter(|&l| total as i64 > l) {
+        let n = req.max_new_tokens;
+        let reason = format!("{t} prompt tokens and {n} new ones need {total} positions; the caches hold {limit}");
+        return Err(RunError::Decode(reason).into());
+    }
+    let labels = [PathBuf::from("token ids"), PathBuf::from("position")];
+    let mut sampler = Sampler::new(req.temperature.unwrap_or(0.0), req.seed);
+    let (mut tokens, mut logits) = (vec![Vec::new(); prompt.len()], Vec::new());
+    let mut next: Vec<i64> = prompt.iter().map(|row| row[0]).collect();
+    let started = Instant::now();
+    let mut prefill_ms = 0.0;
+    for position in 0..total.saturating_sub(1) {
+        let mut inputs = vec![Array { dtype: DType::I64, shape: vec![], data: vec![] }; 2];
+        inputs[s.ids] = integers(s.ids_dtype, &[s.batch, 1], &next);
+        inputs[s.pos] = integers(s.pos_dtype, &s.pos_dims, &[position as i64]);
+        let out = session.call(&inputs, &labels, 0)?.outputs.swap_remove(s.logits);
+        if position + 1 < t {
+            next = prompt.iter().map(|row| row[position + 1]).collect();
+            continue;
+        }
+        if position + 1 == t {
+            prefill_ms = started.elapsed().as_secs_f64() * 1e3;
+        }
+        let rows = rows_f32(&out, s.vocab);
+        next = rows.iter().map(|r| sampler.pick(r)).collect();
+        for (b, row) in rows.into_iter().enumerate() {
+            tokens[b].push(next[b]);
+            logits.push((b, row));
+        }
+    }
+    let decode_ms = started.elapsed().as_secs_f64() * 1e3 - prefill_ms;
+    let n = tokens[0].len();
+    let flat: Vec<i64> = tokens.concat();
+    let mut by_row: Vec<Vec<f32>> = vec![Vec::new(); prompt.len()];
+    for (b, row) in logits {
+        by_row[b].extend(row);
+    }
+    let logit_bytes: Vec<u8> = by_row.concat().iter().flat_map(|v| v.to_le_bytes()).collect();
+    Ok(Generated {
+        tokens: Array {
+            dtype: DType::I64,
+            shape: vec![s.batch, n as i64],
+            data: flat.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        },
+        logits: Array { dtype: DType::F32, shape: vec![s.batch, n as i64, s.vocab], data: logit_bytes },
+        prompt_tokens: t,
+        new_tokens: n,
+        prefill_ms,
+        decode_ms,
+        tokens_per_second: if decode_ms > 0.0 { n.saturating_sub(1) as f64 * 1e3 / decode_ms } else { 0.0 },
+    })
+}
+
+/// The logits as rows of `vocab` f32 values.
+fn rows_f32(a: &Array, vocab: i64) -> Vec<Vec<f32>> {
+    let values: Vec<f32> = (0..a.numel().max(0) as usize).filter_map(|i| a.get_f64(i)).map(|v| v as f32).collect();
+    values.chunks(vocab.max(1) as usize).map(<[f32]>::to_vec).collect()
+}
+
+/// The prompt as `batch` rows of token ids (`[T]` for one row).
+fn prompt_rows(prompt: &Array, batch: i64) -> Result<Vec<Vec<i64>>, Error> {
+    let bad = |reason: String| Error::from(RunError::Decode(format!("the prompt: {reason}")));
+    if !prompt.dtype.is_integer() {
+        return Err(bad(format!("token ids must be integers, not {}", prompt.dtype)));
+    }
+    let (rows, t) = match prompt.shape[..] {
+        [t] => (1, t),
+        [b, t] => (b, t),
+        _ => return Err(bad(format!("shape {:?}: give token ids as [T] or [B, T]", prompt.shape))),
+    };
+    if rows != batch || t < 1 {
+        return Err(bad(format!(
+            "shape {:?}: the artifact decodes a batch of {batch}, at least one token each",
+            prompt.shape
+        )));
+    }
+    let ids: Vec<i64> = (0..(rows * t) as usize).filter_map(|i| prompt.get_f64(i).map(|v| v as i64)).collect();
+    Ok(ids.chunks(t as usize).map(<[i64]>::to_vec).collect())
+}
+
+/// Greedy choice, or sampling from `softmax(logits / temperature)` with a seeded generator
+/// (SplitMix64: the same seed gives the same tokens).
+struct Sampler {
+    temperature: f64,
+    state: u64,
+}
+
+impl Sampler {
+    fn new(temperature: f64, seed: u64) -> Sampler {
+        Sampler { temperature, state: seed }
+    }
+
+    fn uniform(&mut self) -> f64 {
+        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        (z ^ (z >> 31)) as f64 / u64::MAX as f64
+    }
+
+    fn pick(&mut self, logits: &[f32]) -> i64 {
+        let argmax = logits.iter().enumerate().fold(0, |best, (i, &v)| if v > logits[best] { i } else { best });
+        if self.temperature <= 0.0 {
+            return argmax as i64;
+        }
+        let top = f64::from(logits[argmax]);
+        let weights: Vec<f64> = logits.iter().map(|&v| ((f64::from(v) - top) / self.temperature).exp()).collect();
+        let mut left = self.uniform() * weights.iter().sum::<f64>();
+        for (i, w) in weights.iter().enumerate() {
+            left -= w;
+            if left <= 0.0 {
+                return i as i64;
+            }
+        }
+        argmax as i64
+    }
+}

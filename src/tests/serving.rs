@@ -1,0 +1,179 @@
+//! Programs with state, served: updated buffers written as `state_<fqn>.npy` and carried
+//! from run to run (`--state-in`/`--state-out`), a session keeping them on the device across
+//! calls, and `generate`'s decode loop against eager's greedy decoding.
+
+use std::path::{Path, PathBuf};
+
+use super::parity::{compile_model, TempDir};
+use super::{run_cli, testdata};
+use crate::npy::Array;
+
+/// A training step's updated BatchNorm statistics are written as `state_<fqn>.npy` and its
+/// loss and gradients as `out_<j>.npy`, each compared with the reference's file of that name;
+/// `inspect` lists which output goes to which file.
+#[test]
+fn updated_buffers_are_state_files_and_user_outputs_come_first() {
+    let tmp = TempDir::new("state-files");
+    let artifact = compile_model("train_cnn", &tmp.0);
+    let dir = testdata().join("models/train_cnn");
+    let s = |p: &Path| p.to_str().expect("utf-8").to_string();
+    let out = tmp.0.join("out");
+    let (art, ins) = (s(&artifact), [s(&dir.join("in_0.npy")), s(&dir.join("in_1.npy"))]);
+    let args = ["run", &art, &ins[0], &ins[1], "--out-dir", &s(&out), "--reference", &s(&dir)];
+    let (code, text, err) = run_cli(&args);
+    assert_eq!(code, 0, "{text}{err}");
+    let mut files: Vec<String> = std::fs::read_dir(&out)
+        .expect("outputs")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    let state = ["state_bn.num_batches_tracked.npy", "state_bn.running_mean.npy", "state_bn.running_var.npy"];
+    let expected: Vec<String> = (0..7).map(|j| format!("out_{j}.npy")).chain(state.map(String::from)).collect();
+    assert_eq!(files, expected);
+    assert_eq!(text.matches("matches the reference").count(), 10, "every output compared: {text}");
+    let (code, text, err) = run_cli(&["inspect", &art]);
+    assert_eq!(code, 0, "{err}");
+    assert!(text.contains("  out_0.npy: div f32[]  (loss)"), "{text}");
+    assert!(
+        text.contains("  state_bn.running_mean.npy: getitem_3 f32[8]  (buffer_mutation bn.running_mean)"),
+        "{text}"
+    );
+}
+
+/// `--state-out` then `--state-in`: a training step's BatchNorm statistics carried into a
+/// second step. `num_batches_tracked` goes 0, 1, 2 and the running mean follows
+/// `m2 = 0.9 m1 + 0.1 b` for the same batch's mean `b`; without `--state-in` a step starts
+/// again from the artifact's statistics. Missing or misshapen state is refused by name.
+#[test]
+fn state_carries_from_one_run_to_the_next() {
+    let tmp = TempDir::new("state-in");
+    let artifact = compile_model("train_cnn", &tmp.0);
+    let dir = testdata().join("models/train_cnn");
+    let s = |p: &Path| p.to_str().expect("utf-8").to_string();
+    let step = |name: &str, state_in: Option<&Path>| {
+        let (art, out, state) = (s(&artifact), s(&tmp.0.join(format!("out-{name}"))), s(&tmp.0.join(name)));
+        let ins = [s(&dir.join("in_0.npy")), s(&dir.join("in_1.npy"))];
+        let mut args = vec!["run", &art, &ins[0], &ins[1], "--out-dir", &out, "--state-out", &state];
+        let given = state_in.map(s);
+        if let Some(g) = &given {
+            args.extend(["--state-in", g]);
+        }
+        run_cli(&args)
+    };
+    let read = |name: &str, file: &str| {
+        let a = Array::read(&tmp.0.join(name).join(file)).expect("state written");
+        (0..a.numel() as usize).filter_map(|i| a.get_f64(i)).collect::<Vec<f64>>()
+    };
+    let (code, _, err) = step("s1", None);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = step("s2", Some(&tmp.0.join("s1")));
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = step("again", None);
+    assert_eq!(code, 0, "{err}");
+    let tracked = "state_bn.num_batches_tracked.npy";
+    assert_eq!((read("s1", tracked), read("s2", tracked), read("again", tracked)), (vec![1.0], vec![2.0], vec![1.0]));
+    let stored = std::fs::read(dir.join("state_dict.safetensors")).expect("the state dict");
+    let stored = safetensors::SafeTensors::deserialize(&stored).expect("safetensors");
+    let m0: Vec<f64> = stored
+        .tensor("bn.running_mean")
+        .expect("running mean")
+        .data()
+        .chunks(4)
+        .map(|c| f64::from(f32::from_le_bytes(c.try_into().expect("4 bytes"))))
+        .collect();
+    let (m1, m2) = (read("s1", "state_bn.running_mean.npy"), read("s2", "state_bn.running_mean.npy"));
+    for ((m0, m1), m2) in m0.iter().zip(&m1).zip(&m2) {
+        let batch_mean = (m1 - 0.9 * m0) / 0.1;
+        assert!((m2 - (0.9 * m1 + 0.1 * batch_mean)).abs() < 1e-5, "{m0} {m1} {m2}");
+    }
+    // A missing file, and one of another shape.
+    std::fs::remove_file(tmp.0.join("s2").join(tracked)).expect("removed");
+    let (code, _, err) = step("s3", Some(&tmp.0.join("s2")));
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("state_bn.num_batches_tracked.npy"), "{err}");
+    std::fs::copy(tmp.0.join("s1").join("state_bn.running_var.npy"), tmp.0.join("s1").join(tracked)).expect("copied");
+    let (code, _, err) = step("s3", Some(&tmp.0.join("s1")));
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("`bn.num_batches_tracked` is i64, the file holds f32"), "{err}");
+}
+
+/// A session keeps the updated BatchNorm statistics on the device from call to call (the
+/// steps count 1, 2, 3), gives each call's outputs, and `reset` starts again from the artifact's.
+#[test]
+fn a_session_carries_state_across_calls_and_resets() {
+    let tmp = TempDir::new("session");
+    let artifact = compile_model("train_cnn", &tmp.0);
+    let dir = testdata().join("models/train_cnn");
+    let labels = [dir.join("in_0.npy"), dir.join("in_1.npy")];
+    let inputs: Vec<Array> = labels.iter().map(|p| Array::read(p).expect("input")).collect();
+    let verification = crate::run::Verification { always_hash: true, cache: None };
+    let mut session = crate::run::Session::open(&artifact, None, &verification).expect("opens");
+    let files = crate::artifact::output_files(&session.manifest().signature.outputs);
+    let tracked = files.iter().position(|f| f == "state_bn.num_batches_tracked.npy").expect("a state output");
+    let mut step = || session.call(&inputs, &labels, 0).expect("runs").outputs[tracked].get_f64(0);
+    assert_eq!([step(), step(), step()], [Some(1.0), Some(2.0), Some(3.0)]);
+    session.reset().expect("resets");
+    let first = session.call(&inputs, &labels, 0).expect("runs");
+    assert_eq!(first.outputs[tracked].get_f64(0), Some(1.0));
+    // The first step's loss and gradients are eager's.
+    let loss = Array::read(&dir.join("out_0.npy")).expect("reference");
+    let loss_at = files.iter().position(|f| f == "out_0.npy").expect("the loss");
+    assert!(crate::run::compare(&first.outputs[loss_at], &loss).ok);
+}
+
+/// `generate` on the gpt-fast-style decoder: the prompt fed token by token, then 24 greedy
+/// tokens, exactly eager's, with their logits within tolerance. The same loop with the caches
+/// reset before every call (no state carried) gives other tokens. Limits are refused.
+#[test]
+fn generate_reproduces_eager_decoding() {
+    let tmp = TempDir::new("generate");
+    let artifact = compile_model("decoder_kv", &tmp.0);
+    let dir = testdata().join("models/decoder_kv");
+    let s = |p: &Path| p.to_str().expect("utf-8").to_string();
+    let (art, prompt) = (s(&artifact), s(&dir.join("prompt.npy")));
+    let (tokens, logits) = (tmp.0.join("tokens.npy"), tmp.0.join("logits.npy"));
+    let args = ["generate", &art, "--prompt", &prompt, "--max-new-tokens", "24", "--out", &s(&tokens)];
+    let (code, text, err) = run_cli(&[&args[..], &["--logits-out", &s(&logits)]].concat());
+    assert_eq!(code, 0, "{text}{err}");
+    assert!(text.contains("6 prompt tokens") && text.contains("24 new tokens") && text.contains("tokens/s"), "{text}");
+    let read = |p: &Path| Array::read(p).expect("an array");
+    let eager_tokens = read(&dir.join("tokens.npy"));
+    assert!(crate::run::compare(&read(&tokens), &eager_tokens).ok, "the tokens differ from eager's");
+    assert!(crate::run::compare(&read(&logits), &read(&dir.join("logits.npy"))).ok, "the logits differ");
+    // Without state carried across calls: the caches start from zeros at every step.
+    let verification = crate::run::Verification { always_hash: false, cache: None };
+    let mut session = crate::run::Session::open(&artifact, None, &verification).expect("opens");
+    let labels = [PathBuf::from("ids"), PathBuf::from("pos")];
+    let int = |v: i64, shape: Vec<i64>| Array {
+        dtype: torchtpu_passes::ir::DType::I64,
+        shape,
+        data: v.to_le_bytes().to_vec(),
+    };
+    let ids: Vec<i64> = (0..6).filter_map(|i| read(&dir.join("prompt.npy")).get_f64(i)).map(|v| v as i64).collect();
+    let (mut next, mut stateless) = (ids[0], Vec::new());
+    for p in 0..29 {
+        session.reset().expect("resets");
+        let called = session.call(&[int(next, vec![1, 1]), int(p, vec![1])], &labels, 0).expect("runs");
+        let logits = called.outputs.last().expect("the logits");
+        let row: Vec<f64> = (0..64).filter_map(|i| logits.get_f64(i)).collect();
+        let argmax = (0..64).fold(0, |b, i| if row[i] > row[b] { i } else { b }) as i64;
+        next = if (p as usize) + 1 < ids.len() { ids[p as usize + 1] } else { argmax };
+        if p as usize + 1 >= ids.len() {
+            stateless.push(argmax);
+        }
+    }
+    let eager: Vec<i64> = (0..24).filter_map(|i| eager_tokens.get_f64(i)).map(|v| v as i64).collect();
+    assert_ne!(stateless, eager, "without the caches carried, decoding must differ");
+    // The caches hold 64 positions; a float prompt; a program that is no decode step.
+    let (code, _, err) = run_cli(&["generate", &art, "--prompt", &prompt, "--max-new-tokens", "60"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("6 prompt tokens and 60 new ones need 66 positions; the caches hold 64"), "{err}");
+    let floats = s(&dir.join("logits.npy"));
+    let (code, _, err) = run_cli(&["generate", &art, "--prompt", &floats, "--max-new-tokens", "2"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("token ids must be integers, not f32"), "{err}");
+    let mlp = compile_model("mlp", &tmp.0);
+    let (code, _, err) = run_cli(&["generate", &s(&mlp), "--prompt", &prompt, "--max-new-tokens", "2"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("not a decode step `generate` knows"), "{err}");
+}
