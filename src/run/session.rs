@@ -111,10 +111,17 @@ impl Session {
         Ok(Called { bucket: bucket.name, outputs, run_ms })
     }
 
-    /// The artifact's values back in the updated weights.
+    /// The artifact's values back in the updated weights (only those are put on the devices
+    /// again).
     pub fn reset(&mut self) -> Result<(), Error> {
-        let verification = Verification { always_hash: false, cache: None };
-        self.weights = weights::load(&self.client, &self.art, &self.placement, &verification)?;
+        let order = &self.art.manifest.weights.order;
+        let names: Vec<&str> = self.updated.iter().map(|&(slot, _)| order[slot].as_str()).collect();
+        let fresh = weights::reload(&self.client, &self.art, &self.placement, &names)?;
+        for (&(slot, _), pieces) in self.updated.iter().zip(fresh) {
+            for (d, piece) in pieces.into_iter().enumerate() {
+                self.weights.buffers[d][slot] = piece;
+            }
+        }
         Ok(())
     }
 

@@ -99,6 +99,36 @@ pub fn load(
     Ok(DeviceWeights { buffers, _external: external })
 }
 
+/// The artifact's values of the weights `names`, copied to the devices (owned buffers, which a
+/// call may replace), per name and device. Not hashed: a session verified the weights when it
+/// opened them.
+pub fn reload(
+    client: &Client,
+    art: &Artifact,
+    placement: &Placement,
+    names: &[&str],
+) -> Result<Vec<Vec<Buffer>>, Error> {
+    let at = locate(art)?;
+    let bytes = &at.file.get().bytes()[at.range.clone()];
+    let st = SafeTensors::deserialize(bytes).map_err(|e| unreadable(art, &at, &e.to_string()))?;
+    let splits = art.manifest.sharding.as_ref().map(|s| &s.weights);
+    let mut out = Vec::with_capacity(names.len());
+    for name in names {
+        let view = st.tensor(name).map_err(|e| RunError::Weights(format!("`{name}`: {e}")))?;
+        let dtype = dtype_of_safetensors(view.dtype())
+            .ok_or_else(|| RunError::Weights(format!("`{name}` has unsupported dtype {:?}", view.dtype())))?;
+        let dims: Vec<i64> = view.shape().iter().map(|&d| d as i64).collect();
+        let split = placement.split(splits.and_then(|w| w.get(*name)));
+        let mut pieces = Vec::with_capacity(placement.devices());
+        for d in 0..placement.devices() {
+            let (piece, piece_dims) = placement.piece(view.data(), &dims, dtype.size_bytes(), split.as_ref(), d)?;
+            pieces.push(super::to_device(client, d, dtype, &piece, &piece_dims)?);
+        }
+        out.push(pieces);
+    }
+    Ok(out)
+}
+
 /// The mapped weights: the artifact's entry, or the external file (of the recorded size).
 fn locate(art: &Artifact) -> Result<Located<'_>, Error> {
     let w = &art.manifest.weights;

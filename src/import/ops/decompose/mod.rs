@@ -105,14 +105,14 @@ fn kthvalue(a: &mut Args<'_>) -> R<Recipe> {
             let index = w.literal(vec![Scalar::Int(0)], TensorType::new(DType::I64, &[]))?;
             return Ok(vec![w.op(Op::Copy, &[x])?, index]);
         }
-        let sort = Op::Sort { dim, descending: false, stable: true };
         let d = checked_dim(dim, &ty)?;
-        let mut index_ty = ty.clone();
-        index_ty.dtype = DType::I64;
-        let sorted = w.typed(sort, &[x], vec![ty.clone(), index_ty])?;
         if !ty.dims[d].as_static().is_some_and(|n| (1..=n).contains(&k)) {
             return Err(format!("k = {k} is out of range for dim {dim} of {ty}"));
         }
+        let sort = Op::Sort { dim, descending: false, stable: true };
+        let mut index_ty = ty.clone();
+        index_ty.dtype = DType::I64;
+        let sorted = w.typed(sort, &[x], vec![ty.clone(), index_ty])?;
         let pick = if keepdim {
             Op::Slice { dim, start: Dim::Static(k - 1), end: Dim::Static(k), step: 1 }
         } else {
