@@ -40,7 +40,8 @@ enum Command {
     ///   torchtpu-compile compile model.pt2 -o model.tpuexe --target cpu
     ///   torchtpu-compile compile model.pt2 -o model.mlir --emit stablehlo
     Compile(CompileArgs),
-    /// Run an artifact's CPU executable on `.npy` inputs and write `out_<i>.npy` files.
+    /// Run an artifact's CPU executable on `.npy` inputs and write `out_<i>.npy` files (and
+    /// `state_<fqn>.npy` for the buffers the program updates).
     ///
     /// Example: torchtpu-compile run model.tpuexe in_0.npy --out-dir out/
     Run(RunArgs),
