@@ -163,8 +163,11 @@ pub fn run(req: &RunRequest) -> Result<RunReport, Error> {
     let cache =
         req.cache_dir.as_ref().map(|dir| Cache::open(&CacheConfig { dir: Some(dir.clone()), ..CacheConfig::off() }));
     let verification = weights::Verification { always_hash: req.verify_weights, cache: cache.as_ref() };
-    let mut session = Session::open(&req.artifact, req.plugin.as_deref(), &verification)?;
-    let inputs = read_inputs(&req.inputs, session.manifest())?;
+    // The inputs are checked before the weights are read: a wrong one fails fast.
+    let art = crate::artifact::Artifact::open_but_weights(&req.artifact)?;
+    let inputs = read_inputs(&req.inputs, &art.manifest)?;
+    session::bucket_for_inputs(&art.manifest, &inputs, &req.inputs)?;
+    let mut session = Session::with(art, req.plugin.as_deref(), &verification)?;
     if let Some(dir) = &req.state_in {
         session.load_state(dir)?;
     }

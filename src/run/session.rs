@@ -50,7 +50,11 @@ impl Session {
     /// Opens the artifact at `path` for its CPU executables on `plugin` (default: the set-up
     /// one), checks it and puts its weights on the devices, verified as `verification` says.
     pub fn open(path: &Path, plugin: Option<&Path>, verification: &Verification) -> Result<Session, Error> {
-        let art = Artifact::open_but_weights(path)?;
+        Session::with(Artifact::open_but_weights(path)?, plugin, verification)
+    }
+
+    /// [`Session::open`] on an artifact already opened (its weights not yet read).
+    pub fn with(art: Artifact, plugin: Option<&Path>, verification: &Verification) -> Result<Session, Error> {
         let m = &art.manifest;
         let target = m.targets.iter().position(|t| is_cpu(&t.target)).ok_or_else(|| RunError::NoCpuExecutable {
             targets: m.targets.iter().map(|t| t.target.as_str()).collect::<Vec<_>>().join(", "),
@@ -87,13 +91,7 @@ impl Session {
             return Err(RunError::State { path: self.art.path().display().to_string(), reason }.into());
         }
         self.calls += 1;
-        let m = &self.art.manifest;
-        let (bucket, real) = if m.buckets.iter().any(|b| !b.sizes.is_empty()) {
-            let real = real_sizes(m, inputs, labels)?;
-            (smallest_bucket(m, &real, inputs, labels)?, Some(real))
-        } else {
-            (pick_bucket(&m.buckets, inputs, labels, m)?, None)
-        };
+        let (bucket, real) = bucket_for_inputs(&self.art.manifest, inputs, labels)?;
         let bucket = bucket.clone();
         let args = self.arguments(&bucket, inputs, real.as_ref(), seed)?;
         let started = Instant::now();
@@ -211,6 +209,24 @@ impl Session {
             }
         }
         Ok(())
+    }
+}
+
+/// The value of each symbol at a call's real sizes.
+type RealSizes = BTreeMap<String, i64>;
+
+/// The bucket that runs `inputs` (named by `labels` in messages) and the real sizes of a
+/// dynamic program, after checking their shapes.
+pub(super) fn bucket_for_inputs<'m>(
+    m: &'m Manifest,
+    inputs: &[Array],
+    labels: &[PathBuf],
+) -> Result<(&'m Bucket, Option<RealSizes>), Error> {
+    if m.buckets.iter().any(|b| !b.sizes.is_empty()) {
+        let real = real_sizes(m, inputs, labels)?;
+        Ok((smallest_bucket(m, &real, inputs, labels)?, Some(real)))
+    } else {
+        Ok((pick_bucket(&m.buckets, inputs, labels, m)?, None))
     }
 }
 
