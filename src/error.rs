@@ -45,6 +45,33 @@ impl Error {
         }
     }
 
+    /// What went wrong, in one word (the Python package's exception classes): `archive`,
+    /// `lowering`, `plugin` (the machine: plugin, device), `compile`, `artifact`, `input` (a
+    /// call's inputs or state), `run`, `unsupported` or `io`.
+    pub fn kind(&self) -> &'static str {
+        use crate::run::RunError as R;
+        match self {
+            Error::Import(_) => "archive",
+            #[cfg(feature = "mlir")]
+            Error::Lower(_) => "lowering",
+            Error::Plugin { .. } => "plugin",
+            Error::Run(e) if e.is_environment() => "plugin",
+            Error::Compile { .. } => "compile",
+            Error::Artifact(_) => "artifact",
+            Error::Run(
+                R::OutOfRange { .. }
+                | R::InputCount { .. }
+                | R::InputMismatch { .. }
+                | R::Npy(_)
+                | R::State { .. }
+                | R::Decode(_),
+            ) => "input",
+            Error::Run(_) => "run",
+            Error::Unsupported(_) => "unsupported",
+            Error::Io { .. } => "io",
+        }
+    }
+
     /// The process exit code: 1 for a model or artifact that cannot be compiled, checked or run,
     /// 3 for an environment problem (missing or mismatched plugin, no executable for this machine).
     pub fn exit_code(&self) -> u8 {

@@ -725,6 +725,13 @@ BENCH_MODELS = {
         export_context=real_grouped_mm_under_export,
         graph_has=["torch.ops.aten._grouped_mm.default"],
         graph_lacks=["grouped_mm_fallback"]),
+    "decoder_kv_4096": dict(
+        build=lambda: DecoderKV(vocab=256, dim=512, heads=8, layers=4, max_seq=4096),
+        desc="decoder_kv at benchmark size: vocab 256, dim 512, 8 heads, 4 layers, static KV caches "
+             "of 4096 positions (64 MiB of caches); decode references from eager",
+        inputs=[(torch.tensor([[5]]), torch.tensor([0]))],
+        lean_metadata=True,
+        decode=decode_reference),
     "avgpool_wide": dict(
         build=lambda: nn.AvgPool2d(3, stride=1, padding=1, count_include_pad=False),
         desc="AvgPool2d(3, stride 1, padding 1, count_include_pad=False) on f32[32,384,25,25]: "

@@ -157,6 +157,7 @@ pub(super) fn run(args: &RunArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         artifact: args.artifact.clone(),
         inputs: args.inputs.clone(),
         out_dir: args.out_dir.clone(),
+        device: args.device,
         plugin: args.plugin.clone(),
         reference: args.reference.clone(),
         seed: args.seed,
@@ -183,11 +184,15 @@ pub(super) fn generate(args: &GenerateArgs, out: &mut dyn Write) -> anyhow::Resu
     let prompt = crate::npy::Array::read(&args.prompt).map_err(|e| Error::Run(e.into()))?;
     let req = crate::run::GenerateRequest {
         artifact: args.artifact.clone(),
+        device: args.device,
         plugin: args.plugin.clone(),
-        prompt,
-        max_new_tokens: args.max_new_tokens,
-        temperature: args.temperature,
-        seed: args.seed,
+        decoding: crate::run::Decoding {
+            prompt,
+            max_new_tokens: args.max_new_tokens,
+            temperature: args.temperature,
+            seed: args.seed,
+        },
+        donate: !args.no_donate,
     };
     let verification = crate::run::Verification { always_hash: false, cache: None };
     let done = crate::run::generate(&req, &verification)

@@ -13,6 +13,7 @@ use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
 use crate::cache::{self, CacheConfig};
 use crate::emit::{EmitOptions, GroupedMm, Precision};
+use crate::run::DeviceKind;
 use crate::target::Target;
 use crate::Error;
 use torchtpu_passes::ir::{DType, Mesh};
@@ -289,9 +290,17 @@ struct GenerateArgs {
     /// Seed of the sampling: the same seed gives the same tokens.
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// The CPU PJRT plugin; default `$TORCHTPU_PJRT_PLUGIN`, then the `cargo xtask setup` folder.
+    /// Where to run: this machine's CPU, or its TPU chips (exit 3 where it has none).
+    #[arg(long, value_enum, default_value_t = DeviceKind::Cpu)]
+    device: DeviceKind,
+    /// The PJRT plugin; default for the CPU `$TORCHTPU_PJRT_PLUGIN`, for a TPU
+    /// `$TORCHTPU_LIBTPU`, then the `cargo xtask setup` folder.
     #[arg(long)]
     plugin: Option<PathBuf>,
+    /// Copy the caches on every step instead of updating them in place (for measuring what
+    /// donating them saves).
+    #[arg(long)]
+    no_donate: bool,
     /// Summary format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
@@ -307,7 +316,11 @@ struct RunArgs {
     /// Where to write `out_0.npy`, `out_1.npy`, … (bf16 outputs are widened to float32).
     #[arg(long, default_value = ".")]
     out_dir: PathBuf,
-    /// The CPU PJRT plugin; default `$TORCHTPU_PJRT_PLUGIN`, then the `cargo xtask setup` folder.
+    /// Where to run: this machine's CPU, or its TPU chips (exit 3 where it has none).
+    #[arg(long, value_enum, default_value_t = DeviceKind::Cpu)]
+    device: DeviceKind,
+    /// The PJRT plugin; default for the CPU `$TORCHTPU_PJRT_PLUGIN`, for a TPU
+    /// `$TORCHTPU_LIBTPU`, then the `cargo xtask setup` folder.
     #[arg(long)]
     plugin: Option<PathBuf>,
     /// Compare the outputs with `DIR/out_<i>.npy` and report the max abs and relative diffs and
@@ -615,7 +628,7 @@ fn with_default_subcommand(args: Vec<OsString>) -> Vec<OsString> {
 /// The error and its causes, `: `-separated, each said once: a cause whose text its parent's
 /// message already includes is left out, and one that starts with its parent's message
 /// replaces it (`cannot read `m.pt2`` over `cannot read `m.pt2`: No such file …`).
-fn error_chain(e: &anyhow::Error) -> String {
+pub fn error_chain(e: &anyhow::Error) -> String {
     let mut text = String::new();
     let mut last = 0;
     for cause in e.chain() {
@@ -646,7 +659,23 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>, out: &mut dyn Write, 
             return u8::try_from(e.exit_code()).unwrap_or(2);
         }
     };
-    match run(cli, out, err) {
+    report(run(cli, out, err), err)
+}
+
+/// Runs the command line with `args` as [`main_with`] does, but gives its failure back instead
+/// of printing it: a usage error as a `clap::Error`, else the tool's error with its causes.
+pub fn execute(
+    args: impl IntoIterator<Item = OsString>,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> anyhow::Result<u8> {
+    let cli = Cli::try_parse_from(with_default_subcommand(args.into_iter().collect()))?;
+    run(cli, out, err)
+}
+
+/// The exit code of a command's result, its failure written to `err`.
+fn report(result: anyhow::Result<u8>, err: &mut dyn Write) -> u8 {
+    match result {
         Ok(code) => code,
         // `inspect … | head`: the reader has what it wanted; end quietly, as `cat` does.
         Err(e) if is_broken_pipe(&e) => 0,

@@ -7,7 +7,8 @@
 //! A node that cannot be lowered does not stop the emitter: all failures are collected and
 //! reported together, which is what `check` lists. A graph split over a mesh gets Shardy's
 //! annotations (`sharding`): the mesh, every argument's and result's sharding, and the
-//! constraints the `shard` pass set.
+//! constraints the `shard` pass set. A weight the program returns updated is aliased to that
+//! result (`signature`), so a caller that donates it gets the update in place.
 
 mod bag;
 mod builder;
@@ -26,6 +27,7 @@ mod sample;
 mod scatter;
 mod shape;
 mod sharding;
+mod signature;
 mod sort;
 mod tensor;
 
@@ -178,8 +180,12 @@ pub fn emit(graph: &Graph, opts: &EmitOptions) -> Result<Emitted, EmitError> {
     ];
     if let Some(mesh) = graph.mesh() {
         module.body().append_operation(sharding::mesh_op(&ctx, mesh).map_err(EmitError::Internal)?);
-        let (args, results) = sharding::signature(graph).map_err(EmitError::Internal)?;
+    }
+    let (args, results) = signature::attributes(graph);
+    if let Some(args) = args {
         attributes.push((Identifier::new(&ctx, "arg_attrs"), attr(&args)?));
+    }
+    if let Some(results) = results {
         attributes.push((Identifier::new(&ctx, "res_attrs"), attr(&results)?));
     }
     let func = OperationBuilder::new("func.func", unknown)

@@ -10,7 +10,7 @@ use melior::ir::attribute::Attribute;
 use melior::ir::operation::{Operation, OperationBuilder};
 use melior::ir::{Identifier, Location, Value};
 use melior::Context;
-use torchtpu_passes::ir::{Graph, Mesh, Sharding, TensorType};
+use torchtpu_passes::ir::{Mesh, Sharding, TensorType};
 
 use super::builder::{Builder, LowerResult};
 
@@ -34,21 +34,10 @@ fn attribute(sharding: &Sharding) -> String {
     format!("#sdy.sharding<@{MESH}, {sharding}>")
 }
 
-/// The `arg_attrs` and `res_attrs` of `@main`: each input's sharding (whole when it has none)
-/// and every result whole.
-pub fn signature(graph: &Graph) -> Result<(String, String), String> {
-    let dict = |s: &Sharding| format!("{{sdy.sharding = {}}}", attribute(s));
-    let args: Vec<String> = graph
-        .graph_inputs()
-        .iter()
-        .map(|&id| {
-            let node = graph.node(id);
-            dict(node.sharding.as_ref().unwrap_or(&Sharding::replicated(node.outputs[0].rank())))
-        })
-        .collect();
-    let results: Vec<String> =
-        graph.outputs().iter().map(|o| dict(&Sharding::replicated(graph.value_type(o.value).rank()))).collect();
-    Ok((format!("[{}]", args.join(", ")), format!("[{}]", results.join(", "))))
+/// The `sdy.sharding` entry of an argument or result's attribute dictionary: `sharding`, or
+/// whole for a value of rank `rank` where it has none.
+pub fn entry(sharding: Option<&Sharding>, rank: usize) -> String {
+    format!("sdy.sharding = {}", attribute(sharding.unwrap_or(&Sharding::replicated(rank))))
 }
 
 /// `v` (of type `ty`) constrained to `sharding`.

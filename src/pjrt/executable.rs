@@ -83,15 +83,20 @@ impl LoadedExecutable {
         self.unloaded()?.optimized_program()
     }
 
-    /// Runs the executable on its one device and waits until the outputs are computed.
+    /// Runs the executable on its one device and waits until the outputs are computed. No
+    /// argument is donated.
     pub fn execute(&self, args: &[&Buffer]) -> Result<Vec<Buffer>, PjrtError> {
-        Ok(self.execute_on_devices(&[args.to_vec()])?.remove(0))
+        Ok(self.execute_on_devices(&[args.to_vec()], Donation::None)?.remove(0))
     }
 
     /// Runs an executable compiled for `args.len()` devices (one partition each, in the
     /// client's device order): `args[d]` are device `d`'s arguments, each a buffer on that
     /// device. Waits until every device's outputs are computed; per device, its outputs.
-    pub fn execute_on_devices(&self, args: &[Vec<&Buffer>]) -> Result<Vec<Vec<Buffer>>, PjrtError> {
+    ///
+    /// With [`Donation::Aliased`], each argument the program aliases to a result
+    /// (`tf.aliasing_output`) gives its memory to that result and is deleted: it must be an
+    /// owned buffer (not a view of host memory), and the caller must not read it again.
+    pub fn execute_on_devices(&self, args: &[Vec<&Buffer>], donation: Donation) -> Result<Vec<Vec<Buffer>>, PjrtError> {
         let num_args = args.first().map_or(0, Vec::len);
         for (d, list) in args.iter().enumerate() {
             if list.len() != num_args {
@@ -113,7 +118,14 @@ impl LoadedExecutable {
         let mut outputs: Vec<Vec<*mut ffi::PJRT_Buffer>> = vec![vec![ptr::null_mut(); self.num_outputs]; args.len()];
         let output_lists: Vec<*mut *mut ffi::PJRT_Buffer> = outputs.iter_mut().map(|l| l.as_mut_ptr()).collect();
         let mut done: Vec<*mut ffi::PJRT_Event> = vec![ptr::null_mut(); args.len()];
+        // PJRT donates every aliased argument not listed here.
+        let kept: Vec<i64> = match donation {
+            Donation::Aliased => Vec::new(),
+            Donation::None => (0..num_args as i64).collect(),
+        };
         let mut options = ffi::PJRT_ExecuteOptions::new();
+        options.non_donatable_input_indices = kept.as_ptr();
+        options.num_non_donatable_input_indices = kept.len();
         let mut execute = ffi::PJRT_LoadedExecutable_Execute_Args::new();
         execute.executable = self.raw;
         execute.options = &mut options;
@@ -148,6 +160,15 @@ impl LoadedExecutable {
         }
         outputs.into_iter().map(|l| l.into_iter().collect()).collect()
     }
+}
+
+/// Which arguments of a call give their memory to the results.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Donation {
+    /// None: an aliased result is a copy of its argument, updated.
+    None,
+    /// Every argument the program aliases to a result.
+    Aliased,
 }
 
 impl Drop for LoadedExecutable {

@@ -36,7 +36,7 @@ use std::fmt;
 use std::path::PathBuf;
 
 pub use client::{Client, Device};
-pub use executable::{Buffer, Executable, LoadedExecutable, MemoryStats};
+pub use executable::{Buffer, Donation, Executable, LoadedExecutable, MemoryStats};
 pub use plugin::{ApiVersion, AttributeValue, Created, Plugin};
 pub use quiet::set_shown as show_plugin_output;
 pub use topology::{prepare_libtpu_environment, prepare_xla_environment, Topology, CPU_SCHEDULE_FLAG};

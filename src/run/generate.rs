@@ -16,15 +16,23 @@ use serde::Serialize;
 use torchtpu_passes::ir::DType;
 
 use super::weights::Verification;
-use super::{parse_dtype, RunError, Session};
+use super::{parse_dtype, DeviceKind, RunError, Session};
 use crate::artifact::{output_files, Manifest};
 use crate::npy::Array;
 use crate::Error;
 
-/// What to generate.
+/// What to generate, from which artifact.
 pub struct GenerateRequest {
     pub artifact: PathBuf,
+    pub device: DeviceKind,
     pub plugin: Option<PathBuf>,
+    pub decoding: Decoding,
+    /// Whether calls donate the caches (see [`Session::set_donation`]).
+    pub donate: bool,
+}
+
+/// What to decode.
+pub struct Decoding {
     /// Token ids, `[T]` or `[B, T]`, of an integer dtype.
     pub prompt: Array,
     pub max_new_tokens: usize,
@@ -135,9 +143,15 @@ fn integers(dtype: DType, dims: &[i64], values: &[i64]) -> Array {
     Array { dtype, shape: dims.to_vec(), data }
 }
 
-/// Runs the decode loop.
+/// Runs the decode loop in a session of its own.
 pub fn generate(req: &GenerateRequest, verification: &Verification) -> Result<Generated, Error> {
-    let mut session = Session::open(&req.artifact, req.plugin.as_deref(), verification)?;
+    let mut session = Session::open(&req.artifact, req.device, req.plugin.as_deref(), verification)?;
+    session.set_donation(req.donate);
+    decode(&mut session, &req.decoding)
+}
+
+/// Runs the decode loop in `session`, from the state it holds (the artifact's, after a reset).
+pub fn decode(session: &mut Session, req: &Decoding) -> Result<Generated, Error> {
     let s = step(session.manifest())?;
     let prompt = prompt_rows(&req.prompt, s.batch)?;
     let t = prompt[0].len();

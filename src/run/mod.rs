@@ -16,13 +16,15 @@ use torchtpu_passes::ir::DType;
 
 use std::collections::BTreeMap;
 
+mod device;
 mod generate;
 mod placement;
 mod session;
 mod state;
 mod weights;
 
-pub use generate::{generate, GenerateRequest, Generated};
+pub use device::DeviceKind;
+pub use generate::{decode, generate, Decoding, GenerateRequest, Generated};
 pub use session::{Called, Session};
 pub use weights::Verification;
 
@@ -30,7 +32,7 @@ use crate::artifact::{Bucket, Manifest, TargetEntry};
 use crate::cache::{Cache, CacheConfig};
 use crate::npy::{Array, NpyError};
 use crate::pjrt::{Buffer, Client, ElementType, PjrtError, Plugin};
-use crate::setup::cpu_plugin;
+use crate::setup::PluginChoice;
 use crate::Error;
 
 #[derive(Debug, Error)]
@@ -42,6 +44,8 @@ pub enum RunError {
          executables only load into the plugin build that made them — recompile, or pass --plugin with that build"
     )]
     PluginMismatch { built_by: String, expected: String, plugin: String, found: String },
+    #[error("{reason}")]
+    NoDevice { reason: String },
     #[error("input {index} (`{name}`): dim {dim} is {value}, outside the sizes this artifact serves ({min} to {max})")]
     OutOfRange { index: usize, name: String, dim: usize, value: i64, min: i64, max: i64 },
     #[error("expected {expected} input(s) ({names}), got {found}")]
@@ -67,7 +71,7 @@ pub enum RunError {
 impl RunError {
     /// Problems of the machine rather than of the inputs or the artifact (exit code 3).
     pub fn is_environment(&self) -> bool {
-        matches!(self, RunError::NoCpuExecutable { .. } | RunError::PluginMismatch { .. })
+        matches!(self, RunError::NoCpuExecutable { .. } | RunError::PluginMismatch { .. } | RunError::NoDevice { .. })
     }
 }
 
@@ -77,6 +81,7 @@ pub struct RunRequest {
     pub artifact: PathBuf,
     pub inputs: Vec<PathBuf>,
     pub out_dir: PathBuf,
+    pub device: DeviceKind,
     pub plugin: Option<PathBuf>,
     /// A folder with `out_<i>.npy` to compare against.
     pub reference: Option<PathBuf>,
@@ -167,7 +172,7 @@ pub fn run(req: &RunRequest) -> Result<RunReport, Error> {
     let art = crate::artifact::Artifact::open_but_weights(&req.artifact)?;
     let inputs = read_inputs(&req.inputs, &art.manifest)?;
     session::bucket_for_inputs(&art.manifest, &inputs, &req.inputs)?;
-    let mut session = Session::with(art, req.plugin.as_deref(), &verification)?;
+    let mut session = Session::with(art, req.device, req.plugin.as_deref(), &verification)?;
     if let Some(dir) = &req.state_in {
         session.load_state(dir)?;
     }
@@ -281,8 +286,7 @@ fn write_outputs(req: &RunRequest, m: &Manifest, called: Called, load_ms: f64) -
 
 /// A client of `devices` CPU devices on the plugin that built `target`'s executables, refusing
 /// any other build.
-fn client_for(target: &TargetEntry, flag: Option<&Path>, devices: usize) -> Result<Client, Error> {
-    let choice = cpu_plugin(flag);
+fn client_for(target: &TargetEntry, choice: PluginChoice, devices: usize) -> Result<Client, Error> {
     let plugin = Plugin::load(&choice.path).map_err(|e| Error::plugin(e, choice.source))?;
     if plugin.sha256() != target.plugin.sha256 {
         return Err(RunError::PluginMismatch {
@@ -345,33 +349,56 @@ fn is_cpu(target: &str) -> bool {
 }
 
 fn read_inputs(paths: &[PathBuf], m: &crate::artifact::Manifest) -> Result<Vec<Array>, Error> {
-    let sig = &m.signature.inputs;
-    if paths.len() != sig.len() {
-        let names: Vec<&str> = sig.iter().map(|v| v.name.as_str()).collect();
-        return Err(RunError::InputCount { expected: sig.len(), names: names.join(", "), found: paths.len() }.into());
-    }
-    let mut out = Vec::with_capacity(paths.len());
-    for (index, (path, s)) in paths.iter().zip(sig).enumerate() {
-        let a = Array::read(path)?;
-        let want =
-            parse_dtype(&s.dtype).ok_or_else(|| RunError::Weights(format!("unknown input dtype {}", s.dtype)))?;
-        let a = match (a.dtype, want) {
-            (d, w) if d == w => a,
+    check_count(m, paths.len())?;
+    let arrays = paths.iter().map(|p| Array::read(p)).collect::<Result<Vec<_>, _>>()?;
+    conform_inputs(m, arrays, paths)
+}
+
+/// The user inputs `arrays` (named by `labels` in messages) as the program takes them, after
+/// checking their count and dtypes: float32 stands for bfloat16 and is narrowed.
+pub fn conform_inputs(m: &Manifest, arrays: Vec<Array>, labels: &[PathBuf]) -> Result<Vec<Array>, Error> {
+    check_count(m, arrays.len())?;
+    let mut out = Vec::with_capacity(arrays.len());
+    for (index, a) in arrays.into_iter().enumerate() {
+        let a = match (a.dtype, input_dtype(m, index)?) {
             (DType::F32, DType::BF16) => a.f32_to_bf16().unwrap_or(a),
-            (d, w) => {
-                return Err(RunError::InputMismatch {
-                    index,
-                    name: s.name.clone(),
-                    file: path.display().to_string(),
-                    expected: format!("dtype {w}"),
-                    found: format!("dtype {d}"),
-                }
-                .into())
-            }
+            _ => a,
         };
+        check_dtype(m, index, &a, &labels[index])?;
         out.push(a);
     }
     Ok(out)
+}
+
+/// Refuses a call with another number of inputs than the program's.
+fn check_count(m: &Manifest, found: usize) -> Result<(), Error> {
+    let sig = &m.signature.inputs;
+    if found != sig.len() {
+        let names: Vec<&str> = sig.iter().map(|v| v.name.as_str()).collect();
+        return Err(RunError::InputCount { expected: sig.len(), names: names.join(", "), found }.into());
+    }
+    Ok(())
+}
+
+fn input_dtype(m: &Manifest, index: usize) -> Result<DType, Error> {
+    let s = &m.signature.inputs[index];
+    Ok(parse_dtype(&s.dtype).ok_or_else(|| RunError::Weights(format!("unknown input dtype {}", s.dtype)))?)
+}
+
+/// Refuses input `index` (`a`, named `label`) unless it has the program's dtype.
+fn check_dtype(m: &Manifest, index: usize, a: &Array, label: &Path) -> Result<(), Error> {
+    let want = input_dtype(m, index)?;
+    if a.dtype != want {
+        return Err(RunError::InputMismatch {
+            index,
+            name: m.signature.inputs[index].name.clone(),
+            file: label.display().to_string(),
+            expected: format!("dtype {want}"),
+            found: format!("dtype {}", a.dtype),
+        }
+        .into());
+    }
+    Ok(())
 }
 
 /// The bucket whose input shapes match the inputs exactly (one bucket per artifact today).

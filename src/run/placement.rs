@@ -5,6 +5,7 @@
 //! from the map; other pieces are gathered into a copy, one tensor at a time.
 
 use std::borrow::Cow;
+use std::ops::Range;
 
 use torchtpu_passes::ir::{Mesh, Sharding};
 
@@ -55,33 +56,62 @@ impl Placement {
         let offsets = split.shard_offsets(dims, mesh, device as i64);
         Ok((gather(bytes, dims, element, &shard, &offsets), shard))
     }
+
+    /// The whole row-major array of `dims` (`element` bytes each) from every device's piece
+    /// under `split` (`pieces[d]`: device `d`'s); the inverse of [`Placement::piece`].
+    pub fn assemble(&self, pieces: &[Vec<u8>], dims: &[i64], element: usize, split: Option<&Sharding>) -> Vec<u8> {
+        let (Some(mesh), Some(split)) = (&self.mesh, split) else { return pieces[0].clone() };
+        let shard = split.shard_dims(dims, mesh);
+        let mut whole = vec![0u8; dims.iter().product::<i64>() as usize * element];
+        for (d, piece) in pieces.iter().enumerate() {
+            let offsets = split.shard_offsets(dims, mesh, d as i64);
+            let mut at = 0;
+            for r in runs(dims, element, &shard, &offsets) {
+                let len = r.len();
+                whole[r].copy_from_slice(&piece[at..at + len]);
+                at += len;
+            }
+        }
+        whole
+    }
 }
 
 /// The block of `shard` elements starting at `offsets` of a row-major array of `dims`: the
 /// bytes themselves when it is one run, else a copy of its runs.
 fn gather<'a>(bytes: &'a [u8], dims: &[i64], element: usize, shard: &[i64], offsets: &[i64]) -> Cow<'a, [u8]> {
+    let runs = runs(dims, element, shard, offsets);
+    if let [one] = &runs[..] {
+        return Cow::Borrowed(&bytes[one.clone()]);
+    }
+    let mut out = Vec::with_capacity(runs.iter().map(|r| r.len()).sum());
+    for r in runs {
+        out.extend_from_slice(&bytes[r]);
+    }
+    Cow::Owned(out)
+}
+
+/// The byte ranges of a row-major array of `dims` that the block of `shard` elements starting
+/// at `offsets` covers, in the block's own row-major order (one range when it is contiguous).
+fn runs(dims: &[i64], element: usize, shard: &[i64], offsets: &[i64]) -> Vec<Range<usize>> {
     let rank = dims.len();
+    let whole = dims.iter().product::<i64>() as usize * element;
     // The last split dim: below it every piece is whole, so it and what follows are one run.
-    let Some(k) = (0..rank).rev().find(|&d| shard[d] != dims[d]) else { return Cow::Borrowed(bytes) };
+    let Some(k) = (0..rank).rev().find(|&d| shard[d] != dims[d]) else { return vec![0..whole] };
     let stride = |d: usize| dims[d + 1..].iter().product::<i64>() as usize * element;
     let run = shard[k] as usize * stride(k);
     let start_of = |index: &[i64]| -> usize {
         (0..=k).map(|d| (offsets[d] + if d < k { index[d] } else { 0 }) as usize * stride(d)).sum()
     };
-    if (0..k).all(|d| shard[d] == 1) {
-        let at = start_of(&vec![0; k]);
-        return Cow::Borrowed(&bytes[at..at + run]);
-    }
-    let mut out = Vec::with_capacity(shard.iter().product::<i64>() as usize * element);
+    let mut out = Vec::new();
     let mut index = vec![0i64; k];
     loop {
         let at = start_of(&index);
-        out.extend_from_slice(&bytes[at..at + run]);
+        out.push(at..at + run);
         // The next index over the leading dims' pieces, last dim fastest.
         let mut d = k;
         loop {
             if d == 0 {
-                return Cow::Owned(out);
+                return out;
             }
             d -= 1;
             index[d] += 1;

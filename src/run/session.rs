@@ -2,6 +2,15 @@
 //! then called as often as wanted. The buffers and parameters the program updates (a KV cache,
 //! BatchNorm statistics) stay on the devices from one call to the next: each call's new value
 //! takes the place of the weight the next call reads. `reset` puts the artifact's values back.
+//!
+//! Where the program aliases an updated weight to its new value (`tf.aliasing_output`, see
+//! the emitter's `signature`), the call donates the weight's buffer: XLA writes the update in
+//! its memory rather than into a copy of the whole weight, so a KV cache costs its new entries
+//! per call, not its size. Those buffers are therefore the session's own copies, never views
+//! of the artifact's map.
+//!
+//! A session is `Send + Sync` (the PJRT objects are thread-safe); calls take it `&mut`,
+//! because a program with state must see its calls in order: share it as `Mutex<Session>`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -9,14 +18,15 @@ use std::time::Instant;
 
 use torchtpu_passes::ir::DType;
 
+use super::device::DeviceKind;
 use super::placement::Placement;
 use super::weights::{self, DeviceWeights, Verification};
 use super::{
-    client_for, is_cpu, parse_dtype, pick_bucket, real_dims, real_sizes, seed_key, smallest_bucket, to_device, RunError,
+    client_for, parse_dtype, pick_bucket, real_dims, real_sizes, seed_key, smallest_bucket, to_device, RunError,
 };
 use crate::artifact::{Artifact, Bucket, Manifest};
 use crate::npy::Array;
-use crate::pjrt::{Buffer, Client, LoadedExecutable};
+use crate::pjrt::{Buffer, Client, Donation, LoadedExecutable};
 use crate::Error;
 
 /// An open artifact with its weights on the devices. Fields drop in order: the buffers (which
@@ -32,6 +42,10 @@ pub struct Session {
     /// Updated weights a pass changed the storage of: their state cannot be carried.
     uncarried: Vec<String>,
     calls: u64,
+    /// Whether calls donate the updated weights' buffers.
+    donation: Donation,
+    /// Why the updated weights are lost: a call that donated them failed. `reset` mends it.
+    broken: Option<String>,
     /// Which target's executables run.
     target: usize,
     art: Artifact,
@@ -47,20 +61,29 @@ pub struct Called {
 }
 
 impl Session {
-    /// Opens the artifact at `path` for its CPU executables on `plugin` (default: the set-up
-    /// one), checks it and puts its weights on the devices, verified as `verification` says.
-    pub fn open(path: &Path, plugin: Option<&Path>, verification: &Verification) -> Result<Session, Error> {
-        Session::with(Artifact::open_but_weights(path)?, plugin, verification)
+    /// Opens the artifact at `path` for its executables of `device`'s kind on `plugin`
+    /// (default: the set-up one), checks it and puts its weights on the devices, verified as
+    /// `verification` says.
+    pub fn open(
+        path: &Path,
+        device: DeviceKind,
+        plugin: Option<&Path>,
+        verification: &Verification,
+    ) -> Result<Session, Error> {
+        Session::with(Artifact::open_but_weights(path)?, device, plugin, verification)
     }
 
     /// [`Session::open`] on an artifact already opened (its weights not yet read).
-    pub fn with(art: Artifact, plugin: Option<&Path>, verification: &Verification) -> Result<Session, Error> {
+    pub fn with(
+        art: Artifact,
+        device: DeviceKind,
+        plugin: Option<&Path>,
+        verification: &Verification,
+    ) -> Result<Session, Error> {
         let m = &art.manifest;
-        let target = m.targets.iter().position(|t| is_cpu(&t.target)).ok_or_else(|| RunError::NoCpuExecutable {
-            targets: m.targets.iter().map(|t| t.target.as_str()).collect::<Vec<_>>().join(", "),
-        })?;
+        let target = device.target(m)?;
         let placement = Placement::of(m)?;
-        let client = client_for(&m.targets[target], plugin, placement.devices())?;
+        let client = client_for(&m.targets[target], device.plugin(plugin), placement.devices())?;
         let weights = weights::load(&client, &art, &placement, verification)?;
         let (mut updated, mut uncarried) = (Vec::new(), Vec::new());
         for (fqn, output, _) in super::state::updated(m) {
@@ -70,7 +93,29 @@ impl Session {
             }
         }
         let executables = BTreeMap::new();
-        Ok(Session { weights, executables, client, placement, updated, uncarried, calls: 0, target, art })
+        let donation = Donation::Aliased;
+        let mut session = Session {
+            weights,
+            executables,
+            client,
+            placement,
+            updated,
+            uncarried,
+            calls: 0,
+            donation,
+            broken: None,
+            target,
+            art,
+        };
+        // The updated weights as owned copies, which a call may donate.
+        session.reset()?;
+        Ok(session)
+    }
+
+    /// Whether calls donate the updated weights' buffers (the default) or leave them and
+    /// write each update into a copy (for measuring what donation saves).
+    pub fn set_donation(&mut self, donate: bool) {
+        self.donation = if donate { Donation::Aliased } else { Donation::None };
     }
 
     /// The artifact's manifest.
@@ -83,6 +128,11 @@ impl Session {
         super::state::load(&self.client, &self.placement, &self.art.manifest, &mut self.weights, dir).map(|_| ())
     }
 
+    /// The updated weight `name` takes the value `a`, checked against its dtype and shape.
+    pub fn set_state(&mut self, name: &str, a: Array) -> Result<(), Error> {
+        super::state::set(&self.client, &self.placement, &self.art.manifest, &mut self.weights, name, a, name)
+    }
+
     /// Runs the bucket that holds `inputs` (named by `labels` in messages: their files), with
     /// `seed` for random ops; the updated weights keep their new values for the next call.
     pub fn call(&mut self, inputs: &[Array], labels: &[PathBuf], seed: u64) -> Result<Called, Error> {
@@ -90,8 +140,12 @@ impl Session {
             let reason = format!("the program updates `{fqn}`, stored changed by a pass: its state cannot be carried");
             return Err(RunError::State { path: self.art.path().display().to_string(), reason }.into());
         }
-        self.calls += 1;
+        if let Some(reason) = &self.broken {
+            let reason = format!("{reason}; reset the session to start again from the artifact's state");
+            return Err(RunError::State { path: self.art.path().display().to_string(), reason }.into());
+        }
         let (bucket, real) = bucket_for_inputs(&self.art.manifest, inputs, labels)?;
+        self.calls += 1;
         let bucket = bucket.clone();
         let args = self.arguments(&bucket, inputs, real.as_ref(), seed)?;
         let started = Instant::now();
@@ -99,8 +153,17 @@ impl Session {
         let exe = &self.executables[&bucket.name];
         let refs: Vec<Vec<&Buffer>> =
             self.weights.buffers.iter().zip(&args).map(|(w, inputs)| w.iter().chain(inputs).collect()).collect();
-        let mut outs = exe.execute_on_devices(&refs).map_err(RunError::Execute)?;
+        let executed = exe.execute_on_devices(&refs, self.donation);
         drop(refs);
+        let mut outs = match executed {
+            Ok(outs) => outs,
+            Err(e) => {
+                if self.donation == Donation::Aliased && !self.updated.is_empty() {
+                    self.broken = Some(format!("a call failed after it was given the state ({e})"));
+                }
+                return Err(RunError::Execute(e).into());
+            }
+        };
         let run_ms = started.elapsed().as_secs_f64() * 1e3;
         // Every result is whole on every device: the first device's are the outputs.
         let host = outs[0].iter().map(Buffer::to_host).collect::<Result<Vec<_>, _>>().map_err(RunError::Execute)?;
@@ -120,7 +183,28 @@ impl Session {
                 self.weights.buffers[d][slot] = piece;
             }
         }
+        self.broken = None;
         Ok(())
+    }
+
+    /// The current value of every weight the program updates, by name, whole.
+    pub fn state(&self) -> Result<Vec<(String, Array)>, Error> {
+        let m = &self.art.manifest;
+        let mut out = Vec::with_capacity(self.updated.len());
+        for &(slot, output) in &self.updated {
+            let name = &m.weights.order[slot];
+            let sig = &m.signature.outputs[output];
+            let dtype = parse_dtype(&sig.dtype)
+                .ok_or_else(|| RunError::Weights(format!("unknown dtype {} of `{name}`", sig.dtype)))?;
+            let shape: Option<Vec<i64>> = sig.dims.iter().map(serde_json::Value::as_i64).collect();
+            let shape = shape.ok_or_else(|| RunError::Weights(format!("`{name}` has no static shape")))?;
+            let split = self.placement.split(m.sharding.as_ref().and_then(|s| s.weights.get(name)));
+            let pieces = self.weights.buffers.iter().map(|b| b[slot].to_host()).collect::<Result<Vec<_>, _>>();
+            let pieces = pieces.map_err(RunError::Execute)?;
+            let data = self.placement.assemble(&pieces, &shape, dtype.size_bytes(), split.as_ref());
+            out.push((name.clone(), Array { dtype, shape, data }));
+        }
+        Ok(out)
     }
 
     /// The inputs of one call on each device: the user's, the seed, the real sizes.
@@ -222,6 +306,13 @@ pub(super) fn bucket_for_inputs<'m>(
     inputs: &[Array],
     labels: &[PathBuf],
 ) -> Result<(&'m Bucket, Option<RealSizes>), Error> {
+    super::check_count(m, inputs.len())?;
+    if labels.len() != inputs.len() {
+        return Err(RunError::Weights(format!("{} labels for {} inputs", labels.len(), inputs.len())).into());
+    }
+    for (index, (a, label)) in inputs.iter().zip(labels).enumerate() {
+        super::check_dtype(m, index, a, label)?;
+    }
     if m.buckets.iter().any(|b| !b.sizes.is_empty()) {
         let real = real_sizes(m, inputs, labels)?;
         Ok((smallest_bucket(m, &real, inputs, labels)?, Some(real)))

@@ -94,7 +94,7 @@ fn state_carries_from_one_run_to_the_next() {
     std::fs::copy(tmp.0.join("s1").join("state_bn.running_var.npy"), tmp.0.join("s1").join(tracked)).expect("copied");
     let (code, _, err) = step("s3", Some(&tmp.0.join("s1")));
     assert_eq!(code, 1, "{err}");
-    assert!(err.contains("`bn.num_batches_tracked` is i64, the file holds f32"), "{err}");
+    assert!(err.contains("`bn.num_batches_tracked` is i64, the value given is f32"), "{err}");
 }
 
 /// A session keeps the updated BatchNorm statistics on the device from call to call (the
@@ -107,7 +107,8 @@ fn a_session_carries_state_across_calls_and_resets() {
     let labels = [dir.join("in_0.npy"), dir.join("in_1.npy")];
     let inputs: Vec<Array> = labels.iter().map(|p| Array::read(p).expect("input")).collect();
     let verification = crate::run::Verification { always_hash: true, cache: None };
-    let mut session = crate::run::Session::open(&artifact, None, &verification).expect("opens");
+    let mut session =
+        crate::run::Session::open(&artifact, crate::run::DeviceKind::Cpu, None, &verification).expect("opens");
     let files = crate::artifact::output_files(&session.manifest().signature.outputs);
     let tracked = files.iter().position(|f| f == "state_bn.num_batches_tracked.npy").expect("a state output");
     let mut step = || session.call(&inputs, &labels, 0).expect("runs").outputs[tracked].get_f64(0);
@@ -142,7 +143,8 @@ fn generate_reproduces_eager_decoding() {
     assert!(crate::run::compare(&read(&logits), &read(&dir.join("logits.npy"))).ok, "the logits differ");
     // Without state carried across calls: the caches start from zeros at every step.
     let verification = crate::run::Verification { always_hash: false, cache: None };
-    let mut session = crate::run::Session::open(&artifact, None, &verification).expect("opens");
+    let mut session =
+        crate::run::Session::open(&artifact, crate::run::DeviceKind::Cpu, None, &verification).expect("opens");
     let labels = [PathBuf::from("ids"), PathBuf::from("pos")];
     let int = |v: i64, shape: Vec<i64>| Array {
         dtype: torchtpu_passes::ir::DType::I64,
@@ -176,4 +178,49 @@ fn generate_reproduces_eager_decoding() {
     let (code, _, err) = run_cli(&["generate", &s(&mlp), "--prompt", &prompt, "--max-new-tokens", "2"]);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("not a decode step `generate` knows"), "{err}");
+}
+
+/// The decoder's four KV caches are aliased to their new values in the program, so each call
+/// donates them and XLA updates them in place; copying them instead (`--no-donate`) decodes
+/// the same tokens. A session reads its state back whole.
+#[test]
+fn caches_are_updated_in_place_and_read_back() {
+    let tmp = TempDir::new("donation");
+    let artifact = compile_model("decoder_kv", &tmp.0);
+    let art = crate::artifact::Artifact::open_but_weights(&artifact).expect("opens");
+    let program = art.zip().get("programs/main.mlir").expect("the program");
+    let program = String::from_utf8_lossy(program);
+    for j in 0..4 {
+        assert!(program.contains(&format!("{{tf.aliasing_output = {j} : i32}}")), "cache {j} is not aliased");
+    }
+    drop(art);
+    let dir = testdata().join("models/decoder_kv");
+    let s = |p: &Path| p.to_str().expect("utf-8").to_string();
+    let (art, prompt) = (s(&artifact), s(&dir.join("prompt.npy")));
+    let tokens = |extra: &[&str]| {
+        let args = ["generate", &art, "--prompt", &prompt, "--max-new-tokens", "24"];
+        let (code, text, err) = run_cli(&[&args[..], extra].concat());
+        assert_eq!(code, 0, "{text}{err}");
+        text.lines().next().unwrap_or_default().to_string()
+    };
+    assert_eq!(tokens(&[]), tokens(&["--no-donate"]));
+    // After one step at position 0 the caches hold that position only.
+    let verification = crate::run::Verification { always_hash: false, cache: None };
+    let mut session =
+        crate::run::Session::open(&artifact, crate::run::DeviceKind::Cpu, None, &verification).expect("opens");
+    let int = |v: i64, shape: Vec<i64>| Array {
+        dtype: torchtpu_passes::ir::DType::I64,
+        shape,
+        data: v.to_le_bytes().to_vec(),
+    };
+    let labels = [PathBuf::from("ids"), PathBuf::from("pos")];
+    session.call(&[int(5, vec![1, 1]), int(0, vec![1])], &labels, 0).expect("runs");
+    let state = session.state().expect("the state");
+    assert_eq!(state.len(), 4);
+    for (name, cache) in &state {
+        assert_eq!(cache.shape, [1, 2, 64, 16], "{name}");
+        let row = |p: usize| (0..2 * 16).map(move |i| cache.get_f64((i / 16) * 64 * 16 + p * 16 + i % 16));
+        assert!(row(0).any(|v| v != Some(0.0)), "{name}: position 0 written");
+        assert!(row(1).all(|v| v == Some(0.0)), "{name}: position 1 untouched");
+    }
 }

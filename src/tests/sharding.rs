@@ -108,6 +108,7 @@ fn tensor_parallel_buckets_match_eager() {
             inputs,
             out_dir: tmp.0.join(format!("out{case}")),
             plugin: None,
+            device: crate::run::DeviceKind::Cpu,
             reference: Some(reference),
             seed: 0,
             verify_weights: false,

@@ -212,11 +212,41 @@ fn ci() -> Result<()> {
     let (p1, f1) = test_counting(&["-p", "torchtpu-compile", "--no-default-features"], &insta)?;
     let mut envs = insta.to_vec();
     envs.push(("INSTA_SNAPSHOT_REFERENCES_FILE", refs.as_os_str()));
-    let (p2, f2) = test_counting(&["--workspace"], &envs)?;
+    let (p2, f2) = test_counting(&["--workspace", "--exclude", "torchtpu-compile-python"], &envs)?;
     reject_unreferenced_snapshots(&refs)?;
-    let (passed, failed) = (p1 + p2, f1 + f2);
+    let (p3, f3) = python_tests()?;
+    let (passed, failed) = (p1 + p2 + p3, f1 + f2 + f3);
     println!("ci: {passed} passed, {failed} failed");
     Ok(())
+}
+
+/// Builds the Python package into the set-up folder's test environment (`maturin develop`:
+/// the dev profile, so it shares the test build's compiled crates) and runs its pytest suite;
+/// the numbers passed and failed.
+fn python_tests() -> Result<(u64, u64)> {
+    let venv = setup::setup_dir().join(setup::PYTHON_TESTS_DIR);
+    let bin = venv.join("bin");
+    let path = std::env::join_paths(
+        std::iter::once(bin.clone()).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
+    )?;
+    let envs = [("VIRTUAL_ENV", venv.as_os_str()), ("PATH", path.as_os_str())];
+    run(path_str(&bin.join("maturin"))?, &["develop", "--manifest-path", "python/Cargo.toml"], &envs)?;
+    eprintln!("$ python -m pytest python/tests");
+    let output = Command::new(bin.join("python"))
+        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "python/tests"])
+        .envs(envs.iter().map(|(k, v)| (*k, *v)))
+        .current_dir(root())
+        .output()
+        .context("cannot start pytest")?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    print!("{text}");
+    eprint!("{}", String::from_utf8_lossy(&output.stderr));
+    let summary = text.lines().last().unwrap_or_default();
+    let (passed, failed) = (count_before(summary, " passed"), count_before(summary, " failed"));
+    if !output.status.success() || passed == 0 {
+        bail!("the Python package's tests failed ({summary})");
+    }
+    Ok((passed, failed))
 }
 
 /// Runs `cargo test ARGS`, echoing its output, and adds up the `test result:` lines of every

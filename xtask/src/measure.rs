@@ -156,13 +156,14 @@ pub(crate) fn median(mut v: Vec<f64>) -> f64 {
 type Section = fn(bin: &Path, tmp: &Path) -> Result<()>;
 
 /// The benchmark sections after the per-model table, by name.
-const SECTIONS: [(&str, Section); 6] = [
+const SECTIONS: [(&str, Section); 7] = [
     ("passes", passes_bench),
     ("bucketing", bucket_bench),
     ("cache", cache_bench),
     ("grouped-mm", grouped_mm_bench),
     ("avg-pool", avg_pool_bench),
     ("tensor-parallel", tensor_parallel_bench),
+    ("donation", donation_bench),
 ];
 
 /// Every figure, or only the `sections` named (`models` is the per-model table); `--large` and
@@ -273,6 +274,63 @@ fn avg_pool_bench(bin: &Path, tmp: &Path) -> Result<()> {
         );
     }
     println!("compile: whole process of `compile --no-cache` for that target (the archive holds a 30 MB sample input)");
+    Ok(())
+}
+
+/// A decode loop over KV caches of 4096 positions (`decoder_kv_4096`, 64 MiB of caches) with
+/// the caches donated to each step (updated in place) against copied (`generate --no-donate`):
+/// time per step, and peak memory after 10 and 100 steps (flat: nothing grows per step). The
+/// greedy tokens are checked against eager's first.
+fn donation_bench(bin: &Path, tmp: &Path) -> Result<()> {
+    const REPEAT: usize = 3;
+    let pt2 = bench_model("decoder_kv_4096")?;
+    let reference = pt2.with_extension("");
+    let art = tmp.join("decoder_kv_4096.tpuexe").display().to_string();
+    let m = measure(bin, &["compile", crate::path_str(&pt2)?, "-o", &art, "--target", "cpu", "-q", "--no-cache"])?;
+    if !m.ok {
+        bail!("decoder_kv_4096: compile failed:\n{}", m.stderr);
+    }
+    let prompt = reference.join("prompt.npy").display().to_string();
+    let meta: Value = serde_json::from_str(&std::fs::read_to_string(reference.join("meta.json"))?)?;
+    let eager: Vec<String> = meta["decode"]["tokens"][0]
+        .as_array()
+        .context("meta.json: decode tokens")?
+        .iter()
+        .map(|t| t.to_string())
+        .collect();
+    let checked = measure(bin, &["generate", &art, "--prompt", &prompt, "--max-new-tokens", "24"])?;
+    let ours = checked.stdout.lines().find_map(|l| l.strip_prefix("tokens: ")).unwrap_or_default();
+    if ours.split(' ').map(str::to_string).collect::<Vec<_>>() != eager {
+        bail!("decoder_kv_4096: greedy tokens differ from eager's:\n  ours  {ours}\n  eager {}", eager.join(" "));
+    }
+    println!(
+        "decode steps over KV caches of 4096 positions (64 MiB), CPU; median of {REPEAT} runs; greedy tokens = eager's"
+    );
+    println!("{:<10} {:>6} {:>12} {:>10} {:>10}", "caches", "steps", "ms / step", "tokens/s", "peak MiB");
+    let mut per_step = [0.0; 2];
+    for (k, (mode, extra)) in [("donated", None), ("copied", Some("--no-donate"))].into_iter().enumerate() {
+        for steps in ["10", "100"] {
+            let mut args = vec!["generate", &art, "--prompt", &prompt, "--max-new-tokens", steps, "--format", "json"];
+            args.extend(extra);
+            let (mut ms, mut rss) = (Vec::new(), 0f64);
+            for _ in 0..REPEAT {
+                let run = measure(bin, &args)?;
+                let done = json(&run, "generate")?;
+                let decoded = done["new_tokens"].as_f64().unwrap_or(1.0) - 1.0;
+                ms.push(done["decode_ms"].as_f64().unwrap_or(0.0) / decoded.max(1.0));
+                rss = rss.max(run.max_rss_mib);
+            }
+            let ms = median(ms);
+            if steps == "100" {
+                per_step[k] = ms;
+            }
+            println!("{mode:<10} {steps:>6} {ms:>12.3} {:>10.1} {rss:>10.1}", 1e3 / ms);
+        }
+    }
+    println!("donation: a decode step takes {:.2}x less time with the caches donated", per_step[1] / per_step[0]);
+    println!(
+        "ms / step: decode calls after the prompt's; peak: the whole `generate` process (weights, caches, plugin)"
+    );
     Ok(())
 }
 

@@ -95,6 +95,21 @@ const S3_TEST_SERVER: &[&str] = &[
 /// look for `bin/moto_server` there (`src/setup.rs`).
 const S3_TEST_SERVER_DIR: &str = "s3-test-server";
 
+/// What the Python package's tests need: numpy, pytest and maturin (which builds the package
+/// into the environment), every package pinned.
+const PYTHON_TESTS: &[&str] = &[
+    "iniconfig==2.3.1",
+    "maturin==1.16.0",
+    "numpy==2.4.6",
+    "packaging==26.4",
+    "pluggy==1.7.0",
+    "pygments==2.21.0",
+    "pytest==9.2.0",
+];
+
+/// Folder (inside the set-up folder) of the Python package's test environment.
+pub const PYTHON_TESTS_DIR: &str = "python-tests";
+
 /// The set-up folder: `$TORCHTPU_SETUP_DIR`, else `$XDG_CACHE_HOME/torchtpu-compile`, else
 /// `~/.cache/torchtpu-compile` (the same rule as the compiler's `src/setup.rs`).
 pub fn setup_dir() -> PathBuf {
@@ -116,28 +131,30 @@ pub fn setup() -> Result<()> {
     for p in PLUGINS {
         plugin(p)?;
     }
-    s3_test_server()?;
+    venv(S3_TEST_SERVER_DIR, S3_TEST_SERVER, "bin/moto_server")?;
+    venv(PYTHON_TESTS_DIR, PYTHON_TESTS, "bin/pytest")?;
     eprintln!("setup: done (set-up folder: {})", setup_dir().display());
     Ok(())
 }
 
-/// A virtual environment with the pinned S3 test server; a stamp with the pin list makes later
-/// runs do nothing.
-fn s3_test_server() -> Result<()> {
-    let venv = setup_dir().join(S3_TEST_SERVER_DIR);
+/// The virtual environment `dir` (in the set-up folder) with the packages `pins`, installed
+/// with `--no-deps` so nothing floats; a stamp with the pin list (and `marker`, a file the
+/// environment must have) makes later runs do nothing.
+fn venv(dir: &str, pins: &[&str], marker: &str) -> Result<()> {
+    let venv = setup_dir().join(dir);
     let stamp = venv.join(".pins");
-    let pins = S3_TEST_SERVER.join("\n");
-    if venv.join("bin/moto_server").exists() && std::fs::read_to_string(&stamp).is_ok_and(|s| s == pins) {
-        eprintln!("setup: S3 test server present");
+    let list = pins.join("\n");
+    if venv.join(marker).exists() && std::fs::read_to_string(&stamp).is_ok_and(|s| s == list) {
+        eprintln!("setup: {dir} present");
         return Ok(());
     }
     let venv_str = venv.to_str().context("set-up folder path is not UTF-8")?;
     run("python3", &["-m", "venv", venv_str], &[])?;
     let python = venv.join("bin/python");
     let mut args = vec!["-m", "pip", "install", "-q", "--no-deps"];
-    args.extend_from_slice(S3_TEST_SERVER);
+    args.extend_from_slice(pins);
     run(python.to_str().context("set-up folder path is not UTF-8")?, &args, &[])?;
-    std::fs::write(&stamp, pins)?;
+    std::fs::write(&stamp, list)?;
     Ok(())
 }
 

@@ -1,0 +1,312 @@
+//! `torchtpu_compile._native`: the compiler and the runtime, for the Python package.
+//!
+//! Arrays cross as `(dtype, shape, bytes)`: the dtype by the tool's names (`f32`, `i64`,
+//! `bf16`, …), the shape as a list, the bytes row-major (a buffer on the way in, a `bytearray`
+//! on the way out, which numpy views without a copy). The Python layer (`torchtpu_compile`)
+//! turns them into numpy arrays or torch tensors. Every failure is raised as one of the
+//! package's exception classes (`torchtpu_compile.errors`), chosen by the kind of the tool's
+//! error, with the tool's message. Long work (compiling, calling, decoding) runs with the
+//! interpreter released.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use pyo3::buffer::PyBuffer;
+use pyo3::prelude::*;
+use pyo3::types::PyByteArray;
+use torchtpu_compile::artifact::{output_files, Artifact};
+use torchtpu_compile::cache::{self, Cache, CacheConfig};
+use torchtpu_compile::npy::Array;
+use torchtpu_compile::run::{self, DeviceKind, Verification};
+
+/// An array on its way out: dtype name, shape, bytes.
+type Out<'py> = (&'static str, Vec<i64>, Bound<'py, PyByteArray>);
+
+/// The exception of the package's for `e`: its class named by the tool's kind of error.
+fn raise(py: Python<'_>, e: &anyhow::Error) -> PyErr {
+    let class = match e.downcast_ref::<torchtpu_compile::Error>().map(torchtpu_compile::Error::kind) {
+        Some("archive") => "ArchiveError",
+        Some("lowering") => "LoweringError",
+        Some("plugin") => "PluginError",
+        Some("compile") => "CompileError",
+        Some("artifact") => "ArtifactError",
+        Some("input") => "InputError",
+        Some("run") => "ExecutionError",
+        Some("unsupported") => "UnsupportedError",
+        Some("io") => "FileAccessError",
+        _ if e.downcast_ref::<clap_error::Usage>().is_some() => "UsageError",
+        _ => "TorchTpuError",
+    };
+    let message = match e.downcast_ref::<clap_error::Usage>() {
+        Some(usage) => usage.0.clone(),
+        None => torchtpu_compile::cli::error_chain(e),
+    };
+    let made = py
+        .import("torchtpu_compile.errors")
+        .and_then(|errors| errors.getattr(class))
+        .and_then(|cls| cls.call1((message.clone(),)));
+    match made {
+        Ok(exception) => PyErr::from_value(exception),
+        Err(_) => pyo3::exceptions::PyRuntimeError::new_err(message),
+    }
+}
+
+/// A usage error of the command line, as the text clap renders.
+mod clap_error {
+    #[derive(Debug)]
+    pub struct Usage(pub String);
+
+    impl std::fmt::Display for Usage {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(&self.0)
+        }
+    }
+
+    impl std::error::Error for Usage {}
+}
+
+/// An array from Python, after checking that its bytes fill its shape.
+fn array_in(py: Python<'_>, dtype: &str, shape: Vec<i64>, data: &PyBuffer<u8>) -> PyResult<Array> {
+    let bad = |reason: String| {
+        let e = anyhow::Error::from(torchtpu_compile::Error::Run(run::RunError::Decode(reason)));
+        raise(py, &e)
+    };
+    let dt = run::parse_dtype(dtype).ok_or_else(|| bad(format!("unknown dtype `{dtype}`")))?;
+    let count = shape.iter().try_fold(1i64, |n, &d| if d < 0 { None } else { n.checked_mul(d) });
+    let bytes = count.and_then(|n| usize::try_from(n).ok()).and_then(|n| n.checked_mul(dt.size_bytes()));
+    match bytes {
+        Some(n) if n == data.len_bytes() => Ok(Array { dtype: dt, shape, data: data.to_vec(py)? }),
+        _ => Err(bad(format!("an array of shape {shape:?} and dtype {dtype} with {} bytes", data.len_bytes()))),
+    }
+}
+
+fn array_out<'py>(py: Python<'py>, a: &Array) -> Out<'py> {
+    (a.dtype.name(), a.shape.clone(), PyByteArray::new(py, &a.data))
+}
+
+/// Runs the command line (`argv` with the program name) as the `torchtpu-compile` binary does:
+/// its output to the process's stdout and stderr; returns the exit code.
+#[pyfunction]
+fn main(py: Python<'_>, argv: Vec<OsString>) -> u8 {
+    py.detach(|| torchtpu_compile::cli::main_with(argv, &mut std::io::stdout(), &mut std::io::stderr()))
+}
+
+/// Runs the command line (`argv` with the program name), its progress to stderr; returns what
+/// it printed to stdout, or raises its failure.
+#[pyfunction]
+fn execute(py: Python<'_>, argv: Vec<OsString>) -> PyResult<String> {
+    let result = py.detach(|| {
+        let mut out = Vec::new();
+        let code = torchtpu_compile::cli::execute(argv, &mut out, &mut std::io::stderr()).map_err(|e| match e
+            .downcast::<clap::Error>(
+        ) {
+            Ok(usage) => anyhow::Error::new(clap_error::Usage(usage.render().to_string())),
+            Err(e) => e,
+        })?;
+        let text = String::from_utf8_lossy(&out).into_owned();
+        match code {
+            0 => Ok(text),
+            c => Err(anyhow::anyhow!("the command exited with code {c}: {text}")),
+        }
+    });
+    result.map_err(|e| raise(py, &e))
+}
+
+/// The manifest of the artifact at `path`, as JSON.
+#[pyfunction]
+fn inspect(py: Python<'_>, path: PathBuf) -> PyResult<String> {
+    let manifest = || -> anyhow::Result<String> {
+        let art = Artifact::open_but_weights(&path).map_err(anyhow::Error::from)?;
+        Ok(serde_json::to_string(&art.manifest)?)
+    };
+    manifest().map_err(|e| raise(py, &e))
+}
+
+/// An open artifact, its weights on the device (see `torchtpu_compile::run::Session`).
+#[pyclass(module = "torchtpu_compile._native")]
+struct Session {
+    /// `None` once closed.
+    inner: Mutex<Option<run::Session>>,
+    path: PathBuf,
+}
+
+impl Session {
+    /// Runs `f` on the open session, the interpreter released.
+    fn with<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut run::Session) -> anyhow::Result<T> + Send,
+    ) -> PyResult<T> {
+        let path = &self.path;
+        let result = py.detach(|| {
+            let mut guard = self.inner.lock().map_err(|_| anyhow::anyhow!("an earlier call panicked"))?;
+            match guard.as_mut() {
+                Some(session) => f(session),
+                None => Err(closed(path)),
+            }
+        });
+        result.map_err(|e| match e.downcast_ref::<Closed>() {
+            Some(c) => session_closed(py, &c.0),
+            None => raise(py, &e),
+        })
+    }
+}
+
+#[derive(Debug)]
+struct Closed(String);
+
+impl std::fmt::Display for Closed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the session of `{}` is closed", self.0)
+    }
+}
+
+impl std::error::Error for Closed {}
+
+fn closed(path: &Path) -> anyhow::Error {
+    anyhow::Error::new(Closed(path.display().to_string()))
+}
+
+fn session_closed(py: Python<'_>, path: &str) -> PyErr {
+    let message = format!("the session of `{path}` is closed");
+    match py.import("torchtpu_compile.errors").and_then(|m| m.getattr("SessionClosedError")) {
+        Ok(cls) => match cls.call1((message.clone(),)) {
+            Ok(e) => PyErr::from_value(e),
+            Err(e) => e,
+        },
+        Err(_) => pyo3::exceptions::PyRuntimeError::new_err(message),
+    }
+}
+
+#[pymethods]
+impl Session {
+    /// Opens `path` on `device` (`cpu` or `tpu`) with `plugin` (default: the set-up one).
+    #[new]
+    #[pyo3(signature = (path, device = "cpu", plugin = None))]
+    fn new(py: Python<'_>, path: PathBuf, device: &str, plugin: Option<PathBuf>) -> PyResult<Session> {
+        let kind = match device {
+            "cpu" => DeviceKind::Cpu,
+            "tpu" => DeviceKind::Tpu,
+            other => {
+                let reason = format!("device `{other}`: give `cpu` or `tpu`");
+                let e = anyhow::Error::from(torchtpu_compile::Error::Unsupported(reason));
+                return Err(raise(py, &e));
+            }
+        };
+        let opened = py.detach(|| {
+            let cache =
+                cache::default_dir().map(|dir| Cache::open(&CacheConfig { dir: Some(dir), ..CacheConfig::off() }));
+            let verification = Verification { always_hash: false, cache: cache.as_ref() };
+            run::Session::open(&path, kind, plugin.as_deref(), &verification)
+                .map_err(|e| anyhow::Error::from(e).context(format!("cannot open `{}`", path.display())))
+        });
+        let session = opened.map_err(|e| raise(py, &e))?;
+        Ok(Session { inner: Mutex::new(Some(session)), path })
+    }
+
+    /// The manifest, as JSON.
+    fn manifest(&self, py: Python<'_>) -> PyResult<String> {
+        self.with(py, |s| Ok(serde_json::to_string(s.manifest())?))
+    }
+
+    /// The file name `run` gives each output: `out_<j>` for what the model returns,
+    /// `state_<fqn>` for an updated weight.
+    fn output_files(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        self.with(py, |s| Ok(output_files(&s.manifest().signature.outputs)))
+    }
+
+    /// One call: `inputs` as `(dtype, shape, buffer)`; every output of the graph.
+    #[pyo3(signature = (inputs, seed = 0))]
+    fn call<'py>(
+        &self,
+        py: Python<'py>,
+        inputs: Vec<(String, Vec<i64>, PyBuffer<u8>)>,
+        seed: u64,
+    ) -> PyResult<Vec<Out<'py>>> {
+        let arrays = inputs
+            .iter()
+            .map(|(dtype, shape, data)| array_in(py, dtype, shape.clone(), data))
+            .collect::<PyResult<_>>()?;
+        let outputs = self.with(py, |s| {
+            let labels: Vec<PathBuf> = (0..inputs.len()).map(|i| PathBuf::from(format!("argument {i}"))).collect();
+            let arrays = run::conform_inputs(s.manifest(), arrays, &labels)?;
+            Ok(s.call(&arrays, &labels, seed)?.outputs)
+        })?;
+        Ok(outputs.iter().map(|a| array_out(py, a)).collect())
+    }
+
+    /// Every weight the program updates, by name, with its current value.
+    fn state<'py>(&self, py: Python<'py>) -> PyResult<Vec<(String, Out<'py>)>> {
+        let state = self.with(py, |s| Ok(s.state()?))?;
+        Ok(state.iter().map(|(name, a)| (name.clone(), array_out(py, a))).collect())
+    }
+
+    /// The updated weight `name` takes the value `(dtype, shape, buffer)`.
+    fn set_state(&self, py: Python<'_>, name: String, value: (String, Vec<i64>, PyBuffer<u8>)) -> PyResult<()> {
+        let a = array_in(py, &value.0, value.1.clone(), &value.2)?;
+        self.with(py, |s| Ok(s.set_state(&name, a)?))
+    }
+
+    /// The artifact's values back in the updated weights.
+    fn reset(&self, py: Python<'_>) -> PyResult<()> {
+        self.with(py, |s| Ok(s.reset()?))
+    }
+
+    /// Whether calls donate the updated weights' buffers (the default).
+    fn set_donation(&self, py: Python<'_>, donate: bool) -> PyResult<()> {
+        self.with(py, |s| {
+            s.set_donation(donate);
+            Ok(())
+        })
+    }
+
+    /// The decode loop from the session's state: the new tokens, their logits, and the
+    /// figures (JSON).
+    #[pyo3(signature = (prompt, max_new_tokens, temperature = None, seed = 0))]
+    fn generate<'py>(
+        &self,
+        py: Python<'py>,
+        prompt: (String, Vec<i64>, PyBuffer<u8>),
+        max_new_tokens: usize,
+        temperature: Option<f64>,
+        seed: u64,
+    ) -> PyResult<(Out<'py>, Out<'py>, String)> {
+        let prompt = array_in(py, &prompt.0, prompt.1.clone(), &prompt.2)?;
+        let decoding = run::Decoding { prompt, max_new_tokens, temperature, seed };
+        let done = self.with(py, |s| Ok(run::decode(s, &decoding)?))?;
+        let figures = serde_json::to_string(&done).map_err(|e| raise(py, &e.into()))?;
+        Ok((array_out(py, &done.tokens), array_out(py, &done.logits), figures))
+    }
+
+    /// Frees the device's buffers; every later use raises `SessionClosedError`.
+    fn close(&self, py: Python<'_>) {
+        py.detach(|| {
+            if let Ok(mut guard) = self.inner.lock() {
+                guard.take();
+            }
+        });
+    }
+
+    /// Whether the session is closed.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.inner.lock().map(|g| g.is_none()).unwrap_or(true)
+    }
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // As the binary does, before any plugin is loaded: quiet XLA's INFO logs, keep libtpu off
+    // the metadata server, and XLA:CPU's memory-minimizing schedule.
+    if std::env::var_os("TF_CPP_MIN_LOG_LEVEL").is_none() {
+        std::env::set_var("TF_CPP_MIN_LOG_LEVEL", "1");
+    }
+    torchtpu_compile::pjrt::prepare_libtpu_environment();
+    torchtpu_compile::pjrt::prepare_xla_environment();
+    m.add_function(wrap_pyfunction!(main, m)?)?;
+    m.add_function(wrap_pyfunction!(execute, m)?)?;
+    m.add_function(wrap_pyfunction!(inspect, m)?)?;
+    m.add_class::<Session>()?;
+    Ok(())
+}

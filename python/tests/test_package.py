@@ -1,0 +1,191 @@
+"""The Python package against the bundled test models (numpy only; no torch): compile from a
+path, load, call, compare with PyTorch's outputs, state across calls, generate, inspect, the
+console script, and the errors at the boundary."""
+
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import torchtpu_compile as ttc
+
+MODELS = Path(__file__).resolve().parents[2] / "testdata" / "models"
+
+
+def reference(model: str, name: str) -> np.ndarray:
+    return np.load(MODELS / model / name)
+
+
+@pytest.fixture(scope="session")
+def compiled(tmp_path_factory):
+    """Compiles a test model for the CPU once per run; its artifact's path."""
+    out = tmp_path_factory.mktemp("artifacts")
+    done = {}
+
+    def compile_model(model: str, **options) -> Path:
+        if model not in done:
+            path = out / f"{model}.tpuexe"
+            ttc.compile(MODELS / f"{model}.pt2", path, targets=["cpu"], quiet=True, **options)
+            done[model] = path
+        return done[model]
+
+    return compile_model
+
+
+def test_compile_returns_the_manifest(tmp_path):
+    manifest = ttc.compile(MODELS / "mlp.pt2", tmp_path / "mlp.tpuexe", targets="cpu", quiet=True)
+    assert [t["target"] for t in manifest["targets"]] == ["cpu"]
+    assert manifest == ttc.inspect(tmp_path / "mlp.tpuexe")
+    assert manifest["signature"]["inputs"][0]["dtype"] == "f32"
+
+
+def test_a_call_gives_pytorchs_outputs(compiled):
+    with ttc.load(compiled("mlp")) as model:
+        out = model(reference("mlp", "in_0.npy"))
+        assert isinstance(out, np.ndarray)
+        np.testing.assert_allclose(out, reference("mlp", "out_0.npy"), rtol=1e-4, atol=1e-5)
+        # The weights stay loaded: a second call gives the same.
+        np.testing.assert_array_equal(model(reference("mlp", "in_0.npy")), out)
+
+
+def test_several_outputs_come_as_a_tuple(compiled):
+    with ttc.load(compiled("multi_out")) as model:
+        inputs = [reference("multi_out", f"in_{i}.npy") for i in range(len(model.inputs))]
+        outs = model(*inputs)
+        assert isinstance(outs, tuple) and len(outs) > 1
+        for j, out in enumerate(outs):
+            np.testing.assert_allclose(out, reference("multi_out", f"out_{j}.npy"), rtol=1e-4, atol=1e-5)
+
+
+def test_buckets_serve_every_size_in_range(compiled):
+    art = compiled("cnn_dynbatch", buckets="auto:3")
+    with ttc.load(art) as model:
+        for case in ["", "_case1", "_case2", "_case3"]:
+            x = reference("cnn_dynbatch", f"in_0{case}.npy")
+            want = reference("cnn_dynbatch", f"out_0{case}.npy")
+            np.testing.assert_allclose(model(x), want, rtol=1e-4, atol=1e-4)
+        with pytest.raises(ttc.InputError, match="outside the sizes this artifact serves"):
+            model(np.zeros((17, 3, 32, 32), np.float32))
+
+
+def test_state_stays_on_the_device_across_calls(compiled):
+    inputs = [reference("train_cnn", f"in_{i}.npy") for i in range(2)]
+    with ttc.load(compiled("train_cnn")) as model:
+        steps = []
+        for _ in range(3):
+            model(*inputs)
+            steps.append(int(model.state()["bn.num_batches_tracked"]))
+        assert steps == [1, 2, 3]
+        model.reset()
+        assert int(model.state()["bn.num_batches_tracked"]) == 0
+        loss = model(*inputs)[0]
+        np.testing.assert_allclose(loss, reference("train_cnn", "out_0.npy"), rtol=1e-4, atol=1e-5)
+        model.set_state({"bn.num_batches_tracked": np.array(41, np.int64)})
+        model(*inputs)
+        assert int(model.state()["bn.num_batches_tracked"]) == 42
+        with pytest.raises(ttc.InputError, match=r"has shape \[\], the value given has \[2\]"):
+            model.set_state({"bn.num_batches_tracked": np.zeros(2, np.int64)})
+        with pytest.raises(ttc.InputError, match="updates no weight `fc.bias_typo`"):
+            model.set_state({"fc.bias_typo": np.zeros(2, np.float32)})
+
+
+def test_generate_reproduces_eager_decoding(compiled):
+    art = compiled("decoder_kv")
+    prompt = reference("decoder_kv", "prompt.npy")
+    with ttc.load(art) as decoder:
+        out = decoder.generate(prompt, max_new_tokens=24)
+        np.testing.assert_array_equal(out.tokens, reference("decoder_kv", "tokens.npy"))
+        np.testing.assert_allclose(out.logits, reference("decoder_kv", "logits.npy"), rtol=1e-3, atol=1e-4)
+        assert out.prompt_tokens == prompt.shape[-1] and out.new_tokens == 24 and out.tokens_per_second > 0
+        # Each generate starts from the artifact's caches: the same tokens again.
+        np.testing.assert_array_equal(decoder.generate(prompt, max_new_tokens=24).tokens, out.tokens)
+        # The same seed samples the same tokens.
+        a = decoder.generate(prompt, max_new_tokens=8, temperature=0.8, seed=7).tokens
+        b = decoder.generate(prompt, max_new_tokens=8, temperature=0.8, seed=7).tokens
+        np.testing.assert_array_equal(a, b)
+        with pytest.raises(ttc.InputError, match="need 66 positions; the caches hold 64"):
+            decoder.generate(prompt, max_new_tokens=60)
+    np.testing.assert_array_equal(ttc.generate(art, prompt, 24).tokens, out.tokens)
+
+
+def test_calls_from_threads_are_run_one_at_a_time(compiled):
+    x = reference("mlp", "in_0.npy")
+    with ttc.load(compiled("mlp")) as model:
+        want = model(x)
+        results = []
+        threads = [threading.Thread(target=lambda: results.append(model(x))) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(results) == 4
+        for r in results:
+            np.testing.assert_array_equal(r, want)
+
+
+def test_wrong_inputs_are_refused(compiled):
+    x = reference("mlp", "in_0.npy")
+    with ttc.load(compiled("mlp")) as model:
+        with pytest.raises(ttc.InputError, match=r"expected 1 input\(s\)"):
+            model(x, x)
+        with pytest.raises(ttc.InputError, match="expected dtype f32, got dtype f64"):
+            model(x.astype(np.float64))
+        with pytest.raises(ttc.InputError, match="expected shape"):
+            model(x[:, :-1])
+        with pytest.raises(ttc.InputError, match="dtype object"):
+            model(np.array(["a"], dtype=object))
+        # InputError is also a ValueError.
+        with pytest.raises(ValueError):
+            model()
+
+
+def test_a_closed_session_refuses_use(compiled):
+    model = ttc.load(compiled("mlp"))
+    model.close()
+    assert model.closed
+    with pytest.raises(ttc.SessionClosedError, match="is closed"):
+        model(reference("mlp", "in_0.npy"))
+    with pytest.raises(ttc.SessionClosedError):
+        model.state()
+    model.close()  # closing twice is harmless
+
+
+def test_errors_carry_the_tools_messages(tmp_path, compiled):
+    bad = tmp_path / "bad.pt2"
+    bad.write_bytes(b"not a zip archive")
+    with pytest.raises(ttc.ArchiveError, match="bad.pt2"):
+        ttc.compile(bad, tmp_path / "bad.tpuexe", targets="cpu", quiet=True)
+    with pytest.raises(ttc.UsageError, match="--target"):
+        ttc.compile(MODELS / "mlp.pt2", tmp_path / "x.tpuexe", targets="tpu:v99", quiet=True)
+    with pytest.raises(ttc.UsageError, match="unexpected argument '--no-such-option'"):
+        ttc.compile(MODELS / "mlp.pt2", tmp_path / "x.tpuexe", no_such_option=1)
+    with pytest.raises(ttc.ArtifactError, match="missing.tpuexe"):
+        ttc.load(tmp_path / "missing.tpuexe")
+    with pytest.raises(ttc.UnsupportedError, match="give `cpu` or `tpu`"):
+        ttc.load(compiled("mlp"), device="gpu")
+    with pytest.raises(ttc.InputError, match="not a decode step"):
+        ttc.generate(compiled("mlp"), np.array([1, 2]), 2)
+    for error in [ttc.ArchiveError, ttc.PluginError, ttc.InputError, ttc.SessionClosedError]:
+        assert issubclass(error, ttc.TorchTpuError)
+
+
+def test_the_tpu_device_needs_a_tpu(compiled):
+    has_tpu = any(n.startswith("accel") for n in os.listdir("/dev")) or (
+        os.path.isdir("/dev/vfio") and any(n.isdigit() for n in os.listdir("/dev/vfio"))
+    )
+    assert not has_tpu, "this test is written for machines without a TPU"
+    with pytest.raises(ttc.PluginError, match="this machine has no TPU"):
+        ttc.load(compiled("mlp"), device="tpu")
+
+
+def test_the_console_script_is_the_tool(compiled):
+    script = Path(sys.executable).parent / "torchtpu-compile"
+    done = subprocess.run([script, "inspect", compiled("mlp")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "cpu" in done.stdout
+    done = subprocess.run([script, "run", compiled("mlp")], capture_output=True, text=True)
+    assert done.returncode == 1 and "expected 1 input(s)" in done.stderr

@@ -1,0 +1,324 @@
+"""torchtpu_compile: compile PyTorch programs exported with ``torch.export`` ahead of time for
+TPUs (and the CPU, to check the numbers), and run what was compiled.
+
+    import numpy as np
+    import torchtpu_compile as ttc
+
+    ttc.compile("model.pt2", "model.tpuexe", targets=["tpu:v6e", "cpu"])
+    with ttc.load("model.tpuexe") as model:      # the CPU executable, weights loaded once
+        y = model(np.ones((1, 16), np.float32))
+
+    with ttc.load("decoder.tpuexe") as decoder:  # a decode-step export with KV caches
+        out = decoder.generate(np.array([1, 2, 3]), max_new_tokens=24)
+        print(out.tokens, out.tokens_per_second)
+
+Arrays go in and come out as numpy arrays; torch tensors are taken too (when torch is
+imported), and then the outputs are torch tensors. Every failure raises a subclass of
+``TorchTpuError`` (see ``torchtpu_compile.errors``) with the tool's own message. The same
+wheel installs the ``torchtpu-compile`` command.
+"""
+
+import json
+import os
+import sys
+import tempfile
+from typing import Any, Dict, NamedTuple, Optional, Sequence, Union
+
+import numpy as np
+
+from . import _native
+from .errors import (
+    ArchiveError,
+    ArtifactError,
+    CompileError,
+    ExecutionError,
+    FileAccessError,
+    InputError,
+    LoweringError,
+    PluginError,
+    SessionClosedError,
+    TorchTpuError,
+    UnsupportedError,
+    UsageError,
+)
+
+__all__ = [
+    "compile",
+    "load",
+    "generate",
+    "inspect",
+    "Session",
+    "Generation",
+    "main",
+    "TorchTpuError",
+    "UsageError",
+    "ArchiveError",
+    "LoweringError",
+    "CompileError",
+    "PluginError",
+    "ArtifactError",
+    "InputError",
+    "ExecutionError",
+    "UnsupportedError",
+    "FileAccessError",
+    "SessionClosedError",
+]
+
+# numpy dtypes by the tool's names (bf16 travels as its 16 bits).
+_NUMPY = {
+    "bool": np.bool_,
+    "u8": np.uint8,
+    "i8": np.int8,
+    "i16": np.int16,
+    "i32": np.int32,
+    "i64": np.int64,
+    "u16": np.uint16,
+    "u32": np.uint32,
+    "u64": np.uint64,
+    "f16": np.float16,
+    "f32": np.float32,
+    "f64": np.float64,
+    "c64": np.complex64,
+    "c128": np.complex128,
+}
+_NAMES = {np.dtype(t): name for name, t in _NUMPY.items()}
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+def _torch():
+    """torch, when the program has imported it (this package never imports it itself)."""
+    return sys.modules.get("torch")
+
+
+def _is_tensor(value) -> bool:
+    torch = _torch()
+    return torch is not None and isinstance(value, torch.Tensor)
+
+
+def _to_native(value, what: str):
+    """(dtype name, shape, bytes) of a numpy array, a torch tensor or anything numpy takes."""
+    if _is_tensor(value):
+        torch = _torch()
+        t = value.detach().cpu().contiguous()
+        if t.dtype == torch.bfloat16:
+            arr, name = t.view(torch.int16).numpy(), "bf16"
+        else:
+            arr = t.numpy()
+            name = _NAMES.get(arr.dtype)
+    else:
+        arr = np.asarray(value)
+        name = _NAMES.get(arr.dtype)
+    if name is None:
+        raise InputError(f"{what}: dtype {arr.dtype} is not one torchtpu-compile takes")
+    # (np.ascontiguousarray would make a 0-d array 1-d.)
+    arr = np.asarray(arr, order="C")
+    return name, list(arr.shape), memoryview(arr.reshape(-1).view(np.uint8))
+
+
+def _from_native(out, as_torch: bool):
+    """A numpy array (or torch tensor) viewing the bytes the native side returned."""
+    name, shape, data = out
+    torch = _torch() if as_torch else None
+    if name == "bf16":
+        bits = np.frombuffer(data, np.uint16).reshape(shape)
+        if torch is not None:
+            return torch.from_numpy(bits.view(np.int16)).view(torch.bfloat16)
+        return (bits.astype(np.uint32) << 16).view(np.float32)
+    if name not in _NUMPY:
+        raise UnsupportedError(f"an output of dtype {name}, which numpy cannot hold")
+    arr = np.frombuffer(data, _NUMPY[name]).reshape(shape)
+    return torch.from_numpy(arr) if torch is not None else arr
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _option_args(name: str, value) -> list:
+    """The command-line words of one keyword option."""
+    if value is None or value is False:
+        return []
+    if value is True:
+        return [_flag(name)]
+    if isinstance(value, dict):
+        return [w for k, v in value.items() for w in (_flag(name), f"{k}={_joined(v)}")]
+    if isinstance(value, (list, tuple)):
+        return [w for v in value for w in (_flag(name), _joined(v))]
+    return [_flag(name), str(value)]
+
+
+def _joined(value) -> str:
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def compile(
+    src,
+    out: PathLike,
+    targets: Union[str, Sequence[str], None] = None,
+    buckets: Union[str, Sequence[str], Dict[str, Any], None] = None,
+    **options,
+) -> Optional[Dict[str, Any]]:
+    """Compiles ``src`` (a ``.pt2`` path, or an ``ExportedProgram`` when torch is imported) to
+    the artifact ``out``; returns its manifest (``inspect``).
+
+    ``targets``: ``"tpu:v6e"``, ``"cpu"``, … (default: the command line's, TPU v6e and CPU).
+    ``buckets``: ``"auto:4"``, ``"pow2"``, ``["1,8,64"]`` or ``{"s0": [1, 8, 64]}``.
+    Every other option of ``torchtpu-compile compile --help`` is a keyword, ``_`` for ``-``:
+    ``mesh="dp=2,tp=4"``, ``precision="high"``, ``pad_multiple=128``, ``quiet=True``,
+    ``precision_override={"attn.*": "highest"}``, … Raises a ``TorchTpuError`` subclass.
+    """
+    with tempfile.TemporaryDirectory(prefix="torchtpu-compile-") as tmp:
+        path = _archive_of(src, tmp)
+        argv = ["torchtpu-compile", "compile", path, "-o", os.fspath(out)]
+        for t in [targets] if isinstance(targets, str) else (targets or []):
+            argv += ["--target", t]
+        if isinstance(buckets, dict):
+            argv += _option_args("buckets", buckets)
+        else:
+            argv += _option_args("buckets", [buckets] if isinstance(buckets, str) else buckets)
+        for name, value in options.items():
+            argv += _option_args(name, value)
+        _native.execute(argv)
+    if options.get("emit", "exe") != "exe":
+        return None
+    return inspect(out)
+
+
+def _archive_of(src, tmp: str) -> str:
+    """The path of ``src``'s archive: itself, or an ``ExportedProgram`` saved under ``tmp``."""
+    if isinstance(src, (str, os.PathLike)):
+        return os.fspath(src)
+    torch = _torch()
+    if torch is not None and isinstance(src, torch.export.ExportedProgram):
+        path = os.path.join(tmp, "program.pt2")
+        torch.export.save(src, path)
+        return path
+    raise UsageError(f"compile takes a .pt2 path or a torch.export.ExportedProgram, not {type(src).__name__}")
+
+
+def inspect(path: PathLike) -> Dict[str, Any]:
+    """The manifest of the artifact at ``path``: its targets, buckets, signature and weights."""
+    return json.loads(_native.inspect(os.fspath(path)))
+
+
+class Generation(NamedTuple):
+    """What ``generate`` gave."""
+
+    tokens: Any
+    """The new tokens only, ``[B, N]`` int64."""
+    logits: Any
+    """The logits that chose each of them, ``[B, N, V]`` float32."""
+    prompt_tokens: int
+    new_tokens: int
+    prefill_ms: float
+    decode_ms: float
+    tokens_per_second: float
+
+
+class Session:
+    """An artifact opened once, its weights on the device, called many times.
+
+    The buffers a program updates (KV caches, BatchNorm statistics) stay on the device from one
+    call to the next; ``state()`` reads them, ``set_state`` replaces them, ``reset()`` puts the
+    artifact's values back. Use it in a ``with`` block, or ``close()`` it, to free the device.
+    Calls from several threads are run one at a time.
+    """
+
+    def __init__(self, path: PathLike, device: str = "cpu", plugin: Optional[PathLike] = None):
+        plugin = None if plugin is None else os.fspath(plugin)
+        self._native = _native.Session(os.fspath(path), device, plugin)
+        self._files = self._native.output_files()
+        self.manifest: Dict[str, Any] = json.loads(self._native.manifest())
+
+    @property
+    def inputs(self):
+        """The user inputs: name, dtype and dims (ints, or symbol names for dynamic dims)."""
+        return self.manifest["signature"]["inputs"]
+
+    def __call__(self, *inputs, seed: int = 0):
+        """Runs the program on ``inputs``; returns what the model returns: one array, or a tuple
+        of them. The updated buffers keep their new values on the device."""
+        as_torch = any(_is_tensor(x) for x in inputs)
+        natives = [_to_native(x, f"input {i}") for i, x in enumerate(inputs)]
+        outs = self._native.call(natives, seed)
+        user = [_from_native(o, as_torch) for o, f in zip(outs, self._files) if f.startswith("out_")]
+        return user[0] if len(user) == 1 else tuple(user)
+
+    def state(self) -> Dict[str, Any]:
+        """The current value of every buffer or parameter the program updates, by name."""
+        return {name: _from_native(value, False) for name, value in self._native.state()}
+
+    def set_state(self, values: Dict[str, Any]) -> None:
+        """Replaces updated buffers by name; each value must have the buffer's dtype and shape."""
+        for name, value in values.items():
+            self._native.set_state(name, _to_native(value, f"state `{name}`"))
+
+    def reset(self) -> None:
+        """Puts the artifact's values back in the updated buffers."""
+        self._native.reset()
+
+    def generate(
+        self,
+        prompt,
+        max_new_tokens: int,
+        temperature: Optional[float] = None,
+        seed: int = 0,
+        reset: bool = True,
+    ) -> Generation:
+        """The decode loop of a decode-step export (token ids ``[B, 1]``, a position, logits
+        out, KV caches as updated buffers): feeds ``prompt`` (``[T]`` or ``[B, T]`` token ids)
+        one token per call, then picks ``max_new_tokens`` tokens greedily, or by sampling at
+        ``temperature`` with ``seed``. Starts from the artifact's caches unless ``reset`` is
+        False."""
+        if reset:
+            self.reset()
+        tokens, logits, figures = self._native.generate(
+            _to_native(prompt, "the prompt"), max_new_tokens, temperature, seed
+        )
+        as_torch = _is_tensor(prompt)
+        f = json.loads(figures)
+        return Generation(
+            _from_native(tokens, as_torch),
+            _from_native(logits, as_torch),
+            f["prompt_tokens"],
+            f["new_tokens"],
+            f["prefill_ms"],
+            f["decode_ms"],
+            f["tokens_per_second"],
+        )
+
+    def close(self) -> None:
+        """Frees the device's buffers; a later call raises ``SessionClosedError``."""
+        self._native.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._native.closed
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def load(path: PathLike, device: str = "cpu", plugin: Optional[PathLike] = None) -> Session:
+    """Opens the artifact at ``path`` on ``device`` (``"cpu"``, or ``"tpu"`` on a TPU host),
+    checks it and puts its weights on the device. ``plugin``: the PJRT plugin (default: the one
+    ``cargo xtask setup`` installed, or ``$TORCHTPU_PJRT_PLUGIN`` / ``$TORCHTPU_LIBTPU``)."""
+    return Session(path, device, plugin)
+
+
+def generate(path: PathLike, prompt, max_new_tokens: int, **options) -> Generation:
+    """``load(path).generate(prompt, max_new_tokens, **options)`` in one session."""
+    device = options.pop("device", "cpu")
+    with load(path, device) as session:
+        return session.generate(prompt, max_new_tokens, **options)
+
+
+def main() -> None:
+    """The ``torchtpu-compile`` command."""
+    sys.exit(_native.main(["torchtpu-compile", *sys.argv[1:]]))
