@@ -161,8 +161,9 @@ def compile(
     buckets: Union[str, Sequence[str], Dict[str, Any], None] = None,
     **options,
 ) -> Optional[Dict[str, Any]]:
-    """Compiles ``src`` (a ``.pt2`` path, or an ``ExportedProgram`` when torch is imported) to
-    the artifact ``out``; returns its manifest (``inspect``).
+    """Compiles ``src`` (a ``.pt2`` path, or an ``ExportedProgram`` when torch is imported,
+    decomposed to Core ATen and saved to a temporary archive) to the artifact ``out``; returns
+    its manifest (``inspect``).
 
     ``targets``: ``"tpu:v6e"``, ``"cpu"``, … (default: the command line's, TPU v6e and CPU).
     ``buckets``: ``"auto:4"``, ``"pow2"``, ``["1,8,64"]`` or ``{"s0": [1, 8, 64]}``.
@@ -194,7 +195,9 @@ def _archive_of(src, tmp: str) -> str:
     torch = _torch()
     if torch is not None and isinstance(src, torch.export.ExportedProgram):
         path = os.path.join(tmp, "program.pt2")
-        torch.export.save(src, path)
+        # torch.export gives ATen as PyTorch traced it (`linear`, …); the compiler reads Core
+        # ATen, which decomposing gives (a no-op on a program already decomposed).
+        torch.export.save(src.run_decompositions(), path)
         return path
     raise UsageError(f"compile takes a .pt2 path or a torch.export.ExportedProgram, not {type(src).__name__}")
 

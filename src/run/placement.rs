@@ -96,7 +96,7 @@ fn runs(dims: &[i64], element: usize, shard: &[i64], offsets: &[i64]) -> Vec<Ran
     let rank = dims.len();
     let whole = dims.iter().product::<i64>() as usize * element;
     // The last split dim: below it every piece is whole, so it and what follows are one run.
-    let Some(k) = (0..rank).rev().find(|&d| shard[d] != dims[d]) else { return vec![0..whole] };
+    let Some(k) = (0..rank).rev().find(|&d| shard[d] != dims[d]) else { return std::iter::once(0..whole).collect() };
     let stride = |d: usize| dims[d + 1..].iter().product::<i64>() as usize * element;
     let run = shard[k] as usize * stride(k);
     let start_of = |index: &[i64]| -> usize {
@@ -125,7 +125,22 @@ fn runs(dims: &[i64], element: usize, shard: &[i64], offsets: &[i64]) -> Vec<Ran
 
 #[cfg(test)]
 mod tests {
-    use super::gather;
+    use super::{gather, Placement};
+    use torchtpu_passes::ir::{Mesh, Sharding};
+
+    /// A 4×6 array cut over a 2×2 mesh (rows by `dp`, columns by `tp`) and put back whole.
+    #[test]
+    fn pieces_assemble_into_the_whole() {
+        let mesh = Mesh::parse("dp=2,tp=2").expect("a mesh");
+        let placement = Placement { mesh: Some(mesh) };
+        let split = Sharding { dims: vec![vec!["dp".into()], vec!["tp".into()]], open: Vec::new() };
+        let bytes: Vec<u8> = (0..48).collect();
+        let pieces: Vec<Vec<u8>> = (0..4)
+            .map(|d| placement.piece(&bytes, &[4, 6], 2, Some(&split), d).expect("a piece").0.into_owned())
+            .collect();
+        assert!(pieces.iter().all(|p| p.len() == 12));
+        assert_eq!(placement.assemble(&pieces, &[4, 6], 2, Some(&split)), bytes);
+    }
 
     /// A 4×6 array of bytes 0..24, cut four ways.
     #[test]

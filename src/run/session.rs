@@ -51,6 +51,12 @@ pub struct Session {
     art: Artifact,
 }
 
+// A server may share one session between threads (its calls behind a mutex).
+const _: fn() = || {
+    fn shared<T: Send + Sync>() {}
+    shared::<Session>();
+};
+
 /// What one call gave.
 pub struct Called {
     /// The bucket that ran.

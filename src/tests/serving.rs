@@ -224,3 +224,24 @@ fn caches_are_updated_in_place_and_read_back() {
         assert!(row(1).all(|v| v == Some(0.0)), "{name}: position 1 untouched");
     }
 }
+
+/// `--device tpu` on a machine without TPU chips is an environment problem (exit 3) told
+/// before libtpu is loaded; the CPU is the default device.
+#[test]
+fn the_tpu_device_needs_tpu_chips() {
+    let any = |dir: &str, keep: fn(&str) -> bool| {
+        std::fs::read_dir(dir).map(|d| d.flatten().any(|e| keep(&e.file_name().to_string_lossy()))).unwrap_or(false)
+    };
+    let has_tpu = any("/dev", |n| n.starts_with("accel")) || any("/dev/vfio", |n| n.parse::<u32>().is_ok());
+    assert!(!has_tpu, "this test is written for machines without a TPU");
+    let tmp = TempDir::new("device");
+    let artifact = compile_model("mlp", &tmp.0);
+    let s = |p: &Path| p.to_str().expect("utf-8").to_string();
+    let input = s(&testdata().join("models/mlp/in_0.npy"));
+    let out = s(&tmp.0.join("out"));
+    let (code, _, err) = run_cli(&["run", &s(&artifact), &input, "--device", "tpu", "--out-dir", &out]);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("this machine has no TPU"), "{err}");
+    let (code, text, err) = run_cli(&["run", &s(&artifact), &input, "--device", "cpu", "--out-dir", &out]);
+    assert_eq!(code, 0, "{text}{err}");
+}
