@@ -352,6 +352,45 @@ def decode_reference(model, d, new_tokens=24):
     return {"prompt": prompt.tolist(), "tokens": torch.cat(tokens, 1).tolist()}
 
 
+class HFStaticCacheStep(nn.Module):
+    """A decode step exported the way transformers exports decoder-only LMs with a `StaticCache`
+    (its own `TorchExportableModuleWithStaticCache`, as `convert_and_export_with_cache` uses):
+    (input_ids [1, 1], cache_position [1]) -> logits, the per-layer key/value caches (and their
+    length counters) non-persistent buffers updated in place. A one-layer Llama."""
+
+    def __init__(self):
+        super().__init__()
+        from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
+        from transformers.integrations.executorch import TorchExportableModuleWithStaticCache
+
+        cfg = LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                          num_key_value_heads=1, head_dim=16, vocab_size=128, max_position_embeddings=64,
+                          attn_implementation="sdpa")
+        model = LlamaForCausalLM(cfg).eval()
+        model.generation_config = GenerationConfig(
+            use_cache=True, cache_implementation="static",
+            cache_config={"batch_size": 1, "max_cache_len": 48, "device": "cpu"})
+        self.step = TorchExportableModuleWithStaticCache(model)
+
+    def forward(self, input_ids, cache_position):
+        return self.step(input_ids=input_ids, cache_position=cache_position)
+
+
+def hf_decode_reference(module, d, new_tokens=24):
+    """transformers' own greedy `generate` with a static cache (not the exported step): prompt.npy
+    [1, T], tokens.npy [1, N] and logits.npy [1, N, V], the raw logits that chose each token."""
+    prompt = torch.tensor([[5, 9, 3, 17, 42, 8]])
+    with torch.no_grad():
+        out = module.step.model.generate(prompt, max_new_tokens=new_tokens, do_sample=False,
+                                         cache_implementation="static", output_logits=True,
+                                         return_dict_in_generate=True)
+    tokens = out.sequences[:, prompt.shape[1]:]
+    np.save(os.path.join(d, "prompt.npy"), prompt.numpy())
+    np.save(os.path.join(d, "tokens.npy"), tokens.numpy())
+    np.save(os.path.join(d, "logits.npy"), torch.stack(out.logits, 1).numpy())
+    return {"prompt": prompt.tolist(), "tokens": tokens.tolist()}
+
+
 class MultiOut(nn.Module):
     """Several outputs of different dtypes (f32, i64, bool, i64)."""
 
@@ -660,6 +699,19 @@ MODELS = {
         inputs=[(torch.tensor([[5]]), torch.tensor([0]))],
         lean_metadata=True,
         decode=decode_reference),
+    "hf_static_cache": dict(
+        build=HFStaticCacheStep,
+        desc="transformers' StaticCache export recipe (TorchExportableModuleWithStaticCache) of a one-layer "
+             "Llama (hidden 32, 2 heads of 16, 1 kv head, vocab 128): (input_ids [1, 1], cache_position [1]) "
+             "-> logits [1, 1, 128], key/value caches of 48 positions and their length counters as "
+             "non-persistent buffers updated in place; decode references from transformers' own greedy "
+             "generate with a static cache",
+        inputs=[(torch.tensor([[5]]), torch.tensor([0]))],
+        # As convert_and_export_with_cache exports it.
+        export_context=torch.no_grad,
+        strict=True,
+        lean_metadata=True,
+        decode=hf_decode_reference),
     "multi_out": dict(
         build=MultiOut,
         desc="Linear(5,4) -> (y f32, argmax(y,-1) i64, y>0 bool, (x>0).sum(1) i64)",
@@ -872,7 +924,7 @@ def generate(name, spec, outdir):
     export_context = spec.get("export_context", contextlib.nullcontext)
     try:
         with export_context():
-            ep = torch.export.export(model, base, dynamic_shapes=dyn, strict=False)
+            ep = torch.export.export(model, base, dynamic_shapes=dyn, strict=spec.get("strict", False))
     except Exception as e:  # noqa: BLE001 - fall back to a static export
         if dyn is None:
             raise

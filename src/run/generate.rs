@@ -2,7 +2,9 @@
 //! on the device. The prompt is fed one token per call, then each call's logits choose the next
 //! token (greedily, or by sampling at a temperature with a seed), which the next call reads.
 //!
-//! The conventions it recognizes (gpt-fast, torchchat, HF `StaticCache` exports):
+//! The conventions it recognizes (gpt-fast, torchchat, and transformers' `StaticCache` export
+//! recipe, `TorchExportableModuleWithStaticCache`; tested on a gpt-fast-style decoder and on
+//! that recipe's export):
 //! - two integer user inputs: the token ids `[B, 1]` (named `input_ids`, `idx`, `tokens` or
 //!   `ids`, else the first) and the position, `[1]`, `[B]` or `[B, 1]` (the other, e.g.
 //!   `input_pos` or `cache_position`), of any integer dtype;

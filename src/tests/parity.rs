@@ -127,7 +127,8 @@ parity_tests!(
     size_floats,
     llama_bf16,
     cnn_bf16,
-    decoder_kv
+    decoder_kv,
+    hf_static_cache
 );
 
 #[test]
@@ -163,6 +164,7 @@ fn every_model_matches_with_padding_forced_on() {
             "moe_tiny",
             "llama_bf16",
             "decoder_kv",
+            "hf_static_cache",
         ];
         assert_eq!(!pad.padded.is_empty(), wide.contains(name), "{name}: {pad:?}");
         if name.starts_with("llama_tiny") {

@@ -245,3 +245,22 @@ fn the_tpu_device_needs_tpu_chips() {
     let (code, text, err) = run_cli(&["run", &s(&artifact), &input, "--device", "cpu", "--out-dir", &out]);
     assert_eq!(code, 0, "{text}{err}");
 }
+
+/// transformers' own export recipe for a `StaticCache` decoder (`input_ids`, `cache_position`,
+/// per-layer caches and length counters as non-persistent buffers): `generate` decodes exactly
+/// the tokens of transformers' greedy `generate` and their logits within tolerance.
+#[test]
+fn generate_follows_transformers_static_cache_export() {
+    let tmp = TempDir::new("hf-static-cache");
+    let artifact = compile_model("hf_static_cache", &tmp.0);
+    let dir = testdata().join("models/hf_static_cache");
+    let s = |p: &Path| p.to_str().expect("utf-8").to_string();
+    let (tokens, logits) = (tmp.0.join("tokens.npy"), tmp.0.join("logits.npy"));
+    let (art, prompt) = (s(&artifact), s(&dir.join("prompt.npy")));
+    let args = ["generate", &art, "--prompt", &prompt, "--max-new-tokens", "24", "--out", &s(&tokens)];
+    let (code, text, err) = run_cli(&[&args[..], &["--logits-out", &s(&logits)]].concat());
+    assert_eq!(code, 0, "{text}{err}");
+    let read = |p: &Path| Array::read(p).expect("an array");
+    assert!(crate::run::compare(&read(&tokens), &read(&dir.join("tokens.npy"))).ok, "tokens differ: {text}");
+    assert!(crate::run::compare(&read(&logits), &read(&dir.join("logits.npy"))).ok, "the logits differ");
+}
