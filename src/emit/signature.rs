@@ -34,7 +34,7 @@ pub fn attributes(graph: &Graph) -> (Option<String>, Option<String>) {
 }
 
 /// Per argument of `@main`, the result that carries its new value in its place, if any.
-pub fn aliases(graph: &Graph) -> Vec<Option<usize>> {
+fn aliases(graph: &Graph) -> Vec<Option<usize>> {
     let inputs = graph.graph_inputs();
     let mut aliases = vec![None; inputs.len()];
     for (j, out) in graph.outputs().iter().enumerate() {

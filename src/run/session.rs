@@ -181,6 +181,9 @@ impl Session {
     /// The artifact's values back in the updated weights (only those are put on the devices
     /// again).
     pub fn reset(&mut self) -> Result<(), Error> {
+        if self.updated.is_empty() {
+            return Ok(());
+        }
         let order = &self.art.manifest.weights.order;
         let names: Vec<&str> = self.updated.iter().map(|&(slot, _)| order[slot].as_str()).collect();
         let fresh = weights::reload(&self.client, &self.art, &self.placement, &names)?;
