@@ -568,6 +568,8 @@ BERT_SEQ = Dim("seq", min=2, max=128)
 BERT2_SEQ = Dim("seq", min=2, max=64)
 BATCH = Dim("batch", min=1, max=8)
 CNN_BATCH = Dim("batch", min=1, max=16)
+# Tokens a decode step takes: 1 to decode, more to prefill (decoder_kv).
+DECODE_T = Dim("T", min=1, max=64)
 
 # name -> dict(build, desc, inputs: list of arg tuples (base first), dynamic_shapes)
 MODELS = {
@@ -692,11 +694,12 @@ MODELS = {
         dynamic_shapes={"x": {1: Dim("seq", min=2, max=64)}}),
     "decoder_kv": dict(
         build=DecoderKV,
-        desc="gpt-fast-style decode step: (input_ids [1, 1], input_pos [1]) -> logits [1, 1, 64]; "
-             "vocab 64, dim 32, 2 heads, 2 layers, static KV caches of 64 positions (zeros) as "
-             "buffers updated with index_copy_; decode references (prompt, 24 greedy tokens, "
-             "their logits) from eager",
-        inputs=[(torch.tensor([[5]]), torch.tensor([0]))],
+        desc="gpt-fast-style decode step: (input_ids [1, T], input_pos [T]) -> logits [1, T, 64] for "
+             "T in 1..64 (one token to decode, several to prefill a prompt); vocab 64, dim 32, 2 heads, "
+             "2 layers, static KV caches of 64 positions (zeros) as buffers updated with index_copy_; "
+             "decode references (prompt, 24 greedy tokens, their logits) from eager, token by token",
+        inputs=[(torch.tensor([[5, 9, 3]]), torch.arange(3)), (torch.tensor([[5]]), torch.tensor([0]))],
+        dynamic_shapes={"input_ids": {1: DECODE_T}, "input_pos": {0: DECODE_T}},
         lean_metadata=True,
         decode=decode_reference),
     "hf_static_cache": dict(

@@ -16,6 +16,10 @@
 //! - reductions over a dynamic dim get their input masked with the reduction's identity
 //!   (`sum`: 0, `amax`: -inf, `any`: false, …), `mean` divides by the real count, softmax
 //!   masks with -inf, and matmuls contracting a dynamic dim get both operands zeroed there;
+//! - an `index_put` into a tensor with no dynamic dim whose indices (and values) have one (a
+//!   KV cache written at a prompt's positions) gets the padded indices moved past the end of
+//!   the written dim, where the scatter drops their updates; a split along a static dim is
+//!   position-wise;
 //! - sizes used as values (`sym_size`, size arithmetic) become the real sizes;
 //! - anything else touching a dynamic dim fails the compile with the node and op named —
 //!   never wrong numbers.
@@ -269,6 +273,8 @@ impl Masker<'_> {
                 }
             }
             Op::Index { present } => self.check_index(graph, id, present, &in_dyn[0]),
+            Op::IndexPut { present, .. } => self.index_put(graph, id, present, &in_dyn),
+            Op::SplitWithSizes { dim, .. } if !in_dyn[0].contains_key(&norm_dim(*dim, rank(0))) => Ok(()),
             Op::Gather { dim } | Op::IndexSelect { dim } => {
                 let d = norm_dim(*dim, rank(0));
                 match (in_dyn[0].get(&d), self.positions.get(&ins[1])) {
@@ -298,6 +304,24 @@ impl Masker<'_> {
             }
             _ => Err("has no padding-safe form along a dynamic dim".into()),
         }
+    }
+
+    /// `self[indices] = values` with index tensors (and values) padded along a dynamic dim, into
+    /// a `self` with none (a KV cache written at a prompt's positions): the padded indices are
+    /// set past the end of their dim, so that the scatter drops their updates instead of writing
+    /// padding at position 0.
+    fn index_put(&mut self, graph: &mut Graph, id: NodeId, present: &[bool], in_dyn: &[DynDims]) -> Result<(), String> {
+        if !in_dyn[0].is_empty() {
+            return Err("writes into a tensor with a dynamic dim".into());
+        }
+        let dims = Self::ty(graph, graph.inputs(id)[0]).dims;
+        let indexed = present.iter().enumerate().filter(|(_, &p)| p).map(|(d, _)| d);
+        for (slot, d) in (1..).zip(indexed) {
+            let past_end = dims[d].as_static().ok_or("not specialized")?;
+            let dynamic: Vec<usize> = in_dyn[slot].keys().copied().collect();
+            self.mask_input(graph, id, slot, &dynamic, Scalar::Int(past_end))?;
+        }
+        Ok(())
     }
 
     /// Ops that compute each batch row on its own are exact under padding when only the batch

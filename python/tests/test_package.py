@@ -101,6 +101,8 @@ def test_generate_reproduces_eager_decoding(compiled):
         np.testing.assert_array_equal(out.tokens, reference("decoder_kv", "tokens.npy"))
         np.testing.assert_allclose(out.logits, reference("decoder_kv", "logits.npy"), rtol=1e-3, atol=1e-4)
         assert out.prompt_tokens == prompt.shape[-1] and out.new_tokens == 24 and out.tokens_per_second > 0
+        # The step takes 1 to 64 tokens: the prompt went in one call.
+        assert out.prompt_calls == 1
         # Each generate starts from the artifact's caches: the same tokens again.
         np.testing.assert_array_equal(decoder.generate(prompt, max_new_tokens=24).tokens, out.tokens)
         # The same seed samples the same tokens.

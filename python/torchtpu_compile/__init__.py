@@ -215,6 +215,8 @@ class Generation(NamedTuple):
     logits: Any
     """The logits that chose each of them, ``[B, N, V]`` float32."""
     prompt_tokens: int
+    prompt_calls: int
+    """The calls that fed the prompt: one per token, or fewer through a prefill program."""
     new_tokens: int
     prefill_ms: float
     decode_ms: float
@@ -273,7 +275,8 @@ class Session:
     ) -> Generation:
         """The decode loop of a decode-step export (token ids ``[B, 1]``, a position, logits
         out, KV caches as updated buffers): feeds ``prompt`` (``[T]`` or ``[B, T]`` token ids)
-        one token per call, then picks ``max_new_tokens`` tokens greedily, or by sampling at
+        one token per call, or in one call through a prefill program (token ids ``[B, T]``
+        with ``T`` dynamic, compiled with buckets), then picks ``max_new_tokens`` tokens greedily, or by sampling at
         ``temperature`` with ``seed``. Starts from the artifact's caches unless ``reset`` is
         False."""
         if reset:
@@ -287,6 +290,7 @@ class Session:
             _from_native(tokens, as_torch),
             _from_native(logits, as_torch),
             f["prompt_tokens"],
+            f["prompt_calls"],
             f["new_tokens"],
             f["prefill_ms"],
             f["decode_ms"],

@@ -212,8 +212,13 @@ pub(super) fn generate(args: &GenerateArgs, out: &mut dyn Write) -> anyhow::Resu
             writeln!(out, "tokens: {}", ids.join(" "))?;
             writeln!(
                 out,
-                "{} prompt tokens in {:.1} ms, {} new tokens, {:.1} tokens/s decoding",
-                done.prompt_tokens, done.prefill_ms, done.new_tokens, done.tokens_per_second
+                "{} prompt tokens in {:.1} ms ({} call{}), {} new tokens, {:.1} tokens/s decoding",
+                done.prompt_tokens,
+                done.prefill_ms,
+                done.prompt_calls,
+                if done.prompt_calls == 1 { "" } else { "s" },
+                done.new_tokens,
+                done.tokens_per_second
             )?;
         }
     }

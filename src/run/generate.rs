@@ -1,14 +1,17 @@
 //! `generate`: the decode loop for a decode-step export, in one [`Session`] whose KV caches stay
-//! on the device. The prompt is fed one token per call, then each call's logits choose the next
-//! token (greedily, or by sampling at a temperature with a seed), which the next call reads.
+//! on the device. The prompt is fed one token per call, or, when the step takes a dynamic number
+//! of tokens (a prefill program, compiled with size buckets), as many tokens a call as its
+//! largest bucket holds; then each call's logits choose the next token (greedily, or by
+//! sampling at a temperature with a seed), which the next call reads.
 //!
 //! The conventions it recognizes (gpt-fast, torchchat, and transformers' `StaticCache` export
 //! recipe, `TorchExportableModuleWithStaticCache`; tested on a gpt-fast-style decoder and on
 //! that recipe's export):
-//! - two integer user inputs: the token ids `[B, 1]` (named `input_ids`, `idx`, `tokens` or
-//!   `ids`, else the first) and the position, `[1]`, `[B]` or `[B, 1]` (the other, e.g.
-//!   `input_pos` or `cache_position`), of any integer dtype;
-//! - one float user output, the logits, `[B, 1, V]` or `[B, V]`;
+//! - two integer user inputs: the token ids `[B, 1]`, or `[B, T]` with `T` dynamic from 1 (named
+//!   `input_ids`, `idx`, `tokens` or `ids`, else the first), and the positions, `[1]`, `[B]`,
+//!   `[B, 1]`, or `[T]`/`[B, T]` (the other, e.g. `input_pos` or `cache_position`), of any
+//!   integer dtype;
+//! - one float user output, the logits, `[B, 1, V]` (`[B, T, V]`) or `[B, V]`;
 //! - the caches as updated buffers; a rank-4 cache `[B, H, S, D]` bounds the positions to `S`.
 
 use std::path::PathBuf;
@@ -53,6 +56,8 @@ pub struct Generated {
     #[serde(skip)]
     pub logits: Array,
     pub prompt_tokens: usize,
+    /// The calls that fed the prompt: one per token, or fewer through a prefill program.
+    pub prompt_calls: usize,
     pub new_tokens: usize,
     pub prefill_ms: f64,
     pub decode_ms: f64,
@@ -64,12 +69,17 @@ pub struct Generated {
 struct Step {
     ids: usize,
     pos: usize,
-    pos_dims: Vec<i64>,
+    /// The position input's dims, `None` for the dynamic token count of a prefill program.
+    pos_dims: Vec<Option<i64>>,
     pos_dtype: DType,
     ids_dtype: DType,
     logits: usize,
+    /// Whether the logits have a token dim (`[B, T, V]`, not `[B, V]`).
+    logits_per_token: bool,
     vocab: i64,
     batch: i64,
+    /// The most tokens one call takes: 1, or a prefill program's largest token count.
+    chunk: usize,
     /// The positions the caches hold, when a rank-4 cache says.
     positions: Option<i64>,
 }
@@ -78,10 +88,15 @@ fn unrecognized(reason: String) -> Error {
     RunError::Decode(format!("not a decode step `generate` knows: {reason}")).into()
 }
 
+/// A signature dim: its size, or `None` for a symbol.
+fn dim_of(d: &serde_json::Value) -> Option<i64> {
+    d.as_i64()
+}
+
 /// The decode step's layout, from the manifest's signature.
 fn step(m: &Manifest) -> Result<Step, Error> {
     let sig = &m.signature;
-    let dims = |v: &crate::artifact::SignatureValue| -> Vec<i64> { v.dims.iter().filter_map(|d| d.as_i64()).collect() };
+    let dims = |v: &crate::artifact::SignatureValue| -> Vec<Option<i64>> { v.dims.iter().map(dim_of).collect() };
     let ints: Vec<usize> =
         (0..sig.inputs.len()).filter(|&i| parse_dtype(&sig.inputs[i].dtype).is_some_and(DType::is_integer)).collect();
     if sig.inputs.len() != 2 || ints.len() != 2 {
@@ -93,24 +108,28 @@ fn step(m: &Manifest) -> Result<Step, Error> {
     let named = ["input_ids", "idx", "tokens", "ids"];
     let ids = ints.iter().copied().find(|&i| named.contains(&sig.inputs[i].name.as_str())).unwrap_or(ints[0]);
     let pos = ints.iter().copied().find(|&i| i != ids).unwrap_or(ints[1]);
-    let ids_dims = dims(&sig.inputs[ids]);
-    let [batch, 1] = ids_dims[..] else {
-        return Err(unrecognized(format!("its token ids `{}` are {ids_dims:?}, not [B, 1]", sig.inputs[ids].name)));
+    let ids_name = &sig.inputs[ids].name;
+    let (batch, chunk) = match dims(&sig.inputs[ids])[..] {
+        [Some(b), Some(1)] => (b, 1),
+        [Some(b), None] => (b, prefill_chunk(m, ids, ids_name)?),
+        ref other => {
+            return Err(unrecognized(format!("its token ids `{ids_name}` are {other:?}, not [B, 1] or [B, T]")))
+        }
     };
     let files = output_files(&sig.outputs);
     let users: Vec<usize> = (0..sig.outputs.len()).filter(|&o| files[o].starts_with("out_")).collect();
     let [logits] = users[..] else {
         return Err(unrecognized(format!("it has {} outputs besides its state, not one (the logits)", users.len())));
     };
-    let logit_dims = dims(&sig.outputs[logits]);
-    let vocab = match logit_dims[..] {
-        [b, 1, v] | [b, v] if b == batch => v,
-        _ => return Err(unrecognized(format!("its output is {logit_dims:?}, not logits [B, 1, V] or [B, V]"))),
+    let (vocab, logits_per_token) = match dims(&sig.outputs[logits])[..] {
+        [Some(b), t, Some(v)] if b == batch && (t == Some(1) || chunk > 1) => (v, true),
+        [Some(b), Some(v)] if b == batch && chunk == 1 => (v, false),
+        ref other => return Err(unrecognized(format!("its output is {other:?}, not logits [B, T, V] or [B, V]"))),
     };
     let positions = (0..sig.outputs.len())
         .filter(|&o| files[o].starts_with("state_"))
         .filter_map(|o| match dims(&sig.outputs[o])[..] {
-            [_, _, s, _] => Some(s),
+            [_, _, Some(s), _] => Some(s),
             _ => None,
         })
         .min();
@@ -122,10 +141,26 @@ fn step(m: &Manifest) -> Result<Step, Error> {
         pos_dtype: dtype(pos),
         ids_dtype: dtype(ids),
         logits,
+        logits_per_token,
         vocab,
         batch,
+        chunk,
         positions,
     })
+}
+
+/// The most tokens a call of a prefill program takes (its token count's largest size), after
+/// checking that it also takes one (so that it decodes too).
+fn prefill_chunk(m: &Manifest, ids: usize, name: &str) -> Result<usize, Error> {
+    let symbol = m.signature.symbols.iter().find(|s| s.input == ids && s.dim == 1);
+    let (min, max) = symbol.map_or((None, None), |s| (s.min, s.max));
+    if min.unwrap_or(1) > 1 {
+        let reason =
+            format!("its token ids `{name}` take at least {} tokens a call, so it cannot decode one", min.unwrap_or(1));
+        return Err(unrecognized(reason));
+    }
+    let largest = m.buckets.iter().filter_map(|b| symbol.and_then(|s| b.bindings.get(&s.name)).copied()).max();
+    Ok(largest.or(max).map_or(1, |n| usize::try_from(n).unwrap_or(1).max(1)))
 }
 
 /// An integer array of `dtype` and `dims` with every element `values[i / per]`.
@@ -143,6 +178,23 @@ fn integers(dtype: DType, dims: &[i64], values: &[i64]) -> Array {
         }
     }
     Array { dtype, shape: dims.to_vec(), data }
+}
+
+/// One call of the decode step: `ids` (`n` tokens per row, rows after rows) at positions
+/// `at..at + n`; per row, the logits of its last token.
+fn feed(session: &mut Session, s: &Step, ids: &[i64], at: usize, n: usize) -> Result<Vec<Vec<f32>>, Error> {
+    let labels = [PathBuf::from("token ids"), PathBuf::from("position")];
+    let pos_dims: Vec<i64> = s.pos_dims.iter().map(|d| d.unwrap_or(n as i64)).collect();
+    let count = pos_dims.iter().product::<i64>().max(0) as usize;
+    // Positions along the token dim (the last), repeated for each row.
+    let positions: Vec<i64> = (0..count).map(|i| (at + i % n) as i64).collect();
+    let mut inputs = vec![Array { dtype: DType::I64, shape: vec![], data: vec![] }; 2];
+    inputs[s.ids] = integers(s.ids_dtype, &[s.batch, n as i64], ids);
+    inputs[s.pos] = integers(s.pos_dtype, &pos_dims, &positions);
+    let out = session.call(&inputs, &labels, 0)?.outputs.swap_remove(s.logits);
+    let rows = rows_f32(&out, s.vocab);
+    let per_row = if s.logits_per_token { n } else { 1 };
+    Ok((0..s.batch as usize).map(|b| rows[b * per_row + per_row - 1].clone()).collect())
 }
 
 /// Runs the decode loop in a session of its own.
@@ -163,29 +215,29 @@ pub fn decode(session: &mut Session, req: &Decoding) -> Result<Generated, Error>
         let reason = format!("{t} prompt tokens and {n} new ones need {total} positions; the caches hold {limit}");
         return Err(RunError::Decode(reason).into());
     }
-    let labels = [PathBuf::from("token ids"), PathBuf::from("position")];
     let mut sampler = Sampler::new(req.temperature.unwrap_or(0.0), req.seed);
     let (mut tokens, mut logits) = (vec![Vec::new(); prompt.len()], Vec::new());
-    let mut next: Vec<i64> = prompt.iter().map(|row| row[0]).collect();
     let started = Instant::now();
-    let mut prefill_ms = 0.0;
-    for position in 0..total.saturating_sub(1) {
-        let mut inputs = vec![Array { dtype: DType::I64, shape: vec![], data: vec![] }; 2];
-        inputs[s.ids] = integers(s.ids_dtype, &[s.batch, 1], &next);
-        inputs[s.pos] = integers(s.pos_dtype, &s.pos_dims, &[position as i64]);
-        let out = session.call(&inputs, &labels, 0)?.outputs.swap_remove(s.logits);
-        if position + 1 < t {
-            next = prompt.iter().map(|row| row[position + 1]).collect();
-            continue;
-        }
-        if position + 1 == t {
-            prefill_ms = started.elapsed().as_secs_f64() * 1e3;
-        }
-        let rows = rows_f32(&out, s.vocab);
-        next = rows.iter().map(|r| sampler.pick(r)).collect();
-        for (b, row) in rows.into_iter().enumerate() {
+    // The prompt, as many tokens a call as the program takes; its last logits choose the
+    // first new token.
+    let (mut at, mut last, mut prompt_calls) = (0, Vec::new(), 0);
+    while at < t {
+        let n = s.chunk.min(t - at);
+        let ids: Vec<i64> = prompt.iter().flat_map(|row| row[at..at + n].iter().copied()).collect();
+        last = feed(session, &s, &ids, at, n)?;
+        at += n;
+        prompt_calls += 1;
+    }
+    let prefill_ms = started.elapsed().as_secs_f64() * 1e3;
+    for k in 0..req.max_new_tokens {
+        let next: Vec<i64> = last.iter().map(|r| sampler.pick(r)).collect();
+        for (b, row) in std::mem::take(&mut last).into_iter().enumerate() {
             tokens[b].push(next[b]);
             logits.push((b, row));
+        }
+        if k + 1 < req.max_new_tokens {
+            last = feed(session, &s, &next, at, 1)?;
+            at += 1;
         }
     }
     let decode_ms = started.elapsed().as_secs_f64() * 1e3 - prefill_ms;
@@ -204,6 +256,7 @@ pub fn decode(session: &mut Session, req: &Decoding) -> Result<Generated, Error>
         },
         logits: Array { dtype: DType::F32, shape: vec![s.batch, n as i64, s.vocab], data: logit_bytes },
         prompt_tokens: t,
+        prompt_calls,
         new_tokens: n,
         prefill_ms,
         decode_ms,
