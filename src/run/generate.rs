@@ -217,6 +217,7 @@ pub fn decode(session: &mut Session, req: &Decoding) -> Result<Generated, Error>
     }
     let mut sampler = Sampler::new(req.temperature.unwrap_or(0.0), req.seed);
     let (mut tokens, mut logits) = (vec![Vec::new(); prompt.len()], Vec::new());
+    session.load_executables()?;
     let started = Instant::now();
     // The prompt, as many tokens a call as the program takes; its last logits choose the
     // first new token.

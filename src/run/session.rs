@@ -247,6 +247,13 @@ impl Session {
         Ok(buffers)
     }
 
+    /// Loads every bucket's executable now rather than at its first call (so that a timed
+    /// loop does not pay for it).
+    pub fn load_executables(&mut self) -> Result<(), Error> {
+        let buckets: Vec<String> = self.art.manifest.buckets.iter().map(|b| b.name.clone()).collect();
+        buckets.iter().try_for_each(|b| self.load_executable(b))
+    }
+
     /// Loads the executable of `bucket` (once), checked against the manifest's sha256.
     fn load_executable(&mut self, bucket: &str) -> Result<(), Error> {
         if !self.executables.contains_key(bucket) {
