@@ -210,13 +210,17 @@ impl Session {
         self.with(py, |s| Ok(serde_json::to_string(s.manifest())?))
     }
 
-    /// The file name `run` gives each output: `out_<j>` for what the model returns,
-    /// `state_<fqn>` for an updated weight.
+    /// The file name `run` gives each output a call returns: `out_<j>` for what the model
+    /// returns, `state_<fqn>` for an updated weight not kept on the device.
     fn output_files(&self, py: Python<'_>) -> PyResult<Vec<String>> {
-        self.with(py, |s| Ok(output_files(&s.manifest().signature.outputs)))
+        self.with(py, |s| {
+            let files = output_files(&s.manifest().signature.outputs);
+            Ok(s.returned_outputs().iter().map(|&j| files[j].clone()).collect())
+        })
     }
 
-    /// One call: `inputs` as `(dtype, shape, buffer)`; every output of the graph.
+    /// One call: `inputs` as `(dtype, shape, buffer)`; the outputs it returns (see
+    /// `output_files`).
     #[pyo3(signature = (inputs, seed = 0))]
     fn call<'py>(
         &self,

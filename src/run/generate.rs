@@ -191,7 +191,9 @@ fn feed(session: &mut Session, s: &Step, ids: &[i64], at: usize, n: usize) -> Re
     let mut inputs = vec![Array { dtype: DType::I64, shape: vec![], data: vec![] }; 2];
     inputs[s.ids] = integers(s.ids_dtype, &[s.batch, n as i64], ids);
     inputs[s.pos] = integers(s.pos_dtype, &pos_dims, &positions);
-    let out = session.call(&inputs, &labels, 0)?.outputs.swap_remove(s.logits);
+    let logits = session.returned_outputs().iter().position(|&j| j == s.logits);
+    let logits = logits.ok_or_else(|| RunError::Decode("the call does not return the logits".into()))?;
+    let out = session.call(&inputs, &labels, 0)?.outputs.swap_remove(logits);
     let rows = rows_f32(&out, s.vocab);
     let per_row = if s.logits_per_token { n } else { 1 };
     Ok((0..s.batch as usize).map(|b| rows[b * per_row + per_row - 1].clone()).collect())

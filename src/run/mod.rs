@@ -178,7 +178,7 @@ pub fn run(req: &RunRequest) -> Result<RunReport, Error> {
     }
     let load_ms = started.elapsed().as_secs_f64() * 1e3;
     let called = session.call(&inputs, &req.inputs, req.seed)?;
-    write_outputs(req, session.manifest(), called, load_ms)
+    write_outputs(req, &session, called, load_ms)
 }
 
 /// The value of every symbol, read from the inputs' dims, within the symbols' ranges.
@@ -253,7 +253,30 @@ fn smallest_bucket<'m>(
     })
 }
 
-fn write_outputs(req: &RunRequest, m: &Manifest, called: Called, load_ms: f64) -> Result<RunReport, Error> {
+/// Every output of the graph in its order: the call's, and the updated weights' new values,
+/// which the session kept on the devices.
+fn all_outputs(session: &Session, called: Called) -> Result<Vec<Array>, Error> {
+    let m = session.manifest();
+    let mut all: Vec<Option<Array>> = m.signature.outputs.iter().map(|_| None).collect();
+    for (&j, a) in session.returned_outputs().iter().zip(called.outputs) {
+        all[j] = Some(a);
+    }
+    let mut state: BTreeMap<String, Array> = session.state()?.into_iter().collect();
+    for (fqn, j, _) in state::updated(m) {
+        if all[j].is_none() {
+            all[j] = state.remove(&fqn);
+        }
+    }
+    all.into_iter()
+        .enumerate()
+        .map(|(j, a)| a.ok_or_else(|| RunError::Weights(format!("output {j} was not returned")).into()))
+        .collect()
+}
+
+fn write_outputs(req: &RunRequest, session: &Session, called: Called, load_ms: f64) -> Result<RunReport, Error> {
+    let m = session.manifest();
+    let (bucket, run_ms) = (called.bucket.clone(), called.run_ms);
+    let arrays = all_outputs(session, called)?;
     let state_dir = req.state_out.as_ref().unwrap_or(&req.out_dir);
     for dir in [&req.out_dir, state_dir] {
         std::fs::create_dir_all(dir)
@@ -262,7 +285,7 @@ fn write_outputs(req: &RunRequest, m: &Manifest, called: Called, load_ms: f64) -
     let mut outputs = Vec::new();
     let mut ok = true;
     let files = crate::artifact::output_files(&m.signature.outputs);
-    for ((arr, sig), file) in called.outputs.into_iter().zip(&m.signature.outputs).zip(&files) {
+    for ((arr, sig), file) in arrays.into_iter().zip(&m.signature.outputs).zip(&files) {
         let path = if file.starts_with("state_") { state_dir.join(file) } else { req.out_dir.join(file) };
         arr.write(&path)?;
         // Every output is compared with the reference's file of the same name; updated state
@@ -281,7 +304,7 @@ fn write_outputs(req: &RunRequest, m: &Manifest, called: Called, load_ms: f64) -
             comparison,
         });
     }
-    Ok(RunReport { bucket: called.bucket, load_ms, run_ms: called.run_ms, outputs, ok })
+    Ok(RunReport { bucket, load_ms, run_ms, outputs, ok })
 }
 
 /// A client of `devices` CPU devices on the plugin that built `target`'s executables, refusing

@@ -41,6 +41,9 @@ pub struct Session {
     updated: Vec<(usize, usize)>,
     /// Updated weights a pass changed the storage of: their state cannot be carried.
     uncarried: Vec<String>,
+    /// The outputs a call copies to the host and returns: all but the updated weights in
+    /// `updated`, which stay on the devices (read them with `state`).
+    returned: Vec<usize>,
     calls: u64,
     /// Whether calls donate the updated weights' buffers.
     donation: Donation,
@@ -61,7 +64,7 @@ const _: fn() = || {
 pub struct Called {
     /// The bucket that ran.
     pub bucket: String,
-    /// Every output of the graph, in its order, at the real sizes.
+    /// The outputs of [`Session::returned_outputs`], in order, at the real sizes.
     pub outputs: Vec<Array>,
     pub run_ms: f64,
 }
@@ -99,6 +102,7 @@ impl Session {
             }
         }
         let executables = BTreeMap::new();
+        let returned = (0..m.signature.outputs.len()).filter(|j| !updated.iter().any(|u| u.1 == *j)).collect();
         let donation = Donation::Aliased;
         let mut session = Session {
             weights,
@@ -107,6 +111,7 @@ impl Session {
             placement,
             updated,
             uncarried,
+            returned,
             calls: 0,
             donation,
             broken: None,
@@ -127,6 +132,13 @@ impl Session {
     /// The artifact's manifest.
     pub fn manifest(&self) -> &Manifest {
         &self.art.manifest
+    }
+
+    /// Which outputs of the graph (indices into the signature's) a call returns: every one
+    /// but the updated weights, which stay on the devices and are not copied to the host at
+    /// each call (a KV cache would be, whole, every token); [`Session::state`] reads those.
+    pub fn returned_outputs(&self) -> &[usize] {
+        &self.returned
     }
 
     /// The updated weights start from `dir`'s `state_<fqn>.npy` files (see `state`).
@@ -171,10 +183,8 @@ impl Session {
             }
         };
         let run_ms = started.elapsed().as_secs_f64() * 1e3;
-        // Every result is whole on every device: the first device's are the outputs.
-        let host = outs[0].iter().map(Buffer::to_host).collect::<Result<Vec<_>, _>>().map_err(RunError::Execute)?;
-        let outputs = self.host_outputs(&bucket, real.as_ref(), host)?;
-        self.keep_state(&mut outs, &outputs)?;
+        let outputs = self.host_outputs(&bucket, real.as_ref(), &outs)?;
+        self.keep_state(&bucket, &mut outs)?;
         Ok(Called { bucket: bucket.name, outputs, run_ms })
     }
 
@@ -268,20 +278,19 @@ impl Session {
         Ok(())
     }
 
-    /// The outputs as arrays, sliced back to the real sizes of a bucket's.
+    /// The returned outputs on the host, sliced back to the real sizes of a bucket's. Every
+    /// result is whole on every device: the first device's are read.
     fn host_outputs(
         &self,
         bucket: &Bucket,
         real: Option<&BTreeMap<String, i64>>,
-        host: Vec<Vec<u8>>,
+        outs: &[Vec<Buffer>],
     ) -> Result<Vec<Array>, Error> {
         let sig = &self.art.manifest.signature.outputs;
-        let mut out = Vec::with_capacity(host.len());
-        for ((data, sig), dims) in host.into_iter().zip(sig).zip(&bucket.output_dims) {
-            let dtype = parse_dtype(&sig.dtype)
-                .ok_or_else(|| RunError::Weights(format!("unknown output dtype {}", sig.dtype)))?;
-            let arr = Array { dtype, shape: dims.clone(), data };
-            out.push(match real.and_then(|r| real_dims(sig, r)) {
+        let mut out = Vec::with_capacity(self.returned.len());
+        for &j in &self.returned {
+            let arr = self.host_output(bucket, &outs[0][j], j)?;
+            out.push(match real.and_then(|r| real_dims(&sig[j], r)) {
                 Some(d) if d != arr.shape => arr.resized(&d),
                 _ => arr,
             });
@@ -289,18 +298,31 @@ impl Session {
         Ok(out)
     }
 
+    /// Output `j` of a bucket's results (`buffer`), on the host at the bucket's sizes.
+    fn host_output(&self, bucket: &Bucket, buffer: &Buffer, j: usize) -> Result<Array, Error> {
+        let sig = &self.art.manifest.signature.outputs[j];
+        let dtype =
+            parse_dtype(&sig.dtype).ok_or_else(|| RunError::Weights(format!("unknown output dtype {}", sig.dtype)))?;
+        let data = buffer.to_host().map_err(RunError::Execute)?;
+        Ok(Array { dtype, shape: bucket.output_dims[j].clone(), data })
+    }
+
     /// Each updated weight takes its new value: the output buffers themselves where the weight
-    /// is whole on every device (no copy), else each device's piece of the output.
-    fn keep_state(&mut self, outs: &mut [Vec<Buffer>], outputs: &[Array]) -> Result<(), Error> {
+    /// is whole on every device (no copy), else each device's piece of the output (read once
+    /// from the first device).
+    fn keep_state(&mut self, bucket: &Bucket, outs: &mut [Vec<Buffer>]) -> Result<(), Error> {
         let m = &self.art.manifest;
         for &(slot, output) in &self.updated {
             let name = &m.weights.order[slot];
             let split = self.placement.split(m.sharding.as_ref().and_then(|s| s.weights.get(name)));
+            let whole = match &split {
+                Some(_) => Some(self.host_output(bucket, &outs[0][output], output)?),
+                None => None,
+            };
             for (d, results) in outs.iter_mut().enumerate() {
-                self.weights.buffers[d][slot] = match &split {
+                self.weights.buffers[d][slot] = match &whole {
                     None => std::mem::replace(&mut results[output], placeholder(&self.client, d)?),
-                    Some(_) => {
-                        let a = &outputs[output];
+                    Some(a) => {
                         let (piece, dims) =
                             self.placement.piece(&a.data, &a.shape, a.dtype.size_bytes(), split.as_ref(), d)?;
                         to_device(&self.client, d, a.dtype, &piece, &dims)?

@@ -110,15 +110,25 @@ fn a_session_carries_state_across_calls_and_resets() {
     let mut session =
         crate::run::Session::open(&artifact, crate::run::DeviceKind::Cpu, None, &verification).expect("opens");
     let files = crate::artifact::output_files(&session.manifest().signature.outputs);
-    let tracked = files.iter().position(|f| f == "state_bn.num_batches_tracked.npy").expect("a state output");
-    let mut step = || session.call(&inputs, &labels, 0).expect("runs").outputs[tracked].get_f64(0);
-    assert_eq!([step(), step(), step()], [Some(1.0), Some(2.0), Some(3.0)]);
+    // The updated statistics stay on the device: a call returns the loss and gradients only.
+    let returned: Vec<&str> = session.returned_outputs().iter().map(|&j| files[j].as_str()).collect();
+    assert!(returned.iter().all(|f| f.starts_with("out_")) && returned.len() == 7, "{returned:?}");
+    let tracked = |s: &crate::run::Session| {
+        let state = s.state().expect("the state");
+        state.iter().find(|(n, _)| n == "bn.num_batches_tracked").expect("tracked").1.get_f64(0)
+    };
+    let mut steps = Vec::new();
+    for _ in 0..3 {
+        session.call(&inputs, &labels, 0).expect("runs");
+        steps.push(tracked(&session));
+    }
+    assert_eq!(steps, [Some(1.0), Some(2.0), Some(3.0)]);
     session.reset().expect("resets");
     let first = session.call(&inputs, &labels, 0).expect("runs");
-    assert_eq!(first.outputs[tracked].get_f64(0), Some(1.0));
+    assert_eq!(tracked(&session), Some(1.0));
     // The first step's loss and gradients are eager's.
     let loss = Array::read(&dir.join("out_0.npy")).expect("reference");
-    let loss_at = files.iter().position(|f| f == "out_0.npy").expect("the loss");
+    let loss_at = returned.iter().position(|f| *f == "out_0.npy").expect("the loss");
     assert!(crate::run::compare(&first.outputs[loss_at], &loss).ok);
 }
 
