@@ -179,17 +179,23 @@ fn generate_reproduces_eager_decoding() {
     let eager: Vec<i64> = (0..24).filter_map(|i| eager_tokens.get_f64(i)).map(|v| v as i64).collect();
     assert_ne!(stateless, eager, "without the caches carried, decoding must differ");
     // The caches hold 64 positions; a float prompt; a program that is no decode step.
-    let (code, _, err) = run_cli(&["generate", &art, "--prompt", &prompt, "--max-new-tokens", "60"]);
-    assert_eq!(code, 1, "{err}");
-    assert!(err.contains("6 prompt tokens and 60 new ones need 66 positions; the caches hold 64"), "{err}");
+    refused(
+        &["generate", &art, "--prompt", &prompt, "--max-new-tokens", "60"],
+        1,
+        "6 prompt tokens and 60 new ones need 66 positions; the caches hold 64",
+    );
     let floats = s(&dir.join("logits.npy"));
-    let (code, _, err) = run_cli(&["generate", &art, "--prompt", &floats, "--max-new-tokens", "2"]);
-    assert_eq!(code, 1, "{err}");
-    assert!(err.contains("token ids must be integers, not f32"), "{err}");
+    refused(
+        &["generate", &art, "--prompt", &floats, "--max-new-tokens", "2"],
+        1,
+        "token ids must be integers, not f32",
+    );
     let mlp = compile_model("mlp", &tmp.0);
-    let (code, _, err) = run_cli(&["generate", &s(&mlp), "--prompt", &prompt, "--max-new-tokens", "2"]);
-    assert_eq!(code, 1, "{err}");
-    assert!(err.contains("not a decode step `generate` knows"), "{err}");
+    refused(
+        &["generate", &s(&mlp), "--prompt", &prompt, "--max-new-tokens", "2"],
+        1,
+        "not a decode step `generate` knows",
+    );
 }
 
 /// The decoder's four KV caches are aliased to their new values in the program, so each call
@@ -254,9 +260,7 @@ fn the_tpu_device_needs_tpu_chips() {
     let s = |p: &Path| p.to_str().expect("utf-8").to_string();
     let input = s(&testdata().join("models/mlp/in_0.npy"));
     let out = s(&tmp.0.join("out"));
-    let (code, _, err) = run_cli(&["run", &s(&artifact), &input, "--device", "tpu", "--out-dir", &out]);
-    assert_eq!(code, 3, "{err}");
-    assert!(err.contains("this machine has no TPU"), "{err}");
+    refused(&["run", &s(&artifact), &input, "--device", "tpu", "--out-dir", &out], 3, "this machine has no TPU");
     let (code, text, err) = run_cli(&["run", &s(&artifact), &input, "--device", "cpu", "--out-dir", &out]);
     assert_eq!(code, 0, "{text}{err}");
 }
@@ -280,4 +284,11 @@ fn generate_follows_transformers_static_cache_export() {
     assert!(text.contains("6 prompt tokens") && text.contains("(6 calls)"), "{text}");
     assert!(crate::run::compare(&read(&tokens), &read(&dir.join("tokens.npy"))).ok, "tokens differ: {text}");
     assert!(crate::run::compare(&read(&logits), &read(&dir.join("logits.npy"))).ok, "the logits differ");
+}
+
+/// The command line refuses `args` with exit `code` and a message containing `message`.
+fn refused(args: &[&str], code: u8, message: &str) {
+    let (found, _, err) = run_cli(args);
+    assert_eq!(found, code, "{err}");
+    assert!(err.contains(message), "{err}");
 }
