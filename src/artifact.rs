@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 
 use crate::container::write::{FileSink, Sink, ZipOut};
 use crate::container::{ContainerError, MappedFile, MappedZip};
+use crate::digest::{hex, sha256_hex};
 use safetensors::tensor::Dtype;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -371,8 +372,8 @@ impl TargetEntry {
                      it will not load (split it over more chips with `--mesh`)",
                     self.target,
                     e.bucket,
-                    crate::inspect::human_bytes(peak),
-                    crate::inspect::human_bytes(hbm)
+                    crate::display::human_bytes(peak),
+                    crate::display::human_bytes(hbm)
                 )
             })
             .collect()
@@ -405,17 +406,6 @@ pub fn safetensors_dtype(d: DType) -> Option<Dtype> {
 /// The IR dtype of a safetensors dtype.
 pub fn dtype_of_safetensors(d: Dtype) -> Option<DType> {
     DType::ALL.into_iter().find(|&x| safetensors_dtype(x) == Some(d))
-}
-
-/// Hex sha256 of bytes.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    hex(&digest)
-}
-
-/// Bytes as lowercase hex (how digests are written everywhere: manifests, cache keys, memos).
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Writes a streamed entry's bytes into the artifact; the error is a message.
@@ -656,7 +646,7 @@ impl Artifact {
         if !plain {
             return Err(ArtifactError::NotAnArtifact {
                 path: self.path().display().to_string(),
-                reason: format!("its weights file `{}` is not a plain file name", crate::error::shown(&w.entry)),
+                reason: format!("its weights file `{}` is not a plain file name", crate::display::shown(&w.entry)),
             });
         }
         Ok(Some(self.path().parent().unwrap_or(Path::new(".")).join(&w.entry)))

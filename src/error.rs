@@ -88,22 +88,3 @@ impl From<crate::npy::NpyError> for Error {
         Error::Run(crate::run::RunError::Npy(e))
     }
 }
-
-/// A string from the archive as a message shows it: control characters escaped, and cut to
-/// 80 characters with a count of the rest, so that no name can garble or flood a terminal.
-pub fn shown(s: &str) -> String {
-    const MAX: usize = 80;
-    let mut out = String::new();
-    for (i, (at, c)) in s.char_indices().enumerate() {
-        if i == MAX {
-            out.push_str(&format!("… (+{} more bytes)", s.len() - at));
-            break;
-        }
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}

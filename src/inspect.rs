@@ -11,6 +11,7 @@ use serde::Serialize;
 use torchtpu_passes::ir::{InputKind, Op, OutputKind, TensorType};
 
 use crate::artifact::{describe_output, dims_json};
+use crate::display::human_bytes;
 use crate::import::{Program, Weight};
 
 /// Identifies the layout of the JSON report.
@@ -178,22 +179,6 @@ fn summarize(program: &Program, want: impl Fn(&InputKind) -> bool) -> WeightSumm
 
 fn view_key(w: &Weight) -> (String, i64, Vec<i64>, Vec<i64>) {
     (w.entry.clone(), w.storage_offset, w.sizes.clone(), w.strides.clone())
-}
-
-/// `1.5 KiB`, `44.6 MiB`.
-pub(crate) fn human_bytes(n: u64) -> String {
-    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
-    let mut v = n as f64;
-    let mut unit = 0;
-    while v >= 1024.0 && unit + 1 < UNITS.len() {
-        v /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{n} B")
-    } else {
-        format!("{v:.1} {}", UNITS[unit])
-    }
 }
 
 fn dims_text(dims: &[serde_json::Value]) -> String {

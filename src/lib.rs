@@ -17,6 +17,8 @@ pub mod container;
 pub mod coverage;
 #[cfg(feature = "mlir")]
 pub mod derive;
+pub mod digest;
+pub mod display;
 #[cfg(feature = "mlir")]
 pub mod driver;
 #[cfg(feature = "mlir")]

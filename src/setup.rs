@@ -2,7 +2,8 @@
 //!
 //! Set-up downloads plugin wheels into a cache folder outside git:
 //! `$TORCHTPU_SETUP_DIR`, else `$XDG_CACHE_HOME/torchtpu-compile`, else
-//! `~/.cache/torchtpu-compile`. The relative paths below must match `xtask/src/setup.rs`.
+//! `~/.cache/torchtpu-compile` (else `.cache/torchtpu-compile` in the working folder). xtask
+//! compiles this file too (`setup_dir`); the plugin paths below must match its wheels.
 
 use std::path::{Path, PathBuf};
 

@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::key::KeyParts;
-use crate::artifact::sha256_hex;
+use crate::digest::sha256_hex;
 
 const MAGIC: &[u8; 8] = b"TTPUCE01";
 

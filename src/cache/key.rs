@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::artifact::sha256_hex;
+use crate::digest::sha256_hex;
 
 /// Version of the key derivation and of the entry layout; bumping it misses every old entry.
 pub const CACHE_FORMAT: &str = "torchtpu-cache/1";

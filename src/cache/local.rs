@@ -337,7 +337,7 @@ fn file_identity(path: &Path) -> Option<String> {
 impl LocalCache {
     fn memo_path(&self, plugin: &Path, target: &str) -> Option<PathBuf> {
         let id = file_identity(plugin)?;
-        let name = crate::artifact::sha256_hex(format!("{id}\0{target}").as_bytes());
+        let name = crate::digest::sha256_hex(format!("{id}\0{target}").as_bytes());
         Some(self.root.join("plugins").join(format!("{name}.json")))
     }
 
@@ -362,7 +362,7 @@ impl LocalCache {
 
 impl LocalCache {
     fn digest_path(&self, key: &str) -> PathBuf {
-        self.root.join("digests").join(format!("{}.txt", crate::artifact::sha256_hex(key.as_bytes())))
+        self.root.join("digests").join(format!("{}.txt", crate::digest::sha256_hex(key.as_bytes())))
     }
 
     /// The sha256 remembered for `key`, if any.

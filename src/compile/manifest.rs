@@ -7,8 +7,8 @@ use torchtpu_passes::ir::{Dim, Graph, InputKind, Op, TensorType};
 
 use super::{CompileRequest, LoweredBucket};
 use crate::artifact::{
-    self, describe_output, dims_json, Bucket, CompilerInfo, Manifest, MeshAxisInfo, OptionsInfo, PassInfo,
-    ShardingInfo, Signature, SignatureValue, SourceInfo, SymbolInfo, TargetEntry, WeightsInfo, ARTIFACT_FORMAT,
+    describe_output, dims_json, Bucket, CompilerInfo, Manifest, MeshAxisInfo, OptionsInfo, PassInfo, ShardingInfo,
+    Signature, SignatureValue, SourceInfo, SymbolInfo, TargetEntry, WeightsInfo, ARTIFACT_FORMAT,
 };
 use crate::emit::GroupedMm;
 use crate::import::Program;
@@ -134,7 +134,7 @@ pub fn bucket(b: &LoweredBucket, entry: &str) -> Bucket {
         serves: p.serves.iter().map(|(s, &(lo, hi))| (s.clone(), [lo, hi])).collect(),
         padding_waste: p.padding_waste,
         program: entry.to_string(),
-        program_sha256: artifact::sha256_hex(lowered.module.text.as_bytes()),
+        program_sha256: crate::digest::sha256_hex(lowered.module.text.as_bytes()),
         input_dims: user_inputs(g).map(|id| dims(&g.node(id).outputs[0])).collect(),
         output_dims: g.outputs().iter().map(|o| dims(g.value_type(o.value))).collect(),
         passes: lowered

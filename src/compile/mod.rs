@@ -301,7 +301,7 @@ fn compile_one(
         executable: Executable {
             bucket: bucket.clone(),
             entry,
-            sha256: artifact::sha256_hex(&c.bytes),
+            sha256: crate::digest::sha256_hex(&c.bytes),
             bytes,
             compile_ms: c.meta.compile_ms,
             cache_key: Some(c.cache_key),

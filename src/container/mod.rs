@@ -122,7 +122,7 @@ impl MappedFile {
             hasher.update(chunk);
             Ok(())
         });
-        crate::artifact::hex(&hasher.finalize())
+        crate::digest::hex(&hasher.finalize())
     }
 }
 
@@ -169,7 +169,7 @@ impl MappedZip {
             let expected = self.crcs[name];
             if crc != expected {
                 return Err(ContainerError::BadEntry {
-                    entry: crate::error::shown(name),
+                    entry: crate::display::shown(name),
                     reason: format!(
                         "its bytes do not match their CRC-32 ({crc:08x}, the directory says {expected:08x}): \
                          the file is damaged"
@@ -278,7 +278,7 @@ fn index_entries(map: &[u8]) -> Result<Index, ContainerError> {
     for i in 0..zip.len() {
         let file = zip.by_index_raw(i).map_err(not_zip)?;
         let name = file.name().to_string();
-        let bad = |reason: String| ContainerError::BadEntry { entry: crate::error::shown(&name), reason };
+        let bad = |reason: String| ContainerError::BadEntry { entry: crate::display::shown(&name), reason };
         if !is_safe_name(&name) {
             return Err(bad("the name escapes the archive folder (absolute or `..`)".into()));
         }
@@ -326,7 +326,7 @@ fn check_unique_names(map: &[u8], directory: u64, indexed: usize) -> Result<(), 
         let Some(name) = map.get(at + 46..name_end) else { break };
         if !seen.insert(name) {
             return Err(ContainerError::BadEntry {
-                entry: crate::error::shown(&String::from_utf8_lossy(name)),
+                entry: crate::display::shown(&String::from_utf8_lossy(name)),
                 reason: "two entries have this name".into(),
             });
         }
@@ -353,7 +353,7 @@ fn check_local_header(map: &[u8], at: u64, central_name: &[u8]) -> Result<(), St
     if local_name != central_name {
         return Err(format!(
             "its local header names `{}`; the directory and local headers disagree",
-            crate::error::shown(&String::from_utf8_lossy(local_name))
+            crate::display::shown(&String::from_utf8_lossy(local_name))
         ));
     }
     if u16::from_le_bytes([fixed[8], fixed[9]]) != 0 {
@@ -372,8 +372,8 @@ fn check_no_overlap(mut extents: Vec<(u64, u64, String)>) -> Result<(), Containe
         let ((_, end, first), (start, _, second)) = (&pair[0], &pair[1]);
         if start < end {
             return Err(ContainerError::BadEntry {
-                entry: crate::error::shown(second),
-                reason: format!("its bytes overlap those of entry `{}`", crate::error::shown(first)),
+                entry: crate::display::shown(second),
+                reason: format!("its bytes overlap those of entry `{}`", crate::display::shown(first)),
             });
         }
     }

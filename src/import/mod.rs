@@ -21,7 +21,7 @@ use thiserror::Error;
 use torchtpu_passes::ir::{Graph, NodeId, Op};
 use torchtpu_passes::VerifyError;
 
-pub(crate) use crate::error::shown;
+pub(crate) use crate::display::shown;
 
 pub use archive::Archive;
 pub use build::SymbolBinding;

@@ -4,64 +4,17 @@ use std::ffi::c_char;
 use std::fmt;
 use std::sync::Arc;
 
+use super::api::{lossy_string, null_output, raw_slice, Api, MLIR_FORMAT};
 use super::executable::{Buffer, LoadedExecutable};
 use super::ffi;
-use super::plugin::{lossy_string, raw_slice, Api, Plugin};
+use super::handle::{ClientInner, Device};
+use super::plugin::Plugin;
 use super::types::{CompileOptions, ElementType};
 use super::{ErrorCode, PjrtError};
-
-/// The program format `PJRT_Program` takes for StableHLO text, MLIR bytecode and portable
-/// artifacts alike.
-pub(super) const MLIR_FORMAT: &str = "mlir";
 
 /// A PJRT client on one plugin. Executables and buffers keep their client alive.
 pub struct Client {
     inner: Arc<ClientInner>,
-}
-
-/// The owned `PJRT_Client*`, destroyed when the last client, executable or buffer goes.
-pub(super) struct ClientInner {
-    plugin: Plugin,
-    pub(super) raw: *mut ffi::PJRT_Client,
-    /// The addressable devices, in the plugin's order: buffers go to the first unless a device
-    /// is named.
-    raw_devices: Vec<*mut ffi::PJRT_Device>,
-    platform_name: String,
-    platform_version: String,
-    devices: Vec<Device>,
-}
-
-// SAFETY: a `PJRT_Client` may be used from any thread and concurrently: PJRT clients are
-// thread-safe (frameworks call compile, transfers and execute from many threads), and this type
-// only reads its fields after construction. The device pointer is owned by the client.
-unsafe impl Send for ClientInner {}
-// SAFETY: as above.
-unsafe impl Sync for ClientInner {}
-
-impl ClientInner {
-    pub(super) fn api(&self) -> &'static Api {
-        self.plugin.api()
-    }
-}
-
-impl Drop for ClientInner {
-    fn drop(&mut self) {
-        let api = self.api();
-        let mut args = ffi::PJRT_Client_Destroy_Args::new();
-        args.client = self.raw;
-        // SAFETY: the client is live, and nothing refers to it any more (executables and buffers
-        // hold this `Arc`). A destroy error cannot be reported from `drop`; it is freed.
-        let _ = unsafe { api.call("PJRT_Client_Destroy", api.table.PJRT_Client_Destroy, &mut args) };
-    }
-}
-
-/// An addressable device of a client.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Device {
-    /// `PJRT_DeviceDescription_Id`: unique among the client's devices.
-    pub id: i32,
-    /// `PJRT_DeviceDescription_Kind`, e.g. `cpu`.
-    pub kind: String,
 }
 
 impl Plugin {
@@ -368,9 +321,4 @@ fn describe(api: &Api, device: *mut ffi::PJRT_Device) -> Result<Device, PjrtErro
         lossy_string(kind.device_kind, kind.device_kind_size)
     };
     Ok(Device { id: id.id, kind })
-}
-
-/// The error for a call that succeeded but returned no object.
-pub(super) fn null_output(call: &'static str) -> PjrtError {
-    PjrtError::Call { call, code: None, message: "the plugin returned no error and a null result".to_string() }
 }

@@ -4,9 +4,10 @@ use std::fmt;
 use std::ptr;
 use std::sync::Arc;
 
-use super::client::{null_output, ClientInner};
+use super::api::{lossy_string, named_values, null_output, raw_slice, Api, AttributeValue};
 use super::ffi;
-use super::plugin::{lossy_string, named_values, raw_slice, Api, AttributeValue, Plugin};
+use super::handle::ClientInner;
+use super::plugin::Plugin;
 use super::types::ElementType;
 use super::PjrtError;
 

@@ -17,11 +17,17 @@
 //!
 //! Every `PJRT_Error*` the plugin returns becomes a [`PjrtError::Call`] carrying the plugin's
 //! message and code, and is destroyed. All FFI lives in `ffi.rs` (layouts) and the `unsafe`
-//! blocks of `plugin.rs`, `client.rs`, `executable.rs` and `topology.rs`.
+//! blocks of `api.rs` (the function table and what reading its results needs), `plugin.rs`,
+//! `client.rs`, `executable.rs` and `topology.rs`. The files form layers, bottom up: `ffi`,
+//! `api`, `env` (what the plugins read from the environment), `quiet`, `types`, `plugin`,
+//! `handle` (the owned client and its devices), `executable`, `client`, `topology`.
 
+mod api;
 mod client;
+mod env;
 mod executable;
 mod ffi;
+mod handle;
 mod plugin;
 mod quiet;
 mod topology;
@@ -35,11 +41,14 @@ mod tpu_tests;
 use std::fmt;
 use std::path::PathBuf;
 
-pub use client::{Client, Device};
+pub use api::{ApiVersion, AttributeValue};
+pub use client::Client;
+pub use env::{prepare_libtpu_environment, prepare_xla_environment, CPU_SCHEDULE_FLAG};
 pub use executable::{Buffer, Donation, Executable, LoadedExecutable, MemoryStats};
-pub use plugin::{ApiVersion, AttributeValue, Created, Plugin};
+pub use handle::Device;
+pub use plugin::{Created, Plugin};
 pub use quiet::set_shown as show_plugin_output;
-pub use topology::{prepare_libtpu_environment, prepare_xla_environment, Topology, CPU_SCHEDULE_FLAG};
+pub use topology::Topology;
 pub use types::{CompileOptions, ElementType};
 
 /// Errors of the PJRT layer.

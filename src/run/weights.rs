@@ -19,9 +19,10 @@ use sha2::{Digest, Sha256};
 
 use super::placement::Placement;
 use super::{element_type, RunError};
-use crate::artifact::{dtype_of_safetensors, hex, Artifact};
+use crate::artifact::{dtype_of_safetensors, Artifact};
 use crate::cache::{entry_digest_key, file_digest_key, Cache};
 use crate::container::MappedFile;
+use crate::digest::hex;
 use crate::pjrt::{Buffer, Client};
 use crate::Error;
 

@@ -185,3 +185,76 @@ fn the_code_map_names_every_module_and_only_modules_that_exist() {
         .collect();
     assert!(stale.is_empty(), "ARCHITECTURE.md names paths that do not exist: {stale:?}");
 }
+
+/// The top-level modules of `src/` in the order ARCHITECTURE.md's **Layers** paragraph gives,
+/// bottom up (its backticked names).
+fn stated_layers() -> Vec<String> {
+    let text = std::fs::read_to_string(workspace().join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
+    let para = text.split("\n\n").find(|p| p.starts_with("**Layers.**")).expect("a **Layers.** paragraph");
+    let order = para.split_once("Bottom up:").expect("`Bottom up:` before the list").1;
+    let order = &order[..order.find('.').unwrap_or(order.len())];
+    order.split('`').skip(1).step_by(2).map(str::to_string).collect()
+}
+
+/// The modules of the crate that `code` names: `crate::x` paths and `use crate::{x, …}` groups,
+/// doc comments and comments left out.
+fn crate_modules_named(code: &str) -> Vec<String> {
+    let mut named = Vec::new();
+    for line in code.lines().map(str::trim_start).filter(|l| !l.starts_with("//")) {
+        for (i, _) in line.match_indices("crate::") {
+            let rest = &line[i + "crate::".len()..];
+            if let Some(group) = rest.strip_prefix('{') {
+                let group = &group[..group.find('}').unwrap_or(group.len())];
+                named.extend(group.split(',').map(|m| m.trim().split("::").next().unwrap_or("").to_string()));
+            } else {
+                named.push(rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect());
+            }
+        }
+    }
+    named
+}
+
+/// The crate's modules form layers: each imports only the modules below it in the order
+/// ARCHITECTURE.md states, so the module graph has no circle. `error` is the façade every
+/// stage's error goes through (it names them all and every stage returns it) and is exempt.
+/// Test modules are exempt too. Multi-line `use crate::{…}` groups are read whole.
+#[test]
+fn modules_import_only_the_layers_below_them() {
+    let layers = stated_layers();
+    let rank = |m: &str| layers.iter().position(|l| l == m);
+    let mut top_level: Vec<String> = std::fs::read_dir(workspace().join("src"))
+        .expect("src/")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().trim_end_matches(".rs").to_string())
+        .filter(|m| !["lib", "main", "tests", "error"].contains(&m.as_str()))
+        .collect();
+    top_level.sort();
+    let unplaced: Vec<&String> = top_level.iter().filter(|m| rank(m).is_none()).collect();
+    assert!(unplaced.is_empty(), "ARCHITECTURE.md's layers do not place: {unplaced:?}");
+    let mut files = Vec::new();
+    files_under(&workspace().join("src"), "rs", &mut files);
+    let mut upward = Vec::new();
+    for f in files {
+        let rel = f.strip_prefix(workspace().join("src")).expect("under src/").to_string_lossy().into_owned();
+        let module = rel.split('/').next().unwrap_or_default().trim_end_matches(".rs").to_string();
+        let name = f.file_name().expect("a name").to_string_lossy().into_owned();
+        if ["lib", "main", "tests", "error"].contains(&module.as_str()) || name.ends_with("tests.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&f).expect("readable");
+        // A file's own unit tests may reach anywhere.
+        let code = text.split("#[cfg(test)]\nmod tests").next().unwrap_or_default();
+        let code = code.replace(",\n", ", ").replace("{\n", "{");
+        let own = rank(&module).expect("placed above");
+        for named in crate_modules_named(&code) {
+            if let Some(r) = rank(&named) {
+                if r >= own && named != module {
+                    upward.push(format!("src/{rel} ({module}) imports `{named}`"));
+                }
+            }
+        }
+    }
+    upward.sort();
+    upward.dedup();
+    assert!(upward.is_empty(), "imports against the layer order of ARCHITECTURE.md:\n{}", upward.join("\n"));
+}

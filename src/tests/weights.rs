@@ -44,7 +44,7 @@ fn external_weights_run_are_reused_and_a_changed_file_is_refused() {
     assert!(a.zip().get(artifact::WEIGHTS).is_none(), "no weights inside the artifact");
     let w = &a.manifest.weights;
     assert!(w.external && w.entry == "mlp.weights.safetensors", "{w:?}");
-    assert_eq!((w.bytes, w.sha256.clone()), (read(&file).len() as u64, artifact::sha256_hex(&read(&file))));
+    assert_eq!((w.bytes, w.sha256.clone()), (read(&file).len() as u64, crate::digest::sha256_hex(&read(&file))));
     drop(a);
     assert_runs_correctly("mlp", &art, &tmp.0);
     let cache_dir = ["--cache-dir", &s(&cache)];

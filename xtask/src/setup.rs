@@ -5,13 +5,13 @@
 //!   sha256s and unpacked into the set-up folder outside git. The plugin paths must match
 //!   `src/setup.rs`, which is where the compiler looks for them.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 use sha2::{Digest, Sha256};
 
-use crate::{root, run};
+use crate::run;
 
 /// Debian 12 packages for melior over MLIR 22 (see shared notes: each was found missing by a
 /// failing link when left out).
@@ -110,18 +110,12 @@ const PYTHON_TESTS: &[&str] = &[
 /// Folder (inside the set-up folder) of the Python package's test environment.
 pub const PYTHON_TESTS_DIR: &str = "python-tests";
 
-/// The set-up folder: `$TORCHTPU_SETUP_DIR`, else `$XDG_CACHE_HOME/torchtpu-compile`, else
-/// `~/.cache/torchtpu-compile` (the same rule as the compiler's `src/setup.rs`).
-pub fn setup_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("TORCHTPU_SETUP_DIR") {
-        return PathBuf::from(dir);
-    }
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-        .unwrap_or_else(|| root().join("target"));
-    base.join("torchtpu-compile")
-}
+/// The compiler's `src/setup.rs`, compiled into xtask as well, so that the rule for where the
+/// set-up folder is (`setup_dir`) is written once.
+#[path = "../../src/setup.rs"]
+#[allow(dead_code)]
+mod compiler_setup;
+pub use compiler_setup::setup_dir;
 
 pub fn setup() -> Result<()> {
     for args in [["fmt", "--version"], ["clippy", "--version"]] {
