@@ -156,6 +156,13 @@ pub fn emit(graph: &Graph, opts: &EmitOptions) -> Result<Emitted, EmitError> {
     let unknown = Location::unknown(&ctx);
     let module = Module::new(unknown);
 
+    if !graph.symbols().is_empty() {
+        let symbols: Vec<&str> = graph.symbols().keys().map(String::as_str).collect();
+        return Err(EmitError::Internal(format!(
+            "the graph has symbolic sizes ({}): the emitter takes a graph specialized to one size bucket",
+            symbols.join(", ")
+        )));
+    }
     let order = graph.topo_order().map_err(|_| EmitError::Internal("the graph has a cycle".into()))?;
     let inputs: Vec<&TensorType> = graph.graph_inputs().iter().map(|&id| &graph.node(id).outputs[0]).collect();
     let arg_types = inputs
