@@ -4,7 +4,7 @@ TPUs (and the CPU, to check the numbers), and run what was compiled.
     import numpy as np
     import torchtpu_compile as ttc
 
-    ttc.compile("model.pt2", "model.tpuexe", targets=["tpu:v6e", "cpu"])
+    ttc.compile("model.pt2", "model.tpuexe", targets=["tpu:v6e:1x1", "cpu"])
     with ttc.load("model.tpuexe") as model:      # the CPU executable, weights loaded once
         y = model(np.ones((1, 16), np.float32))
 
@@ -165,7 +165,7 @@ def compile(
     decomposed to Core ATen and saved to a temporary archive) to the artifact ``out``; returns
     its manifest (``inspect``).
 
-    ``targets``: ``"tpu:v6e"``, ``"cpu"``, … (default: the command line's, TPU v6e and CPU).
+    ``targets``: ``"tpu:v6e:1x1"``, ``"cpu"``, … (default: the command line's, TPU v6e and CPU).
     ``buckets``: ``"auto:4"``, ``"pow2"``, ``["1,8,64"]`` or ``{"s0": [1, 8, 64]}``.
     Every other option of ``torchtpu-compile compile --help`` is a keyword, ``_`` for ``-``:
     ``mesh="dp=2,tp=4"``, ``precision="high"``, ``pad_multiple=128``, ``quiet=True``,

@@ -648,6 +648,30 @@ pub fn error_chain(e: &anyhow::Error) -> String {
     text
 }
 
+/// The command-line reference, `docs/cli.md`: the tool's and every command's `--help` as clap
+/// renders it, so the reference cannot drift from the tool (a test compares the file with this).
+pub fn reference() -> String {
+    let mut cli = Cli::command();
+    cli.build();
+    let mut out = String::from(
+        "# Command line\n\nEvery command's `--help`, generated from the tool itself (`cargo xtask bless` \
+         rewrites this file; a test fails when it is stale). How the commands behave beyond their \
+         options is in [usage.md](usage.md).\n",
+    );
+    append_help(&mut cli, 2, &mut out);
+    out
+}
+
+/// `cmd`'s long help under a heading of `level`, then each of its subcommands'.
+fn append_help(cmd: &mut clap::Command, level: usize, out: &mut String) {
+    let name = cmd.get_bin_name().unwrap_or_else(|| cmd.get_name()).to_string();
+    let help = cmd.render_long_help().to_string();
+    out.push_str(&format!("\n{} `{name}`\n\n```text\n{}\n```\n", "#".repeat(level), help.trim_end()));
+    for sub in cmd.get_subcommands_mut().filter(|s| s.get_name() != "help") {
+        append_help(sub, level + 1, out);
+    }
+}
+
 /// Runs the command line with `args` (including the program name); returns the exit code.
 pub fn main_with(args: impl IntoIterator<Item = OsString>, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
     let cli = match Cli::try_parse_from(with_default_subcommand(args.into_iter().collect())) {

@@ -6,6 +6,8 @@ mod bad_input;
 #[cfg(feature = "mlir")]
 mod cache;
 #[cfg(feature = "mlir")]
+mod docs;
+#[cfg(feature = "mlir")]
 mod emit_filetests;
 #[cfg(feature = "mlir")]
 mod lowering;
