@@ -17,6 +17,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyByteArray;
 use torchtpu_compile::artifact::{output_files, Artifact};
 use torchtpu_compile::cache::{self, Cache, CacheConfig};
+use torchtpu_compile::container::MappedZip;
 use torchtpu_compile::npy::Array;
 use torchtpu_compile::run::{self, DeviceKind, Verification};
 
@@ -25,27 +26,18 @@ type Out<'py> = (&'static str, Vec<i64>, Bound<'py, PyByteArray>);
 
 /// The exception of the package's for `e`: its class named by the tool's kind of error.
 fn raise(py: Python<'_>, e: &anyhow::Error) -> PyErr {
-    let class = match e.downcast_ref::<torchtpu_compile::Error>().map(torchtpu_compile::Error::kind) {
-        Some("archive") => "ArchiveError",
-        Some("lowering") => "LoweringError",
-        Some("plugin") => "PluginError",
-        Some("compile") => "CompileError",
-        Some("artifact") => "ArtifactError",
-        Some("input") => "InputError",
-        Some("run") => "ExecutionError",
-        Some("unsupported") => "UnsupportedError",
-        Some("io") => "FileAccessError",
-        _ if e.downcast_ref::<clap_error::Usage>().is_some() => "UsageError",
-        _ => "TorchTpuError",
+    let kind = match e.downcast_ref::<torchtpu_compile::Error>() {
+        Some(error) => error.kind(),
+        None if e.downcast_ref::<clap_error::Usage>().is_some() => "usage",
+        None => "",
     };
     let message = match e.downcast_ref::<clap_error::Usage>() {
         Some(usage) => usage.0.clone(),
         None => torchtpu_compile::cli::error_chain(e),
     };
-    let made = py
-        .import("torchtpu_compile.errors")
-        .and_then(|errors| errors.getattr(class))
-        .and_then(|cls| cls.call1((message.clone(),)));
+    // The class is chosen by `errors.of_kind`, the one table from kinds to classes.
+    let made =
+        py.import("torchtpu_compile.errors").and_then(|errors| errors.call_method1("of_kind", (kind, message.clone())));
     match made {
         Ok(exception) => PyErr::from_value(exception),
         Err(_) => pyo3::exceptions::PyRuntimeError::new_err(message),
@@ -113,14 +105,36 @@ fn execute(py: Python<'_>, argv: Vec<OsString>) -> PyResult<String> {
     result.map_err(|e| raise(py, &e))
 }
 
-/// The manifest of the artifact at `path`, as JSON.
+/// The manifest of the artifact at `path`, or for a `.pt2` archive `inspect`'s report, as JSON
+/// (told apart by content, as the command line does).
 #[pyfunction]
 fn inspect(py: Python<'_>, path: PathBuf) -> PyResult<String> {
-    let manifest = || -> anyhow::Result<String> {
-        let art = Artifact::open_but_weights(&path).map_err(anyhow::Error::from)?;
-        Ok(serde_json::to_string(&art.manifest)?)
+    let report = || -> anyhow::Result<String> {
+        if MappedZip::open(&path).is_ok_and(|z| Artifact::is_artifact(&z)) {
+            let art = Artifact::open_but_weights(&path).map_err(torchtpu_compile::Error::from)?;
+            return Ok(serde_json::to_string(&art.manifest)?);
+        }
+        let program = torchtpu_compile::import(&path).map_err(torchtpu_compile::Error::from)?;
+        Ok(serde_json::to_string(&torchtpu_compile::inspect::report(&program, &path.display().to_string()))?)
     };
-    manifest().map_err(|e| raise(py, &e))
+    py.detach(report).map_err(|e| raise(py, &e))
+}
+
+/// The `check --format json` report of the archive at `path`: every op that does not lower.
+#[pyfunction]
+fn check(py: Python<'_>, path: PathBuf) -> PyResult<String> {
+    let report = || -> anyhow::Result<String> {
+        let program = torchtpu_compile::import(&path).map_err(torchtpu_compile::Error::from)?;
+        Ok(serde_json::to_string(&torchtpu_compile::check::check(&program, &path.display().to_string()))?)
+    };
+    py.detach(report).map_err(|e| raise(py, &e))
+}
+
+/// The long flags of a subcommand (`compile`, …) as its `--help` lists them, so that the
+/// Python keywords can be checked against them.
+#[pyfunction]
+fn command_flags(command: &str) -> Vec<String> {
+    torchtpu_compile::cli::flags(command)
 }
 
 /// An open artifact, its weights on the device (see `torchtpu_compile::run::Session`).
@@ -170,11 +184,11 @@ fn closed(path: &Path) -> anyhow::Error {
 
 fn session_closed(py: Python<'_>, path: &str) -> PyErr {
     let message = format!("the session of `{path}` is closed");
-    match py.import("torchtpu_compile.errors").and_then(|m| m.getattr("SessionClosedError")) {
-        Ok(cls) => match cls.call1((message.clone(),)) {
-            Ok(e) => PyErr::from_value(e),
-            Err(e) => e,
-        },
+    match py
+        .import("torchtpu_compile.errors")
+        .and_then(|m| m.call_method1("of_kind", ("session_closed", message.clone())))
+    {
+        Ok(e) => PyErr::from_value(e),
         Err(_) => pyo3::exceptions::PyRuntimeError::new_err(message),
     }
 }
@@ -311,6 +325,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(main, m)?)?;
     m.add_function(wrap_pyfunction!(execute, m)?)?;
     m.add_function(wrap_pyfunction!(inspect, m)?)?;
+    m.add_function(wrap_pyfunction!(check, m)?)?;
+    m.add_function(wrap_pyfunction!(command_flags, m)?)?;
     m.add_class::<Session>()?;
     Ok(())
 }

@@ -2,6 +2,7 @@
 path, load, call, compare with PyTorch's outputs, state across calls, generate, inspect, the
 console script, and the errors at the boundary."""
 
+import inspect
 import os
 import subprocess
 import sys
@@ -163,8 +164,10 @@ def test_errors_carry_the_tools_messages(tmp_path, compiled):
         ttc.compile(bad, tmp_path / "bad.tpuexe", targets="cpu", quiet=True)
     with pytest.raises(ttc.UsageError, match="--target"):
         ttc.compile(MODELS / "mlp.pt2", tmp_path / "x.tpuexe", targets="tpu:v99", quiet=True)
-    with pytest.raises(ttc.UsageError, match="unexpected argument '--no-such-option'"):
+    with pytest.raises(TypeError, match="no_such_option"):
         ttc.compile(MODELS / "mlp.pt2", tmp_path / "x.tpuexe", no_such_option=1)
+    with pytest.raises(ttc.UsageError, match="--no-no-such-pass"):
+        ttc.compile(MODELS / "mlp.pt2", tmp_path / "x.tpuexe", skip=["no_such_pass"], quiet=True)
     with pytest.raises(ttc.ArtifactError, match="missing.tpuexe"):
         ttc.load(tmp_path / "missing.tpuexe")
     with pytest.raises(ttc.UnsupportedError, match="give `cpu` or `tpu`"):
@@ -191,3 +194,29 @@ def test_the_console_script_is_the_tool(compiled):
     assert "cpu" in done.stdout
     done = subprocess.run([script, "run", compiled("mlp")], capture_output=True, text=True)
     assert done.returncode == 1 and "expected 1 input(s)" in done.stderr
+
+
+def test_compile_keywords_follow_the_command_line():
+    flags = set(ttc._native.command_flags("compile"))
+    assert "--target" in flags and "--pad-multiple" in flags, flags
+    skipped = {f for f in flags if f.startswith("--no-") and f != "--no-cache"}
+    binding = {"--output", "--format"}
+    assert set(ttc._COMPILE_FLAGS.values()) | skipped | binding == flags
+    keywords = set(inspect.signature(ttc.compile).parameters)
+    assert keywords == {"src", "out", "skip"} | set(ttc._COMPILE_FLAGS)
+
+
+def test_skipped_passes_and_options_reach_the_compiler(tmp_path):
+    out = tmp_path / "mlp.tpuexe"
+    manifest = ttc.compile(MODELS / "mlp.pt2", out, targets="cpu", skip=["cse", "dce"], pad_multiple=0, quiet=True)
+    ran = set(manifest["options"]["passes"])
+    assert ran and "cse" not in ran and "dce" not in ran, ran
+
+
+def test_check_and_inspect_read_an_archive():
+    report = ttc.check(MODELS / "mlp.pt2")
+    assert report["ok"] and report["problems"] == []
+    bad = ttc.check(MODELS.parent / "check" / "unsupported_ops.pt2")
+    assert not bad["ok"] and bad["problems"][0]["target"] == "testlib.scale_rows.default"
+    described = ttc.inspect(MODELS / "mlp.pt2")
+    assert described["kind"] == "pt2" and described["parameters"]["tensors"] > 0

@@ -47,6 +47,7 @@ __all__ = [
     "load",
     "generate",
     "inspect",
+    "check",
     "Session",
     "Generation",
     "main",
@@ -131,21 +132,17 @@ def _from_native(out, as_torch: bool):
     return torch.from_numpy(arr) if torch is not None else arr
 
 
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
-
-
-def _option_args(name: str, value) -> list:
-    """The command-line words of one keyword option."""
+def _option_args(flag: str, value) -> list:
+    """The command-line words of one option."""
     if value is None or value is False:
         return []
     if value is True:
-        return [_flag(name)]
+        return [flag]
     if isinstance(value, dict):
-        return [w for k, v in value.items() for w in (_flag(name), f"{k}={_joined(v)}")]
+        return [w for k, v in value.items() for w in (flag, f"{k}={_joined(v)}")]
     if isinstance(value, (list, tuple)):
-        return [w for v in value for w in (_flag(name), _joined(v))]
-    return [_flag(name), str(value)]
+        return [w for v in value for w in (flag, _joined(v))]
+    return [flag, os.fspath(value) if isinstance(value, os.PathLike) else str(value)]
 
 
 def _joined(value) -> str:
@@ -154,38 +151,97 @@ def _joined(value) -> str:
     return str(value)
 
 
+# Each keyword of `compile` and the command line's flag it becomes; a test keeps this table in
+# step with `torchtpu-compile compile --help` (`--output` is `out`, `--no-<pass>` is `skip`,
+# `--format` is the binding's own business).
+_COMPILE_FLAGS = {
+    "targets": "--target",
+    "buckets": "--buckets",
+    "emit": "--emit",
+    "mesh": "--mesh",
+    "shard_plan": "--shard-plan",
+    "precision": "--precision",
+    "precision_override": "--precision-override",
+    "compute_dtype": "--compute-dtype",
+    "pad_multiple": "--pad-multiple",
+    "grouped_mm": "--grouped-mm",
+    "jobs": "--jobs",
+    "weights": "--weights",
+    "plugin": "--plugin",
+    "cache_dir": "--cache-dir",
+    "no_cache": "--no-cache",
+    "cache_max_size": "--cache-max-size",
+    "remote_cache": "--remote-cache",
+    "passes": "--passes",
+    "dump_dir": "--dump-dir",
+    "quiet": "--quiet",
+    "verbose": "--verbose",
+}
+
+
 def compile(
     src,
     out: PathLike,
     targets: Union[str, Sequence[str], None] = None,
     buckets: Union[str, Sequence[str], Dict[str, Any], None] = None,
-    **options,
+    *,
+    emit: Optional[str] = None,
+    mesh: Optional[str] = None,
+    shard_plan: Optional[PathLike] = None,
+    precision: Optional[str] = None,
+    precision_override: Optional[Dict[str, str]] = None,
+    compute_dtype: Optional[str] = None,
+    pad_multiple: Optional[int] = None,
+    grouped_mm: Optional[str] = None,
+    jobs: Optional[int] = None,
+    weights: Optional[str] = None,
+    plugin: Optional[PathLike] = None,
+    cache_dir: Optional[PathLike] = None,
+    no_cache: bool = False,
+    cache_max_size: Optional[str] = None,
+    remote_cache: Optional[str] = None,
+    passes: Union[str, Sequence[str], None] = None,
+    skip: Sequence[str] = (),
+    dump_dir: Optional[PathLike] = None,
+    quiet: bool = False,
+    verbose: bool = False,
 ) -> Optional[Dict[str, Any]]:
     """Compiles ``src`` (a ``.pt2`` path, or an ``ExportedProgram`` when torch is imported,
     decomposed to Core ATen and saved to a temporary archive) to the artifact ``out``; returns
-    its manifest (``inspect``).
+    its manifest (``inspect``), or None when ``emit`` is not ``"exe"``.
 
     ``targets``: ``"tpu:v6e:1x1"``, ``"cpu"``, … (default: the command line's, TPU v6e and CPU).
     ``buckets``: ``"auto:4"``, ``"pow2"``, ``["1,8,64"]`` or ``{"s0": [1, 8, 64]}``.
-    Every other option of ``torchtpu-compile compile --help`` is a keyword, ``_`` for ``-``:
-    ``mesh="dp=2,tp=4"``, ``precision="high"``, ``pad_multiple=128``, ``quiet=True``,
-    ``precision_override={"attn.*": "highest"}``, … Raises a ``TorchTpuError`` subclass.
+    ``precision_override``: ``{"attn.*": "highest"}``. ``passes``: the passes to run (a list, or
+    ``"none"``); ``skip``: passes to leave out (``["pad", "cse"]``, the ``--no-<pass>`` flags).
+    Every keyword is the option of ``torchtpu-compile compile --help`` of the same name (``_``
+    for ``-``), documented there. Raises a ``TorchTpuError`` subclass.
     """
+    given = dict(locals())
     with tempfile.TemporaryDirectory(prefix="torchtpu-compile-") as tmp:
         path = _archive_of(src, tmp)
         argv = ["torchtpu-compile", "compile", path, "-o", os.fspath(out)]
-        for t in [targets] if isinstance(targets, str) else (targets or []):
-            argv += ["--target", t]
-        if isinstance(buckets, dict):
-            argv += _option_args("buckets", buckets)
-        else:
-            argv += _option_args("buckets", [buckets] if isinstance(buckets, str) else buckets)
-        for name, value in options.items():
-            argv += _option_args(name, value)
+        for name, flag in _COMPILE_FLAGS.items():
+            value = given[name]
+            if name in ("targets", "buckets") and isinstance(value, str):
+                value = [value]
+            if name == "passes" and isinstance(value, (list, tuple)):
+                value = ",".join(value)
+            argv += _option_args(flag, value)
+        for name in skip:
+            argv.append(f"--no-{name.replace('_', '-')}")
         _native.execute(argv)
-    if options.get("emit", "exe") != "exe":
+    if (emit or "exe") != "exe":
         return None
     return inspect(out)
+
+
+def check(src) -> Dict[str, Any]:
+    """The ``check --format json`` report of ``src`` (a ``.pt2`` path or an ``ExportedProgram``):
+    ``ok``, and per op that does not lower its nodes and the reason. Does not raise for such
+    ops, only for an archive that cannot be read."""
+    with tempfile.TemporaryDirectory(prefix="torchtpu-compile-") as tmp:
+        return json.loads(_native.check(_archive_of(src, tmp)))
 
 
 def _archive_of(src, tmp: str) -> str:
@@ -203,7 +259,9 @@ def _archive_of(src, tmp: str) -> str:
 
 
 def inspect(path: PathLike) -> Dict[str, Any]:
-    """The manifest of the artifact at ``path``: its targets, buckets, signature and weights."""
+    """What ``path`` holds: an artifact's manifest (targets, buckets, signature, weights), or for
+    a ``.pt2`` archive the ``inspect --format json`` report (signature with symbolic dims and
+    bounds, weights, op histogram). Told apart by content, as the command line does."""
     return json.loads(_native.inspect(os.fspath(path)))
 
 

@@ -48,3 +48,25 @@ class FileAccessError(TorchTpuError, OSError):
 
 class SessionClosedError(TorchTpuError):
     """A session used after close()."""
+
+
+# The one table from the tool's error kinds (`Error::kind` in Rust, plus the binding's own
+# `usage` and `session_closed`) to the classes above.
+_BY_KIND = {
+    "usage": UsageError,
+    "archive": ArchiveError,
+    "lowering": LoweringError,
+    "compile": CompileError,
+    "plugin": PluginError,
+    "artifact": ArtifactError,
+    "input": InputError,
+    "run": ExecutionError,
+    "unsupported": UnsupportedError,
+    "io": FileAccessError,
+    "session_closed": SessionClosedError,
+}
+
+
+def of_kind(kind: str, message: str) -> TorchTpuError:
+    """The exception for a failure of ``kind`` (any other kind: ``TorchTpuError``)."""
+    return _BY_KIND.get(kind, TorchTpuError)(message)

@@ -662,6 +662,14 @@ pub fn reference() -> String {
     out
 }
 
+/// The long flags (`--target`, …) of the subcommand `command`, in `--help`'s order; empty for
+/// an unknown one.
+pub fn flags(command: &str) -> Vec<String> {
+    let cli = Cli::command();
+    let Some(sub) = cli.find_subcommand(command) else { return Vec::new() };
+    sub.get_arguments().filter_map(|a| a.get_long()).map(|l| format!("--{l}")).collect()
+}
+
 /// `cmd`'s long help under a heading of `level`, then each of its subcommands'.
 fn append_help(cmd: &mut clap::Command, level: usize, out: &mut String) {
     let name = cmd.get_bin_name().unwrap_or_else(|| cmd.get_name()).to_string();
