@@ -24,7 +24,6 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use thiserror::Error;
 use torchtpu_passes::ir::{DType, Dim, OutputKind, SymExpr, TensorType};
-use torchtpu_passes::pad::PaddedContraction;
 
 /// Identifies the artifact layout; bumped when the meaning of a field changes.
 pub const ARTIFACT_FORMAT: &str = "torchtpu-artifact/1";
@@ -267,6 +266,31 @@ pub struct PassInfo {
     /// The contractions `pad` widened: each padded dim and the extra FLOPs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub padded: Vec<PaddedContraction>,
+}
+
+/// One contraction the `pad` pass widened, as the manifest records it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PaddedContraction {
+    /// The node.
+    pub node: String,
+    /// Each widened dim.
+    pub dims: Vec<PaddedDim>,
+    /// Multiply-adds ×2 added by the padding.
+    pub extra_flops: u64,
+}
+
+/// One widened dim of a contraction.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PaddedDim {
+    /// `k` (contracting), `n` (output features), `c_in`, `c_out` or `embed`.
+    pub role: String,
+    /// True size.
+    pub size: i64,
+    /// Size after padding.
+    pub padded: i64,
+    /// Heads padded one by one; absent for a dim padded at its end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocks: Option<i64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

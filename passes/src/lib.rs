@@ -16,6 +16,7 @@ pub mod grouped_attention;
 pub mod ir;
 pub mod pad;
 pub mod pass;
+pub mod pipeline;
 pub mod precision;
 pub mod safe_softmax;
 pub mod sdpa;
@@ -27,5 +28,6 @@ pub mod typing;
 pub mod verify;
 pub mod weight_layout;
 
-pub use pass::{pass_info, Pass, PassError, PassInfo, PassOptions, PassReport, Pipeline, PASSES};
+pub use pass::{Pass, PassError, PassReport};
+pub use pipeline::{pass_info, PassInfo, PassOptions, Pipeline, PASSES};
 pub use verify::{verify, NodeError, VerifyError};

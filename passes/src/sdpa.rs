@@ -13,14 +13,11 @@
 #![doc = include_str!("../tests/sdpa/attention_marked_as_one_composite.ir")]
 //! ```
 
-use crate::ir::{Composite, Graph, NodeId, Op, Operand};
+use crate::ir::{Composite, Graph, NodeId, Op, Operand, SDPA};
 use crate::pass::{Changed, Pass, PassCx, PassError};
 
 /// See the module docs.
 pub struct Sdpa;
-
-/// The composite's name in the emitted StableHLO.
-pub const SDPA: &str = "torchtpu.sdpa";
 
 /// How many ops a chain may have between a `bmm` and the softmax, on either side.
 const MAX_CHAIN: usize = 8;

@@ -7,8 +7,9 @@ use torchtpu_passes::ir::{Dim, Graph, InputKind, Op, TensorType};
 
 use super::{CompileRequest, LoweredBucket};
 use crate::artifact::{
-    describe_output, dims_json, Bucket, CompilerInfo, Manifest, MeshAxisInfo, OptionsInfo, PassInfo, ShardingInfo,
-    Signature, SignatureValue, SourceInfo, SymbolInfo, TargetEntry, WeightsInfo, ARTIFACT_FORMAT,
+    describe_output, dims_json, Bucket, CompilerInfo, Manifest, MeshAxisInfo, OptionsInfo, PaddedContraction,
+    PaddedDim, PassInfo, ShardingInfo, Signature, SignatureValue, SourceInfo, SymbolInfo, TargetEntry, WeightsInfo,
+    ARTIFACT_FORMAT,
 };
 use crate::emit::GroupedMm;
 use crate::import::Program;
@@ -145,8 +146,18 @@ pub fn bucket(b: &LoweredBucket, entry: &str) -> Bucket {
                 nodes_before: r.nodes_before,
                 nodes_after: r.nodes_after,
                 notes: r.notes.clone(),
-                padded: r.padded.clone(),
+                padded: r.padded.iter().map(padded_contraction).collect(),
             })
             .collect(),
     }
+}
+
+/// The manifest's record of a contraction the `pad` pass widened.
+fn padded_contraction(c: &torchtpu_passes::pass::PaddedContraction) -> PaddedContraction {
+    let dims = c
+        .dims
+        .iter()
+        .map(|d| PaddedDim { role: d.role.clone(), size: d.size, padded: d.padded, blocks: d.blocks })
+        .collect();
+    PaddedContraction { node: c.node.clone(), dims, extra_flops: c.extra_flops }
 }

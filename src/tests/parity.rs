@@ -7,14 +7,13 @@
 use std::path::{Path, PathBuf};
 
 use super::{model_paths, run_cli, testdata};
-use crate::artifact::{self, Artifact};
+use crate::artifact::{self, Artifact, PaddedContraction, PaddedDim};
 use crate::compile::{compile, CompileRequest};
 use crate::emit::Precision;
 use crate::import::import;
 use crate::npy::Array;
 use crate::run::{run, RunRequest};
 use crate::target::Target;
-use torchtpu_passes::pad::{PaddedContraction, PaddedDim};
 
 /// A fresh folder under the system temp dir, removed on drop.
 pub struct TempDir(pub PathBuf);

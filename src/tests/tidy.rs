@@ -98,7 +98,7 @@ fn every_pass_is_registered_in_a_file_of_its_name() {
         } else {
             stem
         };
-        if text.contains("impl Pass for") && module != "pass" {
+        if text.contains("impl Pass for") && !["pass", "pipeline"].contains(&module.as_str()) {
             assert!(
                 all_passes().any(|p| p == module),
                 "{} implements a pass that is not in PASSES under its file's name",
@@ -186,11 +186,11 @@ fn the_code_map_names_every_module_and_only_modules_that_exist() {
     assert!(stale.is_empty(), "ARCHITECTURE.md names paths that do not exist: {stale:?}");
 }
 
-/// The top-level modules of `src/` in the order ARCHITECTURE.md's **Layers** paragraph gives,
-/// bottom up (its backticked names).
-fn stated_layers() -> Vec<String> {
+/// The top-level modules of a crate in the order ARCHITECTURE.md's **Layers** paragraph that
+/// starts with `opening` gives, bottom up (its backticked names).
+fn stated_layers(opening: &str) -> Vec<String> {
     let text = std::fs::read_to_string(workspace().join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
-    let para = text.split("\n\n").find(|p| p.starts_with("**Layers.**")).expect("a **Layers.** paragraph");
+    let para = text.split("\n\n").find(|p| p.starts_with(opening)).unwrap_or_else(|| panic!("a `{opening}` paragraph"));
     let order = para.split_once("Bottom up:").expect("`Bottom up:` before the list").1;
     let order = &order[..order.find('.').unwrap_or(order.len())];
     order.split('`').skip(1).step_by(2).map(str::to_string).collect()
@@ -214,47 +214,54 @@ fn crate_modules_named(code: &str) -> Vec<String> {
     named
 }
 
-/// The crate's modules form layers: each imports only the modules below it in the order
-/// ARCHITECTURE.md states, so the module graph has no circle. `error` is the façade every
-/// stage's error goes through (it names them all and every stage returns it) and is exempt.
-/// Test modules are exempt too. Multi-line `use crate::{…}` groups are read whole.
-#[test]
-fn modules_import_only_the_layers_below_them() {
-    let layers = stated_layers();
+/// The imports of the crate rooted at `root` (`src`, `passes/src`) that go against the order of
+/// `layers`, which must place every top-level module but those in `exempt`. Test modules may
+/// reach anywhere; multi-line `use crate::{…}` groups are read whole.
+fn imports_against(root: &str, layers: &[String], exempt: &[&str]) -> Vec<String> {
     let rank = |m: &str| layers.iter().position(|l| l == m);
-    let mut top_level: Vec<String> = std::fs::read_dir(workspace().join("src"))
-        .expect("src/")
+    let is_exempt = |m: &str| ["lib", "main", "tests"].contains(&m) || exempt.contains(&m);
+    let mut top_level: Vec<String> = std::fs::read_dir(workspace().join(root))
+        .expect("a crate root")
         .flatten()
         .map(|e| e.file_name().to_string_lossy().trim_end_matches(".rs").to_string())
-        .filter(|m| !["lib", "main", "tests", "error"].contains(&m.as_str()))
+        .filter(|m| !is_exempt(m))
         .collect();
     top_level.sort();
     let unplaced: Vec<&String> = top_level.iter().filter(|m| rank(m).is_none()).collect();
-    assert!(unplaced.is_empty(), "ARCHITECTURE.md's layers do not place: {unplaced:?}");
+    assert!(unplaced.is_empty(), "ARCHITECTURE.md's layers of {root}/ do not place: {unplaced:?}");
     let mut files = Vec::new();
-    files_under(&workspace().join("src"), "rs", &mut files);
+    files_under(&workspace().join(root), "rs", &mut files);
     let mut upward = Vec::new();
     for f in files {
-        let rel = f.strip_prefix(workspace().join("src")).expect("under src/").to_string_lossy().into_owned();
+        let rel = f.strip_prefix(workspace().join(root)).expect("under the root").to_string_lossy().into_owned();
         let module = rel.split('/').next().unwrap_or_default().trim_end_matches(".rs").to_string();
         let name = f.file_name().expect("a name").to_string_lossy().into_owned();
-        if ["lib", "main", "tests", "error"].contains(&module.as_str()) || name.ends_with("tests.rs") {
+        if is_exempt(&module) || name.ends_with("tests.rs") {
             continue;
         }
         let text = std::fs::read_to_string(&f).expect("readable");
-        // A file's own unit tests may reach anywhere.
-        let code = text.split("#[cfg(test)]\nmod tests").next().unwrap_or_default();
+        // A file's inline unit tests may reach anywhere.
+        let code = text.split("#[cfg(test)]\nmod tests {").next().unwrap_or_default();
         let code = code.replace(",\n", ", ").replace("{\n", "{");
         let own = rank(&module).expect("placed above");
         for named in crate_modules_named(&code) {
-            if let Some(r) = rank(&named) {
-                if r >= own && named != module {
-                    upward.push(format!("src/{rel} ({module}) imports `{named}`"));
-                }
+            if rank(&named).is_some_and(|r| r >= own) && named != module {
+                upward.push(format!("{root}/{rel} ({module}) imports `{named}`"));
             }
         }
     }
     upward.sort();
     upward.dedup();
+    upward
+}
+
+/// The crates' modules form layers: each imports only the modules below it in the order
+/// ARCHITECTURE.md states, so neither module graph has a circle. In `src/`, `error` is the
+/// façade every stage's error goes through (it names them all and every stage returns it) and
+/// is exempt.
+#[test]
+fn modules_import_only_the_layers_below_them() {
+    let mut upward = imports_against("src", &stated_layers("**Layers.** The modules of `src/`"), &["error"]);
+    upward.extend(imports_against("passes/src", &stated_layers("**Layers.** The modules of `passes/src/`"), &[]));
     assert!(upward.is_empty(), "imports against the layer order of ARCHITECTURE.md:\n{}", upward.join("\n"));
 }

@@ -11,7 +11,7 @@ mod sym;
 mod types;
 
 pub use graph::{Graph, GraphOutput, OutputKind, MAX_OPERANDS};
-pub use node::{Composite, Edge, Node, NodeId, Origin, Symbolic, ValueRef};
+pub use node::{Composite, Edge, Node, NodeId, Origin, Symbolic, ValueRef, COMPOSITES, SDPA};
 pub use op::{
     ArgReduceOp, BagMode, BinaryOp, CumulativeOp, GridPadding, InputKind, Interpolation, Op, Operand, ReduceOp,
     ScatterReduce, UnaryOp, WeightRecipe,

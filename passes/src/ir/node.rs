@@ -78,6 +78,12 @@ pub struct Node {
     pub sharding: Option<super::sharding::Sharding>,
 }
 
+/// The composite the `sdpa` pass marks attentions as.
+pub const SDPA: &str = "torchtpu.sdpa";
+
+/// Every composite name the IR knows: what a `composite=NAME#K` attribute may name.
+pub const COMPOSITES: &[&str] = &[SDPA];
+
 /// One instance of a composite: nodes that carry the same `Composite` are emitted as one
 /// `stablehlo.composite` named `name`, whose decomposition function holds their ops.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]

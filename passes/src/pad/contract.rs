@@ -1,8 +1,9 @@
 //! The seeds of padding: matmuls, convolutions and embeddings whose feature dims are
 //! widened (with zero-padded derived weights), and `bmm`s that contract padded dims.
 
-use super::{Contraction, Padded, PaddedContraction, PaddedDim, Padder, Width, Widths};
+use super::{padded_dim, Contraction, Padded, Padder, Width, Widths};
 use crate::ir::{Graph, NodeId, ValueRef, WeightRecipe};
+use crate::pass::{PaddedContraction, PaddedDim};
 
 impl Padder {
     /// `mm(x, w)` (`x_slot` 0) or `addmm(c, x, w)` (`x_slot` 1) on 2-D float operands.
@@ -48,7 +49,7 @@ impl Padder {
         let dims = [(c.roles[0], k), (c.roles[1], n)]
             .into_iter()
             .filter(|(_, w)| w.size != w.padded)
-            .map(|(role, w)| PaddedDim::new(role, w))
+            .map(|(role, w)| padded_dim(role, w))
             .collect();
         let extra_flops = 2 * c.macs_per_pair * (k.padded * n.padded - c.k * c.n);
         self.contractions.push(PaddedContraction {
@@ -110,7 +111,7 @@ impl Padder {
         let [(m, mp), (kk, kp), (n, np)] = [size(a, 1, out.get(&1)), size(a, 2, k.as_ref()), size(b, 2, out.get(&2))];
         let dims: Vec<PaddedDim> = [("m", out.get(&1)), ("k", k.as_ref()), ("n", out.get(&2))]
             .into_iter()
-            .filter_map(|(role, w)| w.map(|&w| PaddedDim::new(role, w)))
+            .filter_map(|(role, w)| w.map(|&w| padded_dim(role, w)))
             .collect();
         if !dims.is_empty() {
             let batch = size(a, 0, None).0;
@@ -165,7 +166,7 @@ impl Padder {
         }
         let new_w = self.with_padding(graph, w, &widths);
         graph.set_input(id, 0, new_w);
-        let dims = vec![PaddedDim::new("embed", widths[&1])];
+        let dims = vec![padded_dim("embed", widths[&1])];
         self.contractions.push(PaddedContraction { node: graph.node(id).name.clone(), dims, extra_flops: 0 });
         let last = out.rank() - 1;
         self.set_output(graph, id, 0, Padded { dims: widths.values().map(|&w| (last, w)).collect(), zero: true });

@@ -49,48 +49,13 @@ mod values;
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-
 use crate::ir::{norm_dim, DType, Dim, Graph, InputKind, NodeId, Op, Scalar, UnaryOp, ValueRef, WeightRecipe};
-use crate::pass::{Changed, Pass, PassCx, PassError};
+use crate::pass::{Changed, PaddedContraction, PaddedDim, Pass, PassCx, PassError};
 
 /// See the module docs.
 pub struct Pad {
     /// Feature dims become multiples of this; `None` leaves the graph alone.
     pub multiple: Option<i64>,
-}
-
-/// One contraction whose dims the pass widened (for the manifest).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct PaddedContraction {
-    /// The node.
-    pub node: String,
-    /// Each widened dim.
-    pub dims: Vec<PaddedDim>,
-    /// Multiply-adds ×2 added by the padding.
-    pub extra_flops: u64,
-}
-
-/// One widened dim of a contraction.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct PaddedDim {
-    /// `k` (contracting), `n` (output features), `c_in`, `c_out` or `embed`.
-    pub role: String,
-    /// True size.
-    pub size: i64,
-    /// Size after padding.
-    pub padded: i64,
-    /// Attention heads padded one by one (`n` of a Q/K/V projection: 8 heads of 64 → 128 is
-    /// 512 → 1024 in 8 blocks); absent for a dim padded at its end.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub blocks: Option<i64>,
-}
-
-impl PaddedDim {
-    fn new(role: &str, w: Width) -> Self {
-        let blocks = (w.blocks > 1).then_some(w.blocks);
-        PaddedDim { role: role.into(), size: w.size, padded: w.padded, blocks }
-    }
 }
 
 /// How one dim is widened: `blocks` equal blocks of `size / blocks` true positions, each
@@ -404,4 +369,10 @@ impl Pass for Pad {
         cx.padded = p.contractions;
         Ok(if changed { Changed::Yes } else { Changed::No })
     }
+}
+
+/// The report's record of dim `role` padded to `w`.
+fn padded_dim(role: &str, w: Width) -> PaddedDim {
+    let blocks = (w.blocks > 1).then_some(w.blocks);
+    PaddedDim { role: role.into(), size: w.size, padded: w.padded, blocks }
 }

@@ -44,16 +44,13 @@ use cursor::Cursor;
 use ops::{build_op, Attrs};
 
 use super::graph::{Graph, OutputKind};
-use super::node::{Composite, Node, ValueRef};
+use super::node::{Composite, Node, ValueRef, COMPOSITES};
 use super::op::{InputKind, Op};
 use super::sharding::{Mesh, MeshAxis, Sharding};
 use super::types::{Bounds, Precision, Scalar};
 
 /// The deepest nesting of parentheses in a symbolic expression, or of derived-weight recipes.
 const MAX_DEPTH: usize = 64;
-
-/// The composites a `composite=NAME#K` attribute may name (their names are `&'static str`).
-const COMPOSITES: &[&str] = &[crate::sdpa::SDPA];
 
 /// Why a text is not a printed graph.
 #[derive(Debug, Error, PartialEq, Eq)]

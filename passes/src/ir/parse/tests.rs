@@ -150,7 +150,7 @@ fn odd_graph() -> Graph {
     let m = b.op("mm", Op::Mm, &[u, u], TensorType::new(DType::F32, &[2]));
     let graph = b.graph_mut();
     graph.node_mut(m.node).precision = Some(Precision::Highest);
-    graph.node_mut(m.node).composite = Some(Composite { name: crate::sdpa::SDPA, instance: 3 });
+    graph.node_mut(m.node).composite = Some(Composite { name: crate::ir::SDPA, instance: 3 });
     graph.set_mesh(Some(crate::ir::Mesh::parse("dp=2,tp_1=4").expect("a mesh")));
     graph.node_mut(m.node).sharding =
         Some(crate::ir::Sharding { dims: vec![vec!["dp".into(), "tp_1".into()]], open: vec![true] });
