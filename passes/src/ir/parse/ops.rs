@@ -198,7 +198,7 @@ pub(super) fn backward_op(name: &str, a: &mut Attrs<'_, '_>) -> Result<Option<Op
             padding_idx: a.int("padding_idx")?,
             scale_grad_by_freq: a.flag("scale_grad_by_freq")?,
         },
-        "col2_im" => Op::Col2Im {
+        "col2im" => Op::Col2Im {
             output_size: a.key("output_size")?.pair()?,
             kernel: a.key("kernel")?.pair()?,
             dilation: a.key("dilation")?.pair()?,

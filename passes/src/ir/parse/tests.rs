@@ -360,7 +360,7 @@ const EVERY_OP: &str = r#"graph ops {
   %70 = embedding_backward(%0, %0) {num_weights=10, padding_idx=-1, scale_grad_by_freq=true} : f32[10,2]  # a58
   %71, %72, %73, %74 = embedding_bag(%0, %0, %0) {mode=max, per_sample_weights=false, include_last_offset=true, padding_idx=none} : f32[2], i64[2], i64[2], i64[2]  # a59
   %75 = embedding_bag(%0, %0, %0, %0) {mode=sum, per_sample_weights=true, include_last_offset=false, padding_idx=3} : f32[2]  # a60
-  %76 = col2_im(%0) {output_size=[4, 4], kernel=[2, 2], dilation=[1, 1], padding=[0, 0], stride=[3, 1]} : f32[1,1,4,4]  # a61
+  %76 = col2im(%0) {output_size=[4, 4], kernel=[2, 2], dilation=[1, 1], padding=[0, 0], stride=[3, 1]} : f32[1,1,4,4]  # a61
   %77 = grid_sampler(%0, %0) {mode=bicubic, padding=reflection, align_corners=true} : f32[2]  # a62
   %78 = fft(%0) {dims=[-1], normalization=2, inverse=false, onesided=true} : c64[2]  # a63
   %79 = input.rng_seed rng_seed : u64[2]  # seed
