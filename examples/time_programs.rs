@@ -25,9 +25,8 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
-use torchtpu_compile::npy::Array;
-use torchtpu_compile::pjrt::{Buffer, Client, CompileOptions, ElementType, Plugin};
-use torchtpu_compile::run::compare;
+use torchtpu_compile::internal::{compare, Buffer, Client, CompileOptions, ElementType, Plugin};
+use torchtpu_compile::Array;
 use torchtpu_passes::ir::DType;
 
 fn main() -> Result<()> {
@@ -39,8 +38,8 @@ fn main() -> Result<()> {
     };
     let jobs: Vec<Value> = serde_json::from_slice(&std::fs::read(jobs_path)?)?;
     // The XLA:CPU settings the compiler's command line uses, for every program alike.
-    torchtpu_compile::pjrt::prepare_xla_environment();
-    let plugin = Plugin::load(&torchtpu_compile::setup::cpu_plugin(None).path)?;
+    torchtpu_compile::internal::prepare_xla_environment();
+    let plugin = Plugin::load(&torchtpu_compile::internal::cpu_plugin(None).path)?;
     let client = plugin.client()?;
     let mut ready = Vec::new();
     for job in &jobs {
@@ -80,7 +79,7 @@ fn main() -> Result<()> {
 
 /// A compiled program with its arguments on the device and its first result checked.
 struct Prepared {
-    exe: torchtpu_compile::pjrt::LoadedExecutable,
+    exe: torchtpu_compile::internal::LoadedExecutable,
     buffers: Vec<Buffer>,
     check: (f64, bool),
 }
@@ -119,7 +118,7 @@ fn prepare(client: &Client, job: &Value) -> Result<Prepared> {
 
 /// An artifact's (first) program and its weights in the order it takes them.
 fn artifact_program(path: &Path) -> Result<(Vec<u8>, Vec<Array>)> {
-    let art = torchtpu_compile::artifact::Artifact::open(path)?;
+    let art = torchtpu_compile::Artifact::open(path)?;
     let m = &art.manifest;
     let bucket = m.buckets.first().context("a bucket")?;
     let text = art.zip().get(&bucket.program).context("the program")?.to_vec();
@@ -127,7 +126,7 @@ fn artifact_program(path: &Path) -> Result<(Vec<u8>, Vec<Array>)> {
     let mut weights = Vec::new();
     for name in &m.weights.order {
         let t = st.tensor(name)?;
-        let dtype = torchtpu_compile::artifact::dtype_of_safetensors(t.dtype()).context("dtype")?;
+        let dtype = torchtpu_compile::internal::dtype_of_safetensors(t.dtype()).context("dtype")?;
         let shape = t.shape().iter().map(|&d| d as i64).collect();
         weights.push(Array { dtype, shape, data: t.data().to_vec() });
     }
@@ -226,7 +225,7 @@ fn argument(spec: &Value) -> Result<Array> {
         let bytes = std::fs::read(p)?;
         let st = safetensors::SafeTensors::deserialize(&bytes)?;
         let t = st.tensor(name)?;
-        let dtype = torchtpu_compile::artifact::dtype_of_safetensors(t.dtype()).context("dtype")?;
+        let dtype = torchtpu_compile::internal::dtype_of_safetensors(t.dtype()).context("dtype")?;
         let shape = t.shape().iter().map(|&d| d as i64).collect();
         return Ok(Array { dtype, shape, data: t.data().to_vec() });
     }

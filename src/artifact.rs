@@ -26,11 +26,11 @@ use thiserror::Error;
 use torchtpu_passes::ir::{DType, Dim, OutputKind, SymExpr, TensorType};
 
 /// Identifies the artifact layout; bumped when the meaning of a field changes.
-pub const ARTIFACT_FORMAT: &str = "torchtpu-artifact/1";
+pub(crate) const ARTIFACT_FORMAT: &str = "torchtpu-artifact/1";
 /// The manifest entry.
-pub const MANIFEST: &str = "manifest.json";
+pub(crate) const MANIFEST: &str = "manifest.json";
 /// The weights entry.
-pub const WEIGHTS: &str = "weights.safetensors";
+pub(crate) const WEIGHTS: &str = "weights.safetensors";
 
 #[derive(Debug, Error)]
 pub enum ArtifactError {
@@ -47,16 +47,24 @@ pub enum ArtifactError {
 /// The manifest: everything needed to use the artifact without the source model.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
+    /// `torchtpu-artifact/1`: the manifest's layout version.
     pub format: String,
+    /// The compiler that wrote the artifact.
     pub compiler: CompilerInfo,
+    /// The archive it was compiled from.
     pub source: SourceInfo,
+    /// The user inputs and outputs, with symbolic dims and their bounds.
     pub signature: Signature,
+    /// The options that shaped the programs.
     pub options: OptionsInfo,
+    /// Where the weights are and in which order the programs take them.
     pub weights: WeightsInfo,
     /// How the programs are split over a device mesh (`--mesh`); absent: one device.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sharding: Option<ShardingInfo>,
+    /// One program per size bucket (one, `main`, for a static program).
     pub buckets: Vec<Bucket>,
+    /// Per target, the plugin and one executable per bucket.
     pub targets: Vec<TargetEntry>,
 }
 
@@ -120,7 +128,7 @@ pub struct SignatureValue {
 
 /// A value's dims as the manifest and `inspect` write them: ints, or the text of a symbolic
 /// expression.
-pub fn dims_json(ty: &TensorType) -> Vec<serde_json::Value> {
+pub(crate) fn dims_json(ty: &TensorType) -> Vec<serde_json::Value> {
     ty.dims
         .iter()
         .map(|d| match d {
@@ -132,7 +140,7 @@ pub fn dims_json(ty: &TensorType) -> Vec<serde_json::Value> {
 
 /// What a graph output is, as the manifest and `inspect` say it: `user`, `loss`,
 /// `gradient <fqn>`, `buffer_mutation <fqn>`, ….
-pub fn describe_output(kind: &OutputKind) -> String {
+pub(crate) fn describe_output(kind: &OutputKind) -> String {
     match kind {
         OutputKind::User { .. } => "user".into(),
         OutputKind::Loss => "loss".into(),
@@ -405,7 +413,7 @@ impl TargetEntry {
 }
 
 /// The safetensors dtype of an IR dtype, if the format has one.
-pub fn safetensors_dtype(d: DType) -> Option<Dtype> {
+pub(crate) fn safetensors_dtype(d: DType) -> Option<Dtype> {
     Some(match d {
         DType::Bool => Dtype::BOOL,
         DType::U8 => Dtype::U8,
@@ -433,11 +441,11 @@ pub fn dtype_of_safetensors(d: Dtype) -> Option<DType> {
 }
 
 /// Writes a streamed entry's bytes into the artifact; the error is a message.
-pub type WriteEntry<'a> = Box<dyn FnOnce(&mut dyn Sink) -> Result<(), String> + 'a>;
+pub(crate) type WriteEntry<'a> = Box<dyn FnOnce(&mut dyn Sink) -> Result<(), String> + 'a>;
 
 /// An entry's payload: bytes in memory, or written by a function straight into the artifact
 /// (the weights, which are never held whole in memory).
-pub enum Payload<'a> {
+pub(crate) enum Payload<'a> {
     /// The bytes.
     Bytes(Vec<u8>),
     /// `len` bytes that `write` writes, whose sha256 is computed on the way unless known.
@@ -446,7 +454,7 @@ pub enum Payload<'a> {
 
 /// What was written for a streamed entry: its length and sha256.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Streamed {
+pub(crate) struct Streamed {
     pub bytes: u64,
     pub sha256: String,
 }
@@ -454,7 +462,7 @@ pub struct Streamed {
 /// Writes an artifact atomically (a temporary file renamed): `entries` in order, then the
 /// manifest, which `manifest` makes from what the streamed entries turned out to be. All are
 /// stored and 64-byte aligned.
-pub fn write(
+pub(crate) fn write(
     path: &Path,
     entries: Vec<(String, Payload<'_>)>,
     manifest: impl FnOnce(&BTreeMap<String, Streamed>) -> Manifest,
@@ -485,7 +493,7 @@ pub fn write(
 
 /// Writes the file at `path` atomically (a temporary file renamed) with the `len` bytes that
 /// `write` writes, hashing them on the way: an external weights file.
-pub fn write_streamed_file(path: &Path, len: u64, write: WriteEntry<'_>) -> Result<Streamed, ArtifactError> {
+pub(crate) fn write_streamed_file(path: &Path, len: u64, write: WriteEntry<'_>) -> Result<Streamed, ArtifactError> {
     let mut done = None;
     atomically(path, |file| {
         let mut sink = CountingSink { inner: FileSink(std::io::BufWriter::with_capacity(1 << 20, file)), bytes: 0 };
@@ -525,7 +533,7 @@ fn hashed(out: &mut dyn Sink, sha256: Option<String>, write: WriteEntry<'_>) -> 
 
 /// Where the external weights go: beside the artifact at `artifact`, named after it
 /// (`model.tpuexe` → `model.weights.safetensors`).
-pub fn external_weights_path(artifact: &Path) -> PathBuf {
+pub(crate) fn external_weights_path(artifact: &Path) -> PathBuf {
     artifact.with_extension("weights.safetensors")
 }
 
@@ -594,6 +602,7 @@ fn temp_path(path: &Path) -> PathBuf {
 /// An opened artifact.
 pub struct Artifact {
     zip: MappedZip,
+    /// What the artifact holds, as read from its `manifest.json`.
     pub manifest: Manifest,
 }
 

@@ -8,7 +8,7 @@ use crate::import::Program;
 use crate::Error;
 
 /// At most this many buckets (the cross product over symbols) per artifact.
-pub const MAX_BUCKETS: usize = 64;
+pub(crate) const MAX_BUCKETS: usize = 64;
 
 /// How to choose one symbol's bucket sizes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -47,7 +47,7 @@ impl Choice {
 
 /// Parses `SYM=N,N,…`, `SYM=pow2` or `SYM=auto:K`, or a bare `pow2` or `auto:K` for every
 /// dynamic dim.
-pub fn parse_choice(s: &str) -> Result<Choice, String> {
+pub(crate) fn parse_choice(s: &str) -> Result<Choice, String> {
     let expected = "expected SYM=N,N,…, SYM=pow2, SYM=auto:K, or a bare pow2 or auto:K for every dynamic dim";
     let (key, spec) = match s.split_once('=') {
         Some(pair) => pair,
@@ -74,7 +74,8 @@ pub fn parse_choice(s: &str) -> Result<Choice, String> {
 
 /// One bucket per dynamic dim at the size of the export's example inputs (for programs run
 /// only at that size, such as the op cases).
-pub fn at_example_sizes(program: &Program) -> Vec<Choice> {
+#[cfg(test)]
+pub(crate) fn at_example_sizes(program: &Program) -> Vec<Choice> {
     program
         .bindings
         .iter()
@@ -84,7 +85,7 @@ pub fn at_example_sizes(program: &Program) -> Vec<Choice> {
 
 /// One bucket: the value of each symbol, the real sizes it serves and its expected padding.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Planned {
+pub(crate) struct Planned {
     pub name: String,
     pub values: BTreeMap<String, i64>,
     /// Per symbol, the real sizes `[lo, hi]` this bucket serves.
@@ -105,7 +106,7 @@ struct Range {
 
 /// The buckets for `program`: one unnamed `main` bucket at the example sizes for a static
 /// program; the cross product of each symbol's sizes otherwise (default `pow2`).
-pub fn plan(program: &Program, choices: &[Choice]) -> Result<Vec<Planned>, Error> {
+pub(crate) fn plan(program: &Program, choices: &[Choice]) -> Result<Vec<Planned>, Error> {
     let ranges = ranges(program)?;
     if ranges.is_empty() {
         if let Some(c) = choices.first() {

@@ -14,12 +14,14 @@ use crate::emit::{EmitError, NodeFailure};
 use crate::import::Program;
 
 /// Identifies the layout of the JSON report.
-pub const CHECK_FORMAT: &str = "torchtpu-check/1";
+pub(crate) const CHECK_FORMAT: &str = "torchtpu-check/1";
 
 /// The result of `check`.
 #[derive(Debug, Serialize)]
 pub struct CheckReport {
+    /// `torchtpu-check/1`: the report's layout version.
     pub format: &'static str,
+    /// The archive checked, as given.
     pub file: String,
     /// True when the whole program lowers.
     pub ok: bool,
@@ -132,7 +134,7 @@ fn unsupported_failures(program: &Program) -> Vec<NodeFailure> {
 }
 
 /// The human-readable form.
-pub fn render_text(r: &CheckReport) -> String {
+pub(crate) fn render_text(r: &CheckReport) -> String {
     let mut out = String::new();
     if r.ok {
         let _ = writeln!(out, "{}: ok, all {} nodes lower to StableHLO", r.file, r.nodes);

@@ -6,7 +6,7 @@ const TABLE: &str = include_str!("../docs/ops.md");
 
 /// The table's status of an ATen op (`aten.nonzero.default` or `torch.ops.aten.…`):
 /// `supported`, `refused` or `not yet`; `None` when it is not a Core ATen op.
-pub fn core_aten_status(target: &str) -> Option<&'static str> {
+pub(crate) fn core_aten_status(target: &str) -> Option<&'static str> {
     let op = target.strip_prefix("torch.ops.").unwrap_or(target).strip_prefix("aten.")?;
     let core = TABLE.split("\n## Beyond Core ATen").next().unwrap_or(TABLE);
     core.lines().find_map(|line| {

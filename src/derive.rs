@@ -58,7 +58,7 @@ fn bn_scale(program: &Program, gamma: Option<&String>, var: &str, eps: f64) -> R
 }
 
 /// The recipe's values in row-major order, as f32.
-pub fn compute(program: &Program, recipe: &WeightRecipe) -> Result<Vec<f32>, Error> {
+pub(crate) fn compute(program: &Program, recipe: &WeightRecipe) -> Result<Vec<f32>, Error> {
     Ok(compute_f64(program, recipe)?.into_iter().map(|v| v as f32).collect())
 }
 
@@ -196,7 +196,7 @@ fn compute_f64(program: &Program, recipe: &WeightRecipe) -> Result<Vec<f64>, Err
 /// A derived weight that only moves stored values (a cast, stacked rows, zero padding, or
 /// padding of those), read element by element without computing the whole tensor: what lets
 /// [`crate::compile`] stream a padded embedding of hundreds of megabytes in bounded memory.
-pub enum Moved<'a> {
+pub(crate) enum Moved<'a> {
     /// Stored weights end to end (`Cast` is one, `ConcatRows` several), each with its dtype and
     /// the element offset where it starts.
     Parts { parts: Vec<(&'a [u8], DType)>, starts: Vec<usize>, len: usize },
@@ -207,7 +207,7 @@ pub enum Moved<'a> {
 impl<'a> Moved<'a> {
     /// The recipe as moved values, or `None` for one that computes (BatchNorm folds) or reads
     /// a strided stored weight (then [`compute`] gathers it).
-    pub fn of(program: &'a Program, recipe: &WeightRecipe) -> Result<Option<Moved<'a>>, Error> {
+    pub(crate) fn of(program: &'a Program, recipe: &WeightRecipe) -> Result<Option<Moved<'a>>, Error> {
         Ok(Some(match recipe {
             WeightRecipe::Cast { weight } => return Moved::parts(program, std::slice::from_ref(weight)),
             WeightRecipe::ConcatRows { weights } => return Moved::parts(program, weights),
@@ -254,20 +254,15 @@ impl<'a> Moved<'a> {
     }
 
     /// The number of elements.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         match self {
             Moved::Parts { len, .. } | Moved::Padded { len, .. } => *len,
         }
     }
 
-    /// True for a weight with no elements.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// Element `i` (row-major), `i < len()`; for tests, which check elements one by one.
     #[cfg(test)]
-    pub fn get(&self, i: usize) -> f32 {
+    pub(crate) fn get(&self, i: usize) -> f32 {
         let mut one = Vec::with_capacity(1);
         self.append(i..i + 1, &mut one);
         one.first().copied().unwrap_or(0.0)
@@ -275,7 +270,7 @@ impl<'a> Moved<'a> {
 
     /// Appends elements `range` (row-major, within `len()`) to `out`: runs of stored values
     /// copied as runs, padding as zeros.
-    pub fn append(&self, range: std::ops::Range<usize>, out: &mut Vec<f32>) {
+    pub(crate) fn append(&self, range: std::ops::Range<usize>, out: &mut Vec<f32>) {
         match self {
             Moved::Parts { parts, starts, .. } => {
                 let mut at = range.start;

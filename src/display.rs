@@ -3,7 +3,7 @@
 
 /// A string from the archive as a message shows it: control characters escaped, and cut to
 /// 80 characters with a count of the rest, so that no name can garble or flood a terminal.
-pub fn shown(s: &str) -> String {
+pub(crate) fn shown(s: &str) -> String {
     const MAX: usize = 80;
     let mut out = String::new();
     for (i, (at, c)) in s.char_indices().enumerate() {
@@ -21,7 +21,7 @@ pub fn shown(s: &str) -> String {
 }
 
 /// `1.5 KiB`, `44.6 MiB`.
-pub fn human_bytes(n: u64) -> String {
+pub(crate) fn human_bytes(n: u64) -> String {
     const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
     let mut v = n as f64;
     let mut unit = 0;

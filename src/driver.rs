@@ -16,7 +16,7 @@ use crate::import::Program;
 
 /// The sizes of the example inputs used at export: where `check` and `--emit` lower a dynamic
 /// program, and where a compile with one bucket at the example sizes does.
-pub fn example_bindings(program: &Program) -> Result<BTreeMap<String, i64>, SpecializeError> {
+pub(crate) fn example_bindings(program: &Program) -> Result<BTreeMap<String, i64>, SpecializeError> {
     program
         .graph
         .symbols()
@@ -30,7 +30,7 @@ pub fn example_bindings(program: &Program) -> Result<BTreeMap<String, i64>, Spec
 
 /// How to lower.
 #[derive(Clone, Debug)]
-pub struct LowerOptions {
+pub(crate) struct LowerOptions {
     pub emit: EmitOptions,
     /// The passes to run (names from [`PASSES`]); they run in pipeline order.
     pub passes: Vec<String>,
@@ -53,7 +53,7 @@ impl Default for LowerOptions {
 }
 
 /// A program lowered to StableHLO at one set of symbol values.
-pub struct Lowered {
+pub(crate) struct Lowered {
     /// Symbol values used.
     pub bindings: BTreeMap<String, i64>,
     /// The static graph that was emitted.
@@ -80,7 +80,7 @@ pub enum LowerError {
 }
 
 /// The static graph after the passes, with what each did and the printed stages.
-pub struct Transformed {
+pub(crate) struct Transformed {
     /// The graph, ready to emit.
     pub graph: Graph,
     /// What each pass did.
@@ -91,7 +91,7 @@ pub struct Transformed {
 
 /// Specializes the program at `bindings` and runs the passes (no emission: what `check` needs
 /// to know whether a bucketed program can be made exact).
-pub fn transform(
+pub(crate) fn transform(
     program: &Program,
     bindings: &BTreeMap<String, i64>,
     opts: &LowerOptions,
@@ -114,7 +114,11 @@ pub fn transform(
 }
 
 /// Specializes the program at `bindings`, runs the passes and emits its StableHLO.
-pub fn lower(program: &Program, bindings: BTreeMap<String, i64>, opts: &LowerOptions) -> Result<Lowered, LowerError> {
+pub(crate) fn lower(
+    program: &Program,
+    bindings: BTreeMap<String, i64>,
+    opts: &LowerOptions,
+) -> Result<Lowered, LowerError> {
     let Transformed { graph, passes, stages } = transform(program, &bindings, opts)?;
     let module = emit(&graph, &opts.emit)?;
     Ok(Lowered { bindings, graph, module, passes, stages })

@@ -17,10 +17,20 @@ pub enum Error {
     Lower(#[from] crate::driver::LowerError),
     /// The PJRT plugin is missing or cannot be loaded.
     #[error("{source} (plugin chosen by {chosen_by})\n  hint: {}", crate::setup::PLUGIN_HINT)]
-    Plugin { source: crate::pjrt::PjrtError, chosen_by: &'static str },
+    Plugin {
+        /// What the PJRT layer reported.
+        source: crate::pjrt::PjrtError,
+        /// How the plugin was chosen (`--plugin`, an environment variable, the set-up folder).
+        chosen_by: &'static str,
+    },
     /// XLA rejected the program or failed to compile it.
     #[error("XLA compilation for `{target}` failed: {source}")]
-    Compile { target: String, source: crate::pjrt::PjrtError },
+    Compile {
+        /// The target, as written on the command line.
+        target: String,
+        /// What XLA reported.
+        source: crate::pjrt::PjrtError,
+    },
     /// An artifact could not be read or written.
     #[error(transparent)]
     Artifact(#[from] crate::artifact::ArtifactError),
@@ -32,10 +42,21 @@ pub enum Error {
     Unsupported(String),
     /// A file could not be written or read.
     #[error("cannot access `{path}`: {reason}")]
-    Io { path: String, reason: String },
+    Io {
+        /// The file.
+        path: String,
+        /// The operating system's reason.
+        reason: String,
+    },
 }
 
 impl Error {
+    /// Inputs that cannot be read as the program's arrays (kind `input`), for callers that
+    /// build arrays themselves (the Python extension).
+    pub fn bad_input(reason: String) -> Error {
+        Error::Run(crate::run::RunError::Decode(reason))
+    }
+
     /// A plugin error: an environment problem when loading failed, a program problem otherwise.
     pub fn plugin(source: crate::pjrt::PjrtError, chosen_by: &'static str) -> Error {
         if source.is_plugin_setup() {

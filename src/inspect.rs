@@ -15,26 +15,42 @@ use crate::display::human_bytes;
 use crate::import::{Program, Weight};
 
 /// Identifies the layout of the JSON report.
-pub const REPORT_FORMAT: &str = "torchtpu-inspect/1";
+pub(crate) const REPORT_FORMAT: &str = "torchtpu-inspect/1";
 
 /// The `inspect` report of a `.pt2` archive.
 #[derive(Debug, Serialize)]
 pub struct Report {
+    /// `torchtpu-inspect/1`: the report's layout version (fields are only ever added).
     pub format: &'static str,
+    /// `pt2`.
     pub kind: &'static str,
+    /// The archive, as given.
     pub file: String,
+    /// The export schema version the archive was written with.
     pub schema_version: String,
+    /// The torch that exported it, when recorded.
     pub torch_version: Option<String>,
+    /// The user inputs, dims static or symbolic.
     pub inputs: Vec<ValueInfo>,
+    /// The user outputs.
     pub outputs: Vec<ValueInfo>,
+    /// Each symbolic size with its bounds and the input dim it is read from.
     pub symbols: Vec<SymbolInfo>,
+    /// The parameters: tensors, elements, bytes.
     pub parameters: WeightSummary,
+    /// The buffers.
     pub buffers: WeightSummary,
+    /// The lifted tensor constants.
     pub constants: WeightSummary,
+    /// The buffers and parameters the program updates.
     pub mutations: Vec<String>,
+    /// Python constants baked into the signature.
     pub constant_inputs: Vec<ConstantInput>,
+    /// Nodes of the graph.
     pub nodes: usize,
+    /// Nodes per ATen target.
     pub ops: BTreeMap<String, usize>,
+    /// Nodes per target that has no translation.
     pub unsupported_ops: BTreeMap<String, usize>,
 }
 
@@ -187,7 +203,7 @@ fn dims_text(dims: &[serde_json::Value]) -> String {
 }
 
 /// The human-readable form.
-pub fn render_text(r: &Report) -> String {
+pub(crate) fn render_text(r: &Report) -> String {
     let mut out = String::new();
     let torch = r.torch_version.as_deref().unwrap_or("unknown torch");
     let _ = writeln!(out, "{}: torch.export archive (schema {}, torch {torch})", r.file, r.schema_version);
@@ -232,7 +248,7 @@ pub fn render_text(r: &Report) -> String {
 
 /// The `inspect` report of a `.tpuexe` artifact: its manifest, as written.
 #[derive(Debug, Serialize)]
-pub struct ArtifactReport<'a> {
+pub(crate) struct ArtifactReport<'a> {
     pub format: &'static str,
     pub kind: &'static str,
     pub file: String,
@@ -240,7 +256,7 @@ pub struct ArtifactReport<'a> {
 }
 
 /// Builds the report of an artifact.
-pub fn artifact_report(art: &crate::artifact::Artifact) -> ArtifactReport<'_> {
+pub(crate) fn artifact_report(art: &crate::artifact::Artifact) -> ArtifactReport<'_> {
     ArtifactReport {
         format: REPORT_FORMAT,
         kind: "artifact",
@@ -250,7 +266,7 @@ pub fn artifact_report(art: &crate::artifact::Artifact) -> ArtifactReport<'_> {
 }
 
 /// The human-readable form of an artifact's manifest.
-pub fn render_artifact(art: &crate::artifact::Artifact) -> String {
+pub(crate) fn render_artifact(art: &crate::artifact::Artifact) -> String {
     let m = &art.manifest;
     let mut out = String::new();
     let _ = writeln!(

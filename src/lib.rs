@@ -1,40 +1,80 @@
 //! torchtpu-compile: an ahead-of-time compiler from `torch.export` archives to TPU executables.
 //!
-//! The library is the whole compiler; `main.rs` only forwards the command line to [`cli`].
-//! Pipeline: [`import`] (`.pt2` → verified IR) → [`driver`] (specialize, [`emit`] StableHLO)
-//! → [`compile`] (XLA through [`pjrt`]) → [`artifact`] (`.tpuexe`) → [`run`].
+//! The pipeline, and the API this crate offers for each step:
+//!
+//! - [`import`] reads a `.pt2` archive into a verified [`Program`]; [`check`] lists every op of
+//!   it that does not lower, and [`inspect_report`] describes it.
+//! - [`compile`] lowers it (one program per size bucket), compiles each program with XLA through
+//!   a PJRT plugin for every target of a [`CompileRequest`], and writes an [`Artifact`]
+//!   (`.tpuexe`, described by its [`Manifest`]).
+//! - [`Session`] opens an artifact, puts its weights on the devices once and runs it many times;
+//!   [`run`] is one call of a session on `.npy` files ([`RunRequest`]), and [`generate`] the
+//!   decode loop of a decode-step export ([`GenerateRequest`]).
+//! - Every failure is an [`Error`], whose [`Error::kind`] and [`Error::exit_code`] classify it.
+//!
+//! The command line is [`cli`]. What is public beyond this is for the project's own tools
+//! (xtask, the Python extension, examples and tests) and has no stability: `internal`.
+#![warn(missing_docs, unreachable_pub)]
+// Without the emitter, what only compiling uses (writing artifacts, the cache's writers, …) is
+// left unused: that build is for importing, inspecting and running.
+#![cfg_attr(not(feature = "mlir"), allow(dead_code, unused_imports, unreachable_pub))]
 
-pub mod artifact;
-pub mod buckets;
-pub mod cache;
+mod artifact;
+mod buckets;
+mod cache;
 #[cfg(feature = "mlir")]
-pub mod check;
+mod check;
 #[cfg(feature = "mlir")]
 pub mod cli;
 #[cfg(feature = "mlir")]
-pub mod compile;
-pub mod container;
-pub mod coverage;
+mod compile;
+mod container;
+mod coverage;
 #[cfg(feature = "mlir")]
-pub mod derive;
-pub mod digest;
-pub mod display;
+mod derive;
+mod digest;
+mod display;
 #[cfg(feature = "mlir")]
-pub mod driver;
+mod driver;
 #[cfg(feature = "mlir")]
-pub mod emit;
-pub mod error;
-pub mod import;
-pub mod inspect;
-pub mod npy;
-pub mod pjrt;
-pub mod proto;
-pub mod run;
-pub mod setup;
-pub mod target;
+mod emit;
+mod error;
+mod import;
+mod inspect;
+mod npy;
+mod pjrt;
+mod proto;
+mod run;
+mod setup;
+mod target;
 
 #[cfg(test)]
 mod tests;
 
+pub use artifact::{Artifact, Manifest};
+#[cfg(feature = "mlir")]
+pub use check::{check, CheckReport};
+#[cfg(feature = "mlir")]
+pub use compile::{compile, CompileRequest, CompileSummary};
+#[cfg(feature = "mlir")]
+pub use emit::Precision;
 pub use error::Error;
 pub use import::{import, Program};
+pub use inspect::{report as inspect_report, Report as InspectReport};
+pub use npy::Array;
+pub use run::{generate, run, GenerateRequest, Generated, RunReport, RunRequest, Session, Verification};
+pub use target::Target;
+
+/// For the project's own tools (xtask, the Python extension, examples and tests): no stability.
+#[doc(hidden)]
+pub mod internal {
+    pub use crate::artifact::{dtype_of_safetensors, output_files};
+    pub use crate::cache::{default_dir as default_cache_dir, Cache, CacheConfig};
+    pub use crate::container::MappedZip;
+    pub use crate::pjrt::{
+        prepare_libtpu_environment, prepare_xla_environment, Buffer, Client, CompileOptions, Created, ElementType,
+        LoadedExecutable, Plugin,
+    };
+    pub use crate::run::{compare, conform_inputs, decode, parse_dtype, Decoding, DeviceKind};
+    pub use crate::setup::{cpu_plugin, tpu_plugin};
+}

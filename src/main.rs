@@ -9,9 +9,9 @@ fn main() -> ExitCode {
         std::env::set_var("TF_CPP_MIN_LOG_LEVEL", "1");
     }
     // libtpu must not query the cloud metadata server, nor take its per-host lock file.
-    torchtpu_compile::pjrt::prepare_libtpu_environment();
+    torchtpu_compile::internal::prepare_libtpu_environment();
     // XLA:CPU's memory-minimizing schedule (bf16 models convert their weights one at a time).
-    torchtpu_compile::pjrt::prepare_xla_environment();
+    torchtpu_compile::internal::prepare_xla_environment();
     let code = torchtpu_compile::cli::main_with(std::env::args_os(), &mut std::io::stdout(), &mut std::io::stderr());
     ExitCode::from(code)
 }

@@ -12,8 +12,11 @@ use torchtpu_passes::ir::DType;
 /// A dense array: dtype, shape and little-endian row-major bytes.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Array {
+    /// The element type.
     pub dtype: DType,
+    /// The dims, outermost first.
     pub shape: Vec<i64>,
+    /// The elements, row-major, little-endian.
     pub data: Vec<u8>,
 }
 

@@ -8,12 +8,12 @@
 use std::path::{Path, PathBuf};
 
 /// The XLA CPU plugin inside the set-up folder.
-pub const CPU_PLUGIN: &str = "plugins/lammps-jax-pjrt-cpu-0.11.2/lammps_jax_pjrt_cpu/pjrt_c_api_cpu_plugin.so";
+pub(crate) const CPU_PLUGIN: &str = "plugins/lammps-jax-pjrt-cpu-0.11.2/lammps_jax_pjrt_cpu/pjrt_c_api_cpu_plugin.so";
 /// Environment variable naming the CPU plugin to use instead of the set-up one.
-pub const CPU_PLUGIN_ENV: &str = "TORCHTPU_PJRT_PLUGIN";
+pub(crate) const CPU_PLUGIN_ENV: &str = "TORCHTPU_PJRT_PLUGIN";
 
 /// The set-up folder.
-pub fn setup_dir() -> PathBuf {
+pub(crate) fn setup_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("TORCHTPU_SETUP_DIR") {
         return PathBuf::from(dir);
     }
@@ -25,16 +25,17 @@ pub fn setup_dir() -> PathBuf {
 }
 
 /// libtpu, the TPU compiler, inside the set-up folder.
-pub const TPU_PLUGIN: &str = "plugins/libtpu-0.0.52/libtpu/libtpu.so";
+pub(crate) const TPU_PLUGIN: &str = "plugins/libtpu-0.0.52/libtpu/libtpu.so";
 /// The libtpu version set-up installs.
-pub const LIBTPU_VERSION: &str = "0.0.52";
+pub(crate) const LIBTPU_VERSION: &str = "0.0.52";
 
 /// The S3-compatible server (moto) that `cargo xtask setup` installs for the cache tests.
-pub fn s3_test_server() -> PathBuf {
+#[cfg(test)]
+pub(crate) fn s3_test_server() -> PathBuf {
     setup_dir().join("s3-test-server/bin/moto_server")
 }
 /// Environment variable naming the libtpu to use instead of the set-up one.
-pub const TPU_PLUGIN_ENV: &str = "TORCHTPU_LIBTPU";
+pub(crate) const TPU_PLUGIN_ENV: &str = "TORCHTPU_LIBTPU";
 
 /// A chosen plugin path and how it was chosen (for messages).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -63,6 +64,6 @@ pub fn tpu_plugin() -> PluginChoice {
 }
 
 /// What to tell a user whose plugin is missing or unloadable.
-pub const PLUGIN_HINT: &str =
+pub(crate) const PLUGIN_HINT: &str =
     "run `cargo xtask setup` to download the XLA CPU plugin and libtpu, or point at a plugin \
      with `--plugin PATH` / TORCHTPU_PJRT_PLUGIN (CPU) or TORCHTPU_LIBTPU (TPU)";

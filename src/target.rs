@@ -8,20 +8,28 @@ use std::str::FromStr;
 pub enum Target {
     /// The XLA CPU plugin: executables that run here, for verification, on `devices` CPU
     /// devices (`cpu:N`; a program split over a mesh of that many devices).
-    Cpu { devices: u32 },
+    Cpu {
+        /// CPU devices (1 unless a mesh splits the program).
+        devices: u32,
+    },
     /// A TPU slice, compiled through libtpu.
-    Tpu { generation: String, topology: String },
+    Tpu {
+        /// `v5e`, `v5p`, `v6e`, `tpu7x`, …
+        generation: String,
+        /// The slice's chips, `AxB` or `AxBxC`.
+        topology: String,
+    },
 }
 
 /// TPU generations libtpu accepts in topology names.
-pub const TPU_GENERATIONS: &[&str] = &["v2", "v3", "v4", "v5e", "v5p", "v6e", "tpu7x"];
+pub(crate) const TPU_GENERATIONS: &[&str] = &["v2", "v3", "v4", "v5e", "v5p", "v6e", "tpu7x"];
 
 const VALID_FORMS: &str = "valid targets: `cpu`, `cpu:N` (N CPU devices, 1 to 64), or `tpu:<generation>:<topology>` \
      with a generation among v2, v3, v4, v5e, v5p, v6e, tpu7x and a topology like 1x1, 2x2 or 2x2x1 (e.g. \
      `tpu:v6e:1x1`, `tpu:v5p:2x2x1`)";
 
 /// The most CPU devices a `cpu:N` target may have.
-pub const MAX_CPU_DEVICES: u32 = 64;
+pub(crate) const MAX_CPU_DEVICES: u32 = 64;
 
 impl FromStr for Target {
     type Err = String;

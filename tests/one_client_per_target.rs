@@ -5,16 +5,13 @@
 
 use std::path::Path;
 
-use torchtpu_compile::compile::{compile, CompileRequest};
-use torchtpu_compile::emit::Precision;
-use torchtpu_compile::pjrt::{Created, Plugin};
-use torchtpu_compile::setup::{cpu_plugin, tpu_plugin};
-use torchtpu_compile::target::Target;
+use torchtpu_compile::internal::{cpu_plugin, tpu_plugin, Created, Plugin};
+use torchtpu_compile::{compile, CompileRequest, Precision, Target};
 
 #[test]
 fn a_bucketed_compile_creates_one_client_and_one_topology() {
     let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/models/llama_tiny_dyn.pt2");
-    let program = torchtpu_compile::import::import(&model).expect("import");
+    let program = torchtpu_compile::import(&model).expect("import");
     let tpu = Target::Tpu { generation: "v6e".into(), topology: "1x1".into() };
     let req = CompileRequest::new(vec![Target::cpu(), tpu], Precision::Default);
     let out = std::env::temp_dir().join(format!("one-client-{}.tpuexe", std::process::id()));

@@ -15,11 +15,11 @@ use std::sync::Mutex;
 use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
 use pyo3::types::PyByteArray;
-use torchtpu_compile::artifact::{output_files, Artifact};
-use torchtpu_compile::cache::{self, Cache, CacheConfig};
-use torchtpu_compile::container::MappedZip;
-use torchtpu_compile::npy::Array;
-use torchtpu_compile::run::{self, DeviceKind, Verification};
+use torchtpu_compile::internal::{
+    conform_inputs, decode, default_cache_dir, output_files, parse_dtype, Cache, CacheConfig, Decoding, DeviceKind,
+    MappedZip,
+};
+use torchtpu_compile::{Array, Artifact, Session as RunSession, Verification};
 
 /// An array on its way out: dtype name, shape, bytes.
 type Out<'py> = (&'static str, Vec<i64>, Bound<'py, PyByteArray>);
@@ -61,10 +61,10 @@ mod clap_error {
 /// An array from Python, after checking that its bytes fill its shape.
 fn array_in(py: Python<'_>, dtype: &str, shape: Vec<i64>, data: &PyBuffer<u8>) -> PyResult<Array> {
     let bad = |reason: String| {
-        let e = anyhow::Error::from(torchtpu_compile::Error::Run(run::RunError::Decode(reason)));
+        let e = anyhow::Error::from(torchtpu_compile::Error::bad_input(reason));
         raise(py, &e)
     };
-    let dt = run::parse_dtype(dtype).ok_or_else(|| bad(format!("unknown dtype `{dtype}`")))?;
+    let dt = parse_dtype(dtype).ok_or_else(|| bad(format!("unknown dtype `{dtype}`")))?;
     let count = shape.iter().try_fold(1i64, |n, &d| if d < 0 { None } else { n.checked_mul(d) });
     let bytes = count.and_then(|n| usize::try_from(n).ok()).and_then(|n| n.checked_mul(dt.size_bytes()));
     match bytes {
@@ -115,7 +115,7 @@ fn inspect(py: Python<'_>, path: PathBuf) -> PyResult<String> {
             return Ok(serde_json::to_string(&art.manifest)?);
         }
         let program = torchtpu_compile::import(&path).map_err(torchtpu_compile::Error::from)?;
-        Ok(serde_json::to_string(&torchtpu_compile::inspect::report(&program, &path.display().to_string()))?)
+        Ok(serde_json::to_string(&torchtpu_compile::inspect_report(&program, &path.display().to_string()))?)
     };
     py.detach(report).map_err(|e| raise(py, &e))
 }
@@ -125,7 +125,7 @@ fn inspect(py: Python<'_>, path: PathBuf) -> PyResult<String> {
 fn check(py: Python<'_>, path: PathBuf) -> PyResult<String> {
     let report = || -> anyhow::Result<String> {
         let program = torchtpu_compile::import(&path).map_err(torchtpu_compile::Error::from)?;
-        Ok(serde_json::to_string(&torchtpu_compile::check::check(&program, &path.display().to_string()))?)
+        Ok(serde_json::to_string(&torchtpu_compile::check(&program, &path.display().to_string()))?)
     };
     py.detach(report).map_err(|e| raise(py, &e))
 }
@@ -137,11 +137,11 @@ fn command_flags(command: &str) -> Vec<String> {
     torchtpu_compile::cli::flags(command)
 }
 
-/// An open artifact, its weights on the device (see `torchtpu_compile::run::Session`).
+/// An open artifact, its weights on the device (see `torchtpu_compile::Session`).
 #[pyclass(module = "torchtpu_compile._native")]
 struct Session {
     /// `None` once closed.
-    inner: Mutex<Option<run::Session>>,
+    inner: Mutex<Option<RunSession>>,
     path: PathBuf,
 }
 
@@ -150,7 +150,7 @@ impl Session {
     fn with<T: Send>(
         &self,
         py: Python<'_>,
-        f: impl FnOnce(&mut run::Session) -> anyhow::Result<T> + Send,
+        f: impl FnOnce(&mut RunSession) -> anyhow::Result<T> + Send,
     ) -> PyResult<T> {
         let path = &self.path;
         let result = py.detach(|| {
@@ -210,9 +210,9 @@ impl Session {
         };
         let opened = py.detach(|| {
             let cache =
-                cache::default_dir().map(|dir| Cache::open(&CacheConfig { dir: Some(dir), ..CacheConfig::off() }));
+                default_cache_dir().map(|dir| Cache::open(&CacheConfig { dir: Some(dir), ..CacheConfig::off() }));
             let verification = Verification { always_hash: false, cache: cache.as_ref() };
-            run::Session::open(&path, kind, plugin.as_deref(), &verification)
+            RunSession::open(&path, kind, plugin.as_deref(), &verification)
                 .map_err(|e| anyhow::Error::from(e).context(format!("cannot open `{}`", path.display())))
         });
         let session = opened.map_err(|e| raise(py, &e))?;
@@ -248,7 +248,7 @@ impl Session {
             .collect::<PyResult<_>>()?;
         let outputs = self.with(py, |s| {
             let labels: Vec<PathBuf> = (0..inputs.len()).map(|i| PathBuf::from(format!("argument {i}"))).collect();
-            let arrays = run::conform_inputs(s.manifest(), arrays, &labels)?;
+            let arrays = conform_inputs(s.manifest(), arrays, &labels)?;
             Ok(s.call(&arrays, &labels, seed)?.outputs)
         })?;
         Ok(outputs.iter().map(|a| array_out(py, a)).collect())
@@ -291,8 +291,8 @@ impl Session {
         seed: u64,
     ) -> PyResult<(Out<'py>, Out<'py>, String)> {
         let prompt = array_in(py, &prompt.0, prompt.1.clone(), &prompt.2)?;
-        let decoding = run::Decoding { prompt, max_new_tokens, temperature, seed };
-        let done = self.with(py, |s| Ok(run::decode(s, &decoding)?))?;
+        let decoding = Decoding { prompt, max_new_tokens, temperature, seed };
+        let done = self.with(py, |s| Ok(decode(s, &decoding)?))?;
         let figures = serde_json::to_string(&done).map_err(|e| raise(py, &e.into()))?;
         Ok((array_out(py, &done.tokens), array_out(py, &done.logits), figures))
     }
@@ -320,8 +320,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     if std::env::var_os("TF_CPP_MIN_LOG_LEVEL").is_none() {
         std::env::set_var("TF_CPP_MIN_LOG_LEVEL", "1");
     }
-    torchtpu_compile::pjrt::prepare_libtpu_environment();
-    torchtpu_compile::pjrt::prepare_xla_environment();
+    torchtpu_compile::internal::prepare_libtpu_environment();
+    torchtpu_compile::internal::prepare_xla_environment();
     m.add_function(wrap_pyfunction!(main, m)?)?;
     m.add_function(wrap_pyfunction!(execute, m)?)?;
     m.add_function(wrap_pyfunction!(inspect, m)?)?;

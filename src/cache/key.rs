@@ -6,7 +6,7 @@ use sha2::{Digest, Sha256};
 use crate::digest::sha256_hex;
 
 /// Version of the key derivation and of the entry layout; bumping it misses every old entry.
-pub const CACHE_FORMAT: &str = "torchtpu-cache/1";
+pub(crate) const CACHE_FORMAT: &str = "torchtpu-cache/1";
 
 /// What a key is made of, kept in each entry so that `cache ls` can say why two keys differ.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

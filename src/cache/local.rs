@@ -24,7 +24,7 @@ const LAYOUT: &str = "v1";
 
 /// Counters kept across runs in `<dir>/v1/stats.json`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Stats {
+pub(crate) struct Stats {
     /// Executables served from the local folder.
     pub hits: u64,
     /// Executables fetched from the remote tier.
@@ -49,7 +49,7 @@ impl Stats {
 
 /// One entry as `cache ls` sees it.
 #[derive(Debug)]
-pub struct Listed {
+pub(crate) struct Listed {
     pub path: PathBuf,
     pub bytes: u64,
     pub last_used: SystemTime,
@@ -58,7 +58,7 @@ pub struct Listed {
 }
 
 /// An exclusive lock on a file, held until dropped.
-pub struct FileLock(#[allow(dead_code)] File);
+pub(crate) struct FileLock(#[allow(dead_code)] File);
 
 impl FileLock {
     /// Waits for the lock.
@@ -80,7 +80,7 @@ impl FileLock {
 }
 
 /// The local cache folder.
-pub struct LocalCache {
+pub(crate) struct LocalCache {
     root: PathBuf,
     max_bytes: u64,
     /// Set after the first failed write; later writes are skipped without more warnings.
@@ -95,7 +95,7 @@ pub struct LocalCache {
 impl LocalCache {
     /// Opens (creating) the cache under `dir`; a folder that cannot be created leaves a cache
     /// that misses and never writes.
-    pub fn open(dir: &Path, max_bytes: u64, warnings: Warnings) -> LocalCache {
+    pub(crate) fn open(dir: &Path, max_bytes: u64, warnings: Warnings) -> LocalCache {
         let mut cache = LocalCache {
             root: dir.join(LAYOUT),
             max_bytes,
@@ -114,7 +114,7 @@ impl LocalCache {
     }
 
     /// The folder that holds this layout.
-    pub fn root(&self) -> &Path {
+    pub(crate) fn root(&self) -> &Path {
         &self.root
     }
 
@@ -128,11 +128,11 @@ impl LocalCache {
         f(&mut self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
     }
 
-    pub fn count_remote_hit(&self) {
+    pub(crate) fn count_remote_hit(&self) {
         self.count(|s| s.remote_hits += 1);
     }
 
-    pub fn count_compile(&self) {
+    pub(crate) fn count_compile(&self) {
         self.count(|s| s.compiles += 1);
     }
 
@@ -141,7 +141,7 @@ impl LocalCache {
     }
 
     /// The verified entry for `key`, marked as just used; a damaged one is deleted.
-    pub fn get(&self, key: &str) -> Option<Entry> {
+    pub(crate) fn get(&self, key: &str) -> Option<Entry> {
         if !self.usable {
             return None;
         }
@@ -172,7 +172,7 @@ impl LocalCache {
 
     /// Waits for the lock of `key`; `None` when the lock file cannot be made (then two
     /// processes may both compile, which is only wasted work).
-    pub fn lock(&self, key: &str) -> Option<FileLock> {
+    pub(crate) fn lock(&self, key: &str) -> Option<FileLock> {
         if self.writes_off.load(Ordering::Relaxed) {
             return None;
         }
@@ -180,7 +180,7 @@ impl LocalCache {
     }
 
     /// Stores `entry` atomically (temporary file + rename).
-    pub fn put(&self, entry: &Entry) {
+    pub(crate) fn put(&self, entry: &Entry) {
         if self.writes_off.load(Ordering::Relaxed) {
             return;
         }
@@ -206,13 +206,13 @@ impl LocalCache {
     }
 
     /// Number of entries and their bytes, without reading them.
-    pub fn size(&self) -> (usize, u64) {
+    pub(crate) fn size(&self) -> (usize, u64) {
         let entries: Vec<u64> = self.files().into_iter().filter(|f| !f.3).map(|f| f.1).collect();
         (entries.len(), entries.iter().sum())
     }
 
     /// Every entry with its size, last use and header (each entry is read and verified).
-    pub fn list(&self) -> Vec<Listed> {
+    pub(crate) fn list(&self) -> Vec<Listed> {
         self.files()
             .into_iter()
             .filter(|f| !f.3)
@@ -227,7 +227,7 @@ impl LocalCache {
     /// Removes least-recently-used entries until the folder holds at most `max_bytes`; skips
     /// when another process is already evicting. Readers are never blocked: an entry being
     /// read stays readable through its open file after removal. Returns the entries removed.
-    pub fn evict(&self, max_bytes: Option<u64>) -> u64 {
+    pub(crate) fn evict(&self, max_bytes: Option<u64>) -> u64 {
         let max = max_bytes.unwrap_or(self.max_bytes);
         let Ok(Some(_gc)) = FileLock::try_acquire(&self.root.join("gc.lock")) else {
             return 0;
@@ -252,7 +252,7 @@ impl LocalCache {
     }
 
     /// Deletes temporary files older than an hour (left by killed writers).
-    pub fn remove_stale_temporaries(&self) -> u64 {
+    pub(crate) fn remove_stale_temporaries(&self) -> u64 {
         let hour_ago = SystemTime::now() - std::time::Duration::from_secs(3600);
         let stale = self.files().into_iter().filter(|f| f.3 && f.2 < hour_ago);
         stale.filter(|f| fs::remove_file(&f.0).is_ok()).count() as u64
@@ -261,7 +261,7 @@ impl LocalCache {
     /// Deletes the per-key lock files nobody holds (one is left behind by every compile). A
     /// process that opened a file just before it goes may then lock a fresh one beside a
     /// waiter on the old one: at worst a key is compiled twice, never served damaged.
-    pub fn remove_idle_locks(&self) -> u64 {
+    pub(crate) fn remove_idle_locks(&self) -> u64 {
         let mut removed = 0;
         for f in fs::read_dir(self.root.join("locks")).into_iter().flatten().flatten() {
             if let Ok(Some(_held)) = FileLock::try_acquire(&f.path()) {
@@ -274,7 +274,7 @@ impl LocalCache {
     }
 
     /// Removes every entry, lock and counter of this layout.
-    pub fn clear(&self) -> io::Result<()> {
+    pub(crate) fn clear(&self) -> io::Result<()> {
         match fs::remove_dir_all(&self.root) {
             Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
             _ => Ok(()),
@@ -282,12 +282,12 @@ impl LocalCache {
     }
 
     /// The persisted counters.
-    pub fn stats(&self) -> Stats {
+    pub(crate) fn stats(&self) -> Stats {
         fs::read(self.root.join("stats.json")).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default()
     }
 
     /// Adds this process's counter changes to the persisted ones (under a lock).
-    pub fn flush_stats(&self) {
+    pub(crate) fn flush_stats(&self) {
         let delta = std::mem::take(&mut *self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
         if delta == Stats::default() || self.writes_off.load(Ordering::Relaxed) {
             return;
@@ -342,7 +342,7 @@ impl LocalCache {
     }
 
     /// What `plugin` reported for `target` when it was last loaded, if the file is unchanged.
-    pub fn plugin_memo(&self, plugin: &Path, target: &str) -> Option<PluginMemo> {
+    pub(crate) fn plugin_memo(&self, plugin: &Path, target: &str) -> Option<PluginMemo> {
         if !self.usable {
             return None;
         }
@@ -350,7 +350,7 @@ impl LocalCache {
     }
 
     /// Remembers what `plugin` reported for `target`.
-    pub fn remember_plugin(&self, plugin: &Path, target: &str, memo: &PluginMemo) {
+    pub(crate) fn remember_plugin(&self, plugin: &Path, target: &str, memo: &PluginMemo) {
         if self.writes_off.load(Ordering::Relaxed) {
             return;
         }
@@ -366,7 +366,7 @@ impl LocalCache {
     }
 
     /// The sha256 remembered for `key`, if any.
-    pub fn digest(&self, key: &str) -> Option<String> {
+    pub(crate) fn digest(&self, key: &str) -> Option<String> {
         if !self.usable {
             return None;
         }
@@ -376,7 +376,7 @@ impl LocalCache {
     }
 
     /// Remembers `sha256` for `key`.
-    pub fn remember_digest(&self, key: &str, sha256: &str) {
+    pub(crate) fn remember_digest(&self, key: &str, sha256: &str) {
         if !self.writes_off.load(Ordering::Relaxed) {
             let _ = write_atomically(&self.digest_path(key), sha256.as_bytes(), false);
         }
@@ -384,13 +384,13 @@ impl LocalCache {
 }
 
 /// The key of a file's content digest: its identity (see [`file_identity`]).
-pub fn file_digest_key(path: &Path) -> Option<String> {
+pub(crate) fn file_digest_key(path: &Path) -> Option<String> {
     file_identity(path).map(|id| format!("file\0{id}"))
 }
 
 /// The key of the digest of entry `entry` of the file at `path` (a weights entry verified once,
 /// by `compile` or `run`): the file's identity and the entry's name.
-pub fn entry_digest_key(path: &Path, entry: &str) -> Option<String> {
+pub(crate) fn entry_digest_key(path: &Path, entry: &str) -> Option<String> {
     file_digest_key(path).map(|k| format!("{k}\0{entry}"))
 }
 

@@ -10,7 +10,7 @@ use serde_json::json;
 use super::{Listed, LocalCache, Warnings};
 
 /// What a maintenance command prints and whether it found the cache healthy.
-pub struct Report {
+pub(crate) struct Report {
     pub text: String,
     pub json: serde_json::Value,
     pub ok: bool,
@@ -38,7 +38,7 @@ fn age(t: SystemTime) -> String {
     }
 }
 
-pub fn stats(dir: &Path) -> Report {
+pub(crate) fn stats(dir: &Path) -> Report {
     let (cache, warnings) = open(dir, super::DEFAULT_MAX_BYTES);
     let (entries, bytes) = cache.size();
     let s = cache.stats();
@@ -66,7 +66,7 @@ fn describe(l: &Listed) -> serde_json::Value {
     }
 }
 
-pub fn ls(dir: &Path) -> Report {
+pub(crate) fn ls(dir: &Path) -> Report {
     let (cache, warnings) = open(dir, super::DEFAULT_MAX_BYTES);
     let listed = cache.list();
     let mut text = String::new();
@@ -98,7 +98,7 @@ pub fn ls(dir: &Path) -> Report {
 
 /// Reads every entry in full and checks its checksum; damaged entries are deleted (a compile
 /// would have replaced them anyway). Not ok when any was found.
-pub fn verify(dir: &Path) -> Report {
+pub(crate) fn verify(dir: &Path) -> Report {
     let (cache, warnings) = open(dir, super::DEFAULT_MAX_BYTES);
     let listed = cache.list();
     let mut damaged = Vec::new();
@@ -118,7 +118,7 @@ pub fn verify(dir: &Path) -> Report {
     Report { text, json: json!({"checked": listed.len(), "damaged": damaged}), ok, warnings: warnings.take() }
 }
 
-pub fn gc(dir: &Path, max_bytes: u64) -> Report {
+pub(crate) fn gc(dir: &Path, max_bytes: u64) -> Report {
     let (cache, warnings) = open(dir, max_bytes);
     let evicted = cache.evict(Some(max_bytes));
     let temporaries = cache.remove_stale_temporaries();
@@ -136,7 +136,7 @@ pub fn gc(dir: &Path, max_bytes: u64) -> Report {
     Report { text, json, ok: true, warnings: warnings.take() }
 }
 
-pub fn clear(dir: &Path) -> anyhow::Result<Report> {
+pub(crate) fn clear(dir: &Path) -> anyhow::Result<Report> {
     let (cache, warnings) = open(dir, super::DEFAULT_MAX_BYTES);
     let (entries, _) = cache.size();
     cache.clear().map_err(|e| anyhow::anyhow!("cannot clear `{}`: {e}", cache.root().display()))?;

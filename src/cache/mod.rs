@@ -11,38 +11,38 @@
 mod entry;
 mod key;
 mod local;
-pub mod maintain;
-pub mod remote;
+pub(crate) mod maintain;
+pub(crate) mod remote;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 
-pub use entry::{Entry, Header};
-pub use key::{KeyParts, CACHE_FORMAT};
-pub use local::{entry_digest_key, file_digest_key, Listed, LocalCache, PluginMemo, Stats};
-pub use remote::Remote;
+pub(crate) use entry::Entry;
+pub(crate) use key::KeyParts;
+pub(crate) use local::{entry_digest_key, file_digest_key, Listed, LocalCache, PluginMemo};
+pub(crate) use remote::Remote;
 
 /// Default size bound of the local folder: 10 GiB.
-pub const DEFAULT_MAX_BYTES: u64 = 10 << 30;
+pub(crate) const DEFAULT_MAX_BYTES: u64 = 10 << 30;
 
 /// Warnings collected while the cache works, for the caller to print (stderr, or the JSON
 /// summary): the cache never writes to the terminal itself.
 #[derive(Clone, Debug, Default)]
-pub struct Warnings(Arc<Mutex<Vec<String>>>);
+pub(crate) struct Warnings(Arc<Mutex<Vec<String>>>);
 
 impl Warnings {
     fn list(&self) -> std::sync::MutexGuard<'_, Vec<String>> {
         self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    pub fn push(&self, message: String) {
+    pub(crate) fn push(&self, message: String) {
         self.list().push(message);
     }
 
     /// The warnings so far, leaving none.
-    pub fn take(&self) -> Vec<String> {
+    pub(crate) fn take(&self) -> Vec<String> {
         std::mem::take(&mut self.list())
     }
 }

@@ -20,7 +20,7 @@ use super::Warnings;
 const TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A remote cache location.
-pub struct Remote {
+pub(crate) struct Remote {
     url: String,
     store: Arc<dyn ObjectStore>,
     prefix: String,
@@ -37,7 +37,7 @@ fn split_url(url: &str) -> Result<(&str, &str, &str), String> {
 
 impl Remote {
     /// Connects lazily: nothing is sent until the first lookup.
-    pub fn open(url: &str, warnings: Warnings) -> Result<Remote, String> {
+    pub(crate) fn open(url: &str, warnings: Warnings) -> Result<Remote, String> {
         let (scheme, bucket, prefix) = split_url(url)?;
         let store: Arc<dyn ObjectStore> = match scheme {
             "s3" => {
@@ -90,7 +90,7 @@ impl Remote {
     }
 
     /// The verified entry for `key`; `None` on a miss, an error or a damaged object.
-    pub fn get(&self, key: &str) -> Option<Entry> {
+    pub(crate) fn get(&self, key: &str) -> Option<Entry> {
         let path = self.object(key);
         let fetched = self.runtime.block_on(async {
             tokio::time::timeout(TIMEOUT, async { self.store.get(&path).await?.bytes().await }).await
@@ -117,7 +117,7 @@ impl Remote {
     }
 
     /// Uploads `entry` (an overwrite is harmless: equal keys hold equal programs).
-    pub fn put(&self, entry: &Entry) {
+    pub(crate) fn put(&self, entry: &Entry) {
         let path = self.object(&entry.header.key);
         let payload = PutPayload::from(entry.encode());
         let put = self.runtime.block_on(async { tokio::time::timeout(TIMEOUT, self.store.put(&path, payload)).await });

@@ -13,7 +13,7 @@ use crate::cache::{self, Outcome};
 use crate::compile::{compile as compile_artifact, progress, CompileRequest};
 use crate::container::MappedZip;
 use crate::run::{run as run_artifact, RunRequest};
-use crate::{check, driver, import, inspect, Error};
+use crate::{driver, import, inspect, Error};
 
 fn read_program(model: &Path) -> anyhow::Result<import::Program> {
     import(model).map_err(Error::from).with_context(|| format!("cannot read `{}`", model.display()))
@@ -40,9 +40,9 @@ pub(super) fn inspect(model: &Path, format: Format, out: &mut dyn Write) -> anyh
 
 pub(super) fn check(model: &Path, format: Format, out: &mut dyn Write) -> anyhow::Result<u8> {
     let program = read_program(model)?;
-    let report = check::check(&program, &model.display().to_string());
+    let report = crate::check::check(&program, &model.display().to_string());
     match format {
-        Format::Text => write!(out, "{}", check::render_text(&report))?,
+        Format::Text => write!(out, "{}", crate::check::render_text(&report))?,
         Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?,
     }
     Ok(if report.ok { 0 } else { 1 })

@@ -29,7 +29,7 @@ fn kind(opcode: &str) -> Option<&'static str> {
 }
 
 /// Counts the collectives of an optimized program.
-pub fn count(format: &str, bytes: &[u8]) -> Result<BTreeMap<String, CollectiveInfo>, String> {
+pub(super) fn count(format: &str, bytes: &[u8]) -> Result<BTreeMap<String, CollectiveInfo>, String> {
     if format != FORMAT {
         return Err(format!("it is `{format}`, not `{FORMAT}`"));
     }

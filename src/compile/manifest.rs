@@ -16,7 +16,7 @@ use crate::import::Program;
 
 /// The manifest of an artifact whose weights, as written, are `weights` (the caller adds the
 /// [`sharding`] of a split program).
-pub fn build(
+pub(super) fn build(
     program: &Program,
     model: &Path,
     req: &CompileRequest,
@@ -47,7 +47,7 @@ pub fn build(
 
 /// How a lowered program (any bucket: they split their arguments alike) is split over its
 /// mesh, if it has one.
-pub fn sharding(graph: &Graph) -> Option<ShardingInfo> {
+pub(super) fn sharding(graph: &Graph) -> Option<ShardingInfo> {
     let mesh = graph.mesh()?;
     let mut weights = std::collections::BTreeMap::new();
     let mut inputs = Vec::new();
@@ -116,7 +116,7 @@ fn user_inputs(g: &Graph) -> impl Iterator<Item = torchtpu_passes::ir::NodeId> +
 
 /// A bucket's entry: its static user input and output shapes, what it serves and what the
 /// passes did.
-pub fn bucket(b: &LoweredBucket, entry: &str) -> Bucket {
+pub(super) fn bucket(b: &LoweredBucket, entry: &str) -> Bucket {
     let (p, lowered) = (&b.planned, &b.lowered);
     let g = &lowered.graph;
     let dims = |ty: &TensorType| -> Vec<i64> { ty.dims.iter().filter_map(|d| d.as_static()).collect() };

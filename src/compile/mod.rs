@@ -5,7 +5,7 @@
 
 mod collectives;
 mod manifest;
-pub mod progress;
+pub(crate) mod progress;
 mod target;
 mod weights;
 
@@ -16,7 +16,7 @@ use serde::Serialize;
 use torchtpu_passes::bucket_masks::BucketSpec;
 use torchtpu_passes::PassOptions;
 
-pub use target::TargetCompiler;
+pub(crate) use target::TargetCompiler;
 use weights::WeightsEntry;
 
 use crate::artifact::{
@@ -32,7 +32,9 @@ use crate::Error;
 /// What to compile and how.
 #[derive(Clone, Debug)]
 pub struct CompileRequest {
+    /// The targets to compile for (`--target`), each getting an executable per bucket.
     pub targets: Vec<Target>,
+    /// Precision of every contraction (`--precision`).
     pub precision: Precision,
     /// How `_grouped_mm` is lowered (`--grouped-mm`).
     pub grouped_mm: GroupedMm,
@@ -46,6 +48,7 @@ pub struct CompileRequest {
     pub cache: CacheConfig,
     /// The graph passes to run (names; all by default) and their settings.
     pub passes: Vec<String>,
+    /// Settings of the passes (padding, compute dtype, mesh, overrides).
     pub pass_options: PassOptions,
     /// Bucket sizes per symbol (`--buckets`); symbols not named get `pow2`.
     pub buckets: Vec<crate::buckets::Choice>,
@@ -79,21 +82,25 @@ impl CompileRequest {
 
 /// The `pad` pass's default multiple: 128 (the TPU matrix unit's width) when a target is a
 /// TPU, off otherwise. The command line's `--pad-multiple` overrides it.
-pub fn default_pad_multiple(targets: &[Target]) -> Option<i64> {
+pub(crate) fn default_pad_multiple(targets: &[Target]) -> Option<i64> {
     targets.iter().any(|t| matches!(t, Target::Tpu { .. })).then_some(128)
 }
 
 /// One compile thread per core (XLA's own compile threads share them).
-pub fn default_jobs() -> usize {
+pub(crate) fn default_jobs() -> usize {
     std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
 }
 
 /// What `compile` did, for the summary line and `--format json`.
 #[derive(Debug, Serialize)]
 pub struct CompileSummary {
+    /// The artifact written.
     pub output: String,
+    /// Its size.
     pub artifact_bytes: u64,
+    /// The buckets compiled, by name.
     pub buckets: Vec<String>,
+    /// Per target, how each executable was had (cache hit or compiled) and how long it took.
     pub targets: Vec<TargetSummary>,
     /// What did not stop the compile but should be heard: cache problems (e.g. an unwritable
     /// folder), executables that need more memory than a chip has.
@@ -135,7 +142,7 @@ pub struct TargetSummary {
 ///
 /// The stages, in order: every bucket is lowered (specialized, transformed by the passes and
 /// emitted as StableHLO); the buckets are checked to take the same weights; each bucket is
-/// compiled for each target through that target's [`TargetCompiler`] (the cache first); the
+/// compiled for each target through that target's `TargetCompiler` (the cache first); the
 /// artifact is written. Lowering and compiling run on `req.jobs` threads and keep their results
 /// in order, so the artifact does not depend on the thread count.
 pub fn compile(program: &Program, model: &Path, out: &Path, req: &CompileRequest) -> Result<CompileSummary, Error> {

@@ -31,7 +31,7 @@ impl Phase {
 }
 
 /// The `-v` table: one line a phase, with throughput where bytes moved, then the total.
-pub fn table(phases: &[Phase]) -> String {
+pub(crate) fn table(phases: &[Phase]) -> String {
     let mut out = String::from("phase        time   data\n");
     for p in phases {
         let data = p.bytes.map_or_else(String::new, |b| {
@@ -57,12 +57,12 @@ fn size(bytes: u64) -> String {
 }
 
 /// A bar counting `steps` XLA compiles; hidden unless `show`.
-pub fn steps_bar(show: bool, steps: usize) -> ProgressBar {
+pub(crate) fn steps_bar(show: bool, steps: usize) -> ProgressBar {
     bar(show, steps as u64, "{spinner} compiling {msg} [{pos}/{len}] {elapsed}")
 }
 
 /// A bar counting `total` bytes, saying `what` is done with them; hidden unless `show`.
-pub fn bytes_bar(show: bool, total: u64, what: String) -> ProgressBar {
+pub(crate) fn bytes_bar(show: bool, total: u64, what: String) -> ProgressBar {
     let bar = bar(show, total, "{spinner} {msg} {bytes}/{total_bytes} ({binary_bytes_per_sec}) {elapsed}");
     bar.set_message(what);
     bar
@@ -81,7 +81,7 @@ fn bar(show: bool, len: u64, template: &str) -> ProgressBar {
 }
 
 /// A sink that moves a bar by the bytes that pass through it.
-pub struct Counted<'a> {
+pub(crate) struct Counted<'a> {
     pub inner: &'a mut dyn Sink,
     pub bar: &'a ProgressBar,
 }

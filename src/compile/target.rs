@@ -21,7 +21,7 @@ use crate::target::Target;
 use crate::Error;
 
 /// A target's compiler for the length of one compile.
-pub struct TargetCompiler {
+pub(crate) struct TargetCompiler {
     target: Target,
     /// `target`'s name, as cache keys and messages give it.
     name: String,
@@ -58,7 +58,7 @@ impl Backend {
 }
 
 /// An executable with what the manifest records about it.
-pub struct Compiled {
+pub(crate) struct Compiled {
     pub bytes: Vec<u8>,
     pub meta: CompiledMeta,
     pub outcome: Outcome,
@@ -67,7 +67,7 @@ pub struct Compiled {
 
 /// What the manifest records about an executable; cached with it.
 #[derive(Serialize, Deserialize)]
-pub struct CompiledMeta {
+pub(crate) struct CompiledMeta {
     pub compile_ms: u64,
     pub plugin: PluginInfo,
     pub tpu: Option<TpuInfo>,
@@ -98,7 +98,7 @@ impl TargetCompiler {
     /// a program split over `partitions` devices (Shardy partitions it when more than one);
     /// loads nothing yet. Without a mesh, a TPU slice gets a replicated single-partition
     /// program that runs on one chip.
-    pub fn new(
+    pub(crate) fn new(
         target: &Target,
         cpu_plugin_flag: Option<&std::path::Path>,
         partitions: u32,
@@ -135,7 +135,7 @@ impl TargetCompiler {
 
     /// The executable of `program` (StableHLO text): from the cache, or compiled by XLA and
     /// stored in the cache.
-    pub fn compile(&self, program: &[u8], cache: &Cache) -> Result<Compiled, Error> {
+    pub(crate) fn compile(&self, program: &[u8], cache: &Cache) -> Result<Compiled, Error> {
         if let Some((entry, outcome)) =
             cache.get_without_plugin(&self.choice.path, &self.name, (program, &self.options_bytes))
         {

@@ -17,7 +17,7 @@ use crate::import::{Program, Weight};
 use crate::Error;
 
 /// The names of `graph`'s weight arguments (stored and derived), in calling order.
-pub fn weight_order(graph: &Graph) -> Vec<String> {
+pub(super) fn weight_order(graph: &Graph) -> Vec<String> {
     graph
         .graph_inputs()
         .iter()
@@ -31,7 +31,7 @@ pub fn weight_order(graph: &Graph) -> Vec<String> {
 
 /// The weight entry of one artifact, planned: every tensor's name, dtype, shape and place, and
 /// the header; [`WeightsEntry::write`] then streams it.
-pub struct WeightsEntry<'a> {
+pub(super) struct WeightsEntry<'a> {
     program: &'a Program,
     tensors: Vec<Tensor<'a>>,
     header: Vec<u8>,
@@ -52,7 +52,7 @@ enum Source<'a> {
 
 impl<'a> WeightsEntry<'a> {
     /// Plans the weight arguments of the lowered `graph`; nothing is read or computed yet.
-    pub fn plan(program: &'a Program, graph: &'a Graph) -> Result<WeightsEntry<'a>, Error> {
+    pub(super) fn plan(program: &'a Program, graph: &'a Graph) -> Result<WeightsEntry<'a>, Error> {
         let mut tensors = Vec::new();
         for &id in graph.graph_inputs() {
             let node = graph.node(id);
@@ -106,7 +106,7 @@ impl<'a> WeightsEntry<'a> {
     /// A key for the entry's content: what determines its bytes (the compiler's version, the
     /// source archive's sha256, and each tensor's name, type and source or recipe), so that its
     /// sha256 can be remembered across compiles of the same archive.
-    pub fn content_key(&self, source_sha256: &str) -> String {
+    pub(super) fn content_key(&self, source_sha256: &str) -> String {
         use std::fmt::Write as _;
         let mut key = format!("weights\0{}\0{source_sha256}", env!("CARGO_PKG_VERSION"));
         for t in &self.tensors {
@@ -120,13 +120,13 @@ impl<'a> WeightsEntry<'a> {
     }
 
     /// The entry's length in bytes.
-    pub fn byte_len(&self) -> u64 {
+    pub(super) fn byte_len(&self) -> u64 {
         (8 + self.header.len() + self.tensors.iter().map(|t| t.bytes).sum::<usize>()) as u64
     }
 
     /// Writes the entry to `out`: the header, then each tensor, stored ones copied from the
     /// archive in chunks, derived ones computed one at a time.
-    pub fn write(&self, out: &mut dyn Sink) -> Result<(), Error> {
+    pub(super) fn write(&self, out: &mut dyn Sink) -> Result<(), Error> {
         let io = |e: std::io::Error| Error::Io { path: artifact_entry(), reason: e.to_string() };
         out.write_all(&(self.header.len() as u64).to_le_bytes()).map_err(io)?;
         out.write_all(&self.header).map_err(io)?;

@@ -15,7 +15,7 @@ use std::path::{Component, Path, PathBuf};
 
 use memmap2::{Mmap, UncheckedAdvice};
 
-pub mod write;
+pub(crate) mod write;
 use thiserror::Error;
 use zip::CompressionMethod;
 

@@ -14,7 +14,7 @@ use std::os::unix::io::AsRawFd;
 use super::MappedFile;
 
 /// Where an entry's data starts, relative to the file.
-pub const ALIGN: u64 = 64;
+pub(crate) const ALIGN: u64 = 64;
 /// The zip32 limit: sizes and offsets at or above it go to zip64 extra fields.
 const ZIP32_MAX: u64 = 0xFFFF_FFFF;
 /// 1980-01-01, the earliest DOS date, for every entry.
@@ -38,7 +38,7 @@ struct Record {
 }
 
 /// A zip file being written, entry by entry.
-pub struct ZipOut {
+pub(crate) struct ZipOut {
     out: BufWriter<File>,
     at: u64,
     records: Vec<Record>,
@@ -46,12 +46,12 @@ pub struct ZipOut {
 
 impl ZipOut {
     /// Starts a zip at the beginning of `file`.
-    pub fn new(file: File) -> ZipOut {
+    pub(crate) fn new(file: File) -> ZipOut {
         ZipOut { out: BufWriter::with_capacity(1 << 20, file), at: 0, records: Vec::new() }
     }
 
     /// Writes the entry `name` of exactly `len` bytes, which `write` writes.
-    pub fn entry(
+    pub(crate) fn entry(
         &mut self,
         name: &str,
         len: u64,
@@ -76,7 +76,7 @@ impl ZipOut {
     }
 
     /// Writes the central directory and the end records; the file is complete (not synced).
-    pub fn finish(mut self) -> io::Result<File> {
+    pub(crate) fn finish(mut self) -> io::Result<File> {
         let directory_at = self.at;
         let mut directory = Vec::new();
         for r in &self.records {
@@ -187,7 +187,7 @@ fn central_record(r: &Record) -> Vec<u8> {
 }
 
 /// The bytes of one entry: counted and summed (CRC-32) on their way into the zip.
-pub struct EntrySink<'a> {
+pub(crate) struct EntrySink<'a> {
     out: &'a mut BufWriter<File>,
     crc: crc32fast::Hasher,
     written: u64,
@@ -224,7 +224,7 @@ impl Sink for EntrySink<'_> {
 }
 
 /// A plain file as a [`Sink`] (an external weights file).
-pub struct FileSink(pub BufWriter<File>);
+pub(crate) struct FileSink(pub BufWriter<File>);
 
 impl Write for FileSink {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {

@@ -50,7 +50,7 @@ fn membership<'c, 'b>(
 
 /// `_embedding_bag(weight, indices, offsets, …, per_sample_weights, include_last_offset,
 /// padding_idx)`; outputs `[output, offset2bag, bag_size, max_indices]`.
-pub fn embedding_bag<'c, 'b>(
+pub(super) fn embedding_bag<'c, 'b>(
     b: &Builder<'c, 'b>,
     (mode, include_last_offset, padding_idx): (BagMode, bool, Option<i64>),
     args: &[Arg<'c, 'b, '_>],

@@ -15,17 +15,17 @@ use melior::Context;
 use torchtpu_passes::ir::{DType, Dim, Scalar, TensorType};
 
 /// Lowering failures inside one node: a message for the user.
-pub type LowerResult<T> = Result<T, String>;
+pub(super) type LowerResult<T> = Result<T, String>;
 
 /// Builds operations into one block.
-pub struct Builder<'c, 'b> {
+pub(super) struct Builder<'c, 'b> {
     pub ctx: &'c Context,
     pub block: &'b Block<'c>,
     pub loc: Location<'c>,
 }
 
 /// The MLIR element type of a dtype.
-pub fn element_type(d: DType) -> &'static str {
+pub(crate) fn element_type(d: DType) -> &'static str {
     use DType::*;
     match d {
         Bool => "i1",
@@ -53,7 +53,7 @@ pub fn element_type(d: DType) -> &'static str {
 }
 
 /// Static dims of a (specialized) tensor type.
-pub fn static_dims(ty: &TensorType) -> LowerResult<Vec<i64>> {
+pub(super) fn static_dims(ty: &TensorType) -> LowerResult<Vec<i64>> {
     ty.dims
         .iter()
         .map(|d| match d {
@@ -64,7 +64,7 @@ pub fn static_dims(ty: &TensorType) -> LowerResult<Vec<i64>> {
 }
 
 /// `tensor<4x16xf32>`, `tensor<f32>`.
-pub fn tensor_type_text(dims: &[i64], dtype: DType) -> String {
+pub(super) fn tensor_type_text(dims: &[i64], dtype: DType) -> String {
     let mut s = String::from("tensor<");
     for d in dims {
         s.push_str(&format!("{d}x"));
@@ -75,7 +75,7 @@ pub fn tensor_type_text(dims: &[i64], dtype: DType) -> String {
 }
 
 /// `array<i64: 1, 2>`.
-pub fn i64_array(v: &[i64]) -> String {
+pub(super) fn i64_array(v: &[i64]) -> String {
     if v.is_empty() {
         return "array<i64>".to_string();
     }
@@ -86,7 +86,7 @@ pub fn i64_array(v: &[i64]) -> String {
 /// The literal of one element of `dtype` holding `value`, as MLIR parses it in `dense<…>`.
 /// Floats are written as their exact bit pattern, so infinities, NaN and rounding to the
 /// target precision (round to nearest even, as torch does) are all exact.
-pub fn scalar_literal(value: Scalar, dtype: DType) -> LowerResult<String> {
+pub(super) fn scalar_literal(value: Scalar, dtype: DType) -> LowerResult<String> {
     let as_f64 = value.as_f64();
     let as_i64 = match value {
         Scalar::Bool(b) => i64::from(b),
@@ -112,17 +112,17 @@ pub fn scalar_literal(value: Scalar, dtype: DType) -> LowerResult<String> {
 }
 
 impl<'c, 'b> Builder<'c, 'b> {
-    pub fn mlir_type(&self, dims: &[i64], dtype: DType) -> LowerResult<Type<'c>> {
+    pub(super) fn mlir_type(&self, dims: &[i64], dtype: DType) -> LowerResult<Type<'c>> {
         let text = tensor_type_text(dims, dtype);
         Type::parse(self.ctx, &text).ok_or_else(|| format!("internal: cannot parse type `{text}`"))
     }
 
-    pub fn attr(&self, text: &str) -> LowerResult<Attribute<'c>> {
+    pub(super) fn attr(&self, text: &str) -> LowerResult<Attribute<'c>> {
         Attribute::parse(self.ctx, text).ok_or_else(|| format!("internal: cannot parse attribute `{text}`"))
     }
 
     /// Appends `name(operands) {attrs}` with one result per entry of `results`.
-    pub fn op_n(
+    pub(super) fn op_n(
         &self,
         name: &str,
         operands: &[Value<'c, 'b>],
@@ -147,7 +147,7 @@ impl<'c, 'b> Builder<'c, 'b> {
     }
 
     /// A single-result op.
-    pub fn op(
+    pub(super) fn op(
         &self,
         name: &str,
         operands: &[Value<'c, 'b>],
@@ -159,14 +159,14 @@ impl<'c, 'b> Builder<'c, 'b> {
     }
 
     /// `stablehlo.constant` of `value` broadcast to `dims`.
-    pub fn splat(&self, value: Scalar, dims: &[i64], dtype: DType) -> LowerResult<Value<'c, 'b>> {
+    pub(super) fn splat(&self, value: Scalar, dims: &[i64], dtype: DType) -> LowerResult<Value<'c, 'b>> {
         let lit = scalar_literal(value, dtype)?;
         let ty = tensor_type_text(dims, dtype);
         self.op("stablehlo.constant", &[], dims, dtype, &[("value", format!("dense<{lit}> : {ty}"))])
     }
 
     /// Converts `v` (of dtype `from`) to `to`; bool results compare against zero.
-    pub fn convert(&self, v: Value<'c, 'b>, dims: &[i64], from: DType, to: DType) -> LowerResult<Value<'c, 'b>> {
+    pub(super) fn convert(&self, v: Value<'c, 'b>, dims: &[i64], from: DType, to: DType) -> LowerResult<Value<'c, 'b>> {
         if from == to {
             return Ok(v);
         }
@@ -178,7 +178,7 @@ impl<'c, 'b> Builder<'c, 'b> {
     }
 
     /// `stablehlo.compare` with the comparison type that matches `operand_dtype`.
-    pub fn compare(
+    pub(super) fn compare(
         &self,
         a: Value<'c, 'b>,
         b: Value<'c, 'b>,
@@ -210,7 +210,7 @@ impl<'c, 'b> Builder<'c, 'b> {
     /// `maximum`/`minimum`, which propagate NaN from either side as torch's do: StableHLO
     /// specifies IEEE-754 `maximum`, and CPU executables are compiled so that XLA:CPU keeps to it
     /// ([`crate::pjrt::CompileOptions::cpu`]).
-    pub fn extremum(
+    pub(super) fn extremum(
         &self,
         a: Value<'c, 'b>,
         b: Value<'c, 'b>,
@@ -224,7 +224,7 @@ impl<'c, 'b> Builder<'c, 'b> {
 
     /// True where `x` should win over `y` in an arg-max/min style scan: strictly better in
     /// `direction` (`GT`/`LT`), or NaN over a number (torch treats NaN as the extremum).
-    pub fn prefers(
+    pub(super) fn prefers(
         &self,
         x: Value<'c, 'b>,
         y: Value<'c, 'b>,
@@ -244,7 +244,7 @@ impl<'c, 'b> Builder<'c, 'b> {
     }
 
     /// [`Builder::extremum`] against a scalar bound (a NaN bound makes every element NaN).
-    pub fn bound(
+    pub(super) fn bound(
         &self,
         a: Value<'c, 'b>,
         bound: Scalar,
@@ -260,7 +260,13 @@ impl<'c, 'b> Builder<'c, 'b> {
     }
 
     /// Broadcasts `v` of shape `from` to `to` with NumPy rules (trailing alignment).
-    pub fn broadcast_to(&self, v: Value<'c, 'b>, from: &[i64], to: &[i64], dtype: DType) -> LowerResult<Value<'c, 'b>> {
+    pub(super) fn broadcast_to(
+        &self,
+        v: Value<'c, 'b>,
+        from: &[i64],
+        to: &[i64],
+        dtype: DType,
+    ) -> LowerResult<Value<'c, 'b>> {
         if from == to {
             return Ok(v);
         }
@@ -280,13 +286,13 @@ impl<'c, 'b> Builder<'c, 'b> {
         self.op("stablehlo.broadcast_in_dim", &[v], to, dtype, &[("broadcast_dimensions", i64_array(&kept_map))])
     }
 
-    pub fn reshape(&self, v: Value<'c, 'b>, to: &[i64], dtype: DType) -> LowerResult<Value<'c, 'b>> {
+    pub(super) fn reshape(&self, v: Value<'c, 'b>, to: &[i64], dtype: DType) -> LowerResult<Value<'c, 'b>> {
         self.op("stablehlo.reshape", &[v], to, dtype, &[])
     }
 
     /// A region with one block of `n` scalar arguments of `dtypes`, whose body `body` builds
     /// and returns the values to yield (used by reduce, reduce_window, …).
-    pub fn scalar_region(
+    pub(super) fn scalar_region(
         &self,
         dtypes: &[DType],
         body: impl for<'x> FnOnce(&Builder<'c, 'x>, &[Value<'c, 'x>]) -> LowerResult<Vec<Value<'c, 'x>>>,
@@ -314,7 +320,7 @@ impl<'c, 'b> Builder<'c, 'b> {
     /// `stablehlo.reduce` of `v` over `dims` with the binary combiner `combiner`
     /// (`stablehlo.add`, `stablehlo.maximum`, …) starting from `init`. Keep combiners plain ops:
     /// libtpu's cost model aborts the process on other reduction bodies.
-    pub fn reduce(
+    pub(super) fn reduce(
         &self,
         v: Value<'c, 'b>,
         shape: &[i64],
@@ -336,56 +342,56 @@ impl<'c, 'b> Builder<'c, 'b> {
 }
 
 /// Element-wise arithmetic on values of one shape and dtype.
-pub struct Ew<'a, 'c, 'b> {
+pub(super) struct Ew<'a, 'c, 'b> {
     pub b: &'a Builder<'c, 'b>,
     pub dims: Vec<i64>,
     pub dt: DType,
 }
 
 impl<'c, 'b> Ew<'_, 'c, 'b> {
-    pub fn c(&self, v: f64) -> LowerResult<Value<'c, 'b>> {
+    pub(super) fn c(&self, v: f64) -> LowerResult<Value<'c, 'b>> {
         self.b.splat(Scalar::Float(v), &self.dims, self.dt)
     }
-    pub fn bin(&self, name: &str, x: Value<'c, 'b>, y: Value<'c, 'b>) -> LowerResult<Value<'c, 'b>> {
+    pub(super) fn bin(&self, name: &str, x: Value<'c, 'b>, y: Value<'c, 'b>) -> LowerResult<Value<'c, 'b>> {
         self.b.op(&format!("stablehlo.{name}"), &[x, y], &self.dims, self.dt, &[])
     }
-    pub fn add(&self, x: Value<'c, 'b>, y: Value<'c, 'b>) -> LowerResult<Value<'c, 'b>> {
+    pub(super) fn add(&self, x: Value<'c, 'b>, y: Value<'c, 'b>) -> LowerResult<Value<'c, 'b>> {
         self.bin("add", x, y)
     }
-    pub fn sub(&self, x: Value<'c, 'b>, y: Value<'c, 'b>) -> LowerResult<Value<'c, 'b>> {
+    pub(super) fn sub(&self, x: Value<'c, 'b>, y: Value<'c, 'b>) -> LowerResult<Value<'c, 'b>> {
         self.bin("subtract", x, y)
     }
-    pub fn mul(&self, x: Value<'c, 'b>, y: Value<'c, 'b>) -> LowerResult<Value<'c, 'b>> {
+    pub(super) fn mul(&self, x: Value<'c, 'b>, y: Value<'c, 'b>) -> LowerResult<Value<'c, 'b>> {
         self.bin("multiply", x, y)
     }
     /// `x * k + a`.
-    pub fn affine(&self, x: Value<'c, 'b>, k: f64, a: f64) -> LowerResult<Value<'c, 'b>> {
+    pub(super) fn affine(&self, x: Value<'c, 'b>, k: f64, a: f64) -> LowerResult<Value<'c, 'b>> {
         self.add(self.mul(x, self.c(k)?)?, self.c(a)?)
     }
-    pub fn unary(&self, name: &str, x: Value<'c, 'b>) -> LowerResult<Value<'c, 'b>> {
+    pub(super) fn unary(&self, name: &str, x: Value<'c, 'b>) -> LowerResult<Value<'c, 'b>> {
         self.b.op(&format!("stablehlo.{name}"), &[x], &self.dims, self.dt, &[])
     }
-    pub fn cmp(&self, x: Value<'c, 'b>, y: Value<'c, 'b>, direction: &str) -> LowerResult<Value<'c, 'b>> {
+    pub(super) fn cmp(&self, x: Value<'c, 'b>, y: Value<'c, 'b>, direction: &str) -> LowerResult<Value<'c, 'b>> {
         self.b.compare(x, y, &self.dims, self.dt, direction)
     }
-    pub fn select(&self, c: Value<'c, 'b>, t: Value<'c, 'b>, f: Value<'c, 'b>) -> LowerResult<Value<'c, 'b>> {
+    pub(super) fn select(&self, c: Value<'c, 'b>, t: Value<'c, 'b>, f: Value<'c, 'b>) -> LowerResult<Value<'c, 'b>> {
         self.b.op("stablehlo.select", &[c, t, f], &self.dims, self.dt, &[])
     }
-    pub fn clamp(&self, x: Value<'c, 'b>, lo: f64, hi: f64) -> LowerResult<Value<'c, 'b>> {
+    pub(super) fn clamp(&self, x: Value<'c, 'b>, lo: f64, hi: f64) -> LowerResult<Value<'c, 'b>> {
         self.b.op("stablehlo.clamp", &[self.c(lo)?, x, self.c(hi)?], &self.dims, self.dt, &[])
     }
 }
 
 /// The size of dim `dim` (possibly negative) of `dims`; an error for a 0-d tensor, which has
 /// no dim to slice or select along.
-pub fn dim_size(dims: &[i64], dim: i64) -> LowerResult<(usize, i64)> {
+pub(super) fn dim_size(dims: &[i64], dim: i64) -> LowerResult<(usize, i64)> {
     let axis = norm_dim(dim, dims.len())? as usize;
     let size = *dims.get(axis).ok_or_else(|| format!("dim {dim} of a 0-d tensor: it has no dims"))?;
     Ok((axis, size))
 }
 
 /// Normalizes a possibly negative dim against `rank`.
-pub fn norm_dim(dim: i64, rank: usize) -> LowerResult<i64> {
+pub(super) fn norm_dim(dim: i64, rank: usize) -> LowerResult<i64> {
     // A 0-d tensor takes dim 0 and -1, as PyTorch wraps dims by max(rank, 1).
     let r = rank.max(1) as i64;
     let d = if dim < 0 { dim + r } else { dim };
@@ -399,7 +405,7 @@ pub fn norm_dim(dim: i64, rank: usize) -> LowerResult<i64> {
 /// The dtype sums and statistics of `dt` values accumulate in, as PyTorch's kernels do: f32
 /// for f16 and bf16 (whose sums lose digits fast and whose largest values, 65504 for f16, are
 /// below common element counts), `dt` itself otherwise.
-pub fn accumulation_dtype(dt: DType) -> DType {
+pub(super) fn accumulation_dtype(dt: DType) -> DType {
     match dt {
         DType::F16 | DType::BF16 => DType::F32,
         other => other,

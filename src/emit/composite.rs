@@ -34,7 +34,7 @@ impl Group {
     }
 
     /// The nodes emitted inside the decomposition only.
-    pub fn inner(&self) -> &[NodeId] {
+    pub(super) fn inner(&self) -> &[NodeId] {
         &self.nodes[..self.nodes.len() - 1]
     }
 

@@ -43,7 +43,7 @@ fn p_norm<'c, 'b>(
 }
 
 /// `_cdist_forward(x1 [.., P, M], x2 [.., R, M], p)` → `[.., P, R]`.
-pub fn cdist<'c, 'b>(
+pub(super) fn cdist<'c, 'b>(
     b: &Builder<'c, 'b>,
     p: f64,
     x1: Arg<'c, 'b, '_>,
@@ -68,7 +68,12 @@ pub fn cdist<'c, 'b>(
 }
 
 /// `_pdist_forward(x [N, M], p)` → `[N(N-1)/2]`: the pairs `i < j` in row-major order.
-pub fn pdist<'c, 'b>(b: &Builder<'c, 'b>, p: f64, x: Arg<'c, 'b, '_>, out: &TensorType) -> LowerResult<Value<'c, 'b>> {
+pub(super) fn pdist<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    p: f64,
+    x: Arg<'c, 'b, '_>,
+    out: &TensorType,
+) -> LowerResult<Value<'c, 'b>> {
     let d = static_dims(x.ty)?;
     let dt = out.dtype;
     let (n, m) = (d[0], d[1]);

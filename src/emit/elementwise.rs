@@ -6,7 +6,7 @@
 
 use melior::ir::Value;
 use torchtpu_passes::ir::{BinaryOp, DType, Operand, Scalar, TensorType, UnaryOp};
-pub use torchtpu_passes::typing::result_type;
+pub(super) use torchtpu_passes::typing::result_type;
 
 use super::builder::{static_dims, Builder, LowerResult};
 use super::{math, Arg};
@@ -37,7 +37,7 @@ fn kinds(o: Operand, tensors: &mut impl Iterator<Item = TensorType>) -> (Option<
     }
 }
 
-pub fn unary<'c, 'b>(
+pub(super) fn unary<'c, 'b>(
     b: &Builder<'c, 'b>,
     op: UnaryOp,
     x: Arg<'c, 'b, '_>,
@@ -126,7 +126,7 @@ fn gelu_tanh<'c, 'b>(b: &Builder<'c, 'b>, x: Value<'c, 'b>, dims: &[i64], dt: DT
     mul(mul(x, c(0.5)?)?, one_plus)
 }
 
-pub fn binary<'c, 'b>(
+pub(super) fn binary<'c, 'b>(
     b: &Builder<'c, 'b>,
     op: BinaryOp,
     lhs: Operand,
@@ -199,7 +199,7 @@ pub fn binary<'c, 'b>(
     b.convert(v, &dims, compute, out.dtype)
 }
 
-pub fn select<'c, 'b>(
+pub(super) fn select<'c, 'b>(
     b: &Builder<'c, 'b>,
     on_true: Operand,
     on_false: Operand,
@@ -215,7 +215,7 @@ pub fn select<'c, 'b>(
 }
 
 /// `clamp(x, min, max)`: NaN stays NaN, as in torch (maximum/minimum propagate NaN).
-pub fn clamp<'c, 'b>(
+pub(super) fn clamp<'c, 'b>(
     b: &Builder<'c, 'b>,
     min: Option<Scalar>,
     max: Option<Scalar>,
@@ -234,7 +234,7 @@ pub fn clamp<'c, 'b>(
 }
 
 /// `clamp.Tensor(x, min, max)` with broadcast bounds.
-pub fn clamp_tensor<'c, 'b>(
+pub(super) fn clamp_tensor<'c, 'b>(
     b: &Builder<'c, 'b>,
     has_min: bool,
     has_max: bool,
@@ -254,7 +254,7 @@ pub fn clamp_tensor<'c, 'b>(
 }
 
 /// `elu(x) = x > 0 ? scale*x : scale*alpha*expm1(input_scale*x)`.
-pub fn elu<'c, 'b>(
+pub(super) fn elu<'c, 'b>(
     b: &Builder<'c, 'b>,
     (alpha, scale, input_scale): (f64, f64, f64),
     x: Arg<'c, 'b, '_>,
@@ -273,7 +273,7 @@ pub fn elu<'c, 'b>(
 }
 
 /// `leaky_relu(x) = x > 0 ? x : slope*x`.
-pub fn leaky_relu<'c, 'b>(
+pub(super) fn leaky_relu<'c, 'b>(
     b: &Builder<'c, 'b>,
     slope: f64,
     x: Arg<'c, 'b, '_>,

@@ -33,7 +33,7 @@ fn scale<'c, 'b>(b: &Builder<'c, 'b>, v: V<'c, 'b>, dims: &[i64], factor: f64, d
 /// `_fft_r2c(x, dims, normalization, onesided)` (`inverse` false) or
 /// `_fft_c2r(x, dims, normalization, last_dim_size)` (`inverse` true; the size is the
 /// output's).
-pub fn fft<'c, 'b>(
+pub(super) fn fft<'c, 'b>(
     b: &Builder<'c, 'b>,
     (dims, normalization, inverse, onesided): (&[i64], i64, bool, bool),
     x: Arg<'c, 'b, '_>,

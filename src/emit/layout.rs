@@ -8,7 +8,7 @@ use super::Arg;
 
 /// `select.int`: a one-wide slice at `index` (negative counts from the end), then the dim is
 /// dropped.
-pub fn select<'c, 'b>(
+pub(super) fn select<'c, 'b>(
     b: &Builder<'c, 'b>,
     dim: i64,
     index: i64,
@@ -30,7 +30,7 @@ pub fn select<'c, 'b>(
 
 /// `diagonal(x, offset, dim1, dim2)`: a gather of the pairs `(i + max(-offset, 0),
 /// i + max(offset, 0))`, whose result dim goes last as in torch.
-pub fn diagonal<'c, 'b>(
+pub(super) fn diagonal<'c, 'b>(
     b: &Builder<'c, 'b>,
     (offset, dim1, dim2): (i64, i64, i64),
     x: Arg<'c, 'b, '_>,
@@ -62,7 +62,7 @@ pub fn diagonal<'c, 'b>(
     b.op("stablehlo.transpose", &[g], &out_dims, out.dtype, &[("permutation", i64_array(&perm))])
 }
 
-pub fn flip<'c, 'b>(
+pub(super) fn flip<'c, 'b>(
     b: &Builder<'c, 'b>,
     dims: &[i64],
     x: Arg<'c, 'b, '_>,
@@ -77,7 +77,7 @@ pub fn flip<'c, 'b>(
 }
 
 /// `repeat`: `x` (with leading unit dims added) broadcast to `[r0, d0, r1, d1, …]`, then merged.
-pub fn repeat<'c, 'b>(
+pub(super) fn repeat<'c, 'b>(
     b: &Builder<'c, 'b>,
     repeats: &[i64],
     x: Arg<'c, 'b, '_>,
@@ -95,7 +95,7 @@ pub fn repeat<'c, 'b>(
 }
 
 /// `constant_pad_nd`: `stablehlo.pad`, whose negative edge padding crops like torch's.
-pub fn pad<'c, 'b>(
+pub(super) fn pad<'c, 'b>(
     b: &Builder<'c, 'b>,
     pad: &[i64],
     value: Scalar,
@@ -122,7 +122,7 @@ pub fn pad<'c, 'b>(
 
 /// `reflection_pad`/`replication_pad`: one gather per padded dim with constant source indices
 /// (reflect: `-i` and `2(n-1)-i` past the edges; replicate: clamp to the edge).
-pub fn pad_mode<'c, 'b>(
+pub(super) fn pad_mode<'c, 'b>(
     b: &Builder<'c, 'b>,
     pad: &[i64],
     reflect: bool,
@@ -182,7 +182,7 @@ pub fn pad_mode<'c, 'b>(
 }
 
 /// `as_strided`: a gather from `x`'s row-major storage at `offset + sum(i_k * stride_k)`.
-pub fn as_strided<'c, 'b>(
+pub(super) fn as_strided<'c, 'b>(
     b: &Builder<'c, 'b>,
     size: &[i64],
     stride: &[i64],
@@ -207,7 +207,11 @@ pub fn as_strided<'c, 'b>(
 }
 
 /// `copy(self, src)`: `src` converted to `self`'s dtype and broadcast to its shape.
-pub fn copy_from<'c, 'b>(b: &Builder<'c, 'b>, src: Arg<'c, 'b, '_>, out: &TensorType) -> LowerResult<Value<'c, 'b>> {
+pub(super) fn copy_from<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    src: Arg<'c, 'b, '_>,
+    out: &TensorType,
+) -> LowerResult<Value<'c, 'b>> {
     let from = static_dims(src.ty)?;
     let v = b.convert(src.v, &from, src.ty.dtype, out.dtype)?;
     b.broadcast_to(v, &from, &static_dims(out)?, out.dtype)

@@ -43,7 +43,7 @@ fn is_zero(s: Scalar) -> bool {
 }
 
 /// `mm` (`[m,k]x[k,n]`), `bmm` (`[b,m,k]x[b,k,n]`), `addmm` (`beta*c + alpha*(a@b)`).
-pub fn matmul<'c, 'b>(
+pub(super) fn matmul<'c, 'b>(
     b: &Builder<'c, 'b>,
     op: &Op,
     args: &[Arg<'c, 'b, '_>],
@@ -86,7 +86,7 @@ pub fn matmul<'c, 'b>(
 }
 
 /// N-d convolution in PyTorch's NC(D)HW / OI(D)HW layouts, with groups and an optional bias.
-pub fn convolution<'c, 'b>(
+pub(super) fn convolution<'c, 'b>(
     b: &Builder<'c, 'b>,
     op: &Op,
     args: &[Arg<'c, 'b, '_>],
@@ -172,7 +172,7 @@ pub fn convolution<'c, 'b>(
 /// - `grad_weight`: a convolution of the input with the gradient, batch and feature roles
 ///   swapped (`batch_group_count = groups`), stride and dilation exchanged;
 /// - `grad_bias`: `grad` summed over every dim but the channel.
-pub fn convolution_backward<'c, 'b>(
+pub(super) fn convolution_backward<'c, 'b>(
     b: &Builder<'c, 'b>,
     forward: &Op,
     mask: [bool; 3],
@@ -268,7 +268,7 @@ pub fn convolution_backward<'c, 'b>(
 
 /// `_grouped_mm(a [S, K], b [G, K, N], offs [G])`: group g is rows `offs[g-1]..offs[g]` of
 /// `a` (from 0 for the first), times `b[g]`; rows past `offs[G-1]` give 0.
-pub fn grouped_mm<'c, 'b>(
+pub(super) fn grouped_mm<'c, 'b>(
     b: &Builder<'c, 'b>,
     form: GroupedMm,
     args: &[Arg<'c, 'b, '_>],

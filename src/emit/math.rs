@@ -36,7 +36,7 @@ fn bools<'c, 'b>(b: &Builder<'c, 'b>, name: &str, x: V<'c, 'b>, y: V<'c, 'b>, di
 }
 
 /// `isnan` (`x != x`) and `isinf` (`|x| == inf`); always false for integers and bools.
-pub fn classify<'c, 'b>(
+pub(super) fn classify<'c, 'b>(
     b: &Builder<'c, 'b>,
     op: UnaryOp,
     x: V<'c, 'b>,
@@ -54,7 +54,7 @@ pub fn classify<'c, 'b>(
 }
 
 /// `log(x) / ln(base)`.
-pub fn log_base<'c, 'b>(
+pub(super) fn log_base<'c, 'b>(
     b: &Builder<'c, 'b>,
     x: V<'c, 'b>,
     dims: &[i64],
@@ -66,7 +66,7 @@ pub fn log_base<'c, 'b>(
 }
 
 /// Rounds toward zero: `x < 0 ? ceil(x) : floor(x)`.
-pub fn trunc<'c, 'b>(b: &Builder<'c, 'b>, x: V<'c, 'b>, dims: &[i64], dt: DType) -> LowerResult<V<'c, 'b>> {
+pub(super) fn trunc<'c, 'b>(b: &Builder<'c, 'b>, x: V<'c, 'b>, dims: &[i64], dt: DType) -> LowerResult<V<'c, 'b>> {
     let negative = b.compare(x, b.splat(Scalar::Float(0.0), dims, dt)?, dims, dt, "LT")?;
     let up = b.op("stablehlo.ceil", &[x], dims, dt, &[])?;
     let down = b.op("stablehlo.floor", &[x], dims, dt, &[])?;
@@ -89,7 +89,7 @@ fn signs_differ<'c, 'b>(
 
 /// Python's `a % b`: the C remainder, moved by `b` when it is non-zero and its sign differs
 /// from the divisor's.
-pub fn remainder<'c, 'b>(
+pub(super) fn remainder<'c, 'b>(
     b: &Builder<'c, 'b>,
     x: V<'c, 'b>,
     y: V<'c, 'b>,
@@ -104,7 +104,7 @@ pub fn remainder<'c, 'b>(
 
 /// `div(a, b, rounding_mode='trunc')`: integer division truncates already; floats truncate the
 /// true quotient.
-pub fn trunc_div<'c, 'b>(
+pub(super) fn trunc_div<'c, 'b>(
     b: &Builder<'c, 'b>,
     x: V<'c, 'b>,
     y: V<'c, 'b>,
@@ -122,7 +122,7 @@ pub fn trunc_div<'c, 'b>(
 /// `div(a, b, rounding_mode='floor')`. Integers: the truncated quotient minus one where the
 /// remainder is non-zero and the signs differ. Floats: torch's `div_floor_floating`, which
 /// derives the quotient from `fmod` so that it is exact where `floor(a / b)` would round.
-pub fn floor_div<'c, 'b>(
+pub(super) fn floor_div<'c, 'b>(
     b: &Builder<'c, 'b>,
     x: V<'c, 'b>,
     y: V<'c, 'b>,
@@ -158,7 +158,7 @@ pub fn floor_div<'c, 'b>(
 /// `(0 < x) - (x < 0)` in the float dtype: torch's `sign`, which is 0 for NaN. The sign is
 /// read from the bits, because XLA's CPU backend flushes subnormals to zero in comparisons
 /// (`sign(1e-40)` must be 1).
-pub fn sign<'c, 'b>(b: &Builder<'c, 'b>, x: V<'c, 'b>, dims: &[i64], dt: DType) -> LowerResult<V<'c, 'b>> {
+pub(super) fn sign<'c, 'b>(b: &Builder<'c, 'b>, x: V<'c, 'b>, dims: &[i64], dt: DType) -> LowerResult<V<'c, 'b>> {
     let (int, min) = match dt.size_bytes() {
         2 => (DType::I16, i64::from(i16::MIN)),
         4 => (DType::I32, i64::from(i32::MIN)),
@@ -180,7 +180,7 @@ pub fn sign<'c, 'b>(b: &Builder<'c, 'b>, x: V<'c, 'b>, dims: &[i64], dt: DType) 
 /// `x ** e` for a scalar exponent, with torch's special cases (sqrt for 0.5, rsqrt for -0.5,
 /// products for 2 and 3, reciprocals for -1 and -2), which differ from `pow` at the edges
 /// (`(-inf) ** 0.5` is NaN).
-pub fn pow_scalar<'c, 'b>(
+pub(super) fn pow_scalar<'c, 'b>(
     b: &Builder<'c, 'b>,
     x: V<'c, 'b>,
     e_splat: V<'c, 'b>,

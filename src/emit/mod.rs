@@ -43,14 +43,13 @@ use melior::Context;
 use thiserror::Error;
 use torchtpu_passes::ir::{DType, Dim, Graph, Node, NodeId, Op, Scalar, TensorType, ValueRef};
 
-pub use builder::element_type;
 use builder::{static_dims, tensor_type_text, Builder, LowerResult};
 
 pub use torchtpu_passes::ir::Precision;
 
 /// Options of the emitter.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct EmitOptions {
+pub(crate) struct EmitOptions {
     /// Precision of every contraction.
     pub precision: Precision,
     /// How `_grouped_mm` (mixture-of-experts layers) is lowered.
@@ -114,7 +113,7 @@ fn list_failures(failures: &[NodeFailure]) -> String {
 
 /// The emitted module in both serializations.
 #[derive(Clone, Debug)]
-pub struct Emitted {
+pub(crate) struct Emitted {
     /// Generic-form StableHLO text with locations: deterministic, readable, parsed by every
     /// StableHLO consumer.
     pub text: String,
@@ -124,7 +123,7 @@ pub struct Emitted {
 
 /// A lowered value with its static shape and dtype.
 #[derive(Clone, Copy)]
-pub struct Arg<'c, 'b, 't> {
+pub(crate) struct Arg<'c, 'b, 't> {
     pub v: Value<'c, 'b>,
     pub ty: &'t TensorType,
 }
@@ -149,7 +148,7 @@ fn on_unit_vectors<'c, 'b>(
 }
 
 /// Emits the StableHLO module of a static graph.
-pub fn emit(graph: &Graph, opts: &EmitOptions) -> Result<Emitted, EmitError> {
+pub(crate) fn emit(graph: &Graph, opts: &EmitOptions) -> Result<Emitted, EmitError> {
     let ctx = Context::new();
     ctx.set_allow_unregistered_dialects(true);
     DialectHandle::func().load_dialect(&ctx);

@@ -16,7 +16,7 @@ fn per_channel<'c, 'b>(b: &Builder<'c, 'b>, v: Arg<'c, 'b, '_>, dims: &[i64], dt
 
 /// Eval-mode batch norm: `(x - mean) * rsqrt(var + eps) * weight + bias`, per channel (dim 1).
 /// The two statistics outputs are empty in eval mode and are produced as empty constants.
-pub fn batch_norm<'c, 'b>(
+pub(super) fn batch_norm<'c, 'b>(
     b: &Builder<'c, 'b>,
     op: &Op,
     args: &[Arg<'c, 'b, '_>],
@@ -57,7 +57,7 @@ pub fn batch_norm<'c, 'b>(
 
 /// `native_layer_norm` over the last `normalized_rank` dims; outputs `[y, mean, rstd]`, the
 /// statistics with the normalized dims kept as size 1.
-pub fn layer_norm<'c, 'b>(
+pub(super) fn layer_norm<'c, 'b>(
     b: &Builder<'c, 'b>,
     op: &Op,
     args: &[Arg<'c, 'b, '_>],
@@ -89,7 +89,7 @@ pub fn layer_norm<'c, 'b>(
 /// A row of `-inf` gives NaN, as in torch (the SDPA decomposition masks it afterwards).
 /// `softmax`/`log_softmax` along `dim`; `safe`: rows whose inputs are all -inf (their maximum
 /// is -inf) give 0 instead of NaN.
-pub fn softmax<'c, 'b>(
+pub(super) fn softmax<'c, 'b>(
     b: &Builder<'c, 'b>,
     (dim, log, safe): (i64, bool, bool),
     x: Arg<'c, 'b, '_>,
@@ -190,7 +190,7 @@ fn affine<'c, 'b, 't>(
 
 /// `native_group_norm`: statistics per (sample, group) over the group's channels and all
 /// spatial positions; outputs `[y, mean [N,G], rstd [N,G]]`.
-pub fn group_norm<'c, 'b>(
+pub(super) fn group_norm<'c, 'b>(
     b: &Builder<'c, 'b>,
     op: &Op,
     args: &[Arg<'c, 'b, '_>],
@@ -215,7 +215,7 @@ pub fn group_norm<'c, 'b>(
 /// `_native_batch_norm_legit` in training mode: batch statistics over every dim but the
 /// channel (dim 1); outputs `[y, mean [C], rstd [C]]`. Running-stat updates are separate
 /// graph outputs, so the running stats are only read here (not at all).
-pub fn batch_norm_training<'c, 'b>(
+pub(super) fn batch_norm_training<'c, 'b>(
     b: &Builder<'c, 'b>,
     op: &Op,
     args: &[Arg<'c, 'b, '_>],
@@ -265,7 +265,7 @@ pub fn batch_norm_training<'c, 'b>(
 /// `native_layer_norm_backward`: with `x̂ = (x - mean) * rstd` and `g' = g * weight`,
 /// `grad_input = rstd / N * (N*g' - sum(g') - x̂ * sum(g' * x̂))` over the normalized dims;
 /// `grad_weight = sum(g * x̂)` and `grad_bias = sum(g)` over the other dims.
-pub fn layer_norm_backward<'c, 'b>(
+pub(super) fn layer_norm_backward<'c, 'b>(
     b: &Builder<'c, 'b>,
     (normalized_rank, has_weight, mask): (usize, bool, [bool; 3]),
     args: &[Arg<'c, 'b, '_>],
@@ -345,7 +345,7 @@ fn normalized_input_grad<'c, 'b>(
 
 /// `native_group_norm_backward`: the layer-norm gradient within each (sample, group) of
 /// `C/G * HxW` elements; `grad_weight`/`grad_bias` sum over samples and positions per channel.
-pub fn group_norm_backward<'c, 'b>(
+pub(super) fn group_norm_backward<'c, 'b>(
     b: &Builder<'c, 'b>,
     (groups, has_weight, mask): (i64, bool, [bool; 3]),
     args: &[Arg<'c, 'b, '_>],

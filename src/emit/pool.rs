@@ -79,7 +79,7 @@ impl Window {
 /// `max_pool{2,3}d_with_indices`: a `reduce_window` over (value, flat spatial index) that keeps
 /// the first maximum of each window, NaN winning as in torch; padding never wins. When nothing
 /// reads the indices (inference), [`max_pool_values`].
-pub fn max_pool<'c, 'b>(
+pub(super) fn max_pool<'c, 'b>(
     b: &Builder<'c, 'b>,
     op: &Op,
     x: Arg<'c, 'b, '_>,
@@ -188,7 +188,7 @@ fn window_sum<'c, 'b>(
 
 /// `avg_pool{2,3}d`: window sums divided by torch's divisor — the override, else the window's
 /// size clipped to the padded input (`count_include_pad`), else its count of real elements.
-pub fn avg_pool<'c, 'b>(
+pub(super) fn avg_pool<'c, 'b>(
     b: &Builder<'c, 'b>,
     op: &Op,
     x: Arg<'c, 'b, '_>,
@@ -267,7 +267,7 @@ fn window_counts<'c, 'b>(
 /// `avg_pool{2,3}d_backward`: the transpose of the forward window sum. The gradient divided by
 /// the divisor is dilated by the stride and edge-padded (one `stablehlo.pad`), then summed over
 /// the window at stride 1, which adds each input's share from every window covering it.
-pub fn avg_pool_backward<'c, 'b>(
+pub(super) fn avg_pool_backward<'c, 'b>(
     b: &Builder<'c, 'b>,
     op: &Op,
     args: &[Arg<'c, 'b, '_>],
@@ -396,7 +396,7 @@ fn resample_matrix(n: i64, m: i64, bilinear: bool, align_corners: bool, scale: O
 
 /// `_adaptive_avg_pool{2,3}d` and `upsample_{nearest,bilinear}2d`: one weight matrix per
 /// spatial dim whose size changes.
-pub fn resample<'c, 'b>(
+pub(super) fn resample<'c, 'b>(
     b: &Builder<'c, 'b>,
     op: &Op,
     x: Arg<'c, 'b, '_>,
@@ -428,7 +428,7 @@ pub fn resample<'c, 'b>(
 
 /// `max_pool_with_indices_backward`: each output gradient is added at its window's recorded
 /// flat spatial index (a scatter-add per channel).
-pub fn max_pool_backward<'c, 'b>(
+pub(super) fn max_pool_backward<'c, 'b>(
     b: &Builder<'c, 'b>,
     spatial: usize,
     args: &[Arg<'c, 'b, '_>],
@@ -459,7 +459,7 @@ pub fn max_pool_backward<'c, 'b>(
 }
 
 /// `_adaptive_avg_pool2d_backward`: the transposed averaging maps, one per spatial dim.
-pub fn adaptive_avg_pool_backward<'c, 'b>(
+pub(super) fn adaptive_avg_pool_backward<'c, 'b>(
     b: &Builder<'c, 'b>,
     args: &[Arg<'c, 'b, '_>],
     out: &TensorType,

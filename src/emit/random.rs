@@ -17,7 +17,7 @@ use super::Arg;
 type V<'c, 'b> = Value<'c, 'b>;
 
 /// A random result and the generator state after it.
-pub struct Drawn<'c, 'b> {
+pub(super) struct Drawn<'c, 'b> {
     pub values: Vec<V<'c, 'b>>,
     pub state: V<'c, 'b>,
 }
@@ -103,7 +103,7 @@ fn normal<'c, 'b>(
 }
 
 /// `rand`/`randn` of the output's shape and dtype.
-pub fn rand<'c, 'b>(
+pub(super) fn rand<'c, 'b>(
     b: &Builder<'c, 'b>,
     normal_dist: bool,
     state: V<'c, 'b>,
@@ -120,7 +120,7 @@ pub fn rand<'c, 'b>(
 
 /// `randperm(n)`: the positions sorted by random 64-bit keys (stable, so ties, at odds of
 /// about n²/2⁶⁵, still give a permutation).
-pub fn randperm<'c, 'b>(b: &Builder<'c, 'b>, state: V<'c, 'b>, out: &TensorType) -> LowerResult<Drawn<'c, 'b>> {
+pub(super) fn randperm<'c, 'b>(b: &Builder<'c, 'b>, state: V<'c, 'b>, out: &TensorType) -> LowerResult<Drawn<'c, 'b>> {
     let dims = static_dims(out)?;
     if dims.iter().product::<i64>() <= 1 {
         return Ok(Drawn { values: vec![b.splat(Scalar::Int(0), &dims, out.dtype)?], state });
@@ -133,7 +133,7 @@ pub fn randperm<'c, 'b>(b: &Builder<'c, 'b>, state: V<'c, 'b>, out: &TensorType)
 
 /// `native_dropout`: `x * keep * 1/(1-p)` (0 when p = 1) and the `keep` mask, each element
 /// kept with probability `1 - p` when training; the identity and an all-true mask otherwise.
-pub fn dropout<'c, 'b>(
+pub(super) fn dropout<'c, 'b>(
     b: &Builder<'c, 'b>,
     (p, train): (f64, bool),
     x: Arg<'c, 'b, '_>,

@@ -22,7 +22,7 @@ fn reduce_dims(dims: &[i64], rank: usize) -> LowerResult<Vec<i64>> {
     Ok(v)
 }
 
-pub fn reduce<'c, 'b>(
+pub(super) fn reduce<'c, 'b>(
     b: &Builder<'c, 'b>,
     op: &Op,
     x: Arg<'c, 'b, '_>,
@@ -65,7 +65,7 @@ pub fn reduce<'c, 'b>(
 
 /// `argmax`/`argmin`: a variadic reduce over (value, index) that keeps the first index among
 /// equal values and treats NaN as the extremum, as torch does.
-pub fn arg_reduce<'c, 'b>(
+pub(super) fn arg_reduce<'c, 'b>(
     b: &Builder<'c, 'b>,
     op: &Op,
     x: Arg<'c, 'b, '_>,
@@ -97,7 +97,7 @@ pub fn arg_reduce<'c, 'b>(
 }
 
 /// `max.dim` / `min.dim`: values and indices, reshaped to the recorded (keepdim) shapes.
-pub fn extremum_dim<'c, 'b>(
+pub(super) fn extremum_dim<'c, 'b>(
     b: &Builder<'c, 'b>,
     max: bool,
     dim: i64,
@@ -158,7 +158,7 @@ fn extremum<'c, 'b>(
 
 /// `var(x, dims, correction)`: `sum((x - mean)^2) / (N - correction)`, in the output dtype
 /// (f32 for f16/bf16).
-pub fn var<'c, 'b>(
+pub(super) fn var<'c, 'b>(
     b: &Builder<'c, 'b>,
     dims: &[i64],
     correction: f64,
@@ -186,7 +186,7 @@ pub fn var<'c, 'b>(
 
 /// `cumsum`, `cumprod` and `logcumsumexp` as a `reduce_window` whose window covers everything
 /// before each element, accumulated in f32 for half types (as torch's CPU kernels do).
-pub fn cumulative<'c, 'b>(
+pub(super) fn cumulative<'c, 'b>(
     b: &Builder<'c, 'b>,
     (op, dim): (CumulativeOp, i64),
     x: Arg<'c, 'b, '_>,
@@ -243,7 +243,7 @@ fn log_add_exp<'c, 'b>(
 /// `trunc((x - min) * bins / (max - min))` in `x`'s dtype, `max` itself goes to the last bin,
 /// values outside `[min, max]` (and NaN) are not counted. Each element's bin is compared with
 /// every bin index and the hits summed (in f32 for half types, so counts stay exact).
-pub fn histc<'c, 'b>(
+pub(super) fn histc<'c, 'b>(
     b: &Builder<'c, 'b>,
     (bins, min, max): (i64, f64, f64),
     x: Arg<'c, 'b, '_>,

@@ -143,7 +143,7 @@ fn cubic_weights<'c, 'b>(e: &Ew<'_, 'c, 'b>, t: V<'c, 'b>) -> LowerResult<[V<'c,
 }
 
 /// `grid_sampler_2d(input, grid, mode, padding, align_corners)`.
-pub fn grid_sampler<'c, 'b>(
+pub(super) fn grid_sampler<'c, 'b>(
     b: &Builder<'c, 'b>,
     (mode, padding, align_corners): (Interpolation, GridPadding, bool),
     args: &[Arg<'c, 'b, '_>],
@@ -223,7 +223,7 @@ pub fn grid_sampler<'c, 'b>(
 /// kernel offset `(i, j)` of channel `c` contributes; each offset's block is spread onto the
 /// padded image with interior padding (the stride) and the blocks are summed in PyTorch's
 /// order, then the padding is cropped.
-pub fn col2im<'c, 'b>(
+pub(super) fn col2im<'c, 'b>(
     b: &Builder<'c, 'b>,
     (kernel, dilation, padding, stride): ([i64; 2], [i64; 2], [i64; 2], [i64; 2]),
     x: Arg<'c, 'b, '_>,

@@ -72,7 +72,7 @@ fn combiner(reduce: ScatterReduce, dt: DType) -> Option<&'static str> {
 /// `scatter`, `scatter_add` and `scatter_reduce` along `dim`. With `include_self=false` the
 /// positions that receive updates start from the reduction's identity; `mean` divides by the
 /// number of contributions (plus one for `self` when included).
-pub fn scatter<'c, 'b>(
+pub(super) fn scatter<'c, 'b>(
     b: &Builder<'c, 'b>,
     (dim, reduce, include_self): (i64, ScatterReduce, bool),
     value: Option<Scalar>,
@@ -144,7 +144,7 @@ pub fn scatter<'c, 'b>(
 
 /// `index_put(self, indices, values, accumulate)`: `self[indices] = values` (or `+=`), with
 /// `values` broadcast to the shape `self[indices]` has.
-pub fn index_put<'c, 'b>(
+pub(super) fn index_put<'c, 'b>(
     b: &Builder<'c, 'b>,
     present: &[bool],
     accumulate: bool,
@@ -295,7 +295,7 @@ fn mask_positions<'c, 'b>(
 }
 
 /// `slice_scatter`: a scatter along `dim` at `start, start+step, …` of `src`'s slices.
-pub fn slice_scatter<'c, 'b>(
+pub(super) fn slice_scatter<'c, 'b>(
     b: &Builder<'c, 'b>,
     dim: i64,
     (start, end, step): (&Dim, &Dim, i64),
@@ -343,7 +343,7 @@ pub fn slice_scatter<'c, 'b>(
 }
 
 /// `select_scatter`: `src` (without dim `dim`) written at `index` of that dim.
-pub fn select_scatter<'c, 'b>(
+pub(super) fn select_scatter<'c, 'b>(
     b: &Builder<'c, 'b>,
     dim: i64,
     index: i64,
@@ -364,7 +364,7 @@ pub fn select_scatter<'c, 'b>(
 
 /// `masked_scatter(self, mask, source)`: the k-th true position of the (broadcast) mask takes
 /// the k-th element of `source` (flattened); others keep `self`.
-pub fn masked_scatter<'c, 'b>(
+pub(super) fn masked_scatter<'c, 'b>(
     b: &Builder<'c, 'b>,
     args: &[Arg<'c, 'b, '_>],
     out: &TensorType,
@@ -417,7 +417,7 @@ pub fn masked_scatter<'c, 'b>(
 
 /// `embedding_dense_backward`: the gradient rows summed into `num_weights` rows by index,
 /// skipping `padding_idx`, divided by each index's frequency when `scale_grad_by_freq`.
-pub fn embedding_backward<'c, 'b>(
+pub(super) fn embedding_backward<'c, 'b>(
     b: &Builder<'c, 'b>,
     (num_weights, padding_idx, scale_grad_by_freq): (i64, i64, bool),
     args: &[Arg<'c, 'b, '_>],

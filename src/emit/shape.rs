@@ -8,11 +8,11 @@ use super::builder::{dim_size, i64_array, norm_dim, static_dims, Builder, LowerR
 use super::Arg;
 
 /// `view`, `unsqueeze`, `squeeze`: a reshape to the recorded output shape.
-pub fn reshape<'c, 'b>(b: &Builder<'c, 'b>, x: Arg<'c, 'b, '_>, out: &TensorType) -> LowerResult<Value<'c, 'b>> {
+pub(super) fn reshape<'c, 'b>(b: &Builder<'c, 'b>, x: Arg<'c, 'b, '_>, out: &TensorType) -> LowerResult<Value<'c, 'b>> {
     b.reshape(x.v, &static_dims(out)?, out.dtype)
 }
 
-pub fn permute<'c, 'b>(
+pub(super) fn permute<'c, 'b>(
     b: &Builder<'c, 'b>,
     dims: &[i64],
     x: Arg<'c, 'b, '_>,
@@ -23,7 +23,7 @@ pub fn permute<'c, 'b>(
     b.op("stablehlo.transpose", &[x.v], &static_dims(out)?, out.dtype, &[("permutation", i64_array(&perm))])
 }
 
-pub fn expand<'c, 'b>(b: &Builder<'c, 'b>, x: Arg<'c, 'b, '_>, out: &TensorType) -> LowerResult<Value<'c, 'b>> {
+pub(super) fn expand<'c, 'b>(b: &Builder<'c, 'b>, x: Arg<'c, 'b, '_>, out: &TensorType) -> LowerResult<Value<'c, 'b>> {
     b.broadcast_to(x.v, &static_dims(x.ty)?, &static_dims(out)?, out.dtype)
 }
 
@@ -33,7 +33,7 @@ fn clamp_bound(v: i64, size: i64) -> i64 {
     v.clamp(0, size)
 }
 
-pub fn slice<'c, 'b>(
+pub(super) fn slice<'c, 'b>(
     b: &Builder<'c, 'b>,
     dim: i64,
     start: &Dim,
@@ -64,7 +64,7 @@ pub fn slice<'c, 'b>(
     b.op("stablehlo.slice", &[x.v], &static_dims(out)?, out.dtype, &attrs)
 }
 
-pub fn cat<'c, 'b>(
+pub(super) fn cat<'c, 'b>(
     b: &Builder<'c, 'b>,
     dim: i64,
     args: &[Arg<'c, 'b, '_>],
@@ -87,7 +87,7 @@ pub fn cat<'c, 'b>(
     b.op("stablehlo.concatenate", &parts, &dims, out.dtype, &[("dimension", format!("{axis} : i64"))])
 }
 
-pub fn split<'c, 'b>(
+pub(super) fn split<'c, 'b>(
     b: &Builder<'c, 'b>,
     dim: i64,
     x: Arg<'c, 'b, '_>,
@@ -109,7 +109,7 @@ pub fn split<'c, 'b>(
 
 /// An index tensor as int64 with negative entries wrapped (`i + size`), broadcast to `to`
 /// and given a trailing unit dim, ready to be concatenated into gather coordinates.
-pub fn coordinate<'c, 'b>(
+pub(super) fn coordinate<'c, 'b>(
     b: &Builder<'c, 'b>,
     idx: Arg<'c, 'b, '_>,
     size: i64,
@@ -155,7 +155,7 @@ fn broadcast_shapes(shapes: &[Vec<i64>]) -> LowerResult<Vec<i64>> {
 /// Where advanced indexing reads or writes: coordinates `start` of shape `batch + [k]` for the
 /// `k` indexed dims, and where the kept dims go in the result (NumPy's rule: in place when the
 /// indexed dims are adjacent, after the broadcast index dims otherwise).
-pub struct IndexPlan<'c, 'b> {
+pub(super) struct IndexPlan<'c, 'b> {
     pub start: Value<'c, 'b>,
     pub batch: Vec<i64>,
     pub indexed: Vec<i64>,
@@ -164,7 +164,7 @@ pub struct IndexPlan<'c, 'b> {
 }
 
 /// The plan of `x[indices]` for `x` of shape `x_dims`; `None` when no dim is indexed.
-pub fn index_plan<'c, 'b>(
+pub(super) fn index_plan<'c, 'b>(
     b: &Builder<'c, 'b>,
     x_dims: &[i64],
     indices: &[Option<Arg<'c, 'b, '_>>],
@@ -207,7 +207,7 @@ fn concat_coordinates<'c, 'b>(
 
 /// Advanced indexing `x[i0, :, i2, …]` (`None` entries are full slices), lowered to one
 /// `stablehlo.gather`.
-pub fn index<'c, 'b>(
+pub(super) fn index<'c, 'b>(
     b: &Builder<'c, 'b>,
     x: Arg<'c, 'b, '_>,
     indices: &[Option<Arg<'c, 'b, '_>>],
@@ -220,7 +220,7 @@ pub fn index<'c, 'b>(
 
 /// Full coordinates for `gather`/`scatter` along `axis`: iotas over the index's shape for every
 /// dim except `axis`, which takes the index values. Shape `idx_dims + [rank]`.
-pub fn along_dim_coordinates<'c, 'b>(
+pub(super) fn along_dim_coordinates<'c, 'b>(
     b: &Builder<'c, 'b>,
     x_dims: &[i64],
     axis: usize,
@@ -253,7 +253,7 @@ pub fn along_dim_coordinates<'c, 'b>(
 }
 
 #[allow(clippy::too_many_arguments)] // mirrors the fields of `#stablehlo.gather`
-pub fn gather_op<'c, 'b>(
+pub(super) fn gather_op<'c, 'b>(
     b: &Builder<'c, 'b>,
     operand: Value<'c, 'b>,
     start: Value<'c, 'b>,
@@ -280,7 +280,7 @@ pub fn gather_op<'c, 'b>(
 }
 
 /// `index_select(x, dim, idx)` is `x[:, …, idx, …]` with a 1-D index.
-pub fn index_select<'c, 'b>(
+pub(super) fn index_select<'c, 'b>(
     b: &Builder<'c, 'b>,
     dim: i64,
     x: Arg<'c, 'b, '_>,
@@ -301,7 +301,7 @@ pub fn index_select<'c, 'b>(
 }
 
 /// `gather(x, dim, idx)`: `out[i][j][k] = x[i][idx[i][j][k]][k]` (for dim 1).
-pub fn gather<'c, 'b>(
+pub(super) fn gather<'c, 'b>(
     b: &Builder<'c, 'b>,
     dim: i64,
     x: Arg<'c, 'b, '_>,

@@ -18,7 +18,7 @@ use super::builder::{Builder, LowerResult};
 const MESH: &str = "mesh";
 
 /// `sdy.mesh @mesh = <["dp"=2, "tp"=2]>`.
-pub fn mesh_op<'c>(ctx: &'c Context, mesh: &Mesh) -> Result<Operation<'c>, String> {
+pub(super) fn mesh_op<'c>(ctx: &'c Context, mesh: &Mesh) -> Result<Operation<'c>, String> {
     let parse = |text: &str| Attribute::parse(ctx, text).ok_or_else(|| format!("cannot parse `{text}`"));
     OperationBuilder::new("sdy.mesh", Location::unknown(ctx))
         .add_attributes(&[
@@ -36,12 +36,12 @@ fn attribute(sharding: &Sharding) -> String {
 
 /// The `sdy.sharding` entry of an argument or result's attribute dictionary: `sharding`, or
 /// whole for a value of rank `rank` where it has none.
-pub fn entry(sharding: Option<&Sharding>, rank: usize) -> String {
+pub(super) fn entry(sharding: Option<&Sharding>, rank: usize) -> String {
     format!("sdy.sharding = {}", attribute(sharding.unwrap_or(&Sharding::replicated(rank))))
 }
 
 /// `v` (of type `ty`) constrained to `sharding`.
-pub fn constrain<'c, 'b>(
+pub(super) fn constrain<'c, 'b>(
     b: &Builder<'c, 'b>,
     v: Value<'c, 'b>,
     ty: &TensorType,

@@ -11,7 +11,7 @@ use torchtpu_passes::ir::{Graph, InputKind, Op, OutputKind};
 use super::sharding;
 
 /// `(arg_attrs, res_attrs)` of `@main`, as attribute text; `None` for what has none.
-pub fn attributes(graph: &Graph) -> (Option<String>, Option<String>) {
+pub(super) fn attributes(graph: &Graph) -> (Option<String>, Option<String>) {
     let aliases = aliases(graph);
     let mesh = graph.mesh().is_some();
     if !mesh && aliases.iter().all(Option::is_none) {

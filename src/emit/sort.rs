@@ -46,7 +46,7 @@ pub(super) fn sorted<'c, 'b>(
 }
 
 /// `sort`: stable whether or not `stable` was asked, which is one of the orders torch allows.
-pub fn sort<'c, 'b>(
+pub(super) fn sort<'c, 'b>(
     b: &Builder<'c, 'b>,
     dim: i64,
     descending: bool,
@@ -57,7 +57,7 @@ pub fn sort<'c, 'b>(
 }
 
 /// `topk`: the first `k` of a stable sort, largest first when `largest`.
-pub fn topk<'c, 'b>(
+pub(super) fn topk<'c, 'b>(
     b: &Builder<'c, 'b>,
     k: i64,
     dim: i64,

@@ -6,7 +6,7 @@ use torchtpu_passes::ir::{DType, Scalar, TensorType};
 use super::builder::{static_dims, Builder, LowerResult};
 
 /// `start + i * step` for `i` in `0..n`, computed in the output dtype.
-pub fn arange<'c, 'b>(
+pub(super) fn arange<'c, 'b>(
     b: &Builder<'c, 'b>,
     start: Scalar,
     step: Scalar,
@@ -22,7 +22,7 @@ pub fn arange<'c, 'b>(
 /// A literal's values as a `stablehlo.constant`, exact: the raw little-endian bytes of the
 /// elements (`dense<"0x…">`). Bool is written as `u8` and compared with 0: MLIR versions
 /// disagree on the raw form of `i1` (bytes or packed bits), so no `i1` data is written.
-pub fn literal<'c, 'b>(b: &Builder<'c, 'b>, values: &[Scalar], out: &TensorType) -> LowerResult<Value<'c, 'b>> {
+pub(super) fn literal<'c, 'b>(b: &Builder<'c, 'b>, values: &[Scalar], out: &TensorType) -> LowerResult<Value<'c, 'b>> {
     let dims = static_dims(out)?;
     let as_int = |v: Scalar| match v {
         Scalar::Bool(x) => i64::from(x),

@@ -12,10 +12,10 @@ use super::schema::{scalar_type, Argument, NamedArgument, OptionalTensorArgument
 
 /// The name under which random ops refer to the graph's seed input (FX names never start
 /// with `<`).
-pub const RNG_SEED: &str = "<rng_seed>";
+pub(super) const RNG_SEED: &str = "<rng_seed>";
 
 /// The arguments of one node.
-pub struct Args<'a> {
+pub(super) struct Args<'a> {
     map: BTreeMap<String, &'a Argument>,
     syms: &'a BTreeMap<String, Dim>,
     /// Names of the tensors read so far, in slot order.
@@ -30,7 +30,7 @@ fn wrong(name: &str, want: &str, found: &Argument) -> String {
 
 impl<'a> Args<'a> {
     /// Indexes the node's arguments by schema name.
-    pub fn new(inputs: &'a [NamedArgument], syms: &'a BTreeMap<String, Dim>) -> R<Args<'a>> {
+    pub(super) fn new(inputs: &'a [NamedArgument], syms: &'a BTreeMap<String, Dim>) -> R<Args<'a>> {
         let mut map = BTreeMap::new();
         for (i, a) in inputs.iter().enumerate() {
             // Higher-order ops have unnamed arguments; give them positional names.
@@ -51,12 +51,12 @@ impl<'a> Args<'a> {
     }
 
     /// True when the argument was given (and is not `None`).
-    pub fn has(&self, name: &str) -> bool {
+    pub(super) fn has(&self, name: &str) -> bool {
         self.get(name).is_some()
     }
 
     /// A required tensor argument.
-    pub fn tensor(&mut self, name: &str) -> R<()> {
+    pub(super) fn tensor(&mut self, name: &str) -> R<()> {
         match self.required(name)? {
             Argument::AsTensor(t) => {
                 self.tensors.push(t.name.clone());
@@ -71,7 +71,7 @@ impl<'a> Args<'a> {
     }
 
     /// An optional tensor argument; true if present.
-    pub fn opt_tensor(&mut self, name: &str) -> R<bool> {
+    pub(super) fn opt_tensor(&mut self, name: &str) -> R<bool> {
         match self.get(name) {
             None | Some(Argument::AsOptionalTensor(OptionalTensorArgument::AsNone(_))) => Ok(false),
             Some(_) => self.tensor(name).map(|()| true),
@@ -79,7 +79,7 @@ impl<'a> Args<'a> {
     }
 
     /// A `Tensor[]` argument; returns how many tensors it held.
-    pub fn tensor_list(&mut self, name: &str) -> R<usize> {
+    pub(super) fn tensor_list(&mut self, name: &str) -> R<usize> {
         match self.required(name)? {
             Argument::AsTensors(ts) => {
                 self.tensors.extend(ts.iter().map(|t| t.name.clone()));
@@ -90,7 +90,7 @@ impl<'a> Args<'a> {
     }
 
     /// A `Tensor?[]` argument; returns which positions hold a tensor.
-    pub fn optional_tensor_list(&mut self, name: &str) -> R<Vec<bool>> {
+    pub(super) fn optional_tensor_list(&mut self, name: &str) -> R<Vec<bool>> {
         match self.required(name)? {
             Argument::AsOptionalTensors(ts) => Ok(ts
                 .iter()
@@ -111,13 +111,13 @@ impl<'a> Args<'a> {
     }
 
     /// The graph's random seed as the next input (random ops read it last).
-    pub fn rng_seed(&mut self) {
+    pub(super) fn rng_seed(&mut self) {
         self.tensors.push(RNG_SEED.to_string());
     }
 
     /// Every tensor mentioned by any argument, for ops without a translation (keeps the graph
     /// connected so that `check` and `inspect` still see the data flow).
-    pub fn all_tensors(&mut self) {
+    pub(super) fn all_tensors(&mut self) {
         for arg in self.map.values() {
             match arg {
                 Argument::AsTensor(t) | Argument::AsOptionalTensor(OptionalTensorArgument::AsTensor(t)) => {
@@ -145,7 +145,7 @@ impl<'a> Args<'a> {
     }
 
     /// An `int`/`SymInt` argument that must be static.
-    pub fn int(&self, name: &str, default: Option<i64>) -> R<i64> {
+    pub(super) fn int(&self, name: &str, default: Option<i64>) -> R<i64> {
         match self.get(name) {
             None => default.ok_or_else(|| format!("missing required argument `{name}`")),
             Some(Argument::AsInt(v)) => Ok(*v),
@@ -158,12 +158,12 @@ impl<'a> Args<'a> {
     }
 
     /// An `int?` argument.
-    pub fn opt_int(&self, name: &str) -> R<Option<i64>> {
+    pub(super) fn opt_int(&self, name: &str) -> R<Option<i64>> {
         self.get(name).map(|_| self.int(name, None)).transpose()
     }
 
     /// An `int[]` argument; a single int is accepted for `int[1]` schemas.
-    pub fn ints(&self, name: &str, default: Option<&[i64]>) -> R<Vec<i64>> {
+    pub(super) fn ints(&self, name: &str, default: Option<&[i64]>) -> R<Vec<i64>> {
         match self.get(name) {
             None => default.map(<[i64]>::to_vec).ok_or_else(|| format!("missing required argument `{name}`")),
             Some(Argument::AsInts(v)) => Ok(v.clone()),
@@ -178,7 +178,7 @@ impl<'a> Args<'a> {
     }
 
     /// A `SymInt` argument, static or symbolic.
-    pub fn dim(&self, name: &str, default: Option<Dim>) -> R<Dim> {
+    pub(super) fn dim(&self, name: &str, default: Option<Dim>) -> R<Dim> {
         match self.get(name) {
             None => default.ok_or_else(|| format!("missing required argument `{name}`")),
             Some(Argument::AsInt(v)) => Ok(Dim::Static(*v)),
@@ -188,7 +188,7 @@ impl<'a> Args<'a> {
     }
 
     /// A `SymInt[]` argument.
-    pub fn dims(&self, name: &str) -> R<Vec<Dim>> {
+    pub(super) fn dims(&self, name: &str) -> R<Vec<Dim>> {
         match self.required(name)? {
             Argument::AsInts(v) => Ok(v.iter().map(|&d| Dim::Static(d)).collect()),
             Argument::AsSymInts(v) => v.iter().map(|s| self.sym(name, s)).collect(),
@@ -197,7 +197,7 @@ impl<'a> Args<'a> {
     }
 
     /// A `bool` argument.
-    pub fn bool(&self, name: &str, default: bool) -> R<bool> {
+    pub(super) fn bool(&self, name: &str, default: bool) -> R<bool> {
         match self.get(name) {
             None => Ok(default),
             Some(Argument::AsBool(b)) => Ok(*b),
@@ -206,7 +206,7 @@ impl<'a> Args<'a> {
     }
 
     /// A `bool[]` argument.
-    pub fn bools(&self, name: &str) -> R<Vec<bool>> {
+    pub(super) fn bools(&self, name: &str) -> R<Vec<bool>> {
         match self.required(name)? {
             Argument::AsBools(v) => Ok(v.clone()),
             other => Err(wrong(name, "a list of bools", other)),
@@ -214,7 +214,7 @@ impl<'a> Args<'a> {
     }
 
     /// A `float` argument.
-    pub fn float(&self, name: &str, default: Option<f64>) -> R<f64> {
+    pub(super) fn float(&self, name: &str, default: Option<f64>) -> R<f64> {
         match self.get(name) {
             None => default.ok_or_else(|| format!("missing required argument `{name}`")),
             Some(Argument::AsFloat(v)) => Ok(v.0),
@@ -224,12 +224,12 @@ impl<'a> Args<'a> {
     }
 
     /// A `float?` argument.
-    pub fn opt_float(&self, name: &str) -> R<Option<f64>> {
+    pub(super) fn opt_float(&self, name: &str) -> R<Option<f64>> {
         self.has(name).then(|| self.float(name, None)).transpose()
     }
 
     /// A `float[]?` argument.
-    pub fn opt_floats(&self, name: &str) -> R<Option<Vec<f64>>> {
+    pub(super) fn opt_floats(&self, name: &str) -> R<Option<Vec<f64>>> {
         match self.get(name) {
             None => Ok(None),
             Some(Argument::AsFloats(v)) => Ok(Some(v.iter().map(|f| f.0).collect())),
@@ -238,7 +238,7 @@ impl<'a> Args<'a> {
     }
 
     /// A `str` argument.
-    pub fn string(&self, name: &str, default: &str) -> R<String> {
+    pub(super) fn string(&self, name: &str, default: &str) -> R<String> {
         match self.get(name) {
             None => Ok(default.to_string()),
             Some(Argument::AsString(s)) => Ok(s.clone()),
@@ -247,7 +247,7 @@ impl<'a> Args<'a> {
     }
 
     /// A `Scalar` argument (bool, int or float).
-    pub fn scalar(&self, name: &str, default: Option<Scalar>) -> R<Scalar> {
+    pub(super) fn scalar(&self, name: &str, default: Option<Scalar>) -> R<Scalar> {
         match self.get(name) {
             None => default.ok_or_else(|| format!("missing required argument `{name}`")),
             Some(a) => scalar_of(a).ok_or_else(|| wrong(name, "a scalar", a)),
@@ -255,12 +255,12 @@ impl<'a> Args<'a> {
     }
 
     /// An optional `Scalar` argument.
-    pub fn opt_scalar(&self, name: &str) -> R<Option<Scalar>> {
+    pub(super) fn opt_scalar(&self, name: &str) -> R<Option<Scalar>> {
         self.get(name).map(|a| scalar_of(a).ok_or_else(|| wrong(name, "a scalar", a))).transpose()
     }
 
     /// A `Tensor` argument that may carry a Python scalar instead (wrapped number).
-    pub fn operand(&mut self, name: &str) -> R<Operand> {
+    pub(super) fn operand(&mut self, name: &str) -> R<Operand> {
         match self.required(name)? {
             Argument::AsTensor(_) => self.tensor(name).map(|()| Operand::Tensor),
             a => scalar_of(a).map(Operand::Scalar).ok_or_else(|| wrong(name, "a tensor or scalar", a)),
@@ -268,7 +268,7 @@ impl<'a> Args<'a> {
     }
 
     /// A `ScalarType?` argument.
-    pub fn dtype(&self, name: &str) -> R<Option<DType>> {
+    pub(super) fn dtype(&self, name: &str) -> R<Option<DType>> {
         match self.get(name) {
             None => Ok(None),
             Some(Argument::AsScalarType(v)) => {

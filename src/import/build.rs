@@ -34,7 +34,7 @@ pub struct SymbolBinding {
 }
 
 /// The graph and what the program needs besides it.
-pub struct Built {
+pub(super) struct Built {
     pub graph: Graph,
     pub bindings: BTreeMap<String, SymbolBinding>,
     pub constant_inputs: Vec<(String, String)>,
@@ -53,7 +53,7 @@ struct Builder<'a> {
 }
 
 /// Builds the graph; does not verify it (the caller does).
-pub fn build(
+pub(super) fn build(
     name: &str,
     archive: &Archive,
     ep: &schema::ExportedProgram,

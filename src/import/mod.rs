@@ -23,9 +23,11 @@ use torchtpu_passes::VerifyError;
 
 pub(crate) use crate::display::shown;
 
-pub use archive::Archive;
-pub use build::SymbolBinding;
-pub use payload::{PayloadSource, Weight};
+pub(crate) use archive::Archive;
+pub(crate) use build::SymbolBinding;
+#[cfg(test)]
+pub(crate) use payload::PayloadSource;
+pub(crate) use payload::Weight;
 
 /// Everything that can be wrong with an input archive. Each variant names the archive entry,
 /// weight or node concerned.
@@ -117,7 +119,11 @@ pub enum Integrity {
 
 /// Reads a `.pt2` archive, checking its payloads' CRC-32s as `integrity` says and telling
 /// `progress` how many bytes each step of the check read.
-pub fn import_checked(path: &Path, integrity: Integrity, progress: &dyn Fn(u64)) -> Result<Program, ImportError> {
+pub(crate) fn import_checked(
+    path: &Path,
+    integrity: Integrity,
+    progress: &dyn Fn(u64),
+) -> Result<Program, ImportError> {
     let archive = Archive::open(path, integrity, progress)?;
     check_container(&archive)?;
     let probe: schema::VersionProbe = parse_json(&archive, MODEL_JSON)?;

@@ -131,7 +131,7 @@ impl Weight {
 }
 
 /// Reads both payload configs and checks every entry against its storage.
-pub fn load_payloads(archive: &Archive) -> Result<BTreeMap<String, Weight>, ImportError> {
+pub(super) fn load_payloads(archive: &Archive) -> Result<BTreeMap<String, Weight>, ImportError> {
     let mut out = BTreeMap::new();
     for source in [PayloadSource::Weights, PayloadSource::Constants] {
         let entry = source.config_entry();

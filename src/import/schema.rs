@@ -15,24 +15,24 @@ use serde::Deserialize;
 use serde_json::Value;
 
 /// The schema major version this reader understands.
-pub const SCHEMA_MAJOR: i64 = 8;
+pub(super) const SCHEMA_MAJOR: i64 = 8;
 
 /// Only the version, read first so that an archive of another major version is refused with a
 /// clear message rather than a parse error deep inside the graph.
 #[derive(Deserialize)]
-pub struct VersionProbe {
+pub(super) struct VersionProbe {
     #[serde(default)]
     pub schema_version: Option<SchemaVersion>,
 }
 
 #[derive(Clone, Copy, Debug, Deserialize)]
-pub struct SchemaVersion {
+pub(super) struct SchemaVersion {
     pub major: i64,
     pub minor: i64,
 }
 
 #[derive(Debug, Deserialize)]
-pub struct ExportedProgram {
+pub(super) struct ExportedProgram {
     pub graph_module: GraphModule,
     #[serde(default)]
     pub range_constraints: BTreeMap<String, RangeConstraint>,
@@ -42,19 +42,19 @@ pub struct ExportedProgram {
 }
 
 #[derive(Clone, Copy, Debug, Deserialize)]
-pub struct RangeConstraint {
+pub(super) struct RangeConstraint {
     pub min_val: Option<i64>,
     pub max_val: Option<i64>,
 }
 
 #[derive(Debug, Deserialize)]
-pub struct GraphModule {
+pub(super) struct GraphModule {
     pub graph: Graph,
     pub signature: GraphSignature,
 }
 
 #[derive(Debug, Deserialize)]
-pub struct Graph {
+pub(super) struct Graph {
     pub inputs: Vec<Argument>,
     pub outputs: Vec<Argument>,
     pub nodes: Vec<Node>,
@@ -64,7 +64,7 @@ pub struct Graph {
 }
 
 #[derive(Debug, Deserialize)]
-pub struct Node {
+pub(super) struct Node {
     pub target: String,
     pub inputs: Vec<NamedArgument>,
     pub outputs: Vec<Argument>,
@@ -75,13 +75,13 @@ pub struct Node {
 }
 
 #[derive(Debug, Deserialize)]
-pub struct NamedArgument {
+pub(super) struct NamedArgument {
     pub name: String,
     pub arg: Argument,
 }
 
 #[derive(Debug, Deserialize)]
-pub struct TensorMeta {
+pub(super) struct TensorMeta {
     pub dtype: i64,
     pub sizes: Vec<SymInt>,
     #[serde(default)]
@@ -92,13 +92,13 @@ pub struct TensorMeta {
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum SymInt {
+pub(super) enum SymInt {
     AsExpr(SymExprJson),
     AsInt(i64),
 }
 
 #[derive(Clone, Debug, Deserialize)]
-pub struct SymExprJson {
+pub(super) struct SymExprJson {
     pub expr_str: String,
     /// The value at export time (`{"as_int": 16}`), when recorded.
     #[serde(default)]
@@ -106,20 +106,20 @@ pub struct SymExprJson {
 }
 
 #[derive(Clone, Debug, Deserialize)]
-pub struct TensorArgument {
+pub(super) struct TensorArgument {
     pub name: String,
 }
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum SymIntArgument {
+pub(super) enum SymIntArgument {
     AsName(String),
     AsInt(i64),
 }
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum OptionalTensorArgument {
+pub(super) enum OptionalTensorArgument {
     AsTensor(TensorArgument),
     AsNone(Value),
 }
@@ -127,7 +127,7 @@ pub enum OptionalTensorArgument {
 /// Every variant of the schema's `Argument` union.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Argument {
+pub(super) enum Argument {
     AsNone(Value),
     AsTensor(TensorArgument),
     AsTensors(Vec<TensorArgument>),
@@ -163,7 +163,7 @@ pub enum Argument {
 
 impl Argument {
     /// The union tag, for messages (`as_tensor`, `as_ints`, …).
-    pub fn kind(&self) -> &'static str {
+    pub(super) fn kind(&self) -> &'static str {
         match self {
             Argument::AsNone(_) => "as_none",
             Argument::AsTensor(_) => "as_tensor",
@@ -201,14 +201,14 @@ impl Argument {
 }
 
 #[derive(Debug, Deserialize)]
-pub struct GraphSignature {
+pub(super) struct GraphSignature {
     pub input_specs: Vec<InputSpec>,
     pub output_specs: Vec<OutputSpec>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum InputSpec {
+pub(super) enum InputSpec {
     UserInput { arg: Argument },
     Parameter { arg: TensorArgument, parameter_name: String },
     Buffer { arg: TensorArgument, buffer_name: String, persistent: bool },
@@ -220,7 +220,7 @@ pub enum InputSpec {
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum OutputSpec {
+pub(super) enum OutputSpec {
     UserOutput { arg: Argument },
     LossOutput { arg: TensorArgument },
     BufferMutation { arg: TensorArgument, buffer_name: String },
@@ -233,12 +233,12 @@ pub enum OutputSpec {
 
 /// `data/{weights,constants}/model_*_config.json`.
 #[derive(Debug, Deserialize)]
-pub struct PayloadConfig {
+pub(super) struct PayloadConfig {
     pub config: BTreeMap<String, PayloadMeta>,
 }
 
 #[derive(Debug, Deserialize)]
-pub struct PayloadMeta {
+pub(super) struct PayloadMeta {
     pub path_name: String,
     #[serde(default)]
     pub is_param: bool,
@@ -250,7 +250,7 @@ pub struct PayloadMeta {
 
 /// A float that may be written as the strings `"Infinity"`, `"-Infinity"` or `"NaN"`.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct F64(pub f64);
+pub(super) struct F64(pub f64);
 
 impl<'de> Deserialize<'de> for F64 {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<F64, D::Error> {
@@ -283,7 +283,7 @@ impl<'de> Deserialize<'de> for F64 {
 }
 
 /// Maps the schema's `ScalarType` numbers (not c10's) to IR dtypes.
-pub fn scalar_type(v: i64) -> Option<torchtpu_passes::ir::DType> {
+pub(super) fn scalar_type(v: i64) -> Option<torchtpu_passes::ir::DType> {
     use torchtpu_passes::ir::DType::*;
     Some(match v {
         1 => U8,

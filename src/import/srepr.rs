@@ -9,11 +9,11 @@ use torchtpu_passes::ir::SymExpr;
 
 /// The deepest nesting of calls accepted. Exported sizes nest a few levels (`Mul(Integer(64),
 /// Add(Symbol(…), Integer(-1)))`); anything near this is damage, not a model.
-pub const MAX_DEPTH: usize = 64;
+pub(super) const MAX_DEPTH: usize = 64;
 
 /// Why an expression could not be read.
 #[derive(Debug, PartialEq, Eq)]
-pub struct SreprError(pub String);
+pub(super) struct SreprError(pub String);
 
 #[derive(Clone, Debug, PartialEq)]
 enum Token {
@@ -24,7 +24,7 @@ enum Token {
 }
 
 /// Parses one srepr expression, e.g. `Mul(Integer(64), Symbol('s70', positive=True, integer=True))`.
-pub fn parse(text: &str) -> Result<SymExpr, SreprError> {
+pub(super) fn parse(text: &str) -> Result<SymExpr, SreprError> {
     let tokens = tokenize(text)?;
     let mut p = Parser { tokens: &tokens, pos: 0, depth: 0 };
     let expr = p.expr()?;

@@ -14,13 +14,13 @@ use torchtpu_passes::typing;
 use super::args::Args;
 
 /// Adds the nodes of one decomposition; see the module docs.
-pub type Recipe = Box<dyn FnOnce(&mut Wire<'_>) -> Result<Vec<ValueRef>, String>>;
+pub(super) type Recipe = Box<dyn FnOnce(&mut Wire<'_>) -> Result<Vec<ValueRef>, String>>;
 
 /// Reads a node's arguments into a recipe.
-pub type Decomposition = fn(&mut Args<'_>) -> Result<Recipe, String>;
+pub(super) type Decomposition = fn(&mut Args<'_>) -> Result<Recipe, String>;
 
 /// The graph under construction, seen from one FX node.
-pub struct Wire<'a> {
+pub(super) struct Wire<'a> {
     pub(super) graph: &'a mut Graph,
     pub(super) names: &'a mut BTreeSet<String>,
     pub(super) node: &'a str,
@@ -34,12 +34,12 @@ pub struct Wire<'a> {
 
 impl Wire<'_> {
     /// The type of a value.
-    pub fn ty(&self, v: ValueRef) -> TensorType {
+    pub(super) fn ty(&self, v: ValueRef) -> TensorType {
         self.graph.value_type(v).clone()
     }
 
     /// Adds a one-result op typed by its rule, which must tell the whole type.
-    pub fn op(&mut self, op: Op, inputs: &[ValueRef]) -> Result<ValueRef, String> {
+    pub(super) fn op(&mut self, op: Op, inputs: &[ValueRef]) -> Result<ValueRef, String> {
         let expected = self.rule(&op, inputs)?;
         let ty = match expected.first() {
             Some(e) if !e.any_rank && e.dtype.is_some() && e.dims.iter().all(Option::is_some) => TensorType {
@@ -52,7 +52,12 @@ impl Wire<'_> {
     }
 
     /// Adds an op with the given result types, which its rule must admit.
-    pub fn typed(&mut self, op: Op, inputs: &[ValueRef], types: Vec<TensorType>) -> Result<Vec<ValueRef>, String> {
+    pub(super) fn typed(
+        &mut self,
+        op: Op,
+        inputs: &[ValueRef],
+        types: Vec<TensorType>,
+    ) -> Result<Vec<ValueRef>, String> {
         let expected = self.rule(&op, inputs)?;
         if let Some((e, t)) = expected.iter().zip(&types).find(|(e, t)| !e.admits(t)) {
             return Err(format!("internal: `{}` gives {e}, not {t}", op.name()));
@@ -61,7 +66,7 @@ impl Wire<'_> {
     }
 
     /// `v` converted to `dtype` (itself when it has that dtype).
-    pub fn convert(&mut self, v: ValueRef, dtype: DType) -> Result<ValueRef, String> {
+    pub(super) fn convert(&mut self, v: ValueRef, dtype: DType) -> Result<ValueRef, String> {
         let ty = self.ty(v);
         if ty.dtype == dtype {
             return Ok(v);
@@ -70,7 +75,7 @@ impl Wire<'_> {
     }
 
     /// A constant tensor of `ty` holding `values` row-major.
-    pub fn literal(&mut self, values: Vec<Scalar>, ty: TensorType) -> Result<ValueRef, String> {
+    pub(super) fn literal(&mut self, values: Vec<Scalar>, ty: TensorType) -> Result<ValueRef, String> {
         Ok(self.add(Op::Literal { values }, &[], vec![ty])?[0])
     }
 

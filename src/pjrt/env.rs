@@ -17,7 +17,7 @@ use std::ffi::OsStr;
 ///   worker list matters to multi-host runs, not to compiling.
 ///
 /// Call it early in `main`, before any thread exists: setting the environment races with
-/// threads that read it, libtpu's included. [`Plugin::load`] calls it too before it opens a
+/// threads that read it, libtpu's included. [`Plugin::load`](super::Plugin::load) calls it too before it opens a
 /// file whose name starts with `libtpu`, which is late but harmless when `main` already did.
 /// Variables the user set are kept.
 pub fn prepare_libtpu_environment() {
@@ -41,9 +41,9 @@ pub fn prepare_libtpu_environment() {
 /// The same setting as a compile-option override is ignored by the CPU plugin (0.11.2), and
 /// libtpu accepts the flag. Compiles key their executables on `XLA_FLAGS`, so executables
 /// made with and without it never stand in for each other.
-pub const CPU_SCHEDULE_FLAG: &str = "--xla_cpu_enable_concurrency_optimized_scheduler=false";
+pub(crate) const CPU_SCHEDULE_FLAG: &str = "--xla_cpu_enable_concurrency_optimized_scheduler=false";
 
-/// Adds [`CPU_SCHEDULE_FLAG`] to `XLA_FLAGS` unless the user's flags name it. Call it early in
+/// Adds `CPU_SCHEDULE_FLAG` to `XLA_FLAGS` unless the user's flags name it. Call it early in
 /// `main`, before any thread exists, as [`prepare_libtpu_environment`].
 pub fn prepare_xla_environment() {
     let flags = std::env::var("XLA_FLAGS").unwrap_or_default();

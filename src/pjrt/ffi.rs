@@ -19,16 +19,16 @@ use std::ffi::{c_char, c_int, c_void};
 use std::mem::{offset_of, size_of};
 
 /// The major API version this layout is written for.
-pub const PJRT_API_MAJOR: i32 = 0;
+pub(super) const PJRT_API_MAJOR: i32 = 0;
 /// The oldest minor version with this function-table order.
-pub const PJRT_API_MINOR_MIN: i32 = 57;
+pub(super) const PJRT_API_MINOR_MIN: i32 = 57;
 
 /// Declares opaque handle types.
 macro_rules! opaque {
     ($($name:ident),* $(,)?) => {
         $(
             #[repr(C)]
-            pub struct $name {
+            pub(crate) struct $name {
                 _private: [u8; 0],
             }
         )*
@@ -59,15 +59,15 @@ macro_rules! args {
     ($(#[$meta:meta])* $name:ident { $($field:ident: $ty:ty),* $(,)? }) => {
         $(#[$meta])*
         #[repr(C)]
-        pub struct $name {
-            pub struct_size: usize,
-            pub extension_start: *mut PJRT_Extension_Base,
-            $(pub $field: $ty,)*
+        pub(crate) struct $name {
+            pub(crate) struct_size: usize,
+            pub(crate) extension_start: *mut PJRT_Extension_Base,
+            $(pub(crate) $field: $ty,)*
         }
 
         impl $name {
             /// `PJRT_STRUCT_SIZE(type, last_field)`: without tail padding.
-            pub const STRUCT_SIZE: usize = {
+            pub(crate) const STRUCT_SIZE: usize = {
                 #[allow(unused_mut)]
                 let mut end = offset_of!($name, extension_start) + size_of::<*mut c_void>();
                 $(
@@ -81,7 +81,7 @@ macro_rules! args {
 
             /// A zeroed struct (null pointers, zero counts) with `struct_size` set.
             #[allow(clippy::new_without_default)]
-            pub fn new() -> Self {
+            pub(crate) fn new() -> Self {
                 // SAFETY: every field is an integer, a `bool`, a raw pointer, an `Option` of a
                 // function pointer or a union of those, for all of which all-zero bytes are valid.
                 let mut args: Self = unsafe { std::mem::zeroed() };
@@ -93,9 +93,9 @@ macro_rules! args {
 }
 
 /// A table slot for a function of the usual form `PJRT_Error* f(Args*)`.
-pub type ApiFn<A> = Option<unsafe extern "C" fn(*mut A) -> *mut PJRT_Error>;
+pub(super) type ApiFn<A> = Option<unsafe extern "C" fn(*mut A) -> *mut PJRT_Error>;
 /// A table slot this crate does not call.
-pub type Unused = Option<unsafe extern "C" fn()>;
+pub(super) type Unused = Option<unsafe extern "C" fn()>;
 
 // ------------------------------- Version, errors ------------------------------------------------
 
@@ -111,16 +111,16 @@ args!(PJRT_Error_GetCode_Args { error: *const PJRT_Error, code: c_int });
 
 // ------------------------------- Named values, plugin -------------------------------------------
 
-pub const PJRT_NamedValue_kString: c_int = 0;
-pub const PJRT_NamedValue_kInt64: c_int = 1;
-pub const PJRT_NamedValue_kInt64List: c_int = 2;
-pub const PJRT_NamedValue_kFloat: c_int = 3;
-pub const PJRT_NamedValue_kBool: c_int = 4;
+pub(super) const PJRT_NamedValue_kString: c_int = 0;
+pub(super) const PJRT_NamedValue_kInt64: c_int = 1;
+pub(super) const PJRT_NamedValue_kInt64List: c_int = 2;
+pub(super) const PJRT_NamedValue_kFloat: c_int = 3;
+pub(super) const PJRT_NamedValue_kBool: c_int = 4;
 
 /// The anonymous union of `PJRT_NamedValue`.
 #[repr(C)]
 #[derive(Clone, Copy)]
-pub union PJRT_NamedValue_Value {
+pub(super) union PJRT_NamedValue_Value {
     pub string_value: *const c_char,
     pub int64_value: i64,
     pub int64_array_value: *const i64,
@@ -194,11 +194,11 @@ args!(PJRT_Client_Compile_Args {
 
 /// `PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes`: the caller keeps the data alive
 /// and unchanged until `done_with_host_buffer` fires.
-pub const PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes: c_int = 1;
+pub(super) const PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes: c_int = 1;
 /// `PJRT_HostBufferSemantics_kImmutableZeroCopy`: the buffer may alias the data, which the
 /// caller keeps alive and unchanged until the buffer is destroyed (`done_with_host_buffer`
 /// fires then, or once the plugin copied it).
-pub const PJRT_HostBufferSemantics_kImmutableZeroCopy: c_int = 2;
+pub(super) const PJRT_HostBufferSemantics_kImmutableZeroCopy: c_int = 2;
 
 args!(PJRT_Client_BufferFromHostBuffer_Args {
     client: *mut PJRT_Client,
@@ -388,7 +388,7 @@ args!(PJRT_Compile_Args {
 
 /// `PJRT_Api`, in header order up to `PJRT_Executable_GetCompiledMemoryStats` (slot 96).
 #[repr(C)]
-pub struct PJRT_Api {
+pub(super) struct PJRT_Api {
     pub struct_size: usize,
     pub extension_start: *mut PJRT_Extension_Base,
     pub pjrt_api_version: PJRT_Api_Version,
@@ -507,10 +507,11 @@ pub struct PJRT_Api {
 
 /// Bytes of `PJRT_Api` a plugin must provide for the client path (load, compile, buffers,
 /// execute, serialize, deserialize): everything up to `PJRT_Buffer_ToHostBuffer`.
-pub const PJRT_API_CLIENT_PATH_SIZE: usize = offset_of!(PJRT_Api, PJRT_Buffer_ToHostBuffer) + size_of::<Unused>();
+pub(super) const PJRT_API_CLIENT_PATH_SIZE: usize =
+    offset_of!(PJRT_Api, PJRT_Buffer_ToHostBuffer) + size_of::<Unused>();
 
 /// The signature of the plugin's only exported symbol.
-pub type GetPjrtApiFn = unsafe extern "C" fn() -> *const PJRT_Api;
+pub(super) type GetPjrtApiFn = unsafe extern "C" fn() -> *const PJRT_Api;
 
 /// The exported symbol's name.
-pub const GET_PJRT_API: &[u8] = b"GetPjrtApi\0";
+pub(super) const GET_PJRT_API: &[u8] = b"GetPjrtApi\0";

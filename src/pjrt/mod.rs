@@ -41,14 +41,14 @@ mod tpu_tests;
 use std::fmt;
 use std::path::PathBuf;
 
-pub use api::{ApiVersion, AttributeValue};
+pub(crate) use api::AttributeValue;
 pub use client::Client;
-pub use env::{prepare_libtpu_environment, prepare_xla_environment, CPU_SCHEDULE_FLAG};
-pub use executable::{Buffer, Donation, Executable, LoadedExecutable, MemoryStats};
-pub use handle::Device;
+pub use env::{prepare_libtpu_environment, prepare_xla_environment};
+pub use executable::{Buffer, LoadedExecutable};
+pub(crate) use executable::{Donation, Executable, MemoryStats};
 pub use plugin::{Created, Plugin};
-pub use quiet::set_shown as show_plugin_output;
-pub use topology::Topology;
+pub(crate) use quiet::set_shown as show_plugin_output;
+pub(crate) use topology::Topology;
 pub use types::{CompileOptions, ElementType};
 
 /// Errors of the PJRT layer.

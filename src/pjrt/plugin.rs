@@ -44,7 +44,9 @@ struct Loaded {
 /// How many clients and topology descriptions a plugin has created in this process.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Created {
+    /// Clients created.
     pub clients: usize,
+    /// Topology descriptions created.
     pub topologies: usize,
 }
 

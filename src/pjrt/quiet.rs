@@ -18,13 +18,13 @@ static SHOWN: AtomicBool = AtomicBool::new(false);
 static CAPTURING: Mutex<()> = Mutex::new(());
 
 /// Lets plugin output through (`true`) or captures it (`false`, the default).
-pub fn set_shown(shown: bool) {
+pub(crate) fn set_shown(shown: bool) {
     SHOWN.store(shown, Ordering::Relaxed);
 }
 
 /// Runs `f` with descriptor 2 captured; returns its result and what was written (empty when
 /// output is shown, or when the descriptor could not be redirected, in which case it is shown).
-pub fn captured<T>(f: impl FnOnce() -> T) -> (T, String) {
+pub(super) fn captured<T>(f: impl FnOnce() -> T) -> (T, String) {
     if SHOWN.load(Ordering::Relaxed) {
         return (f(), String::new());
     }

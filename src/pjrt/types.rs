@@ -10,7 +10,9 @@ use crate::proto::xla::{
     ExecutableBuildOptionsProto, OptionOverrideProto,
 };
 
-/// `PJRT_Buffer_Type`: the element type of a buffer. The discriminants are the C values.
+/// `PJRT_Buffer_Type`: the element type of a buffer. The discriminants are the C values, and
+/// the variants are named after them (`S32` is `PJRT_Buffer_Type_S32`), so they carry no docs.
+#[allow(missing_docs)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(i32)]
 pub enum ElementType {

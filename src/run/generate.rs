@@ -28,9 +28,13 @@ use crate::Error;
 
 /// What to generate, from which artifact.
 pub struct GenerateRequest {
+    /// The artifact of a decode step.
     pub artifact: PathBuf,
+    /// The device whose executables run (`--device`).
     pub device: DeviceKind,
+    /// The plugin (`--plugin`); `None`: the environment's or the set-up folder's.
     pub plugin: Option<PathBuf>,
+    /// What to decode.
     pub decoding: Decoding,
     /// Whether calls donate the caches (see [`Session::set_donation`]).
     pub donate: bool,
@@ -40,9 +44,11 @@ pub struct GenerateRequest {
 pub struct Decoding {
     /// Token ids, `[T]` or `[B, T]`, of an integer dtype.
     pub prompt: Array,
+    /// How many tokens to generate after the prompt.
     pub max_new_tokens: usize,
     /// `None` or 0: greedy.
     pub temperature: Option<f64>,
+    /// The seed of sampling (with a temperature).
     pub seed: u64,
 }
 
@@ -55,11 +61,15 @@ pub struct Generated {
     /// The logits that chose each of them, `[B, N, V]` (f32).
     #[serde(skip)]
     pub logits: Array,
+    /// Tokens in the prompt.
     pub prompt_tokens: usize,
     /// The calls that fed the prompt: one per token, or fewer through a prefill program.
     pub prompt_calls: usize,
+    /// Tokens generated.
     pub new_tokens: usize,
+    /// Time feeding the prompt.
     pub prefill_ms: f64,
+    /// Time generating the new tokens.
     pub decode_ms: f64,
     /// New tokens per second of decoding (the calls after the prompt's).
     pub tokens_per_second: f64,

@@ -25,7 +25,8 @@ mod weights;
 
 pub use device::DeviceKind;
 pub use generate::{decode, generate, Decoding, GenerateRequest, Generated};
-pub use session::{Called, Session};
+pub(crate) use session::Called;
+pub use session::Session;
 pub use weights::Verification;
 
 use crate::artifact::{Bucket, Manifest, TargetEntry};
@@ -78,10 +79,15 @@ impl RunError {
 /// What to run.
 #[derive(Clone, Debug)]
 pub struct RunRequest {
+    /// The artifact to run.
     pub artifact: PathBuf,
+    /// The user inputs, as `.npy` files in the signature's order.
     pub inputs: Vec<PathBuf>,
+    /// Where `out_<i>.npy` (and, without `state_out`, the state files) are written.
     pub out_dir: PathBuf,
+    /// The device whose executables run (`--device`).
     pub device: DeviceKind,
+    /// The plugin (`--plugin`); `None`: the environment's or the set-up folder's.
     pub plugin: Option<PathBuf>,
     /// A folder with `out_<i>.npy` to compare against.
     pub reference: Option<PathBuf>,
@@ -104,9 +110,13 @@ pub struct RunRequest {
 /// What `run` did.
 #[derive(Debug, Serialize)]
 pub struct RunReport {
+    /// The bucket that ran.
     pub bucket: String,
+    /// Opening the artifact and putting the weights on the device.
     pub load_ms: f64,
+    /// The call.
     pub run_ms: f64,
+    /// Each output written, with its comparison when there is a reference.
     pub outputs: Vec<OutputReport>,
     /// False when a comparison with `--reference` failed.
     pub ok: bool,
@@ -145,7 +155,7 @@ pub struct Tolerance {
 }
 
 /// Float outputs match when their max abs diff is at most this times the reference's scale.
-pub const FLOAT_TOLERANCE: f64 = 1e-4;
+pub(crate) const FLOAT_TOLERANCE: f64 = 1e-4;
 
 /// The default tolerance of outputs of `dtype`, as a fraction of the reference's scale
 /// (max(1, max |reference|)): [`FLOAT_TOLERANCE`] for f32 and f64; for the 16-bit floats what
@@ -154,7 +164,7 @@ pub const FLOAT_TOLERANCE: f64 = 1e-4;
 /// (fused or reordered reductions, another matmul blocking) drifts by a few percent over many
 /// layers: eager and its own exported graph differ by 2.6% of the logits' scale on a 16-layer
 /// bf16 Llama-3.2-1B. So 5e-2 for bf16 and 5e-3 for f16, about 13 units of their rounding.
-pub fn tolerance(dtype: DType) -> f64 {
+pub(crate) fn tolerance(dtype: DType) -> f64 {
     match dtype {
         DType::BF16 => 5e-2,
         DType::F16 => 5e-3,
@@ -211,7 +221,7 @@ fn real_dims(v: &crate::artifact::SignatureValue, real: &BTreeMap<String, i64>) 
 
 /// The bucket that runs the real sizes `real`: the smallest (by the product of its sizes) that
 /// holds every one; `None` when none does.
-pub fn bucket_for<'m>(m: &'m Manifest, real: &BTreeMap<String, i64>) -> Option<&'m Bucket> {
+pub(crate) fn bucket_for<'m>(m: &'m Manifest, real: &BTreeMap<String, i64>) -> Option<&'m Bucket> {
     let holds = |b: &&Bucket| real.iter().all(|(s, v)| b.bindings.get(s).is_some_and(|bv| bv >= v));
     let volume = |b: &&Bucket| b.bindings.values().product::<i64>();
     m.buckets.iter().filter(holds).min_by_key(volume)
@@ -324,6 +334,7 @@ fn client_for(target: &TargetEntry, choice: PluginChoice, devices: usize) -> Res
     plugin.client_with_devices(devices).map_err(|e| Error::plugin(e, choice.source))
 }
 
+/// The dtype a `.npy`-style name (`f32`, `bf16`, `i64`, …) names.
 pub fn parse_dtype(name: &str) -> Option<DType> {
     DType::ALL.into_iter().find(|d| d.name() == name)
 }
@@ -451,7 +462,7 @@ fn pick_bucket<'m>(
     .into())
 }
 
-/// [`compare_with`] at each dtype's default tolerance.
+/// `compare_with` at each dtype's default tolerance.
 pub fn compare(out: &Array, reference: &Array) -> Comparison {
     compare_with(out, reference, Tolerance::default())
 }
@@ -460,7 +471,7 @@ pub fn compare(out: &Array, reference: &Array) -> Comparison {
 /// exactly; floats element by element within `atol + rtol * |reference|`, with NaN and
 /// infinities in the same places. By default `rtol` is 0 and `atol` the dtype's [`tolerance`]
 /// times the reference's scale; a user's `--atol`/`--rtol` replace both (the one not given is 0).
-pub fn compare_with(out: &Array, reference: &Array, tol: Tolerance) -> Comparison {
+pub(crate) fn compare_with(out: &Array, reference: &Array, tol: Tolerance) -> Comparison {
     if let (Some(out), Some(reference)) = (out.complex_parts(), reference.complex_parts()) {
         return compare_with(&out, &reference, tol);
     }

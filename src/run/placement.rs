@@ -14,13 +14,13 @@ use crate::artifact::Manifest;
 use crate::Error;
 
 /// The devices of a run and how the program splits its arguments over them.
-pub struct Placement {
+pub(super) struct Placement {
     mesh: Option<Mesh>,
 }
 
 impl Placement {
     /// The placement the artifact's programs were compiled for.
-    pub fn of(m: &Manifest) -> Result<Placement, Error> {
+    pub(super) fn of(m: &Manifest) -> Result<Placement, Error> {
         let mesh = match &m.sharding {
             Some(s) => Some(s.mesh().map_err(|e| RunError::Weights(format!("the manifest's mesh: {e}")))?),
             None => None,
@@ -29,12 +29,12 @@ impl Placement {
     }
 
     /// How many devices run the program.
-    pub fn devices(&self) -> usize {
+    pub(super) fn devices(&self) -> usize {
         self.mesh.as_ref().map_or(1, |m| m.devices() as usize)
     }
 
     /// A split as the manifest writes it (per dim, the axes), for this placement's mesh.
-    pub fn split(&self, dims: Option<&Vec<Vec<String>>>) -> Option<Sharding> {
+    pub(super) fn split(&self, dims: Option<&Vec<Vec<String>>>) -> Option<Sharding> {
         let dims = dims?.clone();
         let s = Sharding { dims, open: Vec::new() };
         (self.mesh.is_some() && !s.is_replicated()).then_some(s)
@@ -42,7 +42,7 @@ impl Placement {
 
     /// The piece of the row-major array `bytes` (`dims`, `element` bytes each) device `device`
     /// holds under `split` (`None`: the whole array), and its dims.
-    pub fn piece<'a>(
+    pub(super) fn piece<'a>(
         &self,
         bytes: &'a [u8],
         dims: &[i64],
@@ -59,7 +59,13 @@ impl Placement {
 
     /// The whole row-major array of `dims` (`element` bytes each) from every device's piece
     /// under `split` (`pieces[d]`: device `d`'s); the inverse of [`Placement::piece`].
-    pub fn assemble(&self, pieces: &[Vec<u8>], dims: &[i64], element: usize, split: Option<&Sharding>) -> Vec<u8> {
+    pub(super) fn assemble(
+        &self,
+        pieces: &[Vec<u8>],
+        dims: &[i64],
+        element: usize,
+        split: Option<&Sharding>,
+    ) -> Vec<u8> {
         let (Some(mesh), Some(split)) = (&self.mesh, split) else { return pieces[0].clone() };
         let shard = split.shard_dims(dims, mesh);
         let mut whole = vec![0u8; dims.iter().product::<i64>() as usize * element];

@@ -60,14 +60,14 @@ impl Mapped<'_> {
 
 /// The weights on the devices, per device in the order the program takes them; they may use
 /// the mapped file in place, which they keep open.
-pub struct DeviceWeights {
+pub(super) struct DeviceWeights {
     /// Per device, its weights. Declared first, so dropped before the map they may read.
     pub buffers: Vec<Vec<Buffer>>,
     _external: Option<MappedFile>,
 }
 
 /// The weights of `art` on `client`'s devices as `placement` splits them, verified.
-pub fn load(
+pub(super) fn load(
     client: &Client,
     art: &Artifact,
     placement: &Placement,
@@ -103,7 +103,7 @@ pub fn load(
 /// The artifact's values of the weights `names`, copied to the devices (owned buffers, which a
 /// call may replace), per name and device. Not hashed: a session verified the weights when it
 /// opened them.
-pub fn reload(
+pub(super) fn reload(
     client: &Client,
     art: &Artifact,
     placement: &Placement,

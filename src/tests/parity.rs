@@ -16,10 +16,10 @@ use crate::run::{run, RunRequest};
 use crate::target::Target;
 
 /// A fresh folder under the system temp dir, removed on drop.
-pub struct TempDir(pub PathBuf);
+pub(crate) struct TempDir(pub(crate) PathBuf);
 
 impl TempDir {
-    pub fn new(tag: &str) -> TempDir {
+    pub(crate) fn new(tag: &str) -> TempDir {
         static COUNTER: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let dir = std::env::temp_dir().join(format!("torchtpu-test-{tag}-{}-{n}", std::process::id()));

@@ -115,7 +115,7 @@ pub const PYTHON_TESTS_DIR: &str = "python-tests";
 #[path = "../../src/setup.rs"]
 #[allow(dead_code)]
 mod compiler_setup;
-pub use compiler_setup::setup_dir;
+pub(crate) use compiler_setup::setup_dir;
 
 pub fn setup() -> Result<()> {
     for args in [["fmt", "--version"], ["clippy", "--version"]] {

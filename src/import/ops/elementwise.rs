@@ -4,7 +4,7 @@ use torchtpu_passes::ir::{BinaryOp, Op, Operand, Scalar, UnaryOp};
 
 use super::{Args, Translation};
 
-pub fn translation(key: &str) -> Option<Translation> {
+pub(super) fn translation(key: &str) -> Option<Translation> {
     Some(match key {
         "aten.abs.default" => |a| unary(a, UnaryOp::Abs),
         "aten.acos.default" => |a| unary(a, UnaryOp::Acos),

@@ -4,7 +4,7 @@ use torchtpu_passes::ir::{Op, Scalar};
 
 use super::{Args, Translation};
 
-pub fn translation(key: &str) -> Option<Translation> {
+pub(super) fn translation(key: &str) -> Option<Translation> {
     Some(match key {
         "aten.mm.default" => |a| {
             a.tensor("self")?;

@@ -16,15 +16,15 @@ use torchtpu_passes::ir::Op;
 use super::args::Args;
 
 /// Reads one node's arguments into an op.
-pub type Translation = fn(&mut Args<'_>) -> Result<Op, String>;
+pub(super) type Translation = fn(&mut Args<'_>) -> Result<Op, String>;
 
 /// The decomposition of an FX target into several IR nodes, if it has one (and no translation).
-pub fn decomposition(target: &str) -> Option<super::wire::Decomposition> {
+pub(super) fn decomposition(target: &str) -> Option<super::wire::Decomposition> {
     decompose::decomposition(target.strip_prefix("torch.ops.").unwrap_or(target))
 }
 
 /// The translation of an FX target (`torch.ops.aten.addmm.default`, `_operator.add`), if any.
-pub fn translation(target: &str) -> Option<Translation> {
+pub(super) fn translation(target: &str) -> Option<Translation> {
     let key = target.strip_prefix("torch.ops.").unwrap_or(target);
     elementwise::translation(key)
         .or_else(|| linalg::translation(key))

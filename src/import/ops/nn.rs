@@ -4,7 +4,7 @@ use torchtpu_passes::ir::{BagMode, GridPadding, Interpolation, Op};
 
 use super::{Args, Translation};
 
-pub fn translation(key: &str) -> Option<Translation> {
+pub(super) fn translation(key: &str) -> Option<Translation> {
     Some(match key {
         "aten._native_batch_norm_legit_no_training.default" => batch_norm,
         "aten.native_layer_norm.default" => layer_norm,

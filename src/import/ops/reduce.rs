@@ -5,7 +5,7 @@ use torchtpu_passes::ir::{ArgReduceOp, CumulativeOp, Op, ReduceOp, Scalar};
 
 use super::{Args, Translation};
 
-pub fn translation(key: &str) -> Option<Translation> {
+pub(super) fn translation(key: &str) -> Option<Translation> {
     Some(match key {
         "aten.sum.dim_IntList" => |a| reduce(a, ReduceOp::Sum),
         "aten.sum.default" => |a| reduce_all(a, ReduceOp::Sum),

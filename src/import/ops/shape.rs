@@ -4,7 +4,7 @@ use torchtpu_passes::ir::{Dim, Op, Scalar, ScatterReduce};
 
 use super::{Args, Translation};
 
-pub fn translation(key: &str) -> Option<Translation> {
+pub(super) fn translation(key: &str) -> Option<Translation> {
     Some(match key {
         "aten.view.default" | "aten._unsafe_view.default" | "aten.reshape.default" => |a| {
             a.tensor("self")?;

@@ -5,7 +5,7 @@ use torchtpu_passes::ir::{Op, Scalar};
 
 use super::{Args, Translation};
 
-pub fn translation(key: &str) -> Option<Translation> {
+pub(super) fn translation(key: &str) -> Option<Translation> {
     Some(match key {
         "aten.clone.default" | "aten.alias.default" | "aten.lift_fresh_copy.default" => |a| {
             a.tensor("self")?;

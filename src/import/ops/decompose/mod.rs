@@ -14,7 +14,7 @@ use quantize::{
 };
 
 /// The decomposition of an FX target (`torch.ops.` prefix removed), if any.
-pub fn decomposition(key: &str) -> Option<Decomposition> {
+pub(super) fn decomposition(key: &str) -> Option<Decomposition> {
     Some(match key {
         "quantized_decomposed.quantize_per_tensor.default" => |a| quantize_per_tensor(a, false),
         "quantized_decomposed.quantize_per_tensor.tensor" => |a| quantize_per_tensor(a, true),
