@@ -17,3 +17,91 @@ pub fn settings(suite: &str) -> insta::Settings {
     s.set_omit_expression(true);
     s
 }
+
+/// The line between a filetest's input and its expectation.
+pub const EXPECT: &str = "; expect:";
+
+/// A filetest file (cranelift-style, shared by the pass and emitter filetests): what comes
+/// before `; expect:` (`; key: value` directives, other `;` comment lines, and the input) and
+/// the expected text after it.
+pub struct FileTest {
+    /// The `; key: value` lines, in order (a `;` line without a colon is a comment).
+    pub directives: Vec<(String, String)>,
+    /// Every line before `; expect:` that is not a `;` line.
+    pub input: String,
+    /// The text after `; expect:`.
+    pub expected: String,
+}
+
+impl FileTest {
+    /// Splits a filetest's text.
+    pub fn parse(text: &str) -> Result<FileTest, String> {
+        let (head, expected) = text.split_once(EXPECT).ok_or(format!("no `{EXPECT}` line"))?;
+        let mut directives = Vec::new();
+        let mut input = Vec::new();
+        for line in head.lines() {
+            match line.strip_prefix(';') {
+                None => input.push(line),
+                Some(directive) => {
+                    if let Some((key, value)) = directive.split_once(':') {
+                        directives.push((key.trim().to_string(), value.trim().to_string()));
+                    }
+                }
+            }
+        }
+        let expected = expected.trim_start_matches([' ', '\n']).to_string();
+        Ok(FileTest { directives, input: input.join("\n") + "\n", expected })
+    }
+}
+
+/// Every `*.ir` file under `dir` (recursively), sorted.
+pub fn filetests_under(dir: &std::path::Path) -> Vec<PathBuf> {
+    fn visit(dir: &std::path::Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                visit(&path, out);
+            } else if path.extension().is_some_and(|e| e == "ir") {
+                out.push(path);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    visit(dir, &mut files);
+    files.sort();
+    files
+}
+
+/// Runs the filetests `files` (shown relative to `root`) whose path contains
+/// `$FILETEST_FILTER`: `run` gives each file's actual text, which must equal its expectation.
+/// With `INSTA_UPDATE=always` (what `cargo xtask bless` sets) a differing file's expectation is
+/// rewritten instead. Returns how many ran and a message per failure.
+pub fn run_filetests(
+    files: &[PathBuf],
+    root: &std::path::Path,
+    run: impl Fn(&FileTest) -> Result<String, String>,
+) -> (usize, Vec<String>) {
+    let bless = std::env::var("INSTA_UPDATE").is_ok_and(|v| v == "always");
+    let filter = std::env::var("FILETEST_FILTER").unwrap_or_default();
+    let mut ran = 0;
+    let mut failures = Vec::new();
+    for path in files.iter().filter(|f| f.to_string_lossy().contains(&filter)) {
+        ran += 1;
+        let shown = path.strip_prefix(root).unwrap_or(path).display().to_string();
+        let outcome = std::fs::read_to_string(path)
+            .map_err(|e| e.to_string())
+            .and_then(|text| FileTest::parse(&text).and_then(|t| run(&t).map(|got| (text, t, got))));
+        match outcome {
+            Err(e) => failures.push(format!("{shown}: {e}")),
+            Ok((_, t, got)) if got == t.expected => {}
+            Ok((text, _, got)) if bless => {
+                let head = &text[..text.find(EXPECT).unwrap_or(text.len())];
+                if let Err(e) = std::fs::write(path, format!("{head}{EXPECT}\n{got}")) {
+                    failures.push(format!("{shown}: cannot bless: {e}"));
+                }
+            }
+            Ok((_, t, got)) => failures.push(format!("{shown}: got\n{got}\nbut the file expects\n{}", t.expected)),
+        }
+    }
+    (ran, failures)
+}

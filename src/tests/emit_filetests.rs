@@ -24,57 +24,28 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use torchtpu_passes::ir::{parse, Precision};
+use torchtpu_passes::testing::{filetests_under, run_filetests, FileTest};
 use torchtpu_passes::verify;
 
 use crate::emit::{emit, EmitOptions, GroupedMm};
-
-const EXPECT: &str = "; expect:";
 
 /// `<workspace>/tests/emit`.
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("emit")
 }
 
-fn files_under(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).expect("a readable filetest folder").flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            files_under(&path, out);
-        } else if path.extension().is_some_and(|e| e == "ir") {
-            out.push(path);
-        }
-    }
-}
-
 fn files() -> Vec<PathBuf> {
-    let mut files = Vec::new();
-    files_under(&root(), &mut files);
-    files.sort();
-    files
+    filetests_under(&root())
 }
 
-/// One filetest: its options, the input graph's text and the expected text.
-struct FileTest {
-    options: EmitOptions,
-    input: String,
-    expected: String,
-}
-
-fn parse_file(text: &str) -> Result<FileTest, String> {
-    let (head, expected) = text.split_once(EXPECT).ok_or(format!("no `{EXPECT}` line"))?;
+/// The emitter's options from a filetest's directives.
+fn options(test: &FileTest) -> Result<EmitOptions, String> {
     let mut options = EmitOptions::default();
-    let mut input = Vec::new();
-    for line in head.lines() {
-        let Some(directive) = line.strip_prefix(';') else {
-            input.push(line);
-            continue;
-        };
-        let Some((key, value)) = directive.split_once(':') else { continue };
-        let value = value.trim();
-        match key.trim() {
+    for (key, value) in &test.directives {
+        match key.as_str() {
             "precision" => options.precision = Precision::parse(value).ok_or(format!("unknown precision `{value}`"))?,
             "grouped-mm" => {
-                options.grouped_mm = match value {
+                options.grouped_mm = match value.as_str() {
                     "dense" => GroupedMm::Dense,
                     "ragged" => GroupedMm::Ragged,
                     other => return Err(format!("unknown grouped-mm `{other}`")),
@@ -83,63 +54,33 @@ fn parse_file(text: &str) -> Result<FileTest, String> {
             _ => {} // a comment
         }
     }
-    let expected = expected.trim_start_matches([' ', '\n']).to_string();
-    Ok(FileTest { options, input: input.join("\n") + "\n", expected })
+    Ok(options)
 }
 
 /// What the emitter makes of the input: the module's text, or `error` and the message as `;`
 /// lines.
-fn run(test: &FileTest) -> String {
+fn run(test: &FileTest) -> Result<String, String> {
+    let options = options(test)?;
     let refused =
         |e: String| format!("error\n{}\n", e.lines().map(|l| format!("; {l}")).collect::<Vec<_>>().join("\n"));
     let graph = match parse(&test.input) {
         Ok(g) => g,
-        Err(e) => return refused(format!("parse: {e}")),
+        Err(e) => return Ok(refused(format!("parse: {e}"))),
     };
     if let Err(e) = verify(&graph) {
-        return refused(format!("verify: {e}"));
+        return Ok(refused(format!("verify: {e}")));
     }
-    match emit(&graph, &test.options) {
+    Ok(match emit(&graph, &options) {
         Ok(emitted) => emitted.text,
         Err(e) => refused(format!("emit: {e}")),
-    }
+    })
 }
 
 #[test]
 fn every_emitter_filetest_gives_its_expected_stablehlo() {
-    let bless = std::env::var("INSTA_UPDATE").is_ok_and(|v| v == "always");
-    let filter = std::env::var("FILETEST_FILTER").unwrap_or_default();
-    let all: Vec<PathBuf> = files().into_iter().filter(|f| f.to_string_lossy().contains(&filter)).collect();
-    assert!(!all.is_empty(), "no emitter filetests under tests/emit/");
-    let mut failures = Vec::new();
-    for path in &all {
-        let shown = path.strip_prefix(env!("CARGO_MANIFEST_DIR")).unwrap_or(path).display().to_string();
-        let text = std::fs::read_to_string(path).expect("a readable filetest");
-        let test = match parse_file(&text) {
-            Ok(t) => t,
-            Err(e) => {
-                failures.push(format!("{shown}: {e}"));
-                continue;
-            }
-        };
-        let got = run(&test);
-        if got == test.expected {
-            continue;
-        }
-        if bless {
-            let head = &text[..text.find(EXPECT).unwrap_or(text.len())];
-            std::fs::write(path, format!("{head}{EXPECT}\n{got}")).expect("a writable filetest");
-        } else {
-            failures.push(format!("{shown}: expected\n{}\ngot\n{got}", test.expected));
-        }
-    }
-    assert!(
-        failures.is_empty(),
-        "{} of {} emitter filetests differ:\n{}",
-        failures.len(),
-        all.len(),
-        failures.join("\n")
-    );
+    let (ran, failures) = run_filetests(&files(), Path::new(env!("CARGO_MANIFEST_DIR")), run);
+    assert!(ran > 0, "no emitter filetests under tests/emit/");
+    assert!(failures.is_empty(), "{} of {ran} emitter filetests differ:\n{}", failures.len(), failures.join("\n"));
 }
 
 /// The variants of `Op`, read from its definition (`passes/src/ir/op.rs`): the names that open
@@ -161,7 +102,7 @@ fn variants_with_filetests() -> BTreeSet<String> {
     let mut seen = BTreeSet::new();
     for path in files() {
         let text = std::fs::read_to_string(&path).expect("a readable filetest");
-        let Ok(test) = parse_file(&text) else { continue };
+        let Ok(test) = FileTest::parse(&text) else { continue };
         let Ok(graph) = parse(&test.input) else { continue };
         for id in graph.node_ids() {
             let debug = format!("{:?}", graph.node(id).op);
@@ -182,13 +123,11 @@ fn every_op_variant_has_an_emitter_filetest() {
 
 #[test]
 fn verifier_filetests_expect_errors() {
-    let dir = root().join("verify");
-    let mut files = Vec::new();
-    files_under(&dir, &mut files);
+    let files = filetests_under(&root().join("verify"));
     assert!(files.len() >= 3, "tests/emit/verify/ has {} filetests, not 3", files.len());
     for f in files {
         let text = std::fs::read_to_string(&f).expect("a readable filetest");
-        let test = parse_file(&text).expect("a filetest");
+        let test = FileTest::parse(&text).expect("a filetest");
         assert!(test.expected.starts_with("error\n"), "{} must expect an error", f.display());
     }
 }
