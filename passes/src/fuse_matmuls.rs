@@ -41,8 +41,12 @@ struct Candidate {
 /// `mm(x, permute(W, [1, 0]))` with `W` a stored `[n, k]` weight of the `mm`'s dtype.
 fn candidate(graph: &Graph, mm: NodeId) -> Option<(ValueRef, Candidate)> {
     let node = graph.node(mm);
+    // Only an `mm` is sure to have one output (the verifier's arity); other nodes may have none.
+    if node.op != Op::Mm {
+        return None;
+    }
     let dtype = node.outputs[0].dtype;
-    if node.op != Op::Mm || !WeightRecipe::handles(dtype) {
+    if !WeightRecipe::handles(dtype) {
         return None;
     }
     let ins = graph.inputs(mm);
