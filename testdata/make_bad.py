@@ -469,6 +469,27 @@ def make_cases(mlp_path, llama_dyn_path):
                   f"derived from llama_tiny_dyn.pt2: `{LMJ}`: tensor_values[\"input_ids\"].sizes[1]"
                   f".as_expr.expr_str `{old['expr']}` replaced by the unparsable `{bad_expr}` "
                   "(unbalanced parenthesis); all other occurrences of the symbol are intact"))
+
+    # -- range constraints and outputs: accepted before although their meaning changed ------
+    sroot, small_dyn = read_entries(os.path.join(MODELS, "size_floats.pt2"))
+    SMJ = f"{sroot}/models/model.json"
+
+    def ranged(lo, hi):
+        def edit(m):
+            m["range_constraints"]["s77"] = {"min_val": lo, "max_val": hi}
+        return edit
+    for fname, lo, hi, why in [
+        ("range_min_above_max.pt2", 600, 64, "minimum 600 above its maximum 64"),
+        ("range_min_negative.pt2", -1, 64, "minimum -1: a size cannot be negative"),
+        ("range_min_int64.pt2", -(2**63), 64, "minimum -2^63 (i64::MIN)"),
+    ]:
+        cases.append((fname, edit_json(small_dyn, SMJ, ranged(lo, hi)),
+                      f"derived from size_floats.pt2: `{SMJ}`: range_constraints[\"s77\"] has {why}"))
+
+    def drop_output(m):
+        m["graph_module"]["graph"]["outputs"] = []
+    cases.append(("outputs_drop_a_spec.pt2", edit_json(mlp, MJ, drop_output),
+                  "the graph returns nothing while its output specs still name `addmm_1` as the user output"))
     return cases
 
 

@@ -54,6 +54,8 @@ pub enum ImportError {
     TensorMeta { tensor: String, reason: String },
     #[error("graph signature: {reason}")]
     Signature { reason: String },
+    #[error("range constraint of symbol `{symbol}`: {reason}")]
+    RangeConstraint { symbol: String, reason: String },
     #[error("node `{node}` ({target}): {reason}{}", at_line(stack))]
     Node { node: String, target: String, reason: String, stack: Option<String> },
     #[error("the imported graph is malformed: {0}")]

@@ -58,6 +58,11 @@ const CASES: &[(&str, &[&str])] = &[
     ("relu_declared_rank3", &["node `relu` (relu)", "declared f32[4,32,1]"]),
     ("node_unknown_dtype", &["node `relu`", "tensor `relu`", "unknown dtype number 99"]),
     ("permute_repeated_dim", &["node `permute` (permute)", "[0, 0] is not a permutation of 2 dims"]),
+    // Accepted before although their meaning changed.
+    ("range_min_above_max", &["range constraint of symbol `s77`", "minimum 600 is above its maximum 64"]),
+    ("range_min_negative", &["range constraint of symbol `s77`", "minimum is -1, but a size cannot be negative"]),
+    ("range_min_int64", &["range constraint of symbol `s77`", "minimum is -9223372036854775808"]),
+    ("outputs_drop_a_spec", &["graph signature", "the graph returns 0 value(s), but its output specs describe 1"]),
     ("permute_dim_out_of_range", &["node `permute` (permute)", "[1, 5] is not a permutation of 2 dims"]),
     ("addmm_wrong_operand", &["node `addmm` (addmm)", "its operands give f32[32,32]"]),
     ("missing_argument", &["node `addmm`", "missing required argument `mat1`"]),

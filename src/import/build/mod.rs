@@ -7,18 +7,20 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use torchtpu_passes::ir::{
-    BinaryOp, Bounds, DType, Dim, Graph, InputKind, Node, Op, Operand, Origin, OutputKind, Scalar, TensorType, UnaryOp,
-    ValueRef, MAX_OPERANDS,
+    BinaryOp, DType, Dim, Graph, InputKind, Node, Op, Operand, Origin, Scalar, TensorType, UnaryOp, ValueRef,
+    MAX_OPERANDS,
 };
 
 use super::archive::Archive;
 use super::args::{Args, RNG_SEED};
 use super::ops;
 use super::payload::Weight;
-use super::schema::{self, scalar_type, Argument, InputSpec, OutputSpec, SymInt, SymIntArgument};
+use super::schema::{self, scalar_type, Argument, InputSpec, SymInt, SymIntArgument};
 use super::srepr;
 use super::wire::{Recipe, Wire};
 use super::{shown, ImportError};
+
+mod finish;
 
 /// Where a symbol's value comes from at run time: a dimension of a user input.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -78,7 +80,7 @@ pub(super) fn build(
         b.node(node, &mut names)?;
     }
     b.outputs()?;
-    b.declare_symbols();
+    b.declare_symbols()?;
     Ok(Built { graph: b.graph, bindings: b.bindings, constant_inputs })
 }
 
@@ -495,95 +497,6 @@ impl Builder<'_> {
             }
         }
         Ok((names, types))
-    }
-
-    fn outputs(&mut self) -> Result<(), ImportError> {
-        let specs = &self.ep.graph_module.signature.output_specs;
-        let sig = |reason: String| ImportError::Signature { reason };
-        let mut users = 0;
-        for (position, spec) in specs.iter().enumerate() {
-            let (arg, kind) = match spec {
-                OutputSpec::UserOutput { arg } => {
-                    users += 1;
-                    (arg.clone(), OutputKind::User { index: users - 1 })
-                }
-                OutputSpec::LossOutput { arg } => (Argument::AsTensor(arg.clone()), OutputKind::Loss),
-                OutputSpec::BufferMutation { arg, buffer_name } => {
-                    (Argument::AsTensor(arg.clone()), OutputKind::BufferMutation { fqn: buffer_name.clone() })
-                }
-                OutputSpec::ParameterMutation { arg, parameter_name } => {
-                    (Argument::AsTensor(arg.clone()), OutputKind::ParameterMutation { fqn: parameter_name.clone() })
-                }
-                OutputSpec::UserInputMutation { arg, user_input_name } => {
-                    (Argument::AsTensor(arg.clone()), OutputKind::UserInputMutation { input: user_input_name.clone() })
-                }
-                OutputSpec::GradientToParameter { arg, parameter_name } => {
-                    (Argument::AsTensor(arg.clone()), OutputKind::GradientToParameter { fqn: parameter_name.clone() })
-                }
-                OutputSpec::GradientToUserInput { arg, user_input_name } => (
-                    Argument::AsTensor(arg.clone()),
-                    OutputKind::GradientToUserInput { input: user_input_name.clone() },
-                ),
-                OutputSpec::Token(_) => return Err(sig("effect-token outputs are not supported".into())),
-            };
-            // A symbolic int returned to the caller is a 0-d int64 value.
-            let name = match &arg {
-                Argument::AsTensor(t) => t.name.clone(),
-                Argument::AsSymInt(SymIntArgument::AsName(n)) => n.clone(),
-                // A float computed from sizes is a 0-d f32 value; one computed from data is the
-                // output of an unsupported node, which `check` reports.
-                Argument::AsSymFloat(v) => sym_name(v).map_err(sig)?,
-                Argument::AsSymBool(_) => {
-                    return Err(sig("an output is a Python bool computed at run time (from tensor data with \
-                         `item()`, or from symbolic sizes), which a compiled program cannot return; return a tensor \
-                         instead"
-                        .into()))
-                }
-                Argument::AsInt(_) | Argument::AsFloat(_) | Argument::AsBool(_) => {
-                    self.constant_output(&arg, position).map_err(sig)?
-                }
-                _ => return Err(sig(format!("outputs of kind `{}` are not supported (only tensors)", arg.kind()))),
-            };
-            let value = self
-                .values
-                .get(&name)
-                .copied()
-                .ok_or_else(|| sig(format!("output `{}` is produced by no node or input", shown(&name))))?;
-            self.graph.add_output(value, kind);
-        }
-        Ok(())
-    }
-
-    /// A Python `int`, `bool` or `float` that the program returns, fixed at export (computed
-    /// from static sizes): a node making it a 0-d tensor (i64, bool, or f32, as TPUs have no
-    /// f64), named `output_<position>_constant`; returns that name.
-    fn constant_output(&mut self, arg: &Argument, position: usize) -> Result<String, String> {
-        let (value, dtype) = match arg {
-            Argument::AsInt(i) => (Scalar::Int(*i), DType::I64),
-            Argument::AsBool(b) => (Scalar::Bool(*b), DType::Bool),
-            Argument::AsFloat(f) => (Scalar::Float(f.0), DType::F32),
-            other => return Err(format!("internal: `{}` is not a constant", other.kind())),
-        };
-        let name = format!("output_{position}_constant");
-        if self.values.contains_key(&name) {
-            return Err(format!("output {position} is a constant, but a graph value is already named `{name}`"));
-        }
-        let node = Node::new(name.clone(), Op::ScalarTensor { value }, [TensorType::new(dtype, &[])]);
-        let id = self.graph.add_op(node, &[]);
-        self.values.insert(name.clone(), ValueRef { node: id, slot: 0 });
-        Ok(name)
-    }
-
-    /// Declares every symbol seen, with its `range_constraints` bounds (unbounded if absent).
-    fn declare_symbols(&mut self) {
-        for s in &self.symbols {
-            let bounds = self
-                .ep
-                .range_constraints
-                .get(s)
-                .map_or(Bounds { min: None, max: None }, |rc| Bounds { min: rc.min_val, max: rc.max_val });
-            self.graph.add_symbol(s.clone(), bounds);
-        }
     }
 }
 

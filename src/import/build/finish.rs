@@ -1,0 +1,141 @@
+//! What the builder does after the nodes: the graph's outputs from the output specs, checked
+//! against the graph's own output list, and the symbols with their bounds, checked.
+
+use torchtpu_passes::ir::{Bounds, DType, Node, Op, OutputKind, Scalar, TensorType, ValueRef};
+
+use super::{sym_name, Builder};
+use crate::import::schema::{Argument, OutputSpec, SymIntArgument};
+use crate::import::{shown, ImportError};
+
+impl Builder<'_> {
+    /// The graph's outputs, one per output spec and in its order, each the value the graph's
+    /// own output list returns at that position.
+    pub(super) fn outputs(&mut self) -> Result<(), ImportError> {
+        let specs = &self.ep.graph_module.signature.output_specs;
+        let sig = |reason: String| ImportError::Signature { reason };
+        // The graph's own output list and the specs must describe the same values: a graph that
+        // drops an output the specs keep (or adds one) has lost its meaning.
+        let returned = &self.ep.graph_module.graph.outputs;
+        let mut users = 0;
+        for (position, spec) in specs.iter().enumerate() {
+            let (arg, kind) = match spec {
+                OutputSpec::UserOutput { arg } => {
+                    users += 1;
+                    (arg.clone(), OutputKind::User { index: users - 1 })
+                }
+                OutputSpec::LossOutput { arg } => (Argument::AsTensor(arg.clone()), OutputKind::Loss),
+                OutputSpec::BufferMutation { arg, buffer_name } => {
+                    (Argument::AsTensor(arg.clone()), OutputKind::BufferMutation { fqn: buffer_name.clone() })
+                }
+                OutputSpec::ParameterMutation { arg, parameter_name } => {
+                    (Argument::AsTensor(arg.clone()), OutputKind::ParameterMutation { fqn: parameter_name.clone() })
+                }
+                OutputSpec::UserInputMutation { arg, user_input_name } => {
+                    (Argument::AsTensor(arg.clone()), OutputKind::UserInputMutation { input: user_input_name.clone() })
+                }
+                OutputSpec::GradientToParameter { arg, parameter_name } => {
+                    (Argument::AsTensor(arg.clone()), OutputKind::GradientToParameter { fqn: parameter_name.clone() })
+                }
+                OutputSpec::GradientToUserInput { arg, user_input_name } => (
+                    Argument::AsTensor(arg.clone()),
+                    OutputKind::GradientToUserInput { input: user_input_name.clone() },
+                ),
+                OutputSpec::Token(_) => return Err(sig("effect-token outputs are not supported".into())),
+            };
+            // A symbolic int returned to the caller is a 0-d int64 value.
+            let name = match &arg {
+                Argument::AsTensor(t) => t.name.clone(),
+                Argument::AsSymInt(SymIntArgument::AsName(n)) => n.clone(),
+                // A float computed from sizes is a 0-d f32 value; one computed from data is the
+                // output of an unsupported node, which `check` reports.
+                Argument::AsSymFloat(v) => sym_name(v).map_err(sig)?,
+                Argument::AsSymBool(_) => {
+                    return Err(sig("an output is a Python bool computed at run time (from tensor data with \
+                         `item()`, or from symbolic sizes), which a compiled program cannot return; return a tensor \
+                         instead"
+                        .into()))
+                }
+                Argument::AsInt(_) | Argument::AsFloat(_) | Argument::AsBool(_) => {
+                    self.constant_output(&arg, position).map_err(sig)?
+                }
+                _ => return Err(sig(format!("outputs of kind `{}` are not supported (only tensors)", arg.kind()))),
+            };
+            let value = self
+                .values
+                .get(&name)
+                .copied()
+                .ok_or_else(|| sig(format!("output `{}` is produced by no node or input", shown(&name))))?;
+            if let Some(other) = returned.get(position).and_then(argument_name).filter(|r| *r != name) {
+                return Err(sig(format!(
+                    "output {position} of the graph is `{}`, but its output spec names `{}`",
+                    shown(&other),
+                    shown(&name)
+                )));
+            }
+            self.graph.add_output(value, kind);
+        }
+        if returned.len() != specs.len() {
+            return Err(sig(format!(
+                "the graph returns {} value(s), but its output specs describe {}",
+                returned.len(),
+                specs.len()
+            )));
+        }
+        Ok(())
+    }
+
+    /// A Python `int`, `bool` or `float` that the program returns, fixed at export (computed
+    /// from static sizes): a node making it a 0-d tensor (i64, bool, or f32, as TPUs have no
+    /// f64), named `output_<position>_constant`; returns that name.
+    fn constant_output(&mut self, arg: &Argument, position: usize) -> Result<String, String> {
+        let (value, dtype) = match arg {
+            Argument::AsInt(i) => (Scalar::Int(*i), DType::I64),
+            Argument::AsBool(b) => (Scalar::Bool(*b), DType::Bool),
+            Argument::AsFloat(f) => (Scalar::Float(f.0), DType::F32),
+            other => return Err(format!("internal: `{}` is not a constant", other.kind())),
+        };
+        let name = format!("output_{position}_constant");
+        if self.values.contains_key(&name) {
+            return Err(format!("output {position} is a constant, but a graph value is already named `{name}`"));
+        }
+        let node = Node::new(name.clone(), Op::ScalarTensor { value }, [TensorType::new(dtype, &[])]);
+        let id = self.graph.add_op(node, &[]);
+        self.values.insert(name.clone(), ValueRef { node: id, slot: 0 });
+        Ok(name)
+    }
+
+    /// Declares every symbol seen, with its `range_constraints` bounds (unbounded if absent).
+    /// Every symbol is a size: a bound that is negative, or a minimum above the maximum, is
+    /// refused rather than believed.
+    pub(super) fn declare_symbols(&mut self) -> Result<(), ImportError> {
+        for s in &self.symbols {
+            let bounds = self
+                .ep
+                .range_constraints
+                .get(s)
+                .map_or(Bounds { min: None, max: None }, |rc| Bounds { min: rc.min_val, max: rc.max_val });
+            let refuse = |reason: String| ImportError::RangeConstraint { symbol: shown(s), reason };
+            for (which, bound) in [("minimum", bounds.min), ("maximum", bounds.max)] {
+                if let Some(v) = bound.filter(|v| *v < 0) {
+                    return Err(refuse(format!("its {which} is {v}, but a size cannot be negative")));
+                }
+            }
+            if let (Some(min), Some(max)) = (bounds.min, bounds.max) {
+                if min > max {
+                    return Err(refuse(format!("its minimum {min} is above its maximum {max}")));
+                }
+            }
+            self.graph.add_symbol(s.clone(), bounds);
+        }
+        Ok(())
+    }
+}
+
+/// The value an argument names, when it names one (a tensor or a symbolic int).
+fn argument_name(arg: &Argument) -> Option<String> {
+    match arg {
+        Argument::AsTensor(t) => Some(t.name.clone()),
+        Argument::AsSymInt(SymIntArgument::AsName(n)) => Some(n.clone()),
+        _ => None,
+    }
+}
