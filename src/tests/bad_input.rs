@@ -21,7 +21,7 @@ const CASES: &[(&str, &[&str])] = &[
     ("pickled_weight", &["weight `fc1.weight`", "pickled", "never loads"]),
     ("dangling_input", &["node `relu`", "aten.relu.default", "reads tensor `no_such_tensor`"]),
     ("duplicate_node_name", &["node `permute`", "aten.addmm.default", "another node has the same name"]),
-    ("bad_sym_expr", &["tensor `input_ids`", "cannot parse symbolic size `Mul(Integer(2), `"]),
+    ("bad_sym_expr", &["tensor `x`", "cannot parse symbolic size `Mul(Integer(2), `"]),
     // The zip container.
     ("empty_file", &["not a pt2 archive", "the file is empty"]),
     ("no_entries", &["not a pt2 archive", "the zip has no entries"]),
