@@ -19,6 +19,9 @@
 //! runs only the files whose path contains that text. Every `Op` variant has at least one
 //! file (`every_op_variant_has_an_emitter_filetest`); a new op gets one from its op case with
 //! `cargo run --example emit_filetest_inputs`.
+//!
+//! The same graphs, which hold every `Op` variant, feed `every_pass_takes_every_op`: each pass
+//! alone on each of them must neither panic nor break the graph.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -130,4 +133,36 @@ fn verifier_filetests_expect_errors() {
         let test = FileTest::parse(&text).expect("a filetest");
         assert!(test.expected.starts_with("error\n"), "{} must expect an error", f.display());
     }
+}
+
+/// Every registered pass, run alone on the graph of every emitter filetest that verifies (so on
+/// every `Op` variant), with and without padding: no pass panics or leaves a graph the
+/// verifier rejects; refusing a graph is allowed. This is the class of the `fuse_matmuls` panic
+/// on a node without outputs: a pass relies only on what the verifier guarantees.
+#[test]
+fn every_pass_takes_every_op() {
+    use torchtpu_passes::{PassError, PassOptions, Pipeline, PASSES};
+    let graphs: Vec<(PathBuf, torchtpu_passes::ir::Graph)> = files()
+        .into_iter()
+        .filter_map(|path| {
+            let text = std::fs::read_to_string(&path).ok()?;
+            let graph = parse(&FileTest::parse(&text).ok()?.input).ok()?;
+            verify(&graph).is_ok().then_some((path, graph))
+        })
+        .collect();
+    assert!(graphs.len() > 100, "only {} filetest graphs verify", graphs.len());
+    let padded = PassOptions { pad_multiple: Some(128), ..PassOptions::default() };
+    let mut broken = Vec::new();
+    for options in [PassOptions::default(), padded] {
+        for pass in PASSES {
+            let pipeline = Pipeline::only(&[pass.name.to_string()], &options).expect("a registered pass");
+            for (path, graph) in &graphs {
+                let mut graph = graph.clone();
+                if let Err(e @ PassError::BrokeInvariant { .. }) = pipeline.run(&mut graph, |_, _| {}) {
+                    broken.push(format!("{}: {e}", path.display()));
+                }
+            }
+        }
+    }
+    assert!(broken.is_empty(), "passes broke graphs:\n{}", broken.join("\n"));
 }
