@@ -260,12 +260,12 @@ pub struct Bucket {
     pub output_dims: Vec<Vec<i64>>,
     /// What each graph pass did to this bucket's graph, in order.
     #[serde(default)]
-    pub passes: Vec<PassInfo>,
+    pub passes: Vec<PassRecord>,
 }
 
-/// One pass's effect on one bucket.
+/// One pass's effect on one bucket, as the manifest records it (from the pass's `PassReport`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct PassInfo {
+pub struct PassRecord {
     pub pass: String,
     pub nodes_before: usize,
     pub nodes_after: usize,

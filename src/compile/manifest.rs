@@ -8,7 +8,7 @@ use torchtpu_passes::ir::{Dim, Graph, InputKind, Op, TensorType};
 use super::{CompileRequest, LoweredBucket};
 use crate::artifact::{
     describe_output, dims_json, Bucket, CompilerInfo, Manifest, MeshAxisInfo, OptionsInfo, PaddedContraction,
-    PaddedDim, PassInfo, ShardingInfo, Signature, SignatureValue, SourceInfo, SymbolInfo, TargetEntry, WeightsInfo,
+    PaddedDim, PassRecord, ShardingInfo, Signature, SignatureValue, SourceInfo, SymbolInfo, TargetEntry, WeightsInfo,
     ARTIFACT_FORMAT,
 };
 use crate::emit::GroupedMm;
@@ -141,7 +141,7 @@ pub(super) fn bucket(b: &LoweredBucket, entry: &str) -> Bucket {
         passes: lowered
             .passes
             .iter()
-            .map(|r| PassInfo {
+            .map(|r| PassRecord {
                 pass: r.pass.clone(),
                 nodes_before: r.nodes_before,
                 nodes_after: r.nodes_after,

@@ -20,7 +20,7 @@ pub(crate) use target::TargetCompiler;
 use weights::WeightsEntry;
 
 use crate::artifact::{
-    self, Bucket, Executable, PassInfo, Payload, PluginInfo, Streamed, TargetEntry, TpuInfo, WeightsInfo,
+    self, Bucket, Executable, PassRecord, Payload, PluginInfo, Streamed, TargetEntry, TpuInfo, WeightsInfo,
 };
 use crate::cache::{Cache, CacheConfig, Outcome};
 use crate::driver::{self, LowerOptions, Lowered};
@@ -106,7 +106,7 @@ pub struct CompileSummary {
     /// folder), executables that need more memory than a chip has.
     pub warnings: Vec<String>,
     /// What each graph pass did.
-    pub passes: Vec<PassInfo>,
+    pub passes: Vec<PassRecord>,
     /// The external weights file (`--weights external`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub weights_file: Option<WeightsFileSummary>,
