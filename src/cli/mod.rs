@@ -37,9 +37,9 @@ struct Cli {
 enum Command {
     /// Compile an exported program into an artifact (.tpuexe), or emit its StableHLO or IR.
     ///
-    /// Examples:
-    ///   torchtpu-compile compile model.pt2 -o model.tpuexe --target cpu
-    ///   torchtpu-compile compile model.pt2 -o model.mlir --emit stablehlo
+    /// Example: torchtpu-compile compile model.pt2 -o model.tpuexe --target cpu
+    ///
+    /// Example: torchtpu-compile compile model.pt2 -o model.mlir --emit stablehlo
     Compile(CompileArgs),
     /// Run an artifact's CPU executable on `.npy` inputs and write `out_<i>.npy` files (and
     /// `state_<fqn>.npy` for the buffers the program updates).
