@@ -10,7 +10,7 @@
 //! Cases are visited smallest graph first and a case is written only when one of its ops (by printed
 //! name: `exp`, `reduce_sum`, `convolution`, …) appears in no filetest yet, so running it again
 //! writes nothing new. Cases that do not lower (refused at import, or holding an
-//! `Op::Unsupported`) are left out.
+//! `Op::Unsupported(Unsupported)`) are left out.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
+use torchtpu_passes::ir::ops::Unsupported;
 
 use serde::Serialize;
 use torchtpu_passes::ir::Op;
@@ -118,7 +119,7 @@ fn unsupported_failures(program: &Program) -> Vec<NodeFailure> {
         .map(|id| {
             let node = program.graph.node(id);
             let reason = match &node.op {
-                Op::Unsupported { target, reason } => {
+                Op::Unsupported(Unsupported { target, reason }) => {
                     reason.clone().unwrap_or_else(|| format!("no lowering for `{target}`"))
                 }
                 _ => String::new(),

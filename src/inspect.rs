@@ -141,7 +141,7 @@ pub fn report(program: &Program, file: &str) -> Report {
         }
         nodes += 1;
         let target = node.origin.target.strip_prefix("torch.ops.").unwrap_or(&node.origin.target).to_string();
-        if matches!(node.op, Op::Unsupported { .. }) {
+        if matches!(node.op, Op::Unsupported(_)) {
             *unsupported.entry(target.clone()).or_insert(0) += 1;
         }
         *ops.entry(target).or_insert(0) += 1;

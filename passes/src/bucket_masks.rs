@@ -31,6 +31,11 @@
 #![doc = include_str!("../tests/bucket_masks/reductions_over_dynamic_dim_masked.ir")]
 //! ```
 
+use crate::ir::ops::{
+    Arange, ArangeSym, ArgReduce, Binary, Bmm, Cat, Convert, CopyFrom, Embedding, ExtremumDim, Full, Gather, Identity,
+    Index, IndexPut, IndexSelect, LayerNorm, Mm, Reduce, Select, Slice, Softmax, SplitWithSizes, SymInt, SymSize,
+    Unsqueeze, View, Where,
+};
 use std::collections::BTreeMap;
 
 use crate::ir::{
@@ -109,10 +114,12 @@ impl Masker<'_> {
             return Ok(v);
         }
         let scalar = TensorType::new(DType::I64, &[]);
-        let bin = |op, rhs| Op::Binary { op, lhs: Operand::Tensor, rhs, alpha: None };
+        let bin = |op, rhs| Op::Binary(Binary { op, lhs: Operand::Tensor, rhs, alpha: None });
         let v = match e {
             SymExpr::Sym(s) => *self.sizes.get(s).ok_or_else(|| format!("unknown symbol `{s}`"))?,
-            SymExpr::Int(i) => self.add(graph, at, Op::Full { size: vec![], value: Scalar::Int(*i) }, scalar, &[]),
+            SymExpr::Int(i) => {
+                self.add(graph, at, Op::Full(Full { size: vec![], value: Scalar::Int(*i) }), scalar, &[])
+            }
             SymExpr::Add(terms) | SymExpr::Mul(terms) => {
                 let op = if matches!(e, SymExpr::Add(_)) { BinaryOp::Add } else { BinaryOp::Mul };
                 let (consts, rest): (Vec<&SymExpr>, Vec<&SymExpr>) = terms.iter().partition(|t| t.as_const().is_some());
@@ -149,15 +156,15 @@ impl Masker<'_> {
         let ty = Self::ty(graph, v);
         let size = ty.dims[d].as_static().ok_or("not specialized")?;
         let real = self.length(graph, at, len)?;
-        let iota = Op::Arange { start: Scalar::Int(0), end: Scalar::Int(size), step: Scalar::Int(1) };
+        let iota = Op::Arange(Arange { start: Scalar::Int(0), end: Scalar::Int(size), step: Scalar::Int(1) });
         let iota = self.add(graph, at, iota, TensorType::new(DType::I64, &[size]), &[]);
         let mut shape = vec![1i64; ty.rank()];
         shape[d] = size;
-        let view = Op::View { size: shape.iter().map(|&s| Dim::Static(s)).collect() };
+        let view = Op::View(View { size: shape.iter().map(|&s| Dim::Static(s)).collect() });
         let iota = self.add(graph, at, view, TensorType::new(DType::I64, &shape), &[iota]);
-        let lt = Op::Binary { op: BinaryOp::Lt, lhs: Operand::Tensor, rhs: Operand::Tensor, alpha: None };
+        let lt = Op::Binary(Binary { op: BinaryOp::Lt, lhs: Operand::Tensor, rhs: Operand::Tensor, alpha: None });
         let valid = self.add(graph, at, lt, TensorType::new(DType::Bool, &shape), &[iota, real]);
-        let select = Op::Where { on_true: Operand::Tensor, on_false: Operand::Scalar(fill) };
+        let select = Op::Where(Where { on_true: Operand::Tensor, on_false: Operand::Scalar(fill) });
         self.masks += 1;
         Ok(self.add(graph, at, select, ty, &[valid, v]))
     }
@@ -193,7 +200,7 @@ impl Masker<'_> {
         let out_dyn: Vec<DynDims> =
             (0..node.outputs.len()).map(|s| Self::dyn_dims(graph, ValueRef { node: id, slot: s as u16 })).collect();
         self.track_positions(graph, id, &node, &in_dyn, &out_dyn);
-        if matches!(node.op, Op::SymSize { .. } | Op::SymInt { .. }) {
+        if matches!(node.op, Op::SymSize(_) | Op::SymInt(_)) {
             return self.real_size(graph, id, &in_dyn);
         }
         if in_dyn.iter().chain(&out_dyn).all(BTreeMap::is_empty) {
@@ -204,42 +211,42 @@ impl Masker<'_> {
         match &node.op {
             op if op.is_elementwise() => Ok(()),
             Op::Input(_)
-            | Op::CopyFrom
-            | Op::Dropout { .. }
-            | Op::Permute { .. }
-            | Op::Unsqueeze { .. }
-            | Op::Squeeze { .. }
-            | Op::Expand { .. }
-            | Op::Embedding
-            | Op::Arange { .. }
-            | Op::ArangeSym { .. }
-            | Op::Full { .. }
-            | Op::FullLike { .. }
-            | Op::ScalarTensor { .. }
-            | Op::AssertMetadata { .. }
-            | Op::BatchNormInference { .. } => Ok(()),
+            | Op::CopyFrom(CopyFrom)
+            | Op::Dropout(_)
+            | Op::Permute(_)
+            | Op::Unsqueeze(_)
+            | Op::Squeeze(_)
+            | Op::Expand(_)
+            | Op::Embedding(Embedding)
+            | Op::Arange(_)
+            | Op::ArangeSym(_)
+            | Op::Full(_)
+            | Op::FullLike(_)
+            | Op::ScalarTensor(_)
+            | Op::AssertMetadata(_)
+            | Op::BatchNormInference(_) => Ok(()),
             // A running reduction at a position reads only the positions before it: padding at
             // the end changes nothing real.
-            Op::Cumulative { .. } => Ok(()),
+            Op::Cumulative(_) => Ok(()),
             // Each row of the batch (dim 0) is computed from that row alone: padding rows is exact.
-            Op::Convolution { .. }
-            | Op::MaxPool { .. }
-            | Op::AvgPool { .. }
-            | Op::AdaptiveAvgPool { .. }
-            | Op::Upsample { .. }
-            | Op::GroupNorm { .. } => Self::batch_rows_only(&in_dyn),
-            Op::View { .. } => self.check_view(graph, id),
-            Op::Slice { dim, step, .. } => {
+            Op::Convolution(_)
+            | Op::MaxPool(_)
+            | Op::AvgPool(_)
+            | Op::AdaptiveAvgPool(_)
+            | Op::Upsample(_)
+            | Op::GroupNorm(_) => Self::batch_rows_only(&in_dyn),
+            Op::View(_) => self.check_view(graph, id),
+            Op::Slice(Slice { dim, step, .. }) => {
                 let d = norm_dim(*dim, rank(0));
                 let original = node.symbolic.as_ref().map_or(&node.op, |s| &s.op);
-                let fixed_start = matches!(original, Op::Slice { start: Dim::Static(s), .. } if *s >= 0);
+                let fixed_start = matches!(original, Op::Slice(Slice { start: Dim::Static(s), .. }) if *s >= 0);
                 if !in_dyn[0].contains_key(&d) || (fixed_start && *step == 1) {
                     Ok(())
                 } else {
                     Err("slices a dynamic dim from a size-dependent start or with a step".into())
                 }
             }
-            Op::Select { dim, index } => {
+            Op::Select(Select { dim, index }) => {
                 let d = norm_dim(*dim, rank(0));
                 match in_dyn[0].get(&d).cloned() {
                     None => Ok(()),
@@ -250,7 +257,7 @@ impl Masker<'_> {
                     Some(_) => Err("selects an index of a dynamic dim that is not valid at every size".into()),
                 }
             }
-            Op::Cat { dim } => {
+            Op::Cat(Cat { dim }) => {
                 let d = norm_dim(*dim, rank(0));
                 let pieces: Vec<bool> = in_dyn.iter().map(|dd| dd.contains_key(&d)).collect();
                 let first_dynamic = pieces.iter().position(|&p| p).unwrap_or(pieces.len());
@@ -262,7 +269,7 @@ impl Masker<'_> {
                     Err("concatenates along a dynamic dim with a dynamic piece before the last".into())
                 }
             }
-            Op::LayerNorm { normalized_rank, .. } => {
+            Op::LayerNorm(LayerNorm { normalized_rank, .. }) => {
                 let r = rank(0);
                 if in_dyn[0].keys().any(|&d| d + normalized_rank >= r) {
                     Err("normalizes over a dynamic dim".into())
@@ -272,10 +279,12 @@ impl Masker<'_> {
                     Ok(())
                 }
             }
-            Op::Index { present } => self.check_index(graph, id, present, &in_dyn[0]),
-            Op::IndexPut { present, .. } => self.index_put(graph, id, present, &in_dyn),
-            Op::SplitWithSizes { dim, .. } if !in_dyn[0].contains_key(&norm_dim(*dim, rank(0))) => Ok(()),
-            Op::Gather { dim } | Op::IndexSelect { dim } => {
+            Op::Index(Index { present }) => self.check_index(graph, id, present, &in_dyn[0]),
+            Op::IndexPut(IndexPut { present, .. }) => self.index_put(graph, id, present, &in_dyn),
+            Op::SplitWithSizes(SplitWithSizes { dim, .. }) if !in_dyn[0].contains_key(&norm_dim(*dim, rank(0))) => {
+                Ok(())
+            }
+            Op::Gather(Gather { dim }) | Op::IndexSelect(IndexSelect { dim }) => {
                 let d = norm_dim(*dim, rank(0));
                 match (in_dyn[0].get(&d), self.positions.get(&ins[1])) {
                     (None, _) => Ok(()),
@@ -283,21 +292,21 @@ impl Masker<'_> {
                     _ => Err(format!("gathers along the dynamic dim {d} with indices that are not positions")),
                 }
             }
-            Op::Mm => self.contract(graph, id, (0, 1), (1, 0)),
-            Op::Addmm { .. } => self.contract(graph, id, (1, 1), (2, 0)),
-            Op::Bmm => self.contract(graph, id, (0, 2), (1, 1)),
-            Op::Softmax { dim, .. } => {
+            Op::Mm(Mm) => self.contract(graph, id, (0, 1), (1, 0)),
+            Op::Addmm(_) => self.contract(graph, id, (1, 1), (2, 0)),
+            Op::Bmm(Bmm) => self.contract(graph, id, (0, 2), (1, 1)),
+            Op::Softmax(Softmax { dim, .. }) => {
                 self.mask_input(graph, id, 0, &[norm_dim(*dim, rank(0))], Scalar::Float(f64::NEG_INFINITY))
             }
-            Op::Reduce { op, dims, .. } => self.reduce(graph, id, (*op, dims), &in_dyn[0]),
+            Op::Reduce(Reduce { op, dims, .. }) => self.reduce(graph, id, (*op, dims), &in_dyn[0]),
             // Past the real size, the identity of the extremum in the operand's dtype: ties go
             // to the first index, so a padded position is never chosen.
-            Op::ArgReduce { op, dim: Some(dim), .. } => {
+            Op::ArgReduce(ArgReduce { op, dim: Some(dim), .. }) => {
                 let extremum = if *op == ArgReduceOp::Argmax { ReduceOp::Max } else { ReduceOp::Min };
                 let fill = extremum.identity(graph.value_type(graph.inputs(id)[0]).dtype);
                 self.mask_input(graph, id, 0, &[norm_dim(*dim, rank(0))], fill)
             }
-            Op::ExtremumDim { max, dim, .. } => {
+            Op::ExtremumDim(ExtremumDim { max, dim, .. }) => {
                 let extremum = if *max { ReduceOp::Max } else { ReduceOp::Min };
                 let fill = extremum.identity(graph.value_type(graph.inputs(id)[0]).dtype);
                 self.mask_input(graph, id, 0, &[norm_dim(*dim, rank(0))], fill)
@@ -345,12 +354,12 @@ impl Masker<'_> {
                 self.scattered.range((*v, 0)..=(*v, usize::MAX)).map(|((_, d), f)| (*d, f.clone())).collect();
             for (d, f) in dims {
                 let out_dim = match &node.op {
-                    op if op.is_elementwise() || matches!(op, Op::Dropout { .. }) => {
+                    op if op.is_elementwise() || matches!(op, Op::Dropout(_)) => {
                         Some(d + rank - Self::ty(graph, *v).rank())
                     }
-                    Op::Mm if slot == 0 && d == 0 => Some(0),
-                    Op::Addmm { .. } if slot == 1 && d == 0 => Some(0),
-                    Op::View { .. } => None,
+                    Op::Mm(_) if slot == 0 && d == 0 => Some(0),
+                    Op::Addmm(_) if slot == 1 && d == 0 => Some(0),
+                    Op::View(_) => None,
                     _ => return Err("reads a dim that merges a dynamic size under static ones".into()),
                 };
                 if let Some(o) = out_dim {
@@ -377,20 +386,20 @@ impl Masker<'_> {
         let x = graph.inputs(id)[0];
         let real = self.length(graph, id, len)?;
         let scalar = TensorType::new(DType::I64, &[]);
-        let add = Op::Binary {
+        let add = Op::Binary(Binary {
             op: BinaryOp::Add,
             lhs: Operand::Tensor,
             rhs: Operand::Scalar(Scalar::Int(index)),
             alpha: None,
-        };
+        });
         let at = self.add(graph, id, add, scalar, &[real]);
-        let one = Op::View { size: vec![Dim::Static(1)] };
+        let one = Op::View(View { size: vec![Dim::Static(1)] });
         let at = self.add(graph, id, one, TensorType::new(DType::I64, &[1]), &[at]);
         let mut picked = Self::ty(graph, x);
         picked.dims[d] = Dim::Static(1);
-        let row = self.add(graph, id, Op::IndexSelect { dim: d as i64 }, picked, &[x, at]);
+        let row = self.add(graph, id, Op::IndexSelect(IndexSelect { dim: d as i64 }), picked, &[x, at]);
         let out = graph.node(id).outputs[0].clone();
-        let view = Op::View { size: out.dims.clone() };
+        let view = Op::View(View { size: out.dims.clone() });
         let result = self.add(graph, id, view, out, &[row]);
         graph.replace_uses(ValueRef { node: id, slot: 0 }, result);
         Ok(())
@@ -409,25 +418,25 @@ impl Masker<'_> {
         let ins = graph.inputs(id);
         let source = ins.first().and_then(|v| self.positions.get(v).cloned());
         let tracked = match (&node.op, source) {
-            (Op::ArangeSym { start: 0, step: 1, .. }, _) => out_dyn[0].get(&0).map(|e| (0, e.clone())),
-            (Op::Arange { start: Scalar::Int(0), step: Scalar::Int(1), .. }, _) => {
+            (Op::ArangeSym(ArangeSym { start: 0, step: 1, .. }), _) => out_dyn[0].get(&0).map(|e| (0, e.clone())),
+            (Op::Arange(Arange { start: Scalar::Int(0), step: Scalar::Int(1), .. }), _) => {
                 out_dyn[0].get(&0).map(|e| (0, e.clone()))
             }
-            (Op::Unsqueeze { dim }, Some((d, e))) => {
+            (Op::Unsqueeze(Unsqueeze { dim }), Some((d, e))) => {
                 let at = norm_dim(*dim, node.outputs[0].rank());
                 Some((if d >= at { d + 1 } else { d }, e))
             }
-            (Op::Convert | Op::Copy, Some(p)) => Some(p),
+            (Op::Convert(Convert) | Op::Identity(Identity), Some(p)) => Some(p),
             (
-                Op::Binary {
+                Op::Binary(Binary {
                     op: BinaryOp::Add | BinaryOp::Sub,
                     lhs: Operand::Tensor,
                     rhs: Operand::Scalar(Scalar::Int(0)),
                     ..
-                },
+                }),
                 Some(p),
             ) => Some(p),
-            (Op::View { .. } | Op::Expand { .. }, Some((_, e))) => {
+            (Op::View(_) | Op::Expand(_), Some((_, e))) => {
                 // Kept when exactly one output dim has the length (the others being static).
                 let dims: Vec<usize> = out_dyn[0].iter().filter(|(_, x)| **x == e).map(|(d, _)| *d).collect();
                 match dims[..] {
@@ -446,11 +455,11 @@ impl Masker<'_> {
     fn real_size(&mut self, graph: &mut Graph, id: NodeId, in_dyn: &[DynDims]) -> Result<(), String> {
         let node = graph.node(id);
         let len = match (&node.op, node.symbolic.as_ref().map(|s| &s.op)) {
-            (Op::SymSize { dim }, _) => {
+            (Op::SymSize(SymSize { dim }), _) => {
                 let rank = Self::ty(graph, graph.inputs(id)[0]).rank();
                 in_dyn[0].get(&norm_dim(*dim, rank)).cloned()
             }
-            (Op::SymInt { .. }, Some(Op::SymInt { value: Dim::Sym(e) })) => Some(e.clone()),
+            (Op::SymInt(_), Some(Op::SymInt(SymInt { value: Dim::Sym(e) }))) => Some(e.clone()),
             _ => None,
         };
         let Some(len) = len else { return Ok(()) };
@@ -612,14 +621,14 @@ impl Masker<'_> {
             count = SymExpr::Mul(vec![count, len]).simplify();
         }
         let real = self.length(graph, id, &count)?;
-        if let Op::Reduce { op, .. } = &mut graph.node_mut(id).op {
+        if let Op::Reduce(Reduce { op, .. }) = &mut graph.node_mut(id).op {
             *op = ReduceOp::Sum;
         }
         let out_ty = graph.node(id).outputs[0].clone();
         let users = graph.users(id);
         let sum = ValueRef { node: id, slot: 0 };
-        let realf = self.add(graph, id, Op::Convert, TensorType::new(out_ty.dtype, &[]), &[real]);
-        let div = Op::Binary { op: BinaryOp::Div, lhs: Operand::Tensor, rhs: Operand::Tensor, alpha: None };
+        let realf = self.add(graph, id, Op::Convert(Convert), TensorType::new(out_ty.dtype, &[]), &[real]);
+        let div = Op::Binary(Binary { op: BinaryOp::Div, lhs: Operand::Tensor, rhs: Operand::Tensor, alpha: None });
         let mean = self.add(graph, id, div, out_ty, &[sum, realf]);
         for (user, slot, _) in users {
             graph.set_input(user, slot, mean);
@@ -678,6 +687,7 @@ impl Pass for BucketMasks {
 
 #[cfg(test)]
 mod tests {
+    use crate::ir::ops::{Flip, Reduce};
     use std::collections::BTreeMap;
 
     use super::{BucketMasks, BucketSpec};
@@ -716,7 +726,7 @@ mod tests {
     /// which the program takes as an input.
     #[test]
     fn means_over_a_dynamic_dim_use_the_real_size() {
-        let mean = Op::Reduce { op: ReduceOp::Mean, dims: vec![1], keepdim: false, dtype: None };
+        let mean = Op::Reduce(Reduce { op: ReduceOp::Mean, dims: vec![1], keepdim: false, dtype: None });
         let g = bucket(mean, vec![Dim::Static(4)]).expect("safe");
         insta::assert_snapshot!(print(&g), @r#"
         graph t {
@@ -738,7 +748,7 @@ mod tests {
     /// naming the node and the op.
     #[test]
     fn ops_with_no_padding_safe_form_are_refused() {
-        let flip = Op::Flip { dims: vec![1] };
+        let flip = Op::Flip(Flip { dims: vec![1] });
         let err = bucket(flip, vec![Dim::Static(4), s()]).expect_err("refused");
         assert!(err.contains("node `y` (flip)") && err.contains("no padding-safe form"), "{err}");
     }

@@ -12,6 +12,7 @@
 #![doc = include_str!("../tests/canonicalize/noop_views_and_copies_are_dropped.ir")]
 //! ```
 
+use crate::ir::ops::{Convert, Identity, Permute, Slice};
 use crate::ir::{Dim, Graph, NodeId, Op, ValueRef};
 use crate::pass::{Changed, Pass, PassCx, PassError};
 
@@ -28,17 +29,15 @@ fn no_op(graph: &Graph, id: NodeId) -> Option<&'static str> {
         (node.outputs.len() == 1 && *ty == node.outputs[0]).then_some(())
     };
     match &node.op {
-        Op::AssertMetadata { .. } => Some("metadata asserts"),
-        Op::Copy => same_type().map(|()| "copies"),
-        Op::View { .. } | Op::Unsqueeze { .. } | Op::Squeeze { .. } | Op::Expand { .. } => {
-            same_type().map(|()| "no-op views")
-        }
-        Op::Convert => same_type().map(|()| "no-op conversions"),
-        Op::Slice { start, step: 1, .. } if *start == Dim::Static(0) => same_type().map(|()| "full slices"),
-        Op::Permute { dims } if dims.iter().enumerate().all(|(i, &d)| d == i as i64) => {
+        Op::AssertMetadata(_) => Some("metadata asserts"),
+        Op::Identity(Identity) => same_type().map(|()| "copies"),
+        Op::View(_) | Op::Unsqueeze(_) | Op::Squeeze(_) | Op::Expand(_) => same_type().map(|()| "no-op views"),
+        Op::Convert(Convert) => same_type().map(|()| "no-op conversions"),
+        Op::Slice(Slice { start, step: 1, .. }) if *start == Dim::Static(0) => same_type().map(|()| "full slices"),
+        Op::Permute(Permute { dims }) if dims.iter().enumerate().all(|(i, &d)| d == i as i64) => {
             same_type().map(|()| "identity permutes")
         }
-        Op::Cat { .. } if inputs.len() == 1 => same_type().map(|()| "single-input concatenations"),
+        Op::Cat(_) if inputs.len() == 1 => same_type().map(|()| "single-input concatenations"),
         _ => None,
     }
 }

@@ -10,6 +10,7 @@
 #![doc = include_str!("../tests/compute_dtype/linear_gets_bf16_operands.ir")]
 //! ```
 
+use crate::ir::ops::{Bmm, Convert, Mm};
 use std::collections::BTreeMap;
 
 use crate::ir::{DType, Graph, InputKind, Node, NodeId, Op, TensorType, ValueRef, WeightRecipe};
@@ -27,9 +28,9 @@ fn operand_slots(node: &Node) -> &'static [u16] {
         return &[];
     }
     match node.op {
-        Op::Mm | Op::Bmm => &[0, 1],
-        Op::Addmm { .. } => &[1, 2],
-        Op::Convolution { .. } => &[0, 1],
+        Op::Mm(Mm) | Op::Bmm(Bmm) => &[0, 1],
+        Op::Addmm(_) => &[1, 2],
+        Op::Convolution(_) => &[0, 1],
         _ => &[],
     }
 }
@@ -64,13 +65,16 @@ impl Narrowing {
             let name = format!("{fqn}@{}", self.dtype);
             let op = Op::Input(InputKind::Derived { fqn: name.clone(), recipe });
             graph.add_weight_input(Node::new(name, op, [ty]))
-        } else if let (Op::Permute { .. }, Some(src)) = (&node.op, graph.inputs(v.node).first().copied()) {
+        } else if let (Op::Permute(_), Some(src)) = (&node.op, graph.inputs(v.node).first().copied()) {
             // A transposed operand (`nn.Linear`): narrow what is transposed.
             let narrowed = self.narrow(graph, src);
             graph.add_op(Node::derived(&node, "compute_dtype", node.op.clone(), [ty]), &[narrowed])
         } else {
             self.converts += 1;
-            graph.add_op(Node::derived(&node, format_args!("{}.compute_dtype", v.slot), Op::Convert, [ty]), &[v])
+            graph.add_op(
+                Node::derived(&node, format_args!("{}.compute_dtype", v.slot), Op::Convert(Convert), [ty]),
+                &[v],
+            )
         };
         let narrowed = ValueRef { node: id, slot: 0 };
         self.done.insert(v, narrowed);

@@ -1,12 +1,15 @@
 //! Compile-time evaluation of small constant computations for `fold_constants`: a node whose
 //! inputs are all constants (`arange`, `full`, `scalar_tensor`, earlier literals) becomes an
-//! `Op::Literal` holding its values. Exact by construction: only integer and boolean
+//! `Op::Literal(Literal)` holding its values. Exact by construction: only integer and boolean
 //! arithmetic is evaluated (checked, so an overflow refuses), and float results only where
 //! values are moved or selected, never computed (`where` between constants, views, `cat`,
 //! integers converted to f32 below 2^24). Llama's position ids and causal mask are such
 //! chains: `arange`, `unsqueeze`, `sub`, `cat`, `ne`, `cumsum`, advanced indexing, `le`, `eq`,
 //! `and`, `where(mask, 0, -inf)`.
 
+use crate::ir::ops::{
+    Arange, Binary, Cat, Convert, Cumulative, Full, Identity, Index, Literal, Permute, ScalarTensor, Slice, Where,
+};
 use crate::ir::{
     norm_dim, BinaryOp, CumulativeOp, DType, Dim, Graph, NodeId, Op, Operand, Scalar, TensorType, UnaryOp, ValueRef,
 };
@@ -33,9 +36,9 @@ pub fn constant(graph: &Graph, v: ValueRef) -> Option<Constant> {
         return None;
     }
     let values = match &graph.node(v.node).op {
-        Op::Literal { values } => values.clone(),
-        Op::Full { value, .. } | Op::ScalarTensor { value } => vec![*value; len],
-        Op::Arange { start: Scalar::Int(start), step: Scalar::Int(step), .. } => {
+        Op::Literal(Literal { values }) => values.clone(),
+        Op::Full(Full { value, .. }) | Op::ScalarTensor(ScalarTensor { value }) => vec![*value; len],
+        Op::Arange(Arange { start: Scalar::Int(start), step: Scalar::Int(step), .. }) => {
             (0..len as i64).map(|i| Scalar::Int(start + i * step)).collect()
         }
         _ => return None,
@@ -55,23 +58,23 @@ pub fn evaluate(graph: &Graph, id: NodeId, inputs: &[Constant]) -> Option<Vec<Sc
     }
     let moves_only = matches!(
         node.op,
-        Op::View { .. } | Op::Unsqueeze { .. } | Op::Copy | Op::Expand { .. } | Op::Permute { .. } | Op::Slice { .. }
-    ) || matches!(node.op, Op::Cat { .. } | Op::Where { .. } | Op::Convert);
+        Op::View(_) | Op::Unsqueeze(_) | Op::Identity(Identity) | Op::Expand(_) | Op::Permute(_) | Op::Slice(_)
+    ) || matches!(node.op, Op::Cat(_) | Op::Where(_) | Op::Convert(Convert));
     if out.dtype == DType::F32 && !moves_only {
         return None;
     }
     let values = match &node.op {
-        Op::View { .. } | Op::Unsqueeze { .. } | Op::Copy => inputs[0].values.clone(),
-        Op::Expand { .. } => (0..len).map(|i| inputs[0].values[broadcast(i, &dims, &inputs[0].dims)]).collect(),
-        Op::Permute { dims: perm } => permute(&inputs[0], perm, &dims),
-        Op::Slice { dim, start, step, .. } => slice(&inputs[0], *dim, start, *step, &dims)?,
-        Op::Cat { dim } => cat(inputs, *dim, &dims)?,
-        Op::Binary { op, lhs, rhs, alpha } => {
+        Op::View(_) | Op::Unsqueeze(_) | Op::Identity(Identity) => inputs[0].values.clone(),
+        Op::Expand(_) => (0..len).map(|i| inputs[0].values[broadcast(i, &dims, &inputs[0].dims)]).collect(),
+        Op::Permute(Permute { dims: perm }) => permute(&inputs[0], perm, &dims),
+        Op::Slice(Slice { dim, start, step, .. }) => slice(&inputs[0], *dim, start, *step, &dims)?,
+        Op::Cat(Cat { dim }) => cat(inputs, *dim, &dims)?,
+        Op::Binary(Binary { op, lhs, rhs, alpha }) => {
             let [a, b] = operands(&[lhs, rhs], inputs)?;
             (0..len).map(|i| binary(*op, a.at(i, &dims), b.at(i, &dims), *alpha, out.dtype)).collect::<Option<_>>()?
         }
         Op::Unary(op) => inputs[0].values.iter().map(|&x| unary(*op, x)).collect::<Option<_>>()?,
-        Op::Where { on_true, on_false } => {
+        Op::Where(Where { on_true, on_false }) => {
             let (cond, rest) = inputs.split_first()?;
             let [a, b] = operands(&[on_true, on_false], rest)?;
             let cond = Element::Tensor(cond);
@@ -81,9 +84,9 @@ pub fn evaluate(graph: &Graph, id: NodeId, inputs: &[Constant]) -> Option<Vec<Sc
                 })
                 .collect::<Option<_>>()?
         }
-        Op::Convert => inputs[0].values.iter().map(|&x| convert(x, out.dtype)).collect::<Option<_>>()?,
-        Op::Cumulative { op: CumulativeOp::Cumsum, dim, .. } => cumsum(&inputs[0], *dim)?,
-        Op::Index { present } => index(inputs, present, &dims)?,
+        Op::Convert(Convert) => inputs[0].values.iter().map(|&x| convert(x, out.dtype)).collect::<Option<_>>()?,
+        Op::Cumulative(Cumulative { op: CumulativeOp::Cumsum, dim, .. }) => cumsum(&inputs[0], *dim)?,
+        Op::Index(Index { present }) => index(inputs, present, &dims)?,
         _ => return None,
     };
     (values.len() == len).then_some(values)

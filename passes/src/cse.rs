@@ -22,7 +22,7 @@ pub struct Cse;
 /// deterministic).
 fn key(graph: &Graph, id: NodeId) -> Option<String> {
     let node = graph.node(id);
-    let mergeable = !matches!(node.op, Op::Input(_) | Op::Unsupported { .. } | Op::AssertMetadata { .. })
+    let mergeable = !matches!(node.op, Op::Input(_) | Op::Unsupported(_) | Op::AssertMetadata(_))
         && !node.op.is_random()
         && !node.outputs.is_empty();
     let how = (node.precision, node.composite);

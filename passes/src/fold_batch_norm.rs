@@ -15,6 +15,7 @@
 #![doc = include_str!("../tests/fold_batch_norm/conv_bn_folds_into_derived_weights.ir")]
 //! ```
 
+use crate::ir::ops::{BatchNormInference, Convolution};
 use crate::ir::{DType, Graph, InputKind, Node, NodeId, Op, Origin, TensorType, ValueRef, WeightRecipe};
 use crate::pass::{Changed, Pass, PassCx, PassError};
 
@@ -40,10 +41,14 @@ struct Fold {
 }
 
 fn find(graph: &Graph, bn: NodeId) -> Option<Fold> {
-    let Op::BatchNormInference { eps, has_weight, has_bias } = graph.node(bn).op else { return None };
+    let Op::BatchNormInference(BatchNormInference { eps, has_weight, has_bias }) = graph.node(bn).op else {
+        return None;
+    };
     let bn_in = graph.inputs(bn);
     let conv = bn_in[0].node;
-    let Op::Convolution { transposed: false, has_bias: conv_bias, .. } = graph.node(conv).op else { return None };
+    let Op::Convolution(Convolution { transposed: false, has_bias: conv_bias, .. }) = graph.node(conv).op else {
+        return None;
+    };
     let only_bn_reads_conv = graph.users(conv).iter().all(|&(u, _, _)| u == bn) && !graph.is_output(conv);
     let only_y_used = graph.users(bn).iter().all(|&(_, _, slot)| slot == 0)
         && graph.outputs().iter().all(|o| o.value.node != bn || o.value.slot == 0);
@@ -102,10 +107,12 @@ fn apply(graph: &mut Graph, f: Fold) {
     };
     let w = graph.add_weight_input(derived(f.names.0, f.recipes.0, f.types.0));
     let b = graph.add_weight_input(derived(f.names.1, f.recipes.1, f.types.1));
-    let Op::Convolution { stride, padding, dilation, transposed, output_padding, groups, .. } = conv.op else {
+    let Op::Convolution(Convolution { stride, padding, dilation, transposed, output_padding, groups, .. }) = conv.op
+    else {
         return;
     };
-    let op = Op::Convolution { stride, padding, dilation, transposed, output_padding, groups, has_bias: true };
+    let op =
+        Op::Convolution(Convolution { stride, padding, dilation, transposed, output_padding, groups, has_bias: true });
     let mut node = Node::new(format!("{}.fold_batch_norm.0", conv.name), op, [bn.outputs[0].clone()]);
     node.origin = Origin { derived_from: Some(conv.name.clone()), ..bn.origin.clone() };
     node.precision = conv.precision;
@@ -136,6 +143,7 @@ impl Pass for FoldBatchNorm {
 mod tests {
     use super::FoldBatchNorm;
     use crate::ir::builder::Builder;
+    use crate::ir::ops::{BatchNormInference, Convolution};
     use crate::ir::{DType, Node, Op, TensorType, ValueRef};
     use crate::pass::{Pass, PassCx};
 
@@ -144,7 +152,7 @@ mod tests {
     }
 
     fn conv(groups: i64) -> Op {
-        Op::Convolution {
+        Op::Convolution(Convolution {
             stride: vec![1, 1],
             padding: vec![0, 0],
             dilation: vec![1, 1],
@@ -152,7 +160,7 @@ mod tests {
             output_padding: vec![0, 0],
             groups,
             has_bias: false,
-        }
+        })
     }
 
     /// conv (no bias) → BatchNorm, one pair, as torchvision writes it.
@@ -163,7 +171,7 @@ mod tests {
             .iter()
             .map(|s| b.param(&format!("{name}_{s}"), &format!("{name}.bn.{s}"), f32(&[c])))
             .collect();
-        let bn = Op::BatchNormInference { eps: 1e-5, has_weight: true, has_bias: true };
+        let bn = Op::BatchNormInference(BatchNormInference { eps: 1e-5, has_weight: true, has_bias: true });
         let node = Node::new(format!("{name}_bn"), bn, [f32(&[1, c, 4, 4]), f32(&[0]), f32(&[0])]);
         let id = b.graph_mut().add_op(node, &[c_out, stats[0], stats[1], stats[2], stats[3]]);
         ValueRef { node: id, slot: 0 }
@@ -186,9 +194,13 @@ mod tests {
         assert_eq!(cx.notes[0], "2 batch norms folded into the preceding convolution");
         let out = g.outputs()[0].value;
         let second = g.inputs(out.node);
-        assert!(matches!(g.node(out.node).op, Op::Convolution { groups: 8, has_bias: true, .. }));
+        assert!(matches!(g.node(out.node).op, Op::Convolution(Convolution { groups: 8, has_bias: true, .. })));
         let first = g.node(second[0].node);
-        assert!(matches!(first.op, Op::Convolution { groups: 1, has_bias: true, .. }), "reads {}", first.name);
+        assert!(
+            matches!(first.op, Op::Convolution(Convolution { groups: 1, has_bias: true, .. })),
+            "reads {}",
+            first.name
+        );
         assert_eq!(first.outputs[0], f32(&[1, 8, 4, 4]));
     }
 }

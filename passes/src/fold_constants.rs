@@ -5,7 +5,7 @@
 //! nor reads what it does not need.
 //!
 //! Then a node whose inputs are all small constants is evaluated ([`crate::const_eval`]:
-//! integer and boolean arithmetic, data movement and selects, exact) into an `Op::Literal` —
+//! integer and boolean arithmetic, data movement and selects, exact) into an `Op::Literal(Literal)` —
 //! e.g. Llama's position ids and causal mask become two literals instead of ~60 ops.
 //!
 //! Every rewrite is exact: float `x + 0.0` is kept (it turns `-0.0` into `0.0`), and a rewrite
@@ -20,6 +20,7 @@
 //! ```
 
 use crate::const_eval;
+use crate::ir::ops::{Binary, Convert, Full, FullLike, Identity, Literal, ScalarTensor, Where};
 use crate::ir::{BinaryOp, DType, Dim, Graph, NodeId, Op, Operand, Scalar, ValueRef};
 use crate::pass::{Changed, Pass, PassCx, PassError};
 
@@ -51,7 +52,7 @@ fn identity_of(graph: &Graph, id: NodeId) -> Option<ValueRef> {
     let out = node.outputs.first()?;
     let same = |v: &ValueRef| graph.value_type(*v) == out;
     let kept = match &node.op {
-        Op::Binary { op, lhs, rhs, alpha } => {
+        Op::Binary(Binary { op, lhs, rhs, alpha }) => {
             let alpha_one = alpha.is_none_or(|a| matches!(a, Scalar::Int(1)) || a == Scalar::Float(1.0));
             let int = !out.dtype.is_float() && !out.dtype.is_complex();
             match (op, lhs, rhs) {
@@ -64,8 +65,9 @@ fn identity_of(graph: &Graph, id: NodeId) -> Option<ValueRef> {
                 (BinaryOp::BitwiseAnd | BinaryOp::LogicalAnd, Operand::Tensor, Operand::Tensor)
                     if out.dtype == DType::Bool =>
                 {
-                    let all_true =
-                        |v: &ValueRef| matches!(graph.node(v.node).op, Op::Full { value: Scalar::Bool(true), .. });
+                    let all_true = |v: &ValueRef| {
+                        matches!(graph.node(v.node).op, Op::Full(Full { value: Scalar::Bool(true), .. }))
+                    };
                     match ins[..] {
                         [a, b] if all_true(&a) => b,
                         [a, b] if all_true(&b) => a,
@@ -90,16 +92,16 @@ fn as_full(graph: &Graph, id: NodeId) -> Option<Op> {
         return None;
     }
     let source = |v: &ValueRef| match &graph.node(v.node).op {
-        Op::Full { value, .. } => Some(*value),
+        Op::Full(Full { value, .. }) => Some(*value),
         _ => None,
     };
     let value = match &node.op {
-        Op::FullLike { value } => converted(*value, out.dtype)?,
-        Op::Unsqueeze { .. } | Op::View { .. } | Op::Expand { .. } | Op::Copy => source(graph.inputs(id).first()?)?,
-        Op::Convert => converted(source(graph.inputs(id).first()?)?, out.dtype)?,
+        Op::FullLike(FullLike { value }) => converted(*value, out.dtype)?,
+        Op::Unsqueeze(_) | Op::View(_) | Op::Expand(_) | Op::Identity(Identity) => source(graph.inputs(id).first()?)?,
+        Op::Convert(Convert) => converted(source(graph.inputs(id).first()?)?, out.dtype)?,
         _ => return None,
     };
-    Some(Op::Full { size, value })
+    Some(Op::Full(Full { size, value }))
 }
 
 /// `where(c, a, b)` whose `a` or `b` is a constant (`scalar_tensor`, `full`) of the result's
@@ -107,14 +109,14 @@ fn as_full(graph: &Graph, id: NodeId) -> Option<Op> {
 /// shape). Returns the new op and inputs.
 fn inline_scalars(graph: &Graph, id: NodeId) -> Option<(Op, Vec<ValueRef>)> {
     let node = graph.node(id);
-    let Op::Where { on_true, on_false } = node.op else { return None };
+    let Op::Where(Where { on_true, on_false }) = node.op else { return None };
     let dtype = node.outputs.first()?.dtype;
     let ins = graph.inputs(id);
     let constant = |v: &ValueRef| {
         let n = graph.node(v.node);
         let value = match &n.op {
-            Op::ScalarTensor { value } => *value,
-            Op::Full { value, .. } => *value,
+            Op::ScalarTensor(ScalarTensor { value }) => *value,
+            Op::Full(Full { value, .. }) => *value,
             _ => return None,
         };
         (n.outputs[0].dtype == dtype).then_some(value)
@@ -135,7 +137,7 @@ fn inline_scalars(graph: &Graph, id: NodeId) -> Option<(Op, Vec<ValueRef>)> {
         }
     };
     let (t, f) = (inline(on_true)?, inline(on_false)?);
-    let op = Op::Where { on_true: t, on_false: f };
+    let op = Op::Where(Where { on_true: t, on_false: f });
     // Only when the select still gives the node's type: a constant that set the result's
     // shape, or two scalars (whose promotion gives f32 or i64), must stay tensors.
     let types: Vec<&crate::ir::TensorType> = kept.iter().map(|v| graph.value_type(*v)).collect();
@@ -196,7 +198,7 @@ impl Pass for FoldConstants {
             // Also after a rewrite above: `where(c, full, full)` is first given scalar operands.
             if let Some(values) = evaluated(graph, id) {
                 graph.detach_inputs(id);
-                graph.node_mut(id).op = Op::Literal { values };
+                graph.node_mut(id).op = Op::Literal(Literal { values });
                 literals += 1;
             }
         }
@@ -212,11 +214,12 @@ impl Pass for FoldConstants {
 mod tests {
     use super::FoldConstants;
     use crate::ir::builder::Builder;
+    use crate::ir::ops::{Arange, Binary, Convert, Full, FullLike, Index, Literal, ScalarTensor, Unsqueeze, Where};
     use crate::ir::{print, BinaryOp, DType, Op, Operand, Scalar, TensorType};
     use crate::pass::{Pass, PassCx};
 
     fn bin(op: BinaryOp, rhs: Operand) -> Op {
-        Op::Binary { op, lhs: Operand::Tensor, rhs, alpha: None }
+        Op::Binary(Binary { op, lhs: Operand::Tensor, rhs, alpha: None })
     }
 
     #[test]
@@ -228,16 +231,27 @@ mod tests {
         let f2 = b.op("f2", bin(BinaryOp::Add, Operand::Scalar(Scalar::Float(0.0))), &[f1], x_ty());
         let i1 =
             b.op("i1", bin(BinaryOp::Add, Operand::Scalar(Scalar::Int(0))), &[i], TensorType::new(DType::I64, &[4]));
-        let t = b.op("t", Op::Full { size: vec![], value: Scalar::Bool(true) }, &[], TensorType::new(DType::Bool, &[]));
+        let t = b.op(
+            "t",
+            Op::Full(Full { size: vec![], value: Scalar::Bool(true) }),
+            &[],
+            TensorType::new(DType::Bool, &[]),
+        );
         let gt = b.op("gt", bin(BinaryOp::Gt, Operand::Scalar(Scalar::Float(0.0))), &[f2], bool_ty());
-        let and = Op::Binary { op: BinaryOp::BitwiseAnd, lhs: Operand::Tensor, rhs: Operand::Tensor, alpha: None };
+        let and =
+            Op::Binary(Binary { op: BinaryOp::BitwiseAnd, lhs: Operand::Tensor, rhs: Operand::Tensor, alpha: None });
         let a = b.op("a", and, &[t, gt], bool_ty());
-        let z = b.op("z", Op::FullLike { value: Scalar::Int(0) }, &[f2], x_ty());
+        let z = b.op("z", Op::FullLike(FullLike { value: Scalar::Int(0) }), &[f2], x_ty());
         let st = |b: &mut Builder, name: &str, v: f64| {
-            b.op(name, Op::ScalarTensor { value: Scalar::Float(v) }, &[], TensorType::new(DType::F32, &[]))
+            b.op(
+                name,
+                Op::ScalarTensor(ScalarTensor { value: Scalar::Float(v) }),
+                &[],
+                TensorType::new(DType::F32, &[]),
+            )
         };
         let (zero, minf) = (st(&mut b, "zero", 0.0), st(&mut b, "minf", f64::NEG_INFINITY));
-        let sel = Op::Where { on_true: Operand::Tensor, on_false: Operand::Tensor };
+        let sel = Op::Where(Where { on_true: Operand::Tensor, on_false: Operand::Tensor });
         let w = b.op("w", sel, &[gt, zero, minf], x_ty());
         b.output(f2);
         b.output(i1);
@@ -296,15 +310,15 @@ mod tests {
     fn a_causal_mask_becomes_a_literal() {
         let ty = |d: DType, dims: &[i64]| TensorType::new(d, dims);
         let mut b = Builder::new("t");
-        let arange = Op::Arange { start: Scalar::Int(0), end: Scalar::Int(3), step: Scalar::Int(1) };
+        let arange = Op::Arange(Arange { start: Scalar::Int(0), end: Scalar::Int(3), step: Scalar::Int(1) });
         let r = b.op("r", arange, &[], ty(DType::I64, &[3]));
-        let rows = b.op("rows", Op::Unsqueeze { dim: 1 }, &[r], ty(DType::I64, &[3, 1]));
-        let le = Op::Binary { op: BinaryOp::Le, lhs: Operand::Tensor, rhs: Operand::Tensor, alpha: None };
+        let rows = b.op("rows", Op::Unsqueeze(Unsqueeze { dim: 1 }), &[r], ty(DType::I64, &[3, 1]));
+        let le = Op::Binary(Binary { op: BinaryOp::Le, lhs: Operand::Tensor, rhs: Operand::Tensor, alpha: None });
         let mask = b.op("mask", le, &[r, rows], ty(DType::Bool, &[3, 3]));
-        let select = Op::Where {
+        let select = Op::Where(Where {
             on_true: Operand::Scalar(Scalar::Float(0.0)),
             on_false: Operand::Scalar(Scalar::Float(f64::NEG_INFINITY)),
-        };
+        });
         let m = b.op("m", select, &[mask], ty(DType::F32, &[3, 3]));
         b.output(m);
         let text = fold(b);
@@ -320,15 +334,15 @@ mod tests {
     fn only_exact_evaluations_fold() {
         let ty = |d: DType, dims: &[i64]| TensorType::new(d, dims);
         let mut b = Builder::new("t");
-        let arange = Op::Arange { start: Scalar::Int(0), end: Scalar::Int(4), step: Scalar::Int(1) };
+        let arange = Op::Arange(Arange { start: Scalar::Int(0), end: Scalar::Int(4), step: Scalar::Int(1) });
         let r = b.op("r", arange, &[], ty(DType::I64, &[4]));
-        let f = b.op("f", Op::Convert, &[r], ty(DType::F32, &[4]));
+        let f = b.op("f", Op::Convert(Convert), &[r], ty(DType::F32, &[4]));
         let half = b.op("half", bin(BinaryOp::Mul, Operand::Scalar(Scalar::Float(0.5))), &[f], ty(DType::F32, &[4]));
-        let max = b.op("max", Op::Full { size: vec![], value: Scalar::Int(i64::MAX) }, &[], ty(DType::I64, &[]));
+        let max = b.op("max", Op::Full(Full { size: vec![], value: Scalar::Int(i64::MAX) }), &[], ty(DType::I64, &[]));
         let over = b.op("over", bin(BinaryOp::Add, Operand::Scalar(Scalar::Int(1))), &[max], ty(DType::I64, &[]));
-        let idx = Op::Literal { values: vec![Scalar::Int(-1), Scalar::Int(1)] };
+        let idx = Op::Literal(Literal { values: vec![Scalar::Int(-1), Scalar::Int(1)] });
         let idx = b.op("idx", idx, &[], ty(DType::I64, &[2]));
-        let picked = b.op("picked", Op::Index { present: vec![true] }, &[r, idx], ty(DType::I64, &[2]));
+        let picked = b.op("picked", Op::Index(Index { present: vec![true] }), &[r, idx], ty(DType::I64, &[2]));
         for v in [half, over, picked] {
             b.output(v);
         }

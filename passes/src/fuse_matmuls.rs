@@ -18,6 +18,7 @@
 #![doc = include_str!("../tests/fuse_matmuls/qkv_projections_fuse.ir")]
 //! ```
 
+use crate::ir::ops::{Mm, Permute, Slice};
 use std::collections::BTreeMap;
 
 use crate::ir::{DType, Dim, Graph, InputKind, Node, NodeId, Op, TensorType, ValueRef, WeightRecipe};
@@ -42,7 +43,7 @@ struct Candidate {
 fn candidate(graph: &Graph, mm: NodeId) -> Option<(ValueRef, Candidate)> {
     let node = graph.node(mm);
     // Only an `mm` is sure to have one output (the verifier's arity); other nodes may have none.
-    if node.op != Op::Mm {
+    if node.op != Op::Mm(Mm) {
         return None;
     }
     let dtype = node.outputs[0].dtype;
@@ -51,7 +52,7 @@ fn candidate(graph: &Graph, mm: NodeId) -> Option<(ValueRef, Candidate)> {
     }
     let ins = graph.inputs(mm);
     let perm = graph.node(ins[1].node);
-    if perm.op != (Op::Permute { dims: vec![1, 0] }) {
+    if perm.op != (Op::Permute(Permute { dims: vec![1, 0] })) {
         return None;
     }
     let w_value = graph.inputs(ins[1].node)[0];
@@ -74,15 +75,15 @@ fn fuse(graph: &mut Graph, x: ValueRef, group: &[Candidate]) {
     let w = graph.add_weight_input(Node::new(fqn, derived, [TensorType::new(dtype, &[total, k])]));
     let at = |name: &str, op: Op, ty: TensorType| Node::derived(&first, format_args!("fuse_matmuls.{name}"), op, [ty]);
     let wt = graph.add_op(
-        at("t", Op::Permute { dims: vec![1, 0] }, TensorType::new(dtype, &[k, total])),
+        at("t", Op::Permute(Permute { dims: vec![1, 0] }), TensorType::new(dtype, &[k, total])),
         &[ValueRef { node: w, slot: 0 }],
     );
-    let mut mm = at("mm", Op::Mm, TensorType { dtype, dims: vec![m.clone(), Dim::Static(total)] });
+    let mut mm = at("mm", Op::Mm(Mm), TensorType { dtype, dims: vec![m.clone(), Dim::Static(total)] });
     mm.precision = first.precision;
     let fused = graph.add_op(mm, &[x, ValueRef { node: wt, slot: 0 }]);
     let mut start = 0;
     for (i, c) in group.iter().enumerate() {
-        let slice = Op::Slice { dim: 1, start: Dim::Static(start), end: Dim::Static(start + c.n), step: 1 };
+        let slice = Op::Slice(Slice { dim: 1, start: Dim::Static(start), end: Dim::Static(start + c.n), step: 1 });
         let ty = TensorType { dtype, dims: vec![m.clone(), Dim::Static(c.n)] };
         let s = graph.add_op(at(&format!("slice{i}"), slice, ty), &[ValueRef { node: fused, slot: 0 }]);
         graph.replace_uses(ValueRef { node: c.mm, slot: 0 }, ValueRef { node: s, slot: 0 });

@@ -18,6 +18,7 @@
 #![doc = include_str!("../tests/grouped_attention/repeated_kv_heads_read_once.ir")]
 //! ```
 
+use crate::ir::ops::{Binary, Bmm, Convert, Identity, Permute, Unsqueeze, View};
 use crate::ir::{Dim, Graph, Node, NodeId, Op, Operand, TensorType, ValueRef};
 use crate::pass::{Changed, Pass, PassCx, PassError};
 
@@ -32,11 +33,11 @@ fn repeated_heads(graph: &Graph, v: ValueRef) -> Option<(ValueRef, i64)> {
         _ => None,
     };
     let view = graph.node(v.node);
-    let Op::View { .. } = view.op else { return None };
+    let Op::View(_) = view.op else { return None };
     let expand = single_input(v.node)?;
-    let Op::Expand { .. } = graph.node(expand.node).op else { return None };
+    let Op::Expand(_) = graph.node(expand.node).op else { return None };
     let unsqueeze = single_input(expand.node)?;
-    let Op::Unsqueeze { dim: 2 } = graph.node(unsqueeze.node).op else { return None };
+    let Op::Unsqueeze(Unsqueeze { dim: 2 }) = graph.node(unsqueeze.node).op else { return None };
     let kv = single_input(unsqueeze.node)?;
     let (k, e, out) =
         (graph.value_type(kv).static_dims()?, graph.value_type(expand).static_dims()?, view.outputs[0].static_dims()?);
@@ -48,18 +49,18 @@ fn repeated_heads(graph: &Graph, v: ValueRef) -> Option<(ValueRef, i64)> {
 /// Ops that may sit between the repeat and the `bmm`: they act on each head alike.
 fn per_head(op: &Op) -> bool {
     match op {
-        Op::Permute { dims } => dims.len() == 4 && dims[0] == 0 && dims[1] == 1,
-        Op::Binary { lhs, rhs, .. } => {
+        Op::Permute(Permute { dims }) => dims.len() == 4 && dims[0] == 0 && dims[1] == 1,
+        Op::Binary(Binary { lhs, rhs, .. }) => {
             matches!((lhs, rhs), (Operand::Tensor, Operand::Scalar(_)) | (Operand::Scalar(_), Operand::Tensor))
         }
-        Op::Unary(_) | Op::Convert | Op::Copy => true,
+        Op::Unary(_) | Op::Convert(Convert) | Op::Identity(Identity) => true,
         _ => false,
     }
 }
 
 /// `bmm`'s right operand `view(f(repeat(kv)))`: the chain `f` (outermost last), `kv` and `G`.
 fn shared_operand(graph: &Graph, rhs: ValueRef) -> Option<(Vec<NodeId>, ValueRef, i64)> {
-    let Op::View { .. } = graph.node(rhs.node).op else { return None };
+    let Op::View(_) = graph.node(rhs.node).op else { return None };
     let mut v = *graph.inputs(rhs.node).first()?;
     let mut chain = Vec::new();
     loop {
@@ -79,7 +80,7 @@ fn shared_operand(graph: &Graph, rhs: ValueRef) -> Option<(Vec<NodeId>, ValueRef
 /// Rewrites one `bmm` when it matches; returns whether it did.
 fn rewrite(graph: &mut Graph, bmm: NodeId) -> Option<()> {
     let [lhs, rhs] = graph.inputs(bmm)[..] else { return None };
-    let Op::View { .. } = graph.node(lhs.node).op else { return None };
+    let Op::View(_) = graph.node(lhs.node).op else { return None };
     let q = *graph.inputs(lhs.node).first()?;
     let (chain, kv, g) = shared_operand(graph, rhs)?;
     let [b, h, m, k] = graph.value_type(q).static_dims()?[..] else { return None };
@@ -103,7 +104,7 @@ fn rewrite(graph: &mut Graph, bmm: NodeId) -> Option<()> {
         shared = add(graph, &format!("kv{i}"), node.op, t, shared);
     }
     let dtype = |v: ValueRef, graph: &Graph| graph.value_type(v).dtype;
-    let view = |size: &[i64]| Op::View { size: size.iter().map(|&d| Dim::Static(d)).collect() };
+    let view = |size: &[i64]| Op::View(View { size: size.iter().map(|&d| Dim::Static(d)).collect() });
     let qt = TensorType::new(dtype(q, graph), &[b * hkv, g * m, k]);
     let q2 = add(graph, "q", view(&[b * hkv, g * m, k]), qt, q);
     let kt = TensorType::new(dtype(shared, graph), &[b * hkv, k, n]);
@@ -111,7 +112,7 @@ fn rewrite(graph: &mut Graph, bmm: NodeId) -> Option<()> {
     let mut prod = Node::derived(
         &old,
         "grouped_attention.bmm",
-        Op::Bmm,
+        Op::Bmm(Bmm),
         [TensorType::new(old.outputs[0].dtype, &[b * hkv, g * m, n])],
     );
     prod.precision = old.precision;
@@ -129,7 +130,7 @@ impl Pass for GroupedAttention {
 
     fn run(&self, graph: &mut Graph, cx: &mut PassCx) -> Result<Changed, PassError> {
         let order = graph.topo_order().map_err(|_| PassError::Failed { pass: self.name(), reason: "cycle".into() })?;
-        let bmms: Vec<NodeId> = order.into_iter().filter(|&id| graph.node(id).op == Op::Bmm).collect();
+        let bmms: Vec<NodeId> = order.into_iter().filter(|&id| graph.node(id).op == Op::Bmm(Bmm)).collect();
         let rewritten = bmms.into_iter().filter(|&id| rewrite(graph, id).is_some()).count();
         cx.note(rewritten, "attention products read shared K/V heads instead of repeated ones");
         Ok(if rewritten > 0 { Changed::Yes } else { Changed::No })
@@ -141,6 +142,7 @@ mod tests {
     use super::GroupedAttention;
     use crate::dce::Dce;
     use crate::ir::builder::Builder;
+    use crate::ir::ops::{Binary, Bmm, Expand, Permute, Unsqueeze, View};
     use crate::ir::{print, BinaryOp, DType, Dim, Op, Operand, Scalar, TensorType};
     use crate::pass::{Pass, PassCx};
 
@@ -149,7 +151,7 @@ mod tests {
     }
 
     fn view(dims: &[i64]) -> Op {
-        Op::View { size: dims.iter().map(|&d| Dim::Static(d)).collect() }
+        Op::View(View { size: dims.iter().map(|&d| Dim::Static(d)).collect() })
     }
 
     /// Llama's `repeat_kv` then `q @ (k * 0.5)ᵀ`: one `bmm` per K/V head, no repeat left.
@@ -158,17 +160,17 @@ mod tests {
         let mut b = Builder::new("t");
         let q = b.input("q", f32(&[1, 4, 16, 8]));
         let k = b.input("k", f32(&[1, 2, 16, 8]));
-        let u = b.op("u", Op::Unsqueeze { dim: 2 }, &[k], f32(&[1, 2, 1, 16, 8]));
+        let u = b.op("u", Op::Unsqueeze(Unsqueeze { dim: 2 }), &[k], f32(&[1, 2, 1, 16, 8]));
         let size = [1, 2, 2, 16, 8].map(Dim::Static).to_vec();
-        let e = b.op("e", Op::Expand { size }, &[u], f32(&[1, 2, 2, 16, 8]));
+        let e = b.op("e", Op::Expand(Expand { size }), &[u], f32(&[1, 2, 2, 16, 8]));
         let r = b.op("r", view(&[1, 4, 16, 8]), &[e], f32(&[1, 4, 16, 8]));
-        let t = b.op("t", Op::Permute { dims: vec![0, 1, 3, 2] }, &[r], f32(&[1, 4, 8, 16]));
+        let t = b.op("t", Op::Permute(Permute { dims: vec![0, 1, 3, 2] }), &[r], f32(&[1, 4, 8, 16]));
         let half = Operand::Scalar(Scalar::Float(0.5));
-        let mul = Op::Binary { op: BinaryOp::Mul, lhs: Operand::Tensor, rhs: half, alpha: None };
+        let mul = Op::Binary(Binary { op: BinaryOp::Mul, lhs: Operand::Tensor, rhs: half, alpha: None });
         let s = b.op("s", mul, &[t], f32(&[1, 4, 8, 16]));
         let qv = b.op("qv", view(&[4, 16, 8]), &[q], f32(&[4, 16, 8]));
         let kv = b.op("kv", view(&[4, 8, 16]), &[s], f32(&[4, 8, 16]));
-        let scores = b.op("scores", Op::Bmm, &[qv, kv], f32(&[4, 16, 16]));
+        let scores = b.op("scores", Op::Bmm(Bmm), &[qv, kv], f32(&[4, 16, 16]));
         b.output(scores);
         let mut g = b.finish();
         let mut cx = PassCx::default();

@@ -229,6 +229,7 @@ impl Pipeline {
 mod tests {
     use super::{PassOptions, Pipeline};
     use crate::ir::builder::Builder;
+    use crate::ir::ops::{Binary, Convolution, Identity, View};
     use crate::ir::{print, BinaryOp, Dim, Op, Operand, TensorType, UnaryOp};
     use crate::pass::{Changed, Pass, PassCx, PassError};
 
@@ -296,7 +297,7 @@ mod tests {
         let x = b.input("x", f32(&[1, 3, 8, 8]));
         let w = b.param("w", "conv.weight", f32(&[4, 3, 3, 3]));
         let bias = b.param("bias", "conv.bias", f32(&[4]));
-        let conv = Op::Convolution {
+        let conv = Op::Convolution(Convolution {
             stride: vec![1, 1],
             padding: vec![1, 1],
             dilation: vec![1, 1],
@@ -304,7 +305,7 @@ mod tests {
             output_padding: vec![0, 0],
             groups: 1,
             has_bias: true,
-        };
+        });
         let y = b.op("conv", conv, &[x, w, bias], f32(&[1, 4, 8, 8]));
         b.output(y);
         let mut g = b.finish();
@@ -323,11 +324,11 @@ mod tests {
     fn standard_pipeline_cleans_up() {
         let mut b = Builder::new("t");
         let x = b.input("x", f32(&[4]));
-        let c = b.op("c", Op::Copy, &[x], f32(&[4]));
-        let v = b.op("v", Op::View { size: vec![Dim::Static(4)] }, &[x], f32(&[4]));
+        let c = b.op("c", Op::Identity(Identity), &[x], f32(&[4]));
+        let v = b.op("v", Op::View(View { size: vec![Dim::Static(4)] }), &[x], f32(&[4]));
         let e1 = b.op("e1", Op::Unary(UnaryOp::Exp), &[c], f32(&[4]));
         let e2 = b.op("e2", Op::Unary(UnaryOp::Exp), &[v], f32(&[4]));
-        let add = Op::Binary { op: BinaryOp::Add, lhs: Operand::Tensor, rhs: Operand::Tensor, alpha: None };
+        let add = Op::Binary(Binary { op: BinaryOp::Add, lhs: Operand::Tensor, rhs: Operand::Tensor, alpha: None });
         let s = b.op("s", add, &[e1, e2], f32(&[4]));
         b.op("unused", Op::Unary(UnaryOp::Neg), &[x], f32(&[4]));
         b.output(s);

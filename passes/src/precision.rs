@@ -11,6 +11,7 @@
 #![doc = include_str!("../tests/precision/override_sets_matching_contraction.ir")]
 //! ```
 
+use crate::ir::ops::{Bmm, Mm};
 use crate::ir::{Graph, Node, Op, Precision};
 use crate::pass::{Changed, Pass, PassCx, PassError};
 
@@ -21,7 +22,7 @@ pub struct PrecisionPass {
 }
 
 fn is_contraction(op: &Op) -> bool {
-    matches!(op, Op::Mm | Op::Bmm | Op::Addmm { .. } | Op::Convolution { .. } | Op::ConvolutionBackward { .. })
+    matches!(op, Op::Mm(Mm) | Op::Bmm(Bmm) | Op::Addmm(_) | Op::Convolution(_) | Op::ConvolutionBackward(_))
 }
 
 fn matches(node: &Node, pattern: &str) -> bool {

@@ -16,6 +16,7 @@
 #![doc = include_str!("../tests/safe_softmax/guarded_softmax_becomes_safe.ir")]
 //! ```
 
+use crate::ir::ops::{Binary, Reduce, Softmax, Where};
 use crate::ir::{norm_dim, BinaryOp, Graph, Node, NodeId, Op, Operand, ReduceOp, Scalar, UnaryOp, ValueRef};
 use crate::pass::{Changed, Pass, PassCx, PassError};
 
@@ -34,12 +35,12 @@ fn guarded(graph: &Graph, id: NodeId) -> Option<NodeId> {
     let is_zero = |o: &Operand| {
         matches!(o, Operand::Scalar(Scalar::Float(z)) if *z == 0.0) || matches!(o, Operand::Scalar(Scalar::Int(0)))
     };
-    let Op::Where { on_true, on_false: Operand::Tensor } = &graph.node(id).op else { return None };
+    let Op::Where(Where { on_true, on_false: Operand::Tensor }) = &graph.node(id).op else { return None };
     if !is_zero(on_true) {
         return None;
     }
     let [cond, soft] = graph.inputs(id)[..] else { return None };
-    let Op::Softmax { dim, log: false, safe: false } = graph.node(soft.node).op else { return None };
+    let Op::Softmax(Softmax { dim, log: false, safe: false }) = graph.node(soft.node).op else { return None };
     let x = single_input(graph, soft.node)?;
     let rank = graph.value_type(x).rank();
     // cond = not(any(not(eq(x, -inf)), [dim], keepdim))
@@ -47,7 +48,9 @@ fn guarded(graph: &Graph, id: NodeId) -> Option<NodeId> {
         (graph.node(v.node).op == Op::Unary(UnaryOp::LogicalNot)).then(|| single_input(graph, v.node)).flatten()
     };
     let any = not_any(cond)?;
-    let Op::Reduce { op: ReduceOp::Any, dims, keepdim: true, .. } = &graph.node(any.node).op else { return None };
+    let Op::Reduce(Reduce { op: ReduceOp::Any, dims, keepdim: true, .. }) = &graph.node(any.node).op else {
+        return None;
+    };
     if dims.len() != 1 || norm_dim(dims[0], rank) != norm_dim(dim, rank) {
         return None;
     }
@@ -65,7 +68,7 @@ fn guarded(graph: &Graph, id: NodeId) -> Option<NodeId> {
         }
     }
     let eq = not_any(any_input)?;
-    let Op::Binary { op: BinaryOp::Eq, lhs: Operand::Tensor, rhs: Operand::Scalar(Scalar::Float(v)), .. } =
+    let Op::Binary(Binary { op: BinaryOp::Eq, lhs: Operand::Tensor, rhs: Operand::Scalar(Scalar::Float(v)), .. }) =
         graph.node(eq.node).op
     else {
         return None;
@@ -75,7 +78,7 @@ fn guarded(graph: &Graph, id: NodeId) -> Option<NodeId> {
 
 /// `(valid, v)` when `masked` is `where(valid, v, fill)` (a size bucket's mask).
 fn bucket_masked(graph: &Graph, masked: ValueRef, fill: Scalar) -> Option<(ValueRef, ValueRef)> {
-    let Op::Where { on_true: Operand::Tensor, on_false: Operand::Scalar(f) } = graph.node(masked.node).op else {
+    let Op::Where(Where { on_true: Operand::Tensor, on_false: Operand::Scalar(f) }) = graph.node(masked.node).op else {
         return None;
     };
     match graph.inputs(masked.node)[..] {
@@ -90,14 +93,15 @@ fn bucket_masked(graph: &Graph, masked: ValueRef, fill: Scalar) -> Option<(Value
 fn safe_softmax(graph: &mut Graph, soft: NodeId, guard: NodeId) -> ValueRef {
     let only_the_guard = graph.users(soft).iter().all(|&(user, _, _)| user == guard) && !graph.is_output(soft);
     if only_the_guard {
-        if let Op::Softmax { safe, .. } = &mut graph.node_mut(soft).op {
+        if let Op::Softmax(Softmax { safe, .. }) = &mut graph.node_mut(soft).op {
             *safe = true;
         }
         return ValueRef { node: soft, slot: 0 };
     }
     let node = graph.node(soft);
-    let Op::Softmax { dim, log, .. } = node.op else { return ValueRef { node: soft, slot: 0 } };
-    let derived = Node::derived(node, "safe_softmax", Op::Softmax { dim, log, safe: true }, node.outputs.clone());
+    let Op::Softmax(Softmax { dim, log, .. }) = node.op else { return ValueRef { node: soft, slot: 0 } };
+    let derived =
+        Node::derived(node, "safe_softmax", Op::Softmax(Softmax { dim, log, safe: true }), node.outputs.clone());
     let x = graph.inputs(soft)[0];
     ValueRef { node: graph.add_op(derived, &[x]), slot: 0 }
 }
@@ -127,6 +131,7 @@ mod tests {
     use super::SafeSoftmax;
     use crate::dce::Dce;
     use crate::ir::builder::Builder;
+    use crate::ir::ops::{Binary, Reduce, Softmax, Where};
     use crate::ir::{print, BinaryOp, DType, Op, Operand, ReduceOp, Scalar, TensorType, UnaryOp};
     use crate::pass::{Pass, PassCx};
 
@@ -142,21 +147,21 @@ mod tests {
         let valid = bucket_masked.then(|| b.input("valid", bool_(&[2, 4])));
         let mask = |b: &mut Builder, name: &str, fill, v, ty: TensorType| match valid {
             Some(valid) => {
-                let op = Op::Where { on_true: Operand::Tensor, on_false: Operand::Scalar(fill) };
+                let op = Op::Where(Where { on_true: Operand::Tensor, on_false: Operand::Scalar(fill) });
                 b.op(name, op, &[valid, v], ty)
             }
             None => v,
         };
         let scores = mask(&mut b, "masked", minf, x, f32.clone());
-        let s = b.op("s", Op::Softmax { dim: -1, log: false, safe: false }, &[scores], f32.clone());
-        let eq = Op::Binary { op: BinaryOp::Eq, lhs: Operand::Tensor, rhs: Operand::Scalar(minf), alpha: None };
+        let s = b.op("s", Op::Softmax(Softmax { dim: -1, log: false, safe: false }), &[scores], f32.clone());
+        let eq = Op::Binary(Binary { op: BinaryOp::Eq, lhs: Operand::Tensor, rhs: Operand::Scalar(minf), alpha: None });
         let eq = b.op("eq", eq, &[x], bool_(&[2, 4]));
         let n = b.op("n", Op::Unary(UnaryOp::LogicalNot), &[eq], bool_(&[2, 4]));
         let n = mask(&mut b, "n_masked", Scalar::Bool(false), n, bool_(&[2, 4]));
-        let any = Op::Reduce { op: ReduceOp::Any, dims: vec![-1], keepdim: true, dtype: None };
+        let any = Op::Reduce(Reduce { op: ReduceOp::Any, dims: vec![-1], keepdim: true, dtype: None });
         let a = b.op("a", any, &[n], bool_(&[2, 1]));
         let m = b.op("m", Op::Unary(UnaryOp::LogicalNot), &[a], bool_(&[2, 1]));
-        let guard = Op::Where { on_true: Operand::Scalar(Scalar::Float(0.0)), on_false: Operand::Tensor };
+        let guard = Op::Where(Where { on_true: Operand::Scalar(Scalar::Float(0.0)), on_false: Operand::Tensor });
         let w = b.op("w", guard, &[m, s], f32);
         b.output(w);
         let mut g = b.finish();

@@ -13,6 +13,7 @@
 #![doc = include_str!("../tests/sdpa/attention_marked_as_one_composite.ir")]
 //! ```
 
+use crate::ir::ops::{Bmm, Convert, Identity, Softmax, Where};
 use crate::ir::{Composite, Graph, NodeId, Op, Operand, SDPA};
 use crate::pass::{Changed, Pass, PassCx, PassError};
 
@@ -27,9 +28,9 @@ const MAX_CHAIN: usize = 8;
 /// `where` selecting between the scores and a constant (bucket masks: slot 1).
 fn chain_slot(op: &Op) -> Option<u16> {
     match op {
-        Op::View { .. } | Op::Convert | Op::Copy | Op::Binary { .. } => Some(0),
-        Op::Where { on_true: Operand::Tensor, on_false: Operand::Scalar(_) }
-        | Op::Where { on_true: Operand::Scalar(_), on_false: Operand::Tensor } => Some(1),
+        Op::View(_) | Op::Convert(Convert) | Op::Identity(Identity) | Op::Binary(_) => Some(0),
+        Op::Where(Where { on_true: Operand::Tensor, on_false: Operand::Scalar(_) })
+        | Op::Where(Where { on_true: Operand::Scalar(_), on_false: Operand::Tensor }) => Some(1),
         _ => None,
     }
 }
@@ -52,7 +53,7 @@ fn attention(graph: &Graph, softmax: NodeId) -> Option<Vec<NodeId>> {
         if only_user(graph, prev).map(|(u, _)| u) != Some(cur) || before.len() > MAX_CHAIN {
             return None;
         }
-        if graph.node(prev).op == Op::Bmm {
+        if graph.node(prev).op == Op::Bmm(Bmm) {
             break prev;
         }
         chain_slot(&graph.node(prev).op)?;
@@ -64,7 +65,7 @@ fn attention(graph: &Graph, softmax: NodeId) -> Option<Vec<NodeId>> {
     let last = loop {
         let (next, slot) = only_user(graph, cur)?;
         let op = &graph.node(next).op;
-        if *op == Op::Bmm && slot == 0 {
+        if *op == Op::Bmm(Bmm) && slot == 0 {
             break next;
         }
         if chain_slot(op) != Some(slot) || after.len() >= MAX_CHAIN {
@@ -91,7 +92,7 @@ impl Pass for Sdpa {
         let mut instance = 0;
         for id in order {
             let node = graph.node(id);
-            if !matches!(node.op, Op::Softmax { log: false, .. }) || node.composite.is_some() {
+            if !matches!(node.op, Op::Softmax(Softmax { log: false, .. })) || node.composite.is_some() {
                 continue;
             }
             let Some(nodes) = attention(graph, id) else { continue };
@@ -113,6 +114,7 @@ impl Pass for Sdpa {
 mod tests {
     use super::Sdpa;
     use crate::ir::builder::Builder;
+    use crate::ir::ops::{Binary, Bmm, Softmax};
     use crate::ir::{print, BinaryOp, DType, Op, Operand, TensorType};
     use crate::pass::{Pass, PassCx};
 
@@ -126,11 +128,11 @@ mod tests {
         let kt = b.input("kt", f32(&[2, 8, 16]));
         let mask = b.input("mask", f32(&[2, 16, 16]));
         let v = b.input("v", f32(&[2, 16, 8]));
-        let s = b.op("s", Op::Bmm, &[q, kt], f32(&[2, 16, 16]));
-        let add = Op::Binary { op: BinaryOp::Add, lhs: Operand::Tensor, rhs: Operand::Tensor, alpha: None };
+        let s = b.op("s", Op::Bmm(Bmm), &[q, kt], f32(&[2, 16, 16]));
+        let add = Op::Binary(Binary { op: BinaryOp::Add, lhs: Operand::Tensor, rhs: Operand::Tensor, alpha: None });
         let m = b.op("m", add, &[s, mask], f32(&[2, 16, 16]));
-        let p = b.op("p", Op::Softmax { dim: -1, log: false, safe: true }, &[m], f32(&[2, 16, 16]));
-        let o = b.op("o", Op::Bmm, &[p, v], f32(&[2, 16, 8]));
+        let p = b.op("p", Op::Softmax(Softmax { dim: -1, log: false, safe: true }), &[m], f32(&[2, 16, 16]));
+        let o = b.op("o", Op::Bmm(Bmm), &[p, v], f32(&[2, 16, 8]));
         b.output(o);
         if exposed {
             b.output(p);

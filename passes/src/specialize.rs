@@ -4,6 +4,7 @@
 //! bucket later). Every symbolic dim in output types and op attributes is evaluated; values
 //! outside a symbol's bounds are refused.
 
+use crate::ir::ops::{ArangeSym, Expand, Full, Slice, SplitWithSizes, SymInt, View};
 use std::collections::BTreeMap;
 
 use thiserror::Error;
@@ -79,11 +80,13 @@ pub fn specialize(graph: &Graph, env: &BTreeMap<String, i64>) -> Result<Graph, S
 /// The dims held in an op's attributes.
 fn op_dims(op: &mut Op) -> Vec<&mut Dim> {
     match op {
-        Op::View { size } | Op::Expand { size } | Op::Full { size, .. } => size.iter_mut().collect(),
-        Op::SplitWithSizes { sizes, .. } => sizes.iter_mut().collect(),
-        Op::Slice { start, end, .. } => vec![start, end],
-        Op::ArangeSym { end, .. } => vec![end],
-        Op::SymInt { value } => vec![value],
+        Op::View(View { size }) | Op::Expand(Expand { size }) | Op::Full(Full { size, .. }) => {
+            size.iter_mut().collect()
+        }
+        Op::SplitWithSizes(SplitWithSizes { sizes, .. }) => sizes.iter_mut().collect(),
+        Op::Slice(Slice { start, end, .. }) => vec![start, end],
+        Op::ArangeSym(ArangeSym { end, .. }) => vec![end],
+        Op::SymInt(SymInt { value }) => vec![value],
         // Every other op's attributes are plain integers.
         _ => vec![],
     }
@@ -102,7 +105,7 @@ mod tests {
         let x = b.input("x", TensorType { dtype: DType::F32, dims: vec![s.clone()] });
         let y = b.op(
             "y",
-            Op::View { size: vec![twice.clone()] },
+            Op::View(View { size: vec![twice.clone()] }),
             &[x],
             TensorType { dtype: DType::F32, dims: vec![twice] },
         );

@@ -4,6 +4,7 @@
 //! Run after import and after every pass. It reports the first problem with the node's name
 //! and op, so a broken pass is caught where it broke the graph, not in XLA.
 
+use crate::ir::ops::Literal;
 use std::collections::BTreeSet;
 
 use thiserror::Error;
@@ -149,7 +150,7 @@ fn check_arity(op: &Op, inputs: usize, outputs: usize) -> Result<(), NodeError> 
     let (want_in, want_out) = typing::arity(op);
     match want_in {
         Some(n) if n != inputs => return Err(NodeError::InputCount { expected: n.to_string(), found: inputs }),
-        None if inputs == 0 && matches!(op, Op::Cat { .. }) => {
+        None if inputs == 0 && matches!(op, Op::Cat(_)) => {
             return Err(NodeError::InputCount { expected: "at least 1".into(), found: 0 })
         }
         _ => {}
@@ -162,7 +163,7 @@ fn check_arity(op: &Op, inputs: usize, outputs: usize) -> Result<(), NodeError> 
 
 /// Every output the op's type rule states must be the declared one (`crate::typing`).
 fn check_shapes(op: &Op, inputs: &[&TensorType], outputs: &[TensorType]) -> Result<(), NodeError> {
-    if let Op::Literal { values } = op {
+    if let Op::Literal(Literal { values }) = op {
         return check_literal(values.len(), &outputs[0]);
     }
     let expected = typing::infer(op, inputs).map_err(NodeError::Shape)?;
@@ -187,6 +188,7 @@ fn check_literal(values: usize, out: &TensorType) -> Result<(), NodeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ir::ops::{Binary, Identity, Mm};
     use crate::ir::{builder::Builder, TensorType};
     use crate::ir::{BinaryOp, DType, Operand};
 
@@ -199,7 +201,7 @@ mod tests {
         let mut b = Builder::new("t");
         let x = b.input("x", f32(&[4, 16]));
         let w = b.input("w", f32(&[16, 8]));
-        let y = b.op("y", Op::Mm, &[x, w], f32(&[4, 8]));
+        let y = b.op("y", Op::Mm(Mm), &[x, w], f32(&[4, 8]));
         b.output(y);
         assert_eq!(verify(&b.finish()), Ok(()));
     }
@@ -209,7 +211,7 @@ mod tests {
         let mut b = Builder::new("t");
         let x = b.input("x", f32(&[4, 16]));
         let w = b.input("w", f32(&[8, 8]));
-        b.op("y", Op::Mm, &[x, w], f32(&[4, 8]));
+        b.op("y", Op::Mm(Mm), &[x, w], f32(&[4, 8]));
         let err = verify(&b.finish()).unwrap_err().to_string();
         assert_eq!(err, "node `y` (mm): contracting dims differ: [4,16] and [8,8]");
     }
@@ -219,7 +221,7 @@ mod tests {
         let mut b = Builder::new("t");
         let x = b.input("x", f32(&[4, 3]));
         let y = b.input("y", f32(&[4, 2]));
-        let add = Op::Binary { op: BinaryOp::Add, lhs: Operand::Tensor, rhs: Operand::Tensor, alpha: None };
+        let add = Op::Binary(Binary { op: BinaryOp::Add, lhs: Operand::Tensor, rhs: Operand::Tensor, alpha: None });
         b.op("z", add.clone(), &[x, y], f32(&[4, 3]));
         let err = verify(&b.finish()).unwrap_err().to_string();
         assert!(err.contains("do not broadcast"), "{err}");
@@ -235,7 +237,7 @@ mod tests {
     fn rejects_duplicate_names_and_undeclared_symbols() {
         let mut b = Builder::new("t");
         let x = b.input("x", f32(&[2]));
-        b.op("x", Op::Copy, &[x], f32(&[2]));
+        b.op("x", Op::Identity(Identity), &[x], f32(&[2]));
         assert_eq!(verify(&b.finish()), Err(VerifyError::DuplicateName("x".into())));
 
         let mut b = Builder::new("t");

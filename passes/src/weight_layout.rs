@@ -21,6 +21,7 @@
 #![doc = include_str!("../tests/weight_layout/conv_kernel_stored_spatial_first.ir")]
 //! ```
 
+use crate::ir::ops::{Convolution, Permute};
 use crate::ir::{Graph, InputKind, Node, NodeId, Op, TensorType, ValueRef, WeightRecipe};
 use crate::pass::{Changed, Pass, PassCx, PassError};
 
@@ -40,9 +41,9 @@ fn only_convolutions_read(graph: &Graph, id: NodeId) -> bool {
     let users = graph.users(id);
     !users.is_empty()
         && !graph.is_output(id)
-        && users
-            .iter()
-            .all(|&(u, slot, _)| slot == 1 && matches!(graph.node(u).op, Op::Convolution { transposed: false, .. }))
+        && users.iter().all(|&(u, slot, _)| {
+            slot == 1 && matches!(graph.node(u).op, Op::Convolution(Convolution { transposed: false, .. }))
+        })
 }
 
 /// `[O, I, S...]` → `[S..., I, O]`: result dim `i` is source dim `perm[i]`.
@@ -71,7 +72,7 @@ fn relayout(graph: &mut Graph, id: NodeId) -> Option<()> {
     let recipe = WeightRecipe::Permute { source: Box::new(source), dims, perm };
     let kernel =
         graph.add_weight_input(Node::new(name.clone(), Op::Input(InputKind::Derived { fqn: name, recipe }), [stored]));
-    let back = Node::derived(&node, "weight_layout", Op::Permute { dims: pytorch_order(ty.rank()) }, [ty]);
+    let back = Node::derived(&node, "weight_layout", Op::Permute(Permute { dims: pytorch_order(ty.rank()) }), [ty]);
     let read = graph.add_op(back, &[ValueRef { node: kernel, slot: 0 }]);
     graph.replace_uses(ValueRef { node: id, slot: 0 }, ValueRef { node: read, slot: 0 });
     graph.remove_node(id);

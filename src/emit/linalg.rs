@@ -5,6 +5,7 @@
 //! (`--compute-dtype bf16`): they stay bf16 and XLA accumulates in f32.
 
 use melior::ir::Value;
+use torchtpu_passes::ir::ops::{Addmm, Bmm, Convolution};
 use torchtpu_passes::ir::{DType, Op, Scalar, TensorType};
 
 use super::builder::{i64_array, static_dims, Builder, LowerResult};
@@ -52,10 +53,10 @@ pub(super) fn matmul<'c, 'b>(
 ) -> LowerResult<Value<'c, 'b>> {
     let dims = static_dims(out)?;
     let (lhs, rhs) = match op {
-        Op::Addmm { .. } => (args[1], args[2]),
+        Op::Addmm(_) => (args[1], args[2]),
         _ => (args[0], args[1]),
     };
-    let numbers = if matches!(op, Op::Bmm) {
+    let numbers = if matches!(op, Op::Bmm(Bmm)) {
         "#stablehlo.dot<lhs_batching_dimensions = [0], rhs_batching_dimensions = [0], \
          lhs_contracting_dimensions = [2], rhs_contracting_dimensions = [1]>"
     } else {
@@ -66,7 +67,7 @@ pub(super) fn matmul<'c, 'b>(
     let r = converted(b, rhs, od)?;
     let attrs = [("dot_dimension_numbers", numbers.to_string()), ("precision_config", precision_attr(precision))];
     let mut product = b.op("stablehlo.dot_general", &[l, r], &dims, out.dtype, &attrs)?;
-    let Op::Addmm { beta, alpha } = op else {
+    let Op::Addmm(Addmm { beta, alpha }) = op else {
         return Ok(product);
     };
     if !is_one(*alpha) {
@@ -88,14 +89,12 @@ pub(super) fn matmul<'c, 'b>(
 /// N-d convolution in PyTorch's NC(D)HW / OI(D)HW layouts, with groups and an optional bias.
 pub(super) fn convolution<'c, 'b>(
     b: &Builder<'c, 'b>,
-    op: &Op,
+    op: &Convolution,
     args: &[Arg<'c, 'b, '_>],
     out: &TensorType,
     precision: Precision,
 ) -> LowerResult<Value<'c, 'b>> {
-    let Op::Convolution { stride, padding, dilation, transposed, output_padding, groups, has_bias } = op else {
-        return Err("internal: not a convolution".into());
-    };
+    let Convolution { stride, padding, dilation, transposed, output_padding, groups, has_bias } = op;
 
     let dims = static_dims(out)?;
     let spatial = dims.len().checked_sub(2).ok_or("convolution needs a batch and a channel dim")?;
@@ -174,15 +173,13 @@ pub(super) fn convolution<'c, 'b>(
 /// - `grad_bias`: `grad` summed over every dim but the channel.
 pub(super) fn convolution_backward<'c, 'b>(
     b: &Builder<'c, 'b>,
-    forward: &Op,
+    forward: &Convolution,
     mask: [bool; 3],
     args: &[Arg<'c, 'b, '_>],
     outs: &[TensorType],
     precision: Precision,
 ) -> LowerResult<Vec<Value<'c, 'b>>> {
-    let Op::Convolution { stride, padding, dilation, transposed, groups, .. } = forward else {
-        return Err("internal: not a convolution".into());
-    };
+    let Convolution { stride, padding, dilation, transposed, groups, .. } = forward;
     let (grad, input, weight) = (args[0], args[1], args[2]);
     let (gd, xd, wd) = (static_dims(grad.ty)?, static_dims(input.ty)?, static_dims(weight.ty)?);
     let spatial = xd.len() - 2;
@@ -200,7 +197,7 @@ pub(super) fn convolution_backward<'c, 'b>(
     let gi = if !mask[0] {
         b.splat(Scalar::Int(0), &[], outs[0].dtype)?
     } else if *transposed {
-        let conv = Op::Convolution {
+        let conv = Convolution {
             stride: s.clone(),
             padding: p.clone(),
             dilation: d.clone(),
@@ -213,7 +210,7 @@ pub(super) fn convolution_backward<'c, 'b>(
     } else {
         let restore: Vec<i64> =
             (0..spatial).map(|i| xd[2 + i] - ((gd[2 + i] - 1) * s[i] - 2 * p[i] + d[i] * (k[i] - 1) + 1)).collect();
-        let conv = Op::Convolution {
+        let conv = Convolution {
             stride: s.clone(),
             padding: p.clone(),
             dilation: d.clone(),

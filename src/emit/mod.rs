@@ -32,6 +32,14 @@ mod sort;
 mod tensor;
 
 use std::collections::BTreeMap;
+use torchtpu_passes::ir::ops::{
+    AdaptiveAvgPoolBackward, Arange, ArangeSym, AsStrided, AvgPoolBackward, Binary, Bmm, Cat, Cdist, Clamp,
+    ClampTensor, Col2Im, Convert, ConvolutionBackward, CopyFrom, Cumulative, Diagonal, Dropout, Elu, Embedding,
+    EmbeddingBackward, EmbeddingBag, ExtremumDim, Fft, Flip, Full, FullLike, Gather, GridSampler, GroupNormBackward,
+    Histc, Identity, Index, IndexPut, IndexSelect, LayerNormBackward, LeakyRelu, Literal, MaskedScatter,
+    MaxPoolBackward, Mm, Pad, PadMode, Pdist, Permute, Rand, RandPerm, Repeat, ScalarTensor, Scatter, Select,
+    SelectScatter, Slice, SliceScatter, Softmax, Sort, SplitWithSizes, SymInt, SymSize, TopK, Unsupported, Var, Where,
+};
 
 use melior::dialect::DialectHandle;
 use melior::ir::attribute::Attribute;
@@ -252,7 +260,7 @@ fn emit_body<'c>(
         if let Some(missing) = ins.iter().find(|v| !values.contains_key(v)) {
             // A node fed by a failed node is skipped: only root causes are reported, and every
             // op without a lowering is one.
-            if let Op::Unsupported { target, reason } = &node.op {
+            if let Op::Unsupported(Unsupported { target, reason }) = &node.op {
                 failures.push(failure(node, unsupported_reason(target, reason.as_deref())));
             } else if !failed.contains(&missing.node) {
                 let producer = &graph.node(missing.node).name;
@@ -374,9 +382,9 @@ fn lower_random<'c, 'b>(
     state: Value<'c, 'b>,
 ) -> LowerResult<random::Drawn<'c, 'b>> {
     match &node.op {
-        Op::Rand { normal } => random::rand(b, *normal, state, &node.outputs[0]),
-        Op::RandPerm => random::randperm(b, state, &node.outputs[0]),
-        Op::Dropout { p, train } => random::dropout(b, (*p, *train), args[0], state, &node.outputs),
+        Op::Rand(Rand { normal }) => random::rand(b, *normal, state, &node.outputs[0]),
+        Op::RandPerm(RandPerm) => random::randperm(b, state, &node.outputs[0]),
+        Op::Dropout(Dropout { p, train }) => random::dropout(b, (*p, *train), args[0], state, &node.outputs),
         other => Err(format!("internal: `{}` is not a random op", other.name())),
     }
 }
@@ -401,123 +409,135 @@ fn emit_node<'c, 'b>(
     match &node.op {
         Op::Input(_) => Err("internal: graph inputs are function arguments".into()),
         Op::Unary(u) => one(elementwise::unary(b, *u, args[0], &out[0])),
-        Op::Binary { op, lhs, rhs, alpha } => one(elementwise::binary(b, *op, *lhs, *rhs, *alpha, args, &out[0])),
-        Op::Where { on_true, on_false } => one(elementwise::select(b, *on_true, *on_false, args, &out[0])),
-        Op::Clamp { min, max } => one(elementwise::clamp(b, *min, *max, args[0], &out[0])),
-        Op::ClampTensor { has_min, has_max } => one(elementwise::clamp_tensor(b, *has_min, *has_max, args, &out[0])),
-        Op::Elu { alpha, scale, input_scale } => {
+        Op::Binary(Binary { op, lhs, rhs, alpha }) => {
+            one(elementwise::binary(b, *op, *lhs, *rhs, *alpha, args, &out[0]))
+        }
+        Op::Where(Where { on_true, on_false }) => one(elementwise::select(b, *on_true, *on_false, args, &out[0])),
+        Op::Clamp(Clamp { min, max }) => one(elementwise::clamp(b, *min, *max, args[0], &out[0])),
+        Op::ClampTensor(ClampTensor { has_min, has_max }) => {
+            one(elementwise::clamp_tensor(b, *has_min, *has_max, args, &out[0]))
+        }
+        Op::Elu(Elu { alpha, scale, input_scale }) => {
             one(elementwise::elu(b, (*alpha, *scale, *input_scale), args[0], &out[0]))
         }
-        Op::LeakyRelu { slope } => one(elementwise::leaky_relu(b, *slope, args[0], &out[0])),
-        Op::Mm | Op::Bmm | Op::Addmm { .. } => one(linalg::matmul(b, &node.op, args, &out[0], precision)),
-        Op::Convolution { .. } => one(linalg::convolution(b, &node.op, args, &out[0], precision)),
-        Op::GroupedMm => one(linalg::grouped_mm(b, opts.grouped_mm, args, &out[0], precision)),
-        Op::Histc { bins, min, max } => one(reduce::histc(b, (*bins, *min, *max), args[0], &out[0])),
-        Op::MaxPool { .. } => pool::max_pool(b, &node.op, args[0], out, slot_used(graph, id, 1)),
-        Op::AvgPool { .. } => one(pool::avg_pool(b, &node.op, args[0], &out[0])),
-        Op::AdaptiveAvgPool { .. } | Op::Upsample { .. } => one(pool::resample(b, &node.op, args[0], &out[0])),
-        Op::GroupNorm { .. } => nn::group_norm(b, &node.op, args, out),
-        Op::BatchNormTraining { .. } => nn::batch_norm_training(b, &node.op, args, out),
-        Op::BatchNormInference { .. } => nn::batch_norm(b, &node.op, args, out),
-        Op::LayerNorm { .. } => nn::layer_norm(b, &node.op, args, out),
-        Op::Softmax { dim, log, safe } => one(nn::softmax(b, (*dim, *log, *safe), args[0], &out[0])),
-        Op::Embedding => one(shape::index(b, args[0], &[Some(args[1])], &out[0])),
-        Op::EmbeddingBag { mode, include_last_offset, padding_idx, .. } => {
+        Op::LeakyRelu(LeakyRelu { slope }) => one(elementwise::leaky_relu(b, *slope, args[0], &out[0])),
+        Op::Mm(Mm) | Op::Bmm(Bmm) | Op::Addmm(_) => one(linalg::matmul(b, &node.op, args, &out[0], precision)),
+        Op::Convolution(c) => one(linalg::convolution(b, c, args, &out[0], precision)),
+        Op::GroupedMm(_) => one(linalg::grouped_mm(b, opts.grouped_mm, args, &out[0], precision)),
+        Op::Histc(Histc { bins, min, max }) => one(reduce::histc(b, (*bins, *min, *max), args[0], &out[0])),
+        Op::MaxPool(p) => pool::max_pool(b, p, args[0], out, slot_used(graph, id, 1)),
+        Op::AvgPool(p) => one(pool::avg_pool(b, p, args[0], &out[0])),
+        Op::AdaptiveAvgPool(_) | Op::Upsample(_) => one(pool::resample(b, &node.op, args[0], &out[0])),
+        Op::GroupNorm(n) => nn::group_norm(b, n, args, out),
+        Op::BatchNormTraining(n) => nn::batch_norm_training(b, n, args, out),
+        Op::BatchNormInference(n) => nn::batch_norm(b, n, args, out),
+        Op::LayerNorm(n) => nn::layer_norm(b, n, args, out),
+        Op::Softmax(Softmax { dim, log, safe }) => one(nn::softmax(b, (*dim, *log, *safe), args[0], &out[0])),
+        Op::Embedding(Embedding) => one(shape::index(b, args[0], &[Some(args[1])], &out[0])),
+        Op::EmbeddingBag(EmbeddingBag { mode, include_last_offset, padding_idx, .. }) => {
             bag::embedding_bag(b, (*mode, *include_last_offset, *padding_idx), args, out)
         }
-        Op::Col2Im { kernel, dilation, padding, stride, .. } => {
+        Op::Col2Im(Col2Im { kernel, dilation, padding, stride, .. }) => {
             one(sample::col2im(b, (*kernel, *dilation, *padding, *stride), args[0], &out[0]))
         }
-        Op::GridSampler { mode, padding, align_corners } => {
+        Op::GridSampler(GridSampler { mode, padding, align_corners }) => {
             one(sample::grid_sampler(b, (*mode, *padding, *align_corners), args, &out[0]))
         }
-        Op::Reduce { .. } => one(reduce::reduce(b, &node.op, args[0], &out[0])),
-        Op::ArgReduce { .. } => one(reduce::arg_reduce(b, &node.op, args[0], &out[0])),
-        Op::Var { dims, correction, .. } => one(reduce::var(b, dims, *correction, args[0], &out[0])),
-        Op::ExtremumDim { max, dim, .. } => reduce::extremum_dim(b, *max, *dim, args[0], out),
-        Op::Sort { dim, descending, .. } => sort::sort(b, *dim, *descending, args[0]),
-        Op::TopK { k, dim, largest } => sort::topk(b, *k, *dim, *largest, args[0], out),
-        Op::Select { dim, index } => one(layout::select(b, *dim, *index, args[0], &out[0])),
-        Op::Diagonal { offset, dim1, dim2 } => one(layout::diagonal(b, (*offset, *dim1, *dim2), args[0], &out[0])),
-        Op::Flip { dims } => one(layout::flip(b, dims, args[0], &out[0])),
-        Op::Repeat { repeats } => one(layout::repeat(b, repeats, args[0], &out[0])),
-        Op::Pad { pad, value } => one(layout::pad(b, pad, *value, args[0], &out[0])),
-        Op::AsStrided { size, stride, offset } => one(layout::as_strided(b, size, stride, *offset, args[0], &out[0])),
-        Op::Cdist { p } => one(distance::cdist(b, *p, args[0], args[1], &out[0])),
-        Op::Pdist { p } => one(distance::pdist(b, *p, args[0], &out[0])),
-        Op::MaxPoolBackward { spatial } => one(pool::max_pool_backward(b, *spatial, args, &out[0])),
-        Op::AvgPoolBackward(forward) => one(pool::avg_pool_backward(b, forward, args, &out[0])),
-        Op::LayerNormBackward { normalized_rank, has_weight, mask } => {
+        Op::Reduce(r) => one(reduce::reduce(b, r, args[0], &out[0])),
+        Op::ArgReduce(r) => one(reduce::arg_reduce(b, r, args[0], &out[0])),
+        Op::Var(Var { dims, correction, .. }) => one(reduce::var(b, dims, *correction, args[0], &out[0])),
+        Op::ExtremumDim(ExtremumDim { max, dim, .. }) => reduce::extremum_dim(b, *max, *dim, args[0], out),
+        Op::Sort(Sort { dim, descending, .. }) => sort::sort(b, *dim, *descending, args[0]),
+        Op::TopK(TopK { k, dim, largest }) => sort::topk(b, *k, *dim, *largest, args[0], out),
+        Op::Select(Select { dim, index }) => one(layout::select(b, *dim, *index, args[0], &out[0])),
+        Op::Diagonal(Diagonal { offset, dim1, dim2 }) => {
+            one(layout::diagonal(b, (*offset, *dim1, *dim2), args[0], &out[0]))
+        }
+        Op::Flip(Flip { dims }) => one(layout::flip(b, dims, args[0], &out[0])),
+        Op::Repeat(Repeat { repeats }) => one(layout::repeat(b, repeats, args[0], &out[0])),
+        Op::Pad(Pad { pad, value }) => one(layout::pad(b, pad, *value, args[0], &out[0])),
+        Op::AsStrided(AsStrided { size, stride, offset }) => {
+            one(layout::as_strided(b, size, stride, *offset, args[0], &out[0]))
+        }
+        Op::Cdist(Cdist { p }) => one(distance::cdist(b, *p, args[0], args[1], &out[0])),
+        Op::Pdist(Pdist { p }) => one(distance::pdist(b, *p, args[0], &out[0])),
+        Op::MaxPoolBackward(MaxPoolBackward { spatial }) => one(pool::max_pool_backward(b, *spatial, args, &out[0])),
+        Op::AvgPoolBackward(AvgPoolBackward { forward }) => one(pool::avg_pool_backward(b, forward, args, &out[0])),
+        Op::LayerNormBackward(LayerNormBackward { normalized_rank, has_weight, mask }) => {
             nn::layer_norm_backward(b, (*normalized_rank, *has_weight, *mask), args, out)
         }
-        Op::GroupNormBackward { groups, has_weight, mask } => {
+        Op::GroupNormBackward(GroupNormBackward { groups, has_weight, mask }) => {
             nn::group_norm_backward(b, (*groups, *has_weight, *mask), args, out)
         }
-        Op::ConvolutionBackward { forward, mask } => {
+        Op::ConvolutionBackward(ConvolutionBackward { forward, mask }) => {
             linalg::convolution_backward(b, forward, *mask, args, out, precision)
         }
-        Op::AdaptiveAvgPoolBackward => one(pool::adaptive_avg_pool_backward(b, args, &out[0])),
-        Op::PadMode { pad, reflect } => one(layout::pad_mode(b, pad, *reflect, args[0], &out[0])),
-        Op::CopyFrom => one(layout::copy_from(b, args[1], &out[0])),
-        Op::Scatter { dim, reduce, include_self, value } if args[0].ty.rank() == 0 => {
+        Op::AdaptiveAvgPoolBackward(AdaptiveAvgPoolBackward) => one(pool::adaptive_avg_pool_backward(b, args, &out[0])),
+        Op::PadMode(PadMode { pad, reflect }) => one(layout::pad_mode(b, pad, *reflect, args[0], &out[0])),
+        Op::CopyFrom(CopyFrom) => one(layout::copy_from(b, args[1], &out[0])),
+        Op::Scatter(Scatter { dim, reduce, include_self, value }) if args[0].ty.rank() == 0 => {
             one(on_unit_vectors(b, args, &out[0], |a, o| {
                 scatter::scatter(b, (*dim, *reduce, *include_self), *value, a, o)
             }))
         }
-        Op::Scatter { dim, reduce, include_self, value } => {
+        Op::Scatter(Scatter { dim, reduce, include_self, value }) => {
             one(scatter::scatter(b, (*dim, *reduce, *include_self), *value, args, &out[0]))
         }
-        Op::IndexPut { present, accumulate } => one(scatter::index_put(b, present, *accumulate, args, &out[0])),
-        Op::SliceScatter { dim, start, end, step } => {
+        Op::IndexPut(IndexPut { present, accumulate }) => {
+            one(scatter::index_put(b, present, *accumulate, args, &out[0]))
+        }
+        Op::SliceScatter(SliceScatter { dim, start, end, step }) => {
             one(scatter::slice_scatter(b, *dim, (start, end, *step), args, &out[0]))
         }
-        Op::SelectScatter { dim, index } => one(scatter::select_scatter(b, *dim, *index, args, &out[0])),
-        Op::MaskedScatter => one(scatter::masked_scatter(b, args, &out[0])),
-        Op::EmbeddingBackward { num_weights, padding_idx, scale_grad_by_freq } => {
+        Op::SelectScatter(SelectScatter { dim, index }) => one(scatter::select_scatter(b, *dim, *index, args, &out[0])),
+        Op::MaskedScatter(MaskedScatter) => one(scatter::masked_scatter(b, args, &out[0])),
+        Op::EmbeddingBackward(EmbeddingBackward { num_weights, padding_idx, scale_grad_by_freq }) => {
             one(scatter::embedding_backward(b, (*num_weights, *padding_idx, *scale_grad_by_freq), args, &out[0]))
         }
-        Op::Cumulative { op, dim, .. } => one(reduce::cumulative(b, (*op, *dim), args[0], &out[0])),
-        Op::View { .. } | Op::Unsqueeze { .. } | Op::Squeeze { .. } => one(shape::reshape(b, args[0], &out[0])),
-        Op::Permute { dims } => one(shape::permute(b, dims, args[0], &out[0])),
-        Op::Expand { .. } => one(shape::expand(b, args[0], &out[0])),
-        Op::Copy => Ok(vec![args[0].v]),
-        Op::Slice { dim, start, end, step } => one(shape::slice(b, *dim, start, end, *step, args[0], &out[0])),
-        Op::Cat { dim } => one(shape::cat(b, *dim, args, &out[0])),
-        Op::SplitWithSizes { dim, .. } => shape::split(b, *dim, args[0], out),
-        Op::Index { present } => {
+        Op::Cumulative(Cumulative { op, dim, .. }) => one(reduce::cumulative(b, (*op, *dim), args[0], &out[0])),
+        Op::View(_) | Op::Unsqueeze(_) | Op::Squeeze(_) => one(shape::reshape(b, args[0], &out[0])),
+        Op::Permute(Permute { dims }) => one(shape::permute(b, dims, args[0], &out[0])),
+        Op::Expand(_) => one(shape::expand(b, args[0], &out[0])),
+        Op::Identity(Identity) => Ok(vec![args[0].v]),
+        Op::Slice(Slice { dim, start, end, step }) => one(shape::slice(b, *dim, start, end, *step, args[0], &out[0])),
+        Op::Cat(Cat { dim }) => one(shape::cat(b, *dim, args, &out[0])),
+        Op::SplitWithSizes(SplitWithSizes { dim, .. }) => shape::split(b, *dim, args[0], out),
+        Op::Index(Index { present }) => {
             let mut rest = args[1..].iter().copied();
             let idx: Vec<Option<Arg>> = present.iter().map(|&p| if p { rest.next() } else { None }).collect();
             one(shape::index(b, args[0], &idx, &out[0]))
         }
-        Op::IndexSelect { dim } => one(shape::index_select(b, *dim, args[0], args[1], &out[0])),
-        Op::Gather { dim } if args[0].ty.rank() == 0 => {
+        Op::IndexSelect(IndexSelect { dim }) => one(shape::index_select(b, *dim, args[0], args[1], &out[0])),
+        Op::Gather(Gather { dim }) if args[0].ty.rank() == 0 => {
             one(on_unit_vectors(b, args, &out[0], |a, o| shape::gather(b, *dim, a[0], a[1], o)))
         }
-        Op::Gather { dim } => one(shape::gather(b, *dim, args[0], args[1], &out[0])),
-        Op::Arange { start, step, .. } => one(tensor::arange(b, *start, *step, &out[0])),
-        Op::ArangeSym { start, step, .. } => one(tensor::arange(b, Scalar::Int(*start), Scalar::Int(*step), &out[0])),
-        Op::Literal { values } => one(tensor::literal(b, values, &out[0])),
-        Op::Full { value, .. } | Op::FullLike { value } | Op::ScalarTensor { value } => {
+        Op::Gather(Gather { dim }) => one(shape::gather(b, *dim, args[0], args[1], &out[0])),
+        Op::Arange(Arange { start, step, .. }) => one(tensor::arange(b, *start, *step, &out[0])),
+        Op::ArangeSym(ArangeSym { start, step, .. }) => {
+            one(tensor::arange(b, Scalar::Int(*start), Scalar::Int(*step), &out[0]))
+        }
+        Op::Literal(Literal { values }) => one(tensor::literal(b, values, &out[0])),
+        Op::Full(Full { value, .. }) | Op::FullLike(FullLike { value }) | Op::ScalarTensor(ScalarTensor { value }) => {
             one(b.splat(*value, &static_dims(&out[0])?, out[0].dtype))
         }
-        Op::Convert => one(b.convert(args[0].v, &static_dims(&out[0])?, args[0].ty.dtype, out[0].dtype)),
-        Op::AssertMetadata { .. } => Ok(vec![]),
-        Op::SymSize { dim } => {
+        Op::Convert(Convert) => one(b.convert(args[0].v, &static_dims(&out[0])?, args[0].ty.dtype, out[0].dtype)),
+        Op::AssertMetadata(_) => Ok(vec![]),
+        Op::SymSize(SymSize { dim }) => {
             let dims = static_dims(args[0].ty)?;
             let (_, size) = builder::dim_size(&dims, *dim)?;
             one(b.splat(Scalar::Int(size), &[], DType::I64))
         }
-        Op::SymInt { value } => {
+        Op::SymInt(SymInt { value }) => {
             let v = value.as_static().ok_or("symbolic int was not specialized")?;
             one(b.splat(Scalar::Int(v), &[], DType::I64))
         }
-        Op::Fft { dims, normalization, inverse, onesided } => {
+        Op::Fft(Fft { dims, normalization, inverse, onesided }) => {
             one(fft::fft(b, (dims, *normalization, *inverse, *onesided), args[0], &out[0]))
         }
-        Op::Rand { .. } | Op::RandPerm | Op::Dropout { .. } => {
+        Op::Rand(_) | Op::RandPerm(RandPerm) | Op::Dropout(_) => {
             Err("internal: random ops are lowered with the generator state".into())
         }
-        Op::Unsupported { target, reason } => Err(unsupported_reason(target, reason.as_deref())),
+        Op::Unsupported(Unsupported { target, reason }) => Err(unsupported_reason(target, reason.as_deref())),
     }
 }
 

@@ -3,7 +3,8 @@
 //! round their results to the declared dtypes.
 
 use melior::ir::Value;
-use torchtpu_passes::ir::{DType, Op, Scalar, TensorType};
+use torchtpu_passes::ir::ops::{BatchNormInference, BatchNormTraining, GroupNorm, LayerNorm};
+use torchtpu_passes::ir::{DType, Scalar, TensorType};
 
 use super::builder::{accumulation_dtype, i64_array, norm_dim, static_dims, Builder, LowerResult};
 use super::Arg;
@@ -18,13 +19,11 @@ fn per_channel<'c, 'b>(b: &Builder<'c, 'b>, v: Arg<'c, 'b, '_>, dims: &[i64], dt
 /// The two statistics outputs are empty in eval mode and are produced as empty constants.
 pub(super) fn batch_norm<'c, 'b>(
     b: &Builder<'c, 'b>,
-    op: &Op,
+    op: &BatchNormInference,
     args: &[Arg<'c, 'b, '_>],
     outs: &[TensorType],
 ) -> LowerResult<Vec<Value<'c, 'b>>> {
-    let Op::BatchNormInference { eps, has_weight, has_bias } = op else {
-        return Err("internal: not a batch norm".into());
-    };
+    let BatchNormInference { eps, has_weight, has_bias } = op;
     let dims = static_dims(&outs[0])?;
     let dt = accumulation_dtype(outs[0].dtype);
     let mut rest = args[1..].iter().copied();
@@ -59,13 +58,11 @@ pub(super) fn batch_norm<'c, 'b>(
 /// statistics with the normalized dims kept as size 1.
 pub(super) fn layer_norm<'c, 'b>(
     b: &Builder<'c, 'b>,
-    op: &Op,
+    op: &LayerNorm,
     args: &[Arg<'c, 'b, '_>],
     outs: &[TensorType],
 ) -> LowerResult<Vec<Value<'c, 'b>>> {
-    let Op::LayerNorm { normalized_rank, eps, has_weight, has_bias } = op else {
-        return Err("internal: not a layer norm".into());
-    };
+    let LayerNorm { normalized_rank, eps, has_weight, has_bias } = op;
     let dims = static_dims(&outs[0])?;
     let dt = accumulation_dtype(outs[0].dtype);
     let rank = dims.len();
@@ -192,13 +189,11 @@ fn affine<'c, 'b, 't>(
 /// spatial positions; outputs `[y, mean [N,G], rstd [N,G]]`.
 pub(super) fn group_norm<'c, 'b>(
     b: &Builder<'c, 'b>,
-    op: &Op,
+    op: &GroupNorm,
     args: &[Arg<'c, 'b, '_>],
     outs: &[TensorType],
 ) -> LowerResult<Vec<Value<'c, 'b>>> {
-    let Op::GroupNorm { groups, eps, has_weight, has_bias } = op else {
-        return Err("internal: not a group norm".into());
-    };
+    let GroupNorm { groups, eps, has_weight, has_bias } = op;
     let dims = static_dims(&outs[0])?;
     let dt = accumulation_dtype(outs[0].dtype);
     let (n, c) = (dims[0], dims[1]);
@@ -217,13 +212,11 @@ pub(super) fn group_norm<'c, 'b>(
 /// graph outputs, so the running stats are only read here (not at all).
 pub(super) fn batch_norm_training<'c, 'b>(
     b: &Builder<'c, 'b>,
-    op: &Op,
+    op: &BatchNormTraining,
     args: &[Arg<'c, 'b, '_>],
     outs: &[TensorType],
 ) -> LowerResult<Vec<Value<'c, 'b>>> {
-    let Op::BatchNormTraining { eps, has_weight, has_bias, momentum, .. } = op else {
-        return Err("internal: not a batch norm".into());
-    };
+    let BatchNormTraining { eps, has_weight, has_bias, momentum, .. } = op;
     let dims = static_dims(&outs[0])?;
     let dt = accumulation_dtype(outs[0].dtype);
     let axes: Vec<i64> = (0..dims.len() as i64).filter(|&d| d != 1).collect();

@@ -7,6 +7,7 @@
 //! torch's windows and source indices), which XLA handles well on TPU.
 
 use melior::ir::Value;
+use torchtpu_passes::ir::ops::{AdaptiveAvgPool, AvgPool, MaxPool, Upsample};
 use torchtpu_passes::ir::{DType, Op, Scalar, TensorType};
 
 use super::builder::{
@@ -81,14 +82,12 @@ impl Window {
 /// reads the indices (inference), [`max_pool_values`].
 pub(super) fn max_pool<'c, 'b>(
     b: &Builder<'c, 'b>,
-    op: &Op,
+    op: &MaxPool,
     x: Arg<'c, 'b, '_>,
     outs: &[TensorType],
     indices_used: bool,
 ) -> LowerResult<Vec<Value<'c, 'b>>> {
-    let Op::MaxPool { kernel, stride, padding, dilation, .. } = op else {
-        return Err("internal: not a max pool".into());
-    };
+    let MaxPool { kernel, stride, padding, dilation, .. } = op;
     let in_dims = static_dims(x.ty)?;
     let out_dims = static_dims(&outs[0])?;
     let w = Window::new(&in_dims, &out_dims, kernel, stride, padding, dilation)?;
@@ -190,7 +189,7 @@ fn window_sum<'c, 'b>(
 /// size clipped to the padded input (`count_include_pad`), else its count of real elements.
 pub(super) fn avg_pool<'c, 'b>(
     b: &Builder<'c, 'b>,
-    op: &Op,
+    op: &AvgPool,
     x: Arg<'c, 'b, '_>,
     out: &TensorType,
 ) -> LowerResult<Value<'c, 'b>> {
@@ -207,14 +206,12 @@ pub(super) fn avg_pool<'c, 'b>(
 /// The window of an average pool and its divisor per output position.
 fn avg_window<'c, 'b>(
     b: &Builder<'c, 'b>,
-    op: &Op,
+    op: &AvgPool,
     in_dims: &[i64],
     out_dims: &[i64],
     dt: DType,
 ) -> LowerResult<(Window, Value<'c, 'b>)> {
-    let Op::AvgPool { kernel, stride, padding, count_include_pad, divisor_override, .. } = op else {
-        return Err("internal: not an average pool".into());
-    };
+    let AvgPool { kernel, stride, padding, count_include_pad, divisor_override, .. } = op;
     let w = Window::new(in_dims, out_dims, kernel, stride, padding, &[])?;
     let divisor = match divisor_override {
         Some(d) => b.splat(Scalar::Int(*d), out_dims, dt)?,
@@ -269,7 +266,7 @@ fn window_counts<'c, 'b>(
 /// the window at stride 1, which adds each input's share from every window covering it.
 pub(super) fn avg_pool_backward<'c, 'b>(
     b: &Builder<'c, 'b>,
-    op: &Op,
+    op: &AvgPool,
     args: &[Arg<'c, 'b, '_>],
     out: &TensorType,
 ) -> LowerResult<Value<'c, 'b>> {
@@ -406,7 +403,7 @@ pub(super) fn resample<'c, 'b>(
     let out_dims = static_dims(out)?;
     let dt = out.dtype;
     let spatial = match op {
-        Op::AdaptiveAvgPool { spatial } => *spatial,
+        Op::AdaptiveAvgPool(AdaptiveAvgPool { spatial }) => *spatial,
         _ => 2,
     };
     let mut v = b.convert(x.v, &in_dims, x.ty.dtype, dt)?;
@@ -415,7 +412,7 @@ pub(super) fn resample<'c, 'b>(
         let axis = in_dims.len() - spatial + k;
         let (n, m) = (in_dims[axis], out_dims[axis]);
         let matrix = match op {
-            Op::Upsample { bilinear, align_corners, scales } => {
+            Op::Upsample(Upsample { bilinear, align_corners, scales }) => {
                 resample_matrix(n, m, *bilinear, *align_corners, scales.as_ref().and_then(|s| s.get(k).copied()))
             }
             _ if n == m => continue,

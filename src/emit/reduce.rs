@@ -2,7 +2,8 @@
 //! `histc`.
 
 use melior::ir::Value;
-use torchtpu_passes::ir::{ArgReduceOp, CumulativeOp, DType, Op, ReduceOp, Scalar, TensorType};
+use torchtpu_passes::ir::ops::{ArgReduce, Reduce};
+use torchtpu_passes::ir::{ArgReduceOp, CumulativeOp, DType, ReduceOp, Scalar, TensorType};
 
 use super::builder::{accumulation_dtype, i64_array, norm_dim, static_dims, Builder, Ew, LowerResult};
 use super::Arg;
@@ -24,13 +25,11 @@ fn reduce_dims(dims: &[i64], rank: usize) -> LowerResult<Vec<i64>> {
 
 pub(super) fn reduce<'c, 'b>(
     b: &Builder<'c, 'b>,
-    op: &Op,
+    op: &Reduce,
     x: Arg<'c, 'b, '_>,
     out: &TensorType,
 ) -> LowerResult<Value<'c, 'b>> {
-    let Op::Reduce { op: kind, dims, .. } = op else {
-        return Err("internal: not a reduction".into());
-    };
+    let Reduce { op: kind, dims, .. } = op;
     let in_dims = static_dims(x.ty)?;
     let out_dims = static_dims(out)?;
     let axes = reduce_dims(dims, in_dims.len())?;
@@ -67,13 +66,11 @@ pub(super) fn reduce<'c, 'b>(
 /// equal values and treats NaN as the extremum, as torch does.
 pub(super) fn arg_reduce<'c, 'b>(
     b: &Builder<'c, 'b>,
-    op: &Op,
+    op: &ArgReduce,
     x: Arg<'c, 'b, '_>,
     out: &TensorType,
 ) -> LowerResult<Value<'c, 'b>> {
-    let Op::ArgReduce { op: kind, dim, .. } = op else {
-        return Err("internal: not an arg-reduction".into());
-    };
+    let ArgReduce { op: kind, dim, .. } = op;
     let mut in_dims = static_dims(x.ty)?;
     let mut v = x.v;
     let axis = match dim {

@@ -97,7 +97,7 @@ impl Program {
     /// Nodes whose target has no translation, in topological order.
     pub fn unsupported_nodes(&self) -> Vec<NodeId> {
         let order = self.graph.topo_order().unwrap_or_default();
-        order.into_iter().filter(|&id| matches!(self.graph.node(id).op, Op::Unsupported { .. })).collect()
+        order.into_iter().filter(|&id| matches!(self.graph.node(id).op, Op::Unsupported(_))).collect()
     }
 }
 

@@ -7,6 +7,7 @@
 //! or states one the rule agrees with; the results must have the types the archive records.
 
 use std::collections::BTreeSet;
+use torchtpu_passes::ir::ops::{Convert, Literal};
 
 use torchtpu_passes::ir::{DType, Graph, Node, Op, Origin, Scalar, TensorType, ValueRef};
 use torchtpu_passes::typing;
@@ -71,12 +72,12 @@ impl Wire<'_> {
         if ty.dtype == dtype {
             return Ok(v);
         }
-        Ok(self.typed(Op::Convert, &[v], vec![TensorType { dtype, ..ty }])?[0])
+        Ok(self.typed(Op::Convert(Convert), &[v], vec![TensorType { dtype, ..ty }])?[0])
     }
 
     /// A constant tensor of `ty` holding `values` row-major.
     pub(super) fn literal(&mut self, values: Vec<Scalar>, ty: TensorType) -> Result<ValueRef, String> {
-        Ok(self.add(Op::Literal { values }, &[], vec![ty])?[0])
+        Ok(self.add(Op::Literal(Literal { values }), &[], vec![ty])?[0])
     }
 
     fn rule(&self, op: &Op, inputs: &[ValueRef]) -> Result<Vec<typing::Expected>, String> {

@@ -86,17 +86,17 @@ fn every_emitter_filetest_gives_its_expected_stablehlo() {
     assert!(failures.is_empty(), "{} of {ran} emitter filetests differ:\n{}", failures.len(), failures.join("\n"));
 }
 
-/// The variants of `Op`, read from its definition (`passes/src/ir/op.rs`): the names that open
-/// a line at the enum's first level of indentation.
+/// The variants of `Op`, read from the list that declares it (`ops!` in
+/// `passes/src/ir/ops/mod.rs`): one `Variant(Type),` per line.
 fn op_variants() -> BTreeSet<String> {
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("passes/src/ir/op.rs");
-    let text = std::fs::read_to_string(&source).expect("passes/src/ir/op.rs");
-    let body = text.split_once("pub enum Op {").expect("the `Op` enum").1;
-    let body = &body[..body.find("\n}").expect("the end of `Op`")];
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("passes/src/ir/ops/mod.rs");
+    let text = std::fs::read_to_string(&source).expect("passes/src/ir/ops/mod.rs");
+    let body = text.split_once("\nops! {").expect("the `ops!` list").1;
+    let body = &body[..body.find("\n}").expect("the end of the `ops!` list")];
     body.lines()
-        .filter_map(|l| l.strip_prefix("    "))
-        .filter(|l| l.starts_with(|c: char| c.is_ascii_uppercase()))
-        .map(|l| l.chars().take_while(char::is_ascii_alphanumeric).collect())
+        .filter_map(|l| l.trim().strip_suffix("),"))
+        .filter_map(|l| l.split_once('('))
+        .map(|(variant, _)| variant.to_string())
         .collect()
 }
 

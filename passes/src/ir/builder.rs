@@ -2,7 +2,8 @@
 
 use super::graph::{Graph, OutputKind};
 use super::node::{Node, ValueRef};
-use super::op::{InputKind, Op};
+use super::op::InputKind;
+use super::ops::Op;
 use super::types::TensorType;
 
 /// Builds a graph node by node.

@@ -108,7 +108,7 @@ impl Graph {
         let at = self
             .inputs
             .iter()
-            .position(|&i| matches!(&self.g[i.0].op, super::op::Op::Input(k) if !k.is_weight()))
+            .position(|&i| matches!(&self.g[i.0].op, super::ops::Op::Input(k) if !k.is_weight()))
             .unwrap_or(self.inputs.len());
         let id = self.add_node(node);
         self.inputs.insert(at, id);

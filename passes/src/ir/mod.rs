@@ -4,6 +4,7 @@ pub mod builder;
 mod graph;
 mod node;
 mod op;
+pub mod ops;
 mod parse;
 mod print;
 mod sharding;
@@ -13,9 +14,10 @@ mod types;
 pub use graph::{Graph, GraphOutput, OutputKind, MAX_OPERANDS};
 pub use node::{Composite, Edge, Node, NodeId, Origin, Symbolic, ValueRef, COMPOSITES, SDPA};
 pub use op::{
-    ArgReduceOp, BagMode, BinaryOp, CumulativeOp, GridPadding, InputKind, Interpolation, Op, Operand, ReduceOp,
+    ArgReduceOp, BagMode, BinaryOp, CumulativeOp, GridPadding, InputKind, Interpolation, Operand, ReduceOp,
     ScatterReduce, UnaryOp, WeightRecipe,
 };
+pub use ops::{Op, OpDef};
 pub use parse::{parse, ParseError};
 pub use print::print;
 pub use sharding::{Mesh, MeshAxis, Sharding};

@@ -3,7 +3,7 @@
 use petgraph::stable_graph::NodeIndex;
 use smallvec::SmallVec;
 
-use super::op::Op;
+use super::ops::Op;
 use super::types::{Precision, TensorType};
 
 /// Stable handle of a node; stays valid when other nodes are removed.

@@ -3,6 +3,7 @@
 //! positions.
 
 use super::{keeps_zero, Padded, Padder, Width, Widths};
+use crate::ir::ops::{Binary, Convert, Identity, Reduce, Slice, View};
 use crate::ir::{norm_dim, BinaryOp, DType, Dim, Graph, NodeId, Op, Operand, ReduceOp, Scalar, UnaryOp, ValueRef};
 
 impl Padder {
@@ -27,10 +28,10 @@ impl Padder {
         ty.dims[last] = Dim::Static(w.padded);
         let mut stat_ty = ty.clone();
         stat_ty.dims[last] = Dim::Static(1);
-        let binary = |op, rhs| Op::Binary { op, lhs: Operand::Tensor, rhs, alpha: None };
+        let binary = |op, rhs| Op::Binary(Binary { op, lhs: Operand::Tensor, rhs, alpha: None });
         let tensor = |op| binary(op, Operand::Tensor);
         let scalar = |op, x: f64| binary(op, Operand::Scalar(Scalar::Float(x)));
-        let sum = || Op::Reduce { op: ReduceOp::Sum, dims: vec![-1], keepdim: true, dtype: None };
+        let sum = || Op::Reduce(Reduce { op: ReduceOp::Sum, dims: vec![-1], keepdim: true, dtype: None });
         let n = w.size as f64;
         let total = self.add(graph, id, sum(), stat_ty.clone(), &[x]);
         let mean = self.add(graph, id, scalar(BinaryOp::Div, n), stat_ty.clone(), &[total]);
@@ -123,19 +124,21 @@ impl Padder {
         };
         match op {
             Op::Unary(u) => keeps_zero(*u) && zero[0],
-            Op::Convert | Op::Copy | Op::LeakyRelu { .. } | Op::Elu { .. } => zero[0],
-            Op::Binary { op: BinaryOp::Mul | BinaryOp::LogicalAnd | BinaryOp::BitwiseAnd, lhs, rhs, .. } => {
-                zero.contains(&true) || is_zero(lhs) == Some(true) || is_zero(rhs) == Some(true)
-            }
-            Op::Binary {
+            Op::Convert(Convert) | Op::Identity(Identity) | Op::LeakyRelu(_) | Op::Elu(_) => zero[0],
+            Op::Binary(Binary {
+                op: BinaryOp::Mul | BinaryOp::LogicalAnd | BinaryOp::BitwiseAnd, lhs, rhs, ..
+            }) => zero.contains(&true) || is_zero(lhs) == Some(true) || is_zero(rhs) == Some(true),
+            Op::Binary(Binary {
                 op: BinaryOp::Add | BinaryOp::Sub | BinaryOp::Maximum | BinaryOp::Minimum | BinaryOp::BitwiseOr,
                 lhs,
                 rhs,
                 ..
-            } => !zero.contains(&false) && is_zero(lhs) != Some(false) && is_zero(rhs) != Some(false),
-            Op::Binary { op: BinaryOp::Div, lhs: Operand::Tensor, rhs, .. } => zero[0] && is_zero(rhs) == Some(false),
+            }) => !zero.contains(&false) && is_zero(lhs) != Some(false) && is_zero(rhs) != Some(false),
+            Op::Binary(Binary { op: BinaryOp::Div, lhs: Operand::Tensor, rhs, .. }) => {
+                zero[0] && is_zero(rhs) == Some(false)
+            }
             // 0^p = 0 for p > 0.
-            Op::Binary { op: BinaryOp::Pow, lhs: Operand::Tensor, rhs: Operand::Scalar(p), .. } => {
+            Op::Binary(Binary { op: BinaryOp::Pow, lhs: Operand::Tensor, rhs: Operand::Scalar(p), .. }) => {
                 zero[0]
                     && match *p {
                         Scalar::Int(i) => i > 0,
@@ -203,7 +206,7 @@ impl Padder {
         let Some((q, w)) = placed else { return false };
         let mut size_attr: Vec<Dim> = out.iter().map(|&s| Dim::Static(s)).collect();
         size_attr[q] = Dim::Static(w.padded);
-        graph.node_mut(id).op = Op::View { size: size_attr };
+        graph.node_mut(id).op = Op::View(View { size: size_attr });
         self.set_output(graph, id, 0, Padded { dims: Widths::from([(q, w)]), zero: p.zero });
         true
     }
@@ -219,14 +222,14 @@ impl Padder {
             self.set_output(graph, id, 0, p);
             return true;
         };
-        let Op::Slice { start, step, .. } = &graph.node(id).op else { return false };
+        let Op::Slice(Slice { start, step, .. }) = &graph.node(id).op else { return false };
         let (Some(start), Some(end)) = (start.as_static(), end.as_static()) else { return false };
         // Bounds as PyTorch resolves them against the true size (negative ones count from its
         // end), so that they mean the same on the padded value.
         let resolve = |i: i64| if i < 0 { i.saturating_add(w.size).max(0) } else { i.min(w.size) };
         let (start, end) = (resolve(start), resolve(end));
         if w.blocks == 1 {
-            if let Op::Slice { start: s, end: e, .. } = &mut graph.node_mut(id).op {
+            if let Op::Slice(Slice { start: s, end: e, .. }) = &mut graph.node_mut(id).op {
                 (*s, *e) = (Dim::Static(start), Dim::Static(end));
             }
             self.set_output(graph, id, 0, p);
@@ -237,7 +240,7 @@ impl Padder {
             return false;
         }
         let heads = (end - start) / block;
-        if let Op::Slice { start: s, end: e, .. } = &mut graph.node_mut(id).op {
+        if let Op::Slice(Slice { start: s, end: e, .. }) = &mut graph.node_mut(id).op {
             (*s, *e) = (Dim::Static(start / block * padded_block), Dim::Static(end / block * padded_block));
         }
         p.dims.insert(d, Width { size: end - start, padded: heads * padded_block, blocks: heads });
@@ -301,18 +304,18 @@ impl Padder {
 
     /// Turns `mean` node `id` into a `sum` followed by a division by the true `count`.
     pub(super) fn divide_mean(&mut self, graph: &mut Graph, id: NodeId, count: i64) -> ValueRef {
-        if let Op::Reduce { op, .. } = &mut graph.node_mut(id).op {
+        if let Op::Reduce(Reduce { op, .. }) = &mut graph.node_mut(id).op {
             *op = ReduceOp::Sum;
         }
         let sum = ValueRef { node: id, slot: 0 };
         let users = graph.users(id);
         let ty = graph.node(id).outputs[0].clone();
-        let div = Op::Binary {
+        let div = Op::Binary(Binary {
             op: BinaryOp::Div,
             lhs: Operand::Tensor,
             rhs: Operand::Scalar(Scalar::Float(count as f64)),
             alpha: None,
-        };
+        });
         let mean = self.add(graph, id, div, ty, &[sum]);
         for (user, dst_slot, _) in users {
             graph.set_input(user, dst_slot, mean);

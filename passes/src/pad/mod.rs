@@ -47,6 +47,10 @@ mod contract;
 mod tests;
 mod values;
 
+use crate::ir::ops::{
+    AdaptiveAvgPool, AvgPool, Bmm, Convolution, Embedding, LayerNorm, MaxPool, Mm, Permute, Reduce, Slice, Softmax,
+    Unsqueeze,
+};
 use std::collections::BTreeMap;
 
 use crate::ir::{norm_dim, DType, Dim, Graph, InputKind, NodeId, Op, Scalar, UnaryOp, ValueRef, WeightRecipe};
@@ -150,8 +154,8 @@ fn head_dim(graph: &Graph, id: NodeId) -> Option<i64> {
         for (user, _, _) in graph.users(n) {
             let out = &graph.node(user).outputs[0].dims;
             match graph.node(user).op {
-                Op::Slice { dim, .. } if norm_dim(dim, out.len()) + 1 == out.len() => todo.push(user),
-                Op::View { .. } => match out[..] {
+                Op::Slice(Slice { dim, .. }) if norm_dim(dim, out.len()) + 1 == out.len() => todo.push(user),
+                Op::View(_) => match out[..] {
                     [.., Dim::Static(h), Dim::Static(d)] if h > 1 && h * d == width => return Some(d),
                     [.., Dim::Static(d)] if d == width => todo.push(user),
                     _ => {}
@@ -252,24 +256,26 @@ impl Padder {
         let node = graph.node(id).clone();
         let any_padded = graph.inputs(id).iter().any(|v| self.state.contains_key(v));
         let handled = match &node.op {
-            Op::Mm => self.matmul(graph, id, 0),
-            Op::Addmm { .. } => self.matmul(graph, id, 1),
-            Op::Convolution { groups: 1, transposed: false, .. } => self.convolution(graph, id),
-            Op::Embedding => self.embedding(graph, id),
+            Op::Mm(Mm) => self.matmul(graph, id, 0),
+            Op::Addmm(_) => self.matmul(graph, id, 1),
+            Op::Convolution(Convolution { groups: 1, transposed: false, .. }) => self.convolution(graph, id),
+            Op::Embedding(Embedding) => self.embedding(graph, id),
             _ if !any_padded => true,
-            Op::Bmm => self.bmm(graph, id),
-            Op::Softmax { dim, log, .. } => self.softmax(graph, id, *dim, *log),
-            Op::LayerNorm { normalized_rank: 1, eps, has_weight, has_bias } => {
+            Op::Bmm(Bmm) => self.bmm(graph, id),
+            Op::Softmax(Softmax { dim, log, .. }) => self.softmax(graph, id, *dim, *log),
+            Op::LayerNorm(LayerNorm { normalized_rank: 1, eps, has_weight, has_bias }) => {
                 self.layer_norm(graph, id, *eps, [*has_weight, *has_bias])
             }
             op if op.is_elementwise() => self.elementwise(graph, id),
-            Op::Permute { dims } => self.permute(graph, id, dims),
-            Op::Unsqueeze { dim } => self.unsqueeze(graph, id, *dim),
-            Op::View { .. } => self.view(graph, id),
-            Op::Slice { dim, end, .. } => self.slice(graph, id, *dim, end),
-            Op::Reduce { op, dims, keepdim, .. } => self.reduce(graph, id, *op, dims, *keepdim),
-            Op::MaxPool { kernel, .. } | Op::AvgPool { kernel, .. } => self.pool(graph, id, kernel.len()),
-            Op::AdaptiveAvgPool { spatial } => self.pool(graph, id, *spatial),
+            Op::Permute(Permute { dims }) => self.permute(graph, id, dims),
+            Op::Unsqueeze(Unsqueeze { dim }) => self.unsqueeze(graph, id, *dim),
+            Op::View(_) => self.view(graph, id),
+            Op::Slice(Slice { dim, end, .. }) => self.slice(graph, id, *dim, end),
+            Op::Reduce(Reduce { op, dims, keepdim, .. }) => self.reduce(graph, id, *op, dims, *keepdim),
+            Op::MaxPool(MaxPool { kernel, .. }) | Op::AvgPool(AvgPool { kernel, .. }) => {
+                self.pool(graph, id, kernel.len())
+            }
+            Op::AdaptiveAvgPool(AdaptiveAvgPool { spatial }) => self.pool(graph, id, *spatial),
             _ => false,
         };
         if !handled {
@@ -285,7 +291,8 @@ impl Padder {
     /// and the weight is stored once. Returns how many embeddings changed.
     fn share_tables(&self, graph: &mut Graph) -> usize {
         let mut shared = 0;
-        let embeddings: Vec<NodeId> = graph.node_ids().filter(|&id| graph.node(id).op == Op::Embedding).collect();
+        let embeddings: Vec<NodeId> =
+            graph.node_ids().filter(|&id| graph.node(id).op == Op::Embedding(Embedding)).collect();
         for id in embeddings {
             let table = graph.inputs(id)[0];
             let Some((fqn, padded, blocks)) = padding_of(graph, table.node) else { continue };

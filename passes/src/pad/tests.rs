@@ -2,6 +2,7 @@
 
 use super::Pad;
 use crate::ir::builder::Builder;
+use crate::ir::ops::{Binary, Bmm, Cat, LayerNorm, Mm, Permute, Reduce, Slice, Softmax, View};
 use crate::ir::{print, BinaryOp, DType, Op, Operand, ReduceOp, TensorType, UnaryOp};
 use crate::pass::{Pass, PassCx};
 
@@ -24,15 +25,15 @@ fn chains_stay_padded_and_means_use_true_sizes() {
     let w1 = b.param("w1", "w1", f32(&[100, 64]));
     let w2 = b.param("w2", "w2", f32(&[70, 100]));
     let x = b.input("x", f32(&[16, 64]));
-    let t1 = b.op("t1", Op::Permute { dims: vec![1, 0] }, &[w1], f32(&[64, 100]));
-    let h = b.op("h", Op::Mm, &[x, t1], f32(&[16, 100]));
+    let t1 = b.op("t1", Op::Permute(Permute { dims: vec![1, 0] }), &[w1], f32(&[64, 100]));
+    let h = b.op("h", Op::Mm(Mm), &[x, t1], f32(&[16, 100]));
     let r = b.op("r", Op::Unary(UnaryOp::Relu), &[h], f32(&[16, 100]));
-    let t2 = b.op("t2", Op::Permute { dims: vec![1, 0] }, &[w2], f32(&[100, 70]));
-    let y = b.op("y", Op::Mm, &[r, t2], f32(&[16, 70]));
+    let t2 = b.op("t2", Op::Permute(Permute { dims: vec![1, 0] }), &[w2], f32(&[100, 70]));
+    let y = b.op("y", Op::Mm(Mm), &[r, t2], f32(&[16, 70]));
     let e = b.op("e", Op::Unary(UnaryOp::Exp), &[y], f32(&[16, 70]));
-    let mul = Op::Binary { op: BinaryOp::Mul, lhs: Operand::Tensor, rhs: Operand::Tensor, alpha: None };
+    let mul = Op::Binary(Binary { op: BinaryOp::Mul, lhs: Operand::Tensor, rhs: Operand::Tensor, alpha: None });
     let z = b.op("z", mul, &[y, e], f32(&[16, 70]));
-    let mean = Op::Reduce { op: ReduceOp::Mean, dims: vec![-1], keepdim: true, dtype: None };
+    let mean = Op::Reduce(Reduce { op: ReduceOp::Mean, dims: vec![-1], keepdim: true, dtype: None });
     let m = b.op("m", mean, &[z], f32(&[16, 1]));
     b.output(m);
     b.output(e);
@@ -75,24 +76,29 @@ fn attention_heads_are_padded_one_by_one() {
     let wqkv = b.param("wqkv", "wqkv", f32(&[384, 64]));
     let wo = b.param("wo", "wo", f32(&[64, 128]));
     let x = b.input("x", f32(&[16, 64]));
-    let t = b.op("t", Op::Permute { dims: vec![1, 0] }, &[wqkv], f32(&[64, 384]));
-    let qkv = b.op("qkv", Op::Mm, &[x, t], f32(&[16, 384]));
+    let t = b.op("t", Op::Permute(Permute { dims: vec![1, 0] }), &[wqkv], f32(&[64, 384]));
+    let qkv = b.op("qkv", Op::Mm(Mm), &[x, t], f32(&[16, 384]));
     let mut heads = Vec::new();
     for (i, name) in ["q", "k", "v"].into_iter().enumerate() {
         let (start, end) = (Dim::Static(128 * i as i64), Dim::Static(128 * (i as i64 + 1)));
-        let s = b.op(name, Op::Slice { dim: 1, start, end, step: 1 }, &[qkv], f32(&[16, 128]));
+        let s = b.op(name, Op::Slice(Slice { dim: 1, start, end, step: 1 }), &[qkv], f32(&[16, 128]));
         let size = [16, 2, 64].map(Dim::Static).to_vec();
-        let v = b.op(&format!("{name}.view"), Op::View { size }, &[s], f32(&[16, 2, 64]));
-        heads.push(b.op(&format!("{name}.heads"), Op::Permute { dims: vec![1, 0, 2] }, &[v], f32(&[2, 16, 64])));
+        let v = b.op(&format!("{name}.view"), Op::View(View { size }), &[s], f32(&[16, 2, 64]));
+        heads.push(b.op(
+            &format!("{name}.heads"),
+            Op::Permute(Permute { dims: vec![1, 0, 2] }),
+            &[v],
+            f32(&[2, 16, 64]),
+        ));
     }
-    let kt = b.op("kt", Op::Permute { dims: vec![0, 2, 1] }, &[heads[1]], f32(&[2, 64, 16]));
-    let scores = b.op("scores", Op::Bmm, &[heads[0], kt], f32(&[2, 16, 16]));
-    let p = b.op("p", Op::Softmax { dim: -1, log: false, safe: false }, &[scores], f32(&[2, 16, 16]));
-    let o = b.op("o", Op::Bmm, &[p, heads[2]], f32(&[2, 16, 64]));
-    let merged = b.op("merged", Op::Permute { dims: vec![1, 0, 2] }, &[o], f32(&[16, 2, 64]));
-    let flat = b.op("flat", Op::View { size: [16, 128].map(Dim::Static).to_vec() }, &[merged], f32(&[16, 128]));
-    let to = b.op("to", Op::Permute { dims: vec![1, 0] }, &[wo], f32(&[128, 64]));
-    let y = b.op("y", Op::Mm, &[flat, to], f32(&[16, 64]));
+    let kt = b.op("kt", Op::Permute(Permute { dims: vec![0, 2, 1] }), &[heads[1]], f32(&[2, 64, 16]));
+    let scores = b.op("scores", Op::Bmm(Bmm), &[heads[0], kt], f32(&[2, 16, 16]));
+    let p = b.op("p", Op::Softmax(Softmax { dim: -1, log: false, safe: false }), &[scores], f32(&[2, 16, 16]));
+    let o = b.op("o", Op::Bmm(Bmm), &[p, heads[2]], f32(&[2, 16, 64]));
+    let merged = b.op("merged", Op::Permute(Permute { dims: vec![1, 0, 2] }), &[o], f32(&[16, 2, 64]));
+    let flat = b.op("flat", Op::View(View { size: [16, 128].map(Dim::Static).to_vec() }), &[merged], f32(&[16, 128]));
+    let to = b.op("to", Op::Permute(Permute { dims: vec![1, 0] }), &[wo], f32(&[128, 64]));
+    let y = b.op("y", Op::Mm(Mm), &[flat, to], f32(&[16, 64]));
     b.output(y);
     let mut g = b.finish();
     let cx = run(&mut g);
@@ -123,14 +129,14 @@ fn layer_norm_keeps_the_padding() {
     let beta = b.param("beta", "beta", f32(&[100]));
     let w2 = b.param("w2", "w2", f32(&[64, 100]));
     let x = b.input("x", f32(&[16, 64]));
-    let t1 = b.op("t1", Op::Permute { dims: vec![1, 0] }, &[w1], f32(&[64, 100]));
-    let h = b.op("h", Op::Mm, &[x, t1], f32(&[16, 100]));
-    let ln = Op::LayerNorm { normalized_rank: 1, eps: 1e-5, has_weight: true, has_bias: true };
+    let t1 = b.op("t1", Op::Permute(Permute { dims: vec![1, 0] }), &[w1], f32(&[64, 100]));
+    let h = b.op("h", Op::Mm(Mm), &[x, t1], f32(&[16, 100]));
+    let ln = Op::LayerNorm(LayerNorm { normalized_rank: 1, eps: 1e-5, has_weight: true, has_bias: true });
     let outs = [f32(&[16, 100]), f32(&[16, 1]), f32(&[16, 1])];
     let ln = b.graph_mut().add_op(crate::ir::Node::new("ln", ln, outs), &[h, gamma, beta]);
     let normalized = crate::ir::ValueRef { node: ln, slot: 0 };
-    let t2 = b.op("t2", Op::Permute { dims: vec![1, 0] }, &[w2], f32(&[100, 64]));
-    let y = b.op("y", Op::Mm, &[normalized, t2], f32(&[16, 64]));
+    let t2 = b.op("t2", Op::Permute(Permute { dims: vec![1, 0] }), &[w2], f32(&[100, 64]));
+    let y = b.op("y", Op::Mm(Mm), &[normalized, t2], f32(&[16, 64]));
     b.output(y);
     let mut g = b.finish();
     let cx = run(&mut g);
@@ -150,14 +156,14 @@ fn softmax_and_max_over_padding_see_their_identity() {
     let w = b.param("w", "w", f32(&[100, 64]));
     let w2 = b.param("w2", "w2", f32(&[64, 100]));
     let x = b.input("x", f32(&[4, 64]));
-    let t = b.op("t", Op::Permute { dims: vec![1, 0] }, &[w], f32(&[64, 100]));
-    let y = b.op("y", Op::Mm, &[x, t], f32(&[4, 100]));
-    let s = b.op("s", Op::Softmax { dim: -1, log: false, safe: false }, &[y], f32(&[4, 100]));
-    let t2 = b.op("t2", Op::Permute { dims: vec![1, 0] }, &[w2], f32(&[100, 64]));
-    let z = b.op("z", Op::Mm, &[s, t2], f32(&[4, 64]));
-    let amax = Op::Reduce { op: ReduceOp::Max, dims: vec![-1], keepdim: false, dtype: None };
+    let t = b.op("t", Op::Permute(Permute { dims: vec![1, 0] }), &[w], f32(&[64, 100]));
+    let y = b.op("y", Op::Mm(Mm), &[x, t], f32(&[4, 100]));
+    let s = b.op("s", Op::Softmax(Softmax { dim: -1, log: false, safe: false }), &[y], f32(&[4, 100]));
+    let t2 = b.op("t2", Op::Permute(Permute { dims: vec![1, 0] }), &[w2], f32(&[100, 64]));
+    let z = b.op("z", Op::Mm(Mm), &[s, t2], f32(&[4, 64]));
+    let amax = Op::Reduce(Reduce { op: ReduceOp::Max, dims: vec![-1], keepdim: false, dtype: None });
     let m = b.op("m", amax, &[y], f32(&[4]));
-    let c = b.op("c", Op::Cat { dim: 0 }, &[y, y], f32(&[8, 100]));
+    let c = b.op("c", Op::Cat(Cat { dim: 0 }), &[y, y], f32(&[8, 100]));
     for v in [z, m, c] {
         b.output(v);
     }

@@ -3,6 +3,7 @@
 //! through a cached valid-position mask.
 
 use super::{zero_of, Padded, Padder, Width, Widths};
+use crate::ir::ops::{Arange, Binary, Pad, Permute, Slice, View, Where};
 use crate::ir::{
     BinaryOp, DType, Dim, Graph, InputKind, Node, NodeId, Op, Operand, Scalar, TensorType, ValueRef, WeightRecipe,
 };
@@ -36,7 +37,8 @@ impl Padder {
         let mut cur = v;
         for (&d, &w) in &p.dims {
             cur = self.in_blocks(graph, v.node, cur, d, w, |ty, d| {
-                let op = Op::Slice { dim: d as i64, start: Dim::Static(0), end: Dim::Static(w.block().0), step: 1 };
+                let op =
+                    Op::Slice(Slice { dim: d as i64, start: Dim::Static(0), end: Dim::Static(w.block().0), step: 1 });
                 ty.dims[d] = Dim::Static(w.block().0);
                 op
             });
@@ -66,7 +68,7 @@ impl Padder {
         let mut split = ty.clone();
         split.dims[d] = Dim::Static(w.blocks);
         split.dims.insert(d + 1, Dim::Static(ty.dims[d].as_static().unwrap_or(0) / w.blocks));
-        let view = |t: &TensorType| Op::View { size: t.dims.clone() };
+        let view = |t: &TensorType| Op::View(View { size: t.dims.clone() });
         let cur = self.add(graph, from, view(&split), split.clone(), &[v]);
         let mut changed = split;
         let op = make(&mut changed, d + 1);
@@ -108,7 +110,7 @@ impl Padder {
         if let Some(w) = self.padded_weight(graph, base.node, want) {
             return ValueRef { node: w, slot: 0 };
         }
-        if let (Op::Permute { dims }, [src]) = (&node.op, graph.inputs(base.node).as_slice()) {
+        if let (Op::Permute(Permute { dims }), [src]) = (&node.op, graph.inputs(base.node).as_slice()) {
             let src_want: Widths = want.iter().map(|(&d, &w)| (dims[d] as usize, w)).collect();
             if let Some(w) = self.padded_weight(graph, src.node, &src_want) {
                 return self.add(graph, base.node, node.op.clone(), ty, &[ValueRef { node: w, slot: 0 }]);
@@ -122,7 +124,7 @@ impl Padder {
             for d in (0..rank).rev() {
                 pad.extend([0, want.get(&d).map_or(0, |w| w.padded - w.size)]);
             }
-            return self.add(graph, base.node, Op::Pad { pad, value: zero }, ty, &[base]);
+            return self.add(graph, base.node, Op::Pad(Pad { pad, value: zero }), ty, &[base]);
         }
         let mut cur = base;
         for (&d, &w) in want {
@@ -131,7 +133,7 @@ impl Padder {
                 ty.dims[d] = Dim::Static(padded);
                 let mut pad = vec![0; 2 * ty.rank()];
                 pad[2 * (ty.rank() - 1 - d) + 1] = padded - size;
-                Op::Pad { pad, value: zero }
+                Op::Pad(Pad { pad, value: zero })
             });
         }
         cur
@@ -189,7 +191,7 @@ impl Padder {
         let mut cur = v;
         for (&d, &w) in dims {
             let valid = self.valid_positions(graph, from, d, w, ty.rank());
-            let op = Op::Where { on_true: Operand::Tensor, on_false: Operand::Scalar(fill) };
+            let op = Op::Where(Where { on_true: Operand::Tensor, on_false: Operand::Scalar(fill) });
             cur = self.add(graph, from, op, ty.clone(), &[valid, cur]);
         }
         cur
@@ -210,8 +212,9 @@ impl Padder {
         }
         let (block, padded_block) = w.block();
         let flat = |dtype| TensorType::new(dtype, &[w.padded]);
-        let scalar = |op, x| Op::Binary { op, lhs: Operand::Tensor, rhs: Operand::Scalar(Scalar::Int(x)), alpha: None };
-        let arange = Op::Arange { start: Scalar::Int(0), end: Scalar::Int(w.padded), step: Scalar::Int(1) };
+        let scalar =
+            |op, x| Op::Binary(Binary { op, lhs: Operand::Tensor, rhs: Operand::Scalar(Scalar::Int(x)), alpha: None });
+        let arange = Op::Arange(Arange { start: Scalar::Int(0), end: Scalar::Int(w.padded), step: Scalar::Int(1) });
         let mut positions = self.add(graph, from, arange, flat(DType::I64), &[]);
         if w.blocks > 1 {
             positions =
@@ -220,7 +223,7 @@ impl Padder {
         let valid = self.add(graph, from, scalar(BinaryOp::Lt, block), flat(DType::Bool), &[positions]);
         let mut shape = vec![1; rank];
         shape[d] = w.padded;
-        let view = Op::View { size: shape.iter().map(|&s| Dim::Static(s)).collect() };
+        let view = Op::View(View { size: shape.iter().map(|&s| Dim::Static(s)).collect() });
         let mask = self.add(graph, from, view, TensorType::new(DType::Bool, &shape), &[valid]);
         self.masks.insert((d, w, rank), mask);
         mask

@@ -4,6 +4,7 @@
 //! users read: the partitioner all-gathers the pieces there. The batch is split along `dp`
 //! only, as the `auto` plan does without `fsdp`.
 
+use crate::ir::ops::Identity;
 use std::cmp::Reverse;
 
 use crate::ir::{Graph, Mesh, Node, NodeId, Op, Sharding, ValueRef};
@@ -57,7 +58,7 @@ fn with_fsdp(s: &Sharding, dims: &[i64], mesh: &Mesh) -> Option<Sharding> {
 /// without `fsdp`).
 fn gather_where_used(graph: &mut Graph, w: NodeId, whole: Sharding) {
     let node = graph.node(w);
-    let mut copy = Node::derived(node, "gathered", Op::Copy, [node.outputs[0].clone()]);
+    let mut copy = Node::derived(node, "gathered", Op::Identity(Identity), [node.outputs[0].clone()]);
     copy.sharding = Some(whole);
     let copy = graph.add_op(copy, &[]);
     let (from, to) = (ValueRef { node: w, slot: 0 }, ValueRef { node: copy, slot: 0 });

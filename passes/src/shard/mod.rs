@@ -47,6 +47,9 @@ pub mod plan;
 mod sequence;
 mod unfuse;
 
+use crate::ir::ops::{
+    Bmm, Cat, Convert, Embedding, Identity, Mm, Pad, Permute, Reduce, Select, Slice, Softmax, Squeeze, Unsqueeze,
+};
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::ir::{Dim, Graph, InputKind, Mesh, NodeId, Op, Sharding, ValueRef};
@@ -221,7 +224,7 @@ fn batch_sharding(node: &crate::ir::Node, mesh: &Mesh) -> Result<Option<Sharding
 }
 
 fn is_embedding_table(graph: &Graph, weight: NodeId) -> bool {
-    graph.users(weight).iter().any(|&(u, slot, _)| slot == 0 && graph.node(u).op == Op::Embedding)
+    graph.users(weight).iter().any(|&(u, slot, _)| slot == 0 && graph.node(u).op == Op::Embedding(Embedding))
 }
 
 /// The weight input feeding `v`, directly (`W`) or through a transpose (`permute(W, [1, 0])`):
@@ -230,7 +233,7 @@ fn weight_of(graph: &Graph, v: ValueRef) -> Option<(NodeId, usize)> {
     let node = graph.node(v.node);
     match &node.op {
         Op::Input(k) if k.is_weight() && node.outputs[0].rank() == 2 => Some((v.node, 1)),
-        Op::Permute { dims } if dims == &[1, 0] => {
+        Op::Permute(Permute { dims }) if dims == &[1, 0] => {
             let src = graph.inputs(v.node)[0];
             let w = graph.node(src.node);
             matches!(&w.op, Op::Input(k) if k.is_weight()).then_some((src.node, 0))
@@ -247,12 +250,12 @@ fn is_weight(graph: &Graph, v: ValueRef) -> bool {
 pub(super) fn linear(graph: &Graph, id: NodeId) -> Option<Linear> {
     let ins = graph.inputs(id);
     let (input, w, bias) = match &graph.node(id).op {
-        Op::Mm => (ins[0], ins[1], None),
-        Op::Addmm { .. } => {
+        Op::Mm(Mm) => (ins[0], ins[1], None),
+        Op::Addmm(_) => {
             let b = ins[0];
             (ins[1], ins[2], (is_weight(graph, b) && graph.value_type(b).rank() == 1).then_some(b.node))
         }
-        Op::Bmm if matches!(graph.node(ins[1].node).op, Op::Expand { .. }) => {
+        Op::Bmm(_) if matches!(graph.node(ins[1].node).op, Op::Expand(_)) => {
             (ins[0], graph.inputs(ins[1].node)[0], None)
         }
         _ => return None,
@@ -300,7 +303,7 @@ fn analyze(
     let dims_of = |v: ValueRef| graph.value_type(v).static_dims().unwrap_or_default();
     for &id in order {
         let node = graph.node(id);
-        if node.op == Op::Embedding {
+        if node.op == Op::Embedding(Embedding) {
             let table = graph.inputs(id)[0];
             let stated = style(table.node);
             match dims_of(table).first() {
@@ -508,45 +511,43 @@ fn follow(
     let keep = |dim: Option<usize>| dim.map(|d| (d, first.inner, origins.clone(), Vec::new())).ok_or(Why::Misaligned);
     let same_split = |v: &ValueRef, dim: usize| splits.get(v).is_some_and(|s| s.dim == dim && s.inner == first.inner);
     match &node.op {
-        Op::Unary(_) | Op::Clamp { .. } | Op::Elu { .. } | Op::LeakyRelu { .. } | Op::Copy | Op::Convert => {
+        Op::Unary(_) | Op::Clamp(_) | Op::Elu(_) | Op::LeakyRelu(_) | Op::Identity(Identity) | Op::Convert(Convert) => {
             keep(Some(first.dim))
         }
-        Op::Binary { .. } | Op::Where { .. } | Op::ClampTensor { .. } => {
-            broadcast(graph, ins, splits, rank, first_at, tp)
-                .map(|(dim, weights)| (dim, first.inner, origins.clone(), weights))
-        }
-        Op::View { .. } => view_split(&in_dims, &out, first.dim, first.inner, tp)
+        Op::Binary(_) | Op::Where(_) | Op::ClampTensor(_) => broadcast(graph, ins, splits, rank, first_at, tp)
+            .map(|(dim, weights)| (dim, first.inner, origins.clone(), weights)),
+        Op::View(_) => view_split(&in_dims, &out, first.dim, first.inner, tp)
             .map(|(d, inner)| (d, inner, origins.clone(), Vec::new())),
-        Op::Permute { dims } => keep(dims.iter().position(|&d| norm(d, rank) == first.dim)),
-        Op::Unsqueeze { dim } => {
+        Op::Permute(Permute { dims }) => keep(dims.iter().position(|&d| norm(d, rank) == first.dim)),
+        Op::Unsqueeze(Unsqueeze { dim }) => {
             let at = norm(*dim, rank);
             keep(Some(if first.dim >= at { first.dim + 1 } else { first.dim }))
         }
-        Op::Squeeze { dims } => {
+        Op::Squeeze(Squeeze { dims }) => {
             let r = in_dims.len();
             let listed: Vec<usize> =
                 if dims.is_empty() { (0..r).collect() } else { dims.iter().map(|&d| norm(d, r)).collect() };
             let gone: Vec<usize> = listed.into_iter().filter(|&d| in_dims[d] == 1).collect();
             keep((!gone.contains(&first.dim)).then(|| first.dim - gone.iter().filter(|&&g| g < first.dim).count()))
         }
-        Op::Expand { .. } => keep((out.get(first.dim) == in_dims.get(first.dim)).then_some(first.dim)),
-        Op::Slice { dim, .. } => keep((norm(*dim, rank) != first.dim).then_some(first.dim)),
+        Op::Expand(_) => keep((out.get(first.dim) == in_dims.get(first.dim)).then_some(first.dim)),
+        Op::Slice(Slice { dim, .. }) => keep((norm(*dim, rank) != first.dim).then_some(first.dim)),
         // Zero padding (the `pad` pass's) of other dims: pairs from the last dim backwards.
-        Op::Pad { pad, .. } => {
+        Op::Pad(Pad { pad, .. }) => {
             let touched =
                 pad.chunks(2).enumerate().any(|(i, p)| rank.checked_sub(1 + i) == Some(first.dim) && p != [0, 0]);
             keep((!touched).then_some(first.dim))
         }
-        Op::Select { dim, .. } => {
+        Op::Select(Select { dim, .. }) => {
             let at = norm(*dim, in_dims.len());
             keep((at != first.dim).then(|| if first.dim > at { first.dim - 1 } else { first.dim }))
         }
-        Op::Cat { dim } => {
+        Op::Cat(Cat { dim }) => {
             let all = ins.iter().all(|v| same_split(v, first.dim));
             keep((all && norm(*dim, rank) != first.dim).then_some(first.dim))
         }
-        Op::Softmax { dim, .. } => keep((norm(*dim, rank) != first.dim).then_some(first.dim)),
-        Op::Reduce { dims, keepdim, .. } => {
+        Op::Softmax(Softmax { dim, .. }) => keep((norm(*dim, rank) != first.dim).then_some(first.dim)),
+        Op::Reduce(Reduce { dims, keepdim, .. }) => {
             let r = in_dims.len();
             let reduced: Vec<usize> =
                 if dims.is_empty() { (0..r).collect() } else { dims.iter().map(|&d| norm(d, r)).collect() };
@@ -554,7 +555,7 @@ fn follow(
             keep((!reduced.contains(&first.dim)).then(|| first.dim - shift))
         }
         // Per-head products: the batch dim split in every operand that is split.
-        Op::Bmm => keep(ins.iter().filter(|v| splits.contains_key(v)).all(|v| same_split(v, 0)).then_some(0)),
+        Op::Bmm(Bmm) => keep(ins.iter().filter(|v| splits.contains_key(v)).all(|v| same_split(v, 0)).then_some(0)),
         _ => Err(Why::Misaligned),
     }
 }

@@ -2,6 +2,7 @@
 //! `c_attn`) made one matmul per part on narrowed copies of the weight and bias, so that under
 //! `tp` each part splits as separate projections do.
 
+use crate::ir::ops::{SplitWithSizes, View};
 use crate::ir::{Dim, Graph, InputKind, Node, NodeId, Op, TensorType, ValueRef, WeightRecipe};
 
 use super::{linear, Linear};
@@ -34,8 +35,8 @@ fn fused(graph: &Graph, id: NodeId) -> Option<Fused> {
         }
         let node = graph.node(next);
         match &node.op {
-            Op::View { .. } if node.outputs[0].static_dims()?.last() == Some(&features) => views.push(next),
-            Op::SplitWithSizes { sizes, dim } => {
+            Op::View(_) if node.outputs[0].static_dims()?.last() == Some(&features) => views.push(next),
+            Op::SplitWithSizes(SplitWithSizes { sizes, dim }) => {
                 let rank = node.outputs[0].rank() as i64;
                 let sizes: Vec<i64> = sizes.iter().map(|d| d.as_static()).collect::<Option<_>>()?;
                 let equal =
@@ -87,9 +88,9 @@ fn unfuse_one(graph: &mut Graph, f: &Fused) -> Option<()> {
     let mm = graph.node(l.node).clone();
     let ins = graph.inputs(l.node);
     // The weight operand: `W` itself, or its transpose.
-    let w_operand = if matches!(mm.op, Op::Addmm { .. }) { ins[2] } else { ins[1] };
+    let w_operand = if matches!(mm.op, Op::Addmm(_)) { ins[2] } else { ins[1] };
     let transposed = graph.node(w_operand.node).clone();
-    let through_permute = matches!(transposed.op, Op::Permute { .. });
+    let through_permute = matches!(transposed.op, Op::Permute(_));
     let last = |ty: &TensorType, n: i64| {
         let mut t = ty.clone();
         if let Some(d) = t.dims.last_mut() {
@@ -112,8 +113,8 @@ fn unfuse_one(graph: &mut Graph, f: &Fused) -> Option<()> {
             w
         };
         let operands = match (&mm.op, l.bias) {
-            (Op::Addmm { .. }, Some(b)) => vec![narrowed(graph, b, 0, start, f.part)?, l.input, w],
-            (Op::Addmm { .. }, None) => vec![ins[0], l.input, w],
+            (Op::Addmm(_), Some(b)) => vec![narrowed(graph, b, 0, start, f.part)?, l.input, w],
+            (Op::Addmm(_), None) => vec![ins[0], l.input, w],
             _ => vec![l.input, w],
         };
         let node = Node::derived(&mm, format_args!("unfuse{i}"), mm.op.clone(), [last(&mm.outputs[0], f.part)]);
@@ -122,7 +123,7 @@ fn unfuse_one(graph: &mut Graph, f: &Fused) -> Option<()> {
             let old = graph.node(view).clone();
             let ty = last(&old.outputs[0], f.part);
             let size = ty.dims.clone();
-            let node = Node::derived(&old, format_args!("unfuse{i}"), Op::View { size }, [ty]);
+            let node = Node::derived(&old, format_args!("unfuse{i}"), Op::View(View { size }), [ty]);
             v = ValueRef { node: graph.add_op(node, &[v]), slot: 0 };
         }
         graph.replace_uses(ValueRef { node: f.split, slot: i as u16 }, v);

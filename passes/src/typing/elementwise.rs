@@ -1,6 +1,7 @@
 //! Element-wise ops: broadcasting and PyTorch's type promotion (`torch.result_type`).
 
 use super::{broadcast, one, Expected, RuleResult};
+use crate::ir::ops::{Binary, Convert, CopyFrom, Identity, Where};
 use crate::ir::{BinaryOp, DType, Op, Operand, Scalar, TensorType, UnaryOp};
 
 pub(super) fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
@@ -15,7 +16,7 @@ pub(super) fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
             };
             one(Expected { dtype, ..Expected::shape(&x.dims) })
         }
-        Op::Binary { op: b, lhs, rhs, .. } => {
+        Op::Binary(Binary { op: b, lhs, rhs, .. }) => {
             let dims = broadcast(&inputs.iter().map(|t| t.dims.as_slice()).collect::<Vec<_>>())?;
             let operands = operands(&[*lhs, *rhs], inputs);
             let promoted = result_type(&operands);
@@ -27,7 +28,7 @@ pub(super) fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
             };
             one(Expected::exact(dtype, &dims))
         }
-        Op::Where { on_true, on_false } => {
+        Op::Where(Where { on_true, on_false }) => {
             if x.dtype != DType::Bool {
                 return Err(format!("the condition is {}, not bool", x.dtype));
             }
@@ -35,22 +36,22 @@ pub(super) fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
             let dtype = result_type(&operands(&[*on_true, *on_false], &inputs[1..]));
             one(Expected::exact(dtype, &dims))
         }
-        Op::ClampTensor { .. } => {
+        Op::ClampTensor(_) => {
             let dims = broadcast(&inputs.iter().map(|t| t.dims.as_slice()).collect::<Vec<_>>())?;
             let all: Vec<_> = inputs.iter().map(|t| (Some(*t), None)).collect();
             one(Expected::exact(result_type(&all), &dims))
         }
-        Op::Clamp { .. } => {
+        Op::Clamp(_) => {
             let dtype = x.dtype.is_float().then_some(x.dtype);
             one(Expected { dtype, ..Expected::shape(&x.dims) })
         }
-        Op::Elu { .. } | Op::LeakyRelu { .. } | Op::Copy => one(Expected::exact(x.dtype, &x.dims)),
-        Op::Convert | Op::FullLike { .. } => one(Expected::shape(&x.dims)),
-        Op::CopyFrom => {
+        Op::Elu(_) | Op::LeakyRelu(_) | Op::Identity(Identity) => one(Expected::exact(x.dtype, &x.dims)),
+        Op::Convert(Convert) | Op::FullLike(_) => one(Expected::shape(&x.dims)),
+        Op::CopyFrom(CopyFrom) => {
             broadcast(&[&x.dims, &inputs[1].dims])?;
             one(Expected::exact(x.dtype, &x.dims))
         }
-        Op::Dropout { .. } => Ok(vec![Expected::exact(x.dtype, &x.dims), Expected::shape(&x.dims)]),
+        Op::Dropout(_) => Ok(vec![Expected::exact(x.dtype, &x.dims), Expected::shape(&x.dims)]),
         _ => Err(format!("internal: `{}` is not in this rule family", op.name())),
     }
 }

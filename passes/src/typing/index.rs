@@ -2,14 +2,18 @@
 //! `index_put`, embeddings.
 
 use super::{broadcast, dim_index, one, show, Expected, RuleResult};
+use crate::ir::ops::{
+    Embedding, EmbeddingBackward, EmbeddingBag, Gather, Index, IndexSelect, MaskedScatter, Scatter, Select,
+    SelectScatter, Slice, SliceScatter,
+};
 use crate::ir::{DType, Dim, Op, TensorType};
 
 pub(super) fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
     let x = inputs[0];
     let like_x = || Expected::exact(x.dtype, &x.dims);
     match op {
-        Op::Index { present } => one(index(x, present, &inputs[1..])?),
-        Op::IndexSelect { dim } => {
+        Op::Index(Index { present }) => one(index(x, present, &inputs[1..])?),
+        Op::IndexSelect(IndexSelect { dim }) => {
             let d = dim_index(*dim, x.rank())?;
             let idx = integer_indices(inputs[1], "index_select")?;
             if idx.rank() > 1 {
@@ -21,7 +25,7 @@ pub(super) fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
             }
             one(Expected::exact(x.dtype, &dims))
         }
-        Op::Gather { dim } => {
+        Op::Gather(Gather { dim }) => {
             dim_index(*dim, x.rank())?;
             let idx = integer_indices(inputs[1], "gather")?;
             if idx.rank() != x.rank() && !(idx.rank() <= 1 && x.rank() <= 1) {
@@ -29,7 +33,7 @@ pub(super) fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
             }
             one(Expected::exact(x.dtype, &idx.dims))
         }
-        Op::Scatter { dim, .. } => {
+        Op::Scatter(Scatter { dim, .. }) => {
             dim_index(*dim, x.rank())?;
             let idx = integer_indices(inputs[1], "scatter")?;
             if idx.rank() != x.rank() && !(idx.rank() <= 1 && x.rank() <= 1) {
@@ -37,31 +41,31 @@ pub(super) fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
             }
             one(like_x())
         }
-        Op::IndexPut { .. } => one(like_x()),
-        Op::SliceScatter { dim, start, end, step } => {
-            let slice = Op::Slice { dim: *dim, start: start.clone(), end: end.clone(), step: *step };
+        Op::IndexPut(_) => one(like_x()),
+        Op::SliceScatter(SliceScatter { dim, start, end, step }) => {
+            let slice = Op::Slice(Slice { dim: *dim, start: start.clone(), end: end.clone(), step: *step });
             let window = super::infer(&slice, &[x])?;
             if !window[0].admits(&TensorType { dtype: x.dtype, dims: inputs[1].dims.clone() }) {
                 return Err(format!("src {} does not fill the slice {}", show(&inputs[1].dims), window[0]));
             }
             one(like_x())
         }
-        Op::SelectScatter { dim, index } => {
-            let select = Op::Select { dim: *dim, index: *index };
+        Op::SelectScatter(SelectScatter { dim, index }) => {
+            let select = Op::Select(Select { dim: *dim, index: *index });
             let window = super::infer(&select, &[x])?;
             if !window[0].admits(&TensorType { dtype: x.dtype, dims: inputs[1].dims.clone() }) {
                 return Err(format!("src {} does not fill the selected {}", show(&inputs[1].dims), window[0]));
             }
             one(like_x())
         }
-        Op::MaskedScatter => {
+        Op::MaskedScatter(MaskedScatter) => {
             if inputs[1].dtype != DType::Bool {
                 return Err(format!("the mask is {}, not bool", inputs[1].dtype));
             }
             broadcast(&[&x.dims, &inputs[1].dims])?;
             one(like_x())
         }
-        Op::Embedding => {
+        Op::Embedding(Embedding) => {
             let (w, idx) = (x, integer_indices(inputs[1], "embedding")?);
             if w.rank() != 2 {
                 return Err(format!("the embedding table {} is not 2-d", show(&w.dims)));
@@ -70,11 +74,11 @@ pub(super) fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
             dims.push(w.dims[1].clone());
             one(Expected::exact(w.dtype, &dims))
         }
-        Op::EmbeddingBackward { num_weights, .. } => {
+        Op::EmbeddingBackward(EmbeddingBackward { num_weights, .. }) => {
             let width = x.dims.last().cloned().ok_or("the gradient is 0-d")?;
             one(Expected::exact(x.dtype, &[Dim::Static(*num_weights), width]))
         }
-        Op::EmbeddingBag { include_last_offset, .. } => {
+        Op::EmbeddingBag(EmbeddingBag { include_last_offset, .. }) => {
             let (w, offsets) = (x, inputs[2]);
             if w.rank() != 2 || offsets.rank() != 1 {
                 return Err(format!("embedding bag of table {} with offsets {}", show(&w.dims), show(&offsets.dims)));

@@ -1,13 +1,14 @@
 //! Contractions: `mm`, `bmm`, `addmm` and N-d convolutions (also transposed).
 
 use super::{broadcast, one, same_dim, show, Expected, RuleResult};
+use crate::ir::ops::{Bmm, Convolution, GroupedMm, Mm};
 use crate::ir::{DType, Dim, Op, TensorType};
 
 pub(super) fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
     match op {
-        Op::Mm => one(matmul(inputs[0], inputs[1], 0)?),
-        Op::Bmm => one(matmul(inputs[0], inputs[1], 1)?),
-        Op::Addmm { .. } => {
+        Op::Mm(Mm) => one(matmul(inputs[0], inputs[1], 0)?),
+        Op::Bmm(Bmm) => one(matmul(inputs[0], inputs[1], 1)?),
+        Op::Addmm(_) => {
             let e = matmul(inputs[1], inputs[2], 0)?;
             let dims: Vec<Dim> = e.dims.iter().flatten().cloned().collect();
             broadcast(&[&inputs[0].dims, &dims]).map_err(|_| {
@@ -15,8 +16,8 @@ pub(super) fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
             })?;
             one(e)
         }
-        Op::Convolution { .. } => one(convolution(op, inputs)?),
-        Op::GroupedMm => {
+        Op::Convolution(_) => one(convolution(op, inputs)?),
+        Op::GroupedMm(GroupedMm) => {
             let (a, b, offs) = (inputs[0], inputs[1], inputs[2]);
             if a.rank() != 2 || b.rank() != 3 || offs.rank() != 1 || offs.dtype != DType::I32 {
                 return Err(format!(
@@ -73,7 +74,8 @@ fn matmul(a: &TensorType, b: &TensorType, batch: usize) -> Result<Expected, Stri
 /// `[N, C_in, *spatial] * [C_out, C_in / groups, *kernel] -> [N, C_out, *out]`; transposed:
 /// weight `[C_in, C_out / groups, *kernel]`.
 fn convolution(op: &Op, inputs: &[&TensorType]) -> Result<Expected, String> {
-    let Op::Convolution { stride, padding, dilation, transposed, output_padding, groups, has_bias } = op else {
+    let Op::Convolution(Convolution { stride, padding, dilation, transposed, output_padding, groups, has_bias }) = op
+    else {
         unreachable!("called for convolutions")
     };
     let (x, w) = (inputs[0], inputs[1]);

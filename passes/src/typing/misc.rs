@@ -2,21 +2,25 @@
 //! resampling, image/column transforms and the backward ops.
 
 use super::{dim_index, one, show, Expected, RuleResult};
+use crate::ir::ops::{
+    AdaptiveAvgPoolBackward, Arange, ArangeSym, AsStrided, Col2Im, ConvolutionBackward, Diagonal, Fft,
+    GroupNormBackward, LayerNormBackward, Pad, PadMode, RandPerm, SymSize,
+};
 use crate::ir::{DType, Dim, Op, Scalar, TensorType};
 
 pub(super) fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
     let first = inputs.first().copied();
     let like = |t: &TensorType| Expected::exact(t.dtype, &t.dims);
     match op {
-        Op::Arange { start, end, step } => {
+        Op::Arange(Arange { start, end, step }) => {
             one(Expected::partial(None, vec![Some(Dim::Static(arange_len(*start, *end, *step)?))]))
         }
-        Op::ArangeSym { start: 0, end, step: 1 } => one(Expected::shape(std::slice::from_ref(end))),
-        Op::ArangeSym { step, .. } if *step == 0 => Err("arange step 0".into()),
-        Op::ArangeSym { .. } | Op::RandPerm => one(Expected::partial(None, vec![None])),
-        Op::ScalarTensor { .. } => one(Expected::shape(&[])),
-        Op::SymInt { .. } => one(Expected::exact(DType::I64, &[])),
-        Op::SymSize { dim } => {
+        Op::ArangeSym(ArangeSym { start: 0, end, step: 1 }) => one(Expected::shape(std::slice::from_ref(end))),
+        Op::ArangeSym(ArangeSym { step, .. }) if *step == 0 => Err("arange step 0".into()),
+        Op::ArangeSym(_) | Op::RandPerm(RandPerm) => one(Expected::partial(None, vec![None])),
+        Op::ScalarTensor(_) => one(Expected::shape(&[])),
+        Op::SymInt(_) => one(Expected::exact(DType::I64, &[])),
+        Op::SymSize(SymSize { dim }) => {
             let x = first.expect("arity: one operand");
             if x.rank() == 0 {
                 return Err("sym_size of a 0-d tensor".into());
@@ -24,10 +28,10 @@ pub(super) fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
             dim_index(*dim, x.rank())?;
             one(Expected::exact(DType::I64, &[]))
         }
-        Op::AssertMetadata { .. } => Ok(vec![]),
+        Op::AssertMetadata(_) => Ok(vec![]),
         // The shape of a random tensor is its declared type; only the seed is an operand.
-        Op::Rand { .. } => one(Expected::unstated()),
-        Op::Fft { dims, inverse, onesided, .. } => {
+        Op::Rand(_) => one(Expected::unstated()),
+        Op::Fft(Fft { dims, inverse, onesided, .. }) => {
             let x = first.expect("arity: one operand");
             let norm = dims.iter().map(|&d| dim_index(d, x.rank())).collect::<Result<Vec<_>, _>>()?;
             let last = norm.last().copied();
@@ -40,12 +44,12 @@ pub(super) fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
                 .collect();
             one(Expected::partial(None, out))
         }
-        Op::AsStrided { size, stride, offset } => {
+        Op::AsStrided(AsStrided { size, stride, offset }) => {
             let x = first.expect("arity: one operand");
             strided_in_bounds(x, size, stride, *offset)?;
             one(Expected::exact(x.dtype, &size.iter().map(|&s| Dim::Static(s)).collect::<Vec<_>>()))
         }
-        Op::Diagonal { offset, dim1, dim2 } => {
+        Op::Diagonal(Diagonal { offset, dim1, dim2 }) => {
             let x = first.expect("arity: one operand");
             let (a, b) = (dim_index(*dim1, x.rank())?, dim_index(*dim2, x.rank())?);
             if a == b || x.rank() < 2 {
@@ -61,12 +65,12 @@ pub(super) fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
             dims.push(len);
             one(Expected::partial(Some(x.dtype), dims))
         }
-        Op::PadMode { pad, .. } => {
+        Op::PadMode(PadMode { pad, .. }) => {
             let x = first.expect("arity: one operand");
-            let constant = Op::Pad { pad: pad.clone(), value: Scalar::Float(0.0) };
+            let constant = Op::Pad(Pad { pad: pad.clone(), value: Scalar::Float(0.0) });
             super::infer(&constant, &[x])
         }
-        Op::Cdist { .. } => {
+        Op::Cdist(_) => {
             let (a, b) = (inputs[0], inputs[1]);
             if a.rank() < 2 || a.rank() != b.rank() {
                 return Err(format!("cdist of {} and {}", show(&a.dims), show(&b.dims)));
@@ -76,7 +80,7 @@ pub(super) fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
             dims.push(b.dims[r - 2].clone());
             one(Expected::exact(a.dtype, &dims))
         }
-        Op::Pdist { .. } => {
+        Op::Pdist(_) => {
             let x = first.expect("arity: one operand");
             if x.rank() != 2 {
                 return Err(format!("pdist takes a 2-d input, found {}", show(&x.dims)));
@@ -84,7 +88,7 @@ pub(super) fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
             let pairs = x.dims[0].as_static().and_then(|n| n.checked_mul(n - 1)).map(|p| Dim::Static(p / 2));
             one(Expected::partial(Some(x.dtype), vec![pairs]))
         }
-        Op::Upsample { .. } => {
+        Op::Upsample(_) => {
             let x = first.expect("arity: one operand");
             if x.rank() < 3 {
                 return Err(format!("upsampling takes [N, C, *spatial], found {}", show(&x.dims)));
@@ -93,7 +97,7 @@ pub(super) fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
             dims.extend(std::iter::repeat_n(None, x.rank() - 2));
             one(Expected::partial(Some(x.dtype), dims))
         }
-        Op::Col2Im { output_size, kernel, .. } => {
+        Op::Col2Im(Col2Im { output_size, kernel, .. }) => {
             let x = first.expect("arity: one operand");
             let columns = x.rank().checked_sub(2).map(|r| &x.dims[r]);
             let per = kernel[0].checked_mul(kernel[1]).filter(|&k| k > 0);
@@ -106,7 +110,7 @@ pub(super) fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
             dims.extend([channels, Some(Dim::Static(output_size[0])), Some(Dim::Static(output_size[1]))]);
             one(Expected::partial(Some(x.dtype), dims))
         }
-        Op::GridSampler { .. } => {
+        Op::GridSampler(_) => {
             let (x, grid) = (inputs[0], inputs[1]);
             if x.rank() != 4 || grid.rank() != 4 {
                 return Err(format!("grid_sampler_2d of {} at grid {}", show(&x.dims), show(&grid.dims)));
@@ -115,20 +119,22 @@ pub(super) fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
             one(Expected::exact(x.dtype, &dims))
         }
         // The gradient of an input has the input's type.
-        Op::MaxPoolBackward { .. } | Op::AvgPoolBackward(_) | Op::AdaptiveAvgPoolBackward => one(like(inputs[1])),
-        Op::ConvolutionBackward { forward, mask } => {
+        Op::MaxPoolBackward(_) | Op::AvgPoolBackward(_) | Op::AdaptiveAvgPoolBackward(AdaptiveAvgPoolBackward) => {
+            one(like(inputs[1]))
+        }
+        Op::ConvolutionBackward(ConvolutionBackward { forward, mask }) => {
             let (input, weight) = (inputs[1], inputs[2]);
             // One bias per output channel: weight dim 0, or dim 1 times the groups when transposed.
-            let channels = match **forward {
-                Op::Convolution { transposed: true, groups, .. } => {
-                    weight.dims.get(1).and_then(Dim::as_static).and_then(|c| c.checked_mul(groups)).map(Dim::Static)
-                }
-                _ => weight.dims.first().cloned(),
+            let channels = if forward.transposed {
+                weight.dims.get(1).and_then(Dim::as_static).and_then(|c| c.checked_mul(forward.groups)).map(Dim::Static)
+            } else {
+                weight.dims.first().cloned()
             };
             let bias = Expected::partial(Some(weight.dtype), vec![channels]);
             Ok(masked(mask, [like(input), like(weight), bias]))
         }
-        Op::LayerNormBackward { mask, .. } | Op::GroupNormBackward { mask, .. } => {
+        Op::LayerNormBackward(LayerNormBackward { mask, .. })
+        | Op::GroupNormBackward(GroupNormBackward { mask, .. }) => {
             // PyTorch's kernels do not check this, and read past a smaller gradient.
             if inputs[0].dims != inputs[1].dims {
                 return Err(format!(

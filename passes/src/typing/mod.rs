@@ -23,6 +23,11 @@ mod nn;
 mod reduce;
 mod shape;
 
+use crate::ir::ops::{
+    AdaptiveAvgPoolBackward, BatchNormInference, BatchNormTraining, Binary, Bmm, ClampTensor, Convert, Convolution,
+    CopyFrom, Embedding, EmbeddingBag, GroupNorm, GroupNormBackward, GroupedMm, Identity, Index, IndexPut, LayerNorm,
+    LayerNormBackward, MaskedScatter, Mm, RandPerm, Scatter, SplitWithSizes, Where,
+};
 use crate::ir::{DType, Dim, Op, Operand, TensorType};
 
 pub use elementwise::{promote_types, result_type};
@@ -105,84 +110,86 @@ pub type RuleResult = Result<Vec<Expected>, String>;
 pub fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
     match op {
         Op::Unary(_)
-        | Op::Binary { .. }
-        | Op::Where { .. }
-        | Op::Clamp { .. }
-        | Op::ClampTensor { .. }
-        | Op::Elu { .. }
-        | Op::LeakyRelu { .. }
-        | Op::Copy
-        | Op::Convert
-        | Op::FullLike { .. }
-        | Op::CopyFrom
-        | Op::Dropout { .. } => elementwise::infer(op, inputs),
-        Op::Mm | Op::Bmm | Op::Addmm { .. } | Op::GroupedMm | Op::Convolution { .. } => linalg::infer(op, inputs),
-        Op::View { .. }
-        | Op::Permute { .. }
-        | Op::Expand { .. }
-        | Op::Unsqueeze { .. }
-        | Op::Squeeze { .. }
-        | Op::Slice { .. }
-        | Op::Select { .. }
-        | Op::Cat { .. }
-        | Op::Flip { .. }
-        | Op::Repeat { .. }
-        | Op::Pad { .. }
-        | Op::SplitWithSizes { .. }
-        | Op::Literal { .. }
-        | Op::Full { .. } => shape::infer(op, inputs),
-        Op::Reduce { .. }
-        | Op::ArgReduce { .. }
-        | Op::Var { .. }
-        | Op::ExtremumDim { .. }
-        | Op::Sort { .. }
-        | Op::TopK { .. }
-        | Op::Cumulative { .. }
-        | Op::Histc { .. }
-        | Op::Softmax { .. } => reduce::infer(op, inputs),
-        Op::MaxPool { .. }
-        | Op::AvgPool { .. }
-        | Op::AdaptiveAvgPool { .. }
-        | Op::LayerNorm { .. }
-        | Op::GroupNorm { .. }
-        | Op::BatchNormInference { .. }
-        | Op::BatchNormTraining { .. } => nn::infer(op, inputs),
-        Op::Index { .. }
-        | Op::IndexSelect { .. }
-        | Op::Gather { .. }
-        | Op::Scatter { .. }
-        | Op::IndexPut { .. }
-        | Op::SliceScatter { .. }
-        | Op::SelectScatter { .. }
-        | Op::MaskedScatter
-        | Op::EmbeddingBackward { .. }
-        | Op::Embedding
-        | Op::EmbeddingBag { .. } => index::infer(op, inputs),
-        Op::PadMode { .. }
-        | Op::AsStrided { .. }
-        | Op::Diagonal { .. }
-        | Op::Cdist { .. }
-        | Op::Pdist { .. }
-        | Op::MaxPoolBackward { .. }
+        | Op::Binary(_)
+        | Op::Where(_)
+        | Op::Clamp(_)
+        | Op::ClampTensor(_)
+        | Op::Elu(_)
+        | Op::LeakyRelu(_)
+        | Op::Identity(Identity)
+        | Op::Convert(Convert)
+        | Op::FullLike(_)
+        | Op::CopyFrom(CopyFrom)
+        | Op::Dropout(_) => elementwise::infer(op, inputs),
+        Op::Mm(Mm) | Op::Bmm(Bmm) | Op::Addmm(_) | Op::GroupedMm(GroupedMm) | Op::Convolution(_) => {
+            linalg::infer(op, inputs)
+        }
+        Op::View(_)
+        | Op::Permute(_)
+        | Op::Expand(_)
+        | Op::Unsqueeze(_)
+        | Op::Squeeze(_)
+        | Op::Slice(_)
+        | Op::Select(_)
+        | Op::Cat(_)
+        | Op::Flip(_)
+        | Op::Repeat(_)
+        | Op::Pad(_)
+        | Op::SplitWithSizes(_)
+        | Op::Literal(_)
+        | Op::Full(_) => shape::infer(op, inputs),
+        Op::Reduce(_)
+        | Op::ArgReduce(_)
+        | Op::Var(_)
+        | Op::ExtremumDim(_)
+        | Op::Sort(_)
+        | Op::TopK(_)
+        | Op::Cumulative(_)
+        | Op::Histc(_)
+        | Op::Softmax(_) => reduce::infer(op, inputs),
+        Op::MaxPool(_)
+        | Op::AvgPool(_)
+        | Op::AdaptiveAvgPool(_)
+        | Op::LayerNorm(_)
+        | Op::GroupNorm(_)
+        | Op::BatchNormInference(_)
+        | Op::BatchNormTraining(_) => nn::infer(op, inputs),
+        Op::Index(_)
+        | Op::IndexSelect(_)
+        | Op::Gather(_)
+        | Op::Scatter(_)
+        | Op::IndexPut(_)
+        | Op::SliceScatter(_)
+        | Op::SelectScatter(_)
+        | Op::MaskedScatter(MaskedScatter)
+        | Op::EmbeddingBackward(_)
+        | Op::Embedding(Embedding)
+        | Op::EmbeddingBag(_) => index::infer(op, inputs),
+        Op::PadMode(_)
+        | Op::AsStrided(_)
+        | Op::Diagonal(_)
+        | Op::Cdist(_)
+        | Op::Pdist(_)
+        | Op::MaxPoolBackward(_)
         | Op::AvgPoolBackward(_)
-        | Op::LayerNormBackward { .. }
-        | Op::ConvolutionBackward { .. }
-        | Op::GroupNormBackward { .. }
-        | Op::AdaptiveAvgPoolBackward
-        | Op::Upsample { .. }
-        | Op::Col2Im { .. }
-        | Op::GridSampler { .. }
-        | Op::Rand { .. }
-        | Op::RandPerm
-        | Op::Fft { .. }
-        | Op::Arange { .. }
-        | Op::ArangeSym { .. }
-        | Op::ScalarTensor { .. }
-        | Op::AssertMetadata { .. }
-        | Op::SymSize { .. }
-        | Op::SymInt { .. } => misc::infer(op, inputs),
+        | Op::LayerNormBackward(_)
+        | Op::ConvolutionBackward(_)
+        | Op::GroupNormBackward(_)
+        | Op::AdaptiveAvgPoolBackward(AdaptiveAvgPoolBackward)
+        | Op::Upsample(_)
+        | Op::Col2Im(_)
+        | Op::GridSampler(_)
+        | Op::Rand(_)
+        | Op::RandPerm(RandPerm)
+        | Op::Fft(_)
+        | Op::Arange(_)
+        | Op::ArangeSym(_)
+        | Op::ScalarTensor(_)
+        | Op::AssertMetadata(_)
+        | Op::SymSize(_)
+        | Op::SymInt(_) => misc::infer(op, inputs),
         // An input's declared type is the contract; an unsupported op has no semantics here.
-        Op::Input(_) | Op::Unsupported { .. } => Ok(vec![]),
+        Op::Input(_) | Op::Unsupported(_) => Ok(vec![]),
     }
 }
 
@@ -191,49 +198,50 @@ pub fn arity(op: &Op) -> (Option<usize>, Option<usize>) {
     let tensors = |os: &[&Operand]| os.iter().filter(|o| matches!(o, Operand::Tensor)).count();
     let flag = usize::from;
     let (inputs, outputs) = match op {
-        Op::Input(_) | Op::Arange { .. } | Op::ArangeSym { .. } | Op::Full { .. } => (0, 1),
-        Op::ScalarTensor { .. } | Op::SymInt { .. } | Op::Literal { .. } => (0, 1),
-        Op::Unary(_) | Op::Clamp { .. } | Op::Softmax { .. } | Op::Reduce { .. } => (1, 1),
-        Op::Elu { .. } | Op::LeakyRelu { .. } | Op::Var { .. } | Op::Select { .. } | Op::Diagonal { .. } => (1, 1),
-        Op::Flip { .. } | Op::Repeat { .. } | Op::Pad { .. } | Op::PadMode { .. } => (1, 1),
-        Op::ExtremumDim { .. } | Op::Sort { .. } | Op::TopK { .. } => (1, 2),
-        Op::CopyFrom | Op::SliceScatter { .. } | Op::SelectScatter { .. } | Op::EmbeddingBackward { .. } => (2, 1),
-        Op::MaskedScatter | Op::MaxPoolBackward { .. } => (3, 1),
-        Op::EmbeddingBag { per_sample_weights, .. } => (3 + flag(*per_sample_weights), 4),
-        Op::Col2Im { .. } | Op::Rand { .. } | Op::RandPerm | Op::Fft { .. } => (1, 1),
-        Op::Dropout { .. } => (2, 2),
-        Op::GridSampler { .. } => (2, 1),
-        Op::ConvolutionBackward { .. } => (3, 3),
-        Op::LayerNormBackward { has_weight, .. } | Op::GroupNormBackward { has_weight, .. } => {
-            (4 + flag(*has_weight), 3)
-        }
-        Op::AsStrided { .. } | Op::Pdist { .. } => (1, 1),
-        Op::Cdist { .. } | Op::AdaptiveAvgPoolBackward | Op::AvgPoolBackward(_) => (2, 1),
-        Op::Scatter { value, .. } => (2 + usize::from(value.is_none()), 1),
-        Op::IndexPut { present, .. } => (2 + present.iter().filter(|&&p| p).count(), 1),
-        Op::ClampTensor { has_min, has_max } => (1 + flag(*has_min) + flag(*has_max), 1),
-        Op::ArgReduce { .. } | Op::Cumulative { .. } | Op::View { .. } | Op::Permute { .. } => (1, 1),
-        Op::Expand { .. } | Op::Unsqueeze { .. } | Op::Squeeze { .. } | Op::Copy => (1, 1),
-        Op::Slice { .. } | Op::FullLike { .. } | Op::Convert | Op::SymSize { .. } => (1, 1),
-        Op::Binary { lhs, rhs, .. } => (tensors(&[lhs, rhs]), 1),
-        Op::Where { on_true, on_false } => (1 + tensors(&[on_true, on_false]), 1),
-        Op::Mm | Op::Bmm | Op::IndexSelect { .. } | Op::Gather { .. } | Op::Embedding => (2, 1),
-        Op::Addmm { .. } | Op::GroupedMm => (3, 1),
-        Op::Histc { .. } => (1, 1),
-        Op::Convolution { has_bias, .. } => (2 + flag(*has_bias), 1),
-        Op::MaxPool { .. } => (1, 2),
-        Op::AvgPool { .. } | Op::AdaptiveAvgPool { .. } | Op::Upsample { .. } => (1, 1),
-        Op::GroupNorm { has_weight, has_bias, .. } => (1 + flag(*has_weight) + flag(*has_bias), 3),
-        Op::BatchNormTraining { has_weight, has_bias, running_stats, momentum, .. } => {
+        Op::Input(_) | Op::Arange(_) | Op::ArangeSym(_) | Op::Full(_) => (0, 1),
+        Op::ScalarTensor(_) | Op::SymInt(_) | Op::Literal(_) => (0, 1),
+        Op::Unary(_) | Op::Clamp(_) | Op::Softmax(_) | Op::Reduce(_) => (1, 1),
+        Op::Elu(_) | Op::LeakyRelu(_) | Op::Var(_) | Op::Select(_) | Op::Diagonal(_) => (1, 1),
+        Op::Flip(_) | Op::Repeat(_) | Op::Pad(_) | Op::PadMode(_) => (1, 1),
+        Op::ExtremumDim(_) | Op::Sort(_) | Op::TopK(_) => (1, 2),
+        Op::CopyFrom(CopyFrom) | Op::SliceScatter(_) | Op::SelectScatter(_) | Op::EmbeddingBackward(_) => (2, 1),
+        Op::MaskedScatter(MaskedScatter) | Op::MaxPoolBackward(_) => (3, 1),
+        Op::EmbeddingBag(EmbeddingBag { per_sample_weights, .. }) => (3 + flag(*per_sample_weights), 4),
+        Op::Col2Im(_) | Op::Rand(_) | Op::RandPerm(RandPerm) | Op::Fft(_) => (1, 1),
+        Op::Dropout(_) => (2, 2),
+        Op::GridSampler(_) => (2, 1),
+        Op::ConvolutionBackward(_) => (3, 3),
+        Op::LayerNormBackward(LayerNormBackward { has_weight, .. })
+        | Op::GroupNormBackward(GroupNormBackward { has_weight, .. }) => (4 + flag(*has_weight), 3),
+        Op::AsStrided(_) | Op::Pdist(_) => (1, 1),
+        Op::Cdist(_) | Op::AdaptiveAvgPoolBackward(AdaptiveAvgPoolBackward) | Op::AvgPoolBackward(_) => (2, 1),
+        Op::Scatter(Scatter { value, .. }) => (2 + usize::from(value.is_none()), 1),
+        Op::IndexPut(IndexPut { present, .. }) => (2 + present.iter().filter(|&&p| p).count(), 1),
+        Op::ClampTensor(ClampTensor { has_min, has_max }) => (1 + flag(*has_min) + flag(*has_max), 1),
+        Op::ArgReduce(_) | Op::Cumulative(_) | Op::View(_) | Op::Permute(_) => (1, 1),
+        Op::Expand(_) | Op::Unsqueeze(_) | Op::Squeeze(_) | Op::Identity(Identity) => (1, 1),
+        Op::Slice(_) | Op::FullLike(_) | Op::Convert(Convert) | Op::SymSize(_) => (1, 1),
+        Op::Binary(Binary { lhs, rhs, .. }) => (tensors(&[lhs, rhs]), 1),
+        Op::Where(Where { on_true, on_false }) => (1 + tensors(&[on_true, on_false]), 1),
+        Op::Mm(Mm) | Op::Bmm(Bmm) | Op::IndexSelect(_) | Op::Gather(_) | Op::Embedding(Embedding) => (2, 1),
+        Op::Addmm(_) | Op::GroupedMm(GroupedMm) => (3, 1),
+        Op::Histc(_) => (1, 1),
+        Op::Convolution(Convolution { has_bias, .. }) => (2 + flag(*has_bias), 1),
+        Op::MaxPool(_) => (1, 2),
+        Op::AvgPool(_) | Op::AdaptiveAvgPool(_) | Op::Upsample(_) => (1, 1),
+        Op::GroupNorm(GroupNorm { has_weight, has_bias, .. }) => (1 + flag(*has_weight) + flag(*has_bias), 3),
+        Op::BatchNormTraining(BatchNormTraining { has_weight, has_bias, running_stats, momentum, .. }) => {
             (1 + flag(*has_weight) + flag(*has_bias) + 2 * flag(*running_stats), 3 + 2 * flag(momentum.is_some()))
         }
-        Op::BatchNormInference { has_weight, has_bias, .. } => (3 + flag(*has_weight) + flag(*has_bias), 3),
-        Op::LayerNorm { has_weight, has_bias, .. } => (1 + flag(*has_weight) + flag(*has_bias), 3),
-        Op::SplitWithSizes { sizes, .. } => (1, sizes.len()),
-        Op::Index { present } => (1 + present.iter().filter(|&&p| p).count(), 1),
-        Op::AssertMetadata { .. } => (1, 0),
-        Op::Cat { .. } => return (None, Some(1)),
-        Op::Unsupported { .. } => return (None, None),
+        Op::BatchNormInference(BatchNormInference { has_weight, has_bias, .. }) => {
+            (3 + flag(*has_weight) + flag(*has_bias), 3)
+        }
+        Op::LayerNorm(LayerNorm { has_weight, has_bias, .. }) => (1 + flag(*has_weight) + flag(*has_bias), 3),
+        Op::SplitWithSizes(SplitWithSizes { sizes, .. }) => (1, sizes.len()),
+        Op::Index(Index { present }) => (1 + present.iter().filter(|&&p| p).count(), 1),
+        Op::AssertMetadata(_) => (1, 0),
+        Op::Cat(_) => return (None, Some(1)),
+        Op::Unsupported(_) => return (None, None),
     };
     (Some(inputs), Some(outputs))
 }

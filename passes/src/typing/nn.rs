@@ -1,22 +1,23 @@
 //! Pooling and normalization.
 
 use super::{show, Expected, RuleResult};
+use crate::ir::ops::{AdaptiveAvgPool, AvgPool, LayerNorm, MaxPool};
 use crate::ir::{Dim, Op, TensorType};
 
 pub(super) fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
     let x = inputs[0];
     let like_x = || Expected::exact(x.dtype, &x.dims);
     match op {
-        Op::MaxPool { kernel, stride, padding, dilation, ceil_mode } => {
+        Op::MaxPool(MaxPool { kernel, stride, padding, dilation, ceil_mode }) => {
             let out = pooled(x, kernel, stride, padding, dilation, *ceil_mode)?;
             let indices = Expected::partial(Some(crate::ir::DType::I64), out.clone());
             Ok(vec![Expected::partial(Some(x.dtype), out), indices])
         }
-        Op::AvgPool { kernel, stride, padding, ceil_mode, .. } => {
+        Op::AvgPool(AvgPool { kernel, stride, padding, ceil_mode, .. }) => {
             let out = pooled(x, kernel, stride, padding, &[1], *ceil_mode)?;
             Ok(vec![Expected::partial(Some(x.dtype), out)])
         }
-        Op::AdaptiveAvgPool { spatial } => {
+        Op::AdaptiveAvgPool(AdaptiveAvgPool { spatial }) => {
             let lead = x
                 .rank()
                 .checked_sub(*spatial)
@@ -25,7 +26,7 @@ pub(super) fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
             dims.extend(std::iter::repeat_n(None, *spatial));
             Ok(vec![Expected::partial(Some(x.dtype), dims)])
         }
-        Op::LayerNorm { normalized_rank, .. } => {
+        Op::LayerNorm(LayerNorm { normalized_rank, .. }) => {
             let lead = x
                 .rank()
                 .checked_sub(*normalized_rank)
@@ -37,8 +38,8 @@ pub(super) fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
         }
         // The saved statistics' shapes differ between exports ([C], [N, G] or [0]): only the
         // normalized value is stated.
-        Op::GroupNorm { .. } => Ok(vec![like_x()]),
-        Op::BatchNormInference { .. } | Op::BatchNormTraining { .. } => {
+        Op::GroupNorm(_) => Ok(vec![like_x()]),
+        Op::BatchNormInference(_) | Op::BatchNormTraining(_) => {
             if x.rank() < 2 {
                 return Err(format!("batch norm takes a batch of channels, found {}", show(&x.dims)));
             }

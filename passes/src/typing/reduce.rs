@@ -1,6 +1,7 @@
 //! Reductions and ops along one dim: sums and extrema, arg-reductions, variance, sort, top-k,
 //! cumulative sums and softmax.
 
+use crate::ir::ops::{ArgReduce, Cumulative, ExtremumDim, Histc, Reduce, Softmax, Sort, TopK, Var};
 use std::collections::BTreeSet;
 
 use super::{dim_index, one, show, Expected, RuleResult};
@@ -9,7 +10,7 @@ use crate::ir::{CumulativeOp, DType, Dim, Op, ReduceOp, TensorType};
 pub(super) fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
     let x = inputs[0];
     match op {
-        Op::Reduce { op: r, dims, keepdim, dtype } => {
+        Op::Reduce(Reduce { op: r, dims, keepdim, dtype }) => {
             let out = reduced(x, dims, *keepdim)?;
             let dtype = dtype.unwrap_or(match r {
                 ReduceOp::Sum | ReduceOp::Prod if !x.dtype.is_float() && !x.dtype.is_complex() => DType::I64,
@@ -18,7 +19,7 @@ pub(super) fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
             });
             one(Expected::exact(dtype, &out))
         }
-        Op::ArgReduce { dim, keepdim, .. } => {
+        Op::ArgReduce(ArgReduce { dim, keepdim, .. }) => {
             let out = match dim {
                 Some(d) => reduced(x, &[*d], *keepdim)?,
                 None if *keepdim => vec![Dim::Static(1); x.rank()],
@@ -26,19 +27,19 @@ pub(super) fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
             };
             one(Expected::exact(DType::I64, &out))
         }
-        Op::Var { dims, keepdim, .. } => {
+        Op::Var(Var { dims, keepdim, .. }) => {
             let out = reduced(x, dims, *keepdim)?;
             one(Expected { dtype: x.dtype.is_float().then_some(x.dtype), ..Expected::shape(&out) })
         }
-        Op::ExtremumDim { dim, keepdim, .. } => {
+        Op::ExtremumDim(ExtremumDim { dim, keepdim, .. }) => {
             let out = reduced(x, &[*dim], *keepdim)?;
             Ok(vec![Expected::exact(x.dtype, &out), Expected::exact(DType::I64, &out)])
         }
-        Op::Sort { dim, .. } => {
+        Op::Sort(Sort { dim, .. }) => {
             dim_index(*dim, x.rank())?;
             Ok(vec![Expected::exact(x.dtype, &x.dims), Expected::exact(DType::I64, &x.dims)])
         }
-        Op::TopK { k, dim, .. } => {
+        Op::TopK(TopK { k, dim, .. }) => {
             let d = dim_index(*dim, x.rank())?;
             let size = x.dims.get(d).and_then(Dim::as_static).unwrap_or(1);
             if *k < 0 || (x.dims.get(d).is_some_and(|d| d.as_static().is_some()) && *k > size) {
@@ -50,7 +51,7 @@ pub(super) fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
             }
             Ok(vec![Expected::exact(x.dtype, &out), Expected::exact(DType::I64, &out)])
         }
-        Op::Cumulative { op, dim, dtype } => {
+        Op::Cumulative(Cumulative { op, dim, dtype }) => {
             dim_index(*dim, x.rank())?;
             if *op == CumulativeOp::Logcumsumexp && !(x.dtype.is_float() || x.dtype.is_complex()) {
                 return Err(format!("logcumsumexp takes floating-point values, found {}", x.dtype));
@@ -58,7 +59,7 @@ pub(super) fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
             let dtype = dtype.unwrap_or(if x.dtype.is_float() || x.dtype.is_complex() { x.dtype } else { DType::I64 });
             one(Expected::exact(dtype, &x.dims))
         }
-        Op::Histc { bins, min, max } => {
+        Op::Histc(Histc { bins, min, max }) => {
             if *bins < 1 || min.partial_cmp(max) != Some(std::cmp::Ordering::Less) {
                 return Err(format!("histc needs bins ≥ 1 and min < max, found {bins} bins over [{min}, {max}]"));
             }
@@ -67,7 +68,7 @@ pub(super) fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
             }
             one(Expected::exact(x.dtype, &[Dim::Static(*bins)]))
         }
-        Op::Softmax { dim, .. } => {
+        Op::Softmax(Softmax { dim, .. }) => {
             dim_index(*dim, x.rank())?;
             one(Expected::exact(x.dtype, &x.dims))
         }

@@ -1,5 +1,8 @@
 //! Data movement: views, permutes, broadcasts, slices, concatenation, tiling and padding.
 
+use crate::ir::ops::{
+    Cat, Expand, Flip, Full, Pad, Permute, Repeat, Select, Slice, SplitWithSizes, Squeeze, Unsqueeze, View,
+};
 use std::collections::BTreeSet;
 
 use super::{dim_index, one, result_type, same_dim, show, Expected, RuleResult};
@@ -9,30 +12,30 @@ pub(super) fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
     let x = inputs.first().copied();
     let same_dtype = |dims: Vec<Option<Dim>>| Expected::partial(x.map(|x| x.dtype), dims);
     match op {
-        Op::Full { size, .. } => {
+        Op::Full(Full { size, .. }) => {
             if size.iter().any(|d| d.as_static().is_some_and(|v| v < 0)) {
                 return Err(format!("size {} has a negative entry", show(size)));
             }
             one(Expected::shape(size))
         }
-        Op::Cat { dim } => one(cat(*dim, inputs)?),
+        Op::Cat(Cat { dim }) => one(cat(*dim, inputs)?),
         // Its element count against its declared type is checked by the verifier.
-        Op::Literal { .. } => Ok(vec![]),
+        Op::Literal(_) => Ok(vec![]),
         _ => {
             let x = x.expect("arity checked: one operand");
             match op {
-                Op::View { size } => one(same_dtype(view(x, size)?)),
-                Op::Permute { dims } => one(same_dtype(permute(x, dims)?)),
-                Op::Expand { size } => one(same_dtype(expand(x, size)?)),
-                Op::Unsqueeze { dim } => {
+                Op::View(View { size }) => one(same_dtype(view(x, size)?)),
+                Op::Permute(Permute { dims }) => one(same_dtype(permute(x, dims)?)),
+                Op::Expand(Expand { size }) => one(same_dtype(expand(x, size)?)),
+                Op::Unsqueeze(Unsqueeze { dim }) => {
                     let at = dim_index(*dim, x.rank() + 1)?;
                     let mut dims = known(&x.dims);
                     dims.insert(at, Some(Dim::Static(1)));
                     one(same_dtype(dims))
                 }
-                Op::Squeeze { dims } => one(same_dtype(squeeze(x, dims)?)),
-                Op::Slice { dim, start, end, step } => one(same_dtype(slice(x, *dim, start, end, *step)?)),
-                Op::Select { dim, index } => {
+                Op::Squeeze(Squeeze { dims }) => one(same_dtype(squeeze(x, dims)?)),
+                Op::Slice(Slice { dim, start, end, step }) => one(same_dtype(slice(x, *dim, start, end, *step)?)),
+                Op::Select(Select { dim, index }) => {
                     if x.rank() == 0 {
                         return Err("select needs a tensor of rank 1 or more".into());
                     }
@@ -46,13 +49,13 @@ pub(super) fn infer(op: &Op, inputs: &[&TensorType]) -> RuleResult {
                     dims.remove(d);
                     one(same_dtype(dims))
                 }
-                Op::Flip { dims } => {
+                Op::Flip(Flip { dims }) => {
                     distinct_dims(dims, x.rank())?;
                     one(Expected::exact(x.dtype, &x.dims))
                 }
-                Op::Repeat { repeats } => one(same_dtype(repeat(x, repeats)?)),
-                Op::Pad { pad, .. } => one(same_dtype(constant_pad(x, pad)?)),
-                Op::SplitWithSizes { sizes, dim } => {
+                Op::Repeat(Repeat { repeats }) => one(same_dtype(repeat(x, repeats)?)),
+                Op::Pad(Pad { pad, .. }) => one(same_dtype(constant_pad(x, pad)?)),
+                Op::SplitWithSizes(SplitWithSizes { sizes, dim }) => {
                     let d = dim_index(*dim, x.rank())?;
                     let total: Option<i64> =
                         sizes.iter().map(Dim::as_static).try_fold(0i64, |acc, s| acc.checked_add(s?));

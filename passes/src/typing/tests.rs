@@ -1,6 +1,12 @@
 //! One test per family of type rules: what each infers, and what it refuses.
 
 use super::*;
+use crate::ir::ops::{
+    Addmm, Arange, ArgReduce, AsStrided, AvgPool, BatchNormInference, Binary, Bmm, Cat, Convolution,
+    ConvolutionBackward, Diagonal, Embedding, Expand, Gather, GroupedMm, Histc, Index, IndexSelect, LayerNorm, MaxPool,
+    Mm, Pad, Permute, Reduce, Repeat, Select, Slice, SliceScatter, Softmax, SplitWithSizes, Squeeze, SymSize, TopK,
+    Unsqueeze, View, Where,
+};
 use crate::ir::{BinaryOp, Operand, ReduceOp, Scalar, SymExpr, UnaryOp};
 
 fn t(d: DType, dims: &[i64]) -> TensorType {
@@ -39,34 +45,43 @@ fn promotion_follows_torch() {
 
 #[test]
 fn elementwise_broadcasts_and_promotes() {
-    let add = Op::Binary { op: BinaryOp::Add, lhs: Operand::Tensor, rhs: Operand::Tensor, alpha: None };
+    let add = Op::Binary(Binary { op: BinaryOp::Add, lhs: Operand::Tensor, rhs: Operand::Tensor, alpha: None });
     assert_eq!(exact(&add, &[&f32(&[4, 1]), &t(DType::I64, &[3])]), "f32[4,3]");
-    let div = Op::Binary { op: BinaryOp::Div, lhs: Operand::Tensor, rhs: Operand::Scalar(Scalar::Int(2)), alpha: None };
+    let div = Op::Binary(Binary {
+        op: BinaryOp::Div,
+        lhs: Operand::Tensor,
+        rhs: Operand::Scalar(Scalar::Int(2)),
+        alpha: None,
+    });
     assert_eq!(exact(&div, &[&t(DType::I64, &[3])]), "f32[3]");
-    let lt =
-        Op::Binary { op: BinaryOp::Lt, lhs: Operand::Tensor, rhs: Operand::Scalar(Scalar::Float(0.0)), alpha: None };
+    let lt = Op::Binary(Binary {
+        op: BinaryOp::Lt,
+        lhs: Operand::Tensor,
+        rhs: Operand::Scalar(Scalar::Float(0.0)),
+        alpha: None,
+    });
     assert_eq!(exact(&lt, &[&f32(&[3])]), "bool[3]");
     assert_eq!(exact(&Op::Unary(UnaryOp::Exp), &[&t(DType::F16, &[2])]), "f16[2]");
     assert_eq!(exact(&Op::Unary(UnaryOp::Exp), &[&t(DType::I64, &[2])]), "?[2]");
     assert!(refused(&add, &[&f32(&[4, 3]), &f32(&[2])]).contains("do not broadcast"));
-    let w = Op::Where { on_true: Operand::Tensor, on_false: Operand::Scalar(Scalar::Float(0.0)) };
+    let w = Op::Where(Where { on_true: Operand::Tensor, on_false: Operand::Scalar(Scalar::Float(0.0)) });
     assert_eq!(exact(&w, &[&t(DType::Bool, &[2, 1]), &t(DType::F16, &[3])]), "f16[2,3]");
     assert_eq!(refused(&w, &[&f32(&[2]), &f32(&[2])]), "the condition is f32, not bool");
 }
 
 #[test]
 fn contractions_check_their_dims_and_dtype() {
-    assert_eq!(exact(&Op::Mm, &[&f32(&[4, 16]), &f32(&[16, 8])]), "f32[4,8]");
-    assert_eq!(refused(&Op::Mm, &[&f32(&[4, 16]), &f32(&[8, 8])]), "contracting dims differ: [4,16] and [8,8]");
+    assert_eq!(exact(&Op::Mm(Mm), &[&f32(&[4, 16]), &f32(&[16, 8])]), "f32[4,8]");
+    assert_eq!(refused(&Op::Mm(Mm), &[&f32(&[4, 16]), &f32(&[8, 8])]), "contracting dims differ: [4,16] and [8,8]");
     // An `addmm` declared i64 over f32 operands is refused by the comparison, not converted.
-    let addmm = Op::Addmm { beta: Scalar::Int(1), alpha: Scalar::Int(1) };
+    let addmm = Op::Addmm(Addmm { beta: Scalar::Int(1), alpha: Scalar::Int(1) });
     assert_eq!(exact(&addmm, &[&f32(&[8]), &f32(&[4, 16]), &f32(&[16, 8])]), "f32[4,8]");
-    assert!(refused(&Op::Bmm, &[&f32(&[2, 4, 16]), &t(DType::F16, &[2, 16, 8])]).contains("one dtype"));
-    assert!(refused(&Op::Bmm, &[&f32(&[2, 4, 16]), &f32(&[3, 16, 8])]).contains("batch dims differ"));
+    assert!(refused(&Op::Bmm(Bmm), &[&f32(&[2, 4, 16]), &t(DType::F16, &[2, 16, 8])]).contains("one dtype"));
+    assert!(refused(&Op::Bmm(Bmm), &[&f32(&[2, 4, 16]), &f32(&[3, 16, 8])]).contains("batch dims differ"));
 }
 
 fn conv(stride: i64, padding: i64, groups: i64, transposed: bool) -> Op {
-    Op::Convolution {
+    Op::Convolution(Convolution {
         stride: vec![stride; 2],
         padding: vec![padding; 2],
         dilation: vec![1; 2],
@@ -74,7 +89,7 @@ fn conv(stride: i64, padding: i64, groups: i64, transposed: bool) -> Op {
         output_padding: vec![0; 2],
         groups,
         has_bias: false,
-    }
+    })
 }
 
 #[test]
@@ -91,30 +106,26 @@ fn convolution_arithmetic() {
 
 #[test]
 fn pooling_arithmetic_follows_torch() {
-    let pool = |ceil_mode| Op::MaxPool {
-        kernel: vec![3, 3],
-        stride: vec![2, 2],
-        padding: vec![1],
-        dilation: vec![1],
-        ceil_mode,
+    let pool = |ceil_mode| {
+        Op::MaxPool(MaxPool { kernel: vec![3, 3], stride: vec![2, 2], padding: vec![1], dilation: vec![1], ceil_mode })
     };
     assert_eq!(exact(&pool(false), &[&f32(&[2, 8, 32, 32])]), "f32[2,8,16,16], i64[2,8,16,16]");
     assert_eq!(exact(&pool(true), &[&f32(&[1, 1, 6, 6])]), "f32[1,1,4,4], i64[1,1,4,4]");
     assert_eq!(exact(&pool(false), &[&f32(&[1, 1, 6, 6])]), "f32[1,1,3,3], i64[1,1,3,3]");
-    let wide = Op::AvgPool {
+    let wide = Op::AvgPool(AvgPool {
         kernel: vec![2],
         stride: vec![2],
         padding: vec![2],
         ceil_mode: false,
         count_include_pad: true,
         divisor_override: None,
-    };
+    });
     assert!(refused(&wide, &[&f32(&[1, 4, 8])]).contains("at most half the kernel"));
 }
 
 #[test]
 fn views_keep_the_element_count() {
-    let view = |size: &[i64]| Op::View { size: size.iter().map(|&d| Dim::Static(d)).collect() };
+    let view = |size: &[i64]| Op::View(View { size: size.iter().map(|&d| Dim::Static(d)).collect() });
     assert_eq!(exact(&view(&[4, -1]), &[&f32(&[2, 3, 4])]), "f32[4,6]");
     assert_eq!(refused(&view(&[5, 5]), &[&f32(&[2, 3, 4])]), "view of [2,3,4] (24 elements) as [5,5] (25 elements)");
     assert!(refused(&view(&[5, -1]), &[&f32(&[2, 3, 4])]).contains("does not divide"));
@@ -125,42 +136,45 @@ fn views_keep_the_element_count() {
 
 #[test]
 fn slices_follow_their_bounds() {
-    let slice = |start, end, step| Op::Slice { dim: 1, start: Dim::Static(start), end: Dim::Static(end), step };
+    let slice = |start, end, step| Op::Slice(Slice { dim: 1, start: Dim::Static(start), end: Dim::Static(end), step });
     assert_eq!(exact(&slice(1, i64::MAX, 2), &[&f32(&[2, 10])]), "f32[2,5]");
     assert_eq!(exact(&slice(-3, -1, 1), &[&f32(&[2, 10])]), "f32[2,2]");
     assert_eq!(exact(&slice(8, 2, 1), &[&f32(&[2, 10])]), "f32[2,0]");
     assert_eq!(refused(&slice(0, 4, 0), &[&f32(&[2, 10])]), "slice step 0 must be positive");
     let s = Dim::Sym(SymExpr::sym("s0"));
     let sym = TensorType { dtype: DType::F32, dims: vec![s.clone()] };
-    let whole = Op::Slice { dim: 0, start: Dim::Static(0), end: Dim::Static(i64::MAX), step: 1 };
+    let whole = Op::Slice(Slice { dim: 0, start: Dim::Static(0), end: Dim::Static(i64::MAX), step: 1 });
     assert_eq!(exact(&whole, &[&sym]), "f32[s0]");
-    let part = Op::Slice { dim: 0, start: Dim::Static(1), end: Dim::Static(i64::MAX), step: 1 };
+    let part = Op::Slice(Slice { dim: 0, start: Dim::Static(1), end: Dim::Static(i64::MAX), step: 1 });
     assert_eq!(exact(&part, &[&sym]), "f32[?]");
 }
 
 #[test]
 fn shape_ops_check_their_dims() {
-    assert_eq!(exact(&Op::Permute { dims: vec![2, 0, 1] }, &[&f32(&[2, 3, 4])]), "f32[4,2,3]");
-    assert!(refused(&Op::Permute { dims: vec![0, 0, 1] }, &[&f32(&[2, 3, 4])]).contains("not a permutation"));
-    assert_eq!(exact(&Op::Unsqueeze { dim: -1 }, &[&f32(&[2, 3])]), "f32[2,3,1]");
-    assert_eq!(exact(&Op::Squeeze { dims: vec![] }, &[&f32(&[1, 3, 1])]), "f32[3]");
-    assert_eq!(exact(&Op::Select { dim: 0, index: -1 }, &[&f32(&[2, 3])]), "f32[3]");
-    assert!(refused(&Op::Select { dim: 0, index: 2 }, &[&f32(&[2, 3])]).contains("out of range"));
-    let expand = Op::Expand { size: [4, -1, 3].map(Dim::Static).to_vec() };
+    assert_eq!(exact(&Op::Permute(Permute { dims: vec![2, 0, 1] }), &[&f32(&[2, 3, 4])]), "f32[4,2,3]");
+    assert!(refused(&Op::Permute(Permute { dims: vec![0, 0, 1] }), &[&f32(&[2, 3, 4])]).contains("not a permutation"));
+    assert_eq!(exact(&Op::Unsqueeze(Unsqueeze { dim: -1 }), &[&f32(&[2, 3])]), "f32[2,3,1]");
+    assert_eq!(exact(&Op::Squeeze(Squeeze { dims: vec![] }), &[&f32(&[1, 3, 1])]), "f32[3]");
+    assert_eq!(exact(&Op::Select(Select { dim: 0, index: -1 }), &[&f32(&[2, 3])]), "f32[3]");
+    assert!(refused(&Op::Select(Select { dim: 0, index: 2 }), &[&f32(&[2, 3])]).contains("out of range"));
+    let expand = Op::Expand(Expand { size: [4, -1, 3].map(Dim::Static).to_vec() });
     assert_eq!(exact(&expand, &[&f32(&[2, 1])]), "f32[4,2,3]");
     assert!(refused(&expand, &[&f32(&[2, 2])]).contains("cannot grow"));
-    assert_eq!(exact(&Op::Cat { dim: -1 }, &[&f32(&[2, 3]), &t(DType::F16, &[2, 5]), &f32(&[0])]), "f32[2,8]");
-    assert!(refused(&Op::Cat { dim: 0 }, &[&f32(&[2, 3]), &f32(&[2, 4])]).contains("differ outside dim 0"));
-    assert_eq!(exact(&Op::Repeat { repeats: vec![2, 1, 3] }, &[&f32(&[4, 5])]), "f32[2,4,15]");
-    assert_eq!(exact(&Op::Pad { pad: vec![1, 2, -1, 0], value: Scalar::Float(0.0) }, &[&f32(&[3, 4])]), "f32[2,7]");
-    let split = Op::SplitWithSizes { sizes: vec![Dim::Static(2), Dim::Static(3)], dim: 0 };
+    assert_eq!(exact(&Op::Cat(Cat { dim: -1 }), &[&f32(&[2, 3]), &t(DType::F16, &[2, 5]), &f32(&[0])]), "f32[2,8]");
+    assert!(refused(&Op::Cat(Cat { dim: 0 }), &[&f32(&[2, 3]), &f32(&[2, 4])]).contains("differ outside dim 0"));
+    assert_eq!(exact(&Op::Repeat(Repeat { repeats: vec![2, 1, 3] }), &[&f32(&[4, 5])]), "f32[2,4,15]");
+    assert_eq!(
+        exact(&Op::Pad(Pad { pad: vec![1, 2, -1, 0], value: Scalar::Float(0.0) }), &[&f32(&[3, 4])]),
+        "f32[2,7]"
+    );
+    let split = Op::SplitWithSizes(SplitWithSizes { sizes: vec![Dim::Static(2), Dim::Static(3)], dim: 0 });
     assert_eq!(exact(&split, &[&f32(&[5, 2])]), "f32[2,2], f32[3,2]");
     assert!(refused(&split, &[&f32(&[6, 2])]).contains("add up to 5"));
 }
 
 #[test]
 fn reductions_drop_or_keep_their_dims() {
-    let sum = |dims: Vec<i64>, keepdim| Op::Reduce { op: ReduceOp::Sum, dims, keepdim, dtype: None };
+    let sum = |dims: Vec<i64>, keepdim| Op::Reduce(Reduce { op: ReduceOp::Sum, dims, keepdim, dtype: None });
     assert_eq!(exact(&sum(vec![-1], false), &[&f32(&[2, 3])]), "f32[2]");
     assert_eq!(exact(&sum(vec![0], true), &[&t(DType::Bool, &[2, 3])]), "i64[1,3]");
     assert_eq!(exact(&sum(vec![], false), &[&f32(&[2, 3])]), "f32[]");
@@ -169,19 +183,19 @@ fn reductions_drop_or_keep_their_dims() {
     assert_eq!(exact(&sum(vec![-1], true), &[&f32(&[])]), "f32[]");
     assert!(refused(&sum(vec![2], false), &[&f32(&[2, 3])]).contains("out of range"));
     assert!(refused(&sum(vec![1, -1], false), &[&f32(&[2, 3])]).contains("more than once"));
-    let argmax = Op::ArgReduce { op: crate::ir::ArgReduceOp::Argmax, dim: Some(1), keepdim: false };
+    let argmax = Op::ArgReduce(ArgReduce { op: crate::ir::ArgReduceOp::Argmax, dim: Some(1), keepdim: false });
     assert_eq!(exact(&argmax, &[&f32(&[2, 3])]), "i64[2]");
-    assert_eq!(exact(&Op::TopK { k: 2, dim: -1, largest: true }, &[&f32(&[4, 5])]), "f32[4,2], i64[4,2]");
-    assert!(refused(&Op::TopK { k: 6, dim: -1, largest: true }, &[&f32(&[4, 5])]).contains("out of range"));
+    assert_eq!(exact(&Op::TopK(TopK { k: 2, dim: -1, largest: true }), &[&f32(&[4, 5])]), "f32[4,2], i64[4,2]");
+    assert!(refused(&Op::TopK(TopK { k: 6, dim: -1, largest: true }), &[&f32(&[4, 5])]).contains("out of range"));
     // A softmax declared f16 over f32 values is refused by the comparison.
-    assert_eq!(exact(&Op::Softmax { dim: -1, log: false, safe: false }, &[&f32(&[2, 3])]), "f32[2,3]");
+    assert_eq!(exact(&Op::Softmax(Softmax { dim: -1, log: false, safe: false }), &[&f32(&[2, 3])]), "f32[2,3]");
 }
 
 #[test]
 fn norms_state_their_normalized_value() {
-    let ln = Op::LayerNorm { normalized_rank: 1, eps: 1e-5, has_weight: true, has_bias: true };
+    let ln = Op::LayerNorm(LayerNorm { normalized_rank: 1, eps: 1e-5, has_weight: true, has_bias: true });
     assert_eq!(exact(&ln, &[&f32(&[2, 4, 8]), &f32(&[8]), &f32(&[8])]), "f32[2,4,8], ?[2,4,1], ?[2,4,1]");
-    let bn = Op::BatchNormInference { eps: 1e-5, has_weight: true, has_bias: true };
+    let bn = Op::BatchNormInference(BatchNormInference { eps: 1e-5, has_weight: true, has_bias: true });
     let c = f32(&[8]);
     assert_eq!(exact(&bn, &[&f32(&[2, 8, 4, 4]), &c, &c, &c, &c]), "f32[2,8,4,4]");
     assert!(refused(&bn, &[&c, &c, &c, &c, &c]).contains("batch of channels"));
@@ -192,31 +206,34 @@ fn gathers_and_scatters() {
     let i64_ = |dims: &[i64]| t(DType::I64, dims);
     // x[:, idx] keeps the indexed dim's place; x[idx, :, idx2] puts the index shape in front.
     let x = f32(&[2, 3, 4]);
-    assert_eq!(exact(&Op::Index { present: vec![false, true] }, &[&x, &i64_(&[5, 6])]), "f32[2,5,6,4]");
-    assert_eq!(exact(&Op::Index { present: vec![true, false, true] }, &[&x, &i64_(&[5]), &i64_(&[1])]), "f32[5,3]");
-    assert_eq!(exact(&Op::Index { present: vec![true] }, &[&x, &t(DType::Bool, &[2])]), "f32[…]");
-    assert_eq!(exact(&Op::IndexSelect { dim: -1 }, &[&x, &i64_(&[7])]), "f32[2,3,7]");
-    assert!(refused(&Op::IndexSelect { dim: 0 }, &[&x, &f32(&[7])]).contains("integer indices"));
-    assert_eq!(exact(&Op::Gather { dim: 1 }, &[&x, &i64_(&[2, 1, 4])]), "f32[2,1,4]");
-    assert!(refused(&Op::Gather { dim: 1 }, &[&x, &i64_(&[2, 1])]).contains("differ in rank"));
-    assert_eq!(exact(&Op::Embedding, &[&f32(&[100, 8]), &i64_(&[2, 5])]), "f32[2,5,8]");
-    let scatter = Op::SliceScatter { dim: 1, start: Dim::Static(0), end: Dim::Static(2), step: 1 };
+    assert_eq!(exact(&Op::Index(Index { present: vec![false, true] }), &[&x, &i64_(&[5, 6])]), "f32[2,5,6,4]");
+    assert_eq!(
+        exact(&Op::Index(Index { present: vec![true, false, true] }), &[&x, &i64_(&[5]), &i64_(&[1])]),
+        "f32[5,3]"
+    );
+    assert_eq!(exact(&Op::Index(Index { present: vec![true] }), &[&x, &t(DType::Bool, &[2])]), "f32[…]");
+    assert_eq!(exact(&Op::IndexSelect(IndexSelect { dim: -1 }), &[&x, &i64_(&[7])]), "f32[2,3,7]");
+    assert!(refused(&Op::IndexSelect(IndexSelect { dim: 0 }), &[&x, &f32(&[7])]).contains("integer indices"));
+    assert_eq!(exact(&Op::Gather(Gather { dim: 1 }), &[&x, &i64_(&[2, 1, 4])]), "f32[2,1,4]");
+    assert!(refused(&Op::Gather(Gather { dim: 1 }), &[&x, &i64_(&[2, 1])]).contains("differ in rank"));
+    assert_eq!(exact(&Op::Embedding(Embedding), &[&f32(&[100, 8]), &i64_(&[2, 5])]), "f32[2,5,8]");
+    let scatter = Op::SliceScatter(SliceScatter { dim: 1, start: Dim::Static(0), end: Dim::Static(2), step: 1 });
     assert_eq!(exact(&scatter, &[&x, &f32(&[2, 2, 4])]), "f32[2,3,4]");
     assert!(refused(&scatter, &[&x, &f32(&[2, 3, 4])]).contains("does not fill the slice"));
 }
 
 #[test]
 fn constants_strided_views_and_backward_ops() {
-    let arange = |start, end, step| Op::Arange { start, end, step };
+    let arange = |start, end, step| Op::Arange(Arange { start, end, step });
     assert_eq!(exact(&arange(Scalar::Int(0), Scalar::Int(10), Scalar::Int(3)), &[]), "?[4]");
     assert_eq!(exact(&arange(Scalar::Int(5), Scalar::Int(0), Scalar::Int(-2)), &[]), "?[3]");
     assert_eq!(exact(&arange(Scalar::Float(0.0), Scalar::Float(1.0), Scalar::Float(0.3)), &[]), "?[4]");
     assert!(refused(&arange(Scalar::Int(0), Scalar::Int(4), Scalar::Int(0)), &[]).contains("step 0"));
-    let strided = |size: Vec<i64>, stride: Vec<i64>, offset| Op::AsStrided { size, stride, offset };
+    let strided = |size: Vec<i64>, stride: Vec<i64>, offset| Op::AsStrided(AsStrided { size, stride, offset });
     assert_eq!(exact(&strided(vec![3, 2], vec![1, 3], 0), &[&f32(&[2, 3])]), "f32[3,2]");
     assert!(refused(&strided(vec![3, 2], vec![1, 3], 1), &[&f32(&[2, 3])]).contains("reads element 6"));
-    assert_eq!(exact(&Op::Diagonal { offset: 1, dim1: 0, dim2: 1 }, &[&f32(&[3, 4, 5])]), "f32[5,3]");
-    let conv = Op::Convolution {
+    assert_eq!(exact(&Op::Diagonal(Diagonal { offset: 1, dim1: 0, dim2: 1 }), &[&f32(&[3, 4, 5])]), "f32[5,3]");
+    let conv = Convolution {
         stride: vec![1],
         padding: vec![0],
         dilation: vec![1],
@@ -225,21 +242,20 @@ fn constants_strided_views_and_backward_ops() {
         groups: 1,
         has_bias: true,
     };
-    let back = Op::ConvolutionBackward { forward: Box::new(conv), mask: [false, true, true] };
+    let back = Op::ConvolutionBackward(ConvolutionBackward { forward: conv, mask: [false, true, true] });
     let (g, x, w) = (f32(&[2, 4, 6]), f32(&[2, 3, 8]), f32(&[4, 3, 3]));
     assert_eq!(exact(&back, &[&g, &x, &w]), "?[…], f32[4,3,3], f32[4]");
-    assert_eq!(exact(&Op::SymSize { dim: -1 }, &[&x]), "i64[]");
+    assert_eq!(exact(&Op::SymSize(SymSize { dim: -1 }), &[&x]), "i64[]");
 }
 
 #[test]
 fn mixture_of_experts_ops() {
     let offs = t(DType::I32, &[4]);
-    assert_eq!(exact(&Op::GroupedMm, &[&f32(&[32, 64]), &f32(&[4, 64, 16]), &offs]), "f32[32,16]");
-    assert!(refused(&Op::GroupedMm, &[&f32(&[32, 64]), &f32(&[4, 32, 16]), &offs]).contains("K or G differ"));
-    assert!(
-        refused(&Op::GroupedMm, &[&f32(&[32, 64]), &f32(&[4, 64, 16]), &t(DType::I64, &[4])]).contains("i32 offsets")
-    );
-    let histc = |bins, min, max| Op::Histc { bins, min, max };
+    assert_eq!(exact(&Op::GroupedMm(GroupedMm), &[&f32(&[32, 64]), &f32(&[4, 64, 16]), &offs]), "f32[32,16]");
+    assert!(refused(&Op::GroupedMm(GroupedMm), &[&f32(&[32, 64]), &f32(&[4, 32, 16]), &offs]).contains("K or G differ"));
+    assert!(refused(&Op::GroupedMm(GroupedMm), &[&f32(&[32, 64]), &f32(&[4, 64, 16]), &t(DType::I64, &[4])])
+        .contains("i32 offsets"));
+    let histc = |bins, min, max| Op::Histc(Histc { bins, min, max });
     assert_eq!(exact(&histc(4, 0.0, 3.0), &[&f32(&[32])]), "f32[4]");
     assert!(refused(&histc(4, 3.0, 3.0), &[&f32(&[32])]).contains("min < max"));
     assert!(refused(&histc(4, 0.0, 3.0), &[&t(DType::I64, &[32])]).contains("floating-point"));

@@ -1,6 +1,7 @@
 //! What the builder does after the nodes: the graph's outputs from the output specs, checked
 //! against the graph's own output list, and the symbols with their bounds, checked.
 
+use torchtpu_passes::ir::ops::ScalarTensor;
 use torchtpu_passes::ir::{Bounds, DType, Node, Op, OutputKind, Scalar, TensorType, ValueRef};
 
 use super::{sym_name, Builder};
@@ -98,7 +99,7 @@ impl Builder<'_> {
         if self.values.contains_key(&name) {
             return Err(format!("output {position} is a constant, but a graph value is already named `{name}`"));
         }
-        let node = Node::new(name.clone(), Op::ScalarTensor { value }, [TensorType::new(dtype, &[])]);
+        let node = Node::new(name.clone(), Op::ScalarTensor(ScalarTensor { value }), [TensorType::new(dtype, &[])]);
         let id = self.graph.add_op(node, &[]);
         self.values.insert(name.clone(), ValueRef { node: id, slot: 0 });
         Ok(name)

@@ -5,6 +5,7 @@
 //! `signature.output_specs`. Every tensor's type comes from `graph.tensor_values`.
 
 use std::collections::{BTreeMap, BTreeSet};
+use torchtpu_passes::ir::ops::{AsStrided, Binary, Convert, Convolution, ConvolutionBackward, Permute, Unsupported};
 
 use torchtpu_passes::ir::{
     BinaryOp, DType, Dim, Graph, InputKind, Node, Op, Operand, Origin, Scalar, TensorType, UnaryOp, ValueRef,
@@ -271,7 +272,7 @@ impl Builder<'_> {
                         node.target
                     )
                 });
-                Lowered::Op(Op::Unsupported { target: node.target.clone(), reason: Some(reason) })
+                Lowered::Op(Op::Unsupported(Unsupported { target: node.target.clone(), reason: Some(reason) }))
             }
             Some(lower) => match lower(&mut args) {
                 Ok(op) => Lowered::Op(op),
@@ -289,10 +290,10 @@ impl Builder<'_> {
                 },
                 None => {
                     args.all_tensors();
-                    Lowered::Op(Op::Unsupported {
+                    Lowered::Op(Op::Unsupported(Unsupported {
                         target: node.target.clone(),
                         reason: known_unsupported(&node.target),
-                    })
+                    }))
                 }
             },
         };
@@ -303,7 +304,7 @@ impl Builder<'_> {
             )));
         }
         // `as_strided`'s own offset, if given (see `on_storage`).
-        let given_offset = if matches!(lowered, Lowered::Op(Op::AsStrided { .. })) {
+        let given_offset = if matches!(lowered, Lowered::Op(Op::AsStrided(_))) {
             args.opt_int("storage_offset").map_err(&fail)?
         } else {
             None
@@ -321,12 +322,12 @@ impl Builder<'_> {
         }
         let op = match lowered {
             Lowered::Recipe(recipe) => return self.wire(node, (&name, names), &origin, recipe, inputs).map_err(&fail),
-            Lowered::Op(Op::AsStrided { size, stride, .. }) => self
+            Lowered::Op(Op::AsStrided(AsStrided { size, stride, .. })) => self
                 .on_storage((&name, names), (size, stride, given_offset), &tensors[0], &mut inputs[0])
                 .map_err(&fail)?,
-            Lowered::Op(op @ (Op::Convolution { .. } | Op::ConvolutionBackward { .. })) => {
+            Lowered::Op(op @ (Op::Convolution(_) | Op::ConvolutionBackward(_))) => {
                 // The weight's rank says how many spatial dims the parameter lists cover.
-                let weight = inputs.get(if matches!(op, Op::Convolution { .. }) { 1 } else { 2 });
+                let weight = inputs.get(if matches!(op, Op::Convolution(_)) { 1 } else { 2 });
                 let spatial = weight.map_or(0, |&w| self.graph.value_type(w).rank().saturating_sub(2));
                 expand_convolution_lists(op, spatial)
             }
@@ -440,13 +441,14 @@ impl Builder<'_> {
                 return Err(format!("another node is named `{}`", shown(&perm_name)));
             }
             let dims_attr = order.iter().map(|&d| d as i64).collect();
-            let mut node = Node::new(perm_name, Op::Permute { dims: dims_attr }, [TensorType { dims: permuted, ..ty }]);
+            let mut node =
+                Node::new(perm_name, Op::Permute(Permute { dims: dims_attr }), [TensorType { dims: permuted, ..ty }]);
             node.origin.target = "torch.ops.aten.permute.default".into();
             node.origin.derived_from = Some(name.to_string());
             let id = self.graph.add_op(node, &[*input]);
             *input = ValueRef { node: id, slot: 0 };
         }
-        Ok(Op::AsStrided { size, stride, offset })
+        Ok(Op::AsStrided(AsStrided { size, stride, offset }))
     }
 
     /// A symbolic-int node: its value is recorded in `sym_int_values`, so the operands need not
@@ -456,7 +458,7 @@ impl Builder<'_> {
             [Argument::AsSymInt(SymIntArgument::AsName(n))] => {
                 let value = self.sym_values.get(n).cloned();
                 value
-                    .map(|value| Op::SymInt { value })
+                    .map(|value| Op::SymInt(torchtpu_passes::ir::ops::SymInt { value }))
                     .ok_or_else(|| format!("symbolic int `{n}` has no recorded value"))
             }
             _ => Err("expected one symbolic-int output".into()),
@@ -504,21 +506,20 @@ impl Builder<'_> {
 /// A convolution's one-element `stride`, `padding`, `dilation` and `output_padding` repeated
 /// for each of its `spatial` dims, as PyTorch expands them.
 fn expand_convolution_lists(op: Op, spatial: usize) -> Op {
-    let expand = |v: Vec<i64>| if v.len() == 1 && spatial > 1 { vec![v[0]; spatial] } else { v };
-    match op {
-        Op::Convolution { stride, padding, dilation, transposed, output_padding, groups, has_bias } => {
-            Op::Convolution {
-                stride: expand(stride),
-                padding: expand(padding),
-                dilation: expand(dilation),
-                transposed,
-                output_padding: expand(output_padding),
-                groups,
-                has_bias,
-            }
+    let expand = |c: Convolution| {
+        let expand = |v: Vec<i64>| if v.len() == 1 && spatial > 1 { vec![v[0]; spatial] } else { v };
+        Convolution {
+            stride: expand(c.stride),
+            padding: expand(c.padding),
+            dilation: expand(c.dilation),
+            output_padding: expand(c.output_padding),
+            ..c
         }
-        Op::ConvolutionBackward { forward, mask } => {
-            Op::ConvolutionBackward { forward: Box::new(expand_convolution_lists(*forward, spatial)), mask }
+    };
+    match op {
+        Op::Convolution(c) => Op::Convolution(expand(c)),
+        Op::ConvolutionBackward(ConvolutionBackward { forward, mask }) => {
+            Op::ConvolutionBackward(ConvolutionBackward { forward: expand(forward), mask })
         }
         other => other,
     }
@@ -536,10 +537,10 @@ enum Lowered {
 /// with the reason.
 fn data_dependent(args: &mut Args<'_>, node: &schema::Node, reason: &str) -> Lowered {
     args.all_tensors();
-    Lowered::Op(Op::Unsupported {
+    Lowered::Op(Op::Unsupported(Unsupported {
         target: node.target.clone(),
         reason: Some(format!("{reason} (a data-dependent value)")),
-    })
+    }))
 }
 
 /// The name in a symbolic float argument (`{"as_name": …}`).
@@ -580,7 +581,7 @@ fn size_float_op(node: &schema::Node, tensors: &mut Vec<String>) -> Result<Op, S
         });
     }
     let op = |op| match operands.as_slice() {
-        [lhs, rhs] => Ok(Op::Binary { op, lhs: *lhs, rhs: *rhs, alpha: None }),
+        [lhs, rhs] => Ok(Op::Binary(Binary { op, lhs: *lhs, rhs: *rhs, alpha: None })),
         _ => Err(format!("`{}` takes two operands, found {}", node.target, operands.len())),
     };
     match node.target.as_str() {
@@ -589,7 +590,7 @@ fn size_float_op(node: &schema::Node, tensors: &mut Vec<String>) -> Result<Op, S
         "_operator.mul" => op(BinaryOp::Mul),
         "_operator.truediv" => op(BinaryOp::Div),
         "_operator.neg" | "torch.sym_float" if operands == [Operand::Tensor] => {
-            Ok(if node.target == "torch.sym_float" { Op::Convert } else { Op::Unary(UnaryOp::Neg) })
+            Ok(if node.target == "torch.sym_float" { Op::Convert(Convert) } else { Op::Unary(UnaryOp::Neg) })
         }
         other => Err(format!("`{other}` on these operands is not supported")),
     }

@@ -1,5 +1,6 @@
 //! Element-wise ops: unary math, binary arithmetic and comparisons, `where`, `clamp`.
 
+use torchtpu_passes::ir::ops::{Binary, Clamp, ClampTensor, Elu, LeakyRelu, Where};
 use torchtpu_passes::ir::{BinaryOp, Op, Operand, Scalar, UnaryOp};
 
 use super::{Args, Translation};
@@ -32,16 +33,16 @@ pub(super) fn translation(key: &str) -> Option<Translation> {
         "aten.elu.default" => |a| {
             a.tensor("self")?;
             let f = |a: &Args<'_>, n: &str| a.scalar(n, Some(Scalar::Int(1))).map(Scalar::as_f64);
-            Ok(Op::Elu { alpha: f(a, "alpha")?, scale: f(a, "scale")?, input_scale: f(a, "input_scale")? })
+            Ok(Op::Elu(Elu { alpha: f(a, "alpha")?, scale: f(a, "scale")?, input_scale: f(a, "input_scale")? }))
         },
         "aten.hardtanh.default" => |a| {
             a.tensor("self")?;
             let min = a.scalar("min_val", Some(Scalar::Int(-1)))?;
-            Ok(Op::Clamp { min: Some(min), max: Some(a.scalar("max_val", Some(Scalar::Int(1)))?) })
+            Ok(Op::Clamp(Clamp { min: Some(min), max: Some(a.scalar("max_val", Some(Scalar::Int(1)))?) }))
         },
         "aten.leaky_relu.default" => |a| {
             a.tensor("self")?;
-            Ok(Op::LeakyRelu { slope: a.scalar("negative_slope", Some(Scalar::Float(0.01)))?.as_f64() })
+            Ok(Op::LeakyRelu(LeakyRelu { slope: a.scalar("negative_slope", Some(Scalar::Float(0.01)))?.as_f64() }))
         },
         "aten.atan2.default" | "aten.atan2.out" => |a| binary(a, BinaryOp::Atan2, "other"),
         "aten.bitwise_xor.Tensor" | "aten.bitwise_xor.Scalar" => |a| binary(a, BinaryOp::BitwiseXor, "other"),
@@ -63,7 +64,7 @@ pub(super) fn translation(key: &str) -> Option<Translation> {
         "aten.clamp.Tensor" => |a| {
             a.tensor("self")?;
             let has_min = a.opt_tensor("min")?;
-            Ok(Op::ClampTensor { has_min, has_max: a.opt_tensor("max")? })
+            Ok(Op::ClampTensor(ClampTensor { has_min, has_max: a.opt_tensor("max")? }))
         },
         "aten.cos.default" => |a| unary(a, UnaryOp::Cos),
         "aten.erf.default" => |a| unary(a, UnaryOp::Erf),
@@ -120,14 +121,14 @@ fn gelu(a: &mut Args<'_>) -> Result<Op, String> {
 fn binary(a: &mut Args<'_>, op: BinaryOp, rhs_name: &str) -> Result<Op, String> {
     let lhs = a.operand("self")?;
     let rhs = a.operand(rhs_name)?;
-    Ok(Op::Binary { op, lhs, rhs, alpha: None })
+    Ok(Op::Binary(Binary { op, lhs, rhs, alpha: None }))
 }
 
 /// `add`/`sub` carry `alpha` (default 1), which scales the right operand.
 fn binary_alpha(a: &mut Args<'_>, op: BinaryOp) -> Result<Op, String> {
     let alpha = a.opt_scalar("alpha")?.filter(|s| !is_one(s));
     match binary(a, op, "other")? {
-        Op::Binary { op, lhs, rhs, .. } => Ok(Op::Binary { op, lhs, rhs, alpha }),
+        Op::Binary(Binary { op, lhs, rhs, .. }) => Ok(Op::Binary(Binary { op, lhs, rhs, alpha })),
         other => Ok(other),
     }
 }
@@ -141,7 +142,7 @@ fn rsub(a: &mut Args<'_>) -> Result<Op, String> {
         // Both tensors: the slot order must be lhs first; swap the collected names.
         a.tensors.swap(0, 1);
     }
-    Ok(Op::Binary { op: BinaryOp::Sub, lhs, rhs, alpha })
+    Ok(Op::Binary(Binary { op: BinaryOp::Sub, lhs, rhs, alpha }))
 }
 
 fn is_one(s: &Scalar) -> bool {
@@ -152,12 +153,12 @@ fn where_self(a: &mut Args<'_>) -> Result<Op, String> {
     a.tensor("condition")?;
     let on_true = a.operand("self")?;
     let on_false = a.operand("other")?;
-    Ok(Op::Where { on_true, on_false })
+    Ok(Op::Where(Where { on_true, on_false }))
 }
 
 fn clamp(a: &mut Args<'_>) -> Result<Op, String> {
     a.tensor("self")?;
-    Ok(Op::Clamp { min: a.opt_scalar("min")?, max: a.opt_scalar("max")? })
+    Ok(Op::Clamp(Clamp { min: a.opt_scalar("min")?, max: a.opt_scalar("max")? }))
 }
 
 /// `div(self, other, rounding_mode)`: `None` is true division.

@@ -1,5 +1,6 @@
 //! Contractions (`mm`, `bmm`, `addmm`, `convolution` and its backward) and Fourier transforms.
 
+use torchtpu_passes::ir::ops::{Addmm, Bmm, Convolution, ConvolutionBackward, Fft, GroupedMm, Mm};
 use torchtpu_passes::ir::{Op, Scalar};
 
 use super::{Args, Translation};
@@ -9,33 +10,33 @@ pub(super) fn translation(key: &str) -> Option<Translation> {
         "aten.mm.default" => |a| {
             a.tensor("self")?;
             a.tensor("mat2")?;
-            Ok(Op::Mm)
+            Ok(Op::Mm(Mm))
         },
         "aten.bmm.default" => |a| {
             a.tensor("self")?;
             a.tensor("mat2")?;
-            Ok(Op::Bmm)
+            Ok(Op::Bmm(Bmm))
         },
         "aten.addmm.default" => addmm,
         "aten._grouped_mm.default" => grouped_mm,
         "aten._fft_r2c.default" => |a| {
             a.tensor("self")?;
-            Ok(Op::Fft {
+            Ok(Op::Fft(Fft {
                 dims: a.ints("dim", None)?,
                 normalization: a.int("normalization", None)?,
                 inverse: false,
                 onesided: a.bool("onesided", true)?,
-            })
+            }))
         },
         // The output's last transformed dim has `last_dim_size` entries: the output type says so.
         "aten._fft_c2r.default" => |a| {
             a.tensor("self")?;
-            Ok(Op::Fft {
+            Ok(Op::Fft(Fft {
                 dims: a.ints("dim", None)?,
                 normalization: a.int("normalization", None)?,
                 inverse: true,
                 onesided: true,
-            })
+            }))
         },
         // `_convolution` adds backend switches (benchmark, cudnn_enabled, …) that change nothing here.
         "aten.convolution.default" | "aten._convolution.default" => convolution,
@@ -43,7 +44,7 @@ pub(super) fn translation(key: &str) -> Option<Translation> {
             a.tensor("grad_output")?;
             a.tensor("input")?;
             a.tensor("weight")?;
-            let forward = Op::Convolution {
+            let forward = Convolution {
                 stride: a.ints("stride", None)?,
                 padding: a.ints("padding", None)?,
                 dilation: a.ints("dilation", None)?,
@@ -54,7 +55,7 @@ pub(super) fn translation(key: &str) -> Option<Translation> {
             };
             let m = a.bools("output_mask")?;
             let mask = [m.first() == Some(&true), m.get(1) == Some(&true), m.get(2) == Some(&true)];
-            Ok(Op::ConvolutionBackward { forward: Box::new(forward), mask })
+            Ok(Op::ConvolutionBackward(ConvolutionBackward { forward, mask }))
         },
         _ => return None,
     })
@@ -64,14 +65,17 @@ fn addmm(a: &mut Args<'_>) -> Result<Op, String> {
     a.tensor("self")?;
     a.tensor("mat1")?;
     a.tensor("mat2")?;
-    Ok(Op::Addmm { beta: a.scalar("beta", Some(Scalar::Int(1)))?, alpha: a.scalar("alpha", Some(Scalar::Int(1)))? })
+    Ok(Op::Addmm(Addmm {
+        beta: a.scalar("beta", Some(Scalar::Int(1)))?,
+        alpha: a.scalar("alpha", Some(Scalar::Int(1)))?,
+    }))
 }
 
 fn convolution(a: &mut Args<'_>) -> Result<Op, String> {
     a.tensor("input")?;
     a.tensor("weight")?;
     let has_bias = a.opt_tensor("bias")?;
-    Ok(Op::Convolution {
+    Ok(Op::Convolution(Convolution {
         stride: a.ints("stride", None)?,
         padding: a.ints("padding", None)?,
         dilation: a.ints("dilation", None)?,
@@ -79,7 +83,7 @@ fn convolution(a: &mut Args<'_>) -> Result<Op, String> {
         output_padding: a.ints("output_padding", None)?,
         groups: a.int("groups", None)?,
         has_bias,
-    })
+    }))
 }
 
 /// `_grouped_mm(self, mat2, offs, bias, out_dtype)` in its mixture-of-experts form: 2-d rows,
@@ -96,5 +100,5 @@ fn grouped_mm(a: &mut Args<'_>) -> Result<Op, String> {
     if a.dtype("out_dtype")?.is_some() {
         return Err("`_grouped_mm` with an `out_dtype` is not supported".into());
     }
-    Ok(Op::GroupedMm)
+    Ok(Op::GroupedMm(GroupedMm))
 }

@@ -1,5 +1,10 @@
 //! Neural-network ops: normalizations, softmax, pooling and embedding lookups.
 
+use torchtpu_passes::ir::ops::{
+    AdaptiveAvgPool, AdaptiveAvgPoolBackward, AvgPool, AvgPoolBackward, BatchNormInference, BatchNormTraining, Cdist,
+    Col2Im, Embedding, EmbeddingBag, GridSampler, GroupNorm, GroupNormBackward, LayerNorm, LayerNormBackward, MaxPool,
+    MaxPoolBackward, Pdist, Softmax, Upsample,
+};
 use torchtpu_passes::ir::{BagMode, GridPadding, Interpolation, Op};
 
 use super::{Args, Translation};
@@ -12,15 +17,15 @@ pub(super) fn translation(key: &str) -> Option<Translation> {
         "aten._log_softmax.default" => |a| softmax(a, true),
         "aten.max_pool2d_with_indices.default" => |a| max_pool(a, 2),
         "aten.max_pool3d_with_indices.default" => |a| max_pool(a, 3),
-        "aten.avg_pool2d.default" => |a| avg_pool(a, 2),
-        "aten.avg_pool3d.default" => |a| avg_pool(a, 3),
+        "aten.avg_pool2d.default" => |a| avg_pool(a, 2).map(Op::AvgPool),
+        "aten.avg_pool3d.default" => |a| avg_pool(a, 3).map(Op::AvgPool),
         "aten._adaptive_avg_pool2d.default" => |a| {
             a.tensor("self")?;
-            Ok(Op::AdaptiveAvgPool { spatial: 2 })
+            Ok(Op::AdaptiveAvgPool(AdaptiveAvgPool { spatial: 2 }))
         },
         "aten._adaptive_avg_pool3d.default" => |a| {
             a.tensor("self")?;
-            Ok(Op::AdaptiveAvgPool { spatial: 3 })
+            Ok(Op::AdaptiveAvgPool(AdaptiveAvgPool { spatial: 3 }))
         },
         "aten.upsample_nearest2d.vec" => |a| upsample(a, false),
         "aten.upsample_nearest2d.default" => |a| {
@@ -30,18 +35,18 @@ pub(super) fn translation(key: &str) -> Option<Translation> {
                 (None, None) => None,
                 (h, w) => Some(vec![h.unwrap_or(0.0), w.unwrap_or(0.0)]),
             };
-            Ok(Op::Upsample { bilinear: false, align_corners: false, scales })
+            Ok(Op::Upsample(Upsample { bilinear: false, align_corners: false, scales }))
         },
         "aten.upsample_bilinear2d.vec" => |a| upsample(a, true),
         "aten.native_group_norm.default" => group_norm,
         "aten._cdist_forward.default" => |a| {
             a.tensor("x1")?;
             a.tensor("x2")?;
-            Ok(Op::Cdist { p: a.float("p", None)? })
+            Ok(Op::Cdist(Cdist { p: a.float("p", None)? }))
         },
         "aten._pdist_forward.default" => |a| {
             a.tensor("self")?;
-            Ok(Op::Pdist { p: a.float("p", Some(2.0))? })
+            Ok(Op::Pdist(Pdist { p: a.float("p", Some(2.0))? }))
         },
         "aten.max_pool2d_with_indices_backward.default" => |a| max_pool_backward(a, 2),
         "aten.max_pool3d_with_indices_backward.default" => |a| max_pool_backward(a, 3),
@@ -54,7 +59,7 @@ pub(super) fn translation(key: &str) -> Option<Translation> {
             let has_weight = a.opt_tensor("weight")?;
             let m = a.bools("output_mask")?;
             let mask = [m.first() == Some(&true), m.get(1) == Some(&true), m.get(2) == Some(&true)];
-            Ok(Op::LayerNormBackward { normalized_rank, has_weight, mask })
+            Ok(Op::LayerNormBackward(LayerNormBackward { normalized_rank, has_weight, mask }))
         },
         "aten.native_group_norm_backward.default" => |a| {
             a.tensor("grad_out")?;
@@ -64,20 +69,20 @@ pub(super) fn translation(key: &str) -> Option<Translation> {
             let has_weight = a.opt_tensor("weight")?;
             let m = a.bools("output_mask")?;
             let mask = [m.first() == Some(&true), m.get(1) == Some(&true), m.get(2) == Some(&true)];
-            Ok(Op::GroupNormBackward { groups: a.int("group", None)?, has_weight, mask })
+            Ok(Op::GroupNormBackward(GroupNormBackward { groups: a.int("group", None)?, has_weight, mask }))
         },
         "aten.avg_pool2d_backward.default" => |a| {
             a.tensor("grad_output")?;
-            Ok(Op::AvgPoolBackward(Box::new(avg_pool(a, 2)?)))
+            Ok(Op::AvgPoolBackward(AvgPoolBackward { forward: avg_pool(a, 2)? }))
         },
         "aten.avg_pool3d_backward.default" => |a| {
             a.tensor("grad_output")?;
-            Ok(Op::AvgPoolBackward(Box::new(avg_pool(a, 3)?)))
+            Ok(Op::AvgPoolBackward(AvgPoolBackward { forward: avg_pool(a, 3)? }))
         },
         "aten._adaptive_avg_pool2d_backward.default" => |a| {
             a.tensor("grad_output")?;
             a.tensor("self")?;
-            Ok(Op::AdaptiveAvgPoolBackward)
+            Ok(Op::AdaptiveAvgPoolBackward(AdaptiveAvgPoolBackward))
         },
         "aten._native_batch_norm_legit.default" => |a| batch_norm_legit(a, true),
         "aten._native_batch_norm_legit.no_stats" => |a| batch_norm_legit(a, false),
@@ -91,7 +96,13 @@ pub(super) fn translation(key: &str) -> Option<Translation> {
                 return Err("`training=False` with the functional batch norm is not supported".into());
             }
             let (eps, momentum) = (a.float("eps", None)?, a.float("momentum", None)?);
-            Ok(Op::BatchNormTraining { eps, has_weight, has_bias, running_stats: true, momentum: Some(momentum) })
+            Ok(Op::BatchNormTraining(BatchNormTraining {
+                eps,
+                has_weight,
+                has_bias,
+                running_stats: true,
+                momentum: Some(momentum),
+            }))
         },
         "aten._embedding_bag.default" | "aten._embedding_bag_forward_only.default" => embedding_bag,
         "aten.col2im.default" => |a| {
@@ -100,19 +111,19 @@ pub(super) fn translation(key: &str) -> Option<Translation> {
                 let v = a.ints(name, None)?;
                 <[i64; 2]>::try_from(v.as_slice()).map_err(|_| format!("`{name}` must have 2 entries, found {v:?}"))
             };
-            Ok(Op::Col2Im {
+            Ok(Op::Col2Im(Col2Im {
                 output_size: pair("output_size")?,
                 kernel: pair("kernel_size")?,
                 dilation: pair("dilation")?,
                 padding: pair("padding")?,
                 stride: pair("stride")?,
-            })
+            }))
         },
         "aten.grid_sampler_2d.default" => grid_sampler,
         "aten.embedding.default" => |a| {
             a.tensor("weight")?;
             a.tensor("indices")?;
-            Ok(Op::Embedding)
+            Ok(Op::Embedding(Embedding))
         },
         _ => return None,
     })
@@ -124,7 +135,7 @@ fn batch_norm(a: &mut Args<'_>) -> Result<Op, String> {
     let has_bias = a.opt_tensor("bias")?;
     a.tensor("running_mean")?;
     a.tensor("running_var")?;
-    Ok(Op::BatchNormInference { eps: a.float("eps", None)?, has_weight, has_bias })
+    Ok(Op::BatchNormInference(BatchNormInference { eps: a.float("eps", None)?, has_weight, has_bias }))
 }
 
 fn layer_norm(a: &mut Args<'_>) -> Result<Op, String> {
@@ -132,7 +143,7 @@ fn layer_norm(a: &mut Args<'_>) -> Result<Op, String> {
     let normalized_rank = a.dims("normalized_shape")?.len();
     let has_weight = a.opt_tensor("weight")?;
     let has_bias = a.opt_tensor("bias")?;
-    Ok(Op::LayerNorm { normalized_rank, eps: a.float("eps", None)?, has_weight, has_bias })
+    Ok(Op::LayerNorm(LayerNorm { normalized_rank, eps: a.float("eps", None)?, has_weight, has_bias }))
 }
 
 fn softmax(a: &mut Args<'_>, log: bool) -> Result<Op, String> {
@@ -140,7 +151,7 @@ fn softmax(a: &mut Args<'_>, log: bool) -> Result<Op, String> {
     if a.bool("half_to_float", false)? {
         return Err("`half_to_float=True` is not supported (only produced for CUDA half inputs)".into());
     }
-    Ok(Op::Softmax { dim: a.int("dim", None)?, log, safe: false })
+    Ok(Op::Softmax(Softmax { dim: a.int("dim", None)?, log, safe: false }))
 }
 
 /// A pooling parameter with one entry per spatial dim: PyTorch repeats a single entry
@@ -169,25 +180,25 @@ fn max_pool_backward(a: &mut Args<'_>, spatial: usize) -> Result<Op, String> {
     a.tensor("grad_output")?;
     a.tensor("self")?;
     a.tensor("indices")?;
-    Ok(Op::MaxPoolBackward { spatial })
+    Ok(Op::MaxPoolBackward(MaxPoolBackward { spatial }))
 }
 
 fn max_pool(a: &mut Args<'_>, spatial: usize) -> Result<Op, String> {
     a.tensor("self")?;
     let (kernel, stride) = kernel_and_stride(a, spatial)?;
-    Ok(Op::MaxPool {
+    Ok(Op::MaxPool(MaxPool {
         stride,
         padding: per_spatial_dim(a, "padding", Some(&[0]), spatial)?,
         dilation: per_spatial_dim(a, "dilation", Some(&[1]), spatial)?,
         ceil_mode: a.bool("ceil_mode", false)?,
         kernel,
-    })
+    }))
 }
 
-fn avg_pool(a: &mut Args<'_>, spatial: usize) -> Result<Op, String> {
+fn avg_pool(a: &mut Args<'_>, spatial: usize) -> Result<AvgPool, String> {
     a.tensor("self")?;
     let (kernel, stride) = kernel_and_stride(a, spatial)?;
-    Ok(Op::AvgPool {
+    Ok(AvgPool {
         stride,
         padding: per_spatial_dim(a, "padding", Some(&[0]), spatial)?,
         ceil_mode: a.bool("ceil_mode", false)?,
@@ -200,14 +211,14 @@ fn avg_pool(a: &mut Args<'_>, spatial: usize) -> Result<Op, String> {
 fn upsample(a: &mut Args<'_>, bilinear: bool) -> Result<Op, String> {
     a.tensor("input")?;
     let align_corners = if bilinear { a.bool("align_corners", false)? } else { false };
-    Ok(Op::Upsample { bilinear, align_corners, scales: a.opt_floats("scale_factors")? })
+    Ok(Op::Upsample(Upsample { bilinear, align_corners, scales: a.opt_floats("scale_factors")? }))
 }
 
 fn group_norm(a: &mut Args<'_>) -> Result<Op, String> {
     a.tensor("input")?;
     let has_weight = a.opt_tensor("weight")?;
     let has_bias = a.opt_tensor("bias")?;
-    Ok(Op::GroupNorm { groups: a.int("group", None)?, eps: a.float("eps", None)?, has_weight, has_bias })
+    Ok(Op::GroupNorm(GroupNorm { groups: a.int("group", None)?, eps: a.float("eps", None)?, has_weight, has_bias }))
 }
 
 /// `_native_batch_norm_legit(input, weight, bias, [running_mean, running_var,] training, momentum, eps)`.
@@ -220,10 +231,10 @@ fn batch_norm_legit(a: &mut Args<'_>, running_stats: bool) -> Result<Op, String>
         a.tensor("running_mean")?;
         a.tensor("running_var")?;
         if !a.bool("training", true)? {
-            return Ok(Op::BatchNormInference { eps, has_weight, has_bias });
+            return Ok(Op::BatchNormInference(BatchNormInference { eps, has_weight, has_bias }));
         }
     }
-    Ok(Op::BatchNormTraining { eps, has_weight, has_bias, running_stats, momentum: None })
+    Ok(Op::BatchNormTraining(BatchNormTraining { eps, has_weight, has_bias, running_stats, momentum: None }))
 }
 
 fn embedding_bag(a: &mut Args<'_>) -> Result<Op, String> {
@@ -238,12 +249,12 @@ fn embedding_bag(a: &mut Args<'_>) -> Result<Op, String> {
     };
     let per_sample_weights = a.opt_tensor("per_sample_weights")?;
     let padding_idx = Some(a.int("padding_idx", Some(-1))?).filter(|&p| p >= 0);
-    Ok(Op::EmbeddingBag {
+    Ok(Op::EmbeddingBag(EmbeddingBag {
         mode,
         per_sample_weights,
         include_last_offset: a.bool("include_last_offset", false)?,
         padding_idx,
-    })
+    }))
 }
 
 fn grid_sampler(a: &mut Args<'_>) -> Result<Op, String> {
@@ -261,5 +272,5 @@ fn grid_sampler(a: &mut Args<'_>) -> Result<Op, String> {
         2 => GridPadding::Reflection,
         m => return Err(format!("`padding_mode={m}` is not one of 0 (zeros), 1 (border), 2 (reflection)")),
     };
-    Ok(Op::GridSampler { mode, padding, align_corners: a.bool("align_corners", false)? })
+    Ok(Op::GridSampler(GridSampler { mode, padding, align_corners: a.bool("align_corners", false)? }))
 }

@@ -1,5 +1,10 @@
 //! Shape and indexing ops: views, permutes, slices, concatenation, splits and gathers.
 
+use torchtpu_passes::ir::ops::{
+    AsStrided, Cat, Diagonal, EmbeddingBackward, Expand, Flip, Gather, Identity, Index, IndexPut, IndexSelect,
+    MaskedScatter, Pad, PadMode, Permute, Repeat, Scatter, Select, SelectScatter, Slice, SliceScatter, SplitWithSizes,
+    Squeeze, Unsqueeze, View,
+};
 use torchtpu_passes::ir::{Dim, Op, Scalar, ScatterReduce};
 
 use super::{Args, Translation};
@@ -8,84 +13,84 @@ pub(super) fn translation(key: &str) -> Option<Translation> {
     Some(match key {
         "aten.view.default" | "aten._unsafe_view.default" | "aten.reshape.default" => |a| {
             a.tensor("self")?;
-            Ok(Op::View { size: a.dims("size")? })
+            Ok(Op::View(View { size: a.dims("size")? }))
         },
         "aten.permute.default" => |a| {
             a.tensor("self")?;
-            Ok(Op::Permute { dims: a.ints("dims", None)? })
+            Ok(Op::Permute(Permute { dims: a.ints("dims", None)? }))
         },
         "aten.expand.default" => |a| {
             a.tensor("self")?;
-            Ok(Op::Expand { size: a.dims("size")? })
+            Ok(Op::Expand(Expand { size: a.dims("size")? }))
         },
         "aten.unsqueeze.default" => |a| {
             a.tensor("self")?;
-            Ok(Op::Unsqueeze { dim: a.int("dim", None)? })
+            Ok(Op::Unsqueeze(Unsqueeze { dim: a.int("dim", None)? }))
         },
         "aten.squeeze.dims" | "aten.squeeze.dim" => |a| {
             a.tensor("self")?;
             let dims = a.ints("dim", None)?;
             // `squeeze(dim=())` squeezes nothing; the IR's empty list means every size-1 dim.
-            Ok(if dims.is_empty() { Op::Copy } else { Op::Squeeze { dims } })
+            Ok(if dims.is_empty() { Op::Identity(Identity) } else { Op::Squeeze(Squeeze { dims }) })
         },
         "aten.squeeze.default" => |a| {
             a.tensor("self")?;
-            Ok(Op::Squeeze { dims: vec![] })
+            Ok(Op::Squeeze(Squeeze { dims: vec![] }))
         },
         "aten.slice.Tensor" => slice,
         "aten.select.int" => |a| {
             a.tensor("self")?;
-            Ok(Op::Select { dim: a.int("dim", None)?, index: a.int("index", None)? })
+            Ok(Op::Select(Select { dim: a.int("dim", None)?, index: a.int("index", None)? }))
         },
         "aten.diagonal.default" => |a| {
             a.tensor("self")?;
             let offset = a.int("offset", Some(0))?;
-            Ok(Op::Diagonal { offset, dim1: a.int("dim1", Some(0))?, dim2: a.int("dim2", Some(1))? })
+            Ok(Op::Diagonal(Diagonal { offset, dim1: a.int("dim1", Some(0))?, dim2: a.int("dim2", Some(1))? }))
         },
         "aten.flip.default" => |a| {
             a.tensor("self")?;
-            Ok(Op::Flip { dims: a.ints("dims", None)? })
+            Ok(Op::Flip(Flip { dims: a.ints("dims", None)? }))
         },
         "aten.repeat.default" => |a| {
             a.tensor("self")?;
-            Ok(Op::Repeat { repeats: a.ints("repeats", None)? })
+            Ok(Op::Repeat(Repeat { repeats: a.ints("repeats", None)? }))
         },
         "aten.reflection_pad1d.default" | "aten.reflection_pad2d.default" | "aten.reflection_pad3d.default" => |a| {
             a.tensor("self")?;
-            Ok(Op::PadMode { pad: a.ints("padding", None)?, reflect: true })
+            Ok(Op::PadMode(PadMode { pad: a.ints("padding", None)?, reflect: true }))
         },
         "aten.replication_pad2d.default" | "aten.replication_pad3d.default" => |a| {
             a.tensor("self")?;
-            Ok(Op::PadMode { pad: a.ints("padding", None)?, reflect: false })
+            Ok(Op::PadMode(PadMode { pad: a.ints("padding", None)?, reflect: false }))
         },
         "aten.as_strided.default" => |a| {
             a.tensor("self")?;
             let size = a.ints("size", None)?;
             let stride = a.ints("stride", None)?;
             // The offset is settled against the operand's storage by the builder (`on_storage`).
-            Ok(Op::AsStrided { size, stride, offset: a.opt_int("storage_offset")?.unwrap_or(0) })
+            Ok(Op::AsStrided(AsStrided { size, stride, offset: a.opt_int("storage_offset")?.unwrap_or(0) }))
         },
         "aten.constant_pad_nd.default" => |a| {
             a.tensor("self")?;
-            Ok(Op::Pad { pad: a.ints("pad", None)?, value: a.scalar("value", Some(Scalar::Int(0)))? })
+            Ok(Op::Pad(Pad { pad: a.ints("pad", None)?, value: a.scalar("value", Some(Scalar::Int(0)))? }))
         },
         "aten.cat.default" => |a| {
             a.tensor_list("tensors")?;
-            Ok(Op::Cat { dim: a.int("dim", Some(0))? })
+            Ok(Op::Cat(Cat { dim: a.int("dim", Some(0))? }))
         },
         "aten.split_with_sizes.default" => |a| {
             a.tensor("self")?;
-            Ok(Op::SplitWithSizes { sizes: a.dims("split_sizes")?, dim: a.int("dim", Some(0))? })
+            Ok(Op::SplitWithSizes(SplitWithSizes { sizes: a.dims("split_sizes")?, dim: a.int("dim", Some(0))? }))
         },
         "aten.index.Tensor" => |a| {
             a.tensor("self")?;
-            Ok(Op::Index { present: a.optional_tensor_list("indices")? })
+            Ok(Op::Index(Index { present: a.optional_tensor_list("indices")? }))
         },
         "aten.index_select.default" => |a| {
             a.tensor("self")?;
             let dim = a.int("dim", None)?;
             a.tensor("index")?;
-            Ok(Op::IndexSelect { dim })
+            Ok(Op::IndexSelect(IndexSelect { dim }))
         },
         "aten.scatter.src" | "aten.scatter.value" | "aten.scatter_reduce.two" => |a| scatter(a, ScatterReduce::Replace),
         "aten.scatter_add.default" => |a| scatter(a, ScatterReduce::Sum),
@@ -94,43 +99,43 @@ pub(super) fn translation(key: &str) -> Option<Translation> {
             a.tensor("self")?;
             let present = a.optional_tensor_list("indices")?;
             a.tensor("values")?;
-            Ok(Op::IndexPut { present, accumulate: a.bool("accumulate", false)? })
+            Ok(Op::IndexPut(IndexPut { present, accumulate: a.bool("accumulate", false)? }))
         },
         "aten.slice_scatter.default" => |a| {
             a.tensor("self")?;
             a.tensor("src")?;
-            Ok(Op::SliceScatter {
+            Ok(Op::SliceScatter(SliceScatter {
                 dim: a.int("dim", Some(0))?,
                 start: a.dim("start", Some(Dim::Static(0)))?,
                 end: a.dim("end", Some(Dim::Static(i64::MAX)))?,
                 step: a.int("step", Some(1))?,
-            })
+            }))
         },
         "aten.select_scatter.default" => |a| {
             a.tensor("self")?;
             a.tensor("src")?;
-            Ok(Op::SelectScatter { dim: a.int("dim", None)?, index: a.int("index", None)? })
+            Ok(Op::SelectScatter(SelectScatter { dim: a.int("dim", None)?, index: a.int("index", None)? }))
         },
         "aten.masked_scatter.default" => |a| {
             a.tensor("self")?;
             a.tensor("mask")?;
             a.tensor("source")?;
-            Ok(Op::MaskedScatter)
+            Ok(Op::MaskedScatter(MaskedScatter))
         },
         "aten.embedding_dense_backward.default" => |a| {
             a.tensor("grad_output")?;
             a.tensor("indices")?;
-            Ok(Op::EmbeddingBackward {
+            Ok(Op::EmbeddingBackward(EmbeddingBackward {
                 num_weights: a.int("num_weights", None)?,
                 padding_idx: a.int("padding_idx", None)?,
                 scale_grad_by_freq: a.bool("scale_grad_by_freq", false)?,
-            })
+            }))
         },
         "aten.gather.default" => |a| {
             a.tensor("self")?;
             let dim = a.int("dim", None)?;
             a.tensor("index")?;
-            Ok(Op::Gather { dim })
+            Ok(Op::Gather(Gather { dim }))
         },
         _ => return None,
     })
@@ -139,12 +144,12 @@ pub(super) fn translation(key: &str) -> Option<Translation> {
 /// `slice(self, dim=0, start=None, end=None, step=1)`; `None` bounds mean the whole dim.
 fn slice(a: &mut Args<'_>) -> Result<Op, String> {
     a.tensor("self")?;
-    Ok(Op::Slice {
+    Ok(Op::Slice(Slice {
         dim: a.int("dim", Some(0))?,
         start: a.dim("start", Some(Dim::Static(0)))?,
         end: a.dim("end", Some(Dim::Static(i64::MAX)))?,
         step: a.int("step", Some(1))?,
-    })
+    }))
 }
 
 /// `scatter.src/value`, `scatter_add`, `scatter_reduce.two` (`reduce` among sum, prod, mean,
@@ -166,5 +171,5 @@ fn scatter(a: &mut Args<'_>, default: ScatterReduce) -> Result<Op, String> {
         "amin" => ScatterReduce::Amin,
         other => return Err(format!("argument `reduce`: unknown value `{other}`")),
     };
-    Ok(Op::Scatter { dim, reduce, include_self: a.bool("include_self", true)?, value })
+    Ok(Op::Scatter(Scatter { dim, reduce, include_self: a.bool("include_self", true)?, value }))
 }

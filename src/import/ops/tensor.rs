@@ -1,6 +1,10 @@
 //! Tensor creation (including random tensors), copies and conversions, metadata checks and
 //! `sym_size`.
 
+use torchtpu_passes::ir::ops::{
+    Arange, ArangeSym, AssertMetadata, Convert, CopyFrom, Dropout, Full, FullLike, Identity, Rand, RandPerm,
+    ScalarTensor, SymSize,
+};
 use torchtpu_passes::ir::{Op, Scalar};
 
 use super::{Args, Translation};
@@ -9,50 +13,50 @@ pub(super) fn translation(key: &str) -> Option<Translation> {
     Some(match key {
         "aten.clone.default" | "aten.alias.default" | "aten.lift_fresh_copy.default" => |a| {
             a.tensor("self")?;
-            Ok(Op::Copy)
+            Ok(Op::Identity(Identity))
         },
         "aten._to_copy.default" => |a| {
             a.tensor("self")?;
-            Ok(Op::Convert)
+            Ok(Op::Convert(Convert))
         },
         "aten.arange.start_step" => arange,
         "aten.arange.default" | "aten.arange.start" => arange,
-        "aten.full.default" => |a| Ok(Op::Full { size: a.dims("size")?, value: a.scalar("fill_value", None)? }),
+        "aten.full.default" => |a| Ok(Op::Full(Full { size: a.dims("size")?, value: a.scalar("fill_value", None)? })),
         "aten.full_like.default" => |a| {
             a.tensor("self")?;
-            Ok(Op::FullLike { value: a.scalar("fill_value", None)? })
+            Ok(Op::FullLike(FullLike { value: a.scalar("fill_value", None)? }))
         },
         "aten.copy.default" => |a| {
             a.tensor("self")?;
             a.tensor("src")?;
-            Ok(Op::CopyFrom)
+            Ok(Op::CopyFrom(CopyFrom))
         },
         "aten.fill.Scalar" => |a| {
             a.tensor("self")?;
-            Ok(Op::FullLike { value: a.scalar("value", None)? })
+            Ok(Op::FullLike(FullLike { value: a.scalar("value", None)? }))
         },
         // The values of `empty` are unspecified; zeros are one valid choice.
         // Values are undefined: zeros are one choice. `empty_permuted`'s physical layout does not
         // change the logical tensor.
         "aten.empty.memory_format" | "aten.empty_strided.default" | "aten.empty_permuted.default" => {
-            |a| Ok(Op::Full { size: a.dims("size")?, value: Scalar::Int(0) })
+            |a| Ok(Op::Full(Full { size: a.dims("size")?, value: Scalar::Int(0) }))
         }
-        "aten.scalar_tensor.default" => |a| Ok(Op::ScalarTensor { value: a.scalar("s", None)? }),
+        "aten.scalar_tensor.default" => |a| Ok(Op::ScalarTensor(ScalarTensor { value: a.scalar("s", None)? })),
         "aten._assert_tensor_metadata.default" => |a| {
             a.tensor("a")?;
-            Ok(Op::AssertMetadata { dtype: a.dtype("dtype")? })
+            Ok(Op::AssertMetadata(AssertMetadata { dtype: a.dtype("dtype")? }))
         },
         "aten.rand.default" => |a| {
             a.rng_seed();
-            Ok(Op::Rand { normal: false })
+            Ok(Op::Rand(Rand { normal: false }))
         },
         "aten.randn.default" => |a| {
             a.rng_seed();
-            Ok(Op::Rand { normal: true })
+            Ok(Op::Rand(Rand { normal: true }))
         },
         "aten.randperm.default" => |a| {
             a.rng_seed();
-            Ok(Op::RandPerm)
+            Ok(Op::RandPerm(RandPerm))
         },
         "aten.native_dropout.default" => |a| {
             a.tensor("input")?;
@@ -62,11 +66,11 @@ pub(super) fn translation(key: &str) -> Option<Translation> {
                 return Err(format!("dropout probability {p} is not in [0, 1]"));
             }
             // `train=None` means training, as in ATen.
-            Ok(Op::Dropout { p, train: a.bool("train", true)? })
+            Ok(Op::Dropout(Dropout { p, train: a.bool("train", true)? }))
         },
         "aten.sym_size.int" => |a| {
             a.tensor("self")?;
-            Ok(Op::SymSize { dim: a.int("dim", None)? })
+            Ok(Op::SymSize(SymSize { dim: a.int("dim", None)? }))
         },
         _ => return None,
     })
@@ -87,8 +91,8 @@ fn arange(a: &mut Args<'_>) -> Result<Op, String> {
     let end_dim = a.dim("end", None);
     match (end_dim, start, step) {
         (Ok(end), Scalar::Int(start), Scalar::Int(step)) if end.as_static().is_none() => {
-            Ok(Op::ArangeSym { start, end, step })
+            Ok(Op::ArangeSym(ArangeSym { start, end, step }))
         }
-        _ => Ok(Op::Arange { start, end: a.scalar("end", None)?, step }),
+        _ => Ok(Op::Arange(Arange { start, end: a.scalar("end", None)?, step })),
     }
 }

@@ -3,23 +3,23 @@
 
 use serde::Deserialize;
 
-use super::ops::by_name;
 use super::MAX_DEPTH;
 use crate::ir::op::WeightRecipe;
+use crate::ir::ops::by_name;
 use crate::ir::sym::SymExpr;
 use crate::ir::types::{DType, Dim, Scalar, TensorType};
 
 /// The unread rest of one line.
-pub(super) struct Cursor<'a> {
-    pub(super) rest: &'a str,
+pub(crate) struct Cursor<'a> {
+    pub(crate) rest: &'a str,
 }
 
 impl<'a> Cursor<'a> {
-    pub(super) fn peek(&self, s: &str) -> bool {
+    pub(crate) fn peek(&self, s: &str) -> bool {
         self.rest.starts_with(s)
     }
 
-    pub(super) fn eat(&mut self, s: &str) -> bool {
+    pub(crate) fn eat(&mut self, s: &str) -> bool {
         match self.rest.strip_prefix(s) {
             Some(r) => {
                 self.rest = r;
@@ -29,7 +29,7 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    pub(super) fn expect(&mut self, s: &str) -> Result<(), String> {
+    pub(crate) fn expect(&mut self, s: &str) -> Result<(), String> {
         if self.eat(s) {
             Ok(())
         } else {
@@ -38,12 +38,12 @@ impl<'a> Cursor<'a> {
     }
 
     /// Reads `s`, then hands back the cursor for what follows.
-    pub(super) fn after(&mut self, s: &str) -> Result<&mut Self, String> {
+    pub(crate) fn after(&mut self, s: &str) -> Result<&mut Self, String> {
         self.expect(s)?;
         Ok(self)
     }
 
-    pub(super) fn expected(&self, what: &str) -> String {
+    pub(crate) fn expected(&self, what: &str) -> String {
         if self.rest.is_empty() {
             return format!("expected {what}, found the end of the line");
         }
@@ -51,7 +51,7 @@ impl<'a> Cursor<'a> {
         format!("expected {what}, found `{shown}`")
     }
 
-    pub(super) fn end(&self) -> Result<(), String> {
+    pub(crate) fn end(&self) -> Result<(), String> {
         if self.rest.is_empty() {
             Ok(())
         } else {
@@ -59,14 +59,14 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    pub(super) fn take_while(&mut self, f: impl Fn(char) -> bool) -> &'a str {
+    pub(crate) fn take_while(&mut self, f: impl Fn(char) -> bool) -> &'a str {
         let n = self.rest.find(|c: char| !f(c)).unwrap_or(self.rest.len());
         let (head, rest) = self.rest.split_at(n);
         self.rest = rest;
         head
     }
 
-    pub(super) fn ident(&mut self) -> Result<&'a str, String> {
+    pub(crate) fn ident(&mut self) -> Result<&'a str, String> {
         if !self.rest.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
             return Err(self.expected("a name"));
         }
@@ -74,12 +74,12 @@ impl<'a> Cursor<'a> {
     }
 
     /// A number or keyword: `12`, `-1e-5`, `true`, `none`, `-inf`.
-    pub(super) fn word(&mut self) -> &'a str {
+    pub(crate) fn word(&mut self) -> &'a str {
         self.take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '+' | '-'))
     }
 
     /// Reads `what` if it is the next whole word.
-    pub(super) fn keyword(&mut self, what: &str) -> bool {
+    pub(crate) fn keyword(&mut self, what: &str) -> bool {
         let save = self.rest;
         if self.word() == what {
             return true;
@@ -88,7 +88,7 @@ impl<'a> Cursor<'a> {
         false
     }
 
-    pub(super) fn parsed<T: std::str::FromStr>(&mut self, what: &str) -> Result<T, String> {
+    pub(crate) fn parsed<T: std::str::FromStr>(&mut self, what: &str) -> Result<T, String> {
         let save = self.rest;
         let word = self.word();
         word.parse().map_err(|_| {
@@ -97,22 +97,22 @@ impl<'a> Cursor<'a> {
         })
     }
 
-    pub(super) fn uint(&mut self) -> Result<usize, String> {
+    pub(crate) fn uint(&mut self) -> Result<usize, String> {
         if !self.rest.starts_with(|c: char| c.is_ascii_digit()) {
             return Err(self.expected("an unsigned integer"));
         }
         self.parsed("an unsigned integer")
     }
 
-    pub(super) fn int(&mut self) -> Result<i64, String> {
+    pub(crate) fn int(&mut self) -> Result<i64, String> {
         self.parsed("an integer")
     }
 
-    pub(super) fn boolean(&mut self) -> Result<bool, String> {
+    pub(crate) fn boolean(&mut self) -> Result<bool, String> {
         self.parsed("`true` or `false`")
     }
 
-    pub(super) fn scalar(&mut self) -> Result<Scalar, String> {
+    pub(crate) fn scalar(&mut self) -> Result<Scalar, String> {
         let save = self.rest;
         let word = self.word();
         let nan = |c: &mut Self| -> Option<f64> {
@@ -137,7 +137,7 @@ impl<'a> Cursor<'a> {
         })
     }
 
-    pub(super) fn float(&mut self) -> Result<f64, String> {
+    pub(crate) fn float(&mut self) -> Result<f64, String> {
         let save = self.rest;
         match self.scalar()? {
             Scalar::Float(x) => Ok(x),
@@ -148,7 +148,7 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    pub(super) fn dtype(&mut self) -> Result<DType, String> {
+    pub(crate) fn dtype(&mut self) -> Result<DType, String> {
         let save = self.rest;
         let word = self.take_while(|c| c.is_ascii_alphanumeric());
         DType::parse(word).ok_or_else(|| {
@@ -158,7 +158,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// One of the words of a two-valued attribute: `yes` gives true, `no` false.
-    pub(super) fn choice(&mut self, yes: &str, no: &str) -> Result<bool, String> {
+    pub(crate) fn choice(&mut self, yes: &str, no: &str) -> Result<bool, String> {
         if self.keyword(yes) {
             Ok(true)
         } else if self.keyword(no) {
@@ -169,7 +169,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// A variant of a unit-only enum by its serde name.
-    pub(super) fn variant<T: for<'de> Deserialize<'de>>(&mut self) -> Result<T, String> {
+    pub(crate) fn variant<T: for<'de> Deserialize<'de>>(&mut self) -> Result<T, String> {
         let save = self.rest;
         let word = self.word();
         by_name(word).ok_or_else(|| {
@@ -179,7 +179,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// A double-quoted string with the printer's escapes.
-    pub(super) fn string(&mut self) -> Result<String, String> {
+    pub(crate) fn string(&mut self) -> Result<String, String> {
         self.expect("\"")?;
         let mut out = String::new();
         let rest: &'a str = self.rest;
@@ -205,14 +205,14 @@ impl<'a> Cursor<'a> {
     }
 
     /// A node or graph name: a quoted string, or the rest of the line as it is.
-    pub(super) fn label(&mut self) -> Result<String, String> {
+    pub(crate) fn label(&mut self) -> Result<String, String> {
         if self.peek("\"") {
             return self.string();
         }
         Ok(std::mem::take(&mut self.rest).to_string())
     }
 
-    pub(super) fn opt<T>(&mut self, value: impl FnOnce(&mut Self) -> Result<T, String>) -> Result<Option<T>, String> {
+    pub(crate) fn opt<T>(&mut self, value: impl FnOnce(&mut Self) -> Result<T, String>) -> Result<Option<T>, String> {
         if self.keyword("none") {
             Ok(None)
         } else {
@@ -220,7 +220,7 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    pub(super) fn opt_bound(&mut self) -> Result<Option<i64>, String> {
+    pub(crate) fn opt_bound(&mut self) -> Result<Option<i64>, String> {
         if self.eat("?") {
             Ok(None)
         } else {
@@ -228,7 +228,7 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    pub(super) fn sep_by<T>(
+    pub(crate) fn sep_by<T>(
         &mut self,
         sep: &str,
         mut item: impl FnMut(&mut Self) -> Result<T, String>,
@@ -241,7 +241,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// `[a, b, …]`.
-    pub(super) fn list<T>(&mut self, item: impl FnMut(&mut Self) -> Result<T, String>) -> Result<Vec<T>, String> {
+    pub(crate) fn list<T>(&mut self, item: impl FnMut(&mut Self) -> Result<T, String>) -> Result<Vec<T>, String> {
         self.expect("[")?;
         if self.eat("]") {
             return Ok(vec![]);
@@ -251,20 +251,12 @@ impl<'a> Cursor<'a> {
         Ok(out)
     }
 
-    pub(super) fn ints(&mut self) -> Result<Vec<i64>, String> {
+    pub(crate) fn ints(&mut self) -> Result<Vec<i64>, String> {
         self.list(Cursor::int)
     }
 
-    pub(super) fn pair(&mut self) -> Result<[i64; 2], String> {
-        <[i64; 2]>::try_from(self.ints()?).map_err(|v| format!("expected 2 integers, found {}", v.len()))
-    }
-
-    pub(super) fn mask(&mut self) -> Result<[bool; 3], String> {
-        <[bool; 3]>::try_from(self.list(Cursor::boolean)?).map_err(|v| format!("expected 3 flags, found {}", v.len()))
-    }
-
     /// `indices=[idx, :]`: which positions have an index tensor.
-    pub(super) fn present(&mut self) -> Result<Vec<bool>, String> {
+    pub(crate) fn present(&mut self) -> Result<Vec<bool>, String> {
         self.list(|c| {
             if c.keyword("idx") {
                 Ok(true)
@@ -276,12 +268,8 @@ impl<'a> Cursor<'a> {
         })
     }
 
-    pub(super) fn dims(&mut self) -> Result<Vec<Dim>, String> {
-        self.list(Cursor::dim)
-    }
-
     /// A slice's end: `end` is "to the end" (`i64::MAX`).
-    pub(super) fn slice_end(&mut self) -> Result<Dim, String> {
+    pub(crate) fn slice_end(&mut self) -> Result<Dim, String> {
         if self.keyword("end") {
             Ok(Dim::Static(i64::MAX))
         } else {
@@ -289,7 +277,7 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    pub(super) fn tensor_type(&mut self) -> Result<TensorType, String> {
+    pub(crate) fn tensor_type(&mut self) -> Result<TensorType, String> {
         let dtype = self.dtype()?;
         self.expect("[")?;
         let dims = if self.peek("]") { vec![] } else { self.sep_by(",", Cursor::dim)? };
@@ -298,14 +286,14 @@ impl<'a> Cursor<'a> {
     }
 
     /// A dimension: static when its expression is a literal.
-    pub(super) fn dim(&mut self) -> Result<Dim, String> {
+    pub(crate) fn dim(&mut self) -> Result<Dim, String> {
         Ok(match self.sum(0)? {
             SymExpr::Int(v) => Dim::Static(v),
             e => Dim::Sym(e),
         })
     }
 
-    pub(super) fn sum(&mut self, depth: usize) -> Result<SymExpr, String> {
+    pub(crate) fn sum(&mut self, depth: usize) -> Result<SymExpr, String> {
         let mut terms = vec![self.term(depth)?];
         loop {
             if self.eat(" + ") {
@@ -321,7 +309,7 @@ impl<'a> Cursor<'a> {
         Ok(<[SymExpr; 1]>::try_from(terms).map_or_else(SymExpr::Add, |[t]| t))
     }
 
-    pub(super) fn term(&mut self, depth: usize) -> Result<SymExpr, String> {
+    pub(crate) fn term(&mut self, depth: usize) -> Result<SymExpr, String> {
         let mut lhs = self.product(depth)?;
         loop {
             let make = if self.eat(" // ") {
@@ -335,12 +323,12 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    pub(super) fn product(&mut self, depth: usize) -> Result<SymExpr, String> {
+    pub(crate) fn product(&mut self, depth: usize) -> Result<SymExpr, String> {
         let factors = self.sep_by("*", |c| c.power(depth))?;
         Ok(<[SymExpr; 1]>::try_from(factors).map_or_else(SymExpr::Mul, |[f]| f))
     }
 
-    pub(super) fn power(&mut self, depth: usize) -> Result<SymExpr, String> {
+    pub(crate) fn power(&mut self, depth: usize) -> Result<SymExpr, String> {
         let base = self.atom(depth)?;
         if self.eat("^") {
             return Ok(SymExpr::Pow(Box::new(base), Box::new(self.atom(depth)?)));
@@ -348,7 +336,7 @@ impl<'a> Cursor<'a> {
         Ok(base)
     }
 
-    pub(super) fn atom(&mut self, depth: usize) -> Result<SymExpr, String> {
+    pub(crate) fn atom(&mut self, depth: usize) -> Result<SymExpr, String> {
         if depth >= MAX_DEPTH {
             return Err(format!("the expression nests deeper than {MAX_DEPTH} levels"));
         }
@@ -383,7 +371,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// A derived weight's recipe (see the printer's module doc).
-    pub(super) fn recipe(&mut self, depth: usize) -> Result<WeightRecipe, String> {
+    pub(crate) fn recipe(&mut self, depth: usize) -> Result<WeightRecipe, String> {
         if depth >= MAX_DEPTH {
             return Err(format!("the recipe nests deeper than {MAX_DEPTH} levels"));
         }
@@ -434,7 +422,7 @@ impl<'a> Cursor<'a> {
 }
 
 /// The `{XXXX}` of a `\u{XXXX}` escape.
-pub(super) fn unicode_escape(chars: &mut std::str::Chars<'_>) -> Option<char> {
+pub(crate) fn unicode_escape(chars: &mut std::str::Chars<'_>) -> Option<char> {
     if chars.next()? != '{' {
         return None;
     }

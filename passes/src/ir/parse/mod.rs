@@ -31,8 +31,7 @@
 //! passes give them). Parenthesized expressions and derived-weight recipes nest at most
 //! [`MAX_DEPTH`] deep, so hostile input cannot overflow the stack.
 
-mod cursor;
-mod ops;
+pub(crate) mod cursor;
 #[cfg(test)]
 mod tests;
 
@@ -41,11 +40,11 @@ use std::collections::BTreeMap;
 use thiserror::Error;
 
 use cursor::Cursor;
-use ops::{build_op, Attrs};
 
 use super::graph::{Graph, OutputKind};
 use super::node::{Composite, Node, ValueRef, COMPOSITES};
-use super::op::{InputKind, Op};
+use super::op::InputKind;
+use super::ops::{AttrReader, Op, Unsupported};
 use super::sharding::{Mesh, MeshAxis, Sharding};
 use super::types::{Bounds, Precision, Scalar};
 
@@ -197,10 +196,14 @@ impl Parser {
         c.expect("(")?;
         let args = if c.peek(")") { vec![] } else { c.sep_by(", ", |c| self.arg(c))? };
         c.expect(")")?;
-        let mut a = Attrs { c, count: 0 };
+        let mut a = AttrReader { c, count: 0 };
         let op = match target {
-            Some(target) => Op::Unsupported { target, reason: a.opt_key("reason", Cursor::string)? },
-            None => build_op(name, &args, &mut a)?,
+            Some(target) => Op::Unsupported(Unsupported { target, reason: a.opt_key("reason", Cursor::string)? }),
+            None => {
+                let scalars: Vec<Option<Scalar>> =
+                    args.iter().map(|a| if let Arg::Scalar(s) = a { Some(*s) } else { None }).collect();
+                Op::parse_named(name, &mut a, &scalars).ok_or_else(|| format!("unknown op `{name}`"))??
+            }
         };
         let precision = a.opt_key("precision", |c| {
             let p = c.ident()?;
@@ -212,7 +215,7 @@ impl Parser {
         for (i, arg) in args.into_iter().enumerate() {
             match arg {
                 Arg::Value(v) => inputs.push(v),
-                Arg::Scalar(_) if matches!(op, Op::Binary { .. } | Op::Where { .. }) => {}
+                Arg::Scalar(_) if matches!(op, Op::Binary(_) | Op::Where(_)) => {}
                 Arg::Scalar(s) => {
                     return Err(format!("operand {i} of `{}` is the scalar `{s}`, not a value", op.name()))
                 }

@@ -1,5 +1,6 @@
 //! Tests of the IR parser: round trips over the import snapshots and every op, and errors.
 
+use crate::ir::ops::{Literal, Mm, Unsupported};
 use std::path::Path;
 
 use super::*;
@@ -141,13 +142,15 @@ fn odd_graph() -> Graph {
     values.extend((-20..20).map(Scalar::Int));
     values.extend([Scalar::Bool(true), Scalar::Bool(false), Scalar::Int(i64::MIN), Scalar::Int(i64::MAX)]);
     let n = values.len() as i64;
-    let lit = b.op("lit", Op::Literal { values }, &[], TensorType::new(DType::F32, &[n]));
-    let unsupported =
-        Op::Unsupported { target: "aten.odd<op>".into(), reason: Some("shape \"depends\"\non data\\".into()) };
+    let lit = b.op("lit", Op::Literal(Literal { values }), &[], TensorType::new(DType::F32, &[n]));
+    let unsupported = Op::Unsupported(Unsupported {
+        target: "aten.odd<op>".into(),
+        reason: Some("shape \"depends\"\non data\\".into()),
+    });
     let u = b.op("\"quoted name", unsupported, &[x, w], TensorType::new(DType::F32, &[2]));
-    let plain = Op::Unsupported { target: "aten.nonzero.default".into(), reason: None };
+    let plain = Op::Unsupported(Unsupported { target: "aten.nonzero.default".into(), reason: None });
     let v = b.op("line\nbreak", plain, &[u], TensorType::new(DType::I64, &[2]));
-    let m = b.op("mm", Op::Mm, &[u, u], TensorType::new(DType::F32, &[2]));
+    let m = b.op("mm", Op::Mm(Mm), &[u, u], TensorType::new(DType::F32, &[2]));
     let graph = b.graph_mut();
     graph.node_mut(m.node).precision = Some(Precision::Highest);
     graph.node_mut(m.node).composite = Some(Composite { name: crate::ir::SDPA, instance: 3 });
@@ -197,7 +200,7 @@ fn every_input_recipe_output_and_odd_string_round_trips() {
 fn literals_keep_every_value_bit_for_bit() {
     let literal = |g: &Graph| -> Vec<Scalar> {
         let ops = g.node_ids().map(|id| g.node(id).op.clone());
-        ops.filter_map(|op| if let Op::Literal { values } = op { Some(values) } else { None })
+        ops.filter_map(|op| if let Op::Literal(Literal { values }) = op { Some(values) } else { None })
             .next()
             .expect("a literal")
     };

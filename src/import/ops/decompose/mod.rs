@@ -3,6 +3,10 @@
 //! reference of `quantized_decomposed`, the native kernels' formulas), so dtypes, promotion and
 //! rounding come out as PyTorch's do.
 
+use torchtpu_passes::ir::ops::{
+    Arange, ArgReduce, Binary, Cat, Clamp, Cumulative, Diagonal, Expand, ExtremumDim, Gather, Identity, IndexSelect,
+    LeakyRelu, MaxPool, Permute, Rand, Reduce, Select, Slice, Sort, Squeeze, TopK, Unsqueeze, Var, View, Where,
+};
 use torchtpu_passes::ir::{BinaryOp, DType, Dim, Op, Operand, ReduceOp, Scalar, TensorType, UnaryOp, ValueRef};
 
 use super::super::wire::{Decomposition, Recipe, Wire};
@@ -48,11 +52,11 @@ const MAX_CONSTANT: i64 = 1 << 24;
 type R<T> = Result<T, String>;
 
 fn scalar_op(op: BinaryOp, rhs: Scalar) -> Op {
-    Op::Binary { op, lhs: Operand::Tensor, rhs: Operand::Scalar(rhs), alpha: None }
+    Op::Binary(Binary { op, lhs: Operand::Tensor, rhs: Operand::Scalar(rhs), alpha: None })
 }
 
 fn tensor_op(op: BinaryOp) -> Op {
-    Op::Binary { op, lhs: Operand::Tensor, rhs: Operand::Tensor, alpha: None }
+    Op::Binary(Binary { op, lhs: Operand::Tensor, rhs: Operand::Tensor, alpha: None })
 }
 
 fn static_dims(ty: &TensorType, what: &str) -> R<Vec<i64>> {
@@ -71,7 +75,12 @@ fn checked_dim(dim: i64, ty: &TensorType) -> R<usize> {
 
 /// `1 / s`.
 fn reciprocal() -> Op {
-    Op::Binary { op: BinaryOp::Div, lhs: Operand::Scalar(Scalar::Float(1.0)), rhs: Operand::Tensor, alpha: None }
+    Op::Binary(Binary {
+        op: BinaryOp::Div,
+        lhs: Operand::Scalar(Scalar::Float(1.0)),
+        rhs: Operand::Tensor,
+        alpha: None,
+    })
 }
 
 /// `var_mean(x, dim, correction, keepdim)`: both statistics over the same dims.
@@ -82,8 +91,8 @@ fn var_mean(a: &mut Args<'_>) -> R<Recipe> {
     let keepdim = a.bool("keepdim", false)?;
     Ok(Box::new(move |w| {
         let x = w.inputs[0];
-        let var = w.op(Op::Var { dims: dims.clone(), correction, keepdim }, &[x])?;
-        let mean = w.op(Op::Reduce { op: ReduceOp::Mean, dims, keepdim, dtype: None }, &[x])?;
+        let var = w.op(Op::Var(Var { dims: dims.clone(), correction, keepdim }), &[x])?;
+        let mean = w.op(Op::Reduce(Reduce { op: ReduceOp::Mean, dims, keepdim, dtype: None }), &[x])?;
         Ok(vec![var, mean])
     }))
 }
@@ -103,20 +112,20 @@ fn kthvalue(a: &mut Args<'_>) -> R<Recipe> {
                 return Err(format!("k = {k} is out of range for a 0-d tensor"));
             }
             let index = w.literal(vec![Scalar::Int(0)], TensorType::new(DType::I64, &[]))?;
-            return Ok(vec![w.op(Op::Copy, &[x])?, index]);
+            return Ok(vec![w.op(Op::Identity(Identity), &[x])?, index]);
         }
         let d = checked_dim(dim, &ty)?;
         if !ty.dims[d].as_static().is_some_and(|n| (1..=n).contains(&k)) {
             return Err(format!("k = {k} is out of range for dim {dim} of {ty}"));
         }
-        let sort = Op::Sort { dim, descending: false, stable: true };
+        let sort = Op::Sort(Sort { dim, descending: false, stable: true });
         let mut index_ty = ty.clone();
         index_ty.dtype = DType::I64;
         let sorted = w.typed(sort, &[x], vec![ty.clone(), index_ty])?;
         let pick = if keepdim {
-            Op::Slice { dim, start: Dim::Static(k - 1), end: Dim::Static(k), step: 1 }
+            Op::Slice(Slice { dim, start: Dim::Static(k - 1), end: Dim::Static(k), step: 1 })
         } else {
-            Op::Select { dim, index: k - 1 }
+            Op::Select(Select { dim, index: k - 1 })
         };
         Ok(vec![w.op(pick.clone(), &[sorted[0]])?, w.op(pick, &[sorted[1]])?])
     }))
@@ -142,20 +151,20 @@ fn bucketize(a: &mut Args<'_>, scalar_input: bool) -> R<Recipe> {
         // `b < x` (without `right`) or `!(x < b)` (with it), with x broadcast over a new last dim.
         let (value, x_tensor) = match x {
             Some(v) => (Operand::Scalar(v), vec![]),
-            None => (Operand::Tensor, vec![w.op(Op::Unsqueeze { dim: -1 }, &[w.inputs[0]])?]),
+            None => (Operand::Tensor, vec![w.op(Op::Unsqueeze(Unsqueeze { dim: -1 }), &[w.inputs[0]])?]),
         };
         let hits = if right {
             let mut operands = x_tensor;
             operands.push(boundaries);
-            let below = Op::Binary { op: BinaryOp::Lt, lhs: value, rhs: Operand::Tensor, alpha: None };
+            let below = Op::Binary(Binary { op: BinaryOp::Lt, lhs: value, rhs: Operand::Tensor, alpha: None });
             let below = w.op(below, &operands)?;
             w.op(Op::Unary(UnaryOp::LogicalNot), &[below])?
         } else {
             let mut operands = vec![boundaries];
             operands.extend(x_tensor);
-            w.op(Op::Binary { op: BinaryOp::Lt, lhs: Operand::Tensor, rhs: value, alpha: None }, &operands)?
+            w.op(Op::Binary(Binary { op: BinaryOp::Lt, lhs: Operand::Tensor, rhs: value, alpha: None }), &operands)?
         };
-        let count = Op::Reduce { op: ReduceOp::Sum, dims: vec![-1], keepdim: false, dtype: Some(dtype) };
+        let count = Op::Reduce(Reduce { op: ReduceOp::Sum, dims: vec![-1], keepdim: false, dtype: Some(dtype) });
         Ok(vec![w.op(count, &[hits])?])
     }))
 }
@@ -175,7 +184,7 @@ fn trilinear(a: &mut Args<'_>) -> R<Recipe> {
             dims.sort_unstable();
             let mut v = w.inputs[k];
             for d in dims {
-                v = w.op(Op::Unsqueeze { dim: d }, &[v])?;
+                v = w.op(Op::Unsqueeze(Unsqueeze { dim: d }), &[v])?;
             }
             factors.push(v);
         }
@@ -184,7 +193,7 @@ fn trilinear(a: &mut Args<'_>) -> R<Recipe> {
         if sumdim.is_empty() {
             return Ok(vec![product]);
         }
-        Ok(vec![w.op(Op::Reduce { op: ReduceOp::Sum, dims: sumdim, keepdim: false, dtype: None }, &[product])?])
+        Ok(vec![w.op(Op::Reduce(Reduce { op: ReduceOp::Sum, dims: sumdim, keepdim: false, dtype: None }), &[product])?])
     }))
 }
 
@@ -200,7 +209,7 @@ fn unfold(a: &mut Args<'_>) -> R<Recipe> {
         let ty = w.ty(x);
         let out = w.outputs.first().cloned().ok_or("internal: unfold has a result")?;
         if ty.rank() == 0 {
-            return w.typed(Op::View { size: out.dims.clone() }, &[x], vec![out]);
+            return w.typed(Op::View(View { size: out.dims.clone() }), &[x], vec![out]);
         }
         let d = checked_dim(dimension, &ty)?;
         let len = ty.dims[d].as_static().ok_or_else(|| format!("unfold of a symbolic dim ({ty})"))?;
@@ -213,13 +222,13 @@ fn unfold(a: &mut Args<'_>) -> R<Recipe> {
         }
         let index: Vec<Scalar> = (0..windows).flat_map(|i| (0..size).map(move |j| Scalar::Int(i * step + j))).collect();
         let index = w.literal(index, TensorType::new(DType::I64, &[windows * size]))?;
-        let picked = w.op(Op::IndexSelect { dim: d as i64 }, &[x, index])?;
+        let picked = w.op(Op::IndexSelect(IndexSelect { dim: d as i64 }), &[x, index])?;
         let mut split = ty.dims.clone();
         split.splice(d..=d, [Dim::Static(windows), Dim::Static(size)]);
-        let viewed = w.op(Op::View { size: split }, &[picked])?;
+        let viewed = w.op(Op::View(View { size: split }), &[picked])?;
         let rank = ty.rank() + 1;
         let perm: Vec<i64> = (0..rank).filter(|&i| i != d + 1).chain([d + 1]).map(|i| i as i64).collect();
-        Ok(vec![w.op(Op::Permute { dims: perm }, &[viewed])?])
+        Ok(vec![w.op(Op::Permute(Permute { dims: perm }), &[viewed])?])
     }))
 }
 
@@ -255,7 +264,7 @@ fn collapse(a: &mut Args<'_>) -> R<Recipe> {
             return Err(format!("collapse of dims {start}..={end} of a tensor of rank {rank}"));
         }
         let out = w.outputs.first().cloned().ok_or("internal: collapse has a result")?;
-        w.typed(Op::View { size: out.dims.clone() }, &[x], vec![out])
+        w.typed(Op::View(View { size: out.dims.clone() }), &[x], vec![out])
     }))
 }
 
@@ -275,18 +284,18 @@ fn rrelu_with_noise(a: &mut Args<'_>) -> R<Recipe> {
     Ok(Box::new(move |w| {
         let (x, noise) = (w.inputs[0], w.inputs[1]);
         if !training {
-            let y = w.op(Op::LeakyRelu { slope: (lower + upper) / 2.0 }, &[x])?;
-            return Ok(vec![y, w.op(Op::Copy, &[noise])?]);
+            let y = w.op(Op::LeakyRelu(LeakyRelu { slope: (lower + upper) / 2.0 }), &[x])?;
+            return Ok(vec![y, w.op(Op::Identity(Identity), &[noise])?]);
         }
         let ty = w.ty(x);
-        let uniform = w.typed(Op::Rand { normal: false }, &[w.inputs[2]], vec![ty])?[0];
+        let uniform = w.typed(Op::Rand(Rand { normal: false }), &[w.inputs[2]], vec![ty])?[0];
         let span = w.op(scalar_op(BinaryOp::Mul, Scalar::Float(upper - lower)), &[uniform])?;
         let slope = w.op(scalar_op(BinaryOp::Add, Scalar::Float(lower)), &[span])?;
         let negative = w.op(scalar_op(BinaryOp::Le, Scalar::Int(0)), &[x])?;
         let scaled = w.op(tensor_op(BinaryOp::Mul), &[x, slope])?;
-        let pick = Op::Where { on_true: Operand::Tensor, on_false: Operand::Tensor };
+        let pick = Op::Where(Where { on_true: Operand::Tensor, on_false: Operand::Tensor });
         let y = w.op(pick.clone(), &[negative, scaled, x])?;
-        let keep = Op::Where { on_true: Operand::Tensor, on_false: Operand::Scalar(Scalar::Int(1)) };
+        let keep = Op::Where(Where { on_true: Operand::Tensor, on_false: Operand::Scalar(Scalar::Int(1)) });
         let new_noise = w.op(keep, &[negative, slope])?;
         let new_noise = w.convert(new_noise, w.ty(noise).dtype)?;
         Ok(vec![y, new_noise])
@@ -309,7 +318,7 @@ fn rrelu_with_noise_backward(a: &mut Args<'_>) -> R<Recipe> {
         }
         let positive = w.op(scalar_op(BinaryOp::Gt, Scalar::Int(0)), &[x])?;
         let scaled = w.op(scalar_op(BinaryOp::Mul, Scalar::Float((lower + upper) / 2.0)), &[grad])?;
-        let pick = Op::Where { on_true: Operand::Tensor, on_false: Operand::Tensor };
+        let pick = Op::Where(Where { on_true: Operand::Tensor, on_false: Operand::Tensor });
         Ok(vec![w.op(pick, &[positive, grad, scaled])?])
     }))
 }
@@ -337,28 +346,31 @@ fn multinomial(a: &mut Args<'_>) -> R<Recipe> {
         let out = w.outputs.first().cloned().ok_or("internal: multinomial has a result")?;
         let drawn_dims: Vec<i64> =
             dims[..dims.len() - 1].iter().copied().chain([if replacement { n } else { categories }]).collect();
-        let uniform = w.typed(Op::Rand { normal: false }, &[seed], vec![TensorType::new(ty.dtype, &drawn_dims)])?[0];
+        let uniform =
+            w.typed(Op::Rand(Rand { normal: false }), &[seed], vec![TensorType::new(ty.dtype, &drawn_dims)])?[0];
         if !replacement {
             let log = w.op(Op::Unary(UnaryOp::Log), &[uniform])?;
             let exponential = w.op(Op::Unary(UnaryOp::Neg), &[log])?;
             let keys = w.op(tensor_op(BinaryOp::Div), &[p, exponential])?;
             let mut values = out.clone();
             values.dtype = ty.dtype;
-            let top = w.typed(Op::TopK { k: n, dim: -1, largest: true }, &[keys], vec![values, out])?;
+            let top = w.typed(Op::TopK(TopK { k: n, dim: -1, largest: true }), &[keys], vec![values, out])?;
             return Ok(vec![top[1]]);
         }
         // Shares of the total, accumulated; each draw counts the categories it passes.
-        let total = w.op(Op::Reduce { op: ReduceOp::Sum, dims: vec![-1], keepdim: true, dtype: None }, &[p])?;
+        let total = w.op(Op::Reduce(Reduce { op: ReduceOp::Sum, dims: vec![-1], keepdim: true, dtype: None }), &[p])?;
         let share = w.op(tensor_op(BinaryOp::Div), &[p, total])?;
-        let cumulative =
-            w.op(Op::Cumulative { op: torchtpu_passes::ir::CumulativeOp::Cumsum, dim: -1, dtype: None }, &[share])?;
-        let cumulative = w.op(Op::Unsqueeze { dim: -2 }, &[cumulative])?;
-        let draws = w.op(Op::Unsqueeze { dim: -1 }, &[uniform])?;
+        let cumulative = w.op(
+            Op::Cumulative(Cumulative { op: torchtpu_passes::ir::CumulativeOp::Cumsum, dim: -1, dtype: None }),
+            &[share],
+        )?;
+        let cumulative = w.op(Op::Unsqueeze(Unsqueeze { dim: -2 }), &[cumulative])?;
+        let draws = w.op(Op::Unsqueeze(Unsqueeze { dim: -1 }), &[uniform])?;
         let passed = w.op(tensor_op(BinaryOp::Le), &[cumulative, draws])?;
-        let count = Op::Reduce { op: ReduceOp::Sum, dims: vec![-1], keepdim: false, dtype: Some(DType::I64) };
+        let count = Op::Reduce(Reduce { op: ReduceOp::Sum, dims: vec![-1], keepdim: false, dtype: Some(DType::I64) });
         let index = w.op(count, &[passed])?;
         // Rounding can leave the last cumulative share below 1: stay within the categories.
-        let bounded = Op::Clamp { min: None, max: Some(Scalar::Int(categories - 1)) };
+        let bounded = Op::Clamp(Clamp { min: None, max: Some(Scalar::Int(categories - 1)) });
         Ok(vec![w.typed(bounded, &[index], vec![out])?[0]])
     }))
 }
@@ -393,14 +405,14 @@ fn linalg_det(a: &mut Args<'_>) -> R<Recipe> {
         let pivots_ty = w.outputs.get(2).cloned().ok_or("internal: _linalg_det has three results")?;
         let batch: Vec<Dim> = ty.dims[..rank - 2].to_vec();
         let iota = w.typed(
-            Op::Arange { start: Scalar::Int(0), end: Scalar::Int(n), step: Scalar::Int(1) },
+            Op::Arange(Arange { start: Scalar::Int(0), end: Scalar::Int(n), step: Scalar::Int(1) }),
             &[],
             vec![TensorType::new(DType::I64, &[n])],
         )?[0];
-        let rows = w.op(Op::Unsqueeze { dim: -1 }, &[iota])?; // [n, 1]
-                                                              // PyTorch factors the transpose (LAPACK's column-major view of a row-major matrix).
+        let rows = w.op(Op::Unsqueeze(Unsqueeze { dim: -1 }), &[iota])?; // [n, 1]
+                                                                         // PyTorch factors the transpose (LAPACK's column-major view of a row-major matrix).
         let swap_last: Vec<i64> = (0..rank as i64 - 2).chain([rank as i64 - 1, rank as i64 - 2]).collect();
-        let mut m = w.op(Op::Permute { dims: swap_last }, &[x])?;
+        let mut m = w.op(Op::Permute(Permute { dims: swap_last }), &[x])?;
         let mut pivots = Vec::with_capacity(n as usize);
         let mut swaps: Option<ValueRef> = None;
         for k in 0..n {
@@ -412,9 +424,9 @@ fn linalg_det(a: &mut Args<'_>) -> R<Recipe> {
             });
             eliminate(w, &mut m, (iota, rows), k)?;
         }
-        let diagonal = w.op(Op::Diagonal { offset: 0, dim1: -2, dim2: -1 }, &[m])?;
+        let diagonal = w.op(Op::Diagonal(Diagonal { offset: 0, dim1: -2, dim2: -1 }), &[m])?;
         let product =
-            w.op(Op::Reduce { op: ReduceOp::Prod, dims: vec![-1], keepdim: false, dtype: None }, &[diagonal])?;
+            w.op(Op::Reduce(Reduce { op: ReduceOp::Prod, dims: vec![-1], keepdim: false, dtype: None }), &[diagonal])?;
         // (-1)^swaps as 1 - 2 * (swaps mod 2).
         let swaps = swaps.ok_or("internal: no columns")?;
         let odd = w.op(scalar_op(BinaryOp::Remainder, Scalar::Int(2)), &[swaps])?;
@@ -422,7 +434,7 @@ fn linalg_det(a: &mut Args<'_>) -> R<Recipe> {
         let sign = w.op(scalar_op(BinaryOp::Add, Scalar::Int(1)), &[twice])?;
         let det = w.op(tensor_op(BinaryOp::Mul), &[product, sign])?;
         let det = w.convert(det, ty.dtype)?;
-        let stacked = w.op(Op::Cat { dim: -1 }, &pivots)?;
+        let stacked = w.op(Op::Cat(Cat { dim: -1 }), &pivots)?;
         let pivots = w.convert(stacked, pivots_ty.dtype)?;
         let lu = w.convert(m, lu_ty.dtype)?;
         Ok(vec![det, lu, pivots])
@@ -438,29 +450,29 @@ fn swap_pivot_row(
     k: i64,
     batch: &[Dim],
 ) -> R<(ValueRef, ValueRef)> {
-    let column = w.op(Op::Select { dim: -1, index: k }, &[*m])?; // [.., n]
+    let column = w.op(Op::Select(Select { dim: -1, index: k }), &[*m])?; // [.., n]
     let magnitude = w.op(Op::Unary(UnaryOp::Abs), &[column])?;
     let eligible = w.op(scalar_op(BinaryOp::Ge, Scalar::Int(k)), &[iota])?;
-    let candidates = Op::Where { on_true: Operand::Tensor, on_false: Operand::Scalar(Scalar::Float(-1.0)) };
+    let candidates = Op::Where(Where { on_true: Operand::Tensor, on_false: Operand::Scalar(Scalar::Float(-1.0)) });
     let candidates = w.op(candidates, &[eligible, magnitude])?;
     let p = w.op(
-        Op::ArgReduce { op: torchtpu_passes::ir::ArgReduceOp::Argmax, dim: Some(-1), keepdim: true },
+        Op::ArgReduce(ArgReduce { op: torchtpu_passes::ir::ArgReduceOp::Argmax, dim: Some(-1), keepdim: true }),
         &[candidates],
     )?; // [.., 1]
         // Row order after the swap: i → p for i = k, k for i = p, i otherwise.
     let at_k = w.op(scalar_op(BinaryOp::Eq, Scalar::Int(k)), &[iota])?; // [n]
     let at_p = w.op(tensor_op(BinaryOp::Eq), &[iota, p])?; // [.., n]
-    let keep_or_k = Op::Where { on_true: Operand::Scalar(Scalar::Int(k)), on_false: Operand::Tensor };
+    let keep_or_k = Op::Where(Where { on_true: Operand::Scalar(Scalar::Int(k)), on_false: Operand::Tensor });
     let order = w.op(keep_or_k, &[at_p, iota])?;
-    let order = w.op(Op::Where { on_true: Operand::Tensor, on_false: Operand::Tensor }, &[at_k, p, order])?; // [.., n]
-    let order = w.op(Op::Unsqueeze { dim: -1 }, &[order])?; // [.., n, 1]
+    let order = w.op(Op::Where(Where { on_true: Operand::Tensor, on_false: Operand::Tensor }), &[at_k, p, order])?; // [.., n]
+    let order = w.op(Op::Unsqueeze(Unsqueeze { dim: -1 }), &[order])?; // [.., n, 1]
     let n = w.ty(iota).dims[0].clone();
     let full: Vec<Dim> = batch.iter().cloned().chain([n.clone(), n]).collect();
-    let order = w.op(Op::Expand { size: full }, &[order])?;
-    *m = w.op(Op::Gather { dim: -2 }, &[*m, order])?;
+    let order = w.op(Op::Expand(Expand { size: full }), &[order])?;
+    *m = w.op(Op::Gather(Gather { dim: -2 }), &[*m, order])?;
     let moved = w.op(scalar_op(BinaryOp::Ne, Scalar::Int(k)), &[p])?;
     let moved = w.convert(moved, DType::I64)?;
-    let moved = w.op(Op::Squeeze { dims: vec![-1] }, &[moved])?;
+    let moved = w.op(Op::Squeeze(Squeeze { dims: vec![-1] }), &[moved])?;
     let one_based = w.op(scalar_op(BinaryOp::Add, Scalar::Int(1)), &[p])?;
     Ok((one_based, moved))
 }
@@ -468,27 +480,30 @@ fn swap_pivot_row(
 /// Column `k` of the pivoted `m`: the entries below the pivot become the multipliers, and the
 /// trailing block loses their products with row `k`.
 fn eliminate(w: &mut Wire<'_>, m: &mut ValueRef, (iota, rows): (ValueRef, ValueRef), k: i64) -> R<()> {
-    let column = w.op(Op::Select { dim: -1, index: k }, &[*m])?; // [.., n]
-    let row_k = w.op(Op::Select { dim: -2, index: k }, &[*m])?; // [.., n]
-    let pivot = w.op(Op::Select { dim: -1, index: k }, &[row_k])?; // [..]
-    let pivot = w.op(Op::Unsqueeze { dim: -1 }, &[pivot])?; // [.., 1]
+    let column = w.op(Op::Select(Select { dim: -1, index: k }), &[*m])?; // [.., n]
+    let row_k = w.op(Op::Select(Select { dim: -2, index: k }), &[*m])?; // [.., n]
+    let pivot = w.op(Op::Select(Select { dim: -1, index: k }), &[row_k])?; // [..]
+    let pivot = w.op(Op::Unsqueeze(Unsqueeze { dim: -1 }), &[pivot])?; // [.., 1]
     let inverse = w.op(reciprocal(), &[pivot])?;
     let inverse = w.convert(inverse, w.ty(column).dtype)?;
     let multipliers = w.op(tensor_op(BinaryOp::Mul), &[column, inverse])?;
     let below = w.op(scalar_op(BinaryOp::Gt, Scalar::Int(k)), &[iota])?; // [n]: rows (or columns) past k
-    let zero_else = Op::Where { on_true: Operand::Tensor, on_false: Operand::Scalar(Scalar::Int(0)) };
+    let zero_else = Op::Where(Where { on_true: Operand::Tensor, on_false: Operand::Scalar(Scalar::Int(0)) });
     let l = w.op(zero_else.clone(), &[below, multipliers])?; // [.., n]
     let u = w.op(zero_else, &[below, row_k])?; // [.., n]
-    let l = w.op(Op::Unsqueeze { dim: -1 }, &[l])?;
-    let u = w.op(Op::Unsqueeze { dim: -2 }, &[u])?;
+    let l = w.op(Op::Unsqueeze(Unsqueeze { dim: -1 }), &[l])?;
+    let u = w.op(Op::Unsqueeze(Unsqueeze { dim: -2 }), &[u])?;
     let update = w.op(tensor_op(BinaryOp::Mul), &[l, u])?;
     let reduced = w.op(tensor_op(BinaryOp::Sub), &[*m, update])?;
     // Column k below the pivot holds the multipliers.
     let below_rows = w.op(scalar_op(BinaryOp::Gt, Scalar::Int(k)), &[rows])?; // [n, 1]
     let at_column = w.op(scalar_op(BinaryOp::Eq, Scalar::Int(k)), &[iota])?; // [n]
     let in_column = w.op(tensor_op(BinaryOp::LogicalAnd), &[below_rows, at_column])?; // [n, n]
-    let multipliers = w.op(Op::Unsqueeze { dim: -1 }, &[multipliers])?; // [.., n, 1]
-    *m = w.op(Op::Where { on_true: Operand::Tensor, on_false: Operand::Tensor }, &[in_column, multipliers, reduced])?;
+    let multipliers = w.op(Op::Unsqueeze(Unsqueeze { dim: -1 }), &[multipliers])?; // [.., n, 1]
+    *m = w.op(
+        Op::Where(Where { on_true: Operand::Tensor, on_false: Operand::Tensor }),
+        &[in_column, multipliers, reduced],
+    )?;
     Ok(())
 }
 
@@ -524,13 +539,13 @@ fn adaptive_max_pool(a: &mut Args<'_>, spatial: usize) -> R<Recipe> {
         let out_types = w.outputs.clone();
         if sizes.iter().all(|&(n, m)| n % m == 0) {
             let kernel: Vec<i64> = sizes.iter().map(|&(n, m)| n / m).collect();
-            let pool = Op::MaxPool {
+            let pool = Op::MaxPool(MaxPool {
                 stride: kernel.clone(),
                 padding: vec![0; spatial],
                 dilation: vec![1; spatial],
                 ceil_mode: false,
                 kernel,
-            };
+            });
             return w.typed(pool, &[x], out_types);
         }
         adaptive_windows(w, x, (&dims, lead), &sizes, out_types)
@@ -572,7 +587,7 @@ fn adaptive_windows(
         let index: Vec<Scalar> =
             (0..m).flat_map(|o| (0..k).map(move |t| (o, t))).map(|(o, t)| Scalar::Int(read(d, o, t))).collect();
         let index = w.literal(index, TensorType::new(DType::I64, &[m * k]))?;
-        v = w.op(Op::IndexSelect { dim: (lead + d) as i64 }, &[v, index])?;
+        v = w.op(Op::IndexSelect(IndexSelect { dim: (lead + d) as i64 }), &[v, index])?;
     }
     // [lead.., m0*k0, m1*k1, ..] → [lead.., m0, k0, m1, k1, ..] → [lead.., m0, m1, .., k0*k1*..]
     let lead_dims: Vec<Dim> = dims[..lead].iter().map(|&d| Dim::Static(d)).collect();
@@ -581,19 +596,19 @@ fn adaptive_windows(
         .cloned()
         .chain(sizes.iter().zip(&longest).flat_map(|(&(_, m), &k)| [Dim::Static(m), Dim::Static(k)]))
         .collect();
-    v = w.op(Op::View { size: split }, &[v])?;
+    v = w.op(Op::View(View { size: split }), &[v])?;
     let s = sizes.len();
     let perm: Vec<i64> = (0..lead)
         .chain((0..s).map(|d| lead + 2 * d))
         .chain((0..s).map(|d| lead + 2 * d + 1))
         .map(|i| i as i64)
         .collect();
-    v = w.op(Op::Permute { dims: perm }, &[v])?;
+    v = w.op(Op::Permute(Permute { dims: perm }), &[v])?;
     let cell_dims: Vec<Dim> = sizes.iter().map(|&(_, m)| Dim::Static(m)).collect();
     let flat: Vec<Dim> =
         lead_dims.iter().cloned().chain(cell_dims.iter().cloned()).chain([Dim::Static(window)]).collect();
-    v = w.op(Op::View { size: flat.clone() }, &[v])?;
-    let extremum = Op::ExtremumDim { max: true, dim: -1, keepdim: false };
+    v = w.op(Op::View(View { size: flat.clone() }), &[v])?;
+    let extremum = Op::ExtremumDim(ExtremumDim { max: true, dim: -1, keepdim: false });
     let mut step_ty = out_types[1].clone();
     step_ty.dtype = DType::I64;
     let found = w.typed(extremum, &[v], vec![out_types[0].clone(), step_ty])?;
@@ -611,10 +626,10 @@ fn adaptive_windows(
     }
     let table_dims: Vec<i64> = sizes.iter().map(|s| s.1).chain([window]).collect();
     let table = w.literal(positions, TensorType::new(DType::I64, &table_dims))?;
-    let table = w.op(Op::Expand { size: flat }, &[table])?;
-    let step = w.op(Op::Unsqueeze { dim: -1 }, &[found[1]])?;
-    let index = w.op(Op::Gather { dim: -1 }, &[table, step])?;
-    let index = w.op(Op::Squeeze { dims: vec![-1] }, &[index])?;
+    let table = w.op(Op::Expand(Expand { size: flat }), &[table])?;
+    let step = w.op(Op::Unsqueeze(Unsqueeze { dim: -1 }), &[found[1]])?;
+    let index = w.op(Op::Gather(Gather { dim: -1 }), &[table, step])?;
+    let index = w.op(Op::Squeeze(Squeeze { dims: vec![-1] }), &[index])?;
     Ok(vec![found[0], w.convert(index, out_types[1].dtype)?])
 }
 

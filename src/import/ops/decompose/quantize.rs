@@ -2,6 +2,7 @@
 //! tensor scales) and `fake_quantize_per_tensor_affine_cachemask`, each step as PyTorch's
 //! reference computes it (round half to even, clamp, cast).
 
+use torchtpu_passes::ir::ops::{Clamp, View};
 use torchtpu_passes::ir::{BinaryOp, DType, Dim, Op, Scalar, UnaryOp, ValueRef};
 
 use super::super::Args;
@@ -13,7 +14,7 @@ pub(super) fn as_scalar(w: &mut Wire<'_>, v: ValueRef, what: &str) -> R<ValueRef
     let ty = w.ty(v);
     match ty.static_dims() {
         Some(d) if d.is_empty() => Ok(v),
-        Some(d) if d.iter().product::<i64>() == 1 => w.op(Op::View { size: vec![] }, &[v]),
+        Some(d) if d.iter().product::<i64>() == 1 => w.op(Op::View(View { size: vec![] }), &[v]),
         _ => Err(format!("the {what} must have one element, found {ty}")),
     }
 }
@@ -26,7 +27,7 @@ pub(super) fn along_axis(w: &mut Wire<'_>, v: ValueRef, axis: usize, rank: usize
     }
     let mut size = vec![Dim::Static(1); rank];
     size[axis] = ty.dims[0].clone();
-    w.op(Op::View { size }, &[v])
+    w.op(Op::View(View { size }), &[v])
 }
 
 /// The `axis` argument of the per-channel quantizers (checked against the rank later).
@@ -69,7 +70,8 @@ pub(super) fn quantize_per_tensor(a: &mut Args<'_>, tensors: bool) -> R<Recipe> 
                 w.op(tensor_op(BinaryOp::Add), &[rounded, z])?
             }
         };
-        let clamped = w.op(Op::Clamp { min: Some(Scalar::Int(qmin)), max: Some(Scalar::Int(qmax)) }, &[shifted])?;
+        let clamped =
+            w.op(Op::Clamp(Clamp { min: Some(Scalar::Int(qmin)), max: Some(Scalar::Int(qmax)) }), &[shifted])?;
         Ok(vec![w.convert(clamped, dtype)?])
     }))
 }
@@ -130,7 +132,8 @@ pub(super) fn quantize_per_channel(a: &mut Args<'_>) -> R<Recipe> {
         let scaled = w.op(tensor_op(BinaryOp::Mul), &[x, inv])?;
         let rounded = w.op(Op::Unary(UnaryOp::Round), &[scaled])?;
         let shifted = w.op(tensor_op(BinaryOp::Add), &[rounded, zero_points])?;
-        let clamped = w.op(Op::Clamp { min: Some(Scalar::Int(qmin)), max: Some(Scalar::Int(qmax)) }, &[shifted])?;
+        let clamped =
+            w.op(Op::Clamp(Clamp { min: Some(Scalar::Int(qmin)), max: Some(Scalar::Int(qmax)) }), &[shifted])?;
         Ok(vec![w.convert(clamped, dtype)?])
     }))
 }
@@ -187,7 +190,7 @@ pub(super) fn fake_quantize_cachemask(a: &mut Args<'_>) -> R<Recipe> {
         let above = w.op(scalar_op(BinaryOp::Ge, Scalar::Int(qmin)), &[q])?;
         let below = w.op(scalar_op(BinaryOp::Le, Scalar::Int(qmax)), &[q])?;
         let mask = w.op(tensor_op(BinaryOp::LogicalAnd), &[above, below])?;
-        let bounds = Op::Clamp { min: Some(Scalar::Int(qmin)), max: Some(Scalar::Int(qmax)) };
+        let bounds = Op::Clamp(Clamp { min: Some(Scalar::Int(qmin)), max: Some(Scalar::Int(qmax)) });
         let clamped = w.typed(bounds, &[q], vec![w.ty(q)])?[0];
         let centered = w.op(scalar_op(BinaryOp::Sub, Scalar::Int(zero_point)), &[clamped])?;
         let centered = w.convert(centered, ty.dtype)?;

@@ -1,0 +1,260 @@
+//! The closed set of operations of the IR, one definition per op.
+//!
+//! Each op (or family of ops sharing a rule, such as the reductions) is a struct in its
+//! family's file, declared with [`op!`]: its doc, its printed name, and its attributes, each
+//! with the key it prints under. The declaration gives the struct, its `NAME`, and the
+//! printing and reading back of its attributes ([`OpDef::attrs`], [`ParseOp`]); the file adds
+//! the rest of the definition by hand, next to it. [`Op`] is the enum of all of them, made by
+//! [`ops!`] from one list, which also gives the parser's table ([`Op::parse_named`]) and
+//! [`Op::def`], the op as a `&dyn OpDef`.
+//!
+//! Tensor operands are the node's inputs, in slot order; the doc of each struct names them.
+//! Attributes are normalized: defaults filled in, negative dims kept as written (the verifier
+//! and emitter normalize them against the operand rank).
+//!
+//! An attribute's spec, in brackets after its type:
+//!
+//! - `["key"]`: printed `key=value` by its type's [`Attr`] form;
+//! - `["key", optional]`: the same, left out when it is the type's default;
+//! - `["key", via codec]`: printed and read by the module `codec` of [`attr`] (e.g. a slice's
+//!   `end`, which prints `end` for "to the end");
+//! - `[flatten]`: another op's attributes, in place (a backward op holds its forward's);
+//! - `[kind]`: the member of the family, which names the op (`reduce_sum`, `cumsum`).
+
+#[macro_use]
+mod attr;
+mod elementwise;
+mod index;
+mod linalg;
+mod misc;
+mod nn;
+mod reduce;
+mod shape;
+
+pub use elementwise::{
+    Binary, Clamp, ClampTensor, Convert, CopyFrom, Dropout, Elu, FullLike, Identity, LeakyRelu, Where,
+};
+pub use index::{
+    Embedding, EmbeddingBackward, EmbeddingBag, Gather, Index, IndexPut, IndexSelect, MaskedScatter, Scatter,
+    SelectScatter, SliceScatter,
+};
+pub use linalg::{Addmm, Bmm, Convolution, GroupedMm, Mm};
+pub use misc::{
+    AdaptiveAvgPoolBackward, Arange, ArangeSym, AsStrided, AssertMetadata, AvgPoolBackward, Cdist, Col2Im,
+    ConvolutionBackward, Diagonal, Fft, GridSampler, GroupNormBackward, LayerNormBackward, MaxPoolBackward, PadMode,
+    Pdist, Rand, RandPerm, ScalarTensor, SymInt, SymSize, Unsupported, Upsample,
+};
+pub use nn::{AdaptiveAvgPool, AvgPool, BatchNormInference, BatchNormTraining, GroupNorm, LayerNorm, MaxPool};
+pub use reduce::{ArgReduce, Cumulative, ExtremumDim, Histc, Reduce, Softmax, Sort, TopK, Var};
+pub use shape::{
+    Cat, Expand, Flip, Full, Literal, Pad, Permute, Repeat, Select, Slice, SplitWithSizes, Squeeze, Unsqueeze, View,
+};
+
+pub(crate) use attr::{by_name, serde_name, AttrReader};
+
+use super::op::{InputKind, UnaryOp};
+use super::types::Scalar;
+
+/// What every op's definition answers. Object-safe: [`Op::def`] gives any op as `&dyn OpDef`.
+pub trait OpDef {
+    /// The printed name (`addmm`, `reduce_mean`, `cumsum`): the struct's `NAME`, or made from
+    /// the member of a family.
+    fn name(&self) -> String;
+
+    /// `key=value` attributes in the printed order.
+    fn attrs(&self, out: &mut Vec<String>);
+}
+
+/// Reading an op back from its printed name and attributes.
+pub(crate) trait ParseOp: Sized {
+    /// The op named `name` with its attributes read from `r`; `None` when `name` is not this
+    /// op's. `args` are the call's operands (`Some` for a scalar), for the ops that take
+    /// scalar operands.
+    fn parse(name: &str, r: &mut AttrReader<'_, '_>, args: &[Option<Scalar>]) -> Option<Result<Self, String>>;
+}
+
+/// Declares the enum [`Op`] from the list of op definitions, with [`Op::def`],
+/// [`Op::parse_named`] and a `From` conversion from each definition.
+macro_rules! ops {
+    ($( $variant:ident($ty:ty), )*) => {
+        /// One operation: a graph input or an op, by its definition.
+        #[derive(Clone, Debug, PartialEq)]
+        pub enum Op {
+            $( #[doc = concat!("[`", stringify!($ty), "`]")] $variant($ty), )*
+        }
+
+        impl Op {
+            /// The op's definition, for what every op answers.
+            pub fn def(&self) -> &dyn OpDef {
+                match self {
+                    $( Op::$variant(o) => o, )*
+                }
+            }
+
+            /// The op of a printed name, its attributes read from `r`; `None` for a name no
+            /// op has.
+            pub(crate) fn parse_named(
+                name: &str,
+                r: &mut AttrReader<'_, '_>,
+                args: &[Option<Scalar>],
+            ) -> Option<Result<Op, String>> {
+                $(
+                    if let Some(op) = <$ty as ParseOp>::parse(name, r, args) {
+                        return Some(op.map(Op::$variant));
+                    }
+                )*
+                None
+            }
+        }
+
+        $(
+            impl From<$ty> for Op {
+                fn from(o: $ty) -> Op {
+                    Op::$variant(o)
+                }
+            }
+        )*
+    };
+}
+
+ops! {
+    Input(InputKind),
+    Unary(UnaryOp),
+    Binary(Binary),
+    Where(Where),
+    Clamp(Clamp),
+    ClampTensor(ClampTensor),
+    Elu(Elu),
+    LeakyRelu(LeakyRelu),
+    Mm(Mm),
+    Bmm(Bmm),
+    Addmm(Addmm),
+    GroupedMm(GroupedMm),
+    Histc(Histc),
+    Convolution(Convolution),
+    MaxPool(MaxPool),
+    AvgPool(AvgPool),
+    AdaptiveAvgPool(AdaptiveAvgPool),
+    Upsample(Upsample),
+    GroupNorm(GroupNorm),
+    BatchNormTraining(BatchNormTraining),
+    BatchNormInference(BatchNormInference),
+    LayerNorm(LayerNorm),
+    Softmax(Softmax),
+    Reduce(Reduce),
+    ArgReduce(ArgReduce),
+    Var(Var),
+    ExtremumDim(ExtremumDim),
+    Sort(Sort),
+    TopK(TopK),
+    Cumulative(Cumulative),
+    View(View),
+    Permute(Permute),
+    Expand(Expand),
+    Unsqueeze(Unsqueeze),
+    Squeeze(Squeeze),
+    Identity(Identity),
+    Slice(Slice),
+    Select(Select),
+    Diagonal(Diagonal),
+    Flip(Flip),
+    Repeat(Repeat),
+    Pad(Pad),
+    PadMode(PadMode),
+    AsStrided(AsStrided),
+    Cdist(Cdist),
+    Pdist(Pdist),
+    MaxPoolBackward(MaxPoolBackward),
+    AvgPoolBackward(AvgPoolBackward),
+    LayerNormBackward(LayerNormBackward),
+    ConvolutionBackward(ConvolutionBackward),
+    GroupNormBackward(GroupNormBackward),
+    AdaptiveAvgPoolBackward(AdaptiveAvgPoolBackward),
+    CopyFrom(CopyFrom),
+    Cat(Cat),
+    SplitWithSizes(SplitWithSizes),
+    Index(Index),
+    IndexSelect(IndexSelect),
+    Gather(Gather),
+    Scatter(Scatter),
+    IndexPut(IndexPut),
+    SliceScatter(SliceScatter),
+    SelectScatter(SelectScatter),
+    MaskedScatter(MaskedScatter),
+    EmbeddingBackward(EmbeddingBackward),
+    Embedding(Embedding),
+    EmbeddingBag(EmbeddingBag),
+    Col2Im(Col2Im),
+    GridSampler(GridSampler),
+    Rand(Rand),
+    RandPerm(RandPerm),
+    Dropout(Dropout),
+    Fft(Fft),
+    Arange(Arange),
+    ArangeSym(ArangeSym),
+    Full(Full),
+    Literal(Literal),
+    FullLike(FullLike),
+    ScalarTensor(ScalarTensor),
+    Convert(Convert),
+    AssertMetadata(AssertMetadata),
+    SymSize(SymSize),
+    SymInt(SymInt),
+    Unsupported(Unsupported),
+}
+
+impl Op {
+    /// Ops that draw random numbers: they read the graph's `rng_seed` input as their last
+    /// input and advance the random state in graph order.
+    pub fn is_random(&self) -> bool {
+        matches!(self, Op::Rand { .. } | Op::RandPerm(_) | Op::Dropout { .. })
+    }
+
+    /// Element-wise ops on broadcast operands (each output position reads the same position of
+    /// every operand): arithmetic, selects, clamps, conversions, copies.
+    pub fn is_elementwise(&self) -> bool {
+        matches!(
+            self,
+            Op::Unary(_)
+                | Op::Binary { .. }
+                | Op::Where { .. }
+                | Op::Clamp { .. }
+                | Op::ClampTensor { .. }
+                | Op::Elu { .. }
+                | Op::LeakyRelu { .. }
+                | Op::Convert(_)
+                | Op::Identity(_)
+        )
+    }
+
+    /// Short, stable op name used by the printer, the parser and messages (`addmm`,
+    /// `reduce_mean`).
+    pub fn name(&self) -> String {
+        self.def().name()
+    }
+}
+
+impl OpDef for InputKind {
+    fn name(&self) -> String {
+        let kind = match self {
+            InputKind::Parameter { .. } => "param",
+            InputKind::Buffer { .. } => "buffer",
+            InputKind::Constant { .. } => "const",
+            InputKind::User { .. } => "user",
+            InputKind::RngSeed => "rng_seed",
+            InputKind::Size { .. } => "size",
+            InputKind::Derived { .. } => "derived",
+        };
+        format!("input.{kind}")
+    }
+
+    /// An input prints its kind's own syntax instead (`input.user #0`).
+    fn attrs(&self, _: &mut Vec<String>) {}
+}
+
+/// Graph inputs have a syntax of their own, read by the parser directly.
+impl ParseOp for InputKind {
+    fn parse(_: &str, _: &mut AttrReader<'_, '_>, _: &[Option<Scalar>]) -> Option<Result<Self, String>> {
+        None
+    }
+}
