@@ -141,7 +141,7 @@ fn inline_scalars(graph: &Graph, id: NodeId) -> Option<(Op, Vec<ValueRef>)> {
     // Only when the select still gives the node's type: a constant that set the result's
     // shape, or two scalars (whose promotion gives f32 or i64), must stay tensors.
     let types: Vec<&crate::ir::TensorType> = kept.iter().map(|v| graph.value_type(*v)).collect();
-    let still = crate::typing::infer(&op, &types).is_ok_and(|e| e.len() == 1 && e[0].admits(&node.outputs[0]));
+    let still = op.infer(&types).is_ok_and(|e| e.len() == 1 && e[0].admits(&node.outputs[0]));
     (kept.len() < ins.len() && still).then_some((op, kept))
 }
 

@@ -24,7 +24,6 @@ pub mod shard;
 pub mod specialize;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
-pub mod typing;
 pub mod verify;
 pub mod weight_layout;
 

@@ -1,16 +1,15 @@
 //! The IR verifier: structural invariants, per-op arity, and every op's type rule
-//! (`crate::typing`) against the types its node declares.
+//! (`Op::infer`, its definition's rule) against the types its node declares.
 //!
 //! Run after import and after every pass. It reports the first problem with the node's name
 //! and op, so a broken pass is caught where it broke the graph, not in XLA.
 
-use crate::ir::ops::Literal;
+use crate::ir::ops::{Arity, Literal};
 use std::collections::BTreeSet;
 
 use thiserror::Error;
 
 use crate::ir::{Dim, Graph, Node, NodeId, Op, TensorType};
-use crate::typing;
 
 /// A graph-level verification failure.
 #[derive(Debug, Error, PartialEq)]
@@ -147,7 +146,7 @@ fn check_node(graph: &Graph, id: NodeId) -> Result<(), NodeError> {
 }
 
 fn check_arity(op: &Op, inputs: usize, outputs: usize) -> Result<(), NodeError> {
-    let (want_in, want_out) = typing::arity(op);
+    let Arity { inputs: want_in, outputs: want_out } = op.arity();
     match want_in {
         Some(n) if n != inputs => return Err(NodeError::InputCount { expected: n.to_string(), found: inputs }),
         None if inputs == 0 && matches!(op, Op::Cat(_)) => {
@@ -161,12 +160,12 @@ fn check_arity(op: &Op, inputs: usize, outputs: usize) -> Result<(), NodeError> 
     }
 }
 
-/// Every output the op's type rule states must be the declared one (`crate::typing`).
+/// Every output the op's type rule states must be the declared one (`Op::infer`).
 fn check_shapes(op: &Op, inputs: &[&TensorType], outputs: &[TensorType]) -> Result<(), NodeError> {
     if let Op::Literal(Literal { values }) = op {
         return check_literal(values.len(), &outputs[0]);
     }
-    let expected = typing::infer(op, inputs).map_err(NodeError::Shape)?;
+    let expected = op.infer(inputs).map_err(NodeError::Shape)?;
     for (slot, (want, found)) in expected.iter().zip(outputs).enumerate() {
         if !want.admits(found) {
             return Err(NodeError::OutputType { slot, expected: want.to_string(), found: found.to_string() });

@@ -5,8 +5,8 @@
 //! scalars ("wrapped numbers") never raise a tensor's dtype within its category.
 
 use melior::ir::Value;
+pub(super) use torchtpu_passes::ir::ops::result_type;
 use torchtpu_passes::ir::{BinaryOp, DType, Operand, Scalar, TensorType, UnaryOp};
-pub(super) use torchtpu_passes::typing::result_type;
 
 use super::builder::{static_dims, Builder, LowerResult};
 use super::{math, Arg};

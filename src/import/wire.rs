@@ -9,8 +9,8 @@
 use std::collections::BTreeSet;
 use torchtpu_passes::ir::ops::{Convert, Literal};
 
+use torchtpu_passes::ir::ops::Expected;
 use torchtpu_passes::ir::{DType, Graph, Node, Op, Origin, Scalar, TensorType, ValueRef};
-use torchtpu_passes::typing;
 
 use super::args::Args;
 
@@ -80,13 +80,13 @@ impl Wire<'_> {
         Ok(self.add(Op::Literal(Literal { values }), &[], vec![ty])?[0])
     }
 
-    fn rule(&self, op: &Op, inputs: &[ValueRef]) -> Result<Vec<typing::Expected>, String> {
-        let (n_in, _) = typing::arity(op);
+    fn rule(&self, op: &Op, inputs: &[ValueRef]) -> Result<Vec<Expected>, String> {
+        let n_in = op.arity().inputs;
         if n_in.is_some_and(|n| n != inputs.len()) {
             return Err(format!("internal: `{}` given {} operands", op.name(), inputs.len()));
         }
         let types: Vec<&TensorType> = inputs.iter().map(|&v| self.graph.value_type(v)).collect();
-        typing::infer(op, &types)
+        op.infer(&types)
     }
 
     fn add(&mut self, op: Op, inputs: &[ValueRef], types: Vec<TensorType>) -> Result<Vec<ValueRef>, String> {

@@ -25,7 +25,7 @@ macro_rules! op {
             pub const NAME: &'static str = $op;
         }
 
-        impl $crate::ir::ops::OpDef for $name {
+        impl $crate::ir::ops::OpSyntax for $name {
             fn name(&self) -> String {
                 Self::NAME.into()
             }
@@ -64,7 +64,7 @@ macro_rules! op {
             }
         }
 
-        impl $crate::ir::ops::OpDef for $name {
+        impl $crate::ir::ops::OpSyntax for $name {
             fn name(&self) -> String {
                 Self::NAME.into()
             }
@@ -94,7 +94,7 @@ macro_rules! op {
             $( $(#[$fm])* pub $f: $t, )*
         }
 
-        impl $crate::ir::ops::OpDef for $name {
+        impl $crate::ir::ops::OpSyntax for $name {
             fn name(&self) -> String {
                 format!("{}{}", $prefix, $crate::ir::ops::serde_name(&self.$kind))
             }
@@ -132,7 +132,7 @@ macro_rules! attr_write {
         $out.push(format!("{}={}", $key, $crate::ir::ops::attr::$codec::show(&$v)))
     };
     ($out:ident, $v:expr, flatten) => {
-        $crate::ir::ops::OpDef::attrs(&$v, $out)
+        $crate::ir::ops::OpSyntax::attrs(&$v, $out)
     };
     ($out:ident, $v:expr, kind) => {};
 }

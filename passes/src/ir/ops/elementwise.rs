@@ -1,7 +1,9 @@
 //! Element-wise ops: arithmetic with scalars and clamps, activations with attributes, copies and conversions, dropout.
 
 use super::attr::by_name;
-use super::{serde_name, AttrReader, OpDef, ParseOp};
+use super::rule::*;
+use super::*;
+use super::{serde_name, AttrReader, OpSyntax, ParseOp};
 use crate::ir::op::*;
 use crate::ir::types::*;
 
@@ -19,7 +21,7 @@ pub struct Binary {
     pub alpha: Option<Scalar>,
 }
 
-impl OpDef for Binary {
+impl OpSyntax for Binary {
     fn name(&self) -> String {
         serde_name(&self.op)
     }
@@ -33,7 +35,7 @@ impl ParseOp for Binary {
     fn parse(name: &str, r: &mut AttrReader<'_, '_>, args: &[Option<Scalar>]) -> Option<Result<Self, String>> {
         let op = by_name::<BinaryOp>(name)?;
         let mut read = || -> Result<Self, String> {
-            let [lhs, rhs] = operands(name, args)?;
+            let [lhs, rhs] = call_operands(name, args)?;
             Ok(Binary { op, lhs, rhs, alpha: attr_read!(r, (), Option<Scalar>, "alpha", optional)? })
         };
         Some(read())
@@ -54,7 +56,7 @@ impl Where {
     pub const NAME: &'static str = "where";
 }
 
-impl OpDef for Where {
+impl OpSyntax for Where {
     fn name(&self) -> String {
         Self::NAME.into()
     }
@@ -65,7 +67,7 @@ impl OpDef for Where {
 impl ParseOp for Where {
     fn parse(name: &str, _: &mut AttrReader<'_, '_>, args: &[Option<Scalar>]) -> Option<Result<Self, String>> {
         (name == Self::NAME).then(|| {
-            let [cond, on_true, on_false] = operands(name, args)?;
+            let [cond, on_true, on_false] = call_operands(name, args)?;
             if cond != Operand::Tensor {
                 return Err("the condition of `where` must be a value".into());
             }
@@ -75,14 +77,14 @@ impl ParseOp for Where {
 }
 
 /// The `N` operands of a call, each a tensor or a scalar.
-fn operands<const N: usize>(name: &str, args: &[Option<Scalar>]) -> Result<[Operand; N], String> {
+fn call_operands<const N: usize>(name: &str, args: &[Option<Scalar>]) -> Result<[Operand; N], String> {
     let found = args.len();
     let v: Vec<Operand> = args.iter().map(|a| a.map_or(Operand::Tensor, Operand::Scalar)).collect();
     v.try_into().map_err(|_| format!("`{name}` takes {N} operands, found {found}"))
 }
 
 /// The unary functions are one family, named by the function (`neg`, `rsqrt`).
-impl OpDef for UnaryOp {
+impl OpSyntax for UnaryOp {
     fn name(&self) -> String {
         serde_name(self)
     }
@@ -158,4 +160,243 @@ op! {
 op! {
     /// `_to_copy` and friends: inputs `[x]`, converted to the output dtype.
     pub struct Convert = "convert";
+}
+
+impl OpDef for UnaryOp {
+    fn arity(&self) -> Arity {
+        Arity::fixed(1, 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let x = inputs[0];
+        let u = self;
+        let dtype = match u {
+            UnaryOp::LogicalNot | UnaryOp::IsInf | UnaryOp::IsNan => Some(DType::Bool),
+            // Integer inputs of the float functions give the default float: left open.
+            _ if x.dtype.is_float() => Some(x.dtype),
+            _ => None,
+        };
+        one(Expected { dtype, ..Expected::shape(&x.dims) })
+    }
+}
+
+impl OpDef for Clamp {
+    fn arity(&self) -> Arity {
+        Arity::fixed(1, 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let x = inputs[0];
+        let dtype = x.dtype.is_float().then_some(x.dtype);
+        one(Expected { dtype, ..Expected::shape(&x.dims) })
+    }
+}
+
+impl OpDef for Elu {
+    fn arity(&self) -> Arity {
+        Arity::fixed(1, 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let x = inputs[0];
+        one(Expected::exact(x.dtype, &x.dims))
+    }
+}
+
+impl OpDef for LeakyRelu {
+    fn arity(&self) -> Arity {
+        Arity::fixed(1, 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let x = inputs[0];
+        one(Expected::exact(x.dtype, &x.dims))
+    }
+}
+
+impl OpDef for CopyFrom {
+    fn arity(&self) -> Arity {
+        Arity::fixed(2, 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let x = inputs[0];
+        broadcast(&[&x.dims, &inputs[1].dims])?;
+        one(Expected::exact(x.dtype, &x.dims))
+    }
+}
+
+impl OpDef for Dropout {
+    fn arity(&self) -> Arity {
+        Arity::fixed(2, 2)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let x = inputs[0];
+        Ok(vec![Expected::exact(x.dtype, &x.dims), Expected::shape(&x.dims)])
+    }
+}
+
+impl OpDef for ClampTensor {
+    fn arity(&self) -> Arity {
+        let ClampTensor { has_min, has_max } = self;
+        Arity::fixed(1 + usize::from(*has_min) + usize::from(*has_max), 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let dims = broadcast(&inputs.iter().map(|t| t.dims.as_slice()).collect::<Vec<_>>())?;
+        let all: Vec<_> = inputs.iter().map(|t| (Some(*t), None)).collect();
+        one(Expected::exact(result_type(&all), &dims))
+    }
+}
+
+impl OpDef for Identity {
+    fn arity(&self) -> Arity {
+        Arity::fixed(1, 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let x = inputs[0];
+        one(Expected::exact(x.dtype, &x.dims))
+    }
+}
+
+impl OpDef for FullLike {
+    fn arity(&self) -> Arity {
+        Arity::fixed(1, 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let x = inputs[0];
+        one(Expected::shape(&x.dims))
+    }
+}
+
+impl OpDef for Convert {
+    fn arity(&self) -> Arity {
+        Arity::fixed(1, 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let x = inputs[0];
+        one(Expected::shape(&x.dims))
+    }
+}
+
+impl OpDef for Binary {
+    fn arity(&self) -> Arity {
+        let Binary { lhs, rhs, .. } = self;
+        Arity::fixed(tensors(&[*lhs, *rhs]), 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let Binary { op: b, lhs, rhs, .. } = self;
+        let dims = broadcast(&inputs.iter().map(|t| t.dims.as_slice()).collect::<Vec<_>>())?;
+        let operands = typed_operands(&[*lhs, *rhs], inputs);
+        let promoted = result_type(&operands);
+        let logical = matches!(b, BinaryOp::LogicalAnd | BinaryOp::LogicalOr | BinaryOp::LogicalXor);
+        let dtype = match b {
+            _ if b.is_comparison() || logical => DType::Bool,
+            BinaryOp::Div | BinaryOp::Atan2 if !promoted.is_float() && !promoted.is_complex() => DType::F32,
+            _ => promoted,
+        };
+        one(Expected::exact(dtype, &dims))
+    }
+}
+
+impl OpDef for Where {
+    fn arity(&self) -> Arity {
+        let Where { on_true, on_false } = self;
+        Arity::fixed(1 + tensors(&[*on_true, *on_false]), 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let x = inputs[0];
+        let Where { on_true, on_false } = self;
+        if x.dtype != DType::Bool {
+            return Err(format!("the condition is {}, not bool", x.dtype));
+        }
+        let dims = broadcast(&inputs.iter().map(|t| t.dims.as_slice()).collect::<Vec<_>>())?;
+        let dtype = result_type(&typed_operands(&[*on_true, *on_false], &inputs[1..]));
+        one(Expected::exact(dtype, &dims))
+    }
+}
+
+/// How many of `operands` are tensors (node inputs).
+fn tensors(operands: &[Operand]) -> usize {
+    operands.iter().filter(|o| matches!(o, Operand::Tensor)).count()
+}
+
+/// Pairs each operand with its tensor type or scalar value, tensors taken from `tensors` in order.
+fn typed_operands<'t>(ops: &[Operand], tensors: &[&'t TensorType]) -> Vec<(Option<&'t TensorType>, Option<Scalar>)> {
+    let mut next = tensors.iter();
+    ops.iter()
+        .map(|o| match o {
+            Operand::Scalar(s) => (None, Some(*s)),
+            Operand::Tensor => (next.next().copied(), None),
+        })
+        .collect()
+}
+
+/// Category used by torch's promotion: bool < integer < floating < complex.
+fn category(d: DType) -> u8 {
+    if d == DType::Bool {
+        0
+    } else if d.is_integer() {
+        1
+    } else if d.is_float() {
+        2
+    } else {
+        3
+    }
+}
+
+/// Promotion of two dtypes of tensors of the same priority (`torch.promote_types`).
+pub fn promote_types(a: DType, b: DType) -> DType {
+    use DType::*;
+    if a == b {
+        return a;
+    }
+    let (ca, cb) = (category(a), category(b));
+    if ca != cb {
+        return if ca > cb { a } else { b };
+    }
+    let unsigned = |d: DType| matches!(d, U8 | U16 | U32 | U64);
+    match (a, b) {
+        (F16, BF16) | (BF16, F16) => F32,
+        _ if ca == 1 && unsigned(a) != unsigned(b) => {
+            // Mixed signedness: the signed type must hold the unsigned one's range.
+            let (s, u) = if unsigned(a) { (b, a) } else { (a, b) };
+            match (s.size_bytes(), u.size_bytes()) {
+                (ss, us) if ss > us => s,
+                (_, 1) => I16,
+                (_, 2) => I32,
+                _ => I64,
+            }
+        }
+        _ if a.size_bytes() >= b.size_bytes() => a,
+        _ => b,
+    }
+}
+
+/// torch's `result_type` for tensor and scalar operands: dimensioned tensors first, then
+/// 0-d tensors and scalars only when they are of a higher category.
+pub fn result_type(operands: &[(Option<&TensorType>, Option<Scalar>)]) -> DType {
+    let fold = |it: &mut dyn Iterator<Item = DType>| it.reduce(promote_types);
+    let dimmed = fold(&mut operands.iter().filter_map(|(t, _)| t.filter(|t| t.rank() > 0)).map(|t| t.dtype));
+    let zero = fold(&mut operands.iter().filter_map(|(t, _)| t.filter(|t| t.rank() == 0)).map(|t| t.dtype));
+    let wrapped = fold(&mut operands.iter().filter_map(|(_, s)| *s).map(|s| match s {
+        Scalar::Bool(_) => DType::Bool,
+        Scalar::Int(_) => DType::I64,
+        Scalar::Float(_) => DType::F32,
+    }));
+    let mut result = dimmed;
+    for next in [zero, wrapped].into_iter().flatten() {
+        result = Some(match result {
+            None => next,
+            Some(r) if category(next) > category(r) => next,
+            Some(r) => r,
+        });
+    }
+    result.unwrap_or(DType::F32)
 }

@@ -2,7 +2,9 @@
 
 use super::linalg::Convolution;
 use super::nn::AvgPool;
-use super::{AttrReader, OpDef, ParseOp};
+use super::rule::*;
+use super::*;
+use super::{AttrReader, OpSyntax, ParseOp};
 use crate::ir::op::*;
 use crate::ir::types::*;
 
@@ -213,7 +215,7 @@ pub struct Unsupported {
     pub reason: Option<String>,
 }
 
-impl OpDef for Unsupported {
+impl OpSyntax for Unsupported {
     fn name(&self) -> String {
         format!("unsupported<{}>", self.target)
     }
@@ -227,4 +229,394 @@ impl ParseOp for Unsupported {
     fn parse(_: &str, _: &mut AttrReader<'_, '_>, _: &[Option<Scalar>]) -> Option<Result<Self, String>> {
         None
     }
+}
+
+impl OpDef for Arange {
+    fn arity(&self) -> Arity {
+        Arity::fixed(0, 1)
+    }
+
+    fn infer(&self, _: &[&TensorType]) -> RuleResult {
+        let Arange { start, end, step } = self;
+        one(Expected::partial(None, vec![Some(Dim::Static(arange_len(*start, *end, *step)?))]))
+    }
+}
+
+impl OpDef for ArangeSym {
+    fn arity(&self) -> Arity {
+        Arity::fixed(0, 1)
+    }
+
+    fn infer(&self, _: &[&TensorType]) -> RuleResult {
+        match self {
+            ArangeSym { start: 0, end, step: 1 } => one(Expected::shape(std::slice::from_ref(end))),
+            ArangeSym { step, .. } if *step == 0 => Err("arange step 0".into()),
+            _ => one(Expected::partial(None, vec![None])),
+        }
+    }
+}
+
+impl OpDef for ScalarTensor {
+    fn arity(&self) -> Arity {
+        Arity::fixed(0, 1)
+    }
+
+    fn infer(&self, _: &[&TensorType]) -> RuleResult {
+        one(Expected::shape(&[]))
+    }
+}
+
+impl OpDef for SymInt {
+    fn arity(&self) -> Arity {
+        Arity::fixed(0, 1)
+    }
+
+    fn infer(&self, _: &[&TensorType]) -> RuleResult {
+        one(Expected::exact(DType::I64, &[]))
+    }
+}
+
+impl OpDef for Diagonal {
+    fn arity(&self) -> Arity {
+        Arity::fixed(1, 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let Diagonal { offset, dim1, dim2 } = self;
+        let x = inputs[0];
+        let (a, b) = (dim_index(*dim1, x.rank())?, dim_index(*dim2, x.rank())?);
+        if a == b || x.rank() < 2 {
+            return Err(format!("diagonal of dims {dim1} and {dim2} of {}", show(&x.dims)));
+        }
+        let len = match (x.dims[a].as_static(), x.dims[b].as_static()) {
+            (Some(n1), Some(n2)) if *offset >= 0 => Some(Dim::Static(n1.min(n2.saturating_sub(*offset)).max(0))),
+            (Some(n1), Some(n2)) => Some(Dim::Static(n1.saturating_add(*offset).min(n2).max(0))),
+            _ => None,
+        };
+        let mut dims: Vec<Option<Dim>> =
+            (0..x.rank()).filter(|&d| d != a && d != b).map(|d| Some(x.dims[d].clone())).collect();
+        dims.push(len);
+        one(Expected::partial(Some(x.dtype), dims))
+    }
+}
+
+impl OpDef for PadMode {
+    fn arity(&self) -> Arity {
+        Arity::fixed(1, 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let PadMode { pad, .. } = self;
+        let x = inputs[0];
+        Pad { pad: pad.clone(), value: Scalar::Float(0.0) }.infer(&[x])
+    }
+}
+
+impl OpDef for MaxPoolBackward {
+    fn arity(&self) -> Arity {
+        Arity::fixed(3, 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        // The gradient of an input has the input's type.
+        one(like(inputs[1]))
+    }
+}
+
+impl OpDef for Col2Im {
+    fn arity(&self) -> Arity {
+        Arity::fixed(1, 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let Col2Im { output_size, kernel, .. } = self;
+        let x = inputs[0];
+        let columns = x.rank().checked_sub(2).map(|r| &x.dims[r]);
+        let per = kernel[0].checked_mul(kernel[1]).filter(|&k| k > 0);
+        let channels = match (columns.and_then(Dim::as_static), per) {
+            (Some(c), Some(k)) if c % k == 0 => Some(Dim::Static(c / k)),
+            (Some(c), Some(_)) => return Err(format!("{c} columns are not a multiple of the kernel {kernel:?}")),
+            _ => None,
+        };
+        let mut dims: Vec<Option<Dim>> = if x.rank() == 3 { vec![Some(x.dims[0].clone())] } else { vec![] };
+        dims.extend([channels, Some(Dim::Static(output_size[0])), Some(Dim::Static(output_size[1]))]);
+        one(Expected::partial(Some(x.dtype), dims))
+    }
+}
+
+impl OpDef for Rand {
+    fn arity(&self) -> Arity {
+        Arity::fixed(1, 1)
+    }
+
+    fn infer(&self, _: &[&TensorType]) -> RuleResult {
+        // The shape of a random tensor is its declared type; only the seed is an operand.
+        one(Expected::unstated())
+    }
+}
+
+impl OpDef for RandPerm {
+    fn arity(&self) -> Arity {
+        Arity::fixed(1, 1)
+    }
+
+    fn infer(&self, _: &[&TensorType]) -> RuleResult {
+        one(Expected::partial(None, vec![None]))
+    }
+}
+
+impl OpDef for Fft {
+    fn arity(&self) -> Arity {
+        Arity::fixed(1, 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let Fft { dims, inverse, onesided, .. } = self;
+        let x = inputs[0];
+        let norm = dims.iter().map(|&d| dim_index(d, x.rank())).collect::<Result<Vec<_>, _>>()?;
+        let last = norm.last().copied();
+        let out = (0..x.rank())
+            .map(|d| match (Some(d) == last, *inverse, *onesided) {
+                (true, true, _) => None,
+                (true, false, true) => x.dims[d].as_static().map(|n| Dim::Static(n / 2 + 1)),
+                _ => Some(x.dims[d].clone()),
+            })
+            .collect();
+        one(Expected::partial(None, out))
+    }
+}
+
+impl OpDef for GridSampler {
+    fn arity(&self) -> Arity {
+        Arity::fixed(2, 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let (x, grid) = (inputs[0], inputs[1]);
+        if x.rank() != 4 || grid.rank() != 4 {
+            return Err(format!("grid_sampler_2d of {} at grid {}", show(&x.dims), show(&grid.dims)));
+        }
+        let dims = [x.dims[0].clone(), x.dims[1].clone(), grid.dims[1].clone(), grid.dims[2].clone()];
+        one(Expected::exact(x.dtype, &dims))
+    }
+}
+
+impl OpDef for ConvolutionBackward {
+    fn arity(&self) -> Arity {
+        Arity::fixed(3, 3)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let ConvolutionBackward { forward, mask } = self;
+        let (input, weight) = (inputs[1], inputs[2]);
+        // One bias per output channel: weight dim 0, or dim 1 times the groups when transposed.
+        let channels = if forward.transposed {
+            weight.dims.get(1).and_then(Dim::as_static).and_then(|c| c.checked_mul(forward.groups)).map(Dim::Static)
+        } else {
+            weight.dims.first().cloned()
+        };
+        let bias = Expected::partial(Some(weight.dtype), vec![channels]);
+        Ok(masked(mask, [like(input), like(weight), bias]))
+    }
+}
+
+impl OpDef for LayerNormBackward {
+    fn arity(&self) -> Arity {
+        let LayerNormBackward { has_weight, .. } = self;
+        Arity::fixed(4 + usize::from(*has_weight), 3)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let LayerNormBackward { mask, .. } = self;
+        norm_backward(mask, inputs)
+    }
+}
+
+impl OpDef for GroupNormBackward {
+    fn arity(&self) -> Arity {
+        let GroupNormBackward { has_weight, .. } = self;
+        Arity::fixed(4 + usize::from(*has_weight), 3)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let GroupNormBackward { mask, .. } = self;
+        norm_backward(mask, inputs)
+    }
+}
+
+impl OpDef for AsStrided {
+    fn arity(&self) -> Arity {
+        Arity::fixed(1, 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let AsStrided { size, stride, offset } = self;
+        let x = inputs[0];
+        strided_in_bounds(x, size, stride, *offset)?;
+        one(Expected::exact(x.dtype, &size.iter().map(|&s| Dim::Static(s)).collect::<Vec<_>>()))
+    }
+}
+
+impl OpDef for Pdist {
+    fn arity(&self) -> Arity {
+        Arity::fixed(1, 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let x = inputs[0];
+        if x.rank() != 2 {
+            return Err(format!("pdist takes a 2-d input, found {}", show(&x.dims)));
+        }
+        let pairs = x.dims[0].as_static().and_then(|n| n.checked_mul(n - 1)).map(|p| Dim::Static(p / 2));
+        one(Expected::partial(Some(x.dtype), vec![pairs]))
+    }
+}
+
+impl OpDef for Cdist {
+    fn arity(&self) -> Arity {
+        Arity::fixed(2, 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let (a, b) = (inputs[0], inputs[1]);
+        if a.rank() < 2 || a.rank() != b.rank() {
+            return Err(format!("cdist of {} and {}", show(&a.dims), show(&b.dims)));
+        }
+        let r = a.rank();
+        let mut dims = a.dims[..r - 1].to_vec();
+        dims.push(b.dims[r - 2].clone());
+        one(Expected::exact(a.dtype, &dims))
+    }
+}
+
+impl OpDef for AdaptiveAvgPoolBackward {
+    fn arity(&self) -> Arity {
+        Arity::fixed(2, 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        // The gradient of an input has the input's type.
+        one(like(inputs[1]))
+    }
+}
+
+impl OpDef for AvgPoolBackward {
+    fn arity(&self) -> Arity {
+        Arity::fixed(2, 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        // The gradient of an input has the input's type.
+        one(like(inputs[1]))
+    }
+}
+
+impl OpDef for SymSize {
+    fn arity(&self) -> Arity {
+        Arity::fixed(1, 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let SymSize { dim } = self;
+        let x = inputs[0];
+        if x.rank() == 0 {
+            return Err("sym_size of a 0-d tensor".into());
+        }
+        dim_index(*dim, x.rank())?;
+        one(Expected::exact(DType::I64, &[]))
+    }
+}
+
+impl OpDef for Upsample {
+    fn arity(&self) -> Arity {
+        Arity::fixed(1, 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let x = inputs[0];
+        if x.rank() < 3 {
+            return Err(format!("upsampling takes [N, C, *spatial], found {}", show(&x.dims)));
+        }
+        let mut dims: Vec<Option<Dim>> = x.dims[..2].iter().cloned().map(Some).collect();
+        dims.extend(std::iter::repeat_n(None, x.rank() - 2));
+        one(Expected::partial(Some(x.dtype), dims))
+    }
+}
+
+impl OpDef for AssertMetadata {
+    fn arity(&self) -> Arity {
+        Arity::fixed(1, 0)
+    }
+
+    fn infer(&self, _: &[&TensorType]) -> RuleResult {
+        Ok(vec![])
+    }
+}
+
+impl OpDef for Unsupported {
+    fn arity(&self) -> Arity {
+        Arity { inputs: None, outputs: None }
+    }
+
+    fn infer(&self, _: &[&TensorType]) -> RuleResult {
+        // An input's declared type is the contract; an unsupported op has no semantics here.
+        Ok(vec![])
+    }
+}
+
+/// Gradients that `mask` does not ask for are undefined: nothing is said of them.
+fn masked(mask: &[bool; 3], results: [Expected; 3]) -> Vec<Expected> {
+    results.into_iter().zip(mask).map(|(e, &wanted)| if wanted { e } else { Expected::unstated() }).collect()
+}
+
+/// `arange`'s length, `ceil((end - start) / step)` as PyTorch computes it (in double for float
+/// arguments), refusing a zero or non-finite step and lengths that do not fit.
+fn arange_len(start: Scalar, end: Scalar, step: Scalar) -> Result<i64, String> {
+    if let (Scalar::Int(a), Scalar::Int(b), Scalar::Int(s)) = (start, end, step) {
+        if s == 0 {
+            return Err("arange step 0".into());
+        }
+        let span = b.checked_sub(a).ok_or("arange's length overflows")?;
+        let n = span.checked_add(s - s.signum()).ok_or("arange's length overflows")? / s;
+        return Ok(n.max(0));
+    }
+    let (a, b, s) = (start.as_f64(), end.as_f64(), step.as_f64());
+    let n = ((b - a) / s).ceil();
+    if !n.is_finite() || s == 0.0 || n > i64::MAX as f64 {
+        return Err(format!("arange({start}, {end}, {step}) has no finite length"));
+    }
+    Ok((n as i64).max(0))
+}
+
+/// `as_strided` over `x`'s contiguous storage must stay inside it.
+fn strided_in_bounds(x: &TensorType, size: &[i64], stride: &[i64], offset: i64) -> Result<(), String> {
+    if size.len() != stride.len() || size.iter().chain(stride).any(|&v| v < 0) || offset < 0 {
+        return Err(format!("as_strided sizes {size:?}, strides {stride:?}, offset {offset}"));
+    }
+    if size.contains(&0) {
+        return Ok(());
+    }
+    let last = size.iter().zip(stride).try_fold(offset, |acc, (&n, &s)| (n - 1).checked_mul(s)?.checked_add(acc));
+    let numel = x.static_dims().map(|d| d.iter().try_fold(1i64, |a, &n| a.checked_mul(n)));
+    match (last, numel) {
+        (None, _) => Err("as_strided reaches past any storage (the offset arithmetic overflows)".into()),
+        (Some(l), Some(Some(n))) if l >= n => Err(format!(
+            "as_strided (sizes {size:?}, strides {stride:?}, offset {offset}) reads element {l} of a {n}-element input"
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// A norm's gradients `[grad_input, grad_weight, grad_bias]` as `mask` asks: the input's type
+/// for the first (the statistics' gradients are left open).
+fn norm_backward(mask: &[bool; 3], inputs: &[&TensorType]) -> RuleResult {
+    // PyTorch's kernels do not check this, and read past a smaller gradient.
+    if inputs[0].dims != inputs[1].dims {
+        return Err(format!(
+            "the gradient {} does not have the input's shape {}",
+            show(&inputs[0].dims),
+            show(&inputs[1].dims)
+        ));
+    }
+    Ok(masked(mask, [like(inputs[1]), Expected::unstated(), Expected::unstated()]))
 }

@@ -29,7 +29,10 @@ mod linalg;
 mod misc;
 mod nn;
 mod reduce;
+mod rule;
 mod shape;
+#[cfg(test)]
+mod tests;
 
 pub use elementwise::{
     Binary, Clamp, ClampTensor, Convert, CopyFrom, Dropout, Elu, FullLike, Identity, LeakyRelu, Where,
@@ -51,18 +54,30 @@ pub use shape::{
 };
 
 pub(crate) use attr::{by_name, serde_name, AttrReader};
+pub use elementwise::{promote_types, result_type};
+pub use rule::{same_dim, Arity, Expected, RuleResult};
 
 use super::op::{InputKind, UnaryOp};
-use super::types::Scalar;
+use super::types::{Scalar, TensorType};
 
-/// What every op's definition answers. Object-safe: [`Op::def`] gives any op as `&dyn OpDef`.
-pub trait OpDef {
+/// How an op is written: its name and attributes. [`op!`] implements it from the declaration.
+pub trait OpSyntax {
     /// The printed name (`addmm`, `reduce_mean`, `cumsum`): the struct's `NAME`, or made from
     /// the member of a family.
     fn name(&self) -> String;
 
     /// `key=value` attributes in the printed order.
     fn attrs(&self, out: &mut Vec<String>);
+}
+
+/// What every op's definition answers, written next to its declaration. Object-safe:
+/// [`Op::def`] gives any op as `&dyn OpDef`.
+pub trait OpDef: OpSyntax {
+    /// How many tensor operands the op takes and results it makes.
+    fn arity(&self) -> Arity;
+
+    /// The type rule: the result types for operands of types `inputs` (arity already checked).
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult;
 }
 
 /// Reading an op back from its printed name and attributes.
@@ -232,9 +247,19 @@ impl Op {
     pub fn name(&self) -> String {
         self.def().name()
     }
+
+    /// How many tensor operands the op takes and results it makes.
+    pub fn arity(&self) -> Arity {
+        self.def().arity()
+    }
+
+    /// The result types the op gives for operands of types `inputs` (arity already checked).
+    pub fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        self.def().infer(inputs)
+    }
 }
 
-impl OpDef for InputKind {
+impl OpSyntax for InputKind {
     fn name(&self) -> String {
         let kind = match self {
             InputKind::Parameter { .. } => "param",
@@ -250,6 +275,17 @@ impl OpDef for InputKind {
 
     /// An input prints its kind's own syntax instead (`input.user #0`).
     fn attrs(&self, _: &mut Vec<String>) {}
+}
+
+impl OpDef for InputKind {
+    fn arity(&self) -> Arity {
+        Arity::fixed(0, 1)
+    }
+
+    /// An input's declared type is the contract.
+    fn infer(&self, _: &[&TensorType]) -> RuleResult {
+        Ok(vec![])
+    }
 }
 
 /// Graph inputs have a syntax of their own, read by the parser directly.

@@ -1,5 +1,9 @@
 //! Reductions and ops along one dim: sums and extrema, arg-reductions, variance, sort, top-k, cumulative sums, histograms and softmax.
 
+use std::collections::BTreeSet;
+
+use super::rule::*;
+use super::*;
 use crate::ir::op::*;
 use crate::ir::types::*;
 
@@ -86,4 +90,166 @@ op! {
         pub dim: i64 ["dim"],
         pub dtype: Option<DType> ["dtype"],
     }
+}
+
+impl OpDef for Softmax {
+    fn arity(&self) -> Arity {
+        Arity::fixed(1, 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let x = inputs[0];
+        let Softmax { dim, .. } = self;
+        dim_index(*dim, x.rank())?;
+        one(Expected::exact(x.dtype, &x.dims))
+    }
+}
+
+impl OpDef for Reduce {
+    fn arity(&self) -> Arity {
+        Arity::fixed(1, 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let x = inputs[0];
+        let Reduce { op: r, dims, keepdim, dtype } = self;
+        let out = reduced(x, dims, *keepdim)?;
+        let dtype = dtype.unwrap_or(match r {
+            ReduceOp::Sum | ReduceOp::Prod if !x.dtype.is_float() && !x.dtype.is_complex() => DType::I64,
+            ReduceOp::Any | ReduceOp::All if x.dtype != DType::U8 => DType::Bool,
+            _ => x.dtype,
+        });
+        one(Expected::exact(dtype, &out))
+    }
+}
+
+impl OpDef for Var {
+    fn arity(&self) -> Arity {
+        Arity::fixed(1, 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let x = inputs[0];
+        let Var { dims, keepdim, .. } = self;
+        let out = reduced(x, dims, *keepdim)?;
+        one(Expected { dtype: x.dtype.is_float().then_some(x.dtype), ..Expected::shape(&out) })
+    }
+}
+
+impl OpDef for ExtremumDim {
+    fn arity(&self) -> Arity {
+        Arity::fixed(1, 2)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let x = inputs[0];
+        let ExtremumDim { dim, keepdim, .. } = self;
+        let out = reduced(x, &[*dim], *keepdim)?;
+        Ok(vec![Expected::exact(x.dtype, &out), Expected::exact(DType::I64, &out)])
+    }
+}
+
+impl OpDef for Sort {
+    fn arity(&self) -> Arity {
+        Arity::fixed(1, 2)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let x = inputs[0];
+        let Sort { dim, .. } = self;
+        dim_index(*dim, x.rank())?;
+        Ok(vec![Expected::exact(x.dtype, &x.dims), Expected::exact(DType::I64, &x.dims)])
+    }
+}
+
+impl OpDef for TopK {
+    fn arity(&self) -> Arity {
+        Arity::fixed(1, 2)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let x = inputs[0];
+        let TopK { k, dim, .. } = self;
+        let d = dim_index(*dim, x.rank())?;
+        let size = x.dims.get(d).and_then(Dim::as_static).unwrap_or(1);
+        if *k < 0 || (x.dims.get(d).is_some_and(|d| d.as_static().is_some()) && *k > size) {
+            return Err(format!("k = {k} is out of range for dim {d} of {}", show(&x.dims)));
+        }
+        let mut out = x.dims.clone();
+        if let Some(slot) = out.get_mut(d) {
+            *slot = Dim::Static(*k);
+        }
+        Ok(vec![Expected::exact(x.dtype, &out), Expected::exact(DType::I64, &out)])
+    }
+}
+
+impl OpDef for ArgReduce {
+    fn arity(&self) -> Arity {
+        Arity::fixed(1, 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let x = inputs[0];
+        let ArgReduce { dim, keepdim, .. } = self;
+        let out = match dim {
+            Some(d) => reduced(x, &[*d], *keepdim)?,
+            None if *keepdim => vec![Dim::Static(1); x.rank()],
+            None => vec![],
+        };
+        one(Expected::exact(DType::I64, &out))
+    }
+}
+
+impl OpDef for Cumulative {
+    fn arity(&self) -> Arity {
+        Arity::fixed(1, 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let x = inputs[0];
+        let Cumulative { op, dim, dtype } = self;
+        dim_index(*dim, x.rank())?;
+        if *op == CumulativeOp::Logcumsumexp && !(x.dtype.is_float() || x.dtype.is_complex()) {
+            return Err(format!("logcumsumexp takes floating-point values, found {}", x.dtype));
+        }
+        let dtype = dtype.unwrap_or(if x.dtype.is_float() || x.dtype.is_complex() { x.dtype } else { DType::I64 });
+        one(Expected::exact(dtype, &x.dims))
+    }
+}
+
+impl OpDef for Histc {
+    fn arity(&self) -> Arity {
+        Arity::fixed(1, 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let x = inputs[0];
+        let Histc { bins, min, max } = self;
+        if *bins < 1 || min.partial_cmp(max) != Some(std::cmp::Ordering::Less) {
+            return Err(format!("histc needs bins ≥ 1 and min < max, found {bins} bins over [{min}, {max}]"));
+        }
+        if !x.dtype.is_float() {
+            return Err(format!("histc counts floating-point values, found {}", x.dtype));
+        }
+        one(Expected::exact(x.dtype, &[Dim::Static(*bins)]))
+    }
+}
+
+/// The dims left after reducing `dims` (all when empty): removed, or 1 with `keepdim`.
+/// Each dim may be named once; a 0-d operand accepts 0 and -1 and stays 0-d.
+fn reduced(x: &TensorType, dims: &[i64], keepdim: bool) -> Result<Vec<Dim>, String> {
+    let listed: Vec<usize> = dims.iter().map(|&d| dim_index(d, x.rank())).collect::<Result<_, _>>()?;
+    if listed.iter().collect::<BTreeSet<_>>().len() != listed.len() {
+        return Err(format!("dims {dims:?} name a dim more than once"));
+    }
+    let all = dims.is_empty();
+    Ok(x.dims
+        .iter()
+        .enumerate()
+        .filter_map(|(i, d)| match all || listed.contains(&i) {
+            true if keepdim => Some(Dim::Static(1)),
+            true => None,
+            false => Some(d.clone()),
+        })
+        .collect())
 }

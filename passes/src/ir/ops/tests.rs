@@ -7,7 +7,7 @@ use crate::ir::ops::{
     Mm, Pad, Permute, Reduce, Repeat, Select, Slice, SliceScatter, Softmax, SplitWithSizes, Squeeze, SymSize, TopK,
     Unsqueeze, View, Where,
 };
-use crate::ir::{BinaryOp, Operand, ReduceOp, Scalar, SymExpr, UnaryOp};
+use crate::ir::{BinaryOp, DType, Dim, Operand, ReduceOp, Scalar, SymExpr, TensorType, UnaryOp};
 
 fn t(d: DType, dims: &[i64]) -> TensorType {
     TensorType::new(d, dims)
@@ -19,12 +19,12 @@ fn f32(dims: &[i64]) -> TensorType {
 
 /// The single result's type, which the test expects to be fully determined.
 fn exact(op: &Op, inputs: &[&TensorType]) -> String {
-    let e = infer(op, inputs).expect("admits its operands");
+    let e = op.infer(inputs).expect("admits its operands");
     e.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
 }
 
 fn refused(op: &Op, inputs: &[&TensorType]) -> String {
-    infer(op, inputs).expect_err("refuses its operands")
+    op.infer(inputs).expect_err("refuses its operands")
 }
 
 #[test]
