@@ -32,17 +32,21 @@
 //! ```
 
 use crate::ir::ops::{
-    Arange, ArangeSym, ArgReduce, Binary, Bmm, Cat, Convert, CopyFrom, Embedding, ExtremumDim, Full, Gather, Identity,
-    Index, IndexPut, IndexSelect, LayerNorm, Mm, Reduce, Select, Slice, Softmax, SplitWithSizes, SymInt, SymSize,
-    Unsqueeze, View, Where,
+    Arange, ArangeSym, ArgReduce, Binary, Bmm, Cat, Convert, ExtremumDim, Full, Gather, Identity, Index, IndexPut,
+    IndexSelect, LayerNorm, Mm, Reduce, Select, Slice, Softmax, SplitWithSizes, SymInt, SymSize, Unsqueeze, View,
+    Where,
 };
 use std::collections::BTreeMap;
 
+use crate::ir::ops::Padding;
 use crate::ir::{
     norm_dim, ArgReduceOp, BinaryOp, Bounds, DType, Dim, Graph, InputKind, Node, NodeId, Op, Operand, ReduceOp, Scalar,
     SymExpr, TensorType, ValueRef,
 };
 use crate::pass::{Changed, Pass, PassCx, PassError};
+
+/// Why an op is refused along a dynamic dim.
+const REFUSED: &str = "has no padding-safe form along a dynamic dim";
 
 /// The bucket a program is compiled for.
 #[derive(Clone, Debug, PartialEq)]
@@ -207,34 +211,26 @@ impl Masker<'_> {
             return Ok(());
         }
         self.carry_scattered(graph, id, &node)?;
+        match node.op.def().under_padding() {
+            Padding::Exact => Ok(()),
+            Padding::BatchRows => Self::batch_rows_only(&in_dyn),
+            Padding::Rule => self.rule(graph, id, &node, &in_dyn, &out_dyn),
+            Padding::Refused => Err(REFUSED.into()),
+        }
+    }
+
+    /// The rules of the ops whose padding needs one ([`Padding::Rule`]).
+    fn rule(
+        &mut self,
+        graph: &mut Graph,
+        id: NodeId,
+        node: &Node,
+        in_dyn: &[DynDims],
+        out_dyn: &[DynDims],
+    ) -> Result<(), String> {
+        let ins = graph.inputs(id);
         let rank = |slot: usize| Self::ty(graph, ins[slot]).rank();
         match &node.op {
-            op if op.is_elementwise() => Ok(()),
-            Op::Input(_)
-            | Op::CopyFrom(CopyFrom)
-            | Op::Dropout(_)
-            | Op::Permute(_)
-            | Op::Unsqueeze(_)
-            | Op::Squeeze(_)
-            | Op::Expand(_)
-            | Op::Embedding(Embedding)
-            | Op::Arange(_)
-            | Op::ArangeSym(_)
-            | Op::Full(_)
-            | Op::FullLike(_)
-            | Op::ScalarTensor(_)
-            | Op::AssertMetadata(_)
-            | Op::BatchNormInference(_) => Ok(()),
-            // A running reduction at a position reads only the positions before it: padding at
-            // the end changes nothing real.
-            Op::Cumulative(_) => Ok(()),
-            // Each row of the batch (dim 0) is computed from that row alone: padding rows is exact.
-            Op::Convolution(_)
-            | Op::MaxPool(_)
-            | Op::AvgPool(_)
-            | Op::AdaptiveAvgPool(_)
-            | Op::Upsample(_)
-            | Op::GroupNorm(_) => Self::batch_rows_only(&in_dyn),
             Op::View(_) => self.check_view(graph, id),
             Op::Slice(Slice { dim, step, .. }) => {
                 let d = norm_dim(*dim, rank(0));
@@ -280,7 +276,7 @@ impl Masker<'_> {
                 }
             }
             Op::Index(Index { present }) => self.check_index(graph, id, present, &in_dyn[0]),
-            Op::IndexPut(IndexPut { present, .. }) => self.index_put(graph, id, present, &in_dyn),
+            Op::IndexPut(IndexPut { present, .. }) => self.index_put(graph, id, present, in_dyn),
             Op::SplitWithSizes(SplitWithSizes { dim, .. }) if !in_dyn[0].contains_key(&norm_dim(*dim, rank(0))) => {
                 Ok(())
             }
@@ -311,7 +307,7 @@ impl Masker<'_> {
                 let fill = extremum.identity(graph.value_type(graph.inputs(id)[0]).dtype);
                 self.mask_input(graph, id, 0, &[norm_dim(*dim, rank(0))], fill)
             }
-            _ => Err("has no padding-safe form along a dynamic dim".into()),
+            _ => Err(REFUSED.into()),
         }
     }
 

@@ -7,6 +7,7 @@
 //! The three auxiliary outputs are shaped and filled as PyTorch's CPU kernel fills them.
 
 use melior::ir::Value;
+use torchtpu_passes::ir::ops::EmbeddingBag;
 use torchtpu_passes::ir::{BagMode, DType, Scalar, TensorType};
 
 use super::builder::{i64_array, static_dims, Builder, LowerResult};
@@ -52,10 +53,11 @@ fn membership<'c, 'b>(
 /// padding_idx)`; outputs `[output, offset2bag, bag_size, max_indices]`.
 pub(super) fn embedding_bag<'c, 'b>(
     b: &Builder<'c, 'b>,
-    (mode, include_last_offset, padding_idx): (BagMode, bool, Option<i64>),
+    op: &EmbeddingBag,
     args: &[Arg<'c, 'b, '_>],
     out: &[TensorType],
 ) -> LowerResult<Vec<V<'c, 'b>>> {
+    let &EmbeddingBag { mode, include_last_offset, padding_idx, .. } = op;
     let (weight, indices, offsets) = (args[0], args[1], args[2]);
     let (id, od) = (static_dims(indices.ty)?, static_dims(offsets.ty)?);
     if id.len() != 1 || od.len() != 1 {

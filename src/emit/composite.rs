@@ -134,7 +134,12 @@ fn lower_into<'c>(
         let node = graph.node(id);
         let args: Vec<Arg> = graph.inputs(id).iter().map(|v| Arg { v: values[v], ty: graph.value_type(*v) }).collect();
         let b = Builder { ctx, block, loc: node_location(ctx, node) };
-        let outs = emit_node(&b, graph, id, &args, opts).map_err(|e| format!("node `{}`: {e}", node.name))?;
+        // The program's random state runs outside the decomposition, which cannot draw from it.
+        if node.op.is_random() {
+            return Err(format!("node `{}`: a random op inside a composite", node.name));
+        }
+        let outs =
+            emit_node(&b, graph, id, &args, opts, &mut None).map_err(|e| format!("node `{}`: {e}", node.name))?;
         for (slot, v) in outs.into_iter().enumerate() {
             values.insert(ValueRef { node: id, slot: slot as u16 }, v);
         }

@@ -6,6 +6,7 @@
 
 use melior::ir::Value;
 pub(super) use torchtpu_passes::ir::ops::result_type;
+use torchtpu_passes::ir::ops::Elu;
 use torchtpu_passes::ir::{BinaryOp, DType, Operand, Scalar, TensorType, UnaryOp};
 
 use super::builder::{static_dims, Builder, LowerResult};
@@ -256,10 +257,11 @@ pub(super) fn clamp_tensor<'c, 'b>(
 /// `elu(x) = x > 0 ? scale*x : scale*alpha*expm1(input_scale*x)`.
 pub(super) fn elu<'c, 'b>(
     b: &Builder<'c, 'b>,
-    (alpha, scale, input_scale): (f64, f64, f64),
+    op: &Elu,
     x: Arg<'c, 'b, '_>,
     out: &TensorType,
 ) -> LowerResult<Value<'c, 'b>> {
+    let &Elu { alpha, scale, input_scale } = op;
     let dims = static_dims(out)?;
     let dt = out.dtype;
     let c = |v: f64| b.splat(Scalar::Float(v), &dims, dt);

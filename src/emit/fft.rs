@@ -2,6 +2,7 @@
 //! (which transforms the trailing dims: the transformed dims are moved last and back).
 
 use melior::ir::Value;
+use torchtpu_passes::ir::ops::Fft;
 use torchtpu_passes::ir::{DType, Scalar, TensorType};
 
 use super::builder::{i64_array, norm_dim, static_dims, Builder, LowerResult};
@@ -35,10 +36,11 @@ fn scale<'c, 'b>(b: &Builder<'c, 'b>, v: V<'c, 'b>, dims: &[i64], factor: f64, d
 /// output's).
 pub(super) fn fft<'c, 'b>(
     b: &Builder<'c, 'b>,
-    (dims, normalization, inverse, onesided): (&[i64], i64, bool, bool),
+    op: &Fft,
     x: Arg<'c, 'b, '_>,
     out: &TensorType,
 ) -> LowerResult<V<'c, 'b>> {
+    let Fft { ref dims, normalization, inverse, onesided } = *op;
     let (xd, od) = (static_dims(x.ty)?, static_dims(out)?);
     let rank = xd.len();
     let axes = dims.iter().map(|&d| norm_dim(d, rank)).collect::<LowerResult<Vec<i64>>>()?;

@@ -1,6 +1,7 @@
 //! Data-movement lowerings: `select`, `diagonal`, `flip`, `repeat`, `constant_pad_nd`, `copy`.
 
 use melior::ir::Value;
+use torchtpu_passes::ir::ops::Diagonal;
 use torchtpu_passes::ir::{DType, Dim, Scalar, TensorType};
 
 use super::builder::{dim_size, i64_array, norm_dim, static_dims, Builder, LowerResult};
@@ -32,10 +33,11 @@ pub(super) fn select<'c, 'b>(
 /// i + max(offset, 0))`, whose result dim goes last as in torch.
 pub(super) fn diagonal<'c, 'b>(
     b: &Builder<'c, 'b>,
-    (offset, dim1, dim2): (i64, i64, i64),
+    op: &Diagonal,
     x: Arg<'c, 'b, '_>,
     out: &TensorType,
 ) -> LowerResult<Value<'c, 'b>> {
+    let &Diagonal { offset, dim1, dim2 } = op;
     let dims = static_dims(x.ty)?;
     let out_dims = static_dims(out)?;
     let (d1, d2) = (norm_dim(dim1, dims.len())? as usize, norm_dim(dim2, dims.len())? as usize);

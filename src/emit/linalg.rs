@@ -5,8 +5,8 @@
 //! (`--compute-dtype bf16`): they stay bf16 and XLA accumulates in f32.
 
 use melior::ir::Value;
-use torchtpu_passes::ir::ops::{Addmm, Bmm, Convolution};
-use torchtpu_passes::ir::{DType, Op, Scalar, TensorType};
+use torchtpu_passes::ir::ops::{Addmm, Convolution};
+use torchtpu_passes::ir::{DType, Scalar, TensorType};
 
 use super::builder::{i64_array, static_dims, Builder, LowerResult};
 use super::{Arg, GroupedMm, Precision};
@@ -43,20 +43,16 @@ fn is_zero(s: Scalar) -> bool {
     matches!(s, Scalar::Int(0)) || matches!(s, Scalar::Float(f) if f == 0.0)
 }
 
-/// `mm` (`[m,k]x[k,n]`), `bmm` (`[b,m,k]x[b,k,n]`), `addmm` (`beta*c + alpha*(a@b)`).
+/// `mm` (`[m,k]x[k,n]`), or `bmm` (`[b,m,k]x[b,k,n]`) when `batched`.
 pub(super) fn matmul<'c, 'b>(
     b: &Builder<'c, 'b>,
-    op: &Op,
-    args: &[Arg<'c, 'b, '_>],
+    batched: bool,
+    (lhs, rhs): (Arg<'c, 'b, '_>, Arg<'c, 'b, '_>),
     out: &TensorType,
     precision: Precision,
 ) -> LowerResult<Value<'c, 'b>> {
     let dims = static_dims(out)?;
-    let (lhs, rhs) = match op {
-        Op::Addmm(_) => (args[1], args[2]),
-        _ => (args[0], args[1]),
-    };
-    let numbers = if matches!(op, Op::Bmm(Bmm)) {
+    let numbers = if batched {
         "#stablehlo.dot<lhs_batching_dimensions = [0], rhs_batching_dimensions = [0], \
          lhs_contracting_dimensions = [2], rhs_contracting_dimensions = [1]>"
     } else {
@@ -66,10 +62,20 @@ pub(super) fn matmul<'c, 'b>(
     let l = converted(b, lhs, od)?;
     let r = converted(b, rhs, od)?;
     let attrs = [("dot_dimension_numbers", numbers.to_string()), ("precision_config", precision_attr(precision))];
-    let mut product = b.op("stablehlo.dot_general", &[l, r], &dims, out.dtype, &attrs)?;
-    let Op::Addmm(Addmm { beta, alpha }) = op else {
-        return Ok(product);
-    };
+    b.op("stablehlo.dot_general", &[l, r], &dims, out.dtype, &attrs)
+}
+
+/// `addmm`: `beta*c + alpha*(a@b)` with operands `[c, a, b]`.
+pub(super) fn addmm<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    op: &Addmm,
+    args: &[Arg<'c, 'b, '_>],
+    out: &TensorType,
+    precision: Precision,
+) -> LowerResult<Value<'c, 'b>> {
+    let Addmm { beta, alpha } = op;
+    let dims = static_dims(out)?;
+    let mut product = matmul(b, false, (args[1], args[2]), out, precision)?;
     if !is_one(*alpha) {
         let a = b.splat(*alpha, &dims, out.dtype)?;
         product = b.op("stablehlo.multiply", &[product, a], &dims, out.dtype, &[])?;

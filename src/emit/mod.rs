@@ -34,11 +34,10 @@ mod tensor;
 use std::collections::BTreeMap;
 use torchtpu_passes::ir::ops::{
     AdaptiveAvgPoolBackward, Arange, ArangeSym, AsStrided, AvgPoolBackward, Binary, Bmm, Cat, Cdist, Clamp,
-    ClampTensor, Col2Im, Convert, ConvolutionBackward, CopyFrom, Cumulative, Diagonal, Dropout, Elu, Embedding,
-    EmbeddingBackward, EmbeddingBag, ExtremumDim, Fft, Flip, Full, FullLike, Gather, GridSampler, GroupNormBackward,
-    Histc, Identity, Index, IndexPut, IndexSelect, LayerNormBackward, LeakyRelu, Literal, MaskedScatter,
-    MaxPoolBackward, Mm, Pad, PadMode, Pdist, Permute, Rand, RandPerm, Repeat, ScalarTensor, Scatter, Select,
-    SelectScatter, Slice, SliceScatter, Softmax, Sort, SplitWithSizes, SymInt, SymSize, TopK, Unsupported, Var, Where,
+    ClampTensor, Convert, ConvolutionBackward, CopyFrom, Cumulative, Embedding, EmbeddingBackward, ExtremumDim, Flip,
+    Full, FullLike, Gather, Identity, Index, IndexPut, IndexSelect, LeakyRelu, Literal, MaskedScatter, MaxPoolBackward,
+    Mm, Pad, PadMode, Pdist, Permute, RandPerm, Repeat, ScalarTensor, Scatter, Select, SelectScatter, Slice,
+    SliceScatter, Sort, SplitWithSizes, SymInt, SymSize, TopK, Unsupported, Var, Where,
 };
 
 use melior::dialect::DialectHandle;
@@ -279,16 +278,8 @@ fn emit_body<'c>(
                 decompositions.push(decomposition);
                 values
             })
-        } else if node.op.is_random() {
-            // The first random op starts from the seed argument (its last input); each later
-            // one from the state the previous one left.
-            let state = rng_state.unwrap_or(args[args.len() - 1].v);
-            lower_random(&b, node, &args, state).map(|drawn| {
-                rng_state = Some(drawn.state);
-                drawn.values
-            })
         } else {
-            emit_node(&b, graph, id, &args, opts)
+            emit_node(&b, graph, id, &args, opts, &mut rng_state)
         };
         // A sharding on an op's result is a constraint the partitioner follows.
         let lowered = match (lowered, &node.sharding) {
@@ -374,33 +365,36 @@ fn slot_used(graph: &Graph, id: NodeId, slot: u16) -> bool {
         || graph.outputs().iter().any(|o| o.value == ValueRef { node: id, slot })
 }
 
-/// Lowers one node; returns one value per output slot that can be computed.
-fn lower_random<'c, 'b>(
-    b: &Builder<'c, 'b>,
-    node: &Node,
+/// A random op's values, drawn from the generator state `rng` holds, which it advances: the
+/// first random op of the program starts from the seed argument (its last operand).
+fn draw<'c, 'b>(
+    rng: &mut Option<Value<'c, 'b>>,
     args: &[Arg<'c, 'b, '_>],
-    state: Value<'c, 'b>,
-) -> LowerResult<random::Drawn<'c, 'b>> {
-    match &node.op {
-        Op::Rand(Rand { normal }) => random::rand(b, *normal, state, &node.outputs[0]),
-        Op::RandPerm(RandPerm) => random::randperm(b, state, &node.outputs[0]),
-        Op::Dropout(Dropout { p, train }) => random::dropout(b, (*p, *train), args[0], state, &node.outputs),
-        other => Err(format!("internal: `{}` is not a random op", other.name())),
-    }
+    draw: impl FnOnce(Value<'c, 'b>) -> LowerResult<random::Drawn<'c, 'b>>,
+) -> LowerResult<Vec<Value<'c, 'b>>> {
+    let seed = args.last().ok_or("a random op without its seed operand")?.v;
+    let drawn = draw(rng.unwrap_or(seed))?;
+    *rng = Some(drawn.state);
+    Ok(drawn.values)
 }
 
+/// Lowers one node; returns one value per output slot. `rng` is the random generator's state
+/// (see [`draw`]).
 fn emit_node<'c, 'b>(
     b: &Builder<'c, 'b>,
     graph: &Graph,
     id: NodeId,
     args: &[Arg<'c, 'b, '_>],
     opts: &EmitOptions,
+    rng: &mut Option<Value<'c, 'b>>,
 ) -> LowerResult<Vec<Value<'c, 'b>>> {
     let node = graph.node(id);
     let out = &node.outputs;
     // Results with no elements need no computation, and XLA's shape checks reject some ops
-    // whose operands are empty (a gather from a size-0 storage): they are empty constants.
-    if !out.is_empty() && !matches!(node.op, Op::Input(_)) && out.iter().all(|t| t.dims.contains(&Dim::Static(0))) {
+    // whose operands are empty (a gather from a size-0 storage): they are empty constants. A
+    // random op still advances the generator.
+    let empty = out.iter().all(|t| t.dims.contains(&Dim::Static(0)));
+    if !out.is_empty() && !matches!(node.op, Op::Input(_)) && !node.op.is_random() && empty {
         return out.iter().map(|t| b.splat(Scalar::Int(0), &static_dims(t)?, t.dtype)).collect();
     }
     let one = |v: LowerResult<Value<'c, 'b>>| v.map(|v| vec![v]);
@@ -417,32 +411,27 @@ fn emit_node<'c, 'b>(
         Op::ClampTensor(ClampTensor { has_min, has_max }) => {
             one(elementwise::clamp_tensor(b, *has_min, *has_max, args, &out[0]))
         }
-        Op::Elu(Elu { alpha, scale, input_scale }) => {
-            one(elementwise::elu(b, (*alpha, *scale, *input_scale), args[0], &out[0]))
-        }
+        Op::Elu(e) => one(elementwise::elu(b, e, args[0], &out[0])),
         Op::LeakyRelu(LeakyRelu { slope }) => one(elementwise::leaky_relu(b, *slope, args[0], &out[0])),
-        Op::Mm(Mm) | Op::Bmm(Bmm) | Op::Addmm(_) => one(linalg::matmul(b, &node.op, args, &out[0], precision)),
+        Op::Mm(Mm) => one(linalg::matmul(b, false, (args[0], args[1]), &out[0], precision)),
+        Op::Bmm(Bmm) => one(linalg::matmul(b, true, (args[0], args[1]), &out[0], precision)),
+        Op::Addmm(a) => one(linalg::addmm(b, a, args, &out[0], precision)),
         Op::Convolution(c) => one(linalg::convolution(b, c, args, &out[0], precision)),
         Op::GroupedMm(_) => one(linalg::grouped_mm(b, opts.grouped_mm, args, &out[0], precision)),
-        Op::Histc(Histc { bins, min, max }) => one(reduce::histc(b, (*bins, *min, *max), args[0], &out[0])),
+        Op::Histc(h) => one(reduce::histc(b, h, args[0], &out[0])),
         Op::MaxPool(p) => pool::max_pool(b, p, args[0], out, slot_used(graph, id, 1)),
         Op::AvgPool(p) => one(pool::avg_pool(b, p, args[0], &out[0])),
-        Op::AdaptiveAvgPool(_) | Op::Upsample(_) => one(pool::resample(b, &node.op, args[0], &out[0])),
+        Op::AdaptiveAvgPool(p) => one(pool::adaptive_avg_pool(b, p, args[0], &out[0])),
+        Op::Upsample(u) => one(pool::upsample(b, u, args[0], &out[0])),
         Op::GroupNorm(n) => nn::group_norm(b, n, args, out),
         Op::BatchNormTraining(n) => nn::batch_norm_training(b, n, args, out),
         Op::BatchNormInference(n) => nn::batch_norm(b, n, args, out),
         Op::LayerNorm(n) => nn::layer_norm(b, n, args, out),
-        Op::Softmax(Softmax { dim, log, safe }) => one(nn::softmax(b, (*dim, *log, *safe), args[0], &out[0])),
+        Op::Softmax(s) => one(nn::softmax(b, s, args[0], &out[0])),
         Op::Embedding(Embedding) => one(shape::index(b, args[0], &[Some(args[1])], &out[0])),
-        Op::EmbeddingBag(EmbeddingBag { mode, include_last_offset, padding_idx, .. }) => {
-            bag::embedding_bag(b, (*mode, *include_last_offset, *padding_idx), args, out)
-        }
-        Op::Col2Im(Col2Im { kernel, dilation, padding, stride, .. }) => {
-            one(sample::col2im(b, (*kernel, *dilation, *padding, *stride), args[0], &out[0]))
-        }
-        Op::GridSampler(GridSampler { mode, padding, align_corners }) => {
-            one(sample::grid_sampler(b, (*mode, *padding, *align_corners), args, &out[0]))
-        }
+        Op::EmbeddingBag(e) => bag::embedding_bag(b, e, args, out),
+        Op::Col2Im(c) => one(sample::col2im(b, c, args[0], &out[0])),
+        Op::GridSampler(g) => one(sample::grid_sampler(b, g, args, &out[0])),
         Op::Reduce(r) => one(reduce::reduce(b, r, args[0], &out[0])),
         Op::ArgReduce(r) => one(reduce::arg_reduce(b, r, args[0], &out[0])),
         Op::Var(Var { dims, correction, .. }) => one(reduce::var(b, dims, *correction, args[0], &out[0])),
@@ -450,9 +439,7 @@ fn emit_node<'c, 'b>(
         Op::Sort(Sort { dim, descending, .. }) => sort::sort(b, *dim, *descending, args[0]),
         Op::TopK(TopK { k, dim, largest }) => sort::topk(b, *k, *dim, *largest, args[0], out),
         Op::Select(Select { dim, index }) => one(layout::select(b, *dim, *index, args[0], &out[0])),
-        Op::Diagonal(Diagonal { offset, dim1, dim2 }) => {
-            one(layout::diagonal(b, (*offset, *dim1, *dim2), args[0], &out[0]))
-        }
+        Op::Diagonal(d) => one(layout::diagonal(b, d, args[0], &out[0])),
         Op::Flip(Flip { dims }) => one(layout::flip(b, dims, args[0], &out[0])),
         Op::Repeat(Repeat { repeats }) => one(layout::repeat(b, repeats, args[0], &out[0])),
         Op::Pad(Pad { pad, value }) => one(layout::pad(b, pad, *value, args[0], &out[0])),
@@ -463,12 +450,8 @@ fn emit_node<'c, 'b>(
         Op::Pdist(Pdist { p }) => one(distance::pdist(b, *p, args[0], &out[0])),
         Op::MaxPoolBackward(MaxPoolBackward { spatial }) => one(pool::max_pool_backward(b, *spatial, args, &out[0])),
         Op::AvgPoolBackward(AvgPoolBackward { forward }) => one(pool::avg_pool_backward(b, forward, args, &out[0])),
-        Op::LayerNormBackward(LayerNormBackward { normalized_rank, has_weight, mask }) => {
-            nn::layer_norm_backward(b, (*normalized_rank, *has_weight, *mask), args, out)
-        }
-        Op::GroupNormBackward(GroupNormBackward { groups, has_weight, mask }) => {
-            nn::group_norm_backward(b, (*groups, *has_weight, *mask), args, out)
-        }
+        Op::LayerNormBackward(n) => nn::layer_norm_backward(b, n, args, out),
+        Op::GroupNormBackward(n) => nn::group_norm_backward(b, n, args, out),
         Op::ConvolutionBackward(ConvolutionBackward { forward, mask }) => {
             linalg::convolution_backward(b, forward, *mask, args, out, precision)
         }
@@ -531,12 +514,10 @@ fn emit_node<'c, 'b>(
             let v = value.as_static().ok_or("symbolic int was not specialized")?;
             one(b.splat(Scalar::Int(v), &[], DType::I64))
         }
-        Op::Fft(Fft { dims, normalization, inverse, onesided }) => {
-            one(fft::fft(b, (dims, *normalization, *inverse, *onesided), args[0], &out[0]))
-        }
-        Op::Rand(_) | Op::RandPerm(RandPerm) | Op::Dropout(_) => {
-            Err("internal: random ops are lowered with the generator state".into())
-        }
+        Op::Fft(f) => one(fft::fft(b, f, args[0], &out[0])),
+        Op::Rand(r) => draw(rng, args, |state| random::rand(b, r.normal, state, &out[0])),
+        Op::RandPerm(RandPerm) => draw(rng, args, |state| random::randperm(b, state, &out[0])),
+        Op::Dropout(d) => draw(rng, args, |state| random::dropout(b, d, args[0], state, out)),
         Op::Unsupported(Unsupported { target, reason }) => Err(unsupported_reason(target, reason.as_deref())),
     }
 }

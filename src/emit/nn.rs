@@ -3,6 +3,9 @@
 //! round their results to the declared dtypes.
 
 use melior::ir::Value;
+use torchtpu_passes::ir::ops::GroupNormBackward;
+use torchtpu_passes::ir::ops::LayerNormBackward;
+use torchtpu_passes::ir::ops::Softmax;
 use torchtpu_passes::ir::ops::{BatchNormInference, BatchNormTraining, GroupNorm, LayerNorm};
 use torchtpu_passes::ir::{DType, Scalar, TensorType};
 
@@ -88,10 +91,11 @@ pub(super) fn layer_norm<'c, 'b>(
 /// is -inf) give 0 instead of NaN.
 pub(super) fn softmax<'c, 'b>(
     b: &Builder<'c, 'b>,
-    (dim, log, safe): (i64, bool, bool),
+    op: &Softmax,
     x: Arg<'c, 'b, '_>,
     out: &TensorType,
 ) -> LowerResult<Value<'c, 'b>> {
+    let &Softmax { dim, log, safe } = op;
     let dims = static_dims(out)?;
     let dt = accumulation_dtype(out.dtype);
     let y = softmax_in(b, (dim, log, safe), x, &dims, dt)?;
@@ -260,10 +264,11 @@ pub(super) fn batch_norm_training<'c, 'b>(
 /// `grad_weight = sum(g * x̂)` and `grad_bias = sum(g)` over the other dims.
 pub(super) fn layer_norm_backward<'c, 'b>(
     b: &Builder<'c, 'b>,
-    (normalized_rank, has_weight, mask): (usize, bool, [bool; 3]),
+    op: &LayerNormBackward,
     args: &[Arg<'c, 'b, '_>],
     outs: &[TensorType],
 ) -> LowerResult<Vec<Value<'c, 'b>>> {
+    let &LayerNormBackward { normalized_rank, has_weight, mask } = op;
     let (g, x, mean, rstd) = (args[0], args[1], args[2], args[3]);
     let dims = static_dims(x.ty)?;
     let dt = x.ty.dtype;
@@ -340,10 +345,11 @@ fn normalized_input_grad<'c, 'b>(
 /// `C/G * HxW` elements; `grad_weight`/`grad_bias` sum over samples and positions per channel.
 pub(super) fn group_norm_backward<'c, 'b>(
     b: &Builder<'c, 'b>,
-    (groups, has_weight, mask): (i64, bool, [bool; 3]),
+    op: &GroupNormBackward,
     args: &[Arg<'c, 'b, '_>],
     outs: &[TensorType],
 ) -> LowerResult<Vec<Value<'c, 'b>>> {
+    let &GroupNormBackward { groups, has_weight, mask } = op;
     let (g, x, mean, rstd) = (args[0], args[1], args[2], args[3]);
     let dims = static_dims(x.ty)?;
     let dt = x.ty.dtype;

@@ -8,7 +8,7 @@
 
 use melior::ir::Value;
 use torchtpu_passes::ir::ops::{AdaptiveAvgPool, AvgPool, MaxPool, Upsample};
-use torchtpu_passes::ir::{DType, Op, Scalar, TensorType};
+use torchtpu_passes::ir::{DType, Scalar, TensorType};
 
 use super::builder::{
     accumulation_dtype, i64_array, scalar_literal, static_dims, tensor_type_text, Builder, LowerResult,
@@ -391,33 +391,45 @@ fn resample_matrix(n: i64, m: i64, bilinear: bool, align_corners: bool, scale: O
         .collect()
 }
 
-/// `_adaptive_avg_pool{2,3}d` and `upsample_{nearest,bilinear}2d`: one weight matrix per
-/// spatial dim whose size changes.
-pub(super) fn resample<'c, 'b>(
+/// `_adaptive_avg_pool{2,3}d`: an averaging matrix per spatial dim whose size changes.
+pub(super) fn adaptive_avg_pool<'c, 'b>(
     b: &Builder<'c, 'b>,
-    op: &Op,
+    op: &AdaptiveAvgPool,
     x: Arg<'c, 'b, '_>,
     out: &TensorType,
+) -> LowerResult<Value<'c, 'b>> {
+    resample(b, op.spatial, x, out, |_, n, m| (n != m).then(|| adaptive_matrix(n, m)))
+}
+
+/// `upsample_{nearest,bilinear}2d`: an interpolation matrix per spatial dim.
+pub(super) fn upsample<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    op: &Upsample,
+    x: Arg<'c, 'b, '_>,
+    out: &TensorType,
+) -> LowerResult<Value<'c, 'b>> {
+    let Upsample { bilinear, align_corners, scales } = op;
+    let scale = |k: usize| scales.as_ref().and_then(|s| s.get(k).copied());
+    resample(b, 2, x, out, |k, n, m| Some(resample_matrix(n, m, *bilinear, *align_corners, scale(k))))
+}
+
+/// `x` multiplied along each of its trailing `spatial` dims by the matrix `matrix(k, n, m)`
+/// gives for the `k`-th (from size `n` to `m`; `None`: left as it is).
+fn resample<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    spatial: usize,
+    x: Arg<'c, 'b, '_>,
+    out: &TensorType,
+    matrix: impl Fn(usize, i64, i64) -> Option<Vec<Vec<f64>>>,
 ) -> LowerResult<Value<'c, 'b>> {
     let in_dims = static_dims(x.ty)?;
     let out_dims = static_dims(out)?;
     let dt = out.dtype;
-    let spatial = match op {
-        Op::AdaptiveAvgPool(AdaptiveAvgPool { spatial }) => *spatial,
-        _ => 2,
-    };
     let mut v = b.convert(x.v, &in_dims, x.ty.dtype, dt)?;
     let mut dims = in_dims.clone();
     for k in 0..spatial {
         let axis = in_dims.len() - spatial + k;
-        let (n, m) = (in_dims[axis], out_dims[axis]);
-        let matrix = match op {
-            Op::Upsample(Upsample { bilinear, align_corners, scales }) => {
-                resample_matrix(n, m, *bilinear, *align_corners, scales.as_ref().and_then(|s| s.get(k).copied()))
-            }
-            _ if n == m => continue,
-            _ => adaptive_matrix(n, m),
-        };
+        let Some(matrix) = matrix(k, in_dims[axis], out_dims[axis]) else { continue };
         (v, dims) = along(b, v, &dims, axis, &matrix, dt)?;
     }
     b.reshape(v, &out_dims, dt)

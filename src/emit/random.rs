@@ -8,6 +8,7 @@
 //! distributions, not its generator's exact numbers.
 
 use melior::ir::Value;
+use torchtpu_passes::ir::ops::Dropout;
 use torchtpu_passes::ir::{DType, Scalar, TensorType};
 
 use super::builder::{i64_array, static_dims, Builder, Ew, LowerResult};
@@ -135,11 +136,12 @@ pub(super) fn randperm<'c, 'b>(b: &Builder<'c, 'b>, state: V<'c, 'b>, out: &Tens
 /// kept with probability `1 - p` when training; the identity and an all-true mask otherwise.
 pub(super) fn dropout<'c, 'b>(
     b: &Builder<'c, 'b>,
-    (p, train): (f64, bool),
+    op: &Dropout,
     x: Arg<'c, 'b, '_>,
     state: V<'c, 'b>,
     out: &[TensorType],
 ) -> LowerResult<Drawn<'c, 'b>> {
+    let &Dropout { p, train } = op;
     let dims = static_dims(x.ty)?;
     let dt = out[0].dtype;
     if !train || dims.contains(&0) {

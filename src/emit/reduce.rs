@@ -2,6 +2,7 @@
 //! `histc`.
 
 use melior::ir::Value;
+use torchtpu_passes::ir::ops::Histc;
 use torchtpu_passes::ir::ops::{ArgReduce, Reduce};
 use torchtpu_passes::ir::{ArgReduceOp, CumulativeOp, DType, ReduceOp, Scalar, TensorType};
 
@@ -242,10 +243,11 @@ fn log_add_exp<'c, 'b>(
 /// every bin index and the hits summed (in f32 for half types, so counts stay exact).
 pub(super) fn histc<'c, 'b>(
     b: &Builder<'c, 'b>,
-    (bins, min, max): (i64, f64, f64),
+    op: &Histc,
     x: Arg<'c, 'b, '_>,
     out: &TensorType,
 ) -> LowerResult<Value<'c, 'b>> {
+    let &Histc { bins, min, max } = op;
     let dt = x.ty.dtype;
     let n: i64 = static_dims(x.ty)?.iter().product();
     let e = Ew { b, dims: vec![n], dt };

@@ -7,6 +7,8 @@
 //! with the interpolation weights. Reads outside the image give zero.
 
 use melior::ir::Value;
+use torchtpu_passes::ir::ops::Col2Im;
+use torchtpu_passes::ir::ops::GridSampler;
 use torchtpu_passes::ir::{DType, GridPadding, Interpolation, Scalar, TensorType};
 
 use super::builder::{i64_array, static_dims, Builder, Ew, LowerResult};
@@ -145,10 +147,11 @@ fn cubic_weights<'c, 'b>(e: &Ew<'_, 'c, 'b>, t: V<'c, 'b>) -> LowerResult<[V<'c,
 /// `grid_sampler_2d(input, grid, mode, padding, align_corners)`.
 pub(super) fn grid_sampler<'c, 'b>(
     b: &Builder<'c, 'b>,
-    (mode, padding, align_corners): (Interpolation, GridPadding, bool),
+    op: &GridSampler,
     args: &[Arg<'c, 'b, '_>],
     out: &TensorType,
 ) -> LowerResult<V<'c, 'b>> {
+    let &GridSampler { mode, padding, align_corners } = op;
     let (input, grid) = (args[0], args[1]);
     let xd = static_dims(input.ty)?;
     let gd = static_dims(grid.ty)?;
@@ -225,10 +228,11 @@ pub(super) fn grid_sampler<'c, 'b>(
 /// order, then the padding is cropped.
 pub(super) fn col2im<'c, 'b>(
     b: &Builder<'c, 'b>,
-    (kernel, dilation, padding, stride): ([i64; 2], [i64; 2], [i64; 2], [i64; 2]),
+    op: &Col2Im,
     x: Arg<'c, 'b, '_>,
     out: &TensorType,
 ) -> LowerResult<V<'c, 'b>> {
+    let &Col2Im { kernel, dilation, padding, stride, .. } = op;
     let od = static_dims(out)?;
     let dt = out.dtype;
     let batched = od.len() == 4;

@@ -47,9 +47,7 @@ pub mod plan;
 mod sequence;
 mod unfuse;
 
-use crate::ir::ops::{
-    Bmm, Cat, Convert, Embedding, Identity, Mm, Pad, Permute, Reduce, Select, Slice, Softmax, Squeeze, Unsqueeze,
-};
+use crate::ir::ops::{Bmm, Cat, Embedding, Mm, Pad, Permute, Reduce, Select, Slice, Softmax, Squeeze, Unsqueeze};
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::ir::{Dim, Graph, InputKind, Mesh, NodeId, Op, Sharding, ValueRef};
@@ -511,10 +509,7 @@ fn follow(
     let keep = |dim: Option<usize>| dim.map(|d| (d, first.inner, origins.clone(), Vec::new())).ok_or(Why::Misaligned);
     let same_split = |v: &ValueRef, dim: usize| splits.get(v).is_some_and(|s| s.dim == dim && s.inner == first.inner);
     match &node.op {
-        Op::Unary(_) | Op::Clamp(_) | Op::Elu(_) | Op::LeakyRelu(_) | Op::Identity(Identity) | Op::Convert(Convert) => {
-            keep(Some(first.dim))
-        }
-        Op::Binary(_) | Op::Where(_) | Op::ClampTensor(_) => broadcast(graph, ins, splits, rank, first_at, tp)
+        op if op.is_elementwise() => broadcast(graph, ins, splits, rank, first_at, tp)
             .map(|(dim, weights)| (dim, first.inner, origins.clone(), weights)),
         Op::View(_) => view_split(&in_dims, &out, first.dim, first.inner, tp)
             .map(|(d, inner)| (d, inner, origins.clone(), Vec::new())),

@@ -178,6 +178,10 @@ impl OpDef for UnaryOp {
         };
         one(Expected { dtype, ..Expected::shape(&x.dims) })
     }
+
+    fn is_elementwise(&self) -> bool {
+        true
+    }
 }
 
 impl OpDef for Clamp {
@@ -190,6 +194,10 @@ impl OpDef for Clamp {
         let dtype = x.dtype.is_float().then_some(x.dtype);
         one(Expected { dtype, ..Expected::shape(&x.dims) })
     }
+
+    fn is_elementwise(&self) -> bool {
+        true
+    }
 }
 
 impl OpDef for Elu {
@@ -201,6 +209,10 @@ impl OpDef for Elu {
         let x = inputs[0];
         one(Expected::exact(x.dtype, &x.dims))
     }
+
+    fn is_elementwise(&self) -> bool {
+        true
+    }
 }
 
 impl OpDef for LeakyRelu {
@@ -211,6 +223,10 @@ impl OpDef for LeakyRelu {
     fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
         let x = inputs[0];
         one(Expected::exact(x.dtype, &x.dims))
+    }
+
+    fn is_elementwise(&self) -> bool {
+        true
     }
 }
 
@@ -224,6 +240,10 @@ impl OpDef for CopyFrom {
         broadcast(&[&x.dims, &inputs[1].dims])?;
         one(Expected::exact(x.dtype, &x.dims))
     }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Exact
+    }
 }
 
 impl OpDef for Dropout {
@@ -234,6 +254,14 @@ impl OpDef for Dropout {
     fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
         let x = inputs[0];
         Ok(vec![Expected::exact(x.dtype, &x.dims), Expected::shape(&x.dims)])
+    }
+
+    fn is_random(&self) -> bool {
+        true
+    }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Exact
     }
 }
 
@@ -248,6 +276,10 @@ impl OpDef for ClampTensor {
         let all: Vec<_> = inputs.iter().map(|t| (Some(*t), None)).collect();
         one(Expected::exact(result_type(&all), &dims))
     }
+
+    fn is_elementwise(&self) -> bool {
+        true
+    }
 }
 
 impl OpDef for Identity {
@@ -258,6 +290,10 @@ impl OpDef for Identity {
     fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
         let x = inputs[0];
         one(Expected::exact(x.dtype, &x.dims))
+    }
+
+    fn is_elementwise(&self) -> bool {
+        true
     }
 }
 
@@ -270,6 +306,10 @@ impl OpDef for FullLike {
         let x = inputs[0];
         one(Expected::shape(&x.dims))
     }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Exact
+    }
 }
 
 impl OpDef for Convert {
@@ -280,6 +320,10 @@ impl OpDef for Convert {
     fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
         let x = inputs[0];
         one(Expected::shape(&x.dims))
+    }
+
+    fn is_elementwise(&self) -> bool {
+        true
     }
 }
 
@@ -302,6 +346,10 @@ impl OpDef for Binary {
         };
         one(Expected::exact(dtype, &dims))
     }
+
+    fn is_elementwise(&self) -> bool {
+        true
+    }
 }
 
 impl OpDef for Where {
@@ -319,6 +367,10 @@ impl OpDef for Where {
         let dims = broadcast(&inputs.iter().map(|t| t.dims.as_slice()).collect::<Vec<_>>())?;
         let dtype = result_type(&typed_operands(&[*on_true, *on_false], &inputs[1..]));
         one(Expected::exact(dtype, &dims))
+    }
+
+    fn is_elementwise(&self) -> bool {
+        true
     }
 }
 

@@ -208,6 +208,10 @@ impl OpDef for IndexPut {
         let x = inputs[0];
         one(like(x))
     }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Rule
+    }
 }
 
 impl OpDef for IndexSelect {
@@ -229,6 +233,10 @@ impl OpDef for IndexSelect {
         }
         one(Expected::exact(x.dtype, &dims))
     }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Rule
+    }
 }
 
 impl OpDef for Gather {
@@ -245,6 +253,10 @@ impl OpDef for Gather {
             return Err(format!("gather's index {} and input {} differ in rank", show(&idx.dims), show(&x.dims)));
         }
         one(Expected::exact(x.dtype, &idx.dims))
+    }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Rule
     }
 }
 
@@ -263,6 +275,10 @@ impl OpDef for Embedding {
         dims.push(w.dims[1].clone());
         one(Expected::exact(w.dtype, &dims))
     }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Exact
+    }
 }
 
 impl OpDef for Index {
@@ -275,6 +291,10 @@ impl OpDef for Index {
         let x = inputs[0];
         let Index { present } = self;
         one(index(x, present, &inputs[1..])?)
+    }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Rule
     }
 }
 

@@ -50,6 +50,10 @@ impl OpDef for Mm {
     fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
         one(matmul(inputs[0], inputs[1], 0)?)
     }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Rule
+    }
 }
 
 impl OpDef for Bmm {
@@ -59,6 +63,10 @@ impl OpDef for Bmm {
 
     fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
         one(matmul(inputs[0], inputs[1], 1)?)
+    }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Rule
     }
 }
 
@@ -73,6 +81,10 @@ impl OpDef for Addmm {
         broadcast(&[&inputs[0].dims, &dims])
             .map_err(|_| format!("the added term {} does not broadcast to {}", show(&inputs[0].dims), show(&dims)))?;
         one(e)
+    }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Rule
     }
 }
 
@@ -114,6 +126,10 @@ impl OpDef for Convolution {
 
     fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
         one(convolution(self, inputs)?)
+    }
+
+    fn under_padding(&self) -> Padding {
+        Padding::BatchRows
     }
 }
 

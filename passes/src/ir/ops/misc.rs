@@ -240,6 +240,10 @@ impl OpDef for Arange {
         let Arange { start, end, step } = self;
         one(Expected::partial(None, vec![Some(Dim::Static(arange_len(*start, *end, *step)?))]))
     }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Exact
+    }
 }
 
 impl OpDef for ArangeSym {
@@ -254,6 +258,10 @@ impl OpDef for ArangeSym {
             _ => one(Expected::partial(None, vec![None])),
         }
     }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Exact
+    }
 }
 
 impl OpDef for ScalarTensor {
@@ -263,6 +271,10 @@ impl OpDef for ScalarTensor {
 
     fn infer(&self, _: &[&TensorType]) -> RuleResult {
         one(Expected::shape(&[]))
+    }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Exact
     }
 }
 
@@ -353,6 +365,10 @@ impl OpDef for Rand {
         // The shape of a random tensor is its declared type; only the seed is an operand.
         one(Expected::unstated())
     }
+
+    fn is_random(&self) -> bool {
+        true
+    }
 }
 
 impl OpDef for RandPerm {
@@ -362,6 +378,10 @@ impl OpDef for RandPerm {
 
     fn infer(&self, _: &[&TensorType]) -> RuleResult {
         one(Expected::partial(None, vec![None]))
+    }
+
+    fn is_random(&self) -> bool {
+        true
     }
 }
 
@@ -541,6 +561,10 @@ impl OpDef for Upsample {
         dims.extend(std::iter::repeat_n(None, x.rank() - 2));
         one(Expected::partial(Some(x.dtype), dims))
     }
+
+    fn under_padding(&self) -> Padding {
+        Padding::BatchRows
+    }
 }
 
 impl OpDef for AssertMetadata {
@@ -550,6 +574,10 @@ impl OpDef for AssertMetadata {
 
     fn infer(&self, _: &[&TensorType]) -> RuleResult {
         Ok(vec![])
+    }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Exact
     }
 }
 

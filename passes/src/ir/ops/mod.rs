@@ -78,6 +78,48 @@ pub trait OpDef: OpSyntax {
 
     /// The type rule: the result types for operands of types `inputs` (arity already checked).
     fn infer(&self, inputs: &[&TensorType]) -> RuleResult;
+
+    /// Element-wise on broadcast operands: each result position reads the same position of
+    /// every operand (arithmetic, selects, clamps, conversions, copies).
+    fn is_elementwise(&self) -> bool {
+        false
+    }
+
+    /// Draws random numbers: reads the graph's `rng_seed` input as its last operand and
+    /// advances the random state in graph order.
+    fn is_random(&self) -> bool {
+        false
+    }
+
+    /// What running at a size bucket does to it, its operands padded past their real size
+    /// along a dynamic dim (the `bucket_masks` pass). Element-wise ops are exact; others are
+    /// refused unless they say otherwise.
+    fn under_padding(&self) -> Padding {
+        if self.is_elementwise() {
+            Padding::Exact
+        } else {
+            Padding::Refused
+        }
+    }
+}
+
+/// How an op treats operands padded past their real size along a dynamic dim (a program
+/// compiled for a size bucket runs every real size at the bucket's size).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Padding {
+    /// Real results stay real whatever the padding holds: each result position reads the same
+    /// or earlier positions along a padded dim (element-wise ops, moves of dims, running
+    /// reductions), or no padded values at all (inputs, constants, shapes).
+    Exact,
+    /// Each row of the batch (dim 0) is computed from that row alone: exact when dim 0 is the
+    /// only dynamic one.
+    BatchRows,
+    /// Exact under a rule of the `bucket_masks` pass for this op: a mask that fills the padding
+    /// with a neutral value (softmax, reductions, contractions) or a check of its attributes
+    /// against the dynamic dims (views, slices, gathers).
+    Rule,
+    /// No padding-safe form: a bucket with this op along a dynamic dim is refused.
+    Refused,
 }
 
 /// Reading an op back from its printed name and attributes.
@@ -219,27 +261,14 @@ ops! {
 }
 
 impl Op {
-    /// Ops that draw random numbers: they read the graph's `rng_seed` input as their last
-    /// input and advance the random state in graph order.
+    /// Draws random numbers (see [`OpDef::is_random`]).
     pub fn is_random(&self) -> bool {
-        matches!(self, Op::Rand { .. } | Op::RandPerm(_) | Op::Dropout { .. })
+        self.def().is_random()
     }
 
-    /// Element-wise ops on broadcast operands (each output position reads the same position of
-    /// every operand): arithmetic, selects, clamps, conversions, copies.
+    /// Element-wise on broadcast operands (see [`OpDef::is_elementwise`]).
     pub fn is_elementwise(&self) -> bool {
-        matches!(
-            self,
-            Op::Unary(_)
-                | Op::Binary { .. }
-                | Op::Where { .. }
-                | Op::Clamp { .. }
-                | Op::ClampTensor { .. }
-                | Op::Elu { .. }
-                | Op::LeakyRelu { .. }
-                | Op::Convert(_)
-                | Op::Identity(_)
-        )
+        self.def().is_elementwise()
     }
 
     /// Short, stable op name used by the printer, the parser and messages (`addmm`,
@@ -285,6 +314,10 @@ impl OpDef for InputKind {
     /// An input's declared type is the contract.
     fn infer(&self, _: &[&TensorType]) -> RuleResult {
         Ok(vec![])
+    }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Exact
     }
 }
 

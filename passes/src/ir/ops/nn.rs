@@ -93,6 +93,10 @@ impl OpDef for MaxPool {
         let indices = Expected::partial(Some(crate::ir::DType::I64), out.clone());
         Ok(vec![Expected::partial(Some(x.dtype), out), indices])
     }
+
+    fn under_padding(&self) -> Padding {
+        Padding::BatchRows
+    }
 }
 
 impl OpDef for AvgPool {
@@ -105,6 +109,10 @@ impl OpDef for AvgPool {
         let AvgPool { kernel, stride, padding, ceil_mode, .. } = self;
         let out = pooled(x, kernel, stride, padding, &[1], *ceil_mode)?;
         Ok(vec![Expected::partial(Some(x.dtype), out)])
+    }
+
+    fn under_padding(&self) -> Padding {
+        Padding::BatchRows
     }
 }
 
@@ -122,6 +130,10 @@ impl OpDef for AdaptiveAvgPool {
         dims.extend(std::iter::repeat_n(None, *spatial));
         Ok(vec![Expected::partial(Some(x.dtype), dims)])
     }
+
+    fn under_padding(&self) -> Padding {
+        Padding::BatchRows
+    }
 }
 
 impl OpDef for GroupNorm {
@@ -135,6 +147,10 @@ impl OpDef for GroupNorm {
         // The saved statistics' shapes differ between exports ([C], [N, G] or [0]): only the
         // normalized value is stated.
         Ok(vec![like(x)])
+    }
+
+    fn under_padding(&self) -> Padding {
+        Padding::BatchRows
     }
 }
 
@@ -161,6 +177,10 @@ impl OpDef for BatchNormInference {
     fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
         batch_norm(inputs[0])
     }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Exact
+    }
 }
 
 impl OpDef for LayerNorm {
@@ -180,6 +200,10 @@ impl OpDef for LayerNorm {
         stats.extend(std::iter::repeat_n(Dim::Static(1), *normalized_rank));
         let stat = Expected::shape(&stats);
         Ok(vec![like(x), stat.clone(), stat])
+    }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Rule
     }
 }
 

@@ -103,6 +103,10 @@ impl OpDef for Softmax {
         dim_index(*dim, x.rank())?;
         one(Expected::exact(x.dtype, &x.dims))
     }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Rule
+    }
 }
 
 impl OpDef for Reduce {
@@ -120,6 +124,10 @@ impl OpDef for Reduce {
             _ => x.dtype,
         });
         one(Expected::exact(dtype, &out))
+    }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Rule
     }
 }
 
@@ -146,6 +154,10 @@ impl OpDef for ExtremumDim {
         let ExtremumDim { dim, keepdim, .. } = self;
         let out = reduced(x, &[*dim], *keepdim)?;
         Ok(vec![Expected::exact(x.dtype, &out), Expected::exact(DType::I64, &out)])
+    }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Rule
     }
 }
 
@@ -198,6 +210,10 @@ impl OpDef for ArgReduce {
         };
         one(Expected::exact(DType::I64, &out))
     }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Rule
+    }
 }
 
 impl OpDef for Cumulative {
@@ -214,6 +230,12 @@ impl OpDef for Cumulative {
         }
         let dtype = dtype.unwrap_or(if x.dtype.is_float() || x.dtype.is_complex() { x.dtype } else { DType::I64 });
         one(Expected::exact(dtype, &x.dims))
+    }
+
+    // A running reduction at a position reads only the positions before it: padding at the
+    // end changes nothing real.
+    fn under_padding(&self) -> Padding {
+        Padding::Exact
     }
 }
 

@@ -125,6 +125,10 @@ impl OpDef for Full {
         }
         one(Expected::shape(size))
     }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Exact
+    }
 }
 
 impl OpDef for Literal {
@@ -159,6 +163,10 @@ impl OpDef for Select {
         let mut dims = known(&x.dims);
         dims.remove(d);
         one(same_dtype(dims))
+    }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Rule
     }
 }
 
@@ -212,6 +220,10 @@ impl OpDef for View {
         let View { size } = self;
         one(same_dtype(view(x, size)?))
     }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Rule
+    }
 }
 
 impl OpDef for Permute {
@@ -225,6 +237,10 @@ impl OpDef for Permute {
         let Permute { dims } = self;
         one(same_dtype(permute(x, dims)?))
     }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Exact
+    }
 }
 
 impl OpDef for Expand {
@@ -237,6 +253,10 @@ impl OpDef for Expand {
         let same_dtype = |dims: Vec<Option<Dim>>| Expected::partial(Some(x.dtype), dims);
         let Expand { size } = self;
         one(same_dtype(expand(x, size)?))
+    }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Exact
     }
 }
 
@@ -254,6 +274,10 @@ impl OpDef for Unsqueeze {
         dims.insert(at, Some(Dim::Static(1)));
         one(same_dtype(dims))
     }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Exact
+    }
 }
 
 impl OpDef for Squeeze {
@@ -267,6 +291,10 @@ impl OpDef for Squeeze {
         let Squeeze { dims } = self;
         one(same_dtype(squeeze(x, dims)?))
     }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Exact
+    }
 }
 
 impl OpDef for Slice {
@@ -279,6 +307,10 @@ impl OpDef for Slice {
         let same_dtype = |dims: Vec<Option<Dim>>| Expected::partial(Some(x.dtype), dims);
         let Slice { dim, start, end, step } = self;
         one(same_dtype(slice(x, *dim, start, end, *step)?))
+    }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Rule
     }
 }
 
@@ -306,6 +338,10 @@ impl OpDef for SplitWithSizes {
         };
         Ok(sizes.iter().map(part).collect())
     }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Rule
+    }
 }
 
 impl OpDef for Cat {
@@ -316,6 +352,10 @@ impl OpDef for Cat {
     fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
         let Cat { dim } = self;
         one(cat(*dim, inputs)?)
+    }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Rule
     }
 }
 
