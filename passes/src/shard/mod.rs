@@ -24,7 +24,7 @@
 //!   Constraints pin the split at each column-parallel result and the whole value at each
 //!   row-parallel one.
 //! - Axis `fsdp`: every weight is stored split along it as well and gathered where used
-//!   ([`fsdp`]).
+//!   (`fsdp`).
 //! - Any other axis (expert or sequence parallelism) is refused: not supported yet.
 //!
 //! A plan file (`--shard-plan FILE`, [`plan`]) overrides this per module and per input: it

@@ -22,7 +22,7 @@
 //! prove exact: a module it cannot split that way is refused by name), `replicate` keeps the
 //! module's weights whole, and `vocab` (or `rowwise` on an embedding) splits an embedding
 //! table along its rows, however small, and `sequence` runs a module (a norm) on activations
-//! split along the sequence ([`super::sequence`]). A user input named under `inputs` is split
+//! split along the sequence (`sequence`). A user input named under `inputs` is split
 //! as listed (`null`: whole), replacing the `auto` split of its first dim along `dp`.
 
 use std::collections::BTreeMap;

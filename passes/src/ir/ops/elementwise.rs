@@ -1,4 +1,8 @@
-//! Element-wise ops: arithmetic with scalars and clamps, activations with attributes, copies and conversions, dropout.
+//! Element-wise ops (those whose `is_elementwise` holds: unary and binary functions, `where`,
+//! clamps, activations with attributes, copies and conversions) and the ops typed like them
+//! but not element-wise in that sense: `full_like` (reads only a shape), `copy_from` (its
+//! source broadcast into `self`'s shape) and dropout (random). Also torch's type promotion
+//! ([`promote_types`], [`result_type`]).
 
 use super::attr::by_name;
 use super::rule::*;

@@ -1,12 +1,13 @@
 //! The closed set of operations of the IR, one definition per op.
 //!
 //! Each op (or family of ops sharing a rule, such as the reductions) is a struct in its
-//! family's file, declared with [`op!`]: its doc, its printed name, and its attributes, each
+//! family's file, declared with `op!`: its doc, its printed name, and its attributes, each
 //! with the key it prints under. The declaration gives the struct, its `NAME`, and the
-//! printing and reading back of its attributes ([`OpDef::attrs`], [`ParseOp`]); the file adds
-//! the rest of the definition by hand, next to it. [`Op`] is the enum of all of them, made by
-//! [`ops!`] from one list, which also gives the parser's table ([`Op::parse_named`]) and
-//! [`Op::def`], the op as a `&dyn OpDef`.
+//! printing and reading back of its attributes ([`OpSyntax`], and `ParseOp`). Next to it, the
+//! file implements [`OpDef`] by hand: the op's arity, its type rule, and its facts (whether it
+//! is element-wise or random, how it treats padding: [`Padding`]). [`Op`] is the enum of all of
+//! them, made by `ops!` from one list, which also gives the parser's table
+//! (`Op::parse_named`) and [`Op::def`], the op as a `&dyn OpDef`.
 //!
 //! Tensor operands are the node's inputs, in slot order; the doc of each struct names them.
 //! Attributes are normalized: defaults filled in, negative dims kept as written (the verifier
@@ -14,12 +15,18 @@
 //!
 //! An attribute's spec, in brackets after its type:
 //!
-//! - `["key"]`: printed `key=value` by its type's [`Attr`] form;
+//! - `["key"]`: printed `key=value` by its type's `Attr` form;
 //! - `["key", optional]`: the same, left out when it is the type's default;
-//! - `["key", via codec]`: printed and read by the module `codec` of [`attr`] (e.g. a slice's
+//! - `["key", via codec]`: printed and read by the module `codec` of `attr` (e.g. a slice's
 //!   `end`, which prints `end` for "to the end");
 //! - `[flatten]`: another op's attributes, in place (a backward op holds its forward's);
 //! - `[kind]`: the member of the family, which names the op (`reduce_sum`, `cumsum`).
+//!
+//! What comes next has its place here. An op with regions (`cond`'s branches, a loop's body)
+//! is a struct holding its subgraphs, with an attribute form for a region (a block of the
+//! printed form) and a rule that types the region's results against the op's. Complex values
+//! are a dtype, which the rules already promote (`is_complex`); an op that reads both parts
+//! says so in its rule and its emission.
 
 #[macro_use]
 mod attr;
@@ -34,33 +41,21 @@ mod shape;
 #[cfg(test)]
 mod tests;
 
-pub use elementwise::{
-    Binary, Clamp, ClampTensor, Convert, CopyFrom, Dropout, Elu, FullLike, Identity, LeakyRelu, Where,
-};
-pub use index::{
-    Embedding, EmbeddingBackward, EmbeddingBag, Gather, Index, IndexPut, IndexSelect, MaskedScatter, Scatter,
-    SelectScatter, SliceScatter,
-};
-pub use linalg::{Addmm, Bmm, Convolution, GroupedMm, Mm};
-pub use misc::{
-    AdaptiveAvgPoolBackward, Arange, ArangeSym, AsStrided, AssertMetadata, AvgPoolBackward, Cdist, Col2Im,
-    ConvolutionBackward, Diagonal, Fft, GridSampler, GroupNormBackward, LayerNormBackward, MaxPoolBackward, PadMode,
-    Pdist, Rand, RandPerm, ScalarTensor, SymInt, SymSize, Unsupported, Upsample,
-};
-pub use nn::{AdaptiveAvgPool, AvgPool, BatchNormInference, BatchNormTraining, GroupNorm, LayerNorm, MaxPool};
-pub use reduce::{ArgReduce, Cumulative, ExtremumDim, Histc, Reduce, Softmax, Sort, TopK, Var};
-pub use shape::{
-    Cat, Expand, Flip, Full, Literal, Pad, Permute, Repeat, Select, Slice, SplitWithSizes, Squeeze, Unsqueeze, View,
-};
+pub use elementwise::*;
+pub use index::*;
+pub use linalg::*;
+pub use misc::*;
+pub use nn::*;
+pub use reduce::*;
+pub use shape::*;
 
 pub(crate) use attr::{by_name, serde_name, AttrReader};
-pub use elementwise::{promote_types, result_type};
 pub use rule::{same_dim, Arity, Expected, RuleResult};
 
 use super::op::{InputKind, UnaryOp};
 use super::types::{Scalar, TensorType};
 
-/// How an op is written: its name and attributes. [`op!`] implements it from the declaration.
+/// How an op is written: its name and attributes. `op!` implements it from the declaration.
 pub trait OpSyntax {
     /// The printed name (`addmm`, `reduce_mean`, `cumsum`): the struct's `NAME`, or made from
     /// the member of a family.

@@ -1,6 +1,7 @@
 //! Tests of the IR parser: round trips over the import snapshots and every op, and errors.
 
 use crate::ir::ops::{Literal, Mm, Unsupported};
+use std::collections::BTreeSet;
 use std::path::Path;
 
 use super::*;
@@ -408,4 +409,26 @@ const EVERY_OP: &str = r#"graph ops {
 fn every_op_the_printer_knows_round_trips() {
     let g = parse(EVERY_OP).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(print(&g), EVERY_OP);
+}
+
+/// The variants of `Op`, read from the `ops!` list that declares them (one `Variant(Type),` a
+/// line).
+fn op_variants() -> BTreeSet<String> {
+    let source = include_str!("../ops/mod.rs");
+    let list = source.split_once("\nops! {").expect("the `ops!` list").1;
+    let list = &list[..list.find("\n}").expect("the end of the `ops!` list")];
+    list.lines().filter_map(|l| l.trim().strip_suffix("),")?.split_once('(')).map(|(v, _)| v.to_string()).collect()
+}
+
+#[test]
+fn every_op_variant_is_in_every_op() {
+    let g = parse(EVERY_OP).unwrap_or_else(|e| panic!("{e}"));
+    let seen: BTreeSet<String> = g
+        .node_ids()
+        .map(|id| format!("{:?}", g.node(id).op).chars().take_while(char::is_ascii_alphanumeric).collect())
+        .collect();
+    let variants = op_variants();
+    assert!(variants.len() > 50, "read only {} variants: {variants:?}", variants.len());
+    let missing: Vec<&String> = variants.difference(&seen).collect();
+    assert!(missing.is_empty(), "`Op` variants with no line in EVERY_OP: {missing:?}");
 }
