@@ -46,6 +46,31 @@ impl ParseOp for Binary {
     }
 }
 
+impl OpDef for Binary {
+    fn arity(&self) -> Arity {
+        let Binary { lhs, rhs, .. } = self;
+        Arity::fixed(tensors(&[*lhs, *rhs]), 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let Binary { op: b, lhs, rhs, .. } = self;
+        let dims = broadcast(&inputs.iter().map(|t| t.dims.as_slice()).collect::<Vec<_>>())?;
+        let operands = typed_operands(&[*lhs, *rhs], inputs);
+        let promoted = result_type(&operands);
+        let logical = matches!(b, BinaryOp::LogicalAnd | BinaryOp::LogicalOr | BinaryOp::LogicalXor);
+        let dtype = match b {
+            _ if b.is_comparison() || logical => DType::Bool,
+            BinaryOp::Div | BinaryOp::Atan2 if !promoted.is_float() && !promoted.is_complex() => DType::F32,
+            _ => promoted,
+        };
+        one(Expected::exact(dtype, &dims))
+    }
+
+    fn is_elementwise(&self) -> bool {
+        true
+    }
+}
+
 /// `where(cond, a, b)`: one input per `Operand::Tensor`, cond first (always a tensor).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Where {
@@ -80,11 +105,233 @@ impl ParseOp for Where {
     }
 }
 
-/// The `N` operands of a call, each a tensor or a scalar.
-fn call_operands<const N: usize>(name: &str, args: &[Option<Scalar>]) -> Result<[Operand; N], String> {
-    let found = args.len();
-    let v: Vec<Operand> = args.iter().map(|a| a.map_or(Operand::Tensor, Operand::Scalar)).collect();
-    v.try_into().map_err(|_| format!("`{name}` takes {N} operands, found {found}"))
+impl OpDef for Where {
+    fn arity(&self) -> Arity {
+        let Where { on_true, on_false } = self;
+        Arity::fixed(1 + tensors(&[*on_true, *on_false]), 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let x = inputs[0];
+        let Where { on_true, on_false } = self;
+        if x.dtype != DType::Bool {
+            return Err(format!("the condition is {}, not bool", x.dtype));
+        }
+        let dims = broadcast(&inputs.iter().map(|t| t.dims.as_slice()).collect::<Vec<_>>())?;
+        let dtype = result_type(&typed_operands(&[*on_true, *on_false], &inputs[1..]));
+        one(Expected::exact(dtype, &dims))
+    }
+
+    fn is_elementwise(&self) -> bool {
+        true
+    }
+}
+
+op! {
+    /// `clamp(x, min, max)` (also `hardtanh`): inputs `[x]`.
+    pub struct Clamp = "clamp" {
+        pub min: Option<Scalar> ["min"],
+        pub max: Option<Scalar> ["max"],
+    }
+}
+
+impl OpDef for Clamp {
+    fn arity(&self) -> Arity {
+        Arity::fixed(1, 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let x = inputs[0];
+        let dtype = x.dtype.is_float().then_some(x.dtype);
+        one(Expected { dtype, ..Expected::shape(&x.dims) })
+    }
+
+    fn is_elementwise(&self) -> bool {
+        true
+    }
+}
+
+op! {
+    /// `clamp.Tensor(x, min, max)`: inputs `[x, (min), (max)]`.
+    pub struct ClampTensor = "clamp_tensor" {
+        pub has_min: bool ["min"],
+        pub has_max: bool ["max"],
+    }
+}
+
+impl OpDef for ClampTensor {
+    fn arity(&self) -> Arity {
+        let ClampTensor { has_min, has_max } = self;
+        Arity::fixed(1 + usize::from(*has_min) + usize::from(*has_max), 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let dims = broadcast(&inputs.iter().map(|t| t.dims.as_slice()).collect::<Vec<_>>())?;
+        let all: Vec<_> = inputs.iter().map(|t| (Some(*t), None)).collect();
+        one(Expected::exact(result_type(&all), &dims))
+    }
+
+    fn is_elementwise(&self) -> bool {
+        true
+    }
+}
+
+op! {
+    /// `elu`: `x > 0 ? scale*x : scale*alpha*(exp(input_scale*x) - 1)`; inputs `[x]`.
+    pub struct Elu = "elu" {
+        pub alpha: f64 ["alpha"],
+        pub scale: f64 ["scale"],
+        pub input_scale: f64 ["input_scale"],
+    }
+}
+
+impl OpDef for Elu {
+    fn arity(&self) -> Arity {
+        Arity::fixed(1, 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let x = inputs[0];
+        one(Expected::exact(x.dtype, &x.dims))
+    }
+
+    fn is_elementwise(&self) -> bool {
+        true
+    }
+}
+
+op! {
+    /// `leaky_relu`: `x > 0 ? x : slope*x`; inputs `[x]`.
+    pub struct LeakyRelu = "leaky_relu" {
+        pub slope: f64 ["slope"],
+    }
+}
+
+impl OpDef for LeakyRelu {
+    fn arity(&self) -> Arity {
+        Arity::fixed(1, 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let x = inputs[0];
+        one(Expected::exact(x.dtype, &x.dims))
+    }
+
+    fn is_elementwise(&self) -> bool {
+        true
+    }
+}
+
+op! {
+    /// `clone`, `alias` and other identities on values: inputs `[x]`.
+    pub struct Identity = "copy";
+}
+
+impl OpDef for Identity {
+    fn arity(&self) -> Arity {
+        Arity::fixed(1, 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let x = inputs[0];
+        one(Expected::exact(x.dtype, &x.dims))
+    }
+
+    fn is_elementwise(&self) -> bool {
+        true
+    }
+}
+
+op! {
+    /// `copy(self, src)`: `src` broadcast and converted to `self`'s shape and dtype: inputs
+    /// `[self, src]`.
+    pub struct CopyFrom = "copy_from";
+}
+
+impl OpDef for CopyFrom {
+    fn arity(&self) -> Arity {
+        Arity::fixed(2, 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let x = inputs[0];
+        broadcast(&[&x.dims, &inputs[1].dims])?;
+        one(Expected::exact(x.dtype, &x.dims))
+    }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Exact
+    }
+}
+
+op! {
+    /// `native_dropout(x, p, train)`: outputs `[x * keep / (1 - p), keep]`, each element kept
+    /// with probability `1 - p` when training: inputs `[x, rng_seed]`.
+    pub struct Dropout = "dropout" {
+        pub p: f64 ["p"],
+        pub train: bool ["train"],
+    }
+}
+
+impl OpDef for Dropout {
+    fn arity(&self) -> Arity {
+        Arity::fixed(2, 2)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let x = inputs[0];
+        Ok(vec![Expected::exact(x.dtype, &x.dims), Expected::shape(&x.dims)])
+    }
+
+    fn is_random(&self) -> bool {
+        true
+    }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Exact
+    }
+}
+
+op! {
+    /// `full_like(x, value)`: inputs `[x]` (only its shape is used).
+    pub struct FullLike = "full_like" {
+        pub value: Scalar ["value"],
+    }
+}
+
+impl OpDef for FullLike {
+    fn arity(&self) -> Arity {
+        Arity::fixed(1, 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let x = inputs[0];
+        one(Expected::shape(&x.dims))
+    }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Exact
+    }
+}
+
+op! {
+    /// `_to_copy` and friends: inputs `[x]`, converted to the output dtype.
+    pub struct Convert = "convert";
+}
+
+impl OpDef for Convert {
+    fn arity(&self) -> Arity {
+        Arity::fixed(1, 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let x = inputs[0];
+        one(Expected::shape(&x.dims))
+    }
+
+    fn is_elementwise(&self) -> bool {
+        true
+    }
 }
 
 /// The unary functions are one family, named by the function (`neg`, `rsqrt`).
@@ -100,70 +347,6 @@ impl ParseOp for UnaryOp {
     fn parse(name: &str, _: &mut AttrReader<'_, '_>, _: &[Option<Scalar>]) -> Option<Result<Self, String>> {
         by_name::<UnaryOp>(name).map(Ok)
     }
-}
-
-op! {
-    /// `clamp(x, min, max)` (also `hardtanh`): inputs `[x]`.
-    pub struct Clamp = "clamp" {
-        pub min: Option<Scalar> ["min"],
-        pub max: Option<Scalar> ["max"],
-    }
-}
-
-op! {
-    /// `clamp.Tensor(x, min, max)`: inputs `[x, (min), (max)]`.
-    pub struct ClampTensor = "clamp_tensor" {
-        pub has_min: bool ["min"],
-        pub has_max: bool ["max"],
-    }
-}
-
-op! {
-    /// `elu`: `x > 0 ? scale*x : scale*alpha*(exp(input_scale*x) - 1)`; inputs `[x]`.
-    pub struct Elu = "elu" {
-        pub alpha: f64 ["alpha"],
-        pub scale: f64 ["scale"],
-        pub input_scale: f64 ["input_scale"],
-    }
-}
-
-op! {
-    /// `leaky_relu`: `x > 0 ? x : slope*x`; inputs `[x]`.
-    pub struct LeakyRelu = "leaky_relu" {
-        pub slope: f64 ["slope"],
-    }
-}
-
-op! {
-    /// `clone`, `alias` and other identities on values: inputs `[x]`.
-    pub struct Identity = "copy";
-}
-
-op! {
-    /// `copy(self, src)`: `src` broadcast and converted to `self`'s shape and dtype: inputs
-    /// `[self, src]`.
-    pub struct CopyFrom = "copy_from";
-}
-
-op! {
-    /// `native_dropout(x, p, train)`: outputs `[x * keep / (1 - p), keep]`, each element kept
-    /// with probability `1 - p` when training: inputs `[x, rng_seed]`.
-    pub struct Dropout = "dropout" {
-        pub p: f64 ["p"],
-        pub train: bool ["train"],
-    }
-}
-
-op! {
-    /// `full_like(x, value)`: inputs `[x]` (only its shape is used).
-    pub struct FullLike = "full_like" {
-        pub value: Scalar ["value"],
-    }
-}
-
-op! {
-    /// `_to_copy` and friends: inputs `[x]`, converted to the output dtype.
-    pub struct Convert = "convert";
 }
 
 impl OpDef for UnaryOp {
@@ -188,194 +371,11 @@ impl OpDef for UnaryOp {
     }
 }
 
-impl OpDef for Clamp {
-    fn arity(&self) -> Arity {
-        Arity::fixed(1, 1)
-    }
-
-    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
-        let x = inputs[0];
-        let dtype = x.dtype.is_float().then_some(x.dtype);
-        one(Expected { dtype, ..Expected::shape(&x.dims) })
-    }
-
-    fn is_elementwise(&self) -> bool {
-        true
-    }
-}
-
-impl OpDef for Elu {
-    fn arity(&self) -> Arity {
-        Arity::fixed(1, 1)
-    }
-
-    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
-        let x = inputs[0];
-        one(Expected::exact(x.dtype, &x.dims))
-    }
-
-    fn is_elementwise(&self) -> bool {
-        true
-    }
-}
-
-impl OpDef for LeakyRelu {
-    fn arity(&self) -> Arity {
-        Arity::fixed(1, 1)
-    }
-
-    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
-        let x = inputs[0];
-        one(Expected::exact(x.dtype, &x.dims))
-    }
-
-    fn is_elementwise(&self) -> bool {
-        true
-    }
-}
-
-impl OpDef for CopyFrom {
-    fn arity(&self) -> Arity {
-        Arity::fixed(2, 1)
-    }
-
-    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
-        let x = inputs[0];
-        broadcast(&[&x.dims, &inputs[1].dims])?;
-        one(Expected::exact(x.dtype, &x.dims))
-    }
-
-    fn under_padding(&self) -> Padding {
-        Padding::Exact
-    }
-}
-
-impl OpDef for Dropout {
-    fn arity(&self) -> Arity {
-        Arity::fixed(2, 2)
-    }
-
-    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
-        let x = inputs[0];
-        Ok(vec![Expected::exact(x.dtype, &x.dims), Expected::shape(&x.dims)])
-    }
-
-    fn is_random(&self) -> bool {
-        true
-    }
-
-    fn under_padding(&self) -> Padding {
-        Padding::Exact
-    }
-}
-
-impl OpDef for ClampTensor {
-    fn arity(&self) -> Arity {
-        let ClampTensor { has_min, has_max } = self;
-        Arity::fixed(1 + usize::from(*has_min) + usize::from(*has_max), 1)
-    }
-
-    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
-        let dims = broadcast(&inputs.iter().map(|t| t.dims.as_slice()).collect::<Vec<_>>())?;
-        let all: Vec<_> = inputs.iter().map(|t| (Some(*t), None)).collect();
-        one(Expected::exact(result_type(&all), &dims))
-    }
-
-    fn is_elementwise(&self) -> bool {
-        true
-    }
-}
-
-impl OpDef for Identity {
-    fn arity(&self) -> Arity {
-        Arity::fixed(1, 1)
-    }
-
-    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
-        let x = inputs[0];
-        one(Expected::exact(x.dtype, &x.dims))
-    }
-
-    fn is_elementwise(&self) -> bool {
-        true
-    }
-}
-
-impl OpDef for FullLike {
-    fn arity(&self) -> Arity {
-        Arity::fixed(1, 1)
-    }
-
-    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
-        let x = inputs[0];
-        one(Expected::shape(&x.dims))
-    }
-
-    fn under_padding(&self) -> Padding {
-        Padding::Exact
-    }
-}
-
-impl OpDef for Convert {
-    fn arity(&self) -> Arity {
-        Arity::fixed(1, 1)
-    }
-
-    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
-        let x = inputs[0];
-        one(Expected::shape(&x.dims))
-    }
-
-    fn is_elementwise(&self) -> bool {
-        true
-    }
-}
-
-impl OpDef for Binary {
-    fn arity(&self) -> Arity {
-        let Binary { lhs, rhs, .. } = self;
-        Arity::fixed(tensors(&[*lhs, *rhs]), 1)
-    }
-
-    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
-        let Binary { op: b, lhs, rhs, .. } = self;
-        let dims = broadcast(&inputs.iter().map(|t| t.dims.as_slice()).collect::<Vec<_>>())?;
-        let operands = typed_operands(&[*lhs, *rhs], inputs);
-        let promoted = result_type(&operands);
-        let logical = matches!(b, BinaryOp::LogicalAnd | BinaryOp::LogicalOr | BinaryOp::LogicalXor);
-        let dtype = match b {
-            _ if b.is_comparison() || logical => DType::Bool,
-            BinaryOp::Div | BinaryOp::Atan2 if !promoted.is_float() && !promoted.is_complex() => DType::F32,
-            _ => promoted,
-        };
-        one(Expected::exact(dtype, &dims))
-    }
-
-    fn is_elementwise(&self) -> bool {
-        true
-    }
-}
-
-impl OpDef for Where {
-    fn arity(&self) -> Arity {
-        let Where { on_true, on_false } = self;
-        Arity::fixed(1 + tensors(&[*on_true, *on_false]), 1)
-    }
-
-    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
-        let x = inputs[0];
-        let Where { on_true, on_false } = self;
-        if x.dtype != DType::Bool {
-            return Err(format!("the condition is {}, not bool", x.dtype));
-        }
-        let dims = broadcast(&inputs.iter().map(|t| t.dims.as_slice()).collect::<Vec<_>>())?;
-        let dtype = result_type(&typed_operands(&[*on_true, *on_false], &inputs[1..]));
-        one(Expected::exact(dtype, &dims))
-    }
-
-    fn is_elementwise(&self) -> bool {
-        true
-    }
+/// The `N` operands of a call, each a tensor or a scalar.
+fn call_operands<const N: usize>(name: &str, args: &[Option<Scalar>]) -> Result<[Operand; N], String> {
+    let found = args.len();
+    let v: Vec<Operand> = args.iter().map(|a| a.map_or(Operand::Tensor, Operand::Scalar)).collect();
+    v.try_into().map_err(|_| format!("`{name}` takes {N} operands, found {found}"))
 }
 
 /// How many of `operands` are tensors (node inputs).

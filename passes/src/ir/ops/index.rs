@@ -13,204 +13,27 @@ op! {
     }
 }
 
-op! {
-    /// `index_select(x, dim, idx)`: inputs `[x, idx]`.
-    pub struct IndexSelect = "index_select" {
-        pub dim: i64 ["dim"],
-    }
-}
-
-op! {
-    /// `gather(x, dim, index)`: inputs `[x, index]`.
-    pub struct Gather = "gather" {
-        pub dim: i64 ["dim"],
-    }
-}
-
-op! {
-    /// `scatter`/`scatter_add`/`scatter_reduce` along `dim`: inputs `[self, index, (src)]`; a
-    /// scalar `value` replaces `src` for `scatter.value`.
-    pub struct Scatter = "scatter" {
-        pub dim: i64 ["dim"],
-        pub reduce: ScatterReduce ["reduce"],
-        pub include_self: bool ["include_self"],
-        pub value: Option<Scalar> ["value"],
-    }
-}
-
-op! {
-    /// `index_put(self, indices, values, accumulate)`: inputs `[self, present indices..., values]`.
-    pub struct IndexPut = "index_put" {
-        pub present: Vec<bool> ["indices", via index_slots],
-        pub accumulate: bool ["accumulate"],
-    }
-}
-
-op! {
-    /// `slice_scatter`: `src` written over `self[start:end:step]` along `dim`: inputs `[self, src]`.
-    pub struct SliceScatter = "slice_scatter" {
-        pub dim: i64 ["dim"],
-        pub start: Dim ["start"],
-        pub end: Dim ["end", via slice_end],
-        pub step: i64 ["step"],
-    }
-}
-
-op! {
-    /// `select_scatter`: `src` written over `self.select(dim, index)`: inputs `[self, src]`.
-    pub struct SelectScatter = "select_scatter" {
-        pub dim: i64 ["dim"],
-        pub index: i64 ["index"],
-    }
-}
-
-op! {
-    /// `masked_scatter`: positions where `mask` is true take `source`'s elements in order:
-    /// inputs `[self, mask, source]`.
-    pub struct MaskedScatter = "masked_scatter";
-}
-
-op! {
-    /// `embedding_dense_backward`: rows of the gradient summed per index: inputs
-    /// `[grad_output, indices]`.
-    pub struct EmbeddingBackward = "embedding_backward" {
-        pub num_weights: i64 ["num_weights"],
-        pub padding_idx: i64 ["padding_idx"],
-        pub scale_grad_by_freq: bool ["scale_grad_by_freq"],
-    }
-}
-
-op! {
-    /// `embedding(weight, indices)`: inputs `[weight, indices]`.
-    pub struct Embedding = "embedding";
-}
-
-op! {
-    /// `_embedding_bag` with 1-D indices and offsets: inputs `[weight, indices, offsets,
-    /// (per_sample_weights)]`, outputs `[output, offset2bag, bag_size, max_indices]` shaped as
-    /// PyTorch's CPU kernel makes them. Entries equal to `padding_idx` are skipped.
-    pub struct EmbeddingBag = "embedding_bag" {
-        pub mode: BagMode ["mode"],
-        pub per_sample_weights: bool ["per_sample_weights"],
-        pub include_last_offset: bool ["include_last_offset"],
-        pub padding_idx: Option<i64> ["padding_idx"],
-    }
-}
-
-impl OpDef for SliceScatter {
+impl OpDef for Index {
     fn arity(&self) -> Arity {
-        Arity::fixed(2, 1)
+        let Index { present } = self;
+        Arity::fixed(1 + present.iter().filter(|&&p| p).count(), 1)
     }
 
     fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
         let x = inputs[0];
-        let SliceScatter { dim, start, end, step } = self;
-        let slice = Slice { dim: *dim, start: start.clone(), end: end.clone(), step: *step };
-        let window = slice.infer(&[x])?;
-        if !window[0].admits(&TensorType { dtype: x.dtype, dims: inputs[1].dims.clone() }) {
-            return Err(format!("src {} does not fill the slice {}", show(&inputs[1].dims), window[0]));
-        }
-        one(like(x))
-    }
-}
-
-impl OpDef for SelectScatter {
-    fn arity(&self) -> Arity {
-        Arity::fixed(2, 1)
-    }
-
-    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
-        let x = inputs[0];
-        let SelectScatter { dim, index } = self;
-        let window = Select { dim: *dim, index: *index }.infer(&[x])?;
-        if !window[0].admits(&TensorType { dtype: x.dtype, dims: inputs[1].dims.clone() }) {
-            return Err(format!("src {} does not fill the selected {}", show(&inputs[1].dims), window[0]));
-        }
-        one(like(x))
-    }
-}
-
-impl OpDef for EmbeddingBackward {
-    fn arity(&self) -> Arity {
-        Arity::fixed(2, 1)
-    }
-
-    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
-        let x = inputs[0];
-        let EmbeddingBackward { num_weights, .. } = self;
-        let width = x.dims.last().cloned().ok_or("the gradient is 0-d")?;
-        one(Expected::exact(x.dtype, &[Dim::Static(*num_weights), width]))
-    }
-}
-
-impl OpDef for MaskedScatter {
-    fn arity(&self) -> Arity {
-        Arity::fixed(3, 1)
-    }
-
-    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
-        let x = inputs[0];
-        if inputs[1].dtype != DType::Bool {
-            return Err(format!("the mask is {}, not bool", inputs[1].dtype));
-        }
-        broadcast(&[&x.dims, &inputs[1].dims])?;
-        one(like(x))
-    }
-}
-
-impl OpDef for EmbeddingBag {
-    fn arity(&self) -> Arity {
-        let EmbeddingBag { per_sample_weights, .. } = self;
-        Arity::fixed(3 + usize::from(*per_sample_weights), 4)
-    }
-
-    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
-        let x = inputs[0];
-        let EmbeddingBag { include_last_offset, .. } = self;
-        let (w, offsets) = (x, inputs[2]);
-        if w.rank() != 2 || offsets.rank() != 1 {
-            return Err(format!("embedding bag of table {} with offsets {}", show(&w.dims), show(&offsets.dims)));
-        }
-        let bags = match offsets.dims[0].as_static() {
-            Some(n) if *include_last_offset => Some(Dim::Static((n - 1).max(0))),
-            Some(n) => Some(Dim::Static(n)),
-            None => None,
-        };
-        Ok(vec![Expected::partial(Some(w.dtype), vec![bags, Some(w.dims[1].clone())])])
-    }
-}
-
-impl OpDef for Scatter {
-    fn arity(&self) -> Arity {
-        let Scatter { value, .. } = self;
-        Arity::fixed(2 + usize::from(value.is_none()), 1)
-    }
-
-    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
-        let x = inputs[0];
-        let Scatter { dim, .. } = self;
-        dim_index(*dim, x.rank())?;
-        let idx = integer_indices(inputs[1], "scatter")?;
-        if idx.rank() != x.rank() && !(idx.rank() <= 1 && x.rank() <= 1) {
-            return Err(format!("scatter's index {} and self {} differ in rank", show(&idx.dims), show(&x.dims)));
-        }
-        one(like(x))
-    }
-}
-
-impl OpDef for IndexPut {
-    fn arity(&self) -> Arity {
-        let IndexPut { present, .. } = self;
-        Arity::fixed(2 + present.iter().filter(|&&p| p).count(), 1)
-    }
-
-    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
-        let x = inputs[0];
-        one(like(x))
+        let Index { present } = self;
+        one(index(x, present, &inputs[1..])?)
     }
 
     fn under_padding(&self) -> Padding {
         Padding::Rule
+    }
+}
+
+op! {
+    /// `index_select(x, dim, idx)`: inputs `[x, idx]`.
+    pub struct IndexSelect = "index_select" {
+        pub dim: i64 ["dim"],
     }
 }
 
@@ -239,6 +62,13 @@ impl OpDef for IndexSelect {
     }
 }
 
+op! {
+    /// `gather(x, dim, index)`: inputs `[x, index]`.
+    pub struct Gather = "gather" {
+        pub dim: i64 ["dim"],
+    }
+}
+
 impl OpDef for Gather {
     fn arity(&self) -> Arity {
         Arity::fixed(2, 1)
@@ -258,6 +88,159 @@ impl OpDef for Gather {
     fn under_padding(&self) -> Padding {
         Padding::Rule
     }
+}
+
+op! {
+    /// `scatter`/`scatter_add`/`scatter_reduce` along `dim`: inputs `[self, index, (src)]`; a
+    /// scalar `value` replaces `src` for `scatter.value`.
+    pub struct Scatter = "scatter" {
+        pub dim: i64 ["dim"],
+        pub reduce: ScatterReduce ["reduce"],
+        pub include_self: bool ["include_self"],
+        pub value: Option<Scalar> ["value"],
+    }
+}
+
+impl OpDef for Scatter {
+    fn arity(&self) -> Arity {
+        let Scatter { value, .. } = self;
+        Arity::fixed(2 + usize::from(value.is_none()), 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let x = inputs[0];
+        let Scatter { dim, .. } = self;
+        dim_index(*dim, x.rank())?;
+        let idx = integer_indices(inputs[1], "scatter")?;
+        if idx.rank() != x.rank() && !(idx.rank() <= 1 && x.rank() <= 1) {
+            return Err(format!("scatter's index {} and self {} differ in rank", show(&idx.dims), show(&x.dims)));
+        }
+        one(like(x))
+    }
+}
+
+op! {
+    /// `index_put(self, indices, values, accumulate)`: inputs `[self, present indices..., values]`.
+    pub struct IndexPut = "index_put" {
+        pub present: Vec<bool> ["indices", via index_slots],
+        pub accumulate: bool ["accumulate"],
+    }
+}
+
+impl OpDef for IndexPut {
+    fn arity(&self) -> Arity {
+        let IndexPut { present, .. } = self;
+        Arity::fixed(2 + present.iter().filter(|&&p| p).count(), 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let x = inputs[0];
+        one(like(x))
+    }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Rule
+    }
+}
+
+op! {
+    /// `slice_scatter`: `src` written over `self[start:end:step]` along `dim`: inputs `[self, src]`.
+    pub struct SliceScatter = "slice_scatter" {
+        pub dim: i64 ["dim"],
+        pub start: Dim ["start"],
+        pub end: Dim ["end", via slice_end],
+        pub step: i64 ["step"],
+    }
+}
+
+impl OpDef for SliceScatter {
+    fn arity(&self) -> Arity {
+        Arity::fixed(2, 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let x = inputs[0];
+        let SliceScatter { dim, start, end, step } = self;
+        let slice = Slice { dim: *dim, start: start.clone(), end: end.clone(), step: *step };
+        let window = slice.infer(&[x])?;
+        if !window[0].admits(&TensorType { dtype: x.dtype, dims: inputs[1].dims.clone() }) {
+            return Err(format!("src {} does not fill the slice {}", show(&inputs[1].dims), window[0]));
+        }
+        one(like(x))
+    }
+}
+
+op! {
+    /// `select_scatter`: `src` written over `self.select(dim, index)`: inputs `[self, src]`.
+    pub struct SelectScatter = "select_scatter" {
+        pub dim: i64 ["dim"],
+        pub index: i64 ["index"],
+    }
+}
+
+impl OpDef for SelectScatter {
+    fn arity(&self) -> Arity {
+        Arity::fixed(2, 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let x = inputs[0];
+        let SelectScatter { dim, index } = self;
+        let window = Select { dim: *dim, index: *index }.infer(&[x])?;
+        if !window[0].admits(&TensorType { dtype: x.dtype, dims: inputs[1].dims.clone() }) {
+            return Err(format!("src {} does not fill the selected {}", show(&inputs[1].dims), window[0]));
+        }
+        one(like(x))
+    }
+}
+
+op! {
+    /// `masked_scatter`: positions where `mask` is true take `source`'s elements in order:
+    /// inputs `[self, mask, source]`.
+    pub struct MaskedScatter = "masked_scatter";
+}
+
+impl OpDef for MaskedScatter {
+    fn arity(&self) -> Arity {
+        Arity::fixed(3, 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let x = inputs[0];
+        if inputs[1].dtype != DType::Bool {
+            return Err(format!("the mask is {}, not bool", inputs[1].dtype));
+        }
+        broadcast(&[&x.dims, &inputs[1].dims])?;
+        one(like(x))
+    }
+}
+
+op! {
+    /// `embedding_dense_backward`: rows of the gradient summed per index: inputs
+    /// `[grad_output, indices]`.
+    pub struct EmbeddingBackward = "embedding_backward" {
+        pub num_weights: i64 ["num_weights"],
+        pub padding_idx: i64 ["padding_idx"],
+        pub scale_grad_by_freq: bool ["scale_grad_by_freq"],
+    }
+}
+
+impl OpDef for EmbeddingBackward {
+    fn arity(&self) -> Arity {
+        Arity::fixed(2, 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let x = inputs[0];
+        let EmbeddingBackward { num_weights, .. } = self;
+        let width = x.dims.last().cloned().ok_or("the gradient is 0-d")?;
+        one(Expected::exact(x.dtype, &[Dim::Static(*num_weights), width]))
+    }
+}
+
+op! {
+    /// `embedding(weight, indices)`: inputs `[weight, indices]`.
+    pub struct Embedding = "embedding";
 }
 
 impl OpDef for Embedding {
@@ -281,20 +264,37 @@ impl OpDef for Embedding {
     }
 }
 
-impl OpDef for Index {
+op! {
+    /// `_embedding_bag` with 1-D indices and offsets: inputs `[weight, indices, offsets,
+    /// (per_sample_weights)]`, outputs `[output, offset2bag, bag_size, max_indices]` shaped as
+    /// PyTorch's CPU kernel makes them. Entries equal to `padding_idx` are skipped.
+    pub struct EmbeddingBag = "embedding_bag" {
+        pub mode: BagMode ["mode"],
+        pub per_sample_weights: bool ["per_sample_weights"],
+        pub include_last_offset: bool ["include_last_offset"],
+        pub padding_idx: Option<i64> ["padding_idx"],
+    }
+}
+
+impl OpDef for EmbeddingBag {
     fn arity(&self) -> Arity {
-        let Index { present } = self;
-        Arity::fixed(1 + present.iter().filter(|&&p| p).count(), 1)
+        let EmbeddingBag { per_sample_weights, .. } = self;
+        Arity::fixed(3 + usize::from(*per_sample_weights), 4)
     }
 
     fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
         let x = inputs[0];
-        let Index { present } = self;
-        one(index(x, present, &inputs[1..])?)
-    }
-
-    fn under_padding(&self) -> Padding {
-        Padding::Rule
+        let EmbeddingBag { include_last_offset, .. } = self;
+        let (w, offsets) = (x, inputs[2]);
+        if w.rank() != 2 || offsets.rank() != 1 {
+            return Err(format!("embedding bag of table {} with offsets {}", show(&w.dims), show(&offsets.dims)));
+        }
+        let bags = match offsets.dims[0].as_static() {
+            Some(n) if *include_last_offset => Some(Dim::Static((n - 1).max(0))),
+            Some(n) => Some(Dim::Static(n)),
+            None => None,
+        };
+        Ok(vec![Expected::partial(Some(w.dtype), vec![bags, Some(w.dims[1].clone())])])
     }
 }
 

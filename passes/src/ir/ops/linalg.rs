@@ -9,39 +9,6 @@ op! {
     pub struct Mm = "mm";
 }
 
-op! {
-    /// `bmm(a, b)`: inputs `[a, b]`.
-    pub struct Bmm = "bmm";
-}
-
-op! {
-    /// `beta*c + alpha*(a @ b)`: inputs `[c, a, b]`.
-    pub struct Addmm = "addmm" {
-        pub beta: Scalar ["beta"],
-        pub alpha: Scalar ["alpha"],
-    }
-}
-
-op! {
-    /// `_grouped_mm(a, b, offs)` as mixture-of-experts layers use it: inputs `[a [S, K],
-    /// b [G, K, N], offs i32 [G]]`; rows `offs[g-1]..offs[g]` of `a` (from 0 for `g = 0`) are
-    /// multiplied by `b[g]`, rows past `offs[G-1]` give zeros (PyTorch leaves them undefined).
-    pub struct GroupedMm = "grouped_mm";
-}
-
-op! {
-    /// N-d convolution: inputs `[x, w]` or `[x, w, bias]`.
-    pub struct Convolution = "convolution" {
-        pub stride: Vec<i64> ["stride"],
-        pub padding: Vec<i64> ["padding"],
-        pub dilation: Vec<i64> ["dilation"],
-        pub transposed: bool ["transposed"],
-        pub output_padding: Vec<i64> ["output_padding"],
-        pub groups: i64 ["groups"],
-        pub has_bias: bool ["bias"],
-    }
-}
-
 impl OpDef for Mm {
     fn arity(&self) -> Arity {
         Arity::fixed(2, 1)
@@ -56,6 +23,11 @@ impl OpDef for Mm {
     }
 }
 
+op! {
+    /// `bmm(a, b)`: inputs `[a, b]`.
+    pub struct Bmm = "bmm";
+}
+
 impl OpDef for Bmm {
     fn arity(&self) -> Arity {
         Arity::fixed(2, 1)
@@ -67,6 +39,14 @@ impl OpDef for Bmm {
 
     fn under_padding(&self) -> Padding {
         Padding::Rule
+    }
+}
+
+op! {
+    /// `beta*c + alpha*(a @ b)`: inputs `[c, a, b]`.
+    pub struct Addmm = "addmm" {
+        pub beta: Scalar ["beta"],
+        pub alpha: Scalar ["alpha"],
     }
 }
 
@@ -86,6 +66,13 @@ impl OpDef for Addmm {
     fn under_padding(&self) -> Padding {
         Padding::Rule
     }
+}
+
+op! {
+    /// `_grouped_mm(a, b, offs)` as mixture-of-experts layers use it: inputs `[a [S, K],
+    /// b [G, K, N], offs i32 [G]]`; rows `offs[g-1]..offs[g]` of `a` (from 0 for `g = 0`) are
+    /// multiplied by `b[g]`, rows past `offs[G-1]` give zeros (PyTorch leaves them undefined).
+    pub struct GroupedMm = "grouped_mm";
 }
 
 impl OpDef for GroupedMm {
@@ -118,6 +105,19 @@ impl OpDef for GroupedMm {
     }
 }
 
+op! {
+    /// N-d convolution: inputs `[x, w]` or `[x, w, bias]`.
+    pub struct Convolution = "convolution" {
+        pub stride: Vec<i64> ["stride"],
+        pub padding: Vec<i64> ["padding"],
+        pub dilation: Vec<i64> ["dilation"],
+        pub transposed: bool ["transposed"],
+        pub output_padding: Vec<i64> ["output_padding"],
+        pub groups: i64 ["groups"],
+        pub has_bias: bool ["bias"],
+    }
+}
+
 impl OpDef for Convolution {
     fn arity(&self) -> Arity {
         let Convolution { has_bias, .. } = self;
@@ -130,6 +130,26 @@ impl OpDef for Convolution {
 
     fn under_padding(&self) -> Padding {
         Padding::BatchRows
+    }
+}
+
+impl Window {
+    /// The output size over an input of `input` with a kernel of `kernel`; `transposed` gives a
+    /// transposed convolution's `output_padding`. `None` when the kernel does not fit or the
+    /// arithmetic overflows.
+    pub fn output(&self, input: i64, kernel: i64, transposed: Option<i64>) -> Option<i64> {
+        let reach = self.dilation.checked_mul(kernel.checked_sub(1)?)?;
+        let padded = input.checked_add(self.padding.checked_mul(2)?)?;
+        match transposed {
+            Some(extra) => {
+                let span = (input.checked_sub(1)?).checked_mul(self.stride)?;
+                span.checked_sub(self.padding.checked_mul(2)?)?.checked_add(reach)?.checked_add(extra)?.checked_add(1)
+            }
+            None => {
+                let room = padded.checked_sub(reach)?.checked_sub(1)?;
+                (room >= 0).then(|| room / self.stride + 1)
+            }
+        }
     }
 }
 
@@ -230,24 +250,4 @@ pub(super) struct Window {
     pub stride: i64,
     pub padding: i64,
     pub dilation: i64,
-}
-
-impl Window {
-    /// The output size over an input of `input` with a kernel of `kernel`; `transposed` gives a
-    /// transposed convolution's `output_padding`. `None` when the kernel does not fit or the
-    /// arithmetic overflows.
-    pub fn output(&self, input: i64, kernel: i64, transposed: Option<i64>) -> Option<i64> {
-        let reach = self.dilation.checked_mul(kernel.checked_sub(1)?)?;
-        let padded = input.checked_add(self.padding.checked_mul(2)?)?;
-        match transposed {
-            Some(extra) => {
-                let span = (input.checked_sub(1)?).checked_mul(self.stride)?;
-                span.checked_sub(self.padding.checked_mul(2)?)?.checked_add(reach)?.checked_add(extra)?.checked_add(1)
-            }
-            None => {
-                let room = padded.checked_sub(reach)?.checked_sub(1)?;
-                (room >= 0).then(|| room / self.stride + 1)
-            }
-        }
-    }
 }

@@ -1,4 +1,5 @@
-//! Everything else: padding modes, strided views, distances, gradients of the training graphs, resampling, random numbers, FFTs, ranges, and the size ops.
+//! Everything else: padding modes, strided views, distances, gradients of the training graphs,
+//! resampling, random numbers, FFTs, ranges, and the size ops.
 
 use super::linalg::Convolution;
 use super::nn::AvgPool;
@@ -18,273 +19,32 @@ op! {
     }
 }
 
+impl OpDef for Upsample {
+    fn arity(&self) -> Arity {
+        Arity::fixed(1, 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let x = inputs[0];
+        if x.rank() < 3 {
+            return Err(format!("upsampling takes [N, C, *spatial], found {}", show(&x.dims)));
+        }
+        let mut dims: Vec<Option<Dim>> = x.dims[..2].iter().cloned().map(Some).collect();
+        dims.extend(std::iter::repeat_n(None, x.rank() - 2));
+        one(Expected::partial(Some(x.dtype), dims))
+    }
+
+    fn under_padding(&self) -> Padding {
+        Padding::BatchRows
+    }
+}
+
 op! {
     /// `diagonal(x, offset, dim1, dim2)`: the diagonal becomes the last dim; inputs `[x]`.
     pub struct Diagonal = "diagonal" {
         pub offset: i64 ["offset"],
         pub dim1: i64 ["dim1"],
         pub dim2: i64 ["dim2"],
-    }
-}
-
-op! {
-    /// `reflection_pad{1,2,3}d` / `replication_pad{2,3}d`: `pad` is (low, high) pairs from the
-    /// last dim backwards: inputs `[x]`.
-    pub struct PadMode = "pad_mode" {
-        pub pad: Vec<i64> ["pad"],
-        pub reflect: bool ["mode", via pad_mode],
-    }
-}
-
-op! {
-    /// `as_strided(x, size, stride, offset)` over `x`'s contiguous storage: inputs `[x]`.
-    pub struct AsStrided = "as_strided" {
-        pub size: Vec<i64> ["size"],
-        pub stride: Vec<i64> ["stride"],
-        pub offset: i64 ["offset"],
-    }
-}
-
-op! {
-    /// `_cdist_forward(x1, x2, p)`: p-norm distances between the rows: inputs `[x1, x2]`.
-    pub struct Cdist = "cdist" {
-        pub p: f64 ["p"],
-    }
-}
-
-op! {
-    /// `_pdist_forward(x, p)`: p-norm distances of row pairs `i < j`, row-major: inputs `[x]`.
-    pub struct Pdist = "pdist" {
-        pub p: f64 ["p"],
-    }
-}
-
-op! {
-    /// `max_pool{2,3}d_with_indices_backward`: the gradient routed to each window's recorded
-    /// maximum: inputs `[grad_output, self, indices]`.
-    pub struct MaxPoolBackward = "max_pool_backward" {
-        pub spatial: usize ["spatial"],
-    }
-}
-
-op! {
-    /// `avg_pool{2,3}d_backward` with the forward's parameters: inputs `[grad_output, self]`.
-    pub struct AvgPoolBackward = "avg_pool_backward" {
-        pub forward: AvgPool [flatten],
-    }
-}
-
-op! {
-    /// `native_layer_norm_backward` over the last `normalized_rank` dims: inputs
-    /// `[grad_out, input, mean, rstd, (weight)]`, outputs `[grad_input, grad_weight, grad_bias]`
-    /// (`mask` says which are wanted; the others are undefined).
-    pub struct LayerNormBackward = "layer_norm_backward" {
-        pub normalized_rank: usize ["normalized_rank"],
-        pub has_weight: bool ["weight"],
-        pub mask: [bool; 3] ["mask"],
-    }
-}
-
-op! {
-    /// `convolution_backward` with the forward's parameters: inputs `[grad, input, weight]`,
-    /// outputs `[grad_input, grad_weight, grad_bias]` as `mask` asks.
-    pub struct ConvolutionBackward = "convolution_backward" {
-        pub forward: Convolution [flatten],
-        pub mask: [bool; 3] ["mask"],
-    }
-}
-
-op! {
-    /// `native_group_norm_backward`: inputs `[grad_out, input, mean, rstd, (weight)]`, outputs
-    /// `[grad_input, grad_weight, grad_bias]` as `mask` asks.
-    pub struct GroupNormBackward = "group_norm_backward" {
-        pub groups: i64 ["groups"],
-        pub has_weight: bool ["weight"],
-        pub mask: [bool; 3] ["mask"],
-    }
-}
-
-op! {
-    /// `_adaptive_avg_pool2d_backward`: inputs `[grad_output, self]`.
-    pub struct AdaptiveAvgPoolBackward = "adaptive_avg_pool_backward";
-}
-
-op! {
-    /// `col2im`: sums the columns `[N, C*kh*kw, L]` back into images `[N, C, H, W]` (the
-    /// adjoint of `im2col`): inputs `[x]`.
-    pub struct Col2Im = "col2im" {
-        pub output_size: [i64; 2] ["output_size"],
-        pub kernel: [i64; 2] ["kernel"],
-        pub dilation: [i64; 2] ["dilation"],
-        pub padding: [i64; 2] ["padding"],
-        pub stride: [i64; 2] ["stride"],
-    }
-}
-
-op! {
-    /// `grid_sampler_2d`: samples `input [N, C, H, W]` at the normalized `grid [N, Ho, Wo, 2]`
-    /// (x, y in [-1, 1]): inputs `[input, grid]`.
-    pub struct GridSampler = "grid_sampler" {
-        pub mode: Interpolation ["mode"],
-        pub padding: GridPadding ["padding"],
-        pub align_corners: bool ["align_corners"],
-    }
-}
-
-op! {
-    /// `rand`/`randn` of the output's shape and dtype (uniform in [0, 1) or standard normal):
-    /// inputs `[rng_seed]`.
-    pub struct Rand = "rand" {
-        pub normal: bool ["normal"],
-    }
-}
-
-op! {
-    /// `randperm(n)`, n the output's length: inputs `[rng_seed]`.
-    pub struct RandPerm = "rand_perm";
-}
-
-op! {
-    /// `_fft_r2c` (`inverse` false: real → complex, only the non-negative frequencies of the
-    /// last transformed dim when `onesided`) or `_fft_c2r` (`inverse` true: Hermitian complex →
-    /// real, the last transformed dim of the output's length) over `dims`, scaled by 1, 1/√n or
-    /// 1/n for `normalization` 0, 1, 2: inputs `[x]`.
-    pub struct Fft = "fft" {
-        pub dims: Vec<i64> ["dims"],
-        pub normalization: i64 ["normalization"],
-        pub inverse: bool ["inverse"],
-        pub onesided: bool ["onesided"],
-    }
-}
-
-op! {
-    /// `arange(start, end, step)`: no inputs.
-    pub struct Arange = "arange" {
-        pub start: Scalar ["start"],
-        pub end: Scalar ["end"],
-        pub step: Scalar ["step"],
-    }
-}
-
-op! {
-    /// `arange` whose end is a symbolic size: no inputs.
-    pub struct ArangeSym = "arange_sym" {
-        pub start: i64 ["start"],
-        pub end: Dim ["end"],
-        pub step: i64 ["step"],
-    }
-}
-
-op! {
-    /// `scalar_tensor(value)`: no inputs, a 0-d result.
-    pub struct ScalarTensor = "scalar_tensor" {
-        pub value: Scalar ["value"],
-    }
-}
-
-op! {
-    /// `_assert_tensor_metadata`: inputs `[x]`, no outputs; a no-op at run time.
-    pub struct AssertMetadata = "assert_metadata" {
-        pub dtype: Option<DType> ["dtype"],
-    }
-}
-
-op! {
-    /// `sym_size.int(x, dim)`: inputs `[x]`, one 0-d `i64` output whose value is the size.
-    pub struct SymSize = "sym_size" {
-        pub dim: i64 ["dim"],
-    }
-}
-
-op! {
-    /// A symbolic integer computed on sizes (`_operator.add` and friends): no inputs, one 0-d
-    /// `i64` output. The export records its value as an expression, kept here.
-    pub struct SymInt = "sym_int" {
-        pub value: Dim ["value"],
-    }
-}
-
-/// A target with no lowering; kept so that `check` can list them all, with the reason when
-/// there is more to say than "no lowering" (e.g. a data-dependent output shape). Printed
-/// `unsupported<target>`, a syntax the parser reads itself.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Unsupported {
-    /// The ATen target, e.g. `aten.nonzero.default`.
-    pub target: String,
-    /// Why it has no lowering, when there is more to say.
-    pub reason: Option<String>,
-}
-
-impl OpSyntax for Unsupported {
-    fn name(&self) -> String {
-        format!("unsupported<{}>", self.target)
-    }
-
-    fn attrs(&self, out: &mut Vec<String>) {
-        attr_write!(out, self.reason, "reason", optional);
-    }
-}
-
-impl ParseOp for Unsupported {
-    fn parse(_: &str, _: &mut AttrReader<'_, '_>, _: &[Option<Scalar>]) -> Option<Result<Self, String>> {
-        None
-    }
-}
-
-impl OpDef for Arange {
-    fn arity(&self) -> Arity {
-        Arity::fixed(0, 1)
-    }
-
-    fn infer(&self, _: &[&TensorType]) -> RuleResult {
-        let Arange { start, end, step } = self;
-        one(Expected::partial(None, vec![Some(Dim::Static(arange_len(*start, *end, *step)?))]))
-    }
-
-    fn under_padding(&self) -> Padding {
-        Padding::Exact
-    }
-}
-
-impl OpDef for ArangeSym {
-    fn arity(&self) -> Arity {
-        Arity::fixed(0, 1)
-    }
-
-    fn infer(&self, _: &[&TensorType]) -> RuleResult {
-        match self {
-            ArangeSym { start: 0, end, step: 1 } => one(Expected::shape(std::slice::from_ref(end))),
-            ArangeSym { step, .. } if *step == 0 => Err("arange step 0".into()),
-            _ => one(Expected::partial(None, vec![None])),
-        }
-    }
-
-    fn under_padding(&self) -> Padding {
-        Padding::Exact
-    }
-}
-
-impl OpDef for ScalarTensor {
-    fn arity(&self) -> Arity {
-        Arity::fixed(0, 1)
-    }
-
-    fn infer(&self, _: &[&TensorType]) -> RuleResult {
-        one(Expected::shape(&[]))
-    }
-
-    fn under_padding(&self) -> Padding {
-        Padding::Exact
-    }
-}
-
-impl OpDef for SymInt {
-    fn arity(&self) -> Arity {
-        Arity::fixed(0, 1)
-    }
-
-    fn infer(&self, _: &[&TensorType]) -> RuleResult {
-        one(Expected::exact(DType::I64, &[]))
     }
 }
 
@@ -312,6 +72,15 @@ impl OpDef for Diagonal {
     }
 }
 
+op! {
+    /// `reflection_pad{1,2,3}d` / `replication_pad{2,3}d`: `pad` is (low, high) pairs from the
+    /// last dim backwards: inputs `[x]`.
+    pub struct PadMode = "pad_mode" {
+        pub pad: Vec<i64> ["pad"],
+        pub reflect: bool ["mode", via pad_mode],
+    }
+}
+
 impl OpDef for PadMode {
     fn arity(&self) -> Arity {
         Arity::fixed(1, 1)
@@ -324,6 +93,82 @@ impl OpDef for PadMode {
     }
 }
 
+op! {
+    /// `as_strided(x, size, stride, offset)` over `x`'s contiguous storage: inputs `[x]`.
+    pub struct AsStrided = "as_strided" {
+        pub size: Vec<i64> ["size"],
+        pub stride: Vec<i64> ["stride"],
+        pub offset: i64 ["offset"],
+    }
+}
+
+impl OpDef for AsStrided {
+    fn arity(&self) -> Arity {
+        Arity::fixed(1, 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let AsStrided { size, stride, offset } = self;
+        let x = inputs[0];
+        strided_in_bounds(x, size, stride, *offset)?;
+        one(Expected::exact(x.dtype, &size.iter().map(|&s| Dim::Static(s)).collect::<Vec<_>>()))
+    }
+}
+
+op! {
+    /// `_cdist_forward(x1, x2, p)`: p-norm distances between the rows: inputs `[x1, x2]`.
+    pub struct Cdist = "cdist" {
+        pub p: f64 ["p"],
+    }
+}
+
+impl OpDef for Cdist {
+    fn arity(&self) -> Arity {
+        Arity::fixed(2, 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let (a, b) = (inputs[0], inputs[1]);
+        if a.rank() < 2 || a.rank() != b.rank() {
+            return Err(format!("cdist of {} and {}", show(&a.dims), show(&b.dims)));
+        }
+        let r = a.rank();
+        let mut dims = a.dims[..r - 1].to_vec();
+        dims.push(b.dims[r - 2].clone());
+        one(Expected::exact(a.dtype, &dims))
+    }
+}
+
+op! {
+    /// `_pdist_forward(x, p)`: p-norm distances of row pairs `i < j`, row-major: inputs `[x]`.
+    pub struct Pdist = "pdist" {
+        pub p: f64 ["p"],
+    }
+}
+
+impl OpDef for Pdist {
+    fn arity(&self) -> Arity {
+        Arity::fixed(1, 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let x = inputs[0];
+        if x.rank() != 2 {
+            return Err(format!("pdist takes a 2-d input, found {}", show(&x.dims)));
+        }
+        let pairs = x.dims[0].as_static().and_then(|n| n.checked_mul(n - 1)).map(|p| Dim::Static(p / 2));
+        one(Expected::partial(Some(x.dtype), vec![pairs]))
+    }
+}
+
+op! {
+    /// `max_pool{2,3}d_with_indices_backward`: the gradient routed to each window's recorded
+    /// maximum: inputs `[grad_output, self, indices]`.
+    pub struct MaxPoolBackward = "max_pool_backward" {
+        pub spatial: usize ["spatial"],
+    }
+}
+
 impl OpDef for MaxPoolBackward {
     fn arity(&self) -> Arity {
         Arity::fixed(3, 1)
@@ -332,6 +177,125 @@ impl OpDef for MaxPoolBackward {
     fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
         // The gradient of an input has the input's type.
         one(like(inputs[1]))
+    }
+}
+
+op! {
+    /// `avg_pool{2,3}d_backward` with the forward's parameters: inputs `[grad_output, self]`.
+    pub struct AvgPoolBackward = "avg_pool_backward" {
+        pub forward: AvgPool [flatten],
+    }
+}
+
+impl OpDef for AvgPoolBackward {
+    fn arity(&self) -> Arity {
+        Arity::fixed(2, 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        // The gradient of an input has the input's type.
+        one(like(inputs[1]))
+    }
+}
+
+op! {
+    /// `native_layer_norm_backward` over the last `normalized_rank` dims: inputs
+    /// `[grad_out, input, mean, rstd, (weight)]`, outputs `[grad_input, grad_weight, grad_bias]`
+    /// (`mask` says which are wanted; the others are undefined).
+    pub struct LayerNormBackward = "layer_norm_backward" {
+        pub normalized_rank: usize ["normalized_rank"],
+        pub has_weight: bool ["weight"],
+        pub mask: [bool; 3] ["mask"],
+    }
+}
+
+impl OpDef for LayerNormBackward {
+    fn arity(&self) -> Arity {
+        let LayerNormBackward { has_weight, .. } = self;
+        Arity::fixed(4 + usize::from(*has_weight), 3)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let LayerNormBackward { mask, .. } = self;
+        norm_backward(mask, inputs)
+    }
+}
+
+op! {
+    /// `convolution_backward` with the forward's parameters: inputs `[grad, input, weight]`,
+    /// outputs `[grad_input, grad_weight, grad_bias]` as `mask` asks.
+    pub struct ConvolutionBackward = "convolution_backward" {
+        pub forward: Convolution [flatten],
+        pub mask: [bool; 3] ["mask"],
+    }
+}
+
+impl OpDef for ConvolutionBackward {
+    fn arity(&self) -> Arity {
+        Arity::fixed(3, 3)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let ConvolutionBackward { forward, mask } = self;
+        let (input, weight) = (inputs[1], inputs[2]);
+        // One bias per output channel: weight dim 0, or dim 1 times the groups when transposed.
+        let channels = if forward.transposed {
+            weight.dims.get(1).and_then(Dim::as_static).and_then(|c| c.checked_mul(forward.groups)).map(Dim::Static)
+        } else {
+            weight.dims.first().cloned()
+        };
+        let bias = Expected::partial(Some(weight.dtype), vec![channels]);
+        Ok(masked(mask, [like(input), like(weight), bias]))
+    }
+}
+
+op! {
+    /// `native_group_norm_backward`: inputs `[grad_out, input, mean, rstd, (weight)]`, outputs
+    /// `[grad_input, grad_weight, grad_bias]` as `mask` asks.
+    pub struct GroupNormBackward = "group_norm_backward" {
+        pub groups: i64 ["groups"],
+        pub has_weight: bool ["weight"],
+        pub mask: [bool; 3] ["mask"],
+    }
+}
+
+impl OpDef for GroupNormBackward {
+    fn arity(&self) -> Arity {
+        let GroupNormBackward { has_weight, .. } = self;
+        Arity::fixed(4 + usize::from(*has_weight), 3)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let GroupNormBackward { mask, .. } = self;
+        norm_backward(mask, inputs)
+    }
+}
+
+op! {
+    /// `_adaptive_avg_pool2d_backward`: inputs `[grad_output, self]`.
+    pub struct AdaptiveAvgPoolBackward = "adaptive_avg_pool_backward";
+}
+
+impl OpDef for AdaptiveAvgPoolBackward {
+    fn arity(&self) -> Arity {
+        Arity::fixed(2, 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        // The gradient of an input has the input's type.
+        one(like(inputs[1]))
+    }
+}
+
+op! {
+    /// `col2im`: sums the columns `[N, C*kh*kw, L]` back into images `[N, C, H, W]` (the
+    /// adjoint of `im2col`): inputs `[x]`.
+    pub struct Col2Im = "col2im" {
+        pub output_size: [i64; 2] ["output_size"],
+        pub kernel: [i64; 2] ["kernel"],
+        pub dilation: [i64; 2] ["dilation"],
+        pub padding: [i64; 2] ["padding"],
+        pub stride: [i64; 2] ["stride"],
     }
 }
 
@@ -356,6 +320,39 @@ impl OpDef for Col2Im {
     }
 }
 
+op! {
+    /// `grid_sampler_2d`: samples `input [N, C, H, W]` at the normalized `grid [N, Ho, Wo, 2]`
+    /// (x, y in [-1, 1]): inputs `[input, grid]`.
+    pub struct GridSampler = "grid_sampler" {
+        pub mode: Interpolation ["mode"],
+        pub padding: GridPadding ["padding"],
+        pub align_corners: bool ["align_corners"],
+    }
+}
+
+impl OpDef for GridSampler {
+    fn arity(&self) -> Arity {
+        Arity::fixed(2, 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let (x, grid) = (inputs[0], inputs[1]);
+        if x.rank() != 4 || grid.rank() != 4 {
+            return Err(format!("grid_sampler_2d of {} at grid {}", show(&x.dims), show(&grid.dims)));
+        }
+        let dims = [x.dims[0].clone(), x.dims[1].clone(), grid.dims[1].clone(), grid.dims[2].clone()];
+        one(Expected::exact(x.dtype, &dims))
+    }
+}
+
+op! {
+    /// `rand`/`randn` of the output's shape and dtype (uniform in [0, 1) or standard normal):
+    /// inputs `[rng_seed]`.
+    pub struct Rand = "rand" {
+        pub normal: bool ["normal"],
+    }
+}
+
 impl OpDef for Rand {
     fn arity(&self) -> Arity {
         Arity::fixed(1, 1)
@@ -371,6 +368,11 @@ impl OpDef for Rand {
     }
 }
 
+op! {
+    /// `randperm(n)`, n the output's length: inputs `[rng_seed]`.
+    pub struct RandPerm = "rand_perm";
+}
+
 impl OpDef for RandPerm {
     fn arity(&self) -> Arity {
         Arity::fixed(1, 1)
@@ -382,6 +384,19 @@ impl OpDef for RandPerm {
 
     fn is_random(&self) -> bool {
         true
+    }
+}
+
+op! {
+    /// `_fft_r2c` (`inverse` false: real → complex, only the non-negative frequencies of the
+    /// last transformed dim when `onesided`) or `_fft_c2r` (`inverse` true: Hermitian complex →
+    /// real, the last transformed dim of the output's length) over `dims`, scaled by 1, 1/√n or
+    /// 1/n for `normalization` 0, 1, 2: inputs `[x]`.
+    pub struct Fft = "fft" {
+        pub dims: Vec<i64> ["dims"],
+        pub normalization: i64 ["normalization"],
+        pub inverse: bool ["inverse"],
+        pub onesided: bool ["onesided"],
     }
 }
 
@@ -406,128 +421,103 @@ impl OpDef for Fft {
     }
 }
 
-impl OpDef for GridSampler {
+op! {
+    /// `arange(start, end, step)`: no inputs.
+    pub struct Arange = "arange" {
+        pub start: Scalar ["start"],
+        pub end: Scalar ["end"],
+        pub step: Scalar ["step"],
+    }
+}
+
+impl OpDef for Arange {
     fn arity(&self) -> Arity {
-        Arity::fixed(2, 1)
+        Arity::fixed(0, 1)
     }
 
-    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
-        let (x, grid) = (inputs[0], inputs[1]);
-        if x.rank() != 4 || grid.rank() != 4 {
-            return Err(format!("grid_sampler_2d of {} at grid {}", show(&x.dims), show(&grid.dims)));
+    fn infer(&self, _: &[&TensorType]) -> RuleResult {
+        let Arange { start, end, step } = self;
+        one(Expected::partial(None, vec![Some(Dim::Static(arange_len(*start, *end, *step)?))]))
+    }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Exact
+    }
+}
+
+op! {
+    /// `arange` whose end is a symbolic size: no inputs.
+    pub struct ArangeSym = "arange_sym" {
+        pub start: i64 ["start"],
+        pub end: Dim ["end"],
+        pub step: i64 ["step"],
+    }
+}
+
+impl OpDef for ArangeSym {
+    fn arity(&self) -> Arity {
+        Arity::fixed(0, 1)
+    }
+
+    fn infer(&self, _: &[&TensorType]) -> RuleResult {
+        match self {
+            ArangeSym { start: 0, end, step: 1 } => one(Expected::shape(std::slice::from_ref(end))),
+            ArangeSym { step, .. } if *step == 0 => Err("arange step 0".into()),
+            _ => one(Expected::partial(None, vec![None])),
         }
-        let dims = [x.dims[0].clone(), x.dims[1].clone(), grid.dims[1].clone(), grid.dims[2].clone()];
-        one(Expected::exact(x.dtype, &dims))
+    }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Exact
     }
 }
 
-impl OpDef for ConvolutionBackward {
-    fn arity(&self) -> Arity {
-        Arity::fixed(3, 3)
-    }
-
-    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
-        let ConvolutionBackward { forward, mask } = self;
-        let (input, weight) = (inputs[1], inputs[2]);
-        // One bias per output channel: weight dim 0, or dim 1 times the groups when transposed.
-        let channels = if forward.transposed {
-            weight.dims.get(1).and_then(Dim::as_static).and_then(|c| c.checked_mul(forward.groups)).map(Dim::Static)
-        } else {
-            weight.dims.first().cloned()
-        };
-        let bias = Expected::partial(Some(weight.dtype), vec![channels]);
-        Ok(masked(mask, [like(input), like(weight), bias]))
+op! {
+    /// `scalar_tensor(value)`: no inputs, a 0-d result.
+    pub struct ScalarTensor = "scalar_tensor" {
+        pub value: Scalar ["value"],
     }
 }
 
-impl OpDef for LayerNormBackward {
+impl OpDef for ScalarTensor {
     fn arity(&self) -> Arity {
-        let LayerNormBackward { has_weight, .. } = self;
-        Arity::fixed(4 + usize::from(*has_weight), 3)
+        Arity::fixed(0, 1)
     }
 
-    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
-        let LayerNormBackward { mask, .. } = self;
-        norm_backward(mask, inputs)
+    fn infer(&self, _: &[&TensorType]) -> RuleResult {
+        one(Expected::shape(&[]))
+    }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Exact
     }
 }
 
-impl OpDef for GroupNormBackward {
-    fn arity(&self) -> Arity {
-        let GroupNormBackward { has_weight, .. } = self;
-        Arity::fixed(4 + usize::from(*has_weight), 3)
-    }
-
-    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
-        let GroupNormBackward { mask, .. } = self;
-        norm_backward(mask, inputs)
+op! {
+    /// `_assert_tensor_metadata`: inputs `[x]`, no outputs; a no-op at run time.
+    pub struct AssertMetadata = "assert_metadata" {
+        pub dtype: Option<DType> ["dtype"],
     }
 }
 
-impl OpDef for AsStrided {
+impl OpDef for AssertMetadata {
     fn arity(&self) -> Arity {
-        Arity::fixed(1, 1)
+        Arity::fixed(1, 0)
     }
 
-    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
-        let AsStrided { size, stride, offset } = self;
-        let x = inputs[0];
-        strided_in_bounds(x, size, stride, *offset)?;
-        one(Expected::exact(x.dtype, &size.iter().map(|&s| Dim::Static(s)).collect::<Vec<_>>()))
+    fn infer(&self, _: &[&TensorType]) -> RuleResult {
+        Ok(vec![])
+    }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Exact
     }
 }
 
-impl OpDef for Pdist {
-    fn arity(&self) -> Arity {
-        Arity::fixed(1, 1)
-    }
-
-    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
-        let x = inputs[0];
-        if x.rank() != 2 {
-            return Err(format!("pdist takes a 2-d input, found {}", show(&x.dims)));
-        }
-        let pairs = x.dims[0].as_static().and_then(|n| n.checked_mul(n - 1)).map(|p| Dim::Static(p / 2));
-        one(Expected::partial(Some(x.dtype), vec![pairs]))
-    }
-}
-
-impl OpDef for Cdist {
-    fn arity(&self) -> Arity {
-        Arity::fixed(2, 1)
-    }
-
-    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
-        let (a, b) = (inputs[0], inputs[1]);
-        if a.rank() < 2 || a.rank() != b.rank() {
-            return Err(format!("cdist of {} and {}", show(&a.dims), show(&b.dims)));
-        }
-        let r = a.rank();
-        let mut dims = a.dims[..r - 1].to_vec();
-        dims.push(b.dims[r - 2].clone());
-        one(Expected::exact(a.dtype, &dims))
-    }
-}
-
-impl OpDef for AdaptiveAvgPoolBackward {
-    fn arity(&self) -> Arity {
-        Arity::fixed(2, 1)
-    }
-
-    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
-        // The gradient of an input has the input's type.
-        one(like(inputs[1]))
-    }
-}
-
-impl OpDef for AvgPoolBackward {
-    fn arity(&self) -> Arity {
-        Arity::fixed(2, 1)
-    }
-
-    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
-        // The gradient of an input has the input's type.
-        one(like(inputs[1]))
+op! {
+    /// `sym_size.int(x, dim)`: inputs `[x]`, one 0-d `i64` output whose value is the size.
+    pub struct SymSize = "sym_size" {
+        pub dim: i64 ["dim"],
     }
 }
 
@@ -547,37 +537,48 @@ impl OpDef for SymSize {
     }
 }
 
-impl OpDef for Upsample {
-    fn arity(&self) -> Arity {
-        Arity::fixed(1, 1)
-    }
-
-    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
-        let x = inputs[0];
-        if x.rank() < 3 {
-            return Err(format!("upsampling takes [N, C, *spatial], found {}", show(&x.dims)));
-        }
-        let mut dims: Vec<Option<Dim>> = x.dims[..2].iter().cloned().map(Some).collect();
-        dims.extend(std::iter::repeat_n(None, x.rank() - 2));
-        one(Expected::partial(Some(x.dtype), dims))
-    }
-
-    fn under_padding(&self) -> Padding {
-        Padding::BatchRows
+op! {
+    /// A symbolic integer computed on sizes (`_operator.add` and friends): no inputs, one 0-d
+    /// `i64` output. The export records its value as an expression, kept here.
+    pub struct SymInt = "sym_int" {
+        pub value: Dim ["value"],
     }
 }
 
-impl OpDef for AssertMetadata {
+impl OpDef for SymInt {
     fn arity(&self) -> Arity {
-        Arity::fixed(1, 0)
+        Arity::fixed(0, 1)
     }
 
     fn infer(&self, _: &[&TensorType]) -> RuleResult {
-        Ok(vec![])
+        one(Expected::exact(DType::I64, &[]))
+    }
+}
+
+/// A target with no lowering; kept so that `check` can list them all, with the reason when
+/// there is more to say than "no lowering" (e.g. a data-dependent output shape). Printed
+/// `unsupported<target>`, a syntax the parser reads itself.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Unsupported {
+    /// The ATen target, e.g. `aten.nonzero.default`.
+    pub target: String,
+    /// Why it has no lowering, when there is more to say.
+    pub reason: Option<String>,
+}
+
+impl OpSyntax for Unsupported {
+    fn name(&self) -> String {
+        format!("unsupported<{}>", self.target)
     }
 
-    fn under_padding(&self) -> Padding {
-        Padding::Exact
+    fn attrs(&self, out: &mut Vec<String>) {
+        attr_write!(out, self.reason, "reason", optional);
+    }
+}
+
+impl ParseOp for Unsupported {
+    fn parse(_: &str, _: &mut AttrReader<'_, '_>, _: &[Option<Scalar>]) -> Option<Result<Self, String>> {
+        None
     }
 }
 

@@ -1,4 +1,5 @@
-//! Reductions and ops along one dim: sums and extrema, arg-reductions, variance, sort, top-k, cumulative sums, histograms and softmax.
+//! Reductions and ops along one dim: sums and extrema, arg-reductions, variance, sort, top-k,
+//! cumulative sums, histograms and softmax.
 
 use std::collections::BTreeSet;
 
@@ -17,6 +18,24 @@ op! {
     }
 }
 
+impl OpDef for Histc {
+    fn arity(&self) -> Arity {
+        Arity::fixed(1, 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let x = inputs[0];
+        let Histc { bins, min, max } = self;
+        if *bins < 1 || min.partial_cmp(max) != Some(std::cmp::Ordering::Less) {
+            return Err(format!("histc needs bins ≥ 1 and min < max, found {bins} bins over [{min}, {max}]"));
+        }
+        if !x.dtype.is_float() {
+            return Err(format!("histc counts floating-point values, found {}", x.dtype));
+        }
+        one(Expected::exact(x.dtype, &[Dim::Static(*bins)]))
+    }
+}
+
 op! {
     /// `_softmax` / `_log_softmax` along `dim`: inputs `[x]`. `safe`: a row whose inputs are
     /// all -inf gives zeros instead of NaN (`_safe_softmax`, the guard of attention with
@@ -25,70 +44,6 @@ op! {
         pub dim: i64 ["dim"],
         pub log: bool ["log"],
         pub safe: bool ["safe", optional],
-    }
-}
-
-op! {
-    /// Reduction over `dims` (all dims when empty): inputs `[x]`.
-    pub struct Reduce = "reduce_" + op {
-        pub op: ReduceOp [kind],
-        pub dims: Vec<i64> ["dims"],
-        pub keepdim: bool ["keepdim"],
-        pub dtype: Option<DType> ["dtype"],
-    }
-}
-
-op! {
-    /// `argmax`/`argmin` over `dim` (flattened when `None`): inputs `[x]`.
-    pub struct ArgReduce = "" + op {
-        pub op: ArgReduceOp [kind],
-        pub dim: Option<i64> ["dim"],
-        pub keepdim: bool ["keepdim"],
-    }
-}
-
-op! {
-    /// `var` over `dims` (all when empty) with Bessel's `correction`: inputs `[x]`.
-    pub struct Var = "var" {
-        pub dims: Vec<i64> ["dims"],
-        pub correction: f64 ["correction"],
-        pub keepdim: bool ["keepdim"],
-    }
-}
-
-op! {
-    /// `max.dim`/`min.dim`: inputs `[x]`, outputs `[values, indices]` (first index on ties).
-    pub struct ExtremumDim = "extremum_dim" {
-        pub max: bool ["max"],
-        pub dim: i64 ["dim"],
-        pub keepdim: bool ["keepdim"],
-    }
-}
-
-op! {
-    /// `sort`: inputs `[x]`, outputs `[values, indices]`; NaN sorts as the largest value.
-    pub struct Sort = "sort" {
-        pub dim: i64 ["dim"],
-        pub descending: bool ["descending"],
-        pub stable: bool ["stable"],
-    }
-}
-
-op! {
-    /// `topk`: inputs `[x]`, outputs `[values, indices]`.
-    pub struct TopK = "top_k" {
-        pub k: i64 ["k"],
-        pub dim: i64 ["dim"],
-        pub largest: bool ["largest"],
-    }
-}
-
-op! {
-    /// `cumsum`/`cumprod`/`logcumsumexp` along `dim`, in `dtype` when given: inputs `[x]`.
-    pub struct Cumulative = "" + op {
-        pub op: CumulativeOp [kind],
-        pub dim: i64 ["dim"],
-        pub dtype: Option<DType> ["dtype"],
     }
 }
 
@@ -106,6 +61,16 @@ impl OpDef for Softmax {
 
     fn under_padding(&self) -> Padding {
         Padding::Rule
+    }
+}
+
+op! {
+    /// Reduction over `dims` (all dims when empty): inputs `[x]`.
+    pub struct Reduce = "reduce_" + op {
+        pub op: ReduceOp [kind],
+        pub dims: Vec<i64> ["dims"],
+        pub keepdim: bool ["keepdim"],
+        pub dtype: Option<DType> ["dtype"],
     }
 }
 
@@ -131,67 +96,12 @@ impl OpDef for Reduce {
     }
 }
 
-impl OpDef for Var {
-    fn arity(&self) -> Arity {
-        Arity::fixed(1, 1)
-    }
-
-    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
-        let x = inputs[0];
-        let Var { dims, keepdim, .. } = self;
-        let out = reduced(x, dims, *keepdim)?;
-        one(Expected { dtype: x.dtype.is_float().then_some(x.dtype), ..Expected::shape(&out) })
-    }
-}
-
-impl OpDef for ExtremumDim {
-    fn arity(&self) -> Arity {
-        Arity::fixed(1, 2)
-    }
-
-    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
-        let x = inputs[0];
-        let ExtremumDim { dim, keepdim, .. } = self;
-        let out = reduced(x, &[*dim], *keepdim)?;
-        Ok(vec![Expected::exact(x.dtype, &out), Expected::exact(DType::I64, &out)])
-    }
-
-    fn under_padding(&self) -> Padding {
-        Padding::Rule
-    }
-}
-
-impl OpDef for Sort {
-    fn arity(&self) -> Arity {
-        Arity::fixed(1, 2)
-    }
-
-    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
-        let x = inputs[0];
-        let Sort { dim, .. } = self;
-        dim_index(*dim, x.rank())?;
-        Ok(vec![Expected::exact(x.dtype, &x.dims), Expected::exact(DType::I64, &x.dims)])
-    }
-}
-
-impl OpDef for TopK {
-    fn arity(&self) -> Arity {
-        Arity::fixed(1, 2)
-    }
-
-    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
-        let x = inputs[0];
-        let TopK { k, dim, .. } = self;
-        let d = dim_index(*dim, x.rank())?;
-        let size = x.dims.get(d).and_then(Dim::as_static).unwrap_or(1);
-        if *k < 0 || (x.dims.get(d).is_some_and(|d| d.as_static().is_some()) && *k > size) {
-            return Err(format!("k = {k} is out of range for dim {d} of {}", show(&x.dims)));
-        }
-        let mut out = x.dims.clone();
-        if let Some(slot) = out.get_mut(d) {
-            *slot = Dim::Static(*k);
-        }
-        Ok(vec![Expected::exact(x.dtype, &out), Expected::exact(DType::I64, &out)])
+op! {
+    /// `argmax`/`argmin` over `dim` (flattened when `None`): inputs `[x]`.
+    pub struct ArgReduce = "" + op {
+        pub op: ArgReduceOp [kind],
+        pub dim: Option<i64> ["dim"],
+        pub keepdim: bool ["keepdim"],
     }
 }
 
@@ -216,6 +126,115 @@ impl OpDef for ArgReduce {
     }
 }
 
+op! {
+    /// `var` over `dims` (all when empty) with Bessel's `correction`: inputs `[x]`.
+    pub struct Var = "var" {
+        pub dims: Vec<i64> ["dims"],
+        pub correction: f64 ["correction"],
+        pub keepdim: bool ["keepdim"],
+    }
+}
+
+impl OpDef for Var {
+    fn arity(&self) -> Arity {
+        Arity::fixed(1, 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let x = inputs[0];
+        let Var { dims, keepdim, .. } = self;
+        let out = reduced(x, dims, *keepdim)?;
+        one(Expected { dtype: x.dtype.is_float().then_some(x.dtype), ..Expected::shape(&out) })
+    }
+}
+
+op! {
+    /// `max.dim`/`min.dim`: inputs `[x]`, outputs `[values, indices]` (first index on ties).
+    pub struct ExtremumDim = "extremum_dim" {
+        pub max: bool ["max"],
+        pub dim: i64 ["dim"],
+        pub keepdim: bool ["keepdim"],
+    }
+}
+
+impl OpDef for ExtremumDim {
+    fn arity(&self) -> Arity {
+        Arity::fixed(1, 2)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let x = inputs[0];
+        let ExtremumDim { dim, keepdim, .. } = self;
+        let out = reduced(x, &[*dim], *keepdim)?;
+        Ok(vec![Expected::exact(x.dtype, &out), Expected::exact(DType::I64, &out)])
+    }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Rule
+    }
+}
+
+op! {
+    /// `sort`: inputs `[x]`, outputs `[values, indices]`; NaN sorts as the largest value.
+    pub struct Sort = "sort" {
+        pub dim: i64 ["dim"],
+        pub descending: bool ["descending"],
+        pub stable: bool ["stable"],
+    }
+}
+
+impl OpDef for Sort {
+    fn arity(&self) -> Arity {
+        Arity::fixed(1, 2)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let x = inputs[0];
+        let Sort { dim, .. } = self;
+        dim_index(*dim, x.rank())?;
+        Ok(vec![Expected::exact(x.dtype, &x.dims), Expected::exact(DType::I64, &x.dims)])
+    }
+}
+
+op! {
+    /// `topk`: inputs `[x]`, outputs `[values, indices]`.
+    pub struct TopK = "top_k" {
+        pub k: i64 ["k"],
+        pub dim: i64 ["dim"],
+        pub largest: bool ["largest"],
+    }
+}
+
+impl OpDef for TopK {
+    fn arity(&self) -> Arity {
+        Arity::fixed(1, 2)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let x = inputs[0];
+        let TopK { k, dim, .. } = self;
+        let d = dim_index(*dim, x.rank())?;
+        let size = x.dims.get(d).and_then(Dim::as_static).unwrap_or(1);
+        if *k < 0 || (x.dims.get(d).is_some_and(|d| d.as_static().is_some()) && *k > size) {
+            return Err(format!("k = {k} is out of range for dim {d} of {}", show(&x.dims)));
+        }
+        let mut out = x.dims.clone();
+        if let Some(slot) = out.get_mut(d) {
+            *slot = Dim::Static(*k);
+        }
+        Ok(vec![Expected::exact(x.dtype, &out), Expected::exact(DType::I64, &out)])
+    }
+}
+
+op! {
+    /// `cumsum`/`cumprod`/`logcumsumexp` along `dim`, in `dtype` when given: inputs `[x]`.
+    pub struct Cumulative = "" + op {
+        pub op: CumulativeOp [kind],
+        pub dim: i64 ["dim"],
+        pub dtype: Option<DType> ["dtype"],
+    }
+}
+
 impl OpDef for Cumulative {
     fn arity(&self) -> Arity {
         Arity::fixed(1, 1)
@@ -236,24 +255,6 @@ impl OpDef for Cumulative {
     // end changes nothing real.
     fn under_padding(&self) -> Padding {
         Padding::Exact
-    }
-}
-
-impl OpDef for Histc {
-    fn arity(&self) -> Arity {
-        Arity::fixed(1, 1)
-    }
-
-    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
-        let x = inputs[0];
-        let Histc { bins, min, max } = self;
-        if *bins < 1 || min.partial_cmp(max) != Some(std::cmp::Ordering::Less) {
-            return Err(format!("histc needs bins ≥ 1 and min < max, found {bins} bins over [{min}, {max}]"));
-        }
-        if !x.dtype.is_float() {
-            return Err(format!("histc counts floating-point values, found {}", x.dtype));
-        }
-        one(Expected::exact(x.dtype, &[Dim::Static(*bins)]))
     }
 }
 

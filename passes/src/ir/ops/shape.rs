@@ -13,10 +13,44 @@ op! {
     }
 }
 
+impl OpDef for View {
+    fn arity(&self) -> Arity {
+        Arity::fixed(1, 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let x = inputs[0];
+        let same_dtype = |dims: Vec<Option<Dim>>| Expected::partial(Some(x.dtype), dims);
+        let View { size } = self;
+        one(same_dtype(view(x, size)?))
+    }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Rule
+    }
+}
+
 op! {
     /// `permute`: inputs `[x]`.
     pub struct Permute = "permute" {
         pub dims: Vec<i64> ["dims"],
+    }
+}
+
+impl OpDef for Permute {
+    fn arity(&self) -> Arity {
+        Arity::fixed(1, 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let x = inputs[0];
+        let same_dtype = |dims: Vec<Option<Dim>>| Expected::partial(Some(x.dtype), dims);
+        let Permute { dims } = self;
+        one(same_dtype(permute(x, dims)?))
+    }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Exact
     }
 }
 
@@ -27,6 +61,23 @@ op! {
     }
 }
 
+impl OpDef for Expand {
+    fn arity(&self) -> Arity {
+        Arity::fixed(1, 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let x = inputs[0];
+        let same_dtype = |dims: Vec<Option<Dim>>| Expected::partial(Some(x.dtype), dims);
+        let Expand { size } = self;
+        one(same_dtype(expand(x, size)?))
+    }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Exact
+    }
+}
+
 op! {
     /// `unsqueeze`: inputs `[x]`.
     pub struct Unsqueeze = "unsqueeze" {
@@ -34,10 +85,47 @@ op! {
     }
 }
 
+impl OpDef for Unsqueeze {
+    fn arity(&self) -> Arity {
+        Arity::fixed(1, 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let x = inputs[0];
+        let same_dtype = |dims: Vec<Option<Dim>>| Expected::partial(Some(x.dtype), dims);
+        let Unsqueeze { dim } = self;
+        let at = dim_index(*dim, x.rank() + 1)?;
+        let mut dims = known(&x.dims);
+        dims.insert(at, Some(Dim::Static(1)));
+        one(same_dtype(dims))
+    }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Exact
+    }
+}
+
 op! {
     /// `squeeze` of `dims` (all size-1 dims when empty): inputs `[x]`.
     pub struct Squeeze = "squeeze" {
         pub dims: Vec<i64> ["dims"],
+    }
+}
+
+impl OpDef for Squeeze {
+    fn arity(&self) -> Arity {
+        Arity::fixed(1, 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let x = inputs[0];
+        let same_dtype = |dims: Vec<Option<Dim>>| Expected::partial(Some(x.dtype), dims);
+        let Squeeze { dims } = self;
+        one(same_dtype(squeeze(x, dims)?))
+    }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Exact
     }
 }
 
@@ -51,94 +139,28 @@ op! {
     }
 }
 
+impl OpDef for Slice {
+    fn arity(&self) -> Arity {
+        Arity::fixed(1, 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let x = inputs[0];
+        let same_dtype = |dims: Vec<Option<Dim>>| Expected::partial(Some(x.dtype), dims);
+        let Slice { dim, start, end, step } = self;
+        one(same_dtype(slice(x, *dim, start, end, *step)?))
+    }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Rule
+    }
+}
+
 op! {
     /// `select.int`: index `index` of dim `dim`, which is removed: inputs `[x]`.
     pub struct Select = "select" {
         pub dim: i64 ["dim"],
         pub index: i64 ["index"],
-    }
-}
-
-op! {
-    /// `flip` of `dims`: inputs `[x]`.
-    pub struct Flip = "flip" {
-        pub dims: Vec<i64> ["dims"],
-    }
-}
-
-op! {
-    /// `repeat`: tiles `x` `repeats[i]` times along each dim: inputs `[x]`.
-    pub struct Repeat = "repeat" {
-        pub repeats: Vec<i64> ["repeats"],
-    }
-}
-
-op! {
-    /// `constant_pad_nd`: `pad` is (low, high) pairs from the last dim backwards, negative
-    /// entries crop: inputs `[x]`.
-    pub struct Pad = "pad" {
-        pub pad: Vec<i64> ["pad"],
-        pub value: Scalar ["value"],
-    }
-}
-
-op! {
-    /// `cat` along `dim`: inputs are the tensors.
-    pub struct Cat = "cat" {
-        pub dim: i64 ["dim"],
-    }
-}
-
-op! {
-    /// `split_with_sizes`: inputs `[x]`, one output per size.
-    pub struct SplitWithSizes = "split_with_sizes" {
-        pub sizes: Vec<Dim> ["sizes"],
-        pub dim: i64 ["dim"],
-    }
-}
-
-op! {
-    /// `full(size, value)`: no inputs.
-    pub struct Full = "full" {
-        pub size: Vec<Dim> ["size"],
-        pub value: Scalar ["value"],
-    }
-}
-
-op! {
-    /// A constant tensor computed at compile time by `fold_constants`: its values row-major,
-    /// as the output type says (bool, i32, i64 or f32); no inputs.
-    pub struct Literal = "literal" {
-        pub values: Vec<Scalar> ["values"],
-    }
-}
-
-impl OpDef for Full {
-    fn arity(&self) -> Arity {
-        Arity::fixed(0, 1)
-    }
-
-    fn infer(&self, _: &[&TensorType]) -> RuleResult {
-        let Full { size, .. } = self;
-        if size.iter().any(|d| d.as_static().is_some_and(|v| v < 0)) {
-            return Err(format!("size {} has a negative entry", show(size)));
-        }
-        one(Expected::shape(size))
-    }
-
-    fn under_padding(&self) -> Padding {
-        Padding::Exact
-    }
-}
-
-impl OpDef for Literal {
-    fn arity(&self) -> Arity {
-        Arity::fixed(0, 1)
-    }
-
-    fn infer(&self, _: &[&TensorType]) -> RuleResult {
-        // Its element count against its declared type is checked by the verifier.
-        Ok(vec![])
     }
 }
 
@@ -170,6 +192,13 @@ impl OpDef for Select {
     }
 }
 
+op! {
+    /// `flip` of `dims`: inputs `[x]`.
+    pub struct Flip = "flip" {
+        pub dims: Vec<i64> ["dims"],
+    }
+}
+
 impl OpDef for Flip {
     fn arity(&self) -> Arity {
         Arity::fixed(1, 1)
@@ -180,6 +209,13 @@ impl OpDef for Flip {
         let Flip { dims } = self;
         distinct_dims(dims, x.rank())?;
         one(Expected::exact(x.dtype, &x.dims))
+    }
+}
+
+op! {
+    /// `repeat`: tiles `x` `repeats[i]` times along each dim: inputs `[x]`.
+    pub struct Repeat = "repeat" {
+        pub repeats: Vec<i64> ["repeats"],
     }
 }
 
@@ -196,6 +232,15 @@ impl OpDef for Repeat {
     }
 }
 
+op! {
+    /// `constant_pad_nd`: `pad` is (low, high) pairs from the last dim backwards, negative
+    /// entries crop: inputs `[x]`.
+    pub struct Pad = "pad" {
+        pub pad: Vec<i64> ["pad"],
+        pub value: Scalar ["value"],
+    }
+}
+
 impl OpDef for Pad {
     fn arity(&self) -> Arity {
         Arity::fixed(1, 1)
@@ -209,16 +254,21 @@ impl OpDef for Pad {
     }
 }
 
-impl OpDef for View {
+op! {
+    /// `cat` along `dim`: inputs are the tensors.
+    pub struct Cat = "cat" {
+        pub dim: i64 ["dim"],
+    }
+}
+
+impl OpDef for Cat {
     fn arity(&self) -> Arity {
-        Arity::fixed(1, 1)
+        Arity { inputs: None, outputs: Some(1) }
     }
 
     fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
-        let x = inputs[0];
-        let same_dtype = |dims: Vec<Option<Dim>>| Expected::partial(Some(x.dtype), dims);
-        let View { size } = self;
-        one(same_dtype(view(x, size)?))
+        let Cat { dim } = self;
+        one(cat(*dim, inputs)?)
     }
 
     fn under_padding(&self) -> Padding {
@@ -226,91 +276,11 @@ impl OpDef for View {
     }
 }
 
-impl OpDef for Permute {
-    fn arity(&self) -> Arity {
-        Arity::fixed(1, 1)
-    }
-
-    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
-        let x = inputs[0];
-        let same_dtype = |dims: Vec<Option<Dim>>| Expected::partial(Some(x.dtype), dims);
-        let Permute { dims } = self;
-        one(same_dtype(permute(x, dims)?))
-    }
-
-    fn under_padding(&self) -> Padding {
-        Padding::Exact
-    }
-}
-
-impl OpDef for Expand {
-    fn arity(&self) -> Arity {
-        Arity::fixed(1, 1)
-    }
-
-    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
-        let x = inputs[0];
-        let same_dtype = |dims: Vec<Option<Dim>>| Expected::partial(Some(x.dtype), dims);
-        let Expand { size } = self;
-        one(same_dtype(expand(x, size)?))
-    }
-
-    fn under_padding(&self) -> Padding {
-        Padding::Exact
-    }
-}
-
-impl OpDef for Unsqueeze {
-    fn arity(&self) -> Arity {
-        Arity::fixed(1, 1)
-    }
-
-    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
-        let x = inputs[0];
-        let same_dtype = |dims: Vec<Option<Dim>>| Expected::partial(Some(x.dtype), dims);
-        let Unsqueeze { dim } = self;
-        let at = dim_index(*dim, x.rank() + 1)?;
-        let mut dims = known(&x.dims);
-        dims.insert(at, Some(Dim::Static(1)));
-        one(same_dtype(dims))
-    }
-
-    fn under_padding(&self) -> Padding {
-        Padding::Exact
-    }
-}
-
-impl OpDef for Squeeze {
-    fn arity(&self) -> Arity {
-        Arity::fixed(1, 1)
-    }
-
-    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
-        let x = inputs[0];
-        let same_dtype = |dims: Vec<Option<Dim>>| Expected::partial(Some(x.dtype), dims);
-        let Squeeze { dims } = self;
-        one(same_dtype(squeeze(x, dims)?))
-    }
-
-    fn under_padding(&self) -> Padding {
-        Padding::Exact
-    }
-}
-
-impl OpDef for Slice {
-    fn arity(&self) -> Arity {
-        Arity::fixed(1, 1)
-    }
-
-    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
-        let x = inputs[0];
-        let same_dtype = |dims: Vec<Option<Dim>>| Expected::partial(Some(x.dtype), dims);
-        let Slice { dim, start, end, step } = self;
-        one(same_dtype(slice(x, *dim, start, end, *step)?))
-    }
-
-    fn under_padding(&self) -> Padding {
-        Padding::Rule
+op! {
+    /// `split_with_sizes`: inputs `[x]`, one output per size.
+    pub struct SplitWithSizes = "split_with_sizes" {
+        pub sizes: Vec<Dim> ["sizes"],
+        pub dim: i64 ["dim"],
     }
 }
 
@@ -344,18 +314,48 @@ impl OpDef for SplitWithSizes {
     }
 }
 
-impl OpDef for Cat {
+op! {
+    /// `full(size, value)`: no inputs.
+    pub struct Full = "full" {
+        pub size: Vec<Dim> ["size"],
+        pub value: Scalar ["value"],
+    }
+}
+
+impl OpDef for Full {
     fn arity(&self) -> Arity {
-        Arity { inputs: None, outputs: Some(1) }
+        Arity::fixed(0, 1)
     }
 
-    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
-        let Cat { dim } = self;
-        one(cat(*dim, inputs)?)
+    fn infer(&self, _: &[&TensorType]) -> RuleResult {
+        let Full { size, .. } = self;
+        if size.iter().any(|d| d.as_static().is_some_and(|v| v < 0)) {
+            return Err(format!("size {} has a negative entry", show(size)));
+        }
+        one(Expected::shape(size))
     }
 
     fn under_padding(&self) -> Padding {
-        Padding::Rule
+        Padding::Exact
+    }
+}
+
+op! {
+    /// A constant tensor computed at compile time by `fold_constants`: its values row-major,
+    /// as the output type says (bool, i32, i64 or f32); no inputs.
+    pub struct Literal = "literal" {
+        pub values: Vec<Scalar> ["values"],
+    }
+}
+
+impl OpDef for Literal {
+    fn arity(&self) -> Arity {
+        Arity::fixed(0, 1)
+    }
+
+    fn infer(&self, _: &[&TensorType]) -> RuleResult {
+        // Its element count against its declared type is checked by the verifier.
+        Ok(vec![])
     }
 }
 
