@@ -2661,6 +2661,18 @@ def build_upsample_nearest2d_default():
     ]
 
 
+def build_upsample_nearest2d_backward():
+    op = aten.upsample_nearest2d_backward.default
+    s = []
+    for desc, insz, outsz, scales in [("f32[1,1,3,4] -> (6,8)", (1, 1, 3, 4), [6, 8], ()),
+                                      ("f32[1,2,3,4] -> (5,7) (non-integer ratio)", (1, 2, 3, 4), [5, 7], ()),
+                                      ("f32[2,1,5,7] -> (2,3) (downsampling)", (2, 1, 5, 7), [2, 3], ()),
+                                      ("scales_h 2.5, scales_w unset -> (7,8)", (1, 1, 3, 4), [7, 8], (2.5,))]:
+        g = N(*insz[:2], *outsz)
+        s.append(S(f"grad for {desc}", [g], lambda g, o=outsz, i=list(insz), sc=scales: op(g, o, i, *sc)))
+    return s
+
+
 def build_embedding_bag_forward_only():
     op = aten._embedding_bag_forward_only.default
     w = N(6, 3)
@@ -2757,7 +2769,7 @@ rrelu_with_noise_backward.default unfold.default var_mean.correction kthvalue.de
 bucketize.Tensor bucketize.Scalar prims.collapse.default upsample_nearest2d.default exp2.default
 max.default min.default tril_indices.default triu_indices.default _embedding_bag_forward_only.default
 cumprod.default logcumsumexp.default bitwise_left_shift.Tensor bitwise_right_shift.Tensor
-multinomial.default _linalg_det.default
+multinomial.default _linalg_det.default upsample_nearest2d_backward.default
 """.split()
 
 reg("quantized_decomposed.quantize_per_tensor.default", build_quantize_per_tensor)
@@ -2793,6 +2805,7 @@ reg("bitwise_left_shift.Tensor", build_left_shift)
 reg("bitwise_right_shift.Tensor", build_right_shift)
 reg("multinomial.default", build_multinomial, random=True)
 reg("_linalg_det.default", build_linalg_det, tol="red")
+reg("upsample_nearest2d_backward.default", build_upsample_nearest2d_backward, tol="red", backward=True)
 
 assert sorted(SPECS) == sorted(OP_LIST + EXTRA_LIST), (sorted(set(OP_LIST) - set(SPECS)),
                                                        sorted(set(SPECS) - set(OP_LIST)))

@@ -423,6 +423,7 @@ fn emit_node<'c, 'b>(
         Op::AvgPool(p) => one(pool::avg_pool(b, p, args[0], &out[0])),
         Op::AdaptiveAvgPool(p) => one(pool::adaptive_avg_pool(b, p, args[0], &out[0])),
         Op::Upsample(u) => one(pool::upsample(b, u, args[0], &out[0])),
+        Op::UpsampleNearestBackward(u) => one(pool::upsample_nearest_backward(b, u, args[0], &out[0])),
         Op::GroupNorm(n) => nn::group_norm(b, n, args, out),
         Op::BatchNormTraining(n) => nn::batch_norm_training(b, n, args, out),
         Op::BatchNormInference(n) => nn::batch_norm(b, n, args, out),

@@ -7,7 +7,7 @@
 //! torch's windows and source indices), which XLA handles well on TPU.
 
 use melior::ir::Value;
-use torchtpu_passes::ir::ops::{AdaptiveAvgPool, AvgPool, MaxPool, Upsample};
+use torchtpu_passes::ir::ops::{AdaptiveAvgPool, AvgPool, MaxPool, Upsample, UpsampleNearestBackward};
 use torchtpu_passes::ir::{DType, Scalar, TensorType};
 
 use super::builder::{
@@ -435,6 +435,24 @@ fn resample<'c, 'b>(
     b.reshape(v, &out_dims, dt)
 }
 
+/// `upsample_nearest2d_backward`: the transpose of the forward's nearest matrices, which adds
+/// each gradient element to the input position it was read from.
+pub(super) fn upsample_nearest_backward<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    op: &UpsampleNearestBackward,
+    grad: Arg<'c, 'b, '_>,
+    out: &TensorType,
+) -> LowerResult<Value<'c, 'b>> {
+    let scale = |k: usize| op.scales.as_ref().and_then(|s| s.get(k).copied());
+    // Along dim `k`, from the gradient's size `m` back to the input's `n`.
+    resample(b, 2, grad, out, |k, m, n| Some(transposed(&resample_matrix(n, m, false, false, scale(k)), n)))
+}
+
+/// The `n`-column matrix `rows` transposed.
+fn transposed(rows: &[Vec<f64>], n: i64) -> Vec<Vec<f64>> {
+    (0..n as usize).map(|j| rows.iter().map(|row| row[j]).collect()).collect()
+}
+
 /// `max_pool_with_indices_backward`: each output gradient is added at its window's recorded
 /// flat spatial index (a scatter-add per channel).
 pub(super) fn max_pool_backward<'c, 'b>(
@@ -482,9 +500,7 @@ pub(super) fn adaptive_avg_pool_backward<'c, 'b>(
     for k in 0..2 {
         let axis = gd.len() - 2 + k;
         let (n, m) = (in_dims[axis], gd[axis]);
-        let forward = adaptive_matrix(n, m);
-        let transposed: Vec<Vec<f64>> = (0..n as usize).map(|j| forward.iter().map(|row| row[j]).collect()).collect();
-        (v, dims) = along(b, v, &dims, axis, &transposed, dt)?;
+        (v, dims) = along(b, v, &dims, axis, &transposed(&adaptive_matrix(n, m), n), dt)?;
     }
     b.reshape(v, &static_dims(out)?, dt)
 }

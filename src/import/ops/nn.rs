@@ -3,7 +3,7 @@
 use torchtpu_passes::ir::ops::{
     AdaptiveAvgPool, AdaptiveAvgPoolBackward, AvgPool, AvgPoolBackward, BatchNormInference, BatchNormTraining, Cdist,
     Col2Im, Embedding, EmbeddingBag, GridSampler, GroupNorm, GroupNormBackward, LayerNorm, LayerNormBackward, MaxPool,
-    MaxPoolBackward, Pdist, Softmax, Upsample,
+    MaxPoolBackward, Pdist, Softmax, Upsample, UpsampleNearestBackward,
 };
 use torchtpu_passes::ir::{BagMode, GridPadding, Interpolation, Op};
 
@@ -30,14 +30,15 @@ pub(super) fn translation(key: &str) -> Option<Translation> {
         "aten.upsample_nearest2d.vec" => |a| upsample(a, false),
         "aten.upsample_nearest2d.default" => |a| {
             a.tensor("self")?;
-            // An absent scale is the sizes' ratio, as a non-positive one is.
-            let scales = match (a.opt_float("scales_h")?, a.opt_float("scales_w")?) {
-                (None, None) => None,
-                (h, w) => Some(vec![h.unwrap_or(0.0), w.unwrap_or(0.0)]),
-            };
-            Ok(Op::Upsample(Upsample { bilinear: false, align_corners: false, scales }))
+            Ok(Op::Upsample(Upsample { bilinear: false, align_corners: false, scales: nearest_scales(a)? }))
         },
         "aten.upsample_bilinear2d.vec" => |a| upsample(a, true),
+        "aten.upsample_nearest2d_backward.default" => |a| {
+            a.tensor("grad_output")?;
+            a.dims("output_size")?;
+            let input_size = a.dims("input_size")?;
+            Ok(Op::UpsampleNearestBackward(UpsampleNearestBackward { input_size, scales: nearest_scales(a)? }))
+        },
         "aten.native_group_norm.default" => group_norm,
         "aten._cdist_forward.default" => |a| {
             a.tensor("x1")?;
@@ -205,6 +206,15 @@ fn avg_pool(a: &mut Args<'_>, spatial: usize) -> Result<AvgPool, String> {
         count_include_pad: a.bool("count_include_pad", true)?,
         divisor_override: a.opt_int("divisor_override")?,
         kernel,
+    })
+}
+
+/// `scales_h` and `scales_w` of a nearest upsampling, when either is given; an absent scale is
+/// the sizes' ratio, as a non-positive one is (0).
+fn nearest_scales(a: &mut Args<'_>) -> Result<Option<Vec<f64>>, String> {
+    Ok(match (a.opt_float("scales_h")?, a.opt_float("scales_w")?) {
+        (None, None) => None,
+        (h, w) => Some(vec![h.unwrap_or(0.0), w.unwrap_or(0.0)]),
     })
 }
 

@@ -40,6 +40,38 @@ impl OpDef for Upsample {
 }
 
 op! {
+    /// `upsample_nearest2d_backward`: the gradient of a nearest upsampling, each gradient
+    /// element added to the input position the forward read it from, back to `input_size`
+    /// (`[N, C, H, W]`); `scales` are the forward's `scales_h` and `scales_w` (0 for one not
+    /// given) when any is: inputs `[grad_output]`.
+    pub struct UpsampleNearestBackward = "upsample_nearest_backward" {
+        pub input_size: Vec<Dim> ["input_size"],
+        pub scales: Option<Vec<f64>> ["scales"],
+    }
+}
+
+impl OpDef for UpsampleNearestBackward {
+    fn arity(&self) -> Arity {
+        Arity::fixed(1, 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let grad = inputs[0];
+        let size = &self.input_size;
+        let batch_and_channels_agree =
+            size.len() == 4 && grad.rank() == 4 && (0..2).all(|d| same_dim(&size[d], &grad.dims[d]));
+        if !batch_and_channels_agree {
+            return Err(format!("the gradient {} is not one of an input {} upsampled", show(&grad.dims), show(size)));
+        }
+        one(Expected::exact(grad.dtype, size))
+    }
+
+    fn under_padding(&self) -> Padding {
+        Padding::BatchRows
+    }
+}
+
+op! {
     /// `diagonal(x, offset, dim1, dim2)`: the diagonal becomes the last dim; inputs `[x]`.
     pub struct Diagonal = "diagonal" {
         pub offset: i64 ["offset"],

@@ -188,6 +188,7 @@ ops! {
     AvgPool(AvgPool),
     AdaptiveAvgPool(AdaptiveAvgPool),
     Upsample(Upsample),
+    UpsampleNearestBackward(UpsampleNearestBackward),
     GroupNorm(GroupNorm),
     BatchNormTraining(BatchNormTraining),
     BatchNormInference(BatchNormInference),

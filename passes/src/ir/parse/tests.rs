@@ -401,6 +401,7 @@ const EVERY_OP: &str = r#"graph ops {
   %111 = relu(%0) {precision=high} : f32[2]  # a94
   %112 = embedding(%0, %0) : f32[2]  # a95
   %113 = copy(%0) : f32[2]  # a96
+  %114 = upsample_nearest_backward(%0) {input_size=[1, 2, s0, 3], scales=[2.5, 0.0]} : f32[1,2,s0,3]  # a97
   return user[0] = %1
 }
 "#;
