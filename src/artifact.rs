@@ -452,6 +452,16 @@ pub(crate) enum Payload<'a> {
     Stream { len: u64, sha256: Option<String>, write: WriteEntry<'a> },
 }
 
+impl Payload<'_> {
+    /// The entry's length in bytes.
+    fn len(&self) -> u64 {
+        match self {
+            Payload::Bytes(b) => b.len() as u64,
+            Payload::Stream { len, .. } => *len,
+        }
+    }
+}
+
 /// What was written for a streamed entry: its length and sha256.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Streamed {
@@ -467,7 +477,8 @@ pub(crate) fn write(
     entries: Vec<(String, Payload<'_>)>,
     manifest: impl FnOnce(&BTreeMap<String, Streamed>) -> Manifest,
 ) -> Result<(), ArtifactError> {
-    atomically(path, |file| {
+    let planned = entries.iter().map(|(_, p)| p.len()).sum();
+    atomically(path, planned, |file| {
         let mut zip = ZipOut::new(file);
         let mut streamed = BTreeMap::new();
         for (name, payload) in entries {
@@ -495,7 +506,7 @@ pub(crate) fn write(
 /// `write` writes, hashing them on the way: an external weights file.
 pub(crate) fn write_streamed_file(path: &Path, len: u64, write: WriteEntry<'_>) -> Result<Streamed, ArtifactError> {
     let mut done = None;
-    atomically(path, |file| {
+    atomically(path, len, |file| {
         let mut sink = CountingSink { inner: FileSink(std::io::BufWriter::with_capacity(1 << 20, file)), bytes: 0 };
         let sha256 = hashed(&mut sink, None, write)?;
         if sink.bytes != len {
@@ -508,10 +519,15 @@ pub(crate) fn write_streamed_file(path: &Path, len: u64, write: WriteEntry<'_>) 
     Ok(done.unwrap_or(Streamed { bytes: len, sha256: String::new() }))
 }
 
-/// Creates a temporary file beside `path`, lets `fill` write it and renames it to `path`; on
-/// failure the temporary file is removed. Readers see the old file or the new one. The file is
-/// not synced (see the module doc).
-fn atomically(path: &Path, fill: impl FnOnce(std::fs::File) -> Result<(), String>) -> Result<(), ArtifactError> {
+/// Creates a temporary file beside `path`, lets `fill` write it (about `planned` bytes) and
+/// renames it to `path`; on failure the temporary file is removed, and the message says when
+/// the file system lacks the space. Readers see the old file or the new one. The file is not
+/// synced (see the module doc).
+fn atomically(
+    path: &Path,
+    planned: u64,
+    fill: impl FnOnce(std::fs::File) -> Result<(), String>,
+) -> Result<(), ArtifactError> {
     let tmp = temp_path(path);
     let result = std::fs::File::create(&tmp)
         .map_err(|e| e.to_string())
@@ -519,8 +535,37 @@ fn atomically(path: &Path, fill: impl FnOnce(std::fs::File) -> Result<(), String
         .and_then(|()| std::fs::rename(&tmp, path).map_err(|e| e.to_string()));
     result.map_err(|reason| {
         let _ = std::fs::remove_file(&tmp);
-        ArtifactError::Write { path: path.display().to_string(), reason }
+        ArtifactError::Write {
+            path: path.display().to_string(),
+            reason: format!("{reason}{}", space_note(path, planned)),
+        }
     })
+}
+
+/// `; it needs 1.2 MiB, the file system of `out` has 600.0 KiB free` when the file system of
+/// `path` has less free than `needed` (measured after the failed write was removed).
+fn space_note(path: &Path, needed: u64) -> String {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    match free_bytes(dir) {
+        Some(free) if free < needed => format!(
+            "; it needs {}, the file system of `{}` has {} free",
+            crate::display::human_bytes(needed),
+            dir.display(),
+            crate::display::human_bytes(free)
+        ),
+        _ => String::new(),
+    }
+}
+
+/// Bytes an unprivileged writer may still use on the file system holding `dir`.
+fn free_bytes(dir: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: `c` is a NUL-terminated path that outlives the call; `st` is plain data the call
+    // fills in, read only when it succeeds.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    let ok = unsafe { libc::statvfs(c.as_ptr(), &mut st) } == 0;
+    ok.then(|| st.f_bavail.saturating_mul(st.f_frsize))
 }
 
 /// Runs `write` into `out`, hashing what it writes unless `sha256` is known; the sha256.

@@ -25,7 +25,7 @@ use crate::artifact::{
 use crate::cache::{Cache, CacheConfig, Outcome};
 use crate::driver::{self, LowerOptions, Lowered};
 use crate::emit::{EmitOptions, GroupedMm, Precision};
-use crate::import::Program;
+use crate::import::{ImportError, Program};
 use crate::target::Target;
 use crate::Error;
 
@@ -361,11 +361,14 @@ fn write_artifact(
     let names = bucket_entries.iter().map(|b| b.name.clone()).collect();
     let warnings = targets.iter().flat_map(TargetEntry::hbm_overflows).collect();
     let passes = bucket_entries.first().map(|b| b.passes.clone()).unwrap_or_default();
-    // The weights first, streamed from the archive; a failure inside is kept to report as is.
+    // The weights first, streamed from the archive; a failure to read them is kept to report
+    // as is, one to write them is the writer's (it names the file).
     let write_weights = |w: &mut dyn crate::container::write::Sink| {
         weights.write(&mut progress::Counted { inner: w, bar: &bar }).map_err(|e| {
             let reason = e.to_string();
-            *failure.borrow_mut() = Some(e);
+            if !matches!(e, Error::Import(ImportError::Write { .. })) {
+                *failure.borrow_mut() = Some(e);
+            }
             reason
         })
     };

@@ -13,7 +13,7 @@ use torchtpu_passes::ir::{DType, Graph, InputKind, Op, WeightRecipe};
 
 use crate::artifact::safetensors_dtype;
 use crate::container::write::Sink;
-use crate::import::{Program, Weight};
+use crate::import::{ImportError, Program, Weight};
 use crate::Error;
 
 /// The names of `graph`'s weight arguments (stored and derived), in calling order.
@@ -127,7 +127,7 @@ impl<'a> WeightsEntry<'a> {
     /// Writes the entry to `out`: the header, then each tensor, stored ones copied from the
     /// archive in chunks, derived ones computed one at a time.
     pub(super) fn write(&self, out: &mut dyn Sink) -> Result<(), Error> {
-        let io = |e: std::io::Error| Error::Io { path: artifact_entry(), reason: e.to_string() };
+        let io = |source| Error::Import(ImportError::Write { source });
         out.write_all(&(self.header.len() as u64).to_le_bytes()).map_err(io)?;
         out.write_all(&self.header).map_err(io)?;
         for t in &self.tensors {
@@ -148,10 +148,6 @@ impl<'a> WeightsEntry<'a> {
         }
         Ok(())
     }
-}
-
-fn artifact_entry() -> String {
-    crate::artifact::WEIGHTS.to_string()
 }
 
 /// Bytes of a tensor of `shape`, checked.
@@ -189,7 +185,7 @@ fn write_derived(program: &Program, recipe: &WeightRecipe, dtype: DType, out: &m
         }
         return Ok(written);
     }
-    let io = |e: std::io::Error| Error::Io { path: artifact_entry(), reason: e.to_string() };
+    let io = |source| Error::Import(ImportError::Write { source });
     let encode = |v: f32, into: &mut Vec<u8>| match dtype {
         DType::BF16 => into.extend_from_slice(&half::bf16::from_f32(v).to_le_bytes()),
         DType::F16 => into.extend_from_slice(&half::f16::from_f32(v).to_le_bytes()),

@@ -62,8 +62,11 @@ impl Archive {
         }
         let name = format!("{}/{rel}", self.root);
         let crc = if within.start == 0 && end == range.end { self.zip.crc(&name) } else { None };
-        out.copy_range(self.zip.file(), start..end, crc)
-            .map_err(|source| ImportError::Io { path: self.zip.path().to_path_buf(), source })
+        out.copy_range(self.zip.file(), start..end, crc).map_err(|source| match source.kind() {
+            // The archive is mapped and was checked: it ends early only if changed underneath.
+            std::io::ErrorKind::UnexpectedEof => ImportError::Io { path: self.zip.path().to_path_buf(), source },
+            _ => ImportError::Write { source },
+        })
     }
 
     /// Maps `path`, checks it as `integrity` says (telling `progress` the bytes checked) and

@@ -35,6 +35,10 @@ pub(crate) use payload::Weight;
 pub enum ImportError {
     #[error("cannot read `{}`: {source}", path.display())]
     Io { path: PathBuf, source: std::io::Error },
+    /// Writing the weights read from the archive failed (a full disk): the writer's error, for
+    /// the caller to name the file it was writing.
+    #[error("{source}")]
+    Write { source: std::io::Error },
     #[error("not a pt2 archive (a zip written by torch.export.save): {reason}")]
     NotAnArchive { reason: String },
     #[error("archive entry `{entry}`: {reason}")]

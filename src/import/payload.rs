@@ -126,7 +126,7 @@ impl Weight {
             return archive.copy_payload(&self.entry, start..start + self.numel() as usize * es, out);
         }
         let bytes = self.contiguous_bytes(archive)?;
-        out.write_all(&bytes).map_err(|source| ImportError::Io { path: archive.path().to_path_buf(), source })
+        out.write_all(&bytes).map_err(|source| ImportError::Write { source })
     }
 }
 
