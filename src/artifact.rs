@@ -529,6 +529,7 @@ fn atomically(
     fill: impl FnOnce(std::fs::File) -> Result<(), String>,
 ) -> Result<(), ArtifactError> {
     let tmp = temp_path(path);
+    remove_stale_temps(path);
     let result = std::fs::File::create(&tmp)
         .map_err(|e| e.to_string())
         .and_then(fill)
@@ -640,8 +641,33 @@ impl<S: Sink> Sink for CountingSink<S> {
 }
 
 fn temp_path(path: &Path) -> PathBuf {
-    let name = path.file_name().map_or_else(|| "artifact".into(), |n| n.to_string_lossy().into_owned());
-    path.with_file_name(format!(".{name}.{}.tmp", std::process::id()))
+    path.with_file_name(format!(".{}.{}.tmp", file_name(path), std::process::id()))
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name().map_or_else(|| "artifact".into(), |n| n.to_string_lossy().into_owned())
+}
+
+/// Removes the temporary files of `path` left by writers that were killed: those whose process
+/// no longer exists (a live writer's file, another compile's, is left alone).
+fn remove_stale_temps(path: &Path) {
+    let prefix = format!(".{}.", file_name(path));
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let pid = name.strip_prefix(&prefix).and_then(|r| r.strip_suffix(".tmp")).and_then(|p| p.parse::<i32>().ok());
+        if pid.is_some_and(|pid| pid > 0 && !process_exists(pid)) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// True unless no process has this id (`kill(pid, 0)` failing with `ESRCH`).
+fn process_exists(pid: i32) -> bool {
+    // SAFETY: signal 0 sends nothing; it only checks that the process exists.
+    let alive = unsafe { libc::kill(pid, 0) } == 0;
+    alive || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
 }
 
 /// An opened artifact.
