@@ -5,8 +5,13 @@
 //! Credentials and endpoints come from the standard environment variables (`AWS_ACCESS_KEY_ID`,
 //! `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`, `AWS_ENDPOINT_URL`, `AWS_ALLOW_HTTP`,
 //! `GOOGLE_APPLICATION_CREDENTIALS`, …). Every failure or timeout is a warning and a miss:
-//! the compile goes on locally.
+//! the compile goes on locally. A tier that fails to answer (down, refusing, timing out) is
+//! not asked again by this process: one warning, and no compile waits on it more than once. An
+//! object that comes back damaged (truncated, or another key's) is a miss with a warning,
+//! never served. One read or write may take `TORCHTPU_REMOTE_TIMEOUT` seconds (60 unless set),
+//! retries included.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,8 +21,15 @@ use object_store::{ObjectStore, PutPayload};
 use super::entry::Entry;
 use super::Warnings;
 
-/// How long one remote read or write may take before it counts as failed.
-const TIMEOUT: Duration = Duration::from_secs(60);
+/// How long one remote read or write may take, retries included, before it counts as failed,
+/// unless `TORCHTPU_REMOTE_TIMEOUT` (seconds) says otherwise.
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The bound on one remote read or write.
+fn timeout() -> Duration {
+    let secs = std::env::var("TORCHTPU_REMOTE_TIMEOUT").ok().and_then(|v| v.trim().parse::<f64>().ok());
+    secs.filter(|s| s.is_finite() && *s > 0.0).map_or(DEFAULT_TIMEOUT, Duration::from_secs_f64)
+}
 
 /// A remote cache location.
 pub(crate) struct Remote {
@@ -26,6 +38,9 @@ pub(crate) struct Remote {
     prefix: String,
     runtime: tokio::runtime::Runtime,
     warnings: Warnings,
+    timeout: Duration,
+    /// Set by the first failure to answer: the tier is not asked again.
+    down: AtomicBool,
 }
 
 /// `s3://bucket/a/b` → (`s3`, `bucket`, `a/b`).
@@ -68,17 +83,23 @@ impl Remote {
                 );
                 std::fs::create_dir_all(&root).map_err(|e| format!("cannot create `{root}`: {e}"))?;
                 let fs = object_store::local::LocalFileSystem::new_with_prefix(&root).map_err(|e| e.to_string())?;
-                return Ok(Remote {
-                    url: url.to_string(),
-                    store: Arc::new(fs),
-                    prefix: String::new(),
-                    runtime: runtime()?,
-                    warnings,
-                });
+                return Remote::new(url, Arc::new(fs), String::new(), warnings);
             }
             other => return Err(format!("unsupported scheme `{other}://` (use s3://, gs:// or file://)")),
         };
-        Ok(Remote { url: url.to_string(), store, prefix: prefix.to_string(), runtime: runtime()?, warnings })
+        Remote::new(url, store, prefix.to_string(), warnings)
+    }
+
+    fn new(url: &str, store: Arc<dyn ObjectStore>, prefix: String, warnings: Warnings) -> Result<Remote, String> {
+        let (runtime, timeout) = (runtime()?, timeout());
+        Ok(Remote { url: url.to_string(), store, prefix, runtime, warnings, timeout, down: AtomicBool::new(false) })
+    }
+
+    /// Warns that the tier failed to answer, once: it is not asked again by this process.
+    fn failed(&self, what: String) {
+        if !self.down.swap(true, Ordering::SeqCst) {
+            self.warnings.push(format!("remote cache `{}`: {what}; not using it for the rest of this run", self.url));
+        }
     }
 
     fn object(&self, key: &str) -> ObjectPath {
@@ -91,19 +112,22 @@ impl Remote {
 
     /// The verified entry for `key`; `None` on a miss, an error or a damaged object.
     pub(crate) fn get(&self, key: &str) -> Option<Entry> {
+        if self.down.load(Ordering::SeqCst) {
+            return None;
+        }
         let path = self.object(key);
         let fetched = self.runtime.block_on(async {
-            tokio::time::timeout(TIMEOUT, async { self.store.get(&path).await?.bytes().await }).await
+            tokio::time::timeout(self.timeout, async { self.store.get(&path).await?.bytes().await }).await
         });
         let bytes = match fetched {
             Ok(Ok(b)) => b,
             Ok(Err(object_store::Error::NotFound { .. })) => return None,
             Ok(Err(e)) => {
-                self.warnings.push(format!("remote cache `{}`: cannot read {key}: {e}", self.url));
+                self.failed(format!("cannot read {key}: {e}"));
                 return None;
             }
             Err(_) => {
-                self.warnings.push(format!("remote cache `{}`: reading {key} timed out after {TIMEOUT:?}", self.url));
+                self.failed(format!("reading {key} timed out after {:?}", self.timeout));
                 return None;
             }
         };
@@ -118,15 +142,17 @@ impl Remote {
 
     /// Uploads `entry` (an overwrite is harmless: equal keys hold equal programs).
     pub(crate) fn put(&self, entry: &Entry) {
+        if self.down.load(Ordering::SeqCst) {
+            return;
+        }
         let path = self.object(&entry.header.key);
         let payload = PutPayload::from(entry.encode());
-        let put = self.runtime.block_on(async { tokio::time::timeout(TIMEOUT, self.store.put(&path, payload)).await });
+        let put =
+            self.runtime.block_on(async { tokio::time::timeout(self.timeout, self.store.put(&path, payload)).await });
         match put {
             Ok(Ok(_)) => {}
-            Ok(Err(e)) => {
-                self.warnings.push(format!("remote cache `{}`: cannot upload {}: {e}", self.url, entry.header.key))
-            }
-            Err(_) => self.warnings.push(format!("remote cache `{}`: upload timed out after {TIMEOUT:?}", self.url)),
+            Ok(Err(e)) => self.failed(format!("cannot upload {}: {e}", entry.header.key)),
+            Err(_) => self.failed(format!("uploading {} timed out after {:?}", entry.header.key, self.timeout)),
         }
     }
 }

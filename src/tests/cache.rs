@@ -2,7 +2,8 @@
 //! artifact and every key part misses; eight processes compile a key once; a writer killed
 //! mid-write and a damaged entry are recompiled with correct results; a folder that cannot be
 //! written degrades to compiling; the S3 tier serves a second machine from a real
-//! S3-compatible server (moto, installed by `cargo xtask setup`) started on loopback.
+//! S3-compatible server (moto, installed by `cargo xtask setup`) started on loopback, never
+//! serves the damaged objects it is fed, and a tier that never answers costs one timeout.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -383,4 +384,109 @@ fn remote_tier_serves_a_second_machine() {
     let (c, _, stderr) = machine("c", "cache-3", &gone);
     assert_eq!(c, ["compiled", "compiled"]);
     assert!(stderr.contains("warning: remote cache"), "{stderr}");
+}
+
+impl S3Server {
+    /// Stores `body` as the object `key` of `bucket`, through a signed client as any writer.
+    fn put_object(&self, bucket: &str, key: &str, body: &[u8]) {
+        use object_store::ObjectStore;
+        let store = object_store::aws::AmazonS3Builder::new()
+            .with_bucket_name(bucket)
+            .with_endpoint(format!("http://127.0.0.1:{}", self.port))
+            .with_allow_http(true)
+            .with_region("us-east-1")
+            .with_access_key_id("testing")
+            .with_secret_access_key("testing")
+            .build()
+            .expect("a client");
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+        let path = object_store::path::Path::from(key);
+        runtime.block_on(store.put(&path, body.to_vec().into())).expect("stores the object");
+    }
+}
+
+/// The entries of a local cache folder: (key, encoded entry).
+fn local_entries(cache: &Path) -> Vec<(String, Vec<u8>)> {
+    let root = cache.join("v1/entries");
+    let mut out = Vec::new();
+    for shard in std::fs::read_dir(&root).expect("entries").flatten() {
+        for e in std::fs::read_dir(shard.path()).expect("a shard").flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if !name.starts_with('.') {
+                out.push((name, read(&e.path())));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The remote tier answering with damaged objects — one truncated, one another key's — is a
+/// miss with a warning for each, never served nor stored locally: the compile still succeeds.
+#[test]
+fn damaged_remote_objects_are_never_served() {
+    let tmp = TempDir::new("cache-remote-damaged");
+    let server = S3Server::start();
+    server.create_bucket("torchtpu");
+    let env = server.env();
+    let remote = ["--remote-cache", "s3://torchtpu/team/cache", "--target", "cpu", "--target", "tpu:v5e:1x1"];
+    let machine = |name: &str| {
+        let (out, cache) = (tmp.0.join(format!("{name}.tpuexe")), tmp.0.join(format!("cache-{name}")));
+        let args = compile_args("mlp", &out, &cache, &remote);
+        let (code, stdout, stderr) = ChildCli::spawn(&args, tmp.0.join(format!("{name}.json")), &env).wait();
+        assert_eq!(code, 0, "{name}: {stderr}");
+        (outcomes(&stdout), stderr, out, cache)
+    };
+    let (a, _, _, cache_a) = machine("a");
+    assert_eq!(a, ["compiled", "compiled"]);
+    let entries = local_entries(&cache_a);
+    assert_eq!(entries.len(), 2, "one entry per target");
+    let (first, second) = (&entries[0], &entries[1]);
+    server.put_object("torchtpu", &format!("team/cache/v1/{}", first.0), &first.1[..first.1.len() / 2]);
+    server.put_object("torchtpu", &format!("team/cache/v1/{}", second.0), &first.1);
+
+    let (b, stderr, out, cache_b) = machine("b");
+    assert_eq!(b, ["compiled", "compiled"], "no damaged object served: {stderr}");
+    assert_eq!(stderr.matches("ignoring damaged object").count(), 2, "a warning for each: {stderr}");
+    assert_runs_correctly("mlp", &out, &tmp.0);
+    let (code, verify, err) = run_cli(&["cache", "verify", "--cache-dir", &s(&cache_b)]);
+    assert_eq!(code, 0, "{verify}{err}");
+    assert!(verify.contains(" 0 damaged"), "{verify}");
+}
+
+/// A remote tier that takes connections and never answers: the first read times out after
+/// the stated bound (`TORCHTPU_REMOTE_TIMEOUT`), the tier is not asked again, and one warning
+/// says so; the compile succeeds locally.
+#[test]
+fn a_remote_tier_that_never_answers_costs_one_timeout() {
+    let tmp = TempDir::new("cache-remote-silent");
+    let listener = TcpListener::bind("127.0.0.1:0").expect("a port");
+    let port = listener.local_addr().expect("an address").port();
+    // Accepts and holds every connection, reading nothing, answering nothing.
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for c in listener.incoming().flatten() {
+            held.push(c);
+        }
+    });
+    let env = vec![
+        ("AWS_ACCESS_KEY_ID", "testing".to_string()),
+        ("AWS_SECRET_ACCESS_KEY", "testing".into()),
+        ("AWS_REGION", "us-east-1".into()),
+        ("AWS_ENDPOINT_URL", format!("http://127.0.0.1:{port}")),
+        ("TORCHTPU_REMOTE_TIMEOUT", "2".into()),
+    ];
+    let remote = ["--remote-cache", "s3://torchtpu/cache", "--target", "cpu", "--target", "tpu:v5e:1x1"];
+    let out = tmp.0.join("m.tpuexe");
+    let args = compile_args("mlp", &out, &tmp.0.join("cache"), &remote);
+    let start = Instant::now();
+    let (code, stdout, stderr) = ChildCli::spawn(&args, tmp.0.join("m.json"), &env).wait();
+    let took = start.elapsed();
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(outcomes(&stdout), ["compiled", "compiled"]);
+    let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains("remote cache")).collect();
+    assert_eq!(warnings.len(), 1, "one warning: {stderr}");
+    assert!(warnings[0].contains("timed out after 2s") && warnings[0].contains("not using it"), "{stderr}");
+    // Two lookups and two uploads would take four timeouts; one is taken (and the compiles).
+    assert!(took < Duration::from_secs(60), "the silent tier held the compile {took:?}");
 }
