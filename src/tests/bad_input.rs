@@ -185,7 +185,7 @@ fn fuzz_findings_are_refused_cleanly() {
     let dir = testdata().join("fuzz/findings");
     let findings: Vec<_> =
         std::fs::read_dir(&dir).map(|d| d.filter_map(|e| Some(e.ok()?.path())).collect()).unwrap_or_default();
-    for path in findings.iter().filter(|p| p.extension().is_some_and(|e| e == "pt2")) {
+    for path in findings.iter().filter(|p| p.extension().is_some_and(|e| e == "pt2" || e == "tpuexe")) {
         let (code, _, err) = run_cli(&["inspect", path.to_str().expect("utf-8 path")]);
         assert_eq!(code, 1, "{}: {err}", path.display());
         assert!(err.starts_with("error: cannot read `"), "{}: {err}", path.display());

@@ -63,9 +63,14 @@ enum Task {
     /// The CI gate: set-up, fmt check, clippy with warnings denied, all tests, snapshot check
     /// with unreferenced snapshots rejected.
     Ci,
-    /// Fuzz the importer with mutated real archives (examples/fuzz_import.rs); findings are
-    /// kept in testdata/fuzz/findings/ (commit them with the fix), and the run fails on any.
+    /// Fuzz a reader with mutated real inputs (examples/fuzz.rs): the importer with archives,
+    /// or the artifact reader with artifacts; findings are kept in testdata/fuzz/findings/
+    /// (commit them with the fix), and the run fails on any.
     Fuzz {
+        /// What to fuzz: `archive` (the importer) or `artifact` (what `inspect` reads of a
+        /// `.tpuexe`; its seeds are compiled into testdata/fuzz/artifacts/ when missing).
+        #[arg(long, default_value = "archive", value_parser = ["archive", "artifact"])]
+        target: String,
         /// How long to run.
         #[arg(long, default_value_t = 60)]
         seconds: u64,
@@ -85,14 +90,17 @@ fn main() -> Result<()> {
         Task::Testdata { models } => testdata(&models),
         Task::Bless => bless(),
         Task::Ci => ci(),
-        Task::Fuzz { seconds, seed } => fuzz(seconds, seed),
+        Task::Fuzz { target, seconds, seed } => fuzz(&target, seconds, seed),
     }
 }
 
 /// Runs the fuzzer as a child process, so that an abort (a stack overflow) is caught too: the
 /// input it died on is kept as a finding.
-fn fuzz(seconds: u64, seed: u64) -> Result<()> {
+fn fuzz(target: &str, seconds: u64, seed: u64) -> Result<()> {
     let out = root().join("testdata/fuzz");
+    if target == "artifact" {
+        artifact_seeds(&out.join("artifacts"))?;
+    }
     let (secs, seed_text, out_text) = (seconds.to_string(), seed.to_string(), path_str(&out)?.to_string());
     let args = [
         "run",
@@ -101,8 +109,10 @@ fn fuzz(seconds: u64, seed: u64) -> Result<()> {
         "torchtpu-compile",
         "--no-default-features",
         "--example",
-        "fuzz_import",
+        "fuzz",
         "--",
+        "--target",
+        target,
         "--seconds",
         &secs,
         "--seed",
@@ -112,14 +122,34 @@ fn fuzz(seconds: u64, seed: u64) -> Result<()> {
     ];
     eprintln!("$ cargo {}", args.join(" "));
     let status = Command::new("cargo").args(args).current_dir(root()).status().context("cannot start the fuzzer")?;
-    let current = out.join("current.pt2");
+    let extension = if target == "artifact" { "tpuexe" } else { "pt2" };
+    let current = out.join(format!("current.{extension}"));
     if current.exists() {
-        let kept = out.join("findings").join(format!("abort-seed{seed}.pt2"));
+        let kept = out.join("findings").join(format!("abort-seed{seed}.{extension}"));
         std::fs::rename(&current, &kept)?;
         bail!("the fuzzer died ({status}) importing {}: 0 panics counted, 1 abort", kept.display());
     }
     if !status.success() {
         bail!("the fuzzer found problems ({status}); see testdata/fuzz/findings/");
+    }
+    Ok(())
+}
+
+/// The artifact fuzzer's seeds, compiled when missing (commit them): the MLP for CPU and a TPU,
+/// the CNN with size buckets for CPU (its TPU executables would make it megabytes).
+fn artifact_seeds(dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir)?;
+    for (model, targets) in [("mlp", &["cpu", "tpu:v5e:1x1"][..]), ("cnn_dynbatch", &["cpu"][..])] {
+        let out = dir.join(format!("{model}.tpuexe"));
+        if out.exists() {
+            continue;
+        }
+        let src = root().join(format!("testdata/models/{model}.pt2"));
+        let (src, out) = (path_str(&src)?.to_string(), path_str(&out)?.to_string());
+        let args = ["run", "-q", "-p", "torchtpu-compile", "--", &src, "-o", &out, "--no-cache"];
+        let targets = targets.iter().flat_map(|t| ["--target", t]);
+        let all: Vec<&str> = args.iter().copied().chain(targets).collect();
+        run("cargo", &all, &[])?;
     }
     Ok(())
 }

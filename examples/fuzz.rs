@@ -1,18 +1,21 @@
-//! Fuzzes the importer with mutated real archives: `cargo xtask fuzz --seconds N` runs it.
+//! Fuzzes a reader with mutated real inputs: `cargo xtask fuzz [--target T] --seconds N` runs
+//! it. Target `archive` (the default) imports `.pt2` archives, seeded with the committed ones
+//! (`testdata/models`, `testdata/bad`); target `artifact` opens `.tpuexe` artifacts as `run`
+//! and `inspect` do (the container, every entry's CRC-32, the manifest and its checks), seeded
+//! with the committed artifacts of `testdata/fuzz/artifacts/`.
 //!
-//! Seeds are the committed archives (`testdata/models`, `testdata/bad`). Each input is a seed
-//! with a few mutations — bits flipped, bytes set to edge values, a truncation, a copied chunk
-//! (all of which the container checks mostly catch) — or, half of the time, one stored entry's
-//! bytes changed in place (a digit run rewritten at the same length, or bits flipped) with its
-//! CRC-32 recomputed, so that the zip stays valid and the damage reaches the JSON, the payload
-//! configs and the graph. The input is written to
-//! `OUT/current.pt2` and imported. A panic is a finding, saved under `OUT/findings/`; an input
-//! that takes longer than the time limit is a hang, saved and fatal; an abort (stack overflow)
-//! kills the process, and `cargo xtask fuzz` keeps `current.pt2` as its finding. The run is
-//! deterministic for a given `--seed`.
+//! Each input is a seed with a few mutations — bits flipped, bytes set to edge values, a
+//! truncation, a copied chunk (all of which the container checks mostly catch) — or, half of
+//! the time, one stored entry's bytes changed in place (a digit run rewritten at the same
+//! length, or bits flipped) with its CRC-32 recomputed, so that the zip stays valid and the
+//! damage reaches the JSON, the payload configs, the graph or the manifest. The input is
+//! written to `OUT/current.pt2` (or `.tpuexe`) and read. A panic is a finding, saved under
+//! `OUT/findings/`; an input that takes longer than the time limit is a hang, saved and fatal;
+//! an abort (stack overflow) kills the process, and `cargo xtask fuzz` keeps the current input
+//! as its finding. The run is deterministic for a given `--seed`.
 //!
 //! ```text
-//! fuzz_import --seconds N [--seed S] [--out DIR]
+//! fuzz [--target archive|artifact] --seconds N [--seed S] [--out DIR]
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -20,7 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The longest one import may take before it counts as a hang.
+/// The longest one read may take before it counts as a hang.
 const HANG: Duration = Duration::from_secs(10);
 
 /// xorshift64*: small, deterministic, good enough to pick mutations.
@@ -107,13 +110,52 @@ fn mutate_entry(rng: &mut Rng, seed: &[u8]) -> Option<Vec<u8>> {
     Some(data)
 }
 
-fn seeds(root: &Path) -> Vec<(String, Vec<u8>)> {
+/// What is fuzzed: the reader, its seeds' folders and their extension.
+#[derive(Clone, Copy)]
+enum Target {
+    Archive,
+    Artifact,
+}
+
+impl Target {
+    fn parse(name: &str) -> Target {
+        match name {
+            "archive" => Target::Archive,
+            "artifact" => Target::Artifact,
+            other => panic!("unknown fuzz target `{other}` (archive or artifact)"),
+        }
+    }
+
+    fn extension(self) -> &'static str {
+        match self {
+            Target::Archive => "pt2",
+            Target::Artifact => "tpuexe",
+        }
+    }
+
+    fn seed_dirs(self) -> &'static [&'static str] {
+        match self {
+            Target::Archive => &["testdata/models", "testdata/bad"],
+            Target::Artifact => &["testdata/fuzz/artifacts"],
+        }
+    }
+
+    /// Reads `path`: `Ok(true)` accepted, `Ok(false)` refused with an error.
+    fn read(self, path: &Path) -> bool {
+        match self {
+            Target::Archive => torchtpu_compile::import(path).is_ok(),
+            Target::Artifact => torchtpu_compile::Artifact::open(path).is_ok(),
+        }
+    }
+}
+
+fn seeds(root: &Path, target: Target) -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();
-    for dir in ["testdata/models", "testdata/bad"] {
+    for dir in target.seed_dirs() {
         let Ok(entries) = std::fs::read_dir(root.join(dir)) else { continue };
         let mut paths: Vec<PathBuf> = entries.filter_map(|e| Some(e.ok()?.path())).collect();
         paths.sort();
-        for p in paths.into_iter().filter(|p| p.extension().is_some_and(|e| e == "pt2")) {
+        for p in paths.into_iter().filter(|p| p.extension().is_some_and(|e| e == target.extension())) {
             // Large archives slow every iteration down without adding structure.
             match std::fs::read(&p) {
                 Ok(bytes) if bytes.len() < 2_000_000 => {
@@ -135,9 +177,10 @@ fn main() {
     let out = value("--out").map_or_else(|| root.join("target/fuzz"), PathBuf::from);
     let findings = out.join("findings");
     std::fs::create_dir_all(&findings).expect("the output folder can be made");
-    let current = out.join("current.pt2");
-    let seeds = seeds(&root);
-    assert!(!seeds.is_empty(), "no seed archives under testdata/");
+    let target = Target::parse(&value("--target").unwrap_or_else(|| "archive".into()));
+    let current = out.join(format!("current.{}", target.extension()));
+    let seeds = seeds(&root, target);
+    assert!(!seeds.is_empty(), "no seeds under {:?}", target.seed_dirs());
 
     // Panics are findings, not noise: keep the default hook's message out of the way.
     std::panic::set_hook(Box::new(|_| {}));
@@ -155,12 +198,12 @@ fn main() {
         };
         std::fs::write(&current, &input).expect("the current input can be written");
         started.store(clock.elapsed().as_millis() as u64 + 1, Ordering::SeqCst);
-        let result = std::panic::catch_unwind(|| torchtpu_compile::import(&current).map(|_| ()));
+        let result = std::panic::catch_unwind(|| target.read(&current));
         started.store(0, Ordering::SeqCst);
         runs += 1;
         match result {
-            Ok(Ok(())) => {}
-            Ok(Err(_)) => refused += 1,
+            Ok(true) => {}
+            Ok(false) => refused += 1,
             Err(cause) => {
                 panics += 1;
                 let why = cause
@@ -186,15 +229,15 @@ fn main() {
     std::process::exit(i32::from(panics > 0));
 }
 
-/// Ends the process when one import runs longer than [`HANG`], keeping its input.
+/// Ends the process when one read runs longer than [`HANG`], keeping its input.
 fn watchdog(started: Arc<AtomicU64>, clock: Instant, current: PathBuf, findings: PathBuf) {
     std::thread::spawn(move || loop {
         std::thread::sleep(Duration::from_millis(250));
         let since = started.load(Ordering::SeqCst);
         if since != 0 && clock.elapsed().as_millis() as u64 > since + HANG.as_millis() as u64 {
-            let file = findings.join("hang.pt2");
+            let file = findings.join(format!("hang.{}", current.extension().unwrap_or_default().to_string_lossy()));
             let _ = std::fs::rename(&current, &file);
-            eprintln!("fuzz: an import ran over {} s; its input is {}", HANG.as_secs(), file.display());
+            eprintln!("fuzz: a read ran over {} s; its input is {}", HANG.as_secs(), file.display());
             std::process::exit(2);
         }
     });
