@@ -7,7 +7,7 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use torchtpu_passes::ir::DType;
+use torchtpu_passes::ir::{brief_list, DType};
 
 use super::archive::Archive;
 use super::schema::{scalar_type, PayloadConfig, SymInt, TensorMeta};
@@ -188,7 +188,10 @@ fn decode_meta(
     let es = i64::try_from(dtype.size_bytes()).unwrap_or(i64::MAX);
     let numel = sizes.iter().try_fold(1i64, |n, &s| n.checked_mul(s));
     if numel.and_then(|n| n.checked_mul(es)).is_none() {
-        return Err(format!("its sizes {sizes:?} hold more elements than any file can (the product overflows)"));
+        return Err(format!(
+            "its sizes {} hold more elements than any file can (the product overflows)",
+            brief_list(&sizes, ", ")
+        ));
     }
     Ok(Weight { fqn: fqn.to_string(), source, is_param, dtype, sizes, strides, storage_offset, entry })
 }
@@ -209,7 +212,14 @@ fn check_storage(archive: &Archive, w: &Weight) -> Result<(), ImportError> {
     if w.numel() == 0 {
         return Ok(());
     }
-    let view = || format!("the view (sizes {:?}, strides {:?}, offset {})", w.sizes, w.strides, w.storage_offset);
+    let view = || {
+        format!(
+            "the view (sizes {}, strides {}, offset {})",
+            brief_list(&w.sizes, ", "),
+            brief_list(&w.strides, ", "),
+            w.storage_offset
+        )
+    };
     let last = w
         .sizes
         .iter()

@@ -22,4 +22,4 @@ pub use parse::{parse, ParseError};
 pub use print::print;
 pub use sharding::{Mesh, MeshAxis, Sharding};
 pub use sym::SymExpr;
-pub use types::{norm_dim, Bounds, DType, Dim, Precision, Scalar, TensorType};
+pub use types::{brief_list, norm_dim, Bounds, DType, Dim, Precision, Scalar, TensorType};

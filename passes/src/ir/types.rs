@@ -316,6 +316,19 @@ impl TensorType {
     }
 }
 
+/// A list for a message, `[1, 2, 3]`, with `sep` between items: up to 16 items whole, a longer
+/// one as its first 12 and last 2 with how many there are (`[0, 1, …, 9999] (10000 items)`),
+/// so that a message never echoes a list of thousands.
+pub fn brief_list<T: fmt::Display>(items: &[T], sep: &str) -> String {
+    const WHOLE: usize = 16;
+    let show = |s: &[T]| s.iter().map(ToString::to_string).collect::<Vec<_>>().join(sep);
+    if items.len() <= WHOLE {
+        return format!("[{}]", show(items));
+    }
+    let (head, tail) = (&items[..12], &items[items.len() - 2..]);
+    format!("[{}{sep}…{sep}{}] ({} items)", show(head), show(tail), items.len())
+}
+
 /// A possibly negative dimension index (`-1`: the last) as a position among `rank` dims.
 pub fn norm_dim(d: i64, rank: usize) -> usize {
     (if d < 0 { d + rank as i64 } else { d }) as usize

@@ -5,7 +5,7 @@ use torchtpu_passes::ir::ops::{
     Col2Im, Embedding, EmbeddingBag, GridSampler, GroupNorm, GroupNormBackward, LayerNorm, LayerNormBackward, MaxPool,
     MaxPoolBackward, Pdist, Softmax, Upsample, UpsampleNearestBackward,
 };
-use torchtpu_passes::ir::{BagMode, GridPadding, Interpolation, Op};
+use torchtpu_passes::ir::{brief_list, BagMode, GridPadding, Interpolation, Op};
 
 use super::{Args, Translation};
 
@@ -110,7 +110,8 @@ pub(super) fn translation(key: &str) -> Option<Translation> {
             a.tensor("self")?;
             let pair = |name: &str| -> Result<[i64; 2], String> {
                 let v = a.ints(name, None)?;
-                <[i64; 2]>::try_from(v.as_slice()).map_err(|_| format!("`{name}` must have 2 entries, found {v:?}"))
+                <[i64; 2]>::try_from(v.as_slice())
+                    .map_err(|_| format!("`{name}` must have 2 entries, found {}", brief_list(&v, ", ")))
             };
             Ok(Op::Col2Im(Col2Im {
                 output_size: pair("output_size")?,

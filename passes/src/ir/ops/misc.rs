@@ -343,7 +343,9 @@ impl OpDef for Col2Im {
         let per = kernel[0].checked_mul(kernel[1]).filter(|&k| k > 0);
         let channels = match (columns.and_then(Dim::as_static), per) {
             (Some(c), Some(k)) if c % k == 0 => Some(Dim::Static(c / k)),
-            (Some(c), Some(_)) => return Err(format!("{c} columns are not a multiple of the kernel {kernel:?}")),
+            (Some(c), Some(_)) => {
+                return Err(format!("{c} columns are not a multiple of the kernel {}", brief(kernel)))
+            }
             _ => None,
         };
         let mut dims: Vec<Option<Dim>> = if x.rank() == 3 { vec![Some(x.dims[0].clone())] } else { vec![] };
@@ -652,7 +654,7 @@ fn arange_len(start: Scalar, end: Scalar, step: Scalar) -> Result<i64, String> {
 /// `as_strided` over `x`'s contiguous storage must stay inside it.
 fn strided_in_bounds(x: &TensorType, size: &[i64], stride: &[i64], offset: i64) -> Result<(), String> {
     if size.len() != stride.len() || size.iter().chain(stride).any(|&v| v < 0) || offset < 0 {
-        return Err(format!("as_strided sizes {size:?}, strides {stride:?}, offset {offset}"));
+        return Err(format!("as_strided sizes {}, strides {}, offset {offset}", brief(size), brief(stride)));
     }
     if size.contains(&0) {
         return Ok(());

@@ -241,7 +241,7 @@ fn pooled(
         };
         // PyTorch's `pooling_output_shape`; ceil mode drops a last window that would start in the
         // right padding.
-        let too_big = || format!("the kernel {kernel:?} does not fit the padded input {}", show(&x.dims));
+        let too_big = || format!("the kernel {} does not fit the padded input {}", brief(kernel), show(&x.dims));
         // `room` may be negative: in ceil mode a window larger than the input still starts on it.
         let room = effective.and_then(|e| input.checked_add(2 * p)?.checked_sub(e)).ok_or_else(too_big)?;
         let mut out = (if ceil_mode { room + s - 1 } else { room }).div_euclid(s) + 1;

@@ -263,7 +263,7 @@ impl OpDef for Cumulative {
 fn reduced(x: &TensorType, dims: &[i64], keepdim: bool) -> Result<Vec<Dim>, String> {
     let listed: Vec<usize> = dims.iter().map(|&d| dim_index(d, x.rank())).collect::<Result<_, _>>()?;
     if listed.iter().collect::<BTreeSet<_>>().len() != listed.len() {
-        return Err(format!("dims {dims:?} name a dim more than once"));
+        return Err(format!("dims {} name a dim more than once", brief(dims)));
     }
     let all = dims.is_empty();
     Ok(x.dims

@@ -119,8 +119,12 @@ pub(crate) fn dim_index(d: i64, rank: usize) -> Result<usize, String> {
 
 /// `[a,b,c]` for messages.
 pub(crate) fn show(dims: &[Dim]) -> String {
-    let v: Vec<String> = dims.iter().map(ToString::to_string).collect();
-    format!("[{}]", v.join(","))
+    crate::ir::brief_list(dims, ",")
+}
+
+/// A list of attribute values for a message, `[1, 2, 3]`, a long one cut short.
+pub(crate) fn brief<T: std::fmt::Display>(items: &[T]) -> String {
+    crate::ir::brief_list(items, ", ")
 }
 
 /// NumPy broadcasting of several shapes.

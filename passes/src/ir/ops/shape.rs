@@ -367,7 +367,7 @@ fn known(dims: &[Dim]) -> Vec<Option<Dim>> {
 fn distinct_dims(dims: &[i64], rank: usize) -> Result<Vec<usize>, String> {
     let norm = dims.iter().map(|&d| dim_index(d, rank)).collect::<Result<Vec<_>, _>>()?;
     if norm.iter().collect::<BTreeSet<_>>().len() != norm.len() {
-        return Err(format!("dims {dims:?} repeat a dim"));
+        return Err(format!("dims {} repeat a dim", brief(dims)));
     }
     Ok(norm)
 }
@@ -416,10 +416,10 @@ fn static_numel(x: &TensorType) -> Result<Option<i64>, String> {
 
 fn permute(x: &TensorType, dims: &[i64]) -> Result<Vec<Option<Dim>>, String> {
     if dims.len() != x.rank() {
-        return Err(format!("{dims:?} is not a permutation of {} dims", x.rank()));
+        return Err(format!("{} is not a permutation of {} dims", brief(dims), x.rank()));
     }
-    let norm =
-        distinct_dims(dims, x.rank()).map_err(|_| format!("{dims:?} is not a permutation of {} dims", x.rank()))?;
+    let norm = distinct_dims(dims, x.rank())
+        .map_err(|_| format!("{} is not a permutation of {} dims", brief(dims), x.rank()))?;
     Ok(norm.iter().map(|&d| Some(x.dims[d].clone())).collect())
 }
 
@@ -519,7 +519,7 @@ fn repeat(x: &TensorType, repeats: &[i64]) -> Result<Vec<Option<Dim>>, String> {
         .checked_sub(x.rank())
         .ok_or_else(|| format!("{} repeats for a tensor of rank {}", repeats.len(), x.rank()))?;
     if repeats.iter().any(|&r| r < 0) {
-        return Err(format!("negative repeat in {repeats:?}"));
+        return Err(format!("negative repeat in {}", brief(repeats)));
     }
     repeats
         .iter()
@@ -540,7 +540,7 @@ fn repeat(x: &TensorType, repeats: &[i64]) -> Result<Vec<Option<Dim>>, String> {
 /// `constant_pad_nd`: (low, high) pairs from the last dim backwards; negative entries crop.
 fn constant_pad(x: &TensorType, pad: &[i64]) -> Result<Vec<Option<Dim>>, String> {
     if !pad.len().is_multiple_of(2) || pad.len() / 2 > x.rank() {
-        return Err(format!("padding {pad:?} is not (low, high) pairs for at most {} dims", x.rank()));
+        return Err(format!("padding {} is not (low, high) pairs for at most {} dims", brief(pad), x.rank()));
     }
     let mut dims = known(&x.dims);
     for (k, pair) in pad.chunks(2).enumerate() {
@@ -550,7 +550,7 @@ fn constant_pad(x: &TensorType, pad: &[i64]) -> Result<Vec<Option<Dim>>, String>
                 let size = n.checked_add(pair[0]).and_then(|v| v.checked_add(pair[1]));
                 match size {
                     Some(s) if s >= 0 => Some(Dim::Static(s)),
-                    _ => return Err(format!("padding {pad:?} leaves dim {d} of size {n} with a negative size")),
+                    _ => return Err(format!("padding {} leaves dim {d} of size {n} with a negative size", brief(pad))),
                 }
             }
             None if pair == [0, 0] => Some(x.dims[d].clone()),

@@ -260,3 +260,19 @@ fn mixture_of_experts_ops() {
     assert!(refused(&histc(4, 3.0, 3.0), &[&f32(&[32])]).contains("min < max"));
     assert!(refused(&histc(4, 0.0, 3.0), &[&t(DType::I64, &[32])]).contains("floating-point"));
 }
+
+/// A message never echoes a list of thousands: the first items, the last, and the count.
+#[test]
+fn long_lists_are_cut_short_in_messages() {
+    let dims: Vec<i64> = (0..10_000).rev().collect();
+    let x = f32(&[2, 3]);
+    let e = refused(&Op::Permute(Permute { dims }), &[&x]);
+    assert!(e.starts_with("[9999, 9998, 9997,") && e.contains(", …, 1, 0] (10000 items)"), "{e}");
+    assert!(e.len() < 150, "{} characters: {e}", e.len());
+    let wide = TensorType::new(DType::F32, &[2; 5000]);
+    let e = refused(
+        &Op::Binary(Binary { op: BinaryOp::Add, lhs: Operand::Tensor, rhs: Operand::Tensor, alpha: None }),
+        &[&wide, &f32(&[2, 3])],
+    );
+    assert!(e.len() < 200, "{} characters: {e}", e.len());
+}

@@ -7,7 +7,9 @@ use torchtpu_passes::ir::ops::{
     Arange, ArgReduce, Binary, Cat, Clamp, Cumulative, Diagonal, Expand, ExtremumDim, Gather, Identity, IndexSelect,
     LeakyRelu, MaxPool, Permute, Rand, Reduce, Select, Slice, Sort, Squeeze, TopK, Unsqueeze, Var, View, Where,
 };
-use torchtpu_passes::ir::{BinaryOp, DType, Dim, Op, Operand, ReduceOp, Scalar, TensorType, UnaryOp, ValueRef};
+use torchtpu_passes::ir::{
+    brief_list, BinaryOp, DType, Dim, Op, Operand, ReduceOp, Scalar, TensorType, UnaryOp, ValueRef,
+};
 
 use super::super::wire::{Decomposition, Recipe, Wire};
 use super::Args;
@@ -518,7 +520,7 @@ fn adaptive_max_pool(a: &mut Args<'_>, spatial: usize) -> R<Recipe> {
     a.tensor("self")?;
     let output_size = a.ints("output_size", None)?;
     if output_size.len() != spatial || output_size.iter().any(|&m| m < 1) {
-        return Err(format!("output_size {output_size:?} is not {spatial} positive sizes"));
+        return Err(format!("output_size {} is not {spatial} positive sizes", brief_list(&output_size, ", ")));
     }
     Ok(Box::new(move |w| {
         let x = w.inputs[0];
@@ -579,7 +581,7 @@ fn adaptive_windows(
     let lead_count: i64 = dims[..lead].iter().product();
     // The gathered windows are `lead × cells × window` elements: bounded like a constant.
     if cells.checked_mul(window).and_then(|c| c.checked_mul(lead_count.max(1))).is_none_or(|n| n > MAX_CONSTANT) {
-        return Err(format!("adaptive max pooling to {:?} gathers too many windows", sizes));
+        return Err(format!("adaptive max pooling to {sizes:?} gathers too many windows"));
     }
     let mut v = x;
     for (d, &(_, m)) in sizes.iter().enumerate() {
