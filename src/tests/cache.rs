@@ -1,5 +1,6 @@
 //! The compile cache against real compiles: a repeated compile is a hit with a byte-identical
-//! artifact and every key part misses; eight processes compile a key once; a writer killed
+//! artifact and every key part misses; eight processes compile a key once; sixteen compile
+//! while `cache gc` evicts everything over and over, and all succeed; a writer killed
 //! mid-write and a damaged entry are recompiled with correct results; a folder that cannot be
 //! written degrades to compiling; the S3 tier serves a second machine from a real
 //! S3-compatible server (moto, installed by `cargo xtask setup`) started on loopback, never
@@ -186,6 +187,51 @@ fn eight_processes_compile_a_key_once() {
     assert!(artifacts.iter().all(|a| *a == artifacts[0]), "all 8 artifacts are identical");
     let c = counters(&cache);
     assert_eq!((c["compiles"].as_u64(), c["hits"].as_u64()), (Some(1), Some(7)), "{c}");
+}
+
+/// Sixteen processes compile two models (two targets each) into one cache while `cache gc`
+/// evicts it down to 1 KiB over and over: every compile succeeds with a whole artifact whose
+/// outputs match eager's (no entry served half evicted), and the cache verifies clean.
+#[test]
+fn sixteen_processes_compile_while_gc_evicts() {
+    let tmp = TempDir::new("cache-gc-race");
+    let cache = tmp.0.join("cache");
+    let children: Vec<(ChildCli, PathBuf, &str)> = (0..16)
+        .map(|i| {
+            let model = if i % 2 == 0 { "mlp" } else { "cnn" };
+            let out = tmp.0.join(format!("{model}-{i}.tpuexe"));
+            let args = compile_args(model, &out, &cache, &["--target", "cpu", "--target", "tpu:v5e:1x1"]);
+            (ChildCli::spawn(&args, tmp.0.join(format!("result-{i}.json")), &[]), out, model)
+        })
+        .collect();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let gc = {
+        let (cache, done) = (s(&cache), std::sync::Arc::clone(&done));
+        std::thread::spawn(move || {
+            let mut runs = 0;
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                let (code, _, err) = run_cli(&["cache", "gc", "--max-size", "1K", "--cache-dir", &cache]);
+                assert_eq!(code, 0, "cache gc: {err}");
+                runs += 1;
+            }
+            runs
+        })
+    };
+    let mut results = Vec::new();
+    for (child, out, model) in children {
+        let (code, _, stderr) = child.wait();
+        results.push((code, stderr, out, model));
+    }
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    let gc_runs = gc.join().expect("the gc loop");
+    for (code, stderr, out, model) in &results {
+        assert_eq!(*code, 0, "{}: {stderr}", out.display());
+        assert_runs_correctly(model, out, &tmp.0);
+    }
+    assert!(gc_runs > 0, "gc ran while they compiled");
+    let (code, out, err) = run_cli(&["cache", "verify", "--cache-dir", &s(&cache)]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains(" 0 damaged"), "{out}");
 }
 
 /// Polls until `f` holds or `limit` passes.

@@ -1,6 +1,7 @@
 //! Programs with state, served: updated buffers written as `state_<fqn>.npy` and carried
 //! from run to run (`--state-in`/`--state-out`), a session keeping them on the device across
-//! calls, and `generate`'s decode loop against eager's greedy decoding.
+//! calls, `generate`'s decode loop against eager's greedy decoding, and a session called
+//! 10,000 times with a flat resident set.
 
 use std::path::{Path, PathBuf};
 
@@ -291,4 +292,76 @@ fn refused(args: &[&str], code: u8, message: &str) {
     let (found, _, err) = run_cli(args);
     assert_eq!(found, code, "{err}");
     assert!(err.contains(message), "{err}");
+}
+
+/// Set in the soak's child process: a JSON object `{"artifact": …, "calls": N, "result": …}`.
+const SOAK: &str = "TORCHTPU_TEST_SOAK_CHILD";
+
+/// The resident set of this process, in KiB (`VmRSS` of `/proc/self/status`).
+fn rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).expect("VmRSS");
+    line.split_whitespace().nth(1).and_then(|v| v.parse().ok()).expect("a number of KiB")
+}
+
+/// In the soak's child: the decode step called `calls` times, its caches carried and donated
+/// from call to call, reset every 100 calls and read back every 10; writes the resident set
+/// after each tenth of the calls. Does nothing in an ordinary test run.
+#[test]
+fn soak_child() {
+    let Some(spec) = std::env::var_os(SOAK) else {
+        return;
+    };
+    let spec: serde_json::Value = serde_json::from_str(&spec.to_string_lossy()).expect("the soak's spec");
+    let artifact = PathBuf::from(spec["artifact"].as_str().expect("artifact"));
+    let calls = spec["calls"].as_u64().expect("calls");
+    let verification = crate::run::Verification { always_hash: false, cache: None };
+    let mut session =
+        crate::run::Session::open(&artifact, crate::run::DeviceKind::Cpu, None, &verification).expect("opens");
+    let labels = [PathBuf::from("ids"), PathBuf::from("pos")];
+    let int = |v: i64, shape: Vec<i64>| Array {
+        dtype: torchtpu_passes::ir::DType::I64,
+        shape,
+        data: v.to_le_bytes().to_vec(),
+    };
+    let mut rss = Vec::new();
+    for i in 0..calls {
+        if i % 100 == 0 {
+            session.reset().expect("resets");
+        }
+        let position = (i % 100) as i64; // the caches hold 64 positions; the step wraps
+        session.call(&[int(7, vec![1, 1]), int(position % 64, vec![1])], &labels, 0).expect("runs");
+        if i % 10 == 0 {
+            assert!(!session.state().expect("the state").is_empty());
+        }
+        if (i + 1) % (calls / 10).max(1) == 0 {
+            rss.push(rss_kib());
+        }
+    }
+    let result = serde_json::json!({ "rss_kib": rss });
+    std::fs::write(spec["result"].as_str().expect("result path"), result.to_string()).expect("writes the result");
+}
+
+/// A session called 10,000 times (the decode step of `decoder_kv`, with its caches carried and
+/// donated, reset every 100 calls and read back every 10) keeps a flat resident set: after
+/// the first 1,000 calls it grows by less than 16 MiB, measured in a child process.
+#[test]
+fn a_session_called_ten_thousand_times_keeps_a_flat_rss() {
+    let tmp = TempDir::new("soak");
+    let artifact = compile_model("decoder_kv", &tmp.0);
+    let result = tmp.0.join("soak.json");
+    let spec = serde_json::json!({ "artifact": artifact, "calls": 10_000, "result": result });
+    let status = std::process::Command::new(std::env::current_exe().expect("the test binary"))
+        .args(["tests::serving::soak_child", "--exact", "--test-threads=1"])
+        .env(SOAK, spec.to_string())
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("runs the child");
+    assert!(status.success(), "the soak's child failed: {status}");
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&result).expect("the result")).expect("json");
+    let rss: Vec<u64> = r["rss_kib"].as_array().expect("rss").iter().filter_map(serde_json::Value::as_u64).collect();
+    assert_eq!(rss.len(), 10, "{rss:?}");
+    let growth = rss[9].saturating_sub(rss[0]);
+    eprintln!("soak: resident set after each 1,000 calls (KiB): {rss:?}; growth {growth} KiB");
+    assert!(growth < 16 * 1024, "the resident set grew by {growth} KiB over 9,000 calls: {rss:?}");
 }
