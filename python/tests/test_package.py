@@ -203,7 +203,7 @@ def test_compile_keywords_follow_the_command_line():
     binding = {"--output", "--format"}
     assert set(ttc._COMPILE_FLAGS.values()) | skipped | binding == flags
     keywords = set(inspect.signature(ttc.compile).parameters)
-    assert keywords == {"src", "out", "skip"} | set(ttc._COMPILE_FLAGS)
+    assert keywords == {"src", "out", "skip", "isolate"} | set(ttc._COMPILE_FLAGS)
 
 
 def test_skipped_passes_and_options_reach_the_compiler(tmp_path):
@@ -220,3 +220,18 @@ def test_check_and_inspect_read_an_archive():
     assert not bad["ok"] and bad["problems"][0]["target"] == "testlib.scale_rows.default"
     described = ttc.inspect(MODELS / "mlp.pt2")
     assert described["kind"] == "pt2" and described["parameters"]["tensors"] > 0
+
+
+def test_a_plugin_that_crashes_raises_instead_of_ending_the_process(tmp_path):
+    # A plugin that dereferences null when loaded: XLA's side of the process dies, not ours.
+    source = tmp_path / "crash.c"
+    source.write_text("void *GetPjrtApi(void) { *(volatile int *)0 = 1; return 0; }\n")
+    plugin = tmp_path / "libcrash.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", plugin, source], check=True)
+    out = tmp_path / "x.tpuexe"
+    with pytest.raises(ttc.CompileError, match=r"died \(signal SIGSEGV\) while compiling `cpu \[main\]`"):
+        ttc.compile(MODELS / "mlp.pt2", out, targets="cpu", plugin=plugin, no_cache=True, quiet=True)
+    assert not out.exists()
+    # The failures the compiler reports itself keep their classes through the child.
+    with pytest.raises(ttc.UsageError, match="--target"):
+        ttc.compile(MODELS / "mlp.pt2", out, targets="tpu:v99", quiet=True)

@@ -20,6 +20,8 @@ wheel installs the ``torchtpu-compile`` command.
 
 import json
 import os
+import signal
+import subprocess
 import sys
 import tempfile
 from typing import Any, Dict, NamedTuple, Optional, Sequence, Union
@@ -205,6 +207,7 @@ def compile(
     dump_dir: Optional[PathLike] = None,
     quiet: bool = False,
     verbose: bool = False,
+    isolate: bool = True,
 ) -> Optional[Dict[str, Any]]:
     """Compiles ``src`` (a ``.pt2`` path, or an ``ExportedProgram`` when torch is imported,
     decomposed to Core ATen and saved to a temporary archive) to the artifact ``out``; returns
@@ -215,7 +218,9 @@ def compile(
     ``precision_override``: ``{"attn.*": "highest"}``. ``passes``: the passes to run (a list, or
     ``"none"``); ``skip``: passes to leave out (``["pad", "cse"]``, the ``--no-<pass>`` flags).
     Every keyword is the option of ``torchtpu-compile compile --help`` of the same name (``_``
-    for ``-``), documented there. Raises a ``TorchTpuError`` subclass.
+    for ``-``), documented there. ``isolate`` (the default) runs the compile in a child process,
+    so that a plugin crashing inside XLA raises ``CompileError`` naming the target and bucket
+    instead of ending the caller's process. Raises a ``TorchTpuError`` subclass.
     """
     given = dict(locals())
     with tempfile.TemporaryDirectory(prefix="torchtpu-compile-") as tmp:
@@ -230,10 +235,72 @@ def compile(
             argv += _option_args(flag, value)
         for name in skip:
             argv.append(f"--no-{name.replace('_', '-')}")
-        _native.execute(argv)
+        if isolate:
+            _execute_in_child(argv, tmp)
+        else:
+            _native.execute(argv)
     if (emit or "exe") != "exe":
         return None
     return inspect(out)
+
+
+# What the child of an isolated compile runs: the command line, its failure sent back as the
+# exception's class name and message on stdout.
+_CHILD = """
+import json, sys
+from torchtpu_compile import _native
+try:
+    _native.execute(json.loads(sys.argv[1]))
+    print(json.dumps({"ok": True}))
+except Exception as e:
+    print(json.dumps({"error": type(e).__name__, "message": str(e)}))
+"""
+
+
+def _execute_in_child(argv, tmp: str) -> None:
+    """Runs the command line ``argv`` in a child process (progress on this process's stderr);
+    raises its failure, or ``CompileError`` when it died, naming what it was doing from the
+    journal the compiler keeps (``TORCHTPU_COMPILE_JOURNAL``)."""
+    journal = os.path.join(tmp, "journal")
+    env = dict(os.environ, TORCHTPU_COMPILE_JOURNAL=journal)
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD, json.dumps(argv)], env=env, stdout=subprocess.PIPE, text=True
+    )
+    if done.returncode < 0:
+        try:
+            cause = f"signal {signal.Signals(-done.returncode).name}"
+        except ValueError:
+            cause = f"signal {-done.returncode}"
+        raise CompileError(
+            f"the compiler's process died ({cause}) {_in_flight(journal)}: a crash inside XLA or its "
+            "plugin; this process is unharmed (isolate=False runs it in this process)"
+        )
+    lines = done.stdout.strip().splitlines()
+    result = json.loads(lines[-1]) if lines else {}
+    if "error" in result:
+        from . import errors
+
+        raise getattr(errors, result["error"], TorchTpuError)(result["message"])
+    if not result.get("ok"):
+        raise TorchTpuError(f"the compiler's process exited with code {done.returncode}")
+
+
+def _in_flight(journal: str) -> str:
+    """What the compiler had started and not ended: ``while compiling cpu [s53-2]``."""
+    try:
+        with open(journal) as f:
+            notes = f.read().splitlines()
+    except OSError:
+        notes = []
+    open_ = [n[len("start "):] for n in notes if n.startswith("start ") and f"end {n[6:]}" not in notes]
+    if not open_:
+        return "before it loaded a plugin"
+    words = {"load": "while loading the plugin for", "compile": "while compiling"}
+    parts = []
+    for what in open_:
+        verb, _, rest = what.partition(" ")
+        parts.append(f"{words.get(verb, verb)} `{rest}`")
+    return " and ".join(parts)
 
 
 def check(src) -> Dict[str, Any]:

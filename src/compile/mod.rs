@@ -260,14 +260,15 @@ fn compile_all(buckets: &[LoweredBucket], req: &CompileRequest, cache: &Cache) -
     let compilers = req
         .targets
         .iter()
-        .map(|t| TargetCompiler::new(t, req.plugin.as_deref(), partitions))
+        .map(|t| progress::journal(&format!("load {t}"), || TargetCompiler::new(t, req.plugin.as_deref(), partitions)))
         .collect::<Result<Vec<_>, _>>()?;
     let steps: Vec<(&LoweredBucket, &Target, &TargetCompiler)> =
         buckets.iter().flat_map(|b| req.targets.iter().zip(&compilers).map(move |(t, c)| (b, t, c))).collect();
     let bar = progress::steps_bar(req.progress, steps.len());
     let executables = in_parallel(&steps, req.jobs, |&(b, target, compiler)| {
-        bar.set_message(format!("{target} [{}]", b.planned.name));
-        let done = compile_one(b, target, compiler, cache);
+        let what = format!("{target} [{}]", b.planned.name);
+        bar.set_message(what.clone());
+        let done = progress::journal(&format!("compile {what}"), || compile_one(b, target, compiler, cache));
         bar.inc(1);
         done
     });

@@ -1,6 +1,9 @@
 //! What a long compile shows while it works, and what it took: progress bars on a terminal
 //! (XLA compiles counted, weights written in bytes with their throughput; hidden with `-q` or
 //! when stderr is not a terminal) and the time of each phase, for `-v` and `--format json`.
+//! With `TORCHTPU_COMPILE_JOURNAL` set to a file, each plugin load and XLA compile is noted
+//! there as it starts and ends ([`journal`]), so that whoever ran a compile that crashed inside
+//! a plugin can say which target and bucket it was on (the Python package does).
 
 use std::io;
 use std::ops::Range;
@@ -54,6 +57,25 @@ fn seconds(ms: u64) -> String {
 
 fn size(bytes: u64) -> String {
     indicatif::BinaryBytes(bytes).to_string()
+}
+
+/// Notes in the file `TORCHTPU_COMPILE_JOURNAL` names, when set, that `what` (`compile cpu
+/// [s53-2]`) starts, runs `work`, and notes that it ended; the notes are written at once, so a
+/// crash inside `work` leaves its start without an end.
+pub(crate) fn journal<T>(what: &str, work: impl FnOnce() -> T) -> T {
+    let Some(path) = std::env::var_os("TORCHTPU_COMPILE_JOURNAL").filter(|p| !p.is_empty()) else {
+        return work();
+    };
+    let note = |line: String| {
+        use std::io::Write;
+        let file = std::fs::OpenOptions::new().create(true).append(true).open(&path);
+        // A journal that cannot be written loses its notes, never the compile.
+        let _ = file.and_then(|mut f| f.write_all(line.as_bytes()));
+    };
+    note(format!("start {what}\n"));
+    let done = work();
+    note(format!("end {what}\n"));
+    done
 }
 
 /// A bar counting `steps` XLA compiles; hidden unless `show`.
