@@ -235,3 +235,44 @@ def test_a_plugin_that_crashes_raises_instead_of_ending_the_process(tmp_path):
     # The failures the compiler reports itself keep their classes through the child.
     with pytest.raises(ttc.UsageError, match="--target"):
         ttc.compile(MODELS / "mlp.pt2", out, targets="tpu:v99", quiet=True)
+
+
+def test_a_damaged_artifact_is_refused_at_load_or_harmless(tmp_path, compiled):
+    # Bytes flipped across the artifact (headers, executable, weights, manifest, directory):
+    # `load` and the call refuse it with an ArtifactError-like TorchTpuError, or give eager's.
+    data = Path(compiled("mlp")).read_bytes()
+    refused = 0
+    for k in range(1, 40):
+        at = k * len(data) // 40
+        damaged = bytearray(data)
+        damaged[at] ^= 0xFF
+        path = tmp_path / f"damaged-{at}.tpuexe"
+        path.write_bytes(bytes(damaged))
+        try:
+            with ttc.load(path) as model:
+                out = model(reference("mlp", "in_0.npy"))
+        except ttc.TorchTpuError as e:
+            assert str(e), f"byte {at}: an empty message"
+            refused += 1
+            continue
+        np.testing.assert_allclose(out, reference("mlp", "out_0.npy"), rtol=1e-4, atol=1e-5)
+    assert refused > 30, f"only {refused} of 39 damaged artifacts refused"
+
+
+def test_generate_on_a_damaged_artifact_is_refused_or_harmless(tmp_path, compiled):
+    data = Path(compiled("decoder_kv")).read_bytes()
+    prompt, tokens = reference("decoder_kv", "prompt.npy"), reference("decoder_kv", "tokens.npy")
+    refused = 0
+    for k in range(1, 12):
+        at = k * len(data) // 12
+        damaged = bytearray(data)
+        damaged[at] ^= 0xFF
+        path = tmp_path / f"damaged-{at}.tpuexe"
+        path.write_bytes(bytes(damaged))
+        try:
+            out = ttc.generate(path, prompt, 24)
+        except ttc.TorchTpuError:
+            refused += 1
+            continue
+        np.testing.assert_array_equal(out.tokens, tokens)
+    assert refused > 8, f"only {refused} of 11 damaged artifacts refused"

@@ -58,7 +58,6 @@ macro_rules! op {
             pub const NAME: &'static str = $op;
 
             /// The attributes, read in the printed order.
-            #[allow(dead_code)]
             pub(crate) fn read_attrs(r: &mut $crate::ir::ops::AttrReader<'_, '_>) -> Result<Self, String> {
                 Ok($name { $( $f: attr_read!(r, (), $t, $($spec)*)?, )* })
             }
