@@ -237,17 +237,23 @@ def test_a_plugin_that_crashes_raises_instead_of_ending_the_process(tmp_path):
         ttc.compile(MODELS / "mlp.pt2", out, targets="tpu:v99", quiet=True)
 
 
+def damaged_copies(artifact: Path, n: int, folder: Path):
+    """Copies of ``artifact``, each with one byte inverted, at ``n - 1`` places spread over it."""
+    data = artifact.read_bytes()
+    for k in range(1, n):
+        at = k * len(data) // n
+        damaged = bytearray(data)
+        damaged[at] ^= 0xFF
+        path = folder / f"{artifact.stem}-damaged-{at}.tpuexe"
+        path.write_bytes(bytes(damaged))
+        yield path
+
+
 def test_a_damaged_artifact_is_refused_at_load_or_harmless(tmp_path, compiled):
     # Bytes flipped across the artifact (headers, executable, weights, manifest, directory):
     # `load` and the call refuse it with an ArtifactError-like TorchTpuError, or give eager's.
-    data = Path(compiled("mlp")).read_bytes()
     refused = 0
-    for k in range(1, 40):
-        at = k * len(data) // 40
-        damaged = bytearray(data)
-        damaged[at] ^= 0xFF
-        path = tmp_path / f"damaged-{at}.tpuexe"
-        path.write_bytes(bytes(damaged))
+    for path in damaged_copies(compiled("mlp"), 40, tmp_path):
         try:
             with ttc.load(path) as model:
                 out = model(reference("mlp", "in_0.npy"))
@@ -260,15 +266,9 @@ def test_a_damaged_artifact_is_refused_at_load_or_harmless(tmp_path, compiled):
 
 
 def test_generate_on_a_damaged_artifact_is_refused_or_harmless(tmp_path, compiled):
-    data = Path(compiled("decoder_kv")).read_bytes()
     prompt, tokens = reference("decoder_kv", "prompt.npy"), reference("decoder_kv", "tokens.npy")
     refused = 0
-    for k in range(1, 12):
-        at = k * len(data) // 12
-        damaged = bytearray(data)
-        damaged[at] ^= 0xFF
-        path = tmp_path / f"damaged-{at}.tpuexe"
-        path.write_bytes(bytes(damaged))
+    for path in damaged_copies(compiled("decoder_kv"), 12, tmp_path):
         try:
             out = ttc.generate(path, prompt, 24)
         except ttc.TorchTpuError:

@@ -155,20 +155,13 @@ fn generate_reproduces_eager_decoding() {
     assert!(crate::run::compare(&read(&tokens), &eager_tokens).ok, "the tokens differ from eager's");
     assert!(crate::run::compare(&read(&logits), &read(&dir.join("logits.npy"))).ok, "the logits differ");
     // Without state carried across calls: the caches start from zeros at every step.
-    let verification = crate::run::Verification { always_hash: false, cache: None };
-    let mut session =
-        crate::run::Session::open(&artifact, crate::run::DeviceKind::Cpu, None, &verification).expect("opens");
+    let mut session = decode_session(&artifact);
     let labels = [PathBuf::from("ids"), PathBuf::from("pos")];
-    let int = |v: i64, shape: Vec<i64>| Array {
-        dtype: torchtpu_passes::ir::DType::I64,
-        shape,
-        data: v.to_le_bytes().to_vec(),
-    };
     let ids: Vec<i64> = (0..6).filter_map(|i| read(&dir.join("prompt.npy")).get_f64(i)).map(|v| v as i64).collect();
     let (mut next, mut stateless) = (ids[0], Vec::new());
     for p in 0..29 {
         session.reset().expect("resets");
-        let called = session.call(&[int(next, vec![1, 1]), int(p, vec![1])], &labels, 0).expect("runs");
+        let called = session.call(&[int_array(next, vec![1, 1]), int_array(p, vec![1])], &labels, 0).expect("runs");
         let logits = called.outputs.last().expect("the logits");
         let row: Vec<f64> = (0..64).filter_map(|i| logits.get_f64(i)).collect();
         let argmax = (0..64).fold(0, |b, i| if row[i] > row[b] { i } else { b }) as i64;
@@ -227,16 +220,9 @@ fn caches_are_updated_in_place_and_read_back() {
     };
     assert_eq!(tokens(&[]), tokens(&["--no-donate"]));
     // After one step at position 0 the caches hold that position only.
-    let verification = crate::run::Verification { always_hash: false, cache: None };
-    let mut session =
-        crate::run::Session::open(&artifact, crate::run::DeviceKind::Cpu, None, &verification).expect("opens");
-    let int = |v: i64, shape: Vec<i64>| Array {
-        dtype: torchtpu_passes::ir::DType::I64,
-        shape,
-        data: v.to_le_bytes().to_vec(),
-    };
+    let mut session = decode_session(&artifact);
     let labels = [PathBuf::from("ids"), PathBuf::from("pos")];
-    session.call(&[int(5, vec![1, 1]), int(0, vec![1])], &labels, 0).expect("runs");
+    session.call(&[int_array(5, vec![1, 1]), int_array(0, vec![1])], &labels, 0).expect("runs");
     let state = session.state().expect("the state");
     assert_eq!(state.len(), 4);
     for (name, cache) in &state {
@@ -294,6 +280,17 @@ fn refused(args: &[&str], code: u8, message: &str) {
     assert!(err.contains(message), "{err}");
 }
 
+/// A session on the decode step at `artifact`, for the CPU, weights not re-hashed.
+fn decode_session(artifact: &Path) -> crate::run::Session {
+    let verification = crate::run::Verification { always_hash: false, cache: None };
+    crate::run::Session::open(artifact, crate::run::DeviceKind::Cpu, None, &verification).expect("opens")
+}
+
+/// An `i64` array of `shape` holding the one value `v` (a token id, a position).
+fn int_array(v: i64, shape: Vec<i64>) -> Array {
+    Array { dtype: torchtpu_passes::ir::DType::I64, shape, data: v.to_le_bytes().to_vec() }
+}
+
 /// Set in the soak's child process: a JSON object `{"artifact": …, "calls": N, "result": …}`.
 const SOAK: &str = "TORCHTPU_TEST_SOAK_CHILD";
 
@@ -315,22 +312,15 @@ fn soak_child() {
     let spec: serde_json::Value = serde_json::from_str(&spec.to_string_lossy()).expect("the soak's spec");
     let artifact = PathBuf::from(spec["artifact"].as_str().expect("artifact"));
     let calls = spec["calls"].as_u64().expect("calls");
-    let verification = crate::run::Verification { always_hash: false, cache: None };
-    let mut session =
-        crate::run::Session::open(&artifact, crate::run::DeviceKind::Cpu, None, &verification).expect("opens");
+    let mut session = decode_session(&artifact);
     let labels = [PathBuf::from("ids"), PathBuf::from("pos")];
-    let int = |v: i64, shape: Vec<i64>| Array {
-        dtype: torchtpu_passes::ir::DType::I64,
-        shape,
-        data: v.to_le_bytes().to_vec(),
-    };
     let mut rss = Vec::new();
     for i in 0..calls {
         if i % 100 == 0 {
             session.reset().expect("resets");
         }
         let position = (i % 100) as i64; // the caches hold 64 positions; the step wraps
-        session.call(&[int(7, vec![1, 1]), int(position % 64, vec![1])], &labels, 0).expect("runs");
+        session.call(&[int_array(7, vec![1, 1]), int_array(position % 64, vec![1])], &labels, 0).expect("runs");
         if i % 10 == 0 {
             assert!(!session.state().expect("the state").is_empty());
         }

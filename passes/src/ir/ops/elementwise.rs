@@ -192,7 +192,7 @@ impl OpDef for Elu {
 
     fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
         let x = inputs[0];
-        one(Expected::exact(x.dtype, &x.dims))
+        one(like(x))
     }
 
     fn is_elementwise(&self) -> bool {
@@ -214,7 +214,7 @@ impl OpDef for LeakyRelu {
 
     fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
         let x = inputs[0];
-        one(Expected::exact(x.dtype, &x.dims))
+        one(like(x))
     }
 
     fn is_elementwise(&self) -> bool {
@@ -234,7 +234,7 @@ impl OpDef for Identity {
 
     fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
         let x = inputs[0];
-        one(Expected::exact(x.dtype, &x.dims))
+        one(like(x))
     }
 
     fn is_elementwise(&self) -> bool {
@@ -256,7 +256,7 @@ impl OpDef for CopyFrom {
     fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
         let x = inputs[0];
         broadcast(&[&x.dims, &inputs[1].dims])?;
-        one(Expected::exact(x.dtype, &x.dims))
+        one(like(x))
     }
 
     fn under_padding(&self) -> Padding {
@@ -280,7 +280,7 @@ impl OpDef for Dropout {
 
     fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
         let x = inputs[0];
-        Ok(vec![Expected::exact(x.dtype, &x.dims), Expected::shape(&x.dims)])
+        Ok(vec![like(x), Expected::shape(&x.dims)])
     }
 
     fn is_random(&self) -> bool {

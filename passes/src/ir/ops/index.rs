@@ -321,7 +321,7 @@ fn index(x: &TensorType, present: &[bool], indices: &[&TensorType]) -> Result<Ex
     let batch = broadcast(&shapes)?;
     let indexed: Vec<usize> = present.iter().enumerate().filter(|(_, &p)| p).map(|(d, _)| d).collect();
     let Some(&first) = indexed.first() else {
-        return Ok(Expected::exact(x.dtype, &x.dims));
+        return Ok(like(x));
     };
     let adjacent = indexed.windows(2).all(|w| w[1] == w[0] + 1);
     let rest: Vec<Dim> = (0..x.rank()).filter(|d| !indexed.contains(d)).map(|d| x.dims[d].clone()).collect();

@@ -56,7 +56,7 @@ impl OpDef for Softmax {
         let x = inputs[0];
         let Softmax { dim, .. } = self;
         dim_index(*dim, x.rank())?;
-        one(Expected::exact(x.dtype, &x.dims))
+        one(like(x))
     }
 
     fn under_padding(&self) -> Padding {
@@ -192,7 +192,7 @@ impl OpDef for Sort {
         let x = inputs[0];
         let Sort { dim, .. } = self;
         dim_index(*dim, x.rank())?;
-        Ok(vec![Expected::exact(x.dtype, &x.dims), Expected::exact(DType::I64, &x.dims)])
+        Ok(vec![like(x), Expected::exact(DType::I64, &x.dims)])
     }
 }
 

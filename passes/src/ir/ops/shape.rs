@@ -208,7 +208,7 @@ impl OpDef for Flip {
         let x = inputs[0];
         let Flip { dims } = self;
         distinct_dims(dims, x.rank())?;
-        one(Expected::exact(x.dtype, &x.dims))
+        one(like(x))
     }
 }
 
