@@ -283,6 +283,10 @@ impl OpDef for Dropout {
         Ok(vec![like(x), Expected::shape(&x.dims)])
     }
 
+    fn position_wise(&self, inputs: &[&TensorType], outputs: &[TensorType]) -> Vec<Along> {
+        Along::same(inputs, outputs, 0..inputs[0].rank())
+    }
+
     fn is_random(&self) -> bool {
         true
     }
@@ -307,6 +311,11 @@ impl OpDef for FullLike {
     fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
         let x = inputs[0];
         one(Expected::shape(&x.dims))
+    }
+
+    /// The fill value at every position, whatever the operand holds there.
+    fn position_wise(&self, inputs: &[&TensorType], outputs: &[TensorType]) -> Vec<Along> {
+        Along::same(inputs, outputs, 0..inputs[0].rank())
     }
 
     fn under_padding(&self) -> Padding {

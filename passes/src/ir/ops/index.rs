@@ -25,6 +25,17 @@ impl OpDef for Index {
         one(index(x, present, &inputs[1..])?)
     }
 
+    /// With one index tensor, at `k`: the dims of `x` other than `k` and the index's dims, each
+    /// where the result holds it.
+    fn position_wise(&self, inputs: &[&TensorType], _: &[TensorType]) -> Vec<Along> {
+        let present: Vec<usize> = (0..self.present.len()).filter(|&k| self.present[k]).collect();
+        let (&[k], &[x, idx]) = (&present[..], inputs) else { return vec![] };
+        let link = |slot, dim, out_dim| Along { slot, dim, out: 0, out_dim };
+        let mut links: Vec<Along> = (0..idx.rank()).map(|j| link(1, j, k + j)).collect();
+        links.extend((0..x.rank()).filter(|&d| d != k).map(|d| link(0, d, if d < k { d } else { d + idx.rank() - 1 })));
+        links
+    }
+
     fn under_padding(&self) -> Padding {
         Padding::Rule
     }
@@ -57,6 +68,13 @@ impl OpDef for IndexSelect {
         one(Expected::exact(x.dtype, &dims))
     }
 
+    fn position_wise(&self, inputs: &[&TensorType], outputs: &[TensorType]) -> Vec<Along> {
+        let d = norm_dim(self.dim, inputs[0].rank());
+        let mut links = Along::all_but(inputs, outputs, &[d], true);
+        links.push(Along { slot: 1, dim: 0, out: 0, out_dim: d });
+        links
+    }
+
     fn under_padding(&self) -> Padding {
         Padding::Rule
     }
@@ -83,6 +101,15 @@ impl OpDef for Gather {
             return Err(format!("gather's index {} and input {} differ in rank", show(&idx.dims), show(&x.dims)));
         }
         one(Expected::exact(x.dtype, &idx.dims))
+    }
+
+    fn position_wise(&self, inputs: &[&TensorType], outputs: &[TensorType]) -> Vec<Along> {
+        let d = norm_dim(self.dim, inputs[0].rank());
+        let (x, out) = (inputs[0], &outputs[0]);
+        let mut links: Vec<Along> = (0..out.rank()).map(|dim| Along { slot: 1, dim, out: 0, out_dim: dim }).collect();
+        let same = |dim: usize| dim != d && x.dims.get(dim).is_some_and(|s| same_dim(s, &out.dims[dim]));
+        links.extend((0..x.rank()).filter(|&dim| same(dim)).map(|dim| Along { slot: 0, dim, out: 0, out_dim: dim }));
+        links
     }
 
     fn under_padding(&self) -> Padding {
@@ -116,6 +143,20 @@ impl OpDef for Scatter {
             return Err(format!("scatter's index {} and self {} differ in rank", show(&idx.dims), show(&x.dims)));
         }
         one(like(x))
+    }
+
+    /// Every dim but `dim`: row by row, where the index (and source) rows match the result's.
+    fn position_wise(&self, inputs: &[&TensorType], outputs: &[TensorType]) -> Vec<Along> {
+        let out = &outputs[0];
+        let d = norm_dim(self.dim, out.rank());
+        let mut links = vec![];
+        for (slot, x) in inputs.iter().enumerate() {
+            let same = |dim: usize| dim != d && x.dims.get(dim).is_some_and(|s| same_dim(s, &out.dims[dim]));
+            if x.rank() == out.rank() {
+                links.extend((0..x.rank()).filter(|&dim| same(dim)).map(|dim| Along { slot, dim, out: 0, out_dim: dim }));
+            }
+        }
+        links
     }
 }
 
@@ -168,6 +209,13 @@ impl OpDef for SliceScatter {
         }
         one(like(x))
     }
+
+    fn position_wise(&self, inputs: &[&TensorType], _: &[TensorType]) -> Vec<Along> {
+        let rank = inputs[0].rank();
+        let d = norm_dim(self.dim, rank);
+        let kept = (0..rank).filter(|&dim| dim != d);
+        kept.flat_map(|dim| (0..2).map(move |slot| Along { slot, dim, out: 0, out_dim: dim })).collect()
+    }
 }
 
 op! {
@@ -191,6 +239,14 @@ impl OpDef for SelectScatter {
             return Err(format!("src {} does not fill the selected {}", show(&inputs[1].dims), window[0]));
         }
         one(like(x))
+    }
+
+    fn position_wise(&self, inputs: &[&TensorType], outputs: &[TensorType]) -> Vec<Along> {
+        let rank = inputs[0].rank();
+        let d = norm_dim(self.dim, rank);
+        let mut links = Along::all_but(inputs, outputs, &[d], true);
+        links.extend((0..inputs[1].rank()).map(|dim| Along { slot: 1, dim, out: 0, out_dim: dim + usize::from(dim >= d) }));
+        links
     }
 }
 
@@ -257,6 +313,10 @@ impl OpDef for Embedding {
         let mut dims = idx.dims.clone();
         dims.push(w.dims[1].clone());
         one(Expected::exact(w.dtype, &dims))
+    }
+
+    fn position_wise(&self, inputs: &[&TensorType], _: &[TensorType]) -> Vec<Along> {
+        (0..inputs[1].rank()).map(|dim| Along { slot: 1, dim, out: 0, out_dim: dim }).collect()
     }
 
     fn under_padding(&self) -> Padding {

@@ -18,6 +18,10 @@ impl OpDef for Mm {
         one(matmul(inputs[0], inputs[1], 0)?)
     }
 
+    fn position_wise(&self, _: &[&TensorType], _: &[TensorType]) -> Vec<Along> {
+        vec![Along { slot: 0, dim: 0, out: 0, out_dim: 0 }, Along { slot: 1, dim: 1, out: 0, out_dim: 1 }]
+    }
+
     fn under_padding(&self) -> Padding {
         Padding::Rule
     }
@@ -35,6 +39,11 @@ impl OpDef for Bmm {
 
     fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
         one(matmul(inputs[0], inputs[1], 1)?)
+    }
+
+    fn position_wise(&self, _: &[&TensorType], _: &[TensorType]) -> Vec<Along> {
+        let link = |slot, dim, out_dim| Along { slot, dim, out: 0, out_dim };
+        vec![link(0, 0, 0), link(1, 0, 0), link(0, 1, 1), link(1, 2, 2)]
     }
 
     fn under_padding(&self) -> Padding {
@@ -61,6 +70,12 @@ impl OpDef for Addmm {
         broadcast(&[&inputs[0].dims, &dims])
             .map_err(|_| format!("the added term {} does not broadcast to {}", show(&inputs[0].dims), show(&dims)))?;
         one(e)
+    }
+
+    fn position_wise(&self, inputs: &[&TensorType], outputs: &[TensorType]) -> Vec<Along> {
+        let mut links = Along::broadcast(&inputs[..1], outputs);
+        links.extend([Along { slot: 1, dim: 0, out: 0, out_dim: 0 }, Along { slot: 2, dim: 1, out: 0, out_dim: 1 }]);
+        links
     }
 
     fn under_padding(&self) -> Padding {
@@ -103,6 +118,10 @@ impl OpDef for GroupedMm {
         let dtype = contraction_dtype(a, b)?;
         one(Expected::partial(dtype, vec![Some(a.dims[0].clone()), Some(b.dims[2].clone())]))
     }
+
+    fn position_wise(&self, _: &[&TensorType], _: &[TensorType]) -> Vec<Along> {
+        vec![Along { slot: 0, dim: 0, out: 0, out_dim: 0 }]
+    }
 }
 
 op! {
@@ -128,8 +147,12 @@ impl OpDef for Convolution {
         one(convolution(self, inputs)?)
     }
 
+    fn position_wise(&self, _: &[&TensorType], _: &[TensorType]) -> Vec<Along> {
+        vec![Along { slot: 0, dim: 0, out: 0, out_dim: 0 }]
+    }
+
     fn under_padding(&self) -> Padding {
-        Padding::BatchRows
+        Padding::Rule
     }
 }
 

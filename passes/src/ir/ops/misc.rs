@@ -33,10 +33,6 @@ impl OpDef for Upsample {
         dims.extend(std::iter::repeat_n(None, x.rank() - 2));
         one(Expected::partial(Some(x.dtype), dims))
     }
-
-    fn under_padding(&self) -> Padding {
-        Padding::BatchRows
-    }
 }
 
 op! {
@@ -64,10 +60,6 @@ impl OpDef for UpsampleNearestBackward {
             return Err(format!("the gradient {} is not one of an input {} upsampled", show(&grad.dims), show(size)));
         }
         one(Expected::exact(grad.dtype, size))
-    }
-
-    fn under_padding(&self) -> Padding {
-        Padding::BatchRows
     }
 }
 

@@ -50,7 +50,7 @@ pub use reduce::*;
 pub use shape::*;
 
 pub(crate) use attr::{by_name, serde_name, AttrReader};
-pub use rule::{same_dim, Arity, Expected, RuleResult};
+pub use rule::{same_dim, Along, Arity, Expected, RuleResult};
 
 use super::op::{InputKind, UnaryOp};
 use super::types::{Scalar, TensorType};
@@ -86,9 +86,24 @@ pub trait OpDef: OpSyntax {
         false
     }
 
-    /// What running at a size bucket does to it, its operands padded past their real size
-    /// along a dynamic dim (the `bucket_masks` pass). Element-wise ops are exact; others are
-    /// refused unless they say otherwise.
+    /// The dims along which the op works position by position: each [`Along`] says that result
+    /// `out`'s position `i` along `out_dim` is computed from operand `slot`'s position `i` along
+    /// `dim` alone (the batch of a convolution, the rows of a matmul, every dim but the one a
+    /// softmax or a sort works along). Padding along such a dim, in any pattern, stays where it
+    /// is and never reaches a real position. Element-wise ops: every dim of every operand that
+    /// is not broadcast.
+    fn position_wise(&self, inputs: &[&TensorType], outputs: &[TensorType]) -> Vec<Along> {
+        if self.is_elementwise() {
+            Along::broadcast(inputs, outputs)
+        } else {
+            vec![]
+        }
+    }
+
+    /// What running at a size bucket does to it along the dynamic dims it does not work along
+    /// position by position ([`OpDef::position_wise`]), its operands padded past their real
+    /// size (the `bucket_masks` pass). Element-wise ops are exact; others are refused unless
+    /// they say otherwise.
     fn under_padding(&self) -> Padding {
         if self.is_elementwise() {
             Padding::Exact
@@ -102,13 +117,11 @@ pub trait OpDef: OpSyntax {
 /// compiled for a size bucket runs every real size at the bucket's size).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Padding {
-    /// Real results stay real whatever the padding holds: each result position reads the same
-    /// or earlier positions along a padded dim (element-wise ops, moves of dims, running
-    /// reductions), or no padded values at all (inputs, constants, shapes).
+    /// Real results stay real whatever the padding holds, when the real positions of the dim
+    /// are a prefix: each result position reads the same or earlier positions along a padded
+    /// dim (moves of dims, running reductions), or no padded values at all (inputs,
+    /// constants, shapes).
     Exact,
-    /// Each row of the batch (dim 0) is computed from that row alone: exact when dim 0 is the
-    /// only dynamic one.
-    BatchRows,
     /// Exact under a rule of the `bucket_masks` pass for this op: a mask that fills the padding
     /// with a neutral value (softmax, reductions, contractions) or a check of its attributes
     /// against the dynamic dims (views, slices, gathers).

@@ -29,8 +29,12 @@ impl OpDef for MaxPool {
         Ok(vec![Expected::partial(Some(x.dtype), out), indices])
     }
 
+    fn position_wise(&self, inputs: &[&TensorType], outputs: &[TensorType]) -> Vec<Along> {
+        Along::same(inputs, outputs, 0..inputs[0].rank().saturating_sub(self.kernel.len()))
+    }
+
     fn under_padding(&self) -> Padding {
-        Padding::BatchRows
+        Padding::Rule
     }
 }
 
@@ -58,8 +62,8 @@ impl OpDef for AvgPool {
         Ok(vec![Expected::partial(Some(x.dtype), out)])
     }
 
-    fn under_padding(&self) -> Padding {
-        Padding::BatchRows
+    fn position_wise(&self, inputs: &[&TensorType], outputs: &[TensorType]) -> Vec<Along> {
+        Along::same(inputs, outputs, 0..inputs[0].rank().saturating_sub(self.kernel.len()))
     }
 }
 
@@ -86,8 +90,8 @@ impl OpDef for AdaptiveAvgPool {
         Ok(vec![Expected::partial(Some(x.dtype), dims)])
     }
 
-    fn under_padding(&self) -> Padding {
-        Padding::BatchRows
+    fn position_wise(&self, inputs: &[&TensorType], outputs: &[TensorType]) -> Vec<Along> {
+        Along::same(inputs, outputs, 0..inputs[0].rank().saturating_sub(self.spatial))
     }
 }
 
@@ -114,8 +118,8 @@ impl OpDef for GroupNorm {
         Ok(vec![like(x)])
     }
 
-    fn under_padding(&self) -> Padding {
-        Padding::BatchRows
+    fn position_wise(&self, _: &[&TensorType], outputs: &[TensorType]) -> Vec<Along> {
+        (0..outputs.len()).map(|out| Along { slot: 0, dim: 0, out, out_dim: 0 }).collect()
     }
 }
 
@@ -167,6 +171,10 @@ impl OpDef for BatchNormInference {
         batch_norm(inputs[0])
     }
 
+    fn position_wise(&self, inputs: &[&TensorType], outputs: &[TensorType]) -> Vec<Along> {
+        Along::same(inputs, &outputs[..1], 0..inputs[0].rank())
+    }
+
     fn under_padding(&self) -> Padding {
         Padding::Exact
     }
@@ -200,6 +208,10 @@ impl OpDef for LayerNorm {
         stats.extend(std::iter::repeat_n(Dim::Static(1), *normalized_rank));
         let stat = Expected::shape(&stats);
         Ok(vec![like(x), stat.clone(), stat])
+    }
+
+    fn position_wise(&self, inputs: &[&TensorType], outputs: &[TensorType]) -> Vec<Along> {
+        Along::same(inputs, outputs, 0..inputs[0].rank().saturating_sub(self.normalized_rank))
     }
 
     fn under_padding(&self) -> Padding {

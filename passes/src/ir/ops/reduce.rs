@@ -34,6 +34,10 @@ impl OpDef for Histc {
         }
         one(Expected::exact(x.dtype, &[Dim::Static(*bins)]))
     }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Rule
+    }
 }
 
 op! {
@@ -57,6 +61,10 @@ impl OpDef for Softmax {
         let Softmax { dim, .. } = self;
         dim_index(*dim, x.rank())?;
         one(like(x))
+    }
+
+    fn position_wise(&self, inputs: &[&TensorType], outputs: &[TensorType]) -> Vec<Along> {
+        Along::all_but(inputs, outputs, &[norm_dim(self.dim, inputs[0].rank())], true)
     }
 
     fn under_padding(&self) -> Padding {
@@ -91,6 +99,10 @@ impl OpDef for Reduce {
         one(Expected::exact(dtype, &out))
     }
 
+    fn position_wise(&self, inputs: &[&TensorType], outputs: &[TensorType]) -> Vec<Along> {
+        Along::all_but(inputs, outputs, &worked_dims(&self.dims, inputs[0].rank()), self.keepdim)
+    }
+
     fn under_padding(&self) -> Padding {
         Padding::Rule
     }
@@ -121,6 +133,13 @@ impl OpDef for ArgReduce {
         one(Expected::exact(DType::I64, &out))
     }
 
+    fn position_wise(&self, inputs: &[&TensorType], outputs: &[TensorType]) -> Vec<Along> {
+        match self.dim {
+            Some(d) => Along::all_but(inputs, outputs, &[norm_dim(d, inputs[0].rank())], self.keepdim),
+            None => vec![],
+        }
+    }
+
     fn under_padding(&self) -> Padding {
         Padding::Rule
     }
@@ -146,6 +165,10 @@ impl OpDef for Var {
         let out = reduced(x, dims, *keepdim)?;
         one(Expected { dtype: x.dtype.is_float().then_some(x.dtype), ..Expected::shape(&out) })
     }
+
+    fn position_wise(&self, inputs: &[&TensorType], outputs: &[TensorType]) -> Vec<Along> {
+        Along::all_but(inputs, outputs, &worked_dims(&self.dims, inputs[0].rank()), self.keepdim)
+    }
 }
 
 op! {
@@ -167,6 +190,10 @@ impl OpDef for ExtremumDim {
         let ExtremumDim { dim, keepdim, .. } = self;
         let out = reduced(x, &[*dim], *keepdim)?;
         Ok(vec![Expected::exact(x.dtype, &out), Expected::exact(DType::I64, &out)])
+    }
+
+    fn position_wise(&self, inputs: &[&TensorType], outputs: &[TensorType]) -> Vec<Along> {
+        Along::all_but(inputs, outputs, &[norm_dim(self.dim, inputs[0].rank())], self.keepdim)
     }
 
     fn under_padding(&self) -> Padding {
@@ -193,6 +220,14 @@ impl OpDef for Sort {
         let Sort { dim, .. } = self;
         dim_index(*dim, x.rank())?;
         Ok(vec![like(x), Expected::exact(DType::I64, &x.dims)])
+    }
+
+    fn position_wise(&self, inputs: &[&TensorType], outputs: &[TensorType]) -> Vec<Along> {
+        Along::all_but(inputs, outputs, &[norm_dim(self.dim, inputs[0].rank())], true)
+    }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Rule
     }
 }
 
@@ -224,6 +259,10 @@ impl OpDef for TopK {
         }
         Ok(vec![Expected::exact(x.dtype, &out), Expected::exact(DType::I64, &out)])
     }
+
+    fn position_wise(&self, inputs: &[&TensorType], outputs: &[TensorType]) -> Vec<Along> {
+        Along::all_but(inputs, outputs, &[norm_dim(self.dim, inputs[0].rank())], true)
+    }
 }
 
 op! {
@@ -249,6 +288,10 @@ impl OpDef for Cumulative {
         }
         let dtype = dtype.unwrap_or(if x.dtype.is_float() || x.dtype.is_complex() { x.dtype } else { DType::I64 });
         one(Expected::exact(dtype, &x.dims))
+    }
+
+    fn position_wise(&self, inputs: &[&TensorType], outputs: &[TensorType]) -> Vec<Along> {
+        Along::all_but(inputs, outputs, &[norm_dim(self.dim, inputs[0].rank())], true)
     }
 
     // A running reduction at a position reads only the positions before it: padding at the

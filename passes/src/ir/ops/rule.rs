@@ -8,7 +8,7 @@
 //! statistics); what it states is checked. Graph inputs state nothing (their declared type is
 //! the contract), nor do unsupported ops (they have no semantics here).
 
-use crate::ir::{DType, Dim, TensorType};
+use crate::ir::{norm_dim, DType, Dim, TensorType};
 
 /// How many tensor operands an op takes and results it makes; `None`: any number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,6 +23,83 @@ impl Arity {
     /// A fixed number of operands and results.
     pub fn fixed(inputs: usize, outputs: usize) -> Arity {
         Arity { inputs: Some(inputs), outputs: Some(outputs) }
+    }
+}
+
+/// One dim an op works along position by position (see `OpDef::position_wise`): operand
+/// `slot`'s dim `dim` is result `out`'s dim `out_dim`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Along {
+    /// The operand.
+    pub slot: usize,
+    /// The operand's dim.
+    pub dim: usize,
+    /// The result.
+    pub out: usize,
+    /// The result's dim.
+    pub out_dim: usize,
+}
+
+impl Along {
+    /// Broadcasting operands (dims aligned from the right): every operand dim of the result's
+    /// size, into every result.
+    pub fn broadcast(inputs: &[&TensorType], outputs: &[TensorType]) -> Vec<Along> {
+        let mut links = vec![];
+        for (out, o) in outputs.iter().enumerate() {
+            for (slot, x) in inputs.iter().enumerate() {
+                let Some(shift) = o.rank().checked_sub(x.rank()) else { continue };
+                for (dim, d) in x.dims.iter().enumerate() {
+                    if same_dim(d, &o.dims[dim + shift]) {
+                        links.push(Along { slot, dim, out, out_dim: dim + shift });
+                    }
+                }
+            }
+        }
+        links
+    }
+
+    /// Operand 0's dims but `worked` (normalized), into every result of its rank (`keepdim`)
+    /// or of its rank less `worked.len()` (the worked dims dropped).
+    pub fn all_but(inputs: &[&TensorType], outputs: &[TensorType], worked: &[usize], keepdim: bool) -> Vec<Along> {
+        let rank = inputs[0].rank();
+        let mut links = vec![];
+        for (out, o) in outputs.iter().enumerate() {
+            let kept = if keepdim { rank } else { rank - worked.len().min(rank) };
+            if o.rank() != kept {
+                continue;
+            }
+            let mut out_dim = 0;
+            for dim in 0..rank {
+                if worked.contains(&dim) {
+                    out_dim += usize::from(keepdim);
+                    continue;
+                }
+                links.push(Along { slot: 0, dim, out, out_dim });
+                out_dim += 1;
+            }
+        }
+        links
+    }
+
+    /// Operand 0's `dims`, each into the same dim of every result of operand 0's rank.
+    pub fn same(inputs: &[&TensorType], outputs: &[TensorType], dims: impl IntoIterator<Item = usize> + Clone) -> Vec<Along> {
+        let rank = inputs[0].rank();
+        let mut links = vec![];
+        for (out, o) in outputs.iter().enumerate() {
+            if o.rank() == rank {
+                links.extend(dims.clone().into_iter().filter(|&d| d < rank).map(|dim| Along { slot: 0, dim, out, out_dim: dim }));
+            }
+        }
+        links
+    }
+}
+
+/// The dims a reduction works along, normalized: `dims`, or all of them when empty.
+pub fn worked_dims(dims: &[i64], rank: usize) -> Vec<usize> {
+    if dims.is_empty() {
+        (0..rank).collect()
+    } else {
+        dims.iter().map(|&d| norm_dim(d, rank)).collect()
     }
 }
 

@@ -49,6 +49,11 @@ impl OpDef for Permute {
         one(same_dtype(permute(x, dims)?))
     }
 
+    fn position_wise(&self, inputs: &[&TensorType], _: &[TensorType]) -> Vec<Along> {
+        let rank = inputs[0].rank();
+        self.dims.iter().enumerate().map(|(out_dim, &d)| Along { slot: 0, dim: norm_dim(d, rank), out: 0, out_dim }).collect()
+    }
+
     fn under_padding(&self) -> Padding {
         Padding::Exact
     }
@@ -71,6 +76,10 @@ impl OpDef for Expand {
         let same_dtype = |dims: Vec<Option<Dim>>| Expected::partial(Some(x.dtype), dims);
         let Expand { size } = self;
         one(same_dtype(expand(x, size)?))
+    }
+
+    fn position_wise(&self, inputs: &[&TensorType], outputs: &[TensorType]) -> Vec<Along> {
+        Along::broadcast(inputs, outputs)
     }
 
     fn under_padding(&self) -> Padding {
@@ -100,6 +109,11 @@ impl OpDef for Unsqueeze {
         one(same_dtype(dims))
     }
 
+    fn position_wise(&self, inputs: &[&TensorType], outputs: &[TensorType]) -> Vec<Along> {
+        let at = norm_dim(self.dim, outputs[0].rank());
+        (0..inputs[0].rank()).map(|dim| Along { slot: 0, dim, out: 0, out_dim: dim + usize::from(dim >= at) }).collect()
+    }
+
     fn under_padding(&self) -> Padding {
         Padding::Exact
     }
@@ -122,6 +136,13 @@ impl OpDef for Squeeze {
         let same_dtype = |dims: Vec<Option<Dim>>| Expected::partial(Some(x.dtype), dims);
         let Squeeze { dims } = self;
         one(same_dtype(squeeze(x, dims)?))
+    }
+
+    fn position_wise(&self, inputs: &[&TensorType], _: &[TensorType]) -> Vec<Along> {
+        let x = inputs[0];
+        let listed = |d: usize| self.dims.is_empty() || self.dims.iter().any(|&s| norm_dim(s, x.rank()) == d);
+        let kept = (0..x.rank()).filter(|&d| !(x.dims[d] == Dim::Static(1) && listed(d)));
+        kept.enumerate().map(|(out_dim, dim)| Along { slot: 0, dim, out: 0, out_dim }).collect()
     }
 
     fn under_padding(&self) -> Padding {
@@ -149,6 +170,10 @@ impl OpDef for Slice {
         let same_dtype = |dims: Vec<Option<Dim>>| Expected::partial(Some(x.dtype), dims);
         let Slice { dim, start, end, step } = self;
         one(same_dtype(slice(x, *dim, start, end, *step)?))
+    }
+
+    fn position_wise(&self, inputs: &[&TensorType], outputs: &[TensorType]) -> Vec<Along> {
+        Along::all_but(inputs, outputs, &[norm_dim(self.dim, inputs[0].rank())], true)
     }
 
     fn under_padding(&self) -> Padding {
@@ -187,6 +212,10 @@ impl OpDef for Select {
         one(same_dtype(dims))
     }
 
+    fn position_wise(&self, inputs: &[&TensorType], outputs: &[TensorType]) -> Vec<Along> {
+        Along::all_but(inputs, outputs, &[norm_dim(self.dim, inputs[0].rank())], false)
+    }
+
     fn under_padding(&self) -> Padding {
         Padding::Rule
     }
@@ -210,6 +239,11 @@ impl OpDef for Flip {
         distinct_dims(dims, x.rank())?;
         one(like(x))
     }
+
+    fn position_wise(&self, inputs: &[&TensorType], outputs: &[TensorType]) -> Vec<Along> {
+        let rank = inputs[0].rank();
+        Along::all_but(inputs, outputs, &self.dims.iter().map(|&d| norm_dim(d, rank)).collect::<Vec<_>>(), true)
+    }
 }
 
 op! {
@@ -229,6 +263,12 @@ impl OpDef for Repeat {
         let same_dtype = |dims: Vec<Option<Dim>>| Expected::partial(Some(x.dtype), dims);
         let Repeat { repeats } = self;
         one(same_dtype(repeat(x, repeats)?))
+    }
+
+    fn position_wise(&self, inputs: &[&TensorType], _: &[TensorType]) -> Vec<Along> {
+        let shift = self.repeats.len().saturating_sub(inputs[0].rank());
+        let once = |d: usize| self.repeats.get(d + shift) == Some(&1);
+        (0..inputs[0].rank()).filter(|&d| once(d)).map(|dim| Along { slot: 0, dim, out: 0, out_dim: dim + shift }).collect()
     }
 }
 
@@ -252,6 +292,19 @@ impl OpDef for Pad {
         let Pad { pad, .. } = self;
         one(same_dtype(constant_pad(x, pad)?))
     }
+
+    fn position_wise(&self, inputs: &[&TensorType], outputs: &[TensorType]) -> Vec<Along> {
+        let rank = inputs[0].rank();
+        let unpadded = |d: usize| {
+            let k = 2 * (rank - 1 - d);
+            self.pad.get(k..k + 2).is_none_or(|p| p == [0, 0])
+        };
+        Along::same(inputs, outputs, (0..rank).filter(|&d| unpadded(d)))
+    }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Rule
+    }
 }
 
 op! {
@@ -269,6 +322,18 @@ impl OpDef for Cat {
     fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
         let Cat { dim } = self;
         one(cat(*dim, inputs)?)
+    }
+
+    fn position_wise(&self, inputs: &[&TensorType], outputs: &[TensorType]) -> Vec<Along> {
+        let rank = outputs[0].rank();
+        let d = norm_dim(self.dim, rank);
+        let mut links = vec![];
+        for (slot, x) in inputs.iter().enumerate() {
+            if x.rank() == rank {
+                links.extend((0..rank).filter(|&dim| dim != d).map(|dim| Along { slot, dim, out: 0, out_dim: dim }));
+            }
+        }
+        links
     }
 
     fn under_padding(&self) -> Padding {
@@ -307,6 +372,10 @@ impl OpDef for SplitWithSizes {
             same_dtype(dims)
         };
         Ok(sizes.iter().map(part).collect())
+    }
+
+    fn position_wise(&self, inputs: &[&TensorType], outputs: &[TensorType]) -> Vec<Along> {
+        Along::all_but(inputs, outputs, &[norm_dim(self.dim, inputs[0].rank())], true)
     }
 
     fn under_padding(&self) -> Padding {

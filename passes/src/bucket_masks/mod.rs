@@ -1,0 +1,523 @@
+//! `bucket_masks`: makes a program compiled for a size bucket exact at every real size up to
+//! the bucket's. The caller pads each dynamic input dim with zeros up to the bucket size and
+//! passes the real value of every symbol as an extra `i64` input (`InputKind::Size`, after
+//! all other inputs, in symbol order); outputs are sliced back to their real sizes.
+//!
+//! **Which positions are real.** Along a dynamic dim, a value's real positions are a prefix
+//! whose length is the dim's symbolic size at the real symbol values (the export records the
+//! expressions, and `specialize` keeps them on each node) — unless a view merged it with
+//! other dims: `[batch, seq, hidden] → [batch·seq, hidden]` (every MoE router) makes a dim of
+//! *factors* `[batch, seq]`, whose real positions are those whose index along every factor
+//! is below that factor's real size. The pass records such dims ([`Factors`]) and follows
+//! them through the program; a view that splits them back gives prefixes again.
+//!
+//! **What each op does with them.** Every op says in its definition along which dims it works
+//! position by position (`OpDef::position_wise`: every dim of an element-wise op, the rows of
+//! a matmul, the batch of a convolution, every dim but the one a softmax, norm or sort works
+//! along). Padding along such a dim, in any pattern, never reaches a real position: nothing
+//! to do, and the dim's factors carry over to the result. Along the other dims, the op's
+//! `OpDef::under_padding` decides:
+//!
+//! - `Exact`: real results read real positions only when they are a prefix (moves of dims,
+//!   running sums, embeddings, `arange`, `full`): nothing to do;
+//! - `Rule`: a rule of this pass (`rules`): reductions, softmax and contractions get their
+//!   input masked with the identity (`sum`: 0, `amax`: -inf, …; `mean` divides by the real
+//!   count), for a prefix or any factors; views regroup factors (`views`); gathers along a
+//!   dynamic dim need indices that are real positions of it (`arange`, or a sort's
+//!   indices); a sort of keys bounded by a static size (expert ids) puts padding last; an
+//!   `index_put` into a tensor with no dynamic dim (a KV cache written at a prompt's
+//!   positions) gets the padded indices moved past the end, and one that inverts a sort's
+//!   permutation is exact; convolutions and max pools along a dynamic dim read zeros
+//!   (−inf) past the real length; a `constant_pad_nd` on the right of one fills its pad
+//!   value from the real length on;
+//! - `Refused`: the compile fails, naming the node, the op and why — never wrong numbers.
+//!
+//! Values that hold positions along a dim of factors (a sort's indices) are positions of the
+//! bucket's layout, not the real one: they may only index that dim (or be divided by its
+//! static inner factors), never be used as numbers.
+//!
+//! A graph with `sym s0 in [1, 64]` compiled for the bucket `s0 = 16` (the filetest runner
+//! specializes it first):
+//!
+//! ```text
+#![doc = include_str!("../../tests/bucket_masks/reductions_over_dynamic_dim_masked.ir")]
+//! ```
+
+mod rules;
+#[cfg(test)]
+mod tests;
+mod views;
+
+use std::collections::BTreeMap;
+
+use crate::ir::ops::{
+    Arange, ArangeSym, ArgReduce, Binary, ExtremumDim, Full, Sort, TopK, Gather, Index, IndexPut, IndexSelect, Padding, SymInt, SymSize, View, Where,
+};
+use crate::ir::{
+    norm_dim, BinaryOp, Bounds, DType, Dim, Graph, InputKind, Node, NodeId, Op, Operand, Scalar, SymExpr, TensorType,
+    ValueRef,
+};
+use crate::pass::{Changed, Pass, PassCx, PassError};
+
+/// Why an op is refused along a dynamic dim.
+const REFUSED: &str = "has no padding-safe form along a dynamic dim";
+
+/// Why an op is refused along a dim of factors.
+const MERGED: &str =
+    "reads across a dim that merges a dynamic size under other dims (its real positions are not a prefix)";
+
+/// The bucket a program is compiled for.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BucketSpec {
+    /// The bucket's value of each symbol (the padded sizes).
+    pub values: BTreeMap<String, i64>,
+    /// Each symbol's range.
+    pub bounds: BTreeMap<String, Bounds>,
+}
+
+/// See the module docs.
+pub struct BucketMasks {
+    /// The bucket; `None` for a program compiled at one exact size (nothing to do).
+    pub bucket: Option<BucketSpec>,
+}
+
+/// The sizes a dim is the product of, outer first; its real positions are those whose index
+/// along every factor is below that factor's real size. One factor: a prefix.
+type Factors = Vec<SymExpr>;
+
+/// The dims of a value that have padding: dim → its factors.
+type DynDims = BTreeMap<usize, Factors>;
+
+struct Masker<'a> {
+    spec: &'a BucketSpec,
+    /// Where sizes are compared: the bucket's values, every symbol at its minimum, and
+    /// half-way between. Two sizes are the same when they agree at all three.
+    envs: [BTreeMap<String, i64>; 3],
+    /// The `Size` input of each symbol.
+    sizes: BTreeMap<String, ValueRef>,
+    /// Real lengths built so far, by expression.
+    lengths: BTreeMap<SymExpr, ValueRef>,
+    /// Values whose real entries are positions along a dim of these factors (`arange`, a
+    /// sort's indices).
+    positions: BTreeMap<ValueRef, Factors>,
+    /// A sort's indices: a permutation of the whole dim whose real (leading) entries are the
+    /// real positions of a dim of these factors.
+    perms: BTreeMap<ValueRef, Factors>,
+    /// Integer values known to lie in `[0, bound)` (indices along a static dim, as a router's
+    /// `topk` gives).
+    bounded: BTreeMap<ValueRef, i64>,
+    /// Dims whose real positions are not a prefix.
+    merged: BTreeMap<(ValueRef, usize), Factors>,
+    counter: usize,
+    masks: usize,
+}
+
+impl Masker<'_> {
+    fn new(spec: &BucketSpec) -> Masker<'_> {
+        let smallest: BTreeMap<String, i64> =
+            spec.bounds.iter().map(|(s, b)| (s.clone(), b.min.unwrap_or(1).max(0))).collect();
+        let middle = spec
+            .values
+            .iter()
+            .map(|(s, &v)| (s.clone(), (v + smallest.get(s).copied().unwrap_or(v) + 1) / 2))
+            .collect();
+        Masker {
+            spec,
+            envs: [spec.values.clone(), smallest, middle],
+            sizes: BTreeMap::new(),
+            lengths: BTreeMap::new(),
+            positions: BTreeMap::new(),
+            perms: BTreeMap::new(),
+            bounded: BTreeMap::new(),
+            merged: BTreeMap::new(),
+            counter: 0,
+            masks: 0,
+        }
+    }
+
+    /// `e` at the three sizes of `envs`.
+    fn at(&self, e: &SymExpr) -> Option<[i64; 3]> {
+        Some([e.eval(&self.envs[0])?, e.eval(&self.envs[1])?, e.eval(&self.envs[2])?])
+    }
+
+    /// The bucket's value of `e`: the padded size of a dim of that size.
+    fn padded(&self, e: &SymExpr) -> Option<i64> {
+        e.eval(&self.spec.values)
+    }
+
+    fn is_static(&self, e: &SymExpr) -> bool {
+        self.at(e).is_some_and(|[a, b, c]| a == b && b == c)
+    }
+
+    /// The same factors, compared at the three sizes.
+    fn same_factors(&self, a: &[SymExpr], b: &[SymExpr]) -> bool {
+        a.len() == b.len() && a.iter().zip(b).all(|(x, y)| self.at(x).is_some() && self.at(x) == self.at(y))
+    }
+
+    /// Factors without those of size 1; a prefix when only the outermost one is dynamic.
+    fn normalize(&self, f: Factors) -> Factors {
+        let f: Factors = f.into_iter().filter(|e| self.at(e) != Some([1, 1, 1])).collect();
+        let dynamic: Vec<usize> = (0..f.len()).filter(|&i| !self.is_static(&f[i])).collect();
+        if dynamic == [0] || dynamic.is_empty() {
+            vec![SymExpr::Mul(f).simplify()]
+        } else {
+            f
+        }
+    }
+
+    /// The dims of `v` with padding: recorded factors, or a prefix where its symbolic size
+    /// has symbols.
+    fn dyn_dims(&self, graph: &Graph, v: ValueRef) -> DynDims {
+        let node = graph.node(v.node);
+        let mut dims = DynDims::new();
+        if let Some(sym) = node.symbolic.as_ref() {
+            for (i, d) in sym.outputs[usize::from(v.slot)].dims.iter().enumerate() {
+                if let Dim::Sym(e) = d {
+                    dims.insert(i, vec![e.clone()]);
+                }
+            }
+        }
+        for ((_, d), f) in self.merged.range((v, 0)..=(v, usize::MAX)) {
+            dims.insert(*d, f.clone());
+        }
+        dims
+    }
+
+    fn ty(graph: &Graph, v: ValueRef) -> TensorType {
+        graph.value_type(v).clone()
+    }
+
+    fn add(&mut self, graph: &mut Graph, from: NodeId, op: Op, ty: TensorType, inputs: &[ValueRef]) -> ValueRef {
+        self.counter += 1;
+        let n = Node::derived(graph.node(from), format_args!("bucket.{}", self.counter), op, [ty]);
+        ValueRef { node: graph.add_op(n, inputs), slot: 0 }
+    }
+
+    fn binary(&mut self, graph: &mut Graph, at: NodeId, op: BinaryOp, rhs: Operand, ins: &[ValueRef], ty: TensorType) -> ValueRef {
+        self.add(graph, at, Op::Binary(Binary { op, lhs: Operand::Tensor, rhs, alpha: None }), ty, ins)
+    }
+
+    /// The real value of `e` as an `i64[]` value (sums and products of symbols, and their
+    /// floor division by a constant).
+    fn length(&mut self, graph: &mut Graph, at: NodeId, e: &SymExpr) -> Result<ValueRef, String> {
+        if let Some(&v) = self.lengths.get(e) {
+            return Ok(v);
+        }
+        let scalar = TensorType::new(DType::I64, &[]);
+        let v = match e {
+            SymExpr::Sym(s) => *self.sizes.get(s).ok_or_else(|| format!("unknown symbol `{s}`"))?,
+            SymExpr::Int(i) => {
+                self.add(graph, at, Op::Full(Full { size: vec![], value: Scalar::Int(*i) }), scalar, &[])
+            }
+            SymExpr::Add(terms) | SymExpr::Mul(terms) => {
+                let op = if matches!(e, SymExpr::Add(_)) { BinaryOp::Add } else { BinaryOp::Mul };
+                let (consts, rest): (Vec<&SymExpr>, Vec<&SymExpr>) = terms.iter().partition(|t| t.as_const().is_some());
+                let mut acc = match rest.first() {
+                    Some(first) => self.length(graph, at, first)?,
+                    None => return Err(format!("`{e}` has no symbol")),
+                };
+                for t in &rest[1..] {
+                    let v = self.length(graph, at, t)?;
+                    acc = self.binary(graph, at, op, Operand::Tensor, &[acc, v], scalar.clone());
+                }
+                for c in consts {
+                    let c = Operand::Scalar(Scalar::Int(c.as_const().unwrap_or_default()));
+                    acc = self.binary(graph, at, op, c, &[acc], scalar.clone());
+                }
+                acc
+            }
+            SymExpr::FloorDiv(a, b) if b.as_const().is_some_and(|c| c > 0) => {
+                let a = self.length(graph, at, a)?;
+                let c = Operand::Scalar(Scalar::Int(b.as_const().unwrap_or(1)));
+                self.binary(graph, at, BinaryOp::FloorDiv, c, &[a], scalar)
+            }
+            _ => return Err(format!("the size `{e}` is not a sum of multiples of symbols")),
+        };
+        self.lengths.insert(e.clone(), v);
+        Ok(v)
+    }
+
+    /// `bool[1, …, n, …, 1]` (rank `rank`, `n` at `d`): which positions of a dim of `factors`
+    /// are real. A prefix may be shorter than the dim (a pad's real part).
+    fn real_positions(
+        &mut self,
+        graph: &mut Graph,
+        at: NodeId,
+        (rank, d, n): (usize, usize, i64),
+        factors: &[SymExpr],
+    ) -> Result<ValueRef, String> {
+        let sizes: Vec<i64> = factors.iter().map(|e| self.padded(e)).collect::<Option<_>>().ok_or("not specialized")?;
+        if factors.len() > 1 && sizes.iter().product::<i64>() != n {
+            return Err("internal: the factors of a dim do not make its size".into());
+        }
+        let mut shape = vec![1i64; rank];
+        shape[d] = n;
+        let index_ty = TensorType::new(DType::I64, &shape);
+        let iota = Op::Arange(Arange { start: Scalar::Int(0), end: Scalar::Int(n), step: Scalar::Int(1) });
+        let iota = self.add(graph, at, iota, TensorType::new(DType::I64, &[n]), &[]);
+        let iota = if rank == 1 {
+            iota
+        } else {
+            let view = Op::View(View { size: shape.iter().map(|&s| Dim::Static(s)).collect() });
+            self.add(graph, at, view, index_ty.clone(), &[iota])
+        };
+        let mut valid = None;
+        for (k, e) in factors.iter().enumerate() {
+            let inner: i64 = sizes[k + 1..].iter().product();
+            if e.symbols().is_empty() {
+                continue;
+            }
+            let mut index = iota;
+            if inner > 1 {
+                index = self.binary(graph, at, BinaryOp::FloorDiv, Operand::Scalar(Scalar::Int(inner)), &[index], index_ty.clone());
+            }
+            if k > 0 {
+                let size = Operand::Scalar(Scalar::Int(sizes[k]));
+                index = self.binary(graph, at, BinaryOp::Remainder, size, &[index], index_ty.clone());
+            }
+            let real = self.length(graph, at, e)?;
+            let bool_ty = TensorType::new(DType::Bool, &shape);
+            let below = self.binary(graph, at, BinaryOp::Lt, Operand::Tensor, &[index, real], bool_ty.clone());
+            valid = Some(match valid {
+                None => below,
+                Some(v) => self.binary(graph, at, BinaryOp::LogicalAnd, Operand::Tensor, &[v, below], bool_ty),
+            });
+        }
+        valid.ok_or_else(|| "internal: a padded dim with no dynamic factor".into())
+    }
+
+    /// `v` with the padding of its dim `d` (of `factors`) replaced by `fill`.
+    fn mask(
+        &mut self,
+        graph: &mut Graph,
+        at: NodeId,
+        (v, d): (ValueRef, usize),
+        factors: &[SymExpr],
+        fill: Scalar,
+    ) -> Result<ValueRef, String> {
+        let ty = Self::ty(graph, v);
+        let n = ty.dims[d].as_static().ok_or("not specialized")?;
+        let valid = self.real_positions(graph, at, (ty.rank(), d, n), factors)?;
+        let select = Op::Where(Where { on_true: Operand::Tensor, on_false: Operand::Scalar(fill) });
+        self.masks += 1;
+        Ok(self.add(graph, at, select, ty, &[valid, v]))
+    }
+
+    /// Masks input `slot` of `id` along its dims among `dims` that have padding.
+    fn mask_input(
+        &mut self,
+        graph: &mut Graph,
+        id: NodeId,
+        slot: usize,
+        dims: &[usize],
+        fill: Scalar,
+    ) -> Result<(), String> {
+        let v = graph.inputs(id)[slot];
+        let dd = self.dyn_dims(graph, v);
+        let mut cur = v;
+        for d in dims {
+            if let Some(f) = dd.get(d) {
+                cur = self.mask(graph, id, (cur, *d), f, fill)?;
+            }
+        }
+        if cur != v {
+            graph.set_input(id, slot as u16, cur);
+        }
+        Ok(())
+    }
+
+    /// Handles one node; `Err` names why it cannot be made safe.
+    fn visit(&mut self, graph: &mut Graph, id: NodeId) -> Result<(), String> {
+        let node = graph.node(id).clone();
+        let ins = graph.inputs(id);
+        self.follow_positions(graph, id, &node)?;
+        if matches!(node.op, Op::SymSize(_) | Op::SymInt(_)) {
+            return self.real_size(graph, id);
+        }
+        let in_dyn: Vec<DynDims> = ins.iter().map(|&v| self.dyn_dims(graph, v)).collect();
+        if node.outputs.is_empty() || in_dyn.iter().all(BTreeMap::is_empty) {
+            return Ok(());
+        }
+        let types: Vec<&TensorType> = ins.iter().map(|&v| graph.value_type(v)).collect();
+        let links = node.op.def().position_wise(&types, &node.outputs);
+        // Padded dims the op works along position by position carry their factors over.
+        let mut across: Vec<(usize, usize, Factors)> = vec![];
+        let mut carried: BTreeMap<(usize, usize), Factors> = BTreeMap::new();
+        for (slot, dims) in in_dyn.iter().enumerate() {
+            for (&d, f) in dims {
+                let mut linked = links.iter().filter(|l| l.slot == slot && l.dim == d).peekable();
+                if linked.peek().is_none() {
+                    across.push((slot, d, f.clone()));
+                }
+                for l in linked {
+                    match carried.get(&(l.out, l.out_dim)) {
+                        Some(g) if !self.same_factors(g, f) => {
+                            return Err("combines operands whose real positions differ along a dim".into())
+                        }
+                        _ => carried.insert((l.out, l.out_dim), f.clone()),
+                    };
+                }
+            }
+        }
+        for ((out, d), f) in carried {
+            if f.len() > 1 {
+                self.merged.insert((ValueRef { node: id, slot: out as u16 }, d), f);
+            }
+        }
+        if across.is_empty() {
+            return Ok(());
+        }
+        let merged_across = across.iter().any(|(_, _, f)| f.len() > 1);
+        match node.op.def().under_padding() {
+            Padding::Exact if merged_across => Err(MERGED.into()),
+            Padding::Exact => Ok(()),
+            Padding::Rule => self.rule(graph, id, &node, &in_dyn, &across),
+            Padding::Refused if merged_across => Err(MERGED.into()),
+            Padding::Refused => Err(REFUSED.into()),
+        }
+    }
+
+    /// Positions along a dim of factors are the bucket's, not the real ones: they flow only
+    /// into what indexes that dim (and the moves of values that keep them); positions along
+    /// a prefix are real positions, usable as numbers. Records what each op makes of them.
+    fn follow_positions(&mut self, graph: &Graph, id: NodeId, node: &Node) -> Result<(), String> {
+        let ins = graph.inputs(id);
+        let out = ValueRef { node: id, slot: 0 };
+        let first = ins.first().and_then(|v| self.positions.get(v).cloned());
+        let moves = matches!(
+            node.op,
+            Op::View(_) | Op::Expand(_) | Op::Unsqueeze(_) | Op::Squeeze(_) | Op::Permute(_) | Op::Convert(_) | Op::Identity(_)
+        );
+        if let Some(&bound) = ins.first().and_then(|v| self.bounded.get(v)) {
+            if moves {
+                self.bounded.insert(out, bound);
+            }
+        }
+        // Indices along a dim are below its size.
+        let indices = match &node.op {
+            Op::TopK(TopK { dim, .. }) | Op::Sort(Sort { dim, .. }) | Op::ExtremumDim(ExtremumDim { dim, .. }) => {
+                Some((1, *dim))
+            }
+            Op::ArgReduce(ArgReduce { dim: Some(dim), .. }) => Some((0, *dim)),
+            _ => None,
+        };
+        if let (Some((slot, dim)), Some(&x)) = (indices, ins.first()) {
+            let ty = graph.value_type(x);
+            if let Some(size) = ty.dims.get(norm_dim(dim, ty.rank())).and_then(Dim::as_static) {
+                self.bounded.insert(ValueRef { node: id, slot }, size);
+            }
+        }
+        let tracked = match (&node.op, first) {
+            (Op::ArangeSym(ArangeSym { start: 0, step: 1, .. }), _) | (Op::Arange(Arange { start: Scalar::Int(0), step: Scalar::Int(1), .. }), _) => {
+                self.dyn_dims(graph, out).remove(&0)
+            }
+            (_, Some(f)) if moves => Some(f),
+            (Op::Binary(Binary { op: BinaryOp::Add | BinaryOp::Sub, rhs: Operand::Scalar(Scalar::Int(0)), .. }), Some(f)) => {
+                Some(f)
+            }
+            (Op::Binary(Binary { op: BinaryOp::FloorDiv, rhs: Operand::Scalar(Scalar::Int(c)), .. }), Some(f)) => {
+                self.divided(&f, *c)
+            }
+            _ => None,
+        };
+        if let Some(f) = tracked {
+            self.positions.insert(out, f);
+        }
+        // Positions along factors may index, or move on as tracked above; nothing else.
+        for (slot, v) in ins.iter().enumerate() {
+            let merged = [&self.positions, &self.perms].iter().any(|m| m.get(v).is_some_and(|f| f.len() > 1));
+            let indexes = match &node.op {
+                Op::Index(Index { .. }) | Op::IndexPut(IndexPut { .. }) => slot > 0,
+                Op::IndexSelect(IndexSelect { .. }) | Op::Gather(Gather { .. }) => slot == 1,
+                _ => false,
+            };
+            if merged && !indexes && !self.positions.contains_key(&out) && !node.outputs.is_empty() {
+                return Err("uses positions along a dim that merges a dynamic size as numbers".into());
+            }
+        }
+        Ok(())
+    }
+
+    /// Positions along `f` divided by `c`: positions along `f` without its inner static
+    /// factors of product `c`.
+    fn divided(&self, f: &[SymExpr], c: i64) -> Option<Factors> {
+        if let [e] = f {
+            let whole = self.at(e)?.iter().all(|&v| c > 0 && v % c == 0);
+            return whole.then(|| vec![SymExpr::FloorDiv(Box::new(e.clone()), Box::new(SymExpr::Int(c))).simplify()]);
+        }
+        let mut f = f.to_vec();
+        let mut left = c;
+        while left > 1 {
+            let last = f.pop()?;
+            let [size, ..] = self.at(&last).filter(|_| self.is_static(&last))?;
+            if size <= 0 || left % size != 0 {
+                return None;
+            }
+            left /= size;
+        }
+        Some(self.normalize(f))
+    }
+
+    /// `sym_size` and size arithmetic (`SymInt`): their values become the real sizes.
+    fn real_size(&mut self, graph: &mut Graph, id: NodeId) -> Result<(), String> {
+        let node = graph.node(id);
+        let len = match (&node.op, node.symbolic.as_ref().map(|s| &s.op)) {
+            (Op::SymSize(SymSize { dim }), _) => {
+                let x = graph.inputs(id)[0];
+                let rank = Self::ty(graph, x).rank();
+                let sym = graph.node(x.node).symbolic.as_ref().map(|s| &s.outputs[usize::from(x.slot)]);
+                sym.and_then(|t| t.dims.get(norm_dim(*dim, rank))).and_then(|d| match d {
+                    Dim::Sym(e) => Some(e.clone()),
+                    Dim::Static(_) => None,
+                })
+            }
+            (Op::SymInt(_), Some(Op::SymInt(SymInt { value: Dim::Sym(e) }))) => Some(e.clone()),
+            _ => None,
+        };
+        let Some(len) = len else { return Ok(()) };
+        if graph.users(id).is_empty() && !graph.is_output(id) {
+            return Ok(());
+        }
+        let real = self.length(graph, id, &len)?;
+        graph.replace_uses(ValueRef { node: id, slot: 0 }, real);
+        Ok(())
+    }
+}
+
+/// The ATen target, or the IR op's name for nodes a pass made.
+fn op_name(node: &Node) -> String {
+    if node.origin.target.is_empty() {
+        node.op.name()
+    } else {
+        node.origin.target.clone()
+    }
+}
+
+impl Pass for BucketMasks {
+    fn name(&self) -> &'static str {
+        "bucket_masks"
+    }
+
+    fn run(&self, graph: &mut Graph, cx: &mut PassCx) -> Result<Changed, PassError> {
+        let Some(spec) = &self.bucket else { return Ok(Changed::No) };
+        let order = graph.topo_order().map_err(|_| PassError::Failed { pass: self.name(), reason: "cycle".into() })?;
+        let mut m = Masker::new(spec);
+        for symbol in spec.values.keys() {
+            let op = Op::Input(InputKind::Size { symbol: symbol.clone() });
+            let node = graph.add_input(Node::new(format!("size_{symbol}"), op, [TensorType::new(DType::I64, &[])]));
+            m.sizes.insert(symbol.clone(), ValueRef { node, slot: 0 });
+        }
+        for id in order {
+            m.visit(graph, id).map_err(|why| {
+                let node = graph.node(id);
+                let line = node.origin.source_line().map(|l| format!(" ({l})")).unwrap_or_default();
+                PassError::Failed {
+                    pass: "bucket_masks",
+                    reason: format!("node `{}` ({}){line} {why}", node.name, op_name(node)),
+                }
+            })?;
+        }
+        cx.note(m.masks, "masks past the real sizes");
+        Ok(Changed::Yes)
+    }
+}

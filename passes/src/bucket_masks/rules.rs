@@ -1,0 +1,338 @@
+//! The rules of the ops that declare [`Padding::Rule`](crate::ir::ops::Padding::Rule): what
+//! each does along a padded dim it does not work along position by position.
+
+use super::{DynDims, Factors, Masker, MERGED, REFUSED};
+use crate::ir::ops::{
+    ArgReduce, Binary, Bmm, Cat, Convert, Convolution, ExtremumDim, Gather, Histc, Index, IndexPut, IndexSelect, LayerNorm,
+    Mm, Pad, Reduce, Select, Slice, Softmax, Sort, SplitWithSizes, View,
+};
+use crate::ir::{
+    norm_dim, ArgReduceOp, BinaryOp, DType, Dim, Graph, Node, NodeId, Op, Operand, ReduceOp, Scalar, SymExpr,
+    TensorType, ValueRef,
+};
+
+/// A padded dim an op reads across: operand slot, dim, its factors.
+pub(super) type Across = (usize, usize, Factors);
+
+impl Masker<'_> {
+    /// The rules of the ops whose padding needs one; `across` lists the padded dims the op
+    /// does not work along position by position.
+    pub(super) fn rule(
+        &mut self,
+        graph: &mut Graph,
+        id: NodeId,
+        node: &Node,
+        in_dyn: &[DynDims],
+        across: &[Across],
+    ) -> Result<(), String> {
+        let ins = graph.inputs(id);
+        let rank = |slot: usize| Self::ty(graph, ins[slot]).rank();
+        let prefix_only = || {
+            if across.iter().any(|(_, _, f)| f.len() > 1) {
+                Err(MERGED.to_string())
+            } else {
+                Ok(())
+            }
+        };
+        let float_fill = |x: f64| Scalar::Float(x);
+        match &node.op {
+            Op::View(View { .. }) => self.view(graph, id),
+            Op::Slice(Slice { step, .. }) => {
+                prefix_only()?;
+                let original = node.symbolic.as_ref().map_or(&node.op, |s| &s.op);
+                let fixed_start = matches!(original, Op::Slice(Slice { start: Dim::Static(s), .. }) if *s >= 0);
+                if fixed_start && *step == 1 {
+                    Ok(())
+                } else {
+                    Err("slices a dynamic dim from a size-dependent start or with a step".into())
+                }
+            }
+            Op::Select(Select { dim, index }) => {
+                prefix_only()?;
+                let d = norm_dim(*dim, rank(0));
+                let len = in_dyn[0].get(&d).map(|f| f[0].clone()).ok_or("internal: no padded dim")?;
+                match self.min_of(&len) {
+                    Some(m) if *index >= 0 && *index < m => Ok(()),
+                    Some(m) if *index < 0 && -*index <= m => self.select_from_end(graph, id, d, &len, *index),
+                    _ => Err("selects an index of a dynamic dim that is not valid at every size".into()),
+                }
+            }
+            Op::Cat(Cat { dim }) => {
+                prefix_only()?;
+                let d = norm_dim(*dim, rank(0));
+                let pieces: Vec<bool> = in_dyn.iter().map(|dd| dd.contains_key(&d)).collect();
+                let first_dynamic = pieces.iter().position(|&p| p).unwrap_or(pieces.len());
+                if pieces[first_dynamic..].iter().filter(|&&p| p).count() <= 1 && pieces.last() == Some(&true) {
+                    Ok(())
+                } else {
+                    Err("concatenates along a dynamic dim with a dynamic piece before the last".into())
+                }
+            }
+            Op::LayerNorm(LayerNorm { .. }) => Err("normalizes over a dynamic dim".into()),
+            Op::SplitWithSizes(SplitWithSizes { .. }) => Err("splits a dynamic dim".into()),
+            Op::Index(Index { .. }) | Op::Gather(Gather { .. }) | Op::IndexSelect(IndexSelect { .. }) => {
+                self.gather(graph, id, across)
+            }
+            Op::IndexPut(IndexPut { present, accumulate }) => self.index_put(graph, id, (present, *accumulate), in_dyn),
+            Op::Mm(Mm) => self.contract(graph, id, (0, 1), (1, 0)),
+            Op::Addmm(_) => self.contract(graph, id, (1, 1), (2, 0)),
+            Op::Bmm(Bmm) => self.contract(graph, id, (0, 2), (1, 1)),
+            Op::Softmax(Softmax { dim, .. }) => {
+                self.mask_input(graph, id, 0, &[norm_dim(*dim, rank(0))], float_fill(f64::NEG_INFINITY))
+            }
+            Op::Reduce(Reduce { op, dims, .. }) => self.reduce(graph, id, (*op, dims), &in_dyn[0]),
+            // Past the real size, the identity of the extremum in the operand's dtype: ties go
+            // to the first index, so a padded position is never chosen... when the real
+            // positions come first, which factors do not promise.
+            Op::ArgReduce(ArgReduce { op, dim: Some(dim), .. }) => {
+                prefix_only()?;
+                let extremum = if *op == ArgReduceOp::Argmax { ReduceOp::Max } else { ReduceOp::Min };
+                let fill = extremum.identity(graph.value_type(ins[0]).dtype);
+                self.mask_input(graph, id, 0, &[norm_dim(*dim, rank(0))], fill)
+            }
+            Op::ExtremumDim(ExtremumDim { max, dim, .. }) => {
+                prefix_only()?;
+                let extremum = if *max { ReduceOp::Max } else { ReduceOp::Min };
+                let fill = extremum.identity(graph.value_type(ins[0]).dtype);
+                self.mask_input(graph, id, 0, &[norm_dim(*dim, rank(0))], fill)
+            }
+            Op::Sort(sort) => self.sort(graph, id, sort, across),
+            Op::Histc(Histc { min, max, .. }) if min < max => {
+                // NaN is counted in no bin.
+                let dims: Vec<usize> = across.iter().map(|(_, d, _)| *d).collect();
+                self.mask_input(graph, id, 0, &dims, float_fill(f64::NAN))
+            }
+            Op::Histc(_) => Err("takes its range from the data (min = max), which the padding would change".into()),
+            Op::Convolution(conv) => self.convolution(graph, id, conv, across),
+            Op::MaxPool(_) => {
+                prefix_only()?;
+                if across.iter().any(|(_, d, _)| *d < 2) {
+                    return Err(REFUSED.into());
+                }
+                if graph.users(id).iter().any(|u| u.2 > 0) {
+                    return Err("its indices along a dynamic dim are used".into());
+                }
+                let dims: Vec<usize> = across.iter().map(|(_, d, _)| *d).collect();
+                self.mask_input(graph, id, 0, &dims, float_fill(f64::NEG_INFINITY))
+            }
+            Op::Pad(pad) => self.pad(graph, id, pad, across),
+            _ => Err(REFUSED.into()),
+        }
+    }
+
+    /// A gather along a padded dim: its indices must be real positions of that dim.
+    fn gather(&mut self, graph: &Graph, id: NodeId, across: &[Across]) -> Result<(), String> {
+        let ins = graph.inputs(id);
+        let node = graph.node(id);
+        for (slot, d, f) in across {
+            let index = match &node.op {
+                Op::Index(Index { present }) if *slot == 0 && present.get(*d) == Some(&true) => {
+                    Some(1 + present[..*d].iter().filter(|&&p| p).count())
+                }
+                // Dims the result takes from the indices, or keeps from `x`, position by position.
+                Op::Index(_) => None,
+                Op::Gather(Gather { dim }) | Op::IndexSelect(IndexSelect { dim })
+                    if *slot == 0 && norm_dim(*dim, Self::ty(graph, ins[0]).rank()) == *d =>
+                {
+                    Some(1)
+                }
+                _ => return Err(format!("reads across the dynamic dim {d} of operand {slot}")),
+            };
+            match index.map(|i| self.positions.get(&ins[i])) {
+                None if f.len() > 1 => return Err(MERGED.into()),
+                None => {}
+                Some(Some(p)) if self.same_factors(p, f) => {}
+                Some(_) => return Err(format!("gathers along the dynamic dim {d} with indices that are not positions")),
+            }
+        }
+        Ok(())
+    }
+
+    /// `self[indices] = values` with padded indices: into a tensor with no dynamic dim (a KV
+    /// cache written at a prompt's positions), the padded indices are set past the end of
+    /// their dim, so that the scatter drops them; into a padded dim along a sort's
+    /// permutation (the inverse permutation of a router's sort), every position is written
+    /// once and the result's real positions are the sort's.
+    fn index_put(
+        &mut self,
+        graph: &mut Graph,
+        id: NodeId,
+        (present, accumulate): (&[bool], bool),
+        in_dyn: &[DynDims],
+    ) -> Result<(), String> {
+        let ins = graph.inputs(id);
+        if !in_dyn[0].is_empty() {
+            return self.invert(graph, id, (present, accumulate), in_dyn);
+        }
+        let dims = Self::ty(graph, ins[0]).dims;
+        let indexed = present.iter().enumerate().filter(|(_, &p)| p).map(|(d, _)| d);
+        for (slot, d) in (1..).zip(indexed) {
+            if in_dyn[slot].values().any(|f| f.len() > 1) {
+                return Err(MERGED.into());
+            }
+            let past_end = dims[d].as_static().ok_or("not specialized")?;
+            let dynamic: Vec<usize> = in_dyn[slot].keys().copied().collect();
+            self.mask_input(graph, id, slot, &dynamic, Scalar::Int(past_end))?;
+        }
+        Ok(())
+    }
+
+    /// `out[perm] = values` along dim 0 of a padded `out` of the same size as `perm`, a sort's
+    /// indices: `values`' real rows (a prefix as long as the sort's real entries) land on the
+    /// real positions of the sorted dim.
+    fn invert(
+        &mut self,
+        graph: &Graph,
+        id: NodeId,
+        (present, accumulate): (&[bool], bool),
+        in_dyn: &[DynDims],
+    ) -> Result<(), String> {
+        let ins = graph.inputs(id);
+        let refused = || Err("writes into a tensor with a dynamic dim".to_string());
+        if accumulate || present != [true] || ins.len() != 3 {
+            return refused();
+        }
+        let (perm, values) = (ins[1], ins[2]);
+        let Some(f) = self.perms.get(&perm).cloned() else { return refused() };
+        let n = self.padded(&SymExpr::Mul(f.clone())).unwrap_or(-1);
+        let sorted = [SymExpr::Mul(f.clone()).simplify()];
+        let rows_real = in_dyn[2].get(&0).is_some_and(|r| self.same_factors(r, &sorted));
+        if Self::ty(graph, ins[0]).dims.first() != Some(&Dim::Static(n)) || !rows_real {
+            return refused();
+        }
+        let out = ValueRef { node: id, slot: 0 };
+        if f.len() > 1 {
+            self.merged.insert((out, 0), f);
+        }
+        if let Some(p) = self.positions.get(&values).cloned() {
+            self.positions.insert(out, p);
+        }
+        Ok(())
+    }
+
+    /// A sort along a padded dim of integer keys known to lie below a bound (a router's expert
+    /// ids): the padding's keys become the bound, so the real entries come first, in the same
+    /// order; the indices are a permutation whose real entries are real positions.
+    fn sort(&mut self, graph: &mut Graph, id: NodeId, sort: &Sort, across: &[Across]) -> Result<(), String> {
+        let x = graph.inputs(id)[0];
+        let [(0, d, f)] = across else { return Err(REFUSED.into()) };
+        let Some(&bound) = self.bounded.get(&x) else {
+            return Err("sorts along a dynamic dim keys that are not indices bounded by a static size".into());
+        };
+        if sort.descending || !graph.value_type(x).dtype.is_integer() {
+            return Err("sorts along a dynamic dim in descending order or by non-integer keys".into());
+        }
+        let f = f.clone();
+        self.mask_input(graph, id, 0, &[*d], Scalar::Int(bound))?;
+        let (values, indices) = (ValueRef { node: id, slot: 0 }, ValueRef { node: id, slot: 1 });
+        self.bounded.insert(values, bound + 1);
+        self.positions.insert(indices, f.clone());
+        self.perms.insert(indices, f);
+        Ok(())
+    }
+
+    /// A convolution along a padded spatial dim (a causal convolution along a sequence): its
+    /// input is zero past the real length, as the convolution's own padding is, so every real
+    /// output reads what it reads at the real size.
+    fn convolution(&mut self, graph: &mut Graph, id: NodeId, conv: &Convolution, across: &[Across]) -> Result<(), String> {
+        if across.iter().any(|(slot, d, f)| *slot != 0 || *d < 2 || f.len() > 1) || conv.transposed {
+            return Err("is dynamic along its channels or its weights, or is transposed".into());
+        }
+        let dims: Vec<usize> = across.iter().map(|(_, d, _)| *d).collect();
+        self.mask_input(graph, id, 0, &dims, Scalar::Float(0.0))
+    }
+
+    /// `constant_pad_nd` of a padded dim: on the left, the real positions stay a prefix
+    /// (longer by the pad); on the right, the pad value is written from the real length on.
+    fn pad(&mut self, graph: &mut Graph, id: NodeId, pad: &Pad, across: &[Across]) -> Result<(), String> {
+        let rank = Self::ty(graph, graph.inputs(id)[0]).rank();
+        let mut out = ValueRef { node: id, slot: 0 };
+        let users = graph.users(id);
+        for (_, d, f) in across {
+            let k = 2 * (rank - 1 - d);
+            let (lo, hi) = (pad.pad.get(k).copied().unwrap_or(0), pad.pad.get(k + 1).copied().unwrap_or(0));
+            if f.len() > 1 || lo < 0 || hi < 0 {
+                return Err("pads a dynamic dim that merges sizes, or crops it".into());
+            }
+            if hi > 0 {
+                // The positions from `lo + len` on get the pad value.
+                let real = SymExpr::Add(vec![f[0].clone(), SymExpr::Int(lo)]).simplify();
+                out = self.mask(graph, id, (out, *d), &[real], pad.value)?;
+            }
+        }
+        if out.node != id {
+            for (user, slot, _) in users {
+                graph.set_input(user, slot, out);
+            }
+            graph.redirect_outputs(ValueRef { node: id, slot: 0 }, out);
+        }
+        Ok(())
+    }
+
+    /// A matmul contracting `lhs.1` with `rhs.1` (`(slot, dim)` each): a padded contracting dim
+    /// gets both operands zeroed past its real positions.
+    fn contract(&mut self, graph: &mut Graph, id: NodeId, lhs: (usize, usize), rhs: (usize, usize)) -> Result<(), String> {
+        let zero = Scalar::Float(0.0);
+        self.mask_input(graph, id, lhs.0, &[lhs.1], zero)?;
+        self.mask_input(graph, id, rhs.0, &[rhs.1], zero)
+    }
+
+    /// Reductions: padded reduced dims masked with the identity; `mean` divides the masked
+    /// sum by the real count.
+    fn reduce(&mut self, graph: &mut Graph, id: NodeId, (op, dims): (ReduceOp, &[i64]), x_dyn: &DynDims) -> Result<(), String> {
+        let x = graph.inputs(id)[0];
+        let ty = Self::ty(graph, x);
+        let rank = ty.rank();
+        let reduced: Vec<usize> =
+            if dims.is_empty() { (0..rank).collect() } else { dims.iter().map(|&d| norm_dim(d, rank)).collect() };
+        self.mask_input(graph, id, 0, &reduced, op.identity(ty.dtype))?;
+        if op != ReduceOp::Mean {
+            return Ok(());
+        }
+        // mean = sum / real count, the count being the product of the reduced dims' real sizes.
+        let mut count = vec![];
+        for &d in &reduced {
+            count.extend(x_dyn.get(&d).cloned().unwrap_or_else(|| vec![ty.dims[d].to_expr()]));
+        }
+        let real = self.length(graph, id, &SymExpr::Mul(count).simplify())?;
+        if let Op::Reduce(Reduce { op, .. }) = &mut graph.node_mut(id).op {
+            *op = ReduceOp::Sum;
+        }
+        let out_ty = graph.node(id).outputs[0].clone();
+        let users = graph.users(id);
+        let sum = ValueRef { node: id, slot: 0 };
+        let realf = self.add(graph, id, Op::Convert(Convert), TensorType::new(out_ty.dtype, &[]), &[real]);
+        let div = Op::Binary(Binary { op: BinaryOp::Div, lhs: Operand::Tensor, rhs: Operand::Tensor, alpha: None });
+        let mean = self.add(graph, id, div, out_ty, &[sum, realf]);
+        for (user, slot, _) in users {
+            graph.set_input(user, slot, mean);
+        }
+        graph.redirect_outputs(sum, mean);
+        Ok(())
+    }
+
+    /// `x.select(d, -k)` on a dynamic dim: the index counts from the real end (`len - k`), read
+    /// with `index_select` and the selected dim dropped.
+    fn select_from_end(&mut self, graph: &mut Graph, id: NodeId, d: usize, len: &SymExpr, index: i64) -> Result<(), String> {
+        let x = graph.inputs(id)[0];
+        let real = self.length(graph, id, len)?;
+        let scalar = TensorType::new(DType::I64, &[]);
+        let at = self.binary(graph, id, BinaryOp::Add, Operand::Scalar(Scalar::Int(index)), &[real], scalar);
+        let one = Op::View(View { size: vec![Dim::Static(1)] });
+        let at = self.add(graph, id, one, TensorType::new(DType::I64, &[1]), &[at]);
+        let mut picked = Self::ty(graph, x);
+        picked.dims[d] = Dim::Static(1);
+        let row = self.add(graph, id, Op::IndexSelect(IndexSelect { dim: d as i64 }), picked, &[x, at]);
+        let out = graph.node(id).outputs[0].clone();
+        let view = Op::View(View { size: out.dims.clone() });
+        let result = self.add(graph, id, view, out, &[row]);
+        graph.replace_uses(ValueRef { node: id, slot: 0 }, result);
+        Ok(())
+    }
+
+    /// The smallest value `len` takes in the symbols' ranges (its value at every symbol's
+    /// minimum; sizes grow with their symbols).
+    fn min_of(&self, len: &SymExpr) -> Option<i64> {
+        len.eval(&self.envs[1])
+    }
+}

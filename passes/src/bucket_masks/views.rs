@@ -1,0 +1,81 @@
+//! Views regroup dims: each result dim is a run of the operand's factors (see [`Factors`]).
+//!
+//! The operand's dims are read as one list of factors, outer first (a dim of factors gives
+//! its own; any other dim is one factor; sizes 1 are dropped), and each result dim takes the
+//! run of them whose product is its size, at the bucket's sizes and at two smaller ones (so
+//! that the regrouping is the same at every real size). A factor is split when its inner part
+//! is static (`[64·s] → [s, 64]`). A result dim made of one dynamic factor followed by static
+//! ones is a prefix; one with a dynamic factor inside is a dim of factors, recorded.
+
+use std::collections::VecDeque;
+
+use super::{Factors, Masker};
+use crate::ir::{Dim, Graph, NodeId, SymExpr, ValueRef};
+
+impl Masker<'_> {
+    pub(super) fn view(&mut self, graph: &Graph, id: NodeId) -> Result<(), String> {
+        let x = graph.inputs(id)[0];
+        let out = ValueRef { node: id, slot: 0 };
+        let (a, b) = (Self::symbolic_dims(graph, x), Self::symbolic_dims(graph, out));
+        let regroups = || format!("regroups dynamic dims ({} into {})", list(&a), list(&b));
+        let mut queue: VecDeque<SymExpr> = VecDeque::new();
+        for (d, e) in a.iter().enumerate() {
+            let own = self.merged.get(&(x, d)).cloned().unwrap_or_else(|| vec![e.clone()]);
+            queue.extend(own.into_iter().filter(|f| !self.is_one(f)));
+        }
+        for (j, want) in b.iter().enumerate() {
+            let want_at = self.at(want).ok_or_else(|| format!("cannot evaluate the size `{want}`"))?;
+            let mut taken: Factors = vec![];
+            let mut have = [1i64; 3];
+            while have != want_at {
+                let next = queue.pop_front().ok_or_else(regroups)?;
+                let at = self.at(&next).ok_or_else(regroups)?;
+                let product = [have[0] * at[0], have[1] * at[1], have[2] * at[2]];
+                if (0..3).all(|i| product[i] != 0 && want_at[i] % product[i] == 0) {
+                    taken.push(next);
+                    have = product;
+                    continue;
+                }
+                // Split `next` into an outer part (what this dim still needs) and a static inner part.
+                let need: Option<Vec<i64>> =
+                    (0..3).map(|i| (have[i] != 0 && want_at[i] % have[i] == 0).then(|| want_at[i] / have[i])).collect();
+                let inner: Option<Vec<i64>> = need.and_then(|need| {
+                    (0..3).map(|i| (need[i] != 0 && at[i] % need[i] == 0).then(|| at[i] / need[i])).collect()
+                });
+                let Some(inner) = inner.filter(|v| v.iter().all(|&c| c == v[0])) else { return Err(regroups()) };
+                let outer = if taken.is_empty() {
+                    want.clone()
+                } else {
+                    SymExpr::FloorDiv(Box::new(next.clone()), Box::new(SymExpr::Int(inner[0]))).simplify()
+                };
+                queue.push_front(SymExpr::Int(inner[0]));
+                taken.push(outer);
+                have = want_at;
+            }
+            let f = self.normalize(taken);
+            if f.len() > 1 {
+                self.merged.insert((out, j), f);
+            }
+        }
+        if queue.iter().all(|f| self.is_one(f)) {
+            Ok(())
+        } else {
+            Err(regroups())
+        }
+    }
+
+    fn is_one(&self, e: &SymExpr) -> bool {
+        self.at(e) == Some([1, 1, 1])
+    }
+
+    /// The symbolic dims of `v` (its specialized dims when it has no record).
+    fn symbolic_dims(graph: &Graph, v: ValueRef) -> Vec<SymExpr> {
+        let node = graph.node(v.node);
+        let ty = node.symbolic.as_ref().map_or(&node.outputs[usize::from(v.slot)], |s| &s.outputs[usize::from(v.slot)]);
+        ty.dims.iter().map(Dim::to_expr).collect()
+    }
+}
+
+fn list(dims: &[SymExpr]) -> String {
+    format!("[{}]", dims.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "))
+}
