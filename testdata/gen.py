@@ -563,6 +563,123 @@ def bert_inputs(seq, seed, batch=2):
     return (input_ids, mask)
 
 
+# --- dynamic batch and sequence on every architecture (issue 30) -----------------------------
+class HiddenWrapper(nn.Module):
+    """forward(ids) -> last_hidden_state of an encoder or decoder stack."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids):
+        return self.model(input_ids=input_ids).last_hidden_state
+
+
+def build_mixtral_dyn():
+    """A Mixtral-style MoE: the router flattens [batch, seq, hidden] to [batch*seq, hidden],
+    softmax and topk over the experts, sorts the tokens by expert, grouped matmuls, and the
+    inverse permutation."""
+    from transformers import MixtralConfig, MixtralForCausalLM
+
+    cfg = MixtralConfig(vocab_size=128, hidden_size=32, intermediate_size=32, num_hidden_layers=1,
+                        num_attention_heads=2, num_key_value_heads=1, head_dim=16, num_local_experts=4,
+                        num_experts_per_tok=2, max_position_embeddings=64, attn_implementation="sdpa")
+    return LogitsWrapper(MixtralForCausalLM(cfg))
+
+
+def build_mla_dyn():
+    """A DeepSeek-V3-style model: multi-head latent attention (the rope part written back
+    into a slice of each head) and a MoE with a shared expert and group-limited routing."""
+    from transformers import DeepseekV3Config, DeepseekV3ForCausalLM
+
+    cfg = DeepseekV3Config(vocab_size=128, hidden_size=32, intermediate_size=64, moe_intermediate_size=16,
+                           num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
+                           n_routed_experts=4, n_shared_experts=1, num_experts_per_tok=2, n_group=1,
+                           topk_group=1, first_k_dense_replace=0, q_lora_rank=16, kv_lora_rank=16,
+                           qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=8,
+                           max_position_embeddings=64, attn_implementation="sdpa")
+    return LogitsWrapper(DeepseekV3ForCausalLM(cfg))
+
+
+def build_llama_1head_dyn():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=1,
+                      num_key_value_heads=1, head_dim=32, vocab_size=128, max_position_embeddings=64,
+                      attn_implementation="sdpa")
+    return LogitsWrapper(LlamaForCausalLM(cfg))
+
+
+def t5_config():
+    from transformers import T5Config
+
+    return T5Config(vocab_size=128, d_model=32, d_kv=16, d_ff=64, num_layers=1, num_decoder_layers=1,
+                    num_heads=2, decoder_start_token_id=0)
+
+
+def build_t5_encoder_dyn():
+    from transformers import T5EncoderModel
+
+    return HiddenWrapper(T5EncoderModel(t5_config()))
+
+
+class T5DecoderStep(nn.Module):
+    """T5's decoder stack over decoder ids and the encoder's states, both of dynamic length."""
+
+    def __init__(self):
+        super().__init__()
+        from transformers import T5ForConditionalGeneration
+
+        self.model = T5ForConditionalGeneration(t5_config())
+
+    def forward(self, decoder_input_ids, encoder_hidden_states):
+        out = self.model.decoder(input_ids=decoder_input_ids, encoder_hidden_states=encoder_hidden_states)
+        return self.model.lm_head(out.last_hidden_state)
+
+
+class CausalConv(nn.Module):
+    """Mamba-style: a depthwise Conv1d along the sequence padded by kernel - 1 on both sides,
+    sliced back to the sequence's length (causal), SiLU, projections in and out."""
+
+    def __init__(self):
+        super().__init__()
+        self.inp = nn.Linear(8, 16)
+        self.conv = nn.Conv1d(16, 16, 4, groups=16, padding=3)
+        self.out = nn.Linear(16, 8)
+
+    def forward(self, x):  # x: f32[batch, seq, 8]
+        h = self.inp(x).transpose(1, 2)
+        h = self.conv(h)[..., :x.shape[1]]
+        return self.out(F.silu(h).transpose(1, 2))
+
+
+class PadCNN(nn.Module):
+    """A CNN that pads its images with F.pad (constant_pad_nd): right and bottom before a
+    stride-2 conv, all sides with 0.5 before the next."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 8, 3, stride=2)
+        self.c2 = nn.Conv2d(8, 8, 3)
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, x):
+        x = F.relu(self.c1(F.pad(x, (0, 1, 0, 1))))
+        x = F.relu(self.c2(F.pad(x, (1, 1, 1, 1), value=0.5)))
+        return self.fc(x.mean((2, 3)))
+
+
+def edge_pairs(seqs, batches):
+    """(batch, seq) pairs: every seq listed, the batches cycled through."""
+    return [(batches[i % len(batches)], s) for i, s in enumerate(seqs)]
+
+
+# pow2 buckets of seq in [1, 64] and batch in [1, 8]: sizes 1, every edge and every edge - 1
+EDGE_SEQS = [16, 1, 2, 3, 4, 7, 8, 15, 31, 32, 63, 64, 40]
+EDGE_BATCHES = [2, 1, 3, 4, 7, 8]
+DYN_SEQ = Dim("seq", min=1, max=64)
+
+
 SEQ = Dim("seq", min=2, max=512)
 BERT_SEQ = Dim("seq", min=2, max=128)
 BERT2_SEQ = Dim("seq", min=2, max=64)
@@ -715,6 +832,59 @@ MODELS = {
         strict=True,
         lean_metadata=True,
         decode=hf_decode_reference),
+    "moe_dyn": dict(
+        build=build_mixtral_dyn,
+        desc="MixtralForCausalLM(hidden 32, 1 layer, 2 heads of 16, 1 kv head, vocab 128, 4 experts, top-2, "
+             "grouped_mm experts) with dynamic batch Dim('batch', 1..8) and seq Dim('seq', 1..64): the router's "
+             "[batch*seq] tokens, sorted by expert, grouped matmuls, inverse permutation",
+        inputs=[(ids(s, 200 + s, batch=b, vocab=128),) for b, s in edge_pairs(EDGE_SEQS, EDGE_BATCHES)],
+        dynamic_shapes={"input_ids": {0: BATCH, 1: DYN_SEQ}},
+        export_context=real_grouped_mm_under_export,
+        lean_metadata=True),
+    "mla_dyn": dict(
+        build=build_mla_dyn,
+        desc="DeepseekV3ForCausalLM(hidden 32, 1 layer, 2 heads, MLA with q/kv LoRA ranks 16, rope 8 + nope 8, "
+             "MoE of 4 experts top-2 + 1 shared, grouped_mm) with dynamic batch Dim('batch', 1..8) and seq "
+             "Dim('seq', 1..64)",
+        inputs=[(ids(s, 300 + s, batch=b, vocab=128),) for b, s in edge_pairs(EDGE_SEQS, EDGE_BATCHES)],
+        dynamic_shapes={"input_ids": {0: BATCH, 1: DYN_SEQ}},
+        export_context=real_grouped_mm_under_export,
+        lean_metadata=True),
+    "llama_1head_dyn": dict(
+        build=build_llama_1head_dyn,
+        desc="LlamaForCausalLM(hidden 32, 1 layer, a single head of 32, vocab 128) at batch 1 with dynamic "
+             "seq Dim('seq', 1..64): views that merge the seq with size-1 dims",
+        inputs=[(ids(s, 400 + s, vocab=128),) for s in EDGE_SEQS],
+        dynamic_shapes={"input_ids": {1: DYN_SEQ}},
+        lean_metadata=True),
+    "t5_encoder_dyn": dict(
+        build=build_t5_encoder_dyn,
+        desc="T5EncoderModel(d_model 32, 1 layer, 2 heads of 16, relative position buckets) at batch 1 with "
+             "dynamic length Dim('seq', 1..64); returns the last hidden state",
+        inputs=[(ids(s, 500 + s, vocab=128),) for s in EDGE_SEQS],
+        dynamic_shapes={"input_ids": {1: DYN_SEQ}},
+        lean_metadata=True),
+    "t5_decoder_dyn": dict(
+        build=T5DecoderStep,
+        desc="T5's decoder stack (1 layer, causal self-attention, cross-attention) and LM head at batch 1: "
+             "decoder ids of dynamic length Dim('tgt', 1..64) over encoder states of dynamic length "
+             "Dim('src', 1..64)",
+        inputs=[(ids(s, 600 + s, vocab=128), randn((1, max(1, 65 - s), 32), 700 + s)) for s in EDGE_SEQS],
+        dynamic_shapes={"decoder_input_ids": {1: Dim("tgt", min=1, max=64)},
+                        "encoder_hidden_states": {1: Dim("src", min=1, max=64)}},
+        lean_metadata=True),
+    "causal_conv_dyn": dict(
+        build=CausalConv,
+        desc="Mamba-style causal depthwise Conv1d(16, kernel 4, padding 3) sliced back to the sequence, "
+             "between two Linear layers, with dynamic batch Dim('batch', 1..8) and seq Dim('seq', 1..64)",
+        inputs=[(randn((b, s, 8), 800 + s),) for b, s in edge_pairs(EDGE_SEQS, EDGE_BATCHES)],
+        dynamic_shapes={"x": {0: BATCH, 1: DYN_SEQ}}),
+    "pad_cnn_dyn": dict(
+        build=PadCNN,
+        desc="Conv2d(3,8,3,s2) after F.pad right/bottom by 1, Conv2d(8,8,3) after F.pad by 1 with 0.5, mean, "
+             "Linear(8,4), with dynamic batch Dim('batch', 1..8) on 16x16 images",
+        inputs=[(randn((b, 3, 16, 16), 900 + b),) for b in (2, 1, 3, 4, 5, 7, 8)],
+        dynamic_shapes={"x": {0: BATCH}}),
     "multi_out": dict(
         build=MultiOut,
         desc="Linear(5,4) -> (y f32, argmax(y,-1) i64, y>0 bool, (x>0).sum(1) i64)",

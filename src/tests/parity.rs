@@ -127,7 +127,14 @@ parity_tests!(
     llama_bf16,
     cnn_bf16,
     decoder_kv,
-    hf_static_cache
+    hf_static_cache,
+    moe_dyn,
+    mla_dyn,
+    llama_1head_dyn,
+    t5_encoder_dyn,
+    t5_decoder_dyn,
+    causal_conv_dyn,
+    pad_cnn_dyn
 );
 
 #[test]
@@ -164,6 +171,10 @@ fn every_model_matches_with_padding_forced_on() {
             "llama_bf16",
             "decoder_kv",
             "hf_static_cache",
+            "moe_dyn",
+            "t5_decoder_dyn",
+            "t5_encoder_dyn",
+            "llama_1head_dyn",
         ];
         assert_eq!(!pad.padded.is_empty(), wide.contains(name), "{name}: {pad:?}");
         if name.starts_with("llama_tiny") {
@@ -234,6 +245,10 @@ fn run_case(name: &str, artifact: &Path, case: &str, tmp: &Path) -> String {
 /// reference size: min, max, each bucket boundary b and b+1, odd sizes; the model with two
 /// dynamic dims (batch and seq) at seven pairs; `x[:, -1]` reads the last real position; a CNN
 /// with a dynamic batch (convolutions, BatchNorm, pooling, flatten, linear) at six batch sizes.
+/// Architectures with a dynamic batch and sequence, at 1, every bucket edge and edge − 1: a
+/// Mixtral-style MoE and a DeepSeek-V3-style MLA + MoE (the router's `[batch·seq]` tokens), a
+/// single-head Llama and T5's encoder and decoder at batch 1 (views with size-1 dims), a
+/// Mamba-style causal convolution, a CNN padding its images with `constant_pad_nd`.
 #[test]
 fn dynamic_models_match_eager_at_every_size() {
     let models = [
@@ -242,6 +257,13 @@ fn dynamic_models_match_eager_at_every_size() {
         ("bert_meanpool_2d", 7),
         ("last_token", 6),
         ("cnn_dynbatch", 6),
+        ("moe_dyn", 13),
+        ("mla_dyn", 13),
+        ("llama_1head_dyn", 13),
+        ("t5_encoder_dyn", 13),
+        ("t5_decoder_dyn", 13),
+        ("causal_conv_dyn", 13),
+        ("pad_cnn_dyn", 7),
     ];
     for (name, min_cases) in models {
         let tmp = TempDir::new(name);

@@ -59,7 +59,8 @@ impl Masker<'_> {
             }
             Op::Cat(Cat { dim }) => {
                 prefix_only()?;
-                let d = norm_dim(*dim, rank(0));
+                // The legacy empty 1-d piece (`torch.cat([torch.tensor([]), x])`) has another rank.
+                let d = norm_dim(*dim, node.outputs[0].rank());
                 let pieces: Vec<bool> = in_dyn.iter().map(|dd| dd.contains_key(&d)).collect();
                 let first_dynamic = pieces.iter().position(|&p| p).unwrap_or(pieces.len());
                 if pieces[first_dynamic..].iter().filter(|&&p| p).count() <= 1 && pieces.last() == Some(&true) {
