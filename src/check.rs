@@ -61,12 +61,7 @@ pub fn check(program: &Program, file: &str) -> CheckReport {
         // Unsupported nodes (e.g. data-dependent shapes) can make specialization impossible;
         // they are the cause to report.
         Err(_) if !program.unsupported_nodes().is_empty() => unsupported_failures(program),
-        Err(other) => vec![NodeFailure {
-            node: String::new(),
-            target: "(program)".into(),
-            reason: other.to_string(),
-            source_line: None,
-        }],
+        Err(other) => vec![program_failure("(program)", other.to_string())],
     };
     let failures = if failures.is_empty() { bucket_failures(program) } else { failures };
     let mut groups: BTreeMap<String, OpProblem> = BTreeMap::new();
@@ -87,28 +82,38 @@ pub fn check(program: &Program, file: &str) -> CheckReport {
     CheckReport { format: CHECK_FORMAT, file: file.to_string(), ok: problems.is_empty(), nodes, problems }
 }
 
-/// A dynamic program must also compile into size buckets: put through the passes at its
-/// largest sizes with the bucket masks (not emitted again), an op that cannot be made exact
-/// under padding is a failure.
+/// A dynamic program must also compile into its size buckets: each bucket of the default plan
+/// (`pow2`, what `compile` makes without `--buckets`) is put through the passes with its masks
+/// (not emitted again), and an op that cannot be made exact under padding is a failure, with
+/// the message compile gives and the first bucket that meets it.
 fn bucket_failures(program: &Program) -> Vec<NodeFailure> {
     let bounds = program.graph.symbols().clone();
-    let Some(values) = bounds.iter().map(|(s, b)| Some((s.clone(), b.max?))).collect::<Option<BTreeMap<_, _>>>() else {
+    if bounds.is_empty() {
         return vec![];
+    }
+    let planned = match crate::buckets::plan(program, &[]) {
+        Ok(p) => p,
+        Err(e) => return vec![program_failure("(size buckets)", e.to_string())],
     };
-    if values.is_empty() {
-        return vec![];
+    let mut seen = std::collections::BTreeSet::new();
+    let mut failures = vec![];
+    for bucket in planned {
+        let mut opts = driver::LowerOptions::default();
+        let spec = torchtpu_passes::bucket_masks::BucketSpec { values: bucket.values.clone(), bounds: bounds.clone() };
+        opts.pass_options.bucket = Some(spec);
+        if let Err(e @ LowerError::Pass(_)) = driver::transform(program, &bucket.values, &opts) {
+            let reason = e.to_string();
+            if seen.insert(reason.clone()) {
+                failures.push(program_failure("(size buckets)", format!("{reason} (bucket {})", bucket.name)));
+            }
+        }
     }
-    let mut opts = driver::LowerOptions::default();
-    opts.pass_options.bucket = Some(torchtpu_passes::bucket_masks::BucketSpec { values: values.clone(), bounds });
-    match driver::transform(program, &values, &opts) {
-        Err(e @ LowerError::Pass(_)) => vec![NodeFailure {
-            node: String::new(),
-            target: "(size buckets)".into(),
-            reason: e.to_string(),
-            source_line: None,
-        }],
-        _ => vec![],
-    }
+    failures
+}
+
+/// A failure of the whole program, not of one node.
+fn program_failure(target: &str, reason: String) -> NodeFailure {
+    NodeFailure { node: String::new(), target: target.into(), reason, source_line: None }
 }
 
 /// The unsupported nodes of the imported graph, as failures.

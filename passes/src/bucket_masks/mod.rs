@@ -54,8 +54,8 @@ use crate::ir::ops::{
     Arange, ArangeSym, ArgReduce, Binary, ExtremumDim, Full, Sort, TopK, Gather, Index, IndexPut, IndexSelect, Padding, SymInt, SymSize, View, Where,
 };
 use crate::ir::{
-    norm_dim, BinaryOp, Bounds, DType, Dim, Graph, InputKind, Node, NodeId, Op, Operand, Scalar, SymExpr, TensorType,
-    ValueRef,
+    norm_dim, BinaryOp, Bounds, DType, Dim, Graph, InputKind, Node, NodeId, Op, Operand, Scalar, SymExpr, Symbolic,
+    TensorType, ValueRef,
 };
 use crate::pass::{Changed, Pass, PassCx, PassError};
 
@@ -326,6 +326,25 @@ impl Masker<'_> {
         Ok(())
     }
 
+    /// `new` takes the place of `old` (a rule's rewrite of an op's result) for the users `old`
+    /// had before the rule ran, and keeps what is known of `old`'s dims: its symbolic sizes
+    /// and factors.
+    fn take_over(&mut self, graph: &mut Graph, old: ValueRef, new: ValueRef, users: Vec<(NodeId, u16, u16)>) {
+        for (user, slot, _) in users.into_iter().filter(|u| u.2 == old.slot) {
+            graph.set_input(user, slot, new);
+        }
+        graph.redirect_outputs(old, new);
+        if let Some(sym) = graph.node(old.node).symbolic.as_deref() {
+            let own = Symbolic { op: sym.op.clone(), outputs: vec![sym.outputs[usize::from(old.slot)].clone()] };
+            graph.node_mut(new.node).symbolic = Some(Box::new(own));
+        }
+        let merged: Vec<(usize, Factors)> =
+            self.merged.range((old, 0)..=(old, usize::MAX)).map(|((_, d), f)| (*d, f.clone())).collect();
+        for (d, f) in merged {
+            self.merged.insert((new, d), f);
+        }
+    }
+
     /// Handles one node; `Err` names why it cannot be made safe.
     fn visit(&mut self, graph: &mut Graph, id: NodeId) -> Result<(), String> {
         let node = graph.node(id).clone();
@@ -438,6 +457,23 @@ impl Masker<'_> {
         Ok(())
     }
 
+    /// No result returns positions along a dim of factors: they are the bucket's, not the
+    /// real ones.
+    fn check_outputs(&self, graph: &Graph) -> Result<(), String> {
+        for o in graph.outputs() {
+            if [&self.positions, &self.perms].iter().any(|m| m.get(&o.value).is_some_and(|f| f.len() > 1)) {
+                let node = graph.node(o.value.node);
+                return Err(format!(
+                    "node `{}` ({}) returns positions along a dim that merges a dynamic size, which are the \
+                     bucket's, not the real ones",
+                    node.name,
+                    op_name(node)
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Positions along `f` divided by `c`: positions along `f` without its inner static
     /// factors of product `c`.
     fn divided(&self, f: &[SymExpr], c: i64) -> Option<Factors> {
@@ -517,6 +553,7 @@ impl Pass for BucketMasks {
                 }
             })?;
         }
+        m.check_outputs(graph).map_err(|reason| PassError::Failed { pass: "bucket_masks", reason })?;
         cx.note(m.masks, "masks past the real sizes");
         Ok(Changed::Yes)
     }

@@ -262,10 +262,7 @@ impl Masker<'_> {
             }
         }
         if out.node != id {
-            for (user, slot, _) in users {
-                graph.set_input(user, slot, out);
-            }
-            graph.redirect_outputs(ValueRef { node: id, slot: 0 }, out);
+            self.take_over(graph, ValueRef { node: id, slot: 0 }, out, users);
         }
         Ok(())
     }
@@ -305,10 +302,7 @@ impl Masker<'_> {
         let realf = self.add(graph, id, Op::Convert(Convert), TensorType::new(out_ty.dtype, &[]), &[real]);
         let div = Op::Binary(Binary { op: BinaryOp::Div, lhs: Operand::Tensor, rhs: Operand::Tensor, alpha: None });
         let mean = self.add(graph, id, div, out_ty, &[sum, realf]);
-        for (user, slot, _) in users {
-            graph.set_input(user, slot, mean);
-        }
-        graph.redirect_outputs(sum, mean);
+        self.take_over(graph, sum, mean, users);
         Ok(())
     }
 
@@ -327,7 +321,8 @@ impl Masker<'_> {
         let out = graph.node(id).outputs[0].clone();
         let view = Op::View(View { size: out.dims.clone() });
         let result = self.add(graph, id, view, out, &[row]);
-        graph.replace_uses(ValueRef { node: id, slot: 0 }, result);
+        let users = graph.users(id);
+        self.take_over(graph, ValueRef { node: id, slot: 0 }, result, users);
         Ok(())
     }
 
