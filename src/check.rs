@@ -91,20 +91,25 @@ fn bucket_failures(program: &Program) -> Vec<NodeFailure> {
     if bounds.is_empty() {
         return vec![];
     }
-    let planned = match crate::buckets::plan(program, &[]) {
-        Ok(p) => p,
-        Err(e) => return vec![program_failure("(size buckets)", e.to_string())],
+    // Too many buckets by default (many dynamic dims) is a choice for `--buckets`, not a
+    // lowering problem: then the largest sizes stand for them all.
+    let buckets: Vec<(String, BTreeMap<String, i64>)> = match crate::buckets::plan(program, &[]) {
+        Ok(planned) => planned.into_iter().map(|b| (b.name, b.values)).collect(),
+        Err(_) => match bounds.iter().map(|(s, b)| Some((s.clone(), b.max?))).collect::<Option<BTreeMap<_, _>>>() {
+            Some(largest) => vec![("at the largest sizes".into(), largest)],
+            None => return vec![],
+        },
     };
     let mut seen = std::collections::BTreeSet::new();
     let mut failures = vec![];
-    for bucket in planned {
+    for (name, values) in buckets {
         let mut opts = driver::LowerOptions::default();
-        let spec = torchtpu_passes::bucket_masks::BucketSpec { values: bucket.values.clone(), bounds: bounds.clone() };
+        let spec = torchtpu_passes::bucket_masks::BucketSpec { values: values.clone(), bounds: bounds.clone() };
         opts.pass_options.bucket = Some(spec);
-        if let Err(e @ LowerError::Pass(_)) = driver::transform(program, &bucket.values, &opts) {
+        if let Err(e @ LowerError::Pass(_)) = driver::transform(program, &values, &opts) {
             let reason = e.to_string();
             if seen.insert(reason.clone()) {
-                failures.push(program_failure("(size buckets)", format!("{reason} (bucket {})", bucket.name)));
+                failures.push(program_failure("(size buckets)", format!("{reason} (bucket {name})")));
             }
         }
     }

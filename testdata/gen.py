@@ -601,6 +601,14 @@ def build_mla_dyn():
     return LogitsWrapper(DeepseekV3ForCausalLM(cfg))
 
 
+def build_alibi_dyn():
+    """A Bloom-style model: ALiBi biases built from `arange(seq)` and repeated `batch` times
+    (`repeat` with a symbolic count), eager attention."""
+    from transformers import BloomConfig, BloomForCausalLM
+
+    return LogitsWrapper(BloomForCausalLM(BloomConfig(vocab_size=128, hidden_size=32, n_layer=1, n_head=2)))
+
+
 def build_llama_1head_dyn():
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -849,6 +857,14 @@ MODELS = {
         inputs=[(ids(s, 300 + s, batch=b, vocab=128),) for b, s in edge_pairs(EDGE_SEQS, EDGE_BATCHES)],
         dynamic_shapes={"input_ids": {0: BATCH, 1: DYN_SEQ}},
         export_context=real_grouped_mm_under_export,
+        lean_metadata=True),
+    "alibi_dyn": dict(
+        build=build_alibi_dyn,
+        desc="BloomForCausalLM(hidden 32, 1 layer, 2 heads, vocab 128, ALiBi, eager attention) with dynamic "
+             "batch Dim('batch', 1..8) and seq Dim('seq', 1..64): the ALiBi bias repeated `batch` times",
+        inputs=[(ids(s, 1000 + s, batch=b, vocab=128),) for b, s in edge_pairs(EDGE_SEQS, EDGE_BATCHES)],
+        dynamic_shapes={"input_ids": {0: BATCH, 1: DYN_SEQ}},
+        graph_has=["torch.ops.aten.repeat.default"],
         lean_metadata=True),
     "llama_1head_dyn": dict(
         build=build_llama_1head_dyn,

@@ -63,6 +63,11 @@ pub(super) fn static_dims(ty: &TensorType) -> LowerResult<Vec<i64>> {
         .collect()
 }
 
+/// The values of a list of sizes an op takes (`repeat`'s counts), static once specialized.
+pub(super) fn static_list(dims: &[Dim], what: &str) -> LowerResult<Vec<i64>> {
+    dims.iter().map(|d| d.as_static().ok_or_else(|| format!("the {what} `{d}` is still symbolic").into())).collect()
+}
+
 /// `tensor<4x16xf32>`, `tensor<f32>`.
 pub(super) fn tensor_type_text(dims: &[i64], dtype: DType) -> String {
     let mut s = String::from("tensor<");

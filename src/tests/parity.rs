@@ -130,6 +130,7 @@ parity_tests!(
     hf_static_cache,
     moe_dyn,
     mla_dyn,
+    alibi_dyn,
     llama_1head_dyn,
     t5_encoder_dyn,
     t5_decoder_dyn,
@@ -172,6 +173,7 @@ fn every_model_matches_with_padding_forced_on() {
             "decoder_kv",
             "hf_static_cache",
             "moe_dyn",
+            "alibi_dyn",
             "t5_decoder_dyn",
             "t5_encoder_dyn",
             "llama_1head_dyn",
@@ -247,6 +249,7 @@ fn run_case(name: &str, artifact: &Path, case: &str, tmp: &Path) -> String {
 /// with a dynamic batch (convolutions, BatchNorm, pooling, flatten, linear) at six batch sizes.
 /// Architectures with a dynamic batch and sequence, at 1, every bucket edge and edge − 1: a
 /// Mixtral-style MoE and a DeepSeek-V3-style MLA + MoE (the router's `[batch·seq]` tokens), a
+/// Bloom-style ALiBi model (a bias repeated `batch` times, a symbolic count), a
 /// single-head Llama and T5's encoder and decoder at batch 1 (views with size-1 dims), a
 /// Mamba-style causal convolution, a CNN padding its images with `constant_pad_nd`.
 #[test]
@@ -259,6 +262,7 @@ fn dynamic_models_match_eager_at_every_size() {
         ("cnn_dynbatch", 6),
         ("moe_dyn", 13),
         ("mla_dyn", 13),
+        ("alibi_dyn", 13),
         ("llama_1head_dyn", 13),
         ("t5_encoder_dyn", 13),
         ("t5_decoder_dyn", 13),

@@ -53,6 +53,17 @@ enum Task {
         #[arg(long)]
         peers: bool,
     },
+    /// The architecture sweep: a tiny random-init instance of every model type in transformers'
+    /// auto mappings, exported at one size and with a dynamic batch and sequence (with torch,
+    /// into the set-up folder's `zoo/`), compiled (release build) for CPU with buckets and for
+    /// `tpu:v6e:1x1`, run at several sizes against eager; writes docs/zoo.md. Resumes where it
+    /// stopped; takes one to two hours on two cores. Not run by CI.
+    Zoo {
+        /// Passed to testdata/zoo.py: `--tasks causal-lm,…`, `--only TYPE,…`, `--limit N`,
+        /// `--recheck` (again what did not pass, from the same exports), `--again`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Regenerate testdata/ with real PyTorch in a private venv (a 5 GB install, not run by CI).
     Testdata {
         /// Only these models (default: all).
@@ -88,6 +99,7 @@ fn main() -> Result<()> {
         Task::Coverage => coverage(),
         Task::Bench { sections, large, peers } => measure::bench(&sections, large, peers),
         Task::Testdata { models } => testdata(&models),
+        Task::Zoo { args } => zoo(&args),
         Task::Bless => bless(),
         Task::Ci => ci(),
         Task::Fuzz { target, seconds, seed } => fuzz(&target, seconds, seed),
@@ -189,6 +201,17 @@ fn testdata(models: &[String]) -> Result<()> {
     run(py, &["testdata/make_bad.py"], &[])?;
     eprintln!("testdata: regenerated; review with `git status testdata/` and `cargo xtask bless`");
     Ok(())
+}
+
+/// `cargo xtask zoo`: testdata/zoo.py with the release compiler, its models in the set-up folder.
+fn zoo(args: &[String]) -> Result<()> {
+    let python = testdata_python()?;
+    run("cargo", &["build", "--release", "-q", "-p", "torchtpu-compile"], &[])?;
+    let compiler = root().join("target/release/torchtpu-compile");
+    let out = setup::setup_dir().join("zoo");
+    let mut zoo = vec!["testdata/zoo.py", "--compiler", path_str(&compiler)?, "--out", path_str(&out)?];
+    zoo.extend(args.iter().map(String::as_str));
+    run(path_str(&python)?, &zoo, &[])
 }
 
 /// The generator's Python (torch, transformers), its venv made in the set-up folder if needed.

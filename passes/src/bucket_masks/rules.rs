@@ -4,7 +4,7 @@
 use super::{DynDims, Factors, Masker, MERGED, REFUSED};
 use crate::ir::ops::{
     ArgReduce, Binary, Bmm, Cat, Convert, Convolution, ExtremumDim, Gather, Histc, Index, IndexPut, IndexSelect, LayerNorm,
-    Mm, Pad, Reduce, Select, Slice, Softmax, Sort, SplitWithSizes, View,
+    Mm, Pad, Reduce, Repeat, Select, Slice, Softmax, Sort, SplitWithSizes, View,
 };
 use crate::ir::{
     norm_dim, ArgReduceOp, BinaryOp, DType, Dim, Graph, Node, NodeId, Op, Operand, ReduceOp, Scalar, SymExpr,
@@ -117,6 +117,7 @@ impl Masker<'_> {
                 self.mask_input(graph, id, 0, &dims, float_fill(f64::NEG_INFINITY))
             }
             Op::Pad(pad) => self.pad(graph, id, pad, across),
+            Op::Repeat(_) => self.repeat(graph, id, node, across),
             _ => Err(REFUSED.into()),
         }
     }
@@ -263,6 +264,23 @@ impl Masker<'_> {
         }
         if out.node != id {
             self.take_over(graph, ValueRef { node: id, slot: 0 }, out, users);
+        }
+        Ok(())
+    }
+
+    /// `repeat` of a padded dim `c` times: `c` copies of the padded dim one after the other, a
+    /// dim of factors `[c, …]` (the copy, then the dim's own factors).
+    fn repeat(&mut self, graph: &Graph, id: NodeId, node: &Node, across: &[Across]) -> Result<(), String> {
+        let original = node.symbolic.as_ref().map_or(&node.op, |s| &s.op);
+        let Op::Repeat(Repeat { repeats }) = original else { return Err("internal: not a repeat".into()) };
+        let shift = repeats.len().saturating_sub(Self::ty(graph, graph.inputs(id)[0]).rank());
+        for (_, d, f) in across {
+            let mut factors = vec![repeats[d + shift].to_expr()];
+            factors.extend(f.iter().cloned());
+            let factors = self.normalize(factors);
+            if factors.len() > 1 {
+                self.merged.insert((ValueRef { node: id, slot: 0 }, d + shift), factors);
+            }
         }
         Ok(())
     }

@@ -99,6 +99,77 @@ impl SymExpr {
         }
     }
 
+    /// The least and greatest values `self` takes when every symbol lies in `ranges` (its
+    /// inclusive `[min, max]`); `None` where a symbol is unbounded or the arithmetic overflows.
+    pub fn range(&self, ranges: &BTreeMap<String, (i64, i64)>) -> Option<(i64, i64)> {
+        let all = |xs: &[SymExpr]| xs.iter().map(|x| x.range(ranges)).collect::<Option<Vec<_>>>();
+        match self {
+            SymExpr::Int(v) => Some((*v, *v)),
+            SymExpr::Sym(s) => ranges.get(s).copied(),
+            SymExpr::Add(xs) => {
+                all(xs)?.into_iter().try_fold((0i64, 0i64), |(lo, hi), (a, b)| Some((lo.checked_add(a)?, hi.checked_add(b)?)))
+            }
+            SymExpr::Mul(xs) => all(xs)?.into_iter().try_fold((1i64, 1i64), |(lo, hi), (a, b)| {
+                let corners = [lo.checked_mul(a)?, lo.checked_mul(b)?, hi.checked_mul(a)?, hi.checked_mul(b)?];
+                Some((*corners.iter().min()?, *corners.iter().max()?))
+            }),
+            SymExpr::Min(xs) => {
+                let r = all(xs)?;
+                Some((r.iter().map(|x| x.0).min()?, r.iter().map(|x| x.1).min()?))
+            }
+            SymExpr::Max(xs) => {
+                let r = all(xs)?;
+                Some((r.iter().map(|x| x.0).max()?, r.iter().map(|x| x.1).max()?))
+            }
+            SymExpr::FloorDiv(a, b) => {
+                let c = b.as_const().filter(|&c| c > 0)?;
+                let (lo, hi) = a.range(ranges)?;
+                Some((floor_div(lo, c)?, floor_div(hi, c)?))
+            }
+            _ => None,
+        }
+    }
+
+    /// `self` with every `min`/`max` argument that the ranges show can never be the result left
+    /// out: `min(256, s)` with `s ≤ 64` is `s`. The export writes such sizes (a clamp in the
+    /// model) and checks them against the ranges it records.
+    pub fn within(&self, ranges: &BTreeMap<String, (i64, i64)>) -> SymExpr {
+        let map = |xs: &[SymExpr]| xs.iter().map(|x| x.within(ranges)).collect::<Vec<_>>();
+        let boxed = |x: &SymExpr| Box::new(x.within(ranges));
+        let pruned = |xs: Vec<SymExpr>, is_min: bool| {
+            // An argument goes when another is always at least as small (min) or large (max).
+            let mut kept: Vec<SymExpr> = vec![];
+            for (i, x) in xs.iter().enumerate() {
+                let beaten = xs.iter().enumerate().any(|(j, y)| {
+                    let (Some(rx), Some(ry)) = (x.range(ranges), y.range(ranges)) else { return false };
+                    let wins = if is_min { ry.1 <= rx.0 } else { ry.0 >= rx.1 };
+                    // Of two that tie for certain, the first stays.
+                    j != i && wins && !(ry == rx && rx.0 == rx.1 && j > i)
+                });
+                if !beaten {
+                    kept.push(x.clone());
+                }
+            }
+            match kept.len() {
+                1 => kept.remove(0),
+                _ if is_min => SymExpr::Min(kept),
+                _ => SymExpr::Max(kept),
+            }
+        };
+        let e = match self {
+            SymExpr::Int(_) | SymExpr::Sym(_) => self.clone(),
+            SymExpr::Add(xs) => SymExpr::Add(map(xs)),
+            SymExpr::Mul(xs) => SymExpr::Mul(map(xs)),
+            SymExpr::Min(xs) => pruned(map(xs), true),
+            SymExpr::Max(xs) => pruned(map(xs), false),
+            SymExpr::Pow(a, b) => SymExpr::Pow(boxed(a), boxed(b)),
+            SymExpr::FloorDiv(a, b) => SymExpr::FloorDiv(boxed(a), boxed(b)),
+            SymExpr::CeilDiv(a, b) => SymExpr::CeilDiv(boxed(a), boxed(b)),
+            SymExpr::Mod(a, b) => SymExpr::Mod(boxed(a), boxed(b)),
+        };
+        e.simplify()
+    }
+
     /// A light canonical form: nested sums and products flattened, constants folded,
     /// operands sorted. Equal sizes written differently by the exporter compare equal.
     pub fn simplify(&self) -> SymExpr {
@@ -304,5 +375,22 @@ mod tests {
         assert_eq!(e.to_string(), "4*(s70 + 1)");
         let p = SymExpr::Pow(Box::new(s()), Box::new(SymExpr::Int(2)));
         assert_eq!(SymExpr::Mul(vec![SymExpr::Int(4), p]).to_string(), "4*s70^2");
+    }
+
+    /// `min(256, s)` with `s ≤ 64` is `s`; `max(1, s)` with `s ≥ 1` is `s`; what the ranges
+    /// do not decide stays (`min(32, s)` with `s ≤ 64`, or an unbounded symbol).
+    #[test]
+    fn within_drops_what_the_ranges_rule_out() {
+        let ranges = BTreeMap::from([("s70".to_string(), (2, 64))]);
+        let min = |c| SymExpr::Min(vec![SymExpr::Int(c), s()]);
+        assert_eq!(min(256).within(&ranges), s());
+        assert_eq!(min(32).within(&ranges), min(32).simplify());
+        assert_eq!(SymExpr::Max(vec![SymExpr::Int(1), s()]).within(&ranges), s());
+        let nested = SymExpr::Mul(vec![SymExpr::Int(2), min(256)]);
+        assert_eq!(nested.within(&ranges).to_string(), "2*s70");
+        assert_eq!(min(256).within(&BTreeMap::new()), min(256).simplify());
+        let sum = SymExpr::Add(vec![s(), SymExpr::Int(1)]);
+        assert_eq!(sum.range(&ranges), Some((3, 65)));
+        assert_eq!(SymExpr::Min(vec![SymExpr::Int(3), SymExpr::Int(3)]).within(&ranges), SymExpr::Int(3));
     }
 }

@@ -90,13 +90,24 @@ impl Builder<'_> {
         &self.ep.graph_module.graph
     }
 
+    /// The symbols' ranges that bound both sides, from `range_constraints` (validated later,
+    /// in `declare_symbols`; a range that is not valid bounds nothing here).
+    fn ranges(&self) -> BTreeMap<String, (i64, i64)> {
+        let bounded = |rc: &schema::RangeConstraint| match (rc.min_val, rc.max_val) {
+            (Some(lo), Some(hi)) if 0 <= lo && lo <= hi => Some((lo, hi)),
+            _ => None,
+        };
+        self.ep.range_constraints.iter().filter_map(|(s, rc)| Some((s.clone(), bounded(rc)?))).collect()
+    }
+
     fn sym_int(&mut self, v: &SymInt) -> Result<Dim, String> {
         match v {
             SymInt::AsInt(i) => Ok(Dim::Static(*i)),
             SymInt::AsExpr(e) => {
                 let expr = srepr::parse(&e.expr_str)
                     .map_err(|err| format!("cannot parse symbolic size `{}`: {}", shown(&e.expr_str), err.0))?
-                    .simplify();
+                    .simplify()
+                    .within(&self.ranges());
                 if expr.symbols().is_empty() && expr.as_const().is_none() {
                     return Err(format!(
                         "size `{}` has no symbols but no value either (it overflows or divides by zero)",

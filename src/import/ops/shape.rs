@@ -53,7 +53,7 @@ pub(super) fn translation(key: &str) -> Option<Translation> {
         },
         "aten.repeat.default" => |a| {
             a.tensor("self")?;
-            Ok(Op::Repeat(Repeat { repeats: a.ints("repeats", None)? }))
+            Ok(Op::Repeat(Repeat { repeats: a.dims("repeats")? }))
         },
         "aten.reflection_pad1d.default" | "aten.reflection_pad2d.default" | "aten.reflection_pad3d.default" => |a| {
             a.tensor("self")?;

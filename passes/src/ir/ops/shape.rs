@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 use super::rule::*;
 use super::*;
 use crate::ir::types::*;
+use crate::ir::SymExpr;
 
 op! {
     /// `view`/`reshape` to `size` (one entry may be -1): inputs `[x]`.
@@ -247,9 +248,10 @@ impl OpDef for Flip {
 }
 
 op! {
-    /// `repeat`: tiles `x` `repeats[i]` times along each dim: inputs `[x]`.
+    /// `repeat`: tiles `x` `repeats[i]` times along each dim: inputs `[x]`. A count may be
+    /// symbolic (`alibi.repeat(batch, 1, 1)`); `specialize` gives it the bucket's value.
     pub struct Repeat = "repeat" {
-        pub repeats: Vec<i64> ["repeats"],
+        pub repeats: Vec<Dim> ["repeats"],
     }
 }
 
@@ -267,8 +269,12 @@ impl OpDef for Repeat {
 
     fn position_wise(&self, inputs: &[&TensorType], _: &[TensorType]) -> Vec<Along> {
         let shift = self.repeats.len().saturating_sub(inputs[0].rank());
-        let once = |d: usize| self.repeats.get(d + shift) == Some(&1);
+        let once = |d: usize| self.repeats.get(d + shift) == Some(&Dim::Static(1));
         (0..inputs[0].rank()).filter(|&d| once(d)).map(|dim| Along { slot: 0, dim, out: 0, out_dim: dim + shift }).collect()
+    }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Rule
     }
 }
 
@@ -582,26 +588,24 @@ fn cat(dim: i64, inputs: &[&TensorType]) -> Result<Expected, String> {
 }
 
 /// `repeat`: as many repeats as dims or more (new leading dims); each dim multiplied.
-fn repeat(x: &TensorType, repeats: &[i64]) -> Result<Vec<Option<Dim>>, String> {
+fn repeat(x: &TensorType, repeats: &[Dim]) -> Result<Vec<Option<Dim>>, String> {
     let lead = repeats
         .len()
         .checked_sub(x.rank())
         .ok_or_else(|| format!("{} repeats for a tensor of rank {}", repeats.len(), x.rank()))?;
-    if repeats.iter().any(|&r| r < 0) {
-        return Err(format!("negative repeat in {}", brief(repeats)));
+    if repeats.iter().any(|r| r.as_static().is_some_and(|r| r < 0)) {
+        return Err(format!("negative repeat in {}", show(repeats)));
     }
     repeats
         .iter()
         .enumerate()
-        .map(|(i, &r)| match i.checked_sub(lead).map(|k| &x.dims[k]) {
-            None => Ok(Some(Dim::Static(r))),
-            Some(d) if r == 1 => Ok(Some(d.clone())),
-            Some(d) => match d.as_static() {
-                Some(v) => {
-                    v.checked_mul(r).map(|n| Some(Dim::Static(n))).ok_or_else(|| "the repeated size overflows".into())
-                }
-                None => Ok(None),
-            },
+        .map(|(i, r)| match (i.checked_sub(lead).map(|k| &x.dims[k]), r) {
+            (None, r) => Ok(Some(r.clone())),
+            (Some(d), Dim::Static(1)) => Ok(Some(d.clone())),
+            (Some(Dim::Static(v)), Dim::Static(r)) => {
+                v.checked_mul(*r).map(|n| Some(Dim::Static(n))).ok_or_else(|| "the repeated size overflows".into())
+            }
+            (Some(d), r) => Ok(Some(Dim::from_expr(SymExpr::Mul(vec![d.to_expr(), r.to_expr()]).simplify()))),
         })
         .collect()
 }

@@ -1,0 +1,410 @@
+#!/usr/bin/env python3
+"""The architecture sweep (`cargo xtask zoo`): a tiny random-init instance of every model type
+in transformers' auto mappings, exported twice — at one size, and with a dynamic batch and
+sequence (batch only for images) — compiled with torchtpu-compile for CPU with size buckets and
+for `tpu:v6e:1x1`, run at several sizes on CPU and compared with eager. Writes the table to
+docs/zoo.md.
+
+    python testdata/zoo.py --compiler target/release/torchtpu-compile --out DIR [--tasks causal-lm,...]
+                           [--only TYPE,...] [--limit N] [--jobs N]
+
+Everything it makes goes under DIR (the set-up folder's `zoo/`), never into git; a model's
+results are kept in DIR/<task>/<type>/result.json, so a rerun skips what is done (--again redoes
+everything; --recheck compiles and runs again, from the same exports, what did not pass, as after
+a change to the compiler). Each model is exported in a child process with a time
+limit, so one that hangs or crashes torch is recorded, not fatal.
+
+Outcomes, per column (static, dynamic):
+  EXPORT   torch.export failed (torch's error, first line)
+  PASS     compiles and equals eager at every size tried
+  REFUSED  the compiler refused it (exit 1), with the op and reason it named
+  WRONG    compiled and ran, but a result differs from eager
+  CRASH    the compiler panicked, aborted or was killed (exit >= 101 or a signal), or hung
+"""
+import argparse
+import datetime
+import json
+import os
+import re
+import subprocess
+import sys
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+TASKS = {
+    "causal-lm": "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES",
+    "masked-lm": "MODEL_FOR_MASKED_LM_MAPPING_NAMES",
+    "seq-cls": "MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES",
+    "image-cls": "MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES",
+}
+
+# Every (batch, seq) the dynamic export is run at: 1 (or the smallest seq), the edges of the
+# `auto:2` buckets (batch 4 and 8; seq 32 and 64) and each edge - 1, sizes in the middle.
+DYN_PAIRS = [(2, 16), (1, None), (3, 31), (4, 32), (5, 33), (7, 63), (8, 64), (1, 40), (8, 2)]
+VOCAB = 128
+IMAGE = 32
+
+# Config fields set on every config that has them: small enough to build and export in seconds.
+SMALL = {
+    "vocab_size": VOCAB, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+    "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 16, "max_position_embeddings": 128,
+    "n_embd": 32, "n_layer": 2, "n_head": 2, "n_positions": 128, "d_model": 32, "d_ff": 64, "d_kv": 16,
+    "num_layers": 2, "num_heads": 2, "ffn_dim": 64, "encoder_layers": 2, "decoder_layers": 2,
+    "encoder_attention_heads": 2, "decoder_attention_heads": 2, "encoder_ffn_dim": 64, "decoder_ffn_dim": 64,
+    "num_experts": 4, "num_local_experts": 4, "n_routed_experts": 4, "num_experts_per_tok": 2,
+    "moe_intermediate_size": 16, "shared_expert_intermediate_size": 16, "n_shared_experts": 1,
+    "q_lora_rank": 16, "kv_lora_rank": 16, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 16,
+    "n_group": 1, "topk_group": 1, "first_k_dense_replace": 0, "embed_dim": 16, "image_size": IMAGE,
+    "patch_size": 4, "num_channels": 3, "num_labels": 4, "type_vocab_size": 2, "embedding_size": 32,
+    "sliding_window": 16, "attention_chunk_size": 16, "pad_token_id": 0, "bos_token_id": 1,
+    "eos_token_id": 2, "decoder_start_token_id": 0, "sep_token_id": 2, "cls_token_id": 1,
+}
+
+
+# ------------------------------------------------------------------------------------------------
+# worker: one model type, exported in a child process
+# ------------------------------------------------------------------------------------------------
+def tiny_config(model_type):
+    from transformers import CONFIG_MAPPING
+
+    cfg = CONFIG_MAPPING[model_type]()
+    for k, v in SMALL.items():
+        if hasattr(cfg, k) and not isinstance(getattr(cfg, k), (list, dict)) and getattr(cfg, k) is not None:
+            try:
+                setattr(cfg, k, v)
+            except Exception:  # noqa: BLE001 - read-only properties
+                pass
+    # Per-layer lists follow the layer count.
+    layers = getattr(cfg, "num_hidden_layers", None)
+    for k in ("layer_types", "layers_block_type", "block_types"):
+        v = getattr(cfg, k, None)
+        if isinstance(v, list) and layers and len(v) != layers:
+            setattr(cfg, k, (v * layers)[:layers])
+    for k in ("depths", "hidden_sizes", "num_heads", "embed_dims", "widths"):
+        v = getattr(cfg, k, None)
+        if isinstance(v, list) and len(v) > 2:
+            small = {"depths": 1, "hidden_sizes": 16, "num_heads": 2, "embed_dims": 16, "widths": 16}[k]
+            setattr(cfg, k, [small * (2 ** i if k != "depths" and k != "num_heads" else 1) for i in range(2)])
+    cfg._attn_implementation = None
+    return cfg
+
+
+def build(task, model_type):
+    import torch
+    import transformers
+
+    names = getattr(transformers.models.auto.modeling_auto, TASKS[task])
+    cls = getattr(transformers, names[model_type])
+    cfg = tiny_config(model_type)
+    torch.manual_seed(0)
+    model = cls(cfg).eval()
+    params = sum(p.numel() for p in model.parameters())
+    if params > 20_000_000:
+        raise RuntimeError(f"the tiny config still has {params} parameters")
+    return model
+
+
+class Wrapper(__import__("torch").nn.Module):
+    """forward(x) -> the first tensor output (logits)."""
+
+    def __init__(self, model, image):
+        super().__init__()
+        self.model, self.image = model, image
+
+    def forward(self, x):
+        out = self.model(pixel_values=x) if self.image else self.model(input_ids=x, use_cache=False) \
+            if "use_cache" in self.model.forward.__code__.co_varnames else self.model(input_ids=x)
+        for k in ("logits", "last_hidden_state"):
+            if getattr(out, k, None) is not None:
+                return getattr(out, k)
+        return out[0]
+
+
+def make_input(image, b, s, seed):
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    if image:
+        return torch.randn(b, 3, IMAGE, IMAGE, generator=g)
+    return torch.randint(3, VOCAB, (b, s), generator=g)
+
+
+def export_dynamic(module, image, x):
+    import torch
+    from torch.export import Dim
+
+    batch = Dim("batch", min=1, max=8)
+    tries = [{0: batch}] if image else [
+        {0: batch, 1: Dim("seq", min=1, max=64)},
+        {0: batch, 1: Dim("seq", min=2, max=64)},
+        {0: batch},
+        {1: Dim("seq", min=2, max=64)},
+    ]
+    errors = []
+    for shapes in tries:
+        try:
+            return torch.export.export(module, (x,), dynamic_shapes={"x": shapes}, strict=False), shapes, errors
+        except Exception as e:  # noqa: BLE001 - torch's many export errors
+            errors.append(f"{type(e).__name__}: {first_line(e)}")
+    raise RuntimeError("; ".join(errors))
+
+
+def first_line(e):
+    text = str(e).strip().splitlines()
+    return text[0][:300] if text else type(e).__name__
+
+
+def worker(task, model_type, out):
+    """Exports one model type into `out`: static.pt2, dynamic.pt2, the inputs and eager outputs
+    of each size, export.json."""
+    import numpy as np
+    import torch
+
+    os.makedirs(out, exist_ok=True)
+    image = task == "image-cls"
+    info = {"task": task, "type": model_type}
+    try:
+        module = Wrapper(build(task, model_type), image).eval()
+    except Exception as e:  # noqa: BLE001
+        info["build"] = f"{type(e).__name__}: {first_line(e)}"
+        json.dump(info, open(os.path.join(out, "export.json"), "w"))
+        return
+
+    def save_case(kind, k, x):
+        with torch.no_grad():
+            y = module(x)
+        np.save(os.path.join(out, f"{kind}_in_{k}.npy"), x.numpy())
+        np.save(os.path.join(out, f"{kind}_out_{k}.npy"), y.float().numpy() if y.dtype == torch.bfloat16 else y.numpy())
+
+    sys.path.insert(0, HERE)
+    from gen import real_grouped_mm_under_export
+
+    # Batch 1 for text (torch 2.15's decompositions fail on GPT-2's attention at batch 2).
+    x = make_input(image, 2 if image else 1, 16, 1)
+    try:
+        with real_grouped_mm_under_export():
+            ep = torch.export.export(module, (x,), strict=False)
+        ep = ep.run_decompositions()
+        torch.export.save(ep, os.path.join(out, "static.pt2"))
+        save_case("static", 0, x)
+        info["static"] = "ok"
+    except Exception as e:  # noqa: BLE001
+        info["static"] = f"{type(e).__name__}: {first_line(e)}"
+    try:
+        # Batch 2 and 16 tokens: torch specializes dims whose example size is 1.
+        with real_grouped_mm_under_export():
+            ep, shapes, _ = export_dynamic(module, image, make_input(image, 2, 16, 1))
+        ep = ep.run_decompositions()
+        torch.export.save(ep, os.path.join(out, "dynamic.pt2"))
+        dims = {str(k): str(v) for k, v in shapes.items()}
+        info["dynamic"] = "ok"
+        info["dynamic_dims"] = dims
+        seq_min = 1 if 1 in shapes and shapes[1].min == 1 else 2
+        k = 0
+        for b, s in DYN_PAIRS:
+            s = seq_min if s is None else s
+            if 1 not in shapes:
+                s = 16  # the sequence was specialized: batch only
+            if 0 not in shapes:
+                b = 2  # the batch was specialized: sequence only
+            save_case("dynamic", k, make_input(image, b, s, 10 + k))
+            k += 1
+        info["dynamic_cases"] = k
+    except Exception as e:  # noqa: BLE001
+        info["dynamic"] = f"{type(e).__name__}: {first_line(e)}"
+    json.dump(info, open(os.path.join(out, "export.json"), "w"))
+
+
+# ------------------------------------------------------------------------------------------------
+# driver: compile and run with torchtpu-compile
+# ------------------------------------------------------------------------------------------------
+def classify(proc, timed_out=False):
+    """The outcome of one compiler call."""
+    if timed_out:
+        return "CRASH", "timed out"
+    text = (proc.stderr or "") + (proc.stdout or "")
+    if proc.returncode == 0:
+        return "PASS", ""
+    if proc.returncode < 0 or proc.returncode >= 101:
+        return "CRASH", tail(text)
+    if "DIFFERS" in text:
+        return "WRONG", tail(text)
+    return "REFUSED", reason(text)
+
+
+def tail(text):
+    lines = [l for l in text.strip().splitlines() if l.strip()]
+    return " ".join(lines[-2:])[:400]
+
+
+def reason(text):
+    """The op and reason of a refusal: `op: why` from the compiler's message."""
+    line = next((l for l in text.splitlines() if l.startswith("error:")), text.strip().splitlines()[0] if text.strip() else "")
+    m = re.search(r"node `[^`]*` \((?:torch\.ops\.)?([^)]*)\)(?: \(File [^)]*\))? (.*)", line)
+    if m:
+        return f"{m.group(1)}: {m.group(2)}"[:300]
+    return re.sub(r"^error: (cannot (compile|read) `[^`]*`: )?", "", line)[:300]
+
+
+def call(args, timeout):
+    try:
+        return subprocess.run(args, capture_output=True, text=True, timeout=timeout), False
+    except subprocess.TimeoutExpired:
+        return None, True
+
+
+def evaluate(compiler, d, kind, cases, buckets, tpu):
+    """Compiles `kind`.pt2 in `d` and runs every case; (outcome, detail)."""
+    art = os.path.join(d, f"{kind}.tpuexe")
+    args = [compiler, "compile", os.path.join(d, f"{kind}.pt2"), "-o", art, "--target", "cpu", "--no-cache"]
+    if tpu:
+        args += ["--target", "tpu:v6e:1x1"]
+    if buckets:
+        args += ["--buckets", buckets]
+    proc, timed_out = call(args, 900)
+    outcome = classify(proc, timed_out)
+    if outcome[0] != "PASS":
+        return outcome
+    for k in range(cases):
+        ref = os.path.join(d, f"ref_{kind}_{k}")
+        os.makedirs(ref, exist_ok=True)
+        os.replace(os.path.join(d, f"{kind}_out_{k}.npy"), os.path.join(ref, "out_0.npy")) \
+            if os.path.exists(os.path.join(d, f"{kind}_out_{k}.npy")) else None
+        proc, timed_out = call([compiler, "run", art, os.path.join(d, f"{kind}_in_{k}.npy"), "--out-dir",
+                                os.path.join(d, f"run_{kind}_{k}"), "--reference", ref, "--rtol", "1e-3",
+                                "--atol", "1e-4"], 600)
+        outcome = classify(proc, timed_out)
+        if outcome[0] != "PASS":
+            shape = "x".join(str(n) for n in __import__("numpy").load(os.path.join(d, f"{kind}_in_{k}.npy")).shape)
+            return outcome[0], f"at {shape}: {outcome[1]}"
+    os.remove(art)
+    return "PASS", ""
+
+
+def export(args, task, model_type, d):
+    """Runs the worker for one model type, with a time limit."""
+    try:
+        subprocess.run([sys.executable, __file__, "--worker", task, model_type, d], timeout=args.export_timeout,
+                       capture_output=True, text=True)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def sweep_one(args, task, model_type):
+    d = os.path.join(args.out, task, model_type)
+    done = os.path.join(d, "result.json")
+    if os.path.exists(done) and not args.again:
+        previous = json.load(open(done))
+        if not args.recheck or all(previous[k][0] in ("PASS", "EXPORT") for k in ("static", "dynamic")):
+            return previous
+    os.makedirs(d, exist_ok=True)
+    info_path = os.path.join(d, "export.json")
+    if args.again or not os.path.exists(info_path):
+        export(args, task, model_type, d)
+    info = json.load(open(info_path)) if os.path.exists(info_path) else {"build": "export timed out or crashed"}
+    result = {"task": task, "type": model_type}
+    if "build" in info:
+        result["static"] = result["dynamic"] = ["EXPORT", info["build"]]
+    else:
+        for kind, buckets, cases in (("static", None, 1), ("dynamic", "auto:2", info.get("dynamic_cases", 0))):
+            if info.get(kind) != "ok":
+                result[kind] = ["EXPORT", info.get(kind, "")]
+            else:
+                result[kind] = list(evaluate(args.compiler, d, kind, cases, buckets, not args.no_tpu))
+        result["tpu"] = not args.no_tpu
+        result["dynamic_dims"] = info.get("dynamic_dims")
+    json.dump(result, open(done, "w"))
+    return result
+
+
+def write_table(results, path, versions, planned):
+    static_pass = [r for r in results if r["static"][0] == "PASS"]
+    tpu = sum(1 for r in results if r.get("tpu"))
+    both = [r for r in static_pass if r["dynamic"][0] == "PASS"]
+    count = lambda col, o: sum(1 for r in results if r[col][0] == o)
+    lines = [
+        "# The architecture sweep",
+        "",
+        f"`cargo xtask zoo`, run on {datetime.date.today().isoformat()} with {versions}. A tiny random-init "
+        "instance of every model type of transformers' auto mappings for the tasks below, exported at one size "
+        "(1 × 16 tokens, or 2 images of 32×32) and with a dynamic batch `Dim(1..8)` and sequence "
+        "`Dim(1..64)` (`2..64` where torch refuses 1; batch only where it specializes the sequence, and for "
+        "images; sequence only where it specializes the batch); compiled for `cpu` (and for `tpu:v6e:1x1`: "
+        f"{tpu} of them) (the dynamic one with `--buckets auto:2`), run on CPU "
+        "and compared with eager (rtol 1e-3, atol 1e-4) at one size, or at 9 (batch, seq) pairs: 1, the bucket "
+        "edges and each edge − 1, sizes in the middle. See `testdata/zoo.py` for the outcomes' meaning.",
+        "",
+        ("" if len(results) == planned else f"**A partial run: {len(results)} of the {planned} model types of "
+         "these tasks so far** (the sweep resumes where it stopped). ")
+        + f"**{len(results)} architectures.** Static: {count('static', 'PASS')} PASS, {count('static', 'REFUSED')} "
+        f"REFUSED, {count('static', 'WRONG')} WRONG, {count('static', 'CRASH')} CRASH, "
+        f"{count('static', 'EXPORT')} export failures. Dynamic: {count('dynamic', 'PASS')} PASS, "
+        f"{count('dynamic', 'REFUSED')} REFUSED, {count('dynamic', 'WRONG')} WRONG, {count('dynamic', 'CRASH')} "
+        f"CRASH, {count('dynamic', 'EXPORT')} export failures. Of the {len(static_pass)} that pass at one size, "
+        f"**{len(both)} ({100.0 * len(both) / max(1, len(static_pass)):.1f}%) pass with dynamic sizes**.",
+        "",
+        "| task | type | static | dynamic | why (static / dynamic) |",
+        "|---|---|---|---|---|",
+    ]
+    for r in sorted(results, key=lambda r: (r["task"], r["type"])):
+        why = " / ".join(x for x in (r["static"][1], r["dynamic"][1]) if x).replace("|", "\\|").replace("\n", " ")
+        lines.append(f"| {r['task']} | `{r['type']}` | {r['static'][0]} | {r['dynamic'][0]} | {why} |")
+    open(path, "w").write("\n".join(lines) + "\n")
+
+
+def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
+        try:
+            worker(*sys.argv[2:5])
+        except Exception:  # noqa: BLE001
+            traceback.print_exc()
+            sys.exit(1)
+        return
+    p = argparse.ArgumentParser()
+    p.add_argument("--compiler", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--tasks", default=",".join(TASKS))
+    p.add_argument("--only", default="")
+    p.add_argument("--limit", type=int, default=0)
+    p.add_argument("--again", action="store_true", help="export and evaluate everything again")
+    p.add_argument("--recheck", action="store_true", help="evaluate again what did not pass (same exports)")
+    p.add_argument("--export-timeout", type=int, default=300)
+    p.add_argument("--no-tpu", action="store_true", help="compile for CPU only (half the time)")
+    p.add_argument("--table-only", action="store_true", help="write the table from the results so far")
+    p.add_argument("--table", default=os.path.join(ROOT, "docs", "zoo.md"))
+    args = p.parse_args()
+    import torch
+    import transformers
+
+    results, planned = [], 0
+    for task in args.tasks.split(","):
+        names = getattr(transformers.models.auto.modeling_auto, TASKS[task])
+        types = sorted(names)
+        if args.only:
+            types = [t for t in types if t in args.only.split(",")]
+        if args.limit:
+            types = types[: args.limit]
+        planned += len(types)
+        for i, t in enumerate(types):
+            if args.table_only:
+                done = os.path.join(args.out, task, t, "result.json")
+                results.extend([json.load(open(done))] if os.path.exists(done) else [])
+                continue
+            r = sweep_one(args, task, t)
+            results.append(r)
+            print(f"[{task} {i + 1}/{len(types)}] {t}: static {r['static'][0]}, dynamic {r['dynamic'][0]} "
+                  f"{(r['dynamic'][1] or r['static'][1])[:160]}", flush=True)
+    compiler_version = subprocess.run([args.compiler, "--version"], capture_output=True, text=True).stdout.strip()
+    versions = f"torch {torch.__version__}, transformers {transformers.__version__}, {compiler_version}"
+    # No path of this machine in the table.
+    for r in results:
+        for k in ("static", "dynamic"):
+            r[k][1] = r[k][1].replace(os.path.abspath(args.out) + os.sep, "").replace(os.path.expanduser("~"), "~")
+    write_table(results, args.table, versions, planned)
+    print(f"wrote {args.table}")
+
+
+if __name__ == "__main__":
+    main()
