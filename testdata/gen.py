@@ -609,6 +609,23 @@ def build_alibi_dyn():
     return LogitsWrapper(BloomForCausalLM(BloomConfig(vocab_size=128, hidden_size=32, n_layer=1, n_head=2)))
 
 
+class SwinClassifier(nn.Module):
+    """SwinForImageClassification (image 32, patch 4, embed 16, 2 stages of 1 block, 1 and 2
+    heads, window 4): window partitions written as `as_strided` with symbolic sizes in a
+    dynamic batch, shifted windows (`roll`), patch merging; returns the logits."""
+
+    def __init__(self):
+        super().__init__()
+        from transformers import SwinConfig, SwinForImageClassification
+
+        cfg = SwinConfig(image_size=32, patch_size=4, embed_dim=16, depths=[1, 1], num_heads=[1, 2], window_size=4,
+                         num_labels=4)
+        self.model = SwinForImageClassification(cfg)
+
+    def forward(self, pixel_values):
+        return self.model(pixel_values=pixel_values).logits
+
+
 def build_llama_1head_dyn():
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -865,6 +882,15 @@ MODELS = {
         inputs=[(ids(s, 1000 + s, batch=b, vocab=128),) for b, s in edge_pairs(EDGE_SEQS, EDGE_BATCHES)],
         dynamic_shapes={"input_ids": {0: BATCH, 1: DYN_SEQ}},
         graph_has=["torch.ops.aten.repeat.default"],
+        lean_metadata=True),
+    "swin_dyn": dict(
+        build=SwinClassifier,
+        desc="SwinForImageClassification(image 32, patch 4, embed 16, depths [1, 1], heads [1, 2], window 4, "
+             "4 labels) with dynamic batch Dim('batch', 1..8): window partitions as `as_strided` with symbolic "
+             "sizes",
+        inputs=[(randn((b, 3, 32, 32), 1100 + b),) for b in (2, 1, 3, 4, 5, 7, 8)],
+        dynamic_shapes={"pixel_values": {0: BATCH}},
+        graph_has=["torch.ops.aten.as_strided.default"],
         lean_metadata=True),
     "llama_1head_dyn": dict(
         build=build_llama_1head_dyn,

@@ -131,6 +131,7 @@ parity_tests!(
     moe_dyn,
     mla_dyn,
     alibi_dyn,
+    swin_dyn,
     llama_1head_dyn,
     t5_encoder_dyn,
     t5_decoder_dyn,
@@ -174,6 +175,7 @@ fn every_model_matches_with_padding_forced_on() {
             "hf_static_cache",
             "moe_dyn",
             "alibi_dyn",
+            "swin_dyn",
             "t5_decoder_dyn",
             "t5_encoder_dyn",
             "llama_1head_dyn",
@@ -249,7 +251,8 @@ fn run_case(name: &str, artifact: &Path, case: &str, tmp: &Path) -> String {
 /// with a dynamic batch (convolutions, BatchNorm, pooling, flatten, linear) at six batch sizes.
 /// Architectures with a dynamic batch and sequence, at 1, every bucket edge and edge − 1: a
 /// Mixtral-style MoE and a DeepSeek-V3-style MLA + MoE (the router's `[batch·seq]` tokens), a
-/// Bloom-style ALiBi model (a bias repeated `batch` times, a symbolic count), a
+/// Bloom-style ALiBi model (a bias repeated `batch` times, a symbolic count), a Swin
+/// classifier in a dynamic batch (window partitions as `as_strided` with symbolic sizes), a
 /// single-head Llama and T5's encoder and decoder at batch 1 (views with size-1 dims), a
 /// Mamba-style causal convolution, a CNN padding its images with `constant_pad_nd`.
 #[test]
@@ -263,6 +266,7 @@ fn dynamic_models_match_eager_at_every_size() {
         ("moe_dyn", 13),
         ("mla_dyn", 13),
         ("alibi_dyn", 13),
+        ("swin_dyn", 7),
         ("llama_1head_dyn", 13),
         ("t5_encoder_dyn", 13),
         ("t5_decoder_dyn", 13),

@@ -8,8 +8,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use torchtpu_passes::ir::ops::{AsStrided, Binary, Convert, Convolution, ConvolutionBackward, Permute, Unsupported};
 
 use torchtpu_passes::ir::{
-    BinaryOp, DType, Dim, Graph, InputKind, Node, Op, Operand, Origin, Scalar, TensorType, UnaryOp, ValueRef,
-    MAX_OPERANDS,
+    BinaryOp, DType, Dim, Graph, InputKind, Node, Op, Operand, Origin, Scalar, SymExpr, TensorType, UnaryOp,
+    ValueRef, MAX_OPERANDS,
 };
 
 use super::archive::Archive;
@@ -269,6 +269,10 @@ impl Builder<'_> {
         if !names.insert(name.clone()) {
             return Err(fail("another node has the same name".into()));
         }
+        let symbolic_strided = is_symbolic_as_strided(node);
+        if symbolic_strided {
+            self.contiguous_operand(node).map_err(&fail)?;
+        }
         let mut args = Args::new(&node.inputs, &self.sym_values).map_err(&fail)?;
         let sym_scalar_out = node.outputs.iter().any(|o| matches!(o, Argument::AsSymBool(_) | Argument::AsSymFloat(_)));
         let lowered = match ops::translation(&node.target) {
@@ -285,6 +289,7 @@ impl Builder<'_> {
                 });
                 Lowered::Op(Op::Unsupported(Unsupported { target: node.target.clone(), reason: Some(reason) }))
             }
+            Some(_) if symbolic_strided => Lowered::Recipe(ops::strided_view(&mut args).map_err(&fail)?),
             Some(lower) => match lower(&mut args) {
                 Ok(op) => Lowered::Op(op),
                 // Arguments computed from data (`item()` results) cannot be lowered: keep the
@@ -462,6 +467,34 @@ impl Builder<'_> {
         Ok(Op::AsStrided(AsStrided { size, stride, offset }))
     }
 
+    /// The operand of a symbolic `as_strided` must lie in its storage row-major from offset 0,
+    /// as a contiguous tensor does (its recorded strides say so): then the strides describe a
+    /// reordering of its elements.
+    fn contiguous_operand(&mut self, node: &schema::Node) -> Result<(), String> {
+        let operand = node.inputs.iter().find_map(|a| match &a.arg {
+            Argument::AsTensor(t) if a.name == "self" => Some(t.name.clone()),
+            _ => None,
+        });
+        let operand = operand.ok_or("as_strided has no `self` tensor")?;
+        let meta = self.graph_json().tensor_values.get(&operand).ok_or("its operand has no type")?;
+        let (sizes, strides, offset) = (meta.sizes.clone(), meta.strides.clone(), meta.storage_offset.clone());
+        let dims: Vec<SymExpr> = sizes.iter().map(|s| self.sym_int(s).map(|d| d.to_expr())).collect::<Result<_, _>>()?;
+        let strides: Vec<SymExpr> =
+            strides.iter().map(|s| self.sym_int(s).map(|d| d.to_expr().simplify())).collect::<Result<_, _>>()?;
+        let mut expected = SymExpr::Int(1);
+        let mut row_major = strides.len() == dims.len();
+        for (d, st) in dims.iter().zip(&strides).rev() {
+            row_major &= *st == expected || d.as_const() == Some(1);
+            expected = SymExpr::Mul(vec![expected, d.clone()]).simplify();
+        }
+        let offset_zero = offset.as_ref().is_none_or(|o| matches!(o, SymInt::AsInt(0)));
+        if row_major && offset_zero {
+            Ok(())
+        } else {
+            Err(format!("as_strided with symbolic sizes of `{}`, which is not contiguous", shown(&operand)))
+        }
+    }
+
     /// A symbolic-int node: its value is recorded in `sym_int_values`, so the operands need not
     /// be kept.
     fn sym_int_op(&self, node: &schema::Node) -> Result<Op, String> {
@@ -605,6 +638,14 @@ fn size_float_op(node: &schema::Node, tensors: &mut Vec<String>) -> Result<Op, S
         }
         other => Err(format!("`{other}` on these operands is not supported")),
     }
+}
+
+/// `as_strided` whose sizes or strides are symbolic: read as a view and a permute.
+fn is_symbolic_as_strided(node: &schema::Node) -> bool {
+    node.target.ends_with("aten.as_strided.default")
+        && node.inputs.iter().any(|a| {
+            matches!(&a.arg, Argument::AsSymInts(v) if v.iter().any(|s| matches!(s, SymIntArgument::AsName(_))))
+        })
 }
 
 fn has_data_dependent_arg(node: &schema::Node) -> bool {

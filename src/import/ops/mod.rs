@@ -23,6 +23,11 @@ pub(super) fn decomposition(target: &str) -> Option<super::wire::Decomposition> 
     decompose::decomposition(target.strip_prefix("torch.ops.").unwrap_or(target))
 }
 
+/// `as_strided` with symbolic sizes, over a contiguous operand (see `decompose::strided_view`).
+pub(super) fn strided_view(a: &mut Args<'_>) -> Result<super::wire::Recipe, String> {
+    decompose::strided_view(a)
+}
+
 /// The translation of an FX target (`torch.ops.aten.addmm.default`, `_operator.add`), if any.
 pub(super) fn translation(target: &str) -> Option<Translation> {
     let key = target.strip_prefix("torch.ops.").unwrap_or(target);

@@ -7,8 +7,9 @@ use torchtpu_passes::ir::ops::{
     Arange, ArgReduce, Binary, Cat, Clamp, Cumulative, Diagonal, Expand, ExtremumDim, Gather, Identity, IndexSelect,
     LeakyRelu, MaxPool, Permute, Rand, Reduce, Select, Slice, Sort, Squeeze, TopK, Unsqueeze, Var, View, Where,
 };
+use std::collections::BTreeMap;
 use torchtpu_passes::ir::{
-    brief_list, BinaryOp, DType, Dim, Op, Operand, ReduceOp, Scalar, TensorType, UnaryOp, ValueRef,
+    brief_list, BinaryOp, DType, Dim, Op, Operand, ReduceOp, Scalar, SymExpr, TensorType, UnaryOp, ValueRef,
 };
 
 use super::super::wire::{Decomposition, Recipe, Wire};
@@ -230,6 +231,51 @@ fn unfold(a: &mut Args<'_>) -> R<Recipe> {
         let viewed = w.op(Op::View(View { size: split }), &[picked])?;
         let rank = ty.rank() + 1;
         let perm: Vec<i64> = (0..rank).filter(|&i| i != d + 1).chain([d + 1]).map(|i| i as i64).collect();
+        Ok(vec![w.op(Op::Permute(Permute { dims: perm }), &[viewed])?])
+    }))
+}
+
+/// `as_strided(x, size, stride)` with symbolic sizes over a contiguous `x` (the builder checks
+/// that), as Swin-style window partitions write it: when the strides, sorted from the largest,
+/// are the row-major strides of the sizes in that order (the last 1, each the next one's times
+/// its size, the sizes' product `x`'s element count), it reads `x`'s elements in order: a view
+/// to the sizes in stride order, then a permute to the order asked. Anything else (gaps,
+/// overlaps, an offset) is refused.
+pub(super) fn strided_view(a: &mut Args<'_>) -> R<Recipe> {
+    a.tensor("self")?;
+    let (size, stride) = (a.dims("size")?, a.dims("stride")?);
+    if a.opt_int("storage_offset")?.unwrap_or(0) != 0 || size.len() != stride.len() {
+        return Err("as_strided with symbolic sizes is supported from offset 0 with one stride per size".into());
+    }
+    Ok(Box::new(move |w| {
+        let x = w.inputs[0];
+        let ty = w.ty(x);
+        let expr = |d: &Dim| d.to_expr().simplify();
+        let mul = |a: SymExpr, b: SymExpr| SymExpr::Mul(vec![a, b]).simplify();
+        // Sorted by stride, largest first; a stride's size in a large generic case orders them.
+        let big: BTreeMap<String, i64> =
+            stride.iter().chain(&size).flat_map(|d| d.to_expr().symbols()).map(|s| (s, 1 << 20)).collect();
+        let at = |d: &Dim| d.to_expr().eval(&big).unwrap_or(i64::MAX);
+        let mut order: Vec<usize> = (0..size.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(at(&stride[i])));
+        let refuse = || {
+            let (size, stride) = (brief_list(&size, ", "), brief_list(&stride, ", "));
+            format!("as_strided to sizes [{size}] with strides [{stride}] is not a reordering of {ty}")
+        };
+        let mut expected = SymExpr::Int(1);
+        for &i in order.iter().rev() {
+            if expr(&stride[i]) != expected {
+                return Err(refuse());
+            }
+            expected = mul(expected, expr(&size[i]));
+        }
+        let numel = ty.dims.iter().fold(SymExpr::Int(1), |n, d| mul(n, expr(d)));
+        if expected != numel {
+            return Err(refuse());
+        }
+        let sorted: Vec<Dim> = order.iter().map(|&i| size[i].clone()).collect();
+        let viewed = w.op(Op::View(View { size: sorted }), &[x])?;
+        let perm = (0..size.len()).map(|i| order.iter().position(|&o| o == i).unwrap_or(i) as i64).collect();
         Ok(vec![w.op(Op::Permute(Permute { dims: perm }), &[viewed])?])
     }))
 }
