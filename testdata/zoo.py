@@ -76,6 +76,12 @@ def tiny_config(model_type):
                 setattr(cfg, k, v)
             except Exception:  # noqa: BLE001 - read-only properties
                 pass
+    # Multi-head latent attention ropes `qk_rope_head_dim` of each head.
+    if getattr(cfg, "qk_rope_head_dim", None):
+        if hasattr(cfg, "head_dim"):
+            cfg.head_dim = cfg.qk_rope_head_dim
+        if hasattr(cfg, "num_key_value_heads"):
+            cfg.num_key_value_heads = cfg.num_attention_heads
     # Per-layer lists follow the layer count.
     layers = getattr(cfg, "num_hidden_layers", None)
     for k in ("layer_types", "layers_block_type", "block_types"):

@@ -422,8 +422,17 @@ impl Masker<'_> {
         };
         if let (Some((slot, dim)), Some(&x)) = (indices, ins.first()) {
             let ty = graph.value_type(x);
-            if let Some(size) = ty.dims.get(norm_dim(dim, ty.rank())).and_then(Dim::as_static) {
+            let d = norm_dim(dim, ty.rank());
+            if let Some(size) = ty.dims.get(d).and_then(Dim::as_static) {
                 self.bounded.insert(ValueRef { node: id, slot }, size);
+            }
+            // Along a padded prefix, masked so that padding is never chosen (the rules of
+            // argmax and max.dim): the indices are real positions of it (CLIP's pooling reads
+            // `hidden[arange(b), ids.argmax(-1)]`).
+            if let (Some(f), false) = (self.dyn_dims(graph, x).remove(&d), matches!(node.op, Op::TopK(_) | Op::Sort(_))) {
+                if f.len() == 1 {
+                    self.positions.insert(ValueRef { node: id, slot }, f);
+                }
             }
         }
         let tracked = match (&node.op, first) {
