@@ -3,6 +3,7 @@
 //!
 //! Run from anywhere in the workspace as `cargo xtask <command>`.
 
+mod bucket_cost;
 mod codegen;
 mod large;
 mod measure;

@@ -451,16 +451,29 @@ impl Masker<'_> {
         if let Some(f) = tracked {
             self.positions.insert(out, f);
         }
-        // Positions along factors may index, or move on as tracked above; nothing else.
+        // Positions along factors may index that very dim, or move on as tracked above; nothing
+        // else (used as numbers, they would be the bucket's).
         for (slot, v) in ins.iter().enumerate() {
-            let merged = [&self.positions, &self.perms].iter().any(|m| m.get(v).is_some_and(|f| f.len() > 1));
-            let indexes = match &node.op {
-                Op::Index(Index { .. }) | Op::IndexPut(IndexPut { .. }) => slot > 0,
-                Op::IndexSelect(IndexSelect { .. }) | Op::Gather(Gather { .. }) => slot == 1,
-                _ => false,
+            let Some(f) = [&self.positions, &self.perms].iter().find_map(|m| m.get(v).filter(|f| f.len() > 1)) else {
+                continue;
             };
-            if merged && !indexes && !self.positions.contains_key(&out) && !node.outputs.is_empty() {
-                return Err("uses positions along a dim that merges a dynamic size as numbers".into());
+            let x_dims = || self.dyn_dims(graph, ins[0]);
+            let rank = || graph.value_type(ins[0]).rank();
+            let indexed = match &node.op {
+                // The index tensor at `slot` indexes the dim of the `slot`th present index.
+                Op::Index(Index { present }) if slot > 0 => {
+                    present.iter().enumerate().filter(|(_, &p)| p).nth(slot - 1).map(|(d, _)| d)
+                }
+                Op::IndexSelect(IndexSelect { dim }) | Op::Gather(Gather { dim }) if slot == 1 => Some(norm_dim(*dim, rank())),
+                // Inverting a sort's permutation into a padded dim (the `index_put` rule checks it).
+                Op::IndexPut(IndexPut { .. }) if slot > 0 && !x_dims().is_empty() => None,
+                _ if self.positions.contains_key(&out) || node.outputs.is_empty() => None,
+                _ => return Err("uses positions along a dim that merges a dynamic size as numbers".into()),
+            };
+            if let Some(d) = indexed {
+                if !x_dims().get(&d).is_some_and(|g| self.same_factors(g, f)) {
+                    return Err(format!("indexes dim {d} with positions of another dim that merges a dynamic size"));
+                }
             }
         }
         Ok(())
