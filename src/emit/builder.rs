@@ -65,7 +65,7 @@ pub(super) fn static_dims(ty: &TensorType) -> LowerResult<Vec<i64>> {
 
 /// The values of a list of sizes an op takes (`repeat`'s counts), static once specialized.
 pub(super) fn static_list(dims: &[Dim], what: &str) -> LowerResult<Vec<i64>> {
-    dims.iter().map(|d| d.as_static().ok_or_else(|| format!("the {what} `{d}` is still symbolic").into())).collect()
+    dims.iter().map(|d| d.as_static().ok_or_else(|| format!("the {what} `{d}` is still symbolic"))).collect()
 }
 
 /// `tensor<4x16xf32>`, `tensor<f32>`.

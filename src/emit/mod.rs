@@ -442,7 +442,9 @@ fn emit_node<'c, 'b>(
         Op::Select(Select { dim, index }) => one(layout::select(b, *dim, *index, args[0], &out[0])),
         Op::Diagonal(d) => one(layout::diagonal(b, d, args[0], &out[0])),
         Op::Flip(Flip { dims }) => one(layout::flip(b, dims, args[0], &out[0])),
-        Op::Repeat(Repeat { repeats }) => one(layout::repeat(b, &static_list(repeats, "repeat count")?, args[0], &out[0])),
+        Op::Repeat(Repeat { repeats }) => {
+            one(layout::repeat(b, &static_list(repeats, "repeat count")?, args[0], &out[0]))
+        }
         Op::Pad(Pad { pad, value }) => one(layout::pad(b, pad, *value, args[0], &out[0])),
         Op::AsStrided(AsStrided { size, stride, offset }) => {
             one(layout::as_strided(b, size, stride, *offset, args[0], &out[0]))

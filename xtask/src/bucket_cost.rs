@@ -8,19 +8,29 @@ use anyhow::{bail, Context, Result};
 
 use crate::measure::{json, measure};
 
+/// A model, the `--buckets` keys of its dynamic dims, and real sizes (one value per key).
+type Case = (&'static str, &'static [&'static str], &'static [&'static [i64]]);
+
 /// What buckets cost on a TPU, from libtpu's cost model (deviceless, `tpu:v6e:1x1`): for real
 /// sizes in each bucket of two dynamic models (its lowest, a middle one and its edge − 1), the
 /// FLOPs and peak memory of the bucket's program against a program compiled for exactly that
 /// size (`--buckets SYM=N`). The default bucket choice (`pow2`) is judged by these ratios.
 pub(crate) fn bucket_cost_bench(bin: &Path, tmp: &Path) -> Result<()> {
-    // (model, the dims' `--buckets` keys, real sizes: one value per key)
-    let cases: [(&str, &[&str], &[&[i64]]); 2] = [
-        ("llama_tiny_dyn", &["input_ids:1"], &[&[3], &[5], &[7], &[9], &[12], &[15], &[33], &[48], &[63], &[129], &[200], &[255]]),
+    let cases: [Case; 2] = [
+        (
+            "llama_tiny_dyn",
+            &["input_ids:1"],
+            &[&[3], &[5], &[7], &[9], &[12], &[15], &[33], &[48], &[63], &[129], &[200], &[255]],
+        ),
         ("moe_dyn", &["input_ids:0", "input_ids:1"], &[&[1, 5], &[3, 5], &[3, 40], &[5, 33], &[7, 63], &[8, 17]]),
     ];
-    println!("bucket-cost: libtpu's cost model (tpu:v6e:1x1, deviceless) of each bucket's program against the exact size's");
-    println!("{:>16} {:>10} {:>10} {:>12} {:>12} {:>7} {:>11} {:>11} {:>7}", "model", "size", "bucket", "bucket GFLOP",
-        "exact GFLOP", "ratio", "bucket MiB", "exact MiB", "ratio");
+    println!(
+        "bucket-cost: libtpu's cost model (tpu:v6e:1x1, deviceless) of each bucket's program against the exact size's"
+    );
+    println!(
+        "{:>16} {:>10} {:>10} {:>12} {:>12} {:>7} {:>11} {:>11} {:>7}",
+        "model", "size", "bucket", "bucket GFLOP", "exact GFLOP", "ratio", "bucket MiB", "exact MiB", "ratio"
+    );
     for (model, keys, sizes) in cases {
         let pt2 = format!("testdata/models/{model}.pt2");
         let art = tmp.join(format!("{model}-pow2.tpuexe")).display().to_string();
@@ -79,7 +89,8 @@ fn tpu_costs(bin: &Path, art: &str) -> Result<Vec<BucketCost>> {
     let mut out = vec![];
     for b in manifest["buckets"].as_array().into_iter().flatten() {
         let name = b["name"].as_str().unwrap_or_default().to_string();
-        let values = b["bindings"].as_object().into_iter().flatten().filter_map(|(s, v)| Some((s.clone(), v.as_i64()?)));
+        let values =
+            b["bindings"].as_object().into_iter().flatten().filter_map(|(s, v)| Some((s.clone(), v.as_i64()?)));
         let values: BTreeMap<String, i64> = values.collect();
         let exe = manifest["targets"][0]["executables"]
             .as_array()

@@ -51,7 +51,8 @@ mod views;
 use std::collections::BTreeMap;
 
 use crate::ir::ops::{
-    Arange, ArangeSym, ArgReduce, Binary, ExtremumDim, Full, Sort, TopK, Gather, Index, IndexPut, IndexSelect, Padding, SymInt, SymSize, View, Where,
+    Arange, ArangeSym, ArgReduce, Binary, ExtremumDim, Full, Gather, Index, IndexPut, IndexSelect, Padding, Sort,
+    SymInt, SymSize, TopK, View, Where,
 };
 use crate::ir::{
     norm_dim, BinaryOp, Bounds, DType, Dim, Graph, InputKind, Node, NodeId, Op, Operand, Scalar, SymExpr, Symbolic,
@@ -193,7 +194,15 @@ impl Masker<'_> {
         ValueRef { node: graph.add_op(n, inputs), slot: 0 }
     }
 
-    fn binary(&mut self, graph: &mut Graph, at: NodeId, op: BinaryOp, rhs: Operand, ins: &[ValueRef], ty: TensorType) -> ValueRef {
+    fn binary(
+        &mut self,
+        graph: &mut Graph,
+        at: NodeId,
+        op: BinaryOp,
+        rhs: Operand,
+        ins: &[ValueRef],
+        ty: TensorType,
+    ) -> ValueRef {
         self.add(graph, at, Op::Binary(Binary { op, lhs: Operand::Tensor, rhs, alpha: None }), ty, ins)
     }
 
@@ -269,7 +278,14 @@ impl Masker<'_> {
             }
             let mut index = iota;
             if inner > 1 {
-                index = self.binary(graph, at, BinaryOp::FloorDiv, Operand::Scalar(Scalar::Int(inner)), &[index], index_ty.clone());
+                index = self.binary(
+                    graph,
+                    at,
+                    BinaryOp::FloorDiv,
+                    Operand::Scalar(Scalar::Int(inner)),
+                    &[index],
+                    index_ty.clone(),
+                );
             }
             if k > 0 {
                 let size = Operand::Scalar(Scalar::Int(sizes[k]));
@@ -405,7 +421,13 @@ impl Masker<'_> {
         let first = ins.first().and_then(|v| self.positions.get(v).cloned());
         let moves = matches!(
             node.op,
-            Op::View(_) | Op::Expand(_) | Op::Unsqueeze(_) | Op::Squeeze(_) | Op::Permute(_) | Op::Convert(_) | Op::Identity(_)
+            Op::View(_)
+                | Op::Expand(_)
+                | Op::Unsqueeze(_)
+                | Op::Squeeze(_)
+                | Op::Permute(_)
+                | Op::Convert(_)
+                | Op::Identity(_)
         );
         if let Some(&bound) = ins.first().and_then(|v| self.bounded.get(v)) {
             if moves {
@@ -429,20 +451,23 @@ impl Masker<'_> {
             // Along a padded prefix, masked so that padding is never chosen (the rules of
             // argmax and max.dim): the indices are real positions of it (CLIP's pooling reads
             // `hidden[arange(b), ids.argmax(-1)]`).
-            if let (Some(f), false) = (self.dyn_dims(graph, x).remove(&d), matches!(node.op, Op::TopK(_) | Op::Sort(_))) {
+            if let (Some(f), false) = (self.dyn_dims(graph, x).remove(&d), matches!(node.op, Op::TopK(_) | Op::Sort(_)))
+            {
                 if f.len() == 1 {
                     self.positions.insert(ValueRef { node: id, slot }, f);
                 }
             }
         }
         let tracked = match (&node.op, first) {
-            (Op::ArangeSym(ArangeSym { start: 0, step: 1, .. }), _) | (Op::Arange(Arange { start: Scalar::Int(0), step: Scalar::Int(1), .. }), _) => {
+            (Op::ArangeSym(ArangeSym { start: 0, step: 1, .. }), _)
+            | (Op::Arange(Arange { start: Scalar::Int(0), step: Scalar::Int(1), .. }), _) => {
                 self.dyn_dims(graph, out).remove(&0)
             }
             (_, Some(f)) if moves => Some(f),
-            (Op::Binary(Binary { op: BinaryOp::Add | BinaryOp::Sub, rhs: Operand::Scalar(Scalar::Int(0)), .. }), Some(f)) => {
-                Some(f)
-            }
+            (
+                Op::Binary(Binary { op: BinaryOp::Add | BinaryOp::Sub, rhs: Operand::Scalar(Scalar::Int(0)), .. }),
+                Some(f),
+            ) => Some(f),
             (Op::Binary(Binary { op: BinaryOp::FloorDiv, rhs: Operand::Scalar(Scalar::Int(c)), .. }), Some(f)) => {
                 self.divided(&f, *c)
             }
@@ -464,7 +489,9 @@ impl Masker<'_> {
                 Op::Index(Index { present }) if slot > 0 => {
                     present.iter().enumerate().filter(|(_, &p)| p).nth(slot - 1).map(|(d, _)| d)
                 }
-                Op::IndexSelect(IndexSelect { dim }) | Op::Gather(Gather { dim }) if slot == 1 => Some(norm_dim(*dim, rank())),
+                Op::IndexSelect(IndexSelect { dim }) | Op::Gather(Gather { dim }) if slot == 1 => {
+                    Some(norm_dim(*dim, rank()))
+                }
                 // Inverting a sort's permutation into a padded dim (the `index_put` rule checks it).
                 Op::IndexPut(IndexPut { .. }) if slot > 0 && !x_dims().is_empty() => None,
                 _ if self.positions.contains_key(&out) || node.outputs.is_empty() => None,

@@ -3,8 +3,8 @@
 
 use super::{DynDims, Factors, Masker, MERGED, REFUSED};
 use crate::ir::ops::{
-    ArgReduce, Binary, Bmm, Cat, Convert, Convolution, ExtremumDim, Gather, Histc, Index, IndexPut, IndexSelect, LayerNorm,
-    Mm, Pad, Reduce, Repeat, Select, Slice, Softmax, Sort, SplitWithSizes, View,
+    ArgReduce, Binary, Bmm, Cat, Convert, Convolution, ExtremumDim, Gather, Histc, Index, IndexPut, IndexSelect,
+    LayerNorm, Mm, Pad, Reduce, Repeat, Select, Slice, Softmax, Sort, SplitWithSizes, View,
 };
 use crate::ir::{
     norm_dim, ArgReduceOp, BinaryOp, DType, Dim, Graph, Node, NodeId, Op, Operand, ReduceOp, Scalar, SymExpr,
@@ -144,7 +144,9 @@ impl Masker<'_> {
                 None if f.len() > 1 => return Err(MERGED.into()),
                 None => {}
                 Some(Some(p)) if self.same_factors(p, f) => {}
-                Some(_) => return Err(format!("gathers along the dynamic dim {d} with indices that are not positions")),
+                Some(_) => {
+                    return Err(format!("gathers along the dynamic dim {d} with indices that are not positions"))
+                }
             }
         }
         Ok(())
@@ -236,7 +238,13 @@ impl Masker<'_> {
     /// A convolution along a padded spatial dim (a causal convolution along a sequence): its
     /// input is zero past the real length, as the convolution's own padding is, so every real
     /// output reads what it reads at the real size.
-    fn convolution(&mut self, graph: &mut Graph, id: NodeId, conv: &Convolution, across: &[Across]) -> Result<(), String> {
+    fn convolution(
+        &mut self,
+        graph: &mut Graph,
+        id: NodeId,
+        conv: &Convolution,
+        across: &[Across],
+    ) -> Result<(), String> {
         if across.iter().any(|(slot, d, f)| *slot != 0 || *d < 2 || f.len() > 1) || conv.transposed {
             return Err("is dynamic along its channels or its weights, or is transposed".into());
         }
@@ -287,7 +295,13 @@ impl Masker<'_> {
 
     /// A matmul contracting `lhs.1` with `rhs.1` (`(slot, dim)` each): a padded contracting dim
     /// gets both operands zeroed past its real positions.
-    fn contract(&mut self, graph: &mut Graph, id: NodeId, lhs: (usize, usize), rhs: (usize, usize)) -> Result<(), String> {
+    fn contract(
+        &mut self,
+        graph: &mut Graph,
+        id: NodeId,
+        lhs: (usize, usize),
+        rhs: (usize, usize),
+    ) -> Result<(), String> {
         let zero = Scalar::Float(0.0);
         self.mask_input(graph, id, lhs.0, &[lhs.1], zero)?;
         self.mask_input(graph, id, rhs.0, &[rhs.1], zero)
@@ -295,7 +309,13 @@ impl Masker<'_> {
 
     /// Reductions: padded reduced dims masked with the identity; `mean` divides the masked
     /// sum by the real count.
-    fn reduce(&mut self, graph: &mut Graph, id: NodeId, (op, dims): (ReduceOp, &[i64]), x_dyn: &DynDims) -> Result<(), String> {
+    fn reduce(
+        &mut self,
+        graph: &mut Graph,
+        id: NodeId,
+        (op, dims): (ReduceOp, &[i64]),
+        x_dyn: &DynDims,
+    ) -> Result<(), String> {
         let x = graph.inputs(id)[0];
         let ty = Self::ty(graph, x);
         let rank = ty.rank();
@@ -326,7 +346,14 @@ impl Masker<'_> {
 
     /// `x.select(d, -k)` on a dynamic dim: the index counts from the real end (`len - k`), read
     /// with `index_select` and the selected dim dropped.
-    fn select_from_end(&mut self, graph: &mut Graph, id: NodeId, d: usize, len: &SymExpr, index: i64) -> Result<(), String> {
+    fn select_from_end(
+        &mut self,
+        graph: &mut Graph,
+        id: NodeId,
+        d: usize,
+        len: &SymExpr,
+        index: i64,
+    ) -> Result<(), String> {
         let x = graph.inputs(id)[0];
         let real = self.length(graph, id, len)?;
         let scalar = TensorType::new(DType::I64, &[]);

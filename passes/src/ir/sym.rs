@@ -106,9 +106,9 @@ impl SymExpr {
         match self {
             SymExpr::Int(v) => Some((*v, *v)),
             SymExpr::Sym(s) => ranges.get(s).copied(),
-            SymExpr::Add(xs) => {
-                all(xs)?.into_iter().try_fold((0i64, 0i64), |(lo, hi), (a, b)| Some((lo.checked_add(a)?, hi.checked_add(b)?)))
-            }
+            SymExpr::Add(xs) => all(xs)?
+                .into_iter()
+                .try_fold((0i64, 0i64), |(lo, hi), (a, b)| Some((lo.checked_add(a)?, hi.checked_add(b)?))),
             SymExpr::Mul(xs) => all(xs)?.into_iter().try_fold((1i64, 1i64), |(lo, hi), (a, b)| {
                 let corners = [lo.checked_mul(a)?, lo.checked_mul(b)?, hi.checked_mul(a)?, hi.checked_mul(b)?];
                 Some((*corners.iter().min()?, *corners.iter().max()?))

@@ -8,8 +8,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use torchtpu_passes::ir::ops::{AsStrided, Binary, Convert, Convolution, ConvolutionBackward, Permute, Unsupported};
 
 use torchtpu_passes::ir::{
-    BinaryOp, DType, Dim, Graph, InputKind, Node, Op, Operand, Origin, Scalar, SymExpr, TensorType, UnaryOp,
-    ValueRef, MAX_OPERANDS,
+    BinaryOp, DType, Dim, Graph, InputKind, Node, Op, Operand, Origin, Scalar, SymExpr, TensorType, UnaryOp, ValueRef,
+    MAX_OPERANDS,
 };
 
 use super::archive::Archive;
@@ -478,7 +478,8 @@ impl Builder<'_> {
         let operand = operand.ok_or("as_strided has no `self` tensor")?;
         let meta = self.graph_json().tensor_values.get(&operand).ok_or("its operand has no type")?;
         let (sizes, strides, offset) = (meta.sizes.clone(), meta.strides.clone(), meta.storage_offset.clone());
-        let dims: Vec<SymExpr> = sizes.iter().map(|s| self.sym_int(s).map(|d| d.to_expr())).collect::<Result<_, _>>()?;
+        let dims: Vec<SymExpr> =
+            sizes.iter().map(|s| self.sym_int(s).map(|d| d.to_expr())).collect::<Result<_, _>>()?;
         let strides: Vec<SymExpr> =
             strides.iter().map(|s| self.sym_int(s).map(|d| d.to_expr().simplify())).collect::<Result<_, _>>()?;
         let mut expected = SymExpr::Int(1);
@@ -643,9 +644,9 @@ fn size_float_op(node: &schema::Node, tensors: &mut Vec<String>) -> Result<Op, S
 /// `as_strided` whose sizes or strides are symbolic: read as a view and a permute.
 fn is_symbolic_as_strided(node: &schema::Node) -> bool {
     node.target.ends_with("aten.as_strided.default")
-        && node.inputs.iter().any(|a| {
-            matches!(&a.arg, Argument::AsSymInts(v) if v.iter().any(|s| matches!(s, SymIntArgument::AsName(_))))
-        })
+        && node.inputs.iter().any(
+            |a| matches!(&a.arg, Argument::AsSymInts(v) if v.iter().any(|s| matches!(s, SymIntArgument::AsName(_)))),
+        )
 }
 
 fn has_data_dependent_arg(node: &schema::Node) -> bool {

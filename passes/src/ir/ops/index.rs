@@ -153,7 +153,12 @@ impl OpDef for Scatter {
         for (slot, x) in inputs.iter().enumerate() {
             let same = |dim: usize| dim != d && x.dims.get(dim).is_some_and(|s| same_dim(s, &out.dims[dim]));
             if x.rank() == out.rank() {
-                links.extend((0..x.rank()).filter(|&dim| same(dim)).map(|dim| Along { slot, dim, out: 0, out_dim: dim }));
+                links.extend((0..x.rank()).filter(|&dim| same(dim)).map(|dim| Along {
+                    slot,
+                    dim,
+                    out: 0,
+                    out_dim: dim,
+                }));
             }
         }
         links
@@ -245,7 +250,12 @@ impl OpDef for SelectScatter {
         let rank = inputs[0].rank();
         let d = norm_dim(self.dim, rank);
         let mut links = Along::all_but(inputs, outputs, &[d], true);
-        links.extend((0..inputs[1].rank()).map(|dim| Along { slot: 1, dim, out: 0, out_dim: dim + usize::from(dim >= d) }));
+        links.extend((0..inputs[1].rank()).map(|dim| Along {
+            slot: 1,
+            dim,
+            out: 0,
+            out_dim: dim + usize::from(dim >= d),
+        }));
         links
     }
 }

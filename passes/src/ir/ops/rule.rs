@@ -82,12 +82,21 @@ impl Along {
     }
 
     /// Operand 0's `dims`, each into the same dim of every result of operand 0's rank.
-    pub fn same(inputs: &[&TensorType], outputs: &[TensorType], dims: impl IntoIterator<Item = usize> + Clone) -> Vec<Along> {
+    pub fn same(
+        inputs: &[&TensorType],
+        outputs: &[TensorType],
+        dims: impl IntoIterator<Item = usize> + Clone,
+    ) -> Vec<Along> {
         let rank = inputs[0].rank();
         let mut links = vec![];
         for (out, o) in outputs.iter().enumerate() {
             if o.rank() == rank {
-                links.extend(dims.clone().into_iter().filter(|&d| d < rank).map(|dim| Along { slot: 0, dim, out, out_dim: dim }));
+                links.extend(dims.clone().into_iter().filter(|&d| d < rank).map(|dim| Along {
+                    slot: 0,
+                    dim,
+                    out,
+                    out_dim: dim,
+                }));
             }
         }
         links

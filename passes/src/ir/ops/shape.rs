@@ -52,7 +52,11 @@ impl OpDef for Permute {
 
     fn position_wise(&self, inputs: &[&TensorType], _: &[TensorType]) -> Vec<Along> {
         let rank = inputs[0].rank();
-        self.dims.iter().enumerate().map(|(out_dim, &d)| Along { slot: 0, dim: norm_dim(d, rank), out: 0, out_dim }).collect()
+        self.dims
+            .iter()
+            .enumerate()
+            .map(|(out_dim, &d)| Along { slot: 0, dim: norm_dim(d, rank), out: 0, out_dim })
+            .collect()
     }
 
     fn under_padding(&self) -> Padding {
@@ -270,7 +274,10 @@ impl OpDef for Repeat {
     fn position_wise(&self, inputs: &[&TensorType], _: &[TensorType]) -> Vec<Along> {
         let shift = self.repeats.len().saturating_sub(inputs[0].rank());
         let once = |d: usize| self.repeats.get(d + shift) == Some(&Dim::Static(1));
-        (0..inputs[0].rank()).filter(|&d| once(d)).map(|dim| Along { slot: 0, dim, out: 0, out_dim: dim + shift }).collect()
+        (0..inputs[0].rank())
+            .filter(|&d| once(d))
+            .map(|dim| Along { slot: 0, dim, out: 0, out_dim: dim + shift })
+            .collect()
     }
 
     fn under_padding(&self) -> Padding {

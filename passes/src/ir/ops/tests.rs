@@ -162,7 +162,10 @@ fn shape_ops_check_their_dims() {
     assert!(refused(&expand, &[&f32(&[2, 2])]).contains("cannot grow"));
     assert_eq!(exact(&Op::Cat(Cat { dim: -1 }), &[&f32(&[2, 3]), &t(DType::F16, &[2, 5]), &f32(&[0])]), "f32[2,8]");
     assert!(refused(&Op::Cat(Cat { dim: 0 }), &[&f32(&[2, 3]), &f32(&[2, 4])]).contains("differ outside dim 0"));
-    assert_eq!(exact(&Op::Repeat(Repeat { repeats: vec![Dim::Static(2), Dim::Static(1), Dim::Static(3)] }), &[&f32(&[4, 5])]), "f32[2,4,15]");
+    assert_eq!(
+        exact(&Op::Repeat(Repeat { repeats: vec![Dim::Static(2), Dim::Static(1), Dim::Static(3)] }), &[&f32(&[4, 5])]),
+        "f32[2,4,15]"
+    );
     assert_eq!(
         exact(&Op::Pad(Pad { pad: vec![1, 2, -1, 0], value: Scalar::Float(0.0) }), &[&f32(&[3, 4])]),
         "f32[2,7]"

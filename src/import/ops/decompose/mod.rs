@@ -3,11 +3,11 @@
 //! reference of `quantized_decomposed`, the native kernels' formulas), so dtypes, promotion and
 //! rounding come out as PyTorch's do.
 
+use std::collections::BTreeMap;
 use torchtpu_passes::ir::ops::{
     Arange, ArgReduce, Binary, Cat, Clamp, Cumulative, Diagonal, Expand, ExtremumDim, Gather, Identity, IndexSelect,
     LeakyRelu, MaxPool, Permute, Rand, Reduce, Select, Slice, Sort, Squeeze, TopK, Unsqueeze, Var, View, Where,
 };
-use std::collections::BTreeMap;
 use torchtpu_passes::ir::{
     brief_list, BinaryOp, DType, Dim, Op, Operand, ReduceOp, Scalar, SymExpr, TensorType, UnaryOp, ValueRef,
 };
