@@ -626,6 +626,18 @@ class SwinClassifier(nn.Module):
         return self.model(pixel_values=pixel_values).logits
 
 
+def build_sink_dyn():
+    """A GPT-OSS-style model: a learned attention sink per head concatenated after the scores
+    (softmax over both, the sink sliced off), sliding-window and full layers, a MoE."""
+    from transformers import GptOssConfig, GptOssForCausalLM
+
+    cfg = GptOssConfig(vocab_size=128, hidden_size=32, intermediate_size=32, num_hidden_layers=2,
+                       num_attention_heads=2, num_key_value_heads=1, head_dim=16, num_local_experts=4,
+                       num_experts_per_tok=2, sliding_window=8, max_position_embeddings=64,
+                       attn_implementation="eager")
+    return LogitsWrapper(GptOssForCausalLM(cfg))
+
+
 def build_llama_1head_dyn():
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -891,6 +903,16 @@ MODELS = {
         inputs=[(randn((b, 3, 32, 32), 1100 + b),) for b in (2, 1, 3, 4, 5, 7, 8)],
         dynamic_shapes={"pixel_values": {0: BATCH}},
         graph_has=["torch.ops.aten.as_strided.default"],
+        lean_metadata=True),
+    "sink_dyn": dict(
+        build=build_sink_dyn,
+        desc="GptOssForCausalLM(hidden 32, 2 layers (sliding window 8, full), 2 heads of 16, 1 kv head, vocab 128, "
+             "4 experts top-2, eager attention) with dynamic batch Dim('batch', 1..8) and seq Dim('seq', 1..64): "
+             "attention sinks concatenated after the scores",
+        inputs=[(ids(s, 1200 + s, batch=b, vocab=128),) for b, s in edge_pairs(EDGE_SEQS, EDGE_BATCHES)],
+        dynamic_shapes={"input_ids": {0: BATCH, 1: DYN_SEQ}},
+        export_context=real_grouped_mm_under_export,
+        graph_has=["torch.ops.aten.cat.default"],
         lean_metadata=True),
     "llama_1head_dyn": dict(
         build=build_llama_1head_dyn,

@@ -132,6 +132,7 @@ parity_tests!(
     mla_dyn,
     alibi_dyn,
     swin_dyn,
+    sink_dyn,
     llama_1head_dyn,
     t5_encoder_dyn,
     t5_decoder_dyn,
@@ -253,6 +254,7 @@ fn run_case(name: &str, artifact: &Path, case: &str, tmp: &Path) -> String {
 /// Mixtral-style MoE and a DeepSeek-V3-style MLA + MoE (the router's `[batch·seq]` tokens), a
 /// Bloom-style ALiBi model (a bias repeated `batch` times, a symbolic count), a Swin
 /// classifier in a dynamic batch (window partitions as `as_strided` with symbolic sizes), a
+/// GPT-OSS-style model (attention sinks concatenated after the padded scores), a
 /// single-head Llama and T5's encoder and decoder at batch 1 (views with size-1 dims), a
 /// Mamba-style causal convolution, a CNN padding its images with `constant_pad_nd`.
 #[test]
@@ -267,6 +269,7 @@ fn dynamic_models_match_eager_at_every_size() {
         ("mla_dyn", 13),
         ("alibi_dyn", 13),
         ("swin_dyn", 7),
+        ("sink_dyn", 13),
         ("llama_1head_dyn", 13),
         ("t5_encoder_dyn", 13),
         ("t5_decoder_dyn", 13),

@@ -109,6 +109,8 @@ struct Masker<'a> {
     bounded: BTreeMap<ValueRef, i64>,
     /// Dims whose real positions are not a prefix.
     merged: BTreeMap<(ValueRef, usize), Factors>,
+    /// The pieces of each dim made by a `cat` of padded pieces (see [`Masker::new_pieces`]).
+    pieces: Vec<Vec<Factors>>,
     counter: usize,
     masks: usize,
 }
@@ -131,6 +133,7 @@ impl Masker<'_> {
             perms: BTreeMap::new(),
             bounded: BTreeMap::new(),
             merged: BTreeMap::new(),
+            pieces: Vec::new(),
             counter: 0,
             masks: 0,
         }
@@ -247,7 +250,8 @@ impl Masker<'_> {
     }
 
     /// `bool[1, …, n, …, 1]` (rank `rank`, `n` at `d`): which positions of a dim of `factors`
-    /// are real. A prefix may be shorter than the dim (a pad's real part).
+    /// are real. A prefix may be shorter than the dim (a pad's real part); a dim of pieces
+    /// (see [`Masker::pieces`]) is real where the piece it falls in is.
     fn real_positions(
         &mut self,
         graph: &mut Graph,
@@ -255,10 +259,6 @@ impl Masker<'_> {
         (rank, d, n): (usize, usize, i64),
         factors: &[SymExpr],
     ) -> Result<ValueRef, String> {
-        let sizes: Vec<i64> = factors.iter().map(|e| self.padded(e)).collect::<Option<_>>().ok_or("not specialized")?;
-        if factors.len() > 1 && sizes.iter().product::<i64>() != n {
-            return Err("internal: the factors of a dim do not make its size".into());
-        }
         let mut shape = vec![1i64; rank];
         shape[d] = n;
         let index_ty = TensorType::new(DType::I64, &shape);
@@ -270,36 +270,110 @@ impl Masker<'_> {
             let view = Op::View(View { size: shape.iter().map(|&s| Dim::Static(s)).collect() });
             self.add(graph, at, view, index_ty.clone(), &[iota])
         };
+        let Some(pieces) = self.pieces_of(factors) else {
+            if factors.len() > 1 && self.product(factors)? != n {
+                return Err("internal: the factors of a dim do not make its size".into());
+            }
+            let valid = self.within_factors(graph, at, iota, &shape, factors)?;
+            return valid.ok_or_else(|| "internal: a padded dim with no dynamic factor".into());
+        };
+        // Each piece: inside its span, and real by its own factors there.
+        let bool_ty = TensorType::new(DType::Bool, &shape);
+        let (mut start, mut valid) = (0i64, None);
+        for piece in pieces {
+            let end = start + self.product(&piece)?;
+            let int = |v| Operand::Scalar(Scalar::Int(v));
+            let local = if start == 0 {
+                iota
+            } else {
+                self.binary(graph, at, BinaryOp::Sub, int(start), &[iota], index_ty.clone())
+            };
+            // The conditions that can fail: past the start, before the end, real in the piece.
+            let mut conditions = vec![];
+            if start > 0 {
+                conditions.push(self.binary(graph, at, BinaryOp::Ge, int(0), &[local], bool_ty.clone()));
+            }
+            if end < n {
+                conditions.push(self.binary(graph, at, BinaryOp::Lt, int(end - start), &[local], bool_ty.clone()));
+            }
+            conditions.extend(self.within_factors(graph, at, local, &shape, &piece)?);
+            let and = |m: &mut Self, graph: &mut Graph, a, b| {
+                m.binary(graph, at, BinaryOp::LogicalAnd, Operand::Tensor, &[a, b], bool_ty.clone())
+            };
+            let mut inside = conditions.first().copied().ok_or("internal: a piece that is the whole dim")?;
+            for &c in &conditions[1..] {
+                inside = and(self, graph, inside, c);
+            }
+            valid = Some(match valid {
+                None => inside,
+                Some(v) => self.binary(graph, at, BinaryOp::LogicalOr, Operand::Tensor, &[v, inside], bool_ty.clone()),
+            });
+            start = end;
+        }
+        valid.ok_or_else(|| "internal: a dim of no pieces".into())
+    }
+
+    /// The bucket's size of a dim of `factors`.
+    fn product(&self, factors: &[SymExpr]) -> Result<i64, String> {
+        factors
+            .iter()
+            .try_fold(1i64, |n, e| self.padded(e).and_then(|p| n.checked_mul(p)))
+            .ok_or_else(|| "not specialized".into())
+    }
+
+    /// Whether each position `index` (`i64` of `shape`) of a dim of `factors` is real; `None`
+    /// when every factor is static (all real).
+    fn within_factors(
+        &mut self,
+        graph: &mut Graph,
+        at: NodeId,
+        index: ValueRef,
+        shape: &[i64],
+        factors: &[SymExpr],
+    ) -> Result<Option<ValueRef>, String> {
+        let sizes: Vec<i64> = factors.iter().map(|e| self.padded(e)).collect::<Option<_>>().ok_or("not specialized")?;
+        let index_ty = TensorType::new(DType::I64, shape);
+        let bool_ty = TensorType::new(DType::Bool, shape);
         let mut valid = None;
         for (k, e) in factors.iter().enumerate() {
             let inner: i64 = sizes[k + 1..].iter().product();
             if e.symbols().is_empty() {
                 continue;
             }
-            let mut index = iota;
+            let mut at_factor = index;
             if inner > 1 {
-                index = self.binary(
-                    graph,
-                    at,
-                    BinaryOp::FloorDiv,
-                    Operand::Scalar(Scalar::Int(inner)),
-                    &[index],
-                    index_ty.clone(),
-                );
+                let inner = Operand::Scalar(Scalar::Int(inner));
+                at_factor = self.binary(graph, at, BinaryOp::FloorDiv, inner, &[at_factor], index_ty.clone());
             }
             if k > 0 {
                 let size = Operand::Scalar(Scalar::Int(sizes[k]));
-                index = self.binary(graph, at, BinaryOp::Remainder, size, &[index], index_ty.clone());
+                at_factor = self.binary(graph, at, BinaryOp::Remainder, size, &[at_factor], index_ty.clone());
             }
             let real = self.length(graph, at, e)?;
-            let bool_ty = TensorType::new(DType::Bool, &shape);
-            let below = self.binary(graph, at, BinaryOp::Lt, Operand::Tensor, &[index, real], bool_ty.clone());
+            let below = self.binary(graph, at, BinaryOp::Lt, Operand::Tensor, &[at_factor, real], bool_ty.clone());
             valid = Some(match valid {
                 None => below,
-                Some(v) => self.binary(graph, at, BinaryOp::LogicalAnd, Operand::Tensor, &[v, below], bool_ty),
+                Some(v) => self.binary(graph, at, BinaryOp::LogicalAnd, Operand::Tensor, &[v, below], bool_ty.clone()),
             });
         }
-        valid.ok_or_else(|| "internal: a padded dim with no dynamic factor".into())
+        Ok(valid)
+    }
+
+    /// A dim made of pieces one after the other (a `cat` of padded pieces): its factors are a
+    /// marker, `[#k, #k]` for the `k`th such dim, that no size comparison takes for a prefix or
+    /// another dim's factors, so that only what masks by [`Masker::real_positions`] or splits
+    /// at piece boundaries (a slice) reads across it.
+    fn new_pieces(&mut self, pieces: Vec<Factors>) -> Factors {
+        let marker = SymExpr::Sym(format!("#pieces{}", self.pieces.len()));
+        self.pieces.push(pieces);
+        vec![marker.clone(), marker]
+    }
+
+    /// The pieces of a dim whose factors are a pieces marker.
+    fn pieces_of(&self, factors: &[SymExpr]) -> Option<Vec<Factors>> {
+        let [SymExpr::Sym(a), SymExpr::Sym(b)] = factors else { return None };
+        let k: usize = a.strip_prefix("#pieces")?.parse().ok()?;
+        (a == b).then(|| self.pieces.get(k).cloned()).flatten()
     }
 
     /// `v` with the padding of its dim `d` (of `factors`) replaced by `fill`.
@@ -506,10 +580,21 @@ impl Masker<'_> {
         Ok(())
     }
 
-    /// No result returns positions along a dim of factors: they are the bucket's, not the
-    /// real ones.
+    /// No result returns positions along a dim of factors (they are the bucket's, not the real
+    /// ones), or a dim whose real positions are not a prefix.
     fn check_outputs(&self, graph: &Graph) -> Result<(), String> {
         for o in graph.outputs() {
+            // Results are cut back to a prefix of each dim: one whose real positions are not a
+            // prefix would be cut wrong.
+            if let Some(((_, d), _)) = self.merged.range((o.value, 0)..=(o.value, usize::MAX)).next() {
+                let node = graph.node(o.value.node);
+                return Err(format!(
+                    "node `{}` ({}) returns a dim ({d}) whose real positions are not a prefix (it merges a \
+                     dynamic size under other dims, or is made of pieces): view or slice it back before returning it",
+                    node.name,
+                    op_name(node)
+                ));
+            }
             if [&self.positions, &self.perms].iter().any(|m| m.get(&o.value).is_some_and(|f| f.len() > 1)) {
                 let node = graph.node(o.value.node);
                 return Err(format!(

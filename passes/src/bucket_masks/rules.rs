@@ -37,16 +37,7 @@ impl Masker<'_> {
         let float_fill = |x: f64| Scalar::Float(x);
         match &node.op {
             Op::View(View { .. }) => self.view(graph, id),
-            Op::Slice(Slice { step, .. }) => {
-                prefix_only()?;
-                let original = node.symbolic.as_ref().map_or(&node.op, |s| &s.op);
-                let fixed_start = matches!(original, Op::Slice(Slice { start: Dim::Static(s), .. }) if *s >= 0);
-                if fixed_start && *step == 1 {
-                    Ok(())
-                } else {
-                    Err("slices a dynamic dim from a size-dependent start or with a step".into())
-                }
-            }
+            Op::Slice(slice) => self.slice(graph, id, node, slice, across),
             Op::Select(Select { dim, index }) => {
                 prefix_only()?;
                 let d = norm_dim(*dim, rank(0));
@@ -57,18 +48,7 @@ impl Masker<'_> {
                     _ => Err("selects an index of a dynamic dim that is not valid at every size".into()),
                 }
             }
-            Op::Cat(Cat { dim }) => {
-                prefix_only()?;
-                // The legacy empty 1-d piece (`torch.cat([torch.tensor([]), x])`) has another rank.
-                let d = norm_dim(*dim, node.outputs[0].rank());
-                let pieces: Vec<bool> = in_dyn.iter().map(|dd| dd.contains_key(&d)).collect();
-                let first_dynamic = pieces.iter().position(|&p| p).unwrap_or(pieces.len());
-                if pieces[first_dynamic..].iter().filter(|&&p| p).count() <= 1 && pieces.last() == Some(&true) {
-                    Ok(())
-                } else {
-                    Err("concatenates along a dynamic dim with a dynamic piece before the last".into())
-                }
-            }
+            Op::Cat(Cat { dim }) => self.cat(graph, id, norm_dim(*dim, node.outputs[0].rank()), in_dyn),
             Op::LayerNorm(LayerNorm { .. }) => Err("normalizes over a dynamic dim".into()),
             Op::SplitWithSizes(SplitWithSizes { .. }) => Err("splits a dynamic dim".into()),
             Op::Index(Index { .. }) | Op::Gather(Gather { .. }) | Op::IndexSelect(IndexSelect { .. }) => {
@@ -92,7 +72,11 @@ impl Masker<'_> {
                 self.mask_input(graph, id, 0, &[norm_dim(*dim, rank(0))], fill)
             }
             Op::ExtremumDim(ExtremumDim { max, dim, .. }) => {
-                prefix_only()?;
+                // Over factors or pieces the values are exact, the indices the bucket's.
+                let indices = ValueRef { node: id, slot: 1 };
+                if graph.users(id).iter().any(|u| u.2 == 1) || graph.outputs().iter().any(|o| o.value == indices) {
+                    prefix_only()?;
+                }
                 let extremum = if *max { ReduceOp::Max } else { ReduceOp::Min };
                 let fill = extremum.identity(graph.value_type(ins[0]).dtype);
                 self.mask_input(graph, id, 0, &[norm_dim(*dim, rank(0))], fill)
@@ -120,6 +104,84 @@ impl Masker<'_> {
             Op::Repeat(_) => self.repeat(graph, id, node, across),
             _ => Err(REFUSED.into()),
         }
+    }
+
+    /// A slice of a padded dim: from a fixed start with step 1 along a prefix (its real part is
+    /// the prefix's, cut at the slice's end); along a dim of pieces, exactly some of its pieces
+    /// (the attention sink sliced off the probabilities: `probs[..., :-1]`).
+    fn slice(
+        &mut self,
+        graph: &Graph,
+        id: NodeId,
+        node: &Node,
+        slice: &Slice,
+        across: &[Across],
+    ) -> Result<(), String> {
+        let [(0, d, f)] = across else { return Err(REFUSED.into()) };
+        if let Some(pieces) = self.pieces_of(f) {
+            let size = Self::ty(graph, graph.inputs(id)[0]).dims[*d].as_static().ok_or("not specialized")?;
+            let (start, end) = (slice.start.as_static(), slice.end.as_static().map(|e| e.min(size)));
+            let (Some(start), Some(end), 1) = (start, end, slice.step) else {
+                return Err("slices a dim of pieces with a symbolic bound or a step".into());
+            };
+            let (mut at, mut kept) = (0i64, vec![]);
+            for piece in pieces {
+                let next = at + self.product(&piece)?;
+                if start <= at && next <= end {
+                    kept.push(piece);
+                } else if next > start && at < end {
+                    return Err("slices a dim of pieces inside a piece".into());
+                }
+                at = next;
+            }
+            let out = ValueRef { node: id, slot: 0 };
+            let factors = match <[Factors; 1]>::try_from(kept) {
+                Ok([one]) => one,
+                Err(many) => self.new_pieces(many),
+            };
+            if factors.len() > 1 {
+                self.merged.insert((out, *d), factors);
+            }
+            return Ok(());
+        }
+        if f.len() > 1 {
+            return Err(MERGED.into());
+        }
+        let original = node.symbolic.as_ref().map_or(&node.op, |s| &s.op);
+        let fixed_start = matches!(original, Op::Slice(Slice { start: Dim::Static(s), .. }) if *s >= 0);
+        if fixed_start && slice.step == 1 {
+            Ok(())
+        } else {
+            Err("slices a dynamic dim from a size-dependent start or with a step".into())
+        }
+    }
+
+    /// `cat` along dim `d`: when only the last piece is padded the real positions stay a prefix;
+    /// otherwise the result is a dim of pieces (scores with an attention sink appended).
+    fn cat(&mut self, graph: &Graph, id: NodeId, d: usize, in_dyn: &[DynDims]) -> Result<(), String> {
+        let ins = graph.inputs(id);
+        let rank = graph.node(id).outputs[0].rank();
+        let mut pieces = vec![];
+        for (slot, &v) in ins.iter().enumerate() {
+            let ty = Self::ty(graph, v);
+            // The legacy empty 1-d piece (`torch.cat([torch.tensor([]), x])`) has another rank.
+            if ty.rank() != rank {
+                continue;
+            }
+            let size = ty.dims[d].as_static().ok_or("not specialized")?;
+            pieces.push(in_dyn[slot].get(&d).cloned().unwrap_or_else(|| vec![SymExpr::Int(size)]));
+        }
+        let padded = |f: &Factors| f.len() > 1 || f.iter().any(|e| !e.symbols().is_empty());
+        let first = pieces.iter().position(padded).unwrap_or(pieces.len());
+        if first + 1 == pieces.len() && pieces[first].len() == 1 {
+            return Ok(());
+        }
+        if pieces.iter().any(|f| self.pieces_of(f).is_some()) {
+            return Err("concatenates a dim that is already made of pieces".into());
+        }
+        let factors = self.new_pieces(pieces);
+        self.merged.insert((ValueRef { node: id, slot: 0 }, d), factors);
+        Ok(())
     }
 
     /// A gather along a padded dim: its indices must be real positions of that dim.
