@@ -49,7 +49,7 @@ IMAGE = 32
 # Config fields set on every config that has them: small enough to build and export in seconds.
 SMALL = {
     "vocab_size": VOCAB, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
-    "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 16, "max_position_embeddings": 128,
+    "num_attention_heads": 2, "num_key_value_heads": 2, "head_dim": 16, "max_position_embeddings": 128,
     "n_embd": 32, "n_layer": 2, "n_head": 2, "n_positions": 128, "d_model": 32, "d_ff": 64, "d_kv": 16,
     "num_layers": 2, "num_heads": 2, "ffn_dim": 64, "encoder_layers": 2, "decoder_layers": 2,
     "encoder_attention_heads": 2, "decoder_attention_heads": 2, "encoder_ffn_dim": 64, "decoder_ffn_dim": 64,

@@ -4,7 +4,7 @@
 //! bucket later). Every symbolic dim in output types and op attributes is evaluated; values
 //! outside a symbol's bounds are refused.
 
-use crate::ir::ops::{ArangeSym, Expand, Full, Repeat, Slice, SplitWithSizes, SymInt, View};
+use crate::ir::ops::{ArangeSym, Expand, Full, Repeat, Slice, SplitWithSizes, SymInt, TopK, View};
 use std::collections::BTreeMap;
 
 use thiserror::Error;
@@ -87,6 +87,7 @@ fn op_dims(op: &mut Op) -> Vec<&mut Dim> {
         Op::Slice(Slice { start, end, .. }) => vec![start, end],
         Op::ArangeSym(ArangeSym { end, .. }) => vec![end],
         Op::Repeat(Repeat { repeats }) => repeats.iter_mut().collect(),
+        Op::TopK(TopK { k, .. }) => vec![k],
         Op::SymInt(SymInt { value }) => vec![value],
         // Every other op's attributes are plain integers.
         _ => vec![],

@@ -438,7 +438,10 @@ fn emit_node<'c, 'b>(
         Op::Var(Var { dims, correction, .. }) => one(reduce::var(b, dims, *correction, args[0], &out[0])),
         Op::ExtremumDim(ExtremumDim { max, dim, .. }) => reduce::extremum_dim(b, *max, *dim, args[0], out),
         Op::Sort(Sort { dim, descending, .. }) => sort::sort(b, *dim, *descending, args[0]),
-        Op::TopK(TopK { k, dim, largest }) => sort::topk(b, *k, *dim, *largest, args[0], out),
+        Op::TopK(TopK { k, dim, largest }) => {
+            let k = k.as_static().ok_or_else(|| format!("topk's k `{k}` is still symbolic"))?;
+            sort::topk(b, k, *dim, *largest, args[0], out)
+        }
         Op::Select(Select { dim, index }) => one(layout::select(b, *dim, *index, args[0], &out[0])),
         Op::Diagonal(d) => one(layout::diagonal(b, d, args[0], &out[0])),
         Op::Flip(Flip { dims }) => one(layout::flip(b, dims, args[0], &out[0])),

@@ -209,8 +209,8 @@ impl Masker<'_> {
         self.add(graph, at, Op::Binary(Binary { op, lhs: Operand::Tensor, rhs, alpha: None }), ty, ins)
     }
 
-    /// The real value of `e` as an `i64[]` value (sums and products of symbols, and their
-    /// floor division by a constant).
+    /// The real value of `e` as an `i64[]` value (sums, products, `min` and `max` of symbols,
+    /// and their floor division by a constant).
     fn length(&mut self, graph: &mut Graph, at: NodeId, e: &SymExpr) -> Result<ValueRef, String> {
         if let Some(&v) = self.lengths.get(e) {
             return Ok(v);
@@ -235,6 +235,15 @@ impl Masker<'_> {
                 for c in consts {
                     let c = Operand::Scalar(Scalar::Int(c.as_const().unwrap_or_default()));
                     acc = self.binary(graph, at, op, c, &[acc], scalar.clone());
+                }
+                acc
+            }
+            SymExpr::Min(xs) | SymExpr::Max(xs) if !xs.is_empty() => {
+                let op = if matches!(e, SymExpr::Min(_)) { BinaryOp::Minimum } else { BinaryOp::Maximum };
+                let mut acc = self.length(graph, at, &xs[0])?;
+                for x in &xs[1..] {
+                    let v = self.length(graph, at, x)?;
+                    acc = self.binary(graph, at, op, Operand::Tensor, &[acc, v], scalar.clone());
                 }
                 acc
             }

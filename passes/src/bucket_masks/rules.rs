@@ -4,7 +4,7 @@
 use super::{DynDims, Factors, Masker, MERGED, REFUSED};
 use crate::ir::ops::{
     ArgReduce, Binary, Bmm, Cat, Convert, Convolution, ExtremumDim, Gather, Histc, Index, IndexPut, IndexSelect,
-    LayerNorm, Mm, Pad, Reduce, Repeat, Select, Slice, Softmax, Sort, SplitWithSizes, View,
+    LayerNorm, Mm, Pad, Reduce, Repeat, Scatter, Select, Slice, Softmax, SplitWithSizes, View,
 };
 use crate::ir::{
     norm_dim, ArgReduceOp, BinaryOp, DType, Dim, Graph, Node, NodeId, Op, Operand, ReduceOp, Scalar, SymExpr,
@@ -81,7 +81,8 @@ impl Masker<'_> {
                 let fill = extremum.identity(graph.value_type(ins[0]).dtype);
                 self.mask_input(graph, id, 0, &[norm_dim(*dim, rank(0))], fill)
             }
-            Op::Sort(sort) => self.sort(graph, id, sort, across),
+            Op::Sort(sort) => self.sort(graph, id, (sort.descending, "sorts"), across),
+            Op::TopK(topk) => self.sort(graph, id, (topk.largest, "takes the top k"), across),
             Op::Histc(Histc { min, max, .. }) if min < max => {
                 // NaN is counted in no bin.
                 let dims: Vec<usize> = across.iter().map(|(_, d, _)| *d).collect();
@@ -102,6 +103,7 @@ impl Masker<'_> {
             }
             Op::Pad(pad) => self.pad(graph, id, pad, across),
             Op::Repeat(_) => self.repeat(graph, id, node, across),
+            Op::Scatter(Scatter { dim, .. }) => self.scatter(graph, id, norm_dim(*dim, rank(0)), across),
             _ => Err(REFUSED.into()),
         }
     }
@@ -276,24 +278,41 @@ impl Masker<'_> {
         Ok(())
     }
 
-    /// A sort along a padded dim of integer keys known to lie below a bound (a router's expert
-    /// ids): the padding's keys become the bound, so the real entries come first, in the same
-    /// order; the indices are a permutation whose real entries are real positions.
-    fn sort(&mut self, graph: &mut Graph, id: NodeId, sort: &Sort, across: &[Across]) -> Result<(), String> {
+    /// A sort or top-k along a padded dim. The sort is stable (`emit`), so along a prefix the
+    /// padding, given the key that sorts last (−inf descending; NaN ascending, which is last
+    /// even after real NaNs; the integer extremes), comes after every real entry, ties included:
+    /// the first real-count results are the real ones, in the same order, and the indices are
+    /// real positions. Along factors, where padding may come first, only integer keys bounded
+    /// by a static size (a router's expert ids) are exact: the padding gets the bound. Either
+    /// way the indices are a permutation whose real entries are real positions.
+    fn sort(
+        &mut self,
+        graph: &mut Graph,
+        id: NodeId,
+        (descending, what): (bool, &str),
+        across: &[Across],
+    ) -> Result<(), String> {
         let x = graph.inputs(id)[0];
         let [(0, d, f)] = across else { return Err(REFUSED.into()) };
-        let Some(&bound) = self.bounded.get(&x) else {
-            return Err("sorts along a dynamic dim keys that are not indices bounded by a static size".into());
+        let dtype = graph.value_type(x).dtype;
+        let fill = match (f.len(), self.bounded.get(&x)) {
+            (1, _) if dtype.is_float() => Scalar::Float(if descending { f64::NEG_INFINITY } else { f64::NAN }),
+            (1, _) if dtype.is_integer() => {
+                if descending { ReduceOp::Max } else { ReduceOp::Min }.identity(dtype)
+            }
+            (_, Some(&bound)) if !descending && dtype.is_integer() => Scalar::Int(bound),
+            _ => return Err(format!("{what} along a padded dim whose real positions are not a prefix, by keys that are not indices bounded by a static size")),
         };
-        if sort.descending || !graph.value_type(x).dtype.is_integer() {
-            return Err("sorts along a dynamic dim in descending order or by non-integer keys".into());
-        }
         let f = f.clone();
-        self.mask_input(graph, id, 0, &[*d], Scalar::Int(bound))?;
+        self.mask_input(graph, id, 0, &[*d], fill)?;
         let (values, indices) = (ValueRef { node: id, slot: 0 }, ValueRef { node: id, slot: 1 });
-        self.bounded.insert(values, bound + 1);
+        if let Some(&bound) = self.bounded.get(&x) {
+            self.bounded.insert(values, bound + 1);
+        }
         self.positions.insert(indices, f.clone());
-        self.perms.insert(indices, f);
+        if matches!(graph.node(id).op, Op::Sort(_)) {
+            self.perms.insert(indices, f);
+        }
         Ok(())
     }
 
@@ -334,6 +353,27 @@ impl Masker<'_> {
         }
         if out.node != id {
             self.take_over(graph, ValueRef { node: id, slot: 0 }, out, users);
+        }
+        Ok(())
+    }
+
+    /// `scatter` along dim `d`, padded along it: the real entries of the index hold real
+    /// positions (values below the real size, as eager requires), so they write real positions;
+    /// the index's padding is set past the end of `d`, where the scatter drops it (a mask built
+    /// from the chosen top-k keys: `full(-inf).scatter(-1, topk_indices, 0)`).
+    fn scatter(&mut self, graph: &mut Graph, id: NodeId, d: usize, across: &[Across]) -> Result<(), String> {
+        let past_end = Self::ty(graph, graph.inputs(id)[0]).dims[d].as_static().ok_or("not specialized")?;
+        for (slot, dim, f) in across {
+            match (*slot, *dim == d, f.len()) {
+                (0 | 2, true, 1) => {}
+                (1, true, 1) => self.mask_input(graph, id, 1, &[d], Scalar::Int(past_end))?,
+                _ => {
+                    return Err(
+                        "scatters along a dynamic dim other than its own, or one whose real positions are not a prefix"
+                            .into(),
+                    )
+                }
+            }
         }
         Ok(())
     }

@@ -48,7 +48,7 @@ pub(super) fn translation(key: &str) -> Option<Translation> {
         },
         "aten.topk.default" => |a| {
             a.tensor("self")?;
-            let k = a.int("k", None)?;
+            let k = a.dim("k", None)?;
             Ok(Op::TopK(TopK { k, dim: a.int("dim", Some(-1))?, largest: a.bool("largest", true)? }))
         },
         "aten.argmax.default" => |a| arg_reduce(a, ArgReduceOp::Argmax),

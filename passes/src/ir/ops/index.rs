@@ -163,6 +163,10 @@ impl OpDef for Scatter {
         }
         links
     }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Rule
+    }
 }
 
 op! {

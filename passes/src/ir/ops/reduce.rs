@@ -234,7 +234,7 @@ impl OpDef for Sort {
 op! {
     /// `topk`: inputs `[x]`, outputs `[values, indices]`.
     pub struct TopK = "top_k" {
-        pub k: i64 ["k"],
+        pub k: Dim ["k"],
         pub dim: i64 ["dim"],
         pub largest: bool ["largest"],
     }
@@ -249,19 +249,24 @@ impl OpDef for TopK {
         let x = inputs[0];
         let TopK { k, dim, .. } = self;
         let d = dim_index(*dim, x.rank())?;
-        let size = x.dims.get(d).and_then(Dim::as_static).unwrap_or(1);
-        if *k < 0 || (x.dims.get(d).is_some_and(|d| d.as_static().is_some()) && *k > size) {
-            return Err(format!("k = {k} is out of range for dim {d} of {}", show(&x.dims)));
+        if let (Some(k), Some(size)) = (k.as_static(), x.dims.get(d).and_then(Dim::as_static)) {
+            if k < 0 || k > size {
+                return Err(format!("k = {k} is out of range for dim {d} of {}", show(&x.dims)));
+            }
         }
         let mut out = x.dims.clone();
         if let Some(slot) = out.get_mut(d) {
-            *slot = Dim::Static(*k);
+            *slot = k.clone();
         }
         Ok(vec![Expected::exact(x.dtype, &out), Expected::exact(DType::I64, &out)])
     }
 
     fn position_wise(&self, inputs: &[&TensorType], outputs: &[TensorType]) -> Vec<Along> {
         Along::all_but(inputs, outputs, &[norm_dim(self.dim, inputs[0].rank())], true)
+    }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Rule
     }
 }
 

@@ -188,8 +188,12 @@ fn reductions_drop_or_keep_their_dims() {
     assert!(refused(&sum(vec![1, -1], false), &[&f32(&[2, 3])]).contains("more than once"));
     let argmax = Op::ArgReduce(ArgReduce { op: crate::ir::ArgReduceOp::Argmax, dim: Some(1), keepdim: false });
     assert_eq!(exact(&argmax, &[&f32(&[2, 3])]), "i64[2]");
-    assert_eq!(exact(&Op::TopK(TopK { k: 2, dim: -1, largest: true }), &[&f32(&[4, 5])]), "f32[4,2], i64[4,2]");
-    assert!(refused(&Op::TopK(TopK { k: 6, dim: -1, largest: true }), &[&f32(&[4, 5])]).contains("out of range"));
+    assert_eq!(
+        exact(&Op::TopK(TopK { k: Dim::Static(2), dim: -1, largest: true }), &[&f32(&[4, 5])]),
+        "f32[4,2], i64[4,2]"
+    );
+    assert!(refused(&Op::TopK(TopK { k: Dim::Static(6), dim: -1, largest: true }), &[&f32(&[4, 5])])
+        .contains("out of range"));
     // A softmax declared f16 over f32 values is refused by the comparison.
     assert_eq!(exact(&Op::Softmax(Softmax { dim: -1, log: false, safe: false }), &[&f32(&[2, 3])]), "f32[2,3]");
 }

@@ -402,7 +402,8 @@ fn multinomial(a: &mut Args<'_>) -> R<Recipe> {
             let keys = w.op(tensor_op(BinaryOp::Div), &[p, exponential])?;
             let mut values = out.clone();
             values.dtype = ty.dtype;
-            let top = w.typed(Op::TopK(TopK { k: n, dim: -1, largest: true }), &[keys], vec![values, out])?;
+            let top =
+                w.typed(Op::TopK(TopK { k: Dim::Static(n), dim: -1, largest: true }), &[keys], vec![values, out])?;
             return Ok(vec![top[1]]);
         }
         // Shares of the total, accumulated; each draw counts the categories it passes.
