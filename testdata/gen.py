@@ -711,6 +711,14 @@ def edge_pairs(seqs, batches):
     return [(batches[i % len(batches)], s) for i, s in enumerate(seqs)]
 
 
+def dynamic_lm(build, desc, seed, **extra):
+    """A causal LM exported with a dynamic batch and sequence, its reference cases at 1, every
+    pow2 bucket edge and edge - 1 (ids below 128, `seed + seq` for each)."""
+    inputs = [(ids(s, seed + s, batch=b, vocab=128),) for b, s in edge_pairs(EDGE_SEQS, EDGE_BATCHES)]
+    return dict(build=build, desc=desc, inputs=inputs, dynamic_shapes={"input_ids": {0: BATCH, 1: DYN_SEQ}},
+                lean_metadata=True, **extra)
+
+
 # pow2 buckets of seq in [1, 64] and batch in [1, 8]: sizes 1, every edge and every edge - 1
 EDGE_SEQS = [16, 1, 2, 3, 4, 7, 8, 15, 31, 32, 63, 64, 40]
 EDGE_BATCHES = [2, 1, 3, 4, 7, 8]
@@ -869,32 +877,26 @@ MODELS = {
         strict=True,
         lean_metadata=True,
         decode=hf_decode_reference),
-    "moe_dyn": dict(
-        build=build_mixtral_dyn,
-        desc="MixtralForCausalLM(hidden 32, 1 layer, 2 heads of 16, 1 kv head, vocab 128, 4 experts, top-2, "
+    "moe_dyn": dynamic_lm(
+        build_mixtral_dyn,
+        "MixtralForCausalLM(hidden 32, 1 layer, 2 heads of 16, 1 kv head, vocab 128, 4 experts, top-2, "
              "grouped_mm experts) with dynamic batch Dim('batch', 1..8) and seq Dim('seq', 1..64): the router's "
              "[batch*seq] tokens, sorted by expert, grouped matmuls, inverse permutation",
-        inputs=[(ids(s, 200 + s, batch=b, vocab=128),) for b, s in edge_pairs(EDGE_SEQS, EDGE_BATCHES)],
-        dynamic_shapes={"input_ids": {0: BATCH, 1: DYN_SEQ}},
-        export_context=real_grouped_mm_under_export,
-        lean_metadata=True),
-    "mla_dyn": dict(
-        build=build_mla_dyn,
-        desc="DeepseekV3ForCausalLM(hidden 32, 1 layer, 2 heads, MLA with q/kv LoRA ranks 16, rope 8 + nope 8, "
+        200,
+        export_context=real_grouped_mm_under_export),
+    "mla_dyn": dynamic_lm(
+        build_mla_dyn,
+        "DeepseekV3ForCausalLM(hidden 32, 1 layer, 2 heads, MLA with q/kv LoRA ranks 16, rope 8 + nope 8, "
              "MoE of 4 experts top-2 + 1 shared, grouped_mm) with dynamic batch Dim('batch', 1..8) and seq "
              "Dim('seq', 1..64)",
-        inputs=[(ids(s, 300 + s, batch=b, vocab=128),) for b, s in edge_pairs(EDGE_SEQS, EDGE_BATCHES)],
-        dynamic_shapes={"input_ids": {0: BATCH, 1: DYN_SEQ}},
-        export_context=real_grouped_mm_under_export,
-        lean_metadata=True),
-    "alibi_dyn": dict(
-        build=build_alibi_dyn,
-        desc="BloomForCausalLM(hidden 32, 1 layer, 2 heads, vocab 128, ALiBi, eager attention) with dynamic "
+        300,
+        export_context=real_grouped_mm_under_export),
+    "alibi_dyn": dynamic_lm(
+        build_alibi_dyn,
+        "BloomForCausalLM(hidden 32, 1 layer, 2 heads, vocab 128, ALiBi, eager attention) with dynamic "
              "batch Dim('batch', 1..8) and seq Dim('seq', 1..64): the ALiBi bias repeated `batch` times",
-        inputs=[(ids(s, 1000 + s, batch=b, vocab=128),) for b, s in edge_pairs(EDGE_SEQS, EDGE_BATCHES)],
-        dynamic_shapes={"input_ids": {0: BATCH, 1: DYN_SEQ}},
-        graph_has=["torch.ops.aten.repeat.default"],
-        lean_metadata=True),
+        1000,
+        graph_has=["torch.ops.aten.repeat.default"]),
     "swin_dyn": dict(
         build=SwinClassifier,
         desc="SwinForImageClassification(image 32, patch 4, embed 16, depths [1, 1], heads [1, 2], window 4, "
@@ -904,16 +906,14 @@ MODELS = {
         dynamic_shapes={"pixel_values": {0: BATCH}},
         graph_has=["torch.ops.aten.as_strided.default"],
         lean_metadata=True),
-    "sink_dyn": dict(
-        build=build_sink_dyn,
-        desc="GptOssForCausalLM(hidden 32, 2 layers (sliding window 8, full), 2 heads of 16, 1 kv head, vocab 128, "
+    "sink_dyn": dynamic_lm(
+        build_sink_dyn,
+        "GptOssForCausalLM(hidden 32, 2 layers (sliding window 8, full), 2 heads of 16, 1 kv head, vocab 128, "
              "4 experts top-2, eager attention) with dynamic batch Dim('batch', 1..8) and seq Dim('seq', 1..64): "
              "attention sinks concatenated after the scores",
-        inputs=[(ids(s, 1200 + s, batch=b, vocab=128),) for b, s in edge_pairs(EDGE_SEQS, EDGE_BATCHES)],
-        dynamic_shapes={"input_ids": {0: BATCH, 1: DYN_SEQ}},
+        1200,
         export_context=real_grouped_mm_under_export,
-        graph_has=["torch.ops.aten.cat.default"],
-        lean_metadata=True),
+        graph_has=["torch.ops.aten.cat.default"]),
     "llama_1head_dyn": dict(
         build=build_llama_1head_dyn,
         desc="LlamaForCausalLM(hidden 32, 1 layer, a single head of 32, vocab 128) at batch 1 with dynamic "
