@@ -706,6 +706,21 @@ class PadCNN(nn.Module):
         return self.fc(x.mean((2, 3)))
 
 
+class LogMel(nn.Module):
+    """A log-mel spectrogram as audio front ends compute it: `torch.stft` (reflect-padded frames,
+    a Hann window, `_fft_r2c`), the power `|X|**2` of the complex spectrum, a mel matrix, log."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("window", torch.hann_window(64))
+        self.register_buffer("mel", torch.rand(33, 16, generator=gen(40)))
+
+    def forward(self, x):
+        spec = torch.stft(x, n_fft=64, hop_length=16, window=self.window, center=True, return_complex=True)
+        power = spec.abs() ** 2
+        return torch.log(power.transpose(1, 2) @ self.mel + 1e-6)
+
+
 def edge_pairs(seqs, batches):
     """(batch, seq) pairs: every seq listed, the batches cycled through."""
     return [(batches[i % len(batches)], s) for i, s in enumerate(seqs)]
@@ -949,6 +964,11 @@ MODELS = {
              "Linear(8,4), with dynamic batch Dim('batch', 1..8) on 16x16 images",
         inputs=[(randn((b, 3, 16, 16), 900 + b),) for b in (2, 1, 3, 4, 5, 7, 8)],
         dynamic_shapes={"x": {0: BATCH}}),
+    "logmel": dict(
+        build=LogMel,
+        desc="log-mel spectrogram: stft(n_fft 64, hop 16, Hann window, center) -> |X|**2 -> [33, 16] mel "
+             "matrix -> log(+1e-6), of 2 waveforms of 1024 samples",
+        inputs=[(randn((2, 1024), 41),)]),
     "multi_out": dict(
         build=MultiOut,
         desc="Linear(5,4) -> (y f32, argmax(y,-1) i64, y>0 bool, (x>0).sum(1) i64)",

@@ -178,7 +178,7 @@ def vals(vs):
 # element-wise unary
 # ---------------------------------------------------------------------------
 def unary(name, specials, lo=-2.0, hi=2.0, ints=True, half=True, boolean=False, int_desc=None,
-          int_dtype=I64, int_range=(-5, 6)):
+          int_dtype=I64, int_range=(-5, 6), complex_desc=None):
     op = opobj(name)
 
     def build():
@@ -197,12 +197,15 @@ def unary(name, specials, lo=-2.0, hi=2.0, ints=True, half=True, boolean=False, 
                        [I(int_range[0], int_range[1], 5, dtype=int_dtype)], op))
         if boolean:
             s.append(S("bool[4] (bool input)", [T([True, False, True, False], BOOL)], op))
+        if complex_desc:
+            s.append(S(complex_desc, [torch.complex(U(2, 3, lo=lo, hi=hi), U(2, 3, lo=lo, hi=hi))], op))
         return s
     reg(name, build)
 
 
 SP = [NAN, INF, -INF, 0.0, -0.0]
-unary("abs.default", SP + [-1.5, 2.25, -3e38], int_desc="i64[5] stays i64")
+unary("abs.default", SP + [-1.5, 2.25, -3e38], int_desc="i64[5] stays i64",
+      complex_desc="c64[2,3] -> f32: |a+bi| reads both parts (in .npy as complex64)")
 unary("neg.default", SP + [-1.5, 2.25], int_desc="i64[5] stays i64")
 unary("acos.default", SP + [1.0, -1.0, 0.5, -0.75, 1.5], lo=-1, hi=1,
       int_desc="i64[5] -> f32", int_range=(-1, 2))

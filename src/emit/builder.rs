@@ -171,15 +171,40 @@ impl<'c, 'b> Builder<'c, 'b> {
     }
 
     /// Converts `v` (of dtype `from`) to `to`; bool results compare against zero.
+    ///
+    /// Never from a complex to a real dtype: that would drop the imaginary part, so it is an
+    /// error here (an op that reads a complex value reads both parts; `Convert` itself, whose
+    /// meaning in torch is the real part, uses [`Builder::convert_taking_real_part`]).
     pub(super) fn convert(&self, v: Value<'c, 'b>, dims: &[i64], from: DType, to: DType) -> LowerResult<Value<'c, 'b>> {
         if from == to {
             return Ok(v);
+        }
+        if from.is_complex() && !to.is_complex() {
+            return Err(format!("reads a {from} value as {to}, which would drop its imaginary part"));
         }
         if to == DType::Bool {
             let zero = self.splat(Scalar::Int(0), dims, from)?;
             return self.compare(v, zero, dims, from, "NE");
         }
         self.op("stablehlo.convert", &[v], dims, to, &[])
+    }
+
+    /// `convert` that takes a complex value's real part to reach a real dtype (torch's cast of
+    /// a complex tensor to a real dtype).
+    pub(super) fn convert_taking_real_part(
+        &self,
+        v: Value<'c, 'b>,
+        dims: &[i64],
+        from: DType,
+        to: DType,
+    ) -> LowerResult<Value<'c, 'b>> {
+        match from.complex_part() {
+            Some(part) if !to.is_complex() => {
+                let real = self.op("stablehlo.real", &[v], dims, part, &[])?;
+                self.convert(real, dims, part, to)
+            }
+            _ => self.convert(v, dims, from, to),
+        }
     }
 
     /// `stablehlo.compare` with the comparison type that matches `operand_dtype`.

@@ -52,6 +52,12 @@ pub(super) fn unary<'c, 'b>(
             return b.op("stablehlo.not", &[v], &dims, DType::Bool, &[]);
         }
         UnaryOp::IsNan | UnaryOp::IsInf => return math::classify(b, op, x.v, &dims, x.ty.dtype),
+        // |a + bi|, real: `stablehlo.abs` of the complex value itself.
+        UnaryOp::Abs if x.ty.dtype.is_complex() && !dt.is_complex() => {
+            let part = x.ty.dtype.complex_part().ok_or("internal: a complex dtype without parts")?;
+            let magnitude = b.op("stablehlo.abs", &[x.v], &dims, part, &[])?;
+            return b.convert(magnitude, &dims, part, dt);
+        }
         _ => {}
     }
     let v = b.convert(x.v, &dims, x.ty.dtype, dt)?;

@@ -509,7 +509,9 @@ fn emit_node<'c, 'b>(
         Op::Full(Full { value, .. }) | Op::FullLike(FullLike { value }) | Op::ScalarTensor(ScalarTensor { value }) => {
             one(b.splat(*value, &static_dims(&out[0])?, out[0].dtype))
         }
-        Op::Convert(Convert) => one(b.convert(args[0].v, &static_dims(&out[0])?, args[0].ty.dtype, out[0].dtype)),
+        Op::Convert(Convert) => {
+            one(b.convert_taking_real_part(args[0].v, &static_dims(&out[0])?, args[0].ty.dtype, out[0].dtype))
+        }
         Op::AssertMetadata(_) => Ok(vec![]),
         Op::SymSize(SymSize { dim }) => {
             let dims = static_dims(args[0].ty)?;

@@ -137,7 +137,8 @@ parity_tests!(
     t5_encoder_dyn,
     t5_decoder_dyn,
     causal_conv_dyn,
-    pad_cnn_dyn
+    pad_cnn_dyn,
+    logmel
 );
 
 #[test]
