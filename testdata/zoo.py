@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """The architecture sweep (`cargo xtask zoo`): a tiny random-init instance of every model type
-in transformers' auto mappings, exported twice — at one size, and with a dynamic batch and
-sequence (batch only for images) — compiled with torchtpu-compile for CPU with size buckets and
+in transformers' auto mappings (causal LM, masked LM, sequence classification, image
+classification, encoder-decoder LM, audio classification), exported twice — at one size, and with
+a dynamic batch and sequence (a waveform's time for audio; batch only for images and fixed-size
+audio features) — compiled with torchtpu-compile for CPU with size buckets and
 for `tpu:v6e:1x1`, run at several sizes on CPU and compared with eager. Writes the table to
 docs/zoo.md.
 
     python testdata/zoo.py --compiler target/release/torchtpu-compile --out DIR [--tasks causal-lm,...]
-                           [--only TYPE,...] [--limit N] [--jobs N]
+                           [--only TYPE,...] [--limit N] [--no-tpu]
 
 Everything it makes goes under DIR (the set-up folder's `zoo/`), never into git; a model's
 results are kept in DIR/<task>/<type>/result.json, so a rerun skips what is done (--again redoes
@@ -38,6 +40,8 @@ TASKS = {
     "masked-lm": "MODEL_FOR_MASKED_LM_MAPPING_NAMES",
     "seq-cls": "MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES",
     "image-cls": "MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES",
+    "seq2seq": "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES",
+    "audio-cls": "MODEL_FOR_AUDIO_CLASSIFICATION_MAPPING_NAMES",
 }
 
 # Every (batch, seq) the dynamic export is run at: 1 (or the smallest seq), the edges of the
@@ -45,6 +49,9 @@ TASKS = {
 DYN_PAIRS = [(2, 16), (1, None), (3, 31), (4, 32), (5, 33), (7, 63), (8, 64), (1, 40), (8, 2)]
 VOCAB = 128
 IMAGE = 32
+# A waveform's samples per sequence step: the dynamic time of `input_values` runs over
+# 800..6400 samples (the 320× downsampling feature encoders of wav2vec2 and its kin).
+SAMPLES = 100
 
 # Config fields set on every config that has them: small enough to build and export in seconds.
 SMALL = {
@@ -60,7 +67,10 @@ SMALL = {
     "patch_size": 4, "num_channels": 3, "num_labels": 4, "type_vocab_size": 2, "embedding_size": 32,
     "sliding_window": 16, "attention_chunk_size": 16, "pad_token_id": 0, "bos_token_id": 1,
     "eos_token_id": 2, "decoder_start_token_id": 0, "sep_token_id": 2, "cls_token_id": 1,
+    "rotary_dim": 8, "max_source_positions": 16, "num_mel_bins": 16,
 }
+# Set even where the config lacks them (models that read them unconditionally).
+ALWAYS = {"pad_token_id": 0}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -75,6 +85,12 @@ def tiny_config(model_type):
             try:
                 setattr(cfg, k, v)
             except Exception:  # noqa: BLE001 - read-only properties
+                pass
+    for k, v in ALWAYS.items():
+        if getattr(cfg, k, None) is None:
+            try:
+                setattr(cfg, k, v)
+            except Exception:  # noqa: BLE001
                 pass
     # Multi-head latent attention ropes `qk_rope_head_dim` of each head.
     if getattr(cfg, "qk_rope_head_dim", None):
@@ -106,48 +122,107 @@ def build(task, model_type):
     cfg = tiny_config(model_type)
     torch.manual_seed(0)
     model = cls(cfg).eval()
+    break_ties(model)
     params = sum(p.numel() for p in model.parameters())
     if params > 20_000_000:
         raise RuntimeError(f"the tiny config still has {params} parameters")
     return model
 
 
+def break_ties(model):
+    """Adds a little noise to every parameter whose elements are all equal. transformers
+    initializes some to a constant (MoE routers' gates to zeros): every expert's score is then
+    the same, and which experts a `topk` picks among equal scores is the implementation's choice
+    (torch's CPU `topk` does not take the lowest index), so eager and any compiler legitimately
+    differ. A trained model has no such ties."""
+    import torch
+
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.numel() > 1 and p.is_floating_point() and bool((p == p.flatten()[0]).all()):
+                p.add_(0.02 * torch.randn(p.shape, generator=g).to(p.dtype))
+
+
+def input_kind(task, model):
+    """What forward(x) feeds the model: tokens, an image, tokens to both sides of an encoder-
+    decoder, a waveform (`input_values`) or fixed-size audio features (`input_features`)."""
+    if task == "image-cls":
+        return "image"
+    if task == "seq2seq":
+        return "seq2seq"
+    if task == "audio-cls":
+        # The AST takes spectrogram features under the name `input_values`.
+        waveform = model.main_input_name == "input_values" and not hasattr(model.config, "num_mel_bins")
+        return "audio" if waveform else "features"
+    return "tokens"
+
+
+def feature_shape(cfg):
+    """The [channels, frames] of a model's fixed-size audio features (Whisper's mel frames are
+    twice its encoder positions; the AST takes [max_length, num_mel_bins])."""
+    mels = getattr(cfg, "num_mel_bins", 16)
+    if getattr(cfg, "max_source_positions", None):
+        return [mels, 2 * cfg.max_source_positions]
+    return [getattr(cfg, "max_length", 64), mels]
+
+
 class Wrapper(__import__("torch").nn.Module):
     """forward(x) -> the first tensor output (logits)."""
 
-    def __init__(self, model, image):
+    def __init__(self, model, kind):
         super().__init__()
-        self.model, self.image = model, image
+        self.model, self.kind = model, kind
 
     def forward(self, x):
-        out = self.model(pixel_values=x) if self.image else self.model(input_ids=x, use_cache=False) \
-            if "use_cache" in self.model.forward.__code__.co_varnames else self.model(input_ids=x)
+        if self.kind == "image":
+            out = self.model(pixel_values=x)
+        elif self.kind == "audio":
+            out = self.model(input_values=x)
+        elif self.kind == "features":
+            out = self.model(**{self.model.main_input_name: x})
+        else:
+            kw = {"decoder_input_ids": x} if self.kind == "seq2seq" else {}
+            if "use_cache" in self.model.forward.__code__.co_varnames:
+                kw["use_cache"] = False
+            out = self.model(input_ids=x, **kw)
         for k in ("logits", "last_hidden_state"):
             if getattr(out, k, None) is not None:
                 return getattr(out, k)
         return out[0]
 
 
-def make_input(image, b, s, seed):
+def make_input(module, b, s, seed):
+    """The input of `module` for batch `b` and sequence `s` (a waveform of `s * SAMPLES`)."""
     import torch
 
     g = torch.Generator().manual_seed(seed)
-    if image:
+    if module.kind == "image":
         return torch.randn(b, 3, IMAGE, IMAGE, generator=g)
+    if module.kind == "features":
+        return torch.randn(b, *feature_shape(module.model.config), generator=g)
+    if module.kind == "audio":
+        return torch.randn(b, max(8, s) * SAMPLES, generator=g)
     return torch.randint(3, VOCAB, (b, s), generator=g)
 
 
-def export_dynamic(module, image, x):
+def export_dynamic(module, x):
     import torch
     from torch.export import Dim
 
     batch = Dim("batch", min=1, max=8)
-    tries = [{0: batch}] if image else [
-        {0: batch, 1: Dim("seq", min=1, max=64)},
-        {0: batch, 1: Dim("seq", min=2, max=64)},
-        {0: batch},
-        {1: Dim("seq", min=2, max=64)},
-    ]
+    if module.kind == "audio":
+        time = Dim("time", min=8 * SAMPLES, max=64 * SAMPLES)
+        tries = [{0: batch, 1: time}, {0: batch}, {1: time}]
+    elif module.kind in ("image", "features"):
+        tries = [{0: batch}]
+    else:
+        tries = [
+            {0: batch, 1: Dim("seq", min=1, max=64)},
+            {0: batch, 1: Dim("seq", min=2, max=64)},
+            {0: batch},
+            {1: Dim("seq", min=2, max=64)},
+        ]
     errors = []
     for shapes in tries:
         try:
@@ -155,7 +230,7 @@ def export_dynamic(module, image, x):
             return ep.run_decompositions(), shapes, x
         except Exception as e:  # noqa: BLE001 - torch's many export errors
             errors.append(f"{type(e).__name__}: {first_line(e)}")
-    if not image:
+    if module.kind in ("tokens", "seq2seq"):
         # Last, the sequence alone from a batch-1 example (torch 2.15 fails GPT-2 at batch 2).
         shapes = {1: Dim("seq", min=2, max=64)}
         try:
@@ -179,10 +254,10 @@ def worker(task, model_type, out):
     import torch
 
     os.makedirs(out, exist_ok=True)
-    image = task == "image-cls"
     info = {"task": task, "type": model_type}
     try:
-        module = Wrapper(build(task, model_type), image).eval()
+        model = build(task, model_type)
+        module = Wrapper(model, input_kind(task, model)).eval()
     except Exception as e:  # noqa: BLE001
         info["build"] = f"{type(e).__name__}: {first_line(e)}"
         json.dump(info, open(os.path.join(out, "export.json"), "w"))
@@ -198,7 +273,7 @@ def worker(task, model_type, out):
     from gen import real_grouped_mm_under_export
 
     # Batch 1 for text (torch 2.15's decompositions fail on GPT-2's attention at batch 2).
-    x = make_input(image, 2 if image else 1, 16, 1)
+    x = make_input(module, 1 if module.kind in ("tokens", "seq2seq") else 2, 16, 1)
     try:
         with real_grouped_mm_under_export():
             ep = torch.export.export(module, (x,), strict=False)
@@ -211,7 +286,7 @@ def worker(task, model_type, out):
     try:
         # Batch 2 and 16 tokens: torch specializes dims whose example size is 1.
         with real_grouped_mm_under_export():
-            ep, shapes, example = export_dynamic(module, image, make_input(image, 2, 16, 1))
+            ep, shapes, example = export_dynamic(module, make_input(module, 2, 16, 1))
         torch.export.save(ep, os.path.join(out, "dynamic.pt2"))
         dims = {str(k): str(v) for k, v in shapes.items()}
         info["dynamic"] = "ok"
@@ -224,7 +299,7 @@ def worker(task, model_type, out):
                 s = 16  # the sequence was specialized: batch only
             if 0 not in shapes:
                 b = example.shape[0]  # the batch was specialized: sequence only
-            save_case("dynamic", k, make_input(image, b, s, 10 + k))
+            save_case("dynamic", k, make_input(module, b, s, 10 + k))
             k += 1
         info["dynamic_cases"] = k
     except Exception as e:  # noqa: BLE001
@@ -344,9 +419,12 @@ def write_table(results, path, versions, planned):
         "",
         f"`cargo xtask zoo`, run on {datetime.date.today().isoformat()} with {versions}. A tiny random-init "
         "instance of every model type of transformers' auto mappings for the tasks below, exported at one size "
-        "(1 × 16 tokens, or 2 images of 32×32) and with a dynamic batch `Dim(1..8)` and sequence "
-        "`Dim(1..64)` (`2..64` where torch refuses 1; batch only where it specializes the sequence, and for "
-        "images; sequence only where it specializes the batch); compiled for `cpu` (and for `tpu:v6e:1x1`: "
+        "(1 × 16 tokens — to both sides of an encoder-decoder —, 2 images of 32×32, 2 waveforms of 1,600 "
+        "samples or 2 fixed-size audio features) and with a dynamic batch `Dim(1..8)` and sequence "
+        "`Dim(1..64)` (`2..64` where torch refuses 1; a waveform's `Dim(800..6400)`; batch only where it "
+        "specializes the sequence, and for images and audio features; sequence only where it specializes "
+        "the batch); every parameter transformers initializes to a constant gets a little noise (a zero "
+        "router ties its experts, and eager's `topk` picks among ties as it likes); compiled for `cpu` (and for `tpu:v6e:1x1`: "
         f"{tpu} of them) (the dynamic one with `--buckets auto:2`), run on CPU "
         "and compared with eager (rtol 1e-3, atol 1e-4) at one size, or at 9 (batch, seq) pairs: 1, the bucket "
         "edges and each edge − 1, sizes in the middle. See `testdata/zoo.py` for the outcomes' meaning.",

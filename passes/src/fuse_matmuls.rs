@@ -64,15 +64,30 @@ fn candidate(graph: &Graph, mm: NodeId) -> Option<(ValueRef, Candidate)> {
     (w.outputs[0].dtype == dtype).then(|| (ins[0], Candidate { mm, weight: fqn.to_string(), n, k, dtype }))
 }
 
+/// The stacked weight named `fqn` that an earlier group made, if any.
+fn stacked_weight(graph: &Graph, fqn: &str) -> Option<NodeId> {
+    graph
+        .graph_inputs()
+        .iter()
+        .copied()
+        .find(|&i| matches!(&graph.node(i).op, Op::Input(InputKind::Derived { fqn: f, .. }) if f == fqn))
+}
+
 fn fuse(graph: &mut Graph, x: ValueRef, group: &[Candidate]) {
     let (k, dtype, total): (i64, DType, i64) = (group[0].k, group[0].dtype, group.iter().map(|c| c.n).sum());
     let first = graph.node(group[0].mm).clone();
     let m = first.outputs[0].dims[0].clone();
     let names: Vec<String> = group.iter().map(|c| c.weight.clone()).collect();
     let fqn = format!("fused:{}", names.join("+"));
-    let derived =
-        Op::Input(InputKind::Derived { fqn: fqn.clone(), recipe: WeightRecipe::ConcatRows { weights: names } });
-    let w = graph.add_weight_input(Node::new(fqn, derived, [TensorType::new(dtype, &[total, k])]));
+    // The same weights may be fused for several inputs (a layer applied twice): one stacked weight.
+    let w = match stacked_weight(graph, &fqn) {
+        Some(w) => w,
+        None => {
+            let recipe = WeightRecipe::ConcatRows { weights: names };
+            let derived = Op::Input(InputKind::Derived { fqn: fqn.clone(), recipe });
+            graph.add_weight_input(Node::new(fqn, derived, [TensorType::new(dtype, &[total, k])]))
+        }
+    };
     let at = |name: &str, op: Op, ty: TensorType| Node::derived(&first, format_args!("fuse_matmuls.{name}"), op, [ty]);
     let wt = graph.add_op(
         at("t", Op::Permute(Permute { dims: vec![1, 0] }), TensorType::new(dtype, &[k, total])),

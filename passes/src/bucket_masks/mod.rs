@@ -29,7 +29,8 @@
 //!   positions) gets the padded indices moved past the end, and one that inverts a sort's
 //!   permutation is exact; convolutions and max pools along a dynamic dim read zeros
 //!   (−inf) past the real length; a `constant_pad_nd` on the right of one fills its pad
-//!   value from the real length on;
+//!   value from the real length on; a group norm over a dynamic dim takes its statistics
+//!   over the real positions (`norms`);
 //! - `Refused`: the compile fails, naming the node, the op and why — never wrong numbers.
 //!
 //! Values that hold positions along a dim of factors (a sort's indices) are positions of the
@@ -43,6 +44,7 @@
 #![doc = include_str!("../../tests/bucket_masks/reductions_over_dynamic_dim_masked.ir")]
 //! ```
 
+mod norms;
 mod rules;
 #[cfg(test)]
 mod tests;

@@ -50,6 +50,7 @@ impl Masker<'_> {
             }
             Op::Cat(Cat { dim }) => self.cat(graph, id, norm_dim(*dim, node.outputs[0].rank()), in_dyn),
             Op::LayerNorm(LayerNorm { .. }) => Err("normalizes over a dynamic dim".into()),
+            Op::GroupNorm(gn) => self.group_norm(graph, id, gn, across),
             Op::SplitWithSizes(SplitWithSizes { .. }) => Err("splits a dynamic dim".into()),
             Op::Index(Index { .. }) | Op::Gather(Gather { .. }) | Op::IndexSelect(IndexSelect { .. }) => {
                 self.gather(graph, id, across)

@@ -121,6 +121,11 @@ impl OpDef for GroupNorm {
     fn position_wise(&self, _: &[&TensorType], outputs: &[TensorType]) -> Vec<Along> {
         (0..outputs.len()).map(|out| Along { slot: 0, dim: 0, out, out_dim: 0 }).collect()
     }
+
+    /// Statistics over the real positions of a dynamic spatial dim.
+    fn under_padding(&self) -> Padding {
+        Padding::Rule
+    }
 }
 
 op! {
