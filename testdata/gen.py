@@ -721,6 +721,34 @@ class LogMel(nn.Module):
         return torch.log(power.transpose(1, 2) @ self.mel + 1e-6)
 
 
+class MetaRopeAttention(nn.Module):
+    """Causal self-attention with rotary embeddings as Meta's reference Llama and gpt-fast write
+    them: `freqs_cis` a complex64 buffer (`polar`, not persistent), each head's pairs viewed as
+    complex numbers (`view_as_complex`), multiplied by the rotations of their positions, viewed
+    back as reals (`view_as_real`)."""
+
+    def __init__(self, dim=32, heads=2, max_seq=64):
+        super().__init__()
+        self.heads, self.head_dim = heads, dim // heads
+        self.wq, self.wk, self.wv, self.wo = (nn.Linear(dim, dim, bias=False) for _ in range(4))
+        freqs = 1.0 / (10000 ** (torch.arange(0, self.head_dim, 2).float() / self.head_dim))
+        angles = torch.outer(torch.arange(max_seq).float(), freqs)
+        self.register_buffer("freqs_cis", torch.polar(torch.ones_like(angles), angles), persistent=False)
+
+    def rotate(self, x, freqs_cis):
+        xc = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
+        return torch.view_as_real(xc * freqs_cis).flatten(3).type_as(x)
+
+    def forward(self, x):
+        b, s, _ = x.shape
+        split = lambda t: t.view(b, s, self.heads, self.head_dim)
+        freqs_cis = self.freqs_cis[:s].view(1, s, 1, self.head_dim // 2)
+        q, k = self.rotate(split(self.wq(x)), freqs_cis), self.rotate(split(self.wk(x)), freqs_cis)
+        v = split(self.wv(x))
+        o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True)
+        return self.wo(o.transpose(1, 2).reshape(b, s, -1))
+
+
 def edge_pairs(seqs, batches):
     """(batch, seq) pairs: every seq listed, the batches cycled through."""
     return [(batches[i % len(batches)], s) for i, s in enumerate(seqs)]
@@ -964,6 +992,18 @@ MODELS = {
              "Linear(8,4), with dynamic batch Dim('batch', 1..8) on 16x16 images",
         inputs=[(randn((b, 3, 16, 16), 900 + b),) for b in (2, 1, 3, 4, 5, 7, 8)],
         dynamic_shapes={"x": {0: BATCH}}),
+    "rope_complex": dict(
+        build=MetaRopeAttention,
+        desc="Meta-style attention (dim 32, 2 heads of 16, causal sdpa) with complex RoPE: freqs_cis a "
+             "complex64 buffer (polar), q and k rotated by view_as_complex * freqs_cis -> view_as_real",
+        inputs=[(randn((2, 16, 32), 42),)]),
+    "rope_complex_dyn": dict(
+        state_dict_of="rope_complex",
+        build=MetaRopeAttention,
+        desc="rope_complex (same weights) with dynamic batch Dim('batch', 1..8) and seq Dim('seq', 1..64): "
+             "freqs_cis[:seq]",
+        inputs=[(randn((b, s, 32), 1200 + s),) for b, s in edge_pairs(EDGE_SEQS, EDGE_BATCHES)],
+        dynamic_shapes={"x": {0: BATCH, 1: DYN_SEQ}}),
     "logmel": dict(
         build=LogMel,
         desc="log-mel spectrogram: stft(n_fft 64, hop 16, Hann window, center) -> |X|**2 -> [33, 16] mel "
@@ -1409,7 +1449,10 @@ def save_state_dict(ep, path, d):
             tensors[k] = v.detach().contiguous().clone()
     keys, ops = archive_info(path)
     assert sorted(tensors) == sorted(keys["weights"] + keys["constants"]), (sorted(tensors), keys)
-    save_file(tensors, os.path.join(d, "state_dict.safetensors"))
+    # Complex tensors as their (real, imaginary) pairs, as the compiler reads them (the
+    # safetensors format readers know has no complex dtype).
+    stored = {k: torch.view_as_real(v) if v.is_complex() else v for k, v in tensors.items()}
+    save_file(stored, os.path.join(d, "state_dict.safetensors"))
     os.chmod(os.path.join(d, "state_dict.safetensors"), 0o644)
     return tensors, keys, ops
 

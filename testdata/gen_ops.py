@@ -2258,9 +2258,94 @@ def build_fft_c2r():
     ]
 
 
+def build_fft_c2c():
+    op = aten._fft_c2c.default
+
+    def cplx(*shape):
+        return torch.complex(N(*shape), N(*shape))
+    return [
+        S("c64[4,8] dim [1] norm 0 forward", [cplx(4, 8)], lambda z: op(z, [1], 0, True)),
+        S("c64[4,6] dims [0,1] norm 2 (1/n) inverse", [cplx(4, 6)], lambda z: op(z, [0, 1], 2, False)),
+        S("FNet mixing: real(fft2(x)) of f32[2,5,8] over dims [1,2], norm 1 (1/sqrt(n))", [N(2, 5, 8)],
+          lambda x: torch.view_as_real(op(torch.complex(x, torch.zeros_like(x)), [1, 2], 1, True))[..., 0]),
+    ]
+
+
 reg("_fft_r2c.default", build_fft_r2c, tol="red")
+reg("_fft_c2c.default", build_fft_c2c, tol="red")
 reg("_fft_c2r.default", build_fft_c2r, tol="red",
     note="imaginary parts of the DC (and Nyquist) bins are ignored by c2r")
+
+
+# ---------------------------------------------------------------------------
+# complex values (beyond Core ATen: complex RoPE, spectra)
+# ---------------------------------------------------------------------------
+def cplx(*shape):
+    return torch.complex(N(*shape), N(*shape))
+
+
+def build_view_as_complex():
+    op = aten.view_as_complex.default
+    return [
+        S("f32[3,4,2] -> c64[3,4]", [N(3, 4, 2)], op),
+        S("complex RoPE: f32[2,5,8] viewed as [2,5,4,2], times unit rotations, back to real",
+          [N(2, 5, 8), U(5, 4, lo=-3.0, hi=3.0)],
+          lambda x, a: aten.view_as_real.default(
+              op(x.view(2, 5, 4, 2)) * aten.polar.default(torch.ones(5, 4), a)).flatten(2)),
+        S("f64[2,2] -> c128[2]", [N(2, 2, dtype=torch.float64)], op),
+    ]
+
+
+def build_view_as_real():
+    op = aten.view_as_real.default
+    return [
+        S("c64[3,4] -> f32[3,4,2] (in .npy as complex64)", [cplx(3, 4)], op),
+        S("c64 0-d -> f32[2]", [cplx()], op),
+    ]
+
+
+def build_complex():
+    op = aten.complex.default
+    return [
+        S("f32[3,4] + i f32[3,4] -> c64", [N(3, 4), N(3, 4)], op),
+        S("broadcast f32[3,1] + i f32[4]", [N(3, 1), N(4)], op),
+        S("f64[2] -> c128", [N(2, dtype=torch.float64), N(2, dtype=torch.float64)], op),
+    ]
+
+
+def build_polar():
+    op = aten.polar.default
+    return [
+        S("abs f32[3,4] >= 0, angle f32[3,4] in [-4, 4)", [U(3, 4, lo=0.0, hi=2.0), U(3, 4, lo=-4.0, hi=4.0)], op),
+        S("Meta's freqs_cis: polar(ones, outer(t, freqs))", [U(6, 1, lo=0.0, hi=8.0), U(4, lo=0.0, hi=1.0)],
+          lambda t, f: op(torch.ones(6, 4), t * f)),
+    ]
+
+
+def build_conj():
+    op = aten._conj.default
+    return [
+        S("c64[3,4] (cloned: _conj is a lazy view in eager)", [cplx(3, 4)], lambda z: op(z).clone()),
+        S("z * conj(z) = |z|^2 + 0i", [cplx(5)], lambda z: z * op(z).clone()),
+    ]
+
+
+def build_angle():
+    op = aten.angle.default
+    return [
+        S("c64[3,4] -> f32", [cplx(3, 4)], op),
+        S("c64 on the axes: 1, -1, i, -i, 0, -0", [torch.complex(T([1.0, -1.0, 0.0, 0.0, 0.0, -0.0]),
+                                                               T([0.0, 0.0, 1.0, -1.0, 0.0, 0.0]))], op),
+        S("f32 real: 0 or pi, NaN kept", [T([1.5, -2.0, 0.0, -0.0, NAN, INF, -INF])], op),
+    ]
+
+
+reg("view_as_complex.default", build_view_as_complex)
+reg("view_as_real.default", build_view_as_real)
+reg("complex.default", build_complex)
+reg("polar.default", build_polar)
+reg("_conj.default", build_conj)
+reg("angle.default", build_angle)
 
 
 # ---------------------------------------------------------------------------
@@ -2773,6 +2858,8 @@ bucketize.Tensor bucketize.Scalar prims.collapse.default upsample_nearest2d.defa
 max.default min.default tril_indices.default triu_indices.default _embedding_bag_forward_only.default
 cumprod.default logcumsumexp.default bitwise_left_shift.Tensor bitwise_right_shift.Tensor
 multinomial.default _linalg_det.default upsample_nearest2d_backward.default
+view_as_complex.default view_as_real.default complex.default polar.default _conj.default
+angle.default _fft_c2c.default
 """.split()
 
 reg("quantized_decomposed.quantize_per_tensor.default", build_quantize_per_tensor)

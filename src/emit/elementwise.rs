@@ -10,7 +10,7 @@ use torchtpu_passes::ir::ops::Elu;
 use torchtpu_passes::ir::{BinaryOp, DType, Operand, Scalar, TensorType, UnaryOp};
 
 use super::builder::{static_dims, Builder, LowerResult};
-use super::{math, Arg};
+use super::{complex, math, Arg};
 
 /// A tensor or scalar operand, converted to `dtype` and broadcast to `dims`.
 fn operand<'c, 'b, 't>(
@@ -52,6 +52,8 @@ pub(super) fn unary<'c, 'b>(
             return b.op("stablehlo.not", &[v], &dims, DType::Bool, &[]);
         }
         UnaryOp::IsNan | UnaryOp::IsInf => return math::classify(b, op, x.v, &dims, x.ty.dtype),
+        UnaryOp::Conj => return complex::conj(b, x, &dims, dt),
+        UnaryOp::Angle => return complex::angle(b, x, &dims, dt),
         // |a + bi|, real: `stablehlo.abs` of the complex value itself.
         UnaryOp::Abs if x.ty.dtype.is_complex() && !dt.is_complex() => {
             let part = x.ty.dtype.complex_part().ok_or("internal: a complex dtype without parts")?;
@@ -104,7 +106,9 @@ pub(super) fn unary<'c, 'b>(
         UnaryOp::Relu => b.bound(v, Scalar::Int(0), &dims, dt, true),
         UnaryOp::Gelu => gelu_erf(b, v, &dims, dt),
         UnaryOp::GeluTanh => gelu_tanh(b, v, &dims, dt),
-        UnaryOp::LogicalNot | UnaryOp::IsNan | UnaryOp::IsInf => unreachable!("handled above"),
+        UnaryOp::LogicalNot | UnaryOp::IsNan | UnaryOp::IsInf | UnaryOp::Conj | UnaryOp::Angle => {
+            unreachable!("handled above")
+        }
     }
 }
 

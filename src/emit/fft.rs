@@ -1,4 +1,4 @@
-//! Fourier transforms `_fft_r2c` and `_fft_c2r` over any dims, through `stablehlo.fft`
+//! Fourier transforms `_fft_r2c`, `_fft_c2r` and `_fft_c2c` over any dims, through `stablehlo.fft`
 //! (which transforms the trailing dims: the transformed dims are moved last and back).
 
 use melior::ir::Value;
@@ -69,6 +69,13 @@ pub(super) fn fft<'c, 'b>(
     let (xt, xt_dims, yt_dims) = (transpose(b, x.v, &xd, &perm, x.ty.dtype)?, permuted(&xd), permuted(&od));
     let fft_attrs =
         |kind: &str| [("fft_type", format!("#stablehlo<fft_type {kind}>")), ("fft_length", i64_array(&signal))];
+    if x.ty.dtype.is_complex() && out.dtype.is_complex() {
+        // c2c; XLA's inverse transform already divides by n.
+        let (kind, factor) = if inverse { ("IFFT", factor * n as f64) } else { ("FFT", factor) };
+        let y = b.op("stablehlo.fft", &[xt], &yt_dims, out.dtype, &fft_attrs(kind))?;
+        let y = scale(b, y, &yt_dims, factor, out.dtype)?;
+        return transpose(b, y, &yt_dims, &inverse_perm, out.dtype);
+    }
     let yt = if inverse {
         let real = out.dtype;
         // Only the first n/2 + 1 frequencies of the last dim are read.

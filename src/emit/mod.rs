@@ -12,6 +12,7 @@
 
 mod bag;
 mod builder;
+mod complex;
 mod composite;
 mod distance;
 mod elementwise;
@@ -523,6 +524,10 @@ fn emit_node<'c, 'b>(
             one(b.splat(Scalar::Int(v), &[], DType::I64))
         }
         Op::Fft(f) => one(fft::fft(b, f, args[0], &out[0])),
+        Op::Complex(_) => one(complex::complex(b, false, args, &out[0])),
+        Op::Polar(_) => one(complex::complex(b, true, args, &out[0])),
+        Op::ViewAsComplex(_) => one(complex::view_as_complex(b, args[0], &out[0])),
+        Op::ViewAsReal(_) => one(complex::view_as_real(b, args[0], &out[0])),
         Op::Rand(r) => draw(rng, args, |state| random::rand(b, r.normal, state, &out[0])),
         Op::RandPerm(RandPerm) => draw(rng, args, |state| random::randperm(b, state, &out[0])),
         Op::Dropout(d) => draw(rng, args, |state| random::dropout(b, d, args[0], state, out)),

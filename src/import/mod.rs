@@ -143,7 +143,12 @@ pub(crate) fn import_checked(
         }
     }
     let ep: schema::ExportedProgram = parse_json(&archive, MODEL_JSON)?;
-    let weights = payload::load_payloads(&archive)?;
+    let mut weights = payload::load_payloads(&archive)?;
+    for w in weights.values_mut() {
+        if let Some(pairs) = w.as_real_pairs() {
+            *w = pairs;
+        }
+    }
     let name = path.file_stem().map_or_else(|| archive.root().to_string(), |s| s.to_string_lossy().into_owned());
     let built = build::build(&name, &archive, &ep, &weights)?;
     torchtpu_passes::verify(&built.graph)?;

@@ -59,6 +59,20 @@ pub struct Weight {
 }
 
 impl Weight {
+    /// A complex weight as the real tensor of its (real, imaginary) pairs: the same bytes,
+    /// of the parts' dtype, with a last dim of 2. Safetensors (the artifact's weight format)
+    /// has no complex dtype; the graph views the pairs as complex again.
+    pub fn as_real_pairs(&self) -> Option<Weight> {
+        let part = self.dtype.complex_part()?;
+        let mut w = self.clone();
+        w.dtype = part;
+        w.sizes.push(2);
+        w.strides = self.strides.iter().map(|s| s.checked_mul(2)).collect::<Option<Vec<i64>>>()?;
+        w.strides.push(1);
+        w.storage_offset = self.storage_offset.checked_mul(2)?;
+        Some(w)
+    }
+
     /// Number of elements (checked to fit when the config was read).
     pub fn numel(&self) -> i64 {
         self.sizes.iter().product()

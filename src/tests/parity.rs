@@ -138,7 +138,9 @@ parity_tests!(
     t5_decoder_dyn,
     causal_conv_dyn,
     pad_cnn_dyn,
-    logmel
+    logmel,
+    rope_complex,
+    rope_complex_dyn
 );
 
 #[test]
@@ -181,6 +183,8 @@ fn every_model_matches_with_padding_forced_on() {
             "t5_decoder_dyn",
             "t5_encoder_dyn",
             "llama_1head_dyn",
+            "rope_complex",
+            "rope_complex_dyn",
         ];
         assert_eq!(!pad.padded.is_empty(), wide.contains(name), "{name}: {pad:?}");
         if name.starts_with("llama_tiny") {
@@ -257,7 +261,8 @@ fn run_case(name: &str, artifact: &Path, case: &str, tmp: &Path) -> String {
 /// classifier in a dynamic batch (window partitions as `as_strided` with symbolic sizes), a
 /// GPT-OSS-style model (attention sinks concatenated after the padded scores), a
 /// single-head Llama and T5's encoder and decoder at batch 1 (views with size-1 dims), a
-/// Mamba-style causal convolution, a CNN padding its images with `constant_pad_nd`.
+/// Mamba-style causal convolution, a CNN padding its images with `constant_pad_nd`, Meta-style
+/// attention with complex rotary embeddings.
 #[test]
 fn dynamic_models_match_eager_at_every_size() {
     let models = [
@@ -276,6 +281,7 @@ fn dynamic_models_match_eager_at_every_size() {
         ("t5_decoder_dyn", 13),
         ("causal_conv_dyn", 13),
         ("pad_cnn_dyn", 7),
+        ("rope_complex_dyn", 13),
     ];
     for (name, min_cases) in models {
         let tmp = TempDir::new(name);

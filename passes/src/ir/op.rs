@@ -173,6 +173,8 @@ impl InputKind {
 pub enum UnaryOp {
     Abs,
     Acos,
+    /// `angle`: the argument of a complex value (real result); of a real one, 0 or π.
+    Angle,
     Acosh,
     Asin,
     Asinh,
@@ -181,6 +183,8 @@ pub enum UnaryOp {
     /// `bitwise_not`: logical not on bool, ones' complement on integers.
     BitwiseNot,
     Ceil,
+    /// `_conj`, `conj_physical`: the complex conjugate; the identity on real values.
+    Conj,
     Cos,
     Cosh,
     Erf,

@@ -222,6 +222,16 @@ impl DType {
         }
     }
 
+    /// The complex type whose parts are of this type; `None` for others.
+    pub fn complex_of(self) -> Option<DType> {
+        match self {
+            DType::F16 => Some(DType::C32),
+            DType::F32 => Some(DType::C64),
+            DType::F64 => Some(DType::C128),
+            _ => None,
+        }
+    }
+
     /// True for signed and unsigned integer types (not bool).
     pub fn is_integer(self) -> bool {
         use DType::*;

@@ -5,7 +5,9 @@
 //! `signature.output_specs`. Every tensor's type comes from `graph.tensor_values`.
 
 use std::collections::{BTreeMap, BTreeSet};
-use torchtpu_passes::ir::ops::{AsStrided, Binary, Convert, Convolution, ConvolutionBackward, Permute, Unsupported};
+use torchtpu_passes::ir::ops::{
+    AsStrided, Binary, Convert, Convolution, ConvolutionBackward, Permute, Unsupported, ViewAsComplex,
+};
 
 use torchtpu_passes::ir::{
     BinaryOp, DType, Dim, Graph, InputKind, Node, Op, Operand, Origin, Scalar, SymExpr, TensorType, UnaryOp, ValueRef,
@@ -184,14 +186,28 @@ impl Builder<'_> {
                 None => None,
             };
             let ty = self.tensor_type(&name)?;
+            // A complex weight is stored as its (real, imaginary) pairs, viewed as complex.
+            let stored = match ty.dtype.complex_part() {
+                Some(part) if weight.is_some() => {
+                    let mut dims = ty.dims.clone();
+                    dims.push(Dim::Static(2));
+                    TensorType { dtype: part, dims }
+                }
+                _ => ty.clone(),
+            };
             if let Some(w) = weight {
-                self.check_stored_layout(&name, &ty, w)?;
+                self.check_stored_layout(&name, &stored, w)?;
             }
             if let InputKind::User { index } = kind {
                 self.bind_symbols(&name, index, &ty);
             }
-            let id = self.graph.add_input(Node::new(name.clone(), Op::Input(kind), [ty]));
-            self.values.insert(name, ValueRef { node: id, slot: 0 });
+            let mut value =
+                ValueRef { node: self.graph.add_input(Node::new(name.clone(), Op::Input(kind), [stored])), slot: 0 };
+            if ty.dtype.is_complex() && weight.is_some() {
+                let view = Node::new(format!("{name}.as_complex"), Op::ViewAsComplex(ViewAsComplex), [ty]);
+                value = ValueRef { node: self.graph.add_op(view, &[value]), slot: 0 };
+            }
+            self.values.insert(name, value);
         }
         Ok(constants)
     }
@@ -213,8 +229,12 @@ impl Builder<'_> {
             )));
         }
         let declared = self.graph_json().tensor_values.get(name).map(|m| m.strides.as_slice()).unwrap_or_default();
-        let strides: Option<Vec<i64>> =
+        let mut strides: Option<Vec<i64>> =
             declared.iter().map(|s| if let SymInt::AsInt(v) = s { Some(*v) } else { None }).collect();
+        // A complex tensor read as (real, imaginary) pairs: its strides in parts.
+        if w.sizes.len() == declared.len() + 1 {
+            strides = strides.map(|st| st.iter().map(|s| s.saturating_mul(2)).chain([1]).collect());
+        }
         match strides {
             Some(st) if !st.is_empty() && st != w.strides => Err(bad(format!(
                 "its payload config gives strides {:?} but the graph's `{name}` has strides {st:?}",

@@ -1,6 +1,8 @@
 //! Element-wise ops: unary math, binary arithmetic and comparisons, `where`, `clamp`.
 
-use torchtpu_passes::ir::ops::{Binary, Clamp, ClampTensor, Elu, LeakyRelu, Where};
+use torchtpu_passes::ir::ops::{
+    Binary, Clamp, ClampTensor, Complex, Elu, LeakyRelu, Polar, ViewAsComplex, ViewAsReal, Where,
+};
 use torchtpu_passes::ir::{BinaryOp, Op, Operand, Scalar, UnaryOp};
 
 use super::{Args, Translation};
@@ -8,6 +10,26 @@ use super::{Args, Translation};
 pub(super) fn translation(key: &str) -> Option<Translation> {
     Some(match key {
         "aten.abs.default" => |a| unary(a, UnaryOp::Abs),
+        "aten.angle.default" => |a| unary(a, UnaryOp::Angle),
+        "aten._conj.default" | "aten.conj_physical.default" => |a| unary(a, UnaryOp::Conj),
+        "aten.complex.default" => |a| {
+            a.tensor("real")?;
+            a.tensor("imag")?;
+            Ok(Op::Complex(Complex))
+        },
+        "aten.polar.default" => |a| {
+            a.tensor("abs")?;
+            a.tensor("angle")?;
+            Ok(Op::Polar(Polar))
+        },
+        "aten.view_as_complex.default" => |a| {
+            a.tensor("self")?;
+            Ok(Op::ViewAsComplex(ViewAsComplex))
+        },
+        "aten.view_as_real.default" => |a| {
+            a.tensor("self")?;
+            Ok(Op::ViewAsReal(ViewAsReal))
+        },
         "aten.acos.default" => |a| unary(a, UnaryOp::Acos),
         "aten.acosh.default" => |a| unary(a, UnaryOp::Acosh),
         "aten.asin.default" => |a| unary(a, UnaryOp::Asin),

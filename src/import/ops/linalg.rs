@@ -38,6 +38,13 @@ pub(super) fn translation(key: &str) -> Option<Translation> {
                 onesided: true,
             }))
         },
+        // Complex to complex, forward or inverse (FNet's token mixing).
+        "aten._fft_c2c.default" => |a| {
+            a.tensor("self")?;
+            let dims = a.ints("dim", None)?;
+            let normalization = a.int("normalization", None)?;
+            Ok(Op::Fft(Fft { dims, normalization, inverse: !a.bool("forward", true)?, onesided: false }))
+        },
         // `_convolution` adds backend switches (benchmark, cudnn_enabled, …) that change nothing here.
         "aten.convolution.default" | "aten._convolution.default" => convolution,
         "aten.convolution_backward.default" => |a| {

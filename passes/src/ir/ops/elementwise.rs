@@ -368,6 +368,8 @@ impl OpDef for UnaryOp {
         let u = self;
         let dtype = match u {
             UnaryOp::LogicalNot | UnaryOp::IsInf | UnaryOp::IsNan => Some(DType::Bool),
+            UnaryOp::Abs | UnaryOp::Angle if x.dtype.is_complex() => x.dtype.complex_part(),
+            UnaryOp::Conj => Some(x.dtype),
             // Integer inputs of the float functions give the default float: left open.
             _ if x.dtype.is_float() => Some(x.dtype),
             _ => None,
@@ -424,7 +426,12 @@ pub fn promote_types(a: DType, b: DType) -> DType {
     }
     let (ca, cb) = (category(a), category(b));
     if ca != cb {
-        return if ca > cb { a } else { b };
+        let (high, low) = if ca > cb { (a, b) } else { (b, a) };
+        // complex64 with float64 is complex128: the parts widen to the float.
+        return match (high.complex_part(), low.complex_of()) {
+            (Some(part), Some(wide)) if low.is_float() && low.size_bytes() > part.size_bytes() => wide,
+            _ => high,
+        };
     }
     let unsigned = |d: DType| matches!(d, U8 | U16 | U32 | U64);
     match (a, b) {

@@ -30,6 +30,7 @@
 
 #[macro_use]
 mod attr;
+mod complex;
 mod elementwise;
 mod index;
 mod linalg;
@@ -41,6 +42,7 @@ mod shape;
 #[cfg(test)]
 mod tests;
 
+pub use complex::*;
 pub use elementwise::*;
 pub use index::*;
 pub use linalg::*;
@@ -256,6 +258,10 @@ ops! {
     RandPerm(RandPerm),
     Dropout(Dropout),
     Fft(Fft),
+    Complex(Complex),
+    Polar(Polar),
+    ViewAsComplex(ViewAsComplex),
+    ViewAsReal(ViewAsReal),
     Arange(Arange),
     ArangeSym(ArangeSym),
     Full(Full),

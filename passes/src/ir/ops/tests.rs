@@ -2,10 +2,10 @@
 
 use super::*;
 use crate::ir::ops::{
-    Addmm, Arange, ArgReduce, AsStrided, AvgPool, BatchNormInference, Binary, Bmm, Cat, Convolution,
+    Addmm, Arange, ArgReduce, AsStrided, AvgPool, BatchNormInference, Binary, Bmm, Cat, Complex, Convolution,
     ConvolutionBackward, Diagonal, Embedding, Expand, Gather, GroupedMm, Histc, Index, IndexSelect, LayerNorm, MaxPool,
-    Mm, Pad, Permute, Reduce, Repeat, Select, Slice, SliceScatter, Softmax, SplitWithSizes, Squeeze, SymSize, TopK,
-    Unsqueeze, View, Where,
+    Mm, Pad, Permute, Polar, Reduce, Repeat, Select, Slice, SliceScatter, Softmax, SplitWithSizes, Squeeze, SymSize,
+    TopK, Unsqueeze, View, ViewAsComplex, ViewAsReal, Where,
 };
 use crate::ir::{BinaryOp, DType, Dim, Operand, ReduceOp, Scalar, SymExpr, TensorType, UnaryOp};
 
@@ -67,6 +67,23 @@ fn elementwise_broadcasts_and_promotes() {
     let w = Op::Where(Where { on_true: Operand::Tensor, on_false: Operand::Scalar(Scalar::Float(0.0)) });
     assert_eq!(exact(&w, &[&t(DType::Bool, &[2, 1]), &t(DType::F16, &[3])]), "f16[2,3]");
     assert_eq!(refused(&w, &[&f32(&[2]), &f32(&[2])]), "the condition is f32, not bool");
+}
+
+#[test]
+fn complex_values_from_and_to_real_pairs() {
+    let c64 = |dims: &[i64]| t(DType::C64, dims);
+    assert_eq!(exact(&Op::ViewAsComplex(ViewAsComplex), &[&f32(&[3, 4, 2])]), "c64[3,4]");
+    assert_eq!(exact(&Op::ViewAsReal(ViewAsReal), &[&c64(&[3, 4])]), "f32[3,4,2]");
+    assert_eq!(exact(&Op::Complex(Complex), &[&f32(&[3, 1]), &f32(&[4])]), "c64[3,4]");
+    assert_eq!(exact(&Op::Polar(Polar), &[&t(DType::F64, &[2]), &t(DType::F64, &[2])]), "c128[2]");
+    assert_eq!(exact(&Op::Unary(UnaryOp::Abs), &[&c64(&[2])]), "f32[2]");
+    assert_eq!(exact(&Op::Unary(UnaryOp::Conj), &[&c64(&[2])]), "c64[2]");
+    assert!(refused(&Op::ViewAsComplex(ViewAsComplex), &[&f32(&[3, 4])]).contains("last dim of size 2"));
+    assert!(refused(&Op::ViewAsComplex(ViewAsComplex), &[&t(DType::I64, &[3, 2])]).contains("takes floats"));
+    assert!(refused(&Op::ViewAsReal(ViewAsReal), &[&f32(&[3])]).contains("complex values"));
+    assert!(refused(&Op::Complex(Complex), &[&f32(&[2]), &t(DType::F64, &[2])]).contains("one dtype"));
+    assert_eq!(promote_types(DType::C64, DType::F64), DType::C128);
+    assert_eq!(promote_types(DType::F32, DType::C64), DType::C64);
 }
 
 #[test]

@@ -402,6 +402,12 @@ const EVERY_OP: &str = r#"graph ops {
   %112 = embedding(%0, %0) : f32[2]  # a95
   %113 = copy(%0) : f32[2]  # a96
   %114 = upsample_nearest_backward(%0) {input_size=[1, 2, s0, 3], scales=[2.5, 0.0]} : f32[1,2,s0,3]  # a97
+  %115 = complex(%0, %0) : c64[2]  # a98
+  %116 = polar(%0, %0) : c64[2]  # a99
+  %117 = view_as_real(%115) : f32[2,2]  # a100
+  %118 = view_as_complex(%117) : c64[2]  # a101
+  %119 = conj(%118) : c64[2]  # a102
+  %120 = angle(%119) : f32[2]  # a103
   return user[0] = %1
 }
 "#;
