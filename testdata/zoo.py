@@ -80,6 +80,16 @@ def tiny_config(model_type):
     from transformers import CONFIG_MAPPING
 
     cfg = CONFIG_MAPPING[model_type]()
+    shrink(cfg)
+    cfg._attn_implementation = None
+    return cfg
+
+
+def shrink(cfg, depth=0):
+    """Sets the SMALL fields of `cfg` and of its sub-configs (the text, audio and vision
+    configs of a multimodal model), to a bounded depth."""
+    from transformers import PretrainedConfig
+
     for k, v in SMALL.items():
         if hasattr(cfg, k) and not isinstance(getattr(cfg, k), (list, dict)) and getattr(cfg, k) is not None:
             try:
@@ -109,8 +119,10 @@ def tiny_config(model_type):
         if isinstance(v, list) and len(v) > 2:
             small = {"depths": 1, "hidden_sizes": 16, "num_heads": 2, "embed_dims": 16, "widths": 16}[k]
             setattr(cfg, k, [small * (2 ** i if k != "depths" and k != "num_heads" else 1) for i in range(2)])
-    cfg._attn_implementation = None
-    return cfg
+    if depth < 3:
+        for v in list(vars(cfg).values()):
+            if isinstance(v, PretrainedConfig):
+                shrink(v, depth + 1)
 
 
 def build(task, model_type):

@@ -3,7 +3,8 @@
 //! The operand's dims are read as one list of factors, outer first (a dim of factors gives
 //! its own; any other dim is one factor; sizes 1 are dropped), and each result dim takes the
 //! run of them whose product is its size, at the bucket's sizes and at two smaller ones (so
-//! that the regrouping is the same at every real size). A factor is split when its inner part
+//! that the regrouping is the same at every real size). Runs of static factors are one factor,
+//! so static dims regroup freely among themselves. A factor is split when its inner part
 //! is static (`[64·s] → [s, 64]`). A result dim made of one dynamic factor followed by static
 //! ones is a prefix; one with a dynamic factor inside is a dim of factors, recorded.
 
@@ -18,11 +19,12 @@ impl Masker<'_> {
         let out = ValueRef { node: id, slot: 0 };
         let (a, b) = (Self::symbolic_dims(graph, x), Self::symbolic_dims(graph, out));
         let regroups = || format!("regroups dynamic dims ({} into {})", list(&a), list(&b));
-        let mut queue: VecDeque<SymExpr> = VecDeque::new();
+        let mut queue: Vec<SymExpr> = vec![];
         for (d, e) in a.iter().enumerate() {
             let own = self.merged.get(&(x, d)).cloned().unwrap_or_else(|| vec![e.clone()]);
             queue.extend(own.into_iter().filter(|f| !self.is_one(f)));
         }
+        let mut queue = self.static_runs_merged(queue);
         for (j, want) in b.iter().enumerate() {
             let want_at = self.at(want).ok_or_else(|| format!("cannot evaluate the size `{want}`"))?;
             let mut taken: Factors = vec![];
@@ -62,6 +64,23 @@ impl Masker<'_> {
         } else {
             Err(regroups())
         }
+    }
+
+    /// `factors` with each run of static ones multiplied into one, so that static dims may
+    /// regroup in any way among themselves (`[b, 7, 4] → [b, 4, 7]`, a relative-position shift).
+    fn static_runs_merged(&self, factors: Vec<SymExpr>) -> VecDeque<SymExpr> {
+        let mut merged: VecDeque<SymExpr> = VecDeque::new();
+        for f in factors {
+            let size = |e: &SymExpr| self.at(e).filter(|v| v[0] == v[1] && v[1] == v[2]).map(|v| v[0]);
+            match (merged.back().and_then(size), size(&f)) {
+                (Some(a), Some(b)) => {
+                    merged.pop_back();
+                    merged.push_back(SymExpr::Int(a * b));
+                }
+                _ => merged.push_back(f),
+            }
+        }
+        merged
     }
 
     fn is_one(&self, e: &SymExpr) -> bool {
