@@ -530,6 +530,15 @@ class SizeFloats(nn.Module):
         return x * 2, n / 4, n * 1.5 - 1
 
 
+class SymScalars(nn.Module):
+    """Sizes as operands of tensor arithmetic, as models scale by them: `x * s`, `x / (2s)`,
+    `- len(y)`, `x * (s / 2)` (a symbolic float), `(y + s) * (s // 3)` on integers."""
+
+    def forward(self, x, y):
+        s = x.shape[1]
+        return x * s + x / (s * 2) - y.shape[0], x * (s / 2), (y + s) * (s // 3)
+
+
 class LastToken(nn.Module):
     def __init__(self):
         super().__init__()
@@ -890,6 +899,13 @@ MODELS = {
              "rows / 4 and rows * 1.5 - 1, symbolic float outputs",
         inputs=[(randn((5, 3), 50),), (randn((2, 3), 51),), (randn((17, 3), 52),), (randn((64, 3), 53),)],
         dynamic_shapes={"x": {0: Dim("rows", min=2, max=64)}}),
+    "sym_scalars": dict(
+        build=SymScalars,
+        desc="sizes as tensor operands: x * s + x / (2s) - t, x * (s / 2), (y + s) * (s // 3), with x f32[2, s] "
+             "and y i64[t], s in [2, 64] and t in [1, 16]",
+        inputs=[(randn((2, s), 1300 + s), torch.randint(0, 5, (t,), generator=gen(1300 + t)))
+                for s, t in ((8, 3), (2, 1), (5, 7), (16, 16), (17, 2), (33, 9), (64, 4))],
+        dynamic_shapes={"x": {1: Dim("s", min=2, max=64)}, "y": {0: Dim("t", min=1, max=16)}}),
     "last_token": dict(
         build=LastToken,
         desc="Linear(8,4) then the last position x[:, -1] of a dynamic seq Dim('seq', min=2, max=64) "

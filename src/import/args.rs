@@ -259,10 +259,24 @@ impl<'a> Args<'a> {
         self.get(name).map(|a| scalar_of(a).ok_or_else(|| wrong(name, "a scalar", a))).transpose()
     }
 
-    /// A `Tensor` argument that may carry a Python scalar instead (wrapped number).
+    /// A `Tensor` argument that may carry a Python scalar instead (wrapped number). A symbolic
+    /// one (a size, or arithmetic on sizes: `x * x.shape[1]`) is the 0-d value of the node that
+    /// computes it, evaluated per bucket as sizes are: it promotes as the Python number would
+    /// (a 0-d tensor never widens a dimensioned one of its category).
     pub(super) fn operand(&mut self, name: &str) -> R<Operand> {
         match self.required(name)? {
             Argument::AsTensor(_) => self.tensor(name).map(|()| Operand::Tensor),
+            Argument::AsSymInt(SymIntArgument::AsName(n)) => {
+                let n = n.clone();
+                self.tensors.push(n);
+                Ok(Operand::Tensor)
+            }
+            Argument::AsSymInt(SymIntArgument::AsInt(i)) => Ok(Operand::Scalar(Scalar::Int(*i))),
+            Argument::AsSymFloat(v) if v.get("as_name").and_then(|n| n.as_str()).is_some() => {
+                let n = v.get("as_name").and_then(|n| n.as_str()).unwrap_or_default().to_string();
+                self.tensors.push(n);
+                Ok(Operand::Tensor)
+            }
             a => scalar_of(a).map(Operand::Scalar).ok_or_else(|| wrong(name, "a tensor or scalar", a)),
         }
     }

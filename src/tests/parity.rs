@@ -140,7 +140,8 @@ parity_tests!(
     pad_cnn_dyn,
     logmel,
     rope_complex,
-    rope_complex_dyn
+    rope_complex_dyn,
+    sym_scalars
 );
 
 #[test]
@@ -262,7 +263,7 @@ fn run_case(name: &str, artifact: &Path, case: &str, tmp: &Path) -> String {
 /// GPT-OSS-style model (attention sinks concatenated after the padded scores), a
 /// single-head Llama and T5's encoder and decoder at batch 1 (views with size-1 dims), a
 /// Mamba-style causal convolution, a CNN padding its images with `constant_pad_nd`, Meta-style
-/// attention with complex rotary embeddings.
+/// attention with complex rotary embeddings, sizes as operands of tensor arithmetic.
 #[test]
 fn dynamic_models_match_eager_at_every_size() {
     let models = [
@@ -282,6 +283,7 @@ fn dynamic_models_match_eager_at_every_size() {
         ("causal_conv_dyn", 13),
         ("pad_cnn_dyn", 7),
         ("rope_complex_dyn", 13),
+        ("sym_scalars", 7),
     ];
     for (name, min_cases) in models {
         let tmp = TempDir::new(name);
