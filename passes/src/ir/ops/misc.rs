@@ -33,6 +33,11 @@ impl OpDef for Upsample {
         dims.extend(std::iter::repeat_n(None, x.rank() - 2));
         one(Expected::partial(Some(x.dtype), dims))
     }
+
+    /// The batch and the channels.
+    fn position_wise(&self, inputs: &[&TensorType], outputs: &[TensorType]) -> Vec<Along> {
+        Along::same(inputs, outputs, 0..2)
+    }
 }
 
 op! {
