@@ -532,11 +532,12 @@ class SizeFloats(nn.Module):
 
 class SymScalars(nn.Module):
     """Sizes as operands of tensor arithmetic, as models scale by them: `x * s`, `x / (2s)`,
-    `- len(y)`, `x * (s / 2)` (a symbolic float), `(y + s) * (s // 3)` on integers."""
+    `- len(y)`, `x * (s / 2)` (a symbolic float), `(y + s) * (s // 3)` on integers; and as a
+    fill value, `full((t,), s)`."""
 
     def forward(self, x, y):
         s = x.shape[1]
-        return x * s + x / (s * 2) - y.shape[0], x * (s / 2), (y + s) * (s // 3)
+        return x * s + x / (s * 2) - y.shape[0], x * (s / 2), (y + s) * (s // 3), torch.full((y.shape[0],), s)
 
 
 class LastToken(nn.Module):
@@ -901,7 +902,7 @@ MODELS = {
         dynamic_shapes={"x": {0: Dim("rows", min=2, max=64)}}),
     "sym_scalars": dict(
         build=SymScalars,
-        desc="sizes as tensor operands: x * s + x / (2s) - t, x * (s / 2), (y + s) * (s // 3), with x f32[2, s] "
+        desc="sizes as tensor operands: x * s + x / (2s) - t, x * (s / 2), (y + s) * (s // 3), full((t,), s), with x f32[2, s] "
              "and y i64[t], s in [2, 64] and t in [1, 16]",
         inputs=[(randn((2, s), 1300 + s), torch.randint(0, 5, (t,), generator=gen(1300 + t)))
                 for s, t in ((8, 3), (2, 1), (5, 7), (16, 16), (17, 2), (33, 9), (64, 4))],

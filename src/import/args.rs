@@ -264,21 +264,26 @@ impl<'a> Args<'a> {
     /// computes it, evaluated per bucket as sizes are: it promotes as the Python number would
     /// (a 0-d tensor never widens a dimensioned one of its category).
     pub(super) fn operand(&mut self, name: &str) -> R<Operand> {
-        match self.required(name)? {
-            Argument::AsTensor(_) => self.tensor(name).map(|()| Operand::Tensor),
-            Argument::AsSymInt(SymIntArgument::AsName(n)) => {
-                let n = n.clone();
-                self.tensors.push(n);
-                Ok(Operand::Tensor)
-            }
-            Argument::AsSymInt(SymIntArgument::AsInt(i)) => Ok(Operand::Scalar(Scalar::Int(*i))),
-            Argument::AsSymFloat(v) if v.get("as_name").and_then(|n| n.as_str()).is_some() => {
-                let n = v.get("as_name").and_then(|n| n.as_str()).unwrap_or_default().to_string();
-                self.tensors.push(n);
-                Ok(Operand::Tensor)
-            }
-            a => scalar_of(a).map(Operand::Scalar).ok_or_else(|| wrong(name, "a tensor or scalar", a)),
-        }
+        let symbolic = match self.required(name)? {
+            Argument::AsTensor(_) => return self.tensor(name).map(|()| Operand::Tensor),
+            Argument::AsSymInt(SymIntArgument::AsName(n)) => n.clone(),
+            Argument::AsSymInt(SymIntArgument::AsInt(i)) => return Ok(Operand::Scalar(Scalar::Int(*i))),
+            Argument::AsSymFloat(v) => match (v.get("as_name"), v.get("as_float")) {
+                (Some(n), _) => {
+                    n.as_str().ok_or_else(|| format!("argument `{name}`: a symbolic float without a name"))?.to_string()
+                }
+                (None, Some(f)) => {
+                    return f
+                        .as_f64()
+                        .map(|f| Operand::Scalar(Scalar::Float(f)))
+                        .ok_or_else(|| format!("argument `{name}`: a float that is not a number"))
+                }
+                _ => return Err(format!("argument `{name}`: a symbolic float without a name or value")),
+            },
+            a => return scalar_of(a).map(Operand::Scalar).ok_or_else(|| wrong(name, "a tensor or scalar", a)),
+        };
+        self.tensors.push(symbolic);
+        Ok(Operand::Tensor)
     }
 
     /// A `ScalarType?` argument.

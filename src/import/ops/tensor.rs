@@ -2,10 +2,10 @@
 //! `sym_size`.
 
 use torchtpu_passes::ir::ops::{
-    Arange, ArangeSym, AssertMetadata, Convert, CopyFrom, Dropout, Full, FullLike, Identity, Rand, RandPerm,
+    Arange, ArangeSym, AssertMetadata, Convert, CopyFrom, Dropout, Expand, Full, FullLike, Identity, Rand, RandPerm,
     ScalarTensor, SymSize,
 };
-use torchtpu_passes::ir::{Op, Scalar};
+use torchtpu_passes::ir::{Op, Operand, Scalar};
 
 use super::{Args, Translation};
 
@@ -21,7 +21,7 @@ pub(super) fn translation(key: &str) -> Option<Translation> {
         },
         "aten.arange.start_step" => arange,
         "aten.arange.default" | "aten.arange.start" => arange,
-        "aten.full.default" => |a| Ok(Op::Full(Full { size: a.dims("size")?, value: a.scalar("fill_value", None)? })),
+        "aten.full.default" => full,
         "aten.full_like.default" => |a| {
             a.tensor("self")?;
             Ok(Op::FullLike(FullLike { value: a.scalar("fill_value", None)? }))
@@ -94,5 +94,16 @@ fn arange(a: &mut Args<'_>) -> Result<Op, String> {
             Ok(Op::ArangeSym(ArangeSym { start, end, step }))
         }
         _ => Ok(Op::Arange(Arange { start, end: a.scalar("end", None)?, step })),
+    }
+}
+
+/// `full(size, fill_value)`; a symbolic fill value (a size: `torch.full((n,), x.shape[1])`) is
+/// the 0-d value that computes it, expanded to `size` (its dtype must be the result's, which
+/// the verifier checks against the archive).
+fn full(a: &mut Args<'_>) -> Result<Op, String> {
+    let size = a.dims("size")?;
+    match a.operand("fill_value")? {
+        Operand::Scalar(value) => Ok(Op::Full(Full { size, value })),
+        Operand::Tensor => Ok(Op::Expand(Expand { size })),
     }
 }
