@@ -47,6 +47,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from safetensors.torch import save_file
+from torch._higher_order_ops.scan import scan
+from torch._higher_order_ops.while_loop import while_loop
 from torch.export import Dim
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -540,6 +542,66 @@ class SymScalars(nn.Module):
         return x * s + x / (s * 2) - y.shape[0], x * (s / 2), (y + s) * (s // 3), torch.full((y.shape[0],), s)
 
 
+class CondData(nn.Module):
+    """A branch on data: `h.sum() > 0` picks a two-layer branch (its own weights) or a
+    parameter-free one; both read the shared input projection."""
+    def __init__(self):
+        super().__init__()
+        self.inp = nn.Linear(8, 16)
+        self.a = nn.Linear(16, 16)
+        self.b = nn.Linear(16, 4)
+    def forward(self, x):
+        h = self.inp(x)
+        def wide(h):
+            return self.b(torch.relu(self.a(h)))
+        def narrow(h):
+            return torch.tanh(h[:, :4] * 2) - h[:, 4:8]
+        return torch.cond(h.sum() > 0, wide, narrow, (h,))
+
+class CondSize(nn.Module):
+    """A branch on a size: sequences longer than 16 are mean-pooled, shorter ones max-pooled
+    and scaled by their length (reductions over the dynamic dim inside each branch)."""
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+    def forward(self, x):
+        h = self.proj(x)
+        def long(h):
+            return h.mean(dim=1)
+        def short(h):
+            return h.amax(dim=1) * h.shape[1]
+        return torch.cond(h.shape[1] > 16, long, short, (h,))
+
+class WhileRNN(nn.Module):
+    """An RNN cell run `steps` times (a data-dependent trip count): h = tanh(W h + U x[i] + b)."""
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Linear(16, 16)
+        self.u = nn.Linear(8, 16, bias=False)
+    def forward(self, xs, h, steps):
+        def cond(i, h):
+            return i < steps
+        def body(i, h):
+            x = torch.index_select(xs, 0, i.reshape(1)).squeeze(0)
+            return i + 1, torch.tanh(self.w(h) + self.u(x))
+        i0 = torch.zeros((), dtype=torch.int64)
+        return while_loop(cond, body, (i0, h))
+
+class ScanRNN(nn.Module):
+    """A GRU-style cell scanned over the sequence: the final state and every step's output."""
+    def __init__(self):
+        super().__init__()
+        self.gates = nn.Linear(8 + 16, 32)
+        self.cand = nn.Linear(8 + 16, 16)
+        self.out = nn.Linear(16, 4)
+    def forward(self, xs, h):  # xs [seq, batch, 8], h [batch, 16]
+        def step(h, x):
+            z, r = torch.sigmoid(self.gates(torch.cat([x, h], -1))).chunk(2, -1)
+            c = torch.tanh(self.cand(torch.cat([x, r * h], -1)))
+            h = (1 - z) * h + z * c
+            return h, self.out(h)
+        return scan(step, h, xs)
+
 class LastToken(nn.Module):
     def __init__(self):
         super().__init__()
@@ -1026,6 +1088,34 @@ MODELS = {
         desc="log-mel spectrogram: stft(n_fft 64, hop 16, Hann window, center) -> |X|**2 -> [33, 16] mel "
              "matrix -> log(+1e-6), of 2 waveforms of 1024 samples",
         inputs=[(randn((2, 1024), 41),)]),
+    "cond_data": dict(
+        build=CondData,
+        desc="torch.cond on data: Linear(8,16), then h.sum() > 0 picks Linear(16,16)-relu-Linear(16,4) "
+             "or tanh(2 h[:, :4]) - h[:, 4:8]; the inputs take each branch",
+        inputs=[(randn((4, 8), 1400),), (randn((4, 8), 1401) - 3,), (randn((4, 8), 1402) + 3,)]),
+    "cond_size_dyn": dict(
+        build=CondSize,
+        desc="torch.cond on a size: Linear(8,8), then mean over seq when seq > 16, else amax over seq "
+             "times seq; dynamic batch Dim('batch', 1..8) and seq Dim('seq', 2..64)",
+        inputs=[(randn((b, s, 8), 1410 + s),) for b, s in ((2, 20), (1, 2), (3, 16), (2, 17), (8, 64),
+                                                           (5, 9), (4, 33))],
+        dynamic_shapes={"x": {0: BATCH, 1: DYN_SEQ}}),
+    "while_rnn": dict(
+        build=WhileRNN,
+        desc="torch while_loop RNN: h = tanh(W h + U xs[i] + b) for i < steps, a data-dependent trip "
+             "count (steps is an input); xs [10, 2, 8], h [2, 16]; returns (steps, h)",
+        inputs=[(randn((10, 2, 8), 1420), randn((2, 16), 1421), torch.tensor(n)) for n in (6, 0, 10)]),
+    "scan_rnn": dict(
+        build=ScanRNN,
+        desc="torch scan of a GRU-style cell (gates Linear(24,32), candidate Linear(24,16), "
+             "out Linear(16,4)) over xs [6, 3, 8] from h [3, 16]: final state and per-step outputs",
+        inputs=[(randn((6, 3, 8), 1430), randn((3, 16), 1431))]),
+    "scan_rnn_dyn": dict(
+        state_dict_of="scan_rnn",
+        build=ScanRNN,
+        desc="scan_rnn (same weights) with a dynamic batch Dim('batch', 1..8)",
+        inputs=[(randn((6, b, 8), 1440 + b), randn((b, 16), 1450 + b)) for b in (3, 1, 2, 5, 8)],
+        dynamic_shapes={"xs": {1: BATCH}, "h": {0: BATCH}}),
     "multi_out": dict(
         build=MultiOut,
         desc="Linear(5,4) -> (y f32, argmax(y,-1) i64, y>0 bool, (x>0).sum(1) i64)",
@@ -1190,7 +1280,9 @@ def range_constraints(ep):
     out = {}
     for sym, vr in ep.range_constraints.items():
         lo, hi = vr.lower, vr.upper
-        out[str(sym)] = [int(lo) if lo.is_finite else None, int(hi) if hi.is_finite else None]
+        # torch's integer infinities (`int_oo`) are not sympy's `oo`: test for a finite number.
+        finite = lambda b: int(b) if b.is_Integer else None  # noqa: E731
+        out[str(sym)] = [finite(lo), finite(hi)]
     return out
 
 

@@ -47,6 +47,10 @@ impl Pass for Canonicalize {
         "canonicalize"
     }
 
+    fn inside_regions(&self) -> bool {
+        true
+    }
+
     fn run(&self, graph: &mut Graph, cx: &mut PassCx) -> Result<Changed, PassError> {
         let order = graph.topo_order().map_err(|_| PassError::Failed { pass: self.name(), reason: "cycle".into() })?;
         let found: Vec<(NodeId, &'static str)> = order.iter().filter_map(|&id| Some((id, no_op(graph, id)?))).collect();

@@ -34,6 +34,10 @@ impl Pass for Cse {
         "cse"
     }
 
+    fn inside_regions(&self) -> bool {
+        true
+    }
+
     fn run(&self, graph: &mut Graph, cx: &mut PassCx) -> Result<Changed, PassError> {
         let order = graph.topo_order().map_err(|_| PassError::Failed { pass: self.name(), reason: "cycle".into() })?;
         let mut first: BTreeMap<String, NodeId> = BTreeMap::new();

@@ -17,6 +17,10 @@ impl Pass for Dce {
         "dce"
     }
 
+    fn inside_regions(&self) -> bool {
+        true
+    }
+
     fn run(&self, graph: &mut Graph, cx: &mut PassCx) -> Result<Changed, PassError> {
         let order = graph.topo_order().map_err(|_| PassError::Failed { pass: self.name(), reason: "cycle".into() })?;
         let removed = remove_dead(graph, &order);

@@ -173,6 +173,10 @@ impl Pass for FoldConstants {
         "fold_constants"
     }
 
+    fn inside_regions(&self) -> bool {
+        true
+    }
+
     fn run(&self, graph: &mut Graph, cx: &mut PassCx) -> Result<Changed, PassError> {
         let order = graph.topo_order().map_err(|_| PassError::Failed { pass: self.name(), reason: "cycle".into() })?;
         let (mut identities, mut fulls, mut scalars, mut literals) = (0, 0, 0, 0);

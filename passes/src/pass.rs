@@ -65,6 +65,29 @@ pub trait Pass {
     fn name(&self) -> &'static str;
     /// Rewrites `graph`; records what it did in `cx`.
     fn run(&self, graph: &mut Graph, cx: &mut PassCx) -> Result<Changed, PassError>;
+
+    /// True when the pass holds for any graph of values (it needs no weights, mesh or
+    /// signature): the pipeline then also runs it inside every region of control flow.
+    fn inside_regions(&self) -> bool {
+        false
+    }
+}
+
+/// Runs `pass` inside every region of `graph`'s control-flow ops, nested ones included.
+pub fn run_in_regions(pass: &dyn Pass, graph: &mut Graph, cx: &mut PassCx) -> Result<Changed, PassError> {
+    let mut changed = Changed::No;
+    let ids: Vec<_> = graph.node_ids().collect();
+    for id in ids {
+        for region in graph.node_mut(id).op.regions_mut() {
+            if pass.run(&mut region.0, cx)? == Changed::Yes {
+                changed = Changed::Yes;
+            }
+            if run_in_regions(pass, &mut region.0, cx)? == Changed::Yes {
+                changed = Changed::Yes;
+            }
+        }
+    }
+    Ok(changed)
 }
 
 /// What one pass did, for the manifest and `-v`.

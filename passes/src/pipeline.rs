@@ -197,7 +197,10 @@ impl Pipeline {
             #[cfg(debug_assertions)]
             let printed = crate::ir::print(graph);
             let started = Instant::now();
-            let changed = pass.run(graph, &mut cx)?;
+            let mut changed = pass.run(graph, &mut cx)?;
+            if pass.inside_regions() && crate::pass::run_in_regions(pass.as_ref(), graph, &mut cx)? == Changed::Yes {
+                changed = Changed::Yes;
+            }
             let micros = started.elapsed().as_micros() as u64;
             // An unchanged graph was verified before this pass.
             if changed == Changed::Yes {

@@ -111,6 +111,10 @@ impl Pass for SafeSoftmax {
         "safe_softmax"
     }
 
+    fn inside_regions(&self) -> bool {
+        true
+    }
+
     fn run(&self, graph: &mut Graph, cx: &mut PassCx) -> Result<Changed, PassError> {
         let order = graph.topo_order().map_err(|_| PassError::Failed { pass: self.name(), reason: "cycle".into() })?;
         let mut count = 0;

@@ -2,7 +2,8 @@
 //!
 //! Used to compile a dynamic program at one size (the export's example size today, one per
 //! bucket later). Every symbolic dim in output types and op attributes is evaluated; values
-//! outside a symbol's bounds are refused.
+//! outside a symbol's bounds are refused. The regions of control-flow ops are specialized with
+//! the same values.
 
 use crate::ir::ops::{ArangeSym, Expand, Full, Repeat, Slice, SplitWithSizes, SymInt, TopK, View};
 use std::collections::BTreeMap;
@@ -71,6 +72,9 @@ pub fn specialize(graph: &Graph, env: &BTreeMap<String, i64>) -> Result<Graph, S
         }
         for d in op_dims(&mut node.op) {
             fix(d)?;
+        }
+        for region in node.op.regions_mut() {
+            *region.0 = specialize(&region.0, env)?;
         }
     }
     out.clear_symbols();

@@ -71,17 +71,25 @@ pub fn verify(graph: &Graph) -> Result<(), VerifyError> {
             return Err(VerifyError::DuplicateName(node.name.clone()));
         }
         check_symbols(graph, node)?;
-        check_node(graph, id).and_then(|()| check_sharding(graph, node)).map_err(|source| VerifyError::Node {
-            node: node.name.clone(),
-            op: node.op.name(),
-            source,
-        })?;
+        check_node(graph, id)
+            .and_then(|()| check_sharding(graph, node))
+            .and_then(|()| check_regions(node))
+            .map_err(|source| VerifyError::Node { node: node.name.clone(), op: node.op.name(), source })?;
     }
     for (index, o) in graph.outputs().iter().enumerate() {
         let ok = graph.get(o.value.node).is_some_and(|n| usize::from(o.value.slot) < n.outputs.len());
         if !ok {
             return Err(VerifyError::DanglingOutput { index });
         }
+    }
+    Ok(())
+}
+
+/// Each region of a control-flow op: its signature's shape, then every invariant inside it.
+fn check_regions(node: &Node) -> Result<(), NodeError> {
+    for region in node.op.regions() {
+        region.check_signature().map_err(NodeError::Shape)?;
+        verify(&region.0).map_err(|e| NodeError::Shape(format!("in region `{}`: {e}", region.0.name)))?;
     }
     Ok(())
 }

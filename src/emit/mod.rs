@@ -14,6 +14,7 @@ mod bag;
 mod builder;
 mod complex;
 mod composite;
+mod control;
 mod distance;
 mod elementwise;
 mod fft;
@@ -170,7 +171,6 @@ pub(crate) fn emit(graph: &Graph, opts: &EmitOptions) -> Result<Emitted, EmitErr
             symbols.join(", ")
         )));
     }
-    let order = graph.topo_order().map_err(|_| EmitError::Internal("the graph has a cycle".into()))?;
     let inputs: Vec<&TensorType> = graph.graph_inputs().iter().map(|&id| &graph.node(id).outputs[0]).collect();
     let arg_types = inputs
         .iter()
@@ -179,7 +179,7 @@ pub(crate) fn emit(graph: &Graph, opts: &EmitOptions) -> Result<Emitted, EmitErr
         .map_err(EmitError::Internal)?;
     let block = Block::new(&arg_types);
     let mut decompositions = Vec::new();
-    let result_types = emit_body(&ctx, &block, graph, &order, opts, &mut decompositions)?;
+    let result_types = emit_body(&ctx, &block, graph, opts, &mut decompositions)?;
 
     let region = Region::new();
     region.append_block(block);
@@ -236,21 +236,47 @@ fn emit_body<'c>(
     ctx: &'c Context,
     block: &Block<'c>,
     graph: &Graph,
-    order: &[NodeId],
     opts: &EmitOptions,
     decompositions: &mut Vec<melior::ir::operation::Operation<'c>>,
 ) -> Result<Vec<String>, EmitError> {
-    let groups = composite::groups(graph, order);
+    let args = (0..graph.graph_inputs().len())
+        .map(|i| block.argument(i).map(Into::into).map_err(|e| EmitError::Internal(e.to_string())))
+        .collect::<Result<Vec<Value>, _>>()?;
+    let results = emit_nodes(ctx, block, graph, args, opts, decompositions)?;
+    let types = graph
+        .outputs()
+        .iter()
+        .map(|o| type_text(graph.value_type(o.value)).map_err(EmitError::Internal))
+        .collect::<Result<Vec<_>, _>>()?;
+    let ret = OperationBuilder::new("func.return", Location::unknown(ctx))
+        .add_operands(&results)
+        .build()
+        .map_err(|e| EmitError::Internal(e.to_string()))?;
+    block.append_operation(ret);
+    Ok(types)
+}
+
+/// Lowers every node of `graph` into `block`, its inputs being `inputs` (in calling order);
+/// returns the values of its outputs. All failures are collected.
+fn emit_nodes<'c, 'a>(
+    ctx: &'c Context,
+    block: &'a Block<'c>,
+    graph: &Graph,
+    inputs: Vec<Value<'c, 'a>>,
+    opts: &EmitOptions,
+    decompositions: &mut Vec<melior::ir::operation::Operation<'c>>,
+) -> Result<Vec<Value<'c, 'a>>, EmitError> {
+    let order = graph.topo_order().map_err(|_| EmitError::Internal("the graph has a cycle".into()))?;
+    let groups = composite::groups(graph, &order);
     let inner: std::collections::BTreeSet<NodeId> = groups.values().flat_map(|g| g.inner().to_vec()).collect();
-    let mut values: BTreeMap<ValueRef, Value<'c, '_>> = BTreeMap::new();
-    for (i, &id) in graph.graph_inputs().iter().enumerate() {
-        let arg = block.argument(i).map_err(|e| EmitError::Internal(e.to_string()))?;
-        values.insert(ValueRef { node: id, slot: 0 }, arg.into());
+    let mut values: BTreeMap<ValueRef, Value<'c, 'a>> = BTreeMap::new();
+    for (&id, arg) in graph.graph_inputs().iter().zip(inputs) {
+        values.insert(ValueRef { node: id, slot: 0 }, arg);
     }
     let mut failures = Vec::new();
     let mut failed = std::collections::BTreeSet::new();
     let mut rng_state = None;
-    for &id in order {
+    for &id in &order {
         let node = graph.node(id);
         if matches!(node.op, Op::Input(_)) || inner.contains(&id) {
             continue;
@@ -305,28 +331,20 @@ fn emit_body<'c>(
         }
     }
     let mut results = Vec::new();
-    let mut types = Vec::new();
     for o in graph.outputs() {
-        let node = graph.node(o.value.node);
         match values.get(&o.value) {
             Some(v) => results.push(*v),
             None if failures.is_empty() => failures.push(failure(
-                node,
+                graph.node(o.value.node),
                 format!("output {} of this node is returned but cannot be computed", o.value.slot),
             )),
             None => {}
         }
-        types.push(type_text(&node.outputs[usize::from(o.value.slot)]).map_err(EmitError::Internal)?);
     }
     if !failures.is_empty() {
         return Err(EmitError::Lowering(failures));
     }
-    let ret = OperationBuilder::new("func.return", Location::unknown(ctx))
-        .add_operands(&results)
-        .build()
-        .map_err(|e| EmitError::Internal(e.to_string()))?;
-    block.append_operation(ret);
-    Ok(types)
+    Ok(results)
 }
 
 fn unsupported_reason(target: &str, reason: Option<&str>) -> String {
@@ -531,6 +549,9 @@ fn emit_node<'c, 'b>(
         Op::Rand(r) => draw(rng, args, |state| random::rand(b, r.normal, state, &out[0])),
         Op::RandPerm(RandPerm) => draw(rng, args, |state| random::randperm(b, state, &out[0])),
         Op::Dropout(d) => draw(rng, args, |state| random::dropout(b, d, args[0], state, out)),
+        Op::Cond(c) => control::cond(b, c, args, out, opts),
+        Op::WhileLoop(w) => control::while_loop(b, w, args, opts),
+        Op::Scan(s) => control::scan(b, s, args, out, opts),
         Op::Unsupported(Unsupported { target, reason }) => Err(unsupported_reason(target, reason.as_deref())),
     }
 }

@@ -141,7 +141,12 @@ parity_tests!(
     logmel,
     rope_complex,
     rope_complex_dyn,
-    sym_scalars
+    sym_scalars,
+    cond_data,
+    cond_size_dyn,
+    while_rnn,
+    scan_rnn,
+    scan_rnn_dyn
 );
 
 #[test]
@@ -204,6 +209,21 @@ fn every_model_matches_with_padding_forced_on() {
             // Its layer norms keep the padded hidden size: the only slices are the Q/K/V
             // projection's before it is split into heads of 16 (one per layer).
             assert!(pad.notes.iter().any(|n| n == "2 slices back to true sizes"), "{name}: {:?}", pad.notes);
+        }
+    }
+}
+
+/// Control flow on data, at one size: each case takes another path (`cond_data`: both
+/// branches; `while_rnn`: 6, 0 and all 10 steps).
+#[test]
+fn control_flow_matches_eager_on_every_path() {
+    for (name, min_cases) in [("cond_data", 3), ("while_rnn", 3)] {
+        let tmp = TempDir::new(name);
+        let artifact = compile_model(name, &tmp.0);
+        let cases = case_suffixes(name);
+        assert!(cases.len() >= min_cases, "{name}: {} cases", cases.len());
+        for case in &cases {
+            run_case(name, &artifact, case, &tmp.0);
         }
     }
 }
@@ -284,6 +304,8 @@ fn dynamic_models_match_eager_at_every_size() {
         ("pad_cnn_dyn", 7),
         ("rope_complex_dyn", 13),
         ("sym_scalars", 7),
+        ("cond_size_dyn", 7),
+        ("scan_rnn_dyn", 5),
     ];
     for (name, min_cases) in models {
         let tmp = TempDir::new(name);

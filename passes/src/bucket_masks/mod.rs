@@ -30,7 +30,8 @@
 //!   permutation is exact; convolutions and max pools along a dynamic dim read zeros
 //!   (−inf) past the real length; a `constant_pad_nd` on the right of one fills its pad
 //!   value from the real length on; a group norm over a dynamic dim takes its statistics
-//!   over the real positions (`norms`);
+//!   over the real positions (`norms`); the regions of control flow are masked as programs
+//!   of their own, given the real sizes (`regions`);
 //! - `Refused`: the compile fails, naming the node, the op and why — never wrong numbers.
 //!
 //! Values that hold positions along a dim of factors (a sort's indices) are positions of the
@@ -45,6 +46,7 @@
 //! ```
 
 mod norms;
+mod regions;
 mod rules;
 #[cfg(test)]
 mod tests;
@@ -455,6 +457,9 @@ impl Masker<'_> {
             return self.real_size(graph, id);
         }
         let in_dyn: Vec<DynDims> = ins.iter().map(|&v| self.dyn_dims(graph, v)).collect();
+        if Self::needs_region_masks(&node.op, &in_dyn) {
+            return self.control_flow(graph, id, &in_dyn);
+        }
         if node.outputs.is_empty() || in_dyn.iter().all(BTreeMap::is_empty) {
             return Ok(());
         }

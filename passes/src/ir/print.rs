@@ -24,6 +24,9 @@
 //!
 //! (`blocks` is left out when empty; `cast("w")` is the stored weight `w` in the input's dtype.)
 //!
+//! An op with regions (`cond`, `while_loop`, `scan`) is followed by each region, printed as a
+//! graph indented by four spaces.
+//!
 //! A graph split over devices has a `mesh ["dp"=2, "tp"=2]` line, and a node whose result has
 //! a set sharding ends its types with `sharded [{"tp"}, {}]` (per dim, the mesh axes that split
 //! it).
@@ -111,6 +114,11 @@ fn print_node(out: &mut String, graph: &Graph, id: NodeId, value: &dyn Fn(&Value
         let _ = write!(out, " sharded {s}");
     }
     let _ = writeln!(out, "  # {}", label(&node.name));
+    for region in node.op.regions() {
+        for line in print(&region.0).lines() {
+            let _ = writeln!(out, "    {line}");
+        }
+    }
 }
 
 /// `s` in double quotes, with `\\`, `"` and control characters escaped.

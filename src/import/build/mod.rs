@@ -5,13 +5,10 @@
 //! `signature.output_specs`. Every tensor's type comes from `graph.tensor_values`.
 
 use std::collections::{BTreeMap, BTreeSet};
-use torchtpu_passes::ir::ops::{
-    AsStrided, Binary, Convert, Convolution, ConvolutionBackward, Permute, Unsupported, ViewAsComplex,
-};
+use torchtpu_passes::ir::ops::{AsStrided, Convolution, ConvolutionBackward, Permute, Unsupported, ViewAsComplex};
 
 use torchtpu_passes::ir::{
-    BinaryOp, DType, Dim, Graph, InputKind, Node, Op, Operand, Origin, Scalar, SymExpr, TensorType, UnaryOp, ValueRef,
-    MAX_OPERANDS,
+    DType, Dim, Graph, InputKind, Node, Op, Origin, SymExpr, TensorType, ValueRef, MAX_OPERANDS,
 };
 
 use super::archive::Archive;
@@ -24,6 +21,12 @@ use super::wire::{Recipe, Wire};
 use super::{shown, ImportError};
 
 mod finish;
+mod regions;
+mod sizes;
+
+use sizes::{
+    has_data_dependent_arg, is_size_number_node, is_sym_int_node, known_unsupported, size_number_op, sym_name,
+};
 
 /// Where a symbol's value comes from at run time: a dimension of a user input.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -48,6 +51,8 @@ pub(super) struct Built {
 struct Builder<'a> {
     ep: &'a schema::ExportedProgram,
     archive: &'a Archive,
+    /// The graph being read: the program's, or a subgraph of a control-flow op.
+    json: &'a schema::Graph,
     graph: Graph,
     /// FX tensor name → the value holding it.
     values: BTreeMap<String, ValueRef>,
@@ -55,6 +60,8 @@ struct Builder<'a> {
     sym_values: BTreeMap<String, Dim>,
     symbols: BTreeSet<String>,
     bindings: BTreeMap<String, SymbolBinding>,
+    /// How many control-flow regions enclose the graph being read.
+    depth: usize,
 }
 
 /// Builds the graph; does not verify it (the caller does).
@@ -67,11 +74,13 @@ pub(super) fn build(
     let mut b = Builder {
         ep,
         archive,
+        json: &ep.graph_module.graph,
         graph: Graph::new(name),
         values: BTreeMap::new(),
         sym_values: BTreeMap::new(),
         symbols: BTreeSet::new(),
         bindings: BTreeMap::new(),
+        depth: 0,
     };
     for (sym_name, v) in &ep.graph_module.graph.sym_int_values {
         let dim = b.sym_int(v).map_err(|reason| ImportError::TensorMeta { tensor: sym_name.clone(), reason })?;
@@ -84,12 +93,13 @@ pub(super) fn build(
     }
     b.outputs()?;
     b.declare_symbols()?;
+    regions::declare_symbols_in_regions(&mut b.graph);
     Ok(Built { graph: b.graph, bindings: b.bindings, constant_inputs })
 }
 
-impl Builder<'_> {
-    fn graph_json(&self) -> &schema::Graph {
-        &self.ep.graph_module.graph
+impl<'a> Builder<'a> {
+    fn graph_json(&self) -> &'a schema::Graph {
+        self.json
     }
 
     /// The symbols' ranges that bound both sides, from `range_constraints` (validated later,
@@ -289,6 +299,10 @@ impl Builder<'_> {
         if !names.insert(name.clone()) {
             return Err(fail("another node has the same name".into()));
         }
+        if regions::is_higher_order(&node.target) {
+            let (op, inputs) = self.higher_order(node).map_err(&fail)?;
+            return self.add_node(node, name.clone(), origin.clone(), op, &inputs).map_err(&fail);
+        }
         let symbolic_strided = is_symbolic_as_strided(node);
         if symbolic_strided {
             self.contiguous_operand(node).map_err(&fail)?;
@@ -296,8 +310,8 @@ impl Builder<'_> {
         let mut args = Args::new(&node.inputs, &self.sym_values).map_err(&fail)?;
         let sym_scalar_out = node.outputs.iter().any(|o| matches!(o, Argument::AsSymBool(_) | Argument::AsSymFloat(_)));
         let lowered = match ops::translation(&node.target) {
-            _ if sym_scalar_out && is_size_float_node(node) => {
-                Lowered::Op(size_float_op(node, &mut args.tensors).map_err(&fail)?)
+            _ if sym_scalar_out && is_size_number_node(node) => {
+                Lowered::Op(size_number_op(node, &mut args.tensors).map_err(&fail)?)
             }
             _ if sym_scalar_out => {
                 args.all_tensors();
@@ -348,6 +362,11 @@ impl Builder<'_> {
         let tensors = args.tensors;
         let mut inputs = Vec::with_capacity(tensors.len());
         for t in &tensors {
+            if t == RNG_SEED && self.depth > 0 {
+                return Err(fail(
+                    "random ops inside control flow (`cond`, `while_loop`, `scan`, `map`) are not supported".into(),
+                ));
+            }
             if t == RNG_SEED && !self.values.contains_key(t) {
                 self.add_rng_seed();
             }
@@ -369,21 +388,29 @@ impl Builder<'_> {
             }
             Lowered::Op(other) => other,
         };
-        let (output_names, types) = self.outputs_of(node).map_err(&fail)?;
+        self.add_node(node, name.clone(), origin.clone(), op, &inputs).map_err(&fail)
+    }
+
+    /// Adds the IR node of `node` and binds its outputs' names.
+    fn add_node(
+        &mut self,
+        node: &schema::Node,
+        name: String,
+        mut origin: Origin,
+        op: Op,
+        inputs: &[ValueRef],
+    ) -> Result<(), String> {
+        let (output_names, types) = self.outputs_of(node)?;
         if output_names.len() > MAX_OPERANDS {
-            return Err(fail(format!(
-                "it has {} outputs; one node can have at most {MAX_OPERANDS}",
-                output_names.len()
-            )));
+            return Err(format!("it has {} outputs; one node can have at most {MAX_OPERANDS}", output_names.len()));
         }
-        let mut origin = origin.clone();
         origin.output_names.clone_from(&output_names);
-        let mut node = Node::new(name.clone(), op, types);
-        node.origin = origin;
-        let id = self.graph.add_op(node, &inputs);
+        let mut ir = Node::new(name, op, types);
+        ir.origin = origin;
+        let id = self.graph.add_op(ir, inputs);
         for (slot, out) in output_names.into_iter().enumerate().filter(|(_, n)| !n.is_empty()) {
             if self.values.insert(out.clone(), ValueRef { node: id, slot: slot as u16 }).is_some() {
-                return Err(fail(format!("output `{}` is also produced by another node or input", shown(&out))));
+                return Err(format!("output `{}` is also produced by another node or input", shown(&out)));
             }
         }
         Ok(())
@@ -538,10 +565,9 @@ impl Builder<'_> {
                 Argument::AsTensor(t) => names.push(t.name.clone()),
                 Argument::AsTensors(ts) => names.extend(ts.iter().map(|t| t.name.clone())),
                 Argument::AsSymInt(SymIntArgument::AsName(n)) => names.push(n.clone()),
-                // A symbolic float is a 0-d f32 value (see `size_float_op`); symbolic bools
-                // have no slot (their node is unsupported).
-                Argument::AsSymFloat(v) => names.push(sym_name(v)?),
-                Argument::AsSymBool(_) => {}
+                // A symbolic float is a 0-d f32 value (see `size_number_op`), a symbolic bool a
+                // 0-d bool.
+                Argument::AsSymFloat(v) | Argument::AsSymBool(v) => names.push(sym_name(v)?),
                 // An undefined optional result (e.g. a masked-out gradient) keeps its slot.
                 Argument::AsNone(_) => names.push(String::new()),
                 other => return Err(format!("outputs of kind `{}` are not supported", other.kind())),
@@ -559,6 +585,12 @@ impl Builder<'_> {
                 .any(|o| matches!(o, Argument::AsSymFloat(v) if sym_name(v).as_deref() == Ok(n)))
             {
                 types.push(TensorType { dtype: DType::F32, dims: vec![] });
+            } else if node
+                .outputs
+                .iter()
+                .any(|o| matches!(o, Argument::AsSymBool(v) if sym_name(v).as_deref() == Ok(n)))
+            {
+                types.push(TensorType { dtype: DType::Bool, dims: vec![] });
             } else {
                 types.push(self.tensor_type(n).map_err(|e| e.to_string())?);
             }
@@ -567,7 +599,6 @@ impl Builder<'_> {
     }
 }
 
-/// True when an argument is a symbolic float or bool: a value computed from tensor data.
 /// A convolution's one-element `stride`, `padding`, `dilation` and `output_padding` repeated
 /// for each of its `spatial` dims, as PyTorch expands them.
 fn expand_convolution_lists(op: Op, spatial: usize) -> Op {
@@ -608,59 +639,6 @@ fn data_dependent(args: &mut Args<'_>, node: &schema::Node, reason: &str) -> Low
     }))
 }
 
-/// The name in a symbolic float argument (`{"as_name": …}`).
-fn sym_name(v: &serde_json::Value) -> Result<String, String> {
-    v.get("as_name")
-        .and_then(serde_json::Value::as_str)
-        .map(str::to_string)
-        .ok_or_else(|| format!("a symbolic float without a name ({})", shown(&v.to_string())))
-}
-
-/// Python arithmetic whose result is a float, on sizes and numbers: `n / 2`, `float(n)`,
-/// `n * 1.5`, … (`_operator.truediv`, `torch.sym_float`, …).
-fn is_size_float_node(node: &schema::Node) -> bool {
-    let ops =
-        ["_operator.add", "_operator.sub", "_operator.mul", "_operator.truediv", "_operator.neg", "torch.sym_float"];
-    ops.contains(&node.target.as_str()) && matches!(node.outputs.as_slice(), [Argument::AsSymFloat(_)])
-}
-
-/// The op of an [`is_size_float_node`] node on the 0-d values of its symbolic operands (the
-/// names pushed to `tensors`) and its numbers, computed in f32 (TPUs have no f64, so sizes
-/// above 2^24 lose precision): a data-dependent operand (from `item()`) is the output of an
-/// unsupported node, which `check` reports.
-fn size_float_op(node: &schema::Node, tensors: &mut Vec<String>) -> Result<Op, String> {
-    let mut operands = Vec::new();
-    for a in &node.inputs {
-        operands.push(match &a.arg {
-            Argument::AsSymInt(SymIntArgument::AsName(n)) => {
-                tensors.push(n.clone());
-                Operand::Tensor
-            }
-            Argument::AsSymFloat(v) => {
-                tensors.push(sym_name(v)?);
-                Operand::Tensor
-            }
-            Argument::AsSymInt(SymIntArgument::AsInt(i)) | Argument::AsInt(i) => Operand::Scalar(Scalar::Int(*i)),
-            Argument::AsFloat(f) => Operand::Scalar(Scalar::Float(f.0)),
-            other => return Err(format!("an operand of kind `{}` in arithmetic on sizes", other.kind())),
-        });
-    }
-    let op = |op| match operands.as_slice() {
-        [lhs, rhs] => Ok(Op::Binary(Binary { op, lhs: *lhs, rhs: *rhs, alpha: None })),
-        _ => Err(format!("`{}` takes two operands, found {}", node.target, operands.len())),
-    };
-    match node.target.as_str() {
-        "_operator.add" => op(BinaryOp::Add),
-        "_operator.sub" => op(BinaryOp::Sub),
-        "_operator.mul" => op(BinaryOp::Mul),
-        "_operator.truediv" => op(BinaryOp::Div),
-        "_operator.neg" | "torch.sym_float" if operands == [Operand::Tensor] => {
-            Ok(if node.target == "torch.sym_float" { Op::Convert(Convert) } else { Op::Unary(UnaryOp::Neg) })
-        }
-        other => Err(format!("`{other}` on these operands is not supported")),
-    }
-}
-
 /// `as_strided` whose sizes or strides are symbolic: read as a view and a permute.
 fn is_symbolic_as_strided(node: &schema::Node) -> bool {
     node.target.ends_with("aten.as_strided.default")
@@ -669,25 +647,6 @@ fn is_symbolic_as_strided(node: &schema::Node) -> bool {
         )
 }
 
-fn has_data_dependent_arg(node: &schema::Node) -> bool {
-    node.inputs.iter().any(|a| matches!(a.arg, Argument::AsSymFloat(_) | Argument::AsSymBool(_)))
-}
-
-/// Why some targets cannot be lowered, and what the user can do about it.
-fn known_unsupported(target: &str) -> Option<String> {
-    let data_dependent = "has an output whose size or value depends on the input data, which a static XLA program \
-        cannot produce; keep it out of the exported graph, or bound it at export (`torch._check(n <= N)`) and pad";
-    match target.strip_prefix("torch.ops.aten.") {
-        Some("nonzero.default") => Some(format!("`nonzero` {data_dependent}")),
-        Some("_local_scalar_dense.default") => Some(format!("`item()` ({target}) {data_dependent}")),
-        _ if target.starts_with("_operator.") => {
-            Some(format!("`{target}` computes on data-dependent symbolic values, which are not supported"))
-        }
-        _ => None,
-    }
-}
-
-/// Python arithmetic on sizes (`_operator.add`, …) and the size queries `sym_numel`,
 /// The order of `dims` from the largest stride to the smallest when the layout is dense:
 /// every element at its own position and no position between them, i.e. a permutation of a
 /// contiguous layout. Size-1 dims may have any stride and keep their place. `None` otherwise.
@@ -712,17 +671,6 @@ fn storage_order(dims: &[i64], strides: &[i64]) -> Option<Vec<usize>> {
     // Size-1 dims go back to their own positions among the others.
     let mut big = moved.into_iter();
     dims.iter().enumerate().map(|(d, &n)| if n == 1 { Some(d) } else { big.next() }).collect()
-}
-
-/// `sym_stride` and `sym_storage_offset`: nodes with one symbolic-int output.
-fn is_sym_int_node(node: &schema::Node) -> bool {
-    let sym_query = [
-        "torch.ops.aten.sym_numel.default",
-        "torch.ops.aten.sym_stride.int",
-        "torch.ops.aten.sym_storage_offset.default",
-    ];
-    (node.target.starts_with("_operator.") || sym_query.contains(&node.target.as_str()))
-        && matches!(node.outputs.as_slice(), [Argument::AsSymInt(_)])
 }
 
 /// The FX node name; older exports may omit it, then the first output's name stands in.

@@ -22,15 +22,15 @@
 //! - `[flatten]`: another op's attributes, in place (a backward op holds its forward's);
 //! - `[kind]`: the member of the family, which names the op (`reduce_sum`, `cumsum`).
 //!
-//! What comes next has its place here. An op with regions (`cond`'s branches, a loop's body)
-//! is a struct holding its subgraphs, with an attribute form for a region (a block of the
-//! printed form) and a rule that types the region's results against the op's. Complex values
-//! are a dtype, which the rules already promote (`is_complex`); an op that reads both parts
-//! says so in its rule and its emission.
+//! Ops with regions (`cond`'s branches, a loop's body: `control`) hold their subgraphs; the
+//! printer writes each region after its node and the parser reads it back there
+//! ([`Op::regions`]). Complex values are a dtype, which the rules promote (`is_complex`); an op
+//! that reads both parts says so in its rule and its emission.
 
 #[macro_use]
 mod attr;
 mod complex;
+mod control;
 mod elementwise;
 mod index;
 mod linalg;
@@ -43,6 +43,7 @@ mod shape;
 mod tests;
 
 pub use complex::*;
+pub use control::*;
 pub use elementwise::*;
 pub use index::*;
 pub use linalg::*;
@@ -272,10 +273,33 @@ ops! {
     AssertMetadata(AssertMetadata),
     SymSize(SymSize),
     SymInt(SymInt),
+    Cond(Cond),
+    WhileLoop(WhileLoop),
+    Scan(Scan),
     Unsupported(Unsupported),
 }
 
 impl Op {
+    /// The subgraphs the op runs, in printed order (none for most ops).
+    pub fn regions(&self) -> Vec<&Region> {
+        match self {
+            Op::Cond(c) => vec![&c.then, &c.otherwise],
+            Op::WhileLoop(w) => vec![&w.cond, &w.body],
+            Op::Scan(s) => vec![&s.body],
+            _ => vec![],
+        }
+    }
+
+    /// The same, to change them.
+    pub fn regions_mut(&mut self) -> Vec<&mut Region> {
+        match self {
+            Op::Cond(c) => vec![&mut c.then, &mut c.otherwise],
+            Op::WhileLoop(w) => vec![&mut w.cond, &mut w.body],
+            Op::Scan(s) => vec![&mut s.body],
+            _ => vec![],
+        }
+    }
+
     /// Draws random numbers (see [`OpDef::is_random`]).
     pub fn is_random(&self) -> bool {
         self.def().is_random()

@@ -21,6 +21,7 @@
 //! power   := atom ["^" atom]
 //! atom    := INT | IDENT | "(" sum ")" | ("ceildiv" | "max" | "min") "(" [sum (", " sum)*] ")"
 //! return  := "  return " OUTPUT_KIND " = " VALUE
+//! region  := a graph, each line indented by four more spaces, after the node of its op
 //! VALUE   := "%" UINT, defined by an earlier line
 //! LABEL   := the rest of the line, or a quoted STRING
 //! ```
@@ -28,8 +29,9 @@
 //! Attributes come in the printer's order. Nodes are added in the text's order, so printing
 //! the result numbers them as the text does. The inputs' calling order is not printed: weights
 //! come first, then the other inputs, each in text order (the order the importer and the
-//! passes give them). Parenthesized expressions and derived-weight recipes nest at most
-//! [`MAX_DEPTH`] deep, so hostile input cannot overflow the stack.
+//! passes give them). Regions nest at most `MAX_REGION_DEPTH` deep, parenthesized expressions
+//! and derived-weight recipes at most [`MAX_DEPTH`], so hostile input cannot overflow the
+//! stack.
 
 pub(crate) mod cursor;
 #[cfg(test)]
@@ -42,9 +44,9 @@ use thiserror::Error;
 use cursor::Cursor;
 
 use super::graph::{Graph, OutputKind};
-use super::node::{Composite, Node, ValueRef, COMPOSITES};
+use super::node::{Composite, Node, NodeId, ValueRef, COMPOSITES};
 use super::op::InputKind;
-use super::ops::{AttrReader, Op, Unsupported};
+use super::ops::{AttrReader, Op, Region, Unsupported, MAX_REGION_DEPTH};
 use super::sharding::{Mesh, MeshAxis, Sharding};
 use super::types::{Bounds, Precision, Scalar};
 
@@ -63,21 +65,33 @@ pub struct ParseError {
 
 /// Parses the printer's text form of a graph. The graph is not verified.
 pub fn parse(text: &str) -> Result<Graph, ParseError> {
+    let lines: Vec<&str> = text.lines().collect();
+    parse_lines(&lines, 1, 0)
+}
+
+/// The graph of `lines`, the first being line `first` of the text, at region depth `depth`.
+fn parse_lines(lines: &[&str], first: usize, depth: usize) -> Result<Graph, ParseError> {
     let at = |line: usize| move |message: String| ParseError { line, message };
-    let mut lines = text.lines().zip(1..);
-    let (first, _) = lines.next().ok_or_else(|| at(1)("expected `graph NAME {`, found an empty text".into()))?;
-    let mut p = Parser { graph: Graph::new(header(first).map_err(at(1))?), values: BTreeMap::new() };
+    let head = lines.first().ok_or_else(|| at(first)("expected `graph NAME {`, found an empty text".into()))?;
+    let mut p = Parser { graph: Graph::new(header(head).map_err(at(first))?), values: BTreeMap::new() };
     let mut closed = None;
-    for (line, n) in lines {
+    let mut i = 1;
+    while let Some(&line) = lines.get(i) {
+        let n = first + i;
+        i += 1;
         match closed {
             Some(c) => return Err(at(n)(format!("expected nothing after the `}}` of line {c}"))),
             None if line == "}" => closed = Some(n),
-            None => p.line(line).map_err(at(n))?,
+            None => {
+                if let Some(id) = p.line(line).map_err(at(n))? {
+                    i = p.regions(id, lines, (i, first), depth)?;
+                }
+            }
         }
     }
     match closed {
         Some(_) => Ok(p.graph),
-        None => Err(at(text.lines().count() + 1)("expected `}` closing the graph".into())),
+        None => Err(at(first + lines.len())("expected `}` closing the graph".into())),
     }
 }
 
@@ -114,7 +128,9 @@ enum Arg {
 }
 
 impl Parser {
-    fn line(&mut self, line: &str) -> Result<(), String> {
+    /// Reads one line; returns the node it adds when that node's op has regions, which the
+    /// next lines hold.
+    fn line(&mut self, line: &str) -> Result<Option<NodeId>, String> {
         let mut c = Cursor { rest: line };
         c.expect("  ")?;
         if c.eat("sym ") {
@@ -136,9 +152,45 @@ impl Parser {
             let value = self.value(c.after(" = ")?)?;
             self.graph.add_output(value, kind);
         } else {
-            self.node(&mut c)?;
+            let id = self.node(&mut c)?;
+            c.end()?;
+            return Ok((!self.graph.node(id).op.regions().is_empty()).then_some(id));
         }
-        c.end()
+        c.end().map(|()| None)
+    }
+
+    /// Reads the regions of node `id` from `lines[i..]` (line `i` is line `first + i` of the
+    /// text): each a graph indented by four spaces. Returns the index of the line after them.
+    fn regions(
+        &mut self,
+        id: NodeId,
+        lines: &[&str],
+        (mut i, first): (usize, usize),
+        depth: usize,
+    ) -> Result<usize, ParseError> {
+        let count = self.graph.node(id).op.regions().len();
+        for r in 0..count {
+            let at = |line: usize, message: String| ParseError { line, message };
+            if depth + 1 > MAX_REGION_DEPTH {
+                return Err(at(first + i, format!("regions nest more than {MAX_REGION_DEPTH} deep")));
+            }
+            if !lines.get(i).is_some_and(|l| l.starts_with("    graph ")) {
+                let op = self.graph.node(id).op.name();
+                return Err(at(first + i, format!("expected region {r} of `{op}`: `    graph NAME {{`")));
+            }
+            let end = lines[i..].iter().position(|l| *l == "    }").map(|k| i + k).ok_or_else(|| {
+                at(first + lines.len(), format!("expected `    }}` closing the region of line {}", first + i))
+            })?;
+            let mut inner = Vec::with_capacity(end + 1 - i);
+            for (k, l) in lines[i..=end].iter().enumerate() {
+                let l = l.strip_prefix("    ").ok_or_else(|| at(first + i + k, "expected a region line".into()))?;
+                inner.push(l);
+            }
+            let region = parse_lines(&inner, first + i, depth + 1)?;
+            *self.graph.node_mut(id).op.regions_mut()[r] = Region::new(region);
+            i = end + 1;
+        }
+        Ok(i)
     }
 
     fn value(&self, c: &mut Cursor<'_>) -> Result<ValueRef, String> {
@@ -146,7 +198,7 @@ impl Parser {
         self.values.get(&n).copied().ok_or_else(|| format!("`%{n}` is not defined by an earlier line"))
     }
 
-    fn node(&mut self, c: &mut Cursor<'_>) -> Result<(), String> {
+    fn node(&mut self, c: &mut Cursor<'_>) -> Result<NodeId, String> {
         let results = if c.peek("%") { c.sep_by(", ", |c| c.after("%")?.uint())? } else { vec![] };
         if !results.is_empty() {
             c.expect(" = ")?;
@@ -180,7 +232,7 @@ impl Parser {
             let slot = u16::try_from(slot).map_err(|_| "more than 65536 results".to_string())?;
             self.values.insert(n, ValueRef { node: id, slot });
         }
-        Ok(())
+        Ok(id)
     }
 
     /// `NAME(args) {attrs}`.

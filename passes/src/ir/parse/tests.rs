@@ -408,6 +408,41 @@ const EVERY_OP: &str = r#"graph ops {
   %118 = view_as_complex(%117) : c64[2]  # a101
   %119 = conj(%118) : c64[2]  # a102
   %120 = angle(%119) : f32[2]  # a103
+  %121 = cond(%0, %0) : f32[2]  # a104
+    graph then {
+      %0 = input.user #0 : f32[2]  # x
+      %1 = neg(%0) : f32[2]  # n
+      return user[0] = %1
+    }
+    graph else {
+      %0 = input.user #0 : f32[2]  # x
+      return user[0] = %0
+    }
+  %122 = while_loop(%0, %1) {carried=1} : f32[2]  # a105
+    graph cond {
+      sym s0 in [1, ?]
+      %0 = input.user #0 : f32[2]  # x
+      %1 = input.user #1 : f32[2]  # y
+      %2 = scan(%0, %1) {carried=0, scanned=1} : f32[2]  # inner
+        graph body {
+          %0 = input.user #0 : f32[]  # x
+          return user[0] = %0
+        }
+      %3 = reduce_any(%2) {dims=[], keepdim=false, dtype=none} : bool[]  # any
+      return user[0] = %3
+    }
+    graph body {
+      %0 = input.user #0 : f32[2]  # x
+      %1 = input.user #1 : f32[2]  # y
+      return user[0] = %0
+    }
+  %123, %124 = scan(%0, %0) {carried=1, scanned=1} : f32[2], f32[2]  # a106
+    graph body {
+      %0 = input.user #0 : f32[2]  # c
+      %1 = input.user #1 : f32[]  # x
+      return user[0] = %0
+      return user[1] = %1
+    }
   return user[0] = %1
 }
 "#;
