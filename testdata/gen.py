@@ -18,10 +18,10 @@ and writes, in <out>/<name>/:
 
     in_<i>.npy, out_<i>.npy                 user inputs / eager outputs (user order)
     in_<i>_case<k>.npy, out_<i>_case<k>.npy extra sizes for dynamic models (k = 1, 2, ...)
-    state_dict.safetensors                  every tensor the archive carries
-                                            (ep.state_dict + tensor ep.constants),
-                                            keyed by FQN, own dtype
-    meta.json                               description, shapes, diffs, versions
+    meta.json                               description, shapes, diffs, versions,
+                                            and every tensor the archive carries
+                                            (ep.state_dict + tensor ep.constants):
+                                            dtype, shape, sha256 of its bytes
 
 Models with `train=True` (train_mlp, train_cnn) are exported as one training step
 instead: the forward (which returns the loss) is exported, then
@@ -33,6 +33,7 @@ generate_train.
 """
 import argparse
 import contextlib
+import hashlib
 import copy
 import json
 import os
@@ -46,7 +47,6 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from safetensors.torch import save_file
 from torch._higher_order_ops.scan import scan
 from torch._higher_order_ops.while_loop import while_loop
 from torch.export import Dim
@@ -1357,12 +1357,12 @@ def generate(name, spec, outdir):
         if f.endswith(".npy"):
             os.remove(os.path.join(d, f))
 
-    # every tensor the archive carries, keyed by FQN, own dtype (not for the large benchmark
-    # models: a second copy of gigabytes)
+    # every tensor the archive carries, keyed by FQN, with its digest (not for the large
+    # benchmark models: hashing gigabytes)
     if spec.get("large"):
-        tensors, (keys, ops) = None, archive_info(path)
+        tensors, digests, (keys, ops) = None, None, archive_info(path)
     else:
-        tensors, keys, ops = save_state_dict(ep, path, d)
+        tensors, digests, keys, ops = state_dict_digests(ep, path)
     # graph_has: targets the saved graph must hold; graph_lacks: substrings no target may hold
     missing = [t for t in spec.get("graph_has", []) if t not in ops]
     assert not missing, f"{name}: graph lacks {missing}"
@@ -1425,15 +1425,15 @@ def generate(name, spec, outdir):
     if note:
         meta["note"] = note
     if spec.get("state_dict_of"):
-        # The same weights as another model: its state_dict stands for this one's (the budget).
-        other = os.path.join(outdir, spec["state_dict_of"], "state_dict.safetensors")
-        mine = os.path.join(d, "state_dict.safetensors")
-        with open(other, "rb") as f, open(mine, "rb") as g:
-            assert f.read() == g.read(), f"{name}: its weights differ from {spec['state_dict_of']}'s"
-        os.remove(mine)
+        # The same weights as another model: its digests stand for this one's.
+        with open(os.path.join(outdir, spec["state_dict_of"], "meta.json")) as f:
+            other = json.load(f)["state_dict"]
+        assert other == digests, f"{name}: its weights differ from {spec['state_dict_of']}'s"
         meta["state_dict_of"] = spec["state_dict_of"]
     if spec.get("decode"):
         meta["decode"] = spec["decode"](model, d)
+    if digests is not None and not spec.get("state_dict_of"):
+        meta["state_dict"] = digests
     with open(os.path.join(d, "meta.json"), "w") as f:
         f.write(compact_json(meta) + "\n")
     print(f"[{name}] wrote {path} ({os.path.getsize(path)} bytes)")
@@ -1547,23 +1547,32 @@ def write_sparse_archive(plain, path, ep):
                             min(size, 0xFFFFFFFF), min(directory_at, 0xFFFFFFFF), 0))
 
 
-def save_state_dict(ep, path, d):
-    """Writes <d>/state_dict.safetensors (every tensor the archive carries, keyed by FQN)
-    and returns (tensors, payload keys, graph op targets with counts)."""
+# The names the compiler gives torch's dtypes (`DType`'s printed names).
+DTYPE_NAMES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16", torch.float64: "f64",
+               torch.int64: "i64", torch.int32: "i32", torch.int16: "i16", torch.int8: "i8",
+               torch.uint8: "u8", torch.bool: "bool"}
+
+
+def state_dict_digests(ep, path):
+    """Every tensor the archive carries (ep.state_dict and tensor ep.constants), keyed by FQN:
+    its dtype, shape and the sha256 of its contiguous bytes, which the compiler's reading of
+    the archive must reproduce bit for bit (complex tensors as their (real, imaginary) pairs,
+    as the compiler reads them). Returns (the tensors, their digests, payload keys, graph op targets with counts)."""
     tensors = {}
     for k, v in ep.state_dict.items():
-        tensors[k] = v.detach().contiguous().clone()
+        tensors[k] = v.detach()
     for k, v in ep.constants.items():
         if isinstance(v, torch.Tensor):
-            tensors[k] = v.detach().contiguous().clone()
+            tensors[k] = v.detach()
     keys, ops = archive_info(path)
     assert sorted(tensors) == sorted(keys["weights"] + keys["constants"]), (sorted(tensors), keys)
-    # Complex tensors as their (real, imaginary) pairs, as the compiler reads them (the
-    # safetensors format readers know has no complex dtype).
-    stored = {k: torch.view_as_real(v) if v.is_complex() else v for k, v in tensors.items()}
-    save_file(stored, os.path.join(d, "state_dict.safetensors"))
-    os.chmod(os.path.join(d, "state_dict.safetensors"), 0o644)
-    return tensors, keys, ops
+    digests = {}
+    for k in sorted(tensors):
+        v = tensors[k]
+        v = (torch.view_as_real(v) if v.is_complex() else v).contiguous()
+        raw = v.reshape(-1).view(torch.uint8).numpy().tobytes()
+        digests[k] = {"dtype": DTYPE_NAMES[v.dtype], "shape": list(v.shape), "sha256": hashlib.sha256(raw).hexdigest()}
+    return tensors, digests, keys, ops
 
 
 def spec_kind(kind):
@@ -1610,7 +1619,7 @@ def generate_train(name, spec, outdir):
     for f in os.listdir(d):  # start clean
         if f.endswith(".npy"):
             os.remove(os.path.join(d, f))
-    tensors, keys, ops = save_state_dict(ep, path, d)
+    tensors, digests, keys, ops = state_dict_digests(ep, path)
 
     # eager reference: loss.backward() on a copy with the same weights and buffers (the
     # step updates buffers in place, and ep.state_dict shares storage with the model)
@@ -1722,6 +1731,7 @@ def generate_train(name, spec, outdir):
         "ops": ops,
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
                      "numpy": np.__version__},
+        "state_dict": digests,
     }
     with open(os.path.join(d, "meta.json"), "w") as f:
         f.write(compact_json(meta) + "\n")
