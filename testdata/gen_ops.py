@@ -1656,6 +1656,12 @@ def build_index_put():
         S("accumulate=True, 2-d mask (2 true) over dims 0-1, index of 2 on dim 2",
           [N(2, 3, 4), T([[False, True, False], [False, False, True]], BOOL), T([3, 1], I64), N(2)],
           lambda x, m, i, v: op(x, [m, i], v, True)),
+        S("boolean mask only, one row of values for every selected position: x[ids == 7] = e",
+          [N(2, 3, 4), T([[True, False, True], [False, False, True]], BOOL), N(4)],
+          lambda x, m, v: op(x, [m], v)),
+        S("accumulate=True, boolean mask of all dims, 0-d value",
+          [N(3, 2), T([[True, False], [False, False], [True, True]], BOOL), T(2.5)],
+          lambda x, m, v: op(x, [m], v, True)),
     ]
 
 
@@ -2847,6 +2853,94 @@ def build_linalg_det():
     ]
 
 
+def build_rand_like():
+    op = aten.rand_like.default
+    return [
+        S("like f32[64,64]", [N(64, 64)], lambda x: op(x), moments=UNIF),
+        S("like f16[4096]", [N(4096, dtype=F16)], lambda x: op(x), moments=UNIF),
+    ]
+
+
+def build_randn_like():
+    op = aten.randn_like.default
+    return [S("like f32[64,64]", [N(64, 64)], lambda x: op(x), moments=NORM)]
+
+
+def build_uniform():
+    op = aten.uniform.default
+    return [S("f32[64,64] in [-2, 3)", [N(64, 64)], lambda x: op(x, -2.0, 3.0),
+              moments={"mean": 0.5, "std": 5 / math.sqrt(12), "min": -2.0, "max": 3.0})]
+
+
+def build_bernoulli_p():
+    op = aten.bernoulli.p
+    return [S("f32[64,64] with p=0.3", [N(64, 64)], lambda x: op(x, 0.3),
+              moments=index_moments([(0, 0.7), (1, 0.3)]))]
+
+
+def build_bernoulli():
+    op = aten.bernoulli.default
+    return [S("f32[4096] probabilities of 0.25", [torch.full((4096,), 0.25)], lambda p: op(p),
+              moments=index_moments([(0, 0.75), (1, 0.25)]))]
+
+
+def build_randint_low():
+    op = aten.randint.low
+    return [S("i64[64,64] from 3 to 10", [], lambda: op(3, 10, [64, 64]),
+              moments=index_moments([(i, 1 / 7) for i in range(3, 10)]))]
+
+
+def build_randint():
+    op = aten.randint.default
+    return [S("i64[4096] below 5", [], lambda: op(5, [4096]),
+              moments=index_moments([(i, 0.2) for i in range(5)]))]
+
+
+def build_round_decimals():
+    op = aten.round.decimals
+    return [
+        S("f32[3,4] to 2 decimals", [N(3, 4) * 10], lambda x: op(x, decimals=2)),
+        S("to -1 decimals (tens)", [N(8) * 100], lambda x: op(x, decimals=-1)),
+        S("halves and specials to 1 decimal", [T([0.25, 0.35, -2.25, INF, -INF, NAN, -0.0, 1e30])],
+          lambda x: op(x, decimals=1)),
+    ]
+
+
+def build_addbmm():
+    op = aten.addbmm.default
+    return [
+        S("f32 [3,5] + sum of 4 products [3,2]@[2,5]", [N(3, 5), N(4, 3, 2), N(4, 2, 5)], lambda x, a, b: op(x, a, b)),
+        S("beta=0.5, alpha=2, self [5] broadcast", [N(5), N(2, 3, 4), N(2, 4, 5)],
+          lambda x, a, b: op(x, a, b, beta=0.5, alpha=2)),
+        S("beta=0: self's NaN not read", [T([[NAN, 1.0], [2.0, NAN]]), N(3, 2, 4), N(3, 4, 2)],
+          lambda x, a, b: op(x, a, b, beta=0)),
+    ]
+
+
+def build_int_mm():
+    op = aten._int_mm.default
+    return [S("int8 [32,16] @ [16,8] -> int32", [I(-128, 128, 32, 16, dtype=I8), I(-128, 128, 16, 8, dtype=I8)],
+              lambda a, b: op(a, b))]
+
+
+def build_conv_tbc():
+    op = aten.conv_tbc.default
+    return [
+        S("x [T=7, B=2, Cin=3], kernel 3, Cout 4, pad 1", [N(7, 2, 3), N(3, 3, 4), N(4)],
+          lambda x, w, b: op(x, w, b, 1)),
+        S("pad 0, kernel 2", [N(5, 1, 2), N(2, 2, 3), N(3)], lambda x, w, b: op(x, w, b, 0)),
+    ]
+
+
+def build_convert_element_type():
+    op = torch.ops.prims.convert_element_type.default
+    return [
+        S("f32 -> i32 (truncates)", [N(3, 4) * 5], lambda x: op(x, torch.int32)),
+        S("i64 -> f16", [I(-100, 100, 6)], lambda x: op(x, F16)),
+        S("f32 -> bool", [T([0.0, -0.0, 1.0, NAN])], lambda x: op(x, BOOL)),
+    ]
+
+
 EXTRA_LIST = """
 quantized_decomposed.quantize_per_tensor.default quantized_decomposed.quantize_per_tensor.tensor
 quantized_decomposed.dequantize_per_tensor.default quantized_decomposed.dequantize_per_tensor.tensor
@@ -2859,7 +2953,9 @@ max.default min.default tril_indices.default triu_indices.default _embedding_bag
 cumprod.default logcumsumexp.default bitwise_left_shift.Tensor bitwise_right_shift.Tensor
 multinomial.default _linalg_det.default upsample_nearest2d_backward.default
 view_as_complex.default view_as_real.default complex.default polar.default _conj.default
-angle.default _fft_c2c.default
+angle.default _fft_c2c.default rand_like.default randn_like.default uniform.default bernoulli.p
+bernoulli.default randint.low randint.default round.decimals addbmm.default _int_mm.default
+conv_tbc.default prims.convert_element_type.default
 """.split()
 
 reg("quantized_decomposed.quantize_per_tensor.default", build_quantize_per_tensor)
@@ -2896,6 +2992,18 @@ reg("bitwise_right_shift.Tensor", build_right_shift)
 reg("multinomial.default", build_multinomial, random=True)
 reg("_linalg_det.default", build_linalg_det, tol="red")
 reg("upsample_nearest2d_backward.default", build_upsample_nearest2d_backward, tol="red", backward=True)
+reg("rand_like.default", build_rand_like, random=True, compare="moments")
+reg("randn_like.default", build_randn_like, random=True, compare="moments")
+reg("uniform.default", build_uniform, random=True, compare="moments")
+reg("bernoulli.p", build_bernoulli_p, random=True, compare="moments")
+reg("bernoulli.default", build_bernoulli, random=True, compare="moments")
+reg("randint.low", build_randint_low, random=True, compare="moments")
+reg("randint.default", build_randint, random=True, compare="moments")
+reg("round.decimals", build_round_decimals)
+reg("addbmm.default", build_addbmm, tol="red")
+reg("_int_mm.default", build_int_mm)
+reg("conv_tbc.default", build_conv_tbc, tol="red")
+reg("prims.convert_element_type.default", build_convert_element_type)
 
 assert sorted(SPECS) == sorted(OP_LIST + EXTRA_LIST), (sorted(set(OP_LIST) - set(SPECS)),
                                                        sorted(set(SPECS) - set(OP_LIST)))

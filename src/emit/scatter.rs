@@ -156,6 +156,11 @@ pub(super) fn index_put<'c, 'b>(
     let mut rest = args[1..].iter().copied();
     let given: Vec<Option<Arg>> = present.iter().map(|&p| if p { rest.next() } else { None }).collect();
     let values = rest.next().ok_or("index_put needs values")?;
+    if let [Some(mask)] = given.as_slice() {
+        if mask.ty.dtype == DType::Bool {
+            return masked_put(b, (args[0], *mask, values), accumulate, &dims, dt);
+        }
+    }
     let coordinate_types = mask_coordinate_types(&given)?;
     let indices = masks_as_coordinates(b, &dims, &given, &coordinate_types)?;
     let Some(plan) = index_plan(b, &dims, &indices)? else {
@@ -187,6 +192,51 @@ pub(super) fn index_put<'c, 'b>(
     let base = b.convert(args[0].v, &dims, args[0].ty.dtype, dt)?;
     let combine = if accumulate { combiner(ScatterReduce::Sum, dt) } else { None };
     scatter_op(b, base, plan.start, updates, &layout, combine, &dims, dt)
+}
+
+/// `self[mask] = values` (or `+=`) with one boolean mask over the leading dims and values that
+/// broadcast to the trailing dims (the same values at every selected position, as
+/// `x[ids == eoi] = embedding` writes them): a select, whatever the number of trues. Values with
+/// one entry per selected position would be a data-dependent count, which is refused.
+fn masked_put<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    (x, mask, values): (Arg<'c, 'b, '_>, Arg<'c, 'b, '_>, Arg<'c, 'b, '_>),
+    accumulate: bool,
+    dims: &[i64],
+    dt: DType,
+) -> LowerResult<V<'c, 'b>> {
+    let md = static_dims(mask.ty)?;
+    if dims.get(..md.len()) != Some(&md[..]) {
+        return Err(format!("a boolean index of shape {md:?} does not match the indexed dims of {dims:?}"));
+    }
+    let trailing = &dims[md.len()..];
+    let mut vd = static_dims(values.ty)?;
+    while vd.len() > trailing.len() && vd[0] == 1 {
+        vd.remove(0);
+    }
+    let fits =
+        vd.len() <= trailing.len() && vd.iter().rev().zip(trailing.iter().rev()).all(|(&v, &t)| v == t || v == 1);
+    if !fits {
+        return Err(format!(
+            "index_put with a boolean mask and values of shape {:?}, one per selected position: a data-dependent \
+             count, which is not supported (values that broadcast to {trailing:?} are)",
+            static_dims(values.ty)?
+        ));
+    }
+    let v = b.reshape(values.v, &vd, values.ty.dtype)?;
+    let v = b.convert(v, &vd, values.ty.dtype, dt)?;
+    let v = b.broadcast_to(v, &vd, dims, dt)?;
+    let mut mask_shape = md.clone();
+    mask_shape.resize(dims.len(), 1);
+    let m = b.reshape(mask.v, &mask_shape, DType::Bool)?;
+    let m = b.broadcast_to(m, &mask_shape, dims, DType::Bool)?;
+    let base = b.convert(x.v, dims, x.ty.dtype, dt)?;
+    if accumulate {
+        let added = b.op("stablehlo.add", &[base, v], dims, dt, &[])?;
+        b.op("stablehlo.select", &[m, added, base], dims, dt, &[])
+    } else {
+        b.op("stablehlo.select", &[m, v, base], dims, dt, &[])
+    }
 }
 
 /// For `index_put` with boolean masks among integer indices (`x[mask, idx] = v`): the type of

@@ -81,7 +81,8 @@ fn weights_match_eager_state_dict_bit_for_bit() {
         for (fqn, expected) in reference {
             let w = &program.weights[fqn];
             assert_eq!(expected["dtype"].as_str(), Some(w.dtype.name()), "{stem}: `{fqn}` dtype");
-            let shape: Vec<i64> = expected["shape"].as_array().expect("shape").iter().filter_map(|d| d.as_i64()).collect();
+            let shape: Vec<i64> =
+                expected["shape"].as_array().expect("shape").iter().filter_map(|d| d.as_i64()).collect();
             assert_eq!(w.sizes, shape, "{stem}: `{fqn}` shape");
             let bytes = w.contiguous_bytes(&program.archive).expect("decodes");
             let digest = crate::digest::sha256_hex(&bytes);

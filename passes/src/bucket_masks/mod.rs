@@ -524,6 +524,13 @@ impl Masker<'_> {
                 self.bounded.insert(out, bound);
             }
         }
+        // A `cat` of bounded indices (a router's first and second choices, PhiMoE) is bounded.
+        if matches!(node.op, Op::Cat(_)) {
+            let bounds: Option<Vec<i64>> = ins.iter().map(|v| self.bounded.get(v).copied()).collect();
+            if let Some(bound) = bounds.and_then(|b| b.into_iter().max()) {
+                self.bounded.insert(out, bound);
+            }
+        }
         // Indices along a dim are below its size.
         let indices = match &node.op {
             Op::TopK(TopK { dim, .. }) | Op::Sort(Sort { dim, .. }) | Op::ExtremumDim(ExtremumDim { dim, .. }) => {

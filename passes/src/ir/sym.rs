@@ -170,8 +170,9 @@ impl SymExpr {
         e.simplify()
     }
 
-    /// A light canonical form: nested sums and products flattened, constants folded,
-    /// operands sorted. Equal sizes written differently by the exporter compare equal.
+    /// A light canonical form: nested sums and products flattened, constants folded, a
+    /// constant factor distributed over a sum, like terms of a sum collected (`2*s - s` is
+    /// `s`), operands sorted. Equal sizes written differently by the exporter compare equal.
     pub fn simplify(&self) -> SymExpr {
         if let Some(v) = self.as_const() {
             return SymExpr::Int(v);
@@ -216,6 +217,15 @@ impl SymExpr {
         if !is_add && constant == 0 {
             return SymExpr::Int(0);
         }
+        if !is_add && constant != 1 {
+            if let [SymExpr::Add(terms)] = rest.as_slice() {
+                let scaled = terms.iter().map(|t| SymExpr::Mul(vec![SymExpr::Int(constant), t.clone()])).collect();
+                return SymExpr::Add(scaled).simplify();
+            }
+        }
+        if is_add {
+            rest = Self::collect_like_terms(rest);
+        }
         rest.sort();
         // Constants go last in sums (`s70 + 1`) and first in products (`64*s70`).
         match constant {
@@ -229,6 +239,44 @@ impl SymExpr {
             _ if is_add => SymExpr::Add(rest),
             _ => SymExpr::Mul(rest),
         }
+    }
+
+    /// The terms of a sum (simplified, constants already taken out) with equal terms up to a
+    /// constant factor merged: `[2*s, s, -3*s]` is `[]`. Left as they are when a coefficient
+    /// would overflow.
+    fn collect_like_terms(terms: Vec<SymExpr>) -> Vec<SymExpr> {
+        let split = |t: SymExpr| -> (i64, SymExpr) {
+            match t {
+                SymExpr::Mul(f) => match f.split_first() {
+                    Some((SymExpr::Int(c), [one])) => (*c, one.clone()),
+                    Some((SymExpr::Int(c), more)) => (*c, SymExpr::Mul(more.to_vec())),
+                    _ => (1, SymExpr::Mul(f)),
+                },
+                other => (1, other),
+            }
+        };
+        let mut coefficients: Vec<(SymExpr, i64)> = vec![];
+        for (c, base) in terms.iter().cloned().map(split) {
+            match coefficients.iter_mut().find(|(b, _)| *b == base) {
+                Some((_, k)) => match k.checked_add(c) {
+                    Some(sum) => *k = sum,
+                    None => return terms,
+                },
+                None => coefficients.push((base, c)),
+            }
+        }
+        coefficients
+            .into_iter()
+            .filter(|(_, c)| *c != 0)
+            .map(|(base, c)| match (c, base) {
+                (1, base) => base,
+                (c, SymExpr::Mul(mut f)) => {
+                    f.insert(0, SymExpr::Int(c));
+                    SymExpr::Mul(f)
+                }
+                (c, base) => SymExpr::Mul(vec![SymExpr::Int(c), base]),
+            })
+            .collect()
     }
 
     fn precedence(&self) -> u8 {
@@ -339,6 +387,16 @@ mod tests {
         assert_eq!(e.simplify().to_string(), "64*s70");
         let e = SymExpr::Add(vec![s(), SymExpr::Int(1), SymExpr::Int(-1)]);
         assert_eq!(e.simplify(), s());
+        // MPT's `min(2048, s)` within s <= 2048, as the exporter writes its key length.
+        let neg = |e: SymExpr| SymExpr::Mul(vec![SymExpr::Int(-1), e]);
+        let e = SymExpr::Add(vec![neg(SymExpr::Add(vec![neg(s()), SymExpr::Int(2048)])), SymExpr::Int(2048)]);
+        assert_eq!(e.simplify(), s());
+        let t = SymExpr::sym("s3");
+        let e =
+            SymExpr::Add(vec![SymExpr::Mul(vec![SymExpr::Int(2), s(), t.clone()]), neg(SymExpr::Mul(vec![t, s()]))]);
+        assert_eq!(e.simplify().to_string(), "s3*s70");
+        let e = SymExpr::Mul(vec![SymExpr::Int(3), SymExpr::Add(vec![s(), SymExpr::Int(1)])]);
+        assert_eq!(e.simplify().to_string(), "3*s70 + 3");
     }
 
     #[test]

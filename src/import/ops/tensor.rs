@@ -19,6 +19,11 @@ pub(super) fn translation(key: &str) -> Option<Translation> {
             a.tensor("self")?;
             Ok(Op::Convert(Convert))
         },
+        // The dtype is the result's, which the archive records.
+        "prims.convert_element_type.default" => |a| {
+            a.tensor("a")?;
+            Ok(Op::Convert(Convert))
+        },
         "aten.arange.start_step" => arange,
         "aten.arange.default" | "aten.arange.start" => arange,
         "aten.full.default" => full,

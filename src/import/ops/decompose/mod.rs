@@ -15,6 +15,7 @@ use torchtpu_passes::ir::{
 use super::super::wire::{Decomposition, Recipe, Wire};
 use super::Args;
 
+mod more;
 mod quantize;
 use quantize::{
     dequantize_per_channel, dequantize_per_tensor, fake_quantize_cachemask, quantize_per_channel, quantize_per_tensor,
@@ -45,6 +46,17 @@ pub(super) fn decomposition(key: &str) -> Option<Decomposition> {
         "aten._linalg_det.default" => linalg_det,
         "aten.adaptive_max_pool2d.default" => |a| adaptive_max_pool(a, 2),
         "aten.adaptive_max_pool3d.default" => |a| adaptive_max_pool(a, 3),
+        "aten.rand_like.default" => |a| more::rand_like(a, false),
+        "aten.randn_like.default" => |a| more::rand_like(a, true),
+        "aten.uniform.default" => more::uniform,
+        "aten.bernoulli.p" => |a| more::bernoulli(a, true),
+        "aten.bernoulli.default" => |a| more::bernoulli(a, false),
+        "aten.randint.default" => |a| more::randint(a, false),
+        "aten.randint.low" => |a| more::randint(a, true),
+        "aten.round.decimals" => more::round_decimals,
+        "aten.addbmm.default" => more::addbmm,
+        "aten._int_mm.default" => more::int_mm,
+        "aten.conv_tbc.default" => more::conv_tbc,
         _ => return None,
     })
 }

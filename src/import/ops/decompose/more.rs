@@ -1,0 +1,170 @@
+//! Ops met in real exports beyond Core ATen, each a few IR ops: random draws shaped like a
+//! tensor (`rand_like`, `randn_like`, `uniform`, `bernoulli`, `randint`), `round(decimals=)`,
+//! `addbmm`, the int8 matmul `_int_mm` and `conv_tbc` (time-batch-channel convolution).
+
+use torchtpu_passes::ir::ops::{Bmm, Clamp, Convolution, Full, Mm, Permute, Rand, Reduce};
+use torchtpu_passes::ir::{BinaryOp, DType, Dim, Op, ReduceOp, Scalar, TensorType, UnaryOp};
+
+use super::super::super::wire::Recipe;
+use super::{scalar_op, tensor_op, Args, R};
+
+/// The largest range `randint` draws from: its draws scale an f32 uniform, exact up to 2^24.
+const RANDINT_RANGE: i64 = 1 << 24;
+
+/// `rand_like(x)` / `randn_like(x)`: a draw of the result's type (the archive records it).
+pub(super) fn rand_like(a: &mut Args<'_>, normal: bool) -> R<Recipe> {
+    a.tensor("self")?;
+    a.rng_seed();
+    Ok(Box::new(move |w| {
+        let out = w.outputs.first().cloned().ok_or("internal: one result")?;
+        Ok(vec![w.typed(Op::Rand(Rand { normal }), &[w.inputs[1]], vec![out])?[0]])
+    }))
+}
+
+/// `uniform(x, from, to)`: `from + (to - from) · u`, `u` uniform in [0, 1) of `x`'s type.
+pub(super) fn uniform(a: &mut Args<'_>) -> R<Recipe> {
+    a.tensor("self")?;
+    let from = a.float("from", Some(0.0))?;
+    let to = a.float("to", Some(1.0))?;
+    a.rng_seed();
+    Ok(Box::new(move |w| {
+        let ty = w.ty(w.inputs[0]);
+        let u = w.typed(Op::Rand(Rand { normal: false }), &[w.inputs[1]], vec![ty])?[0];
+        let scaled = w.op(scalar_op(BinaryOp::Mul, Scalar::Float(to - from)), &[u])?;
+        Ok(vec![w.op(scalar_op(BinaryOp::Add, Scalar::Float(from)), &[scaled])?])
+    }))
+}
+
+/// `bernoulli(x, p)` (`p` a number) or `bernoulli(p)` (`x` the probabilities): 1 where a
+/// uniform draw is below the probability, in `x`'s dtype.
+pub(super) fn bernoulli(a: &mut Args<'_>, given_p: bool) -> R<Recipe> {
+    a.tensor("self")?;
+    let p = if given_p { Some(a.float("p", Some(0.5))?) } else { None };
+    a.rng_seed();
+    Ok(Box::new(move |w| {
+        let x = w.inputs[0];
+        let ty = w.ty(x);
+        let draw_ty = TensorType { dtype: DType::F32, ..ty.clone() };
+        let u = w.typed(Op::Rand(Rand { normal: false }), &[w.inputs[1]], vec![draw_ty])?[0];
+        let hit = match p {
+            Some(p) => w.op(scalar_op(BinaryOp::Lt, Scalar::Float(p)), &[u])?,
+            None => {
+                let p = w.convert(x, DType::F32)?;
+                w.op(tensor_op(BinaryOp::Lt), &[u, p])?
+            }
+        };
+        Ok(vec![w.convert(hit, ty.dtype)?])
+    }))
+}
+
+/// `randint(low, high, size)`: `low + min(⌊u · (high − low)⌋, high − low − 1)` for `u` uniform
+/// in [0, 1) (the minimum guards f32 rounding up to the range's end).
+pub(super) fn randint(a: &mut Args<'_>, has_low: bool) -> R<Recipe> {
+    let low = if has_low { a.int("low", None)? } else { 0 };
+    let high = a.int("high", None)?;
+    let n = high.checked_sub(low).filter(|&n| (1..=RANDINT_RANGE).contains(&n)).ok_or_else(|| {
+        format!("randint from {low} to {high}: the range must hold 1 to 2^24 values (draws scale an f32 uniform)")
+    })?;
+    a.rng_seed();
+    Ok(Box::new(move |w| {
+        let out = w.outputs.first().cloned().ok_or("internal: one result")?;
+        let draw_ty = TensorType { dtype: DType::F32, ..out.clone() };
+        let u = w.typed(Op::Rand(Rand { normal: false }), &[w.inputs[0]], vec![draw_ty])?[0];
+        let scaled = w.op(scalar_op(BinaryOp::Mul, Scalar::Float(n as f64)), &[u])?;
+        let floor = w.op(Op::Unary(UnaryOp::Floor), &[scaled])?;
+        let top = Scalar::Float((n - 1) as f64);
+        let index = w.op(Op::Clamp(Clamp { min: Some(Scalar::Float(0.0)), max: Some(top) }), &[floor])?;
+        let index = w.convert(index, out.dtype)?;
+        Ok(vec![w.op(scalar_op(BinaryOp::Add, Scalar::Int(low)), &[index])?])
+    }))
+}
+
+/// `round(x, decimals)` as PyTorch's kernel computes it in the input's dtype: `round(x · 10^d)
+/// / 10^d`, or `round(x / 10^-d) · 10^-d` for negative `d`, rounding half to even.
+pub(super) fn round_decimals(a: &mut Args<'_>) -> R<Recipe> {
+    a.tensor("self")?;
+    let decimals = a.int("decimals", None)?;
+    let exponent = i32::try_from(decimals).map_err(|_| format!("round to {decimals} decimals"))?;
+    let power = 10f64.powi(exponent.abs());
+    Ok(Box::new(move |w| {
+        let x = w.inputs[0];
+        if !w.ty(x).dtype.is_float() {
+            return Err(format!("round with decimals of {}: only floating-point tensors", w.ty(x)));
+        }
+        let (into, back) = if decimals >= 0 { (BinaryOp::Mul, BinaryOp::Div) } else { (BinaryOp::Div, BinaryOp::Mul) };
+        let shifted = w.op(scalar_op(into, Scalar::Float(power)), &[x])?;
+        let rounded = w.op(Op::Unary(UnaryOp::Round), &[shifted])?;
+        Ok(vec![w.op(scalar_op(back, Scalar::Float(power)), &[rounded])?])
+    }))
+}
+
+/// `addbmm(x, b1, b2, beta, alpha)`: `beta · x + alpha · Σ_b b1[b] @ b2[b]`; with `beta = 0`,
+/// `x` is not read (its NaNs do not propagate), as in PyTorch.
+pub(super) fn addbmm(a: &mut Args<'_>) -> R<Recipe> {
+    a.tensor("self")?;
+    a.tensor("batch1")?;
+    a.tensor("batch2")?;
+    let beta = a.scalar("beta", Some(Scalar::Int(1)))?;
+    let alpha = a.scalar("alpha", Some(Scalar::Int(1)))?;
+    Ok(Box::new(move |w| {
+        let (x, b1, b2) = (w.inputs[0], w.inputs[1], w.inputs[2]);
+        let products = w.op(Op::Bmm(Bmm), &[b1, b2])?;
+        let sum =
+            w.op(Op::Reduce(Reduce { op: ReduceOp::Sum, dims: vec![0], keepdim: false, dtype: None }), &[products])?;
+        let scaled = if alpha.as_f64() == 1.0 { sum } else { w.op(scalar_op(BinaryOp::Mul, alpha), &[sum])? };
+        if beta.as_f64() == 0.0 {
+            return Ok(vec![scaled]);
+        }
+        let base = if beta.as_f64() == 1.0 { x } else { w.op(scalar_op(BinaryOp::Mul, beta), &[x])? };
+        Ok(vec![w.op(tensor_op(BinaryOp::Add), &[base, scaled])?])
+    }))
+}
+
+/// `_int_mm(a, b)`: int8 `[m, k] @ [k, n]` accumulated in int32 (exact).
+pub(super) fn int_mm(a: &mut Args<'_>) -> R<Recipe> {
+    a.tensor("self")?;
+    a.tensor("mat2")?;
+    Ok(Box::new(move |w| {
+        let (x, y) = (w.inputs[0], w.inputs[1]);
+        if w.ty(x).dtype != DType::I8 || w.ty(y).dtype != DType::I8 {
+            return Err(format!("_int_mm takes int8 operands, found {} and {}", w.ty(x), w.ty(y)));
+        }
+        let (x, y) = (w.convert(x, DType::I32)?, w.convert(y, DType::I32)?);
+        Ok(vec![w.op(Op::Mm(Mm), &[x, y])?])
+    }))
+}
+
+/// `conv_tbc(x [T, B, Cin], w [K, Cin, Cout], bias [Cout], pad)`: a 1-d convolution over time,
+/// laid out `[B, Cin, T]` for it and back.
+pub(super) fn conv_tbc(a: &mut Args<'_>) -> R<Recipe> {
+    a.tensor("self")?;
+    a.tensor("weight")?;
+    a.tensor("bias")?;
+    let pad = a.int("pad", Some(0))?;
+    Ok(Box::new(move |w| {
+        let (x, k, bias) = (w.inputs[0], w.inputs[1], w.inputs[2]);
+        if w.ty(x).rank() != 3 || w.ty(k).rank() != 3 {
+            return Err(format!("conv_tbc takes a 3-d input and weight, found {} and {}", w.ty(x), w.ty(k)));
+        }
+        // An empty result (no time step, even padded, fits the kernel) is zeros, as in PyTorch.
+        let out = w.outputs.first().cloned().ok_or("internal: one result")?;
+        if out.dims.contains(&Dim::Static(0)) {
+            return Ok(vec![
+                w.typed(Op::Full(Full { size: out.dims.clone(), value: Scalar::Int(0) }), &[], vec![out])?[0],
+            ]);
+        }
+        let x = w.op(Op::Permute(Permute { dims: vec![1, 2, 0] }), &[x])?;
+        let k = w.op(Op::Permute(Permute { dims: vec![2, 1, 0] }), &[k])?;
+        let conv = Convolution {
+            stride: vec![1],
+            padding: vec![pad],
+            dilation: vec![1],
+            transposed: false,
+            output_padding: vec![0],
+            groups: 1,
+            has_bias: true,
+        };
+        let y = w.op(Op::Convolution(conv), &[x, k, bias])?;
+        Ok(vec![w.op(Op::Permute(Permute { dims: vec![2, 0, 1] }), &[y])?])
+    }))
+}
