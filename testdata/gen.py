@@ -534,12 +534,16 @@ class SizeFloats(nn.Module):
 
 class SymScalars(nn.Module):
     """Sizes as operands of tensor arithmetic, as models scale by them: `x * s`, `x / (2s)`,
-    `- len(y)`, `x * (s / 2)` (a symbolic float), `(y + s) * (s // 3)` on integers; and as a
-    fill value, `full((t,), s)`."""
+    `- len(y)`, `x * (s / 2)` (a symbolic float), `(y + s) * (s // 3)` on integers; as a
+    fill value, `full((t,), s)`, `full_like(x, s)`, `masked_fill(m, s)`; as clamp bounds and a
+    scattered value."""
 
     def forward(self, x, y):
         s = x.shape[1]
-        return x * s + x / (s * 2) - y.shape[0], x * (s / 2), (y + s) * (s // 3), torch.full((y.shape[0],), s)
+        index = (y[:1] % 2).view(1, 1).expand(2, 1)
+        return (x * s + x / (s * 2) - y.shape[0], x * (s / 2), (y + s) * (s // 3), torch.full((y.shape[0],), s),
+                (x * s).clamp(min=-s, max=s / 4), torch.scatter(x, 1, index, s), x.masked_fill(x > 0, s),
+                torch.full_like(x, s))
 
 
 class CondData(nn.Module):
@@ -964,7 +968,8 @@ MODELS = {
         dynamic_shapes={"x": {0: Dim("rows", min=2, max=64)}}),
     "sym_scalars": dict(
         build=SymScalars,
-        desc="sizes as tensor operands: x * s + x / (2s) - t, x * (s / 2), (y + s) * (s // 3), full((t,), s), with x f32[2, s] "
+        desc="sizes as tensor operands: x * s + x / (2s) - t, x * (s / 2), (y + s) * (s // 3), full((t,), s), "
+             "(x * s).clamp(-s, s / 4), scatter(x, 1, idx, s), masked_fill(x > 0, s), full_like(x, s), with x f32[2, s] "
              "and y i64[t], s in [2, 64] and t in [1, 16]",
         inputs=[(randn((2, s), 1300 + s), torch.randint(0, 5, (t,), generator=gen(1300 + t)))
                 for s, t in ((8, 3), (2, 1), (5, 7), (16, 16), (17, 2), (33, 9), (64, 4))],

@@ -25,7 +25,8 @@ mod regions;
 mod sizes;
 
 use sizes::{
-    has_data_dependent_arg, is_size_number_node, is_sym_int_node, known_unsupported, size_number_op, sym_name,
+    has_data_dependent_arg, has_symbolic_number, is_size_number_node, is_sym_int_node, known_unsupported,
+    size_number_op, sym_name,
 };
 
 /// Where a symbol's value comes from at run time: a dimension of a user input.
@@ -324,6 +325,11 @@ impl<'a> Builder<'a> {
                 Lowered::Op(Op::Unsupported(Unsupported { target: node.target.clone(), reason: Some(reason) }))
             }
             Some(_) if symbolic_strided => Lowered::Recipe(ops::strided_view(&mut args).map_err(&fail)?),
+            Some(_) if has_symbolic_number(node) && ops::symbolic_decomposition(&node.target).is_some() => {
+                let decompose =
+                    ops::symbolic_decomposition(&node.target).ok_or("internal").map_err(|e| fail(e.into()))?;
+                Lowered::Recipe(decompose(&mut args).map_err(&fail)?)
+            }
             Some(lower) => match lower(&mut args) {
                 Ok(op) => Lowered::Op(op),
                 // Arguments computed from data (`item()` results) cannot be lowered: keep the

@@ -120,3 +120,12 @@ pub(super) fn is_sym_int_node(node: &schema::Node) -> bool {
     (node.target.starts_with("_operator.") || sym_query.contains(&node.target.as_str()))
         && matches!(node.outputs.as_slice(), [Argument::AsSymInt(_)])
 }
+
+/// True when an argument is a symbolic number (a size, or arithmetic on sizes), not a list.
+pub(super) fn has_symbolic_number(node: &schema::Node) -> bool {
+    node.inputs.iter().any(|a| match &a.arg {
+        Argument::AsSymInt(SymIntArgument::AsName(_)) => true,
+        Argument::AsSymFloat(v) => v.get("as_name").is_some(),
+        _ => false,
+    })
+}

@@ -23,6 +23,12 @@ pub(super) fn decomposition(target: &str) -> Option<super::wire::Decomposition> 
     decompose::decomposition(target.strip_prefix("torch.ops.").unwrap_or(target))
 }
 
+/// The decomposition of an FX target given a symbolic number where its schema takes a plain
+/// one (`clamp(x, -s, s)`), if it has one.
+pub(super) fn symbolic_decomposition(target: &str) -> Option<super::wire::Decomposition> {
+    decompose::symbolic_decomposition(target.strip_prefix("torch.ops.").unwrap_or(target))
+}
+
 /// `as_strided` with symbolic sizes, over a contiguous operand (see `decompose::strided_view`).
 pub(super) fn strided_view(a: &mut Args<'_>) -> Result<super::wire::Recipe, String> {
     decompose::strided_view(a)

@@ -17,9 +17,11 @@ use super::Args;
 
 mod more;
 mod quantize;
+mod symbolic;
 use quantize::{
     dequantize_per_channel, dequantize_per_tensor, fake_quantize_cachemask, quantize_per_channel, quantize_per_tensor,
 };
+pub(in crate::import::ops) use symbolic::decomposition as symbolic_decomposition;
 
 /// The decomposition of an FX target (`torch.ops.` prefix removed), if any.
 pub(super) fn decomposition(key: &str) -> Option<Decomposition> {
