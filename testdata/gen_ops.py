@@ -2932,6 +2932,20 @@ def build_conv_tbc():
     ]
 
 
+def build_upsample_aa(name):
+    def build():
+        op = opobj(name)
+        return [
+            S("shrink f32[2,3,16,20] to 5x7", [N(2, 3, 16, 20)], lambda x: op(x, [5, 7], False, None, None)),
+            S("grow f32[1,2,8,8] to 16x12", [N(1, 2, 8, 8)], lambda x: op(x, [16, 12], False, None, None)),
+            S("align_corners, f32[1,1,9,7] to 3x3", [N(1, 1, 9, 7)], lambda x: op(x, [3, 3], True, None, None)),
+            S("scales given (0.5, 0.25), f32[1,1,8,16] to 4x4", [N(1, 1, 8, 16)],
+              lambda x: op(x, [4, 4], False, 0.5, 0.25)),
+            S("same size", [N(1, 3, 5, 5)], lambda x: op(x, [5, 5], False, None, None)),
+        ]
+    return build
+
+
 def build_convert_element_type():
     op = torch.ops.prims.convert_element_type.default
     return [
@@ -2955,7 +2969,8 @@ multinomial.default _linalg_det.default upsample_nearest2d_backward.default
 view_as_complex.default view_as_real.default complex.default polar.default _conj.default
 angle.default _fft_c2c.default rand_like.default randn_like.default uniform.default bernoulli.p
 bernoulli.default randint.low randint.default round.decimals addbmm.default _int_mm.default
-conv_tbc.default prims.convert_element_type.default
+conv_tbc.default prims.convert_element_type.default _upsample_bilinear2d_aa.default
+_upsample_bicubic2d_aa.default
 """.split()
 
 reg("quantized_decomposed.quantize_per_tensor.default", build_quantize_per_tensor)
@@ -3004,6 +3019,8 @@ reg("addbmm.default", build_addbmm, tol="red")
 reg("_int_mm.default", build_int_mm)
 reg("conv_tbc.default", build_conv_tbc, tol="red")
 reg("prims.convert_element_type.default", build_convert_element_type)
+reg("_upsample_bilinear2d_aa.default", build_upsample_aa("_upsample_bilinear2d_aa.default"), tol="red")
+reg("_upsample_bicubic2d_aa.default", build_upsample_aa("_upsample_bicubic2d_aa.default"), tol="red")
 
 assert sorted(SPECS) == sorted(OP_LIST + EXTRA_LIST), (sorted(set(OP_LIST) - set(SPECS)),
                                                        sorted(set(SPECS) - set(OP_LIST)))

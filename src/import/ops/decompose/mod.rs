@@ -17,6 +17,7 @@ use super::Args;
 
 mod more;
 mod quantize;
+mod resize;
 mod symbolic;
 use quantize::{
     dequantize_per_channel, dequantize_per_tensor, fake_quantize_cachemask, quantize_per_channel, quantize_per_tensor,
@@ -59,6 +60,8 @@ pub(super) fn decomposition(key: &str) -> Option<Decomposition> {
         "aten.addbmm.default" => more::addbmm,
         "aten._int_mm.default" => more::int_mm,
         "aten.conv_tbc.default" => more::conv_tbc,
+        "aten._upsample_bilinear2d_aa.default" => |a| resize::upsample_aa(a, false),
+        "aten._upsample_bicubic2d_aa.default" => |a| resize::upsample_aa(a, true),
         _ => return None,
     })
 }
