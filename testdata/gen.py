@@ -606,6 +606,16 @@ class ScanRNN(nn.Module):
             return h, self.out(h)
         return scan(step, h, xs)
 
+class CheckedItem(nn.Module):
+    """A data-dependent number the program only asserts on, as XLM checks
+    `lengths.max().item() <= slen`: export keeps `item()` and its `_assert_scalar`s."""
+
+    def forward(self, x):
+        n = (x > 0).sum().item()
+        torch._check(n <= x.shape[0] * x.shape[1])
+        return x * 2
+
+
 class LastToken(nn.Module):
     def __init__(self):
         super().__init__()
@@ -1093,6 +1103,11 @@ MODELS = {
         desc="log-mel spectrogram: stft(n_fft 64, hop 16, Hann window, center) -> |X|**2 -> [33, 16] mel "
              "matrix -> log(+1e-6), of 2 waveforms of 1024 samples",
         inputs=[(randn((2, 1024), 41),)]),
+    "checked_item": dict(
+        build=CheckedItem,
+        desc="x * 2 after asserting on a count read with item() (torch._check): the unbacked "
+             "symbol is only used by the dead assertions, which are dropped with it",
+        inputs=[(randn((3, 4), 1460),)]),
     "cond_data": dict(
         build=CondData,
         desc="torch.cond on data: Linear(8,16), then h.sum() > 0 picks Linear(16,16)-relu-Linear(16,4) "

@@ -81,6 +81,19 @@ pub fn specialize(graph: &Graph, env: &BTreeMap<String, i64>) -> Result<Graph, S
     Ok(out)
 }
 
+/// The symbols a node uses: in its result types and its op's attributes.
+pub fn node_symbols(node: &crate::ir::Node) -> std::collections::BTreeSet<String> {
+    let mut op = node.op.clone();
+    let attrs: Vec<Dim> = op_dims(&mut op).into_iter().map(|d| d.clone()).collect();
+    let types = node.outputs.iter().flat_map(|t| t.dims.iter());
+    attrs
+        .iter()
+        .chain(types)
+        .filter_map(|d| if let Dim::Sym(e) = d { Some(e.symbols()) } else { None })
+        .flatten()
+        .collect()
+}
+
 /// The dims held in an op's attributes.
 fn op_dims(op: &mut Op) -> Vec<&mut Dim> {
     match op {

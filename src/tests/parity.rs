@@ -146,7 +146,8 @@ parity_tests!(
     cond_size_dyn,
     while_rnn,
     scan_rnn,
-    scan_rnn_dyn
+    scan_rnn_dyn,
+    checked_item
 );
 
 #[test]

@@ -151,7 +151,15 @@ impl Masker<'_> {
             return Err(MERGED.into());
         }
         let original = node.symbolic.as_ref().map_or(&node.op, |s| &s.op);
-        let fixed_start = matches!(original, Op::Slice(Slice { start: Dim::Static(s), .. }) if *s >= 0);
+        // A start at or before minus the dim's size is 0 at every size (XLM's `x[:, -slen:]`).
+        let from_the_front = |start: &SymExpr| {
+            SymExpr::Add(vec![start.clone(), f[0].clone()]).simplify().as_const().is_some_and(|c| c <= 0)
+        };
+        let fixed_start = match original {
+            Op::Slice(Slice { start: Dim::Static(s), .. }) => *s >= 0,
+            Op::Slice(Slice { start: Dim::Sym(e), .. }) => from_the_front(e),
+            _ => false,
+        };
         if fixed_start && slice.step == 1 {
             Ok(())
         } else {

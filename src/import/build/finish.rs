@@ -1,8 +1,12 @@
 //! What the builder does after the nodes: the graph's outputs from the output specs, checked
-//! against the graph's own output list, and the symbols with their bounds, checked.
+//! against the graph's own output list, and the symbols with their bounds, checked (those only
+//! dead code uses dropped with it).
 
+use std::collections::BTreeSet;
 use torchtpu_passes::ir::ops::ScalarTensor;
-use torchtpu_passes::ir::{Bounds, DType, Node, Op, OutputKind, Scalar, TensorType, ValueRef};
+
+use torchtpu_passes::ir::{Bounds, DType, Graph, Node, NodeId, Op, OutputKind, Scalar, TensorType, ValueRef};
+use torchtpu_passes::specialize::node_symbols;
 
 use super::{sym_name, Builder};
 use crate::import::schema::{Argument, OutputSpec, SymIntArgument};
@@ -105,6 +109,32 @@ impl Builder<'_> {
         Ok(name)
     }
 
+    /// Symbols only dead code uses — `item()` values the program asserts on (`_assert_scalar`
+    /// from a `torch._check`) and never computes with — are dropped with that code; otherwise
+    /// they would be sizes to compile buckets for. A graph without such symbols is left whole.
+    pub(super) fn drop_dead_symbols(&mut self) {
+        let graph = &self.graph;
+        let mut live: BTreeSet<NodeId> = graph.graph_inputs().iter().copied().collect();
+        let mut stack: Vec<NodeId> = graph.outputs().iter().map(|o| o.value.node).collect();
+        while let Some(id) = stack.pop() {
+            if live.insert(id) {
+                stack.extend(graph.inputs(id).iter().map(|v| v.node));
+            }
+        }
+        let used: BTreeSet<String> = live.iter().flat_map(|&id| symbols_of(graph, id)).collect();
+        let unused: Vec<String> = self.symbols.iter().filter(|s| !used.contains(*s)).cloned().collect();
+        if unused.is_empty() {
+            return;
+        }
+        let dead: Vec<NodeId> = graph.node_ids().filter(|id| !live.contains(id)).collect();
+        for id in dead {
+            self.graph.remove_node(id);
+        }
+        for s in unused {
+            self.symbols.remove(&s);
+        }
+    }
+
     /// Declares every symbol seen, with its `range_constraints` bounds (unbounded if absent).
     /// Every symbol is a size: a bound that is negative, or a minimum above the maximum, is
     /// refused rather than believed.
@@ -130,6 +160,18 @@ impl Builder<'_> {
         }
         Ok(())
     }
+}
+
+/// The symbols node `id` uses, in its types, attributes and regions.
+fn symbols_of(graph: &Graph, id: NodeId) -> BTreeSet<String> {
+    let node = graph.node(id);
+    let mut symbols = node_symbols(node);
+    for region in node.op.regions() {
+        for inner in region.0.node_ids() {
+            symbols.extend(symbols_of(&region.0, inner));
+        }
+    }
+    symbols
 }
 
 /// The value an argument names, when it names one (a tensor or a symbolic int).

@@ -93,6 +93,7 @@ pub(super) fn build(
         b.node(node, &mut names)?;
     }
     b.outputs()?;
+    b.drop_dead_symbols();
     b.declare_symbols()?;
     regions::declare_symbols_in_regions(&mut b.graph);
     Ok(Built { graph: b.graph, bindings: b.bindings, constant_inputs })

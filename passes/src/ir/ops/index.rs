@@ -188,6 +188,27 @@ impl OpDef for IndexPut {
         one(like(x))
     }
 
+    /// `x[mask] = v` with one boolean mask over the leading dims and values that broadcast to the
+    /// trailing ones is a select (see the emitter): position-wise along every dim.
+    fn position_wise(&self, inputs: &[&TensorType], outputs: &[TensorType]) -> Vec<Along> {
+        let ([true], [x, mask, values]) = (self.present.as_slice(), inputs) else { return vec![] };
+        let trailing = x.rank().saturating_sub(mask.rank());
+        let value_dims: Vec<&Dim> = values.dims.iter().skip_while(|d| **d == Dim::Static(1)).collect();
+        if mask.dtype != DType::Bool || value_dims.len() > trailing {
+            return vec![];
+        }
+        let mut links = Along::same(&inputs[..1], outputs, 0..x.rank());
+        links.extend((0..mask.rank()).map(|d| Along { slot: 1, dim: d, out: 0, out_dim: d }));
+        let lead = values.rank() - value_dims.len();
+        let shift = x.rank() - value_dims.len();
+        for (i, d) in value_dims.iter().enumerate() {
+            if same_dim(d, &x.dims[shift + i]) {
+                links.push(Along { slot: 2, dim: lead + i, out: 0, out_dim: shift + i });
+            }
+        }
+        links
+    }
+
     fn under_padding(&self) -> Padding {
         Padding::Rule
     }
