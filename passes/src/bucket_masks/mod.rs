@@ -108,6 +108,9 @@ struct Masker<'a> {
     /// A sort's indices: a permutation of the whole dim whose real (leading) entries are the
     /// real positions of a dim of these factors.
     perms: BTreeMap<ValueRef, Factors>,
+    /// Windows of positions: at position `i` of a padded prefix dim of these factors, a value
+    /// in `[i, i + reach]` (`arange(s)[None, :] + arange(k)[:, None]`: unfold's indices).
+    windows: BTreeMap<ValueRef, (Factors, i64)>,
     /// Integer values known to lie in `[0, bound)` (indices along a static dim, as a router's
     /// `topk` gives).
     bounded: BTreeMap<ValueRef, i64>,
@@ -135,6 +138,7 @@ impl Masker<'_> {
             lengths: BTreeMap::new(),
             positions: BTreeMap::new(),
             perms: BTreeMap::new(),
+            windows: BTreeMap::new(),
             bounded: BTreeMap::new(),
             merged: BTreeMap::new(),
             pieces: Vec::new(),
@@ -519,10 +523,20 @@ impl Masker<'_> {
                 | Op::Convert(_)
                 | Op::Identity(_)
         );
-        if let Some(&bound) = ins.first().and_then(|v| self.bounded.get(v)) {
-            if moves {
+        if moves {
+            if let Some(&bound) = ins.first().and_then(|v| self.bounded.get(v)) {
                 self.bounded.insert(out, bound);
             }
+            if let Some(window) = ins.first().and_then(|v| self.windows.get(v)).cloned() {
+                self.windows.insert(out, window);
+            }
+        }
+        // `arange(k)` of a static `k` holds indices below `k`.
+        if let Op::Arange(Arange { start: Scalar::Int(0), end: Scalar::Int(k), step: Scalar::Int(1) }) = node.op {
+            self.bounded.insert(out, k);
+        }
+        if let Some(window) = self.window(node, &ins) {
+            self.windows.insert(out, window);
         }
         // A `cat` of bounded indices (a router's first and second choices, PhiMoE) is bounded.
         if matches!(node.op, Op::Cat(_)) {
@@ -601,6 +615,25 @@ impl Masker<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Positions along a padded prefix plus a bounded non-negative offset: `p + b` with `b` below a
+    /// static bound, or `p + c` for a constant `c >= 0`.
+    fn window(&self, node: &Node, ins: &[ValueRef]) -> Option<(Factors, i64)> {
+        let Op::Binary(Binary { op: BinaryOp::Add, lhs, rhs, alpha: None }) = &node.op else { return None };
+        let prefix = |v: &ValueRef| self.positions.get(v).filter(|f| f.len() == 1).cloned();
+        match (lhs, rhs, ins) {
+            (Operand::Tensor, Operand::Tensor, [a, b]) => {
+                let (p, bound) = match (prefix(a), prefix(b)) {
+                    (Some(p), _) => (p, self.bounded.get(b)?),
+                    (None, Some(p)) => (p, self.bounded.get(a)?),
+                    (None, None) => return None,
+                };
+                Some((p, bound - 1))
+            }
+            (Operand::Tensor, Operand::Scalar(Scalar::Int(c)), [a]) if *c > 0 => Some((prefix(a)?, *c)),
+            _ => None,
+        }
     }
 
     /// No result returns positions along a dim of factors (they are the bucket's, not the real

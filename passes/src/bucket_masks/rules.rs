@@ -217,12 +217,24 @@ impl Masker<'_> {
                 None if f.len() > 1 => return Err(MERGED.into()),
                 None => {}
                 Some(Some(p)) if self.same_factors(p, f) => {}
+                Some(_) if index.is_some_and(|i| self.window_fits(&ins[i], f)) => {}
                 Some(_) => {
                     return Err(format!("gathers along the dynamic dim {d} with indices that are not positions"))
                 }
             }
         }
         Ok(())
+    }
+
+    /// A window of positions (see `Masker::windows`) that indexes a padded prefix of `f` reads
+    /// real positions only at its own real positions: the dim is at least `reach` longer than
+    /// the window's at every size (unfold's `[s + 2p]` padded input read at `i + j`, `j < 2p + 1`).
+    fn window_fits(&self, index: &ValueRef, f: &[SymExpr]) -> bool {
+        let Some(([along], reach)) = self.windows.get(index).map(|(w, r)| (w.as_slice(), *r)) else { return false };
+        let [len] = f else { return false };
+        let minus = |e: &SymExpr| SymExpr::Mul(vec![SymExpr::Int(-1), e.clone()]);
+        let slack = SymExpr::Add(vec![len.clone(), minus(along), SymExpr::Int(-reach)]).simplify();
+        self.at(&slack).is_some_and(|v| v.iter().all(|&x| x >= 0))
     }
 
     /// `self[indices] = values` with padded indices: into a tensor with no dynamic dim (a KV
