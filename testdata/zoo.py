@@ -13,7 +13,7 @@ docs/zoo.md.
 Everything it makes goes under DIR (the set-up folder's `zoo/`), never into git; a model's
 results are kept in DIR/<task>/<type>/result.json, so a rerun skips what is done (--again redoes
 everything; --recheck compiles and runs again, from the same exports, what did not pass, as after
-a change to the compiler). Each model is exported in a child process with a time
+a change to the compiler; --add-tpu does so for what was compiled with --no-tpu). Each model is exported in a child process with a time
 limit, so one that hangs or crashes torch is recorded, not fatal.
 
 Outcomes, per column (static, dynamic):
@@ -399,7 +399,9 @@ def sweep_one(args, task, model_type):
     done = os.path.join(d, "result.json")
     if os.path.exists(done) and not args.again:
         previous = json.load(open(done))
-        if not args.recheck or all(previous[k][0] in ("PASS", "EXPORT") for k in ("static", "dynamic")):
+        passed = all(previous[k][0] in ("PASS", "EXPORT") for k in ("static", "dynamic"))
+        redo = (args.recheck and not passed) or (args.add_tpu and not previous.get("tpu") and "tpu" in previous)
+        if not redo:
             return previous
     os.makedirs(d, exist_ok=True)
     info_path = os.path.join(d, "export.json")
@@ -477,6 +479,7 @@ def main():
     p.add_argument("--recheck", action="store_true", help="evaluate again what did not pass (same exports)")
     p.add_argument("--export-timeout", type=int, default=300)
     p.add_argument("--no-tpu", action="store_true", help="compile for CPU only (half the time)")
+    p.add_argument("--add-tpu", action="store_true", help="evaluate again, with tpu:v6e:1x1, what was not")
     p.add_argument("--table-only", action="store_true", help="write the table from the results so far")
     p.add_argument("--table", default=os.path.join(ROOT, "docs", "zoo.md"))
     args = p.parse_args()
