@@ -2946,6 +2946,17 @@ def build_upsample_aa(name):
     return build
 
 
+def build_linalg_slogdet():
+    op = aten._linalg_slogdet.default
+    pivoting = T([[0.0, 2.0, 1.0], [1.0, 1.0, 0.0], [3.0, -1.0, 2.0]])  # a zero first pivot
+    return [
+        S("f32[3,3] needing row swaps; outputs (sign, logabsdet, LU, pivots)", [pivoting], lambda a: op(a)),
+        S("batched f32[2,4,4]", [N(2, 4, 4)], lambda a: op(a)),
+        S("singular: sign 0, logabsdet -inf", [T([[1.0, 2.0], [2.0, 4.0]])], lambda a: op(a)),
+        S("1x1 negative", [T([[-2.5]])], lambda a: op(a)),
+    ]
+
+
 def build_convert_element_type():
     op = torch.ops.prims.convert_element_type.default
     return [
@@ -2970,7 +2981,7 @@ view_as_complex.default view_as_real.default complex.default polar.default _conj
 angle.default _fft_c2c.default rand_like.default randn_like.default uniform.default bernoulli.p
 bernoulli.default randint.low randint.default round.decimals addbmm.default _int_mm.default
 conv_tbc.default prims.convert_element_type.default _upsample_bilinear2d_aa.default
-_upsample_bicubic2d_aa.default
+_upsample_bicubic2d_aa.default _linalg_slogdet.default
 """.split()
 
 reg("quantized_decomposed.quantize_per_tensor.default", build_quantize_per_tensor)
@@ -3019,6 +3030,7 @@ reg("addbmm.default", build_addbmm, tol="red")
 reg("_int_mm.default", build_int_mm)
 reg("conv_tbc.default", build_conv_tbc, tol="red")
 reg("prims.convert_element_type.default", build_convert_element_type)
+reg("_linalg_slogdet.default", build_linalg_slogdet, tol="red")
 reg("_upsample_bilinear2d_aa.default", build_upsample_aa("_upsample_bilinear2d_aa.default"), tol="red")
 reg("_upsample_bicubic2d_aa.default", build_upsample_aa("_upsample_bicubic2d_aa.default"), tol="red")
 

@@ -47,6 +47,7 @@ pub(super) fn decomposition(key: &str) -> Option<Decomposition> {
         "aten.rrelu_with_noise_backward.default" => rrelu_with_noise_backward,
         "aten.multinomial.default" => multinomial,
         "aten._linalg_det.default" => linalg_det,
+        "aten._linalg_slogdet.default" => linalg_slogdet,
         "aten.adaptive_max_pool2d.default" => |a| adaptive_max_pool(a, 2),
         "aten.adaptive_max_pool3d.default" => |a| adaptive_max_pool(a, 3),
         "aten.rand_like.default" => |a| more::rand_like(a, false),
@@ -458,53 +459,88 @@ fn linalg_det(a: &mut Args<'_>) -> R<Recipe> {
     Ok(Box::new(|w| {
         let x = w.inputs[0];
         let ty = w.ty(x);
-        let dims = static_dims(&ty, "the matrix")?;
-        let rank = dims.len();
-        if rank < 2 || dims[rank - 1] != dims[rank - 2] || !ty.dtype.is_float() {
-            return Err(format!("det takes square float matrices [.., n, n], found {ty}"));
-        }
-        let n = dims[rank - 1];
-        if n > MAX_DET_SIZE {
-            return Err(format!("det of {n}x{n} matrices: the unrolled factorization handles at most {MAX_DET_SIZE}"));
-        }
-        let lu_ty = w.outputs.get(1).cloned().ok_or("internal: _linalg_det has three results")?;
-        let pivots_ty = w.outputs.get(2).cloned().ok_or("internal: _linalg_det has three results")?;
-        let batch: Vec<Dim> = ty.dims[..rank - 2].to_vec();
-        let iota = w.typed(
-            Op::Arange(Arange { start: Scalar::Int(0), end: Scalar::Int(n), step: Scalar::Int(1) }),
-            &[],
-            vec![TensorType::new(DType::I64, &[n])],
-        )?[0];
-        let rows = w.op(Op::Unsqueeze(Unsqueeze { dim: -1 }), &[iota])?; // [n, 1]
-                                                                         // PyTorch factors the transpose (LAPACK's column-major view of a row-major matrix).
-        let swap_last: Vec<i64> = (0..rank as i64 - 2).chain([rank as i64 - 1, rank as i64 - 2]).collect();
-        let mut m = w.op(Op::Permute(Permute { dims: swap_last }), &[x])?;
-        let mut pivots = Vec::with_capacity(n as usize);
-        let mut swaps: Option<ValueRef> = None;
-        for k in 0..n {
-            let (pivot, swapped) = swap_pivot_row(w, &mut m, iota, k, &batch)?;
-            pivots.push(pivot);
-            swaps = Some(match swaps {
-                None => swapped,
-                Some(s) => w.op(tensor_op(BinaryOp::Add), &[s, swapped])?,
-            });
-            eliminate(w, &mut m, (iota, rows), k)?;
-        }
-        let diagonal = w.op(Op::Diagonal(Diagonal { offset: 0, dim1: -2, dim2: -1 }), &[m])?;
+        let (lu, diagonal, sign) = lu_factor(w, x)?;
         let product =
             w.op(Op::Reduce(Reduce { op: ReduceOp::Prod, dims: vec![-1], keepdim: false, dtype: None }), &[diagonal])?;
-        // (-1)^swaps as 1 - 2 * (swaps mod 2).
-        let swaps = swaps.ok_or("internal: no columns")?;
-        let odd = w.op(scalar_op(BinaryOp::Remainder, Scalar::Int(2)), &[swaps])?;
-        let twice = w.op(scalar_op(BinaryOp::Mul, Scalar::Int(-2)), &[odd])?;
-        let sign = w.op(scalar_op(BinaryOp::Add, Scalar::Int(1)), &[twice])?;
         let det = w.op(tensor_op(BinaryOp::Mul), &[product, sign])?;
         let det = w.convert(det, ty.dtype)?;
-        let stacked = w.op(Op::Cat(Cat { dim: -1 }), &pivots)?;
-        let pivots = w.convert(stacked, pivots_ty.dtype)?;
-        let lu = w.convert(m, lu_ty.dtype)?;
-        Ok(vec![det, lu, pivots])
+        Ok([vec![det], lu_results(w, lu, 1)?].concat())
     }))
+}
+
+/// `_linalg_slogdet(A)` → `(sign, logabsdet, LU, pivots)`: the determinant's sign (0 for a
+/// singular matrix) and the log of its magnitude (-inf then), from the same factorization as
+/// `_linalg_det`: the sign of the pivots' product and the row swaps', the sum of the logs of
+/// the pivots' magnitudes.
+fn linalg_slogdet(a: &mut Args<'_>) -> R<Recipe> {
+    a.tensor("A")?;
+    Ok(Box::new(|w| {
+        let x = w.inputs[0];
+        let ty = w.ty(x);
+        let (lu, diagonal, swaps) = lu_factor(w, x)?;
+        let signs = w.op(Op::Unary(UnaryOp::Sign), &[diagonal])?;
+        let sign_prod =
+            w.op(Op::Reduce(Reduce { op: ReduceOp::Prod, dims: vec![-1], keepdim: false, dtype: None }), &[signs])?;
+        let sign = w.op(tensor_op(BinaryOp::Mul), &[sign_prod, swaps])?;
+        let magnitude = w.op(Op::Unary(UnaryOp::Abs), &[diagonal])?;
+        let logs = w.op(Op::Unary(UnaryOp::Log), &[magnitude])?;
+        let logabsdet =
+            w.op(Op::Reduce(Reduce { op: ReduceOp::Sum, dims: vec![-1], keepdim: false, dtype: None }), &[logs])?;
+        let (sign, logabsdet) = (w.convert(sign, ty.dtype)?, w.convert(logabsdet, ty.dtype)?);
+        Ok([vec![sign, logabsdet], lu_results(w, lu, 2)?].concat())
+    }))
+}
+
+/// The `LU` and `pivots` results, at `first` and after it, in the dtypes the archive records.
+fn lu_results(w: &mut Wire<'_>, (m, pivots): (ValueRef, Vec<ValueRef>), first: usize) -> R<Vec<ValueRef>> {
+    let lu_ty = w.outputs.get(first).cloned().ok_or("internal: no LU result")?;
+    let pivots_ty = w.outputs.get(first + 1).cloned().ok_or("internal: no pivots result")?;
+    let stacked = w.op(Op::Cat(Cat { dim: -1 }), &pivots)?;
+    Ok(vec![w.convert(m, lu_ty.dtype)?, w.convert(stacked, pivots_ty.dtype)?])
+}
+
+/// The LU factorization with partial pivoting PyTorch's `det` and `slogdet` make, unrolled:
+/// `((LU, pivots), the diagonal of U, (-1)^swaps)`.
+#[allow(clippy::type_complexity)]
+fn lu_factor(w: &mut Wire<'_>, x: ValueRef) -> R<((ValueRef, Vec<ValueRef>), ValueRef, ValueRef)> {
+    let ty = w.ty(x);
+    let dims = static_dims(&ty, "the matrix")?;
+    let rank = dims.len();
+    if rank < 2 || dims[rank - 1] != dims[rank - 2] || !ty.dtype.is_float() {
+        return Err(format!("det takes square float matrices [.., n, n], found {ty}"));
+    }
+    let n = dims[rank - 1];
+    if n > MAX_DET_SIZE {
+        return Err(format!("det of {n}x{n} matrices: the unrolled factorization handles at most {MAX_DET_SIZE}"));
+    }
+    let batch: Vec<Dim> = ty.dims[..rank - 2].to_vec();
+    let iota = w.typed(
+        Op::Arange(Arange { start: Scalar::Int(0), end: Scalar::Int(n), step: Scalar::Int(1) }),
+        &[],
+        vec![TensorType::new(DType::I64, &[n])],
+    )?[0];
+    let rows = w.op(Op::Unsqueeze(Unsqueeze { dim: -1 }), &[iota])?; // [n, 1]
+                                                                     // PyTorch factors the transpose (LAPACK's column-major view of a row-major matrix).
+    let swap_last: Vec<i64> = (0..rank as i64 - 2).chain([rank as i64 - 1, rank as i64 - 2]).collect();
+    let mut m = w.op(Op::Permute(Permute { dims: swap_last }), &[x])?;
+    let mut pivots = Vec::with_capacity(n as usize);
+    let mut swaps: Option<ValueRef> = None;
+    for k in 0..n {
+        let (pivot, swapped) = swap_pivot_row(w, &mut m, iota, k, &batch)?;
+        pivots.push(pivot);
+        swaps = Some(match swaps {
+            None => swapped,
+            Some(s) => w.op(tensor_op(BinaryOp::Add), &[s, swapped])?,
+        });
+        eliminate(w, &mut m, (iota, rows), k)?;
+    }
+    let diagonal = w.op(Op::Diagonal(Diagonal { offset: 0, dim1: -2, dim2: -1 }), &[m])?;
+    // (-1)^swaps as 1 - 2 * (swaps mod 2).
+    let swaps = swaps.ok_or("internal: no columns")?;
+    let odd = w.op(scalar_op(BinaryOp::Remainder, Scalar::Int(2)), &[swaps])?;
+    let twice = w.op(scalar_op(BinaryOp::Mul, Scalar::Int(-2)), &[odd])?;
+    let sign = w.op(scalar_op(BinaryOp::Add, Scalar::Int(1)), &[twice])?;
+    Ok(((m, pivots), diagonal, sign))
 }
 
 /// Finds column `k`'s pivot (rows `k..`, the first largest magnitude), swaps it into row `k`
