@@ -848,6 +848,7 @@ def build_mean_dim():
         S("dim=[1] on zero-size f32[2,0] -> nan", [N(2, 0)], lambda x: op(x, [1])),
         S("dim=[0] non-contiguous (x.t() of [3,4])", [N(3, 4)], lambda x: op(x.t(), [0])),
         S("dim=[1] dtype=f64 from f32", [N(2, 3)], lambda x: op(x, [1], dtype=F64)),
+        S("dim=[0] c64[4,3] (both parts)", [cplx(4, 3)], lambda x: op(x, [0])),
         S("0-d f32 dim=[0]", [T(2.5)], lambda x: op(x, [0])),
         S("0-d f32 dim=[-1] keepdim=True", [T(-1.5)], lambda x: op(x, [-1], True)),
         S("f16[70000] in [1, 2) dim=[0]: its sum and count are past f16's largest value 65504, "
@@ -872,6 +873,7 @@ def build_sum():
         S("inf + -inf -> nan", [T([INF, -INF, 1.0])], lambda x: op(x, [0])),
         S("0-d f32 dim=[0]", [T(2.5)], lambda x: op(x, [0])),
         S("0-d f32 dim=[-1] keepdim=True", [T(-1.5)], lambda x: op(x, [-1], True)),
+        S("c64[3,4] dim=[1] (both parts summed)", [cplx(3, 4)], lambda x: op(x, [1])),
     ]
 
 
@@ -997,6 +999,7 @@ def build_mm():
         S("bf16[2,8] @ bf16[8,3] (in .npy as f32)", [N(2, 8, dtype=BF16), N(8, 3, dtype=BF16)], op),
         S("nan/inf propagate", [T([[NAN, 1.0], [INF, 0.0], [1.0, 1.0]]), T([[1.0, 2.0], [3.0, 4.0]])],
           op),
+        S("c64[3,4] @ c64[4,2] (both parts read)", [cplx(3, 4), cplx(4, 2)], op),
     ]
 
 
@@ -1010,6 +1013,7 @@ def build_bmm():
         S("bf16[1,2,8] @ bf16[1,8,3] (in .npy as f32)", [N(1, 2, 8, dtype=BF16),
                                                           N(1, 8, 3, dtype=BF16)], op),
         S("zero batch f32[0,2,3] @ f32[0,3,4]", [N(0, 2, 3), N(0, 3, 4)], op),
+        S("c64[2,3,4] @ c64[2,4,2]", [cplx(2, 3, 4), cplx(2, 4, 2)], op),
     ]
 
 

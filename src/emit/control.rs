@@ -103,8 +103,8 @@ pub(super) fn scan<'c, 'b>(
             let mut starts = vec![i];
             starts.resize(dims.len(), zero);
             let attr = ("slice_sizes", format!("array<i64: {}>", join(&sizes)));
-            let operands_ = [vec![*x], starts].concat();
-            let row = inner.op("stablehlo.dynamic_slice", &operands_, &sizes, ty.ty.dtype, &[attr])?;
+            let row =
+                inner.op("stablehlo.dynamic_slice", &[vec![*x], starts].concat(), &sizes, ty.ty.dtype, &[attr])?;
             operands.push(inner.reshape(row, &dims[1..], ty.ty.dtype)?);
         }
         operands.extend_from_slice(extra);
@@ -119,8 +119,8 @@ pub(super) fn scan<'c, 'b>(
             let update = inner.reshape(*y, &row, ty.dtype)?;
             let mut starts = vec![i];
             starts.resize(dims.len(), zero);
-            let operands_ = [vec![*all, update], starts].concat();
-            next.push(inner.op("stablehlo.dynamic_update_slice", &operands_, &dims, ty.dtype, &[])?);
+            let written = [vec![*all, update], starts].concat();
+            next.push(inner.op("stablehlo.dynamic_update_slice", &written, &dims, ty.dtype, &[])?);
         }
         next.extend_from_slice(&params[1 + carried + ys.len()..]);
         Ok(next)

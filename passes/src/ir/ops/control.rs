@@ -31,7 +31,7 @@ impl Region {
         Region(Box::new(graph))
     }
 
-    /// An empty region named `name`, which the parser fills.
+    /// An empty region, which the parser fills.
     pub(crate) fn placeholder() -> Region {
         Region::new(Graph::new(""))
     }
