@@ -384,10 +384,18 @@ impl Masker<'_> {
     /// from the chosen top-k keys: `full(-inf).scatter(-1, topk_indices, 0)`).
     fn scatter(&mut self, graph: &mut Graph, id: NodeId, d: usize, across: &[Across]) -> Result<(), String> {
         let past_end = Self::ty(graph, graph.inputs(id)[0]).dims[d].as_static().ok_or("not specialized")?;
+        // The source is read where the index is: padded alike along `d`, its padding is never read
+        // once the index's padding points past the end.
+        let index_factors = across.iter().find(|(slot, dim, _)| *slot == 1 && *dim == d).map(|(_, _, f)| f);
         for (slot, dim, f) in across {
+            let like_index = index_factors.is_some_and(|g| self.same_factors(g, f));
             match (*slot, *dim == d, f.len()) {
-                (0 | 2, true, 1) => {}
-                (1, true, 1) => self.mask_input(graph, id, 1, &[d], Scalar::Int(past_end))?,
+                (0, true, 1) => {}
+                (2, true, 1) => {}
+                (2, true, _) if like_index => {}
+                // Any pattern of real positions, merged ones included (TAPAS's flattened
+                // `[batch·seq]` segment ids): the padded indices are dropped.
+                (1, true, _) => self.mask_input(graph, id, 1, &[d], Scalar::Int(past_end))?,
                 _ => {
                     return Err(
                         "scatters along a dynamic dim other than its own, or one whose real positions are not a prefix"
