@@ -2961,6 +2961,17 @@ def build_linalg_slogdet():
     ]
 
 
+def build_signbit():
+    op = aten.signbit.default
+    return [
+        S("f32 with -0.0, nan, -nan, infs", [T([1.0, -1.0, 0.0, -0.0, INF, -INF, NAN, -NAN, 1e-40, -1e-40])],
+          lambda x: op(x)),
+        S("f16[5]", [N(5, dtype=F16)], lambda x: op(x)),
+        S("i64 and u8", [I(-5, 5, 6), I(0, 255, 4, dtype=U8)], lambda x, y: (op(x), op(y))),
+        S("bool", [B(4)], lambda x: op(x)),
+    ]
+
+
 def build_convert_element_type():
     op = torch.ops.prims.convert_element_type.default
     return [
@@ -2985,7 +2996,7 @@ view_as_complex.default view_as_real.default complex.default polar.default _conj
 angle.default _fft_c2c.default rand_like.default randn_like.default uniform.default bernoulli.p
 bernoulli.default randint.low randint.default round.decimals addbmm.default _int_mm.default
 conv_tbc.default prims.convert_element_type.default _upsample_bilinear2d_aa.default
-_upsample_bicubic2d_aa.default _linalg_slogdet.default
+_upsample_bicubic2d_aa.default _linalg_slogdet.default signbit.default
 """.split()
 
 reg("quantized_decomposed.quantize_per_tensor.default", build_quantize_per_tensor)
@@ -3035,6 +3046,7 @@ reg("_int_mm.default", build_int_mm)
 reg("conv_tbc.default", build_conv_tbc, tol="red")
 reg("prims.convert_element_type.default", build_convert_element_type)
 reg("_linalg_slogdet.default", build_linalg_slogdet, tol="red")
+reg("signbit.default", build_signbit)
 reg("_upsample_bilinear2d_aa.default", build_upsample_aa("_upsample_bilinear2d_aa.default"), tol="red")
 reg("_upsample_bicubic2d_aa.default", build_upsample_aa("_upsample_bicubic2d_aa.default"), tol="red")
 

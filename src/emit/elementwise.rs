@@ -52,6 +52,7 @@ pub(super) fn unary<'c, 'b>(
             return b.op("stablehlo.not", &[v], &dims, DType::Bool, &[]);
         }
         UnaryOp::IsNan | UnaryOp::IsInf => return math::classify(b, op, x.v, &dims, x.ty.dtype),
+        UnaryOp::Signbit => return math::signbit(b, x.v, &dims, x.ty.dtype),
         UnaryOp::Conj => return complex::conj(b, x, &dims, dt),
         UnaryOp::Angle => return complex::angle(b, x, &dims, dt),
         // |a + bi|, real: `stablehlo.abs` of the complex value itself.
@@ -106,7 +107,7 @@ pub(super) fn unary<'c, 'b>(
         UnaryOp::Relu => b.bound(v, Scalar::Int(0), &dims, dt, true),
         UnaryOp::Gelu => gelu_erf(b, v, &dims, dt),
         UnaryOp::GeluTanh => gelu_tanh(b, v, &dims, dt),
-        UnaryOp::LogicalNot | UnaryOp::IsNan | UnaryOp::IsInf | UnaryOp::Conj | UnaryOp::Angle => {
+        UnaryOp::LogicalNot | UnaryOp::IsNan | UnaryOp::IsInf | UnaryOp::Signbit | UnaryOp::Conj | UnaryOp::Angle => {
             unreachable!("handled above")
         }
     }

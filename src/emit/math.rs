@@ -53,6 +53,22 @@ pub(super) fn classify<'c, 'b>(
     b.compare(abs, b.splat(Scalar::Float(f64::INFINITY), dims, dt)?, dims, dt, "EQ")
 }
 
+/// `signbit`: whether the sign bit is set — of the float's bits (so `-0.0` and negative NaNs
+/// count), `x < 0` for integers, never for bools.
+pub(super) fn signbit<'c, 'b>(b: &Builder<'c, 'b>, x: V<'c, 'b>, dims: &[i64], dt: DType) -> LowerResult<V<'c, 'b>> {
+    if dt == DType::Bool {
+        return b.splat(Scalar::Bool(false), dims, DType::Bool);
+    }
+    let (bits, int) = match (dt.is_float(), dt.size_bytes()) {
+        (false, _) if !dt.is_complex() => (x, dt),
+        (true, 2) => (b.op("stablehlo.bitcast_convert", &[x], dims, DType::I16, &[])?, DType::I16),
+        (true, 4) => (b.op("stablehlo.bitcast_convert", &[x], dims, DType::I32, &[])?, DType::I32),
+        (true, 8) => (b.op("stablehlo.bitcast_convert", &[x], dims, DType::I64, &[])?, DType::I64),
+        _ => return Err(format!("signbit of {dt} is not supported")),
+    };
+    b.compare(bits, b.splat(Scalar::Int(0), dims, int)?, dims, int, "LT")
+}
+
 /// `log(x) / ln(base)`.
 pub(super) fn log_base<'c, 'b>(
     b: &Builder<'c, 'b>,

@@ -197,6 +197,8 @@ pub enum UnaryOp {
     IsInf,
     /// `isnan`, bool result.
     IsNan,
+    /// `signbit`, bool result: the sign bit is set (`-0.0` and negative NaNs included).
+    Signbit,
     Log10,
     Log1p,
     Log2,

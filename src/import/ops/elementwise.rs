@@ -42,6 +42,7 @@ pub(super) fn translation(key: &str) -> Option<Translation> {
         "aten.expm1.default" => |a| unary(a, UnaryOp::Expm1),
         "aten.floor.default" => |a| unary(a, UnaryOp::Floor),
         "aten.isinf.default" => |a| unary(a, UnaryOp::IsInf),
+        "aten.signbit.default" => |a| unary(a, UnaryOp::Signbit),
         "aten.isnan.default" => |a| unary(a, UnaryOp::IsNan),
         "aten.log10.default" => |a| unary(a, UnaryOp::Log10),
         "aten.log1p.default" => |a| unary(a, UnaryOp::Log1p),

@@ -367,7 +367,7 @@ impl OpDef for UnaryOp {
         let x = inputs[0];
         let u = self;
         let dtype = match u {
-            UnaryOp::LogicalNot | UnaryOp::IsInf | UnaryOp::IsNan => Some(DType::Bool),
+            UnaryOp::LogicalNot | UnaryOp::IsInf | UnaryOp::IsNan | UnaryOp::Signbit => Some(DType::Bool),
             UnaryOp::Abs | UnaryOp::Angle if x.dtype.is_complex() => x.dtype.complex_part(),
             UnaryOp::Conj => Some(x.dtype),
             // Integer inputs of the float functions give the default float: left open.
