@@ -2972,6 +2972,14 @@ def build_signbit():
     ]
 
 
+def build_repeat_interleave():
+    op = aten.repeat_interleave.Tensor
+    return [
+        S("counts [2, 0, 3, 1] with output_size 6", [T([2, 0, 3, 1], I64)], lambda r: op(r, output_size=6)),
+        S("counts i32 [1, 1, 1] with output_size 3", [T([1, 1, 1], I32)], lambda r: op(r, output_size=3)),
+    ]
+
+
 def build_convert_element_type():
     op = torch.ops.prims.convert_element_type.default
     return [
@@ -2996,7 +3004,7 @@ view_as_complex.default view_as_real.default complex.default polar.default _conj
 angle.default _fft_c2c.default rand_like.default randn_like.default uniform.default bernoulli.p
 bernoulli.default randint.low randint.default round.decimals addbmm.default _int_mm.default
 conv_tbc.default prims.convert_element_type.default _upsample_bilinear2d_aa.default
-_upsample_bicubic2d_aa.default _linalg_slogdet.default signbit.default
+_upsample_bicubic2d_aa.default _linalg_slogdet.default signbit.default repeat_interleave.Tensor
 """.split()
 
 reg("quantized_decomposed.quantize_per_tensor.default", build_quantize_per_tensor)
@@ -3047,6 +3055,7 @@ reg("conv_tbc.default", build_conv_tbc, tol="red")
 reg("prims.convert_element_type.default", build_convert_element_type)
 reg("_linalg_slogdet.default", build_linalg_slogdet, tol="red")
 reg("signbit.default", build_signbit)
+reg("repeat_interleave.Tensor", build_repeat_interleave)
 reg("_upsample_bilinear2d_aa.default", build_upsample_aa("_upsample_bilinear2d_aa.default"), tol="red")
 reg("_upsample_bicubic2d_aa.default", build_upsample_aa("_upsample_bicubic2d_aa.default"), tol="red")
 

@@ -61,6 +61,7 @@ pub(super) fn decomposition(key: &str) -> Option<Decomposition> {
         "aten.addbmm.default" => more::addbmm,
         "aten._int_mm.default" => more::int_mm,
         "aten.conv_tbc.default" => more::conv_tbc,
+        "aten.repeat_interleave.Tensor" => more::repeat_interleave,
         "aten._upsample_bilinear2d_aa.default" => |a| resize::upsample_aa(a, false),
         "aten._upsample_bicubic2d_aa.default" => |a| resize::upsample_aa(a, true),
         _ => return None,

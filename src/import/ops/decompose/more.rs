@@ -1,9 +1,12 @@
 //! Ops met in real exports beyond Core ATen, each a few IR ops: random draws shaped like a
 //! tensor (`rand_like`, `randn_like`, `uniform`, `bernoulli`, `randint`), `round(decimals=)`,
-//! `addbmm`, the int8 matmul `_int_mm` and `conv_tbc` (time-batch-channel convolution).
+//! `addbmm`, the int8 matmul `_int_mm`, `conv_tbc` (time-batch-channel convolution) and
+//! `repeat_interleave` of a tensor of counts with its `output_size`.
 
-use torchtpu_passes::ir::ops::{Bmm, Clamp, Convolution, Full, Mm, Permute, Rand, Reduce};
-use torchtpu_passes::ir::{BinaryOp, DType, Dim, Op, ReduceOp, Scalar, TensorType, UnaryOp};
+use torchtpu_passes::ir::ops::{
+    Arange, Binary, Bmm, Clamp, Convolution, Cumulative, Full, Mm, Permute, Rand, Reduce, Unsqueeze,
+};
+use torchtpu_passes::ir::{BinaryOp, CumulativeOp, DType, Dim, Op, Operand, ReduceOp, Scalar, TensorType, UnaryOp};
 
 use super::super::super::wire::Recipe;
 use super::{scalar_op, tensor_op, Args, R};
@@ -166,5 +169,40 @@ pub(super) fn conv_tbc(a: &mut Args<'_>) -> R<Recipe> {
         };
         let y = w.op(Op::Convolution(conv), &[x, k, bias])?;
         Ok(vec![w.op(Op::Permute(Permute { dims: vec![2, 0, 1] }), &[y])?])
+    }))
+}
+
+/// `repeat_interleave(repeats, output_size=N)`: `i` repeated `repeats[i]` times, `N` entries in
+/// all; entry `k` is the number of blocks that end at or before `k` (the cumulative counts `<=
+/// k`). Without `output_size` the length is data-dependent, which is refused with what to do.
+pub(super) fn repeat_interleave(a: &mut Args<'_>) -> R<Recipe> {
+    a.tensor("repeats")?;
+    let n = a.opt_int("output_size")?.ok_or(
+        "repeat_interleave of a tensor of counts has a data-dependent length; give it `output_size=N` (the \
+         total count) to export a static one",
+    )?;
+    Ok(Box::new(move |w| {
+        let repeats = w.inputs[0];
+        let ty = w.ty(repeats);
+        if ty.rank() != 1 {
+            return Err(format!("repeat_interleave takes a 1-d tensor of counts, found {ty}"));
+        }
+        let out = w.outputs.first().cloned().ok_or("internal: one result")?;
+        let cumsum = Op::Cumulative(Cumulative { op: CumulativeOp::Cumsum, dim: 0, dtype: Some(DType::I64) });
+        let ends = w.op(cumsum, &[repeats])?;
+        let ends = w.op(Op::Unsqueeze(Unsqueeze { dim: 0 }), &[ends])?;
+        let positions = w.typed(
+            Op::Arange(Arange { start: Scalar::Int(0), end: Scalar::Int(n), step: Scalar::Int(1) }),
+            &[],
+            vec![TensorType::new(DType::I64, &[n])],
+        )?[0];
+        let positions = w.op(Op::Unsqueeze(Unsqueeze { dim: 1 }), &[positions])?;
+        let passed = w.op(
+            Op::Binary(Binary { op: BinaryOp::Le, lhs: Operand::Tensor, rhs: Operand::Tensor, alpha: None }),
+            &[ends, positions],
+        )?;
+        let count = Reduce { op: ReduceOp::Sum, dims: vec![1], keepdim: false, dtype: Some(DType::I64) };
+        let index = w.op(Op::Reduce(count), &[passed])?;
+        Ok(vec![w.convert(index, out.dtype)?])
     }))
 }
