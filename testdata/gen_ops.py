@@ -2980,6 +2980,24 @@ def build_repeat_interleave():
     ]
 
 
+def build_scaled_mm():
+    op = aten._scaled_mm.default
+    f8 = torch.float8_e4m3fn
+
+    def tensorwise(a, b, sa, sb):  # fp8 made inside: .npy has no fp8; mat2 column-major
+        return op(a.to(f8), b.to(f8).t(), sa, sb, out_dtype=F32)
+
+    def rowwise(a, b, sa, sb, bias):
+        return op(a.to(f8), b.to(f8).t(), sa, sb, bias, out_dtype=BF16)
+
+    return [
+        S("fp8 e4m3fn [16,32] @ [32,16], tensor-wise scales -> f32", [N(16, 32), N(16, 32), T(0.5), T(2.0)],
+          tensorwise),
+        S("row-wise scales [16,1] and [1,16], bias -> bf16 (in .npy as f32)",
+          [N(16, 32), N(16, 32), U(16, 1, lo=0.5, hi=2.0), U(1, 16, lo=0.5, hi=2.0), N(16, dtype=BF16)], rowwise),
+    ]
+
+
 def build_convert_element_type():
     op = torch.ops.prims.convert_element_type.default
     return [
@@ -3004,7 +3022,7 @@ view_as_complex.default view_as_real.default complex.default polar.default _conj
 angle.default _fft_c2c.default rand_like.default randn_like.default uniform.default bernoulli.p
 bernoulli.default randint.low randint.default round.decimals addbmm.default _int_mm.default
 conv_tbc.default prims.convert_element_type.default _upsample_bilinear2d_aa.default
-_upsample_bicubic2d_aa.default _linalg_slogdet.default signbit.default repeat_interleave.Tensor
+_upsample_bicubic2d_aa.default _linalg_slogdet.default signbit.default repeat_interleave.Tensor _scaled_mm.default
 """.split()
 
 reg("quantized_decomposed.quantize_per_tensor.default", build_quantize_per_tensor)
@@ -3056,6 +3074,7 @@ reg("prims.convert_element_type.default", build_convert_element_type)
 reg("_linalg_slogdet.default", build_linalg_slogdet, tol="red")
 reg("signbit.default", build_signbit)
 reg("repeat_interleave.Tensor", build_repeat_interleave)
+reg("_scaled_mm.default", build_scaled_mm, tol="red")
 reg("_upsample_bilinear2d_aa.default", build_upsample_aa("_upsample_bilinear2d_aa.default"), tol="red")
 reg("_upsample_bicubic2d_aa.default", build_upsample_aa("_upsample_bicubic2d_aa.default"), tol="red")
 

@@ -104,6 +104,16 @@ pub(super) fn scalar_literal(value: Scalar, dtype: DType) -> LowerResult<String>
         DType::F64 => format!("0x{:016X}", as_f64.to_bits()),
         DType::F16 => format!("0x{:04X}", half::f16::from_f64(as_f64).to_bits()),
         DType::BF16 => format!("0x{:04X}", half::bf16::from_f64(as_f64).to_bits()),
+        // Zero is all bits clear in every fp8 format but E8M0 (which has no zero); other fp8
+        // constants would need each format's rounding, and no lowering makes one.
+        d if d.is_float()
+            && d.size_bytes() == 1
+            && as_f64 == 0.0
+            && as_f64.is_sign_positive()
+            && d != DType::F8E8M0FNU =>
+        {
+            "0x00".to_string()
+        }
         d if d.is_integer() => as_i64.to_string(),
         // A real value as a complex one: (re, im), each part written exactly as above.
         DType::C64 => {

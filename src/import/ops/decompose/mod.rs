@@ -60,6 +60,7 @@ pub(super) fn decomposition(key: &str) -> Option<Decomposition> {
         "aten.round.decimals" => more::round_decimals,
         "aten.addbmm.default" => more::addbmm,
         "aten._int_mm.default" => more::int_mm,
+        "aten._scaled_mm.default" => more::scaled_mm,
         "aten.conv_tbc.default" => more::conv_tbc,
         "aten.repeat_interleave.Tensor" => more::repeat_interleave,
         "aten._upsample_bilinear2d_aa.default" => |a| resize::upsample_aa(a, false),

@@ -1,6 +1,6 @@
 //! Ops met in real exports beyond Core ATen, each a few IR ops: random draws shaped like a
 //! tensor (`rand_like`, `randn_like`, `uniform`, `bernoulli`, `randint`), `round(decimals=)`,
-//! `addbmm`, the int8 matmul `_int_mm`, `conv_tbc` (time-batch-channel convolution) and
+//! `addbmm`, the int8 and fp8 matmuls `_int_mm` and `_scaled_mm`, `conv_tbc` (time-batch-channel convolution) and
 //! `repeat_interleave` of a tensor of counts with its `output_size`.
 
 use torchtpu_passes::ir::ops::{
@@ -8,7 +8,7 @@ use torchtpu_passes::ir::ops::{
 };
 use torchtpu_passes::ir::{BinaryOp, CumulativeOp, DType, Dim, Op, Operand, ReduceOp, Scalar, TensorType, UnaryOp};
 
-use super::super::super::wire::Recipe;
+use super::super::super::wire::{Recipe, Wire};
 use super::{scalar_op, tensor_op, Args, R};
 
 /// The largest range `randint` draws from: its draws scale an f32 uniform, exact up to 2^24.
@@ -204,5 +204,34 @@ pub(super) fn repeat_interleave(a: &mut Args<'_>) -> R<Recipe> {
         let count = Reduce { op: ReduceOp::Sum, dims: vec![1], keepdim: false, dtype: Some(DType::I64) };
         let index = w.op(Op::Reduce(count), &[passed])?;
         Ok(vec![w.convert(index, out.dtype)?])
+    }))
+}
+
+/// `_scaled_mm(a, b, scale_a, scale_b, bias, scale_result, out_dtype)`: fp8 (or other) operands
+/// read exactly as f32, `(a · scale_a) @ (b · scale_b) + bias` with f32 accumulation — the
+/// scales tensor-wise (one element) or row-wise (`[m, 1]` and `[1, n]`), so they scale the
+/// product's rows and columns — then converted to the result's dtype.
+pub(super) fn scaled_mm(a: &mut Args<'_>) -> R<Recipe> {
+    a.tensor("self")?;
+    a.tensor("mat2")?;
+    a.tensor("scale_a")?;
+    a.tensor("scale_b")?;
+    let bias = a.opt_tensor("bias")?;
+    if a.opt_tensor("scale_result")? {
+        return Err("_scaled_mm with a `scale_result` (an fp8 result) is not supported".into());
+    }
+    Ok(Box::new(move |w| {
+        let out = w.outputs.first().cloned().ok_or("internal: one result")?;
+        let f32 = |w: &mut Wire<'_>, v| w.convert(v, DType::F32);
+        let (x, y) = (f32(w, w.inputs[0])?, f32(w, w.inputs[1])?);
+        let (sa, sb) = (f32(w, w.inputs[2])?, f32(w, w.inputs[3])?);
+        let product = w.op(Op::Mm(Mm), &[x, y])?;
+        let rows = w.op(tensor_op(BinaryOp::Mul), &[product, sa])?;
+        let mut result = w.op(tensor_op(BinaryOp::Mul), &[rows, sb])?;
+        if bias {
+            let b = f32(w, w.inputs[4])?;
+            result = w.op(tensor_op(BinaryOp::Add), &[result, b])?;
+        }
+        Ok(vec![w.convert(result, out.dtype)?])
     }))
 }
