@@ -272,6 +272,27 @@ fn deep_nesting_is_refused_without_overflowing_the_stack() {
     assert!(parse(&with_line(&format!("  %1 = relu(%0) : f32[{dim}]  # r"))).is_ok());
 }
 
+/// `depth` maps nested in one another, the innermost returning its input.
+fn nested_maps(depth: usize) -> String {
+    let mut text = String::from("graph r {\n  %0 = input.user #0 : f32[2]  # x\n  return user[0] = %0\n}\n");
+    for _ in 0..depth {
+        let inner: String = text.lines().map(|l| format!("    {l}\n")).collect();
+        text = format!(
+            "graph r {{\n  %0 = input.user #0 : f32[2,2]  # x\n  %1 = scan(%0) {{carried=0, scanned=1}} : f32[2,2]  # m\n{inner}  return user[0] = %1\n}}\n"
+        );
+    }
+    text
+}
+
+#[test]
+fn regions_nest_at_most_sixteen_deep() {
+    assert!(parse(&nested_maps(16)).is_ok());
+    let err = parse(&nested_maps(17)).expect_err("too deep");
+    assert!(err.message.contains("regions nest more than 16 deep"), "{err}");
+    // Far deeper text is refused the same way, without overflowing the stack.
+    assert!(parse(&nested_maps(300)).is_err());
+}
+
 #[test]
 fn damaged_text_is_refused_without_panicking() {
     let (_, ir) = snapshots().into_iter().find(|(p, _)| p.ends_with("ir@edge_cases.pt2.snap")).expect("edge_cases");
