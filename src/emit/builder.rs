@@ -337,15 +337,26 @@ impl<'c, 'b> Builder<'c, 'b> {
         dtypes: &[DType],
         body: impl for<'x> FnOnce(&Builder<'c, 'x>, &[Value<'c, 'x>]) -> LowerResult<Vec<Value<'c, 'x>>>,
     ) -> LowerResult<Region<'c>> {
+        let args: Vec<(&[i64], DType)> = dtypes.iter().map(|&d| (&[][..], d)).collect();
+        self.block_region(&args, body)
+    }
+
+    /// A region with one block whose arguments have the shapes and dtypes `args`; `body` builds
+    /// the values it yields (`stablehlo.return`).
+    pub(super) fn block_region(
+        &self,
+        args: &[(&[i64], DType)],
+        body: impl for<'x> FnOnce(&Builder<'c, 'x>, &[Value<'c, 'x>]) -> LowerResult<Vec<Value<'c, 'x>>>,
+    ) -> LowerResult<Region<'c>> {
         let arg_types =
-            dtypes.iter().map(|&d| Ok((self.mlir_type(&[], d)?, self.loc))).collect::<LowerResult<Vec<_>>>()?;
+            args.iter().map(|(dims, d)| Ok((self.mlir_type(dims, *d)?, self.loc))).collect::<LowerResult<Vec<_>>>()?;
         let block = Block::new(&arg_types);
         {
             let inner = Builder { ctx: self.ctx, block: &block, loc: self.loc };
-            let args = (0..dtypes.len())
+            let params = (0..args.len())
                 .map(|i| block.argument(i).map(Into::into).map_err(|e| format!("internal: {e}")))
                 .collect::<LowerResult<Vec<Value>>>()?;
-            let results = body(&inner, &args)?;
+            let results = body(&inner, &params)?;
             let ret = OperationBuilder::new("stablehlo.return", self.loc)
                 .add_operands(&results)
                 .build()

@@ -170,18 +170,8 @@ fn loop_region<'c>(
     types: &[&TensorType],
     body: impl for<'x> FnOnce(&Builder<'c, 'x>, &[Value<'c, 'x>]) -> LowerResult<Vec<Value<'c, 'x>>>,
 ) -> LowerResult<Region<'c>> {
-    let arg_types =
-        types.iter().map(|t| Ok((b.mlir_type(&static_dims(t)?, t.dtype)?, b.loc))).collect::<LowerResult<Vec<_>>>()?;
-    let block = Block::new(&arg_types);
-    {
-        let inner = Builder { ctx: b.ctx, block: &block, loc: b.loc };
-        let params = (0..types.len())
-            .map(|i| block.argument(i).map(Into::into).map_err(|e| format!("internal: {e}")))
-            .collect::<LowerResult<Vec<Value>>>()?;
-        let results = body(&inner, &params)?;
-        ret(&inner, &results)?;
-    }
-    Ok(region_of(block))
+    let shapes = shapes(types.iter().copied())?;
+    b.block_region(&as_results(&shapes), body)
 }
 
 fn ret<'c>(inner: &Builder<'c, '_>, results: &[Value<'c, '_>]) -> LowerResult<()> {
