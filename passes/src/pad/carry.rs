@@ -125,9 +125,14 @@ impl Padder {
         match op {
             Op::Unary(u) => keeps_zero(*u) && zero[0],
             Op::Convert(Convert) | Op::Identity(Identity) | Op::LeakyRelu(_) | Op::Elu(_) => zero[0],
-            Op::Binary(Binary {
-                op: BinaryOp::Mul | BinaryOp::LogicalAnd | BinaryOp::BitwiseAnd, lhs, rhs, ..
-            }) => zero.contains(&true) || is_zero(lhs) == Some(true) || is_zero(rhs) == Some(true),
+            // Booleans and integers: one zero operand makes a zero.
+            Op::Binary(Binary { op: BinaryOp::LogicalAnd | BinaryOp::BitwiseAnd, lhs, rhs, .. }) => {
+                zero.contains(&true) || is_zero(lhs) == Some(true) || is_zero(rhs) == Some(true)
+            }
+            // Floats: `0 · x` is not 0 when `x` is inf or NaN, which padding that is not known
+            // zero may hold (`0 / 0` of a division padded on both sides): every tensor operand
+            // must be zero-padded (SwiftFormer's `(q / ‖q‖) · s` fed a contraction NaN).
+            Op::Binary(Binary { op: BinaryOp::Mul, .. }) => !zero.is_empty() && !zero.contains(&false),
             Op::Binary(Binary {
                 op: BinaryOp::Add | BinaryOp::Sub | BinaryOp::Maximum | BinaryOp::Minimum | BinaryOp::BitwiseOr,
                 lhs,
