@@ -91,6 +91,7 @@ impl Padder {
             }
         }
         let mut zero_operands = Vec::with_capacity(ins.len());
+        let mut garbage_operands = Vec::with_capacity(ins.len());
         for (slot, v) in ins.iter().enumerate() {
             let ty = graph.value_type(*v).clone();
             let offset = rank - ty.rank();
@@ -106,16 +107,19 @@ impl Padder {
             // Zero at every padded position only when padded in every padded output dim.
             let full = want.len() == widths.len();
             let new_v = self.with_padding_keep_fill(graph, *v, &want);
-            zero_operands.push(full && self.state.get(&new_v).is_some_and(|p| p.zero));
+            let padding = self.state.get(&new_v).filter(|p| !p.dims.is_empty());
+            zero_operands.push(full && padding.is_some_and(|p| p.zero));
+            garbage_operands.push(padding.is_some_and(|p| !p.zero));
             graph.set_input(id, slot as u16, new_v);
         }
-        let zero = Self::result_is_zero(&node.op, &zero_operands);
+        let zero = Self::result_is_zero(&node.op, &zero_operands, &garbage_operands);
         self.set_output(graph, id, 0, Padded { dims: widths, zero });
         true
     }
 
-    /// Whether an element-wise op maps zero padding (`zero`: per tensor operand) to zero.
-    pub(super) fn result_is_zero(op: &Op, zero: &[bool]) -> bool {
+    /// Whether an element-wise op maps zero padding (`zero`: per tensor operand) to zero;
+    /// `garbage`: per tensor operand, padding that is not known zero (it may hold inf or NaN).
+    pub(super) fn result_is_zero(op: &Op, zero: &[bool], garbage: &[bool]) -> bool {
         let is_zero = |o: &Operand| match *o {
             Operand::Tensor => None,
             Operand::Scalar(Scalar::Int(i)) => Some(i == 0),
@@ -130,9 +134,14 @@ impl Padder {
                 zero.contains(&true) || is_zero(lhs) == Some(true) || is_zero(rhs) == Some(true)
             }
             // Floats: `0 · x` is not 0 when `x` is inf or NaN, which padding that is not known
-            // zero may hold (`0 / 0` of a division padded on both sides): every tensor operand
-            // must be zero-padded (SwiftFormer's `(q / ‖q‖) · s` fed a contraction NaN).
-            Op::Binary(Binary { op: BinaryOp::Mul, .. }) => !zero.is_empty() && !zero.contains(&false),
+            // zero may hold (`0 / 0` of a division padded on both sides): a zero-padded operand
+            // makes a zero only when no other operand has such padding (SwiftFormer's
+            // `(q / ‖q‖) · s` fed a contraction NaN); an operand broadcast along the padded dims
+            // reads its true values there.
+            Op::Binary(Binary { op: BinaryOp::Mul, lhs, rhs, .. }) => {
+                (zero.contains(&true) || is_zero(lhs) == Some(true) || is_zero(rhs) == Some(true))
+                    && !garbage.contains(&true)
+            }
             Op::Binary(Binary {
                 op: BinaryOp::Add | BinaryOp::Sub | BinaryOp::Maximum | BinaryOp::Minimum | BinaryOp::BitwiseOr,
                 lhs,
