@@ -149,6 +149,7 @@ pub(crate) fn describe_output(kind: &OutputKind) -> String {
         OutputKind::BufferMutation { fqn } => format!("buffer_mutation {fqn}"),
         OutputKind::ParameterMutation { fqn } => format!("parameter_mutation {fqn}"),
         OutputKind::UserInputMutation { input } => format!("user_input_mutation {input}"),
+        OutputKind::Size { symbol } => format!("size {symbol}"),
     }
 }
 
@@ -246,6 +247,10 @@ pub struct Bucket {
     /// of a dynamic program); empty for a program of one exact size.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sizes: Vec<String>,
+    /// Sizes the data decides (`nonzero`'s count) that outputs are cut to: the program returns
+    /// their real values as `i64` results after all others, in this order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub computed: Vec<String>,
     /// Per symbol, the real sizes `[lo, hi]` this bucket serves.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub serves: BTreeMap<String, [i64; 2]>,

@@ -165,12 +165,14 @@ pub(crate) fn plan(program: &Program, choices: &[Choice]) -> Result<Vec<Planned>
     Ok(out)
 }
 
-/// Every symbol with its range; a symbol with no upper bound cannot be bucketed.
+/// Every dynamic dim of the inputs with its range; a symbol with no upper bound cannot be
+/// bucketed. (A size the data decides is computed at its bound in every bucket.)
 fn ranges(program: &Program) -> Result<Vec<Range>, Error> {
     program
         .graph
         .symbols()
         .iter()
+        .filter(|(name, _)| program.bindings.contains_key(*name))
         .map(|(name, b)| {
             let max = b.max.ok_or_else(|| {
                 Error::Unsupported(format!(

@@ -103,6 +103,7 @@ fn bucket_failures(program: &Program) -> Vec<NodeFailure> {
     let mut seen = std::collections::BTreeSet::new();
     let mut failures = vec![];
     for (name, values) in buckets {
+        let Ok(values) = driver::with_computed_sizes(program, values) else { continue };
         let mut opts = driver::LowerOptions::default();
         let spec = torchtpu_passes::bucket_masks::BucketSpec { values: values.clone(), bounds: bounds.clone() };
         opts.pass_options.bucket = Some(spec);

@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 
+use torchtpu_passes::bucket_masks::BucketSpec;
 use torchtpu_passes::ir::{print, Graph};
 use torchtpu_passes::specialize::{specialize, SpecializeError};
 use torchtpu_passes::{PassError, PassOptions, PassReport, Pipeline, PASSES};
@@ -17,15 +18,34 @@ use crate::import::Program;
 /// The sizes of the example inputs used at export: where `check` and `--emit` lower a dynamic
 /// program, and where a compile with one bucket at the example sizes does.
 pub(crate) fn example_bindings(program: &Program) -> Result<BTreeMap<String, i64>, SpecializeError> {
-    program
+    let inputs = program
         .graph
         .symbols()
         .keys()
+        .filter(|s| program.bindings.contains_key(*s))
         .map(|s| {
             let v = program.bindings.get(s).and_then(|b| b.example);
             v.map(|v| (s.clone(), v)).ok_or_else(|| SpecializeError::Unbound { symbol: s.clone() })
         })
-        .collect()
+        .collect::<Result<_, _>>()?;
+    with_computed_sizes(program, inputs)
+}
+
+/// `values` (a size for each dynamic dim of the inputs) with the bound there of every size the
+/// data decides (`nonzero`'s count).
+pub(crate) fn with_computed_sizes(
+    program: &Program,
+    mut values: BTreeMap<String, i64>,
+) -> Result<BTreeMap<String, i64>, SpecializeError> {
+    let computed = torchtpu_passes::specialize::computed_bounds(&program.graph, &values)?;
+    values.extend(computed);
+    Ok(values)
+}
+
+/// True when some size comes from data, not from an input: such a program is always compiled
+/// with `bucket_masks`, which computes those sizes and returns them.
+fn has_computed_sizes(program: &Program) -> bool {
+    program.graph.symbols().keys().any(|s| !program.bindings.contains_key(s))
 }
 
 /// How to lower.
@@ -98,13 +118,18 @@ pub(crate) fn transform(
 ) -> Result<Transformed, LowerError> {
     let mut graph = specialize(&program.graph, bindings)?;
     torchtpu_passes::verify(&graph).map_err(LowerError::Specialized)?;
+    let mut pass_options = opts.pass_options.clone();
+    if pass_options.bucket.is_none() && has_computed_sizes(program) {
+        let bounds = program.graph.symbols().clone();
+        pass_options.bucket = Some(BucketSpec { values: bindings.clone(), bounds });
+    }
     let mut stages = Vec::new();
     if opts.keep_stages {
         stages.push(("specialize".to_string(), print(&graph)));
     }
     let pipeline = Pipeline::only(&opts.passes, &opts.pass_options)
         .map_err(|reason| PassError::Failed { pass: "pipeline", reason })?
-        .for_bucket(&opts.pass_options);
+        .for_bucket(&pass_options);
     let passes = pipeline.run(&mut graph, |pass, g| {
         if opts.keep_stages {
             stages.push((pass.to_string(), print(g)));

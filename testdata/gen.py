@@ -616,6 +616,40 @@ class CheckedItem(nn.Module):
         return x * 2
 
 
+class NonzeroGather(nn.Module):
+    """`nonzero` with a data-dependent row count, its coordinates used to gather and returned."""
+
+    def forward(self, x):  # x: f32[3, 4]
+        idx = torch.nonzero(x > 0.5)
+        vals = x[idx[:, 0], idx[:, 1]]
+        return idx, vals * 2, vals.sum(), (x.abs() > 1).nonzero().shape[0] * x
+
+
+class MoEGather(nn.Module):
+    """Token-choice MoE as transformers wrote Mixtral's block: per expert, `torch.where` finds its
+    tokens (a data-dependent count), gathers them, and `index_add_` scatters the weighted results."""
+
+    def __init__(self, d=8, h=16, e=4, k=2):
+        super().__init__()
+        self.k, self.e = k, e
+        self.gate = nn.Linear(d, e, bias=False)
+        self.w1 = nn.ModuleList(nn.Linear(d, h, bias=False) for _ in range(e))
+        self.w2 = nn.ModuleList(nn.Linear(h, d, bias=False) for _ in range(e))
+
+    def forward(self, x):  # x: f32[b, t, d]
+        b, t, d = x.shape
+        x = x.view(-1, d)
+        w, sel = torch.topk(F.softmax(self.gate(x), dim=1), self.k, dim=-1)
+        w = w / w.sum(-1, keepdim=True)
+        out = torch.zeros_like(x)
+        mask = F.one_hot(sel, self.e).permute(2, 1, 0)
+        for i in range(self.e):
+            slot, token = torch.where(mask[i])
+            y = self.w2[i](F.silu(self.w1[i](x[token]))) * w[token, slot, None]
+            out.index_add_(0, token, y)
+        return out.view(b, t, d)
+
+
 class LastToken(nn.Module):
     def __init__(self):
         super().__init__()
@@ -1103,6 +1137,24 @@ MODELS = {
         desc="log-mel spectrogram: stft(n_fft 64, hop 16, Hann window, center) -> |X|**2 -> [33, 16] mel "
              "matrix -> log(+1e-6), of 2 waveforms of 1024 samples",
         inputs=[(randn((2, 1024), 41),)]),
+    "nonzero_gather": dict(
+        build=NonzeroGather,
+        desc="nonzero(x > 0.5) (a data-dependent row count u0 <= 12), x gathered at its coordinates, "
+             "their sum, and x times the count of |x| > 1",
+        inputs=[(randn((3, 4), 1470),), (randn((3, 4), 1471) - 9,), (randn((3, 4), 1472) + 9,)]),
+    "moe_gather": dict(
+        build=MoEGather,
+        desc="MoE (4 experts of Linear(8,16)-SiLU-Linear(16,8), top-2 of a softmax router) whose experts "
+             "gather their tokens with torch.where and scatter them back with index_add_",
+        inputs=[(randn((2, 5, 8), s),) for s in (1480, 1481, 1482)]),
+    "moe_gather_dyn": dict(
+        state_dict_of="moe_gather",
+        build=MoEGather,
+        desc="moe_gather (same weights) with dynamic batch Dim('batch', 1..8) and seq Dim('seq', 1..64): "
+             "the routing mask's token dim merges batch and seq",
+        inputs=[(randn((b, s, 8), 1490 + s),) for b, s in ((2, 5), (1, 2), (3, 17), (8, 64), (5, 33), (1, 64),
+                                                           (4, 9))],
+        dynamic_shapes={"x": {0: BATCH, 1: DYN_SEQ}}),
     "checked_item": dict(
         build=CheckedItem,
         desc="x * 2 after asserting on a count read with item() (torch._check): the unbacked "

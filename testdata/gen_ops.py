@@ -1635,6 +1635,10 @@ def build_index():
           lambda x, i, j: op(x, [i, None, j])),
         S("i32 index on i64 tensor", [I(-9, 9, 6), T([5, 1], I32)], lambda x, i: op(x, [i])),
         S("0-d index -> drops the dim", [N(4, 3), T(2, I64)], lambda x, i: op(x, [i])),
+        S("x[mask] with a bool[3,4] mask (data-dependent length)", [N(3, 4, 2), B(3, 4)],
+          lambda x, m: op(x, [m])),
+        S("x[:, mask] with a bool[4] mask", [N(2, 4), T([True, False, True, True], BOOL)],
+          lambda x, m: op(x, [None, m])),
     ]
 
 
@@ -2972,6 +2976,16 @@ def build_signbit():
     ]
 
 
+def build_masked_select():
+    op = aten.masked_select.default
+    return [
+        S("f32[3,4] by a bool[3,4] mask (row-major order)", [N(3, 4), B(3, 4)], lambda x, m: op(x, m)),
+        S("i64[2,3] by a broadcast bool[3] mask", [I(-5, 5, 2, 3), T([True, False, True], BOOL)],
+          lambda x, m: op(x, m)),
+        S("nothing selected -> f32[0]", [N(2, 3), torch.zeros(2, 3, dtype=torch.bool)], lambda x, m: op(x, m)),
+    ]
+
+
 def build_repeat_interleave():
     op = aten.repeat_interleave.Tensor
     return [
@@ -3023,6 +3037,7 @@ angle.default _fft_c2c.default rand_like.default randn_like.default uniform.defa
 bernoulli.default randint.low randint.default round.decimals addbmm.default _int_mm.default
 conv_tbc.default prims.convert_element_type.default _upsample_bilinear2d_aa.default
 _upsample_bicubic2d_aa.default _linalg_slogdet.default signbit.default repeat_interleave.Tensor _scaled_mm.default
+masked_select.default
 """.split()
 
 reg("quantized_decomposed.quantize_per_tensor.default", build_quantize_per_tensor)
@@ -3074,6 +3089,7 @@ reg("prims.convert_element_type.default", build_convert_element_type)
 reg("_linalg_slogdet.default", build_linalg_slogdet, tol="red")
 reg("signbit.default", build_signbit)
 reg("repeat_interleave.Tensor", build_repeat_interleave)
+reg("masked_select.default", build_masked_select, data_dependent=True)
 reg("_scaled_mm.default", build_scaled_mm, tol="red")
 reg("_upsample_bilinear2d_aa.default", build_upsample_aa("_upsample_bilinear2d_aa.default"), tol="red")
 reg("_upsample_bicubic2d_aa.default", build_upsample_aa("_upsample_bicubic2d_aa.default"), tol="red")

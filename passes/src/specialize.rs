@@ -3,14 +3,15 @@
 //! Used to compile a dynamic program at one size (the export's example size today, one per
 //! bucket later). Every symbolic dim in output types and op attributes is evaluated; values
 //! outside a symbol's bounds are refused. The regions of control-flow ops are specialized with
-//! the same values.
+//! the same values. A size the data decides (`nonzero`'s count) takes its bound at the bucket
+//! ([`computed_bounds`]).
 
-use crate::ir::ops::{ArangeSym, Expand, Full, Repeat, Slice, SplitWithSizes, SymInt, TopK, View};
+use crate::ir::ops::{ArangeSym, Expand, Full, Nonzero, Repeat, Slice, SplitWithSizes, SymInt, TopK, View};
 use std::collections::BTreeMap;
 
 use thiserror::Error;
 
-use crate::ir::{Dim, Graph, Op, Symbolic};
+use crate::ir::{Dim, Graph, Op, SymExpr, Symbolic};
 
 /// Why a graph could not be specialized.
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -31,6 +32,17 @@ pub enum SpecializeError {
         /// The allowed range, e.g. `[2, 512]`.
         range: String,
     },
+    /// A symbol is neither an input's size nor a size an op bounds.
+    #[error(
+        "symbol `{symbol}` is neither a dim of an input nor the count of a `nonzero`: nothing bounds it at run time"
+    )]
+    Unbounded {
+        /// The symbol.
+        symbol: String,
+    },
+    /// The graph has a cycle.
+    #[error("the graph has a cycle")]
+    Cycle,
     /// An expression could not be evaluated (overflow or division by zero).
     #[error("node `{node}`: cannot evaluate `{expr}`")]
     Eval {
@@ -81,6 +93,48 @@ pub fn specialize(graph: &Graph, env: &BTreeMap<String, i64>) -> Result<Graph, S
     Ok(out)
 }
 
+/// The symbol an op's result size is made of when the data decides it (`nonzero`'s count).
+pub fn count_symbol(op: &Op) -> Option<&str> {
+    match op {
+        Op::Nonzero(Nonzero { size: Dim::Sym(SymExpr::Sym(s)) }) => Some(s),
+        _ => None,
+    }
+}
+
+/// The value of every data-dependent size at a bucket whose other symbols are `values`: the
+/// operand's element count there, or the symbol's declared maximum when that is smaller (a
+/// `torch._check` the export recorded). `Err` names a symbol that no op bounds.
+pub fn computed_bounds(
+    graph: &Graph,
+    values: &BTreeMap<String, i64>,
+) -> Result<BTreeMap<String, i64>, SpecializeError> {
+    let order = graph.topo_order().map_err(|_| SpecializeError::Cycle)?;
+    let mut env = values.clone();
+    let mut out = BTreeMap::new();
+    for id in order {
+        let Some(symbol) = count_symbol(&graph.node(id).op) else { continue };
+        let Some(&x) = graph.inputs(id).first() else { continue };
+        let numel = graph.value_type(x).dims.iter().try_fold(1i64, |n, d| match d {
+            Dim::Static(v) => n.checked_mul(*v),
+            Dim::Sym(e) => e.eval(&env).and_then(|v| n.checked_mul(v)),
+        });
+        let numel = numel.ok_or_else(|| SpecializeError::Eval {
+            node: graph.node(id).name.clone(),
+            expr: format!("the element count of {}", graph.value_type(x)),
+        })?;
+        let declared = graph.symbols().get(symbol).and_then(|b| b.max).unwrap_or(i64::MAX);
+        let bound = numel.min(declared);
+        env.insert(symbol.to_string(), bound);
+        out.insert(symbol.to_string(), bound);
+    }
+    let unbounded: Vec<&String> =
+        graph.symbols().keys().filter(|s| !values.contains_key(*s) && !out.contains_key(*s)).collect();
+    if let Some(s) = unbounded.first() {
+        return Err(SpecializeError::Unbounded { symbol: s.to_string() });
+    }
+    Ok(out)
+}
+
 /// The symbols a node uses: in its result types and its op's attributes.
 pub fn node_symbols(node: &crate::ir::Node) -> std::collections::BTreeSet<String> {
     let mut op = node.op.clone();
@@ -104,7 +158,7 @@ fn op_dims(op: &mut Op) -> Vec<&mut Dim> {
         Op::Slice(Slice { start, end, .. }) => vec![start, end],
         Op::ArangeSym(ArangeSym { end, .. }) => vec![end],
         Op::Repeat(Repeat { repeats }) => repeats.iter_mut().collect(),
-        Op::TopK(TopK { k, .. }) => vec![k],
+        Op::TopK(TopK { k, .. }) | Op::Nonzero(Nonzero { size: k }) => vec![k],
         Op::SymInt(SymInt { value }) => vec![value],
         // Every other op's attributes are plain integers.
         _ => vec![],

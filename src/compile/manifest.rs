@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use torchtpu_passes::ir::{Dim, Graph, InputKind, Op, TensorType};
+use torchtpu_passes::ir::{Dim, Graph, InputKind, Op, OutputKind, TensorType};
 
 use super::{CompileRequest, LoweredBucket};
 use crate::artifact::{
@@ -128,16 +128,30 @@ pub(super) fn bucket(b: &LoweredBucket, entry: &str) -> Bucket {
             _ => None,
         })
         .collect();
+    let computed = g
+        .outputs()
+        .iter()
+        .filter_map(|o| match &o.kind {
+            OutputKind::Size { symbol } => Some(symbol.clone()),
+            _ => None,
+        })
+        .collect();
     Bucket {
         name: p.name.clone(),
         bindings: lowered.bindings.clone(),
         sizes,
+        computed,
         serves: p.serves.iter().map(|(s, &(lo, hi))| (s.clone(), [lo, hi])).collect(),
         padding_waste: p.padding_waste,
         program: entry.to_string(),
         program_sha256: crate::digest::sha256_hex(lowered.module.text.as_bytes()),
         input_dims: user_inputs(g).map(|id| dims(&g.node(id).outputs[0])).collect(),
-        output_dims: g.outputs().iter().map(|o| dims(g.value_type(o.value))).collect(),
+        output_dims: g
+            .outputs()
+            .iter()
+            .filter(|o| !matches!(o.kind, OutputKind::Size { .. }))
+            .map(|o| dims(g.value_type(o.value)))
+            .collect(),
         passes: lowered
             .passes
             .iter()

@@ -196,9 +196,10 @@ fn lower_bucket(program: &Program, p: &crate::buckets::Planned, req: &CompileReq
     let values = if p.values.is_empty() {
         driver::example_bindings(program).map_err(driver::LowerError::from)?
     } else {
+        let values = driver::with_computed_sizes(program, p.values.clone()).map_err(driver::LowerError::from)?;
         let bounds = program.graph.symbols().clone();
-        pass_options.bucket = Some(BucketSpec { values: p.values.clone(), bounds });
-        p.values.clone()
+        pass_options.bucket = Some(BucketSpec { values: values.clone(), bounds });
+        values
     };
     let opts = LowerOptions {
         emit: EmitOptions { precision: req.precision, grouped_mm: req.grouped_mm },

@@ -457,6 +457,7 @@ fn emit_node<'c, 'b>(
         Op::Var(Var { dims, correction, .. }) => one(reduce::var(b, dims, *correction, args[0], &out[0])),
         Op::ExtremumDim(ExtremumDim { max, dim, .. }) => reduce::extremum_dim(b, *max, *dim, args[0], out),
         Op::Sort(Sort { dim, descending, .. }) => sort::sort(b, *dim, *descending, args[0]),
+        Op::Nonzero(_) => one(sort::nonzero(b, args[0], &out[0])),
         Op::TopK(TopK { k, dim, largest }) => {
             let k = k.as_static().ok_or_else(|| format!("topk's k `{k}` is still symbolic"))?;
             sort::topk(b, k, *dim, *largest, args[0], out)

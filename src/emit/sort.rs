@@ -1,10 +1,11 @@
 //! `sort` and `topk` through `stablehlo.sort` on (values, indices), with torch's order: NaN is
-//! larger than every number, and equal values keep their original order (stable).
+//! larger than every number, and equal values keep their original order (stable); `nonzero`
+//! through a sort of positions.
 
 use melior::ir::Value;
-use torchtpu_passes::ir::{DType, Dim, TensorType};
+use torchtpu_passes::ir::{DType, Dim, Scalar, TensorType};
 
-use super::builder::{norm_dim, static_dims, Builder, LowerResult};
+use super::builder::{i64_array, norm_dim, static_dims, Builder, Ew, LowerResult};
 use super::Arg;
 
 /// Sorts `x` along `dim`; returns (values, int64 indices) of the full sorted tensor.
@@ -76,4 +77,48 @@ pub(super) fn topk<'c, 'b>(
         super::shape::slice(b, axis, &start, &end, 1, Arg { v: values, ty: &vt }, &outs[0])?,
         super::shape::slice(b, axis, &start, &end, 1, Arg { v: indices, ty: &it }, &outs[1])?,
     ])
+}
+
+/// `nonzero`: the flat positions of the non-zero elements, first in order, by a sort of
+/// `position if non-zero else numel`; the first `rows` of them made coordinates, and rows past
+/// the real count zeros.
+pub(super) fn nonzero<'c, 'b>(b: &Builder<'c, 'b>, x: Arg<'c, 'b, '_>, out: &TensorType) -> LowerResult<Value<'c, 'b>> {
+    let dims = static_dims(x.ty)?;
+    let out_dims = static_dims(out)?;
+    let (rows, rank) = (out_dims[0], dims.len());
+    let numel: i64 = dims.iter().product();
+    let dt = x.ty.dtype;
+    if dt.is_complex() {
+        return Err(format!("nonzero of {dt} values is not supported"));
+    }
+    if rows == 0 || rank == 0 || numel == 0 {
+        return b.splat(Scalar::Int(0), &out_dims, DType::I64);
+    }
+    let all = Ew { b, dims: vec![numel], dt: DType::I64 };
+    let int = |e: &Ew<'_, 'c, 'b>, v: i64| b.splat(Scalar::Int(v), &e.dims, DType::I64);
+    let flat = b.reshape(x.v, &[numel], dt)?;
+    let set = match dt {
+        DType::Bool => flat,
+        _ => b.compare(flat, b.splat(Scalar::Int(0), &[numel], dt)?, &[numel], dt, "NE")?,
+    };
+    let iota = b.op("stablehlo.iota", &[], &[numel], DType::I64, &[("iota_dimension", "0 : i64".into())])?;
+    let keys = all.select(set, iota, int(&all, numel)?)?;
+    let region =
+        b.scalar_region(&[DType::I64, DType::I64], |r, a| Ok(vec![r.compare(a[0], a[1], &[], DType::I64, "LT")?]))?;
+    let sort_attrs = [("dimension", "0 : i64".to_string()), ("is_stable", "true".to_string())];
+    let sorted = b.op_n("stablehlo.sort", &[keys], &[(&[numel], DType::I64)], &sort_attrs, vec![region])?;
+    let slice =
+        [("start_indices", i64_array(&[0])), ("limit_indices", i64_array(&[rows])), ("strides", i64_array(&[1]))];
+    let first = b.op("stablehlo.slice", &[sorted[0]], &[rows], DType::I64, &slice)?;
+    let e = Ew { b, dims: vec![rows], dt: DType::I64 };
+    let real = b.compare(first, int(&e, numel)?, &[rows], DType::I64, "LT")?;
+    let flat_index = e.select(real, first, int(&e, 0)?)?;
+    let mut columns = Vec::with_capacity(rank);
+    for d in 0..rank {
+        let stride: i64 = dims[d + 1..].iter().product();
+        let along = e.bin("divide", flat_index, int(&e, stride)?)?;
+        let along = e.bin("remainder", along, int(&e, dims[d])?)?;
+        columns.push(b.reshape(along, &[rows, 1], DType::I64)?);
+    }
+    b.op("stablehlo.concatenate", &columns, &out_dims, DType::I64, &[("dimension", "1 : i64".into())])
 }

@@ -61,6 +61,9 @@ pub(super) struct Graph {
     pub tensor_values: BTreeMap<String, TensorMeta>,
     #[serde(default)]
     pub sym_int_values: BTreeMap<String, SymInt>,
+    /// Symbolic bools by name (`{"as_expr": {"expr_str": …}}`), read where a value is asserted.
+    #[serde(default)]
+    pub sym_bool_values: BTreeMap<String, serde_json::Value>,
 }
 
 #[derive(Debug, Deserialize)]

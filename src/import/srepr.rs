@@ -34,6 +34,53 @@ pub(super) fn parse(text: &str) -> Result<SymExpr, SreprError> {
     to_sym(&expr)
 }
 
+/// Parses a comparison of two integer expressions as the export writes a runtime assertion's
+/// condition (`GreaterThan(Symbol('u0', integer=True), Integer(0))`): `(lhs - rhs, what it must
+/// be)`.
+pub(super) fn parse_relation(text: &str) -> Result<(SymExpr, Sign), SreprError> {
+    let tokens = tokenize(text)?;
+    let mut p = Parser { tokens: &tokens, pos: 0, depth: 0 };
+    let expr = p.expr()?;
+    if p.pos != tokens.len() {
+        return Err(SreprError(format!("unexpected {:?} after the relation", tokens[p.pos])));
+    }
+    let Ast::Call(head, args) = &expr else { return Err(SreprError("not a relation".into())) };
+    let sign = match head.as_str() {
+        "GreaterThan" => Sign::NonNegative,
+        "StrictGreaterThan" => Sign::Positive,
+        "LessThan" => Sign::NonPositive,
+        "StrictLessThan" => Sign::Negative,
+        "Equality" | "Eq" => Sign::Zero,
+        other => return Err(SreprError(format!("unsupported relation `{other}`"))),
+    };
+    let [a, b] = args.as_slice() else { return Err(SreprError(format!("`{head}` takes 2 arguments"))) };
+    let difference = SymExpr::Add(vec![to_sym(a)?, SymExpr::Mul(vec![SymExpr::Int(-1), to_sym(b)?])]);
+    Ok((difference, sign))
+}
+
+/// What a relation says of the difference of its two sides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Sign {
+    Positive,
+    NonNegative,
+    Negative,
+    NonPositive,
+    Zero,
+}
+
+impl Sign {
+    /// True when every value in `[lo, hi]` has this sign.
+    pub(super) fn holds_on(self, (lo, hi): (i64, i64)) -> bool {
+        match self {
+            Sign::Positive => lo > 0,
+            Sign::NonNegative => lo >= 0,
+            Sign::Negative => hi < 0,
+            Sign::NonPositive => hi <= 0,
+            Sign::Zero => lo == 0 && hi == 0,
+        }
+    }
+}
+
 fn tokenize(text: &str) -> Result<Vec<Token>, SreprError> {
     let chars: Vec<char> = text.chars().collect();
     let mut out = Vec::new();

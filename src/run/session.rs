@@ -183,6 +183,7 @@ impl Session {
             }
         };
         let run_ms = started.elapsed().as_secs_f64() * 1e3;
+        let real = self.with_computed_sizes(&bucket, real, &outs)?;
         let outputs = self.host_outputs(&bucket, real.as_ref(), &outs)?;
         self.keep_state(&bucket, &mut outs)?;
         Ok(Called { bucket: bucket.name, outputs, run_ms })
@@ -296,6 +297,40 @@ impl Session {
             });
         }
         Ok(out)
+    }
+
+    /// `real` with the sizes the program computed from data, read from the results after the
+    /// outputs (see [`Bucket::computed`]).
+    fn with_computed_sizes(
+        &self,
+        bucket: &Bucket,
+        real: Option<RealSizes>,
+        outs: &[Vec<Buffer>],
+    ) -> Result<Option<RealSizes>, Error> {
+        if bucket.computed.is_empty() {
+            return Ok(real);
+        }
+        let first = self.art.manifest.signature.outputs.len();
+        let mut real = real.unwrap_or_default();
+        for (k, symbol) in bucket.computed.iter().enumerate() {
+            let buffer = outs[0].get(first + k).ok_or_else(|| {
+                RunError::Weights(format!("bucket {} returns no value for the size `{symbol}`", bucket.name))
+            })?;
+            let bytes = buffer.to_host().map_err(RunError::Execute)?;
+            let value = <[u8; 8]>::try_from(bytes.as_slice())
+                .map(i64::from_le_bytes)
+                .map_err(|_| RunError::Weights(format!("the size `{symbol}` is not one i64")))?;
+            let bound = bucket.bindings.get(symbol).copied().unwrap_or(0);
+            if !(0..=bound).contains(&value) {
+                return Err(RunError::Weights(format!(
+                    "bucket {} computed the size `{symbol}` = {value}, outside [0, {bound}]",
+                    bucket.name
+                ))
+                .into());
+            }
+            real.insert(symbol.clone(), value);
+        }
+        Ok(Some(real))
     }
 
     /// Output `j` of a bucket's results (`buffer`), on the host at the bucket's sizes.

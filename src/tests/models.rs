@@ -48,7 +48,7 @@ fn printed_ir_parses_back_to_itself() {
         let program = import(&path).expect("imports");
         let name = path.display().to_string();
         round_trip(&name, &print(&program.graph));
-        let sizes = program.bindings.iter().filter_map(|(s, b)| Some((s.clone(), b.example?))).collect();
+        let sizes = crate::driver::example_bindings(&program).expect("example sizes");
         let mut graph = torchtpu_passes::specialize::specialize(&program.graph, &sizes).expect("specializes");
         Pipeline::standard(&options).run(&mut graph, |_, _| {}).expect("the passes run");
         let text = print(&graph);

@@ -147,7 +147,10 @@ parity_tests!(
     while_rnn,
     scan_rnn,
     scan_rnn_dyn,
-    checked_item
+    checked_item,
+    nonzero_gather,
+    moe_gather,
+    moe_gather_dyn
 );
 
 #[test]
@@ -307,6 +310,7 @@ fn dynamic_models_match_eager_at_every_size() {
         ("sym_scalars", 7),
         ("cond_size_dyn", 7),
         ("scan_rnn_dyn", 5),
+        ("moe_gather_dyn", 7),
     ];
     for (name, min_cases) in models {
         let tmp = TempDir::new(name);

@@ -33,6 +33,7 @@ fn compile_with(model: &Path, out: &Path, mut req: CompileRequest) -> Result<Art
         .graph
         .symbols()
         .iter()
+        .filter(|(s, _)| program.bindings.contains_key(*s))
         .filter_map(|(s, b)| Some(Choice { key: s.clone(), sizes: Sizes::List(vec![b.max?]) }))
         .collect();
     compile(&program, model, out, &req).map_err(|e| format!("{e:#}"))?;

@@ -45,6 +45,7 @@
 #![doc = include_str!("../../tests/bucket_masks/reductions_over_dynamic_dim_masked.ir")]
 //! ```
 
+mod counts;
 mod norms;
 mod regions;
 mod rules;
@@ -114,6 +115,9 @@ struct Masker<'a> {
     /// Integer values known to lie in `[0, bound)` (indices along a static dim, as a router's
     /// `topk` gives).
     bounded: BTreeMap<ValueRef, i64>,
+    /// `nonzero` results whose coordinates along a padded dim (by column) are positions of
+    /// these factors.
+    columns: BTreeMap<ValueRef, BTreeMap<usize, Factors>>,
     /// Dims whose real positions are not a prefix.
     merged: BTreeMap<(ValueRef, usize), Factors>,
     /// The pieces of each dim made by a `cat` of padded pieces (see [`Masker::new_pieces`]).
@@ -140,6 +144,7 @@ impl Masker<'_> {
             perms: BTreeMap::new(),
             windows: BTreeMap::new(),
             bounded: BTreeMap::new(),
+            columns: BTreeMap::new(),
             merged: BTreeMap::new(),
             pieces: Vec::new(),
             counter: 0,
@@ -457,12 +462,16 @@ impl Masker<'_> {
         let node = graph.node(id).clone();
         let ins = graph.inputs(id);
         self.follow_positions(graph, id, &node)?;
+        self.follow_columns(graph, id)?;
         if matches!(node.op, Op::SymSize(_) | Op::SymInt(_)) {
             return self.real_size(graph, id);
         }
         let in_dyn: Vec<DynDims> = ins.iter().map(|&v| self.dyn_dims(graph, v)).collect();
         if Self::needs_region_masks(&node.op, &in_dyn) {
             return self.control_flow(graph, id, &in_dyn);
+        }
+        if matches!(node.op, Op::Nonzero(_)) {
+            return self.nonzero(graph, id, &in_dyn);
         }
         if node.outputs.is_empty() || in_dyn.iter().all(BTreeMap::is_empty) {
             return Ok(());
@@ -651,7 +660,9 @@ impl Masker<'_> {
                     op_name(node)
                 ));
             }
-            if [&self.positions, &self.perms].iter().any(|m| m.get(&o.value).is_some_and(|f| f.len() > 1)) {
+            let positions = [&self.positions, &self.perms].iter().any(|m| m.get(&o.value).is_some_and(|f| f.len() > 1));
+            let coordinates = self.columns.get(&o.value).is_some_and(|c| c.values().any(|f| f.len() > 1));
+            if positions || coordinates {
                 let node = graph.node(o.value.node);
                 return Err(format!(
                     "node `{}` ({}) returns positions along a dim that merges a dynamic size, which are the \
@@ -728,7 +739,8 @@ impl Pass for BucketMasks {
         let Some(spec) = &self.bucket else { return Ok(Changed::No) };
         let order = graph.topo_order().map_err(|_| PassError::Failed { pass: self.name(), reason: "cycle".into() })?;
         let mut m = Masker::new(spec);
-        for symbol in spec.values.keys() {
+        let computed = counts::computed_symbols(graph);
+        for symbol in spec.values.keys().filter(|s| !computed.contains(*s)) {
             let op = Op::Input(InputKind::Size { symbol: symbol.clone() });
             let node = graph.add_input(Node::new(format!("size_{symbol}"), op, [TensorType::new(DType::I64, &[])]));
             m.sizes.insert(symbol.clone(), ValueRef { node, slot: 0 });
@@ -744,6 +756,7 @@ impl Pass for BucketMasks {
             })?;
         }
         m.check_outputs(graph).map_err(|reason| PassError::Failed { pass: "bucket_masks", reason })?;
+        m.size_outputs(graph).map_err(|reason| PassError::Failed { pass: "bucket_masks", reason })?;
         cx.note(m.masks, "masks past the real sizes");
         Ok(Changed::Yes)
     }

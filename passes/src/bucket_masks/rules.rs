@@ -238,7 +238,8 @@ impl Masker<'_> {
     }
 
     /// `self[indices] = values` with padded indices: into a tensor with no dynamic dim (a KV
-    /// cache written at a prompt's positions), the padded indices are set past the end of
+    /// cache written at a prompt's positions), or whose padded dims are indexed by positions of
+    /// them (tokens an MoE's expert gathered), the padded indices are set past the end of
     /// their dim, so that the scatter drops them; into a padded dim along a sort's
     /// permutation (the inverse permutation of a router's sort), every position is written
     /// once and the result's real positions are the sort's.
@@ -250,12 +251,26 @@ impl Masker<'_> {
         in_dyn: &[DynDims],
     ) -> Result<(), String> {
         let ins = graph.inputs(id);
-        if !in_dyn[0].is_empty() {
+        let indexed: Vec<usize> = present.iter().enumerate().filter(|(_, &p)| p).map(|(d, _)| d).collect();
+        // Every padded dim of the target indexed by positions of it (not a permutation of it):
+        // real indices land on real positions (an MoE adding its experts' results back to
+        // their tokens).
+        let permutes = ins[1..].iter().any(|v| self.perms.contains_key(v));
+        let at_positions = !in_dyn[0].is_empty()
+            && !permutes
+            && in_dyn[0].iter().all(|(d, f)| {
+                let slot = indexed.iter().position(|k| k == d).map(|i| ins[1 + i]);
+                slot.and_then(|v| self.positions.get(&v)).is_some_and(|p| self.same_factors(p, f))
+            });
+        if !in_dyn[0].is_empty() && !at_positions {
             return self.invert(graph, id, (present, accumulate), in_dyn);
         }
+        let out = ValueRef { node: id, slot: 0 };
+        for (&d, f) in in_dyn[0].iter().filter(|(_, f)| f.len() > 1) {
+            self.merged.insert((out, d), f.clone());
+        }
         let dims = Self::ty(graph, ins[0]).dims;
-        let indexed = present.iter().enumerate().filter(|(_, &p)| p).map(|(d, _)| d);
-        for (slot, d) in (1..).zip(indexed) {
+        for (slot, &d) in (1..).zip(&indexed) {
             if in_dyn[slot].values().any(|f| f.len() > 1) {
                 return Err(MERGED.into());
             }

@@ -213,6 +213,7 @@ fn output_kind(kind: &OutputKind) -> String {
         OutputKind::Loss => "loss".to_string(),
         OutputKind::GradientToParameter { fqn } => format!("grad {}", quote(fqn)),
         OutputKind::GradientToUserInput { input } => format!("grad_input {}", quote(input)),
+        OutputKind::Size { symbol } => format!("size {symbol}"),
     }
 }
 

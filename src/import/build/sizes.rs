@@ -100,7 +100,6 @@ pub(super) fn known_unsupported(target: &str) -> Option<String> {
     let data_dependent = "has an output whose size or value depends on the input data, which a static XLA program \
         cannot produce; keep it out of the exported graph, or bound it at export (`torch._check(n <= N)`) and pad";
     match target.strip_prefix("torch.ops.aten.") {
-        Some("nonzero.default") => Some(format!("`nonzero` {data_dependent}")),
         Some("_local_scalar_dense.default") => Some(format!("`item()` ({target}) {data_dependent}")),
         _ if target.starts_with("_operator.") => {
             Some(format!("`{target}` computes on data-dependent symbolic values, which are not supported"))

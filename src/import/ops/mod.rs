@@ -29,6 +29,11 @@ pub(super) fn symbolic_decomposition(target: &str) -> Option<super::wire::Decomp
     decompose::symbolic_decomposition(target.strip_prefix("torch.ops.").unwrap_or(target))
 }
 
+/// `x[mask]`: indexing by a boolean mask (see `decompose::index_by_mask`).
+pub(super) fn index_by_mask(a: &mut Args<'_>) -> Result<super::wire::Recipe, String> {
+    decompose::index_by_mask(a)
+}
+
 /// `as_strided` with symbolic sizes, over a contiguous operand (see `decompose::strided_view`).
 pub(super) fn strided_view(a: &mut Args<'_>) -> Result<super::wire::Recipe, String> {
     decompose::strided_view(a)

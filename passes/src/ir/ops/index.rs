@@ -25,14 +25,22 @@ impl OpDef for Index {
         one(index(x, present, &inputs[1..])?)
     }
 
-    /// With one index tensor, at `k`: the dims of `x` other than `k` and the index's dims, each
-    /// where the result holds it.
+    /// With index tensors of one shape (`x[i]`, or `x[i, j]` with `i` and `j` alike): the index
+    /// dims and the dims of `x` that are not indexed, each where the result holds it (in place
+    /// of the indexed dims when they are adjacent, in front otherwise).
     fn position_wise(&self, inputs: &[&TensorType], _: &[TensorType]) -> Vec<Along> {
         let present: Vec<usize> = (0..self.present.len()).filter(|&k| self.present[k]).collect();
-        let (&[k], &[x, idx]) = (&present[..], inputs) else { return vec![] };
+        let (x, indices) = (inputs[0], &inputs[1..]);
+        if present.is_empty() || indices.iter().any(|t| t.dims != indices[0].dims) {
+            return vec![];
+        }
+        let rank = indices[0].rank();
+        let first = if present.windows(2).all(|w| w[1] == w[0] + 1) { present[0] } else { 0 };
         let link = |slot, dim, out_dim| Along { slot, dim, out: 0, out_dim };
-        let mut links: Vec<Along> = (0..idx.rank()).map(|j| link(1, j, k + j)).collect();
-        links.extend((0..x.rank()).filter(|&d| d != k).map(|d| link(0, d, if d < k { d } else { d + idx.rank() - 1 })));
+        let mut links: Vec<Along> =
+            (1..inputs.len()).flat_map(|slot| (0..rank).map(move |j| link(slot, j, first + j))).collect();
+        let rest = (0..x.rank()).filter(|d| !present.contains(d));
+        links.extend(rest.enumerate().map(|(i, d)| link(0, d, if i < first { i } else { i + rank })));
         links
     }
 
@@ -390,6 +398,38 @@ impl OpDef for EmbeddingBag {
             None => None,
         };
         Ok(vec![Expected::partial(Some(w.dtype), vec![bags, Some(w.dims[1].clone())])])
+    }
+}
+
+op! {
+    /// `nonzero(x)`: the coordinates of `x`'s non-zero elements in row-major order, `i64[size,
+    /// rank]`; inputs `[x]`. How many there are depends on the data: `size` is the export's
+    /// symbol for that count, which a bucket sets to its bound (at most `x`'s element count).
+    /// Rows past the real count hold zeros; the real count is `sum(x != 0)`, which
+    /// `bucket_masks` computes where the symbol's real value is needed.
+    pub struct Nonzero = "nonzero" {
+        pub size: Dim ["size"],
+    }
+}
+
+impl OpDef for Nonzero {
+    fn arity(&self) -> Arity {
+        Arity::fixed(1, 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let x = inputs[0];
+        let numel: Option<i64> = x.dims.iter().map(Dim::as_static).product();
+        if let (Some(n), Some(numel)) = (self.size.as_static(), numel) {
+            if n < 0 || n > numel {
+                return Err(format!("{n} rows for the non-zero elements of {}, which has {numel}", show(&x.dims)));
+            }
+        }
+        one(Expected::exact(DType::I64, &[self.size.clone(), Dim::Static(x.rank() as i64)]))
+    }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Rule
     }
 }
 

@@ -244,6 +244,7 @@ ops! {
     SplitWithSizes(SplitWithSizes),
     Index(Index),
     IndexSelect(IndexSelect),
+    Nonzero(Nonzero),
     Gather(Gather),
     Scatter(Scatter),
     IndexPut(IndexPut),

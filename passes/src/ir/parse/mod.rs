@@ -351,6 +351,7 @@ fn output_kind(c: &mut Cursor<'_>) -> Result<OutputKind, String> {
         "loss" => OutputKind::Loss,
         "grad" => OutputKind::GradientToParameter { fqn: c.after(" ")?.string()? },
         "grad_input" => OutputKind::GradientToUserInput { input: c.after(" ")?.string()? },
+        "size" => OutputKind::Size { symbol: c.after(" ")?.ident()?.to_string() },
         other => return Err(format!("unknown output kind `{other}`")),
     })
 }

@@ -19,6 +19,7 @@ mod more;
 mod quantize;
 mod resize;
 mod symbolic;
+pub(super) use more::index_by_mask;
 use quantize::{
     dequantize_per_channel, dequantize_per_tensor, fake_quantize_cachemask, quantize_per_channel, quantize_per_tensor,
 };
@@ -50,6 +51,7 @@ pub(super) fn decomposition(key: &str) -> Option<Decomposition> {
         "aten._linalg_slogdet.default" => linalg_slogdet,
         "aten.adaptive_max_pool2d.default" => |a| adaptive_max_pool(a, 2),
         "aten.adaptive_max_pool3d.default" => |a| adaptive_max_pool(a, 3),
+        "aten.masked_select.default" => more::masked_select,
         "aten.rand_like.default" => |a| more::rand_like(a, false),
         "aten.randn_like.default" => |a| more::rand_like(a, true),
         "aten.uniform.default" => more::uniform,

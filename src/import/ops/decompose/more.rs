@@ -1,10 +1,12 @@
 //! Ops met in real exports beyond Core ATen, each a few IR ops: random draws shaped like a
 //! tensor (`rand_like`, `randn_like`, `uniform`, `bernoulli`, `randint`), `round(decimals=)`,
-//! `addbmm`, the int8 and fp8 matmuls `_int_mm` and `_scaled_mm`, `conv_tbc` (time-batch-channel convolution) and
-//! `repeat_interleave` of a tensor of counts with its `output_size`.
+//! `addbmm`, the int8 and fp8 matmuls `_int_mm` and `_scaled_mm`, `conv_tbc` (time-batch-channel convolution),
+//! `repeat_interleave` of a tensor of counts with its `output_size`, and `masked_select` and
+//! `x[mask]` (a `nonzero` and a gather).
 
 use torchtpu_passes::ir::ops::{
-    Arange, Binary, Bmm, Clamp, Convolution, Cumulative, Full, Mm, Permute, Rand, Reduce, Unsqueeze,
+    Arange, Binary, Bmm, Clamp, Convolution, Cumulative, Expand, Full, Index, Mm, Nonzero, Permute, Rand, Reduce,
+    Select, Unsqueeze,
 };
 use torchtpu_passes::ir::{BinaryOp, CumulativeOp, DType, Dim, Op, Operand, ReduceOp, Scalar, TensorType, UnaryOp};
 
@@ -234,4 +236,76 @@ pub(super) fn scaled_mm(a: &mut Args<'_>) -> R<Recipe> {
         }
         Ok(vec![w.convert(result, out.dtype)?])
     }))
+}
+
+/// `masked_select(x, mask)`: both broadcast to one shape, the coordinates of the mask's set
+/// elements (`nonzero`, whose row count is the archive's symbol for the result's length), and
+/// `x` gathered at them.
+pub(super) fn masked_select(a: &mut Args<'_>) -> R<Recipe> {
+    a.tensor("self")?;
+    a.tensor("mask")?;
+    Ok(Box::new(move |w| {
+        let (x, mask) = (w.inputs[0], w.inputs[1]);
+        let rows = w.outputs.first().and_then(|t| t.dims.first()).cloned().ok_or("internal: one 1-d result")?;
+        let shape = broadcast_shape(&w.ty(x).dims, &w.ty(mask).dims)?;
+        let widen = |w: &mut Wire<'_>, v| {
+            if w.ty(v).dims == shape {
+                Ok(v)
+            } else {
+                w.op(Op::Expand(Expand { size: shape.clone() }), &[v])
+            }
+        };
+        let (x, mask) = (widen(w, x)?, widen(w, mask)?);
+        let set = w.op(Op::Nonzero(Nonzero { size: rows }), &[mask])?;
+        let mut coordinates = vec![x];
+        for d in 0..shape.len() {
+            coordinates.push(w.op(Op::Select(Select { dim: 1, index: d as i64 }), &[set])?);
+        }
+        let gather = Index { present: vec![true; shape.len()] };
+        Ok(vec![w.op(Op::Index(gather), &coordinates)?])
+    }))
+}
+
+/// `x[mask]` (after full slices, `x[:, mask]`): a boolean mask over the dims it stands at is
+/// the coordinates of its set elements (`nonzero`, whose row count is the archive's symbol for
+/// that dim of the result), which then index those dims. A mask beside other indices is
+/// refused.
+pub(crate) fn index_by_mask(a: &mut Args<'_>) -> R<Recipe> {
+    a.tensor("self")?;
+    let present = a.optional_tensor_list("indices")?;
+    let at = match present.iter().position(|&p| p) {
+        Some(k) if present[k + 1..].iter().all(|&p| !p) => k,
+        _ => return Err("a boolean mask beside other indices is not supported; index by the mask alone".into()),
+    };
+    Ok(Box::new(move |w| {
+        let (x, mask) = (w.inputs[0], w.inputs[1]);
+        let rank = w.ty(mask).rank();
+        let x_dims = w.ty(x).dims;
+        if x_dims.get(at..at + rank) != Some(&w.ty(mask).dims[..]) {
+            return Err(format!("the mask {} does not match the dims it indexes of {}", w.ty(mask), w.ty(x)));
+        }
+        let rows = w.outputs.first().and_then(|t| t.dims.get(at)).cloned().ok_or("internal: the result's rank")?;
+        let set = w.op(Op::Nonzero(Nonzero { size: rows }), &[mask])?;
+        let mut operands = vec![x];
+        for d in 0..rank {
+            operands.push(w.op(Op::Select(Select { dim: 1, index: d as i64 }), &[set])?);
+        }
+        let mut present = vec![false; at];
+        present.extend(std::iter::repeat_n(true, rank));
+        Ok(vec![w.op(Op::Index(Index { present }), &operands)?])
+    }))
+}
+
+/// The shape two operands broadcast to (NumPy's rule).
+fn broadcast_shape(a: &[Dim], b: &[Dim]) -> R<Vec<Dim>> {
+    let rank = a.len().max(b.len());
+    let at = |s: &[Dim], i: usize| if i + s.len() >= rank { s[i + s.len() - rank].clone() } else { Dim::Static(1) };
+    (0..rank)
+        .map(|i| match (at(a, i), at(b, i)) {
+            (x, y) if x == y => Ok(x),
+            (Dim::Static(1), y) => Ok(y),
+            (x, Dim::Static(1)) => Ok(x),
+            (x, y) => Err(format!("shapes do not broadcast: {x} against {y} at dim {i}")),
+        })
+        .collect()
 }

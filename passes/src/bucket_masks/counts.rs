@@ -1,0 +1,115 @@
+//! Sizes that come from data. A `nonzero` has as many rows as its operand has non-zero
+//! elements; the export names that count with a symbol of its own (`u0`), bounded by the
+//! operand's element count. A bucket computes at the bound (see [`crate::specialize::computed_bounds`]): the rows
+//! past the real count are padding, like the padding of a dim given by an input, and the real
+//! count, `sum(x != 0)`, takes the place of a `Size` input wherever the masks need it. A result
+//! whose size is such a count is returned at the bound, with the count after every other
+//! output (`OutputKind::Size`), so the caller can cut it back.
+//!
+//! Along a dim of factors (`[batch·seq]` tokens, an MoE's routing mask), the coordinates a
+//! `nonzero` gives are positions of the bucket's layout: they may index that dim (gather the
+//! tokens, `index_add_` the results back), which is exact, and nothing else.
+
+use std::collections::BTreeSet;
+
+/// Why a `nonzero`'s coordinates along a merged dim cannot be used as they are.
+const COORDINATES: &str =
+    "uses the coordinates a `nonzero` gives along a dim that merges a dynamic size (positions of \
+    the bucket's layout) other than by taking their column out to index that dim";
+
+use super::{DynDims, Factors, Masker};
+use crate::ir::ops::{Convert, Reduce, Select, Slice};
+use crate::ir::{
+    BinaryOp, DType, Dim, Graph, NodeId, Op, Operand, OutputKind, ReduceOp, Scalar, SymExpr, TensorType, ValueRef,
+};
+use crate::specialize::count_symbol;
+
+/// The symbols of a specialized graph whose values the program computes from data.
+pub(super) fn computed_symbols(graph: &Graph) -> BTreeSet<String> {
+    graph
+        .node_ids()
+        .filter_map(|id| graph.node(id).symbolic.as_ref().and_then(|s| count_symbol(&s.op)).map(str::to_string))
+        .collect()
+}
+
+impl Masker<'_> {
+    /// `nonzero(x)`: `x` read with zeros past its real sizes (a padded position is never
+    /// counted; a real element keeps its coordinates in the padded layout, and row-major order
+    /// over the real elements is the same), and the real count `min(sum(x != 0), bound)`
+    /// recorded as the value of its symbol.
+    pub(super) fn nonzero(&mut self, graph: &mut Graph, id: NodeId, in_dyn: &[DynDims]) -> Result<(), String> {
+        if !in_dyn[0].is_empty() {
+            self.columns.insert(ValueRef { node: id, slot: 0 }, in_dyn[0].clone());
+        }
+        let dims: Vec<usize> = in_dyn[0].keys().copied().collect();
+        let x_ty = Self::ty(graph, graph.inputs(id)[0]);
+        let zero = if x_ty.dtype == DType::Bool { Scalar::Bool(false) } else { Scalar::Int(0) };
+        self.mask_input(graph, id, 0, &dims, zero)?;
+        let symbol = graph.node(id).symbolic.as_ref().and_then(|s| count_symbol(&s.op)).map(str::to_string);
+        let (Some(symbol), Some(bound)) = (symbol, graph.node(id).outputs[0].dims[0].as_static()) else {
+            return Ok(());
+        };
+        let x = graph.inputs(id)[0];
+        let shape: Vec<i64> = x_ty.dims.iter().filter_map(Dim::as_static).collect();
+        let scalar = TensorType::new(DType::I64, &[]);
+        let nonzero = match x_ty.dtype {
+            DType::Bool => x,
+            _ => {
+                self.binary(graph, id, BinaryOp::Ne, Operand::Scalar(zero), &[x], TensorType::new(DType::Bool, &shape))
+            }
+        };
+        let ones = self.add(graph, id, Op::Convert(Convert), TensorType::new(DType::I64, &shape), &[nonzero]);
+        let sum = Op::Reduce(Reduce { op: ReduceOp::Sum, dims: vec![], keepdim: false, dtype: None });
+        let count = self.add(graph, id, sum, scalar.clone(), &[ones]);
+        let count = self.binary(graph, id, BinaryOp::Minimum, Operand::Scalar(Scalar::Int(bound)), &[count], scalar);
+        self.sizes.insert(symbol, count);
+        Ok(())
+    }
+
+    /// A `nonzero`'s coordinates along a padded dim are positions of it (see
+    /// [`Masker::columns`]): the column a slice or select takes out is recorded as such. Along
+    /// a merged dim they are the bucket's positions, so no other use may read them as numbers.
+    pub(super) fn follow_columns(&mut self, graph: &Graph, id: NodeId) -> Result<(), String> {
+        let ins = graph.inputs(id);
+        let merged = |m: &Self, v: &ValueRef| m.columns.get(v).is_some_and(|c| c.values().any(|f| f.len() > 1));
+        let refused = |m: &Self| if ins.iter().any(|v| merged(m, v)) { Err(COORDINATES.to_string()) } else { Ok(()) };
+        let Some(columns) = ins.first().and_then(|v| self.columns.get(v)).cloned() else { return refused(self) };
+        let taken = match &graph.node(id).op {
+            Op::SymSize(_) => return Ok(()),
+            Op::Select(Select { dim: 1 | -1, index }) if *index >= 0 => *index..*index + 1,
+            Op::Slice(Slice { dim: 1 | -1, start: Dim::Static(a), end: Dim::Static(b), step: 1 }) => *a..*b,
+            _ => return refused(self),
+        };
+        let hit: Vec<&Factors> =
+            columns.iter().filter(|(c, _)| taken.contains(&(**c as i64))).map(|(_, f)| f).collect();
+        match hit.as_slice() {
+            [] => Ok(()),
+            [f] if taken.end - taken.start == 1 => {
+                self.positions.insert(ValueRef { node: id, slot: 0 }, (*f).clone());
+                Ok(())
+            }
+            _ => refused(self),
+        }
+    }
+
+    /// The real value of every computed size an output's dims use, as outputs after all
+    /// others, in symbol order.
+    pub(super) fn size_outputs(&mut self, graph: &mut Graph) -> Result<(), String> {
+        let computed = computed_symbols(graph);
+        let mut used = BTreeSet::new();
+        for o in graph.outputs() {
+            let Some(sym) = graph.node(o.value.node).symbolic.as_ref() else { continue };
+            for d in &sym.outputs[usize::from(o.value.slot)].dims {
+                if let Dim::Sym(e) = d {
+                    used.extend(e.symbols().into_iter().filter(|s| computed.contains(s)));
+                }
+            }
+        }
+        for symbol in used {
+            let at = graph.outputs()[0].value.node;
+            let v: ValueRef = self.length(graph, at, &SymExpr::Sym(symbol.clone()))?;
+            graph.add_output(v, OutputKind::Size { symbol });
+        }
+        Ok(())
+    }
+}
