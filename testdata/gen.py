@@ -625,6 +625,18 @@ class NonzeroGather(nn.Module):
         return idx, vals * 2, vals.sum(), (x.abs() > 1).nonzero().shape[0] * x
 
 
+class ItemSlice(nn.Module):
+    """A count read with item() and bounded with torch._check, used as a size: the rows kept,
+    a fill of that length."""
+
+    def forward(self, x, n):  # x: f32[8, 4], n: i64[]
+        k = n.item()
+        torch._check(k >= 0)
+        torch._check(k <= 8)
+        y = x[:k]
+        return y * 2, y.sum(0), torch.ones(k).cumsum(0) * k
+
+
 class MoEGather(nn.Module):
     """Token-choice MoE as transformers wrote Mixtral's block: per expert, `torch.where` finds its
     tokens (a data-dependent count), gathers them, and `index_add_` scatters the weighted results."""
@@ -648,6 +660,32 @@ class MoEGather(nn.Module):
             y = self.w2[i](F.silu(self.w1[i](x[token]))) * w[token, slot, None]
             out.index_add_(0, token, y)
         return out.view(b, t, d)
+
+
+class MoESplitCounts(nn.Module):
+    """Token-choice MoE as JetMoE writes it: the tokens sorted by expert, split by per-expert
+    counts read with `tolist()` (data-dependent sizes whose sum torch asserts), each piece through
+    its expert, concatenated back and added to its tokens with `index_add`."""
+
+    def __init__(self, d=8, h=16, e=4, k=2):
+        super().__init__()
+        self.k, self.e = k, e
+        self.gate = nn.Linear(d, e, bias=False)
+        self.w1 = nn.Parameter(torch.randn(e, d, h) / 3)
+        self.w2 = nn.Parameter(torch.randn(e, h, d) / 4)
+
+    def forward(self, x):  # x: f32[b, t, d]
+        b, t, d = x.shape
+        x = x.view(-1, d)
+        w, sel = torch.topk(F.softmax(self.gate(x), dim=-1), self.k, dim=-1)
+        flat = sel.view(-1)
+        order = flat.argsort(stable=True)
+        tokens = order // self.k
+        counts = F.one_hot(flat, self.e).sum(0).tolist()
+        pieces = x[tokens].split(counts, 0)
+        outs = [F.silu(p @ self.w1[i]) @ self.w2[i] for i, p in enumerate(pieces)]
+        y = torch.cat(outs, 0) * w.view(-1)[order, None]
+        return torch.zeros_like(x).index_add(0, tokens, y).view(b, t, d)
 
 
 class LastToken(nn.Module):
@@ -1142,6 +1180,11 @@ MODELS = {
         desc="nonzero(x > 0.5) (a data-dependent row count u0 <= 12), x gathered at its coordinates, "
              "their sum, and x times the count of |x| > 1",
         inputs=[(randn((3, 4), 1470),), (randn((3, 4), 1471) - 9,), (randn((3, 4), 1472) + 9,)]),
+    "item_slice": dict(
+        build=ItemSlice,
+        desc="k = n.item() bounded by torch._check(0 <= k <= 8) (a data-dependent size u0): x[:k] * 2, "
+             "its sum over rows, and ones(k).cumsum(0) * k",
+        inputs=[(randn((8, 4), 1500), torch.tensor(n)) for n in (5, 0, 8)]),
     "moe_gather": dict(
         build=MoEGather,
         desc="MoE (4 experts of Linear(8,16)-SiLU-Linear(16,8), top-2 of a softmax router) whose experts "
@@ -1155,6 +1198,11 @@ MODELS = {
         inputs=[(randn((b, s, 8), 1490 + s),) for b, s in ((2, 5), (1, 2), (3, 17), (8, 64), (5, 33), (1, 64),
                                                            (4, 9))],
         dynamic_shapes={"x": {0: BATCH, 1: DYN_SEQ}}),
+    "moe_split_counts": dict(
+        build=MoESplitCounts,
+        desc="JetMoE-style MoE (4 experts, top-2): tokens sorted by expert, split by counts read with "
+             "tolist() (u0..u3, whose sum torch asserts is 20), each piece through its expert, cat, index_add",
+        inputs=[(randn((2, 5, 8), s),) for s in (1510, 1511, 1512)]),
     "checked_item": dict(
         build=CheckedItem,
         desc="x * 2 after asserting on a count read with item() (torch._check): the unbacked "
@@ -1889,8 +1937,8 @@ def generate_as_strided_gaps(outdir):
 
 def generate_item_float(outdir):
     """`check/item_float.pt2`: returns `x.sum().item() / 2`, a Python float computed from data,
-    which a compiled program cannot return: `check` must refuse it, naming the `item()` node
-    (floats computed from sizes, as in `models/size_floats`, are returned)."""
+    which the compiled program returns as a 0-d f32 (as floats computed from sizes, in
+    `models/size_floats`)."""
 
     class ItemFloat(nn.Module):
         def forward(self, x):  # x: f32[3, 4]

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """The architecture sweep (`cargo xtask zoo`): a tiny random-init instance of every model type
 in transformers' auto mappings (causal LM, masked LM, sequence classification, image
-classification, encoder-decoder LM, audio classification), exported twice — at one size, and with
-a dynamic batch and sequence (a waveform's time for audio; batch only for images and fixed-size
-audio features) — compiled with torchtpu-compile for CPU with size buckets and
-for `tpu:v6e:1x1`, run at several sizes on CPU and compared with eager. Writes the table to
-docs/zoo.md.
+classification, encoder-decoder LM, audio classification), and every model of torchvision's
+registry (classification, segmentation, video, detection: tasks `tv-*`, at their own sizes),
+exported twice — at one size (non-strict, then strict), and with a dynamic batch and sequence (a
+waveform's time for audio; batch only for images and fixed-size audio features) — compiled with
+torchtpu-compile for CPU with size buckets and for `tpu:v6e:1x1`, run at several sizes on CPU and
+compared with eager. Writes the table to docs/zoo.md.
 
     python testdata/zoo.py --compiler target/release/torchtpu-compile --out DIR [--tasks causal-lm,...]
                            [--only TYPE,...] [--limit N] [--no-tpu]
@@ -43,6 +44,17 @@ TASKS = {
     "seq2seq": "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES",
     "audio-cls": "MODEL_FOR_AUDIO_CLASSIFICATION_MAPPING_NAMES",
 }
+# torchvision's model families (its registry of builders), at their own sizes, random-init.
+VISION_TASKS = {
+    "tv-cls": "torchvision.models",
+    "tv-seg": "torchvision.models.segmentation",
+    "tv-video": "torchvision.models.video",
+    "tv-det": "torchvision.models.detection",
+}
+# torchvision models larger than this are not swept (their rows say so).
+MAX_VISION_PARAMS = 100_000_000
+# The side of torchvision's images (ViT and MaxViT are built for it; every other family takes it).
+VISION_IMAGE = 64
 
 # Every (batch, seq) the dynamic export is run at: 1 (or the smallest seq), the edges of the
 # `auto:2` buckets (batch 4 and 8; seq 32 and 64) and each edge - 1, sizes in the middle.
@@ -125,10 +137,47 @@ def shrink(cfg, depth=0):
                 shrink(v, depth + 1)
 
 
+def vision_types(task):
+    import importlib
+
+    import torchvision
+
+    return sorted(torchvision.models.list_models(module=importlib.import_module(VISION_TASKS[task])))
+
+
+def build_vision(task, model_type):
+    """A torchvision model, random-init, with few classes and `VISION_IMAGE` inputs."""
+    import torch
+    import torchvision
+
+    kw = {"weights": None}
+    if task == "tv-seg":
+        kw.update(num_classes=4, weights_backbone=None, aux_loss=False)
+    elif task == "tv-det":
+        kw.update(num_classes=4, weights_backbone=None, min_size=VISION_IMAGE, max_size=VISION_IMAGE)
+    else:
+        kw["num_classes"] = 4
+    if model_type.startswith("vit_"):
+        kw["image_size"] = VISION_IMAGE
+    if model_type.startswith("maxvit"):
+        kw["input_size"] = (VISION_IMAGE, VISION_IMAGE)
+    if model_type in ("googlenet", "inception_v3"):
+        kw.update(aux_logits=False, init_weights=True)
+    torch.manual_seed(0)
+    model = torchvision.models.get_model(model_type, **kw).eval()
+    params = sum(p.numel() for p in model.parameters())
+    if params > MAX_VISION_PARAMS:
+        raise RuntimeError(f"not swept: {params / 1e6:.0f}M parameters (the sweep takes up to "
+                           f"{MAX_VISION_PARAMS / 1e6:.0f}M)")
+    return model
+
+
 def build(task, model_type):
     import torch
     import transformers
 
+    if task in VISION_TASKS:
+        return build_vision(task, model_type)
     names = getattr(transformers.models.auto.modeling_auto, TASKS[task])
     cls = getattr(transformers, names[model_type])
     cfg = tiny_config(model_type)
@@ -159,8 +208,10 @@ def break_ties(model):
 def input_kind(task, model):
     """What forward(x) feeds the model: tokens, an image, tokens to both sides of an encoder-
     decoder, a waveform (`input_values`) or fixed-size audio features (`input_features`)."""
-    if task == "image-cls":
-        return "image"
+    if task in ("image-cls", "tv-cls", "tv-seg", "tv-det"):
+        return "image" if task == "image-cls" else task
+    if task == "tv-video":
+        return task
     if task == "seq2seq":
         return "seq2seq"
     if task == "audio-cls":
@@ -187,6 +238,13 @@ class Wrapper(__import__("torch").nn.Module):
         self.model, self.kind = model, kind
 
     def forward(self, x):
+        if self.kind.startswith("tv-"):
+            out = self.model(x)
+            if self.kind == "tv-seg":
+                return out["out"]
+            if self.kind == "tv-det":
+                return out[0]["boxes"]
+            return out
         if self.kind == "image":
             out = self.model(pixel_values=x)
         elif self.kind == "audio":
@@ -209,6 +267,10 @@ def make_input(module, b, s, seed):
     import torch
 
     g = torch.Generator().manual_seed(seed)
+    if module.kind == "tv-video":
+        return torch.randn(b, 3, 8, VISION_IMAGE, VISION_IMAGE, generator=g)
+    if module.kind.startswith("tv-"):
+        return torch.randn(b, 3, VISION_IMAGE, VISION_IMAGE, generator=g)
     if module.kind == "image":
         return torch.randn(b, 3, IMAGE, IMAGE, generator=g)
     if module.kind == "features":
@@ -226,7 +288,7 @@ def export_dynamic(module, x):
     if module.kind == "audio":
         time = Dim("time", min=8 * SAMPLES, max=64 * SAMPLES)
         tries = [{0: batch, 1: time}, {0: batch}, {1: time}]
-    elif module.kind in ("image", "features"):
+    elif module.kind in ("image", "features") or module.kind.startswith("tv-"):
         tries = [{0: batch}]
     else:
         tries = [
@@ -252,6 +314,19 @@ def export_dynamic(module, x):
         except Exception as e:  # noqa: BLE001
             errors.append(f"{type(e).__name__}: {first_line(e)}")
     raise RuntimeError("; ".join(errors))
+
+
+def export_either_way(module, x):
+    """Non-strict export, then strict where that fails; the non-strict error if both do."""
+    import torch
+
+    try:
+        return torch.export.export(module, (x,), strict=False)
+    except Exception as first:  # noqa: BLE001 - torch's many export errors
+        try:
+            return torch.export.export(module, (x,), strict=True)
+        except Exception:  # noqa: BLE001
+            raise first from None
 
 
 def first_line(e):
@@ -288,7 +363,7 @@ def worker(task, model_type, out):
     x = make_input(module, 1 if module.kind in ("tokens", "seq2seq") else 2, 16, 1)
     try:
         with real_grouped_mm_under_export():
-            ep = torch.export.export(module, (x,), strict=False)
+            ep = export_either_way(module, x)
         ep = ep.run_decompositions()
         torch.export.save(ep, os.path.join(out, "static.pt2"))
         save_case("static", 0, x)
@@ -423,11 +498,24 @@ def sweep_one(args, task, model_type):
     return result
 
 
-def write_table(results, path, versions, planned):
+def summary(results):
+    """The counts of one library's rows."""
     static_pass = [r for r in results if r["static"][0] == "PASS"]
-    tpu = sum(1 for r in results if r.get("tpu"))
     both = [r for r in static_pass if r["dynamic"][0] == "PASS"]
     count = lambda col, o: sum(1 for r in results if r[col][0] == o)
+    return (f"**{len(results)} architectures.** Static: {count('static', 'PASS')} PASS, {count('static', 'REFUSED')} "
+            f"REFUSED, {count('static', 'WRONG')} WRONG, {count('static', 'CRASH')} CRASH, "
+            f"{count('static', 'EXPORT')} export failures or not swept. Dynamic: {count('dynamic', 'PASS')} PASS, "
+            f"{count('dynamic', 'REFUSED')} REFUSED, {count('dynamic', 'WRONG')} WRONG, "
+            f"{count('dynamic', 'CRASH')} CRASH, {count('dynamic', 'EXPORT')} export failures or not swept. Of the "
+            f"{len(static_pass)} that pass at one size, **{len(both)} "
+            f"({100.0 * len(both) / max(1, len(static_pass)):.1f}%) pass with dynamic sizes**.")
+
+
+def write_table(results, path, versions, planned):
+    tpu = sum(1 for r in results if r.get("tpu"))
+    hf = [r for r in results if r["task"] in TASKS]
+    vision = [r for r in results if r["task"] in VISION_TASKS]
     lines = [
         "# The architecture sweep",
         "",
@@ -444,14 +532,19 @@ def write_table(results, path, versions, planned):
         "edges and each edge − 1, sizes in the middle. See `testdata/zoo.py` for the outcomes' meaning.",
         "",
         ("" if len(results) == planned else f"**A partial run: {len(results)} of the {planned} model types of "
-         "these tasks so far** (the sweep resumes where it stopped). ")
-        + f"**{len(results)} architectures.** Static: {count('static', 'PASS')} PASS, {count('static', 'REFUSED')} "
-        f"REFUSED, {count('static', 'WRONG')} WRONG, {count('static', 'CRASH')} CRASH, "
-        f"{count('static', 'EXPORT')} export failures. Dynamic: {count('dynamic', 'PASS')} PASS, "
-        f"{count('dynamic', 'REFUSED')} REFUSED, {count('dynamic', 'WRONG')} WRONG, {count('dynamic', 'CRASH')} "
-        f"CRASH, {count('dynamic', 'EXPORT')} export failures. Of the {len(static_pass)} that pass at one size, "
-        f"**{len(both)} ({100.0 * len(both) / max(1, len(static_pass)):.1f}%) pass with dynamic sizes**.",
+         "these tasks so far** (the sweep resumes where it stopped). ") + "transformers: " + summary(hf),
         "",
+    ]
+    if vision:
+        lines += [
+            "torchvision (tasks `tv-cls`, `tv-seg`, `tv-video`, `tv-det`): every model of its registry for "
+            "classification, segmentation, video and detection, random-init with 4 classes (`weights=None`), at "
+            f"its own size up to {MAX_VISION_PARAMS // 1_000_000}M parameters, on {VISION_IMAGE}×{VISION_IMAGE} "
+            f"images (video: 8 frames; detection resizes to {VISION_IMAGE} and returns the first image's boxes), "
+            "exported at batch 2 and with a dynamic batch, compared like the rest: " + summary(vision),
+            "",
+        ]
+    lines += [
         "| task | type | static | dynamic | why (static / dynamic) |",
         "|---|---|---|---|---|",
     ]
@@ -472,7 +565,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--compiler", required=True)
     p.add_argument("--out", required=True)
-    p.add_argument("--tasks", default=",".join(TASKS))
+    p.add_argument("--tasks", default=",".join(TASKS), help=f"of {', '.join(list(TASKS) + list(VISION_TASKS))}")
     p.add_argument("--only", default="")
     p.add_argument("--limit", type=int, default=0)
     p.add_argument("--again", action="store_true", help="export and evaluate everything again")
@@ -484,12 +577,15 @@ def main():
     p.add_argument("--table", default=os.path.join(ROOT, "docs", "zoo.md"))
     args = p.parse_args()
     import torch
+    import torchvision
     import transformers
 
     results, planned = [], 0
     for task in args.tasks.split(","):
-        names = getattr(transformers.models.auto.modeling_auto, TASKS[task])
-        types = sorted(names)
+        if task in VISION_TASKS:
+            types = vision_types(task)
+        else:
+            types = sorted(getattr(transformers.models.auto.modeling_auto, TASKS[task]))
         if args.only:
             types = [t for t in types if t in args.only.split(",")]
         if args.limit:
@@ -505,7 +601,8 @@ def main():
             print(f"[{task} {i + 1}/{len(types)}] {t}: static {r['static'][0]}, dynamic {r['dynamic'][0]} "
                   f"{(r['dynamic'][1] or r['static'][1])[:160]}", flush=True)
     compiler_version = subprocess.run([args.compiler, "--version"], capture_output=True, text=True).stdout.strip()
-    versions = f"torch {torch.__version__}, transformers {transformers.__version__}, {compiler_version}"
+    versions = (f"torch {torch.__version__}, transformers {transformers.__version__}, torchvision "
+                f"{torchvision.__version__}, {compiler_version}")
     # No path of this machine in the table.
     for r in results:
         for k in ("static", "dynamic"):

@@ -6,7 +6,7 @@
 //! the same values. A size the data decides (`nonzero`'s count) takes its bound at the bucket
 //! ([`computed_bounds`]).
 
-use crate::ir::ops::{ArangeSym, Expand, Full, Nonzero, Repeat, Slice, SplitWithSizes, SymInt, TopK, View};
+use crate::ir::ops::{ArangeSym, Expand, Full, Item, Nonzero, Repeat, Slice, SplitWithSizes, SymInt, TopK, View};
 use std::collections::BTreeMap;
 
 use thiserror::Error;
@@ -34,11 +34,14 @@ pub enum SpecializeError {
     },
     /// A symbol is neither an input's size nor a size an op bounds.
     #[error(
-        "symbol `{symbol}` is neither a dim of an input nor the count of a `nonzero`: nothing bounds it at run time"
+        "symbol `{symbol}`{made_by} is neither a dim of an input nor the count of a `nonzero`, and no maximum is \
+         declared for it: bound it at export, `torch._check(n <= N)` on the value `n` that becomes this size"
     )]
     Unbounded {
         /// The symbol.
         symbol: String,
+        /// ` (the value of item() at node `…`)` where an `item()` makes it, else empty.
+        made_by: String,
     },
     /// The graph has a cycle.
     #[error("the graph has a cycle")]
@@ -93,17 +96,19 @@ pub fn specialize(graph: &Graph, env: &BTreeMap<String, i64>) -> Result<Graph, S
     Ok(out)
 }
 
-/// The symbol an op's result size is made of when the data decides it (`nonzero`'s count).
+/// The symbol whose value the data decides at an op: `nonzero`'s row count, an `item()`.
 pub fn count_symbol(op: &Op) -> Option<&str> {
     match op {
-        Op::Nonzero(Nonzero { size: Dim::Sym(SymExpr::Sym(s)) }) => Some(s),
+        Op::Nonzero(Nonzero { size: Dim::Sym(SymExpr::Sym(s)) })
+        | Op::Item(Item { size: Dim::Sym(SymExpr::Sym(s)) }) => Some(s),
         _ => None,
     }
 }
 
-/// The value of every data-dependent size at a bucket whose other symbols are `values`: the
-/// operand's element count there, or the symbol's declared maximum when that is smaller (a
-/// `torch._check` the export recorded). `Err` names a symbol that no op bounds.
+/// The value of every data-dependent size at a bucket whose other symbols are `values`: for a
+/// `nonzero`, its operand's element count there, or the symbol's declared maximum when that is
+/// smaller (a `torch._check` the export recorded); for an `item()`, that maximum. `Err` names a
+/// symbol that nothing bounds.
 pub fn computed_bounds(
     graph: &Graph,
     values: &BTreeMap<String, i64>,
@@ -114,6 +119,22 @@ pub fn computed_bounds(
     for id in order {
         let Some(symbol) = count_symbol(&graph.node(id).op) else { continue };
         let Some(&x) = graph.inputs(id).first() else { continue };
+        let declared = graph.symbols().get(symbol).and_then(|b| b.max);
+        if matches!(graph.node(id).op, Op::Item(_)) {
+            // An `item()` only used as a number needs no bound: any value stands for it.
+            let as_size = graph.node_ids().any(|other| other != id && node_symbols(graph.node(other)).contains(symbol));
+            let bound = match declared {
+                Some(max) => max,
+                None if !as_size => graph.symbols().get(symbol).and_then(|b| b.min).unwrap_or(0),
+                None => {
+                    let made_by = format!(" (the value of item() at node `{}`)", graph.node(id).name);
+                    return Err(SpecializeError::Unbounded { symbol: symbol.to_string(), made_by });
+                }
+            };
+            env.insert(symbol.to_string(), bound);
+            out.insert(symbol.to_string(), bound);
+            continue;
+        }
         let numel = graph.value_type(x).dims.iter().try_fold(1i64, |n, d| match d {
             Dim::Static(v) => n.checked_mul(*v),
             Dim::Sym(e) => e.eval(&env).and_then(|v| n.checked_mul(v)),
@@ -122,15 +143,14 @@ pub fn computed_bounds(
             node: graph.node(id).name.clone(),
             expr: format!("the element count of {}", graph.value_type(x)),
         })?;
-        let declared = graph.symbols().get(symbol).and_then(|b| b.max).unwrap_or(i64::MAX);
-        let bound = numel.min(declared);
+        let bound = numel.min(declared.unwrap_or(i64::MAX));
         env.insert(symbol.to_string(), bound);
         out.insert(symbol.to_string(), bound);
     }
     let unbounded: Vec<&String> =
         graph.symbols().keys().filter(|s| !values.contains_key(*s) && !out.contains_key(*s)).collect();
     if let Some(s) = unbounded.first() {
-        return Err(SpecializeError::Unbounded { symbol: s.to_string() });
+        return Err(SpecializeError::Unbounded { symbol: s.to_string(), made_by: String::new() });
     }
     Ok(out)
 }
@@ -158,7 +178,7 @@ fn op_dims(op: &mut Op) -> Vec<&mut Dim> {
         Op::Slice(Slice { start, end, .. }) => vec![start, end],
         Op::ArangeSym(ArangeSym { end, .. }) => vec![end],
         Op::Repeat(Repeat { repeats }) => repeats.iter_mut().collect(),
-        Op::TopK(TopK { k, .. }) | Op::Nonzero(Nonzero { size: k }) => vec![k],
+        Op::TopK(TopK { k, .. }) | Op::Nonzero(Nonzero { size: k }) | Op::Item(Item { size: k }) => vec![k],
         Op::SymInt(SymInt { value }) => vec![value],
         // Every other op's attributes are plain integers.
         _ => vec![],

@@ -458,6 +458,11 @@ fn emit_node<'c, 'b>(
         Op::ExtremumDim(ExtremumDim { max, dim, .. }) => reduce::extremum_dim(b, *max, *dim, args[0], out),
         Op::Sort(Sort { dim, descending, .. }) => sort::sort(b, *dim, *descending, args[0]),
         Op::Nonzero(_) => one(sort::nonzero(b, args[0], &out[0])),
+        Op::Item(_) => {
+            let dims = static_dims(args[0].ty)?;
+            let v = b.convert(args[0].v, &dims, args[0].ty.dtype, DType::I64)?;
+            one(if dims.is_empty() { Ok(v) } else { b.reshape(v, &[], DType::I64) })
+        }
         Op::TopK(TopK { k, dim, largest }) => {
             let k = k.as_static().ok_or_else(|| format!("topk's k `{k}` is still symbolic"))?;
             sort::topk(b, k, *dim, *largest, args[0], out)

@@ -58,6 +58,19 @@ pub(super) fn parse_relation(text: &str) -> Result<(SymExpr, Sign), SreprError> 
     Ok((difference, sign))
 }
 
+/// The two sides of an equality (`Eq(Add(…), Integer(32))`); `Err` for anything else.
+pub(super) fn parse_equality(text: &str) -> Result<(SymExpr, SymExpr), SreprError> {
+    let tokens = tokenize(text)?;
+    let mut p = Parser { tokens: &tokens, pos: 0, depth: 0 };
+    let expr = p.expr()?;
+    match &expr {
+        Ast::Call(head, args) if (head == "Eq" || head == "Equality") && args.len() == 2 && p.pos == tokens.len() => {
+            Ok((to_sym(&args[0])?, to_sym(&args[1])?))
+        }
+        _ => Err(SreprError("not an equality".into())),
+    }
+}
+
 /// What a relation says of the difference of its two sides.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Sign {
@@ -240,6 +253,20 @@ mod tests {
         assert_eq!(e.to_string(), "s70 - 1");
         let e = parse(&format!("FloorDiv({S70}, Integer(2))")).unwrap();
         assert_eq!(e.to_string(), "s70 // 2");
+    }
+
+    #[test]
+    fn parses_relations_and_equalities() {
+        let u = |n: &str| format!("Symbol('{n}', integer=True)");
+        let (d, sign) = parse_relation(&format!("GreaterThan({}, Integer(0))", u("u0"))).unwrap();
+        assert_eq!((d.simplify().to_string(), sign), ("u0".to_string(), Sign::NonNegative));
+        assert!(sign.holds_on((0, 12)) && !sign.holds_on((-1, 12)));
+        let (d, sign) = parse_relation(&format!("LessThan({}, Integer(12))", u("u0"))).unwrap();
+        assert_eq!((d.simplify().to_string(), sign), ("u0 - 12".to_string(), Sign::NonPositive));
+        let (l, r) = parse_equality(&format!("Eq(Add({}, {}), Integer(32))", u("u0"), u("u1"))).unwrap();
+        assert_eq!((l.to_string(), r.to_string()), ("u0 + u1".to_string(), "32".to_string()));
+        assert!(parse_equality(&format!("LessThan({}, Integer(12))", u("u0"))).is_err());
+        assert!(parse_relation("Mystery(Integer(1), Integer(2))").is_err());
     }
 
     #[test]

@@ -49,6 +49,11 @@ pub enum RunError {
     NoDevice { reason: String },
     #[error("input {index} (`{name}`): dim {dim} is {value}, outside the sizes this artifact serves ({min} to {max})")]
     OutOfRange { index: usize, name: String, dim: usize, value: i64, min: i64, max: i64 },
+    #[error(
+        "for these inputs the program computes `{symbol}` = {value}, outside [0, {max}], the range the export \
+         recorded for it (a `torch._check` of the model fails, as eager would say)"
+    )]
+    ComputedSize { symbol: String, value: i64, max: i64 },
     #[error("expected {expected} input(s) ({names}), got {found}")]
     InputCount { expected: usize, names: String, found: usize },
     #[error("input {index} (`{name}`, {file}): expected {expected}, got {found}")]

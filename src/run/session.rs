@@ -320,13 +320,9 @@ impl Session {
             let value = <[u8; 8]>::try_from(bytes.as_slice())
                 .map(i64::from_le_bytes)
                 .map_err(|_| RunError::Weights(format!("the size `{symbol}` is not one i64")))?;
-            let bound = bucket.bindings.get(symbol).copied().unwrap_or(0);
-            if !(0..=bound).contains(&value) {
-                return Err(RunError::Weights(format!(
-                    "bucket {} computed the size `{symbol}` = {value}, outside [0, {bound}]",
-                    bucket.name
-                ))
-                .into());
+            let max = bucket.bindings.get(symbol).copied().unwrap_or(0);
+            if !(0..=max).contains(&value) {
+                return Err(RunError::ComputedSize { symbol: symbol.clone(), value, max }.into());
             }
             real.insert(symbol.clone(), value);
         }

@@ -108,16 +108,26 @@ fn as_strided_of_a_view_with_gaps_is_refused() {
     }
 }
 
-/// A Python float computed from data (`x.sum().item() / 2`) cannot be returned: `check`
-/// names the `item()` node and says why (floats from sizes are returned: `size_floats`).
+/// A Python float computed from data (`x.sum().item() / 2`) is returned as a 0-d f32, as
+/// floats computed from sizes are (`size_floats`): here 6.0 for twelve ones.
 #[test]
-fn a_float_output_from_data_is_refused() {
+fn a_float_output_from_data_is_returned() {
+    let tmp = super::parity::TempDir::new("item_float");
     let path = testdata().join("check/item_float.pt2");
-    let (code, out, err) = run_cli(&["check", path.to_str().expect("utf-8 path")]);
-    assert_eq!(code, 1, "{out}{err}");
-    for want in ["aten._local_scalar_dense.default", "`item()`", "nodes: _local_scalar_dense", "gen.py\", line"] {
-        assert!(out.contains(want), "missing `{want}` in:\n{out}");
-    }
+    let art = tmp.0.join("item_float.tpuexe");
+    let x = tmp.0.join("x.npy");
+    let ones = 1.0f32.to_le_bytes().repeat(12);
+    crate::npy::Array { dtype: torchtpu_passes::ir::DType::F32, shape: vec![3, 4], data: ones }.write(&x).expect("x");
+    let [path, art, x, out] = [&path, &art, &x, &tmp.0.join("out")].map(|p| p.to_str().expect("utf-8").to_string());
+    let (code, _, err) = run_cli(&["compile", &path, "-o", &art, "--target", "cpu"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = run_cli(&["run", &art, &x, "--out-dir", &out]);
+    assert_eq!(code, 0, "{err}");
+    let half = crate::npy::Array::read(std::path::Path::new(&out).join("out_1.npy").as_path()).expect("out_1");
+    assert_eq!(
+        (half.dtype, half.shape.as_slice(), half.data.as_slice()),
+        (torchtpu_passes::ir::DType::F32, &[][..], &6.0f32.to_le_bytes()[..])
+    );
 }
 
 /// A real export with a custom op that no compiler can know (`testlib.scale_rows`) between

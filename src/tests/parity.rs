@@ -149,8 +149,10 @@ parity_tests!(
     scan_rnn_dyn,
     checked_item,
     nonzero_gather,
+    item_slice,
     moe_gather,
-    moe_gather_dyn
+    moe_gather_dyn,
+    moe_split_counts
 );
 
 #[test]
@@ -702,4 +704,24 @@ fn bytecode_and_dump_dir() {
     assert_eq!(manifest.options.pad_multiple, Some(128));
     let log = std::fs::read_to_string(dump.join("compile.log")).expect("log");
     assert!(log.contains("cpu main: compiled (cache off) in ") && log.contains("tpu:v6e:1x1 main: compiled"), "{log}");
+}
+
+/// An `item()` used as a size outside the range the export recorded for it (`torch._check(k <=
+/// 8)` in `item_slice`) is refused by `run`, naming the symbol and the range, as eager raises.
+#[test]
+fn item_outside_its_checked_range_is_refused() {
+    let tmp = TempDir::new("item_range");
+    let artifact = compile_model("item_slice", &tmp.0);
+    let x = case_inputs("item_slice", "").remove(0);
+    let art = artifact.to_str().expect("utf-8");
+    let out = tmp.0.join("out");
+    for k in [9i64, -1] {
+        let n = tmp.0.join("n.npy");
+        let value = Array { dtype: torchtpu_passes::ir::DType::I64, shape: vec![], data: k.to_le_bytes().to_vec() };
+        value.write(&n).expect("n.npy");
+        let args = ["run", art, x.to_str().expect("utf-8"), n.to_str().expect("utf-8"), "--out-dir"];
+        let (code, _, err) = run_cli(&[&args[..], &[out.to_str().expect("utf-8")]].concat());
+        assert_eq!(code, 1, "{err}");
+        assert!(err.contains(&format!("computes `u0` = {k}, outside [0, 8]")), "{err}");
+    }
 }

@@ -66,6 +66,26 @@ impl Masker<'_> {
         Ok(())
     }
 
+    /// `item()` used as a size: its value, clamped to `[0, bound]`, is the symbol's real value
+    /// (what is outside is refused by the caller, which gets the value unclamped).
+    pub(super) fn item(&mut self, graph: &mut Graph, id: NodeId) -> Result<(), String> {
+        let symbol = graph.node(id).symbolic.as_ref().and_then(|s| count_symbol(&s.op)).map(str::to_string);
+        let Some(symbol) = symbol else { return Ok(()) };
+        // Without a declared maximum, the value is only used as a number (see `computed_bounds`).
+        if self.spec.bounds.get(&symbol).and_then(|b| b.max).is_none() {
+            return Ok(());
+        }
+        let bound = *self.spec.values.get(&symbol).ok_or("internal: an item() with no bound")?;
+        let value = ValueRef { node: id, slot: 0 };
+        let scalar = TensorType::new(DType::I64, &[]);
+        let int = |v| Operand::Scalar(Scalar::Int(v));
+        let low = self.binary(graph, id, BinaryOp::Maximum, int(0), &[value], scalar.clone());
+        let real = self.binary(graph, id, BinaryOp::Minimum, int(bound), &[low], scalar);
+        self.sizes.insert(symbol.clone(), real);
+        self.items.insert(symbol, value);
+        Ok(())
+    }
+
     /// A `nonzero`'s coordinates along a padded dim are positions of it (see
     /// [`Masker::columns`]): the column a slice or select takes out is recorded as such. Along
     /// a merged dim they are the bucket's positions, so no other use may read them as numbers.
@@ -92,8 +112,9 @@ impl Masker<'_> {
         }
     }
 
-    /// The real value of every computed size an output's dims use, as outputs after all
-    /// others, in symbol order.
+    /// The real value of every computed size an output's dims use, and of every `item()` (unclamped,
+    /// so that the caller can refuse a value outside its range), as outputs after all others, in
+    /// symbol order.
     pub(super) fn size_outputs(&mut self, graph: &mut Graph) -> Result<(), String> {
         let computed = computed_symbols(graph);
         let mut used = BTreeSet::new();
@@ -105,9 +126,13 @@ impl Masker<'_> {
                 }
             }
         }
+        used.extend(self.items.keys().cloned());
         for symbol in used {
             let at = graph.outputs()[0].value.node;
-            let v: ValueRef = self.length(graph, at, &SymExpr::Sym(symbol.clone()))?;
+            let v = match self.items.get(&symbol) {
+                Some(&raw) => raw,
+                None => self.length(graph, at, &SymExpr::Sym(symbol.clone()))?,
+            };
             graph.add_output(v, OutputKind::Size { symbol });
         }
         Ok(())

@@ -115,6 +115,8 @@ struct Masker<'a> {
     /// Integer values known to lie in `[0, bound)` (indices along a static dim, as a router's
     /// `topk` gives).
     bounded: BTreeMap<ValueRef, i64>,
+    /// The value of each `item()` used as a size, by its symbol.
+    items: BTreeMap<String, ValueRef>,
     /// `nonzero` results whose coordinates along a padded dim (by column) are positions of
     /// these factors.
     columns: BTreeMap<ValueRef, BTreeMap<usize, Factors>>,
@@ -145,6 +147,7 @@ impl Masker<'_> {
             windows: BTreeMap::new(),
             bounded: BTreeMap::new(),
             columns: BTreeMap::new(),
+            items: BTreeMap::new(),
             merged: BTreeMap::new(),
             pieces: Vec::new(),
             counter: 0,
@@ -472,6 +475,9 @@ impl Masker<'_> {
         }
         if matches!(node.op, Op::Nonzero(_)) {
             return self.nonzero(graph, id, &in_dyn);
+        }
+        if matches!(node.op, Op::Item(_)) {
+            return self.item(graph, id);
         }
         if node.outputs.is_empty() || in_dyn.iter().all(BTreeMap::is_empty) {
             return Ok(());

@@ -28,8 +28,9 @@ pub enum OutputKind {
     GradientToParameter { fqn: String },
     /// A gradient of a user input.
     GradientToUserInput { input: String },
-    /// The real value of a size the program computes from data (`nonzero`'s count), an
-    /// `i64[]` after every other output: what the caller cuts outputs of that size with.
+    /// The real value of a size the program computes from data (`nonzero`'s count, an
+    /// `item()`), an `i64[]` after every other output: what the caller cuts outputs of that size
+    /// with (and checks against the symbol's range).
     Size { symbol: String },
 }
 

@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use torchtpu_passes::ir::ops::{
-    AsStrided, Convolution, ConvolutionBackward, Nonzero, Permute, Unsupported, ViewAsComplex,
+    AsStrided, Convolution, ConvolutionBackward, Item, Nonzero, Permute, Unsupported, ViewAsComplex,
 };
 
 use torchtpu_passes::ir::{
@@ -22,21 +22,16 @@ use super::srepr;
 use super::wire::{Recipe, Wire};
 use super::{shown, ImportError};
 
+mod data;
 mod finish;
 mod regions;
 mod sizes;
 
+use data::{ASSERTIONS_ON_DATA, ITEM, NONZERO};
 use sizes::{
     has_data_dependent_arg, has_symbolic_number, is_size_number_node, is_sym_int_node, known_unsupported,
     size_number_op, sym_name,
 };
-
-/// The target of `nonzero`.
-const NONZERO: &str = "torch.ops.aten.nonzero.default";
-
-/// Assertions on tensor data (`one_hot`'s class range, …): an XLA program cannot raise, so the
-/// compiled program does not check them; inputs that break them get what the ops compute.
-const ASSERTIONS_ON_DATA: [&str; 2] = ["torch.ops.aten._assert_async.msg", "torch.ops.aten._assert_async.default"];
 
 /// Where a symbol's value comes from at run time: a dimension of a user input.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -70,6 +65,9 @@ struct Builder<'a> {
     sym_values: BTreeMap<String, Dim>,
     symbols: BTreeSet<String>,
     bindings: BTreeMap<String, SymbolBinding>,
+    /// Sizes made by data that the program asserts equal to others (`Eq(u0 + u1, 32)`), taken
+    /// as facts.
+    equalities: Vec<(SymExpr, SymExpr)>,
     /// How many control-flow regions enclose the graph being read.
     depth: usize,
 }
@@ -90,6 +88,7 @@ pub(super) fn build(
         sym_values: BTreeMap::new(),
         symbols: BTreeSet::new(),
         bindings: BTreeMap::new(),
+        equalities: data::asserted_equalities(&ep.graph_module.graph),
         depth: 0,
     };
     for (sym_name, v) in &ep.graph_module.graph.sym_int_values {
@@ -131,6 +130,7 @@ impl<'a> Builder<'a> {
                     .map_err(|err| format!("cannot parse symbolic size `{}`: {}", shown(&e.expr_str), err.0))?
                     .simplify()
                     .within(&self.ranges());
+                let expr = self.asserted_equal(&expr).unwrap_or(expr);
                 if expr.symbols().is_empty() && expr.as_const().is_none() {
                     return Err(format!(
                         "size `{}` has no symbols but no value either (it overflows or divides by zero)",
@@ -322,10 +322,15 @@ impl<'a> Builder<'a> {
             self.contiguous_operand(node).map_err(&fail)?;
         }
         let by_mask = node.target == "torch.ops.aten.index.Tensor" && self.indexes_by_mask(node);
+        let (split_by_counts, cat_by_counts) = (self.splits_by_counts(node), self.concatenates_counts(node));
+        let item_size = if node.target == ITEM { self.item_size(node) } else { None };
         let nonzero_rows = if node.target == NONZERO { Some(self.nonzero_rows(node).map_err(&fail)?) } else { None };
         let mut args = Args::new(&node.inputs, &self.sym_values).map_err(&fail)?;
         let sym_scalar_out = node.outputs.iter().any(|o| matches!(o, Argument::AsSymBool(_) | Argument::AsSymFloat(_)));
         let lowered = match ops::translation(&node.target) {
+            _ if node.target == ITEM && matches!(node.outputs.as_slice(), [Argument::AsSymFloat(_)]) => {
+                Lowered::Recipe(ops::float_item(&mut args).map_err(&fail)?)
+            }
             _ if sym_scalar_out && is_size_number_node(node) => {
                 Lowered::Op(size_number_op(node, &mut args.tensors).map_err(&fail)?)
             }
@@ -344,6 +349,13 @@ impl<'a> Builder<'a> {
                 let size = nonzero_rows.clone().ok_or_else(|| fail("internal: no row count".into()))?;
                 Lowered::Op(Op::Nonzero(Nonzero { size }))
             }
+            _ if item_size.is_some() => {
+                args.tensor("self").map_err(&fail)?;
+                let size = item_size.clone().ok_or_else(|| fail("internal: no symbol".into()))?;
+                Lowered::Op(Op::Item(Item { size }))
+            }
+            _ if split_by_counts => Lowered::Recipe(data::split_by_counts(&mut args).map_err(&fail)?),
+            _ if cat_by_counts => Lowered::Recipe(data::cat_by_counts(&mut args).map_err(&fail)?),
             _ if by_mask => Lowered::Recipe(ops::index_by_mask(&mut args).map_err(&fail)?),
             Some(_) if symbolic_strided => Lowered::Recipe(ops::strided_view(&mut args).map_err(&fail)?),
             Some(_) if has_symbolic_number(node) && ops::symbolic_decomposition(&node.target).is_some() => {
@@ -416,47 +428,6 @@ impl<'a> Builder<'a> {
             Lowered::Op(other) => other,
         };
         self.add_node(node, name.clone(), origin.clone(), op, &inputs).map_err(&fail)
-    }
-
-    /// The row count of a `nonzero`'s result: the export's symbol for it (see [`Nonzero`]).
-    fn nonzero_rows(&mut self, node: &schema::Node) -> Result<Dim, String> {
-        let (_, types) = self.outputs_of(node)?;
-        types.first().and_then(|t| t.dims.first()).cloned().ok_or_else(|| "its result is not a matrix".into())
-    }
-
-    /// True when an `index` reads a boolean (or uint8) mask: its result's size comes from data.
-    fn indexes_by_mask(&self, node: &schema::Node) -> bool {
-        let names: Vec<&str> = match node.inputs.get(1).map(|a| &a.arg) {
-            Some(Argument::AsOptionalTensors(ts)) => ts
-                .iter()
-                .filter_map(|t| match t {
-                    schema::OptionalTensorArgument::AsTensor(t) => Some(t.name.as_str()),
-                    schema::OptionalTensorArgument::AsNone(_) => None,
-                })
-                .collect(),
-            Some(Argument::AsTensors(ts)) => ts.iter().map(|t| t.name.as_str()).collect(),
-            _ => return false,
-        };
-        names.iter().any(|n| {
-            let dtype = self.graph_json().tensor_values.get(*n).and_then(|m| scalar_type(m.dtype));
-            matches!(dtype, Some(DType::Bool | DType::U8))
-        })
-    }
-
-    /// True for a runtime assertion on sizes (`_assert_scalar`, which the export writes for
-    /// `torch._check` and for the bounds of a data-dependent size) that holds for every value
-    /// of the symbols in their ranges: it can never fail, and is left out. Others stay, and
-    /// `check` lists them.
-    fn asserts_what_holds(&self, node: &schema::Node) -> bool {
-        if node.target != "torch.ops.aten._assert_scalar.default" {
-            return false;
-        }
-        let Some(Argument::AsSymBool(v)) = node.inputs.first().map(|a| &a.arg) else { return false };
-        let Ok(name) = sym_name(v) else { return false };
-        let graphs = [self.graph_json(), &self.ep.graph_module.graph];
-        let expr = graphs.iter().find_map(|g| g.sym_bool_values.get(&name)?.get("as_expr")?.get("expr_str")?.as_str());
-        let Some(Ok((difference, sign))) = expr.map(srepr::parse_relation) else { return false };
-        difference.simplify().range(&self.ranges()).is_some_and(|r| sign.holds_on(r))
     }
 
     /// Adds the IR node of `node` and binds its outputs' names.

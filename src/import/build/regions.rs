@@ -117,6 +117,7 @@ impl Builder<'_> {
             sym_values: self.sym_values.clone(),
             symbols: BTreeSet::new(),
             bindings: BTreeMap::new(),
+            equalities: self.equalities.clone(),
             depth: self.depth + 1,
         };
         let inside = |e: String| format!("in subgraph `{}`: {e}", shown(&sub.name));

@@ -29,6 +29,11 @@ pub(super) fn symbolic_decomposition(target: &str) -> Option<super::wire::Decomp
     decompose::symbolic_decomposition(target.strip_prefix("torch.ops.").unwrap_or(target))
 }
 
+/// A floating-point `item()` (see `decompose::float_item`).
+pub(super) fn float_item(a: &mut Args<'_>) -> Result<super::wire::Recipe, String> {
+    decompose::float_item(a)
+}
+
 /// `x[mask]`: indexing by a boolean mask (see `decompose::index_by_mask`).
 pub(super) fn index_by_mask(a: &mut Args<'_>) -> Result<super::wire::Recipe, String> {
     decompose::index_by_mask(a)

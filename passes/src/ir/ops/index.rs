@@ -433,6 +433,34 @@ impl OpDef for Nonzero {
     }
 }
 
+op! {
+    /// `item()` of a 0-d integer tensor used as a size: its value as `i64[]`; inputs `[x]`.
+    /// `size` is the export's symbol for the value, which a bucket sets to its declared maximum
+    /// (a `torch._check(n <= N)`); `bucket_masks` takes the value, clamped to that range, as
+    /// the symbol's real value.
+    pub struct Item = "item" {
+        pub size: Dim ["size"],
+    }
+}
+
+impl OpDef for Item {
+    fn arity(&self) -> Arity {
+        Arity::fixed(1, 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let x = inputs[0];
+        if !x.dtype.is_integer() || x.dims.iter().any(|d| d.as_static() != Some(1)) {
+            return Err(format!("item() as a size takes one integer, found {x}"));
+        }
+        one(Expected::exact(DType::I64, &[]))
+    }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Rule
+    }
+}
+
 /// Index tensors hold integers (bool masks are data-dependent and handled apart).
 fn integer_indices<'t>(t: &'t TensorType, what: &str) -> Result<&'t TensorType, String> {
     if t.dtype.is_integer() {

@@ -245,6 +245,7 @@ ops! {
     Index(Index),
     IndexSelect(IndexSelect),
     Nonzero(Nonzero),
+    Item(Item),
     Gather(Gather),
     Scatter(Scatter),
     IndexPut(IndexPut),

@@ -430,7 +430,8 @@ const EVERY_OP: &str = r#"graph ops {
   %119 = conj(%118) : c64[2]  # a102
   %120 = angle(%119) : f32[2]  # a103
   %121 = nonzero(%0) {size=s0} : i64[s0,1]  # a107
-  %122 = cond(%0, %0) : f32[2]  # a104
+  %122 = item(%93) {size=s0} : i64[]  # a108
+  %123 = cond(%0, %0) : f32[2]  # a104
     graph then {
       %0 = input.user #0 : f32[2]  # x
       %1 = neg(%0) : f32[2]  # n
@@ -440,7 +441,7 @@ const EVERY_OP: &str = r#"graph ops {
       %0 = input.user #0 : f32[2]  # x
       return user[0] = %0
     }
-  %123 = while_loop(%0, %1) {carried=1} : f32[2]  # a105
+  %124 = while_loop(%0, %1) {carried=1} : f32[2]  # a105
     graph cond {
       sym s0 in [1, ?]
       %0 = input.user #0 : f32[2]  # x
@@ -458,7 +459,7 @@ const EVERY_OP: &str = r#"graph ops {
       %1 = input.user #1 : f32[2]  # y
       return user[0] = %0
     }
-  %124, %125 = scan(%0, %0) {carried=1, scanned=1} : f32[2], f32[2]  # a106
+  %125, %126 = scan(%0, %0) {carried=1, scanned=1} : f32[2], f32[2]  # a106
     graph body {
       %0 = input.user #0 : f32[2]  # c
       %1 = input.user #1 : f32[]  # x

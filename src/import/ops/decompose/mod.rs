@@ -19,7 +19,7 @@ mod more;
 mod quantize;
 mod resize;
 mod symbolic;
-pub(super) use more::index_by_mask;
+pub(super) use more::{float_item, index_by_mask};
 use quantize::{
     dequantize_per_channel, dequantize_per_tensor, fake_quantize_cachemask, quantize_per_channel, quantize_per_tensor,
 };

@@ -6,7 +6,7 @@
 
 use torchtpu_passes::ir::ops::{
     Arange, Binary, Bmm, Clamp, Convolution, Cumulative, Expand, Full, Index, Mm, Nonzero, Permute, Rand, Reduce,
-    Select, Unsqueeze,
+    Select, Unsqueeze, View,
 };
 use torchtpu_passes::ir::{BinaryOp, CumulativeOp, DType, Dim, Op, Operand, ReduceOp, Scalar, TensorType, UnaryOp};
 
@@ -293,6 +293,21 @@ pub(crate) fn index_by_mask(a: &mut Args<'_>) -> R<Recipe> {
         let mut present = vec![false; at];
         present.extend(std::iter::repeat_n(true, rank));
         Ok(vec![w.op(Op::Index(Index { present }), &operands)?])
+    }))
+}
+
+/// A floating-point `item()`: the one element as the 0-d f32 a symbolic float is (see
+/// `size_number_op`).
+pub(crate) fn float_item(a: &mut Args<'_>) -> R<Recipe> {
+    a.tensor("self")?;
+    Ok(Box::new(move |w| {
+        let x = w.inputs[0];
+        let ty = w.ty(x);
+        if ty.dims.iter().any(|d| d.as_static() != Some(1)) {
+            return Err(format!("item() takes one element, found {ty}"));
+        }
+        let x = if ty.rank() == 0 { x } else { w.op(Op::View(View { size: vec![] }), &[x])? };
+        Ok(vec![w.convert(x, DType::F32)?])
     }))
 }
 

@@ -1,0 +1,234 @@
+//! Sizes that come from data, as the export writes them: `nonzero` and `item()` with the
+//! symbol the export names their size with, indexing by a boolean mask, the runtime
+//! assertions on sizes (`_assert_scalar`) that the symbols' ranges prove, which are left out,
+//! and a split by counts read from data with the `cat` that puts its pieces back together
+//! (an MoE's tokens grouped by expert, JetMoE): the pieces are gathers at the running sum of
+//! the counts, and the `cat`, whose size the export asserts (`Eq(u0 + u1 + u2 + u3, 32)`), a
+//! scatter of each piece at its offset.
+
+use torchtpu_passes::ir::ops::{ArangeSym, Binary, Full, Index, IndexPut, SymInt};
+use torchtpu_passes::ir::{norm_dim, BinaryOp, DType, Dim, Op, Operand, Scalar, SymExpr, TensorType, ValueRef};
+
+use super::sizes::sym_name;
+use super::Builder;
+use crate::import::args::Args;
+use crate::import::schema::{self, scalar_type, Argument, SymIntArgument};
+use crate::import::srepr;
+use crate::import::wire::{Recipe, Wire};
+
+/// The target of `nonzero`.
+pub(super) const NONZERO: &str = "torch.ops.aten.nonzero.default";
+
+/// The target of `item()`.
+pub(super) const ITEM: &str = "torch.ops.aten._local_scalar_dense.default";
+
+/// Assertions on tensor data (`one_hot`'s class range, …): an XLA program cannot raise, so the
+/// compiled program does not check them; inputs that break them get what the ops compute.
+pub(super) const ASSERTIONS_ON_DATA: [&str; 2] =
+    ["torch.ops.aten._assert_async.msg", "torch.ops.aten._assert_async.default"];
+
+impl Builder<'_> {
+    /// The row count of a `nonzero`'s result: the export's symbol for it (the IR's `nonzero`).
+    pub(super) fn nonzero_rows(&mut self, node: &schema::Node) -> Result<Dim, String> {
+        let (_, types) = self.outputs_of(node)?;
+        types.first().and_then(|t| t.dims.first()).cloned().ok_or_else(|| "its result is not a matrix".into())
+    }
+
+    /// The symbol of an `item()` whose result is a size (a plain symbol the export bounds with
+    /// `torch._check`); `None` for other `item()`s, which stay unsupported.
+    pub(super) fn item_size(&self, node: &schema::Node) -> Option<Dim> {
+        let [Argument::AsSymInt(SymIntArgument::AsName(n))] = node.outputs.as_slice() else { return None };
+        match self.sym_values.get(n)? {
+            d @ Dim::Sym(torchtpu_passes::ir::SymExpr::Sym(_)) => Some(d.clone()),
+            _ => None,
+        }
+    }
+
+    /// True when an `index` reads a boolean (or uint8) mask: its result's size comes from data.
+    pub(super) fn indexes_by_mask(&self, node: &schema::Node) -> bool {
+        let names: Vec<&str> = match node.inputs.get(1).map(|a| &a.arg) {
+            Some(Argument::AsOptionalTensors(ts)) => ts
+                .iter()
+                .filter_map(|t| match t {
+                    schema::OptionalTensorArgument::AsTensor(t) => Some(t.name.as_str()),
+                    schema::OptionalTensorArgument::AsNone(_) => None,
+                })
+                .collect(),
+            Some(Argument::AsTensors(ts)) => ts.iter().map(|t| t.name.as_str()).collect(),
+            _ => return false,
+        };
+        names.iter().any(|n| {
+            let dtype = self.graph_json().tensor_values.get(*n).and_then(|m| scalar_type(m.dtype));
+            matches!(dtype, Some(DType::Bool | DType::U8))
+        })
+    }
+
+    /// True for a runtime assertion on sizes (`_assert_scalar`, which the export writes for
+    /// `torch._check` and for the bounds of a data-dependent size) that holds for every value
+    /// of the symbols in their ranges: it can never fail, and is left out. Others stay, and
+    /// `check` lists them.
+    pub(super) fn asserts_what_holds(&self, node: &schema::Node) -> bool {
+        let expr = assertion(node, &[self.graph_json(), &self.ep.graph_module.graph]);
+        if let Some(Ok((lhs, rhs))) = expr.map(srepr::parse_equality) {
+            let (lhs, rhs) = (lhs.simplify(), rhs.simplify());
+            if self.equalities.iter().any(|(a, b)| (*a == lhs && *b == rhs) || (*a == rhs && *b == lhs)) {
+                return true;
+            }
+        }
+        let Some(Ok((difference, sign))) = expr.map(srepr::parse_relation) else { return false };
+        // An open side of a range is far beyond any size, so it proves nothing that depends on it.
+        const FAR: i64 = 1 << 48;
+        let ranges = self
+            .ep
+            .range_constraints
+            .iter()
+            .map(|(s, rc)| (s.clone(), (rc.min_val.unwrap_or(-FAR).max(-FAR), rc.max_val.unwrap_or(FAR).min(FAR))))
+            .collect();
+        difference.simplify().range(&ranges).is_some_and(|r| sign.holds_on(r))
+    }
+}
+
+/// The condition a runtime assertion on sizes (`_assert_scalar`) checks, as the export writes it
+/// (`GreaterThan(Symbol('u0', integer=True), Integer(0))`), from the first of `graphs` that
+/// records it.
+fn assertion<'g>(node: &schema::Node, graphs: &[&'g schema::Graph]) -> Option<&'g str> {
+    if node.target != "torch.ops.aten._assert_scalar.default" {
+        return None;
+    }
+    let Some(Argument::AsSymBool(v)) = node.inputs.first().map(|a| &a.arg) else { return None };
+    let name = sym_name(v).ok()?;
+    graphs.iter().find_map(|g| g.sym_bool_values.get(&name)?.get("as_expr")?.get("expr_str")?.as_str())
+}
+
+/// The equalities the program asserts between sizes made by data and a constant or sizes of
+/// the inputs (`_assert_scalar` of `Eq(u0 + u1 + u2 + u3, 32)`, which torch writes for a split
+/// by counts read from data; torch names the symbols of data `u0`, `u1`, …): the first side
+/// stands for the second. They are taken as facts, as torch takes them, not checked at run time.
+pub(super) fn asserted_equalities(graph: &schema::Graph) -> Vec<(SymExpr, SymExpr)> {
+    let mut out = Vec::new();
+    for node in &graph.nodes {
+        if let Some(Ok((lhs, rhs))) = assertion(node, &[graph]).map(srepr::parse_equality) {
+            let of_data = |e: &SymExpr| e.symbols().iter().any(|s| s.starts_with('u'));
+            match (lhs.simplify(), rhs.simplify()) {
+                (l, r) if of_data(&l) && !of_data(&r) => out.push((l, r)),
+                (l, r) if of_data(&r) && !of_data(&l) => out.push((r, l)),
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+impl Builder<'_> {
+    /// What an asserted equality makes `e` (see [`asserted_equalities`]).
+    pub(super) fn asserted_equal(&self, e: &SymExpr) -> Option<SymExpr> {
+        self.equalities.iter().find(|(lhs, _)| lhs == e).map(|(_, rhs)| rhs.clone())
+    }
+
+    /// True when a symbol is made by data (not a dim of an input).
+    fn made_by_data(&self, d: &Dim) -> bool {
+        matches!(d, Dim::Sym(e) if e.symbols().iter().any(|s| !self.bindings.contains_key(s)))
+    }
+
+    /// A `split_with_sizes` by sizes that come from data.
+    pub(super) fn splits_by_counts(&self, node: &schema::Node) -> bool {
+        node.target == "torch.ops.aten.split_with_sizes.default"
+            && node.inputs.iter().any(|a| match &a.arg {
+                Argument::AsSymInts(sizes) => sizes.iter().any(|s| match s {
+                    SymIntArgument::AsName(n) => self.sym_values.get(n).is_some_and(|d| self.made_by_data(d)),
+                    SymIntArgument::AsInt(_) => false,
+                }),
+                _ => false,
+            })
+    }
+
+    /// A `cat` of pieces sized by data into a result whose size the data does not make (an
+    /// asserted sum).
+    pub(super) fn concatenates_counts(&mut self, node: &schema::Node) -> bool {
+        if node.target != "torch.ops.aten.cat.default" {
+            return false;
+        }
+        let Some(Argument::AsTensors(pieces)) = node.inputs.first().map(|a| &a.arg) else { return false };
+        let Some(Argument::AsTensor(out)) = node.outputs.first() else { return false };
+        let dim = match node.inputs.get(1).map(|a| &a.arg) {
+            Some(Argument::AsInt(d)) => *d,
+            _ => 0,
+        };
+        let Ok(out) = self.tensor_type(&out.name) else { return false };
+        let d = norm_dim(dim, out.rank());
+        let sized_by_data = pieces
+            .iter()
+            .any(|p| self.tensor_type(&p.name).is_ok_and(|t| t.dims.get(d).is_some_and(|x| self.made_by_data(x))));
+        sized_by_data && out.dims.get(d).is_some_and(|x| !self.made_by_data(x))
+    }
+}
+
+/// The 0-d `i64` value of a size (a constant, or the program's value of the expression).
+fn size_value(w: &mut Wire<'_>, e: &SymExpr) -> Result<ValueRef, String> {
+    let value = match e.as_const() {
+        Some(c) => Dim::Static(c),
+        None => Dim::Sym(e.clone()),
+    };
+    w.op(Op::SymInt(SymInt { value }), &[])
+}
+
+/// Positions `start .. start + len` as an `i64[len]` index.
+fn positions(w: &mut Wire<'_>, start: &SymExpr, len: &Dim) -> Result<ValueRef, String> {
+    let ty = TensorType { dtype: DType::I64, dims: vec![len.clone()] };
+    let iota = w.typed(Op::ArangeSym(ArangeSym { start: 0, end: len.clone(), step: 1 }), &[], vec![ty])?[0];
+    if start.as_const() == Some(0) {
+        return Ok(iota);
+    }
+    let start = size_value(w, start)?;
+    let add = Binary { op: BinaryOp::Add, lhs: Operand::Tensor, rhs: Operand::Tensor, alpha: None };
+    w.op(Op::Binary(add), &[iota, start])
+}
+
+/// `split_with_sizes(x, counts, dim)` with counts from data: piece `k` gathers the positions
+/// from the sum of the counts before it, as many as its count (past the end of `x`, a gather
+/// reads a clamped row: padding, which the masks keep out of every real result).
+pub(super) fn split_by_counts(a: &mut Args<'_>) -> Result<Recipe, String> {
+    a.tensor("self")?;
+    let sizes = a.dims("split_sizes")?;
+    let dim = a.int("dim", Some(0))?;
+    Ok(Box::new(move |w| {
+        let x = w.inputs[0];
+        let d = norm_dim(dim, w.ty(x).rank());
+        let mut present = vec![false; d];
+        present.push(true);
+        let mut start = SymExpr::Int(0);
+        let mut pieces = Vec::with_capacity(sizes.len());
+        for size in &sizes {
+            let at = positions(w, &start, size)?;
+            pieces.push(w.op(Op::Index(Index { present: present.clone() }), &[x, at])?);
+            start = SymExpr::Add(vec![start, size.to_expr()]).simplify();
+        }
+        Ok(pieces)
+    }))
+}
+
+/// `cat(pieces, dim)` of pieces sized by data whose sizes sum to the result's static size: each
+/// piece scattered at the sum of the sizes before it (its padded rows land past the end and
+/// are dropped; see `bucket_masks`).
+pub(super) fn cat_by_counts(a: &mut Args<'_>) -> Result<Recipe, String> {
+    let count = a.tensor_list("tensors")?;
+    let dim = a.int("dim", Some(0))?;
+    Ok(Box::new(move |w| {
+        let out = w.outputs.first().cloned().ok_or("internal: one result")?;
+        let d = norm_dim(dim, out.rank());
+        let mut present = vec![false; d];
+        present.push(true);
+        let zeros = Op::Full(Full { size: out.dims.clone(), value: Scalar::Int(0) });
+        let mut acc = w.typed(zeros, &[], vec![out])?[0];
+        let mut start = SymExpr::Int(0);
+        for k in 0..count {
+            let piece = w.inputs[k];
+            let len = w.ty(piece).dims.get(d).cloned().ok_or("a piece of lower rank")?;
+            let at = positions(w, &start, &len)?;
+            let put = IndexPut { present: present.clone(), accumulate: false };
+            acc = w.op(Op::IndexPut(put), &[acc, at, piece])?;
+            start = SymExpr::Add(vec![start, len.to_expr()]).simplify();
+        }
+        Ok(vec![acc])
+    }))
+}
