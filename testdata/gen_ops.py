@@ -2986,6 +2986,21 @@ def build_masked_select():
     ]
 
 
+def build_roi_align():
+    import torchvision  # noqa: F401  (registers torchvision's ops)
+
+    op = torch.ops.torchvision.roi_align.default
+    # Regions inside, across an edge, wholly outside, tiny, and on the second image.
+    rois = T([[0, 1.0, 1, 9, 7], [1, -3, 2, 4, 30], [0, 5, 5, 5.5, 5.2], [1, 18, 14, 22, 19], [0, -8, -8, -1, -2]])
+    return [
+        S("f32[2,3,8,10], 5 regions, 3x2 bins of 2x2 points, scale 0.5, aligned", [N(2, 3, 8, 10), rois],
+          lambda f, r: op(f, r, 0.5, 3, 2, 2, True)),
+        S("2x2 bins of 1 point, scale 1, not aligned (extents at least 1)", [N(2, 3, 8, 10), rois],
+          lambda f, r: op(f, r, 1.0, 2, 2, 1, False)),
+        S("4x3 bins of 3x3 points, scale 0.25", [N(2, 3, 8, 10), rois], lambda f, r: op(f, r, 0.25, 4, 3, 3, False)),
+    ]
+
+
 def build_repeat_interleave():
     op = aten.repeat_interleave.Tensor
     return [
@@ -3037,7 +3052,7 @@ angle.default _fft_c2c.default rand_like.default randn_like.default uniform.defa
 bernoulli.default randint.low randint.default round.decimals addbmm.default _int_mm.default
 conv_tbc.default prims.convert_element_type.default _upsample_bilinear2d_aa.default
 _upsample_bicubic2d_aa.default _linalg_slogdet.default signbit.default repeat_interleave.Tensor _scaled_mm.default
-masked_select.default
+masked_select.default torchvision.roi_align.default
 """.split()
 
 reg("quantized_decomposed.quantize_per_tensor.default", build_quantize_per_tensor)
@@ -3090,6 +3105,7 @@ reg("_linalg_slogdet.default", build_linalg_slogdet, tol="red")
 reg("signbit.default", build_signbit)
 reg("repeat_interleave.Tensor", build_repeat_interleave)
 reg("masked_select.default", build_masked_select, data_dependent=True)
+reg("torchvision.roi_align.default", build_roi_align, tol="red")
 reg("_scaled_mm.default", build_scaled_mm, tol="red")
 reg("_upsample_bilinear2d_aa.default", build_upsample_aa("_upsample_bilinear2d_aa.default"), tol="red")
 reg("_upsample_bicubic2d_aa.default", build_upsample_aa("_upsample_bicubic2d_aa.default"), tol="red")

@@ -19,6 +19,7 @@ mod more;
 mod quantize;
 mod resize;
 mod symbolic;
+mod vision;
 pub(super) use more::{float_item, index_by_mask};
 use quantize::{
     dequantize_per_channel, dequantize_per_tensor, fake_quantize_cachemask, quantize_per_channel, quantize_per_tensor,
@@ -65,6 +66,7 @@ pub(super) fn decomposition(key: &str) -> Option<Decomposition> {
         "aten._scaled_mm.default" => more::scaled_mm,
         "aten.conv_tbc.default" => more::conv_tbc,
         "aten.repeat_interleave.Tensor" => more::repeat_interleave,
+        "torchvision.roi_align.default" => vision::roi_align,
         "aten._upsample_bilinear2d_aa.default" => |a| resize::upsample_aa(a, false),
         "aten._upsample_bicubic2d_aa.default" => |a| resize::upsample_aa(a, true),
         _ => return None,
