@@ -3001,6 +3001,25 @@ def build_roi_align():
     ]
 
 
+def build_nms():
+    import torchvision  # noqa: F401  (registers torchvision's ops)
+
+    op = torch.ops.torchvision.nms.default
+
+    def boxes(n, spread, seed):
+        g = torch.Generator().manual_seed(seed)
+        xy = torch.rand(n, 2, generator=g) * spread
+        return torch.cat([xy, xy + torch.rand(n, 2, generator=g) * 10 + 1], 1), torch.rand(n, generator=g)
+
+    crowded, sparse = boxes(16, 8, 1), boxes(12, 40, 2)
+    return [
+        S("16 crowded boxes, IoU above 0.5 suppressed (kept indices, highest score first)", list(crowded),
+          lambda b, s: op(b, s, 0.5)),
+        S("12 spread boxes, threshold 0.3", list(sparse), lambda b, s: op(b, s, 0.3)),
+        S("threshold 0: any overlap suppresses", list(crowded), lambda b, s: op(b, s, 0.0)),
+    ]
+
+
 def build_repeat_interleave():
     op = aten.repeat_interleave.Tensor
     return [
@@ -3052,7 +3071,7 @@ angle.default _fft_c2c.default rand_like.default randn_like.default uniform.defa
 bernoulli.default randint.low randint.default round.decimals addbmm.default _int_mm.default
 conv_tbc.default prims.convert_element_type.default _upsample_bilinear2d_aa.default
 _upsample_bicubic2d_aa.default _linalg_slogdet.default signbit.default repeat_interleave.Tensor _scaled_mm.default
-masked_select.default torchvision.roi_align.default
+masked_select.default torchvision.roi_align.default torchvision.nms.default
 """.split()
 
 reg("quantized_decomposed.quantize_per_tensor.default", build_quantize_per_tensor)
@@ -3106,6 +3125,7 @@ reg("signbit.default", build_signbit)
 reg("repeat_interleave.Tensor", build_repeat_interleave)
 reg("masked_select.default", build_masked_select, data_dependent=True)
 reg("torchvision.roi_align.default", build_roi_align, tol="red")
+reg("torchvision.nms.default", build_nms, data_dependent=True)
 reg("_scaled_mm.default", build_scaled_mm, tol="red")
 reg("_upsample_bilinear2d_aa.default", build_upsample_aa("_upsample_bilinear2d_aa.default"), tol="red")
 reg("_upsample_bicubic2d_aa.default", build_upsample_aa("_upsample_bicubic2d_aa.default"), tol="red")

@@ -21,6 +21,7 @@ mod fft;
 mod layout;
 mod linalg;
 mod math;
+mod nms;
 mod nn;
 mod pool;
 mod random;
@@ -458,6 +459,7 @@ fn emit_node<'c, 'b>(
         Op::ExtremumDim(ExtremumDim { max, dim, .. }) => reduce::extremum_dim(b, *max, *dim, args[0], out),
         Op::Sort(Sort { dim, descending, .. }) => sort::sort(b, *dim, *descending, args[0]),
         Op::Nonzero(_) => one(sort::nonzero(b, args[0], &out[0])),
+        Op::NmsKeep(k) => nms::nms_keep(b, k.iou_threshold, args[0], args[1]),
         Op::Item(_) => {
             let dims = static_dims(args[0].ty)?;
             let v = b.convert(args[0].v, &dims, args[0].ty.dtype, DType::I64)?;

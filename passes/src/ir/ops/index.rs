@@ -461,6 +461,35 @@ impl OpDef for Item {
     }
 }
 
+op! {
+    /// Non-maximum suppression's decision (torchvision's `nms` is this, then a `nonzero`):
+    /// inputs `[boxes [N, 4] (x1, y1, x2, y2), scores [N]]`, outputs `[keep bool[N], order
+    /// i64[N]]`: `order` sorts the boxes by score, highest first, and `keep[i]` says whether
+    /// box `order[i]` is kept — no kept box before it overlaps it by an IoU above the threshold.
+    pub struct NmsKeep = "nms_keep" {
+        pub iou_threshold: f64 ["iou_threshold"],
+    }
+}
+
+impl OpDef for NmsKeep {
+    fn arity(&self) -> Arity {
+        Arity::fixed(2, 2)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        let (boxes, scores) = (inputs[0], inputs[1]);
+        let n = boxes.dims.first().cloned();
+        if boxes.rank() != 2 || boxes.dims[1] != Dim::Static(4) || scores.dims != n.iter().cloned().collect::<Vec<_>>()
+        {
+            return Err(format!("nms takes boxes [N, 4] and scores [N], found {boxes} and {scores}"));
+        }
+        if !boxes.dtype.is_float() || boxes.dtype != scores.dtype {
+            return Err(format!("nms takes floating-point boxes and scores of one dtype, found {boxes} and {scores}"));
+        }
+        Ok(vec![Expected::exact(DType::Bool, &scores.dims), Expected::exact(DType::I64, &scores.dims)])
+    }
+}
+
 /// Index tensors hold integers (bool masks are data-dependent and handled apart).
 fn integer_indices<'t>(t: &'t TensorType, what: &str) -> Result<&'t TensorType, String> {
     if t.dtype.is_integer() {

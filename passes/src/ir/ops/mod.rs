@@ -246,6 +246,7 @@ ops! {
     IndexSelect(IndexSelect),
     Nonzero(Nonzero),
     Item(Item),
+    NmsKeep(NmsKeep),
     Gather(Gather),
     Scatter(Scatter),
     IndexPut(IndexPut),

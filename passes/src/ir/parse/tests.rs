@@ -431,7 +431,8 @@ const EVERY_OP: &str = r#"graph ops {
   %120 = angle(%119) : f32[2]  # a103
   %121 = nonzero(%0) {size=s0} : i64[s0,1]  # a107
   %122 = item(%93) {size=s0} : i64[]  # a108
-  %123 = cond(%0, %0) : f32[2]  # a104
+  %123, %124 = nms_keep(%28, %0) {iou_threshold=0.5} : bool[2], i64[2]  # a109
+  %125 = cond(%0, %0) : f32[2]  # a104
     graph then {
       %0 = input.user #0 : f32[2]  # x
       %1 = neg(%0) : f32[2]  # n
@@ -441,7 +442,7 @@ const EVERY_OP: &str = r#"graph ops {
       %0 = input.user #0 : f32[2]  # x
       return user[0] = %0
     }
-  %124 = while_loop(%0, %1) {carried=1} : f32[2]  # a105
+  %126 = while_loop(%0, %1) {carried=1} : f32[2]  # a105
     graph cond {
       sym s0 in [1, ?]
       %0 = input.user #0 : f32[2]  # x
@@ -459,7 +460,7 @@ const EVERY_OP: &str = r#"graph ops {
       %1 = input.user #1 : f32[2]  # y
       return user[0] = %0
     }
-  %125, %126 = scan(%0, %0) {carried=1, scanned=1} : f32[2], f32[2]  # a106
+  %127, %128 = scan(%0, %0) {carried=1, scanned=1} : f32[2], f32[2]  # a106
     graph body {
       %0 = input.user #0 : f32[2]  # c
       %1 = input.user #1 : f32[]  # x

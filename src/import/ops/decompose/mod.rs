@@ -67,6 +67,7 @@ pub(super) fn decomposition(key: &str) -> Option<Decomposition> {
         "aten.conv_tbc.default" => more::conv_tbc,
         "aten.repeat_interleave.Tensor" => more::repeat_interleave,
         "torchvision.roi_align.default" => vision::roi_align,
+        "torchvision.nms.default" => vision::nms,
         "aten._upsample_bilinear2d_aa.default" => |a| resize::upsample_aa(a, false),
         "aten._upsample_bicubic2d_aa.default" => |a| resize::upsample_aa(a, true),
         _ => return None,

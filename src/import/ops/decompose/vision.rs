@@ -1,11 +1,12 @@
-//! torchvision's detection ops. `roi_align` samples each region of interest on a grid of
+//! torchvision's detection ops. `nms` is the IR's `nms_keep` and a `nonzero` of its decision.
+//! `roi_align` samples each region of interest on a grid of
 //! `sampling_ratio²` points per output bin, each point read by bilinear interpolation from
 //! its image's feature map, and averages them — as torchvision's kernel does: the points
 //! (for every region at once) are computed with element-wise ops, their four neighbours
 //! gathered with one `index` each, and the bins summed. A point more than a pixel outside the
 //! map reads zero; one within a pixel of the edge reads the edge.
 
-use torchtpu_passes::ir::ops::{Binary, Clamp, Index, Permute, Reduce, Select, View, Where};
+use torchtpu_passes::ir::ops::{Binary, Clamp, Index, NmsKeep, Nonzero, Permute, Reduce, Select, View, Where};
 use torchtpu_passes::ir::{BinaryOp, DType, Dim, Op, Operand, ReduceOp, Scalar, TensorType, UnaryOp, ValueRef};
 
 use super::super::super::wire::{Recipe, Wire};
@@ -86,6 +87,26 @@ pub(super) fn roi_align(a: &mut Args<'_>) -> R<Recipe> {
         let mean = Op::Reduce(Reduce { op: ReduceOp::Mean, dims: vec![2, 4], keepdim: false, dtype: None });
         let bins = w.op(mean, &[bins])?;
         Ok(vec![w.op(Op::Permute(Permute { dims: vec![0, 3, 1, 2] }), &[bins])?])
+    }))
+}
+
+/// `nms(boxes [N, 4], scores [N], iou_threshold)`: the indices of the boxes kept, highest
+/// score first — the IR's `nms_keep` decides, and a `nonzero` of its decision (whose count the
+/// export names `u0`, at most N) picks them from the score order.
+pub(super) fn nms(a: &mut Args<'_>) -> R<Recipe> {
+    a.tensor("dets")?;
+    a.tensor("scores")?;
+    let iou_threshold = a.float("iou_threshold", None)?;
+    Ok(Box::new(move |w| {
+        let (boxes, scores) = (w.inputs[0], w.inputs[1]);
+        let n = w.ty(scores).dims.clone();
+        let types = vec![TensorType { dtype: DType::Bool, dims: n.clone() }, TensorType { dtype: DType::I64, dims: n }];
+        let decided = w.typed(Op::NmsKeep(NmsKeep { iou_threshold }), &[boxes, scores], types)?;
+        let (keep, order) = (decided[0], decided[1]);
+        let rows = w.outputs.first().and_then(|t| t.dims.first()).cloned().ok_or("internal: a 1-d result")?;
+        let kept = w.op(Op::Nonzero(Nonzero { size: rows }), &[keep])?;
+        let kept = w.op(Op::Select(Select { dim: 1, index: 0 }), &[kept])?;
+        Ok(vec![w.op(Op::Index(Index { present: vec![true] }), &[order, kept])?])
     }))
 }
 
