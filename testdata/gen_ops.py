@@ -3020,6 +3020,18 @@ def build_nms():
     ]
 
 
+def build_unique():
+    op = aten._unique2.default
+    return [
+        S("i64[2,3] with repeats: values, inverse, counts", [T([[3, 1, 2], [1, 3, 3]], I64)],
+          lambda x: op(x, True, True, True)),
+        S("f32[8] from a few values: values only", [T([0.5, -1.0, 0.5, 2.0, -1.0, -1.0, 7.0, 0.5])],
+          lambda x: op(x, True, False, False)),
+        S("all equal: one value counted 6 times", [T([[4, 4, 4], [4, 4, 4]], I64)], lambda x: op(x, True, False, True)),
+        S("all different, unsorted input", [T([9, -2, 5, 0, 3], I64)], lambda x: op(x, True, True, False)),
+    ]
+
+
 def build_repeat_interleave():
     op = aten.repeat_interleave.Tensor
     return [
@@ -3071,7 +3083,7 @@ angle.default _fft_c2c.default rand_like.default randn_like.default uniform.defa
 bernoulli.default randint.low randint.default round.decimals addbmm.default _int_mm.default
 conv_tbc.default prims.convert_element_type.default _upsample_bilinear2d_aa.default
 _upsample_bicubic2d_aa.default _linalg_slogdet.default signbit.default repeat_interleave.Tensor _scaled_mm.default
-masked_select.default torchvision.roi_align.default torchvision.nms.default
+masked_select.default torchvision.roi_align.default torchvision.nms.default _unique2.default
 """.split()
 
 reg("quantized_decomposed.quantize_per_tensor.default", build_quantize_per_tensor)
@@ -3126,6 +3138,7 @@ reg("repeat_interleave.Tensor", build_repeat_interleave)
 reg("masked_select.default", build_masked_select, data_dependent=True)
 reg("torchvision.roi_align.default", build_roi_align, tol="red")
 reg("torchvision.nms.default", build_nms, data_dependent=True)
+reg("_unique2.default", build_unique, data_dependent=True)
 reg("_scaled_mm.default", build_scaled_mm, tol="red")
 reg("_upsample_bilinear2d_aa.default", build_upsample_aa("_upsample_bilinear2d_aa.default"), tol="red")
 reg("_upsample_bicubic2d_aa.default", build_upsample_aa("_upsample_bicubic2d_aa.default"), tol="red")

@@ -53,6 +53,7 @@ pub(super) fn decomposition(key: &str) -> Option<Decomposition> {
         "aten.adaptive_max_pool2d.default" => |a| adaptive_max_pool(a, 2),
         "aten.adaptive_max_pool3d.default" => |a| adaptive_max_pool(a, 3),
         "aten.masked_select.default" => more::masked_select,
+        "aten._unique2.default" => more::unique,
         "aten.rand_like.default" => |a| more::rand_like(a, false),
         "aten.randn_like.default" => |a| more::rand_like(a, true),
         "aten.uniform.default" => more::uniform,

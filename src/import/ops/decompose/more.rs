@@ -5,13 +5,15 @@
 //! `x[mask]` (a `nonzero` and a gather).
 
 use torchtpu_passes::ir::ops::{
-    Arange, Binary, Bmm, Clamp, Convolution, Cumulative, Expand, Full, Index, Mm, Nonzero, Permute, Rand, Reduce,
-    Select, Unsqueeze, View,
+    Arange, Binary, Bmm, Cat, Clamp, Convolution, Cumulative, Expand, Full, Index, IndexPut, Mm, Nonzero, Permute,
+    Rand, Reduce, Select, Slice, Sort, Unsqueeze, View,
 };
-use torchtpu_passes::ir::{BinaryOp, CumulativeOp, DType, Dim, Op, Operand, ReduceOp, Scalar, TensorType, UnaryOp};
+use torchtpu_passes::ir::{
+    BinaryOp, CumulativeOp, DType, Dim, Op, Operand, ReduceOp, Scalar, TensorType, UnaryOp, ValueRef,
+};
 
 use super::super::super::wire::{Recipe, Wire};
-use super::{scalar_op, tensor_op, Args, R};
+use super::{scalar_op, static_dims, tensor_op, Args, R};
 
 /// The largest range `randint` draws from: its draws scale an f32 uniform, exact up to 2^24.
 const RANDINT_RANGE: i64 = 1 << 24;
@@ -309,6 +311,76 @@ pub(crate) fn float_item(a: &mut Args<'_>) -> R<Recipe> {
         let x = if ty.rank() == 0 { x } else { w.op(Op::View(View { size: vec![] }), &[x])? };
         Ok(vec![w.convert(x, DType::F32)?])
     }))
+}
+
+/// `_unique2(x, sorted, return_inverse, return_counts)` (`torch.unique`): `x` flattened and
+/// sorted (stably); an element starts a run where it differs from the one before; the
+/// values are the runs' first elements (a `nonzero` of the starts: the export's symbol for
+/// their count, at most the element count), the inverse of each element its run's number put
+/// back in `x`'s order, and the counts each run's length. `sorted=False` is refused: eager's
+/// order is then its hash set's.
+pub(crate) fn unique(a: &mut Args<'_>) -> R<Recipe> {
+    a.tensor("self")?;
+    if !a.bool("sorted", true)? {
+        return Err("unique with sorted=False gives eager's hash order, which a compiled program cannot \
+                    reproduce; pass sorted=True"
+            .into());
+    }
+    let (inverse, counts) = (a.bool("return_inverse", false)?, a.bool("return_counts", false)?);
+    Ok(Box::new(move |w| {
+        let x = w.inputs[0];
+        let ty = w.ty(x);
+        let n = static_dims(&ty, "unique's input")?.iter().product::<i64>();
+        let outs = w.outputs.clone();
+        let [values_ty, inverse_ty, counts_ty] = &outs[..] else { return Err("internal: three results".into()) };
+        let rows = values_ty.dims.first().cloned().ok_or("internal: 1-d values")?;
+        if n == 0 {
+            return outs.iter().map(|t| filled(w, t, Scalar::Int(0))).collect();
+        }
+        let (i64s, flat) = (TensorType::new(DType::I64, &[n]), vec![Dim::Static(n)]);
+        let flat = w.op(Op::View(View { size: flat }), &[x])?;
+        let sort = Op::Sort(Sort { dim: 0, descending: false, stable: true });
+        let sorted = w.typed(sort, &[flat], vec![TensorType::new(ty.dtype, &[n]), i64s.clone()])?;
+        let (sorted, perm) = (sorted[0], sorted[1]);
+        let slice = |w: &mut Wire<'_>, v, from: i64, to: i64| {
+            w.op(Op::Slice(Slice { dim: 0, start: Dim::Static(from), end: Dim::Static(to), step: 1 }), &[v])
+        };
+        let (before, after) = (slice(w, sorted, 0, n - 1)?, slice(w, sorted, 1, n)?);
+        let differs = w.op(tensor_op(BinaryOp::Ne), &[after, before])?;
+        let first = filled(w, &TensorType::new(DType::Bool, &[1]), Scalar::Bool(true))?;
+        let starts = w.op(Op::Cat(Cat { dim: 0 }), &[first, differs])?;
+        let at = w.op(Op::Nonzero(Nonzero { size: rows.clone() }), &[starts])?;
+        let at = w.op(Op::Select(Select { dim: 1, index: 0 }), &[at])?;
+        let values = w.op(Op::Index(Index { present: vec![true] }), &[sorted, at])?;
+        // Each sorted element's run: the starts up to it, less one.
+        let run = w.convert(starts, DType::I64)?;
+        let run = w.op(Op::Cumulative(Cumulative { op: CumulativeOp::Cumsum, dim: 0, dtype: None }), &[run])?;
+        let run = w.op(scalar_op(BinaryOp::Sub, Scalar::Int(1)), &[run])?;
+        let put = |w: &mut Wire<'_>, at, v, accumulate| {
+            let base = filled(w, &i64s, Scalar::Int(0))?;
+            w.op(Op::IndexPut(IndexPut { present: vec![true], accumulate }), &[base, at, v])
+        };
+        let inverse = if inverse {
+            let back = put(w, perm, run, false)?;
+            w.op(Op::View(View { size: inverse_ty.dims.clone() }), &[back])?
+        } else {
+            filled(w, inverse_ty, Scalar::Int(0))?
+        };
+        let counts = if counts {
+            let ones = filled(w, &i64s, Scalar::Int(1))?;
+            let lengths = put(w, run, ones, true)?;
+            let slice = Op::Slice(Slice { dim: 0, start: Dim::Static(0), end: rows.clone(), step: 1 });
+            w.typed(slice, &[lengths], vec![TensorType { dtype: DType::I64, dims: vec![rows] }])?[0]
+        } else {
+            filled(w, counts_ty, Scalar::Int(0))?
+        };
+        Ok(vec![values, inverse, counts])
+    }))
+}
+
+/// A tensor of type `ty` filled with `value`.
+fn filled(w: &mut Wire<'_>, ty: &TensorType, value: Scalar) -> R<ValueRef> {
+    Ok(w.typed(Op::Full(Full { size: ty.dims.clone(), value }), &[], vec![ty.clone()])?[0])
 }
 
 /// The shape two operands broadcast to (NumPy's rule).
