@@ -53,8 +53,10 @@ VISION_TASKS = {
 }
 # torchvision models larger than this are not swept (their rows say so).
 MAX_VISION_PARAMS = 100_000_000
-# The side of torchvision's images (ViT and MaxViT are built for it; every other family takes it).
+# The side of torchvision's images (ViT is built for it), and of those that need more (Inception
+# needs 75 pixels; MaxViT's windows divide only its own 224).
 VISION_IMAGE = 64
+VISION_IMAGE_OF = {"inception_v3": 128, "maxvit_t": 224}
 
 # Every (batch, seq) the dynamic export is run at: 1 (or the smallest seq), the edges of the
 # `auto:2` buckets (batch 4 and 8; seq 32 and 64) and each edge - 1, sizes in the middle.
@@ -159,8 +161,6 @@ def build_vision(task, model_type):
         kw["num_classes"] = 4
     if model_type.startswith("vit_"):
         kw["image_size"] = VISION_IMAGE
-    if model_type.startswith("maxvit"):
-        kw["input_size"] = (VISION_IMAGE, VISION_IMAGE)
     if model_type in ("googlenet", "inception_v3"):
         kw.update(aux_logits=False, init_weights=True)
     torch.manual_seed(0)
@@ -233,9 +233,9 @@ def feature_shape(cfg):
 class Wrapper(__import__("torch").nn.Module):
     """forward(x) -> the first tensor output (logits)."""
 
-    def __init__(self, model, kind):
+    def __init__(self, model, kind, image=VISION_IMAGE):
         super().__init__()
-        self.model, self.kind = model, kind
+        self.model, self.kind, self.image = model, kind, image
 
     def forward(self, x):
         if self.kind.startswith("tv-"):
@@ -268,9 +268,9 @@ def make_input(module, b, s, seed):
 
     g = torch.Generator().manual_seed(seed)
     if module.kind == "tv-video":
-        return torch.randn(b, 3, 8, VISION_IMAGE, VISION_IMAGE, generator=g)
+        return torch.randn(b, 3, 8, module.image, module.image, generator=g)
     if module.kind.startswith("tv-"):
-        return torch.randn(b, 3, VISION_IMAGE, VISION_IMAGE, generator=g)
+        return torch.randn(b, 3, module.image, module.image, generator=g)
     if module.kind == "image":
         return torch.randn(b, 3, IMAGE, IMAGE, generator=g)
     if module.kind == "features":
@@ -344,7 +344,7 @@ def worker(task, model_type, out):
     info = {"task": task, "type": model_type}
     try:
         model = build(task, model_type)
-        module = Wrapper(model, input_kind(task, model)).eval()
+        module = Wrapper(model, input_kind(task, model), VISION_IMAGE_OF.get(model_type, VISION_IMAGE)).eval()
     except Exception as e:  # noqa: BLE001
         info["build"] = f"{type(e).__name__}: {first_line(e)}"
         json.dump(info, open(os.path.join(out, "export.json"), "w"))
@@ -540,7 +540,7 @@ def write_table(results, path, versions, planned):
             "torchvision (tasks `tv-cls`, `tv-seg`, `tv-video`, `tv-det`): every model of its registry for "
             "classification, segmentation, video and detection, random-init with 4 classes (`weights=None`), at "
             f"its own size up to {MAX_VISION_PARAMS // 1_000_000}M parameters, on {VISION_IMAGE}×{VISION_IMAGE} "
-            f"images (video: 8 frames; detection resizes to {VISION_IMAGE} and returns the first image's boxes), "
+            "images (Inception 128, MaxViT 224; video: 8 frames; detection resizes to {VISION_IMAGE} and returns the first image's boxes), "
             "exported at batch 2 and with a dynamic batch, compared like the rest: " + summary(vision),
             "",
         ]

@@ -313,13 +313,13 @@ impl Session {
         let first = self.art.manifest.signature.outputs.len();
         let mut real = real.unwrap_or_default();
         for (k, symbol) in bucket.computed.iter().enumerate() {
-            let buffer = outs[0].get(first + k).ok_or_else(|| {
-                RunError::Weights(format!("bucket {} returns no value for the size `{symbol}`", bucket.name))
+            let buffer = outs.first().and_then(|o| o.get(first + k)).ok_or_else(|| {
+                RunError::Decode(format!("bucket {} returns no value for the size `{symbol}`", bucket.name))
             })?;
             let bytes = buffer.to_host().map_err(RunError::Execute)?;
             let value = <[u8; 8]>::try_from(bytes.as_slice())
                 .map(i64::from_le_bytes)
-                .map_err(|_| RunError::Weights(format!("the size `{symbol}` is not one i64")))?;
+                .map_err(|_| RunError::Decode(format!("the size `{symbol}` is not one i64")))?;
             let max = bucket.bindings.get(symbol).copied().unwrap_or(0);
             if !(0..=max).contains(&value) {
                 return Err(RunError::ComputedSize { symbol: symbol.clone(), value, max }.into());

@@ -1,10 +1,12 @@
 //! Sizes that come from data. A `nonzero` has as many rows as its operand has non-zero
 //! elements; the export names that count with a symbol of its own (`u0`), bounded by the
-//! operand's element count. A bucket computes at the bound (see [`crate::specialize::computed_bounds`]): the rows
-//! past the real count are padding, like the padding of a dim given by an input, and the real
-//! count, `sum(x != 0)`, takes the place of a `Size` input wherever the masks need it. A result
-//! whose size is such a count is returned at the bound, with the count after every other
-//! output (`OutputKind::Size`), so the caller can cut it back.
+//! operand's element count. A bucket computes at the bound (see
+//! [`crate::specialize::computed_bounds`]): the rows past the real count are padding, like
+//! the padding of a dim given by an input, and the real count, `sum(x != 0)`, takes the place
+//! of a `Size` input wherever the masks need it. A result whose size is such a count is
+//! returned at the bound, with the count after every other output (`OutputKind::Size`), so
+//! the caller can cut it back. An `item()` used as a size is such a symbol too, its value
+//! clamped to the range the export declares.
 //!
 //! Along a dim of factors (`[batch·seq]` tokens, an MoE's routing mask), the coordinates a
 //! `nonzero` gives are positions of the bucket's layout: they may index that dim (gather the
@@ -12,17 +14,17 @@
 
 use std::collections::BTreeSet;
 
-/// Why a `nonzero`'s coordinates along a merged dim cannot be used as they are.
-const COORDINATES: &str =
-    "uses the coordinates a `nonzero` gives along a dim that merges a dynamic size (positions of \
-    the bucket's layout) other than by taking their column out to index that dim";
-
 use super::{DynDims, Factors, Masker};
 use crate::ir::ops::{Convert, Reduce, Select, Slice};
 use crate::ir::{
     BinaryOp, DType, Dim, Graph, NodeId, Op, Operand, OutputKind, ReduceOp, Scalar, SymExpr, TensorType, ValueRef,
 };
 use crate::specialize::count_symbol;
+
+/// Why a `nonzero`'s coordinates along a merged dim cannot be used as they are.
+const COORDINATES: &str =
+    "uses the coordinates a `nonzero` gives along a dim that merges a dynamic size (positions of \
+    the bucket's layout) other than by taking their column out to index that dim";
 
 /// The symbols of a specialized graph whose values the program computes from data.
 pub(super) fn computed_symbols(graph: &Graph) -> BTreeSet<String> {
@@ -112,9 +114,9 @@ impl Masker<'_> {
         }
     }
 
-    /// The real value of every computed size an output's dims use, and of every `item()` (unclamped,
-    /// so that the caller can refuse a value outside its range), as outputs after all others, in
-    /// symbol order.
+    /// The real value of every computed size an output's dims use, and of every `item()`
+    /// (unclamped, so that the caller can refuse a value outside its range), as outputs after
+    /// all others, in symbol order; none for a program without outputs.
     pub(super) fn size_outputs(&mut self, graph: &mut Graph) -> Result<(), String> {
         let computed = computed_symbols(graph);
         let mut used = BTreeSet::new();
@@ -127,8 +129,8 @@ impl Masker<'_> {
             }
         }
         used.extend(self.items.keys().cloned());
+        let Some(at) = graph.outputs().first().map(|o| o.value.node) else { return Ok(()) };
         for symbol in used {
-            let at = graph.outputs()[0].value.node;
             let v = match self.items.get(&symbol) {
                 Some(&raw) => raw,
                 None => self.length(graph, at, &SymExpr::Sym(symbol.clone()))?,
