@@ -487,18 +487,26 @@ impl Masker<'_> {
         // Padded dims the op works along position by position carry their factors over.
         let mut across: Vec<(usize, usize, Factors)> = vec![];
         let mut carried: BTreeMap<(usize, usize), Factors> = BTreeMap::new();
-        for (slot, dims) in in_dyn.iter().enumerate() {
-            for (&d, f) in dims {
+        // A constant fill (`full`) is the same at every position, real or padding: its dims take
+        // the other operands' factors, so it goes last and yields where they differ.
+        let fill = |slot: usize| matches!(graph.node(ins[slot].node).op, Op::Full(_));
+        let mut slots: Vec<usize> = (0..in_dyn.len()).collect();
+        slots.sort_by_key(|&slot| fill(slot));
+        for slot in slots {
+            for (&d, f) in &in_dyn[slot] {
                 let mut linked = links.iter().filter(|l| l.slot == slot && l.dim == d).peekable();
                 if linked.peek().is_none() {
                     across.push((slot, d, f.clone()));
                 }
                 for l in linked {
                     match carried.get(&(l.out, l.out_dim)) {
+                        Some(g) if !self.same_factors(g, f) && fill(slot) => {}
                         Some(g) if !self.same_factors(g, f) => {
                             return Err("combines operands whose real positions differ along a dim".into())
                         }
-                        _ => carried.insert((l.out, l.out_dim), f.clone()),
+                        _ => {
+                            carried.insert((l.out, l.out_dim), f.clone());
+                        }
                     };
                 }
             }
@@ -594,9 +602,15 @@ impl Masker<'_> {
                 Op::Binary(Binary { op: BinaryOp::Add | BinaryOp::Sub, rhs: Operand::Scalar(Scalar::Int(0)), .. }),
                 Some(f),
             ) => Some(f),
-            (Op::Binary(Binary { op: BinaryOp::FloorDiv, rhs: Operand::Scalar(Scalar::Int(c)), .. }), Some(f)) => {
-                self.divided(&f, *c)
-            }
+            // Positions are not negative: truncating is flooring.
+            (
+                Op::Binary(Binary {
+                    op: BinaryOp::FloorDiv | BinaryOp::TruncDiv,
+                    rhs: Operand::Scalar(Scalar::Int(c)),
+                    ..
+                }),
+                Some(f),
+            ) => self.divided(&f, *c),
             _ => None,
         };
         if let Some(f) = tracked {

@@ -232,3 +232,26 @@ pub(super) fn cat_by_counts(a: &mut Args<'_>) -> Result<Recipe, String> {
         Ok(vec![acc])
     }))
 }
+
+impl Builder<'_> {
+    /// A maximum for a size made by data that an asserted equality bounds: a term of a sum of
+    /// sizes (each at least 0) equal to an expression of the inputs' sizes is at most that
+    /// expression's maximum (JetMoE's per-expert counts sum to twice its tokens).
+    pub(super) fn bound_by_equality(&self, symbol: &str) -> Option<i64> {
+        let ranges = self.ranges();
+        let at_least_zero =
+            |s: &str| self.ep.range_constraints.get(s).and_then(|rc| rc.min_val).is_some_and(|m| m >= 0);
+        let non_negative = |e: &SymExpr| match e {
+            SymExpr::Sym(s) => at_least_zero(s),
+            _ => e.range(&ranges).is_some_and(|(lo, _)| lo >= 0),
+        };
+        self.equalities.iter().find_map(|(lhs, rhs)| {
+            let terms = match lhs {
+                SymExpr::Add(terms) => terms.as_slice(),
+                one => std::slice::from_ref(one),
+            };
+            let holds = terms.contains(&SymExpr::Sym(symbol.to_string())) && terms.iter().all(non_negative);
+            holds.then(|| rhs.range(&ranges).map(|(_, hi)| hi)).flatten()
+        })
+    }
+}

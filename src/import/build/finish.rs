@@ -140,11 +140,14 @@ impl Builder<'_> {
     /// refused rather than believed.
     pub(super) fn declare_symbols(&mut self) -> Result<(), ImportError> {
         for s in &self.symbols {
-            let bounds = self
+            let mut bounds = self
                 .ep
                 .range_constraints
                 .get(s)
                 .map_or(Bounds { min: None, max: None }, |rc| Bounds { min: rc.min_val, max: rc.max_val });
+            if bounds.max.is_none() {
+                bounds.max = self.bound_by_equality(s);
+            }
             let refuse = |reason: String| ImportError::RangeConstraint { symbol: shown(s), reason };
             for (which, bound) in [("minimum", bounds.min), ("maximum", bounds.max)] {
                 if let Some(v) = bound.filter(|v| *v < 0) {
