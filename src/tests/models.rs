@@ -48,7 +48,10 @@ fn printed_ir_parses_back_to_itself() {
         let program = import(&path).expect("imports");
         let name = path.display().to_string();
         round_trip(&name, &print(&program.graph));
-        let sizes = crate::driver::example_bindings(&program).expect("example sizes");
+        let mut sizes: std::collections::BTreeMap<String, i64> =
+            program.bindings.iter().filter_map(|(s, b)| Some((s.clone(), b.example?))).collect();
+        let computed = torchtpu_passes::specialize::computed_bounds(&program.graph, &sizes).expect("bounds");
+        sizes.extend(computed);
         let mut graph = torchtpu_passes::specialize::specialize(&program.graph, &sizes).expect("specializes");
         Pipeline::standard(&options).run(&mut graph, |_, _| {}).expect("the passes run");
         let text = print(&graph);
