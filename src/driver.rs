@@ -42,12 +42,6 @@ pub(crate) fn with_computed_sizes(
     Ok(values)
 }
 
-/// True when some size comes from data, not from an input: such a program is always compiled
-/// with `bucket_masks`, which computes those sizes and returns them.
-fn has_computed_sizes(program: &Program) -> bool {
-    program.graph.symbols().keys().any(|s| !program.bindings.contains_key(s))
-}
-
 /// How to lower.
 #[derive(Clone, Debug)]
 pub(crate) struct LowerOptions {
@@ -119,7 +113,9 @@ pub(crate) fn transform(
     let mut graph = specialize(&program.graph, bindings)?;
     torchtpu_passes::verify(&graph).map_err(LowerError::Specialized)?;
     let mut pass_options = opts.pass_options.clone();
-    if pass_options.bucket.is_none() && has_computed_sizes(program) {
+    if pass_options.bucket.is_none() && torchtpu_passes::specialize::has_sizes_from_data(&program.graph) {
+        // Such a program is always compiled with `bucket_masks`, which computes those sizes
+        // and returns them.
         let bounds = program.graph.symbols().clone();
         pass_options.bucket = Some(BucketSpec { values: bindings.clone(), bounds });
     }

@@ -7,7 +7,7 @@
 //! ([`computed_bounds`]).
 
 use crate::ir::ops::{ArangeSym, Expand, Full, Item, Nonzero, Repeat, Slice, SplitWithSizes, SymInt, TopK, View};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use thiserror::Error;
 
@@ -105,6 +105,11 @@ pub fn count_symbol(op: &Op) -> Option<&str> {
     }
 }
 
+/// True when some size of the graph comes from data (some node decides a [`count_symbol`]).
+pub fn has_sizes_from_data(graph: &Graph) -> bool {
+    graph.node_ids().any(|id| count_symbol(&graph.node(id).op).is_some())
+}
+
 /// The value of every data-dependent size at a bucket whose other symbols are `values`: for a
 /// `nonzero`, its operand's element count there, or the symbol's declared maximum when that is
 /// smaller (a `torch._check` the export recorded); for an `item()`, that maximum. `Err` names a
@@ -116,16 +121,16 @@ pub fn computed_bounds(
     let order = graph.topo_order().map_err(|_| SpecializeError::Cycle)?;
     let mut env = values.clone();
     let mut out = BTreeMap::new();
+    let sizes_used = symbols_used_as_sizes(graph);
     for id in order {
         let Some(symbol) = count_symbol(&graph.node(id).op) else { continue };
         let Some(&x) = graph.inputs(id).first() else { continue };
         let declared = graph.symbols().get(symbol).and_then(|b| b.max);
         if matches!(graph.node(id).op, Op::Item(_)) {
             // An `item()` only used as a number needs no bound: any value stands for it.
-            let as_size = graph.node_ids().any(|other| other != id && node_symbols(graph.node(other)).contains(symbol));
             let bound = match declared {
                 Some(max) => max,
-                None if !as_size => graph.symbols().get(symbol).and_then(|b| b.min).unwrap_or(0),
+                None if !sizes_used.contains(symbol) => graph.symbols().get(symbol).and_then(|b| b.min).unwrap_or(0),
                 None => {
                     let made_by = format!(" (the value of item() at node `{}`)", graph.node(id).name);
                     return Err(SpecializeError::Unbounded { symbol: symbol.to_string(), made_by });
@@ -155,8 +160,23 @@ pub fn computed_bounds(
     Ok(out)
 }
 
+/// The symbols that some node other than their `item()` uses (in a type or an attribute):
+/// one walk over the graph, whatever the number of `item()`s.
+fn symbols_used_as_sizes(graph: &Graph) -> BTreeSet<String> {
+    let mut used = BTreeSet::new();
+    for id in graph.node_ids() {
+        let node = graph.node(id);
+        let own = match node.op {
+            Op::Item(_) => count_symbol(&node.op),
+            _ => None,
+        };
+        used.extend(node_symbols(node).into_iter().filter(|s| Some(s.as_str()) != own));
+    }
+    used
+}
+
 /// The symbols a node uses: in its result types and its op's attributes.
-pub fn node_symbols(node: &crate::ir::Node) -> std::collections::BTreeSet<String> {
+pub fn node_symbols(node: &crate::ir::Node) -> BTreeSet<String> {
     let mut op = node.op.clone();
     let attrs: Vec<Dim> = op_dims(&mut op).into_iter().map(|d| d.clone()).collect();
     let types = node.outputs.iter().flat_map(|t| t.dims.iter());

@@ -6,18 +6,20 @@
 //! the counts, and the `cat`, whose size the export asserts (`Eq(u0 + u1 + u2 + u3, 32)`), a
 //! scatter of each piece at its offset.
 
-use torchtpu_passes::ir::ops::{ArangeSym, Binary, Full, Index, IndexPut, SymInt};
+use std::collections::BTreeMap;
+
+use torchtpu_passes::ir::ops::{ArangeSym, Binary, Full, Index, IndexPut, Item, Nonzero, SymInt};
 use torchtpu_passes::ir::{norm_dim, BinaryOp, DType, Dim, Op, Operand, Scalar, SymExpr, TensorType, ValueRef};
 
 use super::sizes::sym_name;
-use super::Builder;
+use super::{Builder, SymbolBinding};
 use crate::import::args::Args;
 use crate::import::schema::{self, scalar_type, Argument, SymIntArgument};
 use crate::import::srepr;
 use crate::import::wire::{Recipe, Wire};
 
 /// The target of `nonzero`.
-pub(super) const NONZERO: &str = "torch.ops.aten.nonzero.default";
+const NONZERO: &str = "torch.ops.aten.nonzero.default";
 
 /// The target of `item()`.
 pub(super) const ITEM: &str = "torch.ops.aten._local_scalar_dense.default";
@@ -28,19 +30,20 @@ pub(super) const ASSERTIONS_ON_DATA: [&str; 2] =
     ["torch.ops.aten._assert_async.msg", "torch.ops.aten._assert_async.default"];
 
 impl Builder<'_> {
-    /// The row count of a `nonzero`'s result: the export's symbol for it (the IR's `nonzero`).
-    pub(super) fn nonzero_rows(&mut self, node: &schema::Node) -> Result<Dim, String> {
-        let (_, types) = self.outputs_of(node)?;
-        types.first().and_then(|t| t.dims.first()).cloned().ok_or_else(|| "its result is not a matrix".into())
-    }
-
-    /// The symbol of an `item()` whose result is a size (a plain symbol the export bounds with
-    /// `torch._check`); `None` for other `item()`s, which stay unsupported.
-    pub(super) fn item_size(&self, node: &schema::Node) -> Option<Dim> {
-        let [Argument::AsSymInt(SymIntArgument::AsName(n))] = node.outputs.as_slice() else { return None };
-        match self.sym_values.get(n)? {
-            d @ Dim::Sym(torchtpu_passes::ir::SymExpr::Sym(_)) => Some(d.clone()),
-            _ => None,
+    /// The op of a node whose result's size the data makes: a `nonzero`, whose row count is the
+    /// export's symbol for it, or an `item()` whose result is a size (a plain symbol the export
+    /// bounds with `torch._check`); `None` for every other node (other `item()`s stay
+    /// unsupported).
+    pub(super) fn size_from_data(&mut self, node: &schema::Node) -> Result<Option<Op>, String> {
+        if node.target == NONZERO {
+            let (_, types) = self.outputs_of(node)?;
+            let size = types.first().and_then(|t| t.dims.first()).cloned().ok_or("its result is not a matrix")?;
+            return Ok(Some(Op::Nonzero(Nonzero { size })));
+        }
+        let [Argument::AsSymInt(SymIntArgument::AsName(n))] = node.outputs.as_slice() else { return Ok(None) };
+        match self.sym_values.get(n) {
+            Some(d @ Dim::Sym(SymExpr::Sym(_))) if node.target == ITEM => Ok(Some(Op::Item(Item { size: d.clone() }))),
+            _ => Ok(None),
         }
     }
 
@@ -102,13 +105,17 @@ fn assertion<'g>(node: &schema::Node, graphs: &[&'g schema::Graph]) -> Option<&'
 
 /// The equalities the program asserts between sizes made by data and a constant or sizes of
 /// the inputs (`_assert_scalar` of `Eq(u0 + u1 + u2 + u3, 32)`, which torch writes for a split
-/// by counts read from data; torch names the symbols of data `u0`, `u1`, …): the first side
-/// stands for the second. They are taken as facts, as torch takes them, not checked at run time.
-pub(super) fn asserted_equalities(graph: &schema::Graph) -> Vec<(SymExpr, SymExpr)> {
+/// by counts read from data): the first side stands for the second. A symbol is made by data
+/// when no input's dim gives it (`bindings`). They are taken as facts, as torch takes them, not
+/// checked at run time.
+pub(super) fn asserted_equalities(
+    graph: &schema::Graph,
+    bindings: &BTreeMap<String, SymbolBinding>,
+) -> Vec<(SymExpr, SymExpr)> {
     let mut out = Vec::new();
     for node in &graph.nodes {
         if let Some(Ok((lhs, rhs))) = assertion(node, &[graph]).map(srepr::parse_equality) {
-            let of_data = |e: &SymExpr| e.symbols().iter().any(|s| s.starts_with('u'));
+            let of_data = |e: &SymExpr| e.symbols().iter().any(|s| !bindings.contains_key(s));
             match (lhs.simplify(), rhs.simplify()) {
                 (l, r) if of_data(&l) && !of_data(&r) => out.push((l, r)),
                 (l, r) if of_data(&r) && !of_data(&l) => out.push((r, l)),

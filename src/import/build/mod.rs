@@ -5,9 +5,7 @@
 //! `signature.output_specs`. Every tensor's type comes from `graph.tensor_values`.
 
 use std::collections::{BTreeMap, BTreeSet};
-use torchtpu_passes::ir::ops::{
-    AsStrided, Convolution, ConvolutionBackward, Item, Nonzero, Permute, Unsupported, ViewAsComplex,
-};
+use torchtpu_passes::ir::ops::{AsStrided, Convolution, ConvolutionBackward, Permute, Unsupported, ViewAsComplex};
 
 use torchtpu_passes::ir::{
     DType, Dim, Graph, InputKind, Node, Op, Origin, SymExpr, TensorType, ValueRef, MAX_OPERANDS,
@@ -27,7 +25,7 @@ mod finish;
 mod regions;
 mod sizes;
 
-use data::{ASSERTIONS_ON_DATA, ITEM, NONZERO};
+use data::{ASSERTIONS_ON_DATA, ITEM};
 use sizes::{
     has_data_dependent_arg, has_symbolic_number, is_size_number_node, is_sym_int_node, known_unsupported,
     size_number_op, sym_name,
@@ -88,14 +86,17 @@ pub(super) fn build(
         sym_values: BTreeMap::new(),
         symbols: BTreeSet::new(),
         bindings: BTreeMap::new(),
-        equalities: data::asserted_equalities(&ep.graph_module.graph),
+        equalities: Vec::new(),
         depth: 0,
     };
+    // The inputs bind the symbols they give; the others are made by data, which the equalities
+    // the program asserts are about, and those rewrite the symbolic values read after them.
+    let constant_inputs = b.inputs(weights)?;
+    b.equalities = data::asserted_equalities(b.json, &b.bindings);
     for (sym_name, v) in &ep.graph_module.graph.sym_int_values {
         let dim = b.sym_int(v).map_err(|reason| ImportError::TensorMeta { tensor: sym_name.clone(), reason })?;
         b.sym_values.insert(sym_name.clone(), dim);
     }
-    let constant_inputs = b.inputs(weights)?;
     let mut names = BTreeSet::new();
     for node in &ep.graph_module.graph.nodes {
         b.node(node, &mut names)?;
@@ -323,68 +324,62 @@ impl<'a> Builder<'a> {
         }
         let by_mask = node.target == "torch.ops.aten.index.Tensor" && self.indexes_by_mask(node);
         let (split_by_counts, cat_by_counts) = (self.splits_by_counts(node), self.concatenates_counts(node));
-        let item_size = if node.target == ITEM { self.item_size(node) } else { None };
-        let nonzero_rows = if node.target == NONZERO { Some(self.nonzero_rows(node).map_err(&fail)?) } else { None };
+        let size_from_data = self.size_from_data(node).map_err(&fail)?;
         let mut args = Args::new(&node.inputs, &self.sym_values).map_err(&fail)?;
         let sym_scalar_out = node.outputs.iter().any(|o| matches!(o, Argument::AsSymBool(_) | Argument::AsSymFloat(_)));
-        let lowered = match ops::translation(&node.target) {
-            _ if node.target == ITEM && matches!(node.outputs.as_slice(), [Argument::AsSymFloat(_)]) => {
-                Lowered::Recipe(ops::float_item(&mut args).map_err(&fail)?)
-            }
-            _ if sym_scalar_out && is_size_number_node(node) => {
-                Lowered::Op(size_number_op(node, &mut args.tensors).map_err(&fail)?)
-            }
-            _ if sym_scalar_out => {
-                args.all_tensors();
-                let reason = known_unsupported(&node.target).unwrap_or_else(|| {
-                    format!(
-                        "`{}` produces a symbolic bool or float (data-dependent control), which is not supported",
-                        node.target
-                    )
-                });
-                Lowered::Op(Op::Unsupported(Unsupported { target: node.target.clone(), reason: Some(reason) }))
-            }
-            _ if nonzero_rows.is_some() => {
-                args.tensor("self").map_err(&fail)?;
-                let size = nonzero_rows.clone().ok_or_else(|| fail("internal: no row count".into()))?;
-                Lowered::Op(Op::Nonzero(Nonzero { size }))
-            }
-            _ if item_size.is_some() => {
-                args.tensor("self").map_err(&fail)?;
-                let size = item_size.clone().ok_or_else(|| fail("internal: no symbol".into()))?;
-                Lowered::Op(Op::Item(Item { size }))
-            }
-            _ if split_by_counts => Lowered::Recipe(data::split_by_counts(&mut args).map_err(&fail)?),
-            _ if cat_by_counts => Lowered::Recipe(data::cat_by_counts(&mut args).map_err(&fail)?),
-            _ if by_mask => Lowered::Recipe(ops::index_by_mask(&mut args).map_err(&fail)?),
-            Some(_) if symbolic_strided => Lowered::Recipe(ops::strided_view(&mut args).map_err(&fail)?),
-            Some(_) if has_symbolic_number(node) && ops::symbolic_decomposition(&node.target).is_some() => {
-                let decompose =
-                    ops::symbolic_decomposition(&node.target).ok_or("internal").map_err(|e| fail(e.into()))?;
-                Lowered::Recipe(decompose(&mut args).map_err(&fail)?)
-            }
-            Some(lower) => match lower(&mut args) {
-                Ok(op) => Lowered::Op(op),
-                // Arguments computed from data (`item()` results) cannot be lowered: keep the
-                // node so that `check` lists it with the reason.
-                Err(reason) if has_data_dependent_arg(node) => data_dependent(&mut args, node, &reason),
-                Err(reason) => return Err(fail(reason)),
-            },
-            None if is_sym_int_node(node) => Lowered::Op(self.sym_int_op(node).map_err(&fail)?),
-            None => match ops::decomposition(&node.target) {
-                Some(decompose) => match decompose(&mut args) {
-                    Ok(recipe) => Lowered::Recipe(recipe),
+        let lowered = if let Some(op) = size_from_data {
+            args.tensor("self").map_err(&fail)?;
+            Lowered::Op(op)
+        } else {
+            match ops::translation(&node.target) {
+                _ if node.target == ITEM && matches!(node.outputs.as_slice(), [Argument::AsSymFloat(_)]) => {
+                    Lowered::Recipe(ops::float_item(&mut args).map_err(&fail)?)
+                }
+                _ if sym_scalar_out && is_size_number_node(node) => {
+                    Lowered::Op(size_number_op(node, &mut args.tensors).map_err(&fail)?)
+                }
+                _ if sym_scalar_out => {
+                    args.all_tensors();
+                    let reason = known_unsupported(&node.target).unwrap_or_else(|| {
+                        format!(
+                            "`{}` produces a symbolic bool or float (data-dependent control), which is not supported",
+                            node.target
+                        )
+                    });
+                    Lowered::Op(Op::Unsupported(Unsupported { target: node.target.clone(), reason: Some(reason) }))
+                }
+                _ if split_by_counts => Lowered::Recipe(data::split_by_counts(&mut args).map_err(&fail)?),
+                _ if cat_by_counts => Lowered::Recipe(data::cat_by_counts(&mut args).map_err(&fail)?),
+                _ if by_mask => Lowered::Recipe(ops::index_by_mask(&mut args).map_err(&fail)?),
+                Some(_) if symbolic_strided => Lowered::Recipe(ops::strided_view(&mut args).map_err(&fail)?),
+                Some(_) if has_symbolic_number(node) && ops::symbolic_decomposition(&node.target).is_some() => {
+                    let decompose =
+                        ops::symbolic_decomposition(&node.target).ok_or("internal").map_err(|e| fail(e.into()))?;
+                    Lowered::Recipe(decompose(&mut args).map_err(&fail)?)
+                }
+                Some(lower) => match lower(&mut args) {
+                    Ok(op) => Lowered::Op(op),
+                    // Arguments computed from data (`item()` results) cannot be lowered: keep the
+                    // node so that `check` lists it with the reason.
                     Err(reason) if has_data_dependent_arg(node) => data_dependent(&mut args, node, &reason),
                     Err(reason) => return Err(fail(reason)),
                 },
-                None => {
-                    args.all_tensors();
-                    Lowered::Op(Op::Unsupported(Unsupported {
-                        target: node.target.clone(),
-                        reason: known_unsupported(&node.target),
-                    }))
-                }
-            },
+                None if is_sym_int_node(node) => Lowered::Op(self.sym_int_op(node).map_err(&fail)?),
+                None => match ops::decomposition(&node.target) {
+                    Some(decompose) => match decompose(&mut args) {
+                        Ok(recipe) => Lowered::Recipe(recipe),
+                        Err(reason) if has_data_dependent_arg(node) => data_dependent(&mut args, node, &reason),
+                        Err(reason) => return Err(fail(reason)),
+                    },
+                    None => {
+                        args.all_tensors();
+                        Lowered::Op(Op::Unsupported(Unsupported {
+                            target: node.target.clone(),
+                            reason: known_unsupported(&node.target),
+                        }))
+                    }
+                },
+            }
         };
         if args.tensors.len() > MAX_OPERANDS {
             return Err(fail(format!(
