@@ -3001,6 +3001,59 @@ def build_roi_align():
     ]
 
 
+def build_ps_roi_align():
+    import torchvision  # noqa: F401  (registers torchvision's ops)
+
+    op = torch.ops.torchvision.ps_roi_align.default
+    rois = T([[0, 1.0, 1, 9, 7], [1, -3, 2, 4, 30], [0, 5, 5, 5.5, 5.2], [1, 18, 14, 22, 19], [0, -8, -8, -1, -2]])
+    return [
+        S("f32[2,12,8,10] (3 groups of 2x2 bins), 5 regions, 2x2 points, scale 0.5", [N(2, 12, 8, 10), rois],
+          lambda f, r: op(f, r, 0.5, 2, 2, 2)),
+        S("f32[2,6,8,10], 3x2 bins of 1 point, scale 1", [N(2, 6, 8, 10), rois], lambda f, r: op(f, r, 1.0, 3, 2, 1)),
+    ]
+
+
+def build_roi_pool():
+    import torchvision  # noqa: F401  (registers torchvision's ops)
+
+    op = torch.ops.torchvision.roi_pool.default
+    # Regions inside, across an edge, wholly outside (empty bins), one pixel, reversed, on
+    # both images; corners at halves (rounded away from zero) and a map with repeated values
+    # (ties: the first maximum's position).
+    rois = T([[0, 1.0, 1, 9, 7], [1, -3, 2, 4, 30], [0, 5, 5, 5.5, 5.2], [1, 18, 14, 22, 19], [0, -8, -8, -1, -2],
+              [1, 2.5, 1.5, 6.5, 3.5], [0, 7, 6, 2, 1]])
+    ties = torch.randint(0, 3, (1, 2, 6, 7), generator=torch.Generator().manual_seed(3)).float()
+    return [
+        S("f32[2,3,8,10], 7 regions, 3x2 bins, scale 1", [N(2, 3, 8, 10), rois], lambda f, r: op(f, r, 1.0, 3, 2)),
+        S("7x7 bins (more bins than pixels), scale 0.5", [N(2, 3, 8, 10), rois], lambda f, r: op(f, r, 0.5, 7, 7)),
+        S("values 0..2 (ties), 2x3 bins, scale 0.75", [ties, rois[[0, 2, 4, 6]] * T([0, 1, 1, 1, 1])],
+          lambda f, r: op(f, r, 0.75, 2, 3)),
+    ]
+
+
+def build_deform_conv2d():
+    import torchvision  # noqa: F401  (registers torchvision's ops)
+
+    op = torch.ops.torchvision.deform_conv2d.default
+
+    def case(n, c, h, w, o, k, stride, pad, dil, groups, offset_groups, use_mask, spread):
+        ho = (h + 2 * pad - dil * (k - 1) - 1) // stride + 1
+        wo = (w + 2 * pad - dil * (k - 1) - 1) // stride + 1
+        # Offsets of a few pixels: points inside, between pixels, and outside the map.
+        offset = N(n, 2 * offset_groups * k * k, ho, wo) * spread
+        return [N(n, c, h, w), N(o, c // groups, k, k), offset, U(n, offset_groups * k * k, ho, wo), N(o)], \
+            lambda x, wt, off, m, b: op(x, wt, off, m, b, stride, stride, pad, pad, dil, dil, groups, offset_groups,
+                                        use_mask)
+
+    return [
+        S("f32[2,4,7,9] 3x3, pad 1, offsets of ~2 px, mask", *case(2, 4, 7, 9, 6, 3, 1, 1, 1, 1, 1, True, 2.0)),
+        S("stride 2, dilation 2, no mask, offsets of ~4 px (many outside)",
+          *case(1, 3, 9, 8, 5, 3, 2, 2, 2, 1, 1, False, 4.0)),
+        S("2 weight groups, 2 offset groups, 2x2 kernel, no padding",
+          *case(2, 4, 6, 6, 4, 2, 1, 0, 1, 2, 2, True, 1.5)),
+    ]
+
+
 def build_nms():
     import torchvision  # noqa: F401  (registers torchvision's ops)
 
@@ -3084,6 +3137,7 @@ bernoulli.default randint.low randint.default round.decimals addbmm.default _int
 conv_tbc.default prims.convert_element_type.default _upsample_bilinear2d_aa.default
 _upsample_bicubic2d_aa.default _linalg_slogdet.default signbit.default repeat_interleave.Tensor _scaled_mm.default
 masked_select.default torchvision.roi_align.default torchvision.nms.default _unique2.default
+torchvision.ps_roi_align.default torchvision.deform_conv2d.default torchvision.roi_pool.default
 """.split()
 
 reg("quantized_decomposed.quantize_per_tensor.default", build_quantize_per_tensor)
@@ -3137,6 +3191,9 @@ reg("signbit.default", build_signbit)
 reg("repeat_interleave.Tensor", build_repeat_interleave)
 reg("masked_select.default", build_masked_select, data_dependent=True)
 reg("torchvision.roi_align.default", build_roi_align, tol="red")
+reg("torchvision.ps_roi_align.default", build_ps_roi_align, tol="red")
+reg("torchvision.deform_conv2d.default", build_deform_conv2d, tol="red")
+reg("torchvision.roi_pool.default", build_roi_pool)
 reg("torchvision.nms.default", build_nms, data_dependent=True)
 reg("_unique2.default", build_unique, data_dependent=True)
 reg("_scaled_mm.default", build_scaled_mm, tol="red")

@@ -18,6 +18,7 @@ use super::Args;
 mod more;
 mod quantize;
 mod resize;
+mod roi_pool;
 mod symbolic;
 mod vision;
 pub(super) use more::{float_item, index_by_mask};
@@ -68,6 +69,9 @@ pub(super) fn decomposition(key: &str) -> Option<Decomposition> {
         "aten.conv_tbc.default" => more::conv_tbc,
         "aten.repeat_interleave.Tensor" => more::repeat_interleave,
         "torchvision.roi_align.default" => vision::roi_align,
+        "torchvision.ps_roi_align.default" => vision::ps_roi_align,
+        "torchvision.deform_conv2d.default" => vision::deform_conv2d,
+        "torchvision.roi_pool.default" => roi_pool::roi_pool,
         "torchvision.nms.default" => vision::nms,
         "aten._upsample_bilinear2d_aa.default" => |a| resize::upsample_aa(a, false),
         "aten._upsample_bicubic2d_aa.default" => |a| resize::upsample_aa(a, true),
