@@ -3031,6 +3031,20 @@ def build_roi_pool():
     ]
 
 
+def build_ps_roi_pool():
+    import torchvision  # noqa: F401  (registers torchvision's ops)
+
+    op = torch.ops.torchvision.ps_roi_pool.default
+    rois = T([[0, 1.0, 1, 9, 7], [1, -3, 2, 4, 30], [0, 5, 5, 5.5, 5.2], [1, 18, 14, 22, 19], [0, -8, -8, -1, -2],
+              [1, 2.5, 1.5, 6.5, 3.5], [0, 7, 6, 2, 1]])
+    return [
+        S("f32[2,12,8,10] (3 groups of 2x2 bins), 7 regions, scale 1", [N(2, 12, 8, 10), rois],
+          lambda f, r: op(f, r, 1.0, 2, 2)),
+        S("f32[2,6,8,10], 3x2 bins, scale 0.5 (more bins than pixels)", [N(2, 6, 8, 10), rois],
+          lambda f, r: op(f, r, 0.5, 3, 2)),
+    ]
+
+
 def build_deform_conv2d():
     import torchvision  # noqa: F401  (registers torchvision's ops)
 
@@ -3138,6 +3152,7 @@ conv_tbc.default prims.convert_element_type.default _upsample_bilinear2d_aa.defa
 _upsample_bicubic2d_aa.default _linalg_slogdet.default signbit.default repeat_interleave.Tensor _scaled_mm.default
 masked_select.default torchvision.roi_align.default torchvision.nms.default _unique2.default
 torchvision.ps_roi_align.default torchvision.deform_conv2d.default torchvision.roi_pool.default
+torchvision.ps_roi_pool.default
 """.split()
 
 reg("quantized_decomposed.quantize_per_tensor.default", build_quantize_per_tensor)
@@ -3194,6 +3209,7 @@ reg("torchvision.roi_align.default", build_roi_align, tol="red")
 reg("torchvision.ps_roi_align.default", build_ps_roi_align, tol="red")
 reg("torchvision.deform_conv2d.default", build_deform_conv2d, tol="red")
 reg("torchvision.roi_pool.default", build_roi_pool)
+reg("torchvision.ps_roi_pool.default", build_ps_roi_pool, tol="red")
 reg("torchvision.nms.default", build_nms, data_dependent=True)
 reg("_unique2.default", build_unique, data_dependent=True)
 reg("_scaled_mm.default", build_scaled_mm, tol="red")

@@ -72,6 +72,7 @@ pub(super) fn decomposition(key: &str) -> Option<Decomposition> {
         "torchvision.ps_roi_align.default" => vision::ps_roi_align,
         "torchvision.deform_conv2d.default" => vision::deform_conv2d,
         "torchvision.roi_pool.default" => roi_pool::roi_pool,
+        "torchvision.ps_roi_pool.default" => roi_pool::ps_roi_pool,
         "torchvision.nms.default" => vision::nms,
         "aten._upsample_bilinear2d_aa.default" => |a| resize::upsample_aa(a, false),
         "aten._upsample_bicubic2d_aa.default" => |a| resize::upsample_aa(a, true),

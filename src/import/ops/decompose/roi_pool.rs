@@ -7,11 +7,11 @@
 //! a mask per bin would cost `O(K·C·bins·H·W)`. Positions ride along: of equal maxima the
 //! smaller flat index wins, which is the first in row-major order.
 
-use torchtpu_passes::ir::ops::{Cat, Expand, Index, Pad, Permute, Select, Slice, Where};
-use torchtpu_passes::ir::{BinaryOp, DType, Dim, Op, Operand, Scalar, TensorType, UnaryOp, ValueRef};
+use torchtpu_passes::ir::ops::{Cat, Cumulative, Expand, Index, Pad, Permute, Select, Slice, Where};
+use torchtpu_passes::ir::{BinaryOp, CumulativeOp, DType, Dim, Op, Operand, Scalar, TensorType, UnaryOp, ValueRef};
 
 use super::super::super::wire::{Recipe, Wire};
-use super::vision::{full, view};
+use super::vision::{full, view, ChannelGroups};
 use super::{scalar_op, static_dims, tensor_op, Args, R};
 
 /// Maps of more pixels than this are refused (positions are `i32`, as torchvision's).
@@ -52,19 +52,7 @@ pub(super) fn roi_pool(a: &mut Args<'_>) -> R<Recipe> {
             return Err(format!("roi_pool over a {h}×{wd} map is out of range"));
         }
         let table = Table::build(w, input, [n, c, h, wd])?;
-        let dt = w.ty(input).dtype;
-        let rois = w.convert(rois, dt)?;
-        let corner = |w: &mut Wire<'_>, i| -> R<ValueRef> {
-            let v = w.op(Op::Select(Select { dim: 1, index: i }), &[rois])?;
-            let v = w.op(scalar_op(BinaryOp::Mul, Scalar::Float(scale)), &[v])?;
-            let v = round_half_away(w, v)?;
-            w.convert(v, DType::I64)
-        };
-        let image = w.op(Op::Select(Select { dim: 1, index: 0 }), &[rois])?;
-        let image = w.convert(image, DType::I64)?;
-        let (y1, y2, x1, x2) = (corner(w, 2)?, corner(w, 4)?, corner(w, 1)?, corner(w, 3)?);
-        let rows = bins(w, (y1, y2), (k, ph), h)?;
-        let cols = bins(w, (x1, x2), (k, pw), wd)?;
+        let (image, rows, cols) = region_bins(w, rois, w.ty(input).dtype, scale, [k, ph, pw, h, wd], false)?;
         let (value, position) = table.read(w, image, &rows, &cols, [k, ph, pw])?;
         let to_nchw = |w: &mut Wire<'_>, v| w.op(Op::Permute(Permute { dims: vec![0, 3, 1, 2] }), &[v]);
         let (value, position) = (to_nchw(w, value)?, to_nchw(w, position)?);
@@ -72,25 +60,122 @@ pub(super) fn roi_pool(a: &mut Args<'_>) -> R<Recipe> {
     }))
 }
 
+/// `ps_roi_pool(input [N, C, H, W], rois [K, 5], spatial_scale, pooled_height, pooled_width)`
+/// → `(output [K, C / (ph·pw), ph, pw], channel_mapping)`: position-sensitive RoI pooling
+/// (R-FCN): bin `(i, j)` of output channel `c` is the mean of input channel `(c·ph + i)·pw + j`
+/// over its pixels (bins nearly as `roi_pool`'s: see [`bins`]), an empty bin 0.
+/// The sums come from the map's summed-area table, four gathers per bin; in f32, whose
+/// rounding on a table of large sums is why its op cases compare within a tolerance.
+pub(super) fn ps_roi_pool(a: &mut Args<'_>) -> R<Recipe> {
+    a.tensor("input")?;
+    a.tensor("rois")?;
+    let scale = a.float("spatial_scale", None)?;
+    let (ph, pw) = (a.int("pooled_height", None)?, a.int("pooled_width", None)?);
+    if !(1..=4096).contains(&ph) || !(1..=4096).contains(&pw) {
+        return Err(format!("ps_roi_pool to {ph}×{pw} bins is out of range"));
+    }
+    Ok(Box::new(move |w| {
+        let (input, rois) = (w.inputs[0], w.inputs[1]);
+        let groups = ChannelGroups::new(w, input, rois, (ph, pw), "ps_roi_pool")?;
+        let [_, _, h, wd] = static_dims(&w.ty(input), "ps_roi_pool's input")?[..] else {
+            return Err(format!("ps_roi_pool takes a 4-d input, found {}", w.ty(input)));
+        };
+        let (k, c_out) = (static_dims(&w.ty(rois), "ps_roi_pool's rois")?[0], groups.c_out);
+        let dt = w.ty(input).dtype;
+        let mapping = groups.mapping(w)?;
+        if h == 0 || wd == 0 {
+            return Ok(vec![full(w, &[k, c_out, ph, pw], Scalar::Float(0.0), dt)?, mapping]);
+        }
+        let (image, rows, cols) = region_bins(w, rois, dt, scale, [k, ph, pw, h, wd], true)?;
+        // Sums of x above and left of each corner, [N, C, H + 1, W + 1], in at least f32.
+        let acc = if matches!(dt, DType::F16 | DType::BF16) { DType::F32 } else { dt };
+        let x = w.convert(input, acc)?;
+        let x = w.op(Op::Pad(Pad { pad: vec![1, 0, 1, 0], value: Scalar::Float(0.0) }), &[x])?;
+        let cumsum = |d| Op::Cumulative(Cumulative { op: CumulativeOp::Cumsum, dim: d, dtype: None });
+        let x = w.op(cumsum(2), &[x])?;
+        let table = w.op(cumsum(3), &[x])?;
+        // Each bin's corners read from its channel: [K, ph, pw, c_out].
+        let map = w.op(Op::Permute(Permute { dims: vec![1, 2, 0] }), &[groups.map])?;
+        let map = view(w, map, &[1, ph, pw, c_out])?;
+        let image = view(w, image, &[k, 1, 1, 1])?;
+        let mut sum = None;
+        for (r, rs) in [(rows.end, 1.0), (rows.start, -1.0)] {
+            for (cl, cs) in [(cols.end, 1.0), (cols.start, -1.0)] {
+                let (r, cl) = (view(w, r, &[k, ph, 1, 1])?, view(w, cl, &[k, 1, pw, 1])?);
+                let v = w.op(Op::Index(Index { present: vec![true; 4] }), &[table, image, map, r, cl])?;
+                let v = w.op(scalar_op(BinaryOp::Mul, Scalar::Float(rs * cs)), &[v])?;
+                sum = Some(match sum {
+                    None => v,
+                    Some(s) => w.op(tensor_op(BinaryOp::Add), &[s, v])?,
+                });
+            }
+        }
+        let sum = sum.ok_or("internal: no corner")?;
+        let height = w.op(tensor_op(BinaryOp::Sub), &[rows.end, rows.start])?;
+        let width = w.op(tensor_op(BinaryOp::Sub), &[cols.end, cols.start])?;
+        let (height, width) = (view(w, height, &[k, ph, 1, 1])?, view(w, width, &[k, 1, pw, 1])?);
+        let area = w.op(tensor_op(BinaryOp::Mul), &[height, width])?;
+        let area = w.convert(area, acc)?;
+        let area = w.op(scalar_op(BinaryOp::Maximum, Scalar::Float(1.0)), &[area])?;
+        let mean = w.op(tensor_op(BinaryOp::Div), &[sum, area])?;
+        let (re, ce) = (view(w, rows.empty, &[k, ph, 1, 1])?, view(w, cols.empty, &[k, 1, pw, 1])?);
+        let empty = w.op(tensor_op(BinaryOp::LogicalOr), &[re, ce])?;
+        let zero = Op::Where(Where { on_true: Operand::Scalar(Scalar::Float(0.0)), on_false: Operand::Tensor });
+        let mean = w.op(zero, &[empty, mean])?;
+        let mean = w.convert(mean, dt)?;
+        Ok(vec![w.op(Op::Permute(Permute { dims: vec![0, 3, 1, 2] }), &[mean])?, mapping])
+    }))
+}
+
+/// Every region's image and its bins along both axes: corners scaled and rounded half away
+/// from zero to whole pixels (see [`bins`] for `ps`).
+fn region_bins(
+    w: &mut Wire<'_>,
+    rois: ValueRef,
+    dt: DType,
+    scale: f64,
+    [k, ph, pw, h, wd]: [i64; 5],
+    ps: bool,
+) -> R<(ValueRef, Bins, Bins)> {
+    let rois = w.convert(rois, dt)?;
+    let corner = |w: &mut Wire<'_>, i| -> R<ValueRef> {
+        let v = w.op(Op::Select(Select { dim: 1, index: i }), &[rois])?;
+        let v = w.op(scalar_op(BinaryOp::Mul, Scalar::Float(scale)), &[v])?;
+        let v = round_half_away(w, v)?;
+        w.convert(v, DType::I64)
+    };
+    let image = w.op(Op::Select(Select { dim: 1, index: 0 }), &[rois])?;
+    let image = w.convert(image, DType::I64)?;
+    let (y1, y2, x1, x2) = (corner(w, 2)?, corner(w, 4)?, corner(w, 1)?, corner(w, 3)?);
+    let rows = bins(w, (y1, y2), (k, ph), h, ps)?;
+    let cols = bins(w, (x1, x2), (k, pw), wd, ps)?;
+    Ok((image, rows, cols))
+}
+
 /// The pixels of every bin along one axis, `[K, bins]` each: the first, the length of the two
 /// windows that cover it (the largest power of two not above its size), the first pixel of the
 /// second window, and whether the bin is empty.
 struct Bins {
     start: ValueRef,
+    /// One past the last pixel (`start` where empty, or clipped to the map's last pixel).
+    end: ValueRef,
     level: ValueRef,
     second: ValueRef,
     empty: ValueRef,
 }
 
 /// `(start, end)` of every region along one axis, in whole pixels (`[K]`, `i64`), split into
-/// `bins` bins clipped to `[0, size]`. In integers: torchvision's `floor(i · (extent / bins))`
+/// `bins` bins clipped to `[0, size]` — for `ps` (`ps_roi_pool`, as torchvision's kernel has
+/// it), the region without its end pixel and bins clipped to `[0, size − 1]`, which leaves the
+/// map's last row and column out. In integers: torchvision's `floor(i · (extent / bins))`
 /// in floats is the same number, but a compiler may turn the division into a multiplication
 /// by `1 / bins`, one ulp off, and a ceiling of `3.0000002` is 4.
-fn bins(w: &mut Wire<'_>, (start, end): (ValueRef, ValueRef), (k, bins): (i64, i64), size: i64) -> R<Bins> {
-    // The region is `end − start + 1` pixels, at least one; bin `i` runs from
+fn bins(w: &mut Wire<'_>, (start, end): (ValueRef, ValueRef), (k, bins): (i64, i64), size: i64, ps: bool) -> R<Bins> {
+    let (end_pixel, clip) = if ps { (0, size - 1) } else { (1, size) };
+    // The region is `end − start + end_pixel` pixels, at least one; bin `i` runs from
     // `floor(i · extent / bins)` to `ceil((i + 1) · extent / bins)` past its start.
     let extent = w.op(tensor_op(BinaryOp::Sub), &[end, start])?;
-    let extent = w.op(scalar_op(BinaryOp::Add, Scalar::Int(1)), &[extent])?;
+    let extent = w.op(scalar_op(BinaryOp::Add, Scalar::Int(end_pixel)), &[extent])?;
     let extent = w.op(scalar_op(BinaryOp::Maximum, Scalar::Int(1)), &[extent])?;
     let extent = view(w, extent, &[k, 1])?;
     let start = view(w, start, &[k, 1])?;
@@ -103,7 +188,7 @@ fn bins(w: &mut Wire<'_>, (start, end): (ValueRef, ValueRef), (k, bins): (i64, i
         let v = w.op(scalar_op(BinaryOp::FloorDiv, Scalar::Int(bins)), &[v])?;
         let v = w.op(tensor_op(BinaryOp::Add), &[v, start])?;
         let v = w.op(scalar_op(BinaryOp::Maximum, Scalar::Int(0)), &[v])?;
-        w.op(scalar_op(BinaryOp::Minimum, Scalar::Int(size)), &[v])
+        w.op(scalar_op(BinaryOp::Minimum, Scalar::Int(clip)), &[v])
     };
     let (first, last) = (at(w, 0, 0)?, at(w, 1, bins - 1)?);
     let length = w.op(tensor_op(BinaryOp::Sub), &[last, first])?;
@@ -133,7 +218,7 @@ fn bins(w: &mut Wire<'_>, (start, end): (ValueRef, ValueRef), (k, bins): (i64, i
     let second = w.op(tensor_op(BinaryOp::Sub), &[last, window])?;
     let second = w.op(scalar_op(BinaryOp::Maximum, Scalar::Int(0)), &[second])?;
     let first = w.op(scalar_op(BinaryOp::Minimum, Scalar::Int(size - 1)), &[first])?;
-    Ok(Bins { start: first, level, second, empty })
+    Ok(Bins { start: first, end: last, level, second, empty })
 }
 
 fn add(w: &mut Wire<'_>, sum: Option<ValueRef>, v: ValueRef) -> R<ValueRef> {

@@ -48,24 +48,48 @@ pub(super) fn ps_roi_align(a: &mut Args<'_>) -> R<Recipe> {
     let sampling = Sampling::centred(scale, bins, grid).checked("ps_roi_align")?;
     Ok(Box::new(move |w| {
         let (input, rois) = (w.inputs[0], w.inputs[1]);
-        let (ph, pw) = sampling.bins;
-        let c = static_dims(&w.ty(input), "ps_roi_align's input")?.get(1).copied().unwrap_or(0);
+        let groups = ChannelGroups::new(w, input, rois, sampling.bins, "ps_roi_align")?;
+        let bins = sampling.sample(w, input, rois, Some(groups.map))?;
+        let output = w.op(Op::Permute(Permute { dims: vec![0, 3, 1, 2] }), &[bins])?;
+        Ok(vec![output, groups.mapping(w)?])
+    }))
+}
+
+/// The channel groups of a position-sensitive op: `map [c_out, ph, pw]`, the input channel
+/// `(c·ph + i)·pw + j` each (output channel, bin) reads.
+pub(super) struct ChannelGroups {
+    pub(super) map: ValueRef,
+    pub(super) c_out: i64,
+    k: i64,
+    bins: (i64, i64),
+}
+
+impl ChannelGroups {
+    pub(super) fn new(
+        w: &mut Wire<'_>,
+        input: ValueRef,
+        rois: ValueRef,
+        (ph, pw): (i64, i64),
+        op: &str,
+    ) -> R<ChannelGroups> {
+        let c = static_dims(&w.ty(input), "the input")?.get(1).copied().unwrap_or(0);
         if c % (ph * pw) != 0 {
-            return Err(format!("ps_roi_align's input has {c} channels, not a multiple of its {ph}×{pw} bins"));
+            return Err(format!("{op}'s input has {c} channels, not a multiple of its {ph}×{pw} bins"));
         }
         let c_out = c / (ph * pw);
-        let k = static_dims(&w.ty(rois), "ps_roi_align's rois")?.first().copied().unwrap_or(0);
-        // The input channel of every (output channel, bin), [c_out, ph, pw].
-        let mapping: Vec<Scalar> = (0..c_out * ph * pw).map(Scalar::Int).collect();
-        let mapping = w.literal(mapping, TensorType::new(DType::I64, &[c_out, ph, pw]))?;
-        let bins = sampling.sample(w, input, rois, Some(mapping))?;
-        let output = w.op(Op::Permute(Permute { dims: vec![0, 3, 1, 2] }), &[bins])?;
-        let shape = [k, c_out, ph, pw].iter().map(|&d| Dim::Static(d)).collect();
-        let mapping = w.op(Op::Expand(Expand { size: shape }), &[mapping])?;
+        let k = static_dims(&w.ty(rois), "the rois")?.first().copied().unwrap_or(0);
+        let map: Vec<Scalar> = (0..c_out * ph * pw).map(Scalar::Int).collect();
+        let map = w.literal(map, TensorType::new(DType::I64, &[c_out, ph, pw]))?;
+        Ok(ChannelGroups { map, c_out, k, bins: (ph, pw) })
+    }
+
+    /// The op's second result, `channel_mapping [K, c_out, ph, pw]`, of the archive's dtype.
+    pub(super) fn mapping(&self, w: &mut Wire<'_>) -> R<ValueRef> {
+        let shape = [self.k, self.c_out, self.bins.0, self.bins.1].iter().map(|&d| Dim::Static(d)).collect();
+        let mapping = w.op(Op::Expand(Expand { size: shape }), &[self.map])?;
         let dtype = w.outputs.get(1).map_or(DType::I32, |t| t.dtype);
-        let mapping = w.convert(mapping, dtype)?;
-        Ok(vec![output, mapping])
-    }))
+        w.convert(mapping, dtype)
+    }
 }
 
 /// How the RoI-align family places its points: region corners scaled by `scale` and shifted
