@@ -637,6 +637,18 @@ class ItemSlice(nn.Module):
         return y * 2, y.sum(0), torch.ones(k).cumsum(0) * k
 
 
+class RepeatCounts(nn.Module):
+    """repeat_interleave by counts from data, without `output_size`: a data-dependent length,
+    bounded at export with torch._check."""
+
+    def forward(self, x, r):  # x: f32[4, 3], r: i64[4]
+        y = torch.repeat_interleave(x, r, dim=0)
+        torch._check(y.shape[0] <= 16)
+        z = torch.repeat_interleave(r)
+        torch._check(z.shape[0] <= 16)
+        return y * 2, y.sum(0), z
+
+
 class MoEGather(nn.Module):
     """Token-choice MoE as transformers wrote Mixtral's block: per expert, `torch.where` finds its
     tokens (a data-dependent count), gathers them, and `index_add_` scatters the weighted results."""
@@ -1185,6 +1197,11 @@ MODELS = {
         desc="k = n.item() bounded by torch._check(0 <= k <= 8) (a data-dependent size u0): x[:k] * 2, "
              "its sum over rows, and ones(k).cumsum(0) * k",
         inputs=[(randn((8, 4), 1500), torch.tensor(n)) for n in (5, 0, 8)]),
+    "repeat_counts": dict(
+        build=RepeatCounts,
+        desc="repeat_interleave(x, r, dim=0) and repeat_interleave(r) by counts r from data, without "
+             "output_size, the length bounded by torch._check(len <= 16): computed at 16, cut back",
+        inputs=[(randn((4, 3), 1510), torch.tensor(r)) for r in ([1, 0, 3, 2], [0, 0, 0, 0], [4, 4, 4, 4])]),
     "moe_gather": dict(
         build=MoEGather,
         desc="MoE (4 experts of Linear(8,16)-SiLU-Linear(16,8), top-2 of a softmax router) whose experts "

@@ -150,6 +150,7 @@ parity_tests!(
     checked_item,
     nonzero_gather,
     item_slice,
+    repeat_counts,
     moe_gather,
     moe_gather_dyn,
     moe_split_counts

@@ -8,11 +8,11 @@
 
 use std::collections::BTreeMap;
 
-use torchtpu_passes::ir::ops::{ArangeSym, Binary, Full, Index, IndexPut, Item, Nonzero, SymInt};
+use torchtpu_passes::ir::ops::{ArangeSym, Binary, Full, Index, IndexPut, Item, Nonzero, Select, SymInt, Unsqueeze};
 use torchtpu_passes::ir::{norm_dim, BinaryOp, DType, Dim, Op, Operand, Scalar, SymExpr, TensorType, ValueRef};
 
 use super::sizes::sym_name;
-use super::{Builder, SymbolBinding};
+use super::{Builder, Lowered, SymbolBinding};
 use crate::import::args::Args;
 use crate::import::schema::{self, scalar_type, Argument, SymIntArgument};
 use crate::import::srepr;
@@ -20,6 +20,9 @@ use crate::import::wire::{Recipe, Wire};
 
 /// The target of `nonzero`.
 const NONZERO: &str = "torch.ops.aten.nonzero.default";
+const REPEAT_INTERLEAVE: &str = "torch.ops.aten.repeat_interleave.Tensor";
+/// The longest `repeat_interleave` of counts computed at its bound (its mask is `[n, bound]`).
+const MAX_REPEATED: i64 = 1 << 24;
 
 /// The target of `item()`.
 pub(super) const ITEM: &str = "torch.ops.aten._local_scalar_dense.default";
@@ -30,21 +33,45 @@ pub(super) const ASSERTIONS_ON_DATA: [&str; 2] =
     ["torch.ops.aten._assert_async.msg", "torch.ops.aten._assert_async.default"];
 
 impl Builder<'_> {
-    /// The op of a node whose result's size the data makes: a `nonzero`, whose row count is the
-    /// export's symbol for it, or an `item()` whose result is a size (a plain symbol the export
-    /// bounds with `torch._check`); `None` for every other node (other `item()`s stay
-    /// unsupported).
-    pub(super) fn size_from_data(&mut self, node: &schema::Node) -> Result<Option<Op>, String> {
+    /// The lowering of a node whose result's size the data makes, and the name of its one
+    /// operand: a `nonzero`, whose row count is the export's symbol for it; an `item()` whose
+    /// result is a size (a plain symbol the export bounds with `torch._check`); a
+    /// `repeat_interleave` of counts without `output_size` (see [`repeat_by_counts`]). `None`
+    /// for every other node (other `item()`s stay unsupported).
+    pub(super) fn size_from_data(&mut self, node: &schema::Node) -> Result<Option<(Lowered, &'static str)>, String> {
         if node.target == NONZERO {
             let (_, types) = self.outputs_of(node)?;
             let size = types.first().and_then(|t| t.dims.first()).cloned().ok_or("its result is not a matrix")?;
-            return Ok(Some(Op::Nonzero(Nonzero { size })));
+            return Ok(Some((Lowered::Op(Op::Nonzero(Nonzero { size })), "self")));
+        }
+        if node.target == REPEAT_INTERLEAVE {
+            let (_, types) = self.outputs_of(node)?;
+            return match types.first().and_then(|t| t.dims.first()) {
+                Some(d @ Dim::Sym(SymExpr::Sym(s))) if self.made_by_data(d) => {
+                    Ok(Some((Lowered::Recipe(repeat_by_counts(d.clone(), self.repeat_bound(s)?)), "repeats")))
+                }
+                _ => Ok(None),
+            };
         }
         let [Argument::AsSymInt(SymIntArgument::AsName(n))] = node.outputs.as_slice() else { return Ok(None) };
         match self.sym_values.get(n) {
-            Some(d @ Dim::Sym(SymExpr::Sym(_))) if node.target == ITEM => Ok(Some(Op::Item(Item { size: d.clone() }))),
+            Some(d @ Dim::Sym(SymExpr::Sym(_))) if node.target == ITEM => {
+                Ok(Some((Lowered::Op(Op::Item(Item { size: d.clone() })), "self")))
+            }
             _ => Ok(None),
         }
+    }
+
+    /// The declared maximum of a `repeat_interleave`'s length, or how to declare one.
+    fn repeat_bound(&self, symbol: &str) -> Result<i64, String> {
+        let bound = self.ranges().get(symbol).map(|&(_, hi)| hi);
+        bound.filter(|&hi| hi <= MAX_REPEATED).ok_or_else(|| {
+            format!(
+                "repeat_interleave of a tensor of counts has a data-dependent length `{symbol}` with no maximum \
+                 up to {MAX_REPEATED}; give it `output_size=N`, or bound it at export with \
+                 `torch._check(y.shape[0] <= N)` on its result `y`"
+            )
+        })
     }
 
     /// True when an `index` reads a boolean (or uint8) mask: its result's size comes from data.
@@ -168,6 +195,28 @@ impl Builder<'_> {
             .any(|p| self.tensor_type(&p.name).is_ok_and(|t| t.dims.get(d).is_some_and(|x| self.made_by_data(x))));
         sized_by_data && out.dims.get(d).is_some_and(|x| !self.made_by_data(x))
     }
+}
+
+/// `repeat_interleave(repeats)` of a length `size` made by data, at most `bound`: element `j`
+/// repeated `repeats[j]` times is the row of each true element of the mask
+/// `arange(bound) < repeats[:, None]`, `[n, bound]`, in row-major order — a `nonzero` of it,
+/// whose count `sum(repeats)` is the length.
+fn repeat_by_counts(size: Dim, bound: i64) -> Recipe {
+    Box::new(move |w| {
+        let repeats = w.inputs[0];
+        if w.ty(repeats).rank() != 1 {
+            return Err(format!("repeat_interleave takes a 1-d tensor of counts, found {}", w.ty(repeats)));
+        }
+        let positions = w.literal((0..bound).map(Scalar::Int).collect(), TensorType::new(DType::I64, &[1, bound]))?;
+        let repeats = w.convert(repeats, DType::I64)?;
+        let repeats = w.op(Op::Unsqueeze(Unsqueeze { dim: 1 }), &[repeats])?;
+        let below = Binary { op: BinaryOp::Lt, lhs: Operand::Tensor, rhs: Operand::Tensor, alpha: None };
+        let mask = w.op(Op::Binary(below), &[positions, repeats])?;
+        let coordinates = w.op(Op::Nonzero(Nonzero { size: size.clone() }), &[mask])?;
+        let rows = w.op(Op::Select(Select { dim: 1, index: 0 }), &[coordinates])?;
+        let dtype = w.outputs.first().map_or(DType::I64, |t| t.dtype);
+        Ok(vec![w.convert(rows, dtype)?])
+    })
 }
 
 /// The 0-d `i64` value of a size (a constant, or the program's value of the expression).

@@ -327,9 +327,9 @@ impl<'a> Builder<'a> {
         let size_from_data = self.size_from_data(node).map_err(&fail)?;
         let mut args = Args::new(&node.inputs, &self.sym_values).map_err(&fail)?;
         let sym_scalar_out = node.outputs.iter().any(|o| matches!(o, Argument::AsSymBool(_) | Argument::AsSymFloat(_)));
-        let lowered = if let Some(op) = size_from_data {
-            args.tensor("self").map_err(&fail)?;
-            Lowered::Op(op)
+        let lowered = if let Some((lowered, operand)) = size_from_data {
+            args.tensor(operand).map_err(&fail)?;
+            lowered
         } else {
             match ops::translation(&node.target) {
                 _ if node.target == ITEM && matches!(node.outputs.as_slice(), [Argument::AsSymFloat(_)]) => {
