@@ -649,6 +649,17 @@ class RepeatCounts(nn.Module):
         return y * 2, y.sum(0), z
 
 
+class PadCounts(nn.Module):
+    """The rows a mask keeps (a data-dependent count), padded back to the full length, as Mochi's
+    attention pads its text tokens: `pad` by `6 - count`, a view dropping nonzero's column."""
+
+    def forward(self, x, mask):  # x: f32[6, 4], mask: bool[6]
+        idx = mask.nonzero().view(-1)
+        y = x[idx] * 2
+        y = torch.nn.functional.pad(y, (0, 0, 0, x.shape[0] - y.shape[0]), value=-1.0)
+        return y, y.sum(0)
+
+
 class MoEGather(nn.Module):
     """Token-choice MoE as transformers wrote Mixtral's block: per expert, `torch.where` finds its
     tokens (a data-dependent count), gathers them, and `index_add_` scatters the weighted results."""
@@ -1202,6 +1213,11 @@ MODELS = {
         desc="repeat_interleave(x, r, dim=0) and repeat_interleave(r) by counts r from data, without "
              "output_size, the length bounded by torch._check(len <= 16): computed at 16, cut back",
         inputs=[(randn((4, 3), 1510), torch.tensor(r)) for r in ([1, 0, 3, 2], [0, 0, 0, 0], [4, 4, 4, 4])]),
+    "pad_counts": dict(
+        build=PadCounts,
+        desc="x[mask.nonzero().view(-1)] * 2 (a data-dependent count u0 <= 6) padded back to 6 rows with -1 "
+             "(pad by 6 - u0), and its column sums",
+        inputs=[(randn((6, 4), 1520), torch.tensor(m, dtype=torch.bool)) for m in ([1, 0, 1, 1, 0, 0], [0] * 6, [1] * 6)]),
     "moe_gather": dict(
         build=MoEGather,
         desc="MoE (4 experts of Linear(8,16)-SiLU-Linear(16,8), top-2 of a softmax router) whose experts "

@@ -151,6 +151,7 @@ parity_tests!(
     nonzero_gather,
     item_slice,
     repeat_counts,
+    pad_counts,
     moe_gather,
     moe_gather_dyn,
     moe_split_counts

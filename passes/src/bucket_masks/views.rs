@@ -19,6 +19,9 @@ impl Masker<'_> {
         let out = ValueRef { node: id, slot: 0 };
         let (a, b) = (Self::symbolic_dims(graph, x), Self::symbolic_dims(graph, out));
         let regroups = || format!("regroups dynamic dims ({} into {})", list(&a), list(&b));
+        if self.only_ones_differ(x, out, &a, &b) {
+            return Ok(());
+        }
         let mut queue: Vec<SymExpr> = vec![];
         for (d, e) in a.iter().enumerate() {
             let own = self.merged.get(&(x, d)).cloned().unwrap_or_else(|| vec![e.clone()]);
@@ -64,6 +67,24 @@ impl Masker<'_> {
         } else {
             Err(regroups())
         }
+    }
+
+    /// A view that only drops or adds dims of size 1 (`[u0, 1] → [u0]`, a `nonzero`'s column
+    /// taken out): the other dims stay as they are, whatever their sizes (one the data makes,
+    /// which has no value at smaller sizes, included), and keep their records.
+    fn only_ones_differ(&mut self, x: ValueRef, out: ValueRef, a: &[SymExpr], b: &[SymExpr]) -> bool {
+        let kept =
+            |dims: &[SymExpr]| -> Vec<usize> { (0..dims.len()).filter(|&d| dims[d] != SymExpr::Int(1)).collect() };
+        let (ka, kb) = (kept(a), kept(b));
+        if ka.len() != kb.len() || ka.iter().zip(&kb).any(|(&i, &j)| a[i] != b[j]) {
+            return false;
+        }
+        for (&i, &j) in ka.iter().zip(&kb) {
+            if let Some(f) = self.merged.get(&(x, i)).cloned() {
+                self.merged.insert((out, j), f);
+            }
+        }
+        true
     }
 
     /// `factors` with each run of static ones multiplied into one, so that static dims may

@@ -164,16 +164,16 @@ impl Builder<'_> {
         matches!(d, Dim::Sym(e) if e.symbols().iter().any(|s| !self.bindings.contains_key(s)))
     }
 
-    /// A `split_with_sizes` by sizes that come from data.
-    pub(super) fn splits_by_counts(&self, node: &schema::Node) -> bool {
-        node.target == "torch.ops.aten.split_with_sizes.default"
-            && node.inputs.iter().any(|a| match &a.arg {
-                Argument::AsSymInts(sizes) => sizes.iter().any(|s| match s {
-                    SymIntArgument::AsName(n) => self.sym_values.get(n).is_some_and(|d| self.made_by_data(d)),
-                    SymIntArgument::AsInt(_) => false,
-                }),
-                _ => false,
-            })
+    /// A node given sizes that come from data in a list argument (`split_with_sizes` by counts,
+    /// a `constant_pad_nd` to a length).
+    pub(super) fn takes_counts(&self, node: &schema::Node) -> bool {
+        node.inputs.iter().any(|a| match &a.arg {
+            Argument::AsSymInts(sizes) => sizes.iter().any(|s| match s {
+                SymIntArgument::AsName(n) => self.sym_values.get(n).is_some_and(|d| self.made_by_data(d)),
+                SymIntArgument::AsInt(_) => false,
+            }),
+            _ => false,
+        })
     }
 
     /// A `cat` of pieces sized by data into a result whose size the data does not make (an
@@ -260,6 +260,34 @@ pub(super) fn split_by_counts(a: &mut Args<'_>) -> Result<Recipe, String> {
             start = SymExpr::Add(vec![start, size.to_expr()]).simplify();
         }
         Ok(pieces)
+    }))
+}
+
+/// `constant_pad_nd(x, pad, value)` to a length along one dim, its pad computed from a size made
+/// by data (Mochi's attention pads its text tokens back to their maximum): `x` put at its
+/// leading pad in a tensor of `value` (its padded rows land past the real end and are dropped,
+/// as in [`cat_by_counts`]).
+pub(super) fn pad_by_counts(a: &mut Args<'_>) -> Result<Recipe, String> {
+    a.tensor("self")?;
+    let pad = a.dims("pad")?;
+    let value = a.scalar("value", Some(Scalar::Int(0)))?;
+    Ok(Box::new(move |w| {
+        let x = w.inputs[0];
+        let out = w.outputs.first().cloned().ok_or("internal: one result")?;
+        let rank = out.rank();
+        // `pad` lists (before, after) pairs from the last dim; one dim may be padded.
+        let padded: Vec<usize> =
+            (0..pad.len() / 2).filter(|&i| pad[2 * i..2 * i + 2].iter().any(|p| p.as_static() != Some(0))).collect();
+        let [i] = padded[..] else {
+            return Err("a pad computed from data is supported along one dim only".into());
+        };
+        let d = rank.checked_sub(i + 1).ok_or("more pads than dims")?;
+        let len = w.ty(x).dims.get(d).cloned().ok_or("internal: a dim of x")?;
+        let at = positions(w, &pad[2 * i].to_expr(), &len)?;
+        let mut present = vec![false; d];
+        present.push(true);
+        let fill = w.typed(Op::Full(Full { size: out.dims.clone(), value }), &[], vec![out])?[0];
+        Ok(vec![w.op(Op::IndexPut(IndexPut { present, accumulate: false }), &[fill, at, x])?])
     }))
 }
 

@@ -323,7 +323,9 @@ impl<'a> Builder<'a> {
             self.contiguous_operand(node).map_err(&fail)?;
         }
         let by_mask = node.target == "torch.ops.aten.index.Tensor" && self.indexes_by_mask(node);
-        let (split_by_counts, cat_by_counts) = (self.splits_by_counts(node), self.concatenates_counts(node));
+        let split_by_counts = node.target == "torch.ops.aten.split_with_sizes.default" && self.takes_counts(node);
+        let pad_by_counts = node.target == "torch.ops.aten.constant_pad_nd.default" && self.takes_counts(node);
+        let cat_by_counts = self.concatenates_counts(node);
         let size_from_data = self.size_from_data(node).map_err(&fail)?;
         let mut args = Args::new(&node.inputs, &self.sym_values).map_err(&fail)?;
         let sym_scalar_out = node.outputs.iter().any(|o| matches!(o, Argument::AsSymBool(_) | Argument::AsSymFloat(_)));
@@ -349,6 +351,7 @@ impl<'a> Builder<'a> {
                     Lowered::Op(Op::Unsupported(Unsupported { target: node.target.clone(), reason: Some(reason) }))
                 }
                 _ if split_by_counts => Lowered::Recipe(data::split_by_counts(&mut args).map_err(&fail)?),
+                _ if pad_by_counts => Lowered::Recipe(data::pad_by_counts(&mut args).map_err(&fail)?),
                 _ if cat_by_counts => Lowered::Recipe(data::cat_by_counts(&mut args).map_err(&fail)?),
                 _ if by_mask => Lowered::Recipe(ops::index_by_mask(&mut args).map_err(&fail)?),
                 Some(_) if symbolic_strided => Lowered::Recipe(ops::strided_view(&mut args).map_err(&fail)?),
