@@ -25,6 +25,7 @@ impl Masker<'_> {
         let mut queue: Vec<SymExpr> = vec![];
         for (d, e) in a.iter().enumerate() {
             let own = self.merged.get(&(x, d)).cloned().unwrap_or_else(|| vec![e.clone()]);
+            let own = self.equal_pieces_as_factors(own);
             queue.extend(own.into_iter().filter(|f| !self.is_one(f)));
         }
         let mut queue = self.static_runs_merged(queue);
@@ -85,6 +86,20 @@ impl Masker<'_> {
             }
         }
         true
+    }
+
+    /// A dim of `k` equal pieces (a `cat` of tensors of the same padded size, CrossViT's
+    /// `cat([a, b])` of two batches) is the layout `[k, piece]`: piece `i` holds its real rows at
+    /// the start of its own block. Its factors are then `k` and the piece's; any other dim's
+    /// stay as they are.
+    fn equal_pieces_as_factors(&self, factors: Factors) -> Factors {
+        match self.pieces_of(&factors) {
+            Some(pieces) if pieces.windows(2).all(|w| w[0] == w[1]) && !pieces.is_empty() => {
+                let k = i64::try_from(pieces.len()).unwrap_or(i64::MAX);
+                std::iter::once(SymExpr::Int(k)).chain(pieces[0].iter().cloned()).collect()
+            }
+            _ => factors,
+        }
     }
 
     /// `factors` with each run of static ones multiplied into one, so that static dims may
