@@ -1,21 +1,25 @@
 #!/usr/bin/env python3
 """The architecture sweep (`cargo xtask zoo`): a tiny random-init instance of every model type
 in transformers' auto mappings (causal LM, masked LM, sequence classification, image
-classification, encoder-decoder LM, audio classification), and every model of torchvision's
+classification, encoder-decoder LM, audio classification), every model of torchvision's
 registry (classification, segmentation, video, detection: tasks `tv-*`, at their own sizes),
-exported twice — at one size (non-strict, then strict), and with a dynamic batch and sequence (a
-waveform's time for audio; batch only for images and fixed-size audio features) — compiled with
-torchtpu-compile for CPU with size buckets and for `tpu:v6e:1x1`, run at several sizes on CPU and
-compared with eager. Writes the table to docs/zoo.md.
+one model of each of timm's families (task `timm`) and diffusers' model classes (task
+`diffusers`, tiny configs in zoo_diffusers.py), exported twice — at one size (non-strict, then
+strict), and with a dynamic batch and sequence (a waveform's time for audio; batch only for
+images, latents and fixed-size audio features) — compiled with torchtpu-compile for CPU with
+size buckets and for `tpu:v6e:1x1`, run at several sizes on CPU and compared with eager.
+Writes each library's section of docs/zoo.md, keeping the sections of the others.
 
     python testdata/zoo.py --compiler target/release/torchtpu-compile --out DIR [--tasks causal-lm,...]
                            [--only TYPE,...] [--limit N] [--no-tpu]
 
 Everything it makes goes under DIR (the set-up folder's `zoo/`), never into git; a model's
-results are kept in DIR/<task>/<type>/result.json, so a rerun skips what is done (--again redoes
-everything; --recheck compiles and runs again, from the same exports, what did not pass, as after
-a change to the compiler; --add-tpu does so for what was compiled with --no-tpu). Each model is exported in a child process with a time
-limit, so one that hangs or crashes torch is recorded, not fatal.
+results are kept in DIR/<task>/<type>/result.json, so a rerun skips what is done, and so does a
+run on another machine for the rows the table already holds (--again redoes everything;
+--recheck compiles and runs again, from the same exports, what did not pass, as after a change
+to the compiler; --add-tpu does so, with `tpu:v6e:1x1`, for what was compiled with --no-tpu).
+Each model is exported in a child process with a time limit, so one that hangs or crashes torch
+is recorded, not fatal.
 
 Outcomes, per column (static, dynamic):
   EXPORT   torch.export failed (torch's error, first line)
@@ -25,13 +29,14 @@ Outcomes, per column (static, dynamic):
   CRASH    the compiler panicked, aborted or was killed (exit >= 101 or a signal), or hung
 """
 import argparse
-import datetime
 import json
 import os
 import re
 import subprocess
 import sys
 import traceback
+
+import zoo_table
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -51,7 +56,9 @@ VISION_TASKS = {
     "tv-video": "torchvision.models.video",
     "tv-det": "torchvision.models.detection",
 }
-# torchvision models larger than this are not swept (their rows say so).
+# Tasks compared by `run`'s default rule (a tolerance relative to the output's scale).
+SCALE_RULE_TASKS = set(VISION_TASKS) | {"timm", "diffusers"}
+# torchvision and timm models larger than this are not swept (their rows say so).
 MAX_VISION_PARAMS = 100_000_000
 # The side of torchvision's images (ViT is built for it), and of those that need more (Inception
 # needs 75 pixels; MaxViT's windows divide only its own 224).
@@ -176,12 +183,78 @@ def build_vision(task, model_type):
     return model
 
 
+def timm_types(out):
+    """One model of each of timm's families (its modules): the one with the fewest parameters,
+    counted on the meta device; the choice is kept in `out`/timm/types.json."""
+    path = os.path.join(out, "timm", "types.json")
+    if os.path.exists(path):
+        return json.load(open(path))
+    import timm
+    import torch
+
+    chosen = []
+    for module in timm.list_modules():
+        sizes = []
+        for name in timm.list_models(module=module):
+            try:
+                with torch.device("meta"):
+                    model = timm.create_model(name, pretrained=False, num_classes=4)
+                sizes.append((sum(p.numel() for p in model.parameters()), name))
+            except Exception:  # noqa: BLE001 - a model timm cannot build this way is not a candidate
+                continue
+        if sizes:
+            chosen.append(min(sizes)[1])
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    json.dump(sorted(chosen), open(path, "w"))
+    return sorted(chosen)
+
+
+def build_timm(model_type):
+    """A timm model, random-init, 4 classes, on `VISION_IMAGE` images where it takes them (with
+    `img_size` where it has one), else at its default input size (`zoo_image` says which)."""
+    import timm
+    import torch
+
+    def make(**kw):
+        torch.manual_seed(0)
+        return timm.create_model(model_type, pretrained=False, num_classes=4, **kw).eval()
+
+    for kw in ({"img_size": VISION_IMAGE}, {}):
+        try:
+            model = make(**kw)
+            with torch.no_grad():
+                model(torch.randn(1, 3, VISION_IMAGE, VISION_IMAGE))
+            model.zoo_image = VISION_IMAGE
+            break
+        except Exception:  # noqa: BLE001 - no `img_size`, or a model that needs its own size
+            model = None
+    if model is None:
+        model = make()
+        model.zoo_image = model.pretrained_cfg["input_size"][-1]
+    params = sum(p.numel() for p in model.parameters())
+    if params > MAX_VISION_PARAMS:
+        raise RuntimeError(f"not swept: {params / 1e6:.0f}M parameters (the sweep takes up to "
+                           f"{MAX_VISION_PARAMS / 1e6:.0f}M)")
+    return model
+
+
 def build(task, model_type):
     import torch
     import transformers
 
     if task in VISION_TASKS:
         return build_vision(task, model_type)
+    if task == "timm":
+        return build_timm(model_type)
+    if task == "diffusers":
+        sys.path.insert(0, HERE)
+        import zoo_diffusers
+
+        model = zoo_diffusers.build(model_type)
+        # Zero-initialized layers (ControlNets' zero convolutions, adaLN-zero) would make the
+        # output a constant that any compiler matches.
+        break_ties(model)
+        return model
     names = getattr(transformers.models.auto.modeling_auto, TASKS[task])
     cls = getattr(transformers, names[model_type])
     cfg = tiny_config(model_type)
@@ -196,7 +269,8 @@ def build(task, model_type):
 
 def break_ties(model):
     """Adds a little noise to every parameter whose elements are all equal. transformers
-    initializes some to a constant (MoE routers' gates to zeros): every expert's score is then
+    initializes some to a constant (MoE routers' gates to zeros; diffusers zero-initializes
+    ControlNets' convolutions and adaLN modulations): every expert's score is then
     the same, and which experts a `topk` picks among equal scores is the implementation's choice
     (torch's CPU `topk` does not take the lowest index), so eager and any compiler legitimately
     differ. A trained model has no such ties."""
@@ -214,6 +288,10 @@ def input_kind(task, model):
     decoder, a waveform (`input_values`) or fixed-size audio features (`input_features`)."""
     if task in ("image-cls", "tv-cls", "tv-seg", "tv-det"):
         return "image" if task == "image-cls" else task
+    if task == "timm":
+        return "tv-cls"
+    if task == "diffusers":
+        return "diffusers"
     if task == "tv-video":
         return task
     if task == "seq2seq":
@@ -242,6 +320,8 @@ class Wrapper(__import__("torch").nn.Module):
         self.model, self.kind, self.image, self.frames = model, kind, image, frames
 
     def forward(self, x):
+        if self.kind == "diffusers":
+            return self.model(x)
         if self.kind.startswith("tv-"):
             out = self.model(x)
             if self.kind == "tv-seg":
@@ -271,6 +351,8 @@ def make_input(module, b, s, seed):
     import torch
 
     g = torch.Generator().manual_seed(seed)
+    if module.kind == "diffusers":
+        return torch.randn(b, *module.model.sample_shape, generator=g)
     if module.kind == "tv-video":
         return torch.randn(b, 3, module.frames, module.image, module.image, generator=g)
     if module.kind.startswith("tv-"):
@@ -292,7 +374,7 @@ def export_dynamic(module, x):
     if module.kind == "audio":
         time = Dim("time", min=8 * SAMPLES, max=64 * SAMPLES)
         tries = [{0: batch, 1: time}, {0: batch}, {1: time}]
-    elif module.kind in ("image", "features") or module.kind.startswith("tv-"):
+    elif module.kind in ("image", "features", "diffusers") or module.kind.startswith("tv-"):
         tries = [{0: batch}]
     else:
         tries = [
@@ -348,7 +430,7 @@ def worker(task, model_type, out):
     info = {"task": task, "type": model_type}
     try:
         model = build(task, model_type)
-        image = VISION_IMAGE_OF.get(model_type, VISION_IMAGE)
+        image = getattr(model, "zoo_image", VISION_IMAGE_OF.get(model_type, VISION_IMAGE))
         module = Wrapper(model, input_kind(task, model), image, VISION_FRAMES_OF.get(model_type, VISION_FRAMES)).eval()
     except Exception as e:  # noqa: BLE001
         info["build"] = f"{type(e).__name__}: {first_line(e)}"
@@ -500,70 +582,66 @@ def sweep_one(args, task, model_type):
                 result[kind] = ["EXPORT", info.get(kind, "")]
             else:
                 result[kind] = list(evaluate(args.compiler, d, kind, cases, buckets, not args.no_tpu,
-                                             scale_rule=task in VISION_TASKS))
+                                             scale_rule=task in SCALE_RULE_TASKS))
         result["tpu"] = not args.no_tpu
         result["dynamic_dims"] = info.get("dynamic_dims")
     json.dump(result, open(done, "w"))
     return result
 
 
-def summary(results):
-    """The counts of one library's rows."""
-    static_pass = [r for r in results if r["static"][0] == "PASS"]
-    both = [r for r in static_pass if r["dynamic"][0] == "PASS"]
-    count = lambda col, o: sum(1 for r in results if r[col][0] == o)
-    return (f"**{len(results)} architectures.** Static: {count('static', 'PASS')} PASS, {count('static', 'REFUSED')} "
-            f"REFUSED, {count('static', 'WRONG')} WRONG, {count('static', 'CRASH')} CRASH, "
-            f"{count('static', 'EXPORT')} export failures or not swept. Dynamic: {count('dynamic', 'PASS')} PASS, "
-            f"{count('dynamic', 'REFUSED')} REFUSED, {count('dynamic', 'WRONG')} WRONG, "
-            f"{count('dynamic', 'CRASH')} CRASH, {count('dynamic', 'EXPORT')} export failures or not swept. Of the "
-            f"{len(static_pass)} that pass at one size, **{len(both)} "
-            f"({100.0 * len(both) / max(1, len(static_pass)):.1f}%) pass with dynamic sizes**.")
+# The libraries of the sweep and their tasks, in the table's order.
+LIBRARIES = {
+    "transformers": list(TASKS),
+    "torchvision": list(VISION_TASKS),
+    "timm": ["timm"],
+    "diffusers": ["diffusers"],
+}
 
 
-def write_table(results, path, versions, planned):
+def library_of(task):
+    return next(lib for lib, tasks in LIBRARIES.items() if task in tasks)
+
+
+def describe(library, results):
+    """What the sweep did for one library's rows: the paragraph above its table."""
     tpu = sum(1 for r in results if r.get("tpu"))
-    hf = [r for r in results if r["task"] in TASKS]
-    vision = [r for r in results if r["task"] in VISION_TASKS]
-    lines = [
-        "# The architecture sweep",
-        "",
-        f"`cargo xtask zoo`, run on {datetime.date.today().isoformat()} with {versions}. A tiny random-init "
-        "instance of every model type of transformers' auto mappings for the tasks below, exported at one size "
-        "(1 × 16 tokens — to both sides of an encoder-decoder —, 2 images of 32×32, 2 waveforms of 1,600 "
-        "samples or 2 fixed-size audio features) and with a dynamic batch `Dim(1..8)` and sequence "
-        "`Dim(1..64)` (`2..64` where torch refuses 1; a waveform's `Dim(800..6400)`; batch only where it "
-        "specializes the sequence, and for images and audio features; sequence only where it specializes "
-        "the batch); every parameter transformers initializes to a constant gets a little noise (a zero "
-        "router ties its experts, and eager's `topk` picks among ties as it likes); compiled for `cpu` (and for `tpu:v6e:1x1`: "
-        f"{tpu} of them) (the dynamic one with `--buckets auto:2`), run on CPU "
-        "and compared with eager (rtol 1e-3, atol 1e-4) at one size, or at 9 (batch, seq) pairs: 1, the bucket "
-        "edges and each edge − 1, sizes in the middle. See `testdata/zoo.py` for the outcomes' meaning.",
-        "",
-        ("" if len(results) == planned else f"**A partial run: {len(results)} of the {planned} model types of "
-         "these tasks so far** (the sweep resumes where it stopped). ") + "transformers: " + summary(hf),
-        "",
-    ]
-    if vision:
-        lines += [
-            "torchvision (tasks `tv-cls`, `tv-seg`, `tv-video`, `tv-det`): every model of its registry for "
-            "classification, segmentation, video and detection, random-init with 4 classes (`weights=None`), at "
+    target = f"compiled for `cpu` (and for `tpu:v6e:1x1`: {tpu} of them)"
+    if library == "transformers":
+        return (
+            "A tiny random-init instance of every model type of transformers' auto mappings for the tasks "
+            "below, exported at one size (1 × 16 tokens — to both sides of an encoder-decoder —, 2 images of "
+            "32×32, 2 waveforms of 1,600 samples or 2 fixed-size audio features) and with a dynamic batch "
+            "`Dim(1..8)` and sequence `Dim(1..64)` (`2..64` where torch refuses 1; a waveform's "
+            "`Dim(800..6400)`; batch only where it specializes the sequence, and for images and audio "
+            "features; sequence only where it specializes the batch); every parameter transformers initializes "
+            "to a constant gets a little noise (a zero router ties its experts, and eager's `topk` picks among "
+            f"ties as it likes); {target} (the dynamic one with `--buckets auto:2`), run on CPU and compared "
+            "with eager (rtol 1e-3, atol 1e-4) at one size, or at 9 (batch, seq) pairs: 1, the bucket edges "
+            "and each edge − 1, sizes in the middle.")
+    scale = ("compared by `run --reference`'s default rule (within 1e-4 of the output's scale, max(1, max |ref|): "
+             "at their real depth random-init networks reach activations of 10^3, where f32 rounding alone "
+             "passes the element-wise atol of 1e-4)")
+    if library == "torchvision":
+        return (
+            "Every model of torchvision's registry for classification, segmentation, video and detection "
+            "(tasks `tv-cls`, `tv-seg`, `tv-video`, `tv-det`), random-init with 4 classes (`weights=None`), at "
             f"its own size up to {MAX_VISION_PARAMS // 1_000_000}M parameters, on {VISION_IMAGE}×{VISION_IMAGE} "
             "images (Inception 128; MaxViT, S3D and MViT 224; video: 8 frames, 16 for S3D and MViT; detection "
-            f"resizes to {VISION_IMAGE}, SSD to its own size, and returns the first image's boxes), "
-            "exported at batch 2 and with a dynamic batch, and compared by `run --reference`'s default rule (within "
-            "1e-4 of the output's scale, max(1, max |ref|): at their real depth the random-init networks reach "
-            "activations of 10^3, where f32 rounding alone passes the element-wise atol of 1e-4): " + summary(vision),
-            "",
-        ]
-    lines += [
-        "| task | type | static | dynamic | why (static / dynamic) |",
-        "|---|---|---|---|---|",
-    ]
-    for r in sorted(results, key=lambda r: (r["task"], r["type"])):
-        why = " / ".join(x for x in (r["static"][1], r["dynamic"][1]) if x).replace("|", "\\|").replace("\n", " ")
-        lines.append(f"| {r['task']} | `{r['type']}` | {r['static'][0]} | {r['dynamic'][0]} | {why} |")
-    open(path, "w").write("\n".join(lines) + "\n")
+            f"resizes to {VISION_IMAGE}, SSD to its own size, and returns the first image's boxes), exported at "
+            f"batch 2 and with a dynamic batch `Dim(1..8)`, {target}, run at 9 batch sizes and {scale}.")
+    if library == "timm":
+        return (
+            "One model of each of timm's families (its modules: the one with the fewest parameters, up to "
+            f"{MAX_VISION_PARAMS // 1_000_000}M), random-init with 4 classes, on {VISION_IMAGE}×{VISION_IMAGE} "
+            "images where the model takes them (`img_size` where it has one), else at its default input size, "
+            f"exported at batch 2 and with a dynamic batch `Dim(1..8)`, {target}, run at 9 batch sizes and {scale}.")
+    return (
+        "A tiny random-init instance of each of diffusers' model classes below (UNets, VAEs, ControlNets and "
+        "diffusion transformers; their configs in `testdata/zoo_diffusers.py`), every parameter diffusers "
+        "initializes to a constant given a little noise (zero convolutions and adaLN-zero would make the output a "
+        "constant), called on a latent with a fixed timestep and fixed conditioning repeated over the batch, "
+        "exported at batch 2 and with a dynamic batch "
+        f"`Dim(1..8)`, {target}, run at 9 batch sizes and {scale}.")
 
 
 def main():
@@ -577,7 +655,8 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--compiler", required=True)
     p.add_argument("--out", required=True)
-    p.add_argument("--tasks", default=",".join(TASKS), help=f"of {', '.join(list(TASKS) + list(VISION_TASKS))}")
+    every = [t for ts in LIBRARIES.values() for t in ts]
+    p.add_argument("--tasks", default=",".join(TASKS), help=f"of {', '.join(every)}")
     p.add_argument("--only", default="")
     p.add_argument("--limit", type=int, default=0)
     p.add_argument("--again", action="store_true", help="export and evaluate everything again")
@@ -588,39 +667,65 @@ def main():
     p.add_argument("--table-only", action="store_true", help="write the table from the results so far")
     p.add_argument("--table", default=os.path.join(ROOT, "docs", "zoo.md"))
     args = p.parse_args()
-    import torch
-    import torchvision
-    import transformers
-
-    results, planned = [], 0
-    for task in args.tasks.split(","):
-        if task in VISION_TASKS:
-            types = vision_types(task)
-        else:
-            types = sorted(getattr(transformers.models.auto.modeling_auto, TASKS[task]))
+    tasks = args.tasks.split(",")
+    unknown = [t for t in tasks if not any(t in ts for ts in LIBRARIES.values())]
+    if unknown:
+        p.error(f"unknown task {', '.join(unknown)}")
+    results, planned = [], {lib: 0 for lib in LIBRARIES}
+    tabled = zoo_table.tabled(args.table)
+    for task in tasks:
+        types = task_types(task, args.out)
         if args.only:
             types = [t for t in types if t in args.only.split(",")]
         if args.limit:
             types = types[: args.limit]
-        planned += len(types)
+        planned[library_of(task)] += len(types)
         for i, t in enumerate(types):
-            if args.table_only:
-                done = os.path.join(args.out, task, t, "result.json")
+            done = os.path.join(args.out, task, t, "result.json")
+            # A row the table holds but this machine has no result for was swept elsewhere: kept.
+            kept = (task, t) in tabled and not os.path.exists(done)
+            if args.table_only or (kept and not (args.again or args.recheck or args.add_tpu)):
                 results.extend([json.load(open(done))] if os.path.exists(done) else [])
                 continue
             r = sweep_one(args, task, t)
             results.append(r)
             print(f"[{task} {i + 1}/{len(types)}] {t}: static {r['static'][0]}, dynamic {r['dynamic'][0]} "
                   f"{(r['dynamic'][1] or r['static'][1])[:160]}", flush=True)
-    compiler_version = subprocess.run([args.compiler, "--version"], capture_output=True, text=True).stdout.strip()
-    versions = (f"torch {torch.__version__}, transformers {transformers.__version__}, torchvision "
-                f"{torchvision.__version__}, {compiler_version}")
     # No path of this machine in the table.
     for r in results:
         for k in ("static", "dynamic"):
             r[k][1] = r[k][1].replace(os.path.abspath(args.out) + os.sep, "").replace(os.path.expanduser("~"), "~")
-    write_table(results, args.table, versions, planned)
+    zoo_table.write_table(results, args.table, versions(args.compiler), planned, LIBRARIES, describe)
     print(f"wrote {args.table}")
+
+
+def task_types(task, out):
+    """The architectures of one task, in the sweep's order."""
+    if task in VISION_TASKS:
+        return vision_types(task)
+    if task == "timm":
+        return timm_types(out)
+    if task == "diffusers":
+        sys.path.insert(0, HERE)
+        import zoo_diffusers
+
+        return zoo_diffusers.types()
+    import transformers
+
+    return sorted(getattr(transformers.models.auto.modeling_auto, TASKS[task]))
+
+
+def versions(compiler):
+    """The versions each library's section names: torch, the library, the compiler."""
+    import importlib.metadata
+
+    import torch
+
+    compiler_version = subprocess.run([compiler, "--version"], capture_output=True, text=True).stdout.strip()
+    return {
+        lib: f"torch {torch.__version__}, {lib} {importlib.metadata.version(lib)}, {compiler_version}"
+        for lib in LIBRARIES
+    }
 
 
 if __name__ == "__main__":

@@ -189,9 +189,18 @@ pub fn run(program: &str, args: &[&str], envs: &[(&str, &OsStr)]) -> Result<()> 
 }
 
 /// Pinned versions of the generator's environment (see testdata/README.md).
-const TESTDATA_PACKAGES: &[&str] =
-    &["torch==2.15.0", "transformers==5.24.0", "numpy==2.4.6", "safetensors==0.8.0", "pillow"];
-const TESTDATA_NO_DEPS: &[&str] = &["torchvision==0.29.2"];
+const TESTDATA_PACKAGES: &[&str] = &[
+    "torch==2.15.0",
+    "transformers==5.24.0",
+    "numpy==2.4.6",
+    "safetensors==0.8.0",
+    "pillow",
+    // diffusers' own imports.
+    "requests==2.34.2",
+    "importlib_metadata==10.2.0",
+];
+/// Installed without their dependencies (they would pull another torch); the sweep's libraries.
+const TESTDATA_NO_DEPS: &[&str] = &["torchvision==0.29.2", "timm==1.0.31", "diffusers==0.42.1"];
 
 fn testdata(models: &[String]) -> Result<()> {
     let python = testdata_python()?;
