@@ -1,10 +1,12 @@
 //! Sizes that come from data, as the export writes them: `nonzero` and `item()` with the
-//! symbol the export names their size with, indexing by a boolean mask, the runtime
-//! assertions on sizes (`_assert_scalar`) that the symbols' ranges prove, which are left out,
-//! and a split by counts read from data with the `cat` that puts its pieces back together
-//! (an MoE's tokens grouped by expert, JetMoE): the pieces are gathers at the running sum of
-//! the counts, and the `cat`, whose size the export asserts (`Eq(u0 + u1 + u2 + u3, 32)`), a
-//! scatter of each piece at its offset.
+//! symbol the export names their size with, `repeat_interleave` of counts without
+//! `output_size` (a `nonzero` of a mask, when the export bounds its length), indexing by a
+//! boolean mask, the runtime assertions on sizes (`_assert_scalar`) that the symbols' ranges
+//! prove, which are left out, a split by counts read from data with the `cat` that puts its
+//! pieces back together (an MoE's tokens grouped by expert, JetMoE): the pieces are gathers at
+//! the running sum of the counts, and the `cat`, whose size the export asserts
+//! (`Eq(u0 + u1 + u2 + u3, 32)`), a scatter of each piece at its offset — and a `pad` back to a
+//! fixed length by an amount computed from a count (Mochi), the same scatter.
 
 use std::collections::BTreeMap;
 
