@@ -1,6 +1,7 @@
 //! NumPy `.npy` files: the input and output format of `run`.
 //!
-//! Reads format versions 1–3 (little-endian, C order) and writes version 1. numpy has no
+//! Reads format versions 1–3 (little-endian; C order, or Fortran order turned row-major) and
+//! writes version 1 in C order. numpy has no
 //! bfloat16 or fp8: such outputs are written widened to float32 (exactly), and float32 inputs
 //! are accepted for them (rounded to nearest even).
 
@@ -111,17 +112,19 @@ impl Array {
         let header = std::str::from_utf8(header).map_err(|_| "header is not text")?;
         let descr = dict_value(header, "descr").and_then(quoted).ok_or("header has no 'descr' string")?;
         let dtype = dtype_of_descr(descr).ok_or_else(|| format!("unsupported dtype '{descr}'"))?;
-        if dict_value(header, "fortran_order").is_some_and(|v| v.starts_with("True")) {
-            return Err("Fortran-order arrays are not supported; save with np.ascontiguousarray".into());
-        }
+        let fortran = dict_value(header, "fortran_order").is_some_and(|v| v.starts_with("True"));
         let shape_text = dict_value(header, "shape").ok_or("header has no 'shape'")?;
         let shape = parse_shape(shape_text)?;
         let data = &bytes[start + header_len..];
-        let want = shape.iter().product::<i64>() as usize * dtype.size_bytes();
+        let want = shape
+            .iter()
+            .try_fold(dtype.size_bytes(), |n, &d| n.checked_mul(d as usize))
+            .ok_or_else(|| format!("shape {shape:?} of {dtype} is too large"))?;
         if data.len() != want {
             return Err(format!("shape {shape:?} of {dtype} needs {want} data bytes, the file has {}", data.len()));
         }
-        Ok(Array { dtype, shape, data: data.to_vec() })
+        let data = if fortran { row_major(data, &shape, dtype.size_bytes()) } else { data.to_vec() };
+        Ok(Array { dtype, shape, data })
     }
 
     /// The `.npy` bytes (format version 1). Dtypes numpy lacks (bf16, fp8) are widened to f32.
@@ -231,8 +234,34 @@ fn parse_shape(text: &str) -> Result<Vec<i64>, String> {
         .split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
-        .map(|s| s.trim_end_matches('L').parse::<i64>().map_err(|_| format!("bad shape entry '{s}'")))
+        .map(|s| match s.trim_end_matches('L').parse::<i64>() {
+            Ok(d) if d >= 0 => Ok(d),
+            _ => Err(format!("bad shape entry '{s}'")),
+        })
         .collect()
+}
+
+/// The elements of a Fortran-order (column-major) array of `shape`, in row-major order.
+fn row_major(column_major: &[u8], shape: &[i64], elem: usize) -> Vec<u8> {
+    let dims: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
+    let mut strides = vec![1usize; dims.len()];
+    for k in 1..dims.len() {
+        strides[k] = strides[k - 1] * dims[k - 1];
+    }
+    let mut out = Vec::with_capacity(column_major.len());
+    let mut index = vec![0usize; dims.len()];
+    for _ in 0..column_major.len() / elem.max(1) {
+        let src = index.iter().zip(&strides).map(|(i, s)| i * s).sum::<usize>() * elem;
+        out.extend_from_slice(&column_major[src..src + elem]);
+        for k in (0..dims.len()).rev() {
+            index[k] += 1;
+            if index[k] < dims[k] {
+                break;
+            }
+            index[k] = 0;
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -263,6 +292,20 @@ mod tests {
         let mut bytes = Array { dtype: DType::F32, shape: vec![4], data: vec![0; 16] }.to_npy();
         bytes.truncate(bytes.len() - 1);
         assert!(Array::parse(&bytes).unwrap_err().contains("needs 16 data bytes"));
+        let huge = Array { dtype: DType::F32, shape: vec![1 << 62, 1 << 62], data: vec![] }.to_npy();
+        assert!(Array::parse(&huge).unwrap_err().contains("too large"));
+        let negative = Array { dtype: DType::F32, shape: vec![-1], data: vec![] }.to_npy();
+        assert!(Array::parse(&negative).unwrap_err().contains("bad shape entry '-1'"));
+    }
+
+    #[test]
+    fn reads_fortran_order_as_row_major() {
+        // np.asfortranarray([[1, 2, 3], [4, 5, 6]]) stores its columns one after another.
+        let column_major = Array { dtype: DType::U8, shape: vec![2, 3], data: vec![1, 4, 2, 5, 3, 6] };
+        let mut bytes = column_major.to_npy();
+        let at = bytes.windows(5).position(|w| w == b"False").unwrap();
+        bytes[at..at + 5].copy_from_slice(b"True ");
+        assert_eq!(Array::parse(&bytes).unwrap().data, [1, 2, 3, 4, 5, 6]);
     }
 }
 

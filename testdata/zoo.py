@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The architecture sweep (`cargo xtask zoo`): a tiny random-init instance of every model type
 in transformers' auto mappings (causal LM, masked LM, sequence classification, image
-classification, encoder-decoder LM, audio classification), every model of torchvision's
+classification, encoder-decoder LM, audio classification, and AutoModel for the types none of
+those has: task `base`), every model of torchvision's
 registry (classification, segmentation, video, detection: tasks `tv-*`, at their own sizes),
 one model of each of timm's families (task `timm`) and diffusers' model classes (task
 `diffusers`, tiny configs in zoo_diffusers.py), exported twice — at one size (non-strict, then
@@ -48,7 +49,13 @@ TASKS = {
     "image-cls": "MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES",
     "seq2seq": "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES",
     "audio-cls": "MODEL_FOR_AUDIO_CLASSIFICATION_MAPPING_NAMES",
+    # AutoModel, for the model types no task above has (multimodal models, vision and audio
+    # encoders, detectors, codecs): each called on its main input alone.
+    "base": "MODEL_MAPPING_NAMES",
 }
+# What `base` feeds a model, by its main input's name (beside it, fixed companions: find_companions).
+BASE_INPUTS = {"input_ids": "tokens", "pixel_values": "image", "input_values": "audio",
+               "input_features": "features"}
 # torchvision's model families (its registry of builders), at their own sizes, random-init.
 VISION_TASKS = {
     "tv-cls": "torchvision.models",
@@ -256,7 +263,10 @@ def build(task, model_type):
         break_ties(model)
         return model
     names = getattr(transformers.models.auto.modeling_auto, TASKS[task])
-    cls = getattr(transformers, names[model_type])
+    name = names[model_type]
+    cls = getattr(transformers, name if isinstance(name, str) else name[0])
+    if task == "base" and cls.main_input_name not in BASE_INPUTS:
+        raise RuntimeError(f"its main input `{cls.main_input_name}` is not one the sweep makes")
     cfg = tiny_config(model_type)
     torch.manual_seed(0)
     model = cls(cfg).eval()
@@ -296,6 +306,9 @@ def input_kind(task, model):
         return task
     if task == "seq2seq":
         return "seq2seq"
+    if task == "base":
+        kind = BASE_INPUTS[model.main_input_name]
+        return "seq2seq" if kind == "tokens" and model.config.is_encoder_decoder else kind
     if task == "audio-cls":
         # The AST takes spectrogram features under the name `input_values`.
         waveform = model.main_input_name == "input_values" and not hasattr(model.config, "num_mel_bins")
@@ -318,6 +331,15 @@ class Wrapper(__import__("torch").nn.Module):
     def __init__(self, model, kind, image=VISION_IMAGE, frames=VISION_FRAMES):
         super().__init__()
         self.model, self.kind, self.image, self.frames = model, kind, image, frames
+        self.companions = []
+
+    def set_companions(self, fixed):
+        """Fixed inputs (batch 1, repeated over the batch) passed beside `x`, as buffers."""
+        for name in self.companions:
+            delattr(self, f"companion_{name}")
+        self.companions = list(fixed)
+        for name, v in fixed.items():
+            self.register_buffer(f"companion_{name}", v)
 
     def forward(self, x):
         if self.kind == "diffusers":
@@ -330,20 +352,48 @@ class Wrapper(__import__("torch").nn.Module):
                 return out[0]["boxes"]
             return out
         if self.kind == "image":
-            out = self.model(pixel_values=x)
-        elif self.kind == "audio":
-            out = self.model(input_values=x)
-        elif self.kind == "features":
-            out = self.model(**{self.model.main_input_name: x})
+            kw = {"pixel_values": x}
+        elif self.kind in ("audio", "features"):
+            kw = {self.model.main_input_name: x}
+            if "decoder_input_ids" in __import__("inspect").signature(self.model.forward).parameters:
+                # A speech encoder-decoder's decoder reads a few fixed tokens.
+                kw["decoder_input_ids"] = __import__("torch").full((x.shape[0], 4), 3)
         else:
-            kw = {"decoder_input_ids": x} if self.kind == "seq2seq" else {}
+            kw = {"input_ids": x, **({"decoder_input_ids": x} if self.kind == "seq2seq" else {})}
             if "use_cache" in self.model.forward.__code__.co_varnames:
                 kw["use_cache"] = False
-            out = self.model(input_ids=x, **kw)
+        for name in self.companions:
+            v = getattr(self, f"companion_{name}")
+            kw.setdefault(name, v.expand(x.shape[0], *v.shape[1:]))
+        out = self.model(**kw)
         for k in ("logits", "last_hidden_state"):
             if getattr(out, k, None) is not None:
                 return getattr(out, k)
         return out[0]
+
+
+def find_companions(module, x):
+    """For a `base` model that needs another input beside its main one (a dual encoder's image
+    beside its text, a Q-Former's text beside its image): the first set of fixed inputs with which
+    it runs eagerly, or none."""
+    import torch
+
+    cfg = module.model.config
+    vision = getattr(cfg, "vision_config", None) or cfg
+    size = getattr(vision, "image_size", IMAGE)
+    size = size if isinstance(size, int) else IMAGE
+    g = torch.Generator().manual_seed(2)
+    pixels = torch.randn(1, getattr(vision, "num_channels", 3), size, size, generator=g)
+    tokens = torch.randint(3, VOCAB, (1, 8), generator=g)
+    for fixed in ({}, {"pixel_values": pixels}, {"input_ids": tokens}, {"pixel_values": pixels, "input_ids": tokens}):
+        module.set_companions(fixed)
+        try:
+            with torch.no_grad():
+                module(x)
+            return
+        except Exception:  # noqa: BLE001 - whatever the model raises without the input it needs
+            continue
+    module.set_companions({})
 
 
 def make_input(module, b, s, seed):
@@ -432,6 +482,8 @@ def worker(task, model_type, out):
         model = build(task, model_type)
         image = getattr(model, "zoo_image", VISION_IMAGE_OF.get(model_type, VISION_IMAGE))
         module = Wrapper(model, input_kind(task, model), image, VISION_FRAMES_OF.get(model_type, VISION_FRAMES)).eval()
+        if task == "base":
+            find_companions(module, make_input(module, 2, 16, 1))
     except Exception as e:  # noqa: BLE001
         info["build"] = f"{type(e).__name__}: {first_line(e)}"
         json.dump(info, open(os.path.join(out, "export.json"), "w"))
@@ -609,7 +661,10 @@ def describe(library, results):
     if library == "transformers":
         return (
             "A tiny random-init instance of every model type of transformers' auto mappings for the tasks "
-            "below, exported at one size (1 × 16 tokens — to both sides of an encoder-decoder —, 2 images of "
+            "below (`base`: AutoModel for the types no other task has, called on its main input — tokens, an image, "
+            "a waveform or audio features — and, where it needs them, a fixed image, 8 fixed tokens (repeated over "
+            "the batch) or 4 fixed decoder tokens; a model that needs another input fails at export with its own "
+            "error), exported at one size (1 × 16 tokens — to both sides of an encoder-decoder —, 2 images of "
             "32×32, 2 waveforms of 1,600 samples or 2 fixed-size audio features) and with a dynamic batch "
             "`Dim(1..8)` and sequence `Dim(1..64)` (`2..64` where torch refuses 1; a waveform's "
             "`Dim(800..6400)`; batch only where it specializes the sequence, and for images and audio "
@@ -712,7 +767,11 @@ def task_types(task, out):
         return zoo_diffusers.types()
     import transformers
 
-    return sorted(getattr(transformers.models.auto.modeling_auto, TASKS[task]))
+    auto = transformers.models.auto.modeling_auto
+    types = set(getattr(auto, TASKS[task]))
+    if task == "base":
+        types -= {t for other in TASKS if other != "base" for t in getattr(auto, TASKS[other])}
+    return sorted(types)
 
 
 def versions(compiler):
