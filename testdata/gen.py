@@ -1236,6 +1236,13 @@ MODELS = {
         desc="JetMoE-style MoE (4 experts, top-2): tokens sorted by expert, split by counts read with "
              "tolist() (u0..u3, whose sum torch asserts is 20), each piece through its expert, cat, index_add",
         inputs=[(randn((2, 5, 8), s),) for s in (1510, 1511, 1512)]),
+    "moe_split_counts_dyn": dict(
+        state_dict_of="moe_split_counts",
+        build=MoESplitCounts,
+        desc="moe_split_counts (same weights) with dynamic batch Dim('batch', 1..8) and seq Dim('seq', 1..64): "
+             "the sorted tokens' dim is padded, the pieces' offsets come from counts (at most 2·batch·seq each)",
+        inputs=[(randn((b, s, 8), 1520 + s),) for b, s in edge_pairs(EDGE_SEQS, EDGE_BATCHES)],
+        dynamic_shapes={"x": {0: BATCH, 1: DYN_SEQ}}),
     "checked_item": dict(
         build=CheckedItem,
         desc="x * 2 after asserting on a count read with item() (torch._check): the unbacked "

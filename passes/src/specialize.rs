@@ -100,7 +100,7 @@ pub fn specialize(graph: &Graph, env: &BTreeMap<String, i64>) -> Result<Graph, S
 pub fn count_symbol(op: &Op) -> Option<&str> {
     match op {
         Op::Nonzero(Nonzero { size: Dim::Sym(SymExpr::Sym(s)) })
-        | Op::Item(Item { size: Dim::Sym(SymExpr::Sym(s)) }) => Some(s),
+        | Op::Item(Item { size: Dim::Sym(SymExpr::Sym(s)), .. }) => Some(s),
         _ => None,
     }
 }
@@ -126,10 +126,14 @@ pub fn computed_bounds(
         let Some(symbol) = count_symbol(&graph.node(id).op) else { continue };
         let Some(&x) = graph.inputs(id).first() else { continue };
         let declared = graph.symbols().get(symbol).and_then(|b| b.max);
-        if matches!(graph.node(id).op, Op::Item(_)) {
+        if let Op::Item(Item { at_most, .. }) = &graph.node(id).op {
+            let asserted = at_most.as_ref().and_then(|d| match d {
+                Dim::Static(v) => Some(*v),
+                Dim::Sym(e) => e.eval(&env),
+            });
             // An `item()` only used as a number needs no bound: any value stands for it.
             let bound = match declared {
-                Some(max) => max,
+                Some(max) => asserted.map_or(max, |a| a.clamp(0, max)),
                 None if !sizes_used.contains(symbol) => graph.symbols().get(symbol).and_then(|b| b.min).unwrap_or(0),
                 None => {
                     let made_by = format!(" (the value of item() at node `{}`)", graph.node(id).name);
@@ -198,7 +202,8 @@ fn op_dims(op: &mut Op) -> Vec<&mut Dim> {
         Op::Slice(Slice { start, end, .. }) => vec![start, end],
         Op::ArangeSym(ArangeSym { end, .. }) => vec![end],
         Op::Repeat(Repeat { repeats }) => repeats.iter_mut().collect(),
-        Op::TopK(TopK { k, .. }) | Op::Nonzero(Nonzero { size: k }) | Op::Item(Item { size: k }) => vec![k],
+        Op::TopK(TopK { k, .. }) | Op::Nonzero(Nonzero { size: k }) => vec![k],
+        Op::Item(Item { size, at_most }) => std::iter::once(size).chain(at_most).collect(),
         Op::SymInt(SymInt { value }) => vec![value],
         // Every other op's attributes are plain integers.
         _ => vec![],
@@ -236,6 +241,23 @@ mod tests {
           return user[0] = %1
         }
         ");
+    }
+
+    /// An `item()` that an asserted sum bounds by `2·s0` (an MoE's per-expert count) computes
+    /// at that bound in each bucket, within its declared maximum.
+    #[test]
+    fn item_bounded_by_an_expression_computes_at_the_buckets_value() {
+        let mut b = Builder::new("g");
+        b.graph_mut().add_symbol("s0", Bounds { min: Some(1), max: Some(8) });
+        b.graph_mut().add_symbol("u0", Bounds { min: Some(0), max: Some(10) });
+        let x = b.input("x", TensorType::new(DType::I64, &[1]));
+        let at_most = Some(Dim::Sym(SymExpr::Mul(vec![SymExpr::Int(2), SymExpr::sym("s0")])));
+        let item = Op::Item(Item { size: Dim::Sym(SymExpr::sym("u0")), at_most });
+        let n = b.op("n", item, &[x], TensorType::new(DType::I64, &[]));
+        b.output(n);
+        let g = b.finish();
+        let at = |s0: i64| computed_bounds(&g, &BTreeMap::from([("s0".into(), s0)])).unwrap()["u0"];
+        assert_eq!((at(3), at(5), at(8)), (6, 10, 10));
     }
 
     #[test]

@@ -224,11 +224,12 @@ fn real_dims(v: &crate::artifact::SignatureValue, real: &BTreeMap<String, i64>) 
     v.sym_dims.iter().map(|e| e.eval(real)).collect()
 }
 
-/// The bucket that runs the real sizes `real`: the smallest (by the product of its sizes) that
-/// holds every one; `None` when none does.
+/// The bucket that runs the real sizes `real`: the smallest (by the product of its sizes of the
+/// symbols in `real`, the inputs' dims) that holds every one; `None` when none does.
 pub(crate) fn bucket_for<'m>(m: &'m Manifest, real: &BTreeMap<String, i64>) -> Option<&'m Bucket> {
     let holds = |b: &&Bucket| real.iter().all(|(s, v)| b.bindings.get(s).is_some_and(|bv| bv >= v));
-    let volume = |b: &&Bucket| b.bindings.values().product::<i64>();
+    let volume =
+        |b: &&Bucket| real.keys().filter_map(|s| b.bindings.get(s)).fold(1i64, |acc, &v| acc.saturating_mul(v));
     m.buckets.iter().filter(holds).min_by_key(volume)
 }
 

@@ -154,7 +154,8 @@ parity_tests!(
     pad_counts,
     moe_gather,
     moe_gather_dyn,
-    moe_split_counts
+    moe_split_counts,
+    moe_split_counts_dyn
 );
 
 #[test]
@@ -291,7 +292,8 @@ fn run_case(name: &str, artifact: &Path, case: &str, tmp: &Path) -> String {
 /// GPT-OSS-style model (attention sinks concatenated after the padded scores), a
 /// single-head Llama and T5's encoder and decoder at batch 1 (views with size-1 dims), a
 /// Mamba-style causal convolution, a CNN padding its images with `constant_pad_nd`, Meta-style
-/// attention with complex rotary embeddings, sizes as operands of tensor arithmetic.
+/// attention with complex rotary embeddings, sizes as operands of tensor arithmetic, a
+/// JetMoE-style MoE whose pieces of sorted tokens have sizes from data.
 #[test]
 fn dynamic_models_match_eager_at_every_size() {
     let models = [
@@ -315,6 +317,7 @@ fn dynamic_models_match_eager_at_every_size() {
         ("cond_size_dyn", 7),
         ("scan_rnn_dyn", 5),
         ("moe_gather_dyn", 7),
+        ("moe_split_counts_dyn", 13),
     ];
     for (name, min_cases) in models {
         let tmp = TempDir::new(name);

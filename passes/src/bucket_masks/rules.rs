@@ -3,8 +3,8 @@
 
 use super::{DynDims, Factors, Masker, MERGED, REFUSED};
 use crate::ir::ops::{
-    ArgReduce, Binary, Bmm, Cat, Convert, Convolution, ExtremumDim, Gather, Histc, Index, IndexPut, IndexSelect,
-    LayerNorm, Mm, Pad, Reduce, Repeat, Scatter, Select, Slice, Softmax, SplitWithSizes, View,
+    ArgReduce, Binary, Bmm, Cat, Convert, Convolution, ExtremumDim, Full, Gather, Histc, Index, IndexPut, IndexSelect,
+    LayerNorm, Mm, Pad, Reduce, Repeat, Scatter, Select, Slice, Softmax, SplitWithSizes, View, Where,
 };
 use crate::ir::{
     norm_dim, ArgReduceOp, BinaryOp, DType, Dim, Graph, Node, NodeId, Op, Operand, ReduceOp, Scalar, SymExpr,
@@ -195,12 +195,14 @@ impl Masker<'_> {
         Ok(())
     }
 
-    /// A gather along a padded dim: its indices must be real positions of that dim.
-    fn gather(&mut self, graph: &Graph, id: NodeId, across: &[Across]) -> Result<(), String> {
+    /// A gather along a padded dim. Indices that are real positions of it (`arange`, a sort's
+    /// indices) read real rows; along a prefix, other indices (computed from data: the offsets
+    /// of an MoE's pieces of sorted tokens) are made so: see [`Masker::clamp_into_real_rows`].
+    fn gather(&mut self, graph: &mut Graph, id: NodeId, across: &[Across]) -> Result<(), String> {
         let ins = graph.inputs(id);
-        let node = graph.node(id);
+        let op = graph.node(id).op.clone();
         for (slot, d, f) in across {
-            let index = match &node.op {
+            let index = match &op {
                 Op::Index(Index { present }) if *slot == 0 && present.get(*d) == Some(&true) => {
                     Some(1 + present[..*d].iter().filter(|&&p| p).count())
                 }
@@ -213,17 +215,74 @@ impl Masker<'_> {
                 }
                 _ => return Err(format!("reads across the dynamic dim {d} of operand {slot}")),
             };
-            match index.map(|i| self.positions.get(&ins[i])) {
+            match index.map(|i| (i, self.positions.get(&ins[i]))) {
                 None if f.len() > 1 => return Err(MERGED.into()),
                 None => {}
-                Some(Some(p)) if self.same_factors(p, f) => {}
-                Some(_) if index.is_some_and(|i| self.window_fits(&ins[i], f)) => {}
+                Some((_, Some(p))) if self.same_factors(p, f) => {}
+                Some((i, _)) if self.window_fits(&ins[i], f) => {}
+                // Numbers: from data, or positions of another prefix.
+                Some((i, p)) if f.len() == 1 && p.is_none_or(|p| p.len() == 1) => {
+                    self.clamp_into_real_rows(graph, id, i, &f[0])?
+                }
                 Some(_) => {
                     return Err(format!("gathers along the dynamic dim {d} with indices that are not positions"))
                 }
             }
         }
         Ok(())
+    }
+
+    /// Indices from data along a padded prefix of real length `len`, as the program's input
+    /// `slot` of `id`: a negative one wrapped by the real length (as eager wraps it by its
+    /// size), then all clamped into `[0, len)`. Every index eager accepts reads the row it
+    /// reads in eager; one eager rejects (out of bounds) reads a real row too, never padding.
+    fn clamp_into_real_rows(
+        &mut self,
+        graph: &mut Graph,
+        id: NodeId,
+        slot: usize,
+        len: &SymExpr,
+    ) -> Result<(), String> {
+        let index = graph.inputs(id)[slot];
+        let wrapped = self.wrapped(graph, id, index, len)?;
+        let ty = Self::ty(graph, index);
+        let real = self.real_length_as(graph, id, len, ty.dtype)?;
+        let scalar_ty = TensorType { dtype: ty.dtype, dims: vec![] };
+        let last = self.binary(graph, id, BinaryOp::Sub, Operand::Scalar(Scalar::Int(1)), &[real], scalar_ty);
+        let at_most = self.binary(graph, id, BinaryOp::Minimum, Operand::Tensor, &[wrapped, last], ty.clone());
+        let clamped = self.binary(graph, id, BinaryOp::Maximum, Operand::Scalar(Scalar::Int(0)), &[at_most], ty);
+        graph.set_input(id, slot as u16, clamped);
+        Ok(())
+    }
+
+    /// `index` with its negative entries wrapped by the real length `len`, as eager wraps them
+    /// by its size (the bucket's program would wrap them by the padded size).
+    fn wrapped(&mut self, graph: &mut Graph, id: NodeId, index: ValueRef, len: &SymExpr) -> Result<ValueRef, String> {
+        let ty = Self::ty(graph, index);
+        if !ty.dtype.is_integer() {
+            return Err(format!("indexes a dynamic dim with {} indices", ty.dtype));
+        }
+        let real = self.real_length_as(graph, id, len, ty.dtype)?;
+        let bool_ty = TensorType { dtype: DType::Bool, dims: ty.dims.clone() };
+        let negative = self.binary(graph, id, BinaryOp::Lt, Operand::Scalar(Scalar::Int(0)), &[index], bool_ty);
+        let shifted = self.binary(graph, id, BinaryOp::Add, Operand::Tensor, &[index, real], ty.clone());
+        let select = Op::Where(Where { on_true: Operand::Tensor, on_false: Operand::Tensor });
+        Ok(self.add(graph, id, select, ty, &[negative, shifted, index]))
+    }
+
+    /// The real value of `len` as a scalar of `dtype`.
+    fn real_length_as(
+        &mut self,
+        graph: &mut Graph,
+        id: NodeId,
+        len: &SymExpr,
+        dtype: DType,
+    ) -> Result<ValueRef, String> {
+        let real = self.length(graph, id, len)?;
+        if dtype == DType::I64 {
+            return Ok(real);
+        }
+        Ok(self.add(graph, id, Op::Convert(Convert), TensorType { dtype, dims: vec![] }, &[real]))
     }
 
     /// A window of positions (see `Masker::windows`) that indexes a padded prefix of `f` reads
@@ -254,20 +313,34 @@ impl Masker<'_> {
         let indexed: Vec<usize> = present.iter().enumerate().filter(|(_, &p)| p).map(|(d, _)| d).collect();
         // Every padded dim of the target indexed by positions of it (not a permutation of it):
         // real indices land on real positions (an MoE adding its experts' results back to
-        // their tokens).
+        // their tokens). A target that is the same everywhere (`zeros`) takes the layout of
+        // the positions written into it: a prefix `[batch·seq]` becomes factors `[batch, seq]`.
+        // Padded prefixes indexed by numbers from data (the offsets of an MoE's pieces of
+        // sorted tokens): real indices are real positions as eager has them, after wrapping.
         let permutes = ins[1..].iter().any(|v| self.perms.contains_key(v));
-        let at_positions = !in_dyn[0].is_empty()
-            && !permutes
-            && in_dyn[0].iter().all(|(d, f)| {
-                let slot = indexed.iter().position(|k| k == d).map(|i| ins[1 + i]);
-                slot.and_then(|v| self.positions.get(&v)).is_some_and(|p| self.same_factors(p, f))
-            });
-        if !in_dyn[0].is_empty() && !at_positions {
+        let uniform = matches!(graph.node(ins[0].node).op, Op::Full(_));
+        let (mut layouts, mut from_data) = (vec![], vec![]);
+        for (&d, f) in &in_dyn[0] {
+            let slot = indexed.iter().position(|k| *k == d).map(|i| 1 + i);
+            let p = slot.and_then(|slot| self.positions.get(&ins[slot]));
+            match (slot, p) {
+                (Some(_), Some(p)) if self.same_factors(p, f) => layouts.push((d, f.clone())),
+                (Some(_), Some(p)) if uniform && self.same_factors(&[SymExpr::Mul(p.clone()).simplify()], f) => {
+                    layouts.push((d, p.clone()))
+                }
+                (Some(slot), p) if f.len() == 1 && p.is_none_or(|p| p.len() == 1) => {
+                    layouts.push((d, f.clone()));
+                    from_data.push((slot, f[0].clone()));
+                }
+                _ => break,
+            }
+        }
+        if !in_dyn[0].is_empty() && (permutes || layouts.len() < in_dyn[0].len()) {
             return self.invert(graph, id, (present, accumulate), in_dyn);
         }
         let out = ValueRef { node: id, slot: 0 };
-        for (&d, f) in in_dyn[0].iter().filter(|(_, f)| f.len() > 1) {
-            self.merged.insert((out, d), f.clone());
+        for (d, f) in layouts.into_iter().filter(|(_, f)| f.len() > 1) {
+            self.merged.insert((out, d), f);
         }
         let dims = Self::ty(graph, ins[0]).dims;
         for (slot, &d) in (1..).zip(&indexed) {
@@ -277,6 +350,11 @@ impl Masker<'_> {
             let past_end = dims[d].as_static().ok_or("not specialized")?;
             let dynamic: Vec<usize> = in_dyn[slot].keys().copied().collect();
             self.mask_input(graph, id, slot, &dynamic, Scalar::Int(past_end))?;
+        }
+        for (slot, len) in from_data {
+            let index = graph.inputs(id)[slot];
+            let wrapped = self.wrapped(graph, id, index, &len)?;
+            graph.set_input(id, slot as u16, wrapped);
         }
         Ok(())
     }
@@ -293,7 +371,13 @@ impl Masker<'_> {
     ) -> Result<(), String> {
         let ins = graph.inputs(id);
         let refused = || Err("writes into a tensor with a dynamic dim".to_string());
-        if accumulate || present != [true] || ins.len() != 3 {
+        // A permutation writes each position once: adding into zeros (`zeros.index_add(0,
+        // perm, x)`, JetMoE's attention experts) is writing.
+        let into_zeros = || {
+            let zero = |v: &Scalar| matches!(v, Scalar::Int(0)) || matches!(v, Scalar::Float(f) if *f == 0.0);
+            matches!(&graph.node(ins[0].node).op, Op::Full(Full { value, .. }) if zero(value))
+        };
+        if (accumulate && !into_zeros()) || present != [true] || ins.len() != 3 {
             return refused();
         }
         let (perm, values) = (ins[1], ins[2]);

@@ -57,8 +57,9 @@ impl Builder<'_> {
         }
         let [Argument::AsSymInt(SymIntArgument::AsName(n))] = node.outputs.as_slice() else { return Ok(None) };
         match self.sym_values.get(n) {
-            Some(d @ Dim::Sym(SymExpr::Sym(_))) if node.target == ITEM => {
-                Ok(Some((Lowered::Op(Op::Item(Item { size: d.clone() })), "self")))
+            Some(d @ Dim::Sym(SymExpr::Sym(s))) if node.target == ITEM => {
+                let at_most = self.equal_sum_with(s).map(|(_, rhs)| Dim::from_expr(rhs.clone()));
+                Ok(Some((Lowered::Op(Op::Item(Item { size: d.clone(), at_most })), "self")))
             }
             _ => Ok(None),
         }
@@ -284,12 +285,8 @@ pub(super) fn pad_by_counts(a: &mut Args<'_>) -> Result<Recipe, String> {
             return Err("a pad computed from data is supported along one dim only".into());
         };
         let d = rank.checked_sub(i + 1).ok_or("more pads than dims")?;
-        let len = w.ty(x).dims.get(d).cloned().ok_or("internal: a dim of x")?;
-        let at = positions(w, &pad[2 * i].to_expr(), &len)?;
-        let mut present = vec![false; d];
-        present.push(true);
         let fill = w.typed(Op::Full(Full { size: out.dims.clone(), value }), &[], vec![out])?[0];
-        Ok(vec![w.op(Op::IndexPut(IndexPut { present, accumulate: false }), &[fill, at, x])?])
+        Ok(vec![put_at(w, fill, x, d, &pad[2 * i].to_expr())?])
     }))
 }
 
@@ -302,21 +299,25 @@ pub(super) fn cat_by_counts(a: &mut Args<'_>) -> Result<Recipe, String> {
     Ok(Box::new(move |w| {
         let out = w.outputs.first().cloned().ok_or("internal: one result")?;
         let d = norm_dim(dim, out.rank());
-        let mut present = vec![false; d];
-        present.push(true);
         let zeros = Op::Full(Full { size: out.dims.clone(), value: Scalar::Int(0) });
         let mut acc = w.typed(zeros, &[], vec![out])?[0];
         let mut start = SymExpr::Int(0);
         for k in 0..count {
             let piece = w.inputs[k];
-            let len = w.ty(piece).dims.get(d).cloned().ok_or("a piece of lower rank")?;
-            let at = positions(w, &start, &len)?;
-            let put = IndexPut { present: present.clone(), accumulate: false };
-            acc = w.op(Op::IndexPut(put), &[acc, at, piece])?;
-            start = SymExpr::Add(vec![start, len.to_expr()]).simplify();
+            acc = put_at(w, acc, piece, d, &start)?;
+            start = SymExpr::Add(vec![start, w.ty(piece).dims[d].to_expr()]).simplify();
         }
         Ok(vec![acc])
     }))
+}
+
+/// `x` written into `into` along dim `d`, from position `start` on.
+fn put_at(w: &mut Wire<'_>, into: ValueRef, x: ValueRef, d: usize, start: &SymExpr) -> Result<ValueRef, String> {
+    let len = w.ty(x).dims.get(d).cloned().ok_or("a piece of lower rank")?;
+    let at = positions(w, start, &len)?;
+    let mut present = vec![false; d];
+    present.push(true);
+    w.op(Op::IndexPut(IndexPut { present, accumulate: false }), &[into, at, x])
 }
 
 impl Builder<'_> {
@@ -324,6 +325,13 @@ impl Builder<'_> {
     /// sizes (each at least 0) equal to an expression of the inputs' sizes is at most that
     /// expression's maximum (JetMoE's per-expert counts sum to twice its tokens).
     pub(super) fn bound_by_equality(&self, symbol: &str) -> Option<i64> {
+        let (_, rhs) = self.equal_sum_with(symbol)?;
+        rhs.range(&self.ranges()).map(|(_, hi)| hi)
+    }
+
+    /// The asserted equality whose first side is a sum of sizes, each at least 0, with `symbol`
+    /// among its terms: `symbol` is at most the second side.
+    fn equal_sum_with(&self, symbol: &str) -> Option<&(SymExpr, SymExpr)> {
         let ranges = self.ranges();
         let at_least_zero =
             |s: &str| self.ep.range_constraints.get(s).and_then(|rc| rc.min_val).is_some_and(|m| m >= 0);
@@ -331,13 +339,12 @@ impl Builder<'_> {
             SymExpr::Sym(s) => at_least_zero(s),
             _ => e.range(&ranges).is_some_and(|(lo, _)| lo >= 0),
         };
-        self.equalities.iter().find_map(|(lhs, rhs)| {
+        self.equalities.iter().find(|(lhs, _)| {
             let terms = match lhs {
                 SymExpr::Add(terms) => terms.as_slice(),
                 one => std::slice::from_ref(one),
             };
-            let holds = terms.contains(&SymExpr::Sym(symbol.to_string())) && terms.iter().all(non_negative);
-            holds.then(|| rhs.range(&ranges).map(|(_, hi)| hi)).flatten()
+            terms.contains(&SymExpr::Sym(symbol.to_string())) && terms.iter().all(non_negative)
         })
     }
 }

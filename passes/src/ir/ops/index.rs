@@ -436,10 +436,13 @@ impl OpDef for Nonzero {
 op! {
     /// `item()` of a 0-d integer tensor used as a size: its value as `i64[]`; inputs `[x]`.
     /// `size` is the export's symbol for the value, which a bucket sets to its declared maximum
-    /// (a `torch._check(n <= N)`); `bucket_masks` takes the value, clamped to that range, as
+    /// (a `torch._check(n <= N)`), or to `at_most` at the bucket's sizes where that is smaller
+    /// (an expression of the inputs' sizes the program asserts: an MoE's per-expert counts
+    /// sum to its tokens times k); `bucket_masks` takes the value, clamped to that range, as
     /// the symbol's real value.
     pub struct Item = "item" {
         pub size: Dim ["size"],
+        pub at_most: Option<Dim> ["at_most", optional],
     }
 }
 

@@ -11,7 +11,7 @@ use torchtpu_passes::ir::ops::{Cat, Cumulative, Expand, Index, Pad, Permute, Sel
 use torchtpu_passes::ir::{BinaryOp, CumulativeOp, DType, Dim, Op, Operand, Scalar, TensorType, UnaryOp, ValueRef};
 
 use super::super::super::wire::{Recipe, Wire};
-use super::vision::{full, view, ChannelGroups};
+use super::vision::{full, region_args, view, ChannelGroups};
 use super::{scalar_op, static_dims, tensor_op, Args, R};
 
 /// Maps of more pixels than this are refused (positions are `i32`, as torchvision's).
@@ -23,13 +23,7 @@ const MAX_PIXELS: i64 = i32::MAX as i64;
 /// `ph × pw` bins of `floor(i·size/ph) .. ceil((i+1)·size/ph)` pixels clipped to the map; an
 /// empty bin gives 0 and position -1.
 pub(super) fn roi_pool(a: &mut Args<'_>) -> R<Recipe> {
-    a.tensor("input")?;
-    a.tensor("rois")?;
-    let scale = a.float("spatial_scale", None)?;
-    let (ph, pw) = (a.int("pooled_height", None)?, a.int("pooled_width", None)?);
-    if !(1..=4096).contains(&ph) || !(1..=4096).contains(&pw) {
-        return Err(format!("roi_pool to {ph}×{pw} bins is out of range"));
-    }
+    let (scale, (ph, pw)) = region_args(a, "roi_pool")?;
     Ok(Box::new(move |w| {
         let (input, rois) = (w.inputs[0], w.inputs[1]);
         let [n, c, h, wd] = static_dims(&w.ty(input), "roi_pool's input")?[..] else {
@@ -67,13 +61,7 @@ pub(super) fn roi_pool(a: &mut Args<'_>) -> R<Recipe> {
 /// The sums come from the map's summed-area table, four gathers per bin; in f32, whose
 /// rounding on a table of large sums is why its op cases compare within a tolerance.
 pub(super) fn ps_roi_pool(a: &mut Args<'_>) -> R<Recipe> {
-    a.tensor("input")?;
-    a.tensor("rois")?;
-    let scale = a.float("spatial_scale", None)?;
-    let (ph, pw) = (a.int("pooled_height", None)?, a.int("pooled_width", None)?);
-    if !(1..=4096).contains(&ph) || !(1..=4096).contains(&pw) {
-        return Err(format!("ps_roi_pool to {ph}×{pw} bins is out of range"));
-    }
+    let (scale, (ph, pw)) = region_args(a, "ps_roi_pool")?;
     Ok(Box::new(move |w| {
         let (input, rois) = (w.inputs[0], w.inputs[1]);
         let groups = ChannelGroups::new(w, input, rois, (ph, pw), "ps_roi_pool")?;

@@ -19,10 +19,7 @@ use super::{scalar_op, static_dims, tensor_op, Args, R};
 /// `(image, x1, y1, x2, y2)`. An adaptive grid (`sampling_ratio <= 0`: as many points as the
 /// region has pixels per bin) depends on the data and is refused.
 pub(super) fn roi_align(a: &mut Args<'_>) -> R<Recipe> {
-    a.tensor("input")?;
-    a.tensor("rois")?;
-    let scale = a.float("spatial_scale", None)?;
-    let bins = (a.int("pooled_height", None)?, a.int("pooled_width", None)?);
+    let (scale, bins) = region_args(a, "roi_align")?;
     let grid = a.int("sampling_ratio", None)?;
     let aligned = a.bool("aligned", false)?;
     // Unaligned regions start at the pixel's corner and are at least a pixel wide.
@@ -40,10 +37,7 @@ pub(super) fn roi_align(a: &mut Args<'_>) -> R<Recipe> {
 /// `aligned=True` does, the points of input channel `(c·ph + i)·pw + j`, which
 /// `channel_mapping` records.
 pub(super) fn ps_roi_align(a: &mut Args<'_>) -> R<Recipe> {
-    a.tensor("input")?;
-    a.tensor("rois")?;
-    let scale = a.float("spatial_scale", None)?;
-    let bins = (a.int("pooled_height", None)?, a.int("pooled_width", None)?);
+    let (scale, bins) = region_args(a, "ps_roi_align")?;
     let grid = a.int("sampling_ratio", None)?;
     let sampling = Sampling::centred(scale, bins, grid).checked("ps_roi_align")?;
     Ok(Box::new(move |w| {
@@ -54,6 +48,22 @@ pub(super) fn ps_roi_align(a: &mut Args<'_>) -> R<Recipe> {
         Ok(vec![output, groups.mapping(w)?])
     }))
 }
+
+/// The arguments every region op of torchvision starts with — `input`, `rois`, `spatial_scale`,
+/// `pooled_height`, `pooled_width` — as `(scale, (ph, pw))`, the bins checked.
+pub(super) fn region_args(a: &mut Args<'_>, op: &str) -> R<(f64, (i64, i64))> {
+    a.tensor("input")?;
+    a.tensor("rois")?;
+    let scale = a.float("spatial_scale", None)?;
+    let (ph, pw) = (a.int("pooled_height", None)?, a.int("pooled_width", None)?);
+    if !(1..=MAX_BINS).contains(&ph) || !(1..=MAX_BINS).contains(&pw) {
+        return Err(format!("{op} to {ph}×{pw} bins is out of range"));
+    }
+    Ok((scale, (ph, pw)))
+}
+
+/// The most bins (or points, in the RoI-align family) a region op may have along a side.
+const MAX_BINS: i64 = 4096;
 
 /// The channel groups of a position-sensitive op: `map [c_out, ph, pw]`, the input channel
 /// `(c·ph + i)·pw + j` each (output channel, bin) reads.
@@ -122,7 +132,7 @@ impl Sampling {
                  give a fixed sampling_ratio > 0 (torchvision's detection heads use 2)"
             ));
         }
-        if ph <= 0 || pw <= 0 || ph * grid > 4096 || pw * grid > 4096 {
+        if ph.max(pw).checked_mul(grid).is_none_or(|points| points > MAX_BINS) {
             return Err(format!("{op} to {ph}×{pw} bins of {grid}² points is out of range"));
         }
         Ok(self)
