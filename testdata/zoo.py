@@ -656,8 +656,7 @@ def library_of(task):
 
 def describe(library, results):
     """What the sweep did for one library's rows: the paragraph above its table."""
-    tpu = sum(1 for r in results if r.get("tpu"))
-    target = f"compiled for `cpu` (and for `tpu:v6e:1x1`: {tpu} of them)"
+    target = "compiled for `cpu` (and for `tpu:v6e:1x1` where the TPU column says `yes`)"
     if library == "transformers":
         return (
             "A tiny random-init instance of every model type of transformers' auto mappings for the tasks "

@@ -21,12 +21,16 @@ def summary(results):
             f"({100.0 * len(both) / max(1, len(static_pass)):.1f}%) pass with dynamic sizes**.")
 
 
-ROW = re.compile(r"^\| ([^|]+) \| `([^`]*)` \| (\w+) \| (\w+) \| ?(.*?) ?\|$")
+# A row; its TPU column ("yes": also compiled for `tpu:v6e:1x1`; "—": nothing to compile) is absent
+# from the rows of tables written before it was recorded.
+ROW = re.compile(r"^\| ([^|]+) \| `([^`]*)` \| (\w+) \| (\w+) \|(?: (yes|no|—|\?) \|)? ?(.*?) ?\|$")
+TPU_MARK = {True: "yes", False: "no", None: "?"}
 
 
 def table_rows(lines):
-    """(task, type, static, dynamic, why) of each row of a table."""
-    return [m.groups() for m in map(ROW.match, lines) if m]
+    """(task, type, static, dynamic, tpu, why) of each row of a table; `tpu` is "?" where the
+    row does not say."""
+    return [(t, m, s, d, tpu or "?", why) for t, m, s, d, tpu, why in (r.groups() for r in map(ROW.match, lines) if r)]
 
 
 def tabled(path):
@@ -40,8 +44,9 @@ def kept_results(body, results):
     """The rows of an existing section for architectures `results` does not hold (swept on an
     earlier run, perhaps on another machine), as results; `kept` marks them."""
     fresh = {(r["task"], r["type"]) for r in results}
-    return [{"task": t, "type": m, "static": [s, why.replace("\\|", "|")], "dynamic": [d, ""], "kept": True}
-            for t, m, s, d, why in table_rows(body) if (t, m) not in fresh]
+    tpu = {"yes": True, "no": False}
+    return [{"task": t, "type": m, "static": [s, why.replace("\\|", "|")], "dynamic": [d, ""], "kept": True,
+             "tpu": tpu.get(mark)} for t, m, s, d, mark, why in table_rows(body) if (t, m) not in fresh]
 
 
 def kept_sections(path, libraries):
@@ -69,12 +74,14 @@ def section(library, results, versions, planned, paragraph):
         ("" if len(results) >= planned else f"**A partial run: {len(results)} of the {planned} architectures "
          "so far** (the sweep resumes where it stopped). ") + summary(results),
         "",
-        "| task | type | static | dynamic | why (static / dynamic) |",
-        "|---|---|---|---|---|",
+        "| task | type | static | dynamic | TPU | why (static / dynamic) |",
+        "|---|---|---|---|---|---|",
     ]
     for r in sorted(results, key=lambda r: (r["task"], r["type"])):
         why = " / ".join(x for x in (r["static"][1], r["dynamic"][1]) if x).replace("|", "\\|").replace("\n", " ")
-        lines.append(f"| {r['task']} | `{r['type']}` | {r['static'][0]} | {r['dynamic'][0]} | {why} |")
+        compiled = "PASS" in (r["static"][0], r["dynamic"][0])
+        tpu = TPU_MARK[r.get("tpu")] if compiled else "—"
+        lines.append(f"| {r['task']} | `{r['type']}` | {r['static'][0]} | {r['dynamic'][0]} | {tpu} | {why} |")
     return lines + [""]
 
 
@@ -82,8 +89,9 @@ def totals(sections):
     """The counts over every library: the table at the top."""
     lines = [
         "| library | architectures | export fails | static PASS (of those that export) | static REFUSED | "
-        "dynamic PASS (of static PASS that export dynamic) | dynamic REFUSED | WRONG (either) | CRASH (either) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "dynamic PASS (of static PASS that export dynamic) | dynamic REFUSED | WRONG (either) | CRASH (either) | "
+        "compiled for TPU (of those that compile) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     everything = []
     for library, body in sections.items():
@@ -100,9 +108,13 @@ def totals_row(name, rows):
     both = sum(1 for r in rows if r[2] == "PASS" and r[3] == "PASS")
     dynamic = sum(1 for r in rows if r[2] == "PASS" and r[3] != "EXPORT")
     share = lambda n, d: f"{n} ({100.0 * n / max(1, d):.1f}%)"
+    compiled = [r for r in rows if "PASS" in (r[2], r[3])]
+    tpu = sum(1 for r in compiled if r[4] == "yes")
+    unknown = sum(1 for r in compiled if r[4] == "?")
+    tpu_cell = f"{tpu} of {len(compiled)}" + (f" ({unknown} not recorded)" if unknown else "")
     return (f"| {name} | {len(rows)} | {count(2, 'EXPORT')} | {share(count(2, 'PASS'), exported)} | "
             f"{count(2, 'REFUSED')} | {share(both, dynamic)} | {count(3, 'REFUSED')} | {either('WRONG')} | "
-            f"{either('CRASH')} |")
+            f"{either('CRASH')} | {tpu_cell} |")
 
 
 def write_table(results, path, versions, planned, libraries, describe):
@@ -126,7 +138,9 @@ def write_table(results, path, versions, planned, libraries, describe):
         "says when it was swept, with which versions and how. Outcomes: EXPORT (torch.export failed: torch's "
         "error), PASS (equal to eager at every size tried), REFUSED (the compiler refused, naming the op and "
         "why), WRONG (a result differs from eager), CRASH (a panic, an abort, a signal or a hang). "
-        "Percentages of static PASS are of the archives that export.",
+        "Percentages of static PASS are of the archives that export. TPU: `yes` where the archives that "
+        "compile were also compiled for `tpu:v6e:1x1` (libtpu; no TPU needed), `no` where the run compiled for "
+        "CPU only (`--no-tpu`), `?` for rows kept from runs before the table recorded it.",
         "",
         *totals(sections),
         "",
