@@ -222,6 +222,9 @@ pub struct OptionsInfo {
     /// `--grouped-mm` (absent: dense).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grouped_mm: Option<String>,
+    /// `--attention` and its block, `blocked:512` (absent: auto with the default block).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

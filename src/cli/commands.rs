@@ -75,6 +75,7 @@ pub(super) fn compile(args: &CompileArgs, out: &mut dyn Write, err: &mut dyn Wri
         let req = CompileRequest {
             precision: emit.precision,
             grouped_mm: emit.grouped_mm,
+            attention: (emit.attention, emit.attention_block),
             plugin: args.plugin.clone(),
             dump_dir: args.dump_dir.clone(),
             progress: !args.quiet,

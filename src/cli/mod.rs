@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
 use crate::cache::{self, CacheConfig};
-use crate::emit::{EmitOptions, GroupedMm, Precision};
+use crate::emit::{Attention, EmitOptions, GroupedMm, Precision};
 use crate::run::DeviceKind;
 use crate::target::Target;
 use crate::Error;
@@ -426,6 +426,17 @@ struct CompileArgs {
     /// program.
     #[arg(long, value_name = "FORM", value_enum)]
     grouped_mm: Option<GroupedMmArg>,
+    /// How attention is lowered: `naive` (the scores `[queries, keys]` whole, then the softmax:
+    /// memory grows with the square of the sequence), `blocked` (a loop over blocks of keys with
+    /// an online softmax: memory grows with the block; the same numbers up to rounding) or
+    /// `auto` (the default: blocked where the scores would take 64 MiB or more, e.g. 4 heads of
+    /// 2,048 × 2,048 positions).
+    #[arg(long, value_name = "FORM", value_enum, default_value = "auto")]
+    attention: AttentionArg,
+    /// Keys per block of blocked attention (the largest divisor of the keys up to N). Default
+    /// 512.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(i64).range(1..=1 << 20))]
+    attention_block: Option<i64>,
     /// Size buckets of a dynamic dim, named as in the archive (`s53`) or by user input and dim
     /// (`input_ids:1`): `SYM=16,64,512` (those sizes), `SYM=pow2` (powers of two covering the
     /// range, its maximum included; the default for every dynamic dim) or `SYM=auto:K` (K sizes
@@ -543,7 +554,12 @@ impl CompileArgs {
             }
             Some(GroupedMmArg::Ragged) => GroupedMm::Ragged,
         };
-        Ok(EmitOptions { precision: self.precision, grouped_mm })
+        let attention = match self.attention {
+            AttentionArg::Auto => Attention::Auto,
+            AttentionArg::Naive => Attention::Naive,
+            AttentionArg::Blocked => Attention::Blocked,
+        };
+        Ok(EmitOptions { precision: self.precision, grouped_mm, attention, attention_block: self.attention_block })
     }
 }
 
@@ -551,6 +567,13 @@ impl CompileArgs {
 enum WeightsArg {
     Embed,
     External,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum AttentionArg {
+    Auto,
+    Naive,
+    Blocked,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]

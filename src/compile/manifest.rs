@@ -11,7 +11,7 @@ use crate::artifact::{
     PaddedDim, PassRecord, ShardingInfo, Signature, SignatureValue, SourceInfo, SymbolInfo, TargetEntry, WeightsInfo,
     ARTIFACT_FORMAT,
 };
-use crate::emit::GroupedMm;
+use crate::emit::{Attention, GroupedMm};
 use crate::import::Program;
 
 /// The manifest of an artifact whose weights, as written, are `weights` (the caller adds the
@@ -37,6 +37,11 @@ pub(super) fn build(
             compute_dtype: req.pass_options.compute_dtype.map(|d| d.to_string()),
             pad_multiple: req.pass_options.pad_multiple,
             grouped_mm: (req.grouped_mm != GroupedMm::Dense).then(|| req.grouped_mm.name().to_string()),
+            attention: match req.attention {
+                (Attention::Auto, None) => None,
+                (mode, None) => Some(mode.name().to_string()),
+                (mode, Some(block)) => Some(format!("{}:{block}", mode.name())),
+            },
         },
         weights,
         sharding: None,

@@ -24,7 +24,7 @@ use crate::artifact::{
 };
 use crate::cache::{Cache, CacheConfig, Outcome};
 use crate::driver::{self, LowerOptions, Lowered};
-use crate::emit::{EmitOptions, GroupedMm, Precision};
+use crate::emit::{Attention, EmitOptions, GroupedMm, Precision};
 use crate::import::{ImportError, Program};
 use crate::target::Target;
 use crate::Error;
@@ -38,6 +38,8 @@ pub struct CompileRequest {
     pub precision: Precision,
     /// How `_grouped_mm` is lowered (`--grouped-mm`).
     pub grouped_mm: GroupedMm,
+    /// How attention is lowered (`--attention`) and its keys per block (`--attention-block`).
+    pub attention: (Attention, Option<i64>),
     /// The CPU plugin (`--plugin`); `None` uses `$TORCHTPU_PJRT_PLUGIN` or the set-up folder.
     pub plugin: Option<PathBuf>,
     /// Where to write the IR, the StableHLO and a compile log (`--dump-dir`).
@@ -67,6 +69,7 @@ impl CompileRequest {
             targets,
             precision,
             grouped_mm: GroupedMm::Dense,
+            attention: (Attention::Auto, None),
             plugin: None,
             dump_dir: None,
             progress: false,
@@ -202,7 +205,12 @@ fn lower_bucket(program: &Program, p: &crate::buckets::Planned, req: &CompileReq
         values
     };
     let opts = LowerOptions {
-        emit: EmitOptions { precision: req.precision, grouped_mm: req.grouped_mm },
+        emit: EmitOptions {
+            precision: req.precision,
+            grouped_mm: req.grouped_mm,
+            attention: req.attention.0,
+            attention_block: req.attention.1,
+        },
         passes: req.passes.clone(),
         pass_options,
         keep_stages: req.dump_dir.is_some(),

@@ -38,6 +38,11 @@ impl Group {
         &self.nodes[..self.nodes.len() - 1]
     }
 
+    /// True for an attention marked by the `sdpa` pass.
+    pub(super) fn is_sdpa(&self) -> bool {
+        self.composite.name == torchtpu_passes::ir::SDPA
+    }
+
     /// The decomposition function's name, e.g. `torchtpu.sdpa.0`.
     fn symbol(&self) -> String {
         format!("{}.{}", self.composite.name, self.composite.instance)
@@ -91,7 +96,10 @@ pub(super) fn emit<'c, 'b>(
     let arg_types = args.iter().map(|a| mlir_type(ctx, a.ty).map(|t| (t, unknown))).collect::<Result<Vec<_>, _>>()?;
     let out_ty = &graph.node(group.root()).outputs[0];
     let block = Block::new(&arg_types);
-    lower_into(ctx, &block, graph, group, opts)?;
+    match super::attention::plan(graph, group, opts) {
+        Some(plan) => lower_blocked(ctx, &block, graph, group, &plan, opts)?,
+        None => lower_into(ctx, &block, graph, group, opts)?,
+    }
     let region = Region::new();
     region.append_block(block);
     let arg_text: Vec<String> = args.iter().map(|a| type_text(a.ty)).collect::<Result<_, _>>()?;
@@ -146,6 +154,32 @@ fn lower_into<'c>(
     }
     let ret = OperationBuilder::new("func.return", Location::unknown(ctx))
         .add_operands(&[values[&ValueRef { node: group.root(), slot: 0 }]])
+        .build()
+        .map_err(|e| format!("internal: {e}"))?;
+    block.append_operation(ret);
+    Ok(())
+}
+
+/// Lowers an attention group blocked (see `attention`) into `block`.
+fn lower_blocked<'c>(
+    ctx: &'c Context,
+    block: &Block<'c>,
+    graph: &Graph,
+    group: &Group,
+    plan: &super::attention::Plan,
+    opts: &EmitOptions,
+) -> LowerResult<()> {
+    let root = graph.node(group.root());
+    let b = Builder { ctx, block, loc: node_location(ctx, root) };
+    let args = group
+        .operands
+        .iter()
+        .enumerate()
+        .map(|(i, v)| Ok((Value::from(block.argument(i).map_err(|e| format!("internal: {e}"))?), graph.value_type(*v))))
+        .collect::<LowerResult<Vec<_>>>()?;
+    let out = super::attention::lower(&b, plan, &args, opts).map_err(|e| format!("node `{}`: {e}", root.name))?;
+    let ret = OperationBuilder::new("func.return", Location::unknown(ctx))
+        .add_operands(&[out])
         .build()
         .map_err(|e| format!("internal: {e}"))?;
     block.append_operation(ret);

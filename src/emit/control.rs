@@ -137,7 +137,7 @@ pub(super) fn scan<'c, 'b>(
 }
 
 /// The region graph's nodes lowered into `inner`'s block on `inputs`; its results.
-fn inline<'c, 'x>(
+pub(super) fn inline<'c, 'x>(
     inner: &Builder<'c, 'x>,
     graph: &Graph,
     inputs: Vec<Value<'c, 'x>>,

@@ -10,6 +10,7 @@
 //! constraints the `shard` pass set. A weight the program returns updated is aliased to that
 //! result (`signature`), so a caller that donates it gets the update in place.
 
+mod attention;
 mod bag;
 mod builder;
 mod complex;
@@ -53,6 +54,7 @@ use melior::Context;
 use thiserror::Error;
 use torchtpu_passes::ir::{DType, Dim, Graph, Node, NodeId, Op, Scalar, TensorType, ValueRef};
 
+pub(crate) use attention::Attention;
 use builder::{static_dims, static_list, tensor_type_text, Builder, LowerResult};
 
 pub use torchtpu_passes::ir::Precision;
@@ -64,6 +66,10 @@ pub(crate) struct EmitOptions {
     pub precision: Precision,
     /// How `_grouped_mm` (mixture-of-experts layers) is lowered.
     pub grouped_mm: GroupedMm,
+    /// How attention (`torchtpu.sdpa` groups) is lowered.
+    pub attention: Attention,
+    /// Keys per block of blocked attention; `None`: [`attention::DEFAULT_BLOCK`].
+    pub attention_block: Option<i64>,
 }
 
 /// The two exact lowerings of `_grouped_mm`.

@@ -30,7 +30,7 @@ use torchtpu_passes::ir::{parse, Precision};
 use torchtpu_passes::testing::{filetests_under, run_filetests, FileTest};
 use torchtpu_passes::verify;
 
-use crate::emit::{emit, EmitOptions, GroupedMm};
+use crate::emit::{emit, Attention, EmitOptions, GroupedMm};
 
 /// `<workspace>/tests/emit`.
 fn root() -> PathBuf {
@@ -53,6 +53,17 @@ fn options(test: &FileTest) -> Result<EmitOptions, String> {
                     "ragged" => GroupedMm::Ragged,
                     other => return Err(format!("unknown grouped-mm `{other}`")),
                 }
+            }
+            "attention" => {
+                options.attention = match value.as_str() {
+                    "auto" => Attention::Auto,
+                    "naive" => Attention::Naive,
+                    "blocked" => Attention::Blocked,
+                    other => return Err(format!("unknown attention `{other}`")),
+                }
+            }
+            "attention-block" => {
+                options.attention_block = Some(value.parse().map_err(|_| format!("bad attention-block `{value}`"))?)
             }
             _ => {} // a comment
         }

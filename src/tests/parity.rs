@@ -222,6 +222,28 @@ fn every_model_matches_with_padding_forced_on() {
     }
 }
 
+/// `--attention blocked` with blocks of 4 keys (a loop of 3 to 16 blocks): the models with
+/// attention equal eager as with the naive form — f32 and bf16, causal and padding masks,
+/// grouped KV heads, a decode step over a KV cache, an MoE —, and the dynamic ones at every
+/// size, their bucket masks cut into blocks with the keys.
+#[test]
+fn attention_models_match_eager_blocked() {
+    let mut req = request();
+    req.attention = (crate::emit::Attention::Blocked, Some(4));
+    for name in ["llama_tiny", "gpt2_tiny", "bert_meanpool", "llama_bf16", "decoder_kv", "hf_static_cache", "moe_tiny"]
+    {
+        let manifest = assert_parity_with(name, &req);
+        assert_eq!(manifest.options.attention.as_deref(), Some("blocked:4"), "{name}");
+    }
+    for name in ["llama_tiny_dyn", "bert_meanpool_2d", "llama_1head_dyn", "t5_decoder_dyn", "mla_dyn"] {
+        let tmp = TempDir::new(name);
+        let artifact = compile_model_with(name, &tmp.0, &req);
+        for case in &case_suffixes(name) {
+            run_case(name, &artifact, case, &tmp.0);
+        }
+    }
+}
+
 /// Control flow on data, at one size: each case takes another path (`cond_data`: both
 /// branches; `while_rnn`: 6, 0 and all 10 steps).
 #[test]

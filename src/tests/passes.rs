@@ -229,6 +229,14 @@ fn attention_is_one_sdpa_composite() {
     for op in ["stablehlo.dot_general", "stablehlo.exponential"] {
         assert_eq!(count(&with, op), count(&without, op), "{op}");
     }
+    // Blocked: each decomposition is one loop over the keys (16, in blocks of 4); `auto` keeps
+    // these small attentions naive.
+    let blocked = emit("blocked.mlir", &["--attention", "blocked", "--attention-block", "4"]);
+    assert_eq!(count(&blocked, "\"stablehlo.while\""), 2, "{blocked}");
+    // Kᵀ (its head dim padded to 128) and the causal mask, cut along the keys.
+    assert_eq!(count(&blocked, "slice_sizes = array<i64: 2, 128, 4>"), 2, "{blocked}");
+    assert_eq!(count(&blocked, "slice_sizes = array<i64: 1, 1, 16, 4>"), 2, "{blocked}");
+    assert_eq!(count(&with, "\"stablehlo.while\""), 0);
 }
 
 /// Stated tolerance of `--compute-dtype bf16` against f32 PyTorch: bf16 keeps 8 significant
