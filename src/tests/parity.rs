@@ -155,7 +155,8 @@ parity_tests!(
     moe_gather,
     moe_gather_dyn,
     moe_split_counts,
-    moe_split_counts_dyn
+    moe_split_counts_dyn,
+    long_context_dyn
 );
 
 #[test]
@@ -315,7 +316,8 @@ fn run_case(name: &str, artifact: &Path, case: &str, tmp: &Path) -> String {
 /// single-head Llama and T5's encoder and decoder at batch 1 (views with size-1 dims), a
 /// Mamba-style causal convolution, a CNN padding its images with `constant_pad_nd`, Meta-style
 /// attention with complex rotary embeddings, sizes as operands of tensor arithmetic, a
-/// JetMoE-style MoE whose pieces of sorted tokens have sizes from data.
+/// JetMoE-style MoE whose pieces of sorted tokens have sizes from data, and an encoder at up to
+/// 32,768 tokens (its large buckets' attention blocked by `--attention auto`).
 #[test]
 fn dynamic_models_match_eager_at_every_size() {
     let models = [
@@ -340,6 +342,7 @@ fn dynamic_models_match_eager_at_every_size() {
         ("scan_rnn_dyn", 5),
         ("moe_gather_dyn", 7),
         ("moe_split_counts_dyn", 13),
+        ("long_context_dyn", 5),
     ];
     for (name, min_cases) in models {
         let tmp = TempDir::new(name);
