@@ -20,10 +20,14 @@
 //! `where` with 0, products): they run on the unnormalized block. Sums and the output
 //! accumulate in f32 for f16 and bf16. The numbers equal the naive form's up to rounding.
 //!
+//! A mask made element-wise from smaller values (a causal mask from the positions of the
+//! queries and the keys) is made per block in the loop from those values, which the composite
+//! takes instead of the mask: it never exists whole either.
+//!
 //! `--attention naive|blocked|auto` chooses (`auto`: blocked when the scores would take
 //! [`AUTO_SCORE_BYTES`] or more), `--attention-block` the keys per block.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use melior::ir::Value;
 use torchtpu_passes::ir::ops::{Binary, Softmax, View, Where};
@@ -69,8 +73,11 @@ pub(super) struct Plan {
     /// Keys per block; the keys are `blocks · block`.
     block: i64,
     blocks: i64,
-    /// Per operand of the group: the dim cut into blocks (`Kᵀ`'s last, `V`'s rows, a mask's
-    /// last), or `None` (read whole: `Q`, a mask broadcast over the keys).
+    /// The composite's operands: the group's, with each mask made element-wise from smaller
+    /// values (a causal mask from positions) replaced by those values.
+    pub(super) operands: Vec<ValueRef>,
+    /// Per operand: the dim cut into blocks (`Kᵀ`'s last, `V`'s rows, a mask's last), or `None`
+    /// (read whole: `Q`, a mask broadcast over the keys).
     cuts: Vec<Option<usize>>,
     /// `bmm(Q, Kᵀ)` and the ops up to the softmax, on block operands; returns the scores.
     scores: Graph,
@@ -118,18 +125,19 @@ pub(super) fn plan(graph: &Graph, group: &Group, opts: &EmitOptions) -> Option<P
     if product(&dims[..dims.len() - 1]) != product(&out_dims[..out_dims.len().checked_sub(1)?]) {
         return None;
     }
-    let cuts = cuts(graph, group, keys)?;
+    let (operands, cuts, expanded) = masks_in_the_loop(graph, &group.operands, &cuts(graph, group, keys)?, keys)?;
     let (before, after) = (&nodes[..at], &nodes[at + 1..]);
     if !after[..after.len() - 1].iter().all(|&id| commutes_with_division(&graph.node(id).op)) {
         return None;
     }
-    let part = Part { graph, group, cuts: &cuts, keys, block };
+    let part = Part { graph, operands: &operands, cuts: &cuts, expanded: &expanded, keys, block };
     let (scores, scores_reads) = part.build("scores", before, None)?;
     let probs = (ValueRef { node: nodes[at], slot: 0 }, softmax.outputs[0].dtype);
     let (values, values_reads) = part.build("values", after, Some(probs))?;
     Some(Plan {
         block,
         blocks: keys / block,
+        operands,
         cuts,
         scores,
         scores_reads,
@@ -192,6 +200,91 @@ fn cuts(graph: &Graph, group: &Group, keys: i64) -> Option<Vec<Option<usize>>> {
     (0..group.operands.len()).map(|k| cuts.get(&k).copied()).collect()
 }
 
+/// The loop's operands and their cuts, and the values it rebuilds on each block: each
+/// operand cut along its last dim (a mask) that is made element-wise from smaller values —
+/// `where(k_pos <= q_pos, 0, -inf)` of positions `[1, keys]` and `[queries, 1]` — is replaced by
+/// those values, so that the mask never exists whole (it would take `queries × keys`).
+#[allow(clippy::type_complexity)]
+fn masks_in_the_loop(
+    graph: &Graph,
+    group: &[ValueRef],
+    cuts: &[Option<usize>],
+    keys: i64,
+) -> Option<(Vec<ValueRef>, Vec<Option<usize>>, BTreeSet<ValueRef>)> {
+    let (mut operands, mut op_cuts, mut expanded) = (Vec::new(), Vec::new(), BTreeSet::new());
+    let mut add = |v: ValueRef, cut: Option<usize>| match operands.iter().position(|o| *o == v) {
+        Some(i) => (op_cuts[i] == cut).then_some(()),
+        None => {
+            operands.push(v);
+            op_cuts.push(cut);
+            Some(())
+        }
+    };
+    for (&v, &cut) in group.iter().zip(cuts) {
+        let rank = graph.value_type(v).rank();
+        let mut made = Made::default();
+        if cut == Some(rank.wrapping_sub(1)) && made.grow_from_smaller(graph, v, keys) {
+            for leaf in made.leaves {
+                add(leaf, leaf_cut(graph.value_type(leaf), keys)?)?;
+            }
+            expanded.extend(made.grown);
+        } else {
+            add(v, cut)?;
+        }
+    }
+    Some((operands, op_cuts, expanded))
+}
+
+/// How a value that broadcasts against the scores is cut: along its last dim when that is the
+/// keys, whole when it is 1 (or 0-d); `None` (not a leaf of a mask) otherwise.
+fn leaf_cut(ty: &TensorType, keys: i64) -> Option<Option<usize>> {
+    match ty.dims.last() {
+        None | Some(Dim::Static(1)) => Some(None),
+        Some(Dim::Static(n)) if *n == keys => Some(Some(ty.rank() - 1)),
+        _ => None,
+    }
+}
+
+/// A mask's element-wise ops and the smaller values they start from.
+#[derive(Default)]
+struct Made {
+    grown: BTreeSet<ValueRef>,
+    leaves: Vec<ValueRef>,
+}
+
+impl Made {
+    /// The most ops rebuilt in the loop for one mask.
+    const MAX_OPS: usize = 32;
+
+    /// True when `v` (keys last) is made by element-wise ops from values each smaller than the
+    /// result it feeds (broadcast up), which are recorded as leaves.
+    fn grow_from_smaller(&mut self, graph: &Graph, v: ValueRef, keys: i64) -> bool {
+        let node = graph.node(v.node);
+        let ty = graph.value_type(v);
+        let elementwise = node.op.is_elementwise() && !node.op.is_random() && node.outputs.len() == 1;
+        if !elementwise || ty.dims.last() != Some(&Dim::Static(keys)) || self.grown.len() >= Self::MAX_OPS {
+            return false;
+        }
+        let size = numel(ty);
+        for u in graph.inputs(v.node) {
+            if numel(graph.value_type(u)) < size {
+                if !self.leaves.contains(&u) {
+                    self.leaves.push(u);
+                }
+            } else if !self.grown.contains(&u) && !self.grow_from_smaller(graph, u, keys) {
+                return false;
+            }
+        }
+        self.grown.insert(v);
+        true
+    }
+}
+
+/// The element count of a static type (`i64::MAX` for a symbolic or overflowing one).
+fn numel(ty: &TensorType) -> i64 {
+    ty.dims.iter().try_fold(1i64, |n, d| d.as_static().and_then(|d| n.checked_mul(d))).unwrap_or(i64::MAX)
+}
+
 /// `ty` with its last dim (the keys) set to `block`.
 fn with_last(ty: &TensorType, block: i64) -> Option<TensorType> {
     let mut ty = ty.clone();
@@ -202,10 +295,20 @@ fn with_last(ty: &TensorType, block: i64) -> Option<TensorType> {
 /// What building a per-block graph needs.
 struct Part<'a> {
     graph: &'a Graph,
-    group: &'a Group,
+    operands: &'a [ValueRef],
     cuts: &'a [Option<usize>],
+    /// Values rebuilt on each block from the operands (the masks' ops).
+    expanded: &'a BTreeSet<ValueRef>,
     keys: i64,
     block: i64,
+}
+
+/// A per-block graph under construction: its builder, the values it holds for the program's,
+/// and the operands it reads, in its input order.
+struct Building {
+    g: torchtpu_passes::ir::builder::Builder,
+    map: BTreeMap<ValueRef, ValueRef>,
+    reads: Vec<usize>,
 }
 
 impl Part<'_> {
@@ -214,51 +317,62 @@ impl Part<'_> {
     /// returns its last node's value (the last `bmm` in the accumulation dtype). `None` when an
     /// op does not keep the keys as its last dim.
     fn build(&self, name: &str, nodes: &[NodeId], first: Option<(ValueRef, DType)>) -> Option<(Graph, Vec<usize>)> {
-        let mut g = torchtpu_passes::ir::builder::Builder::new(name);
-        let mut map: BTreeMap<ValueRef, ValueRef> = BTreeMap::new();
-        let mut reads = Vec::new();
+        let mut b =
+            Building { g: torchtpu_passes::ir::builder::Builder::new(name), map: BTreeMap::new(), reads: vec![] };
         if let Some((probs, dtype)) = first {
             let ty = with_last(&TensorType { dtype, ..self.graph.value_type(probs).clone() }, self.block)?;
-            map.insert(probs, g.input("probs", ty));
+            let input = b.g.input("probs", ty);
+            b.map.insert(probs, input);
         }
         let last = *nodes.last()?;
         for &id in nodes {
-            let node = self.graph.node(id);
-            let mut inputs = Vec::new();
-            for v in self.graph.inputs(id) {
-                if let Some(&mapped) = map.get(&v) {
-                    inputs.push(mapped);
-                    continue;
-                }
-                let k = self.group.operands.iter().position(|o| *o == v)?;
-                let mut ty = self.graph.value_type(v).clone();
-                if let Some(d) = self.cuts[k] {
-                    ty.dims[d] = Dim::Static(self.block);
-                }
-                let input = g.input(&format!("operand{k}"), ty);
-                map.insert(v, input);
-                reads.push(k);
-                inputs.push(input);
-            }
-            let mut copy = Node { composite: None, sharding: None, ..node.clone() };
-            let accumulating = first.is_some() && id == last;
-            if accumulating {
-                let out = &mut copy.outputs[0];
-                out.dtype = accumulation_dtype(out.dtype);
-            } else {
-                if copy.outputs.len() != 1 || copy.outputs[0].dims.last() != Some(&Dim::Static(self.keys)) {
-                    return None;
-                }
-                copy.outputs[0] = with_last(&copy.outputs[0], self.block)?;
-                if let Op::View(View { size }) = &mut copy.op {
-                    *size.last_mut().filter(|d| **d == Dim::Static(self.keys))? = Dim::Static(self.block);
-                }
-            }
-            let new = g.graph_mut().add_op(copy, &inputs);
-            map.insert(ValueRef { node: id, slot: 0 }, ValueRef { node: new, slot: 0 });
+            self.node(&mut b, id, first.is_some() && id == last)?;
         }
-        g.output(map[&ValueRef { node: last, slot: 0 }]);
-        Some((g.finish(), reads))
+        let result = b.map[&ValueRef { node: last, slot: 0 }];
+        b.g.output(result);
+        Some((b.g.finish(), b.reads))
+    }
+
+    /// Node `id` on one block, after its inputs; the last `bmm` (`accumulating`) keeps its
+    /// dims and gives the accumulation dtype.
+    fn node(&self, b: &mut Building, id: NodeId, accumulating: bool) -> Option<ValueRef> {
+        let inputs = self.graph.inputs(id).into_iter().map(|v| self.value(b, v)).collect::<Option<Vec<_>>>()?;
+        let mut copy = Node { composite: None, sharding: None, ..self.graph.node(id).clone() };
+        if accumulating {
+            let out = &mut copy.outputs[0];
+            out.dtype = accumulation_dtype(out.dtype);
+        } else {
+            if copy.outputs.len() != 1 || copy.outputs[0].dims.last() != Some(&Dim::Static(self.keys)) {
+                return None;
+            }
+            copy.outputs[0] = with_last(&copy.outputs[0], self.block)?;
+            if let Op::View(View { size }) = &mut copy.op {
+                *size.last_mut().filter(|d| **d == Dim::Static(self.keys))? = Dim::Static(self.block);
+            }
+        }
+        let new = ValueRef { node: b.g.graph_mut().add_op(copy, &inputs), slot: 0 };
+        b.map.insert(ValueRef { node: id, slot: 0 }, new);
+        Some(new)
+    }
+
+    /// The block graph's value for the program's `v`: built already, an operand (cut to a
+    /// block), or a mask's op rebuilt.
+    fn value(&self, b: &mut Building, v: ValueRef) -> Option<ValueRef> {
+        if let Some(&mapped) = b.map.get(&v) {
+            return Some(mapped);
+        }
+        if self.expanded.contains(&v) {
+            return self.node(b, v.node, false);
+        }
+        let k = self.operands.iter().position(|o| *o == v)?;
+        let mut ty = self.graph.value_type(v).clone();
+        if let Some(d) = self.cuts[k] {
+            ty.dims[d] = Dim::Static(self.block);
+        }
+        let input = b.g.input(&format!("operand{k}"), ty);
+        b.map.insert(v, input);
+        b.reads.push(k);
+        Some(input)
     }
 }
 

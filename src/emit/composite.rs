@@ -26,6 +26,8 @@ pub(super) struct Group {
     composite: Composite,
     pub nodes: Vec<NodeId>,
     pub operands: Vec<ValueRef>,
+    /// An attention lowered blocked (see `attention`), whose operands are the plan's.
+    blocked: Option<super::attention::Plan>,
 }
 
 impl Group {
@@ -51,7 +53,7 @@ impl Group {
 
 /// The groups of `graph` by root. A group whose inner values are read outside it, or whose
 /// root has several outputs, is left out: its nodes are emitted one by one.
-pub(super) fn groups(graph: &Graph, order: &[NodeId]) -> BTreeMap<NodeId, Group> {
+pub(super) fn groups(graph: &Graph, order: &[NodeId], opts: &EmitOptions) -> BTreeMap<NodeId, Group> {
     let mut marked: BTreeMap<Composite, Vec<NodeId>> = BTreeMap::new();
     for &id in order {
         if let Some(c) = graph.node(id).composite {
@@ -77,7 +79,12 @@ pub(super) fn groups(graph: &Graph, order: &[NodeId]) -> BTreeMap<NodeId, Group>
                     }
                 }
             }
-            Some((root, Group { composite, nodes, operands }))
+            let mut group = Group { composite, nodes, operands, blocked: None };
+            if let Some(plan) = super::attention::plan(graph, &group, opts) {
+                group.operands = plan.operands.clone();
+                group.blocked = Some(plan);
+            }
+            Some((root, group))
         })
         .collect()
 }
@@ -96,8 +103,8 @@ pub(super) fn emit<'c, 'b>(
     let arg_types = args.iter().map(|a| mlir_type(ctx, a.ty).map(|t| (t, unknown))).collect::<Result<Vec<_>, _>>()?;
     let out_ty = &graph.node(group.root()).outputs[0];
     let block = Block::new(&arg_types);
-    match super::attention::plan(graph, group, opts) {
-        Some(plan) => lower_blocked(ctx, &block, graph, group, &plan, opts)?,
+    match &group.blocked {
+        Some(plan) => lower_blocked(ctx, &block, graph, group, plan, opts)?,
         None => lower_into(ctx, &block, graph, group, opts)?,
     }
     let region = Region::new();

@@ -274,7 +274,7 @@ fn emit_nodes<'c, 'a>(
     decompositions: &mut Vec<melior::ir::operation::Operation<'c>>,
 ) -> Result<Vec<Value<'c, 'a>>, EmitError> {
     let order = graph.topo_order().map_err(|_| EmitError::Internal("the graph has a cycle".into()))?;
-    let groups = composite::groups(graph, &order);
+    let groups = composite::groups(graph, &order, opts);
     let inner: std::collections::BTreeSet<NodeId> = groups.values().flat_map(|g| g.inner().to_vec()).collect();
     let mut values: BTreeMap<ValueRef, Value<'c, 'a>> = BTreeMap::new();
     for (&id, arg) in graph.graph_inputs().iter().zip(inputs) {
