@@ -160,7 +160,9 @@ fn commutes_with_division(op: &Op) -> bool {
     match op {
         Op::View(_) | Op::Convert(_) | Op::Identity(_) => true,
         Op::Where(Where { on_true, on_false }) => [on_true, on_false].iter().any(|o| is_zero(o)),
-        Op::Binary(Binary { op: BinaryOp::Mul | BinaryOp::Div, .. }) => true,
+        Op::Binary(Binary { op: BinaryOp::Mul, .. }) => true,
+        // `p / t`, not `c / p`.
+        Op::Binary(Binary { op: BinaryOp::Div, lhs: Operand::Tensor, .. }) => true,
         _ => false,
     }
 }
@@ -223,13 +225,16 @@ fn masks_in_the_loop(
     for (&v, &cut) in group.iter().zip(cuts) {
         let rank = graph.value_type(v).rank();
         let mut made = Made::default();
-        if cut == Some(rank.wrapping_sub(1)) && made.grow_from_smaller(graph, v, keys) {
-            for leaf in made.leaves {
-                add(leaf, leaf_cut(graph.value_type(leaf), keys)?)?;
+        let made_from_smaller = cut == Some(rank.wrapping_sub(1)) && made.grow_from_smaller(graph, v, keys);
+        let leaves = made_from_smaller.then(|| made.leaf_cuts(graph, keys)).flatten();
+        match leaves {
+            Some(leaves) => {
+                for (leaf, cut) in leaves {
+                    add(leaf, cut)?;
+                }
+                expanded.extend(made.grown);
             }
-            expanded.extend(made.grown);
-        } else {
-            add(v, cut)?;
+            None => add(v, cut)?,
         }
     }
     Some((operands, op_cuts, expanded))
@@ -255,6 +260,11 @@ struct Made {
 impl Made {
     /// The most ops rebuilt in the loop for one mask.
     const MAX_OPS: usize = 32;
+
+    /// Each leaf with its cut; `None` if one does not broadcast against the keys.
+    fn leaf_cuts(&self, graph: &Graph, keys: i64) -> Option<Vec<(ValueRef, Option<usize>)>> {
+        self.leaves.iter().map(|&l| Some((l, leaf_cut(graph.value_type(l), keys)?))).collect()
+    }
 
     /// True when `v` (keys last) is made by element-wise ops from values each smaller than the
     /// result it feeds (broadcast up), which are recorded as leaves.
