@@ -172,6 +172,18 @@ def build_llama_1b_bf16():
     return LogitsWrapper(LlamaForCausalLM(cfg).to(torch.bfloat16))
 
 
+def build_llama_1b_long():
+    """Benchmark only: Llama-3.2-1B's shape in bf16 for prompts of up to 32,768 tokens (its
+    positions up to 32,768), built on the meta device and written as a sparse archive."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
+                      num_attention_heads=32, num_key_value_heads=8, head_dim=64, vocab_size=128256,
+                      max_position_embeddings=32768, rope_theta=500000.0, tie_word_embeddings=True,
+                      attn_implementation="sdpa")
+    return LogitsWrapper(LlamaForCausalLM(cfg).to(torch.bfloat16))
+
+
 def build_llama_8b_bf16():
     """Benchmark only: Llama-3.1-8B's shape (8.03 B parameters, untied LM head) in bf16. Built
     on the meta device and written as a sparse archive (`generate_sparse`): its weights are
@@ -1362,6 +1374,13 @@ BENCH_MODELS = {
              "exported on the meta device, no eager reference",
         inputs=[(ids(32, 32, vocab=128256),)],
         sparse=True),
+    "llama_1b_long": dict(
+        build=build_llama_1b_long,
+        desc="Llama-3.2-1B-shaped LlamaForCausalLM in bf16 with a dynamic seq Dim('seq', 1..32768): "
+             "2.5 GB of zero weights written as holes; exported on the meta device, no eager reference",
+        inputs=[(ids(64, 33, vocab=128256),)],
+        dynamic_shapes={"input_ids": {1: Dim("seq", min=1, max=32768)}},
+        sparse=True),
     "moe_wide": dict(
         build=build_qwen3_moe_wide,
         desc="moe_tiny's architecture at benchmark size: hidden 512, 1 layer, 64 experts, top-8, "
@@ -1641,7 +1660,8 @@ def generate_sparse(name, spec, outdir):
     with torch.device("meta"):
         model = spec["build"]().eval()
     args = spec["inputs"][0]
-    ep = torch.export.export(model, tuple(a.to("meta") for a in args), strict=False)
+    ep = torch.export.export(model, tuple(a.to("meta") for a in args), dynamic_shapes=spec.get("dynamic_shapes"),
+                             strict=False)
     ep = ep.run_decompositions()
     strip_local_paths(ep)
     path = os.path.join(outdir, f"{name}.pt2")

@@ -6,6 +6,7 @@
 mod bucket_cost;
 mod codegen;
 mod large;
+mod long_context;
 mod measure;
 mod setup;
 
@@ -40,7 +41,7 @@ enum Task {
     /// Run the Core ATen single-op cases and rewrite docs/ops.md (the coverage table).
     Coverage,
     /// Time lowering, XLA compile and run of every test model (release build), then the
-    /// sections: passes, bucketing, cache, grouped-mm, avg-pool, tensor-parallel.
+    /// sections: passes, bucketing, cache, grouped-mm, avg-pool, tensor-parallel, long-context.
     Bench {
         /// Only these sections (default: everything but --large and --peers).
         sections: Vec<String>,

@@ -52,7 +52,11 @@ pub(crate) fn measure(bin: &Path, args: &[&str]) -> Result<Measured> {
     })
 }
 
+/// The release binary, built; `$TORCHTPU_BENCH_BINARY` names another one to measure instead.
 fn release_binary() -> Result<PathBuf> {
+    if let Some(bin) = std::env::var_os("TORCHTPU_BENCH_BINARY") {
+        return Ok(PathBuf::from(bin));
+    }
     run("cargo", &["build", "--release", "-q", "-p", "torchtpu-compile"], &[])?;
     Ok(root().join("target/release/torchtpu-compile"))
 }
@@ -156,7 +160,7 @@ pub(crate) fn median(mut v: Vec<f64>) -> f64 {
 type Section = fn(bin: &Path, tmp: &Path) -> Result<()>;
 
 /// The benchmark sections after the per-model table, by name.
-const SECTIONS: [(&str, Section); 8] = [
+const SECTIONS: [(&str, Section); 9] = [
     ("passes", passes_bench),
     ("bucketing", bucket_bench),
     ("bucket-cost", crate::bucket_cost::bucket_cost_bench),
@@ -165,6 +169,7 @@ const SECTIONS: [(&str, Section); 8] = [
     ("avg-pool", avg_pool_bench),
     ("tensor-parallel", tensor_parallel_bench),
     ("donation", donation_bench),
+    ("long-context", crate::long_context::long_context_bench),
 ];
 
 /// Every figure, or only the `sections` named (`models` is the per-model table); `--large` and
