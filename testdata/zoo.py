@@ -23,7 +23,8 @@ Each model is exported in a child process with a time limit, so one that hangs o
 is recorded, not fatal.
 
 Outcomes, per column (static, dynamic):
-  EXPORT   torch.export failed (torch's error, first line)
+  EXPORT   torch.export failed (torch's error, first line), or the program it wrote differs
+           from eager (ExportDiffers: no compiler could match eager from that archive)
   PASS     compiles and equals eager at every size tried
   REFUSED  the compiler refused it (exit 1), with the op and reason it named
   WRONG    compiled and ran, but a result differs from eager
@@ -465,6 +466,27 @@ def export_either_way(module, x):
             raise first from None
 
 
+class ExportDiffers(Exception):
+    """torch.export's program does not compute what the model does eagerly (a failure of the
+    export, as an error would be: no compiler can match eager from that archive)."""
+
+
+def same_as_eager(ep, module, x):
+    """Raises `ExportDiffers` when the exported program's result at `x` is off eager's by more
+    than the sweep's tolerance (paligemma's exported forward differs from its eager one)."""
+    import torch
+
+    with torch.no_grad():
+        want, got = module(x), ep.module()(x)
+    got = got[0] if isinstance(got, (tuple, list)) else got
+    if not (isinstance(want, torch.Tensor) and isinstance(got, torch.Tensor)) or want.shape != got.shape:
+        return
+    diff = (want.float() - got.float()).abs()
+    scale = max(1.0, float(want.float().abs().max())) if want.numel() else 1.0
+    if want.numel() and float(diff.max()) > 1e-3 * scale:
+        raise ExportDiffers(f"torch.export's program differs from eager by {float(diff.max()):.3g} (scale {scale:.3g})")
+
+
 def first_line(e):
     text = str(e).strip().splitlines()
     return text[0][:300] if text else type(e).__name__
@@ -504,6 +526,7 @@ def worker(task, model_type, out):
         with real_grouped_mm_under_export():
             ep = export_either_way(module, x)
         ep = ep.run_decompositions()
+        same_as_eager(ep, module, x)
         torch.export.save(ep, os.path.join(out, "static.pt2"))
         save_case("static", 0, x)
         info["static"] = "ok"
@@ -513,6 +536,7 @@ def worker(task, model_type, out):
         # Batch 2 and 16 tokens: torch specializes dims whose example size is 1.
         with real_grouped_mm_under_export():
             ep, shapes, example = export_dynamic(module, make_input(module, 2, 16, 1))
+        same_as_eager(ep, module, example)
         torch.export.save(ep, os.path.join(out, "dynamic.pt2"))
         dims = {str(k): str(v) for k, v in shapes.items()}
         info["dynamic"] = "ok"

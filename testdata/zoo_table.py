@@ -135,7 +135,7 @@ def write_table(results, path, versions, planned, libraries, describe):
         "`cargo xtask zoo` (`testdata/zoo.py`) exports random-init instances of every architecture of the "
         "libraries below with torch.export — at one size (non-strict, then strict) and with dynamic sizes —, "
         "compiles each with torchtpu-compile, runs it on CPU and compares it with eager. Each library's section "
-        "says when it was swept, with which versions and how. Outcomes: EXPORT (torch.export failed: torch's "
+        "says when it was swept, with which versions and how. Outcomes: EXPORT (torch.export failed, or the program it wrote differs from eager: torch's "
         "error), PASS (equal to eager at every size tried), REFUSED (the compiler refused, naming the op and "
         "why), WRONG (a result differs from eager), CRASH (a panic, an abort, a signal or a hang). "
         "Percentages of static PASS are of the archives that export. TPU: `yes` where the archives that "

@@ -105,6 +105,7 @@ impl Masker<'_> {
             Op::Pad(pad) => self.pad(graph, id, pad, across),
             Op::Repeat(_) => self.repeat(graph, id, node, across),
             Op::Scatter(Scatter { dim, .. }) => self.scatter(graph, id, norm_dim(*dim, rank(0)), across),
+            Op::MaskedScatter(_) => self.masked_scatter(graph, id, in_dyn),
             _ => Err(REFUSED.into()),
         }
     }
@@ -357,6 +358,31 @@ impl Masker<'_> {
             graph.set_input(id, slot as u16, wrapped);
         }
         Ok(())
+    }
+
+    /// `masked_scatter(self, mask, source)`: `source`'s elements, in order, at the mask's true
+    /// positions. With the mask false wherever it is padded, the real true positions keep their
+    /// row-major order and no padded one is written; `source`'s padding, after its real rows
+    /// (its leading dim, a prefix: rows gathered at a count from data), is never reached, as
+    /// eager needs no more elements than there are true positions. A padded dim of `self` that
+    /// the mask broadcasts over would take elements between real ones: refused, unless it is
+    /// `self`'s leading dim (its padding comes after every real position).
+    fn masked_scatter(&mut self, graph: &mut Graph, id: NodeId, in_dyn: &[DynDims]) -> Result<(), String> {
+        if in_dyn[2].iter().any(|(&d, f)| d != 0 || f.len() > 1) {
+            return Err("scatters a source padded inside (only its leading dim may be padded)".into());
+        }
+        let (rank, mask_rank) =
+            (Self::ty(graph, graph.inputs(id)[0]).rank(), Self::ty(graph, graph.inputs(id)[1]).rank());
+        let masked = |d: usize| d + mask_rank >= rank && in_dyn[1].contains_key(&(d + mask_rank - rank));
+        if let Some((d, _)) = in_dyn[0].iter().find(|(&d, f)| !(masked(d) || (d == 0 && f.len() == 1))) {
+            return Err(format!("scatters into dim {d}, padded, which its mask broadcasts over"));
+        }
+        let out = ValueRef { node: id, slot: 0 };
+        for (&d, f) in in_dyn[0].iter().filter(|(_, f)| f.len() > 1) {
+            self.merged.insert((out, d), f.clone());
+        }
+        let dims: Vec<usize> = in_dyn[1].keys().copied().collect();
+        self.mask_input(graph, id, 1, &dims, Scalar::Bool(false))
     }
 
     /// `out[perm] = values` along dim 0 of a padded `out` of the same size as `perm`, a sort's

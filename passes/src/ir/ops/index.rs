@@ -312,6 +312,10 @@ impl OpDef for MaskedScatter {
         broadcast(&[&x.dims, &inputs[1].dims])?;
         one(like(x))
     }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Rule
+    }
 }
 
 op! {
