@@ -201,6 +201,7 @@ fn every_model_matches_with_padding_forced_on() {
             "llama_1head_dyn",
             "rope_complex",
             "rope_complex_dyn",
+            "long_context_dyn",
         ];
         assert_eq!(!pad.padded.is_empty(), wide.contains(name), "{name}: {pad:?}");
         if name.starts_with("llama_tiny") {
