@@ -255,6 +255,7 @@ fn leaf_cut(ty: &TensorType, keys: i64) -> Option<Option<usize>> {
 struct Made {
     grown: BTreeSet<ValueRef>,
     leaves: Vec<ValueRef>,
+    visited: usize,
 }
 
 impl Made {
@@ -272,7 +273,9 @@ impl Made {
         let node = graph.node(v.node);
         let ty = graph.value_type(v);
         let elementwise = node.op.is_elementwise() && !node.op.is_random() && node.outputs.len() == 1;
-        if !elementwise || ty.dims.last() != Some(&Dim::Static(keys)) || self.grown.len() >= Self::MAX_OPS {
+        // The ops visited bound the recursion too: a value joins `grown` only after its inputs.
+        self.visited += 1;
+        if !elementwise || ty.dims.last() != Some(&Dim::Static(keys)) || self.visited > Self::MAX_OPS {
             return false;
         }
         let size = numel(ty);
