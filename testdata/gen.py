@@ -372,18 +372,19 @@ class HFStaticCacheStep(nn.Module):
     (input_ids [1, 1], cache_position [1]) -> logits, the per-layer key/value caches (and their
     length counters) non-persistent buffers updated in place. A one-layer Llama."""
 
-    def __init__(self):
+    def __init__(self, hidden=32, layers=1, heads=2, kv_heads=1, vocab=128, cache_len=48):
         super().__init__()
         from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
         from transformers.integrations.executorch import TorchExportableModuleWithStaticCache
 
-        cfg = LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
-                          num_key_value_heads=1, head_dim=16, vocab_size=128, max_position_embeddings=64,
+        cfg = LlamaConfig(hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
+                          num_attention_heads=heads, num_key_value_heads=kv_heads, head_dim=hidden // heads,
+                          vocab_size=vocab, max_position_embeddings=max(64, cache_len),
                           attn_implementation="sdpa")
         model = LlamaForCausalLM(cfg).eval()
         model.generation_config = GenerationConfig(
             use_cache=True, cache_implementation="static",
-            cache_config={"batch_size": 1, "max_cache_len": 48, "device": "cpu"})
+            cache_config={"batch_size": 1, "max_cache_len": cache_len, "device": "cpu"})
         self.step = TorchExportableModuleWithStaticCache(model)
 
     def forward(self, input_ids, cache_position):
@@ -1389,6 +1390,14 @@ BENCH_MODELS = {
         export_context=real_grouped_mm_under_export,
         graph_has=["torch.ops.aten._grouped_mm.default"],
         graph_lacks=["grouped_mm_fallback"]),
+    "hf_static_cache_32k": dict(
+        build=lambda: HFStaticCacheStep(hidden=256, layers=2, heads=4, kv_heads=2, vocab=256, cache_len=32768),
+        desc="hf_static_cache at benchmark size: 2 layers, hidden 256, 4 heads of 64, 2 kv heads, vocab 256, "
+             "static caches of 32,768 positions (64 MiB); no eager reference",
+        inputs=[(torch.tensor([[5]]), torch.tensor([0]))],
+        export_context=torch.no_grad,
+        strict=True,
+        lean_metadata=True),
     "decoder_kv_4096": dict(
         build=lambda: DecoderKV(vocab=256, dim=512, heads=8, layers=4, max_seq=4096),
         desc="decoder_kv at benchmark size: vocab 256, dim 512, 8 heads, 4 layers, static KV caches "

@@ -167,6 +167,7 @@ pub(super) fn run(args: &RunArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         tolerance: crate::run::Tolerance { atol: args.atol, rtol: args.rtol },
         state_in: args.state_in.clone(),
         state_out: args.state_out.clone(),
+        repeat: args.repeat.into(),
     };
     let report = run_artifact(&req).with_context(|| format!("cannot run `{}`", args.artifact.display()))?;
     match args.format {

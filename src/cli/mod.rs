@@ -351,6 +351,11 @@ struct RunArgs {
     /// the same seed gives the same numbers.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// Call the program N times on the same inputs, each call from the state the last one left
+    /// (as a session carries a KV cache), and report the median time of a call: for timing a
+    /// step without the first call's warm-up. The outputs written are the last call's.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+    repeat: u16,
     /// Hash the weights against the artifact's sha256 even when this file was verified before.
     /// Without it they are hashed on their way to the device unless the cache folder remembers
     /// the file (by path, inode, size, modification and change times) as verified; a weights
@@ -428,9 +433,11 @@ struct CompileArgs {
     grouped_mm: Option<GroupedMmArg>,
     /// How attention is lowered: `naive` (the scores `[queries, keys]` whole, then the softmax:
     /// memory grows with the square of the sequence), `blocked` (a loop over blocks of keys with
-    /// an online softmax: memory grows with the block; the same numbers up to rounding) or
-    /// `auto` (the default: blocked where the scores would take 64 MiB or more, e.g. 4 heads of
-    /// 2,048 × 2,048 positions).
+    /// an online softmax: memory grows with the block; the same numbers up to rounding; a block
+    /// every key of which is masked is skipped) or `auto` (the default: blocked where the scores
+    /// would take 64 MiB or more, e.g. 4 heads of 2,048 × 2,048 positions, and where a mask lets
+    /// blocks be skipped over 8 blocks or more, e.g. a decode step over a cache of 4,096
+    /// positions, whose cost then follows the filled positions).
     #[arg(long, value_name = "FORM", value_enum, default_value = "auto")]
     attention: AttentionArg,
     /// Keys per block of blocked attention (the largest divisor of the keys up to N). Default

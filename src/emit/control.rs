@@ -174,7 +174,7 @@ fn loop_region<'c>(
     b.block_region(&as_results(&shapes), body)
 }
 
-fn ret<'c>(inner: &Builder<'c, '_>, results: &[Value<'c, '_>]) -> LowerResult<()> {
+pub(super) fn ret<'c>(inner: &Builder<'c, '_>, results: &[Value<'c, '_>]) -> LowerResult<()> {
     let op = OperationBuilder::new("stablehlo.return", inner.loc)
         .add_operands(results)
         .build()
@@ -183,7 +183,7 @@ fn ret<'c>(inner: &Builder<'c, '_>, results: &[Value<'c, '_>]) -> LowerResult<()
     Ok(())
 }
 
-fn region_of(block: Block<'_>) -> Region<'_> {
+pub(super) fn region_of(block: Block<'_>) -> Region<'_> {
     let region = Region::new();
     region.append_block(block);
     region

@@ -224,6 +224,7 @@ fn run_case(folder: &str, (op, case): (&str, &Case), tmp: &Path) -> Outcome {
         tolerance: Default::default(),
         state_in: None,
         state_out: None,
+        repeat: 1,
     };
     if let Err(e) = run(&req) {
         return Outcome::Failed(format!("run: {e:#}"));
@@ -390,6 +391,7 @@ fn random_ops_follow_the_seed() {
             tolerance: Default::default(),
             state_in: None,
             state_out: None,
+            repeat: 1,
         })
         .expect("runs");
         std::fs::read(out_dir.join("out_1.npy")).expect("mask written")

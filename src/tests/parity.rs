@@ -34,7 +34,7 @@ impl Drop for TempDir {
     }
 }
 
-fn request() -> CompileRequest {
+pub(super) fn request() -> CompileRequest {
     CompileRequest::new(vec![Target::cpu()], Precision::Default)
 }
 
@@ -81,6 +81,7 @@ pub(super) fn assert_parity_with(name: &str, req: &CompileRequest) -> artifact::
         tolerance: Default::default(),
         state_in: None,
         state_out: None,
+        repeat: 1,
     };
     let report = run(&req).unwrap_or_else(|e| panic!("{name}: {e:#}"));
     assert!(!report.outputs.is_empty());
@@ -296,6 +297,7 @@ fn run_case(name: &str, artifact: &Path, case: &str, tmp: &Path) -> String {
         tolerance: Default::default(),
         state_in: None,
         state_out: None,
+        repeat: 1,
     };
     let report = run(&req).unwrap_or_else(|e| panic!("{name}{case}: {e:#}"));
     for (i, o) in report.outputs.iter().enumerate() {

@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::parity::{compile_model, TempDir};
+use super::parity::{compile_model, compile_model_with, request, TempDir};
 use super::{run_cli, testdata};
 use crate::npy::Array;
 
@@ -44,14 +44,15 @@ fn updated_buffers_are_state_files_and_user_outputs_come_first() {
 /// `--state-out` then `--state-in`: a training step's BatchNorm statistics carried into a
 /// second step. `num_batches_tracked` goes 0, 1, 2 and the running mean follows
 /// `m2 = 0.9 m1 + 0.1 b` for the same batch's mean `b`; without `--state-in` a step starts
-/// again from the artifact's statistics. Missing or misshapen state is refused by name.
+/// again from the artifact's statistics; `--repeat 3` makes three calls, each from the state
+/// the last left (`--repeat 0` is a usage error). Missing or misshapen state is refused by name.
 #[test]
 fn state_carries_from_one_run_to_the_next() {
     let tmp = TempDir::new("state-in");
     let artifact = compile_model("train_cnn", &tmp.0);
     let dir = testdata().join("models/train_cnn");
     let s = |p: &Path| p.to_str().expect("utf-8").to_string();
-    let step = |name: &str, state_in: Option<&Path>| {
+    let step_with = |name: &str, state_in: Option<&Path>, extra: &[&str]| {
         let (art, out, state) = (s(&artifact), s(&tmp.0.join(format!("out-{name}"))), s(&tmp.0.join(name)));
         let ins = [s(&dir.join("in_0.npy")), s(&dir.join("in_1.npy"))];
         let mut args = vec!["run", &art, &ins[0], &ins[1], "--out-dir", &out, "--state-out", &state];
@@ -59,8 +60,10 @@ fn state_carries_from_one_run_to_the_next() {
         if let Some(g) = &given {
             args.extend(["--state-in", g]);
         }
+        args.extend_from_slice(extra);
         run_cli(&args)
     };
+    let step = |name: &str, state_in: Option<&Path>| step_with(name, state_in, &[]);
     let read = |name: &str, file: &str| {
         let a = Array::read(&tmp.0.join(name).join(file)).expect("state written");
         (0..a.numel() as usize).filter_map(|i| a.get_f64(i)).collect::<Vec<f64>>()
@@ -73,6 +76,10 @@ fn state_carries_from_one_run_to_the_next() {
     assert_eq!(code, 0, "{err}");
     let tracked = "state_bn.num_batches_tracked.npy";
     assert_eq!((read("s1", tracked), read("s2", tracked), read("again", tracked)), (vec![1.0], vec![2.0], vec![1.0]));
+    let (code, _, err) = step_with("repeated", None, &["--repeat", "3"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(read("repeated", tracked), vec![3.0]);
+    assert_eq!(step_with("never", None, &["--repeat", "0"]).0, 2);
     // The artifact's statistics: the archive's buffer.
     let program = crate::import::import(&testdata().join("models/train_cnn.pt2")).expect("imports");
     let stored = &program.weights["bn.running_mean"];
@@ -271,6 +278,55 @@ fn generate_follows_transformers_static_cache_export() {
     assert!(text.contains("6 prompt tokens") && text.contains("(6 calls)"), "{text}");
     assert!(crate::run::compare(&read(&tokens), &read(&dir.join("tokens.npy"))).ok, "tokens differ: {text}");
     assert!(crate::run::compare(&read(&logits), &read(&dir.join("logits.npy"))).ok, "the logits differ");
+}
+
+/// Blocked attention reads no block of a decode step's caches past its position: NaN written
+/// into transformers' static caches (48 positions) from position 16 on changes no logit of the
+/// step at position 5 with blocks of 8 keys (the causal mask leaves positions 0 to 5, so blocks
+/// 2 to 5 are skipped), while the naive form, which reads every position, gives NaN logits.
+#[test]
+fn a_blocked_decode_step_skips_the_cache_past_its_position() {
+    let tmp = TempDir::new("skip-blocks");
+    let logits_at_5 = |form: crate::emit::Attention, poisoned: bool| {
+        let dir = tmp.0.join(form.name());
+        std::fs::create_dir_all(&dir).expect("a folder");
+        let mut req = request();
+        req.attention = (form, Some(8));
+        let artifact = dir.join("hf_static_cache.tpuexe");
+        let artifact = if artifact.exists() { artifact } else { compile_model_with("hf_static_cache", &dir, &req) };
+        let mut session = decode_session(&artifact);
+        let labels = [PathBuf::from("ids"), PathBuf::from("pos")];
+        let mut step = |token: i64, p: i64| {
+            let called = session.call(&[int_array(token, vec![1, 1]), int_array(p, vec![1])], &labels, 0);
+            called.expect("runs").outputs.pop().expect("the logits")
+        };
+        for (p, token) in [5, 9, 3, 17, 42].into_iter().enumerate() {
+            step(token, p as i64);
+        }
+        if poisoned {
+            let mut poisoned_caches = 0;
+            for (name, mut cache) in session.state().expect("the state") {
+                if cache.shape != [1, 1, 48, 16] {
+                    continue;
+                }
+                for chunk in cache.data.chunks_exact_mut(4).skip(16 * 16) {
+                    chunk.copy_from_slice(&f32::NAN.to_le_bytes());
+                }
+                session.set_state(&name, cache).expect("takes the caches");
+                poisoned_caches += 1;
+            }
+            assert_eq!(poisoned_caches, 2, "a key and a value cache");
+        }
+        let called = session.call(&[int_array(8, vec![1, 1]), int_array(5, vec![1])], &labels, 0);
+        called.expect("runs").outputs.pop().expect("the logits")
+    };
+    let nans = |a: &Array| (0..128).filter(|&i| a.get_f64(i).is_some_and(f64::is_nan)).count();
+    let blocked = logits_at_5(crate::emit::Attention::Blocked, false);
+    let naive = logits_at_5(crate::emit::Attention::Naive, false);
+    assert!(crate::run::compare(&blocked, &naive).ok, "blocked and naive attention differ");
+    assert_eq!(nans(&blocked), 0);
+    assert_eq!(logits_at_5(crate::emit::Attention::Blocked, true).data, blocked.data, "a skipped block was read");
+    assert_eq!(nans(&logits_at_5(crate::emit::Attention::Naive, true)), 128, "the naive form reads every position");
 }
 
 /// The command line refuses `args` with exit `code` and a message containing `message`.

@@ -116,6 +116,7 @@ fn tensor_parallel_buckets_match_eager() {
             tolerance: Default::default(),
             state_in: None,
             state_out: None,
+            repeat: 1,
         })
         .unwrap_or_else(|e| panic!("case {case:?}: {e:#}"));
         assert!(report.ok, "case {case:?}: {:?}", report.outputs);

@@ -1,6 +1,7 @@
 //! `cargo xtask bench long-context`: what blocked attention buys at long sequences — libtpu's
 //! figures for a Llama-3.2-1B-shaped model (bf16) per prompt length, naive against blocked,
-//! and the CPU time per token of the two forms on the small `long_context_dyn`.
+//! the CPU time per token of the two forms on the small `long_context_dyn`, and the CPU time of
+//! a decode step over a cache of 32,768 positions at several filled lengths.
 
 use std::path::Path;
 
@@ -17,9 +18,13 @@ const LENGTHS: [i64; 4] = [1024, 8192, 16384, 32768];
 /// Lengths of the CPU timing on the small model.
 const CPU_LENGTHS: [i64; 3] = [1024, 4096, 16384];
 
+/// Positions of the decode step timed over the 32,768-position cache.
+const DECODE_POSITIONS: [i64; 4] = [1023, 4095, 16383, 32767];
+
 pub(crate) fn long_context_bench(bin: &Path, tmp: &Path) -> Result<()> {
     tpu_table(bin, tmp)?;
-    cpu_table(bin, tmp)
+    cpu_table(bin, tmp)?;
+    decode_table(bin, tmp)
 }
 
 /// The 1B-shaped Llama's prefill per length, target and form: peak device memory and its
@@ -30,8 +35,8 @@ fn tpu_table(bin: &Path, tmp: &Path) -> Result<()> {
     let model = path_str(&model)?;
     println!("long-context: Llama-3.2-1B-shaped (bf16, 16 layers, 32 heads) prefill, libtpu's figures per length");
     println!(
-        "{:<12} {:>7} {:<8} {:>9} {:>9} {:>9} {:>9} {:>10}",
-        "target", "tokens", "form", "peak GiB", "temp GiB", "HBM GiB", "TFLOP", "compile s"
+        "{:<12} {:>7} {:<8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10}",
+        "target", "tokens", "form", "peak GiB", "temp GiB", "HBM GiB", "TFLOP", "GiB read", "compile s"
     );
     const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
     for target in ["tpu:v5e:1x1", "tpu:v6e:1x1"] {
@@ -53,17 +58,19 @@ fn tpu_table(bin: &Path, tmp: &Path) -> Result<()> {
                 let e = &target_info["executables"][0];
                 let figure = |v: &Value| v.as_f64().unwrap_or(f64::NAN);
                 println!(
-                    "{target:<12} {len:>7} {form:<8} {:>9.2} {:>9.2} {:>9.1} {:>9.2} {:>10.1}",
+                    "{target:<12} {len:>7} {form:<8} {:>9.2} {:>9.2} {:>9.1} {:>9.2} {:>9.1} {:>10.1}",
                     figure(&e["memory"]["peak_bytes"]) / GIB,
                     figure(&e["memory"]["temp_bytes"]) / GIB,
                     figure(&target_info["tpu"]["hbm_bytes_per_chip"]) / GIB,
                     figure(&e["cost"]["flops"]) / 1e12,
+                    figure(&e["cost"]["bytes_accessed"]) / GIB,
                     figure(&e["compile_ms"]) / 1e3,
                 );
             }
         }
     }
-    println!("(blocks of 512 keys; the outputs hold the logits of every position: 2 bytes × 128,256 per token)");
+    println!("(blocks of 512 keys; the outputs hold the logits of every position: 2 bytes × 128,256 per token;");
+    println!(" XLA's cost model counts a loop's body once: blocked FLOPs and bytes count one block per attention)");
     Ok(())
 }
 
@@ -104,6 +111,42 @@ fn cpu_table(bin: &Path, tmp: &Path) -> Result<()> {
     Ok(())
 }
 
+/// A decode step of `hf_static_cache_32k` (transformers' static-cache export, caches of 32,768
+/// positions) at a few positions, naive against blocked: the median of 7 calls each (`run
+/// --repeat`), in one run. Blocked, a step skips the blocks past its position.
+fn decode_table(bin: &Path, tmp: &Path) -> Result<()> {
+    let model = bench_model("hf_static_cache_32k")?;
+    let model = path_str(&model)?;
+    println!("\ndecode on CPU: hf_static_cache_32k (2 layers, caches of 32,768 positions), ms per step (median of 7)");
+    println!("{:>9} {:>10} {:>10} {:>8}", "position", "naive", "blocked", "ratio");
+    let ids = tmp.join("decode-ids.npy");
+    write_ints(&ids, &[1, 1], &[5])?;
+    let mut per_form = Vec::new();
+    for form in ["naive", "blocked"] {
+        let art = tmp.join(format!("decode-{form}.tpuexe")).display().to_string();
+        let args = ["compile", model, "-o", &art, "--target", "cpu", "--attention", form, "--no-cache", "-q"];
+        if !measure(bin, &args)?.ok {
+            bail!("hf_static_cache_32k: compile with --attention {form} failed");
+        }
+        let mut row = Vec::new();
+        for pos in DECODE_POSITIONS {
+            let position = tmp.join(format!("decode-pos-{pos}.npy"));
+            write_ints(&position, &[1], &[pos])?;
+            let (ids, position) = (ids.display().to_string(), position.display().to_string());
+            let out = tmp.join("decode-out").display().to_string();
+            let r =
+                measure(bin, &["run", &art, &ids, &position, "--out-dir", &out, "--repeat", "7", "--format", "json"])?;
+            row.push(json(&r, "run")?["run_ms"].as_f64().unwrap_or(f64::NAN));
+        }
+        per_form.push(row);
+    }
+    for (i, pos) in DECODE_POSITIONS.iter().enumerate() {
+        let (naive, blocked) = (per_form[0][i], per_form[1][i]);
+        println!("{pos:>9} {naive:>10.2} {blocked:>10.2} {:>7.2}x", blocked / naive);
+    }
+    Ok(())
+}
+
 /// `compile MODEL -o ART --target TARGET --buckets BUCKETS --attention FORM EXTRA… --no-cache -q`.
 fn compile(
     bin: &Path,
@@ -120,7 +163,15 @@ fn compile(
 
 /// Token ids `0, 1, …` modulo the vocabulary (128), `i64[1, len]`, as `.npy`.
 fn write_ids(path: &Path, len: i64) -> Result<()> {
-    let mut header = format!("{{'descr': '<i8', 'fortran_order': False, 'shape': (1, {len}), }}");
+    let ids: Vec<i64> = (0..len).map(|i| i % 128).collect();
+    write_ints(path, &[1, len], &ids)
+}
+
+/// `values` as an `i64` array of `shape`, as `.npy`.
+fn write_ints(path: &Path, shape: &[i64], values: &[i64]) -> Result<()> {
+    let dims = shape.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
+    let dims = if shape.len() == 1 { format!("{dims},") } else { dims };
+    let mut header = format!("{{'descr': '<i8', 'fortran_order': False, 'shape': ({dims}), }}");
     while (10 + header.len() + 1) % 64 != 0 {
         header.push(' ');
     }
@@ -128,8 +179,8 @@ fn write_ids(path: &Path, len: i64) -> Result<()> {
     let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
     bytes.extend((header.len() as u16).to_le_bytes());
     bytes.extend(header.as_bytes());
-    for i in 0..len {
-        bytes.extend((i % 128).to_le_bytes());
+    for v in values {
+        bytes.extend(v.to_le_bytes());
     }
     std::fs::write(path, bytes)?;
     Ok(())
