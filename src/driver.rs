@@ -78,6 +78,8 @@ pub(crate) struct Lowered {
     pub passes: Vec<PassReport>,
     /// `(stage, printed IR)` after specialization and after each pass, when asked for.
     pub stages: Vec<(String, String)>,
+    /// With `--attention blocked`, each attention that stays naive, and why.
+    pub naive_attentions: Vec<String>,
 }
 
 /// Errors of lowering, before any XLA compile.
@@ -142,5 +144,6 @@ pub(crate) fn lower(
 ) -> Result<Lowered, LowerError> {
     let Transformed { graph, passes, stages } = transform(program, &bindings, opts)?;
     let module = emit(&graph, &opts.emit)?;
-    Ok(Lowered { bindings, graph, module, passes, stages })
+    let naive_attentions = crate::emit::naive_attentions(&graph, &opts.emit);
+    Ok(Lowered { bindings, graph, module, passes, stages, naive_attentions })
 }

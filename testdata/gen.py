@@ -470,6 +470,27 @@ class TrainMLP(nn.Module):
         return nn.functional.mse_loss(y, target, reduction="mean")
 
 
+class TrainAttention(nn.Module):
+    """One training step of causal self-attention (2 heads of 8 over 16 positions, q/k/v and
+    output projections) written out as transformers' eager attention does (scores, causal
+    mask, softmax, product with V; SDPA's CPU backward is no core ATen op): forward returns the
+    MSE loss (mean) against `target`; the backward reads the attention's probabilities."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv = nn.Linear(16, 48)
+        self.out = nn.Linear(16, 16)
+
+    def forward(self, x, target):
+        b, t, _ = x.shape
+        q, k, v = self.qkv(x).view(b, t, 3, 2, 8).permute(2, 0, 3, 1, 4)
+        scores = q @ k.transpose(-1, -2) * 8 ** -0.5
+        causal = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
+        y = scores.masked_fill(~causal, float("-inf")).softmax(-1) @ v
+        y = self.out(y.transpose(1, 2).reshape(b, t, 16))
+        return nn.functional.mse_loss(y, target, reduction="mean")
+
+
 class TrainCNN(nn.Module):
     """One training step of a small CNN: forward returns the cross-entropy loss (mean)
     against integer `labels`; BatchNorm runs in train mode (batch statistics, running
@@ -1338,6 +1359,14 @@ MODELS = {
              "graph inputs; outputs are the loss (loss_output) and the gradient of every "
              "parameter (gradient_to_parameter)",
         inputs=[(randn((4, 8), 15), randn((4, 4), 16))]),
+    "train_attention": dict(
+        build=TrainAttention,
+        train=True,
+        desc="one training step of causal self-attention (2 heads of 8, 16 positions, q/k/v and "
+             "output projections) with MSE loss (mean): joint forward+backward graph from "
+             "torch.export.experimental._export_forward_backward (core ATen); outputs are the loss "
+             "and the gradient of every parameter",
+        inputs=[(randn((2, 16, 16), 19), randn((2, 16, 16), 20))]),
     "train_cnn": dict(
         build=lambda: randomize_bn(TrainCNN()),
         train=True,

@@ -43,25 +43,36 @@ fn only_user(graph: &Graph, id: NodeId) -> Option<(NodeId, u16)> {
     }
 }
 
-/// The attention around softmax node `softmax`, in topological order, when it is one.
-fn attention(graph: &Graph, softmax: NodeId) -> Option<Vec<NodeId>> {
-    let mut before = Vec::new();
-    let mut cur = softmax;
-    let first = loop {
-        let slot = if cur == softmax { 0 } else { chain_slot(&graph.node(cur).op)? };
-        let prev = graph.inputs(cur).get(usize::from(slot))?.node;
-        if only_user(graph, prev).map(|(u, _)| u) != Some(cur) || before.len() > MAX_CHAIN {
-            return None;
+/// The way back from `cur` (the softmax or an op of the chain) to the `bmm` that makes the
+/// scores, through the input slots `slots` of `cur`: the `bmm`, and the chain's ops nearest
+/// first. A binary op may take the scores on either side (`bias + scores`, ALiBi's); each side
+/// is tried, at most [`MAX_CHAIN`] ops deep.
+fn back_to_bmm(graph: &Graph, cur: NodeId, slots: &[u16], depth: usize) -> Option<(NodeId, Vec<NodeId>)> {
+    for &slot in slots {
+        let Some(prev) = graph.inputs(cur).get(usize::from(slot)).map(|v| v.node) else { continue };
+        if only_user(graph, prev).map(|(u, _)| u) != Some(cur) {
+            continue;
         }
         if graph.node(prev).op == Op::Bmm(Bmm) {
-            break prev;
+            return Some((prev, Vec::new()));
         }
-        chain_slot(&graph.node(prev).op)?;
-        before.push(prev);
-        cur = prev;
-    };
-    let mut after = Vec::new();
-    cur = softmax;
+        let op = &graph.node(prev).op;
+        let Some(next) = chain_slot(op) else { continue };
+        let sides: &[u16] = if matches!(op, Op::Binary(_)) { &[0, 1] } else { &[next] };
+        if depth < MAX_CHAIN {
+            if let Some((first, mut before)) = back_to_bmm(graph, prev, sides, depth + 1) {
+                before.insert(0, prev);
+                return Some((first, before));
+            }
+        }
+    }
+    None
+}
+
+/// The attention around softmax node `softmax`, in topological order, when it is one.
+fn attention(graph: &Graph, softmax: NodeId) -> Option<Vec<NodeId>> {
+    let (first, before) = back_to_bmm(graph, softmax, &[0], 0)?;
+    let (mut cur, mut after) = (softmax, Vec::new());
     let last = loop {
         let (next, slot) = only_user(graph, cur)?;
         let op = &graph.node(next).op;

@@ -177,7 +177,26 @@ pub fn compile(program: &Program, model: &Path, out: &Path, req: &CompileRequest
     phases.push(progress::Phase::since("write", started, Some(if reused { 0 } else { bytes })));
     summary.phases = phases;
     summary.warnings.extend(cache.take_warnings());
+    summary.warnings.extend(naive_attentions(&buckets));
     Ok(summary)
+}
+
+/// The attentions `--attention blocked` could not block, each once with the buckets it is in.
+fn naive_attentions(buckets: &[LoweredBucket]) -> Vec<String> {
+    let mut by_line: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+    for b in buckets {
+        for line in &b.lowered.naive_attentions {
+            by_line.entry(line).or_default().push(&b.planned.name);
+        }
+    }
+    by_line
+        .into_iter()
+        .map(|(line, names)| match names.len() {
+            n if n == buckets.len() => line.to_string(),
+            n if n <= 4 => format!("{line} (buckets {})", names.join(", ")),
+            n => format!("{line} (buckets {} and {} more)", names[..3].join(", "), n - 3),
+        })
+        .collect()
 }
 
 /// One bucket at its sizes, lowered.

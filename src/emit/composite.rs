@@ -40,6 +40,11 @@ impl Group {
         &self.nodes[..self.nodes.len() - 1]
     }
 
+    /// True for an attention lowered blocked.
+    pub(super) fn is_blocked(&self) -> bool {
+        self.blocked.is_some()
+    }
+
     /// True for an attention marked by the `sdpa` pass.
     pub(super) fn is_sdpa(&self) -> bool {
         self.composite.name == torchtpu_passes::ir::SDPA

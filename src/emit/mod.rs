@@ -54,7 +54,7 @@ use melior::Context;
 use thiserror::Error;
 use torchtpu_passes::ir::{DType, Dim, Graph, Node, NodeId, Op, Scalar, TensorType, ValueRef};
 
-pub(crate) use attention::Attention;
+pub(crate) use attention::{naive_attentions, Attention};
 use builder::{static_dims, static_list, tensor_type_text, Builder, LowerResult};
 
 pub use torchtpu_passes::ir::Precision;

@@ -119,6 +119,7 @@ parity_tests!(
     edge_cases,
     train_mlp,
     train_cnn,
+    train_attention,
     mobilenet_v2_tiny,
     effnet_block,
     cnn_dynbatch,
@@ -238,13 +239,37 @@ fn attention_models_match_eager_blocked() {
         let manifest = assert_parity_with(name, &req);
         assert_eq!(manifest.options.attention.as_deref(), Some("blocked:4"), "{name}");
     }
-    for name in ["llama_tiny_dyn", "bert_meanpool_2d", "llama_1head_dyn", "t5_decoder_dyn", "mla_dyn"] {
+    for name in ["llama_tiny_dyn", "bert_meanpool_2d", "llama_1head_dyn", "t5_decoder_dyn", "mla_dyn", "alibi_dyn"] {
         let tmp = TempDir::new(name);
         let artifact = compile_model_with(name, &tmp.0, &req);
         for case in &case_suffixes(name) {
             run_case(name, &artifact, case, &tmp.0);
         }
     }
+}
+
+/// `--attention blocked` names each attention it leaves naive, and why: a training step's,
+/// whose probabilities the backward reads; its numbers are still eager's. An attention it
+/// blocks gets no word.
+#[test]
+fn blocked_attention_names_what_stays_naive() {
+    let tmp = TempDir::new("naive-attention");
+    let s = |p: &Path| p.to_str().expect("utf-8").to_string();
+    let compile = |name: &str| {
+        let (model, out) = (testdata().join(format!("models/{name}.pt2")), tmp.0.join(format!("{name}.tpuexe")));
+        let args = ["compile", &s(&model), "-o", &s(&out), "--target", "cpu", "--attention", "blocked", "--no-cache"];
+        let (code, _, err) = run_cli(&[&args[..], &["--attention-block", "4", "-q"]].concat());
+        assert_eq!(code, 0, "{err}");
+        err
+    };
+    let err = compile("train_attention");
+    let expected = "warning: attention at node `_softmax` stays naive: its probabilities are also read outside it \
+                    (a training graph's backward keeps them): the backward of attention is not blocked";
+    assert!(err.contains(expected), "{err}");
+    assert_eq!(compile("llama_tiny"), "");
+    let mut req = request();
+    req.attention = (crate::emit::Attention::Blocked, Some(4));
+    assert_parity_with("train_attention", &req);
 }
 
 /// Control flow on data, at one size: each case takes another path (`cond_data`: both

@@ -303,7 +303,11 @@ impl Part<'_> {
             }
             copy.outputs[0].dims[d] = Dim::Static(self.block);
             if let Op::View(View { size }) = &mut copy.op {
-                *size.get_mut(d).filter(|n| **n == Dim::Static(self.keys))? = Dim::Static(self.block);
+                // The keys, or −1 (inferred: the block, as the other dims are kept).
+                let n = size.get_mut(d).filter(|n| [self.keys, -1].map(Dim::Static).contains(n))?;
+                if *n == Dim::Static(self.keys) {
+                    *n = Dim::Static(self.block);
+                }
             }
         }
         let new = ValueRef { node: b.g.graph_mut().add_op(copy, &inputs), slot: 0 };
@@ -330,4 +334,83 @@ impl Part<'_> {
         b.reads.push(k);
         Some(input)
     }
+}
+
+/// With `--attention blocked`: one line per attention of `graph` that stays naive, naming its
+/// softmax and saying why. An attention is a softmax between two `bmm`s (through views,
+/// conversions and element-wise ops); the router softmax of an MoE is none.
+pub(crate) fn naive_attentions(graph: &Graph, opts: &EmitOptions) -> Vec<String> {
+    if opts.attention != Attention::Blocked {
+        return Vec::new();
+    }
+    let Ok(order) = graph.topo_order() else { return Vec::new() };
+    let groups = super::composite::groups(graph, &order, opts);
+    let grouped: BTreeMap<NodeId, bool> =
+        groups.values().flat_map(|g| g.nodes.iter().map(move |&n| (n, g.is_blocked()))).collect();
+    let mut lines = Vec::new();
+    for &id in &order {
+        let node = graph.node(id);
+        if !matches!(node.op, Op::Softmax(Softmax { log: false, .. })) {
+            continue;
+        }
+        let keys = graph.inputs(id).first().and_then(|v| graph.value_type(*v).dims.last()?.as_static());
+        let one_block = keys.is_some_and(|k| k <= opts.attention_block.unwrap_or(DEFAULT_BLOCK));
+        let why = match grouped.get(&id) {
+            Some(true) => continue,
+            Some(false) if one_block => continue,
+            Some(false) => {
+                "its ops between the two products do not all work key by key, or its keys do not split \
+                            into blocks"
+            }
+            None if !between_products(graph, id) => continue,
+            None if graph.users(id).len() > 1 => {
+                "its probabilities are also read outside it (a training graph's backward keeps them): the \
+                 backward of attention is not blocked"
+            }
+            None => {
+                "its ops are not one chain (`bmm`, element-wise ops, softmax, `bmm`) the `sdpa` pass marks; \
+                     an attention sink's `cat` is not yet one"
+            }
+        };
+        lines.push(format!("attention at node `{}` stays naive: {why}", node.name));
+    }
+    lines
+}
+
+/// Whether softmax `id` reads a `bmm` and feeds one, each within a few views, conversions or
+/// element-wise ops.
+fn between_products(graph: &Graph, id: NodeId) -> bool {
+    let passes_on = |op: &Op| {
+        matches!(
+            op,
+            Op::View(_) | Op::Convert(_) | Op::Identity(_) | Op::Binary(_) | Op::Where(_) | Op::Cat(_) | Op::Slice(_)
+        )
+    };
+    let reads = |from: NodeId| {
+        let mut frontier = vec![(from, 0)];
+        while let Some((at, depth)) = frontier.pop() {
+            for input in graph.inputs(at) {
+                match &graph.node(input.node).op {
+                    Op::Bmm(_) => return true,
+                    op if passes_on(op) && depth < 8 => frontier.push((input.node, depth + 1)),
+                    _ => {}
+                }
+            }
+        }
+        false
+    };
+    let feeds = |from: NodeId| {
+        let mut frontier = vec![(from, 0)];
+        while let Some((at, depth)) = frontier.pop() {
+            for (user, _, _) in graph.users(at) {
+                match &graph.node(user).op {
+                    Op::Bmm(_) => return true,
+                    op if passes_on(op) && depth < 8 => frontier.push((user, depth + 1)),
+                    _ => {}
+                }
+            }
+        }
+        false
+    };
+    reads(id) && feeds(id)
 }
