@@ -13,8 +13,8 @@
 #![doc = include_str!("../tests/sdpa/attention_marked_as_one_composite.ir")]
 //! ```
 
-use crate::ir::ops::{Bmm, Convert, Identity, Softmax, Where};
-use crate::ir::{Composite, Graph, NodeId, Op, Operand, SDPA};
+use crate::ir::ops::{Binary, Bmm, Cat, Convert, ExtremumDim, Identity, Slice, Softmax, Where};
+use crate::ir::{BinaryOp, Composite, Dim, Graph, NodeId, Op, Operand, SDPA};
 use crate::pass::{Changed, Pass, PassCx, PassError};
 
 /// See the module docs.
@@ -24,11 +24,12 @@ pub struct Sdpa;
 const MAX_CHAIN: usize = 8;
 
 /// The operand slot through which a chain op passes the attention scores on, if `op` may sit
-/// in the chain: views, conversions, element-wise arithmetic (scale, mask add: slot 0) and
-/// `where` selecting between the scores and a constant (bucket masks: slot 1).
+/// in the chain: views, conversions, element-wise functions (softcapping's `tanh`) and
+/// arithmetic (scale, mask add: slot 0) and `where` selecting between the scores and a
+/// constant (bucket masks: slot 1).
 fn chain_slot(op: &Op) -> Option<u16> {
     match op {
-        Op::View(_) | Op::Convert(Convert) | Op::Identity(Identity) | Op::Binary(_) => Some(0),
+        Op::View(_) | Op::Convert(Convert) | Op::Identity(Identity) | Op::Unary(_) | Op::Binary(_) => Some(0),
         Op::Where(Where { on_true: Operand::Tensor, on_false: Operand::Scalar(_) })
         | Op::Where(Where { on_true: Operand::Scalar(_), on_false: Operand::Tensor }) => Some(1),
         _ => None,
@@ -69,10 +70,53 @@ fn back_to_bmm(graph: &Graph, cur: NodeId, slots: &[u16], depth: usize) -> Optio
     None
 }
 
+/// An attention sink (GPT-OSS's): each row's scores and one more logit concatenated along the
+/// keys, shifted by their maximum, then the softmax — `softmax(c − max(c))` with
+/// `c = cat(scores, sink)` — whose sink column is sliced off after it. The `cat`, the maximum
+/// and the shift when `softmax`'s input is made so, each read only there.
+fn sink_before(graph: &Graph, softmax: NodeId) -> Option<[NodeId; 3]> {
+    let last = |id: NodeId, dim: i64| dim == -1 || dim + 1 == graph.node(id).outputs[0].rank() as i64;
+    let shift = graph.inputs(softmax).first()?.node;
+    let sub = Binary { op: BinaryOp::Sub, lhs: Operand::Tensor, rhs: Operand::Tensor, alpha: None };
+    if graph.node(shift).op != Op::Binary(sub) || only_user(graph, shift) != Some((softmax, 0)) {
+        return None;
+    }
+    let [c, m] = graph.inputs(shift)[..] else { return None };
+    let (cat, max) = (c.node, m.node);
+    let Op::ExtremumDim(ExtremumDim { max: true, dim, keepdim: true }) = graph.node(max).op else { return None };
+    let Op::Cat(Cat { dim: cat_dim }) = graph.node(cat).op else { return None };
+    let sink = *graph.inputs(cat).get(1)?;
+    let one_logit = graph.inputs(cat).len() == 2 && graph.value_type(sink).dims.last() == Some(&Dim::Static(1));
+    let mut readers = vec![(max, 0, 0), (shift, 0, 0)];
+    readers.sort();
+    let cat_read = graph.users(cat) == readers && !graph.is_output(cat);
+    let max_read = graph.users(max) == [(shift, 1, 0)] && !graph.is_output(max);
+    (m.slot == 0 && last(max, dim) && last(cat, cat_dim) && one_logit && cat_read && max_read)
+        .then_some([cat, max, shift])
+}
+
+/// The slice that drops a sink's column from the probabilities `probs`: its only user.
+fn sink_dropped(graph: &Graph, probs: NodeId) -> Option<NodeId> {
+    let (slice, _) = only_user(graph, probs)?;
+    let Op::Slice(Slice { dim, start: Dim::Static(0), step: 1, .. }) = graph.node(slice).op else { return None };
+    let rank = graph.node(probs).outputs[0].rank();
+    let keys = |id: NodeId| graph.node(id).outputs[0].dims.last().and_then(Dim::as_static);
+    let kept = (dim == -1 || dim + 1 == rank as i64) && keys(slice)? + 1 == keys(probs)?;
+    kept.then_some(slice)
+}
+
 /// The attention around softmax node `softmax`, in topological order, when it is one.
 fn attention(graph: &Graph, softmax: NodeId) -> Option<Vec<NodeId>> {
-    let (first, before) = back_to_bmm(graph, softmax, &[0], 0)?;
-    let (mut cur, mut after) = (softmax, Vec::new());
+    let sink = sink_before(graph, softmax);
+    let (first, before) = match sink {
+        Some([cat, ..]) => back_to_bmm(graph, cat, &[0], 1)?,
+        None => back_to_bmm(graph, softmax, &[0], 0)?,
+    };
+    let dropped = match sink {
+        Some(_) => Some(sink_dropped(graph, softmax)?),
+        None => None,
+    };
+    let (mut cur, mut after) = (dropped.unwrap_or(softmax), Vec::new());
     let last = loop {
         let (next, slot) = only_user(graph, cur)?;
         let op = &graph.node(next).op;
@@ -87,7 +131,9 @@ fn attention(graph: &Graph, softmax: NodeId) -> Option<Vec<NodeId>> {
     };
     let mut nodes = vec![first];
     nodes.extend(before.into_iter().rev());
+    nodes.extend(sink.into_iter().flatten());
     nodes.push(softmax);
+    nodes.extend(dropped);
     nodes.extend(after);
     nodes.push(last);
     Some(nodes)

@@ -239,7 +239,9 @@ fn attention_models_match_eager_blocked() {
         let manifest = assert_parity_with(name, &req);
         assert_eq!(manifest.options.attention.as_deref(), Some("blocked:4"), "{name}");
     }
-    for name in ["llama_tiny_dyn", "bert_meanpool_2d", "llama_1head_dyn", "t5_decoder_dyn", "mla_dyn", "alibi_dyn"] {
+    let dynamic =
+        ["llama_tiny_dyn", "bert_meanpool_2d", "llama_1head_dyn", "t5_decoder_dyn", "mla_dyn", "alibi_dyn", "sink_dyn"];
+    for name in dynamic {
         let tmp = TempDir::new(name);
         let artifact = compile_model_with(name, &tmp.0, &req);
         for case in &case_suffixes(name) {

@@ -64,12 +64,8 @@ pub(in super::super) fn lower<'c, 'b>(
         next.extend_from_slice(operands);
         Ok(next)
     })?;
-    let mut init = vec![
-        b.splat(Scalar::Int(0), &[], DType::I32)?,
-        b.splat(Scalar::Float(f64::NEG_INFINITY), rows, acc_dt)?,
-        b.splat(Scalar::Float(0.0), rows, acc_dt)?,
-        b.splat(Scalar::Float(0.0), &out, acc_dt)?,
-    ];
+    let (m, l) = start(b, plan, args, rows, acc_dt)?;
+    let mut init = vec![b.splat(Scalar::Int(0), &[], DType::I32)?, m, l, b.splat(Scalar::Float(0.0), &out, acc_dt)?];
     init.extend(args.iter().map(|(v, _)| *v));
     let results = b.op_n("stablehlo.while", &init, &shapes, &[], vec![cond, body])?;
     let (m, l, acc) = (results[1], results[2], results[3]);
@@ -82,6 +78,24 @@ pub(in super::super) fn lower<'c, 'b>(
         result = b.op("stablehlo.select", &[masked, zero, result], &out, acc_dt, &[])?;
     }
     b.convert(result, &out, acc_dt, plan.out.dtype)
+}
+
+/// The running maximum and sum before the first block: `−inf` and 0, or with a sink its logit
+/// `s` and `exp(s − s) = 1` (0 where `s` is `−inf`).
+fn start<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    plan: &Plan,
+    args: &[(Value<'c, 'b>, &TensorType)],
+    rows: &[i64],
+    dt: DType,
+) -> LowerResult<(Value<'c, 'b>, Value<'c, 'b>)> {
+    let none = b.splat(Scalar::Float(f64::NEG_INFINITY), rows, dt)?;
+    let Some(k) = plan.sink else { return Ok((none, b.splat(Scalar::Float(0.0), rows, dt)?)) };
+    let (sink, ty) = args[k];
+    let sink = b.convert(b.reshape(sink, rows, ty.dtype)?, rows, ty.dtype, dt)?;
+    let masked = b.compare(sink, none, rows, dt, "EQ")?;
+    let (zero, one) = (b.splat(Scalar::Float(0.0), rows, dt)?, b.splat(Scalar::Float(1.0), rows, dt)?);
+    Ok((sink, b.op("stablehlo.select", &[masked, zero, one], rows, dt, &[])?))
 }
 
 /// `v`, one value per row of `rows`, over the last dim of `to`, whose rows are the same ones

@@ -114,6 +114,9 @@ pub(super) struct Plan {
     out: TensorType,
     /// The masks that say a block adds nothing; `None`: every block is visited.
     skip: Option<Skip>,
+    /// The operand holding each row's sink logit (`[rows…, 1]`), if the softmax has one: the
+    /// running maximum starts from it, and the sum from 1.
+    sink: Option<usize>,
 }
 
 /// The blocked form of `group` when the options ask for it and it applies; `None`: naive.
@@ -125,18 +128,28 @@ pub(super) fn plan(graph: &Graph, group: &Group, opts: &EmitOptions) -> Option<P
     let at = nodes.iter().position(|&id| matches!(graph.node(id).op, Op::Softmax(Softmax { log: false, .. })))?;
     let softmax = graph.node(nodes[at]);
     let Op::Softmax(Softmax { dim, safe, .. }) = softmax.op else { return None };
-    let scores_ty = graph.value_type(graph.inputs(nodes[at])[0]).clone();
+    // An attention sink: `cat(scores, sink)`, its maximum and the shift before the softmax,
+    // the slice that drops the sink's column after it (see the `sdpa` pass). The loop starts
+    // from the sink's logit instead, and the shift (which changes no probability) is dropped.
+    let sink_form = at >= 3 && matches!(graph.node(nodes[at - 3]).op, Op::Cat(_));
+    let (scores_end, before, probs_at, sink) = if sink_form {
+        let cat = graph.inputs(nodes[at - 3]);
+        (cat[0], &nodes[..at - 3], at + 1, Some(*cat.get(1)?))
+    } else {
+        (graph.inputs(nodes[at])[0], &nodes[..at], at, None)
+    };
+    let scores_ty = graph.value_type(scores_end).clone();
     let dims = static_dims(&scores_ty).ok()?;
     let keys = *dims.last()?;
     if dim != -1 && dim != dims.len() as i64 - 1 {
         return None;
     }
-    let numel: i64 = dims.iter().try_fold(1i64, |n, &d| n.checked_mul(d))?;
+    let count: i64 = dims.iter().try_fold(1i64, |n, &d| n.checked_mul(d))?;
     let wanted = opts.attention_block.unwrap_or(DEFAULT_BLOCK);
     let block = block_size(keys, wanted);
     let auto = opts.attention == Attention::Auto;
     // `auto` below the size: blocked only where blocks can be skipped, over many of them.
-    let small = auto && numel.saturating_mul(4) < AUTO_SCORE_BYTES;
+    let small = auto && count.saturating_mul(4) < AUTO_SCORE_BYTES;
     // Nor where the keys have no divisor near the block (a prime count: blocks of 1 key).
     let ragged = auto && block.saturating_mul(4) < wanted.min(keys);
     if block >= keys || ragged || (small && keys < AUTO_SKIP_BLOCKS * block) {
@@ -151,15 +164,23 @@ pub(super) fn plan(graph: &Graph, group: &Group, opts: &EmitOptions) -> Option<P
     }
     let Cut { operands, cuts, expanded, key_dims } =
         masks_in_the_loop(graph, &group.operands, &cuts(graph, group, keys)?, keys)?;
-    let (before, after) = (&nodes[..at], &nodes[at + 1..]);
+    let after = &nodes[probs_at + 1..];
     if !after[..after.len() - 1].iter().all(|&id| commutes_with_division(&graph.node(id).op)) {
         return None;
     }
+    let sink = match sink {
+        // One logit per row of the scores.
+        Some(v) if numel(graph.value_type(v)) == product(&dims[..dims.len() - 1])? => {
+            Some(operands.iter().position(|o| *o == v)?)
+        }
+        Some(_) => return None,
+        None => None,
+    };
     let part = Part { graph, operands: &operands, cuts: &cuts, expanded: &expanded, key_dims: &key_dims, keys, block };
     let (scores, scores_reads) = part.build("scores", before, None)?;
-    let probs = (ValueRef { node: nodes[at], slot: 0 }, softmax.outputs[0].dtype);
+    let probs = (ValueRef { node: nodes[probs_at], slot: 0 }, softmax.outputs[0].dtype);
     let (values, values_reads) = part.build("values", after, Some(probs))?;
-    let skip = skip(&part, before, graph.inputs(nodes[at])[0]);
+    let skip = skip(&part, before, scores_end);
     if small && skip.is_none() {
         return None;
     }
@@ -177,6 +198,7 @@ pub(super) fn plan(graph: &Graph, group: &Group, opts: &EmitOptions) -> Option<P
         safe,
         out,
         skip,
+        sink,
     })
 }
 
@@ -367,10 +389,7 @@ pub(crate) fn naive_attentions(graph: &Graph, opts: &EmitOptions) -> Vec<String>
                 "its probabilities are also read outside it (a training graph's backward keeps them): the \
                  backward of attention is not blocked"
             }
-            None => {
-                "its ops are not one chain (`bmm`, element-wise ops, softmax, `bmm`) the `sdpa` pass marks; \
-                     an attention sink's `cat` is not yet one"
-            }
+            None => "its ops are not one chain (`bmm`, element-wise ops, softmax, `bmm`) the `sdpa` pass marks",
         };
         lines.push(format!("attention at node `{}` stays naive: {why}", node.name));
     }
