@@ -43,6 +43,8 @@ mod import;
 mod inspect;
 mod npy;
 mod pjrt;
+/// `plan`: candidate slices and meshes compiled deviceless, with estimates of time and price.
+mod plan;
 mod proto;
 mod run;
 mod setup;

@@ -4,6 +4,7 @@
 //! captured output streams, so every message and exit code is tested without spawning processes.
 
 mod commands;
+mod plan;
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -68,6 +69,13 @@ enum Command {
     ///
     /// Example: torchtpu-compile cache stats
     Cache(CacheArgs),
+    /// Find the TPU slices and meshes a program fits, with estimates of a call's time and price:
+    /// every candidate compiled deviceless through libtpu (no TPU needed), its peak memory per
+    /// chip against the chip's HBM, XLA's cost model, the collectives, and from them a roofline
+    /// estimate and the price per hour and per million tokens. Estimates, not measurements.
+    ///
+    /// Example: torchtpu-compile plan model.pt2 --slices tpu:v5e:2x4,tpu:v6e:2x2
+    Plan(plan::PlanArgs),
     /// Describe an exported program (.pt2: signature with symbolic dims and bounds, weights, op
     /// histogram, versions) or an artifact (.tpuexe: manifest, targets, buckets, executables).
     ///
@@ -641,7 +649,7 @@ enum Format {
     Json,
 }
 
-const SUBCOMMANDS: &[&str] = &["compile", "check", "inspect", "run", "generate", "cache", "help"];
+const SUBCOMMANDS: &[&str] = &["compile", "check", "inspect", "run", "generate", "cache", "plan", "help"];
 
 /// `torchtpu-compile model.pt2 -o x` means `torchtpu-compile compile model.pt2 -o x`.
 fn with_default_subcommand(args: Vec<OsString>) -> Vec<OsString> {
@@ -768,5 +776,6 @@ fn run(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<u8>
         Command::Run(args) => commands::run(&args, out),
         Command::Generate(args) => commands::generate(&args, out),
         Command::Cache(args) => commands::cache(&args, out, err),
+        Command::Plan(args) => plan::plan(&args, out, err).map(|()| 0),
     }
 }

@@ -181,6 +181,26 @@ pub fn compile(program: &Program, model: &Path, out: &Path, req: &CompileRequest
     Ok(summary)
 }
 
+/// Lowers and compiles `program` for `req`'s targets without writing an artifact: each
+/// target's entry as a manifest would hold it (per bucket: device memory, XLA's cost model, the
+/// collectives). What `plan` reads.
+pub(crate) fn compile_for_figures(program: &Program, req: &CompileRequest) -> Result<Vec<TargetEntry>, Error> {
+    let planned = crate::buckets::plan(program, &req.buckets)?;
+    let buckets = in_parallel(&planned, req.jobs, |p| lower_bucket(program, p, req))?;
+    same_weights(&buckets)?;
+    let cache = Cache::open(&req.cache);
+    let compiled = compile_all(&buckets, req, &cache)?;
+    let mut targets: Vec<TargetEntry> = Vec::new();
+    for (i, e) in compiled.executables.into_iter().enumerate() {
+        let t = i % req.targets.len();
+        if targets.len() == t {
+            targets.push(TargetEntry { target: e.summary.target, plugin: e.plugin, tpu: e.tpu, executables: vec![] });
+        }
+        targets[t].executables.push(e.executable);
+    }
+    Ok(targets)
+}
+
 /// The attentions `--attention blocked` could not block, each once with the buckets it is in.
 fn naive_attentions(buckets: &[LoweredBucket]) -> Vec<String> {
     let mut by_line: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();

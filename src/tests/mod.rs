@@ -19,6 +19,8 @@ mod parity;
 #[cfg(feature = "mlir")]
 mod passes;
 #[cfg(feature = "mlir")]
+mod plan;
+#[cfg(feature = "mlir")]
 mod serving;
 #[cfg(feature = "mlir")]
 mod sharding;

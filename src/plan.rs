@@ -1,0 +1,383 @@
+//! `plan`: on which TPU slice a program fits, split how, and what a call would cost.
+//!
+//! Every candidate — a slice (`tpu:v5e:2x2`) and a mesh that splits the program over its chips
+//! (`tp=4`, `fsdp=2,tp=2`, …) — is compiled deviceless through libtpu, through the compile cache,
+//! without writing an artifact. From each compile: libtpu's peak device memory per chip against
+//! the chip's HBM (libtpu's figure too), the argument bytes per chip (the weights' share), XLA's
+//! cost model (FLOPs and bytes accessed of one chip's program) and the collectives' bytes. From
+//! those and a table of chip figures (`schemas/tpu-chips.json`, or `--prices FILE`), a roofline
+//! **estimate** of one call's time — the larger of FLOPs ÷ the chip's bf16 peak and bytes ÷ its
+//! HBM bandwidth, plus the collectives' bytes ÷ its ICI bandwidth — and of its price. Nothing
+//! here is measured: XLA's cost model counts a loop's body once, ignores overlap and assumes
+//! peak rates.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use torchtpu_passes::ir::{Dim, InputKind, Mesh, MeshAxis, Op};
+
+use crate::artifact::{Executable, TargetEntry};
+use crate::compile::{compile_for_figures, CompileRequest};
+use crate::import::Program;
+use crate::target::Target;
+use crate::Error;
+
+/// The chip table compiled into the binary.
+const BUNDLED_CHIPS: &str = include_str!("../schemas/tpu-chips.json");
+
+/// The format name of a chip table.
+const CHIPS_FORMAT: &str = "torchtpu-chips/1";
+
+/// One generation's figures.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+pub(crate) struct Chip {
+    /// Dense bf16 peak, TFLOP/s.
+    pub bf16_tflops: f64,
+    /// HBM bandwidth, GB/s.
+    pub hbm_gb_per_s: f64,
+    /// Inter-chip interconnect bandwidth per chip, GB/s.
+    pub ici_gb_per_s: f64,
+    /// On-demand price per chip-hour, USD.
+    pub usd_per_chip_hour: f64,
+}
+
+/// The figures `plan` estimates with, by generation.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+pub(crate) struct ChipTable {
+    pub format: String,
+    #[serde(default)]
+    pub about: String,
+    pub prices_as_of: String,
+    pub chips: BTreeMap<String, Chip>,
+}
+
+impl ChipTable {
+    /// The table in `schemas/tpu-chips.json`.
+    pub(crate) fn bundled() -> Result<ChipTable, String> {
+        ChipTable::parse(BUNDLED_CHIPS, "the bundled chip table")
+    }
+
+    /// A table from a file (`--prices FILE`), checked.
+    pub(crate) fn read(path: &Path) -> Result<ChipTable, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
+        ChipTable::parse(&text, &format!("`{}`", path.display()))
+    }
+
+    fn parse(text: &str, name: &str) -> Result<ChipTable, String> {
+        let table: ChipTable = serde_json::from_str(text).map_err(|e| format!("{name} is no chip table: {e}"))?;
+        if table.format != CHIPS_FORMAT {
+            return Err(format!("{name}: format `{}`, expected `{CHIPS_FORMAT}`", table.format));
+        }
+        for (generation, c) in &table.chips {
+            let figures = [c.bf16_tflops, c.hbm_gb_per_s, c.ici_gb_per_s, c.usd_per_chip_hour];
+            if figures.iter().any(|x| !x.is_finite() || *x <= 0.0) {
+                return Err(format!("{name}: `{generation}` needs positive, finite figures"));
+            }
+        }
+        Ok(table)
+    }
+}
+
+/// The slices tried when `--slices` is not given, per generation from the smallest: 1, 4, 8,
+/// 16 and 32 chips (v5p and tpu7x from 4, their smallest slices).
+pub(crate) fn default_slices() -> Vec<Vec<Target>> {
+    let tpu =
+        |generation: &str, topology: &str| Target::Tpu { generation: generation.into(), topology: topology.into() };
+    let flat = ["1x1", "2x2", "2x4", "4x4", "4x8"];
+    let cube = ["2x2x1", "2x2x2", "2x2x4", "2x4x4"];
+    let mut out = Vec::new();
+    for generation in ["v5e", "v6e"] {
+        out.push(flat.iter().map(|t| tpu(generation, t)).collect());
+    }
+    for generation in ["v5p", "tpu7x"] {
+        out.push(cube.iter().map(|t| tpu(generation, t)).collect());
+    }
+    out
+}
+
+/// The meshes tried on `chips` chips: none for one; else all of them along `tp`, along `fsdp`,
+/// along `dp`, and every `fsdp=a,tp=b` with `a·b = chips`.
+pub(crate) fn meshes(chips: u64) -> Vec<Option<Mesh>> {
+    if chips <= 1 {
+        return vec![None];
+    }
+    let axis = |name: &str, size: u64| MeshAxis { name: name.into(), size: size as i64 };
+    let mut out: Vec<Vec<MeshAxis>> = ["tp", "fsdp", "dp"].iter().map(|a| vec![axis(a, chips)]).collect();
+    for a in (2..chips).filter(|a| chips.is_multiple_of(*a) && chips / a >= 2) {
+        out.push(vec![axis("fsdp", a), axis("tp", chips / a)]);
+    }
+    out.into_iter().filter_map(|axes| Mesh::new(axes).ok()).map(Some).collect()
+}
+
+/// The mesh as `--mesh` writes it.
+fn mesh_text(mesh: &Option<Mesh>) -> Option<String> {
+    mesh.as_ref().map(|m| m.axes.iter().map(|a| format!("{}={}", a.name, a.size)).collect::<Vec<_>>().join(","))
+}
+
+/// A program's peak per chip above this share of HBM does not fit comfortably: `plan` goes on
+/// to larger slices of that generation.
+const COMFORTABLE: f64 = 0.8;
+
+/// What `plan` does.
+pub(crate) struct PlanRequest {
+    /// The slices to try, each compiled; `None`: [`default_slices`], each generation up to the
+    /// first slice where some mesh fits comfortably.
+    pub slices: Option<Vec<Target>>,
+    pub chips: ChipTable,
+    /// Everything else a compile takes (buckets, passes, cache); its targets and mesh are set
+    /// per candidate.
+    pub base: CompileRequest,
+}
+
+/// What `plan` found.
+#[derive(Debug, Serialize)]
+pub(crate) struct PlanReport {
+    /// Where the chip figures come from, and the date of the prices.
+    pub chips_about: String,
+    pub prices_as_of: String,
+    /// Token ids per call (batch × sequence of the program's first integer input of two dims,
+    /// at the largest bucket), for the price per million tokens; `None` when it has none.
+    pub tokens_per_call: Option<u64>,
+    pub candidates: Vec<Candidate>,
+}
+
+/// One slice and mesh.
+#[derive(Debug, Serialize)]
+pub(crate) struct Candidate {
+    pub slice: String,
+    pub chips: u64,
+    /// `--mesh`'s words; `None`: one program per chip, not split.
+    pub mesh: Option<String>,
+    /// The figures, or why there are none (the split or the compile was refused).
+    #[serde(flatten)]
+    pub outcome: Outcome,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Outcome {
+    Compiled(Figures),
+    Refused(String),
+}
+
+/// libtpu's and XLA's figures for the bucket that needs the most memory, and the estimate.
+#[derive(Debug, Serialize)]
+pub(crate) struct Figures {
+    pub bucket: String,
+    pub peak_bytes: u64,
+    pub hbm_bytes: u64,
+    pub fits: bool,
+    /// Argument bytes per chip: the weights' share and the inputs.
+    pub argument_bytes: u64,
+    pub flops: f64,
+    pub bytes_accessed: f64,
+    pub collective_bytes: u64,
+    pub estimate: Option<Estimate>,
+}
+
+/// The roofline estimate of one call (seconds) and its price.
+#[derive(Debug, Serialize, PartialEq)]
+pub(crate) struct Estimate {
+    pub compute_s: f64,
+    pub memory_s: f64,
+    pub collective_s: f64,
+    /// `max(compute_s, memory_s) + collective_s`.
+    pub call_s: f64,
+    pub usd_per_hour: f64,
+    pub usd_per_million_tokens: Option<f64>,
+}
+
+/// The estimate for `chips` chips of `chip` running a program whose one chip does `flops` and
+/// reads `bytes`, with `collective` bytes of collectives, `tokens` token ids per call.
+pub(crate) fn estimate(
+    chip: &Chip,
+    chips: u64,
+    (flops, bytes, collective): (f64, f64, u64),
+    tokens: Option<u64>,
+) -> Estimate {
+    let compute_s = flops / (chip.bf16_tflops * 1e12);
+    let memory_s = bytes / (chip.hbm_gb_per_s * 1e9);
+    let collective_s = collective as f64 / (chip.ici_gb_per_s * 1e9);
+    let call_s = compute_s.max(memory_s) + collective_s;
+    let usd_per_hour = chips as f64 * chip.usd_per_chip_hour;
+    let usd_per_million_tokens = tokens.filter(|&t| t > 0).map(|t| usd_per_hour / 3600.0 * call_s / t as f64 * 1e6);
+    Estimate { compute_s, memory_s, collective_s, call_s, usd_per_hour, usd_per_million_tokens }
+}
+
+/// Runs the plan: every candidate compiled, one at a time (each compile uses every core).
+pub(crate) fn plan(program: &Program, req: &PlanRequest, progress: &mut dyn FnMut(&str)) -> Result<PlanReport, Error> {
+    let tokens = tokens_per_call(program, &req.base)?;
+    let mut candidates = Vec::new();
+    let groups = match &req.slices {
+        Some(slices) => slices.iter().map(|s| vec![s.clone()]).collect(),
+        None => default_slices(),
+    };
+    for group in groups {
+        for slice in &group {
+            let before = candidates.len();
+            for mesh in meshes(slice.devices()) {
+                progress(&format!("{slice} {}", mesh_text(&mesh).unwrap_or_else(|| "(one chip)".into())));
+                candidates.push(candidate(program, req, slice, mesh, tokens));
+            }
+            let comfortable =
+                candidates[before..].iter().any(|c| matches!(&c.outcome, Outcome::Compiled(f) if f.comfortable()));
+            if req.slices.is_none() && comfortable {
+                break;
+            }
+        }
+    }
+    let (chips_about, prices_as_of) = (req.chips.about.clone(), req.chips.prices_as_of.clone());
+    Ok(PlanReport { chips_about, prices_as_of, tokens_per_call: tokens, candidates })
+}
+
+/// One candidate compiled, or refused with the compiler's words.
+fn candidate(
+    program: &Program,
+    req: &PlanRequest,
+    slice: &Target,
+    mesh: Option<Mesh>,
+    tokens: Option<u64>,
+) -> Candidate {
+    let mut one = req.base.clone();
+    one.targets = vec![slice.clone()];
+    one.pass_options.mesh = mesh.clone();
+    let outcome = match compile_for_figures(program, &one) {
+        Ok(targets) => figures(&req.chips, &targets, tokens),
+        Err(e) => Outcome::Refused(e.to_string()),
+    };
+    Candidate { slice: slice.to_string(), chips: slice.devices(), mesh: mesh_text(&mesh), outcome }
+}
+
+/// The figures of the bucket with the largest peak.
+fn figures(chips: &ChipTable, targets: &[TargetEntry], tokens: Option<u64>) -> Outcome {
+    let Some(t) = targets.first() else { return Outcome::Refused("internal: no target compiled".into()) };
+    let Some(tpu) = &t.tpu else { return Outcome::Refused("not a TPU target".into()) };
+    let peak = |e: &Executable| e.memory.as_ref().map_or(0, |m| m.peak_bytes.max(0) as u64);
+    let Some(e) = t.executables.iter().max_by_key(|e| peak(e)) else {
+        return Outcome::Refused("internal: no executable".into());
+    };
+    let (Some(memory), Some(hbm)) = (&e.memory, tpu.hbm_bytes_per_chip) else {
+        return Outcome::Refused("libtpu reported no memory figures".into());
+    };
+    let (flops, bytes) = e.cost.as_ref().map_or((f64::NAN, f64::NAN), |c| (c.flops, c.bytes_accessed));
+    let collective_bytes = e.collectives.values().map(|c| c.bytes).sum();
+    let estimate = chips
+        .chips
+        .get(&tpu.generation)
+        .filter(|_| flops.is_finite() && bytes.is_finite())
+        .map(|chip| estimate(chip, tpu.chips, (flops, bytes, collective_bytes), tokens));
+    Outcome::Compiled(Figures {
+        bucket: e.bucket.clone(),
+        peak_bytes: peak(e),
+        hbm_bytes: hbm,
+        fits: peak(e) <= hbm,
+        argument_bytes: memory.argument_bytes.max(0) as u64,
+        flops,
+        bytes_accessed: bytes,
+        collective_bytes,
+        estimate,
+    })
+}
+
+/// Batch × sequence of the first integer user input of two dims (token ids), at the largest
+/// bucket's sizes.
+fn tokens_per_call(program: &Program, base: &CompileRequest) -> Result<Option<u64>, Error> {
+    let planned = crate::buckets::plan(program, &base.buckets)?;
+    let sizes = planned.last().map(|p| p.values.clone()).unwrap_or_default();
+    let g = &program.graph;
+    let user = g.graph_inputs().iter().filter(|&&id| matches!(g.node(id).op, Op::Input(InputKind::User { .. })));
+    let mut types = user.map(|&id| &g.node(id).outputs[0]);
+    let ids = types.find(|t| t.dtype.is_integer() && t.rank() == 2);
+    Ok(ids.and_then(|t| {
+        t.dims.iter().try_fold(1u64, |n, d| {
+            let v = match d {
+                Dim::Static(v) => *v,
+                Dim::Sym(e) => e.eval(&sizes)?,
+            };
+            n.checked_mul(u64::try_from(v).ok()?)
+        })
+    }))
+}
+
+impl Figures {
+    /// Fits with room to spare: a peak of at most [`COMFORTABLE`] of the chip's HBM.
+    fn comfortable(&self) -> bool {
+        self.peak_bytes as f64 <= COMFORTABLE * self.hbm_bytes as f64
+    }
+}
+
+/// The candidate whose call costs least (price per hour × estimated time) among those that fit
+/// comfortably, else among those that fit at all.
+pub(crate) fn cheapest(report: &PlanReport) -> Option<&Candidate> {
+    let cost = |c: &Candidate, roomy: bool| match &c.outcome {
+        Outcome::Compiled(f @ Figures { fits: true, estimate: Some(e), .. }) if !roomy || f.comfortable() => {
+            Some(e.usd_per_hour * e.call_s)
+        }
+        _ => None,
+    };
+    let best = |roomy: bool| {
+        let costed = report.candidates.iter().filter_map(|c| Some((c, cost(c, roomy)?)));
+        costed.min_by(|a, b| a.1.total_cmp(&b.1)).map(|(c, _)| c)
+    };
+    best(true).or_else(|| best(false))
+}
+
+/// The report as a table for people.
+pub(crate) fn render_text(report: &PlanReport) -> String {
+    use std::fmt::Write as _;
+    let bytes = |b: u64| crate::display::human_bytes(b);
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:<15} {:<12} {:>10} {:>10} {:>5} {:>10} {:>10} {:>10} {:>8} {:>9}",
+        "slice", "mesh", "peak/chip", "HBM/chip", "fits", "args/chip", "collect.", "est. ms", "$/hour", "$/Mtok"
+    );
+    for c in &report.candidates {
+        let mesh = c.mesh.as_deref().unwrap_or("-");
+        match &c.outcome {
+            Outcome::Refused(why) => {
+                let why: String = why.chars().take(120).collect();
+                let _ = writeln!(s, "{:<15} {mesh:<12} refused: {why}", c.slice);
+            }
+            Outcome::Compiled(f) => {
+                let (ms, hour, mtok) = f.estimate.as_ref().map_or(("?".into(), "?".into(), "-".into()), |e| {
+                    let mtok = e.usd_per_million_tokens.map_or("-".into(), |p| format!("{p:.4}"));
+                    (format!("{:.3}", e.call_s * 1e3), format!("{:.2}", e.usd_per_hour), mtok)
+                });
+                let _ = writeln!(
+                    s,
+                    "{:<15} {mesh:<12} {:>10} {:>10} {:>5} {:>10} {:>10} {ms:>10} {hour:>8} {mtok:>9}",
+                    c.slice,
+                    bytes(f.peak_bytes),
+                    bytes(f.hbm_bytes),
+                    match (f.fits, f.comfortable()) {
+                        (true, true) => "yes",
+                        (true, false) => "tight",
+                        (false, _) => "NO",
+                    },
+                    bytes(f.argument_bytes),
+                    bytes(f.collective_bytes),
+                );
+            }
+        }
+    }
+    match cheapest(report) {
+        Some(c) => {
+            let mesh = c.mesh.as_deref().unwrap_or("(one chip)");
+            let _ = writeln!(s, "cheapest call that fits (with 20% of HBM to spare if any does): {} {mesh}", c.slice);
+        }
+        None => {
+            let _ = writeln!(s, "no candidate fits");
+        }
+    }
+    let tokens = report.tokens_per_call.map_or("no token ids in".into(), |t| format!("{t} tokens per call"));
+    let _ = writeln!(
+        s,
+        "estimates, not measurements: est. ms = max(FLOPs / bf16 peak, bytes / HBM bandwidth) + collective bytes / \
+         ICI bandwidth, from XLA's cost model of one chip's program (a loop's body counted once); $/Mtok at {tokens}; \
+         prices of {}",
+        report.prices_as_of
+    );
+    s
+}
