@@ -17,7 +17,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use torchtpu_passes::ir::{Dim, InputKind, Mesh, MeshAxis, Op};
 
-use crate::artifact::{Executable, TargetEntry};
+use crate::artifact::{Executable, MeshChoice, MeshTried, TargetEntry};
 use crate::compile::{compile_for_figures, CompileRequest};
 use crate::import::Program;
 use crate::target::Target;
@@ -380,4 +380,116 @@ pub(crate) fn render_text(report: &PlanReport) -> String {
         report.prices_as_of
     );
     s
+}
+
+impl MeshTried {
+    fn fits(&self) -> bool {
+        self.refused.is_none() && self.hbm_share.is_none_or(|s| s <= 1.0)
+    }
+}
+
+/// `--mesh auto`: every mesh [`meshes`] gives for the targets' device count compiled (without
+/// an artifact); among those that fit every TPU target's HBM, the one with the shortest
+/// estimated call (the longest over the targets), then the fewest collective bytes, then the
+/// lowest peak. Without a TPU target there is no estimate: the fewest collective bytes win.
+/// Refused when no mesh fits, with the closest one's figures.
+pub(crate) fn choose_mesh(program: &Program, base: &CompileRequest) -> Result<(Mesh, MeshChoice), Error> {
+    let devices: Vec<u64> = base.targets.iter().map(Target::devices).collect();
+    let n = devices[0];
+    if n < 2 || devices.iter().any(|&d| d != n) {
+        let list = base.targets.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
+        return Err(Error::Unsupported(format!(
+            "`--mesh auto` needs targets of one device count above 1 (`cpu:4`, `tpu:v5e:2x2`); given {list}"
+        )));
+    }
+    let chips = ChipTable::bundled().map_err(Error::Unsupported)?;
+    let mut tried = Vec::new();
+    let mut meshes_tried = Vec::new();
+    for mesh in meshes(n).into_iter().flatten() {
+        let mut req = base.clone();
+        req.pass_options.mesh = Some(mesh.clone());
+        req.progress = false;
+        let text = mesh_text(&Some(mesh.clone())).unwrap_or_default();
+        tried.push(match compile_for_figures(program, &req) {
+            Ok(targets) => mesh_figures(&chips, text, &targets),
+            Err(e) => MeshTried {
+                mesh: text,
+                peak_bytes: None,
+                hbm_share: None,
+                estimated_call_s: None,
+                collective_bytes: 0,
+                refused: Some(e.to_string()),
+            },
+        });
+        meshes_tried.push(mesh);
+    }
+    let key = |t: &MeshTried| (t.estimated_call_s.unwrap_or(0.0), t.collective_bytes, t.peak_bytes.unwrap_or(0));
+    let best = (0..tried.len())
+        .filter(|&i| tried[i].fits())
+        .min_by(|&a, &b| key(&tried[a]).partial_cmp(&key(&tried[b])).unwrap_or(std::cmp::Ordering::Equal));
+    let Some(i) = best else { return Err(Error::Unsupported(no_fit(n, &tried))) };
+    let fitting = tried.iter().filter(|t| t.fits()).count();
+    let winner = &tried[i];
+    let why = match winner.estimated_call_s {
+        Some(s) => format!(
+            "the shortest estimated call ({:.3} ms, from XLA's cost model) of the {fitting} of {} meshes that fit",
+            s * 1e3,
+            tried.len()
+        ),
+        None => format!(
+            "no TPU target to estimate with: the fewest collective bytes ({}) of the {fitting} of {} meshes that split it",
+            crate::display::human_bytes(winner.collective_bytes),
+            tried.len()
+        ),
+    };
+    let choice = MeshChoice { chosen: winner.mesh.clone(), why, tried };
+    Ok((meshes_tried.swap_remove(i), choice))
+}
+
+/// A mesh's figures over every target: the largest peak and its share of HBM, the longest
+/// estimated call, the collective bytes of every target's largest program.
+fn mesh_figures(chips: &ChipTable, mesh: String, targets: &[TargetEntry]) -> MeshTried {
+    let (mut peak, mut share, mut call, mut collective) = (0u64, None::<f64>, None::<f64>, 0u64);
+    for t in targets {
+        let figures = figures(chips, std::slice::from_ref(t), None);
+        let e = t.executables.iter().max_by_key(|e| e.memory.as_ref().map_or(0, |m| m.peak_bytes));
+        let target_peak = e.and_then(|e| e.memory.as_ref()).map_or(0, |m| m.peak_bytes.max(0) as u64);
+        peak = peak.max(target_peak);
+        collective += e.map_or(0, |e| e.collectives.values().map(|c| c.bytes).sum());
+        if let Outcome::Compiled(f) = figures {
+            share = Some(share.unwrap_or(0.0).max(f.peak_bytes as f64 / f.hbm_bytes.max(1) as f64));
+            if let Some(est) = f.estimate {
+                call = Some(call.unwrap_or(0.0).max(est.call_s));
+            }
+        }
+    }
+    MeshTried {
+        mesh,
+        peak_bytes: Some(peak),
+        hbm_share: share,
+        estimated_call_s: call,
+        collective_bytes: collective,
+        refused: None,
+    }
+}
+
+/// Why no mesh was chosen: the one closest to fitting, with its figures, or every refusal.
+fn no_fit(n: u64, tried: &[MeshTried]) -> String {
+    let closest = tried
+        .iter()
+        .filter(|t| t.refused.is_none())
+        .min_by(|a, b| a.hbm_share.unwrap_or(f64::MAX).total_cmp(&b.hbm_share.unwrap_or(f64::MAX)));
+    match closest {
+        Some(t) => format!(
+            "no mesh of {n} devices fits: the closest, `{}`, needs {} per chip, {:.0}% of a chip's HBM",
+            t.mesh,
+            crate::display::human_bytes(t.peak_bytes.unwrap_or(0)),
+            t.hbm_share.unwrap_or(0.0) * 100.0
+        ),
+        None => {
+            let why: Vec<String> =
+                tried.iter().map(|t| format!("`{}`: {}", t.mesh, t.refused.as_deref().unwrap_or(""))).collect();
+            format!("no mesh of {n} devices splits this program: {}", why.join("; "))
+        }
+    }
 }

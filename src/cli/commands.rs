@@ -7,7 +7,7 @@ use std::path::Path;
 use anyhow::Context;
 use clap::CommandFactory;
 
-use super::{CacheAction, CacheArgs, Cli, CompileArgs, Emit, Format, GenerateArgs, RunArgs, WeightsArg};
+use super::{CacheAction, CacheArgs, Cli, CompileArgs, Emit, Format, GenerateArgs, MeshArg, RunArgs, WeightsArg};
 use crate::artifact::Artifact;
 use crate::cache::{self, Outcome};
 use crate::compile::{compile as compile_artifact, progress, CompileRequest};
@@ -72,7 +72,7 @@ pub(super) fn compile(args: &CompileArgs, out: &mut dyn Write, err: &mut dyn Wri
     if args.emit == Emit::Exe {
         let targets = args.targets_or_default();
         let emit = args.emit_options(&targets)?;
-        let req = CompileRequest {
+        let mut req = CompileRequest {
             precision: emit.precision,
             grouped_mm: emit.grouped_mm,
             attention: (emit.attention, emit.attention_block),
@@ -86,7 +86,11 @@ pub(super) fn compile(args: &CompileArgs, out: &mut dyn Write, err: &mut dyn Wri
             buckets: args.buckets.clone(),
             jobs: args.jobs.unwrap_or_else(crate::compile::default_jobs),
             external_weights: args.weights == WeightsArg::External,
+            mesh_choice: None,
         };
+        if matches!(args.mesh, Some(MeshArg::Auto)) {
+            choose_mesh(&program, &mut req, args.verbose, err).with_context(context)?;
+        }
         let mut summary = compile_artifact(&program, &args.model, &args.output, &req).with_context(context)?;
         summary.phases.insert(0, read);
         for w in &summary.warnings {
@@ -123,6 +127,14 @@ pub(super) fn compile(args: &CompileArgs, out: &mut dyn Write, err: &mut dyn Wri
         }
         return Ok(());
     }
+    if matches!(args.mesh, Some(MeshArg::Auto)) {
+        return Err(Cli::command()
+            .error(
+                clap::error::ErrorKind::ArgumentConflict,
+                "`--mesh auto` chooses by compiling each mesh: it needs `--emit exe` (then `inspect` names the mesh)",
+            )
+            .into());
+    }
     if args.weights == WeightsArg::External {
         return Err(Cli::command()
             .error(
@@ -150,6 +162,37 @@ pub(super) fn compile(args: &CompileArgs, out: &mut dyn Write, err: &mut dyn Wri
     if args.format == Format::Json {
         writeln!(out, "{}", serde_json::json!({"output": args.output.display().to_string(), "bytes": bytes.len()}))?;
     }
+    Ok(())
+}
+
+/// `--mesh auto`: the mesh chosen into `req`, said on `err` (every mesh tried with `verbose`).
+fn choose_mesh(
+    program: &import::Program,
+    req: &mut CompileRequest,
+    verbose: bool,
+    err: &mut dyn Write,
+) -> anyhow::Result<()> {
+    let (mesh, choice) = crate::plan::choose_mesh(program, req)?;
+    if verbose {
+        for t in &choice.tried {
+            let figures = match &t.refused {
+                Some(why) => format!("refused: {why}"),
+                None => format!(
+                    "peak {}{}, collectives {}{}",
+                    crate::display::human_bytes(t.peak_bytes.unwrap_or(0)),
+                    t.hbm_share.map_or(String::new(), |s| format!(" ({:.0}% of HBM)", s * 100.0)),
+                    crate::display::human_bytes(t.collective_bytes),
+                    t.estimated_call_s.map_or(String::new(), |s| format!(", estimated call {:.3} ms", s * 1e3)),
+                ),
+            };
+            writeln!(err, "mesh {}: {figures}", t.mesh)?;
+        }
+    }
+    if req.progress || verbose {
+        writeln!(err, "mesh auto: {} ({})", choice.chosen, choice.why)?;
+    }
+    req.pass_options.mesh = Some(mesh);
+    req.mesh_choice = Some(choice);
     Ok(())
 }
 

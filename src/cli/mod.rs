@@ -401,9 +401,12 @@ struct CompileArgs {
     /// user inputs' batch, `tp` the transformer blocks (Megatron tensor parallelism: whole heads
     /// per device, one all-reduce after each block's attention and MLP), `fsdp` stores every
     /// weight split and gathers it where used. The product of the sizes must be every target's
-    /// device count (`cpu:4`, `tpu:v5e:2x2`).
-    #[arg(long, value_name = "AXIS=N,...", value_parser = parse_mesh)]
-    mesh: Option<Mesh>,
+    /// device count (`cpu:4`, `tpu:v5e:2x2`). `auto` compiles every mesh of that count (`tp`,
+    /// `fsdp`, `dp`, `fsdp×tp`, as `plan` does) and keeps the one with the shortest call
+    /// estimated from XLA's cost model among those that fit every chip's HBM (without a TPU
+    /// target: the fewest collective bytes); the manifest and `-v` list every mesh tried.
+    #[arg(long, value_name = "AXIS=N,...|auto", value_parser = parse_mesh)]
+    mesh: Option<MeshArg>,
     /// How tensors map onto the mesh: `auto` (found from the graph's structure; the default),
     /// or a JSON plan file in the words of PyTorch's `parallelize_module` that overrides it per
     /// module and per input, e.g. `{"modules": {"model.layers.*.mlp": "replicate",
@@ -511,7 +514,10 @@ impl CompileArgs {
             compute_dtype: self.compute_dtype.0,
             pad_multiple: pad.filter(|&m| m > 1),
             bucket: None,
-            mesh: self.mesh.clone(),
+            mesh: match &self.mesh {
+                Some(MeshArg::Given(mesh)) => Some(mesh.clone()),
+                Some(MeshArg::Auto) | None => None,
+            },
             shard_plan: match &self.shard_plan {
                 ShardPlanArg::Auto => ShardPlan::default(),
                 ShardPlanArg::File(plan) => (**plan).clone(),
@@ -523,7 +529,9 @@ impl CompileArgs {
     fn check_devices(&self, targets: &[Target]) -> Result<(), clap::Error> {
         let error = |msg: String| Cli::command().error(clap::error::ErrorKind::ArgumentConflict, msg);
         match &self.mesh {
-            Some(mesh) => {
+            // The chooser checks the targets.
+            Some(MeshArg::Auto) => Ok(()),
+            Some(MeshArg::Given(mesh)) => {
                 let devices = mesh.devices() as u64;
                 let wrong: Vec<String> = targets
                     .iter()
@@ -614,8 +622,18 @@ fn parse_tolerance(s: &str) -> Result<f64, String> {
     }
 }
 
-fn parse_mesh(s: &str) -> Result<Mesh, String> {
-    Mesh::parse(s)
+/// `--mesh`: the axes, or `auto` (chosen by compiling each candidate).
+#[derive(Clone, Debug)]
+enum MeshArg {
+    Auto,
+    Given(Mesh),
+}
+
+fn parse_mesh(s: &str) -> Result<MeshArg, String> {
+    if s == "auto" {
+        return Ok(MeshArg::Auto);
+    }
+    Mesh::parse(s).map(MeshArg::Given)
 }
 
 /// `--shard-plan`: `auto`, or a plan file, read and checked as the command line is parsed.

@@ -75,7 +75,7 @@ pub(super) fn sharding(graph: &Graph) -> Option<ShardingInfo> {
         }
     }
     let mesh = mesh.axes.iter().map(|a| MeshAxisInfo { name: a.name.clone(), size: a.size }).collect();
-    Some(ShardingInfo { mesh, plan: "auto".into(), weights, inputs })
+    Some(ShardingInfo { mesh, plan: "auto".into(), weights, inputs, chosen: None })
 }
 
 /// The source archive: its file name and the hash of its bytes.

@@ -58,6 +58,8 @@ pub struct CompileRequest {
     pub jobs: usize,
     /// The weights go to a file beside the artifact, not into it (`--weights external`).
     pub external_weights: bool,
+    /// How `--mesh auto` chose the mesh in `pass_options`, for the manifest.
+    pub mesh_choice: Option<artifact::MeshChoice>,
 }
 
 impl CompileRequest {
@@ -79,6 +81,7 @@ impl CompileRequest {
             buckets: Vec::new(),
             jobs: default_jobs(),
             external_weights: false,
+            mesh_choice: None,
         }
     }
 }
@@ -461,6 +464,9 @@ fn write_artifact(
         weights_sha256 = Some(w.sha256.clone());
         let mut m = manifest::build(program, model, req, bucket_entries, targets, source_sha256, w);
         m.sharding = buckets.first().and_then(|b| manifest::sharding(&b.lowered.graph));
+        if let Some(s) = &mut m.sharding {
+            s.chosen = req.mesh_choice.clone();
+        }
         m
     });
     if let Some(e) = failure.into_inner() {

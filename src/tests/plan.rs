@@ -106,3 +106,39 @@ fn plan_takes_a_chip_table_of_ones_own() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("`v5e` needs positive, finite figures"), "{err}");
 }
+
+/// `--mesh auto` for a v5e 2x2 slice: among the meshes that fit, the one with the shortest
+/// call estimated from libtpu's cost model, said on stderr with `-v` (every mesh tried) and
+/// recorded in the manifest.
+#[test]
+fn mesh_auto_on_a_tpu_slice_takes_the_shortest_estimated_call() {
+    let tmp = TempDir::new("mesh-auto-tpu");
+    let s = |p: &Path| p.to_str().expect("utf-8").to_string();
+    let (model, out) = (testdata().join("models/llama_tiny.pt2"), tmp.0.join("llama.tpuexe"));
+    let args = ["compile", &s(&model), "-o", &s(&out), "--target", "tpu:v5e:2x2", "--mesh", "auto", "-v"];
+    let (code, _, said) = run_cli(&[&args[..], &["--no-cache"]].concat());
+    assert_eq!(code, 0, "{said}");
+    assert!(said.contains("mesh tp=4: refused") && said.contains("mesh fsdp=4: peak"), "{said}");
+    let (code, text, err) = run_cli(&["inspect", &s(&out), "--format", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let inspected: Value = serde_json::from_str(&text).expect("json");
+    let choice = &inspected["manifest"]["sharding"]["chosen"];
+    let estimates: Vec<(String, f64)> = choice["tried"]
+        .as_array()
+        .expect("tried")
+        .iter()
+        .filter_map(|t| Some((t["mesh"].as_str()?.to_string(), t["estimated_call_s"].as_f64()?)))
+        .collect();
+    assert_eq!(estimates.len(), 2, "{choice}");
+    let fastest = estimates.iter().min_by(|a, b| a.1.total_cmp(&b.1)).expect("one");
+    assert_eq!(choice["chosen"].as_str(), Some(fastest.0.as_str()));
+    assert!(said.contains(&format!("mesh auto: {} (the shortest estimated call", fastest.0)), "{said}");
+    let mesh = &inspected["manifest"]["sharding"]["mesh"];
+    let written: Vec<String> = mesh
+        .as_array()
+        .expect("axes")
+        .iter()
+        .map(|a| format!("{}={}", a["name"].as_str().unwrap_or("?"), a["size"]))
+        .collect();
+    assert_eq!(written.join(","), fastest.0);
+}

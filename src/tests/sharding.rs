@@ -378,3 +378,34 @@ fn the_command_line_checks_meshes_against_targets() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("named twice"), "{err}");
 }
+
+/// `--mesh auto` on 4 CPU devices: every mesh of 4 is tried (`tp=4`, `fsdp=4`, `dp=4`,
+/// `fsdp=2,tp=2`), the one chosen splits the program, its results equal eager's, and the
+/// manifest lists every mesh tried with the reason for the choice (the tiny Llama and the
+/// Mixtral-style MoE: 2 heads do not split 4 ways and a batch of 1 not at all).
+#[test]
+fn mesh_auto_chooses_a_split_that_matches_eager() {
+    for name in ["llama_tiny", "moe_tiny"] {
+        let program = import(&testdata().join(format!("models/{name}.pt2"))).expect("imports");
+        let mut req = CompileRequest::new(vec![Target::Cpu { devices: 4 }], Precision::Default);
+        let (mesh, choice) = crate::plan::choose_mesh(&program, &req).expect("a mesh");
+        let tried: Vec<&str> = choice.tried.iter().map(|t| t.mesh.as_str()).collect();
+        assert_eq!(tried, ["tp=4", "fsdp=4", "dp=4", "fsdp=2,tp=2"], "{name}");
+        assert!(choice.tried.iter().any(|t| t.refused.as_deref().is_some_and(|r| r.contains("batch dim"))));
+        assert!(choice.why.contains("fewest collective bytes"), "{name}: {}", choice.why);
+        req.pass_options.mesh = Some(mesh);
+        req.mesh_choice = Some(choice.clone());
+        let m = assert_parity_with(name, &req);
+        assert_eq!(m.sharding.expect("split").chosen, Some(choice), "{name}");
+    }
+    // On one device there is nothing to choose; emitting text compiles nothing to choose by.
+    let model = testdata().join("models/llama_tiny.pt2");
+    let model = model.to_str().expect("utf-8");
+    let (code, _, err) = run_cli(&["compile", model, "-o", "/dev/null", "--target", "cpu", "--mesh", "auto"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("`--mesh auto` needs targets of one device count above 1"), "{err}");
+    let args = ["compile", model, "-o", "/dev/null", "--target", "cpu:4", "--mesh", "auto", "--emit", "stablehlo"];
+    let (code, _, err) = run_cli(&args);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("`--mesh auto` chooses by compiling each mesh"), "{err}");
+}

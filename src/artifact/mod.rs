@@ -25,6 +25,9 @@ use sha2::{Digest, Sha256};
 use thiserror::Error;
 use torchtpu_passes::ir::{DType, Dim, OutputKind, SymExpr, TensorType};
 
+mod sharding;
+pub(crate) use sharding::{MeshAxisInfo, MeshChoice, MeshTried, ShardingInfo};
+
 /// Identifies the artifact layout; bumped when the meaning of a field changes.
 pub(crate) const ARTIFACT_FORMAT: &str = "torchtpu-artifact/1";
 /// The manifest entry.
@@ -66,35 +69,6 @@ pub struct Manifest {
     pub buckets: Vec<Bucket>,
     /// Per target, the plugin and one executable per bucket.
     pub targets: Vec<TargetEntry>,
-}
-
-/// A program split over a device mesh: the mesh, the plan, and how each argument is split
-/// (per dim, the mesh axes that split it; every result is whole on every device).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ShardingInfo {
-    /// The axes, major to minor: device `d` sits at `d`'s mixed-radix digits.
-    pub mesh: Vec<MeshAxisInfo>,
-    /// `auto`, or the plan file's name.
-    pub plan: String,
-    /// Per weight argument (named as in `weights.order`) that is split, its split.
-    pub weights: BTreeMap<String, Vec<Vec<String>>>,
-    /// Per user input (in order), its split (`[]` per dim when whole).
-    pub inputs: Vec<Vec<Vec<String>>>,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct MeshAxisInfo {
-    pub name: String,
-    pub size: i64,
-}
-
-impl ShardingInfo {
-    /// The mesh, as the passes' type.
-    pub fn mesh(&self) -> Result<torchtpu_passes::ir::Mesh, String> {
-        torchtpu_passes::ir::Mesh::new(
-            self.mesh.iter().map(|a| torchtpu_passes::ir::MeshAxis { name: a.name.clone(), size: a.size }).collect(),
-        )
-    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
