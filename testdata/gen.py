@@ -197,6 +197,30 @@ def build_llama_8b_bf16():
     return LogitsWrapper(LlamaForCausalLM(cfg).to(torch.bfloat16))
 
 
+def build_llama_70b_bf16():
+    """Benchmark only: Llama-3.1-70B's shape (70.6 B parameters) in bf16, on the meta device,
+    written as a sparse archive (140 GB of holes)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(hidden_size=8192, intermediate_size=28672, num_hidden_layers=80,
+                      num_attention_heads=64, num_key_value_heads=8, head_dim=128, vocab_size=128256,
+                      max_position_embeddings=8192, rope_theta=500000.0, tie_word_embeddings=False,
+                      attn_implementation="sdpa")
+    return LogitsWrapper(LlamaForCausalLM(cfg).to(torch.bfloat16))
+
+
+def build_mixtral_8x7b_bf16():
+    """Benchmark only: Mixtral-8x7B's shape (46.7 B parameters: 8 experts, top-2) in bf16, on
+    the meta device, written as a sparse archive (93 GB of holes)."""
+    from transformers import MixtralConfig, MixtralForCausalLM
+
+    cfg = MixtralConfig(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+                        num_attention_heads=32, num_key_value_heads=8, vocab_size=32000,
+                        num_local_experts=8, num_experts_per_tok=2, max_position_embeddings=8192,
+                        attn_implementation="sdpa")
+    return LogitsWrapper(MixtralForCausalLM(cfg).to(torch.bfloat16))
+
+
 def build_gpt2_124m():
     """Benchmark only: GPT-2 small (124 M parameters, f32, tied LM head), randomly initialized."""
     from transformers import GPT2Config, GPT2LMHeadModel
@@ -1404,6 +1428,21 @@ BENCH_MODELS = {
              "exported on the meta device, no eager reference",
         inputs=[(ids(32, 32, vocab=128256),)],
         sparse=True),
+    "llama_70b_sparse": dict(
+        build=build_llama_70b_bf16,
+        desc="Llama-3.1-70B-shaped LlamaForCausalLM in bf16 (hidden 8192, inter 28672, 80 layers, 64 heads, "
+             "8 kv heads, vocab 128256, untied): 141 GB of zero weights written as holes; exported on the "
+             "meta device, no eager reference (for `plan`)",
+        inputs=[(ids(32, 32, vocab=128256),)],
+        sparse=True),
+    "mixtral_8x7b_sparse": dict(
+        build=build_mixtral_8x7b_bf16,
+        desc="Mixtral-8x7B-shaped MixtralForCausalLM in bf16 (hidden 4096, 8 experts of inter 14336, top-2, "
+             "32 layers, 32 heads, 8 kv heads, vocab 32000): 93 GB of zero weights written as holes; exported "
+             "on the meta device, no eager reference (for `plan`)",
+        inputs=[(ids(32, 32, vocab=32000),)],
+        export_context=real_grouped_mm_under_export,
+        sparse=True),
     "llama_1b_long": dict(
         build=build_llama_1b_long,
         desc="Llama-3.2-1B-shaped LlamaForCausalLM in bf16 with a dynamic seq Dim('seq', 1..32768): "
@@ -1698,8 +1737,9 @@ def generate_sparse(name, spec, outdir):
     with torch.device("meta"):
         model = spec["build"]().eval()
     args = spec["inputs"][0]
-    ep = torch.export.export(model, tuple(a.to("meta") for a in args), dynamic_shapes=spec.get("dynamic_shapes"),
-                             strict=False)
+    with spec.get("export_context", contextlib.nullcontext)():
+        ep = torch.export.export(model, tuple(a.to("meta") for a in args),
+                                 dynamic_shapes=spec.get("dynamic_shapes"), strict=False)
     ep = ep.run_decompositions()
     strip_local_paths(ep)
     path = os.path.join(outdir, f"{name}.pt2")

@@ -237,10 +237,13 @@ fn log_add_exp<'c, 'b>(
     r.op("stablehlo.select", &[same, ln2, sum], &[], dt, &[])
 }
 
-/// `histc(x, bins, min, max)` as PyTorch's CPU kernel computes it: the bin of `x` is
+/// `histc(x, bins, min, max)` as PyTorch's kernels compute it: the bin of `x` is
 /// `trunc((x - min) * bins / (max - min))` in `x`'s dtype, `max` itself goes to the last bin,
 /// values outside `[min, max]` (and NaN) are not counted. Each element's bin is compared with
-/// every bin index and the hits summed (in f32 for half types, so counts stay exact).
+/// every bin index and the hits summed (in f32 for half types, so counts stay exact). Integers
+/// (an MoE counting its tokens per expert, as transformers does on accelerators; torch's CPU
+/// kernel has none) take `min` and `max` truncated to integers and integer arithmetic, as
+/// torch's CUDA kernel does.
 pub(super) fn histc<'c, 'b>(
     b: &Builder<'c, 'b>,
     op: &Histc,
@@ -251,10 +254,17 @@ pub(super) fn histc<'c, 'b>(
     let dt = x.ty.dtype;
     let n: i64 = static_dims(x.ty)?.iter().product();
     let e = Ew { b, dims: vec![n], dt };
+    let integer = dt.is_integer();
+    let (lo, hi) = (min.trunc(), max.trunc());
+    if integer && hi <= lo {
+        return Err(format!("histc over {dt} needs integer bounds apart, found [{min}, {max}]"));
+    }
+    let c = |v: f64| if integer { b.splat(Scalar::Int(v as i64), &[n], dt) } else { e.c(v) };
+    let (min, max) = if integer { (lo, hi) } else { (min, max) };
     let flat = b.reshape(x.v, &[n], dt)?;
-    let scaled = e.bin("divide", e.mul(e.sub(flat, e.c(min)?)?, e.c(bins as f64)?)?, e.c(max - min)?)?;
+    let scaled = e.bin("divide", e.mul(e.sub(flat, c(min)?)?, c(bins as f64)?)?, c(max - min)?)?;
     let inside =
-        b.op("stablehlo.and", &[e.cmp(flat, e.c(min)?, "GE")?, e.cmp(flat, e.c(max)?, "LE")?], &[n], DType::Bool, &[])?;
+        b.op("stablehlo.and", &[e.cmp(flat, c(min)?, "GE")?, e.cmp(flat, c(max)?, "LE")?], &[n], DType::Bool, &[])?;
     let index = b.convert(scaled, &[n], dt, DType::I64)?;
     let index =
         b.op("stablehlo.minimum", &[index, b.splat(Scalar::Int(bins - 1), &[n], DType::I64)?], &[n], DType::I64, &[])?;
@@ -264,13 +274,15 @@ pub(super) fn histc<'c, 'b>(
     let which = b.op("stablehlo.iota", &[], &[n, bins], DType::I64, &[("iota_dimension", "1 : i64".into())])?;
     let hit = b.compare(index, which, &[n, bins], DType::I64, "EQ")?;
     let acc = if dt.size_bytes() < 4 { DType::F32 } else { dt };
+    let (one, zero) =
+        if acc.is_integer() { (Scalar::Int(1), Scalar::Int(0)) } else { (Scalar::Float(1.0), Scalar::Float(0.0)) };
     let ones = b.op(
         "stablehlo.select",
-        &[hit, b.splat(Scalar::Float(1.0), &[n, bins], acc)?, b.splat(Scalar::Float(0.0), &[n, bins], acc)?],
+        &[hit, b.splat(one, &[n, bins], acc)?, b.splat(zero, &[n, bins], acc)?],
         &[n, bins],
         acc,
         &[],
     )?;
-    let counts = b.reduce(ones, &[n, bins], &[0], acc, "stablehlo.add", Scalar::Float(0.0))?;
+    let counts = b.reduce(ones, &[n, bins], &[0], acc, "stablehlo.add", zero)?;
     b.convert(counts, &[bins], acc, out.dtype)
 }

@@ -29,8 +29,8 @@ impl OpDef for Histc {
         if *bins < 1 || min.partial_cmp(max) != Some(std::cmp::Ordering::Less) {
             return Err(format!("histc needs bins ≥ 1 and min < max, found {bins} bins over [{min}, {max}]"));
         }
-        if !x.dtype.is_float() {
-            return Err(format!("histc counts floating-point values, found {}", x.dtype));
+        if !x.dtype.is_float() && !x.dtype.is_integer() {
+            return Err(format!("histc counts real numbers, found {}", x.dtype));
         }
         one(Expected::exact(x.dtype, &[Dim::Static(*bins)]))
     }
