@@ -158,7 +158,29 @@ pub(crate) struct Candidate {
 #[serde(rename_all = "snake_case")]
 pub(crate) enum Outcome {
     Compiled(Figures),
+    /// libtpu refused the compile for lack of HBM: its figures, in its words.
+    OutOfHbm(String),
     Refused(String),
+}
+
+/// libtpu's figures when `message` is its refusal for lack of HBM (`CompileTimeHbmOom`): how
+/// much the program needs and the chip has, or by how much it exceeds it.
+fn out_of_hbm(message: &str) -> Option<String> {
+    let at = message.find("CompileTimeHbmOom")?;
+    let rest = &message[at..];
+    // From `from` to the end of its sentence: a full stop before white space or the end.
+    let sentence = |from: &str| {
+        let start = rest.find(from)?;
+        let tail = &rest[start..];
+        let bytes = tail.as_bytes();
+        let end = (0..bytes.len())
+            .find(|&i| bytes[i] == b'.' && bytes.get(i + 1).is_none_or(|b| b.is_ascii_whitespace()))
+            .unwrap_or(tail.len());
+        Some(tail[..end].to_string())
+    };
+    let words: Vec<String> =
+        ["Used ", "Exceeded hbm capacity by ", "the total memory required"].into_iter().filter_map(sentence).collect();
+    Some(if words.is_empty() { "out of HBM".to_string() } else { words.join("; ") })
 }
 
 /// libtpu's and XLA's figures for the bucket that needs the most memory, and the estimate.
@@ -244,7 +266,10 @@ fn candidate(
     one.pass_options.mesh = mesh.clone();
     let outcome = match compile_for_figures(program, &one) {
         Ok(targets) => figures(&req.chips, &targets, tokens),
-        Err(e) => Outcome::Refused(e.to_string()),
+        Err(e) => {
+            let message = e.to_string();
+            out_of_hbm(&message).map_or(Outcome::Refused(message), Outcome::OutOfHbm)
+        }
     };
     Candidate { slice: slice.to_string(), chips: slice.devices(), mesh: mesh_text(&mesh), outcome }
 }
@@ -340,6 +365,9 @@ pub(crate) fn render_text(report: &PlanReport) -> String {
                 let why: String = why.chars().take(120).collect();
                 let _ = writeln!(s, "{:<15} {mesh:<12} refused: {why}", c.slice);
             }
+            Outcome::OutOfHbm(figures) => {
+                let _ = writeln!(s, "{:<15} {mesh:<12} does NOT fit, libtpu: {figures}", c.slice);
+            }
             Outcome::Compiled(f) => {
                 let (ms, hour, mtok) = f.estimate.as_ref().map_or(("?".into(), "?".into(), "-".into()), |e| {
                     let mtok = e.usd_per_million_tokens.map_or("-".into(), |p| format!("{p:.4}"));
@@ -412,14 +440,18 @@ pub(crate) fn choose_mesh(program: &Program, base: &CompileRequest) -> Result<(M
         let text = mesh_text(&Some(mesh.clone())).unwrap_or_default();
         tried.push(match compile_for_figures(program, &req) {
             Ok(targets) => mesh_figures(&chips, text, &targets),
-            Err(e) => MeshTried {
-                mesh: text,
-                peak_bytes: None,
-                hbm_share: None,
-                estimated_call_s: None,
-                collective_bytes: 0,
-                refused: Some(e.to_string()),
-            },
+            Err(e) => {
+                let message = e.to_string();
+                let refused = out_of_hbm(&message).map_or(message, |f| format!("does not fit, libtpu: {f}"));
+                MeshTried {
+                    mesh: text,
+                    peak_bytes: None,
+                    hbm_share: None,
+                    estimated_call_s: None,
+                    collective_bytes: 0,
+                    refused: Some(refused),
+                }
+            }
         });
         meshes_tried.push(mesh);
     }
@@ -491,5 +523,26 @@ fn no_fit(n: u64, tried: &[MeshTried]) -> String {
                 tried.iter().map(|t| format!("`{}`: {}", t.mesh, t.refused.as_deref().unwrap_or(""))).collect();
             format!("no mesh of {n} devices splits this program: {}", why.join("; "))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::out_of_hbm;
+
+    /// libtpu's two ways of refusing a program too large for a chip, as it words them.
+    #[test]
+    fn out_of_hbm_keeps_libtpus_figures() {
+        let temporaries = "XLA compilation for `tpu:v5e:4x4` failed: `PJRT_Compile` failed (resource exhausted): \
+            E1000: CompileTimeHbmOom: Ran out of memory on HBM, the total memory required for HLO temporaries \
+            (18.49G) exceeds available HBM (15.75G). HLO module: main.";
+        assert_eq!(
+            out_of_hbm(temporaries).as_deref(),
+            Some("the total memory required for HLO temporaries (18.49G) exceeds available HBM (15.75G)")
+        );
+        let exceeded = "E1000: CompileTimeHbmOom: XLA:TPU compile permanent error. Ran out of memory in memory \
+            space hbm. Used 15.75G of 15.75G hbm. Exceeded hbm capacity by 1.28M.\n\nTotal hbm usage >= 15.99G:";
+        assert_eq!(out_of_hbm(exceeded).as_deref(), Some("Used 15.75G of 15.75G hbm; Exceeded hbm capacity by 1.28M"));
+        assert_eq!(out_of_hbm("pass `shard`: 2 heads do not divide"), None);
     }
 }
