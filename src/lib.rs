@@ -44,6 +44,7 @@ mod inspect;
 mod npy;
 mod pjrt;
 /// `plan`: candidate slices and meshes compiled deviceless, with estimates of time and price.
+#[cfg(feature = "mlir")]
 mod plan;
 mod proto;
 mod run;
