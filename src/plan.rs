@@ -97,17 +97,28 @@ pub(crate) fn default_slices() -> Vec<Vec<Target>> {
 }
 
 /// The meshes tried on `chips` chips: none for one; else all of them along `tp`, along `fsdp`,
-/// along `dp`, and every `fsdp=a,tp=b` with `a·b = chips`.
-pub(crate) fn meshes(chips: u64) -> Vec<Option<Mesh>> {
+/// along `dp`, and every `fsdp=a,tp=b` with `a·b = chips`; for a program with experts
+/// (`experts`), also all of them along `ep` and every `ep=a,tp=b`.
+pub(crate) fn meshes(chips: u64, experts: bool) -> Vec<Option<Mesh>> {
     if chips <= 1 {
         return vec![None];
     }
     let axis = |name: &str, size: u64| MeshAxis { name: name.into(), size: size as i64 };
     let mut out: Vec<Vec<MeshAxis>> = ["tp", "fsdp", "dp"].iter().map(|a| vec![axis(a, chips)]).collect();
-    for a in (2..chips).filter(|a| chips.is_multiple_of(*a) && chips / a >= 2) {
+    let splits: Vec<u64> = (2..chips).filter(|a| chips.is_multiple_of(*a) && chips / a >= 2).collect();
+    for &a in &splits {
         out.push(vec![axis("fsdp", a), axis("tp", chips / a)]);
     }
+    if experts {
+        out.push(vec![axis("ep", chips)]);
+        out.extend(splits.iter().map(|&a| vec![axis("ep", a), axis("tp", chips / a)]));
+    }
     out.into_iter().filter_map(|axes| Mesh::new(axes).ok()).map(Some).collect()
+}
+
+/// Whether the program has mixture-of-experts weights that `ep` splits.
+fn has_experts(program: &Program) -> bool {
+    !torchtpu_passes::shard::experts::expert_weights(&program.graph).is_empty()
 }
 
 /// The mesh as `--mesh` writes it.
@@ -230,6 +241,7 @@ pub(crate) fn estimate(
 /// Runs the plan: every candidate compiled, one at a time (each compile uses every core).
 pub(crate) fn plan(program: &Program, req: &PlanRequest, progress: &mut dyn FnMut(&str)) -> Result<PlanReport, Error> {
     let tokens = tokens_per_call(program, &req.base)?;
+    let experts = has_experts(program);
     let mut candidates = Vec::new();
     let groups = match &req.slices {
         Some(slices) => slices.iter().map(|s| vec![s.clone()]).collect(),
@@ -238,7 +250,7 @@ pub(crate) fn plan(program: &Program, req: &PlanRequest, progress: &mut dyn FnMu
     for group in groups {
         for slice in &group {
             let before = candidates.len();
-            for mesh in meshes(slice.devices()) {
+            for mesh in meshes(slice.devices(), experts) {
                 progress(&format!("{slice} {}", mesh_text(&mesh).unwrap_or_else(|| "(one chip)".into())));
                 candidates.push(candidate(program, req, slice, mesh, tokens));
             }
@@ -433,7 +445,7 @@ pub(crate) fn choose_mesh(program: &Program, base: &CompileRequest) -> Result<(M
     let chips = ChipTable::bundled().map_err(Error::Unsupported)?;
     let mut tried = Vec::new();
     let mut meshes_tried = Vec::new();
-    for mesh in meshes(n).into_iter().flatten() {
+    for mesh in meshes(n, has_experts(program)).into_iter().flatten() {
         let mut req = base.clone();
         req.pass_options.mesh = Some(mesh.clone());
         req.progress = false;

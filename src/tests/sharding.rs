@@ -97,16 +97,26 @@ fn tensor_parallel_buckets_match_eager() {
     let mut req = request("tp=2");
     req.buckets = vec![crate::buckets::parse_choice("input_ids:1=8,64,512").expect("buckets")];
     let art = compile_model_with("llama_tiny_dyn", &tmp.0, &req);
-    let dir = testdata().join("models/llama_tiny_dyn");
-    for case in ["", "_case1", "_case2"] {
-        let inputs = case_inputs("llama_tiny_dyn", case);
-        let reference = tmp.0.join(format!("ref{case}"));
+    assert_cases_match("llama_tiny_dyn", &art, &tmp.0);
+}
+
+/// Runs `art` on every case of the dynamic test model `name` (`in_0.npy`, `in_0_case1.npy`, …),
+/// each compared with eager's outputs; the number of cases.
+fn assert_cases_match(name: &str, art: &std::path::Path, tmp: &std::path::Path) -> usize {
+    let dir = testdata().join("models").join(name);
+    let cases = std::iter::once(String::new())
+        .chain((1..).map(|i| format!("_case{i}")))
+        .take_while(|case| dir.join(format!("in_0{case}.npy")).exists());
+    let mut n = 0;
+    for case in cases {
+        let inputs = case_inputs(name, &case);
+        let reference = tmp.join(format!("ref{case}"));
         std::fs::create_dir_all(&reference).expect("a folder");
         std::fs::copy(dir.join(format!("out_0{case}.npy")), reference.join("out_0.npy")).expect("a reference");
         let report = run(&RunRequest {
-            artifact: art.clone(),
+            artifact: art.to_path_buf(),
             inputs,
-            out_dir: tmp.0.join(format!("out{case}")),
+            out_dir: tmp.join(format!("out{case}")),
             plugin: None,
             device: crate::run::DeviceKind::Cpu,
             reference: Some(reference),
@@ -118,9 +128,79 @@ fn tensor_parallel_buckets_match_eager() {
             state_out: None,
             repeat: 1,
         })
-        .unwrap_or_else(|e| panic!("case {case:?}: {e:#}"));
-        assert!(report.ok, "case {case:?}: {:?}", report.outputs);
+        .unwrap_or_else(|e| panic!("{name} case {case:?}: {e:#}"));
+        assert!(report.ok, "{name} case {case:?}: {:?}", report.outputs);
+        n += 1;
     }
+    n
+}
+
+/// Expert parallelism (`ep`): each device stores E/ep experts of every MoE layer. Qwen3-MoE
+/// (`moe_tiny`), Mixtral (`moe_dyn`, batch and sequence dynamic) and DeepSeek-V3 (`mla_dyn`:
+/// MLA, a shared expert) equal eager with `ep=2`, alone and with `tp=2`; the expert weights
+/// are stored split and never gathered, so the arguments per device fall; MLA's attention
+/// splits along `tp`.
+#[test]
+fn expert_parallel_moes_match_eager() {
+    let whole = assert_parity_with("moe_tiny", &request("tp=2"));
+    let args =
+        |m: &crate::artifact::Manifest| m.targets[0].executables[0].memory.as_ref().expect("figures").argument_bytes;
+    for mesh in ["ep=2", "ep=2,tp=2"] {
+        let m = assert_parity_with("moe_tiny", &request(mesh));
+        let notes = shard_notes(&m);
+        assert!(notes.contains("4 expert weights split along the experts (ep)"), "{mesh}: {notes}");
+        let s = m.sharding.as_ref().expect("split");
+        let gate_up = &s.weights["model.model.layers.0.mlp.experts.gate_up_proj"];
+        assert_eq!(gate_up[0], vec!["ep".to_string()], "{mesh}: {gate_up:?}");
+        let c = &m.targets[0].executables[0].collectives;
+        let gathered = c.get("all-gather").map_or(0, |g| g.bytes);
+        assert!(gathered < 64 << 10, "{mesh}: an expert weight (64 KiB) is gathered: {c:?}");
+        if mesh == "ep=2,tp=2" {
+            // Every matmul tp splits, and the experts halved on top of that.
+            assert!(args(&m) + (48 << 10) < args(&whole), "{mesh}: {} vs tp=2 {}", args(&m), args(&whole));
+        }
+    }
+    for name in ["moe_dyn", "mla_dyn"] {
+        for mesh in ["ep=2", "ep=2,tp=2"] {
+            let tmp = TempDir::new(&format!("ep-{name}"));
+            let mut req = request(mesh);
+            req.buckets = ["input_ids:0=8", "input_ids:1=64"]
+                .iter()
+                .map(|b| crate::buckets::parse_choice(b).expect("buckets"))
+                .collect();
+            let art = compile_model_with(name, &tmp.0, &req);
+            assert_eq!(assert_cases_match(name, &art, &tmp.0), 13, "{name} {mesh}");
+            if (name, mesh) == ("mla_dyn", "ep=2,tp=2") {
+                // MLA as DeepSeek's reference splits it: the up projections of Q and K/V
+                // column-parallel (whole heads; the rope part every head shares stays whole),
+                // the output projection row-parallel; the low-rank down projections (each
+                // followed by a norm over its features) and the router whole.
+                let notes = shard_notes(&Artifact::open(&art).expect("opens").manifest);
+                let expected = ["5 column-parallel", "2 row-parallel", "3 matmuls left whole", "2 expert weights"];
+                assert!(expected.iter().all(|e| notes.contains(e)), "{notes}");
+            }
+        }
+    }
+}
+
+/// Mamba's causal depthwise convolution between the input and output projections
+/// (`causal_conv_dyn`, batch and sequence dynamic): the channels stay split through it, so the
+/// block is one column- and one row-parallel matmul with one all-reduce; eager's numbers at 13
+/// sizes.
+#[test]
+fn depthwise_causal_conv_splits_along_tp() {
+    let tmp = TempDir::new("tp-conv");
+    let mut req = request("tp=2");
+    req.buckets = ["x:0=8", "x:1=64"].iter().map(|b| crate::buckets::parse_choice(b).expect("buckets")).collect();
+    let art = compile_model_with("causal_conv_dyn", &tmp.0, &req);
+    assert_eq!(assert_cases_match("causal_conv_dyn", &art, &tmp.0), 13);
+    let m = Artifact::open(&art).expect("opens").manifest;
+    let notes = shard_notes(&m);
+    assert!(notes.contains("1 column-parallel") && notes.contains("1 row-parallel"), "{notes}");
+    let s = m.sharding.expect("split");
+    assert_eq!(s.weights["conv.bias"], vec![vec!["tp".to_string()]], "the filters split with the channels");
+    let c = &m.targets[0].executables[0].collectives;
+    assert_eq!((c["all-reduce"].count, c.len()), (1, 1), "{c:?}");
 }
 
 /// Padded to 128, the tiny GPT-2's fused Q/K/V projection (192 features: heads of 16, too
@@ -371,18 +451,46 @@ fn the_command_line_checks_meshes_against_targets() {
     let (code, _, err) = run_cli(&["compile", model, "-o", out, "--target", "cpu:2"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("give `--mesh`"), "{err}");
+    let (code, _, err) = run_cli(&["compile", model, "-o", out, "--target", "cpu:2", "--mesh", "sp=2"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("not `sp`; other axes (sequence parallelism) are not supported yet"), "{err}");
     let (code, _, err) = run_cli(&["compile", model, "-o", out, "--target", "cpu:2", "--mesh", "ep=2"]);
     assert_eq!(code, 1, "{err}");
-    assert!(err.contains("not `ep`; other axes (expert or sequence parallelism) are not supported yet"), "{err}");
+    assert!(err.contains("splits the experts of mixture-of-experts layers, and this program has none"), "{err}");
     let (code, _, err) = run_cli(&["compile", model, "-o", out, "--target", "cpu:2", "--mesh", "tp=2,tp=1"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("named twice"), "{err}");
 }
 
+/// `--mesh auto` on 4 and 8 CPU devices for the DeepSeek-V3-style model (MLA and experts) and
+/// the Mamba-style causal convolution, both with a dynamic batch and sequence: the chosen mesh
+/// gives eager's numbers at all 13 sizes.
+#[test]
+fn mesh_auto_on_deepseek_and_mamba_style_models_matches_eager() {
+    for (name, input) in [("mla_dyn", "input_ids"), ("causal_conv_dyn", "x")] {
+        for devices in [4, 8] {
+            let program = import(&testdata().join(format!("models/{name}.pt2"))).expect("imports");
+            let mut req = CompileRequest::new(vec![Target::Cpu { devices }], Precision::Default);
+            req.buckets = [format!("{input}:0=8"), format!("{input}:1=64")]
+                .iter()
+                .map(|b| crate::buckets::parse_choice(b).expect("buckets"))
+                .collect();
+            let (mesh, choice) = crate::plan::choose_mesh(&program, &req).expect("a mesh");
+            eprintln!("{name} on cpu:{devices}: {} ({})", choice.chosen, choice.why);
+            req.pass_options.mesh = Some(mesh);
+            req.mesh_choice = Some(choice);
+            let tmp = TempDir::new(&format!("auto-{name}-{devices}"));
+            let art = compile_model_with(name, &tmp.0, &req);
+            assert_eq!(assert_cases_match(name, &art, &tmp.0), 13, "{name} on cpu:{devices}");
+        }
+    }
+}
+
 /// `--mesh auto` on 4 CPU devices: every mesh of 4 is tried (`tp=4`, `fsdp=4`, `dp=4`,
-/// `fsdp=2,tp=2`), the one chosen splits the program, its results equal eager's, and the
-/// manifest lists every mesh tried with the reason for the choice (the tiny Llama and the
-/// Mixtral-style MoE: 2 heads do not split 4 ways and a batch of 1 not at all).
+/// `fsdp=2,tp=2`, and for the MoE `ep=4` and `ep=2,tp=2`), the one chosen splits the program,
+/// its results equal eager's, and the manifest lists every mesh tried with the reason for the
+/// choice (the tiny Llama and the Qwen3-style MoE: 2 heads do not split 4 ways and a batch of
+/// 1 not at all).
 #[test]
 fn mesh_auto_chooses_a_split_that_matches_eager() {
     for name in ["llama_tiny", "moe_tiny"] {
@@ -390,7 +498,11 @@ fn mesh_auto_chooses_a_split_that_matches_eager() {
         let mut req = CompileRequest::new(vec![Target::Cpu { devices: 4 }], Precision::Default);
         let (mesh, choice) = crate::plan::choose_mesh(&program, &req).expect("a mesh");
         let tried: Vec<&str> = choice.tried.iter().map(|t| t.mesh.as_str()).collect();
-        assert_eq!(tried, ["tp=4", "fsdp=4", "dp=4", "fsdp=2,tp=2"], "{name}");
+        let mut expected = vec!["tp=4", "fsdp=4", "dp=4", "fsdp=2,tp=2"];
+        if name == "moe_tiny" {
+            expected.extend(["ep=4", "ep=2,tp=2"]);
+        }
+        assert_eq!(tried, expected, "{name}");
         assert!(choice.tried.iter().any(|t| t.refused.as_deref().is_some_and(|r| r.contains("batch dim"))));
         assert!(choice.why.contains("fewest collective bytes"), "{name}: {}", choice.why);
         req.pass_options.mesh = Some(mesh);

@@ -25,7 +25,9 @@
 //!   row-parallel one.
 //! - Axis `fsdp`: every weight is stored split along it as well and gathered where used
 //!   (`fsdp`).
-//! - Any other axis (expert or sequence parallelism) is refused: not supported yet.
+//! - Axis `ep`: the experts of mixture-of-experts layers are stored split, `E / ep` per device,
+//!   each device computing its experts' contribution ([`experts`]).
+//! - Any other axis (sequence parallelism) is refused: not supported yet.
 //!
 //! A plan file (`--shard-plan FILE`, [`plan`]) overrides this per module and per input: it
 //! can keep modules whole, split small embedding tables, split inputs along other dims, and
@@ -42,12 +44,16 @@
 #![doc = include_str!("../../tests/shard/megatron_mlp.ir")]
 //! ```
 
+pub mod experts;
 mod fsdp;
 pub mod plan;
 mod sequence;
 mod unfuse;
 
-use crate::ir::ops::{Bmm, Cat, Embedding, Mm, Pad, Permute, Reduce, Select, Slice, Softmax, Squeeze, Unsqueeze};
+use crate::ir::ops::{
+    Bmm, Cat, Convolution, CopyFrom, Embedding, Mm, Pad, Permute, Reduce, Select, Slice, SliceScatter, Softmax,
+    SplitWithSizes, Squeeze, Unsqueeze,
+};
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::ir::{Dim, Graph, InputKind, Mesh, NodeId, Op, Sharding, ValueRef};
@@ -121,10 +127,11 @@ impl Pass for Shard {
     fn run(&self, graph: &mut Graph, cx: &mut PassCx) -> Result<Changed, PassError> {
         let Some(mesh) = self.mesh.clone() else { return Ok(Changed::No) };
         let fail = |reason: String| PassError::Failed { pass: "shard", reason };
-        if let Some(a) = mesh.axes.iter().find(|a| ![DATA, TENSOR, fsdp::FSDP].contains(&a.name.as_str())) {
+        let known = [DATA, TENSOR, fsdp::FSDP, experts::EXPERTS];
+        if let Some(a) = mesh.axes.iter().find(|a| !known.contains(&a.name.as_str())) {
             return Err(fail(format!(
-                "the `auto` plan splits along `dp` (data), `tp` (tensor) and `fsdp` (parameters) axes, not `{}`; \
-                 other axes (expert or sequence parallelism) are not supported yet",
+                "the `auto` plan splits along `dp` (data), `tp` (tensor), `fsdp` (parameters) and `ep` (experts) \
+                 axes, not `{}`; other axes (sequence parallelism) are not supported yet",
                 a.name
             )));
         }
@@ -148,6 +155,11 @@ impl Pass for Shard {
             cx.note(plan.unfollowed, "matmuls left whole: their split reaches an op that needs the whole features");
         } else if let Some(p) = self.plan.modules.keys().next() {
             return Err(fail(format!("plan: `{p}` is split along `tp`, which the mesh {mesh} lacks")));
+        }
+        if mesh.size(experts::EXPERTS) > 1 {
+            let (weights, grouped) = experts::split_experts(graph, mesh.size(experts::EXPERTS)).map_err(fail)?;
+            cx.note(weights, "expert weights split along the experts (ep)");
+            cx.note(grouped, "grouped matmuls combined across ep (one all-reduce each)");
         }
         let (split, whole) = fsdp::split_weights(graph, &mesh);
         cx.note(split, "weights split along fsdp, gathered where used");
@@ -383,7 +395,10 @@ fn analyze(
                     ok &= claim(&mut plan, w, d);
                 }
                 if ok {
-                    splits.insert(ValueRef { node: id, slot: 0 }, Split { dim, inner, origins });
+                    // Every result alike (the pieces of a `split_with_sizes`).
+                    for slot in 0..node.outputs.len() as u16 {
+                        splits.insert(ValueRef { node: id, slot }, Split { dim, inner, origins: origins.clone() });
+                    }
                 } else {
                     plan.broken.extend(origins);
                 }
@@ -496,8 +511,10 @@ fn follow(
     tp: i64,
 ) -> Result<Followed, Why> {
     let node = graph.node(id);
+    let pieces = matches!(node.op, Op::SplitWithSizes(_));
     let out = match (node.outputs.len(), node.outputs.first().and_then(|t| t.static_dims())) {
         (1, Some(out)) => out,
+        (_, Some(out)) if pieces => out,
         _ => return Err(Why::Misaligned),
     };
     let rank = out.len();
@@ -508,7 +525,12 @@ fn follow(
     let norm = |d: i64, r: usize| if d < 0 { (d + r as i64) as usize } else { d as usize };
     let keep = |dim: Option<usize>| dim.map(|d| (d, first.inner, origins.clone(), Vec::new())).ok_or(Why::Misaligned);
     let same_split = |v: &ValueRef, dim: usize| splits.get(v).is_some_and(|s| s.dim == dim && s.inner == first.inner);
+    // Every split input split alike; the others whole (each device takes its piece locally).
+    let split_alike = |dim: usize| ins.iter().filter(|v| splits.contains_key(v)).all(|v| same_split(v, dim));
     match &node.op {
+        // `copy(buffer, src)`, the split operands of the result's shape (a whole one is sliced
+        // where it is read).
+        Op::CopyFrom(CopyFrom) => keep((in_dims == out && split_alike(first.dim)).then_some(first.dim)),
         op if op.is_elementwise() => broadcast(graph, ins, splits, rank, first_at, tp)
             .map(|(dim, weights)| (dim, first.inner, origins.clone(), weights)),
         Op::View(_) => view_split(&in_dims, &out, first.dim, first.inner, tp)
@@ -537,9 +559,12 @@ fn follow(
             let at = norm(*dim, in_dims.len());
             keep((at != first.dim).then(|| if first.dim > at { first.dim - 1 } else { first.dim }))
         }
-        Op::Cat(Cat { dim }) => {
-            let all = ins.iter().all(|v| same_split(v, first.dim));
-            keep((all && norm(*dim, rank) != first.dim).then_some(first.dim))
+        // Pieces of other dims; a slice written into a buffer (MLA's key, assembled from its
+        // no-rope and rope parts).
+        Op::Cat(Cat { dim })
+        | Op::SplitWithSizes(SplitWithSizes { dim, .. })
+        | Op::SliceScatter(SliceScatter { dim, .. }) => {
+            keep((split_alike(first.dim) && norm(*dim, rank) != first.dim).then_some(first.dim))
         }
         Op::Softmax(Softmax { dim, .. }) => keep((norm(*dim, rank) != first.dim).then_some(first.dim)),
         Op::Reduce(Reduce { dims, keepdim, .. }) => {
@@ -549,10 +574,52 @@ fn follow(
             let shift = if *keepdim { 0 } else { reduced.iter().filter(|&&d| d < first.dim).count() };
             keep((!reduced.contains(&first.dim)).then(|| first.dim - shift))
         }
+        Op::Convolution(c) => depthwise(graph, c, ins, first_at, first, &in_dims, tp)
+            .map(|weights| (1, first.inner, origins.clone(), weights)),
         // Per-head products: the batch dim split in every operand that is split.
         Op::Bmm(Bmm) => keep(ins.iter().filter(|v| splits.contains_key(v)).all(|v| same_split(v, 0)).then_some(0)),
         _ => Err(Why::Misaligned),
     }
+}
+
+/// A depthwise convolution (one filter per channel, Mamba's causal conv) of input channels
+/// split whole along `tp` keeps them split: its weight (`[C, 1, k…]`, through the layout's
+/// transposes) and bias are split along the channels with them.
+fn depthwise(
+    graph: &Graph,
+    c: &Convolution,
+    ins: &[ValueRef],
+    first_at: usize,
+    first: &Split,
+    in_dims: &[i64],
+    tp: i64,
+) -> Result<Vec<(NodeId, usize)>, Why> {
+    let channels = in_dims.get(1).copied().unwrap_or(0);
+    let whole_split = first_at == 0 && first.dim == 1 && first.inner * tp == channels;
+    if c.transposed || c.groups != channels || !whole_split {
+        return Err(Why::Misaligned);
+    }
+    let mut weights = vec![weight_dim(graph, ins[1], 0).ok_or(Why::Misaligned)?];
+    if let Some(&bias) = ins.get(2) {
+        weights.push(weight_dim(graph, bias, 0).ok_or(Why::Misaligned)?);
+    }
+    Ok(weights)
+}
+
+/// The weight input behind `v` (through transposes) and the dim of it that is `v`'s `dim`.
+fn weight_dim(graph: &Graph, mut v: ValueRef, mut dim: usize) -> Option<(NodeId, usize)> {
+    for _ in 0..4 {
+        match &graph.node(v.node).op {
+            Op::Input(k) if k.is_weight() => return Some((v.node, dim)),
+            Op::Permute(Permute { dims }) => {
+                let r = dims.len() as i64;
+                dim = usize::try_from(dims.get(dim).map(|&d| if d < 0 { d + r } else { d })?).ok()?;
+            }
+            _ => return None,
+        }
+        v = graph.inputs(v.node)[0];
+    }
+    None
 }
 
 /// An element-wise op's split: broadcasting aligns trailing dims, so every split operand's
