@@ -136,8 +136,8 @@ fn assert_cases_match(name: &str, art: &std::path::Path, tmp: &std::path::Path) 
 }
 
 /// Expert parallelism (`ep`): each device stores E/ep experts of every MoE layer. Qwen3-MoE
-/// (`moe_tiny`), Mixtral (`moe_dyn`, batch and sequence dynamic) and DeepSeek-V3 (`mla_dyn`:
-/// MLA, a shared expert) equal eager with `ep=2`, alone and with `tp=2`; the expert weights
+/// (`moe_tiny`), Mixtral (`moe_dyn`, batch and sequence dynamic), DeepSeek-V3 (`mla_dyn`:
+/// MLA, a shared expert) and GPT-OSS (`sink_dyn`: attention sinks, expert biases) equal eager with `ep=2`, alone and with `tp=2`; the expert weights
 /// are stored split and never gathered, so the arguments per device fall; MLA's attention
 /// splits along `tp`.
 #[test]
@@ -160,7 +160,7 @@ fn expert_parallel_moes_match_eager() {
             assert!(args(&m) + (48 << 10) < args(&whole), "{mesh}: {} vs tp=2 {}", args(&m), args(&whole));
         }
     }
-    for name in ["moe_dyn", "mla_dyn"] {
+    for name in ["moe_dyn", "mla_dyn", "sink_dyn"] {
         for mesh in ["ep=2", "ep=2,tp=2"] {
             let tmp = TempDir::new(&format!("ep-{name}"));
             let mut req = request(mesh);
@@ -177,6 +177,13 @@ fn expert_parallel_moes_match_eager() {
                 // followed by a norm over its features) and the router whole.
                 let notes = shard_notes(&Artifact::open(&art).expect("opens").manifest);
                 let expected = ["5 column-parallel", "2 row-parallel", "3 matmuls left whole", "2 expert weights"];
+                assert!(expected.iter().all(|e| notes.contains(e)), "{notes}");
+            }
+            if (name, mesh) == ("sink_dyn", "ep=2,tp=2") {
+                // GPT-OSS: one KV head, so K and V stay whole and the query heads split (the
+                // sinks with them); Q and the LM head column-parallel, O row-parallel.
+                let notes = shard_notes(&Artifact::open(&art).expect("opens").manifest);
+                let expected = ["3 column-parallel", "2 row-parallel", "6 matmuls left whole", "4 expert weights"];
                 assert!(expected.iter().all(|e| notes.contains(e)), "{notes}");
             }
         }

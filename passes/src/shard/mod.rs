@@ -51,8 +51,8 @@ mod sequence;
 mod unfuse;
 
 use crate::ir::ops::{
-    Bmm, Cat, Convolution, CopyFrom, Embedding, Mm, Pad, Permute, Reduce, Select, Slice, SliceScatter, Softmax,
-    SplitWithSizes, Squeeze, Unsqueeze,
+    Bmm, Cat, Convolution, CopyFrom, Embedding, ExtremumDim, Mm, Pad, Permute, Reduce, Select, Slice, SliceScatter,
+    Softmax, SplitWithSizes, Squeeze, Unsqueeze,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -403,6 +403,7 @@ fn analyze(
                     plan.broken.extend(origins);
                 }
             }
+            Err(Why::Whole(slot)) => plan.broken.extend(splits[&ins[slot]].origins.iter().copied()),
             Err(why) => {
                 if let Why::Indivisible(n) = why {
                     let by: Vec<&str> = split_ins
@@ -495,6 +496,8 @@ enum Why {
     Misaligned,
     /// A view splits the dim into `n` parts (heads) that do not divide along `tp`.
     Indivisible(i64),
+    /// The op keeps the other operands' split if operand `slot` is whole: only its split ends.
+    Whole(usize),
 }
 
 /// What following a split through an op gives: the result's split dim and its `inner`, the
@@ -511,7 +514,8 @@ fn follow(
     tp: i64,
 ) -> Result<Followed, Why> {
     let node = graph.node(id);
-    let pieces = matches!(node.op, Op::SplitWithSizes(_));
+    // Ops of several results, each split alike.
+    let pieces = matches!(node.op, Op::SplitWithSizes(_) | Op::ExtremumDim(_));
     let out = match (node.outputs.len(), node.outputs.first().and_then(|t| t.static_dims())) {
         (1, Some(out)) => out,
         (_, Some(out)) if pieces => out,
@@ -567,6 +571,12 @@ fn follow(
             keep((split_alike(first.dim) && norm(*dim, rank) != first.dim).then_some(first.dim))
         }
         Op::Softmax(Softmax { dim, .. }) => keep((norm(*dim, rank) != first.dim).then_some(first.dim)),
+        // The maximum (and where it is) over another dim.
+        Op::ExtremumDim(ExtremumDim { dim, keepdim, .. }) => {
+            let at = norm(*dim, in_dims.len());
+            let shift = usize::from(!*keepdim && at < first.dim);
+            keep((at != first.dim).then(|| first.dim - shift))
+        }
         Op::Reduce(Reduce { dims, keepdim, .. }) => {
             let r = in_dims.len();
             let reduced: Vec<usize> =
@@ -576,8 +586,17 @@ fn follow(
         }
         Op::Convolution(c) => depthwise(graph, c, ins, first_at, first, &in_dims, tp)
             .map(|weights| (1, first.inner, origins.clone(), weights)),
-        // Per-head products: the batch dim split in every operand that is split.
-        Op::Bmm(Bmm) => keep(ins.iter().filter(|v| splits.contains_key(v)).all(|v| same_split(v, 0)).then_some(0)),
+        // Per-head products: the batch dim split in every operand that is split; or rows of the
+        // left operand times a whole right one (query heads merged into the rows over key/value
+        // heads that stay whole). A right operand split otherwise is made whole, so that the
+        // left one's split (the heads of the queries or probabilities) goes on.
+        Op::Bmm(Bmm) => match (splits.get(&ins[0]), splits.get(&ins[1])) {
+            (Some(l), None) if l.dim <= 1 => keep(Some(l.dim)),
+            (Some(l), Some(_)) if l.dim == 0 && same_split(&ins[1], 0) => keep(Some(0)),
+            (Some(_), Some(_)) => Err(Why::Whole(1)),
+            (None, Some(r)) if r.dim == 0 => keep(Some(0)),
+            _ => Err(Why::Misaligned),
+        },
         _ => Err(Why::Misaligned),
     }
 }
