@@ -907,6 +907,17 @@ def build_llama_1head_dyn():
     return LogitsWrapper(LlamaForCausalLM(cfg))
 
 
+def build_mamba():
+    """transformers' Mamba (v1) as exported without its CUDA kernels: the in projection cut into
+    the SSM input and its gate, a causal depthwise conv, x_proj/dt_proj, the selective scan
+    unrolled over the sequence, the out projection."""
+    from transformers import MambaConfig, MambaForCausalLM
+
+    cfg = MambaConfig(vocab_size=128, hidden_size=32, state_size=16, num_hidden_layers=2, expand=2, conv_kernel=4,
+                      time_step_rank=8)
+    return LogitsWrapper(MambaForCausalLM(cfg))
+
+
 def t5_config():
     from transformers import T5Config
 
@@ -1225,6 +1236,13 @@ MODELS = {
         1200,
         export_context=real_grouped_mm_under_export,
         graph_has=["torch.ops.aten.cat.default"]),
+    "mamba_dynbatch": dict(
+        build=build_mamba,
+        desc="MambaForCausalLM(hidden 32, 2 layers, state 16, expand 2, conv 4, dt rank 8, vocab 128) at seq 12 "
+             "with dynamic batch Dim('batch', 1..8) (the scan unrolled over the sequence makes it static)",
+        inputs=[(ids(12, 500 + b, batch=b, vocab=128),) for b in EDGE_BATCHES],
+        dynamic_shapes={"input_ids": {0: BATCH}},
+        lean_metadata=True),
     "llama_1head_dyn": dict(
         build=build_llama_1head_dyn,
         desc="LlamaForCausalLM(hidden 32, 1 layer, a single head of 32, vocab 128) at batch 1 with dynamic "

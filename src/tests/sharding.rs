@@ -210,6 +210,29 @@ fn depthwise_causal_conv_splits_along_tp() {
     assert_eq!((c["all-reduce"].count, c.len()), (1, 1), "{c:?}");
 }
 
+/// transformers' Mamba (`mamba_dynbatch`, batch dynamic) split as Megatron splits Mamba: the in
+/// projection cut into the SSM input and its gate (one fused weight, made two matmuls), both
+/// column-parallel with `dt_proj`; the channels stay split through the conv and the selective
+/// scan (`A`, `D` and the conv's filters and bias split with them); `x_proj` and `out_proj` contract them
+/// (row-parallel). Nothing is left whole; eager's numbers at 6 batch sizes.
+#[test]
+fn mamba_splits_its_channels_along_tp() {
+    let tmp = TempDir::new("tp-mamba");
+    let mut req = request("tp=2");
+    req.buckets = vec![crate::buckets::parse_choice("input_ids:0=8").expect("buckets")];
+    let art = compile_model_with("mamba_dynbatch", &tmp.0, &req);
+    assert_eq!(assert_cases_match("mamba_dynbatch", &art, &tmp.0), 6);
+    let m = Artifact::open(&art).expect("opens").manifest;
+    let notes = shard_notes(&m);
+    let expected = ["2 fused projections", "7 column-parallel", "4 row-parallel"];
+    assert!(expected.iter().all(|e| notes.contains(e)) && !notes.contains("left whole"), "{notes}");
+    let s = m.sharding.expect("split");
+    for w in ["A_log", "D", "conv1d.bias"] {
+        let dims = &s.weights[&format!("model.backbone.layers.0.mixer.{w}")];
+        assert_eq!(dims[0], vec!["tp".to_string()], "{w}: {dims:?}");
+    }
+}
+
 /// Padded to 128, the tiny GPT-2's fused Q/K/V projection (192 features: heads of 16, too
 /// small to pad one by one) is padded whole to 256 and sliced back before Q, K and V are cut
 /// apart, so its attention cannot split: left whole, and the report says so; still eager's

@@ -140,7 +140,7 @@ impl Pass for Shard {
         cx.note(inputs, "user inputs split (dp)");
         if mesh.size(TENSOR) > 1 {
             let unfused = unfuse::unfuse(graph);
-            cx.note(unfused, "fused projections (one weight for Q, K and V) made one matmul per part");
+            cx.note(unfused, "fused projections (one weight for several parts: Q, K and V; an SSM input and its gate) made one matmul per part");
             let assigned = self.plan.assign(graph).map_err(fail)?;
             cx.note(assigned.len(), "weights the plan file decides");
             let plan = tensor_parallel(graph, mesh.size(TENSOR), &assigned).map_err(fail)?;
@@ -625,18 +625,35 @@ fn depthwise(
     Ok(weights)
 }
 
-/// The weight input behind `v` (through transposes) and the dim of it that is `v`'s `dim`.
+/// The weight input behind `v` (through transposes, squeezes, unsqueezes and element-wise
+/// functions of it alone) and the dim of it that is `v`'s `dim`.
 fn weight_dim(graph: &Graph, mut v: ValueRef, mut dim: usize) -> Option<(NodeId, usize)> {
-    for _ in 0..4 {
+    for _ in 0..8 {
+        let src = graph.inputs(v.node).first().copied();
+        let in_dims = src.and_then(|s| graph.value_type(s).static_dims()).unwrap_or_default();
+        let norm = |d: i64, r: usize| usize::try_from(if d < 0 { d + r as i64 } else { d }).ok();
         match &graph.node(v.node).op {
             Op::Input(k) if k.is_weight() => return Some((v.node, dim)),
-            Op::Permute(Permute { dims }) => {
-                let r = dims.len() as i64;
-                dim = usize::try_from(dims.get(dim).map(|&d| if d < 0 { d + r } else { d })?).ok()?;
+            op if op.is_elementwise() && graph.inputs(v.node).len() == 1 => {}
+            Op::Permute(Permute { dims }) => dim = norm(*dims.get(dim)?, dims.len())?,
+            Op::Unsqueeze(Unsqueeze { dim: at }) => {
+                let at = norm(*at, in_dims.len() + 1)?;
+                dim = match dim.cmp(&at) {
+                    std::cmp::Ordering::Less => dim,
+                    std::cmp::Ordering::Equal => return None,
+                    std::cmp::Ordering::Greater => dim - 1,
+                };
+            }
+            Op::Squeeze(Squeeze { dims }) => {
+                let r = in_dims.len();
+                let listed: Vec<usize> =
+                    if dims.is_empty() { (0..r).collect() } else { dims.iter().filter_map(|&d| norm(d, r)).collect() };
+                let kept: Vec<usize> = (0..r).filter(|d| !(listed.contains(d) && in_dims[*d] == 1)).collect();
+                dim = *kept.get(dim)?;
             }
             _ => return None,
         }
-        v = graph.inputs(v.node)[0];
+        v = src?;
     }
     None
 }
@@ -667,10 +684,17 @@ fn broadcast(
                 if size == 1 {
                     continue;
                 }
-                if !is_weight(graph, *v) || first.inner * tp != size {
+                if first.inner * tp != size {
                     return Err(Why::Misaligned);
                 }
-                weights.push((v.node, dim - at));
+                // A weight (through views and element-wise functions: Mamba's `-exp(A_log)`),
+                // split along with it; a constant filled with one value (a scan's zero state),
+                // sliced where read.
+                match weight_dim(graph, *v, dim - at) {
+                    Some(w) => weights.push(w),
+                    None if matches!(graph.node(v.node).op, Op::Full(_)) => {}
+                    None => return Err(Why::Misaligned),
+                }
             }
         }
     }

@@ -7,13 +7,15 @@ use crate::ir::{Dim, Graph, InputKind, Node, NodeId, Op, TensorType, ValueRef, W
 
 use super::{linear, Linear};
 
-/// A matmul on a weight whose output features a `split_with_sizes` of the last dim cuts into
-/// equal parts, through views that keep that dim (GPT-2's `c_attn`: Q, K and V in one
-/// `Conv1D`).
+/// A matmul on a weight whose output features a `split_with_sizes` cuts into equal parts,
+/// through views that keep them the last dim and transposes that move them (GPT-2's `c_attn`:
+/// Q, K and V in one `Conv1D`; Mamba's `in_proj`: the SSM's input and its gate, split after a
+/// transpose to channels first).
 struct Fused {
     linear: Linear,
-    /// The views between the matmul and the split, in order.
-    views: Vec<NodeId>,
+    /// The views and transposes between the matmul and the split, in order, each with where
+    /// the features are in its result.
+    steps: Vec<(NodeId, usize)>,
     split: NodeId,
     /// How many parts, and the features of each.
     parts: usize,
@@ -25,8 +27,9 @@ fn fused(graph: &Graph, id: NodeId) -> Option<Fused> {
     let linear = linear(graph, id)?;
     let out = graph.node(id).outputs[0].static_dims()?;
     let features = *out.last()?;
-    let mut views = Vec::new();
+    let mut steps = Vec::new();
     let mut at = id;
+    let mut feature_dim = out.len() - 1;
     loop {
         let users = graph.users(at);
         let [(next, _, 0)] = users[..] else { return None };
@@ -34,17 +37,34 @@ fn fused(graph: &Graph, id: NodeId) -> Option<Fused> {
             return None;
         }
         let node = graph.node(next);
+        let rank = node.outputs[0].rank();
         match &node.op {
-            Op::View(_) if node.outputs[0].static_dims()?.last() == Some(&features) => views.push(next),
+            Op::View(_)
+                if feature_dim + 1 == graph.node(at).outputs[0].rank()
+                    && node.outputs[0].static_dims()?.last() == Some(&features) =>
+            {
+                feature_dim = rank - 1;
+                steps.push((next, feature_dim));
+            }
+            // A transpose that moves the features (channels first). One that keeps them in
+            // place is a head's layout, and a split after it cuts within heads (RoPE's halves).
+            Op::Permute(p) => {
+                let norm = |d: i64| if d < 0 { d + rank as i64 } else { d };
+                let moved = p.dims.iter().position(|&d| norm(d) == feature_dim as i64)?;
+                if moved == feature_dim {
+                    return None;
+                }
+                feature_dim = moved;
+                steps.push((next, feature_dim));
+            }
             Op::SplitWithSizes(SplitWithSizes { sizes, dim }) => {
-                let rank = node.outputs[0].rank() as i64;
                 let sizes: Vec<i64> = sizes.iter().map(|d| d.as_static()).collect::<Option<_>>()?;
                 let equal =
                     sizes.len() >= 2 && sizes.iter().all(|&s| s == sizes[0]) && sizes.iter().sum::<i64>() == features;
-                let last = *dim == rank - 1 || *dim == -1;
-                return (equal && last).then(|| Fused {
+                let at_features = *dim == feature_dim as i64 || *dim + rank as i64 == feature_dim as i64;
+                return (equal && at_features).then(|| Fused {
                     linear,
-                    views,
+                    steps,
                     split: next,
                     parts: sizes.len(),
                     part: sizes[0],
@@ -91,13 +111,14 @@ fn unfuse_one(graph: &mut Graph, f: &Fused) -> Option<()> {
     let w_operand = if matches!(mm.op, Op::Addmm(_)) { ins[2] } else { ins[1] };
     let transposed = graph.node(w_operand.node).clone();
     let through_permute = matches!(transposed.op, Op::Permute(_));
-    let last = |ty: &TensorType, n: i64| {
+    let with = |ty: &TensorType, dim: usize, n: i64| {
         let mut t = ty.clone();
-        if let Some(d) = t.dims.last_mut() {
+        if let Some(d) = t.dims.get_mut(dim) {
             *d = Dim::Static(n);
         }
         t
     };
+    let last = |ty: &TensorType, n: i64| with(ty, ty.rank().saturating_sub(1), n);
     for i in 0..f.parts {
         let start = i as i64 * f.part;
         let w = narrowed(graph, l.weight, l.out_dim, start, f.part)?;
@@ -119,16 +140,19 @@ fn unfuse_one(graph: &mut Graph, f: &Fused) -> Option<()> {
         };
         let node = Node::derived(&mm, format_args!("unfuse{i}"), mm.op.clone(), [last(&mm.outputs[0], f.part)]);
         let mut v = ValueRef { node: graph.add_op(node, &operands), slot: 0 };
-        for &view in &f.views {
-            let old = graph.node(view).clone();
-            let ty = last(&old.outputs[0], f.part);
-            let size = ty.dims.clone();
-            let node = Node::derived(&old, format_args!("unfuse{i}"), Op::View(View { size }), [ty]);
+        for &(step, at) in &f.steps {
+            let old = graph.node(step).clone();
+            let ty = with(&old.outputs[0], at, f.part);
+            let op = match &old.op {
+                Op::View(_) => Op::View(View { size: ty.dims.clone() }),
+                other => other.clone(),
+            };
+            let node = Node::derived(&old, format_args!("unfuse{i}"), op, [ty]);
             v = ValueRef { node: graph.add_op(node, &[v]), slot: 0 };
         }
         graph.replace_uses(ValueRef { node: f.split, slot: i as u16 }, v);
     }
-    for id in std::iter::once(f.split).chain(f.views.iter().rev().copied()).chain([l.node]) {
+    for id in std::iter::once(f.split).chain(f.steps.iter().rev().map(|&(id, _)| id)).chain([l.node]) {
         graph.remove_node(id);
     }
     Some(())
