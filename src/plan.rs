@@ -97,7 +97,7 @@ pub(crate) fn default_slices() -> Vec<Vec<Target>> {
 }
 
 /// The meshes tried on `chips` chips: none for one; else all of them along `tp`, along `fsdp`,
-/// along `dp`, and every `fsdp=a,tp=b` with `a·b = chips`; for a program with experts
+/// along `dp`, and every `fsdp=a,tp=b` and `dp=a,tp=b` with `a·b = chips`; for a program with experts
 /// (`experts`), also all of them along `ep` and every `ep=a,tp=b`.
 pub(crate) fn meshes(chips: u64, experts: bool) -> Vec<Option<Mesh>> {
     if chips <= 1 {
@@ -109,6 +109,7 @@ pub(crate) fn meshes(chips: u64, experts: bool) -> Vec<Option<Mesh>> {
     for &a in &splits {
         out.push(vec![axis("fsdp", a), axis("tp", chips / a)]);
     }
+    out.extend(splits.iter().map(|&a| vec![axis("dp", a), axis("tp", chips / a)]));
     if experts {
         out.push(vec![axis("ep", chips)]);
         out.extend(splits.iter().map(|&a| vec![axis("ep", a), axis("tp", chips / a)]));

@@ -402,7 +402,7 @@ struct CompileArgs {
     /// per device, one all-reduce after each block's attention and MLP), `fsdp` stores every
     /// weight split and gathers it where used, `ep` stores the experts of MoE layers split (E/ep
     /// per device). The product of the sizes must be every target's device count (`cpu:4`,
-    /// `tpu:v5e:2x2`). `auto` compiles every mesh of that count (`tp`, `fsdp`, `dp`, `fsdp×tp`,
+    /// `tpu:v5e:2x2`). `auto` compiles every mesh of that count (`tp`, `fsdp`, `dp`, `fsdp×tp`, `dp×tp`,
     /// and `ep`, `ep×tp` with experts, as `plan` does) and keeps the one with the shortest call
     /// estimated from XLA's cost model among those that fit every chip's HBM (without a TPU
     /// target: the fewest collective bytes); the manifest and `-v` list every mesh tried.

@@ -16,7 +16,7 @@ pub(super) struct PlanArgs {
     /// The archive written by `torch.export.save`.
     model: PathBuf,
     /// The slices to try, e.g. `tpu:v5e:2x4,tpu:v6e:2x2`, each with every mesh that splits it
-    /// (`tp`, `fsdp` and `dp` over all its chips, `fsdp=a,tp=b`, and for a program with experts `ep`
+    /// (`tp`, `fsdp` and `dp` over all its chips, `fsdp=a,tp=b`, `dp=a,tp=b`, and with experts `ep`
     /// over all its chips and `ep=a,tp=b`). Default: v5e and v6e at 1,
     /// 4, 8, 16 and 32 chips, v5p and tpu7x at 4, 8, 16 and 32, each generation up to the first
     /// slice where some mesh needs at most 80% of a chip's HBM.

@@ -517,7 +517,7 @@ fn mesh_auto_on_deepseek_and_mamba_style_models_matches_eager() {
 }
 
 /// `--mesh auto` on 4 CPU devices: every mesh of 4 is tried (`tp=4`, `fsdp=4`, `dp=4`,
-/// `fsdp=2,tp=2`, and for the MoE `ep=4` and `ep=2,tp=2`), the one chosen splits the program,
+/// `fsdp=2,tp=2`, `dp=2,tp=2`, and for the MoE `ep=4` and `ep=2,tp=2`), the one chosen splits the program,
 /// its results equal eager's, and the manifest lists every mesh tried with the reason for the
 /// choice (the tiny Llama and the Qwen3-style MoE: 2 heads do not split 4 ways and a batch of
 /// 1 not at all).
@@ -528,7 +528,7 @@ fn mesh_auto_chooses_a_split_that_matches_eager() {
         let mut req = CompileRequest::new(vec![Target::Cpu { devices: 4 }], Precision::Default);
         let (mesh, choice) = crate::plan::choose_mesh(&program, &req).expect("a mesh");
         let tried: Vec<&str> = choice.tried.iter().map(|t| t.mesh.as_str()).collect();
-        let mut expected = vec!["tp=4", "fsdp=4", "dp=4", "fsdp=2,tp=2"];
+        let mut expected = vec!["tp=4", "fsdp=4", "dp=4", "fsdp=2,tp=2", "dp=2,tp=2"];
         if name == "moe_tiny" {
             expected.extend(["ep=4", "ep=2,tp=2"]);
         }
