@@ -6,7 +6,8 @@
 //!   it that does not lower, and [`inspect_report`] describes it.
 //! - [`compile`] lowers it (one program per size bucket), compiles each program with XLA through
 //!   a PJRT plugin for every target of a [`CompileRequest`], and writes an [`Artifact`]
-//!   (`.tpuexe`, described by its [`Manifest`]).
+//!   (`.tpuexe`, described by its [`Manifest`]); [`recompile`] compiles an artifact's stored
+//!   programs again for other targets or plugins ([`RecompileRequest`]).
 //! - [`Session`] opens an artifact, puts its weights on the devices once and runs it many times;
 //!   [`run`] is one call of a session on `.npy` files ([`RunRequest`]), and [`generate`] the
 //!   decode loop of a decode-step export ([`GenerateRequest`]).
@@ -58,7 +59,7 @@ pub use artifact::{Artifact, Manifest};
 #[cfg(feature = "mlir")]
 pub use check::{check, CheckReport};
 #[cfg(feature = "mlir")]
-pub use compile::{compile, CompileRequest, CompileSummary};
+pub use compile::{compile, recompile, CompileRequest, CompileSummary, RecompileRequest};
 #[cfg(feature = "mlir")]
 pub use emit::Precision;
 pub use error::Error;

@@ -93,38 +93,7 @@ pub(super) fn compile(args: &CompileArgs, out: &mut dyn Write, err: &mut dyn Wri
         }
         let mut summary = compile_artifact(&program, &args.model, &args.output, &req).with_context(context)?;
         summary.phases.insert(0, read);
-        for w in &summary.warnings {
-            writeln!(err, "warning: {w}")?;
-        }
-        match args.format {
-            Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&summary)?)?,
-            Format::Text if !args.quiet => {
-                if args.verbose {
-                    for p in &summary.passes {
-                        let notes = if p.notes.is_empty() { "no change".to_string() } else { p.notes.join(", ") };
-                        writeln!(err, "pass {}: {} → {} nodes ({notes})", p.pass, p.nodes_before, p.nodes_after)?;
-                    }
-                }
-                for t in &summary.targets {
-                    let how = match t.cache {
-                        Outcome::Hit | Outcome::RemoteHit => {
-                            format!("{} in {} ms (compiled in {} ms before)", t.cache.describe(), t.ms, t.compile_ms)
-                        }
-                        Outcome::Compiled | Outcome::Uncached => format!("{} in {} ms", t.cache.describe(), t.ms),
-                    };
-                    writeln!(err, "{} [{}]: {how}, {} bytes", t.target, t.bucket, t.executable_bytes)?;
-                }
-                writeln!(err, "wrote {} ({} bytes)", summary.output, summary.artifact_bytes)?;
-                if let Some(w) = &summary.weights_file {
-                    let how = if w.reused { "reused, unchanged" } else { "written" };
-                    writeln!(err, "weights {} ({} bytes, {how})", w.path, w.bytes)?;
-                }
-                if args.verbose {
-                    write!(err, "{}", progress::table(&summary.phases))?;
-                }
-            }
-            Format::Text => {}
-        }
+        print_summary(&summary, args.format, args.quiet, args.verbose, out, err)?;
         return Ok(());
     }
     if matches!(args.mesh, Some(MeshArg::Auto)) {
@@ -161,6 +130,51 @@ pub(super) fn compile(args: &CompileArgs, out: &mut dyn Write, err: &mut dyn Wri
     std::fs::write(&args.output, &bytes).with_context(|| format!("cannot write `{}`", args.output.display()))?;
     if args.format == Format::Json {
         writeln!(out, "{}", serde_json::json!({"output": args.output.display().to_string(), "bytes": bytes.len()}))?;
+    }
+    Ok(())
+}
+
+/// What a compile or recompile did: warnings, then per executable how it was had and the
+/// artifact written (`-v`: each pass's notes and the phases), or all of it as JSON.
+pub(super) fn print_summary(
+    summary: &crate::compile::CompileSummary,
+    format: Format,
+    quiet: bool,
+    verbose: bool,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> anyhow::Result<()> {
+    for w in &summary.warnings {
+        writeln!(err, "warning: {w}")?;
+    }
+    match format {
+        Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&summary)?)?,
+        Format::Text if !quiet => {
+            if verbose {
+                for p in &summary.passes {
+                    let notes = if p.notes.is_empty() { "no change".to_string() } else { p.notes.join(", ") };
+                    writeln!(err, "pass {}: {} → {} nodes ({notes})", p.pass, p.nodes_before, p.nodes_after)?;
+                }
+            }
+            for t in &summary.targets {
+                let how = match t.cache {
+                    Outcome::Hit | Outcome::RemoteHit => {
+                        format!("{} in {} ms (compiled in {} ms before)", t.cache.describe(), t.ms, t.compile_ms)
+                    }
+                    Outcome::Compiled | Outcome::Uncached => format!("{} in {} ms", t.cache.describe(), t.ms),
+                };
+                writeln!(err, "{} [{}]: {how}, {} bytes", t.target, t.bucket, t.executable_bytes)?;
+            }
+            writeln!(err, "wrote {} ({} bytes)", summary.output, summary.artifact_bytes)?;
+            if let Some(w) = &summary.weights_file {
+                let how = if w.reused { "reused, unchanged" } else { "written" };
+                writeln!(err, "weights {} ({} bytes, {how})", w.path, w.bytes)?;
+            }
+            if verbose {
+                write!(err, "{}", progress::table(&summary.phases))?;
+            }
+        }
+        Format::Text => {}
     }
     Ok(())
 }

@@ -4,7 +4,9 @@
 //! captured output streams, so every message and exit code is tested without spawning processes.
 
 mod commands;
+mod mesh;
 mod plan;
+mod recompile;
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -17,7 +19,8 @@ use crate::emit::{Attention, EmitOptions, GroupedMm, Precision};
 use crate::run::DeviceKind;
 use crate::target::Target;
 use crate::Error;
-use torchtpu_passes::ir::{DType, Mesh};
+use mesh::{parse_mesh, parse_shard_plan, MeshArg, ShardPlanArg};
+use torchtpu_passes::ir::DType;
 use torchtpu_passes::shard::plan::ShardPlan;
 use torchtpu_passes::{PassOptions, PASSES};
 
@@ -76,6 +79,12 @@ enum Command {
     ///
     /// Example: torchtpu-compile plan model.pt2 --slices tpu:v5e:2x4,tpu:v6e:2x2
     Plan(plan::PlanArgs),
+    /// Compile an artifact's stored StableHLO programs again, without the `.pt2`: for other
+    /// targets, or for the plugin this machine has (a new libtpu). The weights are carried over
+    /// unchanged; buckets, padding, precision and the mesh stay as compiled.
+    ///
+    /// Example: torchtpu-compile recompile model.tpuexe -o model-v6e.tpuexe --target tpu:v6e:1x1
+    Recompile(recompile::RecompileArgs),
     /// Describe an exported program (.pt2: signature with symbolic dims and bounds, weights, op
     /// histogram, versions) or an artifact (.tpuexe: manifest, targets, buckets, executables).
     ///
@@ -623,37 +632,6 @@ fn parse_tolerance(s: &str) -> Result<f64, String> {
     }
 }
 
-/// `--mesh`: the axes, or `auto` (chosen by compiling each candidate).
-#[derive(Clone, Debug)]
-enum MeshArg {
-    Auto,
-    Given(Mesh),
-}
-
-fn parse_mesh(s: &str) -> Result<MeshArg, String> {
-    if s == "auto" {
-        return Ok(MeshArg::Auto);
-    }
-    Mesh::parse(s).map(MeshArg::Given)
-}
-
-/// `--shard-plan`: `auto`, or a plan file, read and checked as the command line is parsed.
-#[derive(Clone, Debug)]
-enum ShardPlanArg {
-    Auto,
-    File(Box<ShardPlan>),
-}
-
-fn parse_shard_plan(s: &str) -> Result<ShardPlanArg, String> {
-    if s == "auto" {
-        return Ok(ShardPlanArg::Auto);
-    }
-    let bytes = std::fs::read(s).map_err(|e| format!("cannot read the plan file `{s}`: {e}"))?;
-    let text = String::from_utf8(bytes).map_err(|_| format!("`{s}` is not a shard plan: it is not UTF-8 text"))?;
-    let plan = ShardPlan::from_json(&text).map_err(|e| format!("`{s}` is not a shard plan: {e}"))?;
-    Ok(ShardPlanArg::File(Box::new(plan)))
-}
-
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Emit {
     Exe,
@@ -668,7 +646,7 @@ enum Format {
     Json,
 }
 
-const SUBCOMMANDS: &[&str] = &["compile", "check", "inspect", "run", "generate", "cache", "plan", "help"];
+const SUBCOMMANDS: &[&str] = &["compile", "check", "inspect", "run", "generate", "cache", "plan", "recompile", "help"];
 
 /// `torchtpu-compile model.pt2 -o x` means `torchtpu-compile compile model.pt2 -o x`.
 fn with_default_subcommand(args: Vec<OsString>) -> Vec<OsString> {
@@ -796,5 +774,6 @@ fn run(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<u8>
         Command::Generate(args) => commands::generate(&args, out),
         Command::Cache(args) => commands::cache(&args, out, err),
         Command::Plan(args) => plan::plan(&args, out, err).map(|()| 0),
+        Command::Recompile(args) => recompile::recompile_artifact(&args, out, err).map(|()| 0),
     }
 }

@@ -6,6 +6,7 @@
 mod collectives;
 mod manifest;
 pub(crate) mod progress;
+mod recompile;
 mod target;
 mod weights;
 
@@ -16,6 +17,7 @@ use serde::Serialize;
 use torchtpu_passes::bucket_masks::BucketSpec;
 use torchtpu_passes::PassOptions;
 
+pub use recompile::{recompile, RecompileRequest};
 pub(crate) use target::TargetCompiler;
 use weights::WeightsEntry;
 
@@ -308,36 +310,64 @@ struct TargetOutput {
 /// buckets, so a target's plugin, client or topology and options are made once.
 fn compile_all(buckets: &[LoweredBucket], req: &CompileRequest, cache: &Cache) -> Result<CompiledAll, Error> {
     let partitions = req.pass_options.mesh.as_ref().map_or(1, |m| m.devices() as u32);
-    let compilers = req
+    let programs: Vec<(&str, &[u8])> =
+        buckets.iter().map(|b| (b.planned.name.as_str(), b.lowered.module.text.as_bytes())).collect();
+    let how = HowToCompile { targets: &req.targets, plugin: req.plugin.as_deref(), partitions, jobs: req.jobs };
+    let executables = compile_programs(&programs, &how, req.progress, cache)?;
+    Ok(CompiledAll { executables })
+}
+
+/// The targets to compile programs for, and how.
+struct HowToCompile<'a> {
+    targets: &'a [Target],
+    /// `--plugin` (the CPU plugin).
+    plugin: Option<&'a Path>,
+    /// Devices each program is split over (1: not split).
+    partitions: u32,
+    /// Compiles at once.
+    jobs: usize,
+}
+
+/// Compiles each program (a bucket's name and StableHLO text) for each target, in (program,
+/// target) order, on `jobs` threads, through the cache.
+fn compile_programs(
+    programs: &[(&str, &[u8])],
+    how: &HowToCompile<'_>,
+    progress: bool,
+    cache: &Cache,
+) -> Result<Vec<TargetOutput>, Error> {
+    let compilers = how
         .targets
         .iter()
-        .map(|t| progress::journal(&format!("load {t}"), || TargetCompiler::new(t, req.plugin.as_deref(), partitions)))
+        .map(|t| progress::journal(&format!("load {t}"), || TargetCompiler::new(t, how.plugin, how.partitions)))
         .collect::<Result<Vec<_>, _>>()?;
-    let steps: Vec<(&LoweredBucket, &Target, &TargetCompiler)> =
-        buckets.iter().flat_map(|b| req.targets.iter().zip(&compilers).map(move |(t, c)| (b, t, c))).collect();
-    let bar = progress::steps_bar(req.progress, steps.len());
-    let executables = in_parallel(&steps, req.jobs, |&(b, target, compiler)| {
-        let what = format!("{target} [{}]", b.planned.name);
+    let steps: Vec<(&str, &[u8], &Target, &TargetCompiler)> = programs
+        .iter()
+        .flat_map(|&(name, text)| how.targets.iter().zip(&compilers).map(move |(t, c)| (name, text, t, c)))
+        .collect();
+    let bar = progress::steps_bar(progress, steps.len());
+    let executables = in_parallel(&steps, how.jobs, |&(bucket, text, target, compiler)| {
+        let what = format!("{target} [{bucket}]");
         bar.set_message(what.clone());
-        let done = progress::journal(&format!("compile {what}"), || compile_one(b, target, compiler, cache));
+        let done = progress::journal(&format!("compile {what}"), || compile_one(bucket, text, target, compiler, cache));
         bar.inc(1);
         done
     });
     cache.trim();
     let executables = executables?;
     bar.finish_and_clear();
-    Ok(CompiledAll { executables })
+    Ok(executables)
 }
 
 fn compile_one(
-    b: &LoweredBucket,
+    bucket: &str,
+    program: &[u8],
     target: &Target,
     compiler: &TargetCompiler,
     cache: &Cache,
 ) -> Result<TargetOutput, Error> {
-    let bucket = &b.planned.name;
     let started = Instant::now();
-    let c = compiler.compile(b.lowered.module.text.as_bytes(), cache)?;
+    let c = compiler.compile(program, cache)?;
     let ms = started.elapsed().as_millis() as u64;
     let bytes = c.bytes.len() as u64;
     let log = format!(
@@ -350,7 +380,7 @@ fn compile_one(
     Ok(TargetOutput {
         summary: TargetSummary {
             target: target.to_string(),
-            bucket: bucket.clone(),
+            bucket: bucket.to_string(),
             cache: c.outcome,
             ms,
             compile_ms: c.meta.compile_ms,
@@ -358,7 +388,7 @@ fn compile_one(
             cache_key: c.cache_key.clone(),
         },
         executable: Executable {
-            bucket: bucket.clone(),
+            bucket: bucket.to_string(),
             entry,
             sha256: crate::digest::sha256_hex(&c.bytes),
             bytes,

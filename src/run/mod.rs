@@ -42,7 +42,7 @@ pub enum RunError {
     NoCpuExecutable { targets: String },
     #[error(
         "the CPU executable was built by plugin `{built_by}` (sha256 {expected}), but `{plugin}` (sha256 {found}) is loaded; \
-         executables only load into the plugin build that made them — recompile, or pass --plugin with that build"
+         executables only load into the plugin build that made them: `torchtpu-compile recompile ARTIFACT -o ARTIFACT` rebuilds them for this one, or pass --plugin with that build"
     )]
     PluginMismatch { built_by: String, expected: String, plugin: String, found: String },
     #[error("{reason}")]

@@ -21,6 +21,8 @@ mod passes;
 #[cfg(feature = "mlir")]
 mod plan;
 #[cfg(feature = "mlir")]
+mod recompile;
+#[cfg(feature = "mlir")]
 mod serving;
 #[cfg(feature = "mlir")]
 mod sharding;
