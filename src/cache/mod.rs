@@ -130,6 +130,17 @@ impl Cache {
         Cache { local, remote, warnings, grown: Default::default() }
     }
 
+    /// Every readable entry of the local folder: its key parts and what its compile recorded.
+    pub fn entries(&self) -> Vec<(KeyParts, serde_json::Value)> {
+        let Some(local) = &self.local else { return Vec::new() };
+        local.list().into_iter().filter_map(|l| l.header.ok()).map(|h| (h.parts, h.meta)).collect()
+    }
+
+    /// What `plugin` reported for `target` when it was last loaded, if the file is unchanged.
+    pub fn plugin_memo(&self, plugin: &Path, target: &str) -> Option<PluginMemo> {
+        self.local.as_ref()?.plugin_memo(plugin, target)
+    }
+
     /// The warnings so far (each said once), leaving none.
     pub fn take_warnings(&self) -> Vec<String> {
         let mut w = self.warnings.take();

@@ -5,9 +5,11 @@ use std::io::Write;
 use std::path::Path;
 
 use anyhow::Context;
-use clap::CommandFactory;
+use clap::{CommandFactory, Parser};
 
-use super::{CacheAction, CacheArgs, Cli, CompileArgs, Emit, Format, GenerateArgs, MeshArg, RunArgs, WeightsArg};
+use super::{
+    CacheAction, CacheArgs, Cli, Command, CompileArgs, Emit, Format, GenerateArgs, MeshArg, RunArgs, WeightsArg,
+};
 use crate::artifact::Artifact;
 use crate::cache::{self, Outcome};
 use crate::compile::{compile as compile_artifact, progress, CompileRequest};
@@ -70,24 +72,7 @@ pub(super) fn compile(args: &CompileArgs, out: &mut dyn Write, err: &mut dyn Wri
     let read = progress::Phase::since("read", started, read_bytes);
     let context = || format!("cannot compile `{}`", args.model.display());
     if args.emit == Emit::Exe {
-        let targets = args.targets_or_default();
-        let emit = args.emit_options(&targets)?;
-        let mut req = CompileRequest {
-            precision: emit.precision,
-            grouped_mm: emit.grouped_mm,
-            attention: (emit.attention, emit.attention_block),
-            plugin: args.plugin.clone(),
-            dump_dir: args.dump_dir.clone(),
-            progress: !args.quiet,
-            cache: args.cache.config(),
-            passes: args.passes.selected(),
-            pass_options: args.pass_options(&targets),
-            targets,
-            buckets: args.buckets.clone(),
-            jobs: args.jobs.unwrap_or_else(crate::compile::default_jobs),
-            external_weights: args.weights == WeightsArg::External,
-            mesh_choice: None,
-        };
+        let mut req = compile_request(args)?;
         if matches!(args.mesh, Some(MeshArg::Auto)) {
             choose_mesh(&program, &mut req, args.verbose, err).with_context(context)?;
         }
@@ -132,6 +117,28 @@ pub(super) fn compile(args: &CompileArgs, out: &mut dyn Write, err: &mut dyn Wri
         writeln!(out, "{}", serde_json::json!({"output": args.output.display().to_string(), "bytes": bytes.len()}))?;
     }
     Ok(())
+}
+
+/// The compile `args` ask for (with `--mesh auto`, no mesh yet).
+fn compile_request(args: &CompileArgs) -> anyhow::Result<CompileRequest> {
+    let targets = args.targets_or_default();
+    let emit = args.emit_options(&targets)?;
+    Ok(CompileRequest {
+        precision: emit.precision,
+        grouped_mm: emit.grouped_mm,
+        attention: (emit.attention, emit.attention_block),
+        plugin: args.plugin.clone(),
+        dump_dir: args.dump_dir.clone(),
+        progress: !args.quiet,
+        cache: args.cache.config(),
+        passes: args.passes.selected(),
+        pass_options: args.pass_options(&targets),
+        targets,
+        buckets: args.buckets.clone(),
+        jobs: args.jobs.unwrap_or_else(crate::compile::default_jobs),
+        external_weights: args.weights == WeightsArg::External,
+        mesh_choice: None,
+    })
 }
 
 /// What a compile or recompile did: warnings, then per executable how it was had and the
@@ -306,6 +313,7 @@ pub(super) fn cache(args: &CacheArgs, out: &mut dyn Write, err: &mut dyn Write) 
     let dir = args.cache_dir.clone().or_else(cache::default_dir).context("no cache folder: set --cache-dir or HOME")?;
     let json = args.format == Format::Json;
     let report = match args.action {
+        CacheAction::Explain => return explain(args, out),
         CacheAction::Stats => cache::maintain::stats(&dir),
         CacheAction::Ls => cache::maintain::ls(&dir),
         CacheAction::Verify => cache::maintain::verify(&dir),
@@ -321,4 +329,50 @@ pub(super) fn cache(args: &CacheArgs, out: &mut dyn Write, err: &mut dyn Write) 
         write!(out, "{}", report.text)?;
     }
     Ok(if report.ok { 0 } else { 1 })
+}
+
+/// `cache explain MODEL.pt2 [COMPILE OPTIONS]`: for each executable the compile would need,
+/// a hit, or the nearest entries and what differs. Exit 1 when any would miss.
+fn explain(args: &CacheArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
+    let given = |flag: &str| args.compile.iter().any(|a| a == flag || a.starts_with(&format!("{flag}=")));
+    let mut argv: Vec<String> = vec!["torchtpu-compile".into(), "compile".into()];
+    argv.extend(args.compile.iter().cloned());
+    if !given("-o") && !given("--output") {
+        argv.extend(["-o".into(), "unused.tpuexe".into()]); // nothing is written
+    }
+    if let (Some(dir), false) = (&args.cache_dir, given("--cache-dir")) {
+        argv.extend(["--cache-dir".into(), dir.display().to_string()]);
+    }
+    let Command::Compile(c) = Cli::try_parse_from(argv)?.command else {
+        anyhow::bail!("internal: `cache explain` parsed no compile")
+    };
+    if matches!(c.mesh, Some(MeshArg::Auto)) {
+        return Err(Cli::command()
+            .error(clap::error::ErrorKind::ArgumentConflict, "`cache explain` needs a given mesh, not `--mesh auto`")
+            .into());
+    }
+    c.check_devices(&c.targets_or_default())?;
+    let program = import::import(&c.model)
+        .map_err(Error::from)
+        .with_context(|| format!("cannot read `{}`", c.model.display()))?;
+    let mut req = compile_request(&c)?;
+    req.progress = false;
+    let explained = crate::compile::explain_cache(&program, &req)
+        .with_context(|| format!("cannot explain the cache for `{}`", c.model.display()))?;
+    if args.format == Format::Json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&explained)?)?;
+    } else {
+        for e in &explained {
+            if e.hit {
+                writeln!(out, "{} [{}]: hit ({})", e.target, e.bucket, &e.key[..16])?;
+                continue;
+            }
+            let nearest = if e.nearest.is_empty() { "; the cache is empty" } else { "; nearest entries:" };
+            writeln!(out, "{} [{}]: miss ({}){nearest}", e.target, e.bucket, &e.key[..16])?;
+            for n in &e.nearest {
+                writeln!(out, "  {} ({}): {}", &n.key[..16], n.target, n.differs.join("; "))?;
+            }
+        }
+    }
+    Ok(u8::from(explained.iter().any(|e| !e.hit)))
 }

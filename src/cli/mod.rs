@@ -68,9 +68,12 @@ enum Command {
     /// Look after the compile cache: `stats` (entries, bytes, hit/compile/eviction counters),
     /// `ls` (every entry with its key parts), `verify` (check every checksum, drop damaged
     /// entries), `gc` (evict least-recently-used entries down to --max-size, remove leftovers
-    /// of killed writers), `clear` (remove everything).
+    /// of killed writers), `clear` (remove everything), `explain MODEL.pt2 [COMPILE OPTIONS]`
+    /// (why that compile would miss: for each executable, what differs from the nearest entries).
     ///
     /// Example: torchtpu-compile cache stats
+    ///
+    /// Example: torchtpu-compile cache explain model.pt2 --target tpu:v6e:1x1 --precision highest
     Cache(CacheArgs),
     /// Find the TPU slices and meshes a program fits, with estimates of a call's time and price:
     /// every candidate compiled deviceless through libtpu (no TPU needed), its peak memory per
@@ -111,10 +114,18 @@ struct CacheArgs {
     /// `text` for people, `json` for scripts.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
+    /// For `explain`: the model and the options a compile would be given.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "MODEL.pt2 [COMPILE OPTIONS]")]
+    compile: Vec<String>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum CacheAction {
+    /// Why a compile would miss: `cache explain MODEL.pt2 [the options of compile]` keys each
+    /// executable as `compile` would and names, for a miss, what differs from the nearest
+    /// entries (program and the options that shaped it, XLA options and flags, target, plugin
+    /// build); exit 1 when any would miss.
+    Explain,
     Stats,
     Ls,
     Verify,

@@ -31,22 +31,28 @@ pub(super) fn build(
         compiler: CompilerInfo { name: env!("CARGO_PKG_NAME").into(), version: env!("CARGO_PKG_VERSION").into() },
         source: source(program, model, source_sha256),
         signature: signature(program),
-        options: OptionsInfo {
-            precision: req.precision.name().into(),
-            passes: passes.iter().map(|r| r.pass.clone()).filter(|p| p != "bucket_masks").collect(),
-            compute_dtype: req.pass_options.compute_dtype.map(|d| d.to_string()),
-            pad_multiple: req.pass_options.pad_multiple,
-            grouped_mm: (req.grouped_mm != GroupedMm::Dense).then(|| req.grouped_mm.name().to_string()),
-            attention: match req.attention {
-                (Attention::Auto, None) => None,
-                (mode, None) => Some(mode.name().to_string()),
-                (mode, Some(block)) => Some(format!("{}:{block}", mode.name())),
-            },
-        },
+        options: options_info(req, passes.iter().map(|r| r.pass.clone()).collect()),
         weights,
         sharding: None,
         buckets,
         targets,
+    }
+}
+
+/// The options that shaped the programs, with the passes that ran (`bucket_masks`, which
+/// every dynamic program runs, left out).
+pub(super) fn options_info(req: &CompileRequest, passes: Vec<String>) -> OptionsInfo {
+    OptionsInfo {
+        precision: req.precision.name().into(),
+        passes: passes.into_iter().filter(|p| p != "bucket_masks").collect(),
+        compute_dtype: req.pass_options.compute_dtype.map(|d| d.to_string()),
+        pad_multiple: req.pass_options.pad_multiple,
+        grouped_mm: (req.grouped_mm != GroupedMm::Dense).then(|| req.grouped_mm.name().to_string()),
+        attention: match req.attention {
+            (Attention::Auto, None) => None,
+            (mode, None) => Some(mode.name().to_string()),
+            (mode, Some(block)) => Some(format!("{}:{block}", mode.name())),
+        },
     }
 }
 

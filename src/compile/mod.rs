@@ -4,6 +4,7 @@
 //! `manifest` the artifact's description, `weights` its weight entry.
 
 mod collectives;
+mod explain;
 mod manifest;
 pub(crate) mod progress;
 mod recompile;
@@ -17,6 +18,7 @@ use serde::Serialize;
 use torchtpu_passes::bucket_masks::BucketSpec;
 use torchtpu_passes::PassOptions;
 
+pub(crate) use explain::explain_cache;
 pub use recompile::{recompile, RecompileRequest};
 pub(crate) use target::TargetCompiler;
 use weights::WeightsEntry;
@@ -312,7 +314,8 @@ fn compile_all(buckets: &[LoweredBucket], req: &CompileRequest, cache: &Cache) -
     let partitions = req.pass_options.mesh.as_ref().map_or(1, |m| m.devices() as u32);
     let programs: Vec<(&str, &[u8])> =
         buckets.iter().map(|b| (b.planned.name.as_str(), b.lowered.module.text.as_bytes())).collect();
-    let how = HowToCompile { targets: &req.targets, plugin: req.plugin.as_deref(), partitions, jobs: req.jobs };
+    let origin = explain::Origin::of_request(req);
+    let how = HowToCompile { targets: &req.targets, plugin: req.plugin.as_deref(), partitions, jobs: req.jobs, origin };
     let executables = compile_programs(&programs, &how, req.progress, cache)?;
     Ok(CompiledAll { executables })
 }
@@ -326,6 +329,8 @@ struct HowToCompile<'a> {
     partitions: u32,
     /// Compiles at once.
     jobs: usize,
+    /// What shaped the programs, recorded in the cache entries.
+    origin: explain::Origin,
 }
 
 /// Compiles each program (a bucket's name and StableHLO text) for each target, in (program,
@@ -349,7 +354,9 @@ fn compile_programs(
     let executables = in_parallel(&steps, how.jobs, |&(bucket, text, target, compiler)| {
         let what = format!("{target} [{bucket}]");
         bar.set_message(what.clone());
-        let done = progress::journal(&format!("compile {what}"), || compile_one(bucket, text, target, compiler, cache));
+        let done = progress::journal(&format!("compile {what}"), || {
+            compile_one(bucket, text, target, compiler, &how.origin, cache)
+        });
         bar.inc(1);
         done
     });
@@ -364,10 +371,11 @@ fn compile_one(
     program: &[u8],
     target: &Target,
     compiler: &TargetCompiler,
+    origin: &explain::Origin,
     cache: &Cache,
 ) -> Result<TargetOutput, Error> {
     let started = Instant::now();
-    let c = compiler.compile(program, cache)?;
+    let c = compiler.compile(program, origin, cache)?;
     let ms = started.elapsed().as_millis() as u64;
     let bytes = c.bytes.len() as u64;
     let log = format!(

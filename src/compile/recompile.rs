@@ -10,6 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use super::explain::Origin;
 use super::{compile_programs, progress, CompileSummary, HowToCompile};
 use crate::artifact::{self, Artifact, Payload, TargetEntry};
 use crate::cache::{Cache, CacheConfig};
@@ -44,7 +45,12 @@ pub fn recompile(from: &Path, out: &Path, req: &RecompileRequest) -> Result<Comp
     }
     let cache = Cache::open(&req.cache);
     let started = Instant::now();
-    let how = HowToCompile { targets: &targets, plugin: req.plugin.as_deref(), partitions, jobs: req.jobs };
+    let mesh = m
+        .sharding
+        .as_ref()
+        .map(|s| s.mesh.iter().map(|a| format!("{}={}", a.name, a.size)).collect::<Vec<_>>().join(","));
+    let origin = Origin::new(&m.options, mesh);
+    let how = HowToCompile { targets: &targets, plugin: req.plugin.as_deref(), partitions, jobs: req.jobs, origin };
     let executables = compile_programs(&programs, &how, req.progress, &cache)?;
     let mut phases = vec![progress::Phase::since("compile", started, None)];
     let (mut entries, mut entries_of_targets, mut summaries) = (Vec::new(), Vec::<TargetEntry>::new(), Vec::new());

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use std::collections::BTreeMap;
 
+use super::explain::Origin;
 use crate::artifact::{CollectiveInfo, CostInfo, MemoryInfo, PluginInfo, TpuInfo};
 use crate::cache::{Cache, Entry, KeyParts, Outcome, PluginMemo};
 use crate::pjrt::{AttributeValue, Client, CompileOptions, PjrtError, Plugin, Topology};
@@ -77,6 +78,9 @@ pub(crate) struct CompiledMeta {
     pub cost: Option<CostInfo>,
     #[serde(default)]
     pub collectives: BTreeMap<String, CollectiveInfo>,
+    /// What made it (for `cache explain`); absent in entries written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<Origin>,
 }
 
 /// The environment variables through which XLA and libtpu read settings that change what they
@@ -133,9 +137,23 @@ impl TargetCompiler {
         })
     }
 
+    /// The cache key parts of `program` (StableHLO text) for this target: the plugin's sha256
+    /// and platform version remembered from an earlier load, else read by loading it.
+    pub(crate) fn key_parts(&self, program: &[u8], cache: &Cache) -> Result<KeyParts, Error> {
+        let memo = match cache.plugin_memo(&self.choice.path, &self.name) {
+            Some(memo) => memo,
+            None => {
+                let backend = self.backend()?;
+                let (plugin, (_, version)) = (backend.plugin(), backend.platform());
+                PluginMemo { sha256: plugin.sha256().to_string(), platform_version: version.to_string() }
+            }
+        };
+        Ok(KeyParts::new(program, &self.options_bytes, &self.name, &memo.sha256, &memo.platform_version))
+    }
+
     /// The executable of `program` (StableHLO text): from the cache, or compiled by XLA and
-    /// stored in the cache.
-    pub(crate) fn compile(&self, program: &[u8], cache: &Cache) -> Result<Compiled, Error> {
+    /// stored in the cache with `origin` (what made it, for `cache explain`).
+    pub(crate) fn compile(&self, program: &[u8], origin: &Origin, cache: &Cache) -> Result<Compiled, Error> {
         if let Some((entry, outcome)) =
             cache.get_without_plugin(&self.choice.path, &self.name, (program, &self.options_bytes))
         {
@@ -147,7 +165,8 @@ impl TargetCompiler {
         cache.remember_plugin(&self.choice.path, &self.name, &memo);
         let parts = KeyParts::new(program, &self.options_bytes, &self.name, plugin.sha256(), platform_version);
         let (entry, outcome) = cache.get_or_compile(&parts, || {
-            let (bytes, meta) = self.compile_now(&backend, program)?;
+            let (bytes, mut meta) = self.compile_now(&backend, program)?;
+            meta.origin = Some(origin.clone());
             let meta = serde_json::to_value(&meta).map_err(|e| Error::Unsupported(format!("internal: {e}")))?;
             Ok::<_, Error>((bytes, meta))
         })?;
@@ -207,6 +226,7 @@ impl TargetCompiler {
                     memory: Some(memory_info(&stats)),
                     cost: None,
                     collectives,
+                    origin: None,
                 };
                 Ok((exe.serialize().map_err(|e| self.failed(e))?, meta))
             }
@@ -230,6 +250,7 @@ impl TargetCompiler {
                     memory: Some(memory_info(&stats)),
                     cost: cost_info(&exe),
                     collectives,
+                    origin: None,
                 };
                 Ok((exe.serialize().map_err(|e| self.failed(e))?, meta))
             }

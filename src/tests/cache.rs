@@ -162,6 +162,38 @@ fn repeated_compile_is_a_hit_and_every_key_part_misses() {
     assert_eq!(counters(&cache)["compiles"].as_u64(), Some(5));
 }
 
+/// `cache explain` keys a compile as `compile` would: a hit, or for a miss the nearest entries
+/// with what differs, in words (the options that shaped the program, the target, the plugin
+/// build); exit 1 when anything would miss.
+#[test]
+fn cache_explain_names_what_differs() {
+    let tmp = TempDir::new("cache-explain");
+    let cache = tmp.0.join("cache");
+    assert_eq!(compile("mlp", &tmp.0.join("a.tpuexe"), &cache, &["--target", "cpu"]).0, ["compiled"]);
+    let (dir, model) = (s(&cache), s(&testdata().join("models/mlp.pt2")));
+    let explain = |more: &[&str]| {
+        let mut args = vec!["cache", "explain", "--cache-dir", &dir, &model];
+        args.extend(more);
+        run_cli(&args)
+    };
+    let (code, out, err) = explain(&["--target", "cpu"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("cpu [main]: hit"), "{out}");
+    let (code, out, _) = explain(&["--target", "cpu", "--precision", "highest", "--compute-dtype", "bf16"]);
+    assert_eq!(code, 1);
+    assert!(out.contains("cpu [main]: miss") && out.contains("the program (StableHLO)"), "{out}");
+    assert!(
+        out.contains("precision: `default`, now `highest`") && out.contains("compute_dtype: `(none)`, now `bf16`"),
+        "{out}"
+    );
+    let (code, out, _) = explain(&["--target", "tpu:v5e:1x1"]);
+    assert_eq!(code, 1);
+    assert!(out.contains("target: `cpu`, now `tpu:v5e:1x1`") && out.contains("plugin build"), "{out}");
+    assert!(out.contains("pad_multiple: `(none)`, now `128`"), "padded for a TPU: {out}");
+    let (code, _, err) = explain(&["--target", "cpu", "--mesh", "auto"]);
+    assert_eq!(code, 2, "{err}");
+}
+
 #[test]
 fn eight_processes_compile_a_key_once() {
     let tmp = TempDir::new("cache-eight");
