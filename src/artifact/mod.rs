@@ -459,36 +459,64 @@ pub(crate) fn write(
     entries: Vec<(String, Payload<'_>)>,
     manifest: impl FnOnce(&BTreeMap<String, Streamed>) -> Manifest,
 ) -> Result<(), ArtifactError> {
-    let planned = entries.iter().map(|(_, p)| p.len()).sum();
-    atomically(path, planned, |file| {
+    write_then(path, entries, || Ok((Vec::new(), manifest)))
+}
+
+/// What [`write_then`] writes after its first entries: more entries, and how to make the
+/// manifest from what the streamed entries turned out to be.
+pub(crate) type Rest<'a, M> = Result<(Vec<(String, Payload<'a>)>, M), String>;
+
+/// [`write`] in two parts: `first` is written, and only then is `rest` asked for the other
+/// entries and the manifest, so that what `rest` waits for (executables XLA is compiling) is
+/// made while `first` (the weights) is written. An error of `rest` removes the partial file.
+pub(crate) fn write_then<'a, M: FnOnce(&BTreeMap<String, Streamed>) -> Manifest>(
+    path: &Path,
+    first: Vec<(String, Payload<'a>)>,
+    rest: impl FnOnce() -> Rest<'a, M>,
+) -> Result<(), ArtifactError> {
+    let planned = std::cell::Cell::new(first.iter().map(|(_, p)| p.len()).sum::<u64>());
+    atomically(path, &planned, |file| {
         let mut zip = ZipOut::new(file);
         let mut streamed = BTreeMap::new();
-        for (name, payload) in entries {
-            match payload {
-                Payload::Bytes(bytes) => {
-                    zip.entry(&name, bytes.len() as u64, |w| w.write_all(&bytes).map_err(|e| e.to_string()))?;
-                }
-                Payload::Stream { len, sha256, write } => {
-                    let mut done = None;
-                    zip.entry(&name, len, |w| {
-                        done = Some(hashed(w, sha256, write).map_err(|e| format!("`{name}`: {e}"))?);
-                        Ok(())
-                    })?;
-                    streamed.insert(name, Streamed { bytes: len, sha256: done.unwrap_or_default() });
-                }
-            }
-        }
+        write_entries(&mut zip, first, &mut streamed)?;
+        let (more, manifest) = rest()?;
+        planned.set(planned.get() + more.iter().map(|(_, p)| p.len()).sum::<u64>());
+        write_entries(&mut zip, more, &mut streamed)?;
         let manifest_json = serde_json::to_vec_pretty(&manifest(&streamed)).map_err(|e| e.to_string())?;
         zip.entry(MANIFEST, manifest_json.len() as u64, |w| w.write_all(&manifest_json).map_err(|e| e.to_string()))?;
         zip.finish().map(drop).map_err(|e| e.to_string())
     })
 }
 
+/// Appends `entries` to `zip`, recording the length and sha256 of each streamed one.
+fn write_entries(
+    zip: &mut ZipOut,
+    entries: Vec<(String, Payload<'_>)>,
+    streamed: &mut BTreeMap<String, Streamed>,
+) -> Result<(), String> {
+    for (name, payload) in entries {
+        match payload {
+            Payload::Bytes(bytes) => {
+                zip.entry(&name, bytes.len() as u64, |w| w.write_all(&bytes).map_err(|e| e.to_string()))?;
+            }
+            Payload::Stream { len, sha256, write } => {
+                let mut done = None;
+                zip.entry(&name, len, |w| {
+                    done = Some(hashed(w, sha256, write).map_err(|e| format!("`{name}`: {e}"))?);
+                    Ok(())
+                })?;
+                streamed.insert(name, Streamed { bytes: len, sha256: done.unwrap_or_default() });
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Writes the file at `path` atomically (a temporary file renamed) with the `len` bytes that
 /// `write` writes, hashing them on the way: an external weights file.
 pub(crate) fn write_streamed_file(path: &Path, len: u64, write: WriteEntry<'_>) -> Result<Streamed, ArtifactError> {
     let mut done = None;
-    atomically(path, len, |file| {
+    atomically(path, &std::cell::Cell::new(len), |file| {
         let mut sink = CountingSink { inner: FileSink(std::io::BufWriter::with_capacity(1 << 20, file)), bytes: 0 };
         let sha256 = hashed(&mut sink, None, write)?;
         if sink.bytes != len {
@@ -507,7 +535,7 @@ pub(crate) fn write_streamed_file(path: &Path, len: u64, write: WriteEntry<'_>) 
 /// synced (see the module doc).
 fn atomically(
     path: &Path,
-    planned: u64,
+    planned: &std::cell::Cell<u64>,
     fill: impl FnOnce(std::fs::File) -> Result<(), String>,
 ) -> Result<(), ArtifactError> {
     let tmp = temp_path(path);
@@ -520,7 +548,7 @@ fn atomically(
         let _ = std::fs::remove_file(&tmp);
         ArtifactError::Write {
             path: path.display().to_string(),
-            reason: format!("{reason}{}", space_note(path, planned)),
+            reason: format!("{reason}{}", space_note(path, planned.get())),
         }
     })
 }

@@ -167,21 +167,40 @@ pub fn compile(program: &Program, model: &Path, out: &Path, req: &CompileRequest
     }
     let order = same_weights(&buckets)?;
     let cache = Cache::open(&req.cache);
-    let started = Instant::now();
-    let compiled = compile_all(&buckets, req, &cache)?;
-    phases.push(progress::Phase::since("compile", started, None));
-    if let Some(dir) = &req.dump_dir {
-        let log: Vec<&str> = compiled.executables.iter().map(|e| e.log.as_str()).collect();
-        write_file(&dir.join("compile.log"), (log.join("\n") + "\n").as_bytes())?;
-    }
     let first = buckets.first().ok_or_else(|| Error::Unsupported("internal: no bucket to compile".into()))?;
     let weights = WeightsEntry::plan(program, &first.lowered.graph)?;
-    let source_sha256 = cache.file_sha256(program.archive.path(), || program.archive.sha256_hex());
-    let (started, bytes) = (Instant::now(), weights.byte_len());
-    let written = Written { buckets: &buckets, compiled, source_sha256, weights, order };
-    let mut summary = write_artifact(program, model, out, req, written, &cache)?;
+    let bytes = weights.byte_len();
+    // XLA compiles on its own thread while this one hashes the archive and writes the weights:
+    // the artifact's layout puts the weights first and needs nothing of the executables.
+    let started = Instant::now();
+    let (mut summary, compiled_in) = std::thread::scope(|s| {
+        let compiling = s.spawn(|| {
+            let started = Instant::now();
+            compile_all(&buckets, req, &cache).map(|c| (c, started.elapsed()))
+        });
+        let source_sha256 = cache.file_sha256(program.archive.path(), || program.archive.sha256_hex());
+        let compiled_in = std::cell::Cell::new(std::time::Duration::ZERO);
+        let compiled = || {
+            let (compiled, took) = compiling.join().unwrap_or_else(|p| std::panic::resume_unwind(p))?;
+            compiled_in.set(took);
+            if let Some(dir) = &req.dump_dir {
+                let log: Vec<&str> = compiled.executables.iter().map(|e| e.log.as_str()).collect();
+                write_file(&dir.join("compile.log"), (log.join("\n") + "\n").as_bytes())?;
+            }
+            Ok(compiled)
+        };
+        let written = Written { buckets: &buckets, source_sha256, weights, order };
+        write_artifact(program, model, out, req, written, compiled, &cache).map(|s| (s, compiled_in.get()))
+    })?;
+    // XLA's time, then what writing added after it (all of the write when every executable was
+    // a cache hit: then its throughput is the writer's).
+    let both = started.elapsed().as_millis() as u64;
+    let compile_ms = compiled_in.as_millis() as u64;
+    phases.push(progress::Phase { phase: "compile", ms: compile_ms, bytes: None });
     let reused = summary.weights_file.as_ref().is_some_and(|w| w.reused);
-    phases.push(progress::Phase::since("write", started, Some(if reused { 0 } else { bytes })));
+    let all_hits = summary.targets.iter().all(|t| matches!(t.cache, Outcome::Hit | Outcome::RemoteHit));
+    let bytes = (all_hits && !reused).then_some(bytes);
+    phases.push(progress::Phase { phase: "write", ms: both.saturating_sub(compile_ms), bytes });
     summary.phases = phases;
     summary.warnings.extend(cache.take_warnings());
     summary.warnings.extend(naive_attentions(&buckets));
@@ -286,11 +305,10 @@ struct CompiledAll {
     executables: Vec<TargetOutput>,
 }
 
-/// What the artifact holds: the lowered buckets, their executables, the weights and the
+/// What the artifact holds besides the executables: the lowered buckets, the weights and the
 /// source's sha256.
 struct Written<'a> {
     buckets: &'a [LoweredBucket],
-    compiled: CompiledAll,
     source_sha256: String,
     weights: WeightsEntry<'a>,
     /// The weight arguments' names, in calling order.
@@ -415,52 +433,33 @@ fn compile_one(
 }
 
 /// Writes the artifact: the weights (streamed), then per bucket its executables and its
-/// program, then the manifest.
+/// program, then the manifest. The executables are asked for (`compiled`) only once the weights
+/// are written, so that XLA compiles them meanwhile.
 fn write_artifact(
     program: &Program,
     model: &Path,
     out: &Path,
     req: &CompileRequest,
     written: Written<'_>,
+    compiled: impl FnOnce() -> Result<CompiledAll, Error>,
     cache: &Cache,
 ) -> Result<CompileSummary, Error> {
-    let Written { buckets, compiled, source_sha256, weights, order } = written;
+    let Written { buckets, source_sha256, weights, order } = written;
     // Declared first so that they outlive the entries whose weights stream reports into them.
     let failure = std::cell::RefCell::new(None);
     let bar = progress::bytes_bar(req.progress, weights.byte_len(), "writing weights".into());
-    let mut entries: Vec<(String, Payload<'_>)> = Vec::new();
-    let mut targets: Vec<TargetEntry> = Vec::new();
-    let mut summaries = Vec::new();
-    let mut executables = compiled.executables.into_iter();
-    for b in buckets {
-        for t in 0..req.targets.len() {
-            let e = executables
-                .next()
-                .ok_or_else(|| Error::Unsupported(format!("internal: bucket {} lacks executables", b.planned.name)))?;
-            if targets.len() <= t {
-                let target = e.summary.target.clone();
-                targets.push(TargetEntry { target, plugin: e.plugin, tpu: e.tpu, executables: Vec::new() });
-            }
-            entries.push((e.executable.entry.clone(), Payload::Bytes(e.bytes)));
-            targets[t].executables.push(e.executable);
-            summaries.push(e.summary);
-        }
-        entries.push((b.program_entry(), Payload::Bytes(b.lowered.module.text.clone().into_bytes())));
-    }
-    let bucket_entries: Vec<Bucket> = buckets.iter().map(|b| manifest::bucket(b, &b.program_entry())).collect();
-    let names = bucket_entries.iter().map(|b| b.name.clone()).collect();
-    let warnings = targets.iter().flat_map(TargetEntry::hbm_overflows).collect();
-    let passes = bucket_entries.first().map(|b| b.passes.clone()).unwrap_or_default();
     // The weights first, streamed from the archive; a failure to read them is kept to report
     // as is, one to write them is the writer's (it names the file).
     let write_weights = |w: &mut dyn crate::container::write::Sink| {
-        weights.write(&mut progress::Counted { inner: w, bar: &bar }).map_err(|e| {
+        let done = weights.write(&mut progress::Counted { inner: w, bar: &bar }).map_err(|e| {
             let reason = e.to_string();
             if !matches!(e, Error::Import(ImportError::Write { .. })) {
                 *failure.borrow_mut() = Some(e);
             }
             reason
-        })
+        });
+        bar.finish_and_clear();
+        done
     };
     // Their sha256 is remembered from an earlier compile of the same archive, else computed.
     let key = weights.content_key(&source_sha256);
@@ -472,6 +471,7 @@ fn write_artifact(
         bytes: w.bytes,
         sha256: w.sha256,
     };
+    let mut first: Vec<(String, Payload<'_>)> = Vec::new();
     let mut weights_file = None;
     let mut external = None;
     if req.external_weights {
@@ -491,26 +491,43 @@ fn write_artifact(
         external = Some(info(name, true, w));
     } else {
         let stream = Payload::Stream { len: weights.byte_len(), sha256: known.clone(), write: Box::new(write_weights) };
-        entries.insert(0, (artifact::WEIGHTS.to_string(), stream));
+        first.push((artifact::WEIGHTS.to_string(), stream));
     }
+    // After the weights: the executables, once XLA has them, and the manifest.
+    let mut summaries = Vec::new();
+    let mut warnings = Vec::new();
     let mut weights_sha256 = None;
-    let written = artifact::write(out, entries, |streamed| {
-        let w = external.unwrap_or_else(|| {
-            let w = streamed.get(artifact::WEIGHTS).cloned().unwrap_or(Streamed { bytes: 0, sha256: String::new() });
-            info(artifact::WEIGHTS.into(), false, w)
-        });
-        weights_sha256 = Some(w.sha256.clone());
-        let mut m = manifest::build(program, model, req, bucket_entries, targets, source_sha256, w);
-        m.sharding = buckets.first().and_then(|b| manifest::sharding(&b.lowered.graph));
-        if let Some(s) = &mut m.sharding {
-            s.chosen = req.mesh_choice.clone();
-        }
-        m
-    });
+    let bucket_entries: Vec<Bucket> = buckets.iter().map(|b| manifest::bucket(b, &b.program_entry())).collect();
+    let names = bucket_entries.iter().map(|b| b.name.clone()).collect();
+    let passes = bucket_entries.first().map(|b| b.passes.clone()).unwrap_or_default();
+    let rest = || {
+        let compiled = compiled().map_err(|e| {
+            let reason = e.to_string();
+            *failure.borrow_mut() = Some(e);
+            reason
+        })?;
+        let (entries, targets) = executable_entries(buckets, req.targets.len(), compiled, &mut summaries)?;
+        warnings.extend(targets.iter().flat_map(TargetEntry::hbm_overflows));
+        let manifest = |streamed: &std::collections::BTreeMap<String, Streamed>| {
+            let w = external.unwrap_or_else(|| {
+                let w =
+                    streamed.get(artifact::WEIGHTS).cloned().unwrap_or(Streamed { bytes: 0, sha256: String::new() });
+                info(artifact::WEIGHTS.into(), false, w)
+            });
+            weights_sha256 = Some(w.sha256.clone());
+            let mut m = manifest::build(program, model, req, bucket_entries, targets, source_sha256, w);
+            m.sharding = buckets.first().and_then(|b| manifest::sharding(&b.lowered.graph));
+            if let Some(s) = &mut m.sharding {
+                s.chosen = req.mesh_choice.clone();
+            }
+            m
+        };
+        Ok((entries, manifest))
+    };
+    let written = artifact::write_then(out, first, rest);
     if let Some(e) = failure.into_inner() {
         return Err(e);
     }
-    bar.finish_and_clear();
     written?;
     if let Some(sha256) = weights_sha256 {
         if known.is_none() {
@@ -531,6 +548,37 @@ fn write_artifact(
         weights_file,
         phases: Vec::new(),
     })
+}
+
+/// Named artifact entries, in order.
+type Entries<'a> = Vec<(String, Payload<'a>)>;
+
+/// Per bucket its executables (one per target, as `compiled` holds them) and its program, as
+/// entries; the targets' manifest entries; each executable's summary into `summaries`.
+fn executable_entries<'a>(
+    buckets: &[LoweredBucket],
+    targets: usize,
+    compiled: CompiledAll,
+    summaries: &mut Vec<TargetSummary>,
+) -> Result<(Entries<'a>, Vec<TargetEntry>), String> {
+    let mut entries = Vec::new();
+    let mut entries_of_targets: Vec<TargetEntry> = Vec::new();
+    let mut executables = compiled.executables.into_iter();
+    for b in buckets {
+        for t in 0..targets {
+            let e =
+                executables.next().ok_or_else(|| format!("internal: bucket {} lacks executables", b.planned.name))?;
+            if entries_of_targets.len() <= t {
+                let target = e.summary.target.clone();
+                entries_of_targets.push(TargetEntry { target, plugin: e.plugin, tpu: e.tpu, executables: Vec::new() });
+            }
+            entries.push((e.executable.entry.clone(), Payload::Bytes(e.bytes)));
+            entries_of_targets[t].executables.push(e.executable);
+            summaries.push(e.summary);
+        }
+        entries.push((b.program_entry(), Payload::Bytes(b.lowered.module.text.clone().into_bytes())));
+    }
+    Ok((entries, entries_of_targets))
 }
 
 /// The external weights file at `path` as it is, when it holds the `len` bytes whose sha256

@@ -94,7 +94,9 @@ fn bar(show: bool, len: u64, template: &str) -> ProgressBar {
     if !show {
         return ProgressBar::hidden();
     }
-    let bar = ProgressBar::new(len);
+    // Bars of work that overlaps (weights written while XLA compiles) share the terminal.
+    static BARS: std::sync::OnceLock<indicatif::MultiProgress> = std::sync::OnceLock::new();
+    let bar = BARS.get_or_init(indicatif::MultiProgress::new).add(ProgressBar::new(len));
     if let Ok(style) = ProgressStyle::with_template(template) {
         bar.set_style(style);
     }
