@@ -59,7 +59,7 @@ pub use artifact::{Artifact, Manifest};
 #[cfg(feature = "mlir")]
 pub use check::{check, CheckReport};
 #[cfg(feature = "mlir")]
-pub use compile::{compile, recompile, CompileRequest, CompileSummary, RecompileRequest};
+pub use compile::{compile, compile_to_cache, recompile, CompileRequest, CompileSummary, RecompileRequest};
 #[cfg(feature = "mlir")]
 pub use emit::Precision;
 pub use error::Error;

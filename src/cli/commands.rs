@@ -53,6 +53,11 @@ pub(super) fn check(model: &Path, format: Format, out: &mut dyn Write) -> anyhow
 pub(super) fn compile(args: &CompileArgs, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<()> {
     crate::pjrt::show_plugin_output(args.verbose);
     args.check_devices(&args.targets_or_default())?;
+    if !args.only_buckets.is_empty() && !args.cache_only {
+        let msg = "`--only-bucket` goes with `--cache-only`: an artifact holds every bucket";
+        return Err(Cli::command().error(clap::error::ErrorKind::ArgumentConflict, msg).into());
+    }
+
     // An archive an earlier compile read whole, unchanged since, is not checked byte by byte again.
     let integrity = if cache::Cache::open(&args.cache.config()).remembers_file(&args.model) {
         import::Integrity::KnownIntact
@@ -71,12 +76,26 @@ pub(super) fn compile(args: &CompileArgs, out: &mut dyn Write, err: &mut dyn Wri
     bar.finish_and_clear();
     let read = progress::Phase::since("read", started, read_bytes);
     let context = || format!("cannot compile `{}`", args.model.display());
+    if args.cache_only {
+        if args.emit != Emit::Exe {
+            let msg = "`--cache-only` compiles executables: it goes with `--emit exe`";
+            return Err(Cli::command().error(clap::error::ErrorKind::ArgumentConflict, msg).into());
+        }
+        let mut req = compile_request(args)?;
+        if matches!(args.mesh, Some(MeshArg::Auto)) {
+            choose_mesh(&program, &mut req, args.verbose, err).with_context(context)?;
+        }
+        let summary = crate::compile::compile_to_cache(&program, &req, &args.only_buckets).with_context(context)?;
+        print_summary(&summary, args.format, args.quiet, args.verbose, out, err)?;
+        return Ok(());
+    }
+    let output = args.output.as_deref().context("internal: no --output")?;
     if args.emit == Emit::Exe {
         let mut req = compile_request(args)?;
         if matches!(args.mesh, Some(MeshArg::Auto)) {
             choose_mesh(&program, &mut req, args.verbose, err).with_context(context)?;
         }
-        let mut summary = compile_artifact(&program, &args.model, &args.output, &req).with_context(context)?;
+        let mut summary = compile_artifact(&program, &args.model, output, &req).with_context(context)?;
         summary.phases.insert(0, read);
         print_summary(&summary, args.format, args.quiet, args.verbose, out, err)?;
         return Ok(());
@@ -112,9 +131,9 @@ pub(super) fn compile(args: &CompileArgs, out: &mut dyn Write, err: &mut dyn Wri
         Emit::Mlirbc => lowered.module.bytecode,
         Emit::Ir | Emit::Exe => torchtpu_passes::ir::print(&lowered.graph).into_bytes(),
     };
-    std::fs::write(&args.output, &bytes).with_context(|| format!("cannot write `{}`", args.output.display()))?;
+    std::fs::write(output, &bytes).with_context(|| format!("cannot write `{}`", output.display()))?;
     if args.format == Format::Json {
-        writeln!(out, "{}", serde_json::json!({"output": args.output.display().to_string(), "bytes": bytes.len()}))?;
+        writeln!(out, "{}", serde_json::json!({"output": output.display().to_string(), "bytes": bytes.len()}))?;
     }
     Ok(())
 }
@@ -172,7 +191,11 @@ pub(super) fn print_summary(
                 };
                 writeln!(err, "{} [{}]: {how}, {} bytes", t.target, t.bucket, t.executable_bytes)?;
             }
-            writeln!(err, "wrote {} ({} bytes)", summary.output, summary.artifact_bytes)?;
+            if summary.output.is_empty() {
+                writeln!(err, "compiled into the cache; `compile` without `--cache-only` assembles the artifact")?;
+            } else {
+                writeln!(err, "wrote {} ({} bytes)", summary.output, summary.artifact_bytes)?;
+            }
             if let Some(w) = &summary.weights_file {
                 let how = if w.reused { "reused, unchanged" } else { "written" };
                 writeln!(err, "weights {} ({} bytes, {how})", w.path, w.bytes)?;

@@ -406,8 +406,17 @@ struct CompileArgs {
     /// The archive written by `torch.export.save` (recognized by content, not by extension).
     model: PathBuf,
     /// Where to write the result.
-    #[arg(short, long)]
-    output: PathBuf,
+    #[arg(short, long, required_unless_present = "cache_only")]
+    output: Option<PathBuf>,
+    /// Compile the executables into the cache (local and `--remote-cache`) and write nothing
+    /// else: one host's share of a compile spread over several, which share the remote tier;
+    /// a `compile` without it then assembles the artifact from cache hits.
+    #[arg(long, conflicts_with = "output")]
+    cache_only: bool,
+    /// With `--cache-only`: only this bucket (names as `inspect` and the summary give them,
+    /// e.g. `s70-64`); repeat for several.
+    #[arg(long = "only-bucket", value_name = "NAME")]
+    only_buckets: Vec<String>,
     /// What to write: an executable artifact, StableHLO text, MLIR bytecode, or the IR.
     #[arg(long, value_enum, default_value_t = Emit::Exe)]
     emit: Emit,

@@ -207,6 +207,38 @@ pub fn compile(program: &Program, model: &Path, out: &Path, req: &CompileRequest
     Ok(summary)
 }
 
+/// Compiles `program`'s buckets named in `only` (all when empty) for `req`'s targets into the
+/// cache, writing no artifact: one host's share of a compile spread over several (a fleet
+/// sharing the remote tier), after which `compile` assembles the artifact from cache hits.
+pub fn compile_to_cache(program: &Program, req: &CompileRequest, only: &[String]) -> Result<CompileSummary, Error> {
+    if req.cache.dir.is_none() {
+        return Err(Error::Unsupported("compiling into the cache needs the cache: it is off (`--no-cache`)".into()));
+    }
+    let planned = crate::buckets::plan(program, &req.buckets)?;
+    let names: Vec<&str> = planned.iter().map(|p| p.name.as_str()).collect();
+    if let Some(unknown) = only.iter().find(|o| !names.contains(&o.as_str())) {
+        return Err(Error::Unsupported(format!("no bucket `{unknown}`; the buckets are {}", names.join(", "))));
+    }
+    let chosen: Vec<_> = planned.into_iter().filter(|p| only.is_empty() || only.contains(&p.name)).collect();
+    let started = Instant::now();
+    let buckets = in_parallel(&chosen, req.jobs, |p| lower_bucket(program, p, req))?;
+    let mut phases = vec![progress::Phase::since("lower", started, None)];
+    let cache = Cache::open(&req.cache);
+    let started = Instant::now();
+    let compiled = compile_all(&buckets, req, &cache)?;
+    phases.push(progress::Phase::since("compile", started, None));
+    Ok(CompileSummary {
+        output: String::new(),
+        artifact_bytes: 0,
+        buckets: buckets.iter().map(|b| b.planned.name.clone()).collect(),
+        targets: compiled.executables.into_iter().map(|e| e.summary).collect(),
+        warnings: cache.take_warnings(),
+        passes: Vec::new(),
+        weights_file: None,
+        phases,
+    })
+}
+
 /// Lowers and compiles `program` for `req`'s targets without writing an artifact: each
 /// target's entry as a manifest would hold it (per bucket: device memory, XLA's cost model, the
 /// collectives). What `plan` reads.

@@ -194,6 +194,37 @@ fn cache_explain_names_what_differs() {
     assert_eq!(code, 2, "{err}");
 }
 
+/// A compile spread over hosts: each compiles its buckets into the (shared) cache with
+/// `--cache-only --only-bucket`, writing no artifact; then `compile` assembles the artifact from
+/// cache hits alone, and it equals eager. Unknown buckets and `--only-bucket` without
+/// `--cache-only` are refused.
+#[test]
+fn buckets_compiled_into_the_cache_apart_assemble_into_an_artifact() {
+    let tmp = TempDir::new("cache-only");
+    let (dir, model) = (s(&tmp.0.join("cache")), s(&testdata().join("models/llama_tiny_dyn.pt2")));
+    let common = ["--target", "cpu", "--buckets", "input_ids:1=8,64", "--cache-dir", &dir];
+    for bucket in ["s70-8", "s70-64"] {
+        let (code, _, err) =
+            run_cli(&[&["compile", &model, "--cache-only", "--only-bucket", bucket][..], &common].concat());
+        assert_eq!(code, 0, "{err}");
+        assert!(err.contains(&format!("cpu [{bucket}]: compiled")) && err.contains("compiled into the cache"), "{err}");
+    }
+    let art = tmp.0.join("assembled.tpuexe");
+    let (code, out, err) = run_cli(&[&["compile", &model, "-o", &s(&art), "--format", "json"][..], &common].concat());
+    assert_eq!(code, 0, "{err}");
+    let summary: Value = serde_json::from_str(&out).expect("json");
+    let outcomes: Vec<&str> =
+        summary["targets"].as_array().expect("targets").iter().filter_map(|t| t["cache"].as_str()).collect();
+    assert_eq!(outcomes, ["hit", "hit"], "{out}");
+    assert_runs_correctly("llama_tiny_dyn", &art, &tmp.0);
+    let (code, _, err) =
+        run_cli(&[&["compile", &model, "--cache-only", "--only-bucket", "s70-9"][..], &common].concat());
+    assert_eq!(code, 1);
+    assert!(err.contains("no bucket `s70-9`; the buckets are s70-8, s70-64"), "{err}");
+    let (code, _, err) = run_cli(&["compile", &model, "-o", &s(&art), "--only-bucket", "s70-8"]);
+    assert_eq!(code, 2, "{err}");
+}
+
 #[test]
 fn eight_processes_compile_a_key_once() {
     let tmp = TempDir::new("cache-eight");
