@@ -29,7 +29,7 @@ fn plan_fits_as_libtpu_says_and_its_estimate_adds_up() {
     let table: Value =
         serde_json::from_str(include_str!("../../schemas/tpu-chips.json")).expect("the bundled chip table");
     let candidates = report["candidates"].as_array().expect("candidates");
-    // One chip, then the 2x2 slice along tp, fsdp, dp and fsdp×tp.
+    // One chip, then the 2x2 slice along tp, fsdp, dp, fsdp×tp and dp×tp.
     let rows: Vec<(&str, Option<&str>)> =
         candidates.iter().map(|c| (c["slice"].as_str().expect("slice"), c["mesh"].as_str())).collect();
     assert_eq!(
@@ -39,12 +39,15 @@ fn plan_fits_as_libtpu_says_and_its_estimate_adds_up() {
             ("tpu:v6e:2x2", Some("tp=4")),
             ("tpu:v6e:2x2", Some("fsdp=4")),
             ("tpu:v6e:2x2", Some("dp=4")),
-            ("tpu:v6e:2x2", Some("fsdp=2,tp=2"))
+            ("tpu:v6e:2x2", Some("fsdp=2,tp=2")),
+            ("tpu:v6e:2x2", Some("dp=2,tp=2"))
         ]
     );
     // 2 heads do not split 4 ways; a batch of 1 neither: said in the shard pass's words.
     assert!(candidates[1]["refused"].as_str().is_some_and(|r| r.contains("do not divide along mesh axis `tp`")));
-    assert!(candidates[3]["refused"].as_str().is_some_and(|r| r.contains("batch dim")));
+    for dp in [3, 5] {
+        assert!(candidates[dp]["refused"].as_str().is_some_and(|r| r.contains("batch dim")), "{}", candidates[dp]);
+    }
     let tokens = report["tokens_per_call"].as_f64().expect("token ids [1, 16]");
     assert_eq!(tokens, 16.0);
     let mut compiled = 0;
