@@ -193,14 +193,14 @@ pub fn compile(program: &Program, model: &Path, out: &Path, req: &CompileRequest
         write_artifact(program, model, out, req, written, compiled, &cache).map(|s| (s, compiled_in.get()))
     })?;
     // XLA's time, then what writing added after it (all of the write when every executable was
-    // a cache hit: then its throughput is the writer's).
+    // a cache hit).
     let both = started.elapsed().as_millis() as u64;
     let compile_ms = compiled_in.as_millis() as u64;
-    phases.push(progress::Phase { phase: "compile", ms: compile_ms, bytes: None });
+    phases.push(progress::Phase { phase: "compile", ms: compile_ms, bytes: None, alongside: false });
     let reused = summary.weights_file.as_ref().is_some_and(|w| w.reused);
     let all_hits = summary.targets.iter().all(|t| matches!(t.cache, Outcome::Hit | Outcome::RemoteHit));
-    let bytes = (all_hits && !reused).then_some(bytes);
-    phases.push(progress::Phase { phase: "write", ms: both.saturating_sub(compile_ms), bytes });
+    let (ms, bytes) = (both.saturating_sub(compile_ms), (!reused).then_some(bytes));
+    phases.push(progress::Phase { phase: "write", ms, bytes, alongside: !all_hits });
     summary.phases = phases;
     summary.warnings.extend(cache.take_warnings());
     summary.warnings.extend(naive_attentions(&buckets));

@@ -24,12 +24,16 @@ pub struct Phase {
     /// Bytes it moved, for phases proportional to the weights.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bytes: Option<u64>,
+    /// Most of it ran alongside the phase before (the weights written while XLA compiled):
+    /// `ms` is only what it added after that phase, so `bytes / ms` is no throughput.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub alongside: bool,
 }
 
 impl Phase {
     /// The phase that started at `since`.
     pub fn since(phase: &'static str, since: Instant, bytes: Option<u64>) -> Phase {
-        Phase { phase, ms: since.elapsed().as_millis() as u64, bytes }
+        Phase { phase, ms: since.elapsed().as_millis() as u64, bytes, alongside: false }
     }
 }
 
@@ -38,6 +42,9 @@ pub(crate) fn table(phases: &[Phase]) -> String {
     let mut out = String::from("phase        time   data\n");
     for p in phases {
         let data = p.bytes.map_or_else(String::new, |b| {
+            if p.alongside {
+                return format!("{} (written while XLA compiled)", size(b));
+            }
             let per_second = b.saturating_mul(1000).checked_div(p.ms);
             let per_second = per_second.map_or_else(String::new, |r| format!(" ({}/s)", size(r)));
             format!("{}{per_second}", size(b))
@@ -137,11 +144,13 @@ mod tests {
 
     #[test]
     fn the_table_gives_times_throughput_and_the_total() {
-        let phases =
-            [Phase { phase: "read", ms: 410, bytes: None }, Phase { phase: "write", ms: 2000, bytes: Some(4 << 30) }];
-        let text = table(&phases);
+        let read = Phase { phase: "read", ms: 410, bytes: None, alongside: false };
+        let write = Phase { phase: "write", ms: 2000, bytes: Some(4 << 30), alongside: false };
+        let text = table(&[read.clone(), write.clone()]);
         assert!(text.contains("read       0.41 s\n"), "{text}");
         assert!(text.contains("write      2.00 s   4.00 GiB (2.00 GiB/s)"), "{text}");
         assert!(text.ends_with("total      2.41 s\n"), "{text}");
+        let text = table(&[read, Phase { alongside: true, ..write }]);
+        assert!(text.contains("write      2.00 s   4.00 GiB (written while XLA compiled)\n"), "{text}");
     }
 }
