@@ -85,9 +85,19 @@ fn main(py: Python<'_>, argv: Vec<OsString>) -> u8 {
 }
 
 /// Runs the command line (`argv` with the program name), its progress to stderr; returns what
-/// it printed to stdout, or raises its failure.
+/// it printed to stdout, or raises its failure (a non-zero exit among them).
 #[pyfunction]
 fn execute(py: Python<'_>, argv: Vec<OsString>) -> PyResult<String> {
+    match execute_status(py, argv)? {
+        (0, text) => Ok(text),
+        (code, text) => Err(raise(py, &anyhow::anyhow!("the command exited with code {code}: {text}"))),
+    }
+}
+
+/// Runs the command line as [`execute`] does; returns its exit code with what it printed (a
+/// command that answers by its exit code, as `cache explain` does, exits 1 without failing).
+#[pyfunction]
+fn execute_status(py: Python<'_>, argv: Vec<OsString>) -> PyResult<(u8, String)> {
     let result = py.detach(|| {
         let mut out = Vec::new();
         let code = torchtpu_compile::cli::execute(argv, &mut out, &mut std::io::stderr()).map_err(|e| match e
@@ -96,11 +106,7 @@ fn execute(py: Python<'_>, argv: Vec<OsString>) -> PyResult<String> {
             Ok(usage) => anyhow::Error::new(clap_error::Usage(usage.render().to_string())),
             Err(e) => e,
         })?;
-        let text = String::from_utf8_lossy(&out).into_owned();
-        match code {
-            0 => Ok(text),
-            c => Err(anyhow::anyhow!("the command exited with code {c}: {text}")),
-        }
+        anyhow::Ok((code, String::from_utf8_lossy(&out).into_owned()))
     });
     result.map_err(|e| raise(py, &e))
 }
@@ -324,6 +330,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     torchtpu_compile::internal::prepare_xla_environment();
     m.add_function(wrap_pyfunction!(main, m)?)?;
     m.add_function(wrap_pyfunction!(execute, m)?)?;
+    m.add_function(wrap_pyfunction!(execute_status, m)?)?;
     m.add_function(wrap_pyfunction!(inspect, m)?)?;
     m.add_function(wrap_pyfunction!(check, m)?)?;
     m.add_function(wrap_pyfunction!(command_flags, m)?)?;

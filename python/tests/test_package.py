@@ -202,7 +202,7 @@ def test_compile_keywords_follow_the_command_line():
     skipped = {f for f in flags if f.startswith("--no-") and f != "--no-cache"}
     # Flags the binding sets itself; and `compile` always writes an artifact (it returns its
     # manifest), so the command line's cache-only share of a compile is not a keyword.
-    binding = {"--output", "--format", "--cache-only", "--only-bucket"}
+    binding = {"--output", "--format", "--cache-only", "--only-bucket", "--only-target"}
     assert set(ttc._COMPILE_FLAGS.values()) | skipped | binding == flags
     keywords = set(inspect.signature(ttc.compile).parameters)
     assert keywords == {"src", "out", "skip", "isolate"} | set(ttc._COMPILE_FLAGS)

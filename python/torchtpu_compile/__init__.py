@@ -229,16 +229,7 @@ def compile(
     given = dict(locals())
     with tempfile.TemporaryDirectory(prefix="torchtpu-compile-") as tmp:
         path = _archive_of(src, tmp)
-        argv = ["torchtpu-compile", "compile", path, "-o", os.fspath(out)]
-        for name, flag in _COMPILE_FLAGS.items():
-            value = given[name]
-            if name in ("targets", "buckets") and isinstance(value, str):
-                value = [value]
-            if name == "passes" and isinstance(value, (list, tuple)):
-                value = ",".join(value)
-            argv += _option_args(flag, value)
-        for name in skip:
-            argv.append(f"--no-{name.replace('_', '-')}")
+        argv = ["torchtpu-compile", "compile", path, "-o", os.fspath(out), *_compile_options(given)]
         if isolate:
             _execute_in_child(argv, tmp)
         else:
@@ -248,23 +239,40 @@ def compile(
     return inspect(out)
 
 
-# What the child of an isolated compile runs: the command line, its failure sent back as the
-# exception's class name and message on stdout.
+def _compile_options(given: Dict[str, Any]) -> list:
+    """The command line's words for the keywords of `compile` in ``given`` (absent ones are
+    left out)."""
+    argv = []
+    for name, flag in _COMPILE_FLAGS.items():
+        value = given.get(name)
+        if name in ("targets", "buckets") and isinstance(value, str):
+            value = [value]
+        if name == "passes" and isinstance(value, (list, tuple)):
+            value = ",".join(value)
+        argv += _option_args(flag, value)
+    for name in given.get("skip", ()):
+        argv.append(f"--no-{name.replace('_', '-')}")
+    return argv
+
+
+# What the child of an isolated compile runs: the command line; what it printed, or its failure
+# as the exception's class name and message, sent back as the last line of stdout.
 _CHILD = """
 import json, sys
 from torchtpu_compile import _native
 try:
-    _native.execute(json.loads(sys.argv[1]))
-    print(json.dumps({"ok": True}))
+    code, text = _native.execute_status(json.loads(sys.argv[1]))
+    print(json.dumps({"ok": True, "code": code, "stdout": text}))
 except Exception as e:
     print(json.dumps({"error": type(e).__name__, "message": str(e)}))
 """
 
 
-def _execute_in_child(argv, tmp: str) -> None:
+def _execute_in_child(argv, tmp: str, exit_codes=(0,)) -> str:
     """Runs the command line ``argv`` in a child process (progress on this process's stderr);
-    raises its failure, or ``CompileError`` when it died, naming what it was doing from the
-    journal the compiler keeps (``TORCHTPU_COMPILE_JOURNAL``)."""
+    returns what it printed when it exits with one of ``exit_codes``, or raises its failure,
+    or ``CompileError`` when it died, naming what it was doing from the journal the compiler
+    keeps (``TORCHTPU_COMPILE_JOURNAL``)."""
     journal = os.path.join(tmp, "journal")
     env = dict(os.environ, TORCHTPU_COMPILE_JOURNAL=journal)
     done = subprocess.run(
@@ -287,6 +295,9 @@ def _execute_in_child(argv, tmp: str) -> None:
         raise getattr(errors, result["error"], TorchTpuError)(result["message"])
     if not result.get("ok"):
         raise TorchTpuError(f"the compiler's process exited with code {done.returncode}")
+    if result["code"] not in exit_codes:
+        raise TorchTpuError(f"the command exited with code {result['code']}: {result['stdout']}")
+    return result["stdout"]
 
 
 def _in_flight(journal: str) -> str:

@@ -65,12 +65,15 @@ pub struct CacheConfig {
     pub max_bytes: u64,
     /// `s3://bucket/prefix`, `gs://…` or `file://…`.
     pub remote: Option<String>,
+    /// A local hit is also put into the remote tier when the tier lacks it: a compile into the
+    /// cache (`--cache-only`) then leaves every executable it was asked for in the shared tier.
+    pub publish_hits: bool,
 }
 
 impl CacheConfig {
     /// No caching at all.
     pub fn off() -> CacheConfig {
-        CacheConfig { dir: None, max_bytes: DEFAULT_MAX_BYTES, remote: None }
+        CacheConfig { dir: None, max_bytes: DEFAULT_MAX_BYTES, remote: None, publish_hits: false }
     }
 }
 
@@ -103,6 +106,7 @@ impl Outcome {
 pub struct Cache {
     local: Option<LocalCache>,
     remote: Option<Remote>,
+    publish_hits: bool,
     warnings: Warnings,
     /// Entries were added to the local folder since it was opened (see [`Cache::trim`]).
     grown: std::sync::atomic::AtomicBool,
@@ -127,7 +131,7 @@ impl Cache {
             }
             _ => None,
         };
-        Cache { local, remote, warnings, grown: Default::default() }
+        Cache { local, remote, publish_hits: cfg.publish_hits, warnings, grown: Default::default() }
     }
 
     /// Every readable entry of the local folder: its key parts and what its compile recorded.
@@ -163,9 +167,17 @@ impl Cache {
         let parts = KeyParts::new(program, options, target, &memo.sha256, &memo.platform_version);
         let key = parts.key();
         if let Some(e) = local.get(&key) {
-            return Some((e, Outcome::Hit));
+            return Some(self.local_hit(e));
         }
         self.fetch_remote(local, &key).map(|e| (e, Outcome::RemoteHit))
+    }
+
+    /// A local hit, put into the remote tier first when it should be published there.
+    fn local_hit(&self, entry: Entry) -> (Entry, Outcome) {
+        if let (true, Some(r)) = (self.publish_hits, &self.remote) {
+            r.put_if_absent(&entry);
+        }
+        (entry, Outcome::Hit)
     }
 
     /// The entry from the remote tier, stored locally on the way.
@@ -228,12 +240,12 @@ impl Cache {
         };
         let key = parts.key();
         if let Some(e) = local.get(&key) {
-            return Ok((e, Outcome::Hit));
+            return Ok(self.local_hit(e));
         }
         let lock = local.lock(&key);
         // Another process may have compiled it while this one waited for the lock.
         if let Some(e) = local.get(&key) {
-            return Ok((e, Outcome::Hit));
+            return Ok(self.local_hit(e));
         }
         if let Some(e) = self.fetch_remote(local, &key) {
             return Ok((e, Outcome::RemoteHit));

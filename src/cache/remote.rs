@@ -140,6 +140,21 @@ impl Remote {
         }
     }
 
+    /// Uploads `entry` unless the tier holds its key already.
+    pub(crate) fn put_if_absent(&self, entry: &Entry) {
+        if self.down.load(Ordering::SeqCst) {
+            return;
+        }
+        let path = self.object(&entry.header.key);
+        let head = self.runtime.block_on(async { tokio::time::timeout(self.timeout, self.store.head(&path)).await });
+        match head {
+            Ok(Ok(_)) => {}
+            Ok(Err(object_store::Error::NotFound { .. })) => self.put(entry),
+            Ok(Err(e)) => self.failed(format!("cannot look up {}: {e}", entry.header.key)),
+            Err(_) => self.failed(format!("looking up {} timed out after {:?}", entry.header.key, self.timeout)),
+        }
+    }
+
     /// Uploads `entry` (an overwrite is harmless: equal keys hold equal programs).
     pub(crate) fn put(&self, entry: &Entry) {
         if self.down.load(Ordering::SeqCst) {

@@ -53,8 +53,16 @@ pub(super) fn check(model: &Path, format: Format, out: &mut dyn Write) -> anyhow
 pub(super) fn compile(args: &CompileArgs, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<()> {
     crate::pjrt::show_plugin_output(args.verbose);
     args.check_devices(&args.targets_or_default())?;
-    if !args.only_buckets.is_empty() && !args.cache_only {
-        let msg = "`--only-bucket` goes with `--cache-only`: an artifact holds every bucket";
+    let shares = !(args.only_buckets.is_empty() && args.only_targets.is_empty());
+    if shares && !args.cache_only {
+        let msg =
+            "`--only-bucket` and `--only-target` go with `--cache-only`: an artifact holds every bucket and target";
+        return Err(Cli::command().error(clap::error::ErrorKind::ArgumentConflict, msg).into());
+    }
+    let targets = args.targets_or_default();
+    if let Some(t) = args.only_targets.iter().find(|t| !targets.contains(t)) {
+        let all: Vec<String> = targets.iter().map(crate::Target::to_string).collect();
+        let msg = format!("`--only-target {t}` is not among the targets ({})", all.join(", "));
         return Err(Cli::command().error(clap::error::ErrorKind::ArgumentConflict, msg).into());
     }
 
@@ -85,7 +93,8 @@ pub(super) fn compile(args: &CompileArgs, out: &mut dyn Write, err: &mut dyn Wri
         if matches!(args.mesh, Some(MeshArg::Auto)) {
             choose_mesh(&program, &mut req, args.verbose, err).with_context(context)?;
         }
-        let summary = crate::compile::compile_to_cache(&program, &req, &args.only_buckets).with_context(context)?;
+        let only = crate::compile::Only { buckets: &args.only_buckets, targets: &args.only_targets };
+        let summary = crate::compile::compile_to_cache(&program, &req, only).with_context(context)?;
         print_summary(&summary, args.format, args.quiet, args.verbose, out, err)?;
         return Ok(());
     }

@@ -5,6 +5,7 @@
 
 mod commands;
 mod mesh;
+mod pass_flags;
 mod plan;
 mod recompile;
 
@@ -20,9 +21,10 @@ use crate::run::DeviceKind;
 use crate::target::Target;
 use crate::Error;
 use mesh::{parse_mesh, parse_shard_plan, MeshArg, ShardPlanArg};
+use pass_flags::PassFlags;
 use torchtpu_passes::ir::DType;
 use torchtpu_passes::shard::plan::ShardPlan;
-use torchtpu_passes::{PassOptions, PASSES};
+use torchtpu_passes::PassOptions;
 
 /// Ahead-of-time compiler from PyTorch `torch.export` archives (.pt2) to TPU executables.
 ///
@@ -133,78 +135,6 @@ enum CacheAction {
     Clear,
 }
 
-/// Which graph passes run: `--passes LIST|none` and one `--no-<pass>` per registered pass,
-/// flags and help made from the pass registry (`torchtpu_passes::PASSES`).
-#[derive(Clone, Debug, Default)]
-struct PassFlags {
-    /// `--passes`, when given.
-    passes: Option<Vec<String>>,
-    /// The passes named by `--no-<pass>` flags.
-    skipped: Vec<String>,
-}
-
-impl PassFlags {
-    /// The passes to run: `--passes` (default all) without the skipped ones.
-    fn selected(&self) -> Vec<String> {
-        let all = || PASSES.iter().map(|p| p.name.to_string()).collect();
-        let mut v: Vec<String> = self.passes.clone().unwrap_or_else(all);
-        v.retain(|p| !self.skipped.contains(p));
-        v
-    }
-}
-
-/// The argument id of a pass's skip flag: `no_fold_batch_norm`.
-fn skip_id(pass: &str) -> String {
-    format!("no_{pass}")
-}
-
-/// The `--passes` help: every pass with what it does.
-fn passes_help() -> String {
-    let list: Vec<String> = PASSES.iter().map(|p| format!("  {}: {}", p.name, p.summary)).collect();
-    format!(
-        "Graph passes to run, comma-separated (they always run in pipeline order), or `none`. Default: all.\n\
-         The passes, in pipeline order:\n{}",
-        list.join("\n")
-    )
-}
-
-impl clap::FromArgMatches for PassFlags {
-    fn from_arg_matches(m: &clap::ArgMatches) -> Result<Self, clap::Error> {
-        let passes = m.get_one::<PassList>("passes").map(|l| l.0.clone());
-        let skipped = PASSES.iter().filter(|p| m.get_flag(&skip_id(p.name))).map(|p| p.name.to_string()).collect();
-        Ok(PassFlags { passes, skipped })
-    }
-
-    fn update_from_arg_matches(&mut self, m: &clap::ArgMatches) -> Result<(), clap::Error> {
-        *self = PassFlags::from_arg_matches(m)?;
-        Ok(())
-    }
-}
-
-impl Args for PassFlags {
-    fn augment_args(cmd: clap::Command) -> clap::Command {
-        let passes = clap::Arg::new("passes")
-            .long("passes")
-            .value_name("LIST")
-            .value_parser(parse_passes)
-            .help("Graph passes to run, comma-separated, or `none` (default: all; see --help)")
-            .long_help(passes_help());
-        PASSES.iter().fold(cmd.arg(passes), |cmd, p| {
-            let also = p.when_skipped.map_or_else(String::new, |w| format!(" ({w})"));
-            cmd.arg(
-                clap::Arg::new(skip_id(p.name))
-                    .long(format!("no-{}", p.name.replace('_', "-")))
-                    .action(clap::ArgAction::SetTrue)
-                    .help(format!("Skip the `{}` pass{also}", p.name)),
-            )
-        })
-    }
-
-    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
-        PassFlags::augment_args(cmd)
-    }
-}
-
 /// `default`, `high` or `highest`.
 fn parse_precision(s: &str) -> Result<Precision, String> {
     Precision::parse(s).ok_or_else(|| format!("`{s}` is not a precision (default, high, highest)"))
@@ -233,23 +163,6 @@ fn parse_override(s: &str) -> Result<(String, Precision), String> {
     Ok((pattern.to_string(), parse_precision(level)?))
 }
 
-/// The value of `--passes` (one argument holding a list).
-#[derive(Clone, Debug)]
-struct PassList(Vec<String>);
-
-/// `canonicalize,cse` or `none`; every name must be a pass.
-fn parse_passes(s: &str) -> Result<PassList, String> {
-    if s == "none" {
-        return Ok(PassList(vec![]));
-    }
-    let names: Vec<String> = s.split(',').map(|p| p.trim().to_string()).filter(|p| !p.is_empty()).collect();
-    if let Some(unknown) = names.iter().find(|n| torchtpu_passes::pass_info(n).is_none()) {
-        let valid: Vec<&str> = PASSES.iter().map(|p| p.name).collect();
-        return Err(format!("unknown pass `{unknown}` (passes: {}, or `none`)", valid.join(", ")));
-    }
-    Ok(PassList(names))
-}
-
 /// Flags shared by the commands that compile.
 #[derive(Args)]
 struct CacheFlags {
@@ -273,7 +186,7 @@ struct CacheFlags {
 impl CacheFlags {
     fn config(&self) -> CacheConfig {
         let dir = if self.no_cache { None } else { self.cache_dir.clone().or_else(cache::default_dir) };
-        CacheConfig { dir, max_bytes: self.cache_max_size, remote: self.remote_cache.clone() }
+        CacheConfig { dir, max_bytes: self.cache_max_size, remote: self.remote_cache.clone(), publish_hits: false }
     }
 }
 
@@ -408,15 +321,21 @@ struct CompileArgs {
     /// Where to write the result.
     #[arg(short, long, required_unless_present = "cache_only")]
     output: Option<PathBuf>,
-    /// Compile the executables into the cache (local and `--remote-cache`) and write nothing
-    /// else: one host's share of a compile spread over several, which share the remote tier;
-    /// a `compile` without it then assembles the artifact from cache hits.
+    /// Compile the executables into the cache (local and `--remote-cache`; a local hit is put
+    /// into the remote tier when the tier lacks it) and write nothing else: one host's share of
+    /// a compile spread over several, which share the remote tier; a `compile` without it then
+    /// assembles the artifact from cache hits (`torchtpu_compile.fleet` does this on Ray).
     #[arg(long, conflicts_with = "output")]
     cache_only: bool,
     /// With `--cache-only`: only this bucket (names as `inspect` and the summary give them,
     /// e.g. `s70-64`); repeat for several.
     #[arg(long = "only-bucket", value_name = "NAME")]
     only_buckets: Vec<String>,
+    /// With `--cache-only`: only this one of the `--target`s; repeat for several. The program is
+    /// still the one every `--target` shapes (padding, attention), so the executable is the
+    /// one the artifact for all of them holds.
+    #[arg(long = "only-target", value_name = "T", value_parser = parse_target)]
+    only_targets: Vec<Target>,
     /// What to write: an executable artifact, StableHLO text, MLIR bytecode, or the IR.
     #[arg(long, value_enum, default_value_t = Emit::Exe)]
     emit: Emit,

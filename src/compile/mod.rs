@@ -207,25 +207,36 @@ pub fn compile(program: &Program, model: &Path, out: &Path, req: &CompileRequest
     Ok(summary)
 }
 
-/// Compiles `program`'s buckets named in `only` (all when empty) for `req`'s targets into the
-/// cache, writing no artifact: one host's share of a compile spread over several (a fleet
-/// sharing the remote tier), after which `compile` assembles the artifact from cache hits.
-pub fn compile_to_cache(program: &Program, req: &CompileRequest, only: &[String]) -> Result<CompileSummary, Error> {
+/// The share of a compile one host does (`--only-bucket`, `--only-target`): empty means all.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Only<'a> {
+    pub buckets: &'a [String],
+    pub targets: &'a [Target],
+}
+
+/// Compiles `program`'s buckets and targets named in `only` into the cache, writing no
+/// artifact: one host's share of a compile spread over several (a fleet sharing the remote
+/// tier), after which `compile` assembles the artifact from cache hits. The programs are those
+/// of all `req`'s targets, so that each executable is the one the whole artifact holds.
+pub fn compile_to_cache(program: &Program, req: &CompileRequest, only: Only<'_>) -> Result<CompileSummary, Error> {
     if req.cache.dir.is_none() {
         return Err(Error::Unsupported("compiling into the cache needs the cache: it is off (`--no-cache`)".into()));
     }
     let planned = crate::buckets::plan(program, &req.buckets)?;
     let names: Vec<&str> = planned.iter().map(|p| p.name.as_str()).collect();
-    if let Some(unknown) = only.iter().find(|o| !names.contains(&o.as_str())) {
+    if let Some(unknown) = only.buckets.iter().find(|o| !names.contains(&o.as_str())) {
         return Err(Error::Unsupported(format!("no bucket `{unknown}`; the buckets are {}", names.join(", "))));
     }
-    let chosen: Vec<_> = planned.into_iter().filter(|p| only.is_empty() || only.contains(&p.name)).collect();
+    let chosen: Vec<_> =
+        planned.into_iter().filter(|p| only.buckets.is_empty() || only.buckets.contains(&p.name)).collect();
     let started = Instant::now();
     let buckets = in_parallel(&chosen, req.jobs, |p| lower_bucket(program, p, req))?;
     let mut phases = vec![progress::Phase::since("lower", started, None)];
-    let cache = Cache::open(&req.cache);
+    // What this host's share finds in its own folder must reach the tier the others share.
+    let cache = Cache::open(&CacheConfig { publish_hits: true, ..req.cache.clone() });
     let started = Instant::now();
-    let compiled = compile_all(&buckets, req, &cache)?;
+    let targets = req.targets.iter().filter(|t| only.targets.is_empty() || only.targets.contains(t)).cloned().collect();
+    let compiled = compile_all(&buckets, &CompileRequest { targets, ..req.clone() }, &cache)?;
     phases.push(progress::Phase::since("compile", started, None));
     Ok(CompileSummary {
         output: String::new(),

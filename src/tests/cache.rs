@@ -217,12 +217,61 @@ fn buckets_compiled_into_the_cache_apart_assemble_into_an_artifact() {
         summary["targets"].as_array().expect("targets").iter().filter_map(|t| t["cache"].as_str()).collect();
     assert_eq!(outcomes, ["hit", "hit"], "{out}");
     assert_runs_correctly("llama_tiny_dyn", &art, &tmp.0);
+
+    // A bucket the local folder holds is put into a remote tier that lacks it, so that another
+    // host (here: an empty local folder) assembles from the tier.
+    std::fs::create_dir_all(tmp.0.join("remote")).expect("mkdir");
+    let remote = format!("file://{}", s(&tmp.0.join("remote")));
+    let share = ["compile", &model, "--cache-only", "--only-bucket", "s70-8", "--remote-cache", &remote];
+    let (code, _, err) = run_cli(&[&share[..], &common].concat());
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("cpu [s70-8]: cache hit"), "{err}");
+    let other = s(&tmp.0.join("other-host"));
+    let other_host =
+        ["--target", "cpu", "--buckets", "input_ids:1=8,64", "--cache-dir", &other, "--remote-cache", &remote];
+    let art2 = s(&tmp.0.join("other-host.tpuexe"));
+    let (code, out, err) = run_cli(&[&["compile", &model, "-o", &art2, "--format", "json"][..], &other_host].concat());
+    assert_eq!(code, 0, "{err}");
+    let outcomes: Vec<String> = serde_json::from_str::<Value>(&out).expect("json")["targets"]
+        .as_array()
+        .expect("targets")
+        .iter()
+        .map(|t| format!("{} {}", t["bucket"].as_str().unwrap_or(""), t["cache"].as_str().unwrap_or("")))
+        .collect();
+    assert_eq!(outcomes, ["s70-8 remote-hit", "s70-64 compiled"], "{out}");
     let (code, _, err) =
         run_cli(&[&["compile", &model, "--cache-only", "--only-bucket", "s70-9"][..], &common].concat());
     assert_eq!(code, 1);
     assert!(err.contains("no bucket `s70-9`; the buckets are s70-8, s70-64"), "{err}");
     let (code, _, err) = run_cli(&["compile", &model, "-o", &s(&art), "--only-bucket", "s70-8"]);
     assert_eq!(code, 2, "{err}");
+}
+
+/// `--only-target` compiles one target's executable of the program that all the `--target`s
+/// shape (the TPU target pads it): the one the whole artifact then holds.
+#[test]
+fn a_target_compiled_into_the_cache_alone_is_the_artifacts() {
+    let tmp = TempDir::new("cache-only-target");
+    let (dir, model) = (s(&tmp.0.join("cache")), s(&testdata().join("models/llama_tiny_dyn.pt2")));
+    let both = ["--target", "cpu", "--target", "tpu:v6e:1x1", "--buckets", "input_ids:1=8,64", "--cache-dir", &dir];
+    let share = ["compile", &model, "--cache-only", "--only-bucket", "s70-8", "--only-target", "cpu"];
+    let (code, _, err) = run_cli(&[&share[..], &both].concat());
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("cpu [s70-8]: compiled") && !err.contains("tpu:v6e:1x1 ["), "{err}");
+    let art = s(&tmp.0.join("both.tpuexe"));
+    let (code, out, err) = run_cli(&[&["compile", &model, "-o", &art, "--format", "json"][..], &both].concat());
+    assert_eq!(code, 0, "{err}");
+    let held: Vec<String> = serde_json::from_str::<Value>(&out).expect("json")["targets"]
+        .as_array()
+        .expect("targets")
+        .iter()
+        .filter(|t| t["cache"] == "hit")
+        .map(|t| format!("{} {}", t["target"].as_str().unwrap_or(""), t["bucket"].as_str().unwrap_or("")))
+        .collect();
+    assert_eq!(held, ["cpu s70-8"], "{out}");
+    let (code, _, err) = run_cli(&[&share[..5], &["--only-target", "tpu:v5e:1x1"], &both].concat());
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("`--only-target tpu:v5e:1x1` is not among the targets (cpu, tpu:v6e:1x1)"), "{err}");
 }
 
 #[test]

@@ -11,7 +11,7 @@ mod measure;
 mod setup;
 
 use std::collections::BTreeSet;
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -284,10 +284,10 @@ fn ci() -> Result<()> {
     Ok(())
 }
 
-/// Builds the Python package into the set-up folder's test environment (`maturin develop`:
-/// the dev profile, so it shares the test build's compiled crates) and runs its pytest suite;
-/// the numbers passed and failed.
-fn python_tests() -> Result<(u64, u64)> {
+/// The set-up folder's Python test environment with the package built into it (`maturin
+/// develop`: the dev profile, so it shares the test build's compiled crates): its python and
+/// the environment variables that select it.
+pub fn python_env() -> Result<(PathBuf, Vec<(OsString, OsString)>)> {
     let venv = setup::setup_dir().join(setup::PYTHON_TESTS_DIR);
     let bin = venv.join("bin");
     let path = std::env::join_paths(
@@ -295,10 +295,17 @@ fn python_tests() -> Result<(u64, u64)> {
     )?;
     let envs = [("VIRTUAL_ENV", venv.as_os_str()), ("PATH", path.as_os_str())];
     run(path_str(&bin.join("maturin"))?, &["develop", "--manifest-path", "python/Cargo.toml"], &envs)?;
+    Ok((bin.join("python"), envs.iter().map(|(k, v)| (OsString::from(k), v.to_os_string())).collect()))
+}
+
+/// Runs the Python package's pytest suite in its test environment; the numbers passed and
+/// failed.
+fn python_tests() -> Result<(u64, u64)> {
+    let (python, envs) = python_env()?;
     eprintln!("$ python -m pytest python/tests");
-    let output = Command::new(bin.join("python"))
+    let output = Command::new(python)
         .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "python/tests"])
-        .envs(envs.iter().map(|(k, v)| (*k, *v)))
+        .envs(envs)
         .current_dir(root())
         .output()
         .context("cannot start pytest")?;

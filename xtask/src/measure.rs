@@ -160,7 +160,7 @@ pub(crate) fn median(mut v: Vec<f64>) -> f64 {
 type Section = fn(bin: &Path, tmp: &Path) -> Result<()>;
 
 /// The benchmark sections after the per-model table, by name.
-const SECTIONS: [(&str, Section); 9] = [
+const SECTIONS: [(&str, Section); 10] = [
     ("passes", passes_bench),
     ("bucketing", bucket_bench),
     ("bucket-cost", crate::bucket_cost::bucket_cost_bench),
@@ -170,6 +170,7 @@ const SECTIONS: [(&str, Section); 9] = [
     ("tensor-parallel", tensor_parallel_bench),
     ("donation", donation_bench),
     ("long-context", crate::long_context::long_context_bench),
+    ("fleet", fleet_bench),
 ];
 
 /// Every figure, or only the `sections` named (`models` is the per-model table); `--large` and
@@ -647,6 +648,37 @@ impl Drop for S3Server {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// The fleet (`torchtpu_compile.fleet`) on a local Ray cluster of 1 and 2 worker nodes: the
+/// dynamic tiny Llama's 9 buckets for CPU and TPU from empty caches, against one machine's
+/// compile (`xtask/fleet_bench.py`, run in the Python test environment with the package built as
+/// CI builds it).
+fn fleet_bench(_bin: &Path, tmp: &Path) -> Result<()> {
+    let server = S3Server::start("bench")?;
+    let endpoint = format!("http://127.0.0.1:{}", server.1);
+    let (python, mut envs) = crate::python_env()?;
+    for (k, v) in [("AWS_ACCESS_KEY_ID", "bench"), ("AWS_SECRET_ACCESS_KEY", "bench"), ("AWS_REGION", "us-east-1")] {
+        envs.push((k.into(), v.into()));
+    }
+    envs.push(("AWS_ENDPOINT_URL".into(), endpoint.into()));
+    let work = tmp.join("fleet-bench");
+    let _ = std::fs::remove_dir_all(&work);
+    println!(
+        "fleet: llama_tiny_dyn, 9 buckets x (cpu, tpu:v6e:1x1), empty caches, a local Ray cluster on this machine"
+    );
+    let status = Command::new(python)
+        .args(["xtask/fleet_bench.py", "testdata/models/llama_tiny_dyn.pt2"])
+        .arg(&work)
+        .envs(envs)
+        .current_dir(root())
+        .status()
+        .context("cannot start the fleet bench")?;
+    if !status.success() {
+        bail!("the fleet bench failed");
+    }
+    let _ = std::fs::remove_dir_all(&work);
+    Ok(())
 }
 
 /// Cold compile, local hit and remote hit of the tiny Llama per target, as whole-process times

@@ -95,16 +95,34 @@ const S3_TEST_SERVER: &[&str] = &[
 /// look for `bin/moto_server` there (`src/setup.rs`).
 const S3_TEST_SERVER_DIR: &str = "s3-test-server";
 
-/// What the Python package's tests need: numpy, pytest and maturin (which builds the package
-/// into the environment), every package pinned.
+/// What the Python package's tests need: numpy, pytest, maturin (which builds the package
+/// into the environment), and Ray with its dependencies (the fleet's local-cluster test),
+/// every package pinned.
 const PYTHON_TESTS: &[&str] = &[
+    "attrs==26.1.0",
+    "certifi==2026.10.19.post1",
+    "charset-normalizer==3.5.3",
+    "click==8.5.1",
+    "filelock==4.3.2",
+    "idna==3.20",
     "iniconfig==2.3.1",
+    "jsonschema==4.26.0",
+    "jsonschema-specifications==2025.9.1",
     "maturin==1.16.0",
+    "msgpack==1.2.4",
     "numpy==2.4.6",
     "packaging==26.4",
     "pluggy==1.7.0",
+    "protobuf==7.36.2",
     "pygments==2.21.0",
     "pytest==9.2.0",
+    "PyYAML==6.0.4",
+    "ray==2.60.0",
+    "referencing==0.37.0",
+    "requests==2.34.2",
+    "rpds-py==2026.9.1",
+    "typing_extensions==4.16.0",
+    "urllib3==2.8.0",
 ];
 
 /// Folder (inside the set-up folder) of the Python package's test environment.
