@@ -260,26 +260,28 @@ impl<'a> Moved<'a> {
         }
     }
 
-    /// Element `i` (row-major), `i < len()`; for tests, which check elements one by one.
+    /// Element `i` (row-major), `i < len()`, as f32; for tests, which check elements one by one.
     #[cfg(test)]
     pub(crate) fn get(&self, i: usize) -> f32 {
-        let mut one = Vec::with_capacity(1);
-        self.append(i..i + 1, &mut one);
-        one.first().copied().unwrap_or(0.0)
+        let mut one = Vec::with_capacity(4);
+        self.append(i..i + 1, DType::F32, &mut one);
+        one.get(..4).map_or(0.0, |b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
     }
 
-    /// Appends elements `range` (row-major, within `len()`) to `out`: runs of stored values
-    /// copied as runs, padding as zeros.
-    pub(crate) fn append(&self, range: std::ops::Range<usize>, out: &mut Vec<f32>) {
+    /// Appends elements `range` (row-major, within `len()`) to `out` as little-endian `dtype`
+    /// (f32, bf16 or f16): runs of stored values of that dtype copied as bytes, others converted
+    /// (exactly when widened, rounded to nearest even when narrowed), padding as zero bytes.
+    pub(crate) fn append(&self, range: std::ops::Range<usize>, dtype: DType, out: &mut Vec<u8>) {
         match self {
             Moved::Parts { parts, starts, .. } => {
                 let mut at = range.start;
                 while at < range.end {
                     let p = starts.partition_point(|&s| s <= at).saturating_sub(1);
-                    let (bytes, dtype) = parts[p];
-                    let es = if dtype == DType::F32 { 4 } else { 2 };
+                    let (bytes, stored) = parts[p];
+                    let es = if stored == DType::F32 { 4 } else { 2 };
                     let end = range.end.min(starts[p] + bytes.len() / es);
-                    decode(dtype, bytes.get((at - starts[p]) * es..(end - starts[p]) * es).unwrap_or_default(), out);
+                    let run = bytes.get((at - starts[p]) * es..(end - starts[p]) * es).unwrap_or_default();
+                    convert(stored, run, dtype, out);
                     if end <= at {
                         break; // a part shorter than its start says: never for a checked weight
                     }
@@ -293,8 +295,9 @@ impl<'a> Moved<'a> {
                 while at < range.end {
                     let (row, col) = (at / padded_last.max(1), at % padded_last.max(1));
                     let end_col = padded_last.min(col + (range.end - at));
+                    let es = dtype.size_bytes();
                     match source_row(row, &dims[..rank.saturating_sub(1)], &padded[..rank.saturating_sub(1)], blocks) {
-                        None => out.extend(std::iter::repeat_n(0.0, end_col - col)),
+                        None => out.resize(out.len() + (end_col - col) * es, 0),
                         Some(base) => {
                             // The last dim: each block's true values, then its zeros.
                             let b = blocks.last().copied().unwrap_or(1);
@@ -306,10 +309,10 @@ impl<'a> Moved<'a> {
                                 if offset < block {
                                     let n = (block - offset).min(block_end - c);
                                     let from = base * last + blk * block + offset;
-                                    source.append(from..from + n, out);
+                                    source.append(from..from + n, dtype, out);
                                     c += n;
                                 } else {
-                                    out.extend(std::iter::repeat_n(0.0, block_end - c));
+                                    out.resize(out.len() + (block_end - c) * es, 0);
                                     c = block_end;
                                 }
                             }
@@ -319,6 +322,24 @@ impl<'a> Moved<'a> {
                 }
             }
         }
+    }
+}
+
+/// Appends the little-endian elements of `from` in `bytes` to `out` as `to`: a copy when the
+/// dtypes agree, else each element converted through f32 (exact for the widening, round to
+/// nearest even for the narrowing).
+fn convert(from: DType, bytes: &[u8], to: DType, out: &mut Vec<u8>) {
+    if from == to {
+        out.extend_from_slice(bytes);
+        return;
+    }
+    let mut values = Vec::with_capacity(bytes.len() / from.size_bytes());
+    decode(from, bytes, &mut values);
+    out.reserve(values.len() * to.size_bytes());
+    match to {
+        DType::BF16 => values.iter().for_each(|&v| out.extend_from_slice(&half::bf16::from_f32(v).to_le_bytes())),
+        DType::F16 => values.iter().for_each(|&v| out.extend_from_slice(&half::f16::from_f32(v).to_le_bytes())),
+        _ => values.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes())),
     }
 }
 

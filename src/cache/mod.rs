@@ -204,7 +204,20 @@ impl Cache {
     /// True when the file at `path` was read whole and hashed by an earlier compile and has not
     /// changed since (same identity): its bytes need no second check.
     pub fn remembers_file(&self, path: &Path) -> bool {
-        local::file_digest_key(path).and_then(|key| self.known_sha256(&key)).is_some()
+        self.remembered_file_sha256(path).is_some()
+    }
+
+    /// The sha256 of the file at `path` when an earlier compile hashed it and it has not changed
+    /// since (same identity).
+    pub fn remembered_file_sha256(&self, path: &Path) -> Option<String> {
+        local::file_digest_key(path).and_then(|key| self.known_sha256(&key))
+    }
+
+    /// Remembers `sha256` for the file at `path` as it is now (see [`Cache::file_sha256`]).
+    pub fn remember_file_sha256(&self, path: &Path, sha256: &str) {
+        if let Some(key) = local::file_digest_key(path) {
+            self.remember_sha256(&key, sha256);
+        }
     }
 
     /// The sha256 remembered for content that `key` determines (a file's identity, or for a

@@ -170,15 +170,19 @@ pub fn compile(program: &Program, model: &Path, out: &Path, req: &CompileRequest
     let first = buckets.first().ok_or_else(|| Error::Unsupported("internal: no bucket to compile".into()))?;
     let weights = WeightsEntry::plan(program, &first.lowered.graph)?;
     let bytes = weights.byte_len();
-    // XLA compiles on its own thread while this one hashes the archive and writes the weights:
-    // the artifact's layout puts the weights first and needs nothing of the executables.
+    // XLA compiles on its own thread while this one writes the weights: the artifact's layout
+    // puts the weights first and needs nothing of the executables. An archive not hashed before
+    // is hashed on a third thread; only the manifest, written last, needs its sha256.
     let started = Instant::now();
     let (mut summary, compiled_in) = std::thread::scope(|s| {
         let compiling = s.spawn(|| {
             let started = Instant::now();
             compile_all(&buckets, req, &cache).map(|c| (c, started.elapsed()))
         });
-        let source_sha256 = cache.file_sha256(program.archive.path(), || program.archive.sha256_hex());
+        let source = match cache.remembered_file_sha256(program.archive.path()) {
+            Some(sha256) => SourceSha256::Known(sha256),
+            None => SourceSha256::Hashing(s.spawn(|| program.archive.sha256_hex())),
+        };
         let compiled_in = std::cell::Cell::new(std::time::Duration::ZERO);
         let compiled = || {
             let (compiled, took) = compiling.join().unwrap_or_else(|p| std::panic::resume_unwind(p))?;
@@ -189,7 +193,7 @@ pub fn compile(program: &Program, model: &Path, out: &Path, req: &CompileRequest
             }
             Ok(compiled)
         };
-        let written = Written { buckets: &buckets, source_sha256, weights, order };
+        let written = Written { buckets: &buckets, source, weights, order };
         write_artifact(program, model, out, req, written, compiled, &cache).map(|s| (s, compiled_in.get()))
     })?;
     // XLA's time, then what writing added after it (all of the write when every executable was
@@ -350,9 +354,9 @@ struct CompiledAll {
 
 /// What the artifact holds besides the executables: the lowered buckets, the weights and the
 /// source's sha256.
-struct Written<'a> {
+struct Written<'a, 'scope> {
     buckets: &'a [LoweredBucket],
-    source_sha256: String,
+    source: SourceSha256<'scope>,
     weights: WeightsEntry<'a>,
     /// The weight arguments' names, in calling order.
     order: Vec<String>,
@@ -478,16 +482,39 @@ fn compile_one(
 /// Writes the artifact: the weights (streamed), then per bucket its executables and its
 /// program, then the manifest. The executables are asked for (`compiled`) only once the weights
 /// are written, so that XLA compiles them meanwhile.
+/// The archive's sha256: remembered from an earlier compile, or being computed.
+enum SourceSha256<'scope> {
+    Known(String),
+    Hashing(std::thread::ScopedJoinHandle<'scope, String>),
+}
+
+impl SourceSha256<'_> {
+    fn known(&self) -> Option<&str> {
+        match self {
+            SourceSha256::Known(sha256) => Some(sha256),
+            SourceSha256::Hashing(_) => None,
+        }
+    }
+
+    /// The sha256, once computed.
+    fn get(self) -> String {
+        match self {
+            SourceSha256::Known(sha256) => sha256,
+            SourceSha256::Hashing(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+        }
+    }
+}
+
 fn write_artifact(
     program: &Program,
     model: &Path,
     out: &Path,
     req: &CompileRequest,
-    written: Written<'_>,
+    written: Written<'_, '_>,
     compiled: impl FnOnce() -> Result<CompiledAll, Error>,
     cache: &Cache,
 ) -> Result<CompileSummary, Error> {
-    let Written { buckets, source_sha256, weights, order } = written;
+    let Written { buckets, source, weights, order } = written;
     // Declared first so that they outlive the entries whose weights stream reports into them.
     let failure = std::cell::RefCell::new(None);
     let bar = progress::bytes_bar(req.progress, weights.byte_len(), "writing weights".into());
@@ -505,8 +532,8 @@ fn write_artifact(
         done
     };
     // Their sha256 is remembered from an earlier compile of the same archive, else computed.
-    let key = weights.content_key(&source_sha256);
-    let known = cache.known_sha256(&key);
+    let known = source.known().and_then(|s| cache.known_sha256(&weights.content_key(s)));
+    let source_known = source.known().is_some();
     let info = |entry: String, external: bool, w: Streamed| WeightsInfo {
         entry,
         external,
@@ -540,6 +567,7 @@ fn write_artifact(
     let mut summaries = Vec::new();
     let mut warnings = Vec::new();
     let mut weights_sha256 = None;
+    let mut source_sha256 = None;
     let bucket_entries: Vec<Bucket> = buckets.iter().map(|b| manifest::bucket(b, &b.program_entry())).collect();
     let names = bucket_entries.iter().map(|b| b.name.clone()).collect();
     let passes = bucket_entries.first().map(|b| b.passes.clone()).unwrap_or_default();
@@ -558,7 +586,9 @@ fn write_artifact(
                 info(artifact::WEIGHTS.into(), false, w)
             });
             weights_sha256 = Some(w.sha256.clone());
-            let mut m = manifest::build(program, model, req, bucket_entries, targets, source_sha256, w);
+            let source = source.get();
+            source_sha256 = Some(source.clone());
+            let mut m = manifest::build(program, model, req, bucket_entries, targets, source, w);
             m.sharding = buckets.first().and_then(|b| manifest::sharding(&b.lowered.graph));
             if let Some(s) = &mut m.sharding {
                 s.chosen = req.mesh_choice.clone();
@@ -572,9 +602,12 @@ fn write_artifact(
         return Err(e);
     }
     written?;
-    if let Some(sha256) = weights_sha256 {
+    if let (Some(sha256), Some(source)) = (weights_sha256, source_sha256) {
+        if !source_known {
+            cache.remember_file_sha256(program.archive.path(), &source);
+        }
         if known.is_none() {
-            cache.remember_sha256(&key, &sha256);
+            cache.remember_sha256(&weights.content_key(&source), &sha256);
         }
         // `run` then finds the embedded weights verified (an external file was remembered above).
         if let (false, Some(k)) = (req.external_weights, crate::cache::entry_digest_key(out, artifact::WEIGHTS)) {

@@ -170,12 +170,13 @@ fn byte_copies<'a>(program: &'a Program, recipe: &'a WeightRecipe, dtype: DType)
     names.iter().map(|n| program.weights.get(n).filter(|w| w.dtype == dtype && w.is_contiguous())).collect()
 }
 
-/// How many elements of a derived weight are converted before they are written.
-const CHUNK_ELEMENTS: usize = 1 << 20;
+/// How many elements of a derived weight are moved before they are written: 8 MiB of bf16.
+const CHUNK_ELEMENTS: usize = 1 << 22;
 
 /// Writes a derived weight's values in `dtype`, little-endian: weights that only move stored
-/// values (casts, stacked rows, padding) a chunk of elements at a time, the others (BatchNorm
-/// folds, small) computed whole. Returns the bytes written.
+/// values (casts, stacked rows, padding) a chunk of elements at a time, as byte runs where the
+/// stored dtype is `dtype`; the others (BatchNorm folds, small) computed whole. Returns the
+/// bytes written.
 fn write_derived(program: &Program, recipe: &WeightRecipe, dtype: DType, out: &mut dyn Sink) -> Result<usize, Error> {
     if let Some(parts) = byte_copies(program, recipe, dtype) {
         let mut written = 0;
@@ -186,21 +187,13 @@ fn write_derived(program: &Program, recipe: &WeightRecipe, dtype: DType, out: &m
         return Ok(written);
     }
     let io = |source| Error::Import(ImportError::Write { source });
-    let encode = |v: f32, into: &mut Vec<u8>| match dtype {
-        DType::BF16 => into.extend_from_slice(&half::bf16::from_f32(v).to_le_bytes()),
-        DType::F16 => into.extend_from_slice(&half::f16::from_f32(v).to_le_bytes()),
-        _ => into.extend_from_slice(&v.to_le_bytes()),
-    };
-    let mut bytes = Vec::new();
-    let mut written = 0;
     if let Some(moved) = crate::derive::Moved::of(program, recipe)? {
-        let (mut start, mut values) = (0, Vec::with_capacity(CHUNK_ELEMENTS));
+        let (mut start, mut written) = (0, 0);
+        let mut bytes = Vec::with_capacity(CHUNK_ELEMENTS * dtype.size_bytes());
         while start < moved.len() {
             let end = (start + CHUNK_ELEMENTS).min(moved.len());
-            values.clear();
-            moved.append(start..end, &mut values);
             bytes.clear();
-            values.iter().for_each(|&v| encode(v, &mut bytes));
+            moved.append(start..end, dtype, &mut bytes);
             out.write_all(&bytes).map_err(io)?;
             written += bytes.len();
             // The stored pages this chunk read are not needed resident any more.
@@ -209,7 +202,14 @@ fn write_derived(program: &Program, recipe: &WeightRecipe, dtype: DType, out: &m
         }
         return Ok(written);
     }
-    crate::derive::compute(program, recipe)?.into_iter().for_each(|v| encode(v, &mut bytes));
+    let mut bytes = Vec::new();
+    for v in crate::derive::compute(program, recipe)? {
+        match dtype {
+            DType::BF16 => bytes.extend_from_slice(&half::bf16::from_f32(v).to_le_bytes()),
+            DType::F16 => bytes.extend_from_slice(&half::f16::from_f32(v).to_le_bytes()),
+            _ => bytes.extend_from_slice(&v.to_le_bytes()),
+        }
+    }
     out.write_all(&bytes).map_err(io)?;
     Ok(bytes.len())
 }
