@@ -172,7 +172,8 @@ pub fn compile(program: &Program, model: &Path, out: &Path, req: &CompileRequest
     let bytes = weights.byte_len();
     // XLA compiles on its own thread while this one writes the weights: the artifact's layout
     // puts the weights first and needs nothing of the executables. An archive not hashed before
-    // is hashed on a third thread; only the manifest, written last, needs its sha256.
+    // is hashed, and its entries checked against their CRC-32s, on a third thread; only the
+    // manifest, written last, needs that done.
     let started = Instant::now();
     let (mut summary, compiled_in) = std::thread::scope(|s| {
         let compiling = s.spawn(|| {
@@ -181,7 +182,7 @@ pub fn compile(program: &Program, model: &Path, out: &Path, req: &CompileRequest
         });
         let source = match cache.remembered_file_sha256(program.archive.path()) {
             Some(sha256) => SourceSha256::Known(sha256),
-            None => SourceSha256::Hashing(s.spawn(|| program.archive.sha256_hex())),
+            None => SourceSha256::Hashing(s.spawn(|| program.archive.sha256_verifying())),
         };
         let compiled_in = std::cell::Cell::new(std::time::Duration::ZERO);
         let compiled = || {
@@ -482,10 +483,11 @@ fn compile_one(
 /// Writes the artifact: the weights (streamed), then per bucket its executables and its
 /// program, then the manifest. The executables are asked for (`compiled`) only once the weights
 /// are written, so that XLA compiles them meanwhile.
-/// The archive's sha256: remembered from an earlier compile, or being computed.
+/// The archive's sha256: remembered from an earlier compile, or being computed (with every
+/// entry checked against its CRC-32).
 enum SourceSha256<'scope> {
     Known(String),
-    Hashing(std::thread::ScopedJoinHandle<'scope, String>),
+    Hashing(std::thread::ScopedJoinHandle<'scope, Result<String, ImportError>>),
 }
 
 impl SourceSha256<'_> {
@@ -496,11 +498,11 @@ impl SourceSha256<'_> {
         }
     }
 
-    /// The sha256, once computed.
-    fn get(self) -> String {
+    /// The sha256, once computed; an entry that fails its CRC-32 is the error.
+    fn get(self) -> Result<String, Error> {
         match self {
-            SourceSha256::Known(sha256) => sha256,
-            SourceSha256::Hashing(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+            SourceSha256::Known(sha256) => Ok(sha256),
+            SourceSha256::Hashing(h) => Ok(h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))?),
         }
     }
 }
@@ -530,6 +532,11 @@ fn write_artifact(
         });
         bar.finish_and_clear();
         done
+    };
+    // A weights file beside the artifact is in place once written: the archive is checked first.
+    let source = match (req.external_weights, source) {
+        (true, s) => SourceSha256::Known(s.get()?),
+        (false, s) => s,
     };
     // Their sha256 is remembered from an earlier compile of the same archive, else computed.
     let known = source.known().and_then(|s| cache.known_sha256(&weights.content_key(s)));
@@ -572,11 +579,14 @@ fn write_artifact(
     let names = bucket_entries.iter().map(|b| b.name.clone()).collect();
     let passes = bucket_entries.first().map(|b| b.passes.clone()).unwrap_or_default();
     let rest = || {
-        let compiled = compiled().map_err(|e| {
+        let failed = |e: Error| {
             let reason = e.to_string();
             *failure.borrow_mut() = Some(e);
             reason
-        })?;
+        };
+        // The archive checked (its payloads, by its CRC-32s) before anything made from it is kept.
+        let source = source.get().map_err(failed)?;
+        let compiled = compiled().map_err(failed)?;
         let (entries, targets) = executable_entries(buckets, req.targets.len(), compiled, &mut summaries)?;
         warnings.extend(targets.iter().flat_map(TargetEntry::hbm_overflows));
         let manifest = |streamed: &std::collections::BTreeMap<String, Streamed>| {
@@ -586,7 +596,6 @@ fn write_artifact(
                 info(artifact::WEIGHTS.into(), false, w)
             });
             weights_sha256 = Some(w.sha256.clone());
-            let source = source.get();
             source_sha256 = Some(source.clone());
             let mut m = manifest::build(program, model, req, bucket_entries, targets, source, w);
             m.sharding = buckets.first().and_then(|b| manifest::sharding(&b.lowered.graph));

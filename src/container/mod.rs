@@ -39,7 +39,7 @@ pub struct MappedFile {
 
 /// How much of a mapped file a pass over it reads before handing the pages back
 /// ([`MappedFile::for_each_chunk`]).
-const CHUNK: usize = 64 << 20;
+const CHUNK: usize = 16 << 20;
 
 /// The buffer of [`MappedFile::copy_to`].
 const COPY_BUFFER: usize = 4 << 20;
@@ -165,19 +165,55 @@ impl MappedZip {
                     Ok(())
                 })
                 .map_err(|source| ContainerError::Io { path: self.file.path.clone(), source })?;
-            let crc = hasher.finalize();
-            let expected = self.crcs[name];
-            if crc != expected {
-                return Err(ContainerError::BadEntry {
-                    entry: crate::display::shown(name),
-                    reason: format!(
-                        "its bytes do not match their CRC-32 ({crc:08x}, the directory says {expected:08x}): \
-                         the file is damaged"
-                    ),
-                });
-            }
+            self.check_crc(name, hasher.finalize())?;
         }
         Ok(())
+    }
+
+    /// `crc` against the entry `name`'s CRC-32 in the directory.
+    fn check_crc(&self, name: &str, crc: u32) -> Result<(), ContainerError> {
+        let expected = self.crcs[name];
+        if crc == expected {
+            return Ok(());
+        }
+        Err(ContainerError::BadEntry {
+            entry: crate::display::shown(name),
+            reason: format!(
+                "its bytes do not match their CRC-32 ({crc:08x}, the directory says {expected:08x}): the file is damaged"
+            ),
+        })
+    }
+
+    /// The whole file's sha256, and every entry checked against its CRC-32 on the way: one read
+    /// of the file for both, in chunks handed back as they are done.
+    pub fn sha256_verifying(&self) -> Result<String, ContainerError> {
+        use sha2::Digest;
+        let mut entries: Vec<(&String, &Range<usize>)> = self.entries.iter().collect();
+        entries.sort_by_key(|(_, r)| r.start);
+        let mut crcs: Vec<crc32fast::Hasher> = entries.iter().map(|_| crc32fast::Hasher::new()).collect();
+        let mut sha = sha2::Sha256::new();
+        let (mut at, mut first) = (0usize, 0usize);
+        self.file
+            .for_each_chunk(0..self.file.map.len(), |chunk| {
+                sha.update(chunk);
+                let end = at + chunk.len();
+                while first < entries.len() && entries[first].1.end <= at {
+                    first += 1;
+                }
+                for (i, (_, r)) in entries.iter().enumerate().skip(first).take_while(|(_, (_, r))| r.start < end) {
+                    let (s, e) = (r.start.max(at), r.end.min(end));
+                    if s < e {
+                        crcs[i].update(&chunk[s - at..e - at]);
+                    }
+                }
+                at = end;
+                Ok(())
+            })
+            .map_err(|source| ContainerError::Io { path: self.file.path.clone(), source })?;
+        for ((name, _), crc) in entries.iter().zip(crcs) {
+            self.check_crc(name, crc.finalize())?;
+        }
+        Ok(crate::digest::hex(&sha.finalize()))
     }
 
     /// Maps `path` and checks every entry's structure, without reading the payloads (enough to

@@ -43,6 +43,12 @@ impl Archive {
         self.zip.sha256_hex()
     }
 
+    /// The archive file's sha256, every entry checked against its CRC-32 in the same read:
+    /// what a compile of an archive opened with `Integrity::PayloadsLater` runs beside XLA.
+    pub fn sha256_verifying(&self) -> Result<String, ImportError> {
+        Ok(self.zip.sha256_verifying()?)
+    }
+
     /// Hands every page of the archive back to the system (see [`MappedZip::release`]): after
     /// a derived weight is computed from stored ones, so that memory stays flat.
     pub fn release_all(&self) {
@@ -75,6 +81,11 @@ impl Archive {
         let zip = match integrity {
             super::Integrity::Check => MappedZip::open_verified_reporting(path, progress)?,
             super::Integrity::KnownIntact => MappedZip::open(path)?,
+            super::Integrity::PayloadsLater => {
+                let zip = MappedZip::open(path)?;
+                zip.verify(|name| !is_payload(name))?;
+                zip
+            }
         };
         let mut root: Option<String> = None;
         let mut entries = BTreeMap::new();
@@ -130,4 +141,11 @@ impl Archive {
     pub fn entries(&self) -> impl Iterator<Item = &str> {
         self.entries.keys().map(String::as_str)
     }
+}
+
+/// Whether the entry `name` holds a weight's or a constant's bytes (`<root>/data/weights/…`,
+/// `<root>/data/constants/…`): the bulk of an archive, checked later with
+/// `Integrity::PayloadsLater`.
+fn is_payload(name: &str) -> bool {
+    name.split_once('/').is_some_and(|(_, rel)| rel.starts_with("data/weights/") || rel.starts_with("data/constants/"))
 }

@@ -121,6 +121,10 @@ pub enum Integrity {
     /// path, inode, size, modification and change times), so they are not read again; the
     /// structure is still checked.
     KnownIntact,
+    /// Check every entry but the weights' and constants' payloads now; whoever opens it so
+    /// checks those before anything made from them is kept ([`Archive::sha256_verifying`]:
+    /// a compile does it while XLA compiles).
+    PayloadsLater,
 }
 
 /// Reads a `.pt2` archive, checking its payloads' CRC-32s as `integrity` says and telling

@@ -133,6 +133,28 @@ fn every_malformed_archive_is_refused_with_a_clear_message() {
     assert!(CASES.len() >= 60, "{} kinds of damage", CASES.len());
 }
 
+/// A compile checks the weights' bytes while XLA compiles: a damaged payload still fails the
+/// compile naming the entry, and leaves no artifact and no weights file behind.
+#[test]
+fn a_damaged_payload_fails_the_compile_and_writes_nothing() {
+    let bad = testdata().join("bad/weight_bit_flip.pt2");
+    let dir = std::env::temp_dir().join(format!("torchtpu-bad-payload-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let (art, cache) = (dir.join("x.tpuexe"), dir.join("cache"));
+    for extra in [&[][..], &["--weights", "external"]] {
+        let args = ["compile", bad.to_str().expect("utf-8"), "-o", art.to_str().expect("utf-8"), "--target", "cpu"];
+        let (code, _, err) = run_cli(&[&args[..], &["--cache-dir", cache.to_str().expect("utf-8")], extra].concat());
+        assert_eq!(code, 1, "{err}");
+        for f in ["cannot compile", "archive entry `mlp/data/weights/weight_0`", "do not match their CRC-32"] {
+            assert!(err.contains(f), "{extra:?}: message lacks `{f}`:\n{err}");
+        }
+        let left: Vec<_> =
+            std::fs::read_dir(&dir).expect("dir").filter_map(|e| e.ok()).map(|e| e.file_name()).collect();
+        assert_eq!(left, [std::ffi::OsString::from("cache")], "{extra:?}: left behind");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// No part of an error message (between `: `) is repeated: a cause is printed once even when
 /// its parent's message quotes it.
 fn assert_said_once(err: &str) {

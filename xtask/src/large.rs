@@ -1,7 +1,8 @@
 //! `cargo xtask bench --large` and `cargo xtask bench --peers`.
 //!
-//! `--large`: real-size models generated with real torch into the set-up folder (GPT-2 124M in
-//! f32 and a Llama-3.2-1B-shaped model in bf16): lowering against `inspect`, cold and cached
+//! `--large`: first where a cold compile's time goes (`cold_compile`), then real-size models
+//! generated with real torch into the set-up folder (GPT-2 124M in f32 and a Llama-3.2-1B-shaped
+//! model in bf16): lowering against `inspect`, cold and cached
 //! compiles against `cp` of the archive, peak RSS against the memory bounds (compile: 10% of
 //! the weights + 300 MB; run: the weights + 300 MB), artifact write throughput, and `run`. Then
 //! a Llama-3.1-8B-shaped archive whose 16 GB of weights are holes: the compile bound at a size
@@ -38,6 +39,7 @@ fn repeat(n: usize, mut before: impl FnMut(), cmd: &Path, args: &[&str]) -> Resu
 }
 
 pub fn large(bin: &Path, tmp: &Path) -> Result<()> {
+    crate::cold_compile::cold_compiles(bin, tmp)?;
     println!("large models: medians of 3 runs of the release binary; cp and the cache hits write fresh files");
     for model in ["gpt2_124m", "llama_1b_bf16"] {
         let pt2 = bench_model(model)?;

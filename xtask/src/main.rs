@@ -5,6 +5,7 @@
 
 mod bucket_cost;
 mod codegen;
+mod cold_compile;
 mod large;
 mod long_context;
 mod measure;

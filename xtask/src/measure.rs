@@ -160,7 +160,7 @@ pub(crate) fn median(mut v: Vec<f64>) -> f64 {
 type Section = fn(bin: &Path, tmp: &Path) -> Result<()>;
 
 /// The benchmark sections after the per-model table, by name.
-const SECTIONS: [(&str, Section); 10] = [
+const SECTIONS: [(&str, Section); 11] = [
     ("passes", passes_bench),
     ("bucketing", bucket_bench),
     ("bucket-cost", crate::bucket_cost::bucket_cost_bench),
@@ -171,6 +171,7 @@ const SECTIONS: [(&str, Section); 10] = [
     ("donation", donation_bench),
     ("long-context", crate::long_context::long_context_bench),
     ("fleet", fleet_bench),
+    ("cold-compile", crate::cold_compile::cold_compiles),
 ];
 
 /// Every figure, or only the `sections` named (`models` is the per-model table); `--large` and

@@ -1,0 +1,107 @@
+//! Part of `cargo xtask bench --large`: where a cold compile's time goes at real size.
+//!
+//! The 1B-shaped bf16 Llama for CPU and TPU v6e and the 8B-shaped sparse archive for CPU, each
+//! compiled with an empty cache folder (XLA compiles, the archive is hashed, the weights are
+//! written): every phase of `-v` (`read`, `lower`, `compile` = XLA, `write` = what writing added
+//! after XLA finished), the wall time, our time (the wall time less XLA's) over XLA's, and peak
+//! RSS against the compile bound (10% of the weights + 300 MB). With `$BENCH_BASELINE` naming
+//! another build, that build is measured too, interleaved round by round, so that before and
+//! after come from one run on one machine.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use serde_json::Value;
+
+use crate::measure::{bench_model, measure, median};
+use crate::path_str;
+
+const MIB: f64 = 1024.0 * 1024.0;
+const ROUNDS: usize = 3;
+
+/// One build's cold compiles of one model and target: per round, the phases (s) and the
+/// process's wall time and peak RSS.
+#[derive(Default)]
+struct Rounds {
+    read: Vec<f64>,
+    lower: Vec<f64>,
+    xla: Vec<f64>,
+    write: Vec<f64>,
+    wall: Vec<f64>,
+    rss: f64,
+}
+
+impl Rounds {
+    fn add(&mut self, wall: f64, rss: f64, summary: &Value) {
+        let phase = |name: &str| {
+            let phases = summary["phases"].as_array().into_iter().flatten();
+            phases.filter(|p| p["phase"] == name).filter_map(|p| p["ms"].as_f64()).sum::<f64>() / 1e3
+        };
+        self.read.push(phase("read"));
+        self.lower.push(phase("lower"));
+        self.xla.push(phase("compile"));
+        self.write.push(phase("write"));
+        self.wall.push(wall);
+        self.rss = self.rss.max(rss);
+    }
+
+    fn row(&self, build: &str, bound: f64) -> String {
+        let m = |v: &Vec<f64>| median(v.clone());
+        let (xla, wall) = (m(&self.xla), m(&self.wall));
+        format!(
+            "  {build:<10} {:>7.2} {:>7.2} {:>8.2} {:>7.2} {wall:>7.2} {:>9.2} {:>9.0} {}",
+            m(&self.read),
+            m(&self.lower),
+            xla,
+            m(&self.write),
+            (wall - xla) / xla,
+            self.rss,
+            if self.rss <= bound { "within" } else { "OVER" }
+        )
+    }
+}
+
+pub fn cold_compiles(bin: &Path, tmp: &Path) -> Result<()> {
+    let baseline = std::env::var_os("BENCH_BASELINE").map(PathBuf::from);
+    let mut builds: Vec<(&str, &Path)> = vec![("this", bin)];
+    if let Some(b) = &baseline {
+        builds.insert(0, ("baseline", b.as_path()));
+        println!("cold compiles, this build against {} ({ROUNDS} rounds, interleaved):", b.display());
+    } else {
+        println!("cold compiles ({ROUNDS} rounds; BENCH_BASELINE=OTHER_BINARY adds a build to compare):");
+    }
+    for (model, target) in [("llama_1b_bf16", "cpu"), ("llama_1b_bf16", "tpu:v6e:1x1"), ("llama_8b_sparse", "cpu")] {
+        let pt2 = bench_model(model)?;
+        let pt2 = path_str(&pt2)?;
+        let bound = std::fs::metadata(pt2)?.len() as f64 / 10.0 / MIB + 300e6 / MIB;
+        let (art, cache) = (tmp.join("cold.tpuexe"), tmp.join("cold-cache"));
+        let args = ["compile", pt2, "-o", path_str(&art)?, "--target", target, "--cache-dir", path_str(&cache)?];
+        let args = [&args[..], &["-v", "-q", "--format", "json"]].concat();
+        let mut rounds: Vec<Rounds> = builds.iter().map(|_| Rounds::default()).collect();
+        for _ in 0..ROUNDS {
+            for ((name, build), into) in builds.iter().zip(&mut rounds) {
+                let _ = std::fs::remove_dir_all(&cache);
+                let m = measure(build, &args)?;
+                if !m.ok {
+                    bail!("{name} build: cold compile of {model} for {target} failed:\n{}", m.stderr);
+                }
+                let summary: Value = serde_json::from_str(&m.stdout).with_context(|| m.stderr.clone())?;
+                into.add(m.secs, m.max_rss_mib, &summary);
+            }
+        }
+        let _ = std::fs::remove_dir_all(&cache);
+        let _ = std::fs::remove_file(&art);
+        println!("{model} --target {target} (medians, s; bound {bound:.0} MiB)");
+        println!(
+            "  {:<10} {:>7} {:>7} {:>8} {:>7} {:>7} {:>9} {:>9}",
+            "build", "read", "lower", "XLA", "write", "wall", "ours/XLA", "peak MiB"
+        );
+        for ((name, _), r) in builds.iter().zip(&rounds) {
+            println!("{}", r.row(name, bound));
+        }
+    }
+    println!(
+        "write: what writing the artifact added after XLA finished (it starts alongside); ours/XLA: (wall - XLA) / XLA"
+    );
+    Ok(())
+}
