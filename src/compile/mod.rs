@@ -354,7 +354,7 @@ struct CompiledAll {
 }
 
 /// What the artifact holds besides the executables: the lowered buckets, the weights and the
-/// source's sha256.
+/// source's sha256 (known, or being computed).
 struct Written<'a, 'scope> {
     buckets: &'a [LoweredBucket],
     source: SourceSha256<'scope>,
@@ -480,9 +480,6 @@ fn compile_one(
     })
 }
 
-/// Writes the artifact: the weights (streamed), then per bucket its executables and its
-/// program, then the manifest. The executables are asked for (`compiled`) only once the weights
-/// are written, so that XLA compiles them meanwhile.
 /// The archive's sha256: remembered from an earlier compile, or being computed (with every
 /// entry checked against its CRC-32).
 enum SourceSha256<'scope> {
@@ -507,6 +504,9 @@ impl SourceSha256<'_> {
     }
 }
 
+/// Writes the artifact: the weights (streamed), then per bucket its executables and its
+/// program, then the manifest. The executables are asked for (`compiled`) only once the weights
+/// are written, so that XLA compiles them meanwhile.
 fn write_artifact(
     program: &Program,
     model: &Path,
