@@ -124,7 +124,7 @@ fn has_experts(program: &Program) -> bool {
 
 /// The mesh as `--mesh` writes it.
 fn mesh_text(mesh: &Option<Mesh>) -> Option<String> {
-    mesh.as_ref().map(|m| m.axes.iter().map(|a| format!("{}={}", a.name, a.size)).collect::<Vec<_>>().join(","))
+    mesh.as_ref().map(Mesh::flag_text)
 }
 
 /// A program's peak per chip above this share of HBM does not fit comfortably: `plan` goes on
@@ -450,7 +450,7 @@ pub(crate) fn choose_mesh(program: &Program, base: &CompileRequest) -> Result<(M
         let mut req = base.clone();
         req.pass_options.mesh = Some(mesh.clone());
         req.progress = false;
-        let text = mesh_text(&Some(mesh.clone())).unwrap_or_default();
+        let text = mesh.flag_text();
         tried.push(match compile_for_figures(program, &req) {
             Ok(targets) => mesh_figures(&chips, text, &targets),
             Err(e) => {

@@ -55,6 +55,11 @@ pub struct MeshAxisInfo {
 }
 
 impl ShardingInfo {
+    /// The mesh as `--mesh` takes it: `dp=2,tp=4`.
+    pub fn mesh_flag(&self) -> String {
+        self.mesh.iter().map(|a| format!("{}={}", a.name, a.size)).collect::<Vec<_>>().join(",")
+    }
+
     /// The mesh, as the passes' type.
     pub fn mesh(&self) -> Result<torchtpu_passes::ir::Mesh, String> {
         torchtpu_passes::ir::Mesh::new(

@@ -494,7 +494,7 @@ impl CompileArgs {
                 Err(error(format!(
                     "`--mesh {}` needs targets of {devices} devices, but {}{defaulted}: give targets such as \
                      `--target cpu:{devices}`",
-                    mesh.axes.iter().map(|a| format!("{}={}", a.name, a.size)).collect::<Vec<_>>().join(","),
+                    mesh.flag_text(),
                     wrong.join(", ")
                 )))
             }

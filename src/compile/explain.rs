@@ -47,11 +47,7 @@ impl Origin {
 
     /// The origin of `req`'s programs.
     pub(crate) fn of_request(req: &CompileRequest) -> Origin {
-        let mesh = req
-            .pass_options
-            .mesh
-            .as_ref()
-            .map(|m| m.axes.iter().map(|a| format!("{}={}", a.name, a.size)).collect::<Vec<_>>().join(","));
+        let mesh = req.pass_options.mesh.as_ref().map(torchtpu_passes::ir::Mesh::flag_text);
         Origin::new(&manifest::options_info(req, req.passes.clone()), mesh)
     }
 }

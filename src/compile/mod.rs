@@ -587,7 +587,8 @@ fn write_artifact(
         // The archive checked (its payloads, by its CRC-32s) before anything made from it is kept.
         let source = source.get().map_err(failed)?;
         let compiled = compiled().map_err(failed)?;
-        let (entries, targets) = executable_entries(buckets, req.targets.len(), compiled, &mut summaries)?;
+        let programs = buckets.iter().map(|b| (b.program_entry(), b.lowered.module.text.clone().into_bytes()));
+        let (entries, targets) = executable_entries(programs, req.targets.len(), compiled.executables, &mut summaries)?;
         warnings.extend(targets.iter().flat_map(TargetEntry::hbm_overflows));
         let manifest = |streamed: &std::collections::BTreeMap<String, Streamed>| {
             let w = external.unwrap_or_else(|| {
@@ -638,21 +639,22 @@ fn write_artifact(
 /// Named artifact entries, in order.
 type Entries<'a> = Vec<(String, Payload<'a>)>;
 
-/// Per bucket its executables (one per target, as `compiled` holds them) and its program, as
-/// entries; the targets' manifest entries; each executable's summary into `summaries`.
+/// Per bucket its executables (one per target, in (bucket, target) order as compiled), then its
+/// program (`programs`: each bucket's program entry and StableHLO text), as entries; the
+/// targets' manifest entries; each executable's summary into `summaries`. How `compile` and
+/// `recompile` lay an artifact out.
 fn executable_entries<'a>(
-    buckets: &[LoweredBucket],
+    programs: impl IntoIterator<Item = (String, Vec<u8>)>,
     targets: usize,
-    compiled: CompiledAll,
+    executables: Vec<TargetOutput>,
     summaries: &mut Vec<TargetSummary>,
 ) -> Result<(Entries<'a>, Vec<TargetEntry>), String> {
     let mut entries = Vec::new();
     let mut entries_of_targets: Vec<TargetEntry> = Vec::new();
-    let mut executables = compiled.executables.into_iter();
-    for b in buckets {
+    let mut executables = executables.into_iter();
+    for (program_entry, text) in programs {
         for t in 0..targets {
-            let e =
-                executables.next().ok_or_else(|| format!("internal: bucket {} lacks executables", b.planned.name))?;
+            let e = executables.next().ok_or_else(|| format!("internal: `{program_entry}` lacks executables"))?;
             if entries_of_targets.len() <= t {
                 let target = e.summary.target.clone();
                 entries_of_targets.push(TargetEntry { target, plugin: e.plugin, tpu: e.tpu, executables: Vec::new() });
@@ -661,7 +663,7 @@ fn executable_entries<'a>(
             entries_of_targets[t].executables.push(e.executable);
             summaries.push(e.summary);
         }
-        entries.push((b.program_entry(), Payload::Bytes(b.lowered.module.text.clone().into_bytes())));
+        entries.push((program_entry, Payload::Bytes(text)));
     }
     Ok((entries, entries_of_targets))
 }

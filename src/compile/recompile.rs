@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use super::explain::Origin;
 use super::{compile_programs, progress, CompileSummary, HowToCompile};
-use crate::artifact::{self, Artifact, Payload, TargetEntry};
+use crate::artifact::{self, Artifact, Payload, ShardingInfo, TargetEntry};
 use crate::cache::{Cache, CacheConfig};
 use crate::target::Target;
 use crate::Error;
@@ -45,30 +45,14 @@ pub fn recompile(from: &Path, out: &Path, req: &RecompileRequest) -> Result<Comp
     }
     let cache = Cache::open(&req.cache);
     let started = Instant::now();
-    let mesh = m
-        .sharding
-        .as_ref()
-        .map(|s| s.mesh.iter().map(|a| format!("{}={}", a.name, a.size)).collect::<Vec<_>>().join(","));
-    let origin = Origin::new(&m.options, mesh);
+    let origin = Origin::new(&m.options, m.sharding.as_ref().map(ShardingInfo::mesh_flag));
     let how = HowToCompile { targets: &targets, plugin: req.plugin.as_deref(), partitions, jobs: req.jobs, origin };
     let executables = compile_programs(&programs, &how, req.progress, &cache)?;
     let mut phases = vec![progress::Phase::since("compile", started, None)];
-    let (mut entries, mut entries_of_targets, mut summaries) = (Vec::new(), Vec::<TargetEntry>::new(), Vec::new());
-    // As `compile` lays them out: per bucket, its executables, then its program.
-    for (i, e) in executables.into_iter().enumerate() {
-        let t = i % targets.len();
-        if entries_of_targets.len() == t {
-            let target = e.summary.target.clone();
-            entries_of_targets.push(TargetEntry { target, plugin: e.plugin, tpu: e.tpu, executables: Vec::new() });
-        }
-        entries.push((e.executable.entry.clone(), Payload::Bytes(e.bytes)));
-        entries_of_targets[t].executables.push(e.executable);
-        summaries.push(e.summary);
-        if t + 1 == targets.len() {
-            let (b, text) = (&m.buckets[i / targets.len()], programs[i / targets.len()].1);
-            entries.push((b.program.clone(), Payload::Bytes(text.to_vec())));
-        }
-    }
+    let mut summaries = Vec::new();
+    let stored = m.buckets.iter().zip(&programs).map(|(b, (_, text))| (b.program.clone(), text.to_vec()));
+    let (mut entries, entries_of_targets) =
+        super::executable_entries(stored, targets.len(), executables, &mut summaries).map_err(Error::Unsupported)?;
     let started = Instant::now();
     let weights_bytes = carry_weights(&art, out, &mut entries)?;
     let mut warnings: Vec<String> = entries_of_targets.iter().flat_map(TargetEntry::hbm_overflows).collect();

@@ -14,6 +14,11 @@ use crate::import::import;
 use crate::run::{run, RunRequest};
 use crate::target::Target;
 
+/// `--buckets` choices, parsed.
+fn buckets(choices: &[&str]) -> Vec<crate::buckets::Choice> {
+    choices.iter().map(|b| crate::buckets::parse_choice(b).expect("buckets")).collect()
+}
+
 /// A CPU compile of `name` for `--mesh mesh` on as many CPU devices.
 fn request(mesh: &str) -> CompileRequest {
     let mesh = Mesh::parse(mesh).expect("a mesh");
@@ -95,7 +100,7 @@ fn data_and_tensor_parallel_bert_matches_eager() {
 fn tensor_parallel_buckets_match_eager() {
     let tmp = TempDir::new("tp-buckets");
     let mut req = request("tp=2");
-    req.buckets = vec![crate::buckets::parse_choice("input_ids:1=8,64,512").expect("buckets")];
+    req.buckets = buckets(&["input_ids:1=8,64,512"]);
     let art = compile_model_with("llama_tiny_dyn", &tmp.0, &req);
     assert_cases_match("llama_tiny_dyn", &art, &tmp.0);
 }
@@ -164,10 +169,7 @@ fn expert_parallel_moes_match_eager() {
         for mesh in ["ep=2", "ep=2,tp=2"] {
             let tmp = TempDir::new(&format!("ep-{name}"));
             let mut req = request(mesh);
-            req.buckets = ["input_ids:0=8", "input_ids:1=64"]
-                .iter()
-                .map(|b| crate::buckets::parse_choice(b).expect("buckets"))
-                .collect();
+            req.buckets = buckets(&["input_ids:0=8", "input_ids:1=64"]);
             let art = compile_model_with(name, &tmp.0, &req);
             assert_eq!(assert_cases_match(name, &art, &tmp.0), 13, "{name} {mesh}");
             if (name, mesh) == ("mla_dyn", "ep=2,tp=2") {
@@ -198,7 +200,7 @@ fn expert_parallel_moes_match_eager() {
 fn depthwise_causal_conv_splits_along_tp() {
     let tmp = TempDir::new("tp-conv");
     let mut req = request("tp=2");
-    req.buckets = ["x:0=8", "x:1=64"].iter().map(|b| crate::buckets::parse_choice(b).expect("buckets")).collect();
+    req.buckets = buckets(&["x:0=8", "x:1=64"]);
     let art = compile_model_with("causal_conv_dyn", &tmp.0, &req);
     assert_eq!(assert_cases_match("causal_conv_dyn", &art, &tmp.0), 13);
     let m = Artifact::open(&art).expect("opens").manifest;
@@ -219,7 +221,7 @@ fn depthwise_causal_conv_splits_along_tp() {
 fn mamba_splits_its_channels_along_tp() {
     let tmp = TempDir::new("tp-mamba");
     let mut req = request("tp=2");
-    req.buckets = vec![crate::buckets::parse_choice("input_ids:0=8").expect("buckets")];
+    req.buckets = buckets(&["input_ids:0=8"]);
     let art = compile_model_with("mamba_dynbatch", &tmp.0, &req);
     assert_eq!(assert_cases_match("mamba_dynbatch", &art, &tmp.0), 6);
     let m = Artifact::open(&art).expect("opens").manifest;
@@ -501,10 +503,7 @@ fn mesh_auto_on_deepseek_and_mamba_style_models_matches_eager() {
         for devices in [4, 8] {
             let program = import(&testdata().join(format!("models/{name}.pt2"))).expect("imports");
             let mut req = CompileRequest::new(vec![Target::Cpu { devices }], Precision::Default);
-            req.buckets = [format!("{input}:0=8"), format!("{input}:1=64")]
-                .iter()
-                .map(|b| crate::buckets::parse_choice(b).expect("buckets"))
-                .collect();
+            req.buckets = buckets(&[&format!("{input}:0=8"), &format!("{input}:1=64")]);
             let (mesh, choice) = crate::plan::choose_mesh(&program, &req).expect("a mesh");
             eprintln!("{name} on cpu:{devices}: {} ({})", choice.chosen, choice.why);
             req.pass_options.mesh = Some(mesh);

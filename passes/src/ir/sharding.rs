@@ -94,6 +94,13 @@ impl Mesh {
     }
 }
 
+impl Mesh {
+    /// `dp=2,tp=4`, as `--mesh` takes it.
+    pub fn flag_text(&self) -> String {
+        self.axes.iter().map(|a| format!("{}={}", a.name, a.size)).collect::<Vec<_>>().join(",")
+    }
+}
+
 impl fmt::Display for Mesh {
     /// `["dp"=2, "tp"=4]`, Shardy's form.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
