@@ -174,9 +174,9 @@ def compile(
     for the tasks (the remote tier's credentials and endpoint, ``XLA_FLAGS``…); ``retries``:
     further attempts of a task that died or could not upload; ``cache_dir`` and
     ``worker_cache_dir``: the local cache folders of the driver and of the workers (default:
-    each machine's own). The driver's own compiles (listing the executables, assembling) run in
-    this process's environment. Raises ``FleetError`` when a task failed after its retries (the other
-    models' artifacts are written), or ``UsageError`` for a job the fleet cannot run."""
+    each machine's own). The driver's own compiles (listing the executables, assembling) run
+    in this process's environment. Raises ``FleetError`` when a task failed after its retries
+    (the other jobs' artifacts are written), or ``UsageError`` for a job the fleet cannot run."""
     import ray
 
     if not ray.is_initialized():
@@ -190,33 +190,34 @@ def compile(
     )
     worker_cache = ["--cache-dir", os.fspath(worker_cache_dir)] if worker_cache_dir else []
     pending = {}
-    for job in jobs:
+    for index, job in enumerate(jobs):
         src, options = os.path.abspath(os.fspath(job.src)), job.argv_options()
         for e in _executables(job, options):
             argv = ["torchtpu-compile", "compile", src, *options, "--cache-only", "--remote-cache", remote_cache]
-            argv += ["--only-bucket", e["bucket"], "--only-target", e["target"], *worker_cache, "--format", "json", "-q"]
-            pending[remote_task.remote(src, argv)] = (job, e["bucket"], e["target"])
+            argv += ["--only-bucket", e["bucket"], "--only-target", e["target"], *worker_cache]
+            argv += ["--format", "json", "-q"]
+            pending[remote_task.remote(src, argv)] = (index, e["bucket"], e["target"])
     _say(progress, f"{len(pending)} executables of {len(jobs)} models on {_nodes(ray)} nodes")
 
-    tasks, failures = [], []
+    tasks, failures, failed = [], [], set()
     while pending:
         (ref,), _ = ray.wait(list(pending), num_returns=1)
-        job, bucket, target = pending.pop(ref)
-        model = os.fspath(job.src)
+        index, bucket, target = pending.pop(ref)
+        model = os.fspath(jobs[index].src)
         try:
             done = ray.get(ref)
         except Exception as e:  # a RayTaskError wrapping the task's exception
             cause = getattr(e, "cause", None) or e
             failures.append(Failure(model, bucket, target, str(cause).strip()))
+            failed.add(index)
             _say(progress, f"{model} [{bucket}] {target}: FAILED")
             continue
         tasks.append(Task(model, bucket, target, done["outcome"], done["seconds"], done["node"]))
         _say(progress, f"{model} [{bucket}] {target}: {done['outcome']} on {done['node']} in {done['seconds']:.1f} s")
 
     report = Report(tasks, {}, [], 0.0)
-    failed = {f.model for f in failures}
-    for job in jobs:
-        if os.fspath(job.src) not in failed:
+    for index, job in enumerate(jobs):
+        if index not in failed:
             _assemble(job, remote_cache, cache_dir, report)
             _say(progress, f"wrote {os.fspath(job.out)}")
     report.seconds = time.monotonic() - started
