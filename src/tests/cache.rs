@@ -93,6 +93,14 @@ pub(super) fn outcomes(summary: &str) -> Vec<String> {
     v["targets"].as_array().expect("targets").iter().map(|t| t["cache"].as_str().unwrap_or("?").to_string()).collect()
 }
 
+/// Each executable of a JSON summary as `target bucket outcome`.
+fn executables(summary: &str) -> Vec<String> {
+    let v: Value = serde_json::from_str(summary).unwrap_or_else(|e| panic!("summary is not JSON ({e}): {summary}"));
+    let field = |t: &Value, name: &str| t[name].as_str().unwrap_or("?").to_string();
+    let targets = v["targets"].as_array().expect("targets").iter();
+    targets.map(|t| format!("{} {} {}", field(t, "target"), field(t, "bucket"), field(t, "cache"))).collect()
+}
+
 fn counters(cache: &Path) -> Value {
     let (code, out, err) = run_cli(&["cache", "stats", "--cache-dir", &s(cache), "--format", "json"]);
     assert_eq!(code, 0, "{err}");
@@ -212,10 +220,7 @@ fn buckets_compiled_into_the_cache_apart_assemble_into_an_artifact() {
     let art = tmp.0.join("assembled.tpuexe");
     let (code, out, err) = run_cli(&[&["compile", &model, "-o", &s(&art), "--format", "json"][..], &common].concat());
     assert_eq!(code, 0, "{err}");
-    let summary: Value = serde_json::from_str(&out).expect("json");
-    let outcomes: Vec<&str> =
-        summary["targets"].as_array().expect("targets").iter().filter_map(|t| t["cache"].as_str()).collect();
-    assert_eq!(outcomes, ["hit", "hit"], "{out}");
+    assert_eq!(outcomes(&out), ["hit", "hit"], "{out}");
     assert_runs_correctly("llama_tiny_dyn", &art, &tmp.0);
 
     // A bucket the local folder holds is put into a remote tier that lacks it, so that another
@@ -232,13 +237,7 @@ fn buckets_compiled_into_the_cache_apart_assemble_into_an_artifact() {
     let art2 = s(&tmp.0.join("other-host.tpuexe"));
     let (code, out, err) = run_cli(&[&["compile", &model, "-o", &art2, "--format", "json"][..], &other_host].concat());
     assert_eq!(code, 0, "{err}");
-    let outcomes: Vec<String> = serde_json::from_str::<Value>(&out).expect("json")["targets"]
-        .as_array()
-        .expect("targets")
-        .iter()
-        .map(|t| format!("{} {}", t["bucket"].as_str().unwrap_or(""), t["cache"].as_str().unwrap_or("")))
-        .collect();
-    assert_eq!(outcomes, ["s70-8 remote-hit", "s70-64 compiled"], "{out}");
+    assert_eq!(executables(&out), ["cpu s70-8 remote-hit", "cpu s70-64 compiled"], "{out}");
     let (code, _, err) =
         run_cli(&[&["compile", &model, "--cache-only", "--only-bucket", "s70-9"][..], &common].concat());
     assert_eq!(code, 1);
@@ -261,14 +260,8 @@ fn a_target_compiled_into_the_cache_alone_is_the_artifacts() {
     let art = s(&tmp.0.join("both.tpuexe"));
     let (code, out, err) = run_cli(&[&["compile", &model, "-o", &art, "--format", "json"][..], &both].concat());
     assert_eq!(code, 0, "{err}");
-    let held: Vec<String> = serde_json::from_str::<Value>(&out).expect("json")["targets"]
-        .as_array()
-        .expect("targets")
-        .iter()
-        .filter(|t| t["cache"] == "hit")
-        .map(|t| format!("{} {}", t["target"].as_str().unwrap_or(""), t["bucket"].as_str().unwrap_or("")))
-        .collect();
-    assert_eq!(held, ["cpu s70-8"], "{out}");
+    let held: Vec<String> = executables(&out).into_iter().filter(|e| e.ends_with(" hit")).collect();
+    assert_eq!(held, ["cpu s70-8 hit"], "{out}");
     let (code, _, err) = run_cli(&[&share[..5], &["--only-target", "tpu:v5e:1x1"], &both].concat());
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("`--only-target tpu:v5e:1x1` is not among the targets (cpu, tpu:v6e:1x1)"), "{err}");
