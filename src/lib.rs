@@ -31,6 +31,7 @@ pub mod cli;
 mod compile;
 mod container;
 mod coverage;
+mod crash;
 #[cfg(feature = "mlir")]
 mod derive;
 mod digest;
@@ -75,6 +76,7 @@ pub mod internal {
     pub use crate::artifact::{dtype_of_safetensors, output_files};
     pub use crate::cache::{default_dir as default_cache_dir, Cache, CacheConfig};
     pub use crate::container::MappedZip;
+    pub use crate::crash::install_handler as install_crash_handler;
     pub use crate::pjrt::{
         prepare_libtpu_environment, prepare_xla_environment, Buffer, Client, CompileOptions, Created, ElementType,
         LoadedExecutable, Plugin,

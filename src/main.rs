@@ -12,6 +12,8 @@ fn main() -> ExitCode {
     torchtpu_compile::internal::prepare_libtpu_environment();
     // XLA:CPU's memory-minimizing schedule (bf16 models convert their weights one at a time).
     torchtpu_compile::internal::prepare_xla_environment();
+    // A crash inside a plugin names the target and bucket it was compiling.
+    torchtpu_compile::internal::install_crash_handler();
     let code = torchtpu_compile::cli::main_with(std::env::args_os(), &mut std::io::stdout(), &mut std::io::stderr());
     ExitCode::from(code)
 }

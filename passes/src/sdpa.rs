@@ -13,8 +13,8 @@
 #![doc = include_str!("../tests/sdpa/attention_marked_as_one_composite.ir")]
 //! ```
 
-use crate::ir::ops::{Binary, Bmm, Cat, Convert, ExtremumDim, Identity, Slice, Softmax, Where};
-use crate::ir::{BinaryOp, Composite, Dim, Graph, NodeId, Op, Operand, SDPA};
+use crate::ir::ops::{Binary, Bmm, Cat, Convert, ExtremumDim, Identity, Reduce, Slice, Softmax, Where};
+use crate::ir::{BinaryOp, Composite, Dim, Graph, NodeId, Op, Operand, ReduceOp, SDPA};
 use crate::pass::{Changed, Pass, PassCx, PassError};
 
 /// See the module docs.
@@ -73,7 +73,8 @@ fn back_to_bmm(graph: &Graph, cur: NodeId, slots: &[u16], depth: usize) -> Optio
 /// An attention sink (GPT-OSS's): each row's scores and one more logit concatenated along the
 /// keys, shifted by their maximum, then the softmax — `softmax(c − max(c))` with
 /// `c = cat(scores, sink)` — whose sink column is sliced off after it. The `cat`, the maximum
-/// and the shift when `softmax`'s input is made so, each read only there.
+/// (`max.dim`, or `amax` once `dce` has dropped its unused indices) and the shift when
+/// `softmax`'s input is made so, each read only there.
 fn sink_before(graph: &Graph, softmax: NodeId) -> Option<[NodeId; 3]> {
     let last = |id: NodeId, dim: i64| dim == -1 || dim + 1 == graph.node(id).outputs[0].rank() as i64;
     let shift = graph.inputs(softmax).first()?.node;
@@ -83,7 +84,11 @@ fn sink_before(graph: &Graph, softmax: NodeId) -> Option<[NodeId; 3]> {
     }
     let [c, m] = graph.inputs(shift)[..] else { return None };
     let (cat, max) = (c.node, m.node);
-    let Op::ExtremumDim(ExtremumDim { max: true, dim, keepdim: true }) = graph.node(max).op else { return None };
+    let dim = match &graph.node(max).op {
+        Op::ExtremumDim(ExtremumDim { max: true, dim, keepdim: true }) => *dim,
+        Op::Reduce(Reduce { op: ReduceOp::Max, dims, keepdim: true, .. }) if dims.len() == 1 => dims[0],
+        _ => return None,
+    };
     let Op::Cat(Cat { dim: cat_dim }) = graph.node(cat).op else { return None };
     let sink = *graph.inputs(cat).get(1)?;
     let one_logit = graph.inputs(cat).len() == 2 && graph.value_type(sink).dims.last() == Some(&Dim::Static(1));

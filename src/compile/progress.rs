@@ -3,7 +3,8 @@
 //! when stderr is not a terminal) and the time of each phase, for `-v` and `--format json`.
 //! With `TORCHTPU_COMPILE_JOURNAL` set to a file, each plugin load and XLA compile is noted
 //! there as it starts and ends ([`journal`]), so that whoever ran a compile that crashed inside
-//! a plugin can say which target and bucket it was on (the Python package does).
+//! a plugin can say which target and bucket it was on (the Python package does); the binary
+//! says it itself when such a crash kills it.
 
 use std::io;
 use std::ops::Range;
@@ -68,8 +69,10 @@ fn size(bytes: u64) -> String {
 
 /// Notes in the file `TORCHTPU_COMPILE_JOURNAL` names, when set, that `what` (`compile cpu
 /// [s53-2]`) starts, runs `work`, and notes that it ended; the notes are written at once, so a
-/// crash inside `work` leaves its start without an end.
+/// crash inside `work` leaves its start without an end. The binary's crash handler prints
+/// `what` too ([`crate::crash`]).
 pub(crate) fn journal<T>(what: &str, work: impl FnOnce() -> T) -> T {
+    let _doing = crate::crash::doing(what);
     let Some(path) = std::env::var_os("TORCHTPU_COMPILE_JOURNAL").filter(|p| !p.is_empty()) else {
         return work();
     };
