@@ -718,6 +718,27 @@ class PadCounts(nn.Module):
         return y, y.sum(0)
 
 
+class DualFFN(nn.Module):
+    """HiggsAudio v2's dual FFN: the tokens a mask marks (ids below 32, its "audio" tokens) and the
+    others each through their own MLP, gathered with `h[mask]` and written back with
+    `out[mask] = ...` (index_put with a boolean mask and one row per true position: a count made by
+    data). `h[~mask]` is taken twice, so torch asserts its two counts equal (`Eq(u3, u2)`)."""
+
+    def __init__(self, vocab=128, d=16, h=32):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d)
+        self.audio = nn.Sequential(nn.Linear(d, h), nn.SiLU(), nn.Linear(h, d))
+        self.text = nn.Sequential(nn.Linear(d, h), nn.SiLU(), nn.Linear(h, d))
+
+    def forward(self, input_ids):
+        h = self.emb(input_ids)
+        audio = input_ids < 32
+        out = h.clone()
+        out[audio] = h[audio] + self.audio(h[audio])
+        out[~audio] = h[~audio] + self.text(h[~audio])
+        return out
+
+
 class MoEGather(nn.Module):
     """Token-choice MoE as transformers wrote Mixtral's block: per expert, `torch.where` finds its
     tokens (a data-dependent count), gathers them, and `index_add_` scatters the weighted results."""
@@ -1328,6 +1349,12 @@ MODELS = {
         inputs=[(randn((b, s, 8), 1490 + s),) for b, s in ((2, 5), (1, 2), (3, 17), (8, 64), (5, 33), (1, 64),
                                                            (4, 9))],
         dynamic_shapes={"x": {0: BATCH, 1: DYN_SEQ}}),
+    "dual_ffn_dyn": dynamic_lm(
+        DualFFN,
+        "HiggsAudio-style dual FFN (vocab 128, dim 16, MLPs of 32; returns the hidden states): out[mask] = h[mask] + audio(h[mask]) "
+             "and the same for ~mask with text(), mask = ids < 32, with dynamic batch Dim('batch', 1..8) and "
+             "seq Dim('seq', 1..64): boolean index_put of rows counted by data, two counts asserted equal",
+        1600),
     "moe_split_counts": dict(
         build=MoESplitCounts,
         desc="JetMoE-style MoE (4 experts, top-2): tokens sorted by expert, split by counts read with "

@@ -3,7 +3,7 @@
 //! `stablehlo.scatter` with coordinates built like the matching gathers.
 
 use melior::ir::Value;
-use torchtpu_passes::ir::{DType, Dim, Scalar, ScatterReduce, TensorType};
+use torchtpu_passes::ir::{CumulativeOp, DType, Dim, Scalar, ScatterReduce, TensorType};
 
 use super::builder::{dim_size, norm_dim, static_dims, Builder, LowerResult};
 use super::shape::{along_dim_coordinates, index_plan};
@@ -194,10 +194,11 @@ pub(super) fn index_put<'c, 'b>(
     scatter_op(b, base, plan.start, updates, &layout, combine, &dims, dt)
 }
 
-/// `self[mask] = values` (or `+=`) with one boolean mask over the leading dims and values that
-/// broadcast to the trailing dims (the same values at every selected position, as
-/// `x[ids == eoi] = embedding` writes them): a select, whatever the number of trues. Values with
-/// one entry per selected position would be a data-dependent count, which is refused.
+/// `self[mask] = values` (or `+=`) with one boolean mask over the leading dims: a select,
+/// whatever the number of trues. Values that broadcast to the trailing dims (the same values
+/// at every selected position, as `x[ids == eoi] = embedding` writes them) are selected as
+/// they are; values with one row per selected position (`x[mask] = f(x[mask])`, its count made
+/// by data and padded to its bound) are first gathered to the positions ([`rows_at_trues`]).
 fn masked_put<'c, 'b>(
     b: &Builder<'c, 'b>,
     (x, mask, values): (Arg<'c, 'b, '_>, Arg<'c, 'b, '_>, Arg<'c, 'b, '_>),
@@ -214,18 +215,24 @@ fn masked_put<'c, 'b>(
     while vd.len() > trailing.len() && vd[0] == 1 {
         vd.remove(0);
     }
-    let fits =
-        vd.len() <= trailing.len() && vd.iter().rev().zip(trailing.iter().rev()).all(|(&v, &t)| v == t || v == 1);
-    if !fits {
+    let broadcasts = |vd: &[i64]| {
+        vd.len() <= trailing.len() && vd.iter().rev().zip(trailing.iter().rev()).all(|(&v, &t)| v == t || v == 1)
+    };
+    let v = if broadcasts(&vd) {
+        let v = b.reshape(values.v, &vd, values.ty.dtype)?;
+        let v = b.convert(v, &vd, values.ty.dtype, dt)?;
+        b.broadcast_to(v, &vd, dims, dt)?
+    } else if vd.len() == trailing.len() + 1 && vd[0] >= 1 && broadcasts(&vd[1..]) {
+        let v = b.convert(values.v, &vd, values.ty.dtype, dt)?;
+        let rows = b.broadcast_to(v, &vd, &[&vd[..1], trailing].concat(), dt)?;
+        rows_at_trues(b, mask.v, &md, rows, vd[0], trailing, dt)?
+    } else {
         return Err(format!(
-            "index_put with a boolean mask and values of shape {:?}, one per selected position: a data-dependent \
-             count, which is not supported (values that broadcast to {trailing:?} are)",
+            "index_put with a boolean mask of shape {md:?} and values of shape {:?}: they neither broadcast to \
+             {trailing:?} nor give one row of that shape per selected position",
             static_dims(values.ty)?
         ));
-    }
-    let v = b.reshape(values.v, &vd, values.ty.dtype)?;
-    let v = b.convert(v, &vd, values.ty.dtype, dt)?;
-    let v = b.broadcast_to(v, &vd, dims, dt)?;
+    };
     let mut mask_shape = md.clone();
     mask_shape.resize(dims.len(), 1);
     let m = b.reshape(mask.v, &mask_shape, DType::Bool)?;
@@ -237,6 +244,35 @@ fn masked_put<'c, 'b>(
     } else {
         b.op("stablehlo.select", &[m, v, base], dims, dt, &[])
     }
+}
+
+/// `rows[r]` at the position of the mask's `r`-th true entry (row-major), laid out as
+/// `mask_dims ++ trailing`: each position takes the row its running count of trues names
+/// (positions that are not true take row 0, for the caller's select to drop). `rows` holds `k`
+/// rows: as many as the trues, or their bound with the rows past the real count unread.
+fn rows_at_trues<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    mask: V<'c, 'b>,
+    mask_dims: &[i64],
+    rows: V<'c, 'b>,
+    k: i64,
+    trailing: &[i64],
+    dt: DType,
+) -> LowerResult<V<'c, 'b>> {
+    let n: i64 = mask_dims.iter().product();
+    let flat = b.convert(b.reshape(mask, &[n], DType::Bool)?, &[n], DType::Bool, DType::I64)?;
+    let flat_ty = TensorType::new(DType::I64, &[n]);
+    let running = super::reduce::cumulative(b, (CumulativeOp::Cumsum, 0), Arg { v: flat, ty: &flat_ty }, &flat_ty)?;
+    let rank =
+        b.op("stablehlo.subtract", &[running, b.splat(Scalar::Int(1), &[n], DType::I64)?], &[n], DType::I64, &[])?;
+    let (lo, hi) = (b.splat(Scalar::Int(0), &[n], DType::I64)?, b.splat(Scalar::Int(k - 1), &[n], DType::I64)?);
+    let rank = b.op("stablehlo.clamp", &[lo, rank, hi], &[n], DType::I64, &[])?;
+    let start = b.reshape(rank, &[n, 1], DType::I64)?;
+    let width: i64 = trailing.iter().product();
+    let table = b.reshape(rows, &[k, width], dt)?;
+    let picked =
+        super::shape::gather_op(b, table, start, &[1], &[0], &[0], 1, &[1, width], &TensorType::new(dt, &[n, width]))?;
+    b.reshape(picked, &[mask_dims, trailing].concat(), dt)
 }
 
 /// For `index_put` with boolean masks among integer indices (`x[mask, idx] = v`): the type of
@@ -311,12 +347,7 @@ fn mask_positions<'c, 'b>(
     let n: i64 = mask_dims.iter().product();
     let flat = b.convert(b.reshape(mask, &[n], DType::Bool)?, &[n], DType::Bool, DType::I64)?;
     let flat_ty = TensorType::new(DType::I64, &[n]);
-    let running = super::reduce::cumulative(
-        b,
-        (torchtpu_passes::ir::CumulativeOp::Cumsum, 0),
-        Arg { v: flat, ty: &flat_ty },
-        &flat_ty,
-    )?;
+    let running = super::reduce::cumulative(b, (CumulativeOp::Cumsum, 0), Arg { v: flat, ty: &flat_ty }, &flat_ty)?;
     let grid = [k, n];
     let running = b.broadcast_to(running, &[n], &grid, DType::I64)?;
     let j = b.op("stablehlo.iota", &[], &grid, DType::I64, &[("iota_dimension", "0 : i64".into())])?;

@@ -159,6 +159,7 @@ parity_tests!(
     moe_gather_dyn,
     moe_split_counts,
     moe_split_counts_dyn,
+    dual_ffn_dyn,
     long_context_dyn
 );
 
@@ -348,8 +349,9 @@ fn run_case(name: &str, artifact: &Path, case: &str, tmp: &Path) -> String {
 /// single-head Llama and T5's encoder and decoder at batch 1 (views with size-1 dims), a
 /// Mamba-style causal convolution, a CNN padding its images with `constant_pad_nd`, Meta-style
 /// attention with complex rotary embeddings, sizes as operands of tensor arithmetic, a
-/// JetMoE-style MoE whose pieces of sorted tokens have sizes from data, and an encoder at up to
-/// 32,768 tokens (its large buckets' attention blocked by `--attention auto`).
+/// JetMoE-style MoE whose pieces of sorted tokens have sizes from data, HiggsAudio's dual FFN
+/// (`out[mask] = f(h[mask])`: rows counted by data written back through the mask), and an
+/// encoder at up to 32,768 tokens (its large buckets' attention blocked by `--attention auto`).
 #[test]
 fn dynamic_models_match_eager_at_every_size() {
     let models = [
@@ -375,6 +377,7 @@ fn dynamic_models_match_eager_at_every_size() {
         ("scan_rnn_dyn", 5),
         ("moe_gather_dyn", 7),
         ("moe_split_counts_dyn", 13),
+        ("dual_ffn_dyn", 13),
         ("long_context_dyn", 5),
     ];
     for (name, min_cases) in models {

@@ -311,6 +311,9 @@ impl Masker<'_> {
         in_dyn: &[DynDims],
     ) -> Result<(), String> {
         let ins = graph.inputs(id);
+        if present == [true] && Self::ty(graph, ins[1]).dtype == DType::Bool {
+            return self.masked_put(graph, id, in_dyn);
+        }
         let indexed: Vec<usize> = present.iter().enumerate().filter(|(_, &p)| p).map(|(d, _)| d).collect();
         // Every padded dim of the target indexed by positions of it (not a permutation of it):
         // real indices land on real positions (an MoE adding its experts' results back to
@@ -360,6 +363,34 @@ impl Masker<'_> {
         Ok(())
     }
 
+    /// `self[mask] = values` (`index_put` with one boolean index, over `self`'s leading dims),
+    /// as [`Self::masked_scatter`]: with the mask false wherever it is padded, no padded position
+    /// is written and the real true positions keep their row-major order, so `values`' rows
+    /// (one per true position, its leading dim padded after the real count) or values the same
+    /// at every position land where eager puts them. Each padded dim of `self` must be one the
+    /// mask covers, padded alike.
+    fn masked_put(&mut self, graph: &mut Graph, id: NodeId, in_dyn: &[DynDims]) -> Result<(), String> {
+        if in_dyn[2].iter().any(|(&d, f)| d != 0 || f.len() > 1) {
+            return Err("writes values padded inside (only their leading dim may be padded)".into());
+        }
+        let covered = |d: usize, f: &[SymExpr]| in_dyn[1].get(&d).is_some_and(|m| self.same_factors(m, f));
+        if let Some((d, _)) = in_dyn[0].iter().find(|(&d, f)| !covered(d, f)) {
+            return Err(format!("writes into dim {d}, padded, which its boolean index does not cover alike"));
+        }
+        self.write_through_mask(graph, id, in_dyn)
+    }
+
+    /// The end of a write through a boolean mask (input 1): the result keeps `self`'s merged
+    /// dims, and the mask is set false wherever it is padded.
+    fn write_through_mask(&mut self, graph: &mut Graph, id: NodeId, in_dyn: &[DynDims]) -> Result<(), String> {
+        let out = ValueRef { node: id, slot: 0 };
+        for (&d, f) in in_dyn[0].iter().filter(|(_, f)| f.len() > 1) {
+            self.merged.insert((out, d), f.clone());
+        }
+        let dims: Vec<usize> = in_dyn[1].keys().copied().collect();
+        self.mask_input(graph, id, 1, &dims, Scalar::Bool(false))
+    }
+
     /// `masked_scatter(self, mask, source)`: `source`'s elements, in order, at the mask's true
     /// positions. With the mask false wherever it is padded, the real true positions keep their
     /// row-major order and no padded one is written; `source`'s padding, after its real rows
@@ -377,12 +408,7 @@ impl Masker<'_> {
         if let Some((d, _)) = in_dyn[0].iter().find(|(&d, f)| !(masked(d) || (d == 0 && f.len() == 1))) {
             return Err(format!("scatters into dim {d}, padded, which its mask broadcasts over"));
         }
-        let out = ValueRef { node: id, slot: 0 };
-        for (&d, f) in in_dyn[0].iter().filter(|(_, f)| f.len() > 1) {
-            self.merged.insert((out, d), f.clone());
-        }
-        let dims: Vec<usize> = in_dyn[1].keys().copied().collect();
-        self.mask_input(graph, id, 1, &dims, Scalar::Bool(false))
+        self.write_through_mask(graph, id, in_dyn)
     }
 
     /// `out[perm] = values` along dim 0 of a padded `out` of the same size as `perm`, a sort's

@@ -149,11 +149,23 @@ pub(super) fn asserted_equalities(
             match (lhs.simplify(), rhs.simplify()) {
                 (l, r) if of_data(&l) && !of_data(&r) => out.push((l, r)),
                 (l, r) if of_data(&r) && !of_data(&l) => out.push((r, l)),
+                // Two sizes made by data (`Eq(u3, u2)`: the same mask applied twice): the one
+                // made later stands for the one made first.
+                (SymExpr::Sym(l), SymExpr::Sym(r)) if l != r => {
+                    let (later, first) = if made_order(&l) > made_order(&r) { (l, r) } else { (r, l) };
+                    out.push((SymExpr::Sym(later), SymExpr::Sym(first)));
+                }
                 _ => {}
             }
         }
     }
     out
+}
+
+/// The order in which torch made a size from data: `u3` after `u2` (then by name).
+fn made_order(symbol: &str) -> (u64, &str) {
+    let number = symbol.trim_start_matches(|c: char| c.is_ascii_alphabetic()).parse().unwrap_or(u64::MAX);
+    (number, symbol)
 }
 
 impl Builder<'_> {
