@@ -8,6 +8,9 @@
 //! the caller can cut it back. An `item()` used as a size is such a symbol too, its value
 //! clamped to the range the export declares.
 //!
+//! The real value of any size expression is built from the `Size` inputs and those counts
+//! ([`Masker::length`]); `sym_size` and size arithmetic take it ([`Masker::real_size`]).
+//!
 //! Along a dim of factors (`[batch·seq]` tokens, an MoE's routing mask), the coordinates a
 //! `nonzero` gives are positions of the bucket's layout: they may index that dim (gather the
 //! tokens, `index_add_` the results back), which is exact, and nothing else.
@@ -15,9 +18,10 @@
 use std::collections::BTreeSet;
 
 use super::{DynDims, Factors, Masker};
-use crate::ir::ops::{Convert, Reduce, Select, Slice};
+use crate::ir::ops::{Convert, Full, Reduce, Select, Slice, SymInt, SymSize};
 use crate::ir::{
-    BinaryOp, DType, Dim, Graph, NodeId, Op, Operand, OutputKind, ReduceOp, Scalar, SymExpr, TensorType, ValueRef,
+    norm_dim, BinaryOp, DType, Dim, Graph, NodeId, Op, Operand, OutputKind, ReduceOp, Scalar, SymExpr, TensorType,
+    ValueRef,
 };
 use crate::specialize::count_symbol;
 
@@ -137,6 +141,82 @@ impl Masker<'_> {
             };
             graph.add_output(v, OutputKind::Size { symbol });
         }
+        Ok(())
+    }
+}
+
+impl Masker<'_> {
+    /// The real value of `e` as an `i64[]` value (sums, products, `min` and `max` of symbols,
+    /// and their floor division by a constant).
+    pub(super) fn length(&mut self, graph: &mut Graph, at: NodeId, e: &SymExpr) -> Result<ValueRef, String> {
+        if let Some(&v) = self.lengths.get(e) {
+            return Ok(v);
+        }
+        let scalar = TensorType::new(DType::I64, &[]);
+        let v = match e {
+            SymExpr::Sym(s) => *self.sizes.get(s).ok_or_else(|| format!("unknown symbol `{s}`"))?,
+            SymExpr::Int(i) => {
+                self.add(graph, at, Op::Full(Full { size: vec![], value: Scalar::Int(*i) }), scalar, &[])
+            }
+            SymExpr::Add(terms) | SymExpr::Mul(terms) => {
+                let op = if matches!(e, SymExpr::Add(_)) { BinaryOp::Add } else { BinaryOp::Mul };
+                let (consts, rest): (Vec<&SymExpr>, Vec<&SymExpr>) = terms.iter().partition(|t| t.as_const().is_some());
+                let mut acc = match rest.first() {
+                    Some(first) => self.length(graph, at, first)?,
+                    None => return Err(format!("`{e}` has no symbol")),
+                };
+                for t in &rest[1..] {
+                    let v = self.length(graph, at, t)?;
+                    acc = self.binary(graph, at, op, Operand::Tensor, &[acc, v], scalar.clone());
+                }
+                for c in consts {
+                    let c = Operand::Scalar(Scalar::Int(c.as_const().unwrap_or_default()));
+                    acc = self.binary(graph, at, op, c, &[acc], scalar.clone());
+                }
+                acc
+            }
+            SymExpr::Min(xs) | SymExpr::Max(xs) if !xs.is_empty() => {
+                let op = if matches!(e, SymExpr::Min(_)) { BinaryOp::Minimum } else { BinaryOp::Maximum };
+                let mut acc = self.length(graph, at, &xs[0])?;
+                for x in &xs[1..] {
+                    let v = self.length(graph, at, x)?;
+                    acc = self.binary(graph, at, op, Operand::Tensor, &[acc, v], scalar.clone());
+                }
+                acc
+            }
+            SymExpr::FloorDiv(a, b) if b.as_const().is_some_and(|c| c > 0) => {
+                let a = self.length(graph, at, a)?;
+                let c = Operand::Scalar(Scalar::Int(b.as_const().unwrap_or(1)));
+                self.binary(graph, at, BinaryOp::FloorDiv, c, &[a], scalar)
+            }
+            _ => return Err(format!("the size `{e}` is not a sum of multiples of symbols")),
+        };
+        self.lengths.insert(e.clone(), v);
+        Ok(v)
+    }
+
+    /// `sym_size` and size arithmetic (`SymInt`): their values become the real sizes.
+    pub(super) fn real_size(&mut self, graph: &mut Graph, id: NodeId) -> Result<(), String> {
+        let node = graph.node(id);
+        let len = match (&node.op, node.symbolic.as_ref().map(|s| &s.op)) {
+            (Op::SymSize(SymSize { dim }), _) => {
+                let x = graph.inputs(id)[0];
+                let rank = Self::ty(graph, x).rank();
+                let sym = graph.node(x.node).symbolic.as_ref().map(|s| &s.outputs[usize::from(x.slot)]);
+                sym.and_then(|t| t.dims.get(norm_dim(*dim, rank))).and_then(|d| match d {
+                    Dim::Sym(e) => Some(e.clone()),
+                    Dim::Static(_) => None,
+                })
+            }
+            (Op::SymInt(_), Some(Op::SymInt(SymInt { value: Dim::Sym(e) }))) => Some(e.clone()),
+            _ => None,
+        };
+        let Some(len) = len else { return Ok(()) };
+        if graph.users(id).is_empty() && !graph.is_output(id) {
+            return Ok(());
+        }
+        let real = self.length(graph, id, &len)?;
+        graph.replace_uses(ValueRef { node: id, slot: 0 }, real);
         Ok(())
     }
 }

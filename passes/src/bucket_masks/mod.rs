@@ -48,6 +48,7 @@
 mod counts;
 mod norms;
 mod regions;
+mod relayout;
 mod rules;
 #[cfg(test)]
 mod tests;
@@ -56,8 +57,8 @@ mod views;
 use std::collections::BTreeMap;
 
 use crate::ir::ops::{
-    Arange, ArangeSym, ArgReduce, Binary, ExtremumDim, Full, Gather, Index, IndexPut, IndexSelect, Padding, Sort,
-    SymInt, SymSize, TopK, View, Where,
+    Arange, ArangeSym, ArgReduce, Binary, ExtremumDim, Gather, Index, IndexPut, IndexSelect, Padding, Sort, TopK, View,
+    Where,
 };
 use crate::ir::{
     norm_dim, BinaryOp, Bounds, DType, Dim, Graph, InputKind, Node, NodeId, Op, Operand, Scalar, SymExpr, Symbolic,
@@ -223,55 +224,6 @@ impl Masker<'_> {
         ty: TensorType,
     ) -> ValueRef {
         self.add(graph, at, Op::Binary(Binary { op, lhs: Operand::Tensor, rhs, alpha: None }), ty, ins)
-    }
-
-    /// The real value of `e` as an `i64[]` value (sums, products, `min` and `max` of symbols,
-    /// and their floor division by a constant).
-    fn length(&mut self, graph: &mut Graph, at: NodeId, e: &SymExpr) -> Result<ValueRef, String> {
-        if let Some(&v) = self.lengths.get(e) {
-            return Ok(v);
-        }
-        let scalar = TensorType::new(DType::I64, &[]);
-        let v = match e {
-            SymExpr::Sym(s) => *self.sizes.get(s).ok_or_else(|| format!("unknown symbol `{s}`"))?,
-            SymExpr::Int(i) => {
-                self.add(graph, at, Op::Full(Full { size: vec![], value: Scalar::Int(*i) }), scalar, &[])
-            }
-            SymExpr::Add(terms) | SymExpr::Mul(terms) => {
-                let op = if matches!(e, SymExpr::Add(_)) { BinaryOp::Add } else { BinaryOp::Mul };
-                let (consts, rest): (Vec<&SymExpr>, Vec<&SymExpr>) = terms.iter().partition(|t| t.as_const().is_some());
-                let mut acc = match rest.first() {
-                    Some(first) => self.length(graph, at, first)?,
-                    None => return Err(format!("`{e}` has no symbol")),
-                };
-                for t in &rest[1..] {
-                    let v = self.length(graph, at, t)?;
-                    acc = self.binary(graph, at, op, Operand::Tensor, &[acc, v], scalar.clone());
-                }
-                for c in consts {
-                    let c = Operand::Scalar(Scalar::Int(c.as_const().unwrap_or_default()));
-                    acc = self.binary(graph, at, op, c, &[acc], scalar.clone());
-                }
-                acc
-            }
-            SymExpr::Min(xs) | SymExpr::Max(xs) if !xs.is_empty() => {
-                let op = if matches!(e, SymExpr::Min(_)) { BinaryOp::Minimum } else { BinaryOp::Maximum };
-                let mut acc = self.length(graph, at, &xs[0])?;
-                for x in &xs[1..] {
-                    let v = self.length(graph, at, x)?;
-                    acc = self.binary(graph, at, op, Operand::Tensor, &[acc, v], scalar.clone());
-                }
-                acc
-            }
-            SymExpr::FloorDiv(a, b) if b.as_const().is_some_and(|c| c > 0) => {
-                let a = self.length(graph, at, a)?;
-                let c = Operand::Scalar(Scalar::Int(b.as_const().unwrap_or(1)));
-                self.binary(graph, at, BinaryOp::FloorDiv, c, &[a], scalar)
-            }
-            _ => return Err(format!("the size `{e}` is not a sum of multiples of symbols")),
-        };
-        self.lengths.insert(e.clone(), v);
-        Ok(v)
     }
 
     /// `bool[1, …, n, …, 1]` (rank `rank`, `n` at `d`): which positions of a dim of `factors`
@@ -469,7 +421,7 @@ impl Masker<'_> {
         if matches!(node.op, Op::SymSize(_) | Op::SymInt(_)) {
             return self.real_size(graph, id);
         }
-        let in_dyn: Vec<DynDims> = ins.iter().map(|&v| self.dyn_dims(graph, v)).collect();
+        let mut in_dyn: Vec<DynDims> = ins.iter().map(|&v| self.dyn_dims(graph, v)).collect();
         if Self::needs_region_masks(&node.op, &in_dyn) {
             return self.control_flow(graph, id, &in_dyn);
         }
@@ -486,7 +438,9 @@ impl Masker<'_> {
         let links = node.op.def().position_wise(&types, &node.outputs);
         // Padded dims the op works along position by position carry their factors over.
         let mut across: Vec<(usize, usize, Factors)> = vec![];
-        let mut carried: BTreeMap<(usize, usize), Factors> = BTreeMap::new();
+        // Per linked output dim: its factors and the operand dim they came from.
+        let mut carried: BTreeMap<(usize, usize), (Factors, (usize, usize))> = BTreeMap::new();
+        let mut relaid: BTreeMap<(usize, usize), (Factors, Factors)> = BTreeMap::new();
         // A constant fill (`full`) is the same at every position, real or padding: its dims take
         // the other operands' factors, so it goes last and yields where they differ.
         let fill = |slot: usize| matches!(graph.node(ins[slot].node).op, Op::Full(_));
@@ -499,19 +453,43 @@ impl Masker<'_> {
                     across.push((slot, d, f.clone()));
                 }
                 for l in linked {
-                    match carried.get(&(l.out, l.out_dim)) {
-                        Some(g) if !self.same_factors(g, f) && fill(slot) => {}
-                        Some(g) if !self.same_factors(g, f) => {
-                            return Err("combines operands whose real positions differ along a dim".into())
+                    match carried.get(&(l.out, l.out_dim)).cloned() {
+                        Some((g, _)) if !self.same_factors(&g, f) && fill(slot) => {}
+                        // The same real size laid out as factors here and as a prefix there
+                        // (`[h, b, t]` from a repeat, `[b·h·t]` from a reshape): the operand of
+                        // factors is gathered into the prefix (see `relayout`).
+                        Some((g, _)) if self.relayout_of(&g, f) && in_dyn[slot].len() == 1 => {
+                            relaid.insert((slot, d), (f.clone(), g));
+                        }
+                        Some((g, (s0, d0))) if self.relayout_of(f, &g) && in_dyn[s0].len() == 1 && !fill(s0) => {
+                            relaid.insert((s0, d0), (g, f.clone()));
+                            for (factors, from) in carried.values_mut() {
+                                if *from == (s0, d0) {
+                                    *factors = f.clone();
+                                }
+                            }
+                        }
+                        Some((g, _)) if !self.same_factors(&g, f) => {
+                            let shown = |f: &Factors| f.iter().map(ToString::to_string).collect::<Vec<_>>().join("·");
+                            return Err(format!(
+                                "combines operands whose real positions differ along a dim: input {slot}'s dim {d} \
+                                 is padded as [{}], another input's as [{}]",
+                                shown(f),
+                                shown(&g)
+                            ));
                         }
                         _ => {
-                            carried.insert((l.out, l.out_dim), f.clone());
+                            carried.insert((l.out, l.out_dim), (f.clone(), (slot, d)));
                         }
                     };
                 }
             }
         }
-        for ((out, d), f) in carried {
+        for ((slot, d), (factors, prefix)) in relaid {
+            self.relayout_input(graph, id, (slot, d), &factors, &prefix)?;
+            in_dyn[slot].insert(d, prefix);
+        }
+        for ((out, d), (f, _)) in carried {
             if f.len() > 1 {
                 self.merged.insert((ValueRef { node: id, slot: out as u16 }, d), f);
             }
@@ -713,31 +691,6 @@ impl Masker<'_> {
             left /= size;
         }
         Some(self.normalize(f))
-    }
-
-    /// `sym_size` and size arithmetic (`SymInt`): their values become the real sizes.
-    fn real_size(&mut self, graph: &mut Graph, id: NodeId) -> Result<(), String> {
-        let node = graph.node(id);
-        let len = match (&node.op, node.symbolic.as_ref().map(|s| &s.op)) {
-            (Op::SymSize(SymSize { dim }), _) => {
-                let x = graph.inputs(id)[0];
-                let rank = Self::ty(graph, x).rank();
-                let sym = graph.node(x.node).symbolic.as_ref().map(|s| &s.outputs[usize::from(x.slot)]);
-                sym.and_then(|t| t.dims.get(norm_dim(*dim, rank))).and_then(|d| match d {
-                    Dim::Sym(e) => Some(e.clone()),
-                    Dim::Static(_) => None,
-                })
-            }
-            (Op::SymInt(_), Some(Op::SymInt(SymInt { value: Dim::Sym(e) }))) => Some(e.clone()),
-            _ => None,
-        };
-        let Some(len) = len else { return Ok(()) };
-        if graph.users(id).is_empty() && !graph.is_output(id) {
-            return Ok(());
-        }
-        let real = self.length(graph, id, &len)?;
-        graph.replace_uses(ValueRef { node: id, slot: 0 }, real);
-        Ok(())
     }
 }
 
