@@ -323,11 +323,31 @@ impl Masker<'_> {
         // sorted tokens): real indices are real positions as eager has them, after wrapping.
         let permutes = ins[1..].iter().any(|v| self.perms.contains_key(v));
         let uniform = matches!(graph.node(ins[0].node).op, Op::Full(_));
+        // A padded dim before every indexed one is taken whole (`out[:, :, ih, iw] += cols`, a
+        // fold's scatter in a dynamic batch): padding is written with padding when `values` is
+        // padded alike there or broadcasts over it.
+        let values = 1 + indexed.len();
+        let index_rank = ins[1..values].iter().map(|&v| Self::ty(graph, v).rank()).max().unwrap_or(0);
+        let result_rank = (Self::ty(graph, ins[0]).rank() + index_rank).saturating_sub(indexed.len());
+        let values_ty = Self::ty(graph, ins[values]);
+        let contiguous = indexed.windows(2).all(|w| w[1] == w[0] + 1) && in_dyn[1..values].iter().all(|d| d.is_empty());
+        let sliced = |d: usize, f: &[SymExpr]| {
+            let before = contiguous && indexed.first().is_some_and(|&first| d < first);
+            before
+                && match (d + values_ty.rank()).checked_sub(result_rank) {
+                    None => true,
+                    Some(vd) => match in_dyn[values].get(&vd) {
+                        Some(g) => self.same_factors(g, f),
+                        None => values_ty.dims.get(vd) == Some(&Dim::Static(1)),
+                    },
+                }
+        };
         let (mut layouts, mut from_data) = (vec![], vec![]);
         for (&d, f) in &in_dyn[0] {
             let slot = indexed.iter().position(|k| *k == d).map(|i| 1 + i);
             let p = slot.and_then(|slot| self.positions.get(&ins[slot]));
             match (slot, p) {
+                (None, _) if sliced(d, f) => layouts.push((d, f.clone())),
                 (Some(_), Some(p)) if self.same_factors(p, f) => layouts.push((d, f.clone())),
                 (Some(_), Some(p)) if uniform && self.same_factors(&[SymExpr::Mul(p.clone()).simplify()], f) => {
                     layouts.push((d, p.clone()))
