@@ -18,7 +18,8 @@ Everything it makes goes under DIR (the set-up folder's `zoo/`), never into git;
 results are kept in DIR/<task>/<type>/result.json, so a rerun skips what is done, and so does a
 run on another machine for the rows the table already holds (--again redoes everything;
 --recheck compiles and runs again, from the same exports, what did not pass, as after a change
-to the compiler; --add-tpu does so, with `tpu:v6e:1x1`, for what was compiled with --no-tpu).
+to the compiler; --add-tpu compiles for `tpu:v6e:1x1` only, from the same exports, what passed
+with --no-tpu: the CPU verdicts stand, and a TPU compile that fails becomes the row's outcome).
 Each model is exported in a child process with a time limit, so one that hangs or crashes torch
 is recorded, not fatal.
 
@@ -626,6 +627,27 @@ def evaluate(compiler, d, kind, cases, buckets, tpu, scale_rule=False):
     return "PASS", ""
 
 
+def add_tpu(compiler, d, result, done):
+    """Compiles for `tpu:v6e:1x1` what passed on CPU without having been compiled for it (the
+    CPU verdict stands: the same archives, compiled and run before); a TPU compile that fails
+    turns the row's outcome into that failure."""
+    for kind, buckets in (("static", None), ("dynamic", "auto:2")):
+        if result[kind][0] != "PASS":
+            continue
+        art = os.path.join(d, f"{kind}.tpu.tpuexe")
+        args = [compiler, "compile", os.path.join(d, f"{kind}.pt2"), "-o", art, "--target", "tpu:v6e:1x1",
+                "--no-cache", "-q"]
+        proc, timed_out = call(args + (["--buckets", buckets] if buckets else []), 900)
+        outcome = classify(proc, timed_out)
+        if outcome[0] != "PASS":
+            result[kind] = [outcome[0], f"tpu:v6e:1x1: {outcome[1]}"]
+        if os.path.exists(art):
+            os.remove(art)
+    result["tpu"] = True
+    json.dump(result, open(done, "w"))
+    return result
+
+
 def export(args, task, model_type, d):
     """Runs the worker for one model type, with a time limit."""
     try:
@@ -641,8 +663,9 @@ def sweep_one(args, task, model_type):
     if os.path.exists(done) and not args.again:
         previous = json.load(open(done))
         passed = all(previous[k][0] in ("PASS", "EXPORT") for k in ("static", "dynamic"))
-        redo = (args.recheck and not passed) or (args.add_tpu and not previous.get("tpu") and "tpu" in previous)
-        if not redo:
+        if args.add_tpu and not previous.get("tpu") and "tpu" in previous and not args.recheck:
+            return add_tpu(args.compiler, d, previous, done)
+        if not (args.recheck and not passed):
             return previous
     os.makedirs(d, exist_ok=True)
     info_path = os.path.join(d, "export.json")
@@ -741,7 +764,8 @@ def main():
     p.add_argument("--recheck", action="store_true", help="evaluate again what did not pass (same exports)")
     p.add_argument("--export-timeout", type=int, default=300)
     p.add_argument("--no-tpu", action="store_true", help="compile for CPU only (half the time)")
-    p.add_argument("--add-tpu", action="store_true", help="evaluate again, with tpu:v6e:1x1, what was not")
+    p.add_argument("--add-tpu", action="store_true",
+                   help="compile for tpu:v6e:1x1 what passed on CPU without it (CPU verdicts stand)")
     p.add_argument("--table-only", action="store_true", help="write the table from the results so far")
     p.add_argument("--table", default=os.path.join(ROOT, "docs", "zoo.md"))
     args = p.parse_args()
@@ -762,7 +786,7 @@ def main():
             done = os.path.join(args.out, task, t, "result.json")
             # A row the table holds but this machine has no result for was swept elsewhere: kept.
             kept = (task, t) in tabled and not os.path.exists(done)
-            if args.table_only or (kept and not (args.again or args.recheck or args.add_tpu)):
+            if args.table_only or (kept and not (args.again or args.recheck)):
                 results.extend([json.load(open(done))] if os.path.exists(done) else [])
                 continue
             r = sweep_one(args, task, t)
