@@ -85,6 +85,7 @@ impl Error {
                 | R::InputMismatch { .. }
                 | R::Npy(_)
                 | R::State { .. }
+                | R::Checkpoint { .. }
                 | R::Decode(_),
             ) => "input",
             Error::Run(_) => "run",

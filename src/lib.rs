@@ -10,7 +10,9 @@
 //!   programs again for other targets or plugins ([`RecompileRequest`]).
 //! - [`Session`] opens an artifact, puts its weights on the devices once and runs it many times;
 //!   [`run`] is one call of a session on `.npy` files ([`RunRequest`]), and [`generate`] the
-//!   decode loop of a decode-step export ([`GenerateRequest`]).
+//!   decode loop of a decode-step export ([`GenerateRequest`]); a [`Batcher`] serves many
+//!   requests through the rows of one session's decode step (continuous batching), and
+//!   [`Session::swap_weights`] takes another checkpoint's weights without recompiling.
 //! - Every failure is an [`Error`], whose [`Error::kind`] and [`Error::exit_code`] classify it.
 //!
 //! The command line is [`cli`]. What is public beyond this is for the project's own tools
@@ -67,7 +69,10 @@ pub use error::Error;
 pub use import::{import, Program};
 pub use inspect::{report as inspect_report, Report as InspectReport};
 pub use npy::Array;
-pub use run::{generate, run, GenerateRequest, Generated, RunReport, RunRequest, Session, Verification};
+pub use run::{
+    batch_of, generate, generate_requests, run, serve_all, Batcher, Figures, Finished, GenerateRequest, Generated,
+    Request, RunReport, RunRequest, Served, Session, Verification,
+};
 pub use target::Target;
 
 /// For the project's own tools (xtask, the Python extension, examples and tests): no stability.

@@ -68,6 +68,16 @@ class MLP(nn.Module):
         return self.fc2(self.act(self.fc1(x)))
 
 
+def tuned(model, seed=31):
+    """Every parameter moved by seeded noise of a tenth of its spread, as a fine-tune moves it:
+    the same program, other weights."""
+    g = gen(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn(p.shape, generator=g) * 0.1 * p.std().clamp(min=1e-3))
+    return model
+
+
 def randomize_bn(model):
     """Random affine params and running stats, so a wrong BN shows up."""
     with torch.no_grad():
@@ -388,6 +398,100 @@ def decode_reference(model, d, new_tokens=24):
     np.save(os.path.join(d, "tokens.npy"), torch.cat(tokens, 1).numpy())
     np.save(os.path.join(d, "logits.npy"), torch.stack(logits, 1).numpy())
     return {"prompt": prompt.tolist(), "tokens": torch.cat(tokens, 1).tolist()}
+
+
+class RowsAttention(nn.Module):
+    """Attention over static K/V caches `[B, S, H, D]` with a position per row: row b writes its
+    one token at `input_pos[b]` and reads the positions up to it, as a server's slots do when
+    each holds a request of its own length."""
+
+    def __init__(self, dim, heads, max_seq, batch):
+        super().__init__()
+        self.h, self.d = heads, dim // heads
+        self.wqkv = nn.Linear(dim, 3 * dim, bias=False)
+        self.wo = nn.Linear(dim, dim, bias=False)
+        self.register_buffer("k_cache", torch.zeros(batch, max_seq, heads, self.d), persistent=False)
+        self.register_buffer("v_cache", torch.zeros(batch, max_seq, heads, self.d), persistent=False)
+
+    def forward(self, x, pos, mask):
+        b = x.shape[0]
+        q, k, v = self.wqkv(x).split(self.h * self.d, dim=-1)
+        rows = torch.arange(b)
+        self.k_cache[rows, pos] = k.view(b, self.h, self.d)
+        self.v_cache[rows, pos] = v.view(b, self.h, self.d)
+        q = q.view(b, 1, self.h, self.d).transpose(1, 2)
+        y = F.scaled_dot_product_attention(q, self.k_cache.transpose(1, 2), self.v_cache.transpose(1, 2),
+                                           attn_mask=mask)
+        return self.wo(y.transpose(1, 2).reshape(b, 1, self.h * self.d))
+
+
+class RowsBlock(nn.Module):
+    def __init__(self, dim, heads, max_seq, batch):
+        super().__init__()
+        self.n1, self.n2 = nn.RMSNorm(dim), nn.RMSNorm(dim)
+        self.attn = RowsAttention(dim, heads, max_seq, batch)
+        self.up, self.down = nn.Linear(dim, 4 * dim, bias=False), nn.Linear(4 * dim, dim, bias=False)
+
+    def forward(self, x, pos, mask):
+        x = x + self.attn(self.n1(x), pos, mask)
+        return x + self.down(F.silu(self.up(self.n2(x))))
+
+
+class DecoderRows(nn.Module):
+    """A decode step for a batch of requests at their own positions: (input_ids [B, 1],
+    input_pos [B]) -> logits [B, 1, V]; each row's caches written at its position and read up
+    to it (a causal mask row per position)."""
+
+    def __init__(self, vocab=64, dim=32, heads=2, layers=2, max_seq=64, batch=4):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, dim)
+        self.blocks = nn.ModuleList(RowsBlock(dim, heads, max_seq, batch) for _ in range(layers))
+        self.norm = nn.RMSNorm(dim)
+        self.head = nn.Linear(dim, vocab, bias=False)
+        causal = torch.tril(torch.ones(max_seq, max_seq, dtype=torch.bool))
+        self.register_buffer("causal", causal, persistent=False)
+
+    def forward(self, input_ids, input_pos):
+        mask = self.causal[input_pos].view(input_ids.shape[0], 1, 1, -1)
+        x = self.emb(input_ids)
+        for block in self.blocks:
+            x = block(x, input_pos, mask)
+        return self.head(self.norm(x))
+
+
+# Requests of different lengths for the batched decoders (ids < 64).
+ROWS_PROMPTS = [[5, 9, 3, 17, 42, 8], [7, 1], [33, 2, 60, 14, 9, 9, 21, 40, 3], [12, 50, 6, 31],
+                [8], [44, 19, 27], [61, 3, 3, 58, 11, 22, 7]]
+
+
+def rows_decode_reference(model, d, new_tokens=16):
+    """Each request of ROWS_PROMPTS decoded alone, greedily, by a batch-1 model with the same
+    parameters, token by token: prompts.npy [R, Tmax] (padded with -1), lengths.npy [R],
+    tokens.npy [R, N]: what a batched decode must give every row."""
+    solo = DecoderRows(batch=1, max_seq=model.causal.shape[0])
+    solo.load_state_dict(model.state_dict())
+    solo.eval()
+    rows = []
+    with torch.no_grad():
+        for prompt in ROWS_PROMPTS:
+            for block in solo.blocks:
+                block.attn.k_cache.zero_()
+                block.attn.v_cache.zero_()
+            out, nxt, new = None, prompt[0], []
+            for p in range(len(prompt) + new_tokens - 1):
+                out = solo(torch.tensor([[nxt]]), torch.tensor([p]))
+                if p + 1 < len(prompt):
+                    nxt = prompt[p + 1]
+                    continue
+                nxt = int(out[0, -1].argmax())
+                new.append(nxt)
+            rows.append(new)
+    width = max(len(p) for p in ROWS_PROMPTS)
+    prompts = np.array([p + [-1] * (width - len(p)) for p in ROWS_PROMPTS], dtype=np.int64)
+    np.save(os.path.join(d, "prompts.npy"), prompts)
+    np.save(os.path.join(d, "lengths.npy"), np.array([len(p) for p in ROWS_PROMPTS], dtype=np.int64))
+    np.save(os.path.join(d, "tokens.npy"), np.array(rows, dtype=np.int64))
+    return {"prompts": ROWS_PROMPTS, "tokens": rows}
 
 
 class HFStaticCacheStep(nn.Module):
@@ -1203,6 +1307,24 @@ MODELS = {
              "T in 1..64 (one token to decode, several to prefill a prompt); vocab 64, dim 32, 2 heads, "
              "2 layers, static KV caches of 64 positions (zeros) as buffers updated with index_copy_; "
              "decode references (prompt, 24 greedy tokens, their logits) from eager, token by token",
+        inputs=[(torch.tensor([[5, 9, 3]]), torch.arange(3)), (torch.tensor([[5]]), torch.tensor([0]))],
+        dynamic_shapes={"input_ids": {1: DECODE_T}, "input_pos": {0: DECODE_T}},
+        lean_metadata=True,
+        decode=decode_reference),
+    "decoder_rows": dict(
+        build=DecoderRows,
+        desc="a decode step for 4 requests at their own positions: (input_ids [4, 1], input_pos [4]) -> "
+             "logits [4, 1, 64]; vocab 64, dim 32, 2 heads, 2 layers, K/V caches [4, 64, 2, 16] written at "
+             "each row's position (index_put) and read up to it through a causal mask row; references: "
+             "7 requests of 1 to 9 tokens, each decoded alone (16 greedy tokens) by a batch-1 copy",
+        inputs=[(torch.tensor([[5], [7], [33], [12]]), torch.tensor([0, 3, 1, 2]))],
+        lean_metadata=True,
+        decode=rows_decode_reference),
+    "decoder_kv_tuned": dict(
+        build=lambda: tuned(DecoderKV()),
+        desc="decoder_kv with other weights (each parameter moved by seeded noise of a tenth of its "
+             "spread, as a fine-tune moves it): another checkpoint of the same program, for taking "
+             "its weights into decoder_kv's artifact without recompiling; decode references from eager",
         inputs=[(torch.tensor([[5, 9, 3]]), torch.arange(3)), (torch.tensor([[5]]), torch.tensor([0]))],
         dynamic_shapes={"input_ids": {1: DECODE_T}, "input_pos": {0: DECODE_T}},
         lean_metadata=True,

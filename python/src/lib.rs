@@ -272,9 +272,21 @@ impl Session {
         self.with(py, |s| Ok(s.set_state(&name, a)?))
     }
 
-    /// The artifact's values back in the updated weights.
+    /// The weights' values back in the updated weights: the artifact's, or the checkpoint's
+    /// that `swap_weights` took.
     fn reset(&self, py: Python<'_>) -> PyResult<()> {
         self.with(py, |s| Ok(s.reset()?))
+    }
+
+    /// Takes the weights of another checkpoint of the same program, without recompiling: a
+    /// `.pt2` of the same model with other values, or a `.safetensors` with every weight of
+    /// the artifact by name, dtype and shape. A checkpoint of another program is refused and
+    /// the session keeps its weights.
+    fn swap_weights(&self, py: Python<'_>, checkpoint: PathBuf) -> PyResult<()> {
+        self.with(py, |s| {
+            s.swap_weights(&checkpoint)
+                .map_err(|e| anyhow::Error::from(e).context(format!("cannot swap to `{}`", checkpoint.display())))
+        })
     }
 
     /// Whether calls donate the updated weights' buffers (the default).

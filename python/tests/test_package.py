@@ -115,6 +115,17 @@ def test_generate_reproduces_eager_decoding(compiled):
     np.testing.assert_array_equal(ttc.generate(art, prompt, 24).tokens, out.tokens)
 
 
+def test_a_session_swaps_to_another_checkpoint(compiled):
+    prompt = reference("decoder_kv", "prompt.npy")
+    with ttc.load(compiled("decoder_kv")) as decoder:
+        decoder.swap_weights(MODELS / "decoder_kv_tuned.pt2")
+        tokens = decoder.generate(prompt, max_new_tokens=24).tokens
+        np.testing.assert_array_equal(tokens, reference("decoder_kv_tuned", "tokens.npy"))
+        with pytest.raises(ttc.UnsupportedError, match="is not a checkpoint of this artifact"):
+            decoder.swap_weights(MODELS / "mlp.pt2")
+        np.testing.assert_array_equal(decoder.generate(prompt, max_new_tokens=24).tokens, tokens)
+
+
 def test_calls_from_threads_are_run_one_at_a_time(compiled):
     x = reference("mlp", "in_0.npy")
     with ttc.load(compiled("mlp")) as model:

@@ -402,8 +402,18 @@ class Session:
             self._native.set_state(name, _to_native(value, f"state `{name}`"))
 
     def reset(self) -> None:
-        """Puts the artifact's values back in the updated buffers."""
+        """Puts the weights' values back in the updated buffers (the artifact's, or those of
+        the checkpoint ``swap_weights`` took)."""
         self._native.reset()
+
+    def swap_weights(self, checkpoint: PathLike) -> None:
+        """Runs the weights of another checkpoint of the same program from now on, without
+        recompiling: a ``.pt2`` of the same model with other values (fine-tuned, another
+        adapter), or a ``.safetensors`` with every weight of the artifact by name, dtype and
+        shape. A checkpoint of another program is refused (``UnsupportedError``, or
+        ``InputError`` for a weights file of other names or shapes) and the session keeps its
+        weights."""
+        self._native.swap_weights(os.fspath(checkpoint))
 
     def generate(
         self,

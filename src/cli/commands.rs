@@ -265,6 +265,7 @@ pub(super) fn run(args: &RunArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         cache_dir: if args.no_cache { None } else { args.cache_dir.clone().or_else(cache::default_dir) },
         tolerance: crate::run::Tolerance { atol: args.atol, rtol: args.rtol },
         state_in: args.state_in.clone(),
+        checkpoint: args.checkpoint.clone(),
         state_out: args.state_out.clone(),
         repeat: args.repeat.into(),
     };
@@ -282,20 +283,41 @@ pub(super) fn run(args: &RunArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
 }
 
 pub(super) fn generate(args: &GenerateArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
-    let prompt = crate::npy::Array::read(&args.prompt).map_err(|e| Error::Run(e.into()))?;
+    let mut prompts: Vec<crate::npy::Array> = Vec::with_capacity(args.prompt.len());
+    for path in &args.prompt {
+        prompts.push(crate::npy::Array::read(path).map_err(|e| Error::Run(e.into()))?);
+    }
+    let batch = crate::artifact::Artifact::open_but_weights(&args.artifact)
+        .map_err(Error::from)
+        .and_then(|a| crate::run::batch_of(&a.manifest))
+        .with_context(|| format!("cannot generate with `{}`", args.artifact.display()))?;
+    // One array of the batch's rows, none padded and no `--eos`: the rows decode together.
+    let padded = prompts.iter().any(|p| (0..p.numel().max(0) as usize).any(|i| p.get_f64(i).is_some_and(|v| v < 0.0)));
+    let one_batch = match &prompts[..] {
+        [p] => {
+            !padded
+                && args.eos.is_none()
+                && (matches!(p.shape[..], [b, _] if b == batch) || p.shape.len() == 1 && batch == 1)
+        }
+        _ => false,
+    };
     let req = crate::run::GenerateRequest {
         artifact: args.artifact.clone(),
         device: args.device,
         plugin: args.plugin.clone(),
         decoding: crate::run::Decoding {
-            prompt,
+            prompt: prompts[0].clone(),
             max_new_tokens: args.max_new_tokens,
             temperature: args.temperature,
             seed: args.seed,
         },
         donate: !args.no_donate,
+        checkpoint: args.checkpoint.clone(),
     };
     let verification = crate::run::Verification { always_hash: false, cache: None };
+    if !one_batch {
+        return generate_requests(args, &req, &prompts, &verification, out);
+    }
     let done = crate::run::generate(&req, &verification)
         .with_context(|| format!("cannot generate with `{}`", args.artifact.display()))?;
     for (path, array) in [(&args.out, &done.tokens), (&args.logits_out, &done.logits)] {
@@ -324,6 +346,88 @@ pub(super) fn generate(args: &GenerateArgs, out: &mut dyn Write) -> anyhow::Resu
         }
     }
     Ok(0)
+}
+
+/// `generate` with each row of `prompts` a request of its own (a row ends at its first
+/// negative id), served through the batch's slots.
+fn generate_requests(
+    args: &GenerateArgs,
+    req: &crate::run::GenerateRequest,
+    prompts: &[crate::npy::Array],
+    verification: &crate::run::Verification,
+    out: &mut dyn Write,
+) -> anyhow::Result<u8> {
+    if args.logits_out.is_some() {
+        anyhow::bail!(Error::Unsupported(
+            "`--logits-out` is for one batch of prompts of one length; requests of their own give tokens only".into()
+        ));
+    }
+    let mut requests = Vec::new();
+    for (path, p) in args.prompt.iter().zip(prompts) {
+        let rows = request_rows(p).map_err(|reason| {
+            Error::Run(crate::run::RunError::Decode(format!("the prompt `{}`: {reason}", path.display())))
+        })?;
+        requests.extend(rows.into_iter().map(|prompt| crate::run::Request {
+            prompt,
+            max_new_tokens: args.max_new_tokens,
+            stop: args.eos,
+            temperature: args.temperature.unwrap_or(0.0),
+            seed: args.seed,
+        }));
+    }
+    let served = crate::run::generate_requests(req, requests, verification)
+        .with_context(|| format!("cannot generate with `{}`", args.artifact.display()))?;
+    if let Some(path) = &args.out {
+        let width = served.requests.iter().map(|r| r.tokens.len()).max().unwrap_or(0);
+        let mut data = Vec::with_capacity(served.requests.len() * width * 8);
+        for r in &served.requests {
+            let row = r.tokens.iter().copied().chain(std::iter::repeat(-1)).take(width);
+            data.extend(row.flat_map(i64::to_le_bytes));
+        }
+        let shape = vec![served.requests.len() as i64, width as i64];
+        let tokens = crate::npy::Array { dtype: torchtpu_passes::ir::DType::I64, shape, data };
+        tokens.write(path).map_err(|e| Error::Run(e.into()))?;
+    }
+    match args.format {
+        Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&served)?)?,
+        Format::Text => {
+            for (i, r) in served.requests.iter().enumerate() {
+                let ids: Vec<String> = r.tokens.iter().map(i64::to_string).collect();
+                writeln!(out, "request {i}: {}", ids.join(" "))?;
+            }
+            let f = &served.figures;
+            writeln!(
+                out,
+                "{} requests in {} slot{} ({}): {} new tokens in {} calls, {:.0}% of the slots busy, {:.1} tokens/s",
+                served.requests.len(),
+                served.slots,
+                if served.slots == 1 { "" } else { "s" },
+                if served.continuous { "joining at any call" } else { "in waves" },
+                f.new_tokens,
+                f.calls,
+                served.occupancy * 100.0,
+                served.tokens_per_second
+            )?;
+        }
+    }
+    Ok(0)
+}
+
+/// The requests of a prompt array, `[T]` or `[R, T]`: each row up to its first negative id.
+fn request_rows(p: &crate::npy::Array) -> Result<Vec<Vec<i64>>, String> {
+    if !p.dtype.is_integer() {
+        return Err(format!("token ids must be integers, not {}", p.dtype));
+    }
+    let t = match p.shape[..] {
+        [t] | [_, t] if t > 0 => t as usize,
+        _ => return Err(format!("shape {:?}: give token ids as [T] or [R, T]", p.shape)),
+    };
+    let ids: Vec<i64> = (0..p.numel().max(0) as usize).filter_map(|i| p.get_f64(i)).map(|v| v as i64).collect();
+    let rows: Vec<Vec<i64>> = ids.chunks(t).map(|row| row.iter().copied().take_while(|&v| v >= 0).collect()).collect();
+    match rows.iter().position(Vec::is_empty) {
+        Some(r) => Err(format!("row {r} has no token (it starts with a negative id)")),
+        None => Ok(rows),
+    }
 }
 
 /// `  matches the reference (…)` or `  DIFFERS from the reference (…)`, with the figures.

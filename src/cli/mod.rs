@@ -213,9 +213,13 @@ fn parse_size(s: &str) -> Result<u64, String> {
 struct GenerateArgs {
     /// An artifact (.tpuexe) of a decode step, with a CPU executable.
     artifact: PathBuf,
-    /// The prompt's token ids, `.npy` of shape [T] or [B, T], integers.
-    #[arg(long, value_name = "PROMPT.npy")]
-    prompt: PathBuf,
+    /// The prompt's token ids, `.npy` of shape [T] or [B, T], integers. Given once with as
+    /// many rows as the step's batch, the rows decode together; otherwise (several files, more
+    /// or fewer rows, rows of different lengths padded with negative ids, or `--eos`) each row is
+    /// a request of its own, and the requests share the batch's slots: continuously when the
+    /// step takes a position per row, else in waves.
+    #[arg(long, value_name = "PROMPT.npy", required = true)]
+    prompt: Vec<PathBuf>,
     /// How many tokens to generate after the prompt.
     #[arg(long, value_name = "N")]
     max_new_tokens: usize,
@@ -225,6 +229,9 @@ struct GenerateArgs {
     /// Write the logits that chose each generated token as `.npy`, [B, N, V] f32.
     #[arg(long, value_name = "LOGITS.npy")]
     logits_out: Option<PathBuf>,
+    /// End a request when it generates this token id (the id is kept).
+    #[arg(long, value_name = "ID")]
+    eos: Option<i64>,
     /// Sample from softmax(logits / T) instead of taking the most likely token (0: greedy).
     #[arg(long, value_name = "T", value_parser = parse_tolerance)]
     temperature: Option<f64>,
@@ -242,6 +249,13 @@ struct GenerateArgs {
     /// donating them saves).
     #[arg(long)]
     no_donate: bool,
+    /// Run with the weights of another checkpoint of the same program instead of the
+    /// artifact's, without recompiling: a `.pt2` of the same model with other values
+    /// (fine-tuned, another adapter; it must lower to the artifact's programs, and the weights
+    /// the compiler derives are computed from it) or a `.safetensors` holding every weight of
+    /// the artifact by name, dtype and shape.
+    #[arg(long, value_name = "FILE")]
+    checkpoint: Option<PathBuf>,
     /// Summary format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
@@ -288,6 +302,13 @@ struct RunArgs {
     /// `--out-dir`.
     #[arg(long, value_name = "DIR")]
     state_out: Option<PathBuf>,
+    /// Run with the weights of another checkpoint of the same program instead of the
+    /// artifact's, without recompiling: a `.pt2` of the same model with other values
+    /// (fine-tuned, another adapter; it must lower to the artifact's programs, and the weights
+    /// the compiler derives are computed from it) or a `.safetensors` holding every weight of
+    /// the artifact by name, dtype and shape.
+    #[arg(long, value_name = "FILE")]
+    checkpoint: Option<PathBuf>,
     /// Seed of the random ops (`rand`, `randn`, `randperm`, dropout), if the program has any:
     /// the same seed gives the same numbers.
     #[arg(long, default_value_t = 0)]

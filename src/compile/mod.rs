@@ -1,13 +1,15 @@
 //! `compile`: lower a program, compile it for every target through PJRT, and pack the artifact.
 //!
 //! [`compile`] is the pipeline; `target` holds one target's compiler and the cache protocol,
-//! `manifest` the artifact's description, `weights` its weight entry.
+//! `manifest` the artifact's description, `weights` its weight entry, `refit` the weights of
+//! another checkpoint of an artifact's program.
 
 mod collectives;
 mod explain;
 mod manifest;
 pub(crate) mod progress;
 mod recompile;
+mod refit;
 mod target;
 mod weights;
 
@@ -20,6 +22,7 @@ use torchtpu_passes::PassOptions;
 
 pub(crate) use explain::explain_cache;
 pub use recompile::{recompile, RecompileRequest};
+pub(crate) use refit::refit;
 pub(crate) use target::TargetCompiler;
 use weights::WeightsEntry;
 

@@ -12,7 +12,10 @@
 //!   `[B, 1]`, or `[T]`/`[B, T]` (the other, e.g. `input_pos` or `cache_position`), of any
 //!   integer dtype;
 //! - one float user output, the logits, `[B, 1, V]` (`[B, T, V]`) or `[B, V]`;
-//! - the caches as updated buffers; a rank-4 cache `[B, H, S, D]` bounds the positions to `S`.
+//! - the caches as updated buffers; a rank-4 cache `[B, H, S, D]` or `[B, S, H, D]` bounds the
+//!   positions to `S` (taken as the larger of its middle dims).
+//!
+//! Several prompts of different lengths, more than the batch holds, go through [`super::batch`].
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -22,7 +25,7 @@ use torchtpu_passes::ir::DType;
 
 use super::weights::Verification;
 use super::{parse_dtype, DeviceKind, RunError, Session};
-use crate::artifact::{output_files, Manifest};
+use crate::artifact::{output_files, Artifact, Manifest};
 use crate::npy::Array;
 use crate::Error;
 
@@ -38,6 +41,9 @@ pub struct GenerateRequest {
     pub decoding: Decoding,
     /// Whether calls donate the caches (see [`Session::set_donation`]).
     pub donate: bool,
+    /// Another checkpoint of the program whose weights run instead of the artifact's (see
+    /// [`Session::swap_weights`]).
+    pub checkpoint: Option<PathBuf>,
 }
 
 /// What to decode.
@@ -76,7 +82,7 @@ pub struct Generated {
 }
 
 /// Where the decode step's inputs and logits are.
-struct Step {
+pub(super) struct Step {
     ids: usize,
     pos: usize,
     /// The position input's dims, `None` for the dynamic token count of a prefill program.
@@ -87,14 +93,22 @@ struct Step {
     /// Whether the logits have a token dim (`[B, T, V]`, not `[B, V]`).
     logits_per_token: bool,
     vocab: i64,
-    batch: i64,
+    pub(super) batch: i64,
     /// The most tokens one call takes: 1, or a prefill program's largest token count.
     chunk: usize,
     /// The positions the caches hold, when a rank-4 cache says.
-    positions: Option<i64>,
+    pub(super) positions: Option<i64>,
 }
 
-fn unrecognized(reason: String) -> Error {
+impl Step {
+    /// Whether each row of the batch takes a position of its own (`[B]`, `[B, 1]`, `[B, T]`
+    /// with `B > 1`), rather than one for all.
+    pub(super) fn per_row(&self) -> bool {
+        self.batch > 1 && self.pos_dims.first() == Some(&Some(self.batch))
+    }
+}
+
+pub(super) fn unrecognized(reason: String) -> Error {
     RunError::Decode(format!("not a decode step `generate` knows: {reason}")).into()
 }
 
@@ -104,7 +118,7 @@ fn dim_of(d: &serde_json::Value) -> Option<i64> {
 }
 
 /// The decode step's layout, from the manifest's signature.
-fn step(m: &Manifest) -> Result<Step, Error> {
+pub(super) fn step(m: &Manifest) -> Result<Step, Error> {
     let sig = &m.signature;
     let dims = |v: &crate::artifact::SignatureValue| -> Vec<Option<i64>> { v.dims.iter().map(dim_of).collect() };
     let ints: Vec<usize> =
@@ -139,7 +153,8 @@ fn step(m: &Manifest) -> Result<Step, Error> {
     let positions = (0..sig.outputs.len())
         .filter(|&o| files[o].starts_with("state_"))
         .filter_map(|o| match dims(&sig.outputs[o])[..] {
-            [_, _, Some(s), _] => Some(s),
+            // `[B, H, S, D]` or `[B, S, H, D]`: the positions outnumber the heads.
+            [_, Some(a), Some(b), _] => Some(a.max(b)),
             _ => None,
         })
         .min();
@@ -190,14 +205,16 @@ fn integers(dtype: DType, dims: &[i64], values: &[i64]) -> Array {
     Array { dtype, shape: dims.to_vec(), data }
 }
 
-/// One call of the decode step: `ids` (`n` tokens per row, rows after rows) at positions
-/// `at..at + n`; per row, the logits of its last token.
-fn feed(session: &mut Session, s: &Step, ids: &[i64], at: usize, n: usize) -> Result<Vec<Vec<f32>>, Error> {
+/// One call of the decode step: `ids` (`n` tokens per row, rows after rows), row `b`'s at
+/// positions `at[b]..at[b] + n` (a step with one position for all rows takes row 0's); per
+/// row, the logits of its last token.
+pub(super) fn feed(session: &mut Session, s: &Step, ids: &[i64], at: &[i64], n: usize) -> Result<Vec<Vec<f32>>, Error> {
     let labels = [PathBuf::from("token ids"), PathBuf::from("position")];
     let pos_dims: Vec<i64> = s.pos_dims.iter().map(|d| d.unwrap_or(n as i64)).collect();
     let count = pos_dims.iter().product::<i64>().max(0) as usize;
-    // Positions along the token dim (the last), repeated for each row.
-    let positions: Vec<i64> = (0..count).map(|i| (at + i % n) as i64).collect();
+    // Positions along the token dim (the last), for each row its own or row 0's.
+    let row = |i: usize| if s.per_row() { i / n } else { 0 };
+    let positions: Vec<i64> = (0..count).map(|i| at[row(i)] + (i % n) as i64).collect();
     let mut inputs = vec![Array { dtype: DType::I64, shape: vec![], data: vec![] }; 2];
     inputs[s.ids] = integers(s.ids_dtype, &[s.batch, n as i64], ids);
     inputs[s.pos] = integers(s.pos_dtype, &pos_dims, &positions);
@@ -211,9 +228,35 @@ fn feed(session: &mut Session, s: &Step, ids: &[i64], at: usize, n: usize) -> Re
 
 /// Runs the decode loop in a session of its own.
 pub fn generate(req: &GenerateRequest, verification: &Verification) -> Result<Generated, Error> {
-    let mut session = Session::open(&req.artifact, req.device, req.plugin.as_deref(), verification)?;
+    decode(&mut open(req, verification)?, &req.decoding)
+}
+
+/// Serves `requests` (prompts of any lengths, more than the batch holds) in a session of its
+/// own through a [`super::batch::Batcher`]; `req.decoding`'s prompt is not read.
+pub fn generate_requests(
+    req: &GenerateRequest,
+    requests: Vec<super::batch::Request>,
+    verification: &Verification,
+) -> Result<super::batch::Served, Error> {
+    super::batch::serve_all(&mut open(req, verification)?, requests)
+}
+
+/// The session `req` asks for.
+fn open(req: &GenerateRequest, verification: &Verification) -> Result<Session, Error> {
+    let plugin = req.plugin.as_deref();
+    let mut session = match &req.checkpoint {
+        Some(checkpoint) => {
+            Session::with_checkpoint(Artifact::open_but_weights(&req.artifact)?, req.device, plugin, checkpoint)?
+        }
+        None => Session::open(&req.artifact, req.device, plugin, verification)?,
+    };
     session.set_donation(req.donate);
-    decode(&mut session, &req.decoding)
+    Ok(session)
+}
+
+/// The rows a decode step takes at once (its batch), from `m`'s signature.
+pub fn batch_of(m: &Manifest) -> Result<i64, Error> {
+    Ok(step(m)?.batch)
 }
 
 /// Runs the decode loop in `session`, from the state it holds (the artifact's, after a reset).
@@ -237,7 +280,7 @@ pub fn decode(session: &mut Session, req: &Decoding) -> Result<Generated, Error>
     while at < t {
         let n = s.chunk.min(t - at);
         let ids: Vec<i64> = prompt.iter().flat_map(|row| row[at..at + n].iter().copied()).collect();
-        last = feed(session, &s, &ids, at, n)?;
+        last = feed(session, &s, &ids, &vec![at as i64; prompt.len()], n)?;
         at += n;
         prompt_calls += 1;
     }
@@ -249,7 +292,7 @@ pub fn decode(session: &mut Session, req: &Decoding) -> Result<Generated, Error>
             logits.push((b, row));
         }
         if k + 1 < req.max_new_tokens {
-            last = feed(session, &s, &next, at, 1)?;
+            last = feed(session, &s, &next, &vec![at as i64; prompt.len()], 1)?;
             at += 1;
         }
     }
@@ -306,13 +349,13 @@ fn prompt_rows(prompt: &Array, batch: i64) -> Result<Vec<Vec<i64>>, Error> {
 
 /// Greedy choice, or sampling from `softmax(logits / temperature)` with a seeded generator
 /// (SplitMix64: the same seed gives the same tokens).
-struct Sampler {
+pub(super) struct Sampler {
     temperature: f64,
     state: u64,
 }
 
 impl Sampler {
-    fn new(temperature: f64, seed: u64) -> Sampler {
+    pub(super) fn new(temperature: f64, seed: u64) -> Sampler {
         Sampler { temperature, state: seed }
     }
 
@@ -324,7 +367,7 @@ impl Sampler {
         (z ^ (z >> 31)) as f64 / u64::MAX as f64
     }
 
-    fn pick(&mut self, logits: &[f32]) -> i64 {
+    pub(super) fn pick(&mut self, logits: &[f32]) -> i64 {
         let argmax = logits.iter().enumerate().fold(0, |best, (i, &v)| if v > logits[best] { i } else { best });
         if self.temperature <= 0.0 {
             return argmax as i64;

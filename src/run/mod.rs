@@ -16,6 +16,7 @@ use torchtpu_passes::ir::DType;
 
 use std::collections::BTreeMap;
 
+mod batch;
 mod device;
 mod generate;
 mod placement;
@@ -23,8 +24,9 @@ mod session;
 mod state;
 mod weights;
 
+pub use batch::{serve_all, Batcher, Figures, Finished, Request, Served};
 pub use device::DeviceKind;
-pub use generate::{decode, generate, Decoding, GenerateRequest, Generated};
+pub use generate::{batch_of, decode, generate, generate_requests, Decoding, GenerateRequest, Generated};
 pub(crate) use session::Called;
 pub use session::Session;
 pub use weights::Verification;
@@ -70,6 +72,8 @@ pub enum RunError {
     Write { path: String, reason: String },
     #[error("state `{path}`: {reason}")]
     State { path: String, reason: String },
+    #[error("checkpoint `{path}`: {reason}")]
+    Checkpoint { path: String, reason: String },
     #[error("{0}")]
     Decode(String),
 }
@@ -108,6 +112,9 @@ pub struct RunRequest {
     /// Where the updated buffers and parameters start from (`state_<fqn>.npy`, as an earlier
     /// run wrote them); `None`: the values frozen in the artifact.
     pub state_in: Option<PathBuf>,
+    /// Another checkpoint of the program whose weights run instead of the artifact's (see
+    /// [`Session::swap_weights`]).
+    pub checkpoint: Option<PathBuf>,
     /// Where their new values are written; `None`: `out_dir`.
     pub state_out: Option<PathBuf>,
     /// Calls on the same inputs, each from the state the last one left (at least 1); the
@@ -190,7 +197,10 @@ pub fn run(req: &RunRequest) -> Result<RunReport, Error> {
     let art = crate::artifact::Artifact::open_but_weights(&req.artifact)?;
     let inputs = read_inputs(&req.inputs, &art.manifest)?;
     session::bucket_for_inputs(&art.manifest, &inputs, &req.inputs)?;
-    let mut session = Session::with(art, req.device, req.plugin.as_deref(), &verification)?;
+    let mut session = match &req.checkpoint {
+        Some(checkpoint) => Session::with_checkpoint(art, req.device, req.plugin.as_deref(), checkpoint)?,
+        None => Session::with(art, req.device, req.plugin.as_deref(), &verification)?,
+    };
     if let Some(dir) = &req.state_in {
         session.load_state(dir)?;
     }

@@ -49,6 +49,9 @@ pub struct Session {
     donation: Donation,
     /// Why the updated weights are lost: a call that donated them failed. `reset` mends it.
     broken: Option<String>,
+    /// Why the session has no weights: a swap to another checkpoint failed after the old ones
+    /// left the devices. Only a swap that succeeds mends it.
+    unloaded: Option<String>,
     /// Which target's executables run.
     target: usize,
     art: Artifact,
@@ -89,11 +92,36 @@ impl Session {
         plugin: Option<&Path>,
         verification: &Verification,
     ) -> Result<Session, Error> {
+        Session::assemble(art, device, plugin, |client, art, placement| {
+            weights::load(client, art, placement, verification)
+        })
+    }
+
+    /// [`Session::with`], with the weights of another checkpoint of the program instead of the
+    /// artifact's (see [`Session::swap_weights`]).
+    pub fn with_checkpoint(
+        art: Artifact,
+        device: DeviceKind,
+        plugin: Option<&Path>,
+        checkpoint: &Path,
+    ) -> Result<Session, Error> {
+        let refitted = if is_archive(checkpoint)? { Some(refitted(&art, checkpoint)?) } else { None };
+        let checkpoint = weights::Checkpoint::open(&art, refitted.as_ref().map_or(checkpoint, |t| t.0.as_path()))?;
+        Session::assemble(art, device, plugin, |client, art, placement| checkpoint.load(client, art, placement))
+    }
+
+    /// A session of `art` on `device`, its weights put on the devices by `load`.
+    fn assemble(
+        art: Artifact,
+        device: DeviceKind,
+        plugin: Option<&Path>,
+        load: impl FnOnce(&Client, &Artifact, &Placement) -> Result<DeviceWeights, Error>,
+    ) -> Result<Session, Error> {
         let m = &art.manifest;
         let target = device.target(m)?;
         let placement = Placement::of(m)?;
         let client = client_for(&m.targets[target], device.plugin(plugin), placement.devices())?;
-        let weights = weights::load(&client, &art, &placement, verification)?;
+        let weights = load(&client, &art, &placement)?;
         let (mut updated, mut uncarried) = (Vec::new(), Vec::new());
         for (fqn, output, _) in super::state::updated(m) {
             match m.weights.order.iter().position(|n| *n == fqn) {
@@ -115,12 +143,23 @@ impl Session {
             calls: 0,
             donation,
             broken: None,
+            unloaded: None,
             target,
             art,
         };
         // The updated weights as owned copies, which a call may donate.
         session.reset()?;
         Ok(session)
+    }
+
+    /// Refuses to go on when a failed swap left the session without weights.
+    fn loaded(&self) -> Result<(), Error> {
+        match &self.unloaded {
+            Some(reason) => {
+                Err(RunError::State { path: self.art.path().display().to_string(), reason: reason.clone() }.into())
+            }
+            None => Ok(()),
+        }
     }
 
     /// Whether calls donate the updated weights' buffers (the default) or leave them and
@@ -143,11 +182,13 @@ impl Session {
 
     /// The updated weights start from `dir`'s `state_<fqn>.npy` files (see `state`).
     pub fn load_state(&mut self, dir: &Path) -> Result<(), Error> {
+        self.loaded()?;
         super::state::load(&self.client, &self.placement, &self.art.manifest, &mut self.weights, dir).map(|_| ())
     }
 
     /// The updated weight `name` takes the value `a`, checked against its dtype and shape.
     pub fn set_state(&mut self, name: &str, a: Array) -> Result<(), Error> {
+        self.loaded()?;
         super::state::set(&self.client, &self.placement, &self.art.manifest, &mut self.weights, name, a, name)
     }
 
@@ -158,8 +199,9 @@ impl Session {
             let reason = format!("the program updates `{fqn}`, stored changed by a pass: its state cannot be carried");
             return Err(RunError::State { path: self.art.path().display().to_string(), reason }.into());
         }
+        self.loaded()?;
         if let Some(reason) = &self.broken {
-            let reason = format!("{reason}; reset the session to start again from the artifact's state");
+            let reason = format!("{reason}; reset the session to start again from the weights' state");
             return Err(RunError::State { path: self.art.path().display().to_string(), reason }.into());
         }
         let (bucket, real) = bucket_for_inputs(&self.art.manifest, inputs, labels)?;
@@ -189,15 +231,16 @@ impl Session {
         Ok(Called { bucket: bucket.name, outputs, run_ms })
     }
 
-    /// The artifact's values back in the updated weights (only those are put on the devices
-    /// again).
+    /// The weights' values back in the updated weights (only those are put on the devices
+    /// again): the artifact's, or those of the checkpoint [`Session::swap_weights`] took.
     pub fn reset(&mut self) -> Result<(), Error> {
+        self.loaded()?;
         if self.updated.is_empty() {
             return Ok(());
         }
         let order = &self.art.manifest.weights.order;
         let names: Vec<&str> = self.updated.iter().map(|&(slot, _)| order[slot].as_str()).collect();
-        let fresh = weights::reload(&self.client, &self.art, &self.placement, &names)?;
+        let fresh = weights::reload(&self.client, &self.art, &self.placement, &self.weights, &names)?;
         for (&(slot, _), pieces) in self.updated.iter().zip(fresh) {
             for (d, piece) in pieces.into_iter().enumerate() {
                 self.weights.buffers[d][slot] = piece;
@@ -207,8 +250,35 @@ impl Session {
         Ok(())
     }
 
+    /// Takes the weights of another checkpoint of the same program, without recompiling: a
+    /// `.pt2` of the same model with other values (its programs must lower to the artifact's;
+    /// the weights the compiler derives are computed from it), or a `.safetensors` file with
+    /// every weight of the artifact by name, dtype and shape (a state dict, where the compiler
+    /// derived none). Everything is checked before anything changes: a checkpoint of another
+    /// program is refused and the session keeps its weights. The updated weights (caches)
+    /// restart from the checkpoint's values, and `reset` returns to them. The old weights leave
+    /// the devices before the new ones arrive, so a swap needs no more device memory than the
+    /// weights; if putting the new ones there fails, the session has none until a swap succeeds.
+    pub fn swap_weights(&mut self, path: &Path) -> Result<(), Error> {
+        let refitted = if is_archive(path)? { Some(refitted(&self.art, path)?) } else { None };
+        let checkpoint = weights::Checkpoint::open(&self.art, refitted.as_ref().map_or(path, |t| t.0.as_path()))?;
+        self.weights.buffers.iter_mut().for_each(Vec::clear);
+        match checkpoint.load(&self.client, &self.art, &self.placement) {
+            Ok(w) => self.weights = w,
+            Err(e) => {
+                let reason =
+                    format!("swapping its weights to `{}` failed ({e}): swap to a checkpoint again", path.display());
+                self.unloaded = Some(reason);
+                return Err(e);
+            }
+        }
+        self.unloaded = None;
+        self.reset()
+    }
+
     /// The current value of every weight the program updates, by name, whole.
     pub fn state(&self) -> Result<Vec<(String, Array)>, Error> {
+        self.loaded()?;
         let m = &self.art.manifest;
         let mut out = Vec::with_capacity(self.updated.len());
         for &(slot, output) in &self.updated {
@@ -388,6 +458,45 @@ pub(super) fn bucket_for_inputs<'m>(
     } else {
         Ok((pick_bucket(&m.buckets, inputs, labels, m)?, None))
     }
+}
+
+/// Whether `path` is a zip archive (a `.pt2`), by its first bytes.
+fn is_archive(path: &Path) -> Result<bool, Error> {
+    use std::io::Read;
+    let mut magic = [0u8; 4];
+    let read = std::fs::File::open(path).and_then(|mut f| f.read(&mut magic));
+    let n = read.map_err(|e| RunError::Checkpoint { path: path.display().to_string(), reason: e.to_string() })?;
+    Ok(n == 4 && magic == *b"PK\x03\x04")
+}
+
+/// A file removed when dropped (a mapped file stays readable until it is unmapped).
+struct Removed(PathBuf);
+
+impl Drop for Removed {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// The weights of the `.pt2` at `model` for `art`'s programs, written to a temporary file
+/// (under `$TMPDIR`; it needs the weights' size).
+#[cfg(feature = "mlir")]
+fn refitted(art: &crate::artifact::Artifact, model: &Path) -> Result<Removed, Error> {
+    static COUNT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let program = crate::import::import(model)?;
+    let n = COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let file =
+        Removed(std::env::temp_dir().join(format!("torchtpu-checkpoint-{}-{n}.safetensors", std::process::id())));
+    crate::compile::refit(&program, model, art, &file.0)?;
+    Ok(file)
+}
+
+#[cfg(not(feature = "mlir"))]
+fn refitted(_: &crate::artifact::Artifact, model: &Path) -> Result<Removed, Error> {
+    Err(Error::Unsupported(format!(
+        "`{}` is a `.pt2`: taking its weights lowers it, and this build has no compiler (the `mlir` feature)",
+        model.display()
+    )))
 }
 
 /// A one-byte buffer left where an output buffer was taken out of the results.

@@ -63,7 +63,11 @@ impl Mapped<'_> {
 pub(super) struct DeviceWeights {
     /// Per device, its weights. Declared first, so dropped before the map they may read.
     pub buffers: Vec<Vec<Buffer>>,
-    _external: Option<MappedFile>,
+    /// The file they came from when it is not the artifact: its external weights file, or
+    /// another checkpoint's (see `checkpoint`).
+    file: Option<MappedFile>,
+    /// They are another checkpoint's, whose values `reload` reads.
+    checkpoint: bool,
 }
 
 /// The weights of `art` on `client`'s devices as `placement` splits them, verified.
@@ -93,24 +97,100 @@ pub(super) fn load(
             cache.remember_sha256(key, &actual);
         }
     }
-    let external = match at.file {
+    let file = match at.file {
         Mapped::External(f) => Some(f),
         Mapped::Entry(_) => None,
     };
-    Ok(DeviceWeights { buffers, _external: external })
+    Ok(DeviceWeights { buffers, file, checkpoint: false })
 }
 
-/// The artifact's values of the weights `names`, copied to the devices (owned buffers, which a
-/// call may replace), per name and device. Not hashed: a session verified the weights when it
-/// opened them.
+/// Another checkpoint of an artifact's program: a safetensors file, mapped, that holds every
+/// weight of the programs with the artifact's dtype and shape (checked when opened).
+pub(super) struct Checkpoint {
+    file: MappedFile,
+    path: PathBuf,
+}
+
+impl Checkpoint {
+    /// Maps the safetensors file at `path` and checks it against `art`'s weights; nothing is
+    /// put on a device yet.
+    pub(super) fn open(art: &Artifact, path: &Path) -> Result<Checkpoint, Error> {
+        let file = MappedFile::open(path)
+            .map_err(|e| RunError::Checkpoint { path: path.display().to_string(), reason: e.to_string() })?;
+        let checkpoint = Checkpoint { file, path: path.to_path_buf() };
+        check_against(art, &checkpoint.parse()?, path)?;
+        Ok(checkpoint)
+    }
+
+    fn parse(&self) -> Result<SafeTensors<'_>, Error> {
+        SafeTensors::deserialize(self.file.bytes()).map_err(|e| {
+            let reason = format!("not a safetensors file ({e}); a checkpoint is a `.pt2` or a `.safetensors`");
+            RunError::Checkpoint { path: self.path.display().to_string(), reason }.into()
+        })
+    }
+
+    /// Every weight the programs take, put on the devices (the tensors they do not take are
+    /// left).
+    pub(super) fn load(self, client: &Client, art: &Artifact, placement: &Placement) -> Result<DeviceWeights, Error> {
+        let st = self.parse()?;
+        let splits = art.manifest.sharding.as_ref().map(|s| &s.weights);
+        let mut per_device: Vec<Vec<Buffer>> = (0..placement.devices()).map(|_| Vec::new()).collect();
+        for name in &art.manifest.weights.order {
+            let view = st.tensor(name).map_err(|e| RunError::Weights(format!("`{name}`: {e}")))?;
+            let split = placement.split(splits.and_then(|w| w.get(name)));
+            for (d, piece) in to_devices(client, placement, split.as_ref(), name, &view)?.into_iter().enumerate() {
+                per_device[d].push(piece);
+            }
+        }
+        drop(st);
+        Ok(DeviceWeights { buffers: per_device, file: Some(self.file), checkpoint: true })
+    }
+}
+
+/// Every weight of `art`'s programs is in `st`, of the artifact's dtype and shape.
+fn check_against(art: &Artifact, st: &SafeTensors, path: &Path) -> Result<(), Error> {
+    let at = locate(art)?;
+    let ours = SafeTensors::deserialize(&at.file.get().bytes()[at.range.clone()])
+        .map_err(|e| unreadable(art, &at, &e.to_string()))?;
+    let refused = |reason: String| RunError::Checkpoint { path: path.display().to_string(), reason };
+    for name in &art.manifest.weights.order {
+        let want = ours.tensor(name).map_err(|e| RunError::Weights(format!("`{name}`: {e}")))?;
+        let Ok(got) = st.tensor(name) else {
+            return Err(refused(format!(
+                "it has no `{name}`, a weight of the program (weights the compiler derives — fused, padded, \
+                 folded — come from a checkpoint given as a `.pt2` of the same program)"
+            ))
+            .into());
+        };
+        if got.dtype() != want.dtype() || got.shape() != want.shape() {
+            return Err(refused(format!(
+                "`{name}` is {:?}{:?}, the program takes {:?}{:?}",
+                got.dtype(),
+                got.shape(),
+                want.dtype(),
+                want.shape()
+            ))
+            .into());
+        }
+    }
+    Ok(())
+}
+
+/// The current checkpoint's values of the weights `names` (the artifact's, or those of the
+/// checkpoint `weights` came from), copied to the devices (owned buffers, which a call may
+/// replace), per name and device. Not hashed: they were checked when the session took them.
 pub(super) fn reload(
     client: &Client,
     art: &Artifact,
     placement: &Placement,
+    weights: &DeviceWeights,
     names: &[&str],
 ) -> Result<Vec<Vec<Buffer>>, Error> {
     let at = locate(art)?;
-    let bytes = &at.file.get().bytes()[at.range.clone()];
+    let bytes = match (&weights.file, weights.checkpoint) {
+        (Some(file), true) => file.bytes(),
+        _ => &at.file.get().bytes()[at.range.clone()],
+    };
     let st = SafeTensors::deserialize(bytes).map_err(|e| unreadable(art, &at, &e.to_string()))?;
     let splits = art.manifest.sharding.as_ref().map(|s| &s.weights);
     let mut out = Vec::with_capacity(names.len());

@@ -223,6 +223,7 @@ fn run_case(folder: &str, (op, case): (&str, &Case), tmp: &Path) -> Outcome {
         cache_dir: None,
         tolerance: Default::default(),
         state_in: None,
+        checkpoint: None,
         state_out: None,
         repeat: 1,
     };
@@ -390,6 +391,7 @@ fn random_ops_follow_the_seed() {
             cache_dir: None,
             tolerance: Default::default(),
             state_in: None,
+            checkpoint: None,
             state_out: None,
             repeat: 1,
         })

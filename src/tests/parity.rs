@@ -80,6 +80,7 @@ pub(super) fn assert_parity_with(name: &str, req: &CompileRequest) -> artifact::
         cache_dir: None,
         tolerance: Default::default(),
         state_in: None,
+        checkpoint: None,
         state_out: None,
         repeat: 1,
     };
@@ -129,6 +130,8 @@ parity_tests!(
     llama_bf16,
     cnn_bf16,
     decoder_kv,
+    decoder_kv_tuned,
+    decoder_rows,
     hf_static_cache,
     moe_dyn,
     mla_dyn,
@@ -196,6 +199,8 @@ fn every_model_matches_with_padding_forced_on() {
             "moe_tiny",
             "llama_bf16",
             "decoder_kv",
+            "decoder_kv_tuned",
+            "decoder_rows",
             "hf_static_cache",
             "moe_dyn",
             "alibi_dyn",
@@ -326,6 +331,7 @@ fn run_case(name: &str, artifact: &Path, case: &str, tmp: &Path) -> String {
         cache_dir: None,
         tolerance: Default::default(),
         state_in: None,
+        checkpoint: None,
         state_out: None,
         repeat: 1,
     };

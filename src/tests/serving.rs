@@ -411,3 +411,126 @@ fn a_session_called_ten_thousand_times_keeps_a_flat_rss() {
     eprintln!("soak: resident set after each 1,000 calls (KiB): {rss:?}; growth {growth} KiB");
     assert!(growth < 16 * 1024, "the resident set grew by {growth} KiB over 9,000 calls: {rss:?}");
 }
+
+/// The requests of `decoder_rows`' references: each row of `prompts.npy` up to its padding,
+/// asking for `n` tokens; and each one's 16 tokens decoded alone by eager.
+fn row_requests(n: impl Fn(usize) -> usize) -> (Vec<crate::run::Request>, Vec<Vec<i64>>) {
+    let dir = testdata().join("models/decoder_rows");
+    let ints = |name: &str| {
+        let a = Array::read(&dir.join(name)).expect("an array");
+        let values: Vec<i64> = (0..a.numel() as usize).filter_map(|i| a.get_f64(i)).map(|v| v as i64).collect();
+        let width = *a.shape.last().expect("a dim") as usize;
+        values.chunks(width).map(<[i64]>::to_vec).collect::<Vec<_>>()
+    };
+    let requests = ints("prompts.npy")
+        .into_iter()
+        .enumerate()
+        .map(|(i, row)| crate::run::Request {
+            prompt: row.into_iter().take_while(|&t| t >= 0).collect(),
+            max_new_tokens: n(i),
+            stop: None,
+            temperature: 0.0,
+            seed: 0,
+        })
+        .collect();
+    (requests, ints("tokens.npy"))
+}
+
+/// Seven requests of 1 to 9 prompt tokens through the four slots of a decode step that takes a
+/// position per row: each gets exactly the tokens eager decodes for it alone, in fewer calls
+/// than one request at a time would take. The same requests through `decoder_kv` (the same
+/// weights, one row, one position for all) go in waves of one and agree. The command line
+/// serves a padded prompt file the same way.
+#[test]
+fn requests_of_different_lengths_share_the_slots() {
+    let tmp = TempDir::new("batching");
+    let rows = compile_model("decoder_rows", &tmp.0);
+    let (requests, eager) = row_requests(|_| 16);
+    let alone: u64 = requests.iter().map(|r| (r.prompt.len() + 15) as u64).sum();
+    let served = crate::run::serve_all(&mut decode_session(&rows), requests.clone()).expect("serves");
+    assert!(served.continuous && served.slots == 4, "{served:?}");
+    for (i, r) in served.requests.iter().enumerate() {
+        assert_eq!(r.tokens, eager[i], "request {i}");
+    }
+    let f = &served.figures;
+    assert_eq!(f.new_tokens, 7 * 16);
+    assert!(f.calls < alone / 2 && served.occupancy > 0.75, "{f:?}: {} calls alone", alone);
+
+    let kv = compile_model("decoder_kv", &tmp.0);
+    let waves = crate::run::serve_all(&mut decode_session(&kv), requests).expect("serves");
+    assert!(!waves.continuous && waves.slots == 1);
+    assert_eq!(waves.figures.calls, alone);
+    for (i, r) in waves.requests.iter().enumerate() {
+        assert_eq!(r.tokens, eager[i], "request {i} in waves");
+    }
+
+    let s = |p: &Path| p.to_str().expect("utf-8").to_string();
+    let prompts = s(&testdata().join("models/decoder_rows/prompts.npy"));
+    let out = tmp.0.join("tokens.npy");
+    let args = ["generate", &s(&rows), "--prompt", &prompts, "--max-new-tokens", "16", "--out", &s(&out)];
+    let (code, text, err) = run_cli(&args);
+    assert_eq!(code, 0, "{text}{err}");
+    assert!(text.contains("7 requests in 4 slots (joining at any call): 112 new tokens"), "{text}");
+    let expected = Array::read(&testdata().join("models/decoder_rows/tokens.npy")).expect("tokens");
+    assert!(crate::run::compare(&Array::read(&out).expect("written"), &expected).ok);
+    let logits = s(&tmp.0.join("logits.npy"));
+    let (code, _, err) = run_cli(&[&args[..], &["--logits-out", &logits]].concat());
+    assert_eq!(code, 1);
+    assert!(err.contains("`--logits-out` is for one batch of prompts of one length"), "{err}");
+    let (code, _, err) = run_cli(&["generate", &s(&rows), "--prompt", &prompts, "--max-new-tokens", "60"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("6 prompt tokens and 60 new ones need 66 positions; the caches hold 64"), "{err}");
+}
+
+/// Continuous batching with requests arriving at random calls (seeded), asking for 1 to 16
+/// tokens, some ending at a stop token: every request gets the beginning of what eager decodes
+/// for it alone, up to its stop token, and some wait for a slot.
+#[test]
+fn requests_arriving_and_leaving_at_random_calls_equal_solo_runs() {
+    let tmp = TempDir::new("continuous");
+    let rows = compile_model("decoder_rows", &tmp.0);
+    let mut session = decode_session(&rows);
+    let mut state = 0x5eed_u64;
+    let mut random = |n: u64| {
+        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (state >> 33) % n
+    };
+    for round in 0..3 {
+        let mut batcher = crate::run::Batcher::new(&session).expect("a decode step");
+        let (requests, eager) = row_requests(|_| 16);
+        // Three passes over the seven requests, each with its own length and maybe a stop token.
+        let mut pending: Vec<(usize, crate::run::Request)> = Vec::new();
+        for pass in 0..3 {
+            for (i, mut r) in requests.iter().cloned().enumerate() {
+                r.max_new_tokens = 1 + random(16) as usize;
+                if random(3) == 0 {
+                    r.stop = Some(eager[i][random(16) as usize]);
+                }
+                pending.push((i + 7 * pass, r));
+            }
+        }
+        let mut submitted = std::collections::BTreeMap::new();
+        let (mut done, mut waited) = (Vec::new(), 0);
+        while !pending.is_empty() || !batcher.is_idle() {
+            for _ in 0..random(3) {
+                if !pending.is_empty() {
+                    let (i, r) = pending.remove(random(pending.len() as u64) as usize);
+                    submitted.insert(batcher.submit(r.clone()).expect("fits"), (i % 7, r));
+                }
+            }
+            for f in batcher.step(&mut session).expect("steps") {
+                waited += f.waited;
+                done.push(f);
+            }
+        }
+        assert_eq!(done.len(), 21, "round {round}: nothing lost");
+        for f in &done {
+            let (i, r) = &submitted[&f.id];
+            let solo = &eager[*i];
+            let end =
+                solo.iter().take(r.max_new_tokens).position(|t| Some(*t) == r.stop).map_or(r.max_new_tokens, |p| p + 1);
+            assert_eq!(f.tokens, solo[..end], "round {round}, request {} (row {i}, {r:?})", f.id);
+        }
+        assert!(waited > 0, "some requests waited for a slot");
+    }
+}

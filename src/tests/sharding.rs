@@ -130,6 +130,7 @@ fn assert_cases_match(name: &str, art: &std::path::Path, tmp: &std::path::Path) 
             cache_dir: None,
             tolerance: Default::default(),
             state_in: None,
+            checkpoint: None,
             state_out: None,
             repeat: 1,
         })

@@ -1,8 +1,9 @@
 //! Where the weights live: `--weights external` artifacts run, reuse their weights file when a
 //! compile would write the same bytes, and refuse one that changed (even with its modification
 //! time put back), also under `--verify-weights`; an embedded weights entry damaged in place is
-//! refused too, though `run` no longer reads it twice; and two checkpoints of one architecture
-//! share every executable.
+//! refused too, though `run` no longer reads it twice; two checkpoints of one architecture
+//! share every executable, and an artifact runs another checkpoint's weights without a
+//! recompile (a session swaps them; `run --checkpoint`).
 
 use std::path::Path;
 
@@ -125,26 +126,141 @@ fn embedded_weights_damaged_in_place_are_refused() {
 #[test]
 fn checkpoints_of_one_architecture_share_executables() {
     let tmp = TempDir::new("checkpoints");
-    let cache = tmp.0.join("cache");
-    let tuned = tmp.0.join("tuned.pt2");
-    halve_weights(&testdata().join("models/mlp.pt2"), &tuned);
-    let (base, other) = (tmp.0.join("base.tpuexe"), tmp.0.join("tuned.tpuexe"));
-    assert_eq!(outcomes(&compile_external("mlp", &base, &cache).to_string()), ["compiled"]);
-    let args = compile_args("mlp", &other, &cache, &["--target", "cpu", "--weights", "external"]);
-    let mut argv: Vec<&str> = args.iter().map(String::as_str).collect();
-    let model = s(&tuned);
-    argv[1] = &model;
-    let (code, out, err) = run_cli(&argv);
-    assert_eq!(code, 0, "{err}");
+    let base = tmp.0.join("base.tpuexe");
+    assert_eq!(outcomes(&compile_external("mlp", &base, &tmp.0.join("cache")).to_string()), ["compiled"]);
+    let (other, _, out) = compile_halved("mlp", &tmp.0);
     assert_eq!(outcomes(&out), ["hit"], "{out}");
     let (a, b) = (Artifact::open(&base).expect("opens"), Artifact::open(&other).expect("opens"));
     let exe = |art: &Artifact| art.manifest.targets[0].executables[0].sha256.clone();
     assert_eq!(exe(&a), exe(&b));
     assert_ne!(a.manifest.weights.sha256, b.manifest.weights.sha256);
     assert_ne!(a.manifest.source.sha256, b.manifest.source.sha256);
-    let (code, err) = run_mlp(&other, &tmp.0.join("tuned-out"), &[]);
+    let (code, err) = run_mlp(&other, &tmp.0.join("halved-out"), &[]);
     assert_eq!(code, 0, "{err}");
-    assert_ne!(read(&tmp.0.join("tuned-out/out_0.npy")), read(&testdata().join("models/mlp/out_0.npy")));
+    assert_ne!(read(&tmp.0.join("halved-out/out_0.npy")), read(&testdata().join("models/mlp/out_0.npy")));
+}
+
+/// A running session takes another checkpoint's weights without recompiling: decoder_kv's
+/// artifact, swapped to decoder_kv_tuned (the same program with other weights, exported by
+/// torch), decodes that model's eager tokens, and back to decoder_kv's archive its own. A
+/// checkpoint of another program and a weights file with a tensor of another shape are refused
+/// before anything changes: the session keeps its weights.
+#[test]
+fn a_session_swaps_to_another_checkpoint() {
+    use crate::run::{decode, Decoding};
+    let tmp = TempDir::new("swap");
+    let artifact = super::parity::compile_model("decoder_kv", &tmp.0);
+    let models = testdata().join("models");
+    let eager = |name: &str| crate::npy::Array::read(&models.join(name).join("tokens.npy")).expect("tokens");
+    let prompt = crate::npy::Array::read(&models.join("decoder_kv/prompt.npy")).expect("a prompt");
+    let decoding = Decoding { prompt, max_new_tokens: 24, temperature: None, seed: 0 };
+    let verification = crate::run::Verification { always_hash: false, cache: None };
+    let mut session =
+        crate::run::Session::open(&artifact, crate::run::DeviceKind::Cpu, None, &verification).expect("opens");
+    let tokens = |session: &mut crate::run::Session| {
+        session.reset().expect("resets");
+        decode(session, &decoding).expect("decodes").tokens
+    };
+    let (base, tuned) = (eager("decoder_kv"), eager("decoder_kv_tuned"));
+    assert!(!crate::run::compare(&base, &tuned).ok, "the two checkpoints decode differently");
+    assert!(crate::run::compare(&tokens(&mut session), &base).ok);
+    session.swap_weights(&models.join("decoder_kv_tuned.pt2")).expect("swaps");
+    assert!(crate::run::compare(&tokens(&mut session), &tuned).ok, "the tuned checkpoint's eager tokens");
+
+    let other = session.swap_weights(&models.join("hf_static_cache.pt2")).expect_err("another program").to_string();
+    assert!(other.contains("is not a checkpoint of this artifact") && other.contains("another program"), "{other}");
+    // A weights file with a tensor of another shape: decoder_kv's artifact's own, edited.
+    let file = tmp.0.join("reshaped.safetensors");
+    let weights = Artifact::open(&artifact).expect("opens");
+    reshape_first_weight(weights.zip().get(artifact::WEIGHTS).expect("weights"), &file);
+    drop(weights);
+    let reshaped = session.swap_weights(&file).expect_err("another shape").to_string();
+    assert!(reshaped.contains(&s(&file)) && reshaped.contains("the program takes"), "{reshaped}");
+    assert!(crate::run::compare(&tokens(&mut session), &tuned).ok, "still the tuned weights");
+
+    session.swap_weights(&models.join("decoder_kv.pt2")).expect("swaps back");
+    assert!(crate::run::compare(&tokens(&mut session), &base).ok);
+}
+
+/// `run --checkpoint`: cnn's artifact (its BatchNorms folded into the convolutions and its
+/// kernels transposed, weights the compiler derives) run with the weights of cnn's archive with
+/// every weight halved gives exactly what compiling that archive gives, from the `.pt2` and
+/// from the weights file such a compile writes; a file lacking a weight is refused.
+#[test]
+fn run_takes_another_checkpoint_without_recompiling() {
+    let tmp = TempDir::new("run-checkpoint");
+    let base = tmp.0.join("base.tpuexe");
+    compile_external("cnn", &base, &tmp.0.join("cache"));
+    let (other, halved, _) = compile_halved("cnn", &tmp.0);
+    let model = s(&halved);
+    let input = s(&testdata().join("models/cnn/in_0.npy"));
+    let run = |art: &Path, out: &str, extra: &[&str]| {
+        let out = tmp.0.join(out);
+        let (code, text, err) = run_cli(&[&["run", &s(art), &input, "--out-dir", &s(&out)][..], extra].concat());
+        (code, format!("{text}{err}"), out.join("out_0.npy"))
+    };
+    let (code, text, expected) = run(&other, "expected", &[]);
+    assert_eq!(code, 0, "{text}");
+    let (_, _, own) = run(&base, "own", &[]);
+    assert_ne!(read(&own), read(&expected), "halving the weights changes the outputs");
+    let (code, text, got) = run(&base, "from-pt2", &["--checkpoint", &model]);
+    assert_eq!((code, read(&got)), (0, read(&expected)), "{text}");
+    let file = s(&tmp.0.join("halved.weights.safetensors"));
+    let (code, text, got) = run(&base, "from-file", &["--checkpoint", &file]);
+    assert_eq!((code, read(&got)), (0, read(&expected)), "{text}");
+    // The archive's stored weights alone (a state dict) lack the derived ones.
+    let state_dict = tmp.0.join("state_dict.safetensors");
+    let stored = crate::import::import(&testdata().join("models/cnn.pt2")).expect("imports").weights;
+    keep_stored(&read(&tmp.0.join("base.weights.safetensors")), &stored, &state_dict);
+    let (code, text, _) = run(&base, "lacking", &["--checkpoint", &s(&state_dict)]);
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("it has no `") && text.contains("as a `.pt2` of the same program"), "{text}");
+}
+
+/// `model`'s archive with every weight halved (`halved.pt2` in `dir`), compiled with
+/// `--weights external` into `halved.tpuexe` through the cache `dir`/cache: the artifact, the
+/// archive and the summary.
+fn compile_halved(model: &str, dir: &Path) -> (std::path::PathBuf, std::path::PathBuf, String) {
+    let (halved, art) = (dir.join("halved.pt2"), dir.join("halved.tpuexe"));
+    halve_weights(&testdata().join(format!("models/{model}.pt2")), &halved);
+    let args = compile_args(model, &art, &dir.join("cache"), &["--target", "cpu", "--weights", "external"]);
+    let mut argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let path = s(&halved);
+    argv[1] = &path;
+    let (code, out, err) = run_cli(&argv);
+    assert_eq!(code, 0, "{err}");
+    (art, halved, out)
+}
+
+/// Writes the safetensors `bytes` to `to` with its first tensor's shape reversed and flattened
+/// to one dim too many (same bytes, another shape).
+fn reshape_first_weight(bytes: &[u8], to: &Path) {
+    let st = safetensors::SafeTensors::deserialize(bytes).expect("safetensors");
+    let mut names = st.names();
+    names.sort();
+    let tensors: Vec<(String, safetensors::tensor::TensorView)> = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let v = st.tensor(n).expect("a tensor");
+            let mut shape = v.shape().to_vec();
+            if i == 0 {
+                shape.insert(0, 1);
+            }
+            (n.to_string(), safetensors::tensor::TensorView::new(v.dtype(), shape, v.data()).expect("a view"))
+        })
+        .collect();
+    safetensors::serialize_to_file(tensors, None, to).expect("writes");
+}
+
+/// Writes the safetensors `bytes` to `to` with only the tensors the archive stores (`stored`),
+/// not those the compiler derived: what a state dict holds.
+fn keep_stored<W>(bytes: &[u8], stored: &std::collections::BTreeMap<String, W>, to: &Path) {
+    let st = safetensors::SafeTensors::deserialize(bytes).expect("safetensors");
+    let kept: Vec<(String, safetensors::tensor::TensorView)> =
+        st.tensors().into_iter().filter(|(n, _)| stored.contains_key(n)).collect();
+    assert!(!kept.is_empty() && kept.len() < st.len(), "cnn has stored and derived weights");
+    safetensors::serialize_to_file(kept, None, to).expect("writes");
 }
 
 /// Copies the archive at `from` to `to` with every f32 of its weight payloads halved.

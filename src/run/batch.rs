@@ -1,0 +1,247 @@
+//! Continuous batching: one session of a decode step serves many requests at once, each in a
+//! slot (a row of the batch) of its own. Every call feeds each busy slot its next token — the
+//! prompt one token a call, then the tokens it generates — and a request that is done leaves
+//! its slot at once, for the next one waiting.
+//!
+//! A step that takes a position per row (`[B]`, `[B, 1]`) lets each slot be at its own
+//! position: a request takes a free slot at any call and starts at position 0 while the others
+//! go on. A step with one position for all rows (`[1]`, `[T]`) batches requests that start
+//! together: the next ones wait until every slot is free (a wave); within a wave, prompts of
+//! different lengths still share the calls, the shorter ones generating while the longer ones
+//! are still fed.
+//!
+//! A slot is not cleared between requests: a decode step reads its caches through a causal
+//! mask up to the position it writes, and a request writes every position up to its own before
+//! it reads it, so what an earlier request left beyond is never read. This holds for caches
+//! read by position (gpt-fast's, transformers' static caches); it is the contract of the steps
+//! `generate` knows. A free slot is fed token 0 at position 0 (or the wave's position), whose
+//! result is dropped.
+//!
+//! The criterion of correctness: every request gets the tokens it would get alone.
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use serde::Serialize;
+
+use super::generate::{feed, step, Sampler, Step};
+use super::{RunError, Session};
+use crate::Error;
+
+/// One request: a prompt and how to continue it.
+#[derive(Clone, Debug)]
+pub struct Request {
+    /// Token ids, at least one.
+    pub prompt: Vec<i64>,
+    /// Tokens to generate at most.
+    pub max_new_tokens: usize,
+    /// A token that ends the request when generated (it is kept).
+    pub stop: Option<i64>,
+    /// `0`: greedy; else sampling from `softmax(logits / temperature)`.
+    pub temperature: f64,
+    /// The seed of its sampling.
+    pub seed: u64,
+}
+
+/// A request that is done.
+#[derive(Clone, Debug, Serialize)]
+pub struct Finished {
+    /// What [`Batcher::submit`] returned for it.
+    pub id: u64,
+    /// The tokens it generated.
+    pub tokens: Vec<i64>,
+    /// Calls it waited for a slot.
+    pub waited: u64,
+    /// Calls it took in its slot.
+    pub calls: u64,
+}
+
+/// A request in a slot.
+struct Active {
+    id: u64,
+    request: Request,
+    /// Tokens fed so far, which is the position of the next one.
+    fed: usize,
+    /// The token the next call feeds.
+    next: i64,
+    tokens: Vec<i64>,
+    sampler: Sampler,
+    waited: u64,
+    calls: u64,
+}
+
+/// The figures of a batcher's work so far.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Figures {
+    /// Calls of the step.
+    pub calls: u64,
+    /// Slots busy summed over the calls: over `calls × slots`, the occupancy.
+    pub busy_slots: u64,
+    /// Tokens generated (prompts not counted).
+    pub new_tokens: u64,
+    /// Time in the calls.
+    pub ms: f64,
+}
+
+/// The slots of one session's decode step and the requests waiting for them.
+pub struct Batcher {
+    step: Step,
+    slots: Vec<Option<Active>>,
+    queue: VecDeque<(u64, Request, u64)>,
+    next_id: u64,
+    figures: Figures,
+}
+
+impl Batcher {
+    /// A batcher for `session`'s decode step (see `generate` for the steps it knows); as many
+    /// slots as its batch.
+    pub fn new(session: &Session) -> Result<Batcher, Error> {
+        let step = step(session.manifest())?;
+        let slots = (0..step.batch.max(1)).map(|_| None).collect();
+        Ok(Batcher { step, slots, queue: VecDeque::new(), next_id: 0, figures: Figures::default() })
+    }
+
+    /// How many requests run at once.
+    pub fn slots(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Whether each slot is at a position of its own (requests join at any call), or all at
+    /// one (requests join in waves).
+    pub fn continuous(&self) -> bool {
+        self.step.per_row()
+    }
+
+    /// Queues `request`, after checking it fits the caches; its id.
+    pub fn submit(&mut self, request: Request) -> Result<u64, Error> {
+        let bad = |reason: String| Error::from(RunError::Decode(reason));
+        if request.prompt.is_empty() || request.max_new_tokens == 0 {
+            return Err(bad("a request needs at least one prompt token and one new token".into()));
+        }
+        if let Some(&id) = request.prompt.iter().find(|&&t| t < 0) {
+            return Err(bad(format!("token id {id} in a prompt: ids are not negative")));
+        }
+        let needed = request.prompt.len().saturating_add(request.max_new_tokens);
+        if let Some(limit) = self.step.positions.filter(|&l| needed as i64 > l) {
+            let (t, n) = (request.prompt.len(), request.max_new_tokens);
+            return Err(bad(format!(
+                "{t} prompt tokens and {n} new ones need {needed} positions; the caches hold {limit}"
+            )));
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        self.queue.push_back((id, request, self.figures.calls));
+        Ok(id)
+    }
+
+    /// Whether no request is waiting or running.
+    pub fn is_idle(&self) -> bool {
+        self.queue.is_empty() && self.slots.iter().all(Option::is_none)
+    }
+
+    /// The figures so far.
+    pub fn figures(&self) -> &Figures {
+        &self.figures
+    }
+
+    /// One call of the step: waiting requests take the free slots they may, every busy slot is
+    /// fed its next token, and the requests that are done leave. Those, in slot order.
+    pub fn step(&mut self, session: &mut Session) -> Result<Vec<Finished>, Error> {
+        self.admit();
+        let busy = self.slots.iter().filter(|s| s.is_some()).count() as u64;
+        if busy == 0 {
+            return Ok(Vec::new());
+        }
+        let wave_at = self.slots.iter().flatten().map(|a| a.fed as i64).next().unwrap_or(0);
+        let (ids, at): (Vec<i64>, Vec<i64>) = self
+            .slots
+            .iter()
+            .map(|s| s.as_ref().map_or((0, if self.continuous() { 0 } else { wave_at }), |a| (a.next, a.fed as i64)))
+            .unzip();
+        let started = Instant::now();
+        let logits = feed(session, &self.step, &ids, &at, 1)?;
+        self.figures.ms += started.elapsed().as_secs_f64() * 1e3;
+        self.figures.calls += 1;
+        self.figures.busy_slots += busy;
+        let mut done = Vec::new();
+        for (slot, row) in self.slots.iter_mut().zip(&logits) {
+            let Some(a) = slot else { continue };
+            a.fed += 1;
+            a.calls += 1;
+            if a.fed < a.request.prompt.len() {
+                a.next = a.request.prompt[a.fed];
+                continue;
+            }
+            let token = a.sampler.pick(row);
+            a.tokens.push(token);
+            a.next = token;
+            self.figures.new_tokens += 1;
+            if a.tokens.len() >= a.request.max_new_tokens || a.request.stop == Some(token) {
+                if let Some(a) = slot.take() {
+                    done.push(Finished { id: a.id, tokens: a.tokens, waited: a.waited, calls: a.calls });
+                }
+            }
+        }
+        Ok(done)
+    }
+
+    /// Waiting requests into free slots: any free slot when each is at its own position, else
+    /// only when every slot is free (a new wave).
+    fn admit(&mut self) {
+        if !self.continuous() && self.slots.iter().any(Option::is_some) {
+            return;
+        }
+        let now = self.figures.calls;
+        for slot in self.slots.iter_mut().filter(|s| s.is_none()) {
+            let Some((id, request, queued)) = self.queue.pop_front() else { break };
+            let sampler = Sampler::new(request.temperature, request.seed);
+            let next = request.prompt[0];
+            let waited = now - queued;
+            *slot = Some(Active { id, request, fed: 0, next, tokens: Vec::new(), sampler, waited, calls: 0 });
+        }
+    }
+}
+
+/// What [`serve_all`] did.
+#[derive(Clone, Debug, Serialize)]
+pub struct Served {
+    /// Every request, in the order given.
+    pub requests: Vec<Finished>,
+    /// Requests served at once.
+    pub slots: usize,
+    /// Whether requests joined at any call (a position per row) or in waves.
+    pub continuous: bool,
+    /// Calls, busy slots, tokens and time.
+    pub figures: Figures,
+    /// Busy slots over all the slots of all the calls.
+    pub occupancy: f64,
+    /// New tokens per second of calls.
+    pub tokens_per_second: f64,
+}
+
+/// Runs every request of `requests` through a batcher over `session` until all are done.
+pub fn serve_all(session: &mut Session, requests: Vec<Request>) -> Result<Served, Error> {
+    let mut batcher = Batcher::new(session)?;
+    let n = requests.len();
+    for r in requests {
+        batcher.submit(r)?;
+    }
+    session.load_executables()?;
+    let mut done: Vec<Option<Finished>> = (0..n).map(|_| None).collect();
+    while !batcher.is_idle() {
+        for f in batcher.step(session)? {
+            let at = f.id as usize;
+            done[at] = Some(f);
+        }
+    }
+    let f = batcher.figures().clone();
+    let all_slots = f.calls.saturating_mul(batcher.slots() as u64);
+    Ok(Served {
+        requests: done.into_iter().flatten().collect(),
+        slots: batcher.slots(),
+        continuous: batcher.continuous(),
+        occupancy: if all_slots > 0 { f.busy_slots as f64 / all_slots as f64 } else { 0.0 },
+        tokens_per_second: if f.ms > 0.0 { f.new_tokens as f64 * 1e3 / f.ms } else { 0.0 },
+        figures: f,
+    })
+}
