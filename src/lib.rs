@@ -12,7 +12,8 @@
 //!   [`run`] is one call of a session on `.npy` files ([`RunRequest`]), and [`generate`] the
 //!   decode loop of a decode-step export ([`GenerateRequest`]); a [`Batcher`] serves many
 //!   requests through the rows of one session's decode step (continuous batching), and
-//!   [`Session::swap_weights`] takes another checkpoint's weights without recompiling.
+//!   [`Session::swap_weights`] takes another checkpoint's weights without recompiling;
+//!   [`serve`] puts a session behind an OpenAI-compatible HTTP server.
 //! - Every failure is an [`Error`], whose [`Error::kind`] and [`Error::exit_code`] classify it.
 //!
 //! The command line is [`cli`]. What is public beyond this is for the project's own tools
@@ -52,6 +53,7 @@ mod pjrt;
 mod plan;
 mod proto;
 mod run;
+mod serve;
 mod setup;
 mod target;
 
@@ -71,8 +73,9 @@ pub use inspect::{report as inspect_report, Report as InspectReport};
 pub use npy::Array;
 pub use run::{
     batch_of, generate, generate_requests, run, serve_all, Batcher, Figures, Finished, GenerateRequest, Generated,
-    Request, RunReport, RunRequest, Served, Session, Verification,
+    Request, RunReport, RunRequest, Served, Session, Stepped, Verification,
 };
+pub use serve::{serve, ServeOptions, ServeSummary};
 pub use target::Target;
 
 /// For the project's own tools (xtask, the Python extension, examples and tests): no stability.

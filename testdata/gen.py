@@ -1575,6 +1575,20 @@ MODELS = {
 # Larger models for `cargo xtask bench` only: generated into the set-up folder, never committed
 # (`python testdata/gen.py --out DIR moe_wide`).
 BENCH_MODELS = {
+    "decoder_rows_bench": dict(
+        build=lambda: DecoderRows(vocab=256, dim=512, heads=8, layers=4, max_seq=512, batch=8),
+        desc="decoder_rows at benchmark size for `bench serve`: 8 slots, vocab 256, dim 512, 8 heads, "
+             "4 layers, K/V caches of 512 positions",
+        inputs=[(torch.zeros(8, 1, dtype=torch.long), torch.arange(8))],
+        lean_metadata=True),
+    "decoder_rows_1b": dict(
+        build=lambda: DecoderRows(vocab=32000, dim=2048, heads=16, layers=16, max_seq=256,
+                                  batch=8).to(torch.bfloat16),
+        desc="decoder_rows 1B-shaped in bf16 for `bench serve`'s time to ready: 8 slots, vocab 32000, "
+             "dim 2048, 16 heads, 16 layers (0.93 B parameters, 1.9 GB), K/V caches of 256 positions",
+        inputs=[(torch.zeros(8, 1, dtype=torch.long), torch.arange(8))],
+        lean_metadata=True,
+        large=True),
     "llama_1b_bf16": dict(
         build=build_llama_1b_bf16,
         desc="Llama-3.2-1B-shaped LlamaForCausalLM in bf16 (hidden 2048, inter 8192, 16 layers, 32 heads, "

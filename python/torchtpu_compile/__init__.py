@@ -48,6 +48,7 @@ __all__ = [
     "compile",
     "load",
     "generate",
+    "serve",
     "inspect",
     "check",
     "Session",
@@ -474,6 +475,35 @@ def generate(path: PathLike, prompt, max_new_tokens: int, **options) -> Generati
     device = options.pop("device", "cpu")
     with load(path, device) as session:
         return session.generate(prompt, max_new_tokens, **options)
+
+
+def serve(
+    path: PathLike,
+    port: int = 8000,
+    host: str = "127.0.0.1",
+    *,
+    device: str = "cpu",
+    max_waiting: int = 64,
+    model: Optional[str] = None,
+    checkpoint: Optional[PathLike] = None,
+    plugin: Optional[PathLike] = None,
+    admin: bool = False,
+) -> None:
+    """Serves the decode-step artifact at ``path`` over HTTP until SIGINT or SIGTERM, as
+    ``torchtpu-compile serve`` does: an OpenAI-compatible ``POST /v1/completions`` with token
+    ids (streamed as server-sent events with ``"stream": true``), ``GET /health``,
+    ``GET /metrics`` and ``GET /v1/models``; concurrent requests share the step's rows. It
+    prints the address once ready (``port=0``: any free port). ``admin``: offer
+    ``POST /admin/weights`` (another checkpoint's weights between requests). Raises ``TorchTpuError`` when it
+    cannot serve (the reason is on stderr)."""
+    argv = ["torchtpu-compile", "serve", os.fspath(path), "--port", str(port), "--host", host]
+    argv += ["--device", device, "--max-waiting", str(max_waiting)] + (["--admin"] if admin else [])
+    for flag, value in (("--model", model), ("--checkpoint", checkpoint), ("--plugin", plugin)):
+        if value is not None:
+            argv += [flag, os.fspath(value)]
+    code = _native.main(argv)
+    if code:
+        raise TorchTpuError(f"`torchtpu-compile serve` exited with code {code} (its reason is on stderr)")
 
 
 def main() -> None:

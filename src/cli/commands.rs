@@ -370,7 +370,7 @@ fn generate_requests(
         requests.extend(rows.into_iter().map(|prompt| crate::run::Request {
             prompt,
             max_new_tokens: args.max_new_tokens,
-            stop: args.eos,
+            stop: args.eos.into_iter().collect(),
             temperature: args.temperature.unwrap_or(0.0),
             seed: args.seed,
         }));

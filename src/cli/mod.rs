@@ -8,6 +8,7 @@ mod mesh;
 mod pass_flags;
 mod plan;
 mod recompile;
+mod serve;
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -58,6 +59,15 @@ enum Command {
     ///
     /// Example: torchtpu-compile generate decoder.tpuexe --prompt prompt.npy --max-new-tokens 24
     Generate(GenerateArgs),
+    /// Serve a decode-step artifact over HTTP: an OpenAI-compatible `POST /v1/completions`
+    /// with token ids (`prompt`, `max_tokens`, `temperature`, `seed`, `stop_token_ids`,
+    /// `stream` as server-sent events), `GET /health`, `GET /metrics` (Prometheus) and
+    /// `GET /v1/models`. Concurrent requests share the step's rows (continuous batching); the
+    /// executables and weights are loaded before it listens, nothing is compiled. Ctrl-C or
+    /// SIGTERM stops taking requests and lets those in flight finish.
+    ///
+    /// Example: torchtpu-compile serve decoder.tpuexe --port 8000
+    Serve(serve::ServeArgs),
     /// Check that every op of a program lowers to StableHLO, without compiling; lists all
     /// unsupported ops at once and exits 1 if there is any.
     Check {
@@ -606,7 +616,8 @@ enum Format {
     Json,
 }
 
-const SUBCOMMANDS: &[&str] = &["compile", "check", "inspect", "run", "generate", "cache", "plan", "recompile", "help"];
+const SUBCOMMANDS: &[&str] =
+    &["compile", "check", "inspect", "run", "generate", "serve", "cache", "plan", "recompile", "help"];
 
 /// `torchtpu-compile model.pt2 -o x` means `torchtpu-compile compile model.pt2 -o x`.
 fn with_default_subcommand(args: Vec<OsString>) -> Vec<OsString> {
@@ -732,6 +743,7 @@ fn run(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<u8>
         Command::Compile(args) => commands::compile(&args, out, err).map(|()| 0),
         Command::Run(args) => commands::run(&args, out),
         Command::Generate(args) => commands::generate(&args, out),
+        Command::Serve(args) => serve::serve_artifact(&args, out),
         Command::Cache(args) => commands::cache(&args, out, err),
         Command::Plan(args) => plan::plan(&args, out, err).map(|()| 0),
         Command::Recompile(args) => recompile::recompile_artifact(&args, out, err).map(|()| 0),

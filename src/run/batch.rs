@@ -35,8 +35,8 @@ pub struct Request {
     pub prompt: Vec<i64>,
     /// Tokens to generate at most.
     pub max_new_tokens: usize,
-    /// A token that ends the request when generated (it is kept).
-    pub stop: Option<i64>,
+    /// Tokens that end the request when generated (the one generated is kept).
+    pub stop: Vec<i64>,
     /// `0`: greedy; else sampling from `softmax(logits / temperature)`.
     pub temperature: f64,
     /// The seed of its sampling.
@@ -54,6 +54,17 @@ pub struct Finished {
     pub waited: u64,
     /// Calls it took in its slot.
     pub calls: u64,
+    /// It ended at a stop token, not at its `max_new_tokens`.
+    pub stopped: bool,
+}
+
+/// What one call of the step gave.
+#[derive(Debug, Default)]
+pub struct Stepped {
+    /// Each token generated, with its request's id, in slot order.
+    pub tokens: Vec<(u64, i64)>,
+    /// The requests that are done.
+    pub finished: Vec<Finished>,
 }
 
 /// A request in a slot.
@@ -112,22 +123,26 @@ impl Batcher {
         self.step.per_row()
     }
 
-    /// Queues `request`, after checking it fits the caches; its id.
-    pub fn submit(&mut self, request: Request) -> Result<u64, Error> {
-        let bad = |reason: String| Error::from(RunError::Decode(reason));
+    /// Why `request` cannot be served: no prompt token or no new token asked for, a token id
+    /// outside the vocabulary, or more positions than the caches hold.
+    pub fn check(&self, request: &Request) -> Result<(), String> {
         if request.prompt.is_empty() || request.max_new_tokens == 0 {
-            return Err(bad("a request needs at least one prompt token and one new token".into()));
+            return Err("a request needs at least one prompt token and one new token".into());
         }
-        if let Some(&id) = request.prompt.iter().find(|&&t| t < 0) {
-            return Err(bad(format!("token id {id} in a prompt: ids are not negative")));
+        if let Some(&id) = request.prompt.iter().find(|&&t| t < 0 || t >= self.step.vocab) {
+            return Err(format!("token id {id} in the prompt: the vocabulary has ids 0 to {}", self.step.vocab - 1));
         }
         let needed = request.prompt.len().saturating_add(request.max_new_tokens);
         if let Some(limit) = self.step.positions.filter(|&l| needed as i64 > l) {
             let (t, n) = (request.prompt.len(), request.max_new_tokens);
-            return Err(bad(format!(
-                "{t} prompt tokens and {n} new ones need {needed} positions; the caches hold {limit}"
-            )));
+            return Err(format!("{t} prompt tokens and {n} new ones need {needed} positions; the caches hold {limit}"));
         }
+        Ok(())
+    }
+
+    /// Queues `request`, after checking it ([`Batcher::check`]); its id.
+    pub fn submit(&mut self, request: Request) -> Result<u64, Error> {
+        self.check(&request).map_err(RunError::Decode)?;
         let id = self.next_id;
         self.next_id += 1;
         self.queue.push_back((id, request, self.figures.calls));
@@ -139,18 +154,41 @@ impl Batcher {
         self.queue.is_empty() && self.slots.iter().all(Option::is_none)
     }
 
+    /// Requests waiting for a slot.
+    pub fn waiting(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Slots holding a request.
+    pub fn busy(&self) -> usize {
+        self.slots.iter().flatten().count()
+    }
+
+    /// Drops request `id`, waiting or in its slot (a client that went away); whether it was
+    /// there.
+    pub fn cancel(&mut self, id: u64) -> bool {
+        if let Some(at) = self.queue.iter().position(|(q, _, _)| *q == id) {
+            self.queue.remove(at);
+            return true;
+        }
+        match self.slots.iter_mut().find(|s| s.as_ref().is_some_and(|a| a.id == id)) {
+            Some(slot) => slot.take().is_some(),
+            None => false,
+        }
+    }
+
     /// The figures so far.
     pub fn figures(&self) -> &Figures {
         &self.figures
     }
 
     /// One call of the step: waiting requests take the free slots they may, every busy slot is
-    /// fed its next token, and the requests that are done leave. Those, in slot order.
-    pub fn step(&mut self, session: &mut Session) -> Result<Vec<Finished>, Error> {
+    /// fed its next token, and the requests that are done leave.
+    pub fn step(&mut self, session: &mut Session) -> Result<Stepped, Error> {
         self.admit();
-        let busy = self.slots.iter().filter(|s| s.is_some()).count() as u64;
+        let busy = self.busy() as u64;
         if busy == 0 {
-            return Ok(Vec::new());
+            return Ok(Stepped::default());
         }
         let wave_at = self.slots.iter().flatten().map(|a| a.fed as i64).next().unwrap_or(0);
         let (ids, at): (Vec<i64>, Vec<i64>) = self
@@ -163,7 +201,7 @@ impl Batcher {
         self.figures.ms += started.elapsed().as_secs_f64() * 1e3;
         self.figures.calls += 1;
         self.figures.busy_slots += busy;
-        let mut done = Vec::new();
+        let mut stepped = Stepped::default();
         for (slot, row) in self.slots.iter_mut().zip(&logits) {
             let Some(a) = slot else { continue };
             a.fed += 1;
@@ -176,13 +214,16 @@ impl Batcher {
             a.tokens.push(token);
             a.next = token;
             self.figures.new_tokens += 1;
-            if a.tokens.len() >= a.request.max_new_tokens || a.request.stop == Some(token) {
+            stepped.tokens.push((a.id, token));
+            let stopped = a.request.stop.contains(&token);
+            if stopped || a.tokens.len() >= a.request.max_new_tokens {
                 if let Some(a) = slot.take() {
-                    done.push(Finished { id: a.id, tokens: a.tokens, waited: a.waited, calls: a.calls });
+                    let (id, tokens, waited, calls) = (a.id, a.tokens, a.waited, a.calls);
+                    stepped.finished.push(Finished { id, tokens, waited, calls, stopped });
                 }
             }
         }
-        Ok(done)
+        Ok(stepped)
     }
 
     /// Waiting requests into free slots: any free slot when each is at its own position, else
@@ -229,7 +270,7 @@ pub fn serve_all(session: &mut Session, requests: Vec<Request>) -> Result<Served
     session.load_executables()?;
     let mut done: Vec<Option<Finished>> = (0..n).map(|_| None).collect();
     while !batcher.is_idle() {
-        for f in batcher.step(session)? {
+        for f in batcher.step(session)?.finished {
             let at = f.id as usize;
             done[at] = Some(f);
         }

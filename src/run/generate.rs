@@ -92,7 +92,7 @@ pub(super) struct Step {
     logits: usize,
     /// Whether the logits have a token dim (`[B, T, V]`, not `[B, V]`).
     logits_per_token: bool,
-    vocab: i64,
+    pub(super) vocab: i64,
     pub(super) batch: i64,
     /// The most tokens one call takes: 1, or a prefill program's largest token count.
     chunk: usize,

@@ -24,7 +24,7 @@ mod session;
 mod state;
 mod weights;
 
-pub use batch::{serve_all, Batcher, Figures, Finished, Request, Served};
+pub use batch::{serve_all, Batcher, Figures, Finished, Request, Served, Stepped};
 pub use device::DeviceKind;
 pub use generate::{batch_of, decode, generate, generate_requests, Decoding, GenerateRequest, Generated};
 pub(crate) use session::Called;

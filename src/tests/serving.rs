@@ -428,7 +428,7 @@ fn row_requests(n: impl Fn(usize) -> usize) -> (Vec<crate::run::Request>, Vec<Ve
         .map(|(i, row)| crate::run::Request {
             prompt: row.into_iter().take_while(|&t| t >= 0).collect(),
             max_new_tokens: n(i),
-            stop: None,
+            stop: Vec::new(),
             temperature: 0.0,
             seed: 0,
         })
@@ -483,8 +483,9 @@ fn requests_of_different_lengths_share_the_slots() {
 }
 
 /// Continuous batching with requests arriving at random calls (seeded), asking for 1 to 16
-/// tokens, some ending at a stop token: every request gets the beginning of what eager decodes
-/// for it alone, up to its stop token, and some wait for a slot.
+/// tokens, some ending at a stop token, some cancelled (a client gone): every other request
+/// gets the beginning of what eager decodes for it alone, up to its stop token, and some wait
+/// for a slot.
 #[test]
 fn requests_arriving_and_leaving_at_random_calls_equal_solo_runs() {
     let tmp = TempDir::new("continuous");
@@ -504,13 +505,13 @@ fn requests_arriving_and_leaving_at_random_calls_equal_solo_runs() {
             for (i, mut r) in requests.iter().cloned().enumerate() {
                 r.max_new_tokens = 1 + random(16) as usize;
                 if random(3) == 0 {
-                    r.stop = Some(eager[i][random(16) as usize]);
+                    r.stop = vec![eager[i][random(16) as usize]];
                 }
                 pending.push((i + 7 * pass, r));
             }
         }
         let mut submitted = std::collections::BTreeMap::new();
-        let (mut done, mut waited) = (Vec::new(), 0);
+        let (mut done, mut waited, mut cancelled) = (Vec::new(), 0, Vec::new());
         while !pending.is_empty() || !batcher.is_idle() {
             for _ in 0..random(3) {
                 if !pending.is_empty() {
@@ -518,17 +519,26 @@ fn requests_arriving_and_leaving_at_random_calls_equal_solo_runs() {
                     submitted.insert(batcher.submit(r.clone()).expect("fits"), (i % 7, r));
                 }
             }
-            for f in batcher.step(&mut session).expect("steps") {
+            // Now and then a client goes away, waiting or in its slot.
+            if random(8) == 0 {
+                let id = random(submitted.len() as u64);
+                if !done.iter().any(|f: &crate::run::Finished| f.id == id) && batcher.cancel(id) {
+                    cancelled.push(id);
+                }
+            }
+            for f in batcher.step(&mut session).expect("steps").finished {
                 waited += f.waited;
                 done.push(f);
             }
         }
-        assert_eq!(done.len(), 21, "round {round}: nothing lost");
+        assert!(!cancelled.is_empty(), "round {round}: some requests were cancelled");
+        assert_eq!(done.len() + cancelled.len(), 21, "round {round}: nothing lost");
+        assert!(done.iter().all(|f| !cancelled.contains(&f.id)));
         for f in &done {
             let (i, r) = &submitted[&f.id];
             let solo = &eager[*i];
             let end =
-                solo.iter().take(r.max_new_tokens).position(|t| Some(*t) == r.stop).map_or(r.max_new_tokens, |p| p + 1);
+                solo.iter().take(r.max_new_tokens).position(|t| r.stop.contains(t)).map_or(r.max_new_tokens, |p| p + 1);
             assert_eq!(f.tokens, solo[..end], "round {round}, request {} (row {i}, {r:?})", f.id);
         }
         assert!(waited > 0, "some requests waited for a slot");

@@ -9,6 +9,7 @@ mod cold_compile;
 mod large;
 mod long_context;
 mod measure;
+mod serve_bench;
 mod setup;
 
 use std::collections::BTreeSet;
@@ -42,7 +43,7 @@ enum Task {
     /// Run the Core ATen single-op cases and rewrite docs/ops.md (the coverage table).
     Coverage,
     /// Time lowering, XLA compile and run of every test model (release build), then the
-    /// sections: passes, bucketing, cache, grouped-mm, avg-pool, tensor-parallel, long-context.
+    /// sections: passes, bucketing, cache, grouped-mm, avg-pool, tensor-parallel, donation, serve, long-context.
     Bench {
         /// Only these sections (default: everything but --large and --peers).
         sections: Vec<String>,

@@ -160,7 +160,7 @@ pub(crate) fn median(mut v: Vec<f64>) -> f64 {
 type Section = fn(bin: &Path, tmp: &Path) -> Result<()>;
 
 /// The benchmark sections after the per-model table, by name.
-const SECTIONS: [(&str, Section); 11] = [
+const SECTIONS: [(&str, Section); 12] = [
     ("passes", passes_bench),
     ("bucketing", bucket_bench),
     ("bucket-cost", crate::bucket_cost::bucket_cost_bench),
@@ -169,6 +169,7 @@ const SECTIONS: [(&str, Section); 11] = [
     ("avg-pool", avg_pool_bench),
     ("tensor-parallel", tensor_parallel_bench),
     ("donation", donation_bench),
+    ("serve", crate::serve_bench::serve_bench),
     ("long-context", crate::long_context::long_context_bench),
     ("fleet", fleet_bench),
     ("cold-compile", crate::cold_compile::cold_compiles),

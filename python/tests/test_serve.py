@@ -1,0 +1,230 @@
+"""`torchtpu_compile.serve` answered by a real HTTP client (the standard library's urllib) on
+loopback: completions equal eager's tokens for each prompt alone, also when the requests come
+at once and share the slots, streamed or whole; bad requests get 4xx in the API's words;
+the in-flight bound answers 429; a SIGTERM lets the request in flight finish; `--admin`
+swaps the weights of a running server for another checkpoint's."""
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import torchtpu_compile as ttc
+
+MODELS = Path(__file__).resolve().parents[2] / "testdata" / "models"
+ROWS = MODELS / "decoder_rows"
+
+
+def requests_and_tokens():
+    """decoder_rows' 7 prompts (padded with -1) and the 16 tokens eager decodes for each alone."""
+    prompts = np.load(ROWS / "prompts.npy")
+    return [[int(t) for t in row if t >= 0] for row in prompts], np.load(ROWS / "tokens.npy").tolist()
+
+
+class Server:
+    """`torchtpu_compile.serve(...)` in a child process; its base URL once it listens."""
+
+    def __init__(self, artifact: Path, *extra: str):
+        args = ", ".join([repr(str(artifact)), "port=0", *extra])
+        code = f"import torchtpu_compile as t; t.serve({args})"
+        self.proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        assert line.startswith("serving"), line
+        self.url = line.split(" at ")[1].split(" ")[0]
+
+    def post(self, body, path="/v1/completions"):
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        req = urllib.request.Request(self.url + path, data=data, headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=60) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+
+    def get(self, path):
+        with urllib.request.urlopen(self.url + path, timeout=60) as r:
+            return r.status, r.read().decode()
+
+    def stop(self) -> str:
+        self.proc.send_signal(signal.SIGTERM)
+        out, _ = self.proc.communicate(timeout=60)
+        assert self.proc.returncode == 0, out
+        return out
+
+
+@pytest.fixture(scope="module")
+def rows(tmp_path_factory):
+    path = tmp_path_factory.mktemp("serve") / "decoder_rows.tpuexe"
+    ttc.compile(MODELS / "decoder_rows.pt2", path, targets=["cpu"], quiet=True)
+    return path
+
+
+def chunks(body: str):
+    """The JSON chunks of a server-sent event stream, and whether it ended with [DONE]."""
+    data = [line[len("data: "):] for line in body.splitlines() if line.startswith("data: ")]
+    return [json.loads(d) for d in data if d != "[DONE]"], data[-1:] == ["[DONE]"]
+
+
+def test_concurrent_requests_get_their_solo_tokens(rows):
+    prompts, eager = requests_and_tokens()
+    server = Server(rows)
+    try:
+        status, body = server.get("/health")
+        assert status == 200 and json.loads(body)["slots"] == 4
+        results = [None] * (3 * len(prompts))
+
+        def ask(i):
+            p = prompts[i % len(prompts)]
+            body = {"model": "decoder_rows", "prompt": p, "max_tokens": 16, "temperature": 0}
+            results[i] = server.post(body)
+
+        threads = [threading.Thread(target=ask, args=(i,)) for i in range(len(results))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for i, (status, body) in enumerate(results):
+            assert status == 200, body
+            c = json.loads(body)
+            choice = c["choices"][0]
+            assert choice["token_ids"] == eager[i % len(prompts)], i
+            assert choice["text"] == " ".join(map(str, eager[i % len(prompts)]))
+            assert choice["finish_reason"] == "length" and c["object"] == "text_completion"
+            assert c["usage"] == {"prompt_tokens": len(prompts[i % 7]), "completion_tokens": 16,
+                                  "total_tokens": len(prompts[i % 7]) + 16}
+        # Streamed: a chunk per token, then the finish reason, then [DONE].
+        status, body = server.post({"prompt": prompts[2], "max_tokens": 16, "temperature": 0, "stream": True})
+        parts, done = chunks(body)
+        assert status == 200 and done
+        assert [t for p in parts for t in p["choices"][0]["token_ids"]] == eager[2]
+        assert "".join(p["choices"][0]["text"] for p in parts) == " ".join(map(str, eager[2]))
+        assert parts[-1]["choices"][0]["finish_reason"] == "length"
+        # A stop token ends the request there, kept.
+        stop = eager[0][3]
+        status, body = server.post({"prompt": prompts[0], "temperature": 0, "stop_token_ids": [stop]})
+        choice = json.loads(body)["choices"][0]
+        assert choice["token_ids"] == eager[0][:4] and choice["finish_reason"] == "stop"
+        status, metrics = server.get("/metrics")
+        assert 'torchtpu_requests_total{outcome="completed"} 23' in metrics
+        assert "torchtpu_generated_tokens_total 356" in metrics and "torchtpu_slots 4" in metrics
+    finally:
+        out = server.stop()
+    assert "23 requests completed" in out
+
+
+def test_bad_requests_are_refused_in_the_apis_words(rows):
+    server = Server(rows)
+    try:
+        for body, message in [
+            ({"prompt": [1], "echo": True}, "unknown field `echo`"),
+            ({"prompt": "hello"}, "needs a tokenizer"),
+            ({"prompt": [1], "max_tokens": "many"}, "`max_tokens` must be a non-negative integer"),
+            ({"prompt": list(range(60)), "max_tokens": 10}, "need 70 positions; the caches hold 64"),
+            ({"prompt": [64]}, "the vocabulary has ids 0 to 63"),
+            ({"prompt": [1], "model": "gpt-4"}, "is not served here"),
+            (b"{not json", "the body is not JSON"),
+        ]:
+            status, text = server.post(body)
+            assert status == 400, text
+            error = json.loads(text)["error"]
+            assert message in error["message"] and error["type"] == "invalid_request_error", text
+        status, text = server.post({}, path="/v1/chat/completions")
+        assert status == 404
+        # The server still answers.
+        status, _ = server.post({"prompt": [5], "max_tokens": 2})
+        assert status == 200
+        assert 'torchtpu_requests_total{outcome="invalid"} 7' in server.get("/metrics")[1]
+    finally:
+        server.stop()
+
+
+def test_requests_beyond_the_bound_get_429_and_none_is_lost(rows):
+    prompts, eager = requests_and_tokens()
+    server = Server(rows, "max_waiting=0")
+    try:
+        results = [None] * 32
+
+        def ask(i):
+            results[i] = server.post({"prompt": prompts[i % 7], "max_tokens": 16, "temperature": 0})
+
+        threads = [threading.Thread(target=ask, args=(i,)) for i in range(len(results))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        codes = [status for status, _ in results]
+        assert set(codes) <= {200, 429} and 429 in codes, codes
+        for i, (status, body) in enumerate(results):
+            if status == 200:
+                assert json.loads(body)["choices"][0]["token_ids"] == eager[i % 7]
+            else:
+                assert json.loads(body)["error"]["type"] == "overloaded"
+        metrics = server.get("/metrics")[1]
+        assert f'torchtpu_requests_total{{outcome="completed"}} {codes.count(200)}' in metrics
+        assert f'torchtpu_requests_total{{outcome="rejected"}} {codes.count(429)}' in metrics
+    finally:
+        server.stop()
+
+
+def test_a_shutdown_lets_the_request_in_flight_finish(rows):
+    server = Server(rows)
+    req = urllib.request.Request(server.url + "/v1/completions",
+                                 data=json.dumps({"prompt": [5], "max_tokens": 60, "stream": True}).encode())
+    with urllib.request.urlopen(req, timeout=60) as stream:
+        first = stream.readline()
+        assert first.startswith(b"data: ")
+        server.proc.send_signal(signal.SIGTERM)
+        rest = stream.read().decode()
+    parts, done = chunks(first.decode() + rest)
+    assert done and len([p for p in parts if p["choices"][0]["token_ids"]]) == 60
+    out, _ = server.proc.communicate(timeout=60)
+    assert server.proc.returncode == 0 and "1 requests completed" in out, out
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen(server.url + "/health", timeout=5)
+
+
+def halved(src: Path, dst: Path) -> Path:
+    """A copy of the archive at `src` with every f32 weight halved: another checkpoint of the
+    same program."""
+    import zipfile
+
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w", zipfile.ZIP_STORED) as zout:
+        for info in zin.infolist():
+            data = zin.read(info)
+            if "/data/weights/weight_" in info.filename:
+                data = (np.frombuffer(data, np.float32) * 0.5).astype(np.float32).tobytes()
+            zout.writestr(info.filename, data)
+    return dst
+
+
+def test_a_running_server_swaps_its_weights(rows, tmp_path):
+    other = halved(MODELS / "decoder_rows.pt2", tmp_path / "halved.pt2")
+    prompts, eager = requests_and_tokens()
+    ask = {"prompt": prompts[0], "max_tokens": 16, "temperature": 0}
+    server = Server(rows, "admin=True")
+    try:
+        assert json.loads(server.post(ask)[1])["choices"][0]["token_ids"] == eager[0]
+        status, text = server.post({"checkpoint": str(other)}, path="/admin/weights")
+        assert status == 200 and json.loads(text)["status"] == "swapped", text
+        swapped = json.loads(server.post(ask)[1])["choices"][0]["token_ids"]
+        assert swapped != eager[0]
+        status, text = server.post({"checkpoint": str(MODELS / "decoder_kv.pt2")}, path="/admin/weights")
+        assert status == 400 and "is not a checkpoint of this artifact" in text, text
+        assert json.loads(server.post(ask)[1])["choices"][0]["token_ids"] == swapped
+    finally:
+        server.stop()
+    # The same as a server started with that checkpoint; without --admin there is no such route.
+    started = Server(rows, f"checkpoint={str(other)!r}")
+    try:
+        assert json.loads(started.post(ask)[1])["choices"][0]["token_ids"] == swapped
+        assert started.post({"checkpoint": str(other)}, path="/admin/weights")[0] == 404
+    finally:
+        started.stop()

@@ -1,0 +1,94 @@
+//! `serve`: its arguments, the signals that stop it, and what it prints.
+
+use std::io::Write;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::Context;
+use clap::Args;
+
+use crate::run::{DeviceKind, Session, Verification};
+use crate::serve::{serve, ServeOptions};
+
+#[derive(Args)]
+pub(super) struct ServeArgs {
+    /// An artifact (.tpuexe) of a decode step, as `generate` takes.
+    artifact: PathBuf,
+    /// The port to listen on (0: any free port, printed).
+    #[arg(long, default_value_t = 8000)]
+    port: u16,
+    /// The address to listen on; the default answers this machine only.
+    #[arg(long, default_value = "127.0.0.1")]
+    host: IpAddr,
+    /// Requests that may wait for a slot; one more is answered 429 (too many requests).
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    max_waiting: usize,
+    /// The model's name in the API (`model`); default the artifact's file name without its
+    /// extension.
+    #[arg(long, value_name = "NAME")]
+    model: Option<String>,
+    /// Where to run: this machine's CPU, or its TPU chips (exit 3 where it has none).
+    #[arg(long, value_enum, default_value_t = DeviceKind::Cpu)]
+    device: DeviceKind,
+    /// The PJRT plugin; default for the CPU `$TORCHTPU_PJRT_PLUGIN`, for a TPU
+    /// `$TORCHTPU_LIBTPU`, then the `cargo xtask setup` folder.
+    #[arg(long)]
+    plugin: Option<PathBuf>,
+    /// Serve the weights of another checkpoint of the same program (as `run --checkpoint`).
+    #[arg(long, value_name = "FILE")]
+    checkpoint: Option<PathBuf>,
+    /// Offer `POST /admin/weights` `{"checkpoint": PATH}`, which swaps the weights for those of
+    /// another checkpoint file on this machine between requests, without a restart. Only for a
+    /// server that only trusted clients reach.
+    #[arg(long)]
+    admin: bool,
+}
+
+pub(super) fn serve_artifact(args: &ServeArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
+    let started = Instant::now();
+    let context = || format!("cannot serve `{}`", args.artifact.display());
+    let art = crate::artifact::Artifact::open_but_weights(&args.artifact)
+        .map_err(crate::Error::from)
+        .with_context(context)?;
+    let plugin = args.plugin.as_deref();
+    let verification = Verification { always_hash: false, cache: None };
+    let session = match &args.checkpoint {
+        Some(checkpoint) => Session::with_checkpoint(art, args.device, plugin, checkpoint),
+        None => Session::with(art, args.device, plugin, &verification),
+    }
+    .with_context(context)?;
+    let model = args.model.clone().unwrap_or_else(|| {
+        args.artifact.file_stem().map_or_else(|| "model".into(), |s| s.to_string_lossy().into_owned())
+    });
+    let addr = SocketAddr::new(args.host, args.port);
+    let opts = ServeOptions { addr, max_waiting: args.max_waiting, model, admin: args.admin };
+    let ready = |addr: SocketAddr| {
+        let ms = started.elapsed().as_secs_f64() * 1e3;
+        let _ = writeln!(out, "serving `{}` at http://{addr} (ready in {ms:.0} ms); stop with Ctrl-C", opts.model);
+        let _ = out.flush();
+    };
+    let summary = serve(session, &opts, ready, stop_signal()).with_context(context)?;
+    writeln!(
+        out,
+        "stopped: {} requests completed, {} cancelled by their clients, {} tokens generated",
+        summary.completed, summary.cancelled, summary.tokens
+    )?;
+    Ok(0)
+}
+
+/// Completes at SIGINT (Ctrl-C) or SIGTERM.
+async fn stop_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}

@@ -1,0 +1,475 @@
+//! `serve`: an artifact of a decode step behind an HTTP server that speaks the OpenAI
+//! completions API with token ids (`POST /v1/completions`, streamed as server-sent events when
+//! asked), with `GET /health`, `GET /metrics` (Prometheus text) and `GET /v1/models`.
+//!
+//! One thread owns the session and runs every request through a [`Batcher`]
+//! (`scheduler`): requests share the decode step's rows, joining and leaving at any call. The
+//! handlers (axum on one tokio thread) parse and check a request, hand it over and relay its
+//! tokens. The requests accepted and not done are bounded (the slots plus `max_waiting`):
+//! beyond, a request gets 429; once shutting down, 503. A shutdown (the future given, on the
+//! command line SIGINT or SIGTERM) stops accepting connections and lets the requests in flight
+//! finish.
+//!
+//! With `admin`, `POST /admin/weights` swaps the weights for another checkpoint's between
+//! requests (the scheduler lets the requests in flight finish, swaps, then takes the others).
+//!
+//! Without a tokenizer, a completion's `text` is its token ids in decimal, separated by spaces,
+//! and `token_ids` holds them as numbers.
+
+mod scheduler;
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::sse::{Event as SseEvent, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use serde_json::{json, Map, Value};
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use crate::run::{Batcher, Finished, Request, Session};
+use crate::Error;
+use scheduler::{Event, Job, Metrics};
+
+/// How to serve.
+#[derive(Clone, Debug)]
+pub struct ServeOptions {
+    /// Where to listen (port 0: any free port, told to `ready`).
+    pub addr: SocketAddr,
+    /// Requests that may wait for a slot; one more gets 429.
+    pub max_waiting: usize,
+    /// The name the API gives the model (`model`).
+    pub model: String,
+    /// Offer `POST /admin/weights`, which swaps the weights for a checkpoint file on this
+    /// machine: for a server that only trusted clients reach.
+    pub admin: bool,
+}
+
+/// What a server did, once shut down.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct ServeSummary {
+    /// Requests completed (at their length or a stop token).
+    pub completed: u64,
+    /// Requests whose client went away before they were done.
+    pub cancelled: u64,
+    /// Tokens generated.
+    pub tokens: u64,
+}
+
+/// What the handlers share.
+struct Shared {
+    /// The scheduler's queue; `None` once the server stops.
+    jobs: Mutex<Option<std::sync::mpsc::Sender<Job>>>,
+    /// Checks requests as the scheduler's batcher will (vocabulary, positions).
+    checker: Batcher,
+    metrics: Arc<Metrics>,
+    /// Requests accepted and not done, at most.
+    limit: usize,
+    model: String,
+    next_id: AtomicU64,
+}
+
+/// Serves `session` until `shutdown` completes, then lets the requests in flight finish;
+/// `ready` is told the address once the executables are loaded and the server listens.
+pub fn serve(
+    mut session: Session,
+    opts: &ServeOptions,
+    ready: impl FnOnce(SocketAddr),
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<ServeSummary, Error> {
+    let (checker, batcher) = (Batcher::new(&session)?, Batcher::new(&session)?);
+    session.load_executables()?;
+    let (jobs, queue) = std::sync::mpsc::channel();
+    let metrics = Arc::new(Metrics::default());
+    let limit = batcher.slots().saturating_add(opts.max_waiting);
+    let shared = Arc::new(Shared {
+        jobs: Mutex::new(Some(jobs)),
+        checker,
+        metrics: metrics.clone(),
+        limit,
+        model: opts.model.clone(),
+        next_id: AtomicU64::new(0),
+    });
+    let io = |reason: std::io::Error| Error::Io { path: format!("http://{}", opts.addr), reason: reason.to_string() };
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(io)?;
+    let worker_metrics = metrics.clone();
+    let worker = std::thread::spawn(move || scheduler::run(session, batcher, queue, &worker_metrics));
+    let served = runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind(opts.addr).await?;
+        ready(listener.local_addr()?);
+        let closing = metrics.clone();
+        let stop = async move {
+            shutdown.await;
+            closing.closing.store(true, Ordering::SeqCst);
+        };
+        axum::serve(listener, router(shared.clone(), opts.admin)).with_graceful_shutdown(stop).await
+    });
+    // No request comes any more: the scheduler finishes those it holds and stops.
+    shared.jobs.lock().map(|mut j| j.take()).ok();
+    let _ = worker.join();
+    served.map_err(io)?;
+    let count = |a: &AtomicU64| a.load(Ordering::SeqCst);
+    Ok(ServeSummary {
+        completed: count(&metrics.completed),
+        cancelled: count(&metrics.cancelled),
+        tokens: count(&metrics.generated_tokens),
+    })
+}
+
+fn router(shared: Arc<Shared>, admin: bool) -> Router {
+    let router = if admin { Router::new().route("/admin/weights", post(swap_weights)) } else { Router::new() };
+    router
+        .route("/v1/completions", post(completions))
+        .route("/v1/models", get(models))
+        .route("/health", get(health))
+        .route("/metrics", get(metrics))
+        .fallback(|| async { error(StatusCode::NOT_FOUND, "not_found", "no such route; see /v1/completions".into()) })
+        .with_state(shared)
+}
+
+/// An OpenAI-style error response.
+fn error(status: StatusCode, kind: &str, message: String) -> Response {
+    (status, axum::Json(json!({"error": {"message": message, "type": kind, "code": null}}))).into_response()
+}
+
+async fn completions(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+    let m = &shared.metrics;
+    if m.closing.load(Ordering::SeqCst) {
+        m.rejected.fetch_add(1, Ordering::Relaxed);
+        return error(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "the server is shutting down".into());
+    }
+    let parsed = parse(&body, &shared.model).and_then(|c| shared.checker.check(&c.request).map(|()| c));
+    let completion = match parsed {
+        Ok(c) => c,
+        Err(message) => {
+            m.invalid.fetch_add(1, Ordering::Relaxed);
+            return error(StatusCode::BAD_REQUEST, "invalid_request_error", message);
+        }
+    };
+    if m.outstanding.fetch_add(1, Ordering::SeqCst) >= shared.limit {
+        m.outstanding.fetch_sub(1, Ordering::SeqCst);
+        m.rejected.fetch_add(1, Ordering::Relaxed);
+        let message = format!("{} requests are in flight, the most this server takes; try again later", shared.limit);
+        return error(StatusCode::TOO_MANY_REQUESTS, "overloaded", message);
+    }
+    let (events, rx) = tokio::sync::mpsc::unbounded_channel();
+    let prompt_tokens = completion.request.prompt.len();
+    let job = Job::Request { request: completion.request, events, accepted: Instant::now() };
+    if !shared.hand(job) {
+        m.outstanding.fetch_sub(1, Ordering::SeqCst);
+        return error(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "the server is shutting down".into());
+    }
+    let head = Head {
+        id: format!("cmpl-{}", shared.next_id.fetch_add(1, Ordering::Relaxed)),
+        created: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+        model: shared.model.clone(),
+        prompt_tokens,
+    };
+    if completion.stream {
+        return Sse::new(stream(head, rx)).into_response();
+    }
+    whole(head, rx).await
+}
+
+impl Shared {
+    /// Hands `job` to the scheduler; false once the server stops.
+    fn hand(&self, job: Job) -> bool {
+        self.jobs.lock().ok().and_then(|j| j.as_ref().map(|j| j.send(job).is_ok())).unwrap_or(false)
+    }
+}
+
+/// `POST /admin/weights` `{"checkpoint": PATH}`: the weights of another checkpoint of the same
+/// program (see `Session::swap_weights`), taken once the requests in flight are done; those
+/// that come meanwhile wait. A checkpoint refused leaves the weights as they were.
+async fn swap_weights(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+    let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let Some(path) =
+        v.get("checkpoint").and_then(Value::as_str).filter(|_| v.as_object().is_some_and(|o| o.len() == 1))
+    else {
+        let message = "the body must be {\"checkpoint\": PATH}, a `.pt2` or `.safetensors` on the server's machine";
+        return error(StatusCode::BAD_REQUEST, "invalid_request_error", message.into());
+    };
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    if !shared.hand(Job::Swap { checkpoint: path.into(), reply }) {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "the server is shutting down".into());
+    }
+    match answer.await {
+        Ok(Ok(())) => axum::Json(json!({"status": "swapped", "checkpoint": path})).into_response(),
+        Ok(Err(message)) => error(StatusCode::BAD_REQUEST, "invalid_request_error", message),
+        Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "server_error", "the scheduler stopped".into()),
+    }
+}
+
+/// What every response and chunk of one completion repeats.
+struct Head {
+    id: String,
+    created: u64,
+    model: String,
+    prompt_tokens: usize,
+}
+
+impl Head {
+    fn object(&self, text: String, ids: &[i64], finish: Option<&str>) -> Map<String, Value> {
+        let choice = json!({"index": 0, "text": text, "token_ids": ids, "logprobs": null, "finish_reason": finish});
+        let mut o = Map::new();
+        o.insert("id".into(), json!(self.id));
+        o.insert("object".into(), json!("text_completion"));
+        o.insert("created".into(), json!(self.created));
+        o.insert("model".into(), json!(self.model));
+        o.insert("choices".into(), json!([choice]));
+        o
+    }
+
+    fn usage(&self, generated: usize) -> Value {
+        let total = self.prompt_tokens + generated;
+        json!({"prompt_tokens": self.prompt_tokens, "completion_tokens": generated, "total_tokens": total})
+    }
+}
+
+fn finish_reason(f: &Finished) -> &'static str {
+    if f.stopped {
+        "stop"
+    } else {
+        "length"
+    }
+}
+
+fn text(ids: &[i64]) -> String {
+    ids.iter().map(i64::to_string).collect::<Vec<_>>().join(" ")
+}
+
+/// The whole completion, once done.
+async fn whole(head: Head, mut rx: UnboundedReceiver<Event>) -> Response {
+    while let Some(event) = rx.recv().await {
+        match event {
+            Event::Token(_) => {}
+            Event::Done(f) => {
+                let mut o = head.object(text(&f.tokens), &f.tokens, Some(finish_reason(&f)));
+                o.insert("usage".into(), head.usage(f.tokens.len()));
+                return axum::Json(Value::Object(o)).into_response();
+            }
+            Event::Failed(message) => return error(StatusCode::INTERNAL_SERVER_ERROR, "server_error", message),
+        }
+    }
+    error(StatusCode::INTERNAL_SERVER_ERROR, "server_error", "the scheduler stopped".into())
+}
+
+/// Where a stream of chunks is.
+#[derive(Clone, Copy, PartialEq)]
+enum Phase {
+    Tokens,
+    /// The last chunk was sent: `[DONE]` follows.
+    Done,
+    Over,
+}
+
+/// The completion as server-sent events: a chunk per token, a last one with the finish reason
+/// and the usage, then `[DONE]`.
+fn stream(head: Head, rx: UnboundedReceiver<Event>) -> impl futures_util::Stream<Item = Result<SseEvent, Infallible>> {
+    let data = |v: Value| Ok(SseEvent::default().data(v.to_string()));
+    let failed = |message: String| json!({"error": {"message": message, "type": "server_error", "code": null}});
+    futures_util::stream::unfold((head, rx, 0usize, Phase::Tokens), move |(head, mut rx, sent, phase)| async move {
+        let (event, next) = match phase {
+            Phase::Over => return None,
+            Phase::Done => (Ok(SseEvent::default().data("[DONE]")), Phase::Over),
+            Phase::Tokens => match rx.recv().await {
+                Some(Event::Token(t)) => {
+                    let text = if sent == 0 { t.to_string() } else { format!(" {t}") };
+                    (data(Value::Object(head.object(text, &[t], None))), Phase::Tokens)
+                }
+                Some(Event::Done(f)) => {
+                    let mut o = head.object(String::new(), &[], Some(finish_reason(&f)));
+                    o.insert("usage".into(), head.usage(f.tokens.len()));
+                    (data(Value::Object(o)), Phase::Done)
+                }
+                Some(Event::Failed(message)) => (data(failed(message)), Phase::Over),
+                None => (data(failed("the scheduler stopped".into())), Phase::Over),
+            },
+        };
+        Some((event, (head, rx, sent + 1, next)))
+    })
+}
+
+async fn models(State(shared): State<Arc<Shared>>) -> Response {
+    let model = json!({"id": shared.model, "object": "model", "owned_by": "torchtpu-compile"});
+    axum::Json(json!({"object": "list", "data": [model]})).into_response()
+}
+
+async fn health(State(shared): State<Arc<Shared>>) -> Response {
+    let m = &shared.metrics;
+    let status = if m.closing.load(Ordering::SeqCst) { StatusCode::SERVICE_UNAVAILABLE } else { StatusCode::OK };
+    let body = json!({
+        "status": if status == StatusCode::OK { "ok" } else { "shutting down" },
+        "slots": shared.checker.slots(),
+        "busy": m.busy.load(Ordering::Relaxed),
+        "waiting": m.waiting.load(Ordering::Relaxed),
+    });
+    (status, axum::Json(body)).into_response()
+}
+
+async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
+    let text = prometheus(&shared.metrics, shared.checker.slots());
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+}
+
+/// The counters in Prometheus' text format.
+fn prometheus(m: &Metrics, slots: usize) -> String {
+    use std::fmt::Write as _;
+    let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+    let mut out = String::new();
+    let mut family = |name: &str, kind: &str, help: &str, samples: &[(String, f64)]| {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for (labels, value) in samples {
+            let _ = writeln!(out, "{name}{labels} {value}");
+        }
+    };
+    let outcomes = [
+        ("completed", &m.completed),
+        ("cancelled", &m.cancelled),
+        ("failed", &m.failed),
+        ("rejected", &m.rejected),
+        ("invalid", &m.invalid),
+    ];
+    let by_outcome: Vec<(String, f64)> =
+        outcomes.iter().map(|(o, a)| (format!("{{outcome=\"{o}\"}}"), get(a) as f64)).collect();
+    let one = |v: f64| vec![(String::new(), v)];
+    family("torchtpu_requests_total", "counter", "Requests by outcome.", &by_outcome);
+    family(
+        "torchtpu_prompt_tokens_total",
+        "counter",
+        "Prompt tokens of the requests taken.",
+        &one(get(&m.prompt_tokens) as f64),
+    );
+    family("torchtpu_generated_tokens_total", "counter", "Tokens generated.", &one(get(&m.generated_tokens) as f64));
+    family("torchtpu_slots", "gauge", "Requests the decode step serves at once.", &one(slots as f64));
+    family("torchtpu_slots_busy", "gauge", "Slots holding a request.", &one(m.busy.load(Ordering::Relaxed) as f64));
+    family(
+        "torchtpu_requests_waiting",
+        "gauge",
+        "Requests waiting for a slot.",
+        &one(m.waiting.load(Ordering::Relaxed) as f64),
+    );
+    family("torchtpu_step_calls_total", "counter", "Calls of the decode step.", &one(get(&m.calls) as f64));
+    family(
+        "torchtpu_step_busy_slots_total",
+        "counter",
+        "Busy slots summed over the calls (over calls times slots: the batch occupancy).",
+        &one(get(&m.busy_slots_total) as f64),
+    );
+    for (name, help, sum, count) in [
+        (
+            "torchtpu_time_to_first_token_seconds",
+            "From a request's arrival to its first token.",
+            &m.first_token_us,
+            &m.first_tokens,
+        ),
+        ("torchtpu_time_per_output_token_seconds", "Between a request's tokens.", &m.per_token_us, &m.per_tokens),
+    ] {
+        let samples = [("_sum".to_string(), get(sum) as f64 / 1e6), ("_count".to_string(), get(count) as f64)];
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} summary");
+        for (suffix, v) in samples {
+            let _ = writeln!(out, "{name}{suffix} {v}");
+        }
+    }
+    out
+}
+
+/// A parsed completion request.
+struct Completion {
+    request: Request,
+    stream: bool,
+}
+
+/// The fields `/v1/completions` takes.
+const FIELDS: [&str; 9] =
+    ["model", "prompt", "max_tokens", "temperature", "seed", "stream", "stop_token_ids", "n", "user"];
+
+/// Parses a completion request's body, in the API's words where it is wrong.
+fn parse(body: &[u8], model: &str) -> Result<Completion, String> {
+    static SEEDS: AtomicU64 = AtomicU64::new(0);
+    let v: Value = serde_json::from_slice(body).map_err(|e| format!("the body is not JSON: {e}"))?;
+    let o = v.as_object().ok_or("the body is not a JSON object")?;
+    if let Some(k) = o.keys().find(|k| !FIELDS.contains(&k.as_str())) {
+        return Err(format!("unknown field `{k}`; the fields are {}", FIELDS.join(", ")));
+    }
+    if let Some(m) = o.get("model").filter(|m| m.as_str() != Some(model)) {
+        return Err(format!("model {m} is not served here; this server serves \"{model}\""));
+    }
+    let prompt = match o.get("prompt") {
+        None => return Err("`prompt` is missing: give token ids, a list of integers".into()),
+        Some(Value::String(_)) => {
+            return Err("`prompt` is text, which needs a tokenizer this server does not have: give token ids".into())
+        }
+        Some(Value::Array(a)) if a.len() == 1 && a[0].is_array() => ids(&a[0], "prompt")?,
+        Some(p) => ids(p, "prompt")?,
+    };
+    let integer = |name: &str, default: u64| match o.get(name) {
+        None => Ok(default),
+        Some(v) => v.as_u64().ok_or(format!("`{name}` must be a non-negative integer, not {v}")),
+    };
+    let max_new_tokens = usize::try_from(integer("max_tokens", 16)?).map_err(|_| "`max_tokens` is too large")?;
+    if integer("n", 1)? != 1 {
+        return Err("`n` must be 1: one completion per request".into());
+    }
+    let temperature = match o.get("temperature") {
+        None => 1.0,
+        Some(v) => v
+            .as_f64()
+            .filter(|t| (0.0..=100.0).contains(t))
+            .ok_or(format!("`temperature` must be a number from 0 to 100, not {v}"))?,
+    };
+    let seed = integer("seed", SEEDS.fetch_add(1, Ordering::Relaxed))?;
+    let stream = match o.get("stream") {
+        None => false,
+        Some(v) => v.as_bool().ok_or(format!("`stream` must be true or false, not {v}"))?,
+    };
+    let stop = match o.get("stop_token_ids") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(v) => ids(v, "stop_token_ids")?,
+    };
+    if let Some(u) = o.get("user").filter(|u| !u.is_string()) {
+        return Err(format!("`user` must be a string, not {u}"));
+    }
+    Ok(Completion { request: Request { prompt, max_new_tokens, stop, temperature, seed }, stream })
+}
+
+/// A list of token ids.
+fn ids(v: &Value, name: &str) -> Result<Vec<i64>, String> {
+    let bad = || format!("`{name}` must be a list of token ids (integers)");
+    v.as_array().ok_or_else(bad)?.iter().map(|t| t.as_i64().ok_or_else(bad)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse;
+
+    #[test]
+    fn requests_are_read_and_wrong_ones_named() {
+        let c = parse(br#"{"prompt": [5, 9], "max_tokens": 3, "temperature": 0, "stream": true}"#, "m").unwrap();
+        assert_eq!((c.request.prompt, c.request.max_new_tokens, c.stream), (vec![5, 9], 3, true));
+        let c = parse(br#"{"model": "m", "prompt": [[7]], "stop_token_ids": [2]}"#, "m").unwrap();
+        assert_eq!((c.request.prompt, c.request.stop, c.request.max_new_tokens), (vec![7], vec![2], 16));
+        for (body, message) in [
+            (&br#"{"prompt": [1], "echo": true}"#[..], "unknown field `echo`"),
+            (br#"{"prompt": "hello"}"#, "needs a tokenizer"),
+            (br#"{"prompt": [1.5]}"#, "`prompt` must be a list of token ids"),
+            (br#"{"prompt": [1], "max_tokens": -1}"#, "`max_tokens` must be a non-negative integer, not -1"),
+            (br#"{"prompt": [1], "model": "other"}"#, "model \"other\" is not served here"),
+            (br#"{"prompt": [1], "n": 2}"#, "`n` must be 1"),
+            (br#"{"max_tokens": 2}"#, "`prompt` is missing"),
+            (br#"[1, 2]"#, "not a JSON object"),
+            (br#"{"prompt": [1]"#, "the body is not JSON"),
+        ] {
+            let got = parse(body, "m").err().unwrap_or_default();
+            assert!(got.contains(message), "{}: {got}", String::from_utf8_lossy(body));
+        }
+    }
+}
