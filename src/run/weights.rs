@@ -64,7 +64,7 @@ pub(super) struct DeviceWeights {
     /// Per device, its weights. Declared first, so dropped before the map they may read.
     pub buffers: Vec<Vec<Buffer>>,
     /// The file they came from when it is not the artifact: its external weights file, or
-    /// another checkpoint's (see `checkpoint`).
+    /// another checkpoint's (see `checkpoint`), whose values `reload` reads again.
     file: Option<MappedFile>,
     /// They are another checkpoint's, whose values `reload` reads.
     checkpoint: bool,
@@ -138,7 +138,8 @@ impl Checkpoint {
         for name in &art.manifest.weights.order {
             let view = st.tensor(name).map_err(|e| RunError::Weights(format!("`{name}`: {e}")))?;
             let split = placement.split(splits.and_then(|w| w.get(name)));
-            for (d, piece) in to_devices(client, placement, split.as_ref(), name, &view)?.into_iter().enumerate() {
+            let pieces = to_devices(client, placement, split.as_ref(), name, &view, InPlace::Copied)?;
+            for (d, piece) in pieces.into_iter().enumerate() {
                 per_device[d].push(piece);
             }
         }
@@ -269,7 +270,7 @@ fn transfer(
         let end = offset + view.data().len();
         if let Some(&i) = slot.get(name.as_str()) {
             let split = placement.split(splits.and_then(|w| w.get(name)));
-            buffers[i] = Some(to_devices(client, placement, split.as_ref(), name, &view)?);
+            buffers[i] = Some(to_devices(client, placement, split.as_ref(), name, &view, InPlace::Allowed)?);
         }
         if let Some(h) = hasher.as_deref_mut() {
             h.update(&bytes[hashed..end.max(hashed)]);
@@ -301,6 +302,16 @@ fn unreadable(art: &Artifact, at: &Located, reason: &str) -> Error {
     RunError::Weights(format!("`{}`: {reason}", at.path.display())).into()
 }
 
+/// Whether a device buffer may use the mapped bytes in place (the CPU plugin does where they
+/// are aligned): for the artifact's own weights, whose bytes were verified; not for another
+/// checkpoint's file, which its owner may rewrite while the session runs (a training job
+/// saving to the same path), so its values are copied.
+#[derive(Clone, Copy)]
+enum InPlace {
+    Allowed,
+    Copied,
+}
+
 /// A weight on every device: its piece where `split` splits it, else the whole of it.
 fn to_devices(
     client: &Client,
@@ -308,6 +319,7 @@ fn to_devices(
     split: Option<&torchtpu_passes::ir::Sharding>,
     name: &str,
     view: &safetensors::tensor::TensorView,
+    in_place: InPlace,
 ) -> Result<Vec<Buffer>, Error> {
     let dtype = dtype_of_safetensors(view.dtype())
         .ok_or_else(|| RunError::Weights(format!("`{name}` has unsupported dtype {:?}", view.dtype())))?;
@@ -323,8 +335,10 @@ fn to_devices(
                 // SAFETY: the bytes are a read-only map that outlives the buffer: the artifact's
                 // (which the caller keeps until the run is over) or the external file's (kept in
                 // `DeviceWeights`).
-                std::borrow::Cow::Borrowed(b) => unsafe { client.buffer_viewing_host_on(d, b, ty, &piece_dims) },
-                std::borrow::Cow::Owned(b) => client.buffer_from_host_on(d, &b, ty, &piece_dims),
+                std::borrow::Cow::Borrowed(b) if matches!(in_place, InPlace::Allowed) => unsafe {
+                    client.buffer_viewing_host_on(d, b, ty, &piece_dims)
+                },
+                piece => client.buffer_from_host_on(d, &piece, ty, &piece_dims),
             }
             .map_err(RunError::Execute)?,
         );

@@ -144,7 +144,8 @@ fn checkpoints_of_one_architecture_share_executables() {
 /// artifact, swapped to decoder_kv_tuned (the same program with other weights, exported by
 /// torch), decodes that model's eager tokens, and back to decoder_kv's archive its own. A
 /// checkpoint of another program and a weights file with a tensor of another shape are refused
-/// before anything changes: the session keeps its weights.
+/// before anything changes: the session keeps its weights. A weights file taken is copied, not
+/// read in place.
 #[test]
 fn a_session_swaps_to_another_checkpoint() {
     use crate::run::{decode, Decoding};
@@ -180,6 +181,19 @@ fn a_session_swaps_to_another_checkpoint() {
 
     session.swap_weights(&models.join("decoder_kv.pt2")).expect("swaps back");
     assert!(crate::run::compare(&tokens(&mut session), &base).ok);
+
+    // A weights file taken is copied: its owner rewriting it (a training job saving to the
+    // same path) changes nothing in the session.
+    let own = tmp.0.join("own.safetensors");
+    let weights = Artifact::open(&artifact).expect("opens");
+    std::fs::write(&own, weights.zip().get(artifact::WEIGHTS).expect("weights")).expect("writes");
+    drop(weights);
+    session.swap_weights(&own).expect("swaps");
+    let mut zeroed = read(&own);
+    let header = 8 + u64::from_le_bytes(zeroed[..8].try_into().expect("8 bytes")) as usize;
+    zeroed[header..].fill(0);
+    std::fs::write(&own, &zeroed).expect("rewrites");
+    assert!(crate::run::compare(&tokens(&mut session), &base).ok, "the file's new bytes are not read");
 }
 
 /// `run --checkpoint`: cnn's artifact (its BatchNorms folded into the convolutions and its
