@@ -72,8 +72,8 @@ pub use import::{import, Program};
 pub use inspect::{report as inspect_report, Report as InspectReport};
 pub use npy::Array;
 pub use run::{
-    batch_of, generate, generate_requests, run, serve_all, Batcher, Figures, Finished, GenerateRequest, Generated,
-    Request, RunReport, RunRequest, Served, Session, Stepped, Verification,
+    batch_of, generate, generate_requests, generate_seq2seq, run, serve_all, Batcher, Figures, Finished,
+    GenerateRequest, Generated, Request, RunReport, RunRequest, Seq2Seq, Served, Session, Stepped, Verification,
 };
 pub use serve::{serve, ServeOptions, ServeSummary};
 pub use target::Target;

@@ -1056,6 +1056,51 @@ def build_t5_encoder_dyn():
     return HiddenWrapper(T5EncoderModel(t5_config()))
 
 
+def t5_full():
+    """A T5 for conditional generation on t5_config (built first, so the same seed gives the
+    same weights to the encoder and the decoder exported apart), every parameter moved by
+    seeded noise of 0.5: as initialized, it generates the pad token only."""
+    from transformers import T5ForConditionalGeneration
+
+    model = T5ForConditionalGeneration(t5_config()).eval()
+    g = gen(77)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn(p.shape, generator=g) * 0.5)
+    return model
+
+
+def build_t5_gen_encoder():
+    from transformers.integrations.executorch import Seq2SeqLMEncoderExportableModule
+
+    return Seq2SeqLMEncoderExportableModule(t5_full().get_encoder())
+
+
+def build_t5_gen_decoder():
+    from transformers.integrations.executorch import Seq2SeqLMDecoderExportableModuleWithStaticCache
+
+    return Seq2SeqLMDecoderExportableModuleWithStaticCache(t5_full(), max_static_cache_length=32, batch_size=1)
+
+
+def t5_generate_reference(_module, d, new_tokens=12):
+    """transformers' own greedy `generate` of the same T5 (same seed) for two prompts: 8 tokens
+    (prompt.npy [1, 8], tokens.npy [1, N], after the decoder start token 0) and 5
+    (prompt_short.npy, tokens_short.npy: a size its bucket of 8 pads)."""
+    torch.manual_seed(0)
+    model = t5_full()
+    done = {}
+    for suffix, prompt in (("", [[5, 9, 3, 17, 42, 8, 61, 22]]), ("_short", [[44, 19, 27, 3, 90]])):
+        prompt = torch.tensor(prompt)
+        with torch.no_grad():
+            out = model.generate(input_ids=prompt, max_new_tokens=new_tokens, do_sample=False)
+        tokens = out[:, 1:]
+        assert tokens.shape[1] == new_tokens, f"generation stopped early: {tokens.tolist()}"
+        np.save(os.path.join(d, f"prompt{suffix}.npy"), prompt.numpy())
+        np.save(os.path.join(d, f"tokens{suffix}.npy"), tokens.numpy())
+        done[f"tokens{suffix}"] = tokens.tolist()
+    return done
+
+
 class T5DecoderStep(nn.Module):
     """T5's decoder stack over decoder ids and the encoder's states, both of dynamic length."""
 
@@ -1409,6 +1454,33 @@ MODELS = {
         dynamic_shapes={"decoder_input_ids": {1: Dim("tgt", min=1, max=64)},
                         "encoder_hidden_states": {1: Dim("src", min=1, max=64)}},
         lean_metadata=True),
+    "t5_gen_encoder": dict(
+        build=build_t5_gen_encoder,
+        desc="transformers' seq2seq export recipe, encoder half (Seq2SeqLMEncoderExportableModule) of a T5 "
+             "(t5_config): input_ids [1, src] -> encoder states [1, src, 32], src in 2..32; the encoder "
+             "`generate --encoder` runs once per request for t5_gen_decoder",
+        inputs=[(ids(s, 620 + s, vocab=128),) for s in (8, 2, 5, 17, 32)],
+        dynamic_shapes={"input_ids": {1: Dim("src", min=2, max=32)}},
+        export_context=torch.no_grad,
+        strict=True,
+        lean_metadata=True),
+    "t5_gen_decoder": dict(
+        build=build_t5_gen_decoder,
+        desc="transformers' seq2seq export recipe, decoder half (Seq2SeqLMDecoderExportableModuleWithStaticCache, "
+             "self-attention caches of 32 positions as buffers) of the same T5: (decoder_input_ids [1, 1], "
+             "encoder_hidden_states [1, src, 32], cache_position [1]) -> logits [1, 1, 128], src in 2..32; "
+             "references: the step at src 8, and transformers' greedy generate of the whole model "
+             "(prompt.npy, tokens.npy)",
+        # One case: the eager module keeps its first call's cross-attention keys in a cache of
+        # its own (the exported program computes them at every call), so a second eager call
+        # with other encoder states is not a reference.
+        inputs=[(torch.tensor([[0]]), randn((1, 8, 32), 648), torch.tensor([0]))],
+        dynamic_shapes={"decoder_input_ids": None, "encoder_hidden_states": {1: Dim("src", min=2, max=32)},
+                        "cache_position": None},
+        export_context=torch.no_grad,
+        strict=True,
+        lean_metadata=True,
+        decode=t5_generate_reference),
     "causal_conv_dyn": dict(
         build=CausalConv,
         desc="Mamba-style causal depthwise Conv1d(16, kernel 4, padding 3) sliced back to the sequence, "

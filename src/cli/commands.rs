@@ -287,6 +287,15 @@ pub(super) fn generate(args: &GenerateArgs, out: &mut dyn Write) -> anyhow::Resu
     for path in &args.prompt {
         prompts.push(crate::npy::Array::read(path).map_err(|e| Error::Run(e.into()))?);
     }
+    if let Some(encoder) = &args.encoder {
+        let [prompt] = &prompts[..] else {
+            anyhow::bail!(Error::Unsupported("with `--encoder`, give one prompt".into()));
+        };
+        let done = seq2seq(args, encoder, prompt).with_context(|| {
+            format!("cannot generate with `{}` and `{}`", encoder.display(), args.artifact.display())
+        })?;
+        return write_generated(args, &done, out);
+    }
     let batch = crate::artifact::Artifact::open_but_weights(&args.artifact)
         .map_err(Error::from)
         .and_then(|a| crate::run::batch_of(&a.manifest))
@@ -320,6 +329,28 @@ pub(super) fn generate(args: &GenerateArgs, out: &mut dyn Write) -> anyhow::Resu
     }
     let done = crate::run::generate(&req, &verification)
         .with_context(|| format!("cannot generate with `{}`", args.artifact.display()))?;
+    write_generated(args, &done, out)
+}
+
+/// An encoder–decoder generation: the encoder's session and the decoder step's.
+fn seq2seq(args: &GenerateArgs, encoder: &Path, prompt: &crate::npy::Array) -> Result<crate::run::Generated, Error> {
+    let verification = crate::run::Verification { always_hash: false, cache: None };
+    let open = |path: &Path| crate::run::Session::open(path, args.device, args.plugin.as_deref(), &verification);
+    let (mut enc, mut dec) = (open(encoder)?, open(&args.artifact)?);
+    dec.set_donation(!args.no_donate);
+    let req = crate::run::Seq2Seq {
+        prompt: prompt.clone(),
+        start_token: args.start_token,
+        max_new_tokens: args.max_new_tokens,
+        eos: args.eos,
+        temperature: args.temperature,
+        seed: args.seed,
+    };
+    crate::run::generate_seq2seq(&mut enc, &mut dec, &req)
+}
+
+/// Writes `--out` and `--logits-out` and prints what one batch's generation did.
+fn write_generated(args: &GenerateArgs, done: &crate::run::Generated, out: &mut dyn Write) -> anyhow::Result<u8> {
     for (path, array) in [(&args.out, &done.tokens), (&args.logits_out, &done.logits)] {
         if let Some(path) = path {
             array.write(path).map_err(|e| Error::Run(e.into()))?;

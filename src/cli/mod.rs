@@ -242,6 +242,14 @@ struct GenerateArgs {
     /// End a request when it generates this token id (the id is kept).
     #[arg(long, value_name = "ID")]
     eos: Option<i64>,
+    /// The encoder's artifact of an encoder–decoder model (transformers' seq2seq export
+    /// recipe: T5, BART, Whisper): it runs once on the prompt, then ARTIFACT, the decoder step,
+    /// runs once per new token over its states.
+    #[arg(long, value_name = "ENCODER.tpuexe")]
+    encoder: Option<PathBuf>,
+    /// With `--encoder`: the decoder's first token (T5's and BART's is 0).
+    #[arg(long, value_name = "ID", default_value_t = 0, requires = "encoder")]
+    start_token: i64,
     /// Sample from softmax(logits / T) instead of taking the most likely token (0: greedy).
     #[arg(long, value_name = "T", value_parser = parse_tolerance)]
     temperature: Option<f64>,

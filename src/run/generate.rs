@@ -124,8 +124,14 @@ pub(super) fn step(m: &Manifest) -> Result<Step, Error> {
     let ints: Vec<usize> =
         (0..sig.inputs.len()).filter(|&i| parse_dtype(&sig.inputs[i].dtype).is_some_and(DType::is_integer)).collect();
     if sig.inputs.len() != 2 || ints.len() != 2 {
+        let floats = sig.inputs.len() - ints.len();
+        let hint = if sig.inputs.len() == 3 && floats == 1 {
+            "; it looks like the decoder of an encoder–decoder model: give the encoder's artifact with `--encoder`"
+        } else {
+            ""
+        };
         return Err(unrecognized(format!(
-            "it takes {} inputs, not two integer ones (ids, position)",
+            "it takes {} inputs, not two integer ones (ids, position){hint}",
             sig.inputs.len()
         )));
     }

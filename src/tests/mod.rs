@@ -23,6 +23,8 @@ mod plan;
 #[cfg(feature = "mlir")]
 mod recompile;
 #[cfg(feature = "mlir")]
+mod refusals;
+#[cfg(feature = "mlir")]
 mod serving;
 #[cfg(feature = "mlir")]
 mod sharding;

@@ -544,3 +544,41 @@ fn requests_arriving_and_leaving_at_random_calls_equal_solo_runs() {
         assert!(waited > 0, "some requests waited for a slot");
     }
 }
+
+/// An encoder–decoder model as transformers' seq2seq export recipe writes it (a T5 encoder, and
+/// a decoder step with static self-attention caches over the encoder's states of dynamic
+/// length): the encoder once, then the decoder per token, gives exactly transformers' greedy
+/// `generate` of the whole model, for a prompt of a bucket's size and one its bucket pads.
+/// `generate` without `--encoder` says what is missing.
+#[test]
+fn encoder_decoder_generation_equals_transformers_generate() {
+    let tmp = TempDir::new("seq2seq");
+    let (encoder, decoder) = (compile_model("t5_gen_encoder", &tmp.0), compile_model("t5_gen_decoder", &tmp.0));
+    let dir = testdata().join("models/t5_gen_decoder");
+    let (mut enc, mut dec) = (decode_session(&encoder), decode_session(&decoder));
+    for suffix in ["", "_short"] {
+        let read = |name: &str| Array::read(&dir.join(format!("{name}{suffix}.npy"))).expect("an array");
+        let req = crate::run::Seq2Seq {
+            prompt: read("prompt"),
+            start_token: 0,
+            max_new_tokens: 12,
+            eos: None,
+            temperature: None,
+            seed: 0,
+        };
+        let done = crate::run::generate_seq2seq(&mut enc, &mut dec, &req).expect("generates");
+        assert!(crate::run::compare(&done.tokens, &read("tokens")).ok, "prompt{suffix}");
+    }
+    let s = |p: &Path| p.to_str().expect("utf-8").to_string();
+    let prompt = s(&dir.join("prompt.npy"));
+    let args = ["generate", &s(&decoder), "--prompt", &prompt, "--max-new-tokens", "12"];
+    let (code, text, err) = run_cli(&[&args[..], &["--encoder", &s(&encoder)]].concat());
+    assert_eq!(code, 0, "{err}");
+    assert!(text.starts_with("tokens: 65 16 15 16"), "{text}");
+    let (code, _, err) = run_cli(&args);
+    assert_eq!(code, 1);
+    assert!(err.contains("give the encoder's artifact with `--encoder`"), "{err}");
+    let (code, _, err) = run_cli(&[&args[..4], &["--max-new-tokens", "40", "--encoder", &s(&encoder)]].concat());
+    assert_eq!(code, 1);
+    assert!(err.contains("40 new tokens need as many positions; the decoder's caches hold 32"), "{err}");
+}

@@ -1,0 +1,158 @@
+//! Encoder–decoder generation, as transformers' seq2seq export recipe writes the two halves
+//! (`Seq2SeqLMEncoderExportableModule`, `Seq2SeqLMDecoderExportableModuleWithStaticCache`):
+//! the encoder runs once per request, then the decoder step runs once per new token over the
+//! encoder's states, its self-attention caches staying on the device (the cross-attention is
+//! computed from the states at every step, as the exported step does).
+//!
+//! The conventions:
+//! - the encoder takes the prompt's token ids `[1, S]` and returns the states `[1, S, D]`;
+//! - the decoder step takes three inputs: the decoder's token ids `[1, 1]` (named
+//!   `decoder_input_ids`, else the first integer input), the encoder's states (the float one)
+//!   and the position `[1]` (the other integer input), and returns the logits `[1, 1, V]` or
+//!   `[1, V]`; its caches are updated buffers, whose length bounds the new tokens;
+//! - the first decoder token is the start token (T5's and BART's 0, Whisper's its own).
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use torchtpu_passes::ir::DType;
+
+use super::generate::{unrecognized, Generated, Sampler};
+use super::{parse_dtype, RunError, Session};
+use crate::npy::Array;
+use crate::Error;
+
+/// What to generate with an encoder and a decoder step.
+pub struct Seq2Seq {
+    /// The encoder's token ids, `[S]` or `[1, S]`.
+    pub prompt: Array,
+    /// The first decoder token.
+    pub start_token: i64,
+    /// How many tokens to generate.
+    pub max_new_tokens: usize,
+    /// A token that ends the generation (kept).
+    pub eos: Option<i64>,
+    /// `None` or 0: greedy.
+    pub temperature: Option<f64>,
+    /// The seed of sampling.
+    pub seed: u64,
+}
+
+/// Where the decoder step's inputs and logits are.
+struct DecoderStep {
+    ids: usize,
+    states: usize,
+    pos: usize,
+    vocab: i64,
+    /// The new tokens its caches hold, when a rank-4 cache says.
+    positions: Option<i64>,
+}
+
+fn decoder_step(session: &Session) -> Result<DecoderStep, Error> {
+    let m = session.manifest();
+    let sig = &m.signature;
+    let dtype = |i: usize| parse_dtype(&sig.inputs[i].dtype);
+    let ints: Vec<usize> = (0..sig.inputs.len()).filter(|&i| dtype(i).is_some_and(DType::is_integer)).collect();
+    let floats: Vec<usize> = (0..sig.inputs.len()).filter(|&i| dtype(i).is_some_and(DType::is_float)).collect();
+    let (&[a, b], &[states]) = (&ints[..], &floats[..]) else {
+        return Err(unrecognized(format!(
+            "an encoder–decoder step takes two integer inputs (ids, position) and the encoder's states; \
+             this one takes {} inputs",
+            sig.inputs.len()
+        )));
+    };
+    let ids = if sig.inputs[b].name == "decoder_input_ids" { b } else { a };
+    let pos = if ids == a { b } else { a };
+    let returned = session.returned_outputs();
+    let [logits] = returned[..] else {
+        return Err(unrecognized(format!("it returns {} outputs besides its state, not the logits", returned.len())));
+    };
+    let vocab = sig.outputs[logits].dims.last().and_then(serde_json::Value::as_i64).unwrap_or(0);
+    let positions = (0..sig.outputs.len())
+        .filter(|o| !returned.contains(o))
+        .filter_map(|o| match sig.outputs[o].dims.iter().map(serde_json::Value::as_i64).collect::<Vec<_>>()[..] {
+            [_, Some(a), Some(b), _] => Some(a.max(b)),
+            _ => None,
+        })
+        .min();
+    Ok(DecoderStep { ids, states, pos, vocab, positions })
+}
+
+/// Generates with `encoder` (run once) and `decoder` (once per new token, from its artifact's
+/// caches).
+pub fn generate_seq2seq(encoder: &mut Session, decoder: &mut Session, req: &Seq2Seq) -> Result<Generated, Error> {
+    let step = decoder_step(decoder)?;
+    if let Some(limit) = step.positions.filter(|&l| req.max_new_tokens as i64 > l) {
+        let reason =
+            format!("{} new tokens need as many positions; the decoder's caches hold {limit}", req.max_new_tokens);
+        return Err(RunError::Decode(reason).into());
+    }
+    let prompt = prompt_row(&req.prompt)?;
+    let t = prompt.len();
+    let ids = Array {
+        dtype: DType::I64,
+        shape: vec![1, t as i64],
+        data: prompt.iter().flat_map(|v| v.to_le_bytes()).collect(),
+    };
+    encoder.load_executables()?;
+    decoder.load_executables()?;
+    decoder.reset()?;
+    let started = Instant::now();
+    let mut encoded = encoder.call(&[ids], &[PathBuf::from("prompt")], 0)?.outputs;
+    let states = match encoded.len() {
+        1 => encoded.swap_remove(0),
+        n => return Err(RunError::Decode(format!("the encoder returns {n} outputs, not its states")).into()),
+    };
+    let prefill_ms = started.elapsed().as_secs_f64() * 1e3;
+    let labels = [PathBuf::from("token id"), PathBuf::from("encoder states"), PathBuf::from("position")];
+    let mut sampler = Sampler::new(req.temperature.unwrap_or(0.0), req.seed);
+    let (mut tokens, mut logits) = (Vec::new(), Vec::new());
+    let mut next = req.start_token;
+    for k in 0..req.max_new_tokens {
+        let mut inputs = vec![Array { dtype: DType::I64, shape: vec![], data: vec![] }; 3];
+        inputs[step.ids] = Array { dtype: DType::I64, shape: vec![1, 1], data: next.to_le_bytes().to_vec() };
+        inputs[step.states] = states.clone();
+        inputs[step.pos] = Array { dtype: DType::I64, shape: vec![1], data: (k as i64).to_le_bytes().to_vec() };
+        let out = decoder.call(&inputs, &labels, 0)?.outputs.swap_remove(0);
+        let row: Vec<f32> = (0..step.vocab.max(0) as usize).filter_map(|i| out.get_f64(i)).map(|v| v as f32).collect();
+        next = sampler.pick(&row);
+        tokens.push(next);
+        logits.extend(row);
+        if req.eos == Some(next) {
+            break;
+        }
+    }
+    let decode_ms = started.elapsed().as_secs_f64() * 1e3 - prefill_ms;
+    let n = tokens.len();
+    Ok(Generated {
+        tokens: Array {
+            dtype: DType::I64,
+            shape: vec![1, n as i64],
+            data: tokens.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        },
+        logits: Array {
+            dtype: DType::F32,
+            shape: vec![1, n as i64, step.vocab],
+            data: logits.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        },
+        prompt_tokens: t,
+        prompt_calls: 1,
+        new_tokens: n,
+        prefill_ms,
+        decode_ms,
+        tokens_per_second: if decode_ms > 0.0 { n as f64 * 1e3 / decode_ms } else { 0.0 },
+    })
+}
+
+/// The encoder's prompt, `[S]` or `[1, S]` integer ids.
+fn prompt_row(prompt: &Array) -> Result<Vec<i64>, Error> {
+    let bad = |reason: String| Error::from(RunError::Decode(format!("the prompt: {reason}")));
+    if !prompt.dtype.is_integer() {
+        return Err(bad(format!("token ids must be integers, not {}", prompt.dtype)));
+    }
+    match prompt.shape[..] {
+        [t] | [1, t] if t > 0 => {}
+        _ => return Err(bad(format!("shape {:?}: the encoder takes one prompt, [S] or [1, S]", prompt.shape))),
+    }
+    Ok((0..prompt.numel().max(0) as usize).filter_map(|i| prompt.get_f64(i)).map(|v| v as i64).collect())
+}
