@@ -500,7 +500,7 @@ class HFStaticCacheStep(nn.Module):
     (input_ids [1, 1], cache_position [1]) -> logits, the per-layer key/value caches (and their
     length counters) non-persistent buffers updated in place. A one-layer Llama."""
 
-    def __init__(self, hidden=32, layers=1, heads=2, kv_heads=1, vocab=128, cache_len=48):
+    def __init__(self, hidden=32, layers=1, heads=2, kv_heads=1, vocab=128, cache_len=48, batch=1):
         super().__init__()
         from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
         from transformers.integrations.executorch import TorchExportableModuleWithStaticCache
@@ -512,7 +512,7 @@ class HFStaticCacheStep(nn.Module):
         model = LlamaForCausalLM(cfg).eval()
         model.generation_config = GenerationConfig(
             use_cache=True, cache_implementation="static",
-            cache_config={"batch_size": 1, "max_cache_len": cache_len, "device": "cpu"})
+            cache_config={"batch_size": batch, "max_cache_len": cache_len, "device": "cpu"})
         self.step = TorchExportableModuleWithStaticCache(model)
 
     def forward(self, input_ids, cache_position):
@@ -532,6 +532,21 @@ def hf_decode_reference(module, d, new_tokens=24):
     np.save(os.path.join(d, "tokens.npy"), tokens.numpy())
     np.save(os.path.join(d, "logits.npy"), torch.stack(out.logits, 1).numpy())
     return {"prompt": prompt.tolist(), "tokens": tokens.tolist()}
+
+
+def hf_rows_reference(module, d, new_tokens=16):
+    """transformers' own greedy `generate` with a static cache (batch 1) of each request of
+    ROWS_PROMPTS alone: prompts.npy [R, Tmax] (padded with -1), tokens.npy [R, N]."""
+    rows = []
+    with torch.no_grad():
+        for prompt in ROWS_PROMPTS:
+            out = module.step.model.generate(torch.tensor([prompt]), max_new_tokens=new_tokens, do_sample=False,
+                                             cache_implementation="static")
+            rows.append(out[0, len(prompt):].tolist())
+    width = max(len(p) for p in ROWS_PROMPTS)
+    np.save(os.path.join(d, "prompts.npy"), np.array([p + [-1] * (width - len(p)) for p in ROWS_PROMPTS], dtype=np.int64))
+    np.save(os.path.join(d, "tokens.npy"), np.array(rows, dtype=np.int64))
+    return {"prompts": ROWS_PROMPTS, "tokens": rows}
 
 
 class MultiOut(nn.Module):
@@ -1387,6 +1402,16 @@ MODELS = {
         strict=True,
         lean_metadata=True,
         decode=hf_decode_reference),
+    "hf_static_rows": dict(
+        build=lambda: HFStaticCacheStep(batch=4),
+        desc="hf_static_cache (the same weights) exported by the same recipe with a batch of 4: (input_ids "
+             "[4, 1], cache_position [1]) -> logits [4, 1, 128], one position for all rows; references: "
+             "ROWS_PROMPTS, each decoded alone by transformers' greedy generate with a static cache",
+        inputs=[(torch.tensor([[5], [7], [33], [12]]), torch.tensor([0]))],
+        export_context=torch.no_grad,
+        strict=True,
+        lean_metadata=True,
+        decode=hf_rows_reference),
     "moe_dyn": dynamic_lm(
         build_mixtral_dyn,
         "MixtralForCausalLM(hidden 32, 1 layer, 2 heads of 16, 1 kv head, vocab 128, 4 experts, top-2, "

@@ -412,10 +412,10 @@ fn a_session_called_ten_thousand_times_keeps_a_flat_rss() {
     assert!(growth < 16 * 1024, "the resident set grew by {growth} KiB over 9,000 calls: {rss:?}");
 }
 
-/// The requests of `decoder_rows`' references: each row of `prompts.npy` up to its padding,
-/// asking for `n` tokens; and each one's 16 tokens decoded alone by eager.
-fn row_requests(n: impl Fn(usize) -> usize) -> (Vec<crate::run::Request>, Vec<Vec<i64>>) {
-    let dir = testdata().join("models/decoder_rows");
+/// The requests of `model`'s references: each row of `prompts.npy` up to its padding, asking
+/// for `n` tokens; and each one's 16 tokens decoded alone by eager.
+fn row_requests(model: &str, n: impl Fn(usize) -> usize) -> (Vec<crate::run::Request>, Vec<Vec<i64>>) {
+    let dir = testdata().join("models").join(model);
     let ints = |name: &str| {
         let a = Array::read(&dir.join(name)).expect("an array");
         let values: Vec<i64> = (0..a.numel() as usize).filter_map(|i| a.get_f64(i)).map(|v| v as i64).collect();
@@ -445,7 +445,7 @@ fn row_requests(n: impl Fn(usize) -> usize) -> (Vec<crate::run::Request>, Vec<Ve
 fn requests_of_different_lengths_share_the_slots() {
     let tmp = TempDir::new("batching");
     let rows = compile_model("decoder_rows", &tmp.0);
-    let (requests, eager) = row_requests(|_| 16);
+    let (requests, eager) = row_requests("decoder_rows", |_| 16);
     let alone: u64 = requests.iter().map(|r| (r.prompt.len() + 15) as u64).sum();
     let served = crate::run::serve_all(&mut decode_session(&rows), requests.clone()).expect("serves");
     assert!(served.continuous && served.slots == 4, "{served:?}");
@@ -498,7 +498,7 @@ fn requests_arriving_and_leaving_at_random_calls_equal_solo_runs() {
     };
     for round in 0..3 {
         let mut batcher = crate::run::Batcher::new(&session).expect("a decode step");
-        let (requests, eager) = row_requests(|_| 16);
+        let (requests, eager) = row_requests("decoder_rows", |_| 16);
         // Three passes over the seven requests, each with its own length and maybe a stop token.
         let mut pending: Vec<(usize, crate::run::Request)> = Vec::new();
         for pass in 0..3 {
@@ -581,4 +581,21 @@ fn encoder_decoder_generation_equals_transformers_generate() {
     let (code, _, err) = run_cli(&[&args[..4], &["--max-new-tokens", "40", "--encoder", &s(&encoder)]].concat());
     assert_eq!(code, 1);
     assert!(err.contains("40 new tokens need as many positions; the decoder's caches hold 32"), "{err}");
+}
+
+/// transformers' StaticCache export recipe with a batch of 4 (one position for all rows): the
+/// seven requests go in waves of four, prompts of different lengths sharing the calls, and each
+/// gets exactly the tokens transformers' `generate` gives it alone.
+#[test]
+fn transformers_static_cache_batches_serve_requests_in_waves() {
+    let tmp = TempDir::new("hf-rows");
+    let artifact = compile_model("hf_static_rows", &tmp.0);
+    let (requests, eager) = row_requests("hf_static_rows", |_| 16);
+    let served = crate::run::serve_all(&mut decode_session(&artifact), requests).expect("serves");
+    assert!(!served.continuous && served.slots == 4, "{served:?}");
+    for (i, r) in served.requests.iter().enumerate() {
+        assert_eq!(r.tokens, eager[i], "request {i}");
+    }
+    // Two waves: the longest prompt of each (9, then 7 tokens) and its 16 new ones.
+    assert_eq!(served.figures.calls, (9 + 15) + (7 + 15));
 }
