@@ -156,14 +156,7 @@ pub(super) fn step(m: &Manifest) -> Result<Step, Error> {
         [Some(b), Some(v)] if b == batch && chunk == 1 => (v, false),
         ref other => return Err(unrecognized(format!("its output is {other:?}, not logits [B, T, V] or [B, V]"))),
     };
-    let positions = (0..sig.outputs.len())
-        .filter(|&o| files[o].starts_with("state_"))
-        .filter_map(|o| match dims(&sig.outputs[o])[..] {
-            // `[B, H, S, D]` or `[B, S, H, D]`: the positions outnumber the heads.
-            [_, Some(a), Some(b), _] => Some(a.max(b)),
-            _ => None,
-        })
-        .min();
+    let positions = cache_positions(m);
     let dtype = |i: usize| parse_dtype(&sig.inputs[i].dtype).unwrap_or(DType::I64);
     Ok(Step {
         ids,
@@ -194,8 +187,22 @@ fn prefill_chunk(m: &Manifest, ids: usize, name: &str) -> Result<usize, Error> {
     Ok(largest.or(max).map_or(1, |n| usize::try_from(n).unwrap_or(1).max(1)))
 }
 
+/// The positions the caches hold: the least over the updated rank-4 buffers (`[B, H, S, D]`
+/// or `[B, S, H, D]`) of their larger middle dim (the positions outnumber the heads).
+pub(super) fn cache_positions(m: &Manifest) -> Option<i64> {
+    let files = output_files(&m.signature.outputs);
+    let outputs = &m.signature.outputs;
+    (0..outputs.len())
+        .filter(|&o| files[o].starts_with("state_"))
+        .filter_map(|o| match outputs[o].dims.iter().map(dim_of).collect::<Vec<_>>()[..] {
+            [_, Some(a), Some(b), _] => Some(a.max(b)),
+            _ => None,
+        })
+        .min()
+}
+
 /// An integer array of `dtype` and `dims` with every element `values[i / per]`.
-fn integers(dtype: DType, dims: &[i64], values: &[i64]) -> Array {
+pub(super) fn integers(dtype: DType, dims: &[i64], values: &[i64]) -> Array {
     let n = dims.iter().product::<i64>().max(0) as usize;
     let per = (n / values.len().max(1)).max(1);
     let mut data = Vec::with_capacity(n * dtype.size_bytes());
@@ -333,7 +340,7 @@ fn rows_f32(a: &Array, vocab: i64) -> Vec<Vec<f32>> {
 }
 
 /// The prompt as `batch` rows of token ids (`[T]` for one row).
-fn prompt_rows(prompt: &Array, batch: i64) -> Result<Vec<Vec<i64>>, Error> {
+pub(super) fn prompt_rows(prompt: &Array, batch: i64) -> Result<Vec<Vec<i64>>, Error> {
     let bad = |reason: String| Error::from(RunError::Decode(format!("the prompt: {reason}")));
     if !prompt.dtype.is_integer() {
         return Err(bad(format!("token ids must be integers, not {}", prompt.dtype)));

@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use torchtpu_passes::ir::DType;
 
-use super::generate::{unrecognized, Generated, Sampler};
+use super::generate::{cache_positions, integers, prompt_rows, unrecognized, Generated, Sampler};
 use super::{parse_dtype, RunError, Session};
 use crate::npy::Array;
 use crate::Error;
@@ -68,13 +68,7 @@ fn decoder_step(session: &Session) -> Result<DecoderStep, Error> {
         return Err(unrecognized(format!("it returns {} outputs besides its state, not the logits", returned.len())));
     };
     let vocab = sig.outputs[logits].dims.last().and_then(serde_json::Value::as_i64).unwrap_or(0);
-    let positions = (0..sig.outputs.len())
-        .filter(|o| !returned.contains(o))
-        .filter_map(|o| match sig.outputs[o].dims.iter().map(serde_json::Value::as_i64).collect::<Vec<_>>()[..] {
-            [_, Some(a), Some(b), _] => Some(a.max(b)),
-            _ => None,
-        })
-        .min();
+    let positions = cache_positions(m);
     Ok(DecoderStep { ids, states, pos, vocab, positions })
 }
 
@@ -87,13 +81,9 @@ pub fn generate_seq2seq(encoder: &mut Session, decoder: &mut Session, req: &Seq2
             format!("{} new tokens need as many positions; the decoder's caches hold {limit}", req.max_new_tokens);
         return Err(RunError::Decode(reason).into());
     }
-    let prompt = prompt_row(&req.prompt)?;
+    let prompt = prompt_rows(&req.prompt, 1)?.swap_remove(0);
     let t = prompt.len();
-    let ids = Array {
-        dtype: DType::I64,
-        shape: vec![1, t as i64],
-        data: prompt.iter().flat_map(|v| v.to_le_bytes()).collect(),
-    };
+    let ids = integers(DType::I64, &[1, t as i64], &prompt);
     encoder.load_executables()?;
     decoder.load_executables()?;
     decoder.reset()?;
@@ -110,9 +100,9 @@ pub fn generate_seq2seq(encoder: &mut Session, decoder: &mut Session, req: &Seq2
     let mut next = req.start_token;
     for k in 0..req.max_new_tokens {
         let mut inputs = vec![Array { dtype: DType::I64, shape: vec![], data: vec![] }; 3];
-        inputs[step.ids] = Array { dtype: DType::I64, shape: vec![1, 1], data: next.to_le_bytes().to_vec() };
+        inputs[step.ids] = integers(DType::I64, &[1, 1], &[next]);
         inputs[step.states] = states.clone();
-        inputs[step.pos] = Array { dtype: DType::I64, shape: vec![1], data: (k as i64).to_le_bytes().to_vec() };
+        inputs[step.pos] = integers(DType::I64, &[1], &[k as i64]);
         let out = decoder.call(&inputs, &labels, 0)?.outputs.swap_remove(0);
         let row: Vec<f32> = (0..step.vocab.max(0) as usize).filter_map(|i| out.get_f64(i)).map(|v| v as f32).collect();
         next = sampler.pick(&row);
@@ -142,17 +132,4 @@ pub fn generate_seq2seq(encoder: &mut Session, decoder: &mut Session, req: &Seq2
         decode_ms,
         tokens_per_second: if decode_ms > 0.0 { n as f64 * 1e3 / decode_ms } else { 0.0 },
     })
-}
-
-/// The encoder's prompt, `[S]` or `[1, S]` integer ids.
-fn prompt_row(prompt: &Array) -> Result<Vec<i64>, Error> {
-    let bad = |reason: String| Error::from(RunError::Decode(format!("the prompt: {reason}")));
-    if !prompt.dtype.is_integer() {
-        return Err(bad(format!("token ids must be integers, not {}", prompt.dtype)));
-    }
-    match prompt.shape[..] {
-        [t] | [1, t] if t > 0 => {}
-        _ => return Err(bad(format!("shape {:?}: the encoder takes one prompt, [S] or [1, S]", prompt.shape))),
-    }
-    Ok((0..prompt.numel().max(0) as usize).filter_map(|i| prompt.get_f64(i)).map(|v| v as i64).collect())
 }
