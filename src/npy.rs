@@ -193,6 +193,20 @@ impl Array {
         Some(Array { dtype: part, shape, data: self.data.clone() })
     }
 
+    /// Elements `start..start + len` as f32, the dtype matched once rather than per element
+    /// (a decode step's logits row: 128k values a call); `None` past the end or for complex
+    /// dtypes.
+    pub fn f32_range(&self, start: usize, len: usize) -> Option<Vec<f32>> {
+        let es = self.dtype.size_bytes();
+        let bytes = self.data.get(start.checked_mul(es)?..start.checked_add(len)?.checked_mul(es)?)?;
+        Some(match self.dtype {
+            DType::F32 => bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
+            DType::BF16 => bytes.chunks_exact(2).map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32()).collect(),
+            DType::F16 => bytes.chunks_exact(2).map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32()).collect(),
+            _ => (start..start + len).map(|i| self.get_f64(i).map(|v| v as f32)).collect::<Option<_>>()?,
+        })
+    }
+
     /// Element `i` as f64 (for comparisons), `None` for complex dtypes.
     pub fn get_f64(&self, i: usize) -> Option<f64> {
         let es = self.dtype.size_bytes();

@@ -297,9 +297,9 @@ impl Session {
         })
     }
 
-    /// The decode loop from the session's state: the new tokens, their logits, and the
-    /// figures (JSON).
-    #[pyo3(signature = (prompt, max_new_tokens, temperature = None, seed = 0))]
+    /// The decode loop from the session's state: the new tokens, their logits (when
+    /// `logits`), and the figures (JSON).
+    #[pyo3(signature = (prompt, max_new_tokens, temperature = None, seed = 0, logits = true))]
     fn generate<'py>(
         &self,
         py: Python<'py>,
@@ -307,12 +307,13 @@ impl Session {
         max_new_tokens: usize,
         temperature: Option<f64>,
         seed: u64,
-    ) -> PyResult<(Out<'py>, Out<'py>, String)> {
+        logits: bool,
+    ) -> PyResult<(Out<'py>, Option<Out<'py>>, String)> {
         let prompt = array_in(py, &prompt.0, prompt.1.clone(), &prompt.2)?;
-        let decoding = Decoding { prompt, max_new_tokens, temperature, seed };
+        let decoding = Decoding { prompt, max_new_tokens, temperature, seed, keep_logits: logits };
         let done = self.with(py, |s| Ok(decode(s, &decoding)?))?;
         let figures = serde_json::to_string(&done).map_err(|e| raise(py, &e.into()))?;
-        Ok((array_out(py, &done.tokens), array_out(py, &done.logits), figures))
+        Ok((array_out(py, &done.tokens), done.logits.as_ref().map(|a| array_out(py, a)), figures))
     }
 
     /// Frees the device's buffers; every later use raises `SessionClosedError`.

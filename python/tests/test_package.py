@@ -104,8 +104,11 @@ def test_generate_reproduces_eager_decoding(compiled):
         assert out.prompt_tokens == prompt.shape[-1] and out.new_tokens == 24 and out.tokens_per_second > 0
         # The step takes 1 to 64 tokens: the prompt went in one call.
         assert out.prompt_calls == 1
-        # Each generate starts from the artifact's caches: the same tokens again.
-        np.testing.assert_array_equal(decoder.generate(prompt, max_new_tokens=24).tokens, out.tokens)
+        # Each generate starts from the artifact's caches: the same tokens again, and without
+        # logits when they are not asked for.
+        again = decoder.generate(prompt, max_new_tokens=24, logits=False)
+        np.testing.assert_array_equal(again.tokens, out.tokens)
+        assert again.logits is None
         # The same seed samples the same tokens.
         a = decoder.generate(prompt, max_new_tokens=8, temperature=0.8, seed=7).tokens
         b = decoder.generate(prompt, max_new_tokens=8, temperature=0.8, seed=7).tokens

@@ -354,7 +354,8 @@ class Generation(NamedTuple):
     tokens: Any
     """The new tokens only, ``[B, N]`` int64."""
     logits: Any
-    """The logits that chose each of them, ``[B, N, V]`` float32."""
+    """The logits that chose each of them, ``[B, N, V]`` float32; ``None`` when
+    ``generate(..., logits=False)`` (a 128k vocabulary makes them 0.5 MB a token a row)."""
     prompt_tokens: int
     prompt_calls: int
     """The calls that fed the prompt: one per token, or fewer through a prefill program."""
@@ -423,23 +424,24 @@ class Session:
         temperature: Optional[float] = None,
         seed: int = 0,
         reset: bool = True,
+        logits: bool = True,
     ) -> Generation:
         """The decode loop of a decode-step export (token ids ``[B, 1]``, a position, logits
         out, KV caches as updated buffers): feeds ``prompt`` (``[T]`` or ``[B, T]`` token ids)
         one token per call, or in one call through a prefill program (token ids ``[B, T]``
         with ``T`` dynamic, compiled with buckets), then picks ``max_new_tokens`` tokens greedily, or by sampling at
         ``temperature`` with ``seed``. Starts from the artifact's caches unless ``reset`` is
-        False."""
+        False. ``logits=False`` keeps only the tokens."""
         if reset:
             self.reset()
-        tokens, logits, figures = self._native.generate(
-            _to_native(prompt, "the prompt"), max_new_tokens, temperature, seed
+        tokens, chosen_by, figures = self._native.generate(
+            _to_native(prompt, "the prompt"), max_new_tokens, temperature, seed, logits
         )
         as_torch = _is_tensor(prompt)
         f = json.loads(figures)
         return Generation(
             _from_native(tokens, as_torch),
-            _from_native(logits, as_torch),
+            None if chosen_by is None else _from_native(chosen_by, as_torch),
             f["prompt_tokens"],
             f["prompt_calls"],
             f["new_tokens"],

@@ -319,6 +319,7 @@ pub(super) fn generate(args: &GenerateArgs, out: &mut dyn Write) -> anyhow::Resu
             max_new_tokens: args.max_new_tokens,
             temperature: args.temperature,
             seed: args.seed,
+            keep_logits: args.logits_out.is_some(),
         },
         donate: !args.no_donate,
         checkpoint: args.checkpoint.clone(),
@@ -345,14 +346,15 @@ fn seq2seq(args: &GenerateArgs, encoder: &Path, prompt: &crate::npy::Array) -> R
         eos: args.eos,
         temperature: args.temperature,
         seed: args.seed,
+        keep_logits: args.logits_out.is_some(),
     };
     crate::run::generate_seq2seq(&mut enc, &mut dec, &req)
 }
 
 /// Writes `--out` and `--logits-out` and prints what one batch's generation did.
 fn write_generated(args: &GenerateArgs, done: &crate::run::Generated, out: &mut dyn Write) -> anyhow::Result<u8> {
-    for (path, array) in [(&args.out, &done.tokens), (&args.logits_out, &done.logits)] {
-        if let Some(path) = path {
+    for (path, array) in [(&args.out, Some(&done.tokens)), (&args.logits_out, done.logits.as_ref())] {
+        if let (Some(path), Some(array)) = (path, array) {
             array.write(path).map_err(|e| Error::Run(e.into()))?;
         }
     }

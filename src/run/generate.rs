@@ -56,6 +56,9 @@ pub struct Decoding {
     pub temperature: Option<f64>,
     /// The seed of sampling (with a temperature).
     pub seed: u64,
+    /// Whether to keep the logits that chose each token ([`Generated::logits`]): `B × N × V`
+    /// f32 values, 4 GiB for 8 rows of 1,000 tokens over a 128k vocabulary.
+    pub keep_logits: bool,
 }
 
 /// What `generate` did.
@@ -64,9 +67,9 @@ pub struct Generated {
     /// The new tokens, `[B, N]` (i64).
     #[serde(skip)]
     pub tokens: Array,
-    /// The logits that chose each of them, `[B, N, V]` (f32).
+    /// The logits that chose each of them, `[B, N, V]` (f32), when they were kept.
     #[serde(skip)]
-    pub logits: Array,
+    pub logits: Option<Array>,
     /// Tokens in the prompt.
     pub prompt_tokens: usize,
     /// The calls that fed the prompt: one per token, or fewer through a prefill program.
@@ -234,9 +237,15 @@ pub(super) fn feed(session: &mut Session, s: &Step, ids: &[i64], at: &[i64], n: 
     let logits = session.returned_outputs().iter().position(|&j| j == s.logits);
     let logits = logits.ok_or_else(|| RunError::Decode("the call does not return the logits".into()))?;
     let out = session.call(&inputs, &labels, 0)?.outputs.swap_remove(logits);
-    let rows = rows_f32(&out, s.vocab);
     let per_row = if s.logits_per_token { n } else { 1 };
-    Ok((0..s.batch as usize).map(|b| rows[b * per_row + per_row - 1].clone()).collect())
+    let vocab = s.vocab.max(0) as usize;
+    let last_row = |b: usize| {
+        out.f32_range((b * per_row + per_row - 1) * vocab, vocab).ok_or_else(|| {
+            let reason = format!("the logits, {} {:?}, hold no row {b} of {vocab} values", out.dtype, out.shape);
+            Error::from(RunError::Decode(reason))
+        })
+    };
+    (0..s.batch as usize).map(last_row).collect()
 }
 
 /// Runs the decode loop in a session of its own.
@@ -284,7 +293,7 @@ pub fn decode(session: &mut Session, req: &Decoding) -> Result<Generated, Error>
         return Err(RunError::Decode(reason).into());
     }
     let mut sampler = Sampler::new(req.temperature.unwrap_or(0.0), req.seed);
-    let (mut tokens, mut logits) = (vec![Vec::new(); prompt.len()], Vec::new());
+    let mut record = Record::new(prompt.len(), s.vocab, req.keep_logits);
     session.load_executables()?;
     let started = Instant::now();
     // The prompt, as many tokens a call as the program takes; its last logits choose the
@@ -301,8 +310,7 @@ pub fn decode(session: &mut Session, req: &Decoding) -> Result<Generated, Error>
     for k in 0..req.max_new_tokens {
         let next: Vec<i64> = last.iter().map(|r| sampler.pick(r)).collect();
         for (b, row) in std::mem::take(&mut last).into_iter().enumerate() {
-            tokens[b].push(next[b]);
-            logits.push((b, row));
+            record.push(b, next[b], row);
         }
         if k + 1 < req.max_new_tokens {
             last = feed(session, &s, &next, &vec![at as i64; prompt.len()], 1)?;
@@ -310,33 +318,65 @@ pub fn decode(session: &mut Session, req: &Decoding) -> Result<Generated, Error>
         }
     }
     let decode_ms = started.elapsed().as_secs_f64() * 1e3 - prefill_ms;
-    let n = tokens[0].len();
-    let flat: Vec<i64> = tokens.concat();
-    let mut by_row: Vec<Vec<f32>> = vec![Vec::new(); prompt.len()];
-    for (b, row) in logits {
-        by_row[b].extend(row);
-    }
-    let logit_bytes: Vec<u8> = by_row.concat().iter().flat_map(|v| v.to_le_bytes()).collect();
-    Ok(Generated {
-        tokens: Array {
-            dtype: DType::I64,
-            shape: vec![s.batch, n as i64],
-            data: flat.iter().flat_map(|v| v.to_le_bytes()).collect(),
-        },
-        logits: Array { dtype: DType::F32, shape: vec![s.batch, n as i64, s.vocab], data: logit_bytes },
-        prompt_tokens: t,
-        prompt_calls,
-        new_tokens: n,
-        prefill_ms,
-        decode_ms,
-        tokens_per_second: if decode_ms > 0.0 { n.saturating_sub(1) as f64 * 1e3 / decode_ms } else { 0.0 },
-    })
+    let decode_calls = req.max_new_tokens.saturating_sub(1);
+    Ok(record.finish(Timing { prompt_tokens: t, prompt_calls, prefill_ms, decode_ms, decode_calls }))
 }
 
-/// The logits as rows of `vocab` f32 values.
-fn rows_f32(a: &Array, vocab: i64) -> Vec<Vec<f32>> {
-    let values: Vec<f32> = (0..a.numel().max(0) as usize).filter_map(|i| a.get_f64(i)).map(|v| v as f32).collect();
-    values.chunks(vocab.max(1) as usize).map(<[f32]>::to_vec).collect()
+/// The tokens a decode loop chose, row by row, and (when kept) the logits that chose them.
+pub(super) struct Record {
+    tokens: Vec<Vec<i64>>,
+    logits: Option<Vec<Vec<f32>>>,
+    vocab: i64,
+}
+
+/// How the prompt was fed and how long decoding took.
+pub(super) struct Timing {
+    pub(super) prompt_tokens: usize,
+    pub(super) prompt_calls: usize,
+    pub(super) prefill_ms: f64,
+    pub(super) decode_ms: f64,
+    /// The calls after the prompt's that chose tokens.
+    pub(super) decode_calls: usize,
+}
+
+impl Record {
+    pub(super) fn new(rows: usize, vocab: i64, keep_logits: bool) -> Record {
+        Record { tokens: vec![Vec::new(); rows], logits: keep_logits.then(|| vec![Vec::new(); rows]), vocab }
+    }
+
+    /// Row `row`'s next token, chosen by `logits`; every row gets one before the next round.
+    pub(super) fn push(&mut self, row: usize, token: i64, logits: Vec<f32>) {
+        self.tokens[row].push(token);
+        if let Some(kept) = &mut self.logits {
+            kept[row].extend(logits);
+        }
+    }
+
+    /// The tokens chosen for each row so far.
+    pub(super) fn chosen(&self) -> usize {
+        self.tokens.first().map_or(0, Vec::len)
+    }
+
+    pub(super) fn finish(self, timing: Timing) -> Generated {
+        let (rows, n) = (self.tokens.len() as i64, self.chosen());
+        let tokens = self.tokens.concat().iter().flat_map(|v| v.to_le_bytes()).collect();
+        let logits = self.logits.map(|kept| Array {
+            dtype: DType::F32,
+            shape: vec![rows, n as i64, self.vocab],
+            data: kept.concat().iter().flat_map(|v| v.to_le_bytes()).collect(),
+        });
+        let Timing { prompt_tokens, prompt_calls, prefill_ms, decode_ms, decode_calls } = timing;
+        Generated {
+            tokens: Array { dtype: DType::I64, shape: vec![rows, n as i64], data: tokens },
+            logits,
+            prompt_tokens,
+            prompt_calls,
+            new_tokens: n,
+            prefill_ms,
+            decode_ms,
+            tokens_per_second: if decode_ms > 0.0 { decode_calls as f64 * 1e3 / decode_ms } else { 0.0 },
+        }
+    }
 }
 
 /// The prompt as `batch` rows of token ids (`[T]` for one row).

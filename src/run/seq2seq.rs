@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use torchtpu_passes::ir::DType;
 
-use super::generate::{cache_positions, integers, prompt_rows, unrecognized, Generated, Sampler};
+use super::generate::{cache_positions, integers, prompt_rows, unrecognized, Generated, Record, Sampler, Timing};
 use super::{parse_dtype, RunError, Session};
 use crate::npy::Array;
 use crate::Error;
@@ -36,6 +36,8 @@ pub struct Seq2Seq {
     pub temperature: Option<f64>,
     /// The seed of sampling.
     pub seed: u64,
+    /// Whether to keep the logits that chose each token.
+    pub keep_logits: bool,
 }
 
 /// Where the decoder step's inputs and logits are.
@@ -96,7 +98,7 @@ pub fn generate_seq2seq(encoder: &mut Session, decoder: &mut Session, req: &Seq2
     let prefill_ms = started.elapsed().as_secs_f64() * 1e3;
     let labels = [PathBuf::from("token id"), PathBuf::from("encoder states"), PathBuf::from("position")];
     let mut sampler = Sampler::new(req.temperature.unwrap_or(0.0), req.seed);
-    let (mut tokens, mut logits) = (Vec::new(), Vec::new());
+    let mut record = Record::new(1, step.vocab, req.keep_logits);
     let mut next = req.start_token;
     for k in 0..req.max_new_tokens {
         let mut inputs = vec![Array { dtype: DType::I64, shape: vec![], data: vec![] }; 3];
@@ -104,32 +106,19 @@ pub fn generate_seq2seq(encoder: &mut Session, decoder: &mut Session, req: &Seq2
         inputs[step.states] = states.clone();
         inputs[step.pos] = integers(DType::I64, &[1], &[k as i64]);
         let out = decoder.call(&inputs, &labels, 0)?.outputs.swap_remove(0);
-        let row: Vec<f32> = (0..step.vocab.max(0) as usize).filter_map(|i| out.get_f64(i)).map(|v| v as f32).collect();
+        let row = out.f32_range(0, step.vocab.max(0) as usize).ok_or_else(|| {
+            RunError::Decode(format!(
+                "the logits, {} {:?}, hold fewer than {} values",
+                out.dtype, out.shape, step.vocab
+            ))
+        })?;
         next = sampler.pick(&row);
-        tokens.push(next);
-        logits.extend(row);
+        record.push(0, next, row);
         if req.eos == Some(next) {
             break;
         }
     }
     let decode_ms = started.elapsed().as_secs_f64() * 1e3 - prefill_ms;
-    let n = tokens.len();
-    Ok(Generated {
-        tokens: Array {
-            dtype: DType::I64,
-            shape: vec![1, n as i64],
-            data: tokens.iter().flat_map(|v| v.to_le_bytes()).collect(),
-        },
-        logits: Array {
-            dtype: DType::F32,
-            shape: vec![1, n as i64, step.vocab],
-            data: logits.iter().flat_map(|v| v.to_le_bytes()).collect(),
-        },
-        prompt_tokens: t,
-        prompt_calls: 1,
-        new_tokens: n,
-        prefill_ms,
-        decode_ms,
-        tokens_per_second: if decode_ms > 0.0 { n as f64 * 1e3 / decode_ms } else { 0.0 },
-    })
+    let decode_calls = record.chosen();
+    Ok(record.finish(Timing { prompt_tokens: t, prompt_calls: 1, prefill_ms, decode_ms, decode_calls }))
 }

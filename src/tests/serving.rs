@@ -565,9 +565,22 @@ fn encoder_decoder_generation_equals_transformers_generate() {
             eos: None,
             temperature: None,
             seed: 0,
+            keep_logits: suffix.is_empty(),
         };
         let done = crate::run::generate_seq2seq(&mut enc, &mut dec, &req).expect("generates");
         assert!(crate::run::compare(&done.tokens, &read("tokens")).ok, "prompt{suffix}");
+        // Greedy: each kept row of logits has its token as the largest value.
+        let Some(logits) = done.logits else {
+            assert!(!req.keep_logits, "the logits were asked for");
+            continue;
+        };
+        let vocab = *logits.shape.last().expect("a vocab dim") as usize;
+        assert_eq!(logits.shape, [1, 12, vocab as i64]);
+        for k in 0..12 {
+            let row = logits.f32_range(k * vocab, vocab).expect("a row");
+            let best = row.iter().enumerate().fold(0, |b, (i, &v)| if v > row[b] { i } else { b });
+            assert_eq!(done.tokens.get_f64(k), Some(best as f64), "token {k}");
+        }
     }
     let s = |p: &Path| p.to_str().expect("utf-8").to_string();
     let prompt = s(&dir.join("prompt.npy"));

@@ -154,7 +154,7 @@ fn a_session_swaps_to_another_checkpoint() {
     let models = testdata().join("models");
     let eager = |name: &str| crate::npy::Array::read(&models.join(name).join("tokens.npy")).expect("tokens");
     let prompt = crate::npy::Array::read(&models.join("decoder_kv/prompt.npy")).expect("a prompt");
-    let decoding = Decoding { prompt, max_new_tokens: 24, temperature: None, seed: 0 };
+    let decoding = Decoding { prompt, max_new_tokens: 24, temperature: None, seed: 0, keep_logits: false };
     let verification = crate::run::Verification { always_hash: false, cache: None };
     let mut session =
         crate::run::Session::open(&artifact, crate::run::DeviceKind::Cpu, None, &verification).expect("opens");
