@@ -414,15 +414,18 @@ class RowsAttention(nn.Module):
         self.register_buffer("v_cache", torch.zeros(batch, max_seq, heads, self.d), persistent=False)
 
     def forward(self, x, pos, mask):
-        b = x.shape[0]
+        b, t = x.shape[0], x.shape[1]
         q, k, v = self.wqkv(x).split(self.h * self.d, dim=-1)
-        rows = torch.arange(b)
-        self.k_cache[rows, pos] = k.view(b, self.h, self.d)
-        self.v_cache[rows, pos] = v.view(b, self.h, self.d)
-        q = q.view(b, 1, self.h, self.d).transpose(1, 2)
+        if pos.dim() == 1:  # one token a row
+            rows, k, v = torch.arange(b), k.view(b, self.h, self.d), v.view(b, self.h, self.d)
+        else:  # [B, T]: T tokens a row, at their own positions
+            rows, k, v = torch.arange(b).view(b, 1), k.view(b, t, self.h, self.d), v.view(b, t, self.h, self.d)
+        self.k_cache[rows, pos] = k
+        self.v_cache[rows, pos] = v
+        q = q.view(b, t, self.h, self.d).transpose(1, 2)
         y = F.scaled_dot_product_attention(q, self.k_cache.transpose(1, 2), self.v_cache.transpose(1, 2),
                                            attn_mask=mask)
-        return self.wo(y.transpose(1, 2).reshape(b, 1, self.h * self.d))
+        return self.wo(y.transpose(1, 2).reshape(b, t, self.h * self.d))
 
 
 class RowsBlock(nn.Module):
@@ -452,7 +455,8 @@ class DecoderRows(nn.Module):
         self.register_buffer("causal", causal, persistent=False)
 
     def forward(self, input_ids, input_pos):
-        mask = self.causal[input_pos].view(input_ids.shape[0], 1, 1, -1)
+        b, t = input_ids.shape
+        mask = self.causal[input_pos].view(b, 1, t, -1)
         x = self.emb(input_ids)
         for block in self.blocks:
             x = block(x, input_pos, mask)
@@ -1231,6 +1235,8 @@ BATCH = Dim("batch", min=1, max=8)
 CNN_BATCH = Dim("batch", min=1, max=16)
 # Tokens a decode step takes: 1 to decode, more to prefill (decoder_kv).
 DECODE_T = Dim("T", min=1, max=64)
+# The tokens a call of decoder_rows_prefill takes.
+ROWS_T = Dim("T", min=1, max=16)
 
 # name -> dict(build, desc, inputs: list of arg tuples (base first), dynamic_shapes)
 MODELS = {
@@ -1378,6 +1384,17 @@ MODELS = {
              "each row's position (index_put) and read up to it through a causal mask row; references: "
              "7 requests of 1 to 9 tokens, each decoded alone (16 greedy tokens) by a batch-1 copy",
         inputs=[(torch.tensor([[5], [7], [33], [12]]), torch.tensor([0, 3, 1, 2]))],
+        lean_metadata=True,
+        decode=rows_decode_reference),
+    "decoder_rows_prefill": dict(
+        state_dict_of="decoder_rows",
+        build=DecoderRows,
+        desc="decoder_rows (the same weights) taking T tokens a row at positions of its own: (input_ids "
+             "[4, T], input_pos [4, T]) -> logits [4, T, 64], T in 1..16 (a slot's prompt in chunks while "
+             "the others decode); references: decoder_rows' requests, each decoded alone",
+        inputs=[(torch.tensor([[5, 9, 3], [7, 1, 0], [33, 2, 60], [12, 50, 6]]),
+                 torch.tensor([[0, 1, 2], [4, 5, 6], [1, 2, 3], [9, 10, 11]]))],
+        dynamic_shapes={"input_ids": {1: ROWS_T}, "input_pos": {1: ROWS_T}},
         lean_metadata=True,
         decode=rows_decode_reference),
     "decoder_kv_tuned": dict(

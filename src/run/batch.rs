@@ -1,7 +1,17 @@
 //! Continuous batching: one session of a decode step serves many requests at once, each in a
-//! slot (a row of the batch) of its own. Every call feeds each busy slot its next token — the
-//! prompt one token a call, then the tokens it generates — and a request that is done leaves
-//! its slot at once, for the next one waiting.
+//! slot (a row of the batch) of its own. Every call feeds each busy slot its next tokens — its
+//! prompt, then the tokens it generates — and a request that is done leaves its slot at once,
+//! for the next one waiting.
+//!
+//! A step that takes one token a call feeds the prompts one token a call. A prefill program
+//! (token ids `[B, T]`, `T` dynamic, compiled with size buckets) takes a chunk of each prompt
+//! a call, up to its largest bucket, while the other slots go on decoding (chunked prefill): a
+//! row with fewer tokens than the call's `T` is padded with its last token, its logits are
+//! read at its last real token, and what the padding writes into its caches, past its own
+//! position, is overwritten before it is read (the contract below). The padding's positions
+//! must lie in the caches, so `T` never takes a row past the positions the caches hold; where
+//! they are not known, or the step has one position for all rows, every row gets real tokens
+//! only (`T` is the fewest any busy slot has left).
 //!
 //! A step that takes a position per row (`[B]`, `[B, 1]`) lets each slot be at its own
 //! position: a request takes a free slot at any call and starts at position 0 while the others
@@ -73,12 +83,27 @@ struct Active {
     request: Request,
     /// Tokens fed so far, which is the position of the next one.
     fed: usize,
-    /// The token the next call feeds.
-    next: i64,
     tokens: Vec<i64>,
     sampler: Sampler,
     waited: u64,
     calls: u64,
+}
+
+impl Active {
+    /// Token `i` of the request's sequence: its prompt, then what it generated.
+    fn token_at(&self, i: usize) -> i64 {
+        let prompt = &self.request.prompt;
+        if i < prompt.len() {
+            prompt[i]
+        } else {
+            self.tokens[i - prompt.len()]
+        }
+    }
+
+    /// Tokens of the sequence not fed yet: the rest of the prompt, or the one just generated.
+    fn unfed(&self) -> usize {
+        (self.request.prompt.len() + self.tokens.len()).saturating_sub(self.fed)
+    }
 }
 
 /// The figures of a batcher's work so far.
@@ -190,29 +215,32 @@ impl Batcher {
         if busy == 0 {
             return Ok(Stepped::default());
         }
-        let wave_at = self.slots.iter().flatten().map(|a| a.fed as i64).next().unwrap_or(0);
-        let (ids, at): (Vec<i64>, Vec<i64>) = self
-            .slots
-            .iter()
-            .map(|s| s.as_ref().map_or((0, if self.continuous() { 0 } else { wave_at }), |a| (a.next, a.fed as i64)))
-            .unzip();
+        let n = self.tokens_per_call();
+        let idle_at =
+            if self.continuous() { 0 } else { self.slots.iter().flatten().map(|a| a.fed).next().unwrap_or(0) };
+        let (mut ids, mut at, mut real) = (Vec::new(), Vec::new(), Vec::new());
+        for slot in &self.slots {
+            let (from, k) = slot.as_ref().map_or((idle_at, 1), |a| (a.fed, a.unfed().min(n)));
+            // A row's real tokens, then its last one again as padding.
+            ids.extend((0..n).map(|i| slot.as_ref().map_or(0, |a| a.token_at(from + i.min(k - 1)))));
+            at.push(from as i64);
+            real.push(k);
+        }
         let started = Instant::now();
-        let logits = feed(session, &self.step, &ids, &at, 1)?;
+        let logits = feed(session, &self.step, &ids, &at, n, &real)?;
         self.figures.ms += started.elapsed().as_secs_f64() * 1e3;
         self.figures.calls += 1;
         self.figures.busy_slots += busy;
         let mut stepped = Stepped::default();
-        for (slot, row) in self.slots.iter_mut().zip(&logits) {
+        for ((slot, row), k) in self.slots.iter_mut().zip(&logits).zip(real) {
             let Some(a) = slot else { continue };
-            a.fed += 1;
+            a.fed += k;
             a.calls += 1;
-            if a.fed < a.request.prompt.len() {
-                a.next = a.request.prompt[a.fed];
+            if a.unfed() > 0 {
                 continue;
             }
             let token = a.sampler.pick(row);
             a.tokens.push(token);
-            a.next = token;
             self.figures.new_tokens += 1;
             stepped.tokens.push((a.id, token));
             let stopped = a.request.stop.contains(&token);
@@ -226,6 +254,23 @@ impl Batcher {
         Ok(stepped)
     }
 
+    /// The tokens each row takes in the next call (its `T`): 1 for a step that takes one; for a
+    /// prefill program, as many as the busiest slot has left, up to its largest bucket, kept
+    /// within the caches' positions for every row (padding included); where those are not
+    /// known, or the rows share one position, the fewest any busy slot has left.
+    fn tokens_per_call(&self) -> usize {
+        let left = || self.slots.iter().flatten().map(Active::unfed);
+        let chunk = self.step.chunk.max(1);
+        match self.step.positions {
+            Some(limit) if chunk > 1 && self.continuous() => {
+                let room = self.slots.iter().map(|s| limit - s.as_ref().map_or(0, |a| a.fed as i64)).min();
+                let room = usize::try_from(room.unwrap_or(1)).unwrap_or(1);
+                left().max().unwrap_or(1).min(chunk).min(room).max(1)
+            }
+            _ => left().min().unwrap_or(1).min(chunk).max(1),
+        }
+    }
+
     /// Waiting requests into free slots: any free slot when each is at its own position, else
     /// only when every slot is free (a new wave).
     fn admit(&mut self) {
@@ -236,9 +281,8 @@ impl Batcher {
         for slot in self.slots.iter_mut().filter(|s| s.is_none()) {
             let Some((id, request, queued)) = self.queue.pop_front() else { break };
             let sampler = Sampler::new(request.temperature, request.seed);
-            let next = request.prompt[0];
             let waited = now - queued;
-            *slot = Some(Active { id, request, fed: 0, next, tokens: Vec::new(), sampler, waited, calls: 0 });
+            *slot = Some(Active { id, request, fed: 0, tokens: Vec::new(), sampler, waited, calls: 0 });
         }
     }
 }

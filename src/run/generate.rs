@@ -98,7 +98,7 @@ pub(super) struct Step {
     pub(super) vocab: i64,
     pub(super) batch: i64,
     /// The most tokens one call takes: 1, or a prefill program's largest token count.
-    chunk: usize,
+    pub(super) chunk: usize,
     /// The positions the caches hold, when a rank-4 cache says.
     pub(super) positions: Option<i64>,
 }
@@ -223,8 +223,15 @@ pub(super) fn integers(dtype: DType, dims: &[i64], values: &[i64]) -> Array {
 
 /// One call of the decode step: `ids` (`n` tokens per row, rows after rows), row `b`'s at
 /// positions `at[b]..at[b] + n` (a step with one position for all rows takes row 0's); per
-/// row, the logits of its last token.
-pub(super) fn feed(session: &mut Session, s: &Step, ids: &[i64], at: &[i64], n: usize) -> Result<Vec<Vec<f32>>, Error> {
+/// row, the logits of its token `real[b] - 1` (its last real one; the rest pad it).
+pub(super) fn feed(
+    session: &mut Session,
+    s: &Step,
+    ids: &[i64],
+    at: &[i64],
+    n: usize,
+    real: &[usize],
+) -> Result<Vec<Vec<f32>>, Error> {
     let labels = [PathBuf::from("token ids"), PathBuf::from("position")];
     let pos_dims: Vec<i64> = s.pos_dims.iter().map(|d| d.unwrap_or(n as i64)).collect();
     let count = pos_dims.iter().product::<i64>().max(0) as usize;
@@ -240,7 +247,8 @@ pub(super) fn feed(session: &mut Session, s: &Step, ids: &[i64], at: &[i64], n: 
     let per_row = if s.logits_per_token { n } else { 1 };
     let vocab = s.vocab.max(0) as usize;
     let last_row = |b: usize| {
-        out.f32_range((b * per_row + per_row - 1) * vocab, vocab).ok_or_else(|| {
+        let token = if s.logits_per_token { real[b].clamp(1, n) - 1 } else { 0 };
+        out.f32_range((b * per_row + token) * vocab, vocab).ok_or_else(|| {
             let reason = format!("the logits, {} {:?}, hold no row {b} of {vocab} values", out.dtype, out.shape);
             Error::from(RunError::Decode(reason))
         })
@@ -302,7 +310,7 @@ pub fn decode(session: &mut Session, req: &Decoding) -> Result<Generated, Error>
     while at < t {
         let n = s.chunk.min(t - at);
         let ids: Vec<i64> = prompt.iter().flat_map(|row| row[at..at + n].iter().copied()).collect();
-        last = feed(session, &s, &ids, &vec![at as i64; prompt.len()], n)?;
+        last = feed(session, &s, &ids, &vec![at as i64; prompt.len()], n, &vec![n; prompt.len()])?;
         at += n;
         prompt_calls += 1;
     }
@@ -313,7 +321,7 @@ pub fn decode(session: &mut Session, req: &Decoding) -> Result<Generated, Error>
             record.push(b, next[b], row);
         }
         if k + 1 < req.max_new_tokens {
-            last = feed(session, &s, &next, &vec![at as i64; prompt.len()], 1)?;
+            last = feed(session, &s, &next, &vec![at as i64; prompt.len()], 1, &vec![1; prompt.len()])?;
             at += 1;
         }
     }

@@ -456,10 +456,22 @@ fn requests_of_different_lengths_share_the_slots() {
     assert_eq!(f.new_tokens, 7 * 16);
     assert!(f.calls < alone / 2 && served.occupancy > 0.75, "{f:?}: {} calls alone", alone);
 
+    // The same slots through a prefill program: each prompt goes in one call, beside the
+    // others' decoding.
+    let prefill = compile_model("decoder_rows_prefill", &tmp.0);
+    let chunked = crate::run::serve_all(&mut decode_session(&prefill), requests.clone()).expect("serves");
+    for (i, r) in chunked.requests.iter().enumerate() {
+        assert_eq!(r.tokens, eager[i], "request {i}, prompts in chunks");
+        assert!(r.calls <= 16, "request {i} took {} calls: its prompt went in one", r.calls);
+    }
+    assert!(chunked.figures.calls < f.calls, "{:?} against {f:?}", chunked.figures);
+
+    // One row and one position for all, a step taking 1 to 64 tokens: waves of one, each
+    // prompt in one call.
     let kv = compile_model("decoder_kv", &tmp.0);
     let waves = crate::run::serve_all(&mut decode_session(&kv), requests).expect("serves");
     assert!(!waves.continuous && waves.slots == 1);
-    assert_eq!(waves.figures.calls, alone);
+    assert_eq!(waves.figures.calls, 7 * 16);
     for (i, r) in waves.requests.iter().enumerate() {
         assert_eq!(r.tokens, eager[i], "request {i} in waves");
     }
@@ -485,11 +497,18 @@ fn requests_of_different_lengths_share_the_slots() {
 /// Continuous batching with requests arriving at random calls (seeded), asking for 1 to 16
 /// tokens, some ending at a stop token, some cancelled (a client gone): every other request
 /// gets the beginning of what eager decodes for it alone, up to its stop token, and some wait
-/// for a slot.
+/// for a slot. Through a step of one token a call, and through a prefill program (prompts in
+/// chunks beside the others' decoding).
 #[test]
 fn requests_arriving_and_leaving_at_random_calls_equal_solo_runs() {
     let tmp = TempDir::new("continuous");
-    let rows = compile_model("decoder_rows", &tmp.0);
+    for model in ["decoder_rows", "decoder_rows_prefill"] {
+        arrive_and_leave_at_random(model, &tmp.0);
+    }
+}
+
+fn arrive_and_leave_at_random(model: &str, tmp: &Path) {
+    let rows = compile_model(model, tmp);
     let mut session = decode_session(&rows);
     let mut state = 0x5eed_u64;
     let mut random = |n: u64| {
@@ -498,7 +517,7 @@ fn requests_arriving_and_leaving_at_random_calls_equal_solo_runs() {
     };
     for round in 0..3 {
         let mut batcher = crate::run::Batcher::new(&session).expect("a decode step");
-        let (requests, eager) = row_requests("decoder_rows", |_| 16);
+        let (requests, eager) = row_requests(model, |_| 16);
         // Three passes over the seven requests, each with its own length and maybe a stop token.
         let mut pending: Vec<(usize, crate::run::Request)> = Vec::new();
         for pass in 0..3 {
@@ -531,17 +550,17 @@ fn requests_arriving_and_leaving_at_random_calls_equal_solo_runs() {
                 done.push(f);
             }
         }
-        assert!(!cancelled.is_empty(), "round {round}: some requests were cancelled");
-        assert_eq!(done.len() + cancelled.len(), 21, "round {round}: nothing lost");
+        assert!(!cancelled.is_empty(), "{model}, round {round}: some requests were cancelled");
+        assert_eq!(done.len() + cancelled.len(), 21, "{model}, round {round}: nothing lost");
         assert!(done.iter().all(|f| !cancelled.contains(&f.id)));
         for f in &done {
             let (i, r) = &submitted[&f.id];
             let solo = &eager[*i];
             let end =
                 solo.iter().take(r.max_new_tokens).position(|t| r.stop.contains(t)).map_or(r.max_new_tokens, |p| p + 1);
-            assert_eq!(f.tokens, solo[..end], "round {round}, request {} (row {i}, {r:?})", f.id);
+            assert_eq!(f.tokens, solo[..end], "{model}, round {round}, request {} (row {i}, {r:?})", f.id);
         }
-        assert!(waited > 0, "some requests waited for a slot");
+        assert!(waited > 0, "{model}: some requests waited for a slot");
     }
 }
 
