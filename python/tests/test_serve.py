@@ -21,6 +21,7 @@ import torchtpu_compile as ttc
 
 MODELS = Path(__file__).resolve().parents[2] / "testdata" / "models"
 ROWS = MODELS / "decoder_rows"
+TOKENIZER = MODELS.parent / "tokenizer"
 
 
 def requests_and_tokens():
@@ -118,6 +119,28 @@ def test_concurrent_requests_get_their_solo_tokens(rows):
     finally:
         out = server.stop()
     assert "23 requests completed" in out
+
+
+def test_text_in_and_out_through_a_tokenizer(rows):
+    """With `tokenizer=`, a text prompt is its ids (as Hugging Face's `tokenizers` encodes it),
+    and a completion's text is its tokens decoded after the prompt (as that library decodes
+    them: testdata/tokenizer/cases.json), whole or streamed."""
+    cases = json.loads((TOKENIZER / "cases.json").read_text())
+    server = Server(rows, f"tokenizer={str(TOKENIZER / 'tokenizer.json')!r}")
+    try:
+        text, ids = cases["encode"][0]["text"], cases["encode"][0]["ids"]
+        by_text = json.loads(server.post({"prompt": text, "max_tokens": 8, "temperature": 0})[1])
+        by_ids = json.loads(server.post({"prompt": ids, "max_tokens": 8, "temperature": 0})[1])
+        assert by_text["usage"]["prompt_tokens"] == len(ids)
+        assert by_text["choices"][0] == by_ids["choices"][0]
+        for case in cases["continuations"]:
+            body = {"prompt": case["prompt"], "max_tokens": 16, "temperature": 0}
+            choice = json.loads(server.post(body)[1])["choices"][0]
+            assert choice["token_ids"] == case["tokens"] and choice["text"] == case["text"], case
+            parts, done = chunks(server.post({**body, "stream": True})[1])
+            assert done and "".join(p["choices"][0]["text"] for p in parts) == case["text"]
+    finally:
+        server.stop()
 
 
 def test_bad_requests_are_refused_in_the_apis_words(rows):

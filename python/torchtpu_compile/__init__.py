@@ -490,17 +490,20 @@ def serve(
     checkpoint: Optional[PathLike] = None,
     plugin: Optional[PathLike] = None,
     admin: bool = False,
+    tokenizer: Optional[PathLike] = None,
 ) -> None:
     """Serves the decode-step artifact at ``path`` over HTTP until SIGINT or SIGTERM, as
     ``torchtpu-compile serve`` does: an OpenAI-compatible ``POST /v1/completions`` with token
     ids (streamed as server-sent events with ``"stream": true``), ``GET /health``,
     ``GET /metrics`` and ``GET /v1/models``; concurrent requests share the step's rows. It
     prints the address once ready (``port=0``: any free port). ``admin``: offer
-    ``POST /admin/weights`` (another checkpoint's weights between requests). Raises ``TorchTpuError`` when it
-    cannot serve (the reason is on stderr)."""
+    ``POST /admin/weights`` (another checkpoint's weights between requests). ``tokenizer``: a
+    Hugging Face ``tokenizer.json``, so that prompts may be text and completions come with their
+    text. Raises ``TorchTpuError`` when it cannot serve (the reason is on stderr)."""
     argv = ["torchtpu-compile", "serve", os.fspath(path), "--port", str(port), "--host", host]
     argv += ["--device", device, "--max-waiting", str(max_waiting)] + (["--admin"] if admin else [])
-    for flag, value in (("--model", model), ("--checkpoint", checkpoint), ("--plugin", plugin)):
+    options = (("--model", model), ("--checkpoint", checkpoint), ("--plugin", plugin), ("--tokenizer", tokenizer))
+    for flag, value in options:
         if value is not None:
             argv += [flag, os.fspath(value)]
     code = _native.main(argv)

@@ -43,6 +43,11 @@ pub(super) struct ServeArgs {
     /// server that only trusted clients reach.
     #[arg(long)]
     admin: bool,
+    /// A Hugging Face `tokenizer.json` for the model: prompts may then be text, and completions
+    /// come with their text (decoded as a continuation of the prompt, streamed as whole
+    /// characters); without one, prompts and completions are token ids.
+    #[arg(long, value_name = "TOKENIZER.json")]
+    tokenizer: Option<PathBuf>,
 }
 
 pub(super) fn serve_artifact(args: &ServeArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
@@ -62,7 +67,8 @@ pub(super) fn serve_artifact(args: &ServeArgs, out: &mut dyn Write) -> anyhow::R
         args.artifact.file_stem().map_or_else(|| "model".into(), |s| s.to_string_lossy().into_owned())
     });
     let addr = SocketAddr::new(args.host, args.port);
-    let opts = ServeOptions { addr, max_waiting: args.max_waiting, model, admin: args.admin };
+    let tokenizer = args.tokenizer.clone();
+    let opts = ServeOptions { addr, max_waiting: args.max_waiting, model, admin: args.admin, tokenizer };
     let ready = |addr: SocketAddr| {
         let ms = started.elapsed().as_secs_f64() * 1e3;
         let _ = writeln!(out, "serving `{}` at http://{addr} (ready in {ms:.0} ms); stop with Ctrl-C", opts.model);

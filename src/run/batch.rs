@@ -137,6 +137,11 @@ impl Batcher {
         Ok(Batcher { step, slots, queue: VecDeque::new(), next_id: 0, figures: Figures::default() })
     }
 
+    /// The ids the step's logits cover.
+    pub fn vocab(&self) -> i64 {
+        self.step.vocab
+    }
+
     /// How many requests run at once.
     pub fn slots(&self) -> usize {
         self.slots.len()

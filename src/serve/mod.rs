@@ -13,10 +13,12 @@
 //! With `admin`, `POST /admin/weights` swaps the weights for another checkpoint's between
 //! requests (the scheduler lets the requests in flight finish, swaps, then takes the others).
 //!
-//! Without a tokenizer, a completion's `text` is its token ids in decimal, separated by spaces,
-//! and `token_ids` holds them as numbers.
+//! With a tokenizer (`text`), a prompt may be text and a completion's `text` is the text of its
+//! tokens; without one, a prompt is token ids and a completion's `text` is its token ids in
+//! decimal, separated by spaces. `token_ids` holds the ids as numbers either way.
 
 mod scheduler;
+mod text;
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -38,6 +40,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use crate::run::{Batcher, Finished, Request, Session};
 use crate::Error;
 use scheduler::{Event, Job, Metrics};
+use text::Text;
 
 /// How to serve.
 #[derive(Clone, Debug)]
@@ -51,6 +54,8 @@ pub struct ServeOptions {
     /// Offer `POST /admin/weights`, which swaps the weights for a checkpoint file on this
     /// machine: for a server that only trusted clients reach.
     pub admin: bool,
+    /// A Hugging Face `tokenizer.json`: prompts may be text, completions come with their text.
+    pub tokenizer: Option<std::path::PathBuf>,
 }
 
 /// What a server did, once shut down.
@@ -75,6 +80,7 @@ struct Shared {
     limit: usize,
     model: String,
     next_id: AtomicU64,
+    text: Option<Arc<Text>>,
 }
 
 /// Serves `session` until `shutdown` completes, then lets the requests in flight finish;
@@ -86,6 +92,7 @@ pub fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<ServeSummary, Error> {
     let (checker, batcher) = (Batcher::new(&session)?, Batcher::new(&session)?);
+    let text = opts.tokenizer.as_deref().map(|path| Text::load(path, checker.vocab()).map(Arc::new)).transpose()?;
     session.load_executables()?;
     let (jobs, queue) = std::sync::mpsc::channel();
     let metrics = Arc::new(Metrics::default());
@@ -97,6 +104,7 @@ pub fn serve(
         limit,
         model: opts.model.clone(),
         next_id: AtomicU64::new(0),
+        text,
     });
     let io = |reason: std::io::Error| Error::Io { path: format!("http://{}", opts.addr), reason: reason.to_string() };
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(io)?;
@@ -146,7 +154,8 @@ async fn completions(State(shared): State<Arc<Shared>>, body: Bytes) -> Response
         m.rejected.fetch_add(1, Ordering::Relaxed);
         return error(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "the server is shutting down".into());
     }
-    let parsed = parse(&body, &shared.model).and_then(|c| shared.checker.check(&c.request).map(|()| c));
+    let parsed =
+        parse(&body, &shared.model, shared.text.as_deref()).and_then(|c| shared.checker.check(&c.request).map(|()| c));
     let completion = match parsed {
         Ok(c) => c,
         Err(message) => {
@@ -161,7 +170,7 @@ async fn completions(State(shared): State<Arc<Shared>>, body: Bytes) -> Response
         return error(StatusCode::TOO_MANY_REQUESTS, "overloaded", message);
     }
     let (events, rx) = tokio::sync::mpsc::unbounded_channel();
-    let prompt_tokens = completion.request.prompt.len();
+    let prompt = completion.request.prompt.clone();
     let job = Job::Request { request: completion.request, events, accepted: Instant::now() };
     if !shared.hand(job) {
         m.outstanding.fetch_sub(1, Ordering::SeqCst);
@@ -171,7 +180,8 @@ async fn completions(State(shared): State<Arc<Shared>>, body: Bytes) -> Response
         id: format!("cmpl-{}", shared.next_id.fetch_add(1, Ordering::Relaxed)),
         created: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
         model: shared.model.clone(),
-        prompt_tokens,
+        prompt,
+        text: shared.text.clone(),
     };
     if completion.stream {
         return Sse::new(stream(head, rx)).into_response();
@@ -208,12 +218,14 @@ async fn swap_weights(State(shared): State<Arc<Shared>>, body: Bytes) -> Respons
     }
 }
 
-/// What every response and chunk of one completion repeats.
+/// What every response and chunk of one completion repeats, and what its text is decoded
+/// after.
 struct Head {
     id: String,
     created: u64,
     model: String,
-    prompt_tokens: usize,
+    prompt: Vec<i64>,
+    text: Option<Arc<Text>>,
 }
 
 impl Head {
@@ -229,8 +241,16 @@ impl Head {
     }
 
     fn usage(&self, generated: usize) -> Value {
-        let total = self.prompt_tokens + generated;
-        json!({"prompt_tokens": self.prompt_tokens, "completion_tokens": generated, "total_tokens": total})
+        let prompt = self.prompt.len();
+        json!({"prompt_tokens": prompt, "completion_tokens": generated, "total_tokens": prompt + generated})
+    }
+
+    /// The text of a whole completion's `tokens`.
+    fn text(&self, tokens: &[i64]) -> String {
+        match &self.text {
+            Some(text) => text.completion(&self.prompt, tokens),
+            None => tokens.iter().map(i64::to_string).collect::<Vec<_>>().join(" "),
+        }
     }
 }
 
@@ -242,17 +262,13 @@ fn finish_reason(f: &Finished) -> &'static str {
     }
 }
 
-fn text(ids: &[i64]) -> String {
-    ids.iter().map(i64::to_string).collect::<Vec<_>>().join(" ")
-}
-
 /// The whole completion, once done.
 async fn whole(head: Head, mut rx: UnboundedReceiver<Event>) -> Response {
     while let Some(event) = rx.recv().await {
         match event {
             Event::Token(_) => {}
             Event::Done(f) => {
-                let mut o = head.object(text(&f.tokens), &f.tokens, Some(finish_reason(&f)));
+                let mut o = head.object(head.text(&f.tokens), &f.tokens, Some(finish_reason(&f)));
                 o.insert("usage".into(), head.usage(f.tokens.len()));
                 return axum::Json(Value::Object(o)).into_response();
             }
@@ -271,22 +287,30 @@ enum Phase {
     Over,
 }
 
-/// The completion as server-sent events: a chunk per token, a last one with the finish reason
-/// and the usage, then `[DONE]`.
+/// The completion as server-sent events: a chunk per token (its text, possibly none yet when
+/// it ends inside a character), a last one with the text left, the finish reason and the
+/// usage, then `[DONE]`.
 fn stream(head: Head, rx: UnboundedReceiver<Event>) -> impl futures_util::Stream<Item = Result<SseEvent, Infallible>> {
     let data = |v: Value| Ok(SseEvent::default().data(v.to_string()));
     let failed = |message: String| json!({"error": {"message": message, "type": "server_error", "code": null}});
-    futures_util::stream::unfold((head, rx, 0usize, Phase::Tokens), move |(head, mut rx, sent, phase)| async move {
+    let text = head.text.as_ref().map(|t| t.stream(&head.prompt));
+    futures_util::stream::unfold((head, rx, text, 0usize, Phase::Tokens), move |state| async move {
+        let (head, mut rx, mut text, sent, phase) = state;
         let (event, next) = match phase {
             Phase::Over => return None,
             Phase::Done => (Ok(SseEvent::default().data("[DONE]")), Phase::Over),
             Phase::Tokens => match rx.recv().await {
                 Some(Event::Token(t)) => {
-                    let text = if sent == 0 { t.to_string() } else { format!(" {t}") };
-                    (data(Value::Object(head.object(text, &[t], None))), Phase::Tokens)
+                    let piece = match &mut text {
+                        Some(text) => text.push(t),
+                        None if sent == 0 => t.to_string(),
+                        None => format!(" {t}"),
+                    };
+                    (data(Value::Object(head.object(piece, &[t], None))), Phase::Tokens)
                 }
                 Some(Event::Done(f)) => {
-                    let mut o = head.object(String::new(), &[], Some(finish_reason(&f)));
+                    let rest = text.as_mut().map(|t| t.finish()).unwrap_or_default();
+                    let mut o = head.object(rest, &[], Some(finish_reason(&f)));
                     o.insert("usage".into(), head.usage(f.tokens.len()));
                     (data(Value::Object(o)), Phase::Done)
                 }
@@ -294,7 +318,7 @@ fn stream(head: Head, rx: UnboundedReceiver<Event>) -> impl futures_util::Stream
                 None => (data(failed("the scheduler stopped".into())), Phase::Over),
             },
         };
-        Some((event, (head, rx, sent + 1, next)))
+        Some((event, (head, rx, text, sent + 1, next)))
     })
 }
 
@@ -392,8 +416,9 @@ struct Completion {
 const FIELDS: [&str; 9] =
     ["model", "prompt", "max_tokens", "temperature", "seed", "stream", "stop_token_ids", "n", "user"];
 
-/// Parses a completion request's body, in the API's words where it is wrong.
-fn parse(body: &[u8], model: &str) -> Result<Completion, String> {
+/// Parses a completion request's body, in the API's words where it is wrong; a text prompt
+/// goes through `text`, when the server has a tokenizer.
+fn parse(body: &[u8], model: &str, text: Option<&Text>) -> Result<Completion, String> {
     static SEEDS: AtomicU64 = AtomicU64::new(0);
     let v: Value = serde_json::from_slice(body).map_err(|e| format!("the body is not JSON: {e}"))?;
     let o = v.as_object().ok_or("the body is not a JSON object")?;
@@ -405,9 +430,18 @@ fn parse(body: &[u8], model: &str) -> Result<Completion, String> {
     }
     let prompt = match o.get("prompt") {
         None => return Err("`prompt` is missing: give token ids, a list of integers".into()),
-        Some(Value::String(_)) => {
-            return Err("`prompt` is text, which needs a tokenizer this server does not have: give token ids".into())
-        }
+        Some(Value::String(s)) => match text {
+            Some(text) => text.encode(s)?,
+            None => {
+                let message = "`prompt` is text, which needs a tokenizer this server does not have (`serve \
+                               --tokenizer`): give token ids";
+                return Err(message.into());
+            }
+        },
+        Some(Value::Array(a)) if a.len() == 1 && a[0].is_string() => match (text, a[0].as_str()) {
+            (Some(text), Some(s)) => text.encode(s)?,
+            _ => return Err("`prompt` is text, which needs a tokenizer this server does not have".into()),
+        },
         Some(Value::Array(a)) if a.len() == 1 && a[0].is_array() => ids(&a[0], "prompt")?,
         Some(p) => ids(p, "prompt")?,
     };
@@ -449,13 +483,13 @@ fn ids(v: &Value, name: &str) -> Result<Vec<i64>, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse;
+    use super::{parse, Text};
 
     #[test]
     fn requests_are_read_and_wrong_ones_named() {
-        let c = parse(br#"{"prompt": [5, 9], "max_tokens": 3, "temperature": 0, "stream": true}"#, "m").unwrap();
+        let c = parse(br#"{"prompt": [5, 9], "max_tokens": 3, "temperature": 0, "stream": true}"#, "m", None).unwrap();
         assert_eq!((c.request.prompt, c.request.max_new_tokens, c.stream), (vec![5, 9], 3, true));
-        let c = parse(br#"{"model": "m", "prompt": [[7]], "stop_token_ids": [2]}"#, "m").unwrap();
+        let c = parse(br#"{"model": "m", "prompt": [[7]], "stop_token_ids": [2]}"#, "m", None).unwrap();
         assert_eq!((c.request.prompt, c.request.stop, c.request.max_new_tokens), (vec![7], vec![2], 16));
         for (body, message) in [
             (&br#"{"prompt": [1], "echo": true}"#[..], "unknown field `echo`"),
@@ -468,8 +502,15 @@ mod tests {
             (br#"[1, 2]"#, "not a JSON object"),
             (br#"{"prompt": [1]"#, "the body is not JSON"),
         ] {
-            let got = parse(body, "m").err().unwrap_or_default();
+            let got = parse(body, "m", None).err().unwrap_or_default();
             assert!(got.contains(message), "{}: {got}", String::from_utf8_lossy(body));
+        }
+        // With a tokenizer, a text prompt (alone or in a list of one) is its ids.
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/tokenizer/tokenizer.json");
+        let text = Text::load(&path, 64).expect("a tokenizer");
+        let ids = text.encode("the lazy dog").expect("encodes");
+        for body in [&br#"{"prompt": "the lazy dog"}"#[..], br#"{"prompt": ["the lazy dog"]}"#] {
+            assert_eq!(parse(body, "m", Some(&text)).expect("parses").request.prompt, ids);
         }
     }
 }
