@@ -45,18 +45,10 @@ pub fn expert_weights(graph: &Graph) -> Vec<NodeId> {
     found.into_iter().collect()
 }
 
-/// The weight input `v` is read from, through ops that keep its first dim first and whole.
-fn source_weight(graph: &Graph, mut v: ValueRef) -> Option<NodeId> {
-    for _ in 0..8 {
-        match &graph.node(v.node).op {
-            Op::Input(k) if k.is_weight() => return Some(v.node),
-            Op::Permute(p) if p.dims.first() == Some(&0) => {}
-            Op::Convert(_) | Op::Identity(_) => {}
-            _ => return None,
-        }
-        v = graph.inputs(v.node)[0];
-    }
-    None
+/// The weight input `v` is read from, its first dim being `v`'s first (through layout
+/// transposes, conversions and copies: see [`super::weight_dim`]).
+fn source_weight(graph: &Graph, v: ValueRef) -> Option<NodeId> {
+    super::weight_dim(graph, v, 0).filter(|&(_, dim)| dim == 0).map(|(w, _)| w)
 }
 
 fn is_weight(graph: &Graph, id: NodeId) -> bool {
