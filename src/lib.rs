@@ -89,6 +89,8 @@ pub mod internal {
         prepare_libtpu_environment, prepare_xla_environment, Buffer, Client, CompileOptions, Created, ElementType,
         LoadedExecutable, Plugin,
     };
-    pub use crate::run::{compare, conform_inputs, decode, parse_dtype, Decoding, DeviceKind};
+    pub use crate::run::{
+        compare, conform_inputs, decode, generate_seq2seq, parse_dtype, Decoding, DeviceKind, Seq2Seq,
+    };
     pub use crate::setup::{cpu_plugin, tpu_plugin};
 }

@@ -16,8 +16,8 @@ use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
 use pyo3::types::PyByteArray;
 use torchtpu_compile::internal::{
-    conform_inputs, decode, default_cache_dir, output_files, parse_dtype, Cache, CacheConfig, Decoding, DeviceKind,
-    MappedZip,
+    conform_inputs, decode, default_cache_dir, generate_seq2seq, output_files, parse_dtype, Cache, CacheConfig,
+    Decoding, DeviceKind, MappedZip, Seq2Seq,
 };
 use torchtpu_compile::{Array, Artifact, Session as RunSession, Verification};
 
@@ -312,6 +312,38 @@ impl Session {
         let prompt = array_in(py, &prompt.0, prompt.1.clone(), &prompt.2)?;
         let decoding = Decoding { prompt, max_new_tokens, temperature, seed, keep_logits: logits };
         let done = self.with(py, |s| Ok(decode(s, &decoding)?))?;
+        let figures = serde_json::to_string(&done).map_err(|e| raise(py, &e.into()))?;
+        Ok((array_out(py, &done.tokens), done.logits.as_ref().map(|a| array_out(py, a)), figures))
+    }
+
+    /// This decoder step's loop over the states of `encoder` (another session, run once on
+    /// `prompt`): the new tokens, their logits (when `logits`), and the figures (JSON).
+    #[pyo3(signature = (encoder, prompt, max_new_tokens, start_token = 0, eos = None, temperature = None, seed = 0, logits = true))]
+    #[allow(clippy::too_many_arguments)]
+    fn generate_seq2seq<'py>(
+        &self,
+        py: Python<'py>,
+        encoder: &Session,
+        prompt: (String, Vec<i64>, PyBuffer<u8>),
+        max_new_tokens: usize,
+        start_token: i64,
+        eos: Option<i64>,
+        temperature: Option<f64>,
+        seed: u64,
+        logits: bool,
+    ) -> PyResult<(Out<'py>, Option<Out<'py>>, String)> {
+        if std::ptr::eq(self, encoder) {
+            let e = torchtpu_compile::Error::bad_input("the encoder is this decoder's own session".into());
+            return Err(raise(py, &e.into()));
+        }
+        let prompt = array_in(py, &prompt.0, prompt.1.clone(), &prompt.2)?;
+        let req = Seq2Seq { prompt, start_token, max_new_tokens, eos, temperature, seed, keep_logits: logits };
+        let encoder_path = encoder.path.clone();
+        let done = self.with(py, |decoder| {
+            let mut guard = encoder.inner.lock().map_err(|_| anyhow::anyhow!("an earlier call panicked"))?;
+            let encoder = guard.as_mut().ok_or_else(|| closed(&encoder_path))?;
+            Ok(generate_seq2seq(encoder, decoder, &req)?)
+        })?;
         let figures = serde_json::to_string(&done).map_err(|e| raise(py, &e.into()))?;
         Ok((array_out(py, &done.tokens), done.logits.as_ref().map(|a| array_out(py, a)), figures))
     }

@@ -94,6 +94,29 @@ def test_state_stays_on_the_device_across_calls(compiled):
             model.set_state({"fc.bias_typo": np.zeros(2, np.float32)})
 
 
+def test_encoder_decoder_generation_equals_transformers_generate(compiled):
+    """T5 as transformers' seq2seq export recipe writes it: the encoder's session once, this
+    decoder step's per token, gives transformers' greedy `generate` for a prompt of a bucket's
+    size and one its bucket pads."""
+    encoder, decoder = compiled("t5_gen_encoder"), compiled("t5_gen_decoder")
+    with ttc.load(encoder) as enc, ttc.load(decoder) as dec:
+        for suffix in ("", "_short"):
+            prompt = reference("t5_gen_decoder", f"prompt{suffix}.npy")
+            out = dec.generate(prompt, 12, encoder=enc)
+            np.testing.assert_array_equal(out.tokens, reference("t5_gen_decoder", f"tokens{suffix}.npy"))
+            assert out.new_tokens == 12 and out.prompt_calls == 1
+        # Greedy: each row of logits has its token as the largest value.
+        np.testing.assert_array_equal(out.logits.argmax(-1), out.tokens)
+        assert dec.generate(prompt, 12, encoder=enc, logits=False).logits is None
+        with pytest.raises(ttc.InputError, match="the encoder is this decoder's own session"):
+            dec.generate(prompt, 2, encoder=dec)
+        # An `eos` ends it there, kept.
+        eos = int(out.tokens[0, 3])
+        stopped = dec.generate(prompt, 12, encoder=enc, eos=eos).tokens
+        first = list(out.tokens[0]).index(eos)
+        np.testing.assert_array_equal(stopped[0], out.tokens[0, : first + 1])
+
+
 def test_generate_reproduces_eager_decoding(compiled):
     art = compiled("decoder_kv")
     prompt = reference("decoder_kv", "prompt.npy")

@@ -425,18 +425,34 @@ class Session:
         seed: int = 0,
         reset: bool = True,
         logits: bool = True,
+        encoder: Optional["Session"] = None,
+        start_token: int = 0,
+        eos: Optional[int] = None,
     ) -> Generation:
         """The decode loop of a decode-step export (token ids ``[B, 1]``, a position, logits
         out, KV caches as updated buffers): feeds ``prompt`` (``[T]`` or ``[B, T]`` token ids)
         one token per call, or in one call through a prefill program (token ids ``[B, T]``
         with ``T`` dynamic, compiled with buckets), then picks ``max_new_tokens`` tokens greedily, or by sampling at
         ``temperature`` with ``seed``. Starts from the artifact's caches unless ``reset`` is
-        False. ``logits=False`` keeps only the tokens."""
-        if reset:
-            self.reset()
-        tokens, chosen_by, figures = self._native.generate(
-            _to_native(prompt, "the prompt"), max_new_tokens, temperature, seed, logits
-        )
+        False. ``logits=False`` keeps only the tokens.
+
+        With ``encoder`` (the session of an encoder–decoder model's encoder, as transformers'
+        seq2seq export recipe writes it), this session is its decoder step: the encoder runs
+        once on ``prompt`` (``[S]`` or ``[1, S]``), then the decoder from ``start_token``, one
+        token a call, from its artifact's caches, until ``max_new_tokens`` or ``eos`` (kept)."""
+        if encoder is not None:
+            tokens, chosen_by, figures = self._native.generate_seq2seq(
+                encoder._native, _to_native(prompt, "the prompt"), max_new_tokens, start_token, eos,
+                temperature, seed, logits
+            )
+        else:
+            if eos is not None:
+                raise InputError("`eos` is for an encoder–decoder generation; a decoder-only one stops at max_new_tokens")
+            if reset:
+                self.reset()
+            tokens, chosen_by, figures = self._native.generate(
+                _to_native(prompt, "the prompt"), max_new_tokens, temperature, seed, logits
+            )
         as_torch = _is_tensor(prompt)
         f = json.loads(figures)
         return Generation(
