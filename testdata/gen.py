@@ -991,6 +991,21 @@ def build_mixtral_dyn():
     return LogitsWrapper(MixtralForCausalLM(cfg))
 
 
+class FNetLogits(nn.Module):
+    """forward(input_ids) -> an FNet masked LM's logits."""
+
+    def __init__(self):
+        super().__init__()
+        from transformers import FNetConfig, FNetForMaskedLM
+
+        cfg = FNetConfig(vocab_size=32, hidden_size=24, intermediate_size=48, num_hidden_layers=2,
+                         max_position_embeddings=64, use_tpu_fourier_optimizations=False)
+        self.model = FNetForMaskedLM(cfg)
+
+    def forward(self, input_ids):
+        return self.model(input_ids=input_ids).logits
+
+
 def build_mla_dyn():
     """A DeepSeek-V3-style model: multi-head latent attention (the rope part written back
     into a slice of each head) and a MoE with a shared expert and group-limited routing."""
@@ -1436,6 +1451,15 @@ MODELS = {
              "[batch*seq] tokens, sorted by expert, grouped matmuls, inverse permutation",
         200,
         export_context=real_grouped_mm_under_export),
+    "fnet_dyn": dict(
+        build=FNetLogits,
+        desc="transformers' FNetForMaskedLM (hidden 24, 2 layers, vocab 32): token mixing by fftn over the "
+             "sequence and hidden dims (_fft_r2c over hidden, _fft_c2c over the sequence, real part) with "
+             "dynamic batch Dim('batch', 1..8) and seq Dim('seq', 1..64); references at 1, every bucket edge "
+             "and edge - 1",
+        inputs=[(ids(s, 700 + s, batch=b, vocab=32),) for b, s in edge_pairs(EDGE_SEQS, EDGE_BATCHES)],
+        dynamic_shapes={"input_ids": {0: BATCH, 1: DYN_SEQ}},
+        lean_metadata=True),
     "mla_dyn": dynamic_lm(
         build_mla_dyn,
         "DeepseekV3ForCausalLM(hidden 32, 1 layer, 2 heads, MLA with q/kv LoRA ranks 16, rope 8 + nope 8, "

@@ -136,6 +136,7 @@ parity_tests!(
     hf_static_cache,
     hf_static_rows,
     moe_dyn,
+    fnet_dyn,
     mla_dyn,
     alibi_dyn,
     swin_dyn,
@@ -361,7 +362,8 @@ fn run_case(name: &str, artifact: &Path, case: &str, tmp: &Path) -> String {
 /// classifier in a dynamic batch (window partitions as `as_strided` with symbolic sizes), a
 /// GPT-OSS-style model (attention sinks concatenated after the padded scores), a
 /// single-head Llama and T5's encoder and decoder at batch 1 (views with size-1 dims), a
-/// Mamba-style causal convolution, a CNN padding its images with `constant_pad_nd`, Meta-style
+/// Mamba-style causal convolution, a CNN padding its images with `constant_pad_nd`, FNet's
+/// Fourier token mixing along the dynamic sequence (a DFT of the real length), Meta-style
 /// attention with complex rotary embeddings, sizes as operands of tensor arithmetic, a
 /// JetMoE-style MoE whose pieces of sorted tokens have sizes from data, HiggsAudio's dual FFN
 /// (`out[mask] = f(h[mask])`: rows counted by data written back through the mask), and an
@@ -375,6 +377,7 @@ fn dynamic_models_match_eager_at_every_size() {
         ("last_token", 6),
         ("cnn_dynbatch", 6),
         ("moe_dyn", 13),
+        ("fnet_dyn", 13),
         ("mla_dyn", 13),
         ("alibi_dyn", 13),
         ("swin_dyn", 7),

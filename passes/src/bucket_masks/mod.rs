@@ -31,7 +31,8 @@
 //!   (−inf) past the real length; a `constant_pad_nd` on the right of one fills its pad
 //!   value from the real length on; a group norm over a dynamic dim takes its statistics
 //!   over the real positions (`norms`); the regions of control flow are masked as programs
-//!   of their own, given the real sizes (`regions`);
+//!   of their own, given the real sizes (`regions`); a Fourier transform along a dynamic dim
+//!   is a product with the DFT matrix of the real length (`fourier`);
 //! - `Refused`: the compile fails, naming the node, the op and why — never wrong numbers.
 //!
 //! Values that hold positions along a dim of factors (a sort's indices) are positions of the
@@ -46,6 +47,7 @@
 //! ```
 
 mod counts;
+mod fourier;
 mod norms;
 mod regions;
 mod relayout;

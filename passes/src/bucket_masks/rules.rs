@@ -106,6 +106,7 @@ impl Masker<'_> {
             Op::Repeat(_) => self.repeat(graph, id, node, across),
             Op::Scatter(Scatter { dim, .. }) => self.scatter(graph, id, norm_dim(*dim, rank(0)), across),
             Op::MaskedScatter(_) => self.masked_scatter(graph, id, in_dyn),
+            Op::Fft(fft) => self.fourier(graph, id, fft, across),
             _ => Err(REFUSED.into()),
         }
     }

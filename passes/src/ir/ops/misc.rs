@@ -450,6 +450,18 @@ impl OpDef for Fft {
             .collect();
         one(Expected::partial(None, out))
     }
+
+    /// Every dim it does not transform.
+    fn position_wise(&self, inputs: &[&TensorType], outputs: &[TensorType]) -> Vec<Along> {
+        let rank = inputs[0].rank();
+        let transformed: Vec<usize> = self.dims.iter().filter_map(|&d| dim_index(d, rank).ok()).collect();
+        Along::same(inputs, outputs, (0..rank).filter(|d| !transformed.contains(d)).collect::<Vec<_>>())
+    }
+
+    /// Along a transformed dim: a product with the DFT matrix of the real length.
+    fn under_padding(&self) -> Padding {
+        Padding::Rule
+    }
 }
 
 op! {
