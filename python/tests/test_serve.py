@@ -139,6 +139,19 @@ def test_text_in_and_out_through_a_tokenizer(rows):
             assert choice["token_ids"] == case["tokens"] and choice["text"] == case["text"], case
             parts, done = chunks(server.post({**body, "stream": True})[1])
             assert done and "".join(p["choices"][0]["text"] for p in parts) == case["text"]
+        # A stop string ends the text before it, whole or streamed; the request is complete.
+        case = cases["continuations"][0]
+        stop = case["text"][4:7]
+        cut = case["text"][: case["text"].index(stop)]
+        body = {"prompt": case["prompt"], "max_tokens": 16, "temperature": 0, "stop": [stop, "never seen"]}
+        choice = json.loads(server.post(body)[1])["choices"][0]
+        assert choice["text"] == cut and choice["finish_reason"] == "stop", choice
+        assert 0 < len(choice["token_ids"]) < 16 and choice["token_ids"] == case["tokens"][: len(choice["token_ids"])]
+        parts, done = chunks(server.post({**body, "stream": True})[1])
+        assert done and "".join(p["choices"][0]["text"] for p in parts) == cut
+        assert parts[-1]["choices"][0]["finish_reason"] == "stop"
+        metrics = server.get("/metrics")[1]
+        assert 'torchtpu_requests_total{outcome="completed"} 18' in metrics, metrics
     finally:
         server.stop()
 

@@ -17,13 +17,14 @@
 //! tokens; without one, a prompt is token ids and a completion's `text` is its token ids in
 //! decimal, separated by spaces. `token_ids` holds the ids as numbers either way.
 
+mod output;
 mod scheduler;
 mod text;
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -39,6 +40,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::run::{Batcher, Finished, Request, Session};
 use crate::Error;
+use output::Output;
 use scheduler::{Event, Job, Metrics};
 use text::Text;
 
@@ -171,7 +173,8 @@ async fn completions(State(shared): State<Arc<Shared>>, body: Bytes) -> Response
     }
     let (events, rx) = tokio::sync::mpsc::unbounded_channel();
     let prompt = completion.request.prompt.clone();
-    let job = Job::Request { request: completion.request, events, accepted: Instant::now() };
+    let stopped = Arc::new(AtomicBool::new(false));
+    let job = Job::Request { request: completion.request, events, accepted: Instant::now(), stopped: stopped.clone() };
     if !shared.hand(job) {
         m.outstanding.fetch_sub(1, Ordering::SeqCst);
         return error(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "the server is shutting down".into());
@@ -180,13 +183,14 @@ async fn completions(State(shared): State<Arc<Shared>>, body: Bytes) -> Response
         id: format!("cmpl-{}", shared.next_id.fetch_add(1, Ordering::Relaxed)),
         created: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
         model: shared.model.clone(),
-        prompt,
-        text: shared.text.clone(),
+        prompt_tokens: prompt.len(),
+        stopped,
     };
+    let output = Output::new(shared.text.as_ref().map(|t| t.stream(&prompt)), completion.stops);
     if completion.stream {
-        return Sse::new(stream(head, rx)).into_response();
+        return Sse::new(stream(head, rx, output)).into_response();
     }
-    whole(head, rx).await
+    whole(head, rx, output).await
 }
 
 impl Shared {
@@ -218,14 +222,14 @@ async fn swap_weights(State(shared): State<Arc<Shared>>, body: Bytes) -> Respons
     }
 }
 
-/// What every response and chunk of one completion repeats, and what its text is decoded
-/// after.
+/// What every response and chunk of one completion repeats.
 struct Head {
     id: String,
     created: u64,
     model: String,
-    prompt: Vec<i64>,
-    text: Option<Arc<Text>>,
+    prompt_tokens: usize,
+    /// Set when a stop string ends the completion: the scheduler frees its slot.
+    stopped: Arc<AtomicBool>,
 }
 
 impl Head {
@@ -241,16 +245,13 @@ impl Head {
     }
 
     fn usage(&self, generated: usize) -> Value {
-        let prompt = self.prompt.len();
+        let prompt = self.prompt_tokens;
         json!({"prompt_tokens": prompt, "completion_tokens": generated, "total_tokens": prompt + generated})
     }
 
-    /// The text of a whole completion's `tokens`.
-    fn text(&self, tokens: &[i64]) -> String {
-        match &self.text {
-            Some(text) => text.completion(&self.prompt, tokens),
-            None => tokens.iter().map(i64::to_string).collect::<Vec<_>>().join(" "),
-        }
+    /// The completion ended at a stop string: no more tokens for it.
+    fn stop(&self) {
+        self.stopped.store(true, Ordering::SeqCst);
     }
 }
 
@@ -262,15 +263,28 @@ fn finish_reason(f: &Finished) -> &'static str {
     }
 }
 
-/// The whole completion, once done.
-async fn whole(head: Head, mut rx: UnboundedReceiver<Event>) -> Response {
+/// The whole completion, once done (or at a stop string).
+async fn whole(head: Head, mut rx: UnboundedReceiver<Event>, mut output: Output) -> Response {
+    let (mut text, mut tokens) = (String::new(), Vec::new());
+    let answer = |text: String, tokens: &[i64], finish: &str| {
+        let mut o = head.object(text, tokens, Some(finish));
+        o.insert("usage".into(), head.usage(tokens.len()));
+        axum::Json(Value::Object(o)).into_response()
+    };
     while let Some(event) = rx.recv().await {
         match event {
-            Event::Token(_) => {}
+            Event::Token(t) => {
+                tokens.push(t);
+                text.push_str(&output.push(t));
+                if output.stopped() {
+                    head.stop();
+                    return answer(text, &tokens, "stop");
+                }
+            }
             Event::Done(f) => {
-                let mut o = head.object(head.text(&f.tokens), &f.tokens, Some(finish_reason(&f)));
-                o.insert("usage".into(), head.usage(f.tokens.len()));
-                return axum::Json(Value::Object(o)).into_response();
+                text.push_str(&output.finish());
+                let finish = if output.stopped() { "stop" } else { finish_reason(&f) };
+                return answer(text, &f.tokens, finish);
             }
             Event::Failed(message) => return error(StatusCode::INTERNAL_SERVER_ERROR, "server_error", message),
         }
@@ -287,30 +301,38 @@ enum Phase {
     Over,
 }
 
-/// The completion as server-sent events: a chunk per token (its text, possibly none yet when
-/// it ends inside a character), a last one with the text left, the finish reason and the
-/// usage, then `[DONE]`.
-fn stream(head: Head, rx: UnboundedReceiver<Event>) -> impl futures_util::Stream<Item = Result<SseEvent, Infallible>> {
+/// The completion as server-sent events: a chunk per token (the text it lets go, possibly none
+/// while a character or a stop string is undecided), a last one with the text left, the finish
+/// reason and the usage, then `[DONE]`. A stop string ends it at the token that completes it.
+fn stream(
+    head: Head,
+    rx: UnboundedReceiver<Event>,
+    output: Output,
+) -> impl futures_util::Stream<Item = Result<SseEvent, Infallible>> {
     let data = |v: Value| Ok(SseEvent::default().data(v.to_string()));
     let failed = |message: String| json!({"error": {"message": message, "type": "server_error", "code": null}});
-    let text = head.text.as_ref().map(|t| t.stream(&head.prompt));
-    futures_util::stream::unfold((head, rx, text, 0usize, Phase::Tokens), move |state| async move {
-        let (head, mut rx, mut text, sent, phase) = state;
+    futures_util::stream::unfold((head, rx, output, 0usize, Phase::Tokens), move |state| async move {
+        let (head, mut rx, mut output, sent, phase) = state;
         let (event, next) = match phase {
             Phase::Over => return None,
             Phase::Done => (Ok(SseEvent::default().data("[DONE]")), Phase::Over),
             Phase::Tokens => match rx.recv().await {
                 Some(Event::Token(t)) => {
-                    let piece = match &mut text {
-                        Some(text) => text.push(t),
-                        None if sent == 0 => t.to_string(),
-                        None => format!(" {t}"),
-                    };
-                    (data(Value::Object(head.object(piece, &[t], None))), Phase::Tokens)
+                    let mut o = head.object(output.push(t), &[t], None);
+                    if !output.stopped() {
+                        (data(Value::Object(o)), Phase::Tokens)
+                    } else {
+                        head.stop();
+                        o["choices"][0]["finish_reason"] = json!("stop");
+                        o.insert("usage".into(), head.usage(sent + 1));
+                        (data(Value::Object(o)), Phase::Done)
+                    }
                 }
                 Some(Event::Done(f)) => {
-                    let rest = text.as_mut().map(|t| t.finish()).unwrap_or_default();
-                    let mut o = head.object(rest, &[], Some(finish_reason(&f)));
+                    let mut o = head.object(output.finish(), &[], Some(finish_reason(&f)));
+                    if output.stopped() {
+                        o["choices"][0]["finish_reason"] = json!("stop");
+                    }
                     o.insert("usage".into(), head.usage(f.tokens.len()));
                     (data(Value::Object(o)), Phase::Done)
                 }
@@ -318,7 +340,7 @@ fn stream(head: Head, rx: UnboundedReceiver<Event>) -> impl futures_util::Stream
                 None => (data(failed("the scheduler stopped".into())), Phase::Over),
             },
         };
-        Some((event, (head, rx, text, sent + 1, next)))
+        Some((event, (head, rx, output, sent + 1, next)))
     })
 }
 
@@ -410,11 +432,13 @@ fn prometheus(m: &Metrics, slots: usize) -> String {
 struct Completion {
     request: Request,
     stream: bool,
+    /// Strings that end the completion's text (cut before them).
+    stops: Vec<String>,
 }
 
 /// The fields `/v1/completions` takes.
-const FIELDS: [&str; 9] =
-    ["model", "prompt", "max_tokens", "temperature", "seed", "stream", "stop_token_ids", "n", "user"];
+const FIELDS: [&str; 10] =
+    ["model", "prompt", "max_tokens", "temperature", "seed", "stream", "stop", "stop_token_ids", "n", "user"];
 
 /// Parses a completion request's body, in the API's words where it is wrong; a text prompt
 /// goes through `text`, when the server has a tokenizer.
@@ -472,7 +496,31 @@ fn parse(body: &[u8], model: &str, text: Option<&Text>) -> Result<Completion, St
     if let Some(u) = o.get("user").filter(|u| !u.is_string()) {
         return Err(format!("`user` must be a string, not {u}"));
     }
-    Ok(Completion { request: Request { prompt, max_new_tokens, stop, temperature, seed }, stream })
+    let stops = stop_strings(o.get("stop"), text.is_some())?;
+    Ok(Completion { request: Request { prompt, max_new_tokens, stop, temperature, seed }, stream, stops })
+}
+
+/// `stop`: a string or a list of up to 4, none empty; they are matched in the completion's
+/// text, so they need a tokenizer.
+fn stop_strings(v: Option<&Value>, tokenizer: bool) -> Result<Vec<String>, String> {
+    let bad = || "`stop` must be a string or a list of up to 4 non-empty strings".to_string();
+    let stops: Vec<String> = match v {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::String(s)) => vec![s.clone()],
+        Some(Value::Array(a)) if a.len() <= 4 => {
+            a.iter().map(|s| s.as_str().map(str::to_string).ok_or_else(bad)).collect::<Result<_, _>>()?
+        }
+        Some(_) => return Err(bad()),
+    };
+    if stops.iter().any(String::is_empty) {
+        return Err(bad());
+    }
+    if !stops.is_empty() && !tokenizer {
+        return Err("`stop` strings are matched in the text, which needs a tokenizer this server does not have \
+                    (`serve --tokenizer`): give `stop_token_ids`"
+            .into());
+    }
+    Ok(stops)
 }
 
 /// A list of token ids.
@@ -501,6 +549,7 @@ mod tests {
             (br#"{"max_tokens": 2}"#, "`prompt` is missing"),
             (br#"[1, 2]"#, "not a JSON object"),
             (br#"{"prompt": [1]"#, "the body is not JSON"),
+            (br#"{"prompt": [1], "stop": "x"}"#, "`stop` strings are matched in the text, which needs a tokenizer"),
         ] {
             let got = parse(body, "m", None).err().unwrap_or_default();
             assert!(got.contains(message), "{}: {got}", String::from_utf8_lossy(body));
@@ -511,6 +560,12 @@ mod tests {
         let ids = text.encode("the lazy dog").expect("encodes");
         for body in [&br#"{"prompt": "the lazy dog"}"#[..], br#"{"prompt": ["the lazy dog"]}"#] {
             assert_eq!(parse(body, "m", Some(&text)).expect("parses").request.prompt, ids);
+        }
+        let c = parse(br#"{"prompt": "a", "stop": ["x", "yz"]}"#, "m", Some(&text)).expect("parses");
+        assert_eq!(c.stops, ["x", "yz"]);
+        for body in [&br#"{"prompt": "a", "stop": ""}"#[..], br#"{"prompt": "a", "stop": ["a","b","c","d","e"]}"#] {
+            let got = parse(body, "m", Some(&text)).err().unwrap_or_default();
+            assert!(got.contains("a string or a list of up to 4 non-empty strings"), "{got}");
         }
     }
 }

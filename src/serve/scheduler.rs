@@ -9,6 +9,7 @@ use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::Receiver;
+use std::sync::Arc;
 use std::time::Instant;
 
 use tokio::sync::mpsc::UnboundedSender;
@@ -23,6 +24,8 @@ pub(super) enum Job {
         events: UnboundedSender<Event>,
         /// When the handler accepted it (time to first token counts from here).
         accepted: Instant,
+        /// Set by the handler when the text reached a stop string: the request is complete.
+        stopped: Arc<AtomicBool>,
     },
     /// Take another checkpoint's weights once the requests in flight are done (those that
     /// come meanwhile wait); the outcome goes to `reply`.
@@ -70,6 +73,7 @@ struct Client {
     events: UnboundedSender<Event>,
     accepted: Instant,
     last_token: Option<Instant>,
+    stopped: Arc<AtomicBool>,
 }
 
 /// The scheduler's state besides the session.
@@ -113,8 +117,9 @@ impl Scheduler<'_> {
     fn receive(&mut self, job: Job) {
         match job {
             Job::Request { .. } if self.swap.is_some() => self.held.push_back(job),
-            Job::Request { request, events, accepted } => {
-                take(&mut self.batcher, &mut self.clients, request, events, accepted, self.metrics);
+            Job::Request { request, events, accepted, stopped } => {
+                let client = Client { events, accepted, last_token: None, stopped };
+                take(&mut self.batcher, &mut self.clients, request, client, self.metrics);
             }
             Job::Swap { reply, .. } if self.swap.is_some() => {
                 let _ = reply.send(Err("another swap is under way".into()));
@@ -129,12 +134,18 @@ impl Scheduler<'_> {
         match batcher.step(session) {
             Ok(stepped) => {
                 for (id, token) in stepped.tokens {
-                    let gone = clients.get_mut(&id).is_some_and(|c| !sent_token(c, token, metrics));
-                    if gone {
-                        batcher.cancel(id);
-                        clients.remove(&id);
-                        done(metrics, &metrics.cancelled);
-                    }
+                    let Some(c) = clients.get_mut(&id) else { continue };
+                    // Its text reached a stop string (complete), or its client went away.
+                    let outcome = if c.stopped.load(Ordering::SeqCst) {
+                        &metrics.completed
+                    } else if !sent_token(c, token, metrics) {
+                        &metrics.cancelled
+                    } else {
+                        continue;
+                    };
+                    batcher.cancel(id);
+                    clients.remove(&id);
+                    done(metrics, outcome);
                 }
                 for f in stepped.finished {
                     if let Some(c) = clients.remove(&f.id) {
@@ -166,18 +177,17 @@ fn take(
     batcher: &mut Batcher,
     clients: &mut HashMap<u64, Client>,
     request: Request,
-    events: UnboundedSender<Event>,
-    accepted: Instant,
+    client: Client,
     metrics: &Metrics,
 ) {
     let prompt = request.prompt.len() as u64;
     match batcher.submit(request) {
         Ok(id) => {
             metrics.prompt_tokens.fetch_add(prompt, Ordering::Relaxed);
-            clients.insert(id, Client { events, accepted, last_token: None });
+            clients.insert(id, client);
         }
         Err(e) => {
-            let _ = events.send(Event::Failed(e.to_string()));
+            let _ = client.events.send(Event::Failed(e.to_string()));
             done(metrics, &metrics.invalid);
         }
     }

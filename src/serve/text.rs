@@ -45,14 +45,6 @@ impl Text {
         self.tokenizer.decode(ids, true).unwrap_or_default()
     }
 
-    /// The text of a whole completion: `tokens` after `prompt`.
-    pub(super) fn completion(self: &Arc<Self>, prompt: &[i64], tokens: &[i64]) -> String {
-        let mut stream = self.stream(prompt);
-        let mut text: String = tokens.iter().map(|&t| stream.push(t)).collect();
-        text.push_str(&stream.finish());
-        text
-    }
-
     /// A completion's text as its tokens come, after `prompt`.
     pub(super) fn stream(self: &Arc<Self>, prompt: &[i64]) -> Stream {
         let ids: Vec<u32> = prompt[prompt.len().saturating_sub(TAIL)..].iter().map(|&t| id(t)).collect();
@@ -129,8 +121,8 @@ mod tests {
     }
 
     /// Texts tokenize as Hugging Face's Python `tokenizers` does; each decode_rows request's
-    /// tokens, streamed one at a time or whole, give the text Python's decode gives as a
-    /// continuation of the prompt.
+    /// tokens, streamed one at a time, give the text Python's decode gives as a continuation
+    /// of the prompt.
     #[test]
     fn texts_and_continuations_equal_the_python_librarys() {
         let (text, cases) = cases();
@@ -145,7 +137,6 @@ mod tests {
             let mut streamed: String = tokens.iter().map(|&t| stream.push(t)).collect();
             streamed.push_str(&stream.finish());
             assert_eq!(Some(streamed.as_str()), expected.as_str(), "{prompt:?} {tokens:?}");
-            assert_eq!(Some(text.completion(&prompt, &tokens).as_str()), expected.as_str());
         }
     }
 
