@@ -1116,6 +1116,67 @@ def build_t5_gen_decoder():
     return Seq2SeqLMDecoderExportableModuleWithStaticCache(t5_full(), max_static_cache_length=32, batch_size=1)
 
 
+def whisper_full():
+    """A tiny Whisper (80 → 8 mel bins, 32 frames → 16 encoder positions, vocab 128, start token
+    1, no suppressed tokens), every parameter moved by seeded noise of 0.5 (as initialized it
+    repeats one token): built first, so the same seed gives the encoder and the decoder
+    exported apart the same weights."""
+    from transformers import WhisperConfig, WhisperForConditionalGeneration
+
+    cfg = WhisperConfig(vocab_size=128, num_mel_bins=8, encoder_layers=1, decoder_layers=1, d_model=32,
+                        encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
+                        decoder_ffn_dim=64, max_source_positions=16, max_target_positions=32,
+                        decoder_start_token_id=1, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                        suppress_tokens=None, begin_suppress_tokens=None)
+    model = WhisperForConditionalGeneration(cfg).eval()
+    g = gen(78)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn(p.shape, generator=g) * 0.5)
+    return model
+
+
+class WhisperEncoderStep(nn.Module):
+    """Whisper's encoder as a serving stack exports it: log-mel features [1, mels, frames] ->
+    states [1, frames / 2, d_model] (transformers' seq2seq recipe wraps encoders that take
+    token ids; Whisper's takes features)."""
+
+    def __init__(self):
+        super().__init__()
+        self.encoder = whisper_full().get_encoder()
+
+    def forward(self, input_features):
+        return self.encoder(input_features=input_features).last_hidden_state
+
+
+def build_whisper_gen_decoder():
+    """transformers' seq2seq recipe's decoder step over the same Whisper: the recipe reads the
+    output projection as `lm_head`, which Whisper names `proj_out`."""
+    from transformers.integrations.executorch import Seq2SeqLMDecoderExportableModuleWithStaticCache
+
+    model = whisper_full()
+    model.lm_head = model.proj_out
+    return Seq2SeqLMDecoderExportableModuleWithStaticCache(model, max_static_cache_length=32, batch_size=1)
+
+
+def whisper_generate_reference(_module, d, new_tokens=12):
+    """Greedy decoding by the whole eager Whisper (same seed) from the start token, one token a
+    call over the whole sequence so far, for seeded features (features.npy [1, 8, 32],
+    tokens.npy [1, N])."""
+    torch.manual_seed(0)
+    model = whisper_full()
+    features = randn((1, 8, 32), 790)
+    ids = torch.tensor([[1]])
+    with torch.no_grad():
+        for _ in range(new_tokens):
+            logits = model(input_features=features, decoder_input_ids=ids).logits
+            ids = torch.cat([ids, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+    tokens = ids[:, 1:]
+    np.save(os.path.join(d, "features.npy"), features.numpy())
+    np.save(os.path.join(d, "tokens.npy"), tokens.numpy())
+    return {"tokens": tokens.tolist()}
+
+
 def t5_generate_reference(_module, d, new_tokens=12):
     """transformers' own greedy `generate` of the same T5 (same seed) for two prompts: 8 tokens
     (prompt.npy [1, 8], tokens.npy [1, N], after the decoder start token 0) and 5
@@ -1547,6 +1608,26 @@ MODELS = {
         strict=True,
         lean_metadata=True,
         decode=t5_generate_reference),
+    "whisper_gen_encoder": dict(
+        build=WhisperEncoderStep,
+        desc="a tiny Whisper's encoder (whisper_full: 8 mel bins, 32 frames) as a serving stack exports it: "
+             "input_features [1, 8, 32] -> encoder states [1, 16, 32]; the encoder `generate --encoder` "
+             "runs once per request for whisper_gen_decoder",
+        inputs=[(randn((1, 8, 32), 790),)],
+        export_context=torch.no_grad,
+        strict=True,
+        lean_metadata=True),
+    "whisper_gen_decoder": dict(
+        build=build_whisper_gen_decoder,
+        desc="transformers' seq2seq export recipe, decoder half (Seq2SeqLMDecoderExportableModuleWithStaticCache, "
+             "self-attention caches of 32 positions) of the same Whisper: (decoder_input_ids [1, 1], "
+             "encoder_hidden_states [1, 16, 32], cache_position [1]) -> logits [1, 1, 128]; references: the step, "
+             "and greedy decoding by the whole eager model from seeded features (features.npy, tokens.npy)",
+        inputs=[(torch.tensor([[1]]), randn((1, 16, 32), 791), torch.tensor([0]))],
+        export_context=torch.no_grad,
+        strict=True,
+        lean_metadata=True,
+        decode=whisper_generate_reference),
     "causal_conv_dyn": dict(
         build=CausalConv,
         desc="Mamba-style causal depthwise Conv1d(16, kernel 4, padding 3) sliced back to the sequence, "

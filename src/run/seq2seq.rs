@@ -1,11 +1,14 @@
 //! Encoder–decoder generation, as transformers' seq2seq export recipe writes the two halves
-//! (`Seq2SeqLMEncoderExportableModule`, `Seq2SeqLMDecoderExportableModuleWithStaticCache`):
+//! (`Seq2SeqLMEncoderExportableModule`, `Seq2SeqLMDecoderExportableModuleWithStaticCache`;
+//! tested with T5, and with Whisper, whose encoder takes log-mel features):
 //! the encoder runs once per request, then the decoder step runs once per new token over the
 //! encoder's states, its self-attention caches staying on the device (the cross-attention is
 //! computed from the states at every step, as the exported step does).
 //!
 //! The conventions:
-//! - the encoder takes the prompt's token ids `[1, S]` and returns the states `[1, S, D]`;
+//! - the encoder takes the prompt's token ids `[1, S]` and returns the states `[1, S, D]`, or
+//!   takes float features (Whisper's log-mel `[1, mels, frames]`, given as the prompt) and
+//!   returns the states of its positions;
 //! - the decoder step takes three inputs: the decoder's token ids `[1, 1]` (named
 //!   `decoder_input_ids`, else the first integer input), the encoder's states (the float one)
 //!   and the position `[1]` (the other integer input), and returns the logits `[1, 1, V]` or
@@ -24,7 +27,7 @@ use crate::Error;
 
 /// What to generate with an encoder and a decoder step.
 pub struct Seq2Seq {
-    /// The encoder's token ids, `[S]` or `[1, S]`.
+    /// The encoder's token ids, `[S]` or `[1, S]`, or its float features (Whisper's log-mel).
     pub prompt: Array,
     /// The first decoder token.
     pub start_token: i64,
@@ -74,6 +77,19 @@ fn decoder_step(session: &Session) -> Result<DecoderStep, Error> {
     Ok(DecoderStep { ids, states, pos, vocab, positions })
 }
 
+/// What the encoder takes, and the prompt's length: token ids `[1, S]` from a prompt of ids
+/// (`[S]` or `[1, S]`), or the prompt itself for an encoder of float features (Whisper's
+/// log-mel `[1, mels, frames]`; its length: the frames).
+fn encoder_input(encoder: &Session, prompt: &Array) -> Result<(Array, usize), Error> {
+    let takes_ids = encoder.manifest().signature.inputs.first().and_then(|i| parse_dtype(&i.dtype));
+    if takes_ids.is_some_and(|d| !d.is_integer()) {
+        let frames = prompt.shape.last().copied().unwrap_or(0).max(0) as usize;
+        return Ok((prompt.clone(), frames));
+    }
+    let prompt = prompt_rows(prompt, 1)?.swap_remove(0);
+    Ok((integers(DType::I64, &[1, prompt.len() as i64], &prompt), prompt.len()))
+}
+
 /// Generates with `encoder` (run once) and `decoder` (once per new token, from its artifact's
 /// caches).
 pub fn generate_seq2seq(encoder: &mut Session, decoder: &mut Session, req: &Seq2Seq) -> Result<Generated, Error> {
@@ -83,14 +99,12 @@ pub fn generate_seq2seq(encoder: &mut Session, decoder: &mut Session, req: &Seq2
             format!("{} new tokens need as many positions; the decoder's caches hold {limit}", req.max_new_tokens);
         return Err(RunError::Decode(reason).into());
     }
-    let prompt = prompt_rows(&req.prompt, 1)?.swap_remove(0);
-    let t = prompt.len();
-    let ids = integers(DType::I64, &[1, t as i64], &prompt);
+    let (input, t) = encoder_input(encoder, &req.prompt)?;
     encoder.load_executables()?;
     decoder.load_executables()?;
     decoder.reset()?;
     let started = Instant::now();
-    let mut encoded = encoder.call(&[ids], &[PathBuf::from("prompt")], 0)?.outputs;
+    let mut encoded = encoder.call(&[input], &[PathBuf::from("prompt")], 0)?.outputs;
     let states = match encoded.len() {
         1 => encoded.swap_remove(0),
         n => return Err(RunError::Decode(format!("the encoder returns {n} outputs, not its states")).into()),

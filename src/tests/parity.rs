@@ -133,6 +133,8 @@ parity_tests!(
     decoder_kv_tuned,
     decoder_rows,
     decoder_rows_prefill,
+    whisper_gen_encoder,
+    whisper_gen_decoder,
     hf_static_cache,
     hf_static_rows,
     moe_dyn,

@@ -567,8 +567,9 @@ fn arrive_and_leave_at_random(model: &str, tmp: &Path) {
 /// An encoder–decoder model as transformers' seq2seq export recipe writes it (a T5 encoder, and
 /// a decoder step with static self-attention caches over the encoder's states of dynamic
 /// length): the encoder once, then the decoder per token, gives exactly transformers' greedy
-/// `generate` of the whole model, for a prompt of a bucket's size and one its bucket pads.
-/// `generate` without `--encoder` says what is missing.
+/// `generate` of the whole model, for a prompt of a bucket's size and one its bucket pads. A
+/// Whisper, its encoder taking log-mel features, gives the greedy tokens of the whole eager
+/// model. `generate` without `--encoder` says what is missing.
 #[test]
 fn encoder_decoder_generation_equals_transformers_generate() {
     let tmp = TempDir::new("seq2seq");
@@ -607,6 +608,28 @@ fn encoder_decoder_generation_equals_transformers_generate() {
     let (code, text, err) = run_cli(&[&args[..], &["--encoder", &s(&encoder)]].concat());
     assert_eq!(code, 0, "{err}");
     assert!(text.starts_with("tokens: 65 16 15 16"), "{text}");
+    // Whisper: the encoder takes log-mel features, the decoder starts at its own token.
+    let (encoder, decoder) =
+        (compile_model("whisper_gen_encoder", &tmp.0), compile_model("whisper_gen_decoder", &tmp.0));
+    let dir = testdata().join("models/whisper_gen_decoder");
+    let read = |name: &str| Array::read(&dir.join(name)).expect("an array");
+    let req = crate::run::Seq2Seq {
+        prompt: read("features.npy"),
+        start_token: 1,
+        max_new_tokens: 12,
+        eos: None,
+        temperature: None,
+        seed: 0,
+        keep_logits: false,
+    };
+    let done = crate::run::generate_seq2seq(&mut decode_session(&encoder), &mut decode_session(&decoder), &req)
+        .expect("generates");
+    assert!(crate::run::compare(&done.tokens, &read("tokens.npy")).ok, "{:?}", done.tokens);
+    let features = s(&dir.join("features.npy"));
+    let whisper = ["generate", &s(&decoder), "--prompt", &features, "--max-new-tokens", "12", "--start-token", "1"];
+    let (code, text, err) = run_cli(&[&whisper[..], &["--encoder", &s(&encoder)]].concat());
+    assert_eq!(code, 0, "{err}");
+    assert!(text.starts_with("tokens: 7 7 7 7 61 37 122"), "{text}");
     let (code, _, err) = run_cli(&args);
     assert_eq!(code, 1);
     assert!(err.contains("give the encoder's artifact with `--encoder`"), "{err}");
