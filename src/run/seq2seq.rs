@@ -110,14 +110,18 @@ pub fn generate_seq2seq(encoder: &mut Session, decoder: &mut Session, req: &Seq2
         n => return Err(RunError::Decode(format!("the encoder returns {n} outputs, not its states")).into()),
     };
     let prefill_ms = started.elapsed().as_secs_f64() * 1e3;
-    let labels = [PathBuf::from("token id"), PathBuf::from("encoder states"), PathBuf::from("position")];
+    let mut labels = vec![PathBuf::new(); 3];
+    labels[step.ids] = PathBuf::from("token id");
+    labels[step.states] = PathBuf::from("encoder states");
+    labels[step.pos] = PathBuf::from("position");
     let mut sampler = Sampler::new(req.temperature.unwrap_or(0.0), req.seed);
     let mut record = Record::new(1, step.vocab, req.keep_logits);
     let mut next = req.start_token;
+    // The states stay in place across the calls; only the token and its position change.
+    let mut inputs = vec![Array { dtype: DType::I64, shape: vec![], data: vec![] }; 3];
+    inputs[step.states] = states;
     for k in 0..req.max_new_tokens {
-        let mut inputs = vec![Array { dtype: DType::I64, shape: vec![], data: vec![] }; 3];
         inputs[step.ids] = integers(DType::I64, &[1, 1], &[next]);
-        inputs[step.states] = states.clone();
         inputs[step.pos] = integers(DType::I64, &[1], &[k as i64]);
         let out = decoder.call(&inputs, &labels, 0)?.outputs.swap_remove(0);
         let row = out.f32_range(0, step.vocab.max(0) as usize).ok_or_else(|| {
