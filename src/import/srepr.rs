@@ -234,13 +234,75 @@ fn to_sym(ast: &Ast) -> Result<SymExpr, SreprError> {
         "FloorDiv" => two(SymExpr::FloorDiv),
         "CeilDiv" => two(SymExpr::CeilDiv),
         "Mod" | "PythonMod" => two(SymExpr::Mod),
+        "Piecewise" => piecewise(args),
         other => Err(SreprError(format!("unsupported sympy function `{other}`"))),
     }
+}
+
+/// `Piecewise((v1, c1), (v2, c2), …, (vn, True))` as integer arithmetic:
+/// `v1·[c1] + (1 − [c1])·(v2·[c2] + …)`, each condition an indicator (see [`indicator`]).
+/// Exported sizes of integers only, where torch writes a `sym_ite` (VITS: `1 if u == 1 else 0`).
+fn piecewise(pairs: &[Ast]) -> Result<SymExpr, SreprError> {
+    let bad = || SreprError("`Piecewise` takes (value, condition) pairs, the last one's condition `true`".into());
+    let (last, rest) = pairs.split_last().ok_or_else(bad)?;
+    fn pair(a: &Ast) -> Option<(&Ast, &Ast)> {
+        match a {
+            Ast::Call(head, parts) if head == "ExprCondPair" && parts.len() == 2 => Some((&parts[0], &parts[1])),
+            _ => None,
+        }
+    }
+    let (value, always) = pair(last).ok_or_else(bad)?;
+    if indicator(always)? != SymExpr::Int(1) {
+        return Err(bad());
+    }
+    let mut e = to_sym(value)?;
+    for a in rest.iter().rev() {
+        let (value, condition) = pair(a).ok_or_else(bad)?;
+        let (v, c) = (to_sym(value)?, indicator(condition)?);
+        let otherwise = SymExpr::Add(vec![SymExpr::Int(1), SymExpr::Mul(vec![SymExpr::Int(-1), c.clone()])]);
+        e = SymExpr::Add(vec![SymExpr::Mul(vec![v, c]), SymExpr::Mul(vec![otherwise, e])]);
+    }
+    Ok(e)
+}
+
+/// A condition on integers as 1 where it holds and 0 elsewhere: `[a = b]` is
+/// `max(0, 1 − (a − b)²)`, `[a < b]` is `max(0, min(1, b − a))`, and so on; `true` is 1.
+fn indicator(condition: &Ast) -> Result<SymExpr, SreprError> {
+    let sub = |a: SymExpr, b: SymExpr| SymExpr::Add(vec![a, SymExpr::Mul(vec![SymExpr::Int(-1), b])]);
+    let not = |e: SymExpr| sub(SymExpr::Int(1), e);
+    // 1 where `d` ≥ 1, 0 where `d` ≤ 0.
+    let positive = |d: SymExpr| SymExpr::Max(vec![SymExpr::Int(0), SymExpr::Min(vec![SymExpr::Int(1), d])]);
+    let (head, args) = match condition {
+        Ast::Name(n) if n == "true" => return Ok(SymExpr::Int(1)),
+        Ast::Name(n) if n == "false" => return Ok(SymExpr::Int(0)),
+        Ast::Call(head, args) if head == "BooleanTrue" && args.is_empty() => return Ok(SymExpr::Int(1)),
+        Ast::Call(head, args) if head == "BooleanFalse" && args.is_empty() => return Ok(SymExpr::Int(0)),
+        Ast::Call(head, args) => (head.as_str(), args),
+        _ => return Err(SreprError("a `Piecewise` condition must be a relation of integers".into())),
+    };
+    let [a, b] = args.as_slice() else {
+        return Err(SreprError(format!("`{head}` in a `Piecewise` condition takes 2 arguments")));
+    };
+    let (a, b) = (to_sym(a)?, to_sym(b)?);
+    let equal = || {
+        let square = SymExpr::Pow(Box::new(sub(a.clone(), b.clone())), Box::new(SymExpr::Int(2)));
+        SymExpr::Max(vec![SymExpr::Int(0), sub(SymExpr::Int(1), square)])
+    };
+    Ok(match head {
+        "Equality" | "Eq" => equal(),
+        "Unequality" | "Ne" => not(equal()),
+        "StrictLessThan" | "Lt" => positive(sub(b, a)),
+        "LessThan" | "Le" => positive(sub(SymExpr::Add(vec![b, SymExpr::Int(1)]), a)),
+        "StrictGreaterThan" | "Gt" => positive(sub(a, b)),
+        "GreaterThan" | "Ge" => positive(sub(SymExpr::Add(vec![a, SymExpr::Int(1)]), b)),
+        other => return Err(SreprError(format!("unsupported condition `{other}` in a `Piecewise`"))),
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
 
     const S70: &str = "Symbol('s70', positive=True, integer=True)";
 
@@ -267,6 +329,36 @@ mod tests {
         assert_eq!((l.to_string(), r.to_string()), ("u0 + u1".to_string(), "32".to_string()));
         assert!(parse_equality(&format!("LessThan({}, Integer(12))", u("u0"))).is_err());
         assert!(parse_relation("Mystery(Integer(1), Integer(2))").is_err());
+    }
+
+    /// VITS's `sym_ite`: `1 if u == 1 else 0`, and conditions of each kind, at every value
+    /// of `u` around their edges.
+    #[test]
+    fn piecewise_sizes_are_arithmetic_on_indicators() {
+        let u = "Symbol('u32', integer=True)";
+        let vits =
+            format!("Piecewise(ExprCondPair(Integer(1), Equality({u}, Integer(1))), ExprCondPair(Integer(0), true))");
+        let e = parse(&vits).unwrap();
+        let at = |e: &SymExpr, v: i64| e.eval(&BTreeMap::from([("u32".to_string(), v)]));
+        assert_eq!((0..5).map(|v| at(&e, v)).collect::<Vec<_>>(), [Some(0), Some(1), Some(0), Some(0), Some(0)]);
+        for (relation, holds) in [
+            ("StrictLessThan", &[true, true, false, false][..]),
+            ("LessThan", &[true, true, true, false]),
+            ("StrictGreaterThan", &[false, false, false, true]),
+            ("GreaterThan", &[false, false, true, true]),
+            ("Unequality", &[true, true, false, true]),
+        ] {
+            let text =
+                format!("Piecewise(ExprCondPair(Integer(7), {relation}({u}, Integer(2))), ExprCondPair({u}, true))");
+            let e = parse(&text).unwrap();
+            for (v, &h) in holds.iter().enumerate() {
+                let v = v as i64;
+                assert_eq!(at(&e, v), Some(if h { 7 } else { v }), "{relation} at {v}");
+            }
+        }
+        assert!(parse("Piecewise(ExprCondPair(Integer(1), Integer(2)))").is_err());
+        let no_default = format!("Piecewise(ExprCondPair(Integer(1), Equality({u}, Integer(1))))");
+        assert!(parse(&no_default).unwrap_err().0.contains("the last one's condition `true`"));
     }
 
     #[test]
