@@ -54,8 +54,9 @@ enum Command {
     /// Example: torchtpu-compile run model.tpuexe in_0.npy --out-dir out/
     Run(RunArgs),
     /// Generate tokens with a decode-step export (token ids [B, 1] and a position in, logits
-    /// out, KV caches as buffers it updates): the prompt is fed one token per call, then each
-    /// call's logits choose the next token; the caches stay on the device between calls.
+    /// out, KV caches as buffers it updates): the prompt is fed one token per call (in chunks
+    /// when the step takes [B, T] ids, T dynamic), then each call's logits choose the next
+    /// token; the caches stay on the device between calls.
     ///
     /// Example: torchtpu-compile generate decoder.tpuexe --prompt prompt.npy --max-new-tokens 24
     Generate(GenerateArgs),
