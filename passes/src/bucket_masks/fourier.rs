@@ -73,13 +73,9 @@ impl Masker<'_> {
                 Some(c) => self.binary(graph, id, BinaryOp::Mul, Operand::Tensor, &[c, n], scalar),
             });
         }
+        // Every padded dim's product gave both parts.
         let (mut re, im) = parts;
-        let mut im = match im {
-            Some(im) => im,
-            None => {
-                self.binary(graph, id, BinaryOp::Mul, Operand::Scalar(Scalar::Float(0.0)), &[re], Self::ty(graph, re))
-            }
-        };
+        let mut im = im.ok_or("internal: a Fourier transform with no dynamic dim")?;
         if fft.normalization != 0 {
             let statics_size: i64 = statics.iter().map(|&d| dims[d]).product();
             let factor =
