@@ -218,6 +218,8 @@ fn every_model_matches_with_padding_forced_on() {
             "t5_encoder_dyn",
             "t5_gen_decoder",
             "t5_gen_encoder",
+            "whisper_gen_decoder",
+            "whisper_gen_encoder",
             "llama_1head_dyn",
             "mamba_dynbatch",
             "rope_complex",
