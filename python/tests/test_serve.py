@@ -150,8 +150,16 @@ def test_text_in_and_out_through_a_tokenizer(rows):
         parts, done = chunks(server.post({**body, "stream": True})[1])
         assert done and "".join(p["choices"][0]["text"] for p in parts) == cut
         assert parts[-1]["choices"][0]["finish_reason"] == "stop"
-        metrics = server.get("/metrics")[1]
+        # The scheduler frees a stopped request's slot at its next call, after the answer:
+        # wait for it to count it.
+        deadline = time.monotonic() + 30
+        while True:
+            metrics = server.get("/metrics")[1]
+            if 'outcome="completed"} 18' in metrics or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
         assert 'torchtpu_requests_total{outcome="completed"} 18' in metrics, metrics
+        assert 'torchtpu_requests_total{outcome="cancelled"} 0' in metrics, metrics
     finally:
         server.stop()
 
