@@ -255,8 +255,10 @@ impl Head {
     }
 }
 
-fn finish_reason(f: &Finished) -> &'static str {
-    if f.stopped {
+/// Why a done request ended: at a stop string of its text or a stop token (`stop`), else at
+/// its length.
+fn finish_reason(f: &Finished, output: &Output) -> &'static str {
+    if f.stopped || output.stopped() {
         "stop"
     } else {
         "length"
@@ -283,8 +285,7 @@ async fn whole(head: Head, mut rx: UnboundedReceiver<Event>, mut output: Output)
             }
             Event::Done(f) => {
                 text.push_str(&output.finish());
-                let finish = if output.stopped() { "stop" } else { finish_reason(&f) };
-                return answer(text, &f.tokens, finish);
+                return answer(text, &f.tokens, finish_reason(&f, &output));
             }
             Event::Failed(message) => return error(StatusCode::INTERNAL_SERVER_ERROR, "server_error", message),
         }
@@ -318,21 +319,19 @@ fn stream(
             Phase::Done => (Ok(SseEvent::default().data("[DONE]")), Phase::Over),
             Phase::Tokens => match rx.recv().await {
                 Some(Event::Token(t)) => {
-                    let mut o = head.object(output.push(t), &[t], None);
+                    let piece = output.push(t);
+                    let mut o = head.object(piece, &[t], output.stopped().then_some("stop"));
                     if !output.stopped() {
                         (data(Value::Object(o)), Phase::Tokens)
                     } else {
                         head.stop();
-                        o["choices"][0]["finish_reason"] = json!("stop");
                         o.insert("usage".into(), head.usage(sent + 1));
                         (data(Value::Object(o)), Phase::Done)
                     }
                 }
                 Some(Event::Done(f)) => {
-                    let mut o = head.object(output.finish(), &[], Some(finish_reason(&f)));
-                    if output.stopped() {
-                        o["choices"][0]["finish_reason"] = json!("stop");
-                    }
+                    let rest = output.finish();
+                    let mut o = head.object(rest, &[], Some(finish_reason(&f, &output)));
                     o.insert("usage".into(), head.usage(f.tokens.len()));
                     (data(Value::Object(o)), Phase::Done)
                 }

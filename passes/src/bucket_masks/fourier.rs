@@ -13,9 +13,9 @@
 //! follows the real size) is refused.
 
 use super::rules::Across;
-use super::{Masker, MERGED};
-use crate::ir::ops::{Complex, Convert, Fft, Mm, Permute, Select, View, ViewAsReal};
-use crate::ir::{BinaryOp, DType, Dim, Graph, NodeId, Op, Operand, Scalar, SymExpr, TensorType, UnaryOp, ValueRef};
+use super::{static_view, Masker, MERGED};
+use crate::ir::ops::{Complex, Convert, Fft, Mm, Permute, Select, ViewAsReal};
+use crate::ir::{BinaryOp, DType, Graph, NodeId, Op, Operand, Scalar, SymExpr, TensorType, UnaryOp, ValueRef};
 
 /// A complex value as its parts (`None`: a real value, no imaginary part).
 type Parts = (ValueRef, Option<ValueRef>);
@@ -142,7 +142,7 @@ impl Masker<'_> {
         let flatten = |m: &mut Self, graph: &mut Graph, v: ValueRef| {
             let permute = Op::Permute(Permute { dims: perm.iter().map(|&k| k as i64).collect() });
             let v = m.add(graph, id, permute, TensorType::new(part, &moved), &[v]);
-            m.add(graph, id, view(&[rows, p]), flat.clone(), &[v])
+            m.add(graph, id, static_view(&[rows, p]), flat.clone(), &[v])
         };
         let re = flatten(self, graph, re);
         let im = im.map(|im| flatten(self, graph, im));
@@ -161,7 +161,7 @@ impl Masker<'_> {
             back[k] = i as i64;
         }
         let unflatten = |m: &mut Self, graph: &mut Graph, v: ValueRef| {
-            let v = m.add(graph, id, view(&moved), TensorType::new(part, &moved), &[v]);
+            let v = m.add(graph, id, static_view(&moved), TensorType::new(part, &moved), &[v]);
             m.add(graph, id, Op::Permute(Permute { dims: back.clone() }), TensorType::new(part, dims), &[v])
         };
         let re = unflatten(self, graph, out_re);
@@ -181,8 +181,8 @@ impl Masker<'_> {
         let int = |dims: &[i64]| TensorType::new(DType::I64, dims);
         let iota = crate::ir::ops::Arange { start: Scalar::Int(0), end: Scalar::Int(p), step: Scalar::Int(1) };
         let iota = self.add(graph, id, Op::Arange(iota), int(&[p]), &[]);
-        let j = self.add(graph, id, view(&[p, 1]), int(&[p, 1]), &[iota]);
-        let k = self.add(graph, id, view(&[1, p]), int(&[1, p]), &[iota]);
+        let j = self.add(graph, id, static_view(&[p, 1]), int(&[p, 1]), &[iota]);
+        let k = self.add(graph, id, static_view(&[1, p]), int(&[1, p]), &[iota]);
         let jk = self.binary(graph, id, BinaryOp::Mul, Operand::Tensor, &[j, k], int(&[p, p]));
         let n = self.binary(graph, id, BinaryOp::Maximum, Operand::Scalar(Scalar::Int(1)), &[n], int(&[]));
         let turns = self.binary(graph, id, BinaryOp::Remainder, Operand::Tensor, &[jk, n], int(&[p, p]));
@@ -232,8 +232,4 @@ impl Masker<'_> {
         let one = self.add(graph, id, one, scalar.clone(), &[]);
         self.binary(graph, id, BinaryOp::Div, Operand::Tensor, &[one, points], scalar)
     }
-}
-
-fn view(dims: &[i64]) -> Op {
-    Op::View(View { size: dims.iter().map(|&d| Dim::Static(d)).collect() })
 }

@@ -68,6 +68,11 @@ use crate::ir::{
 };
 use crate::pass::{Changed, Pass, PassCx, PassError};
 
+/// A `view` to the static `dims`.
+fn static_view(dims: &[i64]) -> Op {
+    Op::View(View { size: dims.iter().map(|&d| Dim::Static(d)).collect() })
+}
+
 /// Why an op is refused along a dynamic dim.
 const REFUSED: &str = "has no padding-safe form along a dynamic dim";
 

@@ -2,8 +2,8 @@
 //! the statistics taken over the real positions only.
 
 use super::rules::Across;
-use super::Masker;
-use crate::ir::ops::{Binary, Convert, GroupNorm, Reduce, View};
+use super::{static_view, Masker};
+use crate::ir::ops::{Binary, Convert, GroupNorm, Reduce};
 use crate::ir::{
     BinaryOp, DType, Dim, Graph, NodeId, Op, Operand, ReduceOp, Scalar, SymExpr, TensorType, UnaryOp, ValueRef,
 };
@@ -52,7 +52,7 @@ impl Masker<'_> {
         if ty.dtype != acc {
             x = self.add(graph, id, Op::Convert(Convert), TensorType::new(acc, &dims), &[x]);
         }
-        x = self.add(graph, id, view(&grouped), grouped_ty.clone(), &[x]);
+        x = self.add(graph, id, static_view(&grouped), grouped_ty.clone(), &[x]);
         // The padded dims move one on in the group layout.
         let padded: Vec<(usize, &[SymExpr])> = across.iter().map(|(_, d, f)| (d + 1, f.as_slice())).collect();
         let zero = Scalar::Float(0.0);
@@ -94,7 +94,7 @@ impl Masker<'_> {
         let rstd = self.add(graph, id, Op::Unary(UnaryOp::Rsqrt), stat_ty, &[var]);
         let normalized = self.add(graph, id, tensor(BinaryOp::Mul), grouped_ty, &[centred, rstd]);
         let y_ty = TensorType::new(acc, &dims);
-        let mut y = self.add(graph, id, view(&dims), y_ty.clone(), &[normalized]);
+        let mut y = self.add(graph, id, static_view(&dims), y_ty.clone(), &[normalized]);
 
         // The affine part: weight and bias `[C]`, as `[C, 1, …]` against `[N, C, *spatial]`.
         let mut per_channel = vec![c];
@@ -106,7 +106,7 @@ impl Masker<'_> {
             if graph.value_type(param).dtype != acc {
                 p = self.add(graph, id, Op::Convert(Convert), TensorType::new(acc, &[c]), &[p]);
             }
-            p = self.add(graph, id, view(&per_channel), TensorType::new(acc, &per_channel), &[p]);
+            p = self.add(graph, id, static_view(&per_channel), TensorType::new(acc, &per_channel), &[p]);
             y = self.add(graph, id, tensor(op), y_ty.clone(), &[y, p]);
         }
         if out_ty.dtype != acc {
@@ -115,8 +115,4 @@ impl Masker<'_> {
         self.take_over(graph, ValueRef { node: id, slot: 0 }, y, users);
         Ok(())
     }
-}
-
-fn view(shape: &[i64]) -> Op {
-    Op::View(View { size: shape.iter().map(|&s| Dim::Static(s)).collect() })
 }
