@@ -19,7 +19,9 @@ results are kept in DIR/<task>/<type>/result.json, so a rerun skips what is done
 run on another machine for the rows the table already holds (--again redoes everything;
 --recheck compiles and runs again, from the same exports, what did not pass, as after a change
 to the compiler; --add-tpu compiles for `tpu:v6e:1x1` only, from the same exports, what passed
-with --no-tpu: the CPU verdicts stand, and a TPU compile that fails becomes the row's outcome).
+with --no-tpu: the CPU verdicts stand, and a TPU compile that fails becomes the row's outcome;
+a row the table holds as passed without a TPU compile, and this machine has no export of, is
+swept again in full).
 Each model is exported in a child process with a time limit, so one that hangs or crashes torch
 is recorded, not fatal.
 
@@ -786,7 +788,8 @@ def main():
             done = os.path.join(args.out, task, t, "result.json")
             # A row the table holds but this machine has no result for was swept elsewhere: kept.
             kept = (task, t) in tabled and not os.path.exists(done)
-            if args.table_only or (kept and not (args.again or args.recheck)):
+            redo = args.again or args.recheck or (args.add_tpu and kept and untried_on_tpu(tabled[task, t]))
+            if args.table_only or (kept and not redo):
                 results.extend([json.load(open(done))] if os.path.exists(done) else [])
                 continue
             r = sweep_one(args, task, t)
@@ -799,6 +802,13 @@ def main():
             r[k][1] = r[k][1].replace(os.path.abspath(args.out) + os.sep, "").replace(os.path.expanduser("~"), "~")
     zoo_table.write_table(results, args.table, versions(args.compiler), planned, LIBRARIES, describe)
     print(f"wrote {args.table}")
+
+
+def untried_on_tpu(row):
+    """Whether a kept row passed on CPU without a TPU compile recorded (its export is elsewhere,
+    so --add-tpu sweeps it again)."""
+    static, dynamic, tpu = row
+    return "PASS" in (static, dynamic) and tpu != "yes"
 
 
 def task_types(task, out):

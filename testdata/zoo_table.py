@@ -34,10 +34,10 @@ def table_rows(lines):
 
 
 def tabled(path):
-    """(task, type) of every row of the table at `path`."""
+    """The rows of the table at `path`: (task, type) to (static, dynamic, tpu)."""
     if not os.path.exists(path):
-        return set()
-    return {(task, model) for task, model, *_ in table_rows(open(path).read().splitlines())}
+        return {}
+    return {(task, model): (s, d, tpu) for task, model, s, d, tpu, _ in table_rows(open(path).read().splitlines())}
 
 
 def kept_results(body, results):
