@@ -472,10 +472,11 @@ def rows_decode_reference(model, d, new_tokens=16):
     """Each request of ROWS_PROMPTS decoded alone, greedily, by a batch-1 model with the same
     parameters, token by token: prompts.npy [R, Tmax] (padded with -1), lengths.npy [R],
     tokens.npy [R, N]: what a batched decode must give every row."""
-    solo = DecoderRows(batch=1, max_seq=model.causal.shape[0])
+    dtype = model.head.weight.dtype
+    solo = DecoderRows(batch=1, max_seq=model.causal.shape[0]).to(dtype)
     solo.load_state_dict(model.state_dict())
     solo.eval()
-    rows = []
+    rows, logits = [], []
     with torch.no_grad():
         for prompt in ROWS_PROMPTS:
             for block in solo.blocks:
@@ -489,12 +490,15 @@ def rows_decode_reference(model, d, new_tokens=16):
                     continue
                 nxt = int(out[0, -1].argmax())
                 new.append(nxt)
+                logits.append(out[0, -1].float())
             rows.append(new)
     width = max(len(p) for p in ROWS_PROMPTS)
     prompts = np.array([p + [-1] * (width - len(p)) for p in ROWS_PROMPTS], dtype=np.int64)
     np.save(os.path.join(d, "prompts.npy"), prompts)
     np.save(os.path.join(d, "lengths.npy"), np.array([len(p) for p in ROWS_PROMPTS], dtype=np.int64))
     np.save(os.path.join(d, "tokens.npy"), np.array(rows, dtype=np.int64))
+    if dtype != torch.float32:  # what a near tie is judged by
+        np.save(os.path.join(d, "logits.npy"), torch.stack(logits).view(len(rows), new_tokens, -1).numpy())
     return {"prompts": ROWS_PROMPTS, "tokens": rows}
 
 
@@ -550,6 +554,8 @@ def hf_rows_reference(module, d, new_tokens=16):
     width = max(len(p) for p in ROWS_PROMPTS)
     np.save(os.path.join(d, "prompts.npy"), np.array([p + [-1] * (width - len(p)) for p in ROWS_PROMPTS], dtype=np.int64))
     np.save(os.path.join(d, "tokens.npy"), np.array(rows, dtype=np.int64))
+    if dtype != torch.float32:  # what a near tie is judged by
+        np.save(os.path.join(d, "logits.npy"), torch.stack(logits).view(len(rows), new_tokens, -1).numpy())
     return {"prompts": ROWS_PROMPTS, "tokens": rows}
 
 
@@ -1468,6 +1474,17 @@ MODELS = {
         desc="decoder_rows (the same weights) taking T tokens a row at positions of its own: (input_ids "
              "[4, T], input_pos [4, T]) -> logits [4, T, 64], T in 1..16 (a slot's prompt in chunks while "
              "the others decode); references: decoder_rows' requests, each decoded alone",
+        inputs=[(torch.tensor([[5, 9, 3], [7, 1, 0], [33, 2, 60], [12, 50, 6]]),
+                 torch.tensor([[0, 1, 2], [4, 5, 6], [1, 2, 3], [9, 10, 11]]))],
+        dynamic_shapes={"input_ids": {1: ROWS_T}, "input_pos": {1: ROWS_T}},
+        lean_metadata=True,
+        decode=rows_decode_reference),
+    "decoder_rows_bf16": dict(
+        build=lambda: DecoderRows().to(torch.bfloat16),
+        desc="decoder_rows_prefill in bf16 (decoder_rows' weights rounded to bf16, bf16 caches): "
+             "(input_ids [4, T], input_pos [4, T]) -> bf16 logits [4, T, 64], T in 1..16; references: "
+             "decoder_rows' requests, each decoded alone by a bf16 batch-1 copy, with the f32 values of "
+             "the bf16 logits that chose each token (logits.npy [7, 16, 64]: near ties are judged by them)",
         inputs=[(torch.tensor([[5, 9, 3], [7, 1, 0], [33, 2, 60], [12, 50, 6]]),
                  torch.tensor([[0, 1, 2], [4, 5, 6], [1, 2, 3], [9, 10, 11]]))],
         dynamic_shapes={"input_ids": {1: ROWS_T}, "input_pos": {1: ROWS_T}},

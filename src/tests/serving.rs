@@ -494,6 +494,68 @@ fn requests_of_different_lengths_share_the_slots() {
     assert!(err.contains("6 prompt tokens and 60 new ones need 66 positions; the caches hold 64"), "{err}");
 }
 
+/// A bf16 step (decoder_rows' weights rounded to bf16, bf16 caches and activations), its
+/// prompts in chunks beside the others' decoding: every request's tokens are what eager (a bf16
+/// batch-1 copy) decodes for it alone, under the near-tie rule of `first_difference`.
+#[test]
+fn bf16_requests_share_the_slots_up_to_near_ties() {
+    let tmp = TempDir::new("batching_bf16");
+    let model = "decoder_rows_bf16";
+    let artifact = compile_model(model, &tmp.0);
+    let (requests, eager) = row_requests(model, |_| 16);
+    let logits = Array::read(&testdata().join("models").join(model).join("logits.npy")).expect("eager's logits");
+    let vocab = *logits.shape.last().expect("a dim") as usize;
+    let served = crate::run::serve_all(&mut decode_session(&artifact), requests).expect("serves");
+    assert!(served.continuous && served.slots == 4, "{served:?}");
+    let mut exact = 0;
+    for (i, r) in served.requests.iter().enumerate() {
+        let step_logits = |k: usize| logits.f32_range((i * 16 + k) * vocab, vocab).expect("a row of logits");
+        match first_difference(&r.tokens, &eager[i], step_logits) {
+            Ok(None) => exact += 1,
+            Ok(Some(k)) => eprintln!("request {i}: a near tie at token {k}, the rest its own"),
+            Err(e) => panic!("request {i}: {e}"),
+        }
+    }
+    eprintln!("bf16 batching: {exact} of 7 requests exactly eager's tokens");
+}
+
+/// The near-tie rule for bf16 decoding: `ours` equals `eager` up to the first token that
+/// differs, and there eager's own logits (`logits(k)`, step `k`) hold the two tokens within
+/// `NEAR_TIE` of the larger logit's magnitude (at least 1): 4 units in the last place of bf16's
+/// 8 significant bits, where two exact programs may round apart. From that token on, each
+/// decoding continues from its own text and nothing more is compared. `Ok(None)`: equal.
+fn first_difference(ours: &[i64], eager: &[i64], logits: impl Fn(usize) -> Vec<f32>) -> Result<Option<usize>, String> {
+    const NEAR_TIE: f32 = 1.0 / 32.0;
+    if ours.len() != eager.len() {
+        return Err(format!("{} tokens, eager {}", ours.len(), eager.len()));
+    }
+    let Some(k) = ours.iter().zip(eager).position(|(a, b)| a != b) else { return Ok(None) };
+    let row = logits(k);
+    let logit = |t: i64| usize::try_from(t).ok().and_then(|t| row.get(t).copied());
+    let (Some(ours_logit), Some(eager_logit)) = (logit(ours[k]), logit(eager[k])) else {
+        return Err(format!("token {k}: {} or {} is not an id", ours[k], eager[k]));
+    };
+    let gap = eager_logit - ours_logit;
+    let bound = NEAR_TIE * eager_logit.abs().max(1.0);
+    if gap > bound {
+        return Err(format!(
+            "token {k} is {} where eager chose {} by a logit gap of {gap} (a near tie is within {bound}): {ours:?} against {eager:?}",
+            ours[k], eager[k]
+        ));
+    }
+    Ok(Some(k))
+}
+
+#[test]
+fn the_near_tie_rule_takes_only_near_ties() {
+    let logits = |_| vec![2.0, 1.99, 1.5, -4.0];
+    assert_eq!(first_difference(&[0, 2, 1], &[0, 2, 1], logits), Ok(None));
+    assert_eq!(first_difference(&[0, 1, 3], &[0, 0, 1], logits), Ok(Some(1)));
+    assert!(first_difference(&[0, 2], &[0, 0], logits).unwrap_err().contains("a logit gap of 0.5"));
+    assert!(first_difference(&[0, 9], &[0, 0], logits).unwrap_err().contains("is not an id"));
+    assert!(first_difference(&[0], &[0, 0], logits).is_err());
+}
+
 /// Continuous batching with requests arriving at random calls (seeded), asking for 1 to 16
 /// tokens, some ending at a stop token, some cancelled (a client gone): every other request
 /// gets the beginning of what eager decodes for it alone, up to its stop token, and some wait
