@@ -494,6 +494,27 @@ fn requests_of_different_lengths_share_the_slots() {
     assert!(err.contains("6 prompt tokens and 60 new ones need 66 positions; the caches hold 64"), "{err}");
 }
 
+/// Over a mesh of two CPU devices, the batch split (`dp`) or the heads and projections
+/// (`tp`), the batcher serves the same requests with the same tokens, prompts in chunks.
+#[test]
+fn a_mesh_artifact_serves_requests_as_one_device_does() {
+    let tmp = TempDir::new("batching_mesh");
+    let (requests, eager) = row_requests("decoder_rows_prefill", |_| 16);
+    for mesh in ["dp=2", "tp=2"] {
+        let dir = tmp.0.join(mesh);
+        std::fs::create_dir_all(&dir).expect("a folder");
+        let artifact = compile_model_with("decoder_rows_prefill", &dir, &super::sharding::request(mesh));
+        let mut session = decode_session(&artifact);
+        let split = session.manifest().sharding.as_ref().map(|s| s.mesh.iter().map(|a| a.size).product::<i64>());
+        assert_eq!(split, Some(2), "{mesh}: split over two devices");
+        let served = crate::run::serve_all(&mut session, requests.clone()).expect("serves");
+        assert!(served.continuous && served.slots == 4, "{mesh}: {served:?}");
+        for (i, r) in served.requests.iter().enumerate() {
+            assert_eq!(r.tokens, eager[i], "{mesh}, request {i}");
+        }
+    }
+}
+
 /// A bf16 step (decoder_rows' weights rounded to bf16, bf16 caches and activations), its
 /// prompts in chunks beside the others' decoding: every request's tokens are what eager (a bf16
 /// batch-1 copy) decodes for it alone, under the near-tie rule of `first_difference`.

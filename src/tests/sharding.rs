@@ -20,7 +20,7 @@ fn buckets(choices: &[&str]) -> Vec<crate::buckets::Choice> {
 }
 
 /// A CPU compile of `name` for `--mesh mesh` on as many CPU devices.
-fn request(mesh: &str) -> CompileRequest {
+pub(super) fn request(mesh: &str) -> CompileRequest {
     let mesh = Mesh::parse(mesh).expect("a mesh");
     let mut req = CompileRequest::new(vec![Target::Cpu { devices: mesh.devices() as u32 }], Precision::Default);
     req.pass_options.mesh = Some(mesh);
