@@ -198,7 +198,7 @@ pub fn run(req: &RunRequest) -> Result<RunReport, Error> {
     // The inputs are checked before the weights are read: a wrong one fails fast.
     let art = crate::artifact::Artifact::open_but_weights(&req.artifact)?;
     let inputs = read_inputs(&req.inputs, &art.manifest)?;
-    session::bucket_for_inputs(&art.manifest, &inputs, &req.inputs)?;
+    session::bucket_for_inputs(&art.manifest, &inputs.iter().collect::<Vec<_>>(), &req.inputs)?;
     let mut session = match &req.checkpoint {
         Some(checkpoint) => Session::with_checkpoint(art, req.device, req.plugin.as_deref(), checkpoint)?,
         None => Session::with(art, req.device, req.plugin.as_deref(), &verification)?,
@@ -219,7 +219,7 @@ pub fn run(req: &RunRequest) -> Result<RunReport, Error> {
 }
 
 /// The value of every symbol, read from the inputs' dims, within the symbols' ranges.
-fn real_sizes(m: &Manifest, inputs: &[Array], paths: &[PathBuf]) -> Result<BTreeMap<String, i64>, Error> {
+fn real_sizes(m: &Manifest, inputs: &[&Array], paths: &[PathBuf]) -> Result<BTreeMap<String, i64>, Error> {
     let mut out = BTreeMap::new();
     for s in &m.signature.symbols {
         let (Some(a), Some(sig)) = (inputs.get(s.input), m.signature.inputs.get(s.input)) else { continue };
@@ -260,7 +260,7 @@ pub(crate) fn bucket_for<'m>(m: &'m Manifest, real: &BTreeMap<String, i64>) -> O
 fn smallest_bucket<'m>(
     m: &'m Manifest,
     real: &BTreeMap<String, i64>,
-    inputs: &[Array],
+    inputs: &[&Array],
     paths: &[PathBuf],
 ) -> Result<&'m Bucket, Error> {
     for (index, (a, sig)) in inputs.iter().zip(&m.signature.inputs).enumerate() {
@@ -466,7 +466,7 @@ fn check_dtype(m: &Manifest, index: usize, a: &Array, label: &Path) -> Result<()
 /// The bucket whose input shapes match the inputs exactly (one bucket per artifact today).
 fn pick_bucket<'m>(
     buckets: &'m [Bucket],
-    inputs: &[Array],
+    inputs: &[&Array],
     paths: &[PathBuf],
     m: &crate::artifact::Manifest,
 ) -> Result<&'m Bucket, Error> {

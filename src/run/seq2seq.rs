@@ -3,7 +3,8 @@
 //! tested with T5, and with Whisper, whose encoder takes log-mel features):
 //! the encoder runs once per request, then the decoder step runs once per new token over the
 //! encoder's states, its self-attention caches staying on the device (the cross-attention is
-//! computed from the states at every step, as the exported step does).
+//! computed from the states at every step, as the exported step does). The states go to the
+//! devices once per request: the session holds them for the decoder's calls.
 //!
 //! The conventions:
 //! - the encoder takes the prompt's token ids `[1, S]` and returns the states `[1, S, D]`, or
@@ -114,16 +115,27 @@ pub fn generate_seq2seq(encoder: &mut Session, decoder: &mut Session, req: &Seq2
     labels[step.ids] = PathBuf::from("token id");
     labels[step.states] = PathBuf::from("encoder states");
     labels[step.pos] = PathBuf::from("position");
+    // The states go to the devices once and stay there across the calls; only the token and
+    // its position change.
+    decoder.hold_input(step.states, states)?;
+    let decoded = decode(decoder, &step, &labels, req);
+    decoder.release_inputs();
+    let record = decoded?;
+    let decode_ms = started.elapsed().as_secs_f64() * 1e3 - prefill_ms;
+    let decode_calls = record.chosen();
+    Ok(record.finish(Timing { prompt_tokens: t, prompt_calls: 1, prefill_ms, decode_ms, decode_calls }))
+}
+
+/// The decoder's calls, one per new token, its encoder states held by the session.
+fn decode(decoder: &mut Session, step: &DecoderStep, labels: &[PathBuf], req: &Seq2Seq) -> Result<Record, Error> {
     let mut sampler = Sampler::new(req.temperature.unwrap_or(0.0), req.seed);
     let mut record = Record::new(1, step.vocab, req.keep_logits);
     let mut next = req.start_token;
-    // The states stay in place across the calls; only the token and its position change.
     let mut inputs = vec![Array { dtype: DType::I64, shape: vec![], data: vec![] }; 3];
-    inputs[step.states] = states;
     for k in 0..req.max_new_tokens {
         inputs[step.ids] = integers(DType::I64, &[1, 1], &[next]);
         inputs[step.pos] = integers(DType::I64, &[1], &[k as i64]);
-        let out = decoder.call(&inputs, &labels, 0)?.outputs.swap_remove(0);
+        let out = decoder.call(&inputs, labels, 0)?.outputs.swap_remove(0);
         let row = out.f32_range(0, step.vocab.max(0) as usize).ok_or_else(|| {
             RunError::Decode(format!(
                 "the logits, {} {:?}, hold fewer than {} values",
@@ -136,7 +148,5 @@ pub fn generate_seq2seq(encoder: &mut Session, decoder: &mut Session, req: &Seq2
             break;
         }
     }
-    let decode_ms = started.elapsed().as_secs_f64() * 1e3 - prefill_ms;
-    let decode_calls = record.chosen();
-    Ok(record.finish(Timing { prompt_tokens: t, prompt_calls: 1, prefill_ms, decode_ms, decode_calls }))
+    Ok(record)
 }

@@ -52,9 +52,19 @@ pub struct Session {
     /// Why the session has no weights: a swap to another checkpoint failed after the old ones
     /// left the devices. Only a swap that succeeds mends it.
     unloaded: Option<String>,
+    /// Inputs kept on the devices across calls (`hold_input`).
+    held: Vec<Held>,
     /// Which target's executables run.
     target: usize,
     art: Artifact,
+}
+
+/// An input every call shares, kept on the devices (see [`Session::hold_input`]).
+struct Held {
+    index: usize,
+    array: Array,
+    /// Its pieces on each device, per bucket it ran in (padded to that bucket's dims).
+    placed: BTreeMap<String, Vec<Buffer>>,
 }
 
 // A server may share one session between threads (its calls behind a mutex).
@@ -144,6 +154,7 @@ impl Session {
             donation,
             broken: None,
             unloaded: None,
+            held: Vec::new(),
             target,
             art,
         };
@@ -204,15 +215,20 @@ impl Session {
             let reason = format!("{reason}; reset the session to start again from the weights' state");
             return Err(RunError::State { path: self.art.path().display().to_string(), reason }.into());
         }
-        let (bucket, real) = bucket_for_inputs(&self.art.manifest, inputs, labels)?;
+        let inputs: Vec<&Array> = inputs
+            .iter()
+            .enumerate()
+            .map(|(i, a)| self.held.iter().find(|h| h.index == i).map_or(a, |h| &h.array))
+            .collect();
+        let (bucket, real) = bucket_for_inputs(&self.art.manifest, &inputs, labels)?;
         self.calls += 1;
         let bucket = bucket.clone();
-        let args = self.arguments(&bucket, inputs, real.as_ref(), seed)?;
+        let args = self.arguments(&bucket, &inputs, real.as_ref(), seed)?;
+        self.place_held(&bucket)?;
         let started = Instant::now();
         self.load_executable(&bucket.name)?;
         let exe = &self.executables[&bucket.name];
-        let refs: Vec<Vec<&Buffer>> =
-            self.weights.buffers.iter().zip(&args).map(|(w, inputs)| w.iter().chain(inputs).collect()).collect();
+        let refs: Vec<Vec<&Buffer>> = (0..args.len()).map(|d| self.device_arguments(&bucket, &args, d)).collect();
         let executed = exe.execute_on_devices(&refs, self.donation);
         drop(refs);
         let mut outs = match executed {
@@ -297,11 +313,79 @@ impl Session {
         Ok(out)
     }
 
-    /// The inputs of one call on each device: the user's, the seed, the real sizes.
+    /// Keeps `array` as input `index` of the calls that follow, until [`Session::release_inputs`]:
+    /// a value every call shares (an encoder's states, which each decoder step reads) goes to
+    /// the devices once per bucket it runs in, not at every call. Those calls still give an
+    /// array at `index`, which is not read (an empty one will do). Checked here against the
+    /// input's dtype; its shape picks the bucket at each call, as a given input's would.
+    pub fn hold_input(&mut self, index: usize, array: Array) -> Result<(), Error> {
+        let m = &self.art.manifest;
+        if index >= m.signature.inputs.len() {
+            let reason =
+                format!("the program takes {} inputs; there is no input {index} to hold", m.signature.inputs.len());
+            return Err(RunError::Weights(reason).into());
+        }
+        super::check_dtype(m, index, &array, Path::new("the held input"))?;
+        self.held.retain(|h| h.index != index);
+        self.held.push(Held { index, array, placed: BTreeMap::new() });
+        Ok(())
+    }
+
+    /// Every input [`Session::hold_input`] kept leaves the devices; calls read theirs again.
+    pub fn release_inputs(&mut self) {
+        self.held.clear();
+    }
+
+    /// Puts the held inputs on the devices padded to `bucket`'s dims, where they are not yet.
+    fn place_held(&mut self, bucket: &Bucket) -> Result<(), Error> {
+        let splits = self.art.manifest.sharding.as_ref().map(|s| &s.inputs);
+        for i in 0..self.held.len() {
+            if self.held[i].placed.contains_key(&bucket.name) {
+                continue;
+            }
+            let h = &self.held[i];
+            let split = self.placement.split(splits.and_then(|s| s.get(h.index)));
+            let a = h.array.resized(&bucket.input_dims[h.index]);
+            let pieces = (0..self.placement.devices())
+                .map(|d| self.to_device_piece(&a, split.as_ref(), d))
+                .collect::<Result<Vec<_>, _>>()?;
+            self.held[i].placed.insert(bucket.name.clone(), pieces);
+        }
+        Ok(())
+    }
+
+    /// The arguments of a call on device `d`: the weights, the user's inputs in order (the
+    /// held ones from their place, the others from `args`), then the rest of `args`.
+    fn device_arguments<'a>(&'a self, bucket: &Bucket, args: &'a [Vec<Buffer>], d: usize) -> Vec<&'a Buffer> {
+        let mut given = args[d].iter();
+        let mut out: Vec<&Buffer> = self.weights.buffers[d].iter().collect();
+        for i in 0..bucket.input_dims.len() {
+            match self.held.iter().find(|h| h.index == i) {
+                Some(h) => out.push(&h.placed[&bucket.name][d]),
+                None => out.extend(given.next()),
+            }
+        }
+        out.extend(given);
+        out
+    }
+
+    /// Device `d`'s piece of `a` (split as `split` says, or whole).
+    fn to_device_piece(
+        &self,
+        a: &Array,
+        split: Option<&torchtpu_passes::ir::Sharding>,
+        d: usize,
+    ) -> Result<Buffer, Error> {
+        let (piece, dims) = self.placement.piece(&a.data, &a.shape, a.dtype.size_bytes(), split, d)?;
+        to_device(&self.client, d, a.dtype, &piece, &dims)
+    }
+
+    /// The inputs of one call on each device that are not held: the user's, the seed, the
+    /// real sizes.
     fn arguments(
         &self,
         bucket: &Bucket,
-        inputs: &[Array],
+        inputs: &[&Array],
         real: Option<&BTreeMap<String, i64>>,
         seed: u64,
     ) -> Result<Vec<Vec<Buffer>>, Error> {
@@ -309,7 +393,9 @@ impl Session {
         let splits = m.sharding.as_ref().map(|s| &s.inputs);
         let mut arrays: Vec<(Array, Option<torchtpu_passes::ir::Sharding>)> = Vec::new();
         for (i, (a, dims)) in inputs.iter().zip(&bucket.input_dims).enumerate() {
-            arrays.push((a.resized(dims), self.placement.split(splits.and_then(|s| s.get(i)))));
+            if !self.held.iter().any(|h| h.index == i) {
+                arrays.push((a.resized(dims), self.placement.split(splits.and_then(|s| s.get(i)))));
+            }
         }
         if m.signature.rng_seed {
             arrays.push((seed_key(seed), None));
@@ -321,8 +407,7 @@ impl Session {
         let mut buffers: Vec<Vec<Buffer>> = (0..self.placement.devices()).map(|_| Vec::new()).collect();
         for (a, split) in &arrays {
             for (d, list) in buffers.iter_mut().enumerate() {
-                let (piece, dims) = self.placement.piece(&a.data, &a.shape, a.dtype.size_bytes(), split.as_ref(), d)?;
-                list.push(to_device(&self.client, d, a.dtype, &piece, &dims)?);
+                list.push(self.to_device_piece(a, split.as_ref(), d)?);
             }
         }
         Ok(buffers)
@@ -442,7 +527,7 @@ type RealSizes = BTreeMap<String, i64>;
 /// dynamic program, after checking their shapes.
 pub(super) fn bucket_for_inputs<'m>(
     m: &'m Manifest,
-    inputs: &[Array],
+    inputs: &[&Array],
     labels: &[PathBuf],
 ) -> Result<(&'m Bucket, Option<RealSizes>), Error> {
     super::check_count(m, inputs.len())?;

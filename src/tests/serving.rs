@@ -5,9 +5,10 @@
 
 use std::path::{Path, PathBuf};
 
-use super::parity::{compile_model, compile_model_with, request, TempDir};
+use super::parity::{case_inputs, compile_model, compile_model_with, request, TempDir};
 use super::{run_cli, testdata};
 use crate::npy::Array;
+use torchtpu_passes::ir::DType;
 
 /// A training step's updated BatchNorm statistics are written as `state_<fqn>.npy` and its
 /// loss and gradients as `out_<j>.npy`, each compared with the reference's file of that name;
@@ -410,6 +411,47 @@ fn a_session_called_ten_thousand_times_keeps_a_flat_rss() {
     let growth = rss[9].saturating_sub(rss[0]);
     eprintln!("soak: resident set after each 1,000 calls (KiB): {rss:?}; growth {growth} KiB");
     assert!(growth < 16 * 1024, "the resident set grew by {growth} KiB over 9,000 calls: {rss:?}");
+}
+
+/// An input the session holds on the devices (`hold_input`) stands for the one a call gives:
+/// BERT's attention mask held, each call giving only its token ids (and an empty array for
+/// the mask), returns what the calls giving both return, at two lengths in two buckets; a
+/// held input of the wrong dtype or index is refused, and one of another length than the ids
+/// is refused by the call as a given input would be.
+#[test]
+fn a_held_input_stands_for_the_given_one() {
+    let tmp = TempDir::new("held_input");
+    let artifact = compile_model("bert_meanpool", &tmp.0);
+    let mut session = decode_session(&artifact);
+    let labels = [PathBuf::from("ids"), PathBuf::from("mask")];
+    let empty = || Array { dtype: DType::I64, shape: vec![], data: vec![] };
+    let inputs = |case: &str| -> [Array; 2] {
+        let arrays: Vec<Array> =
+            case_inputs("bert_meanpool", case).iter().map(|p| Array::read(p).expect("an input")).collect();
+        arrays.try_into().expect("two inputs")
+    };
+    for case in ["", "_case3"] {
+        let [ids, mask] = inputs(case);
+        let given = session.call(&[ids.clone(), mask.clone()], &labels, 0).expect("runs").outputs;
+        session.hold_input(1, mask).expect("held");
+        let held = session.call(&[ids, empty()], &labels, 0).expect("runs with the mask held");
+        assert_eq!(held.outputs.len(), given.len());
+        for (a, b) in held.outputs.iter().zip(&given) {
+            assert_eq!(a.data, b.data, "case {case:?}: the held mask gives other outputs");
+        }
+        session.release_inputs();
+    }
+    let [ids, mask] = inputs("");
+    let err = session.hold_input(2, mask.clone()).unwrap_err().to_string();
+    assert!(err.contains("there is no input 2 to hold"), "{err}");
+    let floats = Array { dtype: DType::F32, shape: mask.shape.clone(), data: vec![0; mask.data.len() * 2] };
+    let err = session.hold_input(1, floats).unwrap_err().to_string();
+    assert!(err.contains("dtype"), "{err}");
+    let [longer, _] = inputs("_case3");
+    assert_ne!(longer.shape, ids.shape);
+    session.hold_input(1, mask).expect("held");
+    let err = session.call(&[longer, empty()], &labels, 0).err().expect("refused").to_string();
+    assert!(err.contains("mask"), "{err}");
 }
 
 /// The requests of `model`'s references: each row of `prompts.npy` up to its padding, asking
