@@ -75,7 +75,7 @@ pub use run::{
     batch_of, generate, generate_requests, generate_seq2seq, run, serve_all, Batcher, Figures, Finished,
     GenerateRequest, Generated, Request, RunReport, RunRequest, Seq2Seq, Served, Session, Stepped, Verification,
 };
-pub use serve::{serve, ServeOptions, ServeSummary};
+pub use serve::{serve, serve_with, ServeOptions, ServeSummary};
 pub use target::Target;
 
 /// For the project's own tools (xtask, the Python extension, examples and tests): no stability.

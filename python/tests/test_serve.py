@@ -272,3 +272,36 @@ def test_a_running_server_swaps_its_weights(rows, tmp_path):
         assert started.post({"checkpoint": str(other)}, path="/admin/weights")[0] == 404
     finally:
         started.stop()
+
+
+def test_an_encoder_decoder_model_is_served(tmp_path):
+    """T5 as transformers' seq2seq recipe exports it, served with its encoder: concurrent
+    requests, each encoded once and decoded in turn, get transformers' `generate` tokens."""
+    t5 = MODELS / "t5_gen_decoder"
+    encoder, decoder = tmp_path / "encoder.tpuexe", tmp_path / "decoder.tpuexe"
+    ttc.compile(MODELS / "t5_gen_encoder.pt2", encoder, targets=["cpu"], quiet=True)
+    ttc.compile(MODELS / "t5_gen_decoder.pt2", decoder, targets=["cpu"], quiet=True)
+    cases = [(np.load(t5 / f"prompt{s}.npy").ravel().tolist(), np.load(t5 / f"tokens{s}.npy").ravel().tolist())
+             for s in ("", "_short")] * 2
+    server = Server(decoder, f"encoder={str(encoder)!r}", "start_token=0")
+    try:
+        status, body = server.get("/health")
+        assert status == 200 and json.loads(body)["slots"] == 1
+        results = [None] * len(cases)
+
+        def ask(i):
+            results[i] = server.post({"prompt": cases[i][0], "max_tokens": 12, "temperature": 0})
+
+        threads = [threading.Thread(target=ask, args=(i,)) for i in range(len(cases))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for (status, body), (_, tokens) in zip(results, cases):
+            assert status == 200, body
+            assert json.loads(body)["choices"][0]["token_ids"] == tokens
+        status, body = server.post({"prompt": cases[0][0], "max_tokens": 40})
+        assert status == 400 and "the decoder's caches hold 32" in body, body
+    finally:
+        out = server.stop()
+    assert "4 requests completed" in out

@@ -8,8 +8,8 @@ use std::time::Instant;
 use anyhow::Context;
 use clap::Args;
 
-use crate::run::{DeviceKind, Session, Verification};
-use crate::serve::{serve, ServeOptions};
+use crate::run::{Batcher, DeviceKind, Session, Verification};
+use crate::serve::{serve_with, ServeOptions};
 
 #[derive(Args)]
 pub(super) struct ServeArgs {
@@ -48,6 +48,15 @@ pub(super) struct ServeArgs {
     /// characters); without one, prompts and completions are token ids.
     #[arg(long, value_name = "TOKENIZER.json")]
     tokenizer: Option<PathBuf>,
+    /// For an encoder–decoder model (T5, BART, as transformers' seq2seq recipe exports them):
+    /// the encoder's artifact, the positional one being the decoder step's. Each request's
+    /// prompt (token ids) is encoded once as it takes the decoder's slot; one request runs at
+    /// a time.
+    #[arg(long, value_name = "ENCODER.tpuexe")]
+    encoder: Option<PathBuf>,
+    /// With `--encoder`: the decoder's first token (T5's and BART's is 0).
+    #[arg(long, value_name = "ID", default_value_t = 0, requires = "encoder")]
+    start_token: i64,
 }
 
 pub(super) fn serve_artifact(args: &ServeArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
@@ -74,7 +83,16 @@ pub(super) fn serve_artifact(args: &ServeArgs, out: &mut dyn Write) -> anyhow::R
         let _ = writeln!(out, "serving `{}` at http://{addr} (ready in {ms:.0} ms); stop with Ctrl-C", opts.model);
         let _ = out.flush();
     };
-    let summary = serve(session, &opts, ready, stop_signal()).with_context(context)?;
+    let batcher = match &args.encoder {
+        Some(path) => {
+            let encoder = Session::open(path, args.device, plugin, &verification)
+                .with_context(|| format!("cannot serve with the encoder `{}`", path.display()))?;
+            Batcher::seq2seq(&session, encoder, args.start_token)
+        }
+        None => Batcher::new(&session),
+    }
+    .with_context(context)?;
+    let summary = serve_with(session, batcher, &opts, ready, stop_signal()).with_context(context)?;
     writeln!(
         out,
         "stopped: {} requests completed, {} cancelled by their clients, {} tokens generated",

@@ -27,12 +27,18 @@
 //! `generate` knows. A free slot is fed token 0 at position 0 (or the wave's position), whose
 //! result is dropped.
 //!
+//! An encoder–decoder model ([`Batcher::seq2seq`]) runs its encoder on a request's prompt as
+//! the request takes the decoder's slot (the session holds the states for its calls, its caches
+//! reset), then feeds the decoder the start token and what it generates.
+//!
 //! The criterion of correctness: every request gets the tokens it would get alone.
 
 use std::collections::VecDeque;
 use std::time::Instant;
 
 use serde::Serialize;
+
+use torchtpu_passes::ir::DType;
 
 use super::generate::{feed, step, Sampler, Step};
 use super::{RunError, Session};
@@ -126,15 +132,52 @@ pub struct Batcher {
     queue: VecDeque<(u64, Request, u64)>,
     next_id: u64,
     figures: Figures,
+    /// The encoder of an encoder–decoder model.
+    encoder: Option<Encoder>,
+}
+
+/// An encoder–decoder model's encoder, run on a request's prompt as it takes the slot.
+struct Encoder {
+    /// `None` in a batcher that only checks requests ([`Batcher::checker`]).
+    session: Option<Session>,
+    /// The decoder's first token.
+    start_token: i64,
+    /// The prompt lengths it takes, at least and at most.
+    lengths: (usize, usize),
 }
 
 impl Batcher {
     /// A batcher for `session`'s decode step (see `generate` for the steps it knows); as many
     /// slots as its batch.
     pub fn new(session: &Session) -> Result<Batcher, Error> {
-        let step = step(session.manifest())?;
+        Ok(Batcher::of(step(session.manifest())?, None))
+    }
+
+    /// A batcher for an encoder–decoder model (see `seq2seq`): `decoder`'s step, one request
+    /// at a time, each request's prompt encoded by `encoder` as it takes the slot (once), then
+    /// its tokens decoded from `start_token`. Its encoder takes token ids.
+    pub fn seq2seq(decoder: &Session, encoder: Session, start_token: i64) -> Result<Batcher, Error> {
+        let step = super::seq2seq::decoder_step(decoder)?;
+        let lengths = super::seq2seq::prompt_lengths(&encoder)?;
+        if start_token < 0 || start_token >= step.vocab {
+            let reason =
+                format!("the start token {start_token} is not an id of the vocabulary (0 to {})", step.vocab - 1);
+            return Err(RunError::Decode(reason).into());
+        }
+        Ok(Batcher::of(step, Some(Encoder { session: Some(encoder), start_token, lengths })))
+    }
+
+    fn of(step: Step, encoder: Option<Encoder>) -> Batcher {
         let slots = (0..step.batch.max(1)).map(|_| None).collect();
-        Ok(Batcher { step, slots, queue: VecDeque::new(), next_id: 0, figures: Figures::default() })
+        Batcher { step, slots, queue: VecDeque::new(), next_id: 0, figures: Figures::default(), encoder }
+    }
+
+    /// A batcher with this one's step and limits and no session, for checking requests
+    /// ([`Batcher::check`]) where the sessions are elsewhere.
+    pub fn checker(&self) -> Batcher {
+        let encoder =
+            self.encoder.as_ref().map(|e| Encoder { session: None, start_token: e.start_token, lengths: e.lengths });
+        Batcher::of(self.step.clone(), encoder)
     }
 
     /// The ids the step's logits cover.
@@ -162,8 +205,20 @@ impl Batcher {
         if let Some(&id) = request.prompt.iter().find(|&&t| t < 0 || t >= self.step.vocab) {
             return Err(format!("token id {id} in the prompt: the vocabulary has ids 0 to {}", self.step.vocab - 1));
         }
-        let needed = request.prompt.len().saturating_add(request.max_new_tokens);
+        if let Some(e) = &self.encoder {
+            let (t, (min, max)) = (request.prompt.len(), e.lengths);
+            if t < min || t > max {
+                return Err(format!("{t} prompt tokens: the encoder takes {min} to {max}"));
+            }
+        }
+        // The decoder's positions: the prompt's and the new tokens', or (with an encoder) the
+        // new tokens' only.
+        let prompt = if self.encoder.is_some() { 0 } else { request.prompt.len() };
+        let needed = prompt.saturating_add(request.max_new_tokens);
         if let Some(limit) = self.step.positions.filter(|&l| needed as i64 > l) {
+            if self.encoder.is_some() {
+                return Err(format!("{needed} new tokens need as many positions; the decoder's caches hold {limit}"));
+            }
             let (t, n) = (request.prompt.len(), request.max_new_tokens);
             return Err(format!("{t} prompt tokens and {n} new ones need {needed} positions; the caches hold {limit}"));
         }
@@ -215,7 +270,7 @@ impl Batcher {
     /// One call of the step: waiting requests take the free slots they may, every busy slot is
     /// fed its next token, and the requests that are done leave.
     pub fn step(&mut self, session: &mut Session) -> Result<Stepped, Error> {
-        self.admit();
+        self.admit(session)?;
         let busy = self.busy() as u64;
         if busy == 0 {
             return Ok(Stepped::default());
@@ -250,6 +305,9 @@ impl Batcher {
             stepped.tokens.push((a.id, token));
             let stopped = a.request.stop.contains(&token);
             if stopped || a.tokens.len() >= a.request.max_new_tokens {
+                if self.encoder.is_some() {
+                    session.release_inputs();
+                }
                 if let Some(a) = slot.take() {
                     let (id, tokens, waited, calls) = (a.id, a.tokens, a.waited, a.calls);
                     stepped.finished.push(Finished { id, tokens, waited, calls, stopped });
@@ -277,18 +335,38 @@ impl Batcher {
     }
 
     /// Waiting requests into free slots: any free slot when each is at its own position, else
-    /// only when every slot is free (a new wave).
-    fn admit(&mut self) {
+    /// only when every slot is free (a new wave). With an encoder, a request's prompt is
+    /// encoded as it takes the slot, and its states held by `session` for its calls.
+    fn admit(&mut self, session: &mut Session) -> Result<(), Error> {
         if !self.continuous() && self.slots.iter().any(Option::is_some) {
-            return;
+            return Ok(());
         }
         let now = self.figures.calls;
         for slot in self.slots.iter_mut().filter(|s| s.is_none()) {
-            let Some((id, request, queued)) = self.queue.pop_front() else { break };
+            let Some((id, mut request, queued)) = self.queue.pop_front() else { break };
+            if let Some(e) = &mut self.encoder {
+                let started = Instant::now();
+                request.prompt = e.start(session, &self.step, &request.prompt)?;
+                self.figures.ms += started.elapsed().as_secs_f64() * 1e3;
+            }
             let sampler = Sampler::new(request.temperature, request.seed);
             let waited = now - queued;
             *slot = Some(Active { id, request, fed: 0, tokens: Vec::new(), sampler, waited, calls: 0 });
         }
+        Ok(())
+    }
+}
+
+impl Encoder {
+    /// Encodes `prompt`, and readies the decoder's `session` for it: its caches reset, the
+    /// states held. What the decoder is fed first: the start token.
+    fn start(&mut self, session: &mut Session, step: &Step, prompt: &[i64]) -> Result<Vec<i64>, Error> {
+        let encoder = self.session.as_mut().ok_or_else(|| RunError::Decode("a checker runs no request".into()))?;
+        let ids = super::generate::integers(DType::I64, &[prompt.len() as i64], prompt);
+        let (states, _) = super::seq2seq::encode(encoder, &ids)?;
+        session.reset()?;
+        session.hold_input(step.states.unwrap_or_default(), states)?;
+        Ok(vec![self.start_token])
     }
 }
 

@@ -85,16 +85,20 @@ pub struct Generated {
 }
 
 /// Where the decode step's inputs and logits are.
+#[derive(Clone)]
 pub(super) struct Step {
-    ids: usize,
-    pos: usize,
+    pub(super) ids: usize,
+    pub(super) pos: usize,
+    /// An encoder–decoder step's input of the encoder's states, which the session holds (see
+    /// `seq2seq`); `None` for a decoder-only step.
+    pub(super) states: Option<usize>,
     /// The position input's dims, `None` for the dynamic token count of a prefill program.
-    pos_dims: Vec<Option<i64>>,
-    pos_dtype: DType,
-    ids_dtype: DType,
-    logits: usize,
+    pub(super) pos_dims: Vec<Option<i64>>,
+    pub(super) pos_dtype: DType,
+    pub(super) ids_dtype: DType,
+    pub(super) logits: usize,
     /// Whether the logits have a token dim (`[B, T, V]`, not `[B, V]`).
-    logits_per_token: bool,
+    pub(super) logits_per_token: bool,
     pub(super) vocab: i64,
     pub(super) batch: i64,
     /// The most tokens one call takes: 1, or a prefill program's largest token count.
@@ -116,7 +120,7 @@ pub(super) fn unrecognized(reason: String) -> Error {
 }
 
 /// A signature dim: its size, or `None` for a symbol.
-fn dim_of(d: &serde_json::Value) -> Option<i64> {
+pub(super) fn dim_of(d: &serde_json::Value) -> Option<i64> {
     d.as_i64()
 }
 
@@ -164,6 +168,7 @@ pub(super) fn step(m: &Manifest) -> Result<Step, Error> {
     Ok(Step {
         ids,
         pos,
+        states: None,
         pos_dims: dims(&sig.inputs[pos]),
         pos_dtype: dtype(pos),
         ids_dtype: dtype(ids),
@@ -232,13 +237,16 @@ pub(super) fn feed(
     n: usize,
     real: &[usize],
 ) -> Result<Vec<Vec<f32>>, Error> {
-    let labels = [PathBuf::from("token ids"), PathBuf::from("position")];
     let pos_dims: Vec<i64> = s.pos_dims.iter().map(|d| d.unwrap_or(n as i64)).collect();
     let count = pos_dims.iter().product::<i64>().max(0) as usize;
     // Positions along the token dim (the last), for each row its own or row 0's.
     let row = |i: usize| if s.per_row() { i / n } else { 0 };
     let positions: Vec<i64> = (0..count).map(|i| at[row(i)] + (i % n) as i64).collect();
-    let mut inputs = vec![Array { dtype: DType::I64, shape: vec![], data: vec![] }; 2];
+    // The encoder's states, held by the session, are not given.
+    let arity = 2 + usize::from(s.states.is_some());
+    let mut inputs = vec![Array { dtype: DType::I64, shape: vec![], data: vec![] }; arity];
+    let mut labels = vec![PathBuf::from("encoder states"); arity];
+    (labels[s.ids], labels[s.pos]) = (PathBuf::from("token ids"), PathBuf::from("position"));
     inputs[s.ids] = integers(s.ids_dtype, &[s.batch, n as i64], ids);
     inputs[s.pos] = integers(s.pos_dtype, &pos_dims, &positions);
     let logits = session.returned_outputs().iter().position(|&j| j == s.logits);

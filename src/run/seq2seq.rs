@@ -21,7 +21,9 @@ use std::time::Instant;
 
 use torchtpu_passes::ir::DType;
 
-use super::generate::{cache_positions, integers, prompt_rows, unrecognized, Generated, Record, Sampler, Timing};
+use super::generate::{
+    cache_positions, dim_of, feed, integers, prompt_rows, unrecognized, Generated, Record, Sampler, Step, Timing,
+};
 use super::{parse_dtype, RunError, Session};
 use crate::npy::Array;
 use crate::Error;
@@ -44,17 +46,9 @@ pub struct Seq2Seq {
     pub keep_logits: bool,
 }
 
-/// Where the decoder step's inputs and logits are.
-struct DecoderStep {
-    ids: usize,
-    states: usize,
-    pos: usize,
-    vocab: i64,
-    /// The new tokens its caches hold, when a rank-4 cache says.
-    positions: Option<i64>,
-}
-
-fn decoder_step(session: &Session) -> Result<DecoderStep, Error> {
+/// The decoder step's layout: a [`Step`] of one row, one token a call, whose encoder states
+/// the session holds.
+pub(super) fn decoder_step(session: &Session) -> Result<Step, Error> {
     let m = session.manifest();
     let sig = &m.signature;
     let dtype = |i: usize| parse_dtype(&sig.inputs[i].dtype);
@@ -73,9 +67,22 @@ fn decoder_step(session: &Session) -> Result<DecoderStep, Error> {
     let [logits] = returned[..] else {
         return Err(unrecognized(format!("it returns {} outputs besides its state, not the logits", returned.len())));
     };
-    let vocab = sig.outputs[logits].dims.last().and_then(serde_json::Value::as_i64).unwrap_or(0);
-    let positions = cache_positions(m);
-    Ok(DecoderStep { ids, states, pos, vocab, positions })
+    let logits_dims: Vec<Option<i64>> = sig.outputs[logits].dims.iter().map(dim_of).collect();
+    let vocab = logits_dims.last().copied().flatten().unwrap_or(0);
+    Ok(Step {
+        ids,
+        pos,
+        states: Some(states),
+        pos_dims: vec![Some(1)],
+        pos_dtype: dtype(pos).unwrap_or(DType::I64),
+        ids_dtype: dtype(ids).unwrap_or(DType::I64),
+        logits,
+        logits_per_token: logits_dims.len() == 3,
+        vocab,
+        batch: 1,
+        chunk: 1,
+        positions: cache_positions(m),
+    })
 }
 
 /// What the encoder takes, and the prompt's length: token ids `[1, S]` from a prompt of ids
@@ -91,6 +98,29 @@ fn encoder_input(encoder: &Session, prompt: &Array) -> Result<(Array, usize), Er
     Ok((integers(DType::I64, &[1, prompt.len() as i64], &prompt), prompt.len()))
 }
 
+/// The prompt lengths `encoder` takes, at least and at most: its token ids' last dim, static or
+/// a symbol's range. An encoder of float features (Whisper's) is refused: requests carry ids.
+pub(super) fn prompt_lengths(encoder: &Session) -> Result<(usize, usize), Error> {
+    let sig = &encoder.manifest().signature;
+    let ids = sig.inputs.first().filter(|i| parse_dtype(&i.dtype).is_some_and(DType::is_integer));
+    let Some((ids, last)) = ids.and_then(|i| Some((i, i.dims.len().checked_sub(1)?))) else {
+        let takes = sig.inputs.first().map_or("nothing".to_string(), |i| format!("{} {:?}", i.dtype, i.dims));
+        return Err(RunError::Decode(format!(
+            "its encoder takes {takes}, not token ids: requests carry token ids (an encoder of features is run by \
+             `generate --encoder`)"
+        ))
+        .into());
+    };
+    let size = |v: Option<i64>, default: usize| v.and_then(|v| usize::try_from(v).ok()).unwrap_or(default);
+    Ok(match dim_of(&ids.dims[last]) {
+        Some(n) => (size(Some(n), 0), size(Some(n), 0)),
+        None => {
+            let symbol = sig.symbols.iter().find(|s| s.input == 0 && s.dim == last);
+            (size(symbol.and_then(|s| s.min), 1), size(symbol.and_then(|s| s.max), usize::MAX))
+        }
+    })
+}
+
 /// Generates with `encoder` (run once) and `decoder` (once per new token, from its artifact's
 /// caches).
 pub fn generate_seq2seq(encoder: &mut Session, decoder: &mut Session, req: &Seq2Seq) -> Result<Generated, Error> {
@@ -100,25 +130,16 @@ pub fn generate_seq2seq(encoder: &mut Session, decoder: &mut Session, req: &Seq2
             format!("{} new tokens need as many positions; the decoder's caches hold {limit}", req.max_new_tokens);
         return Err(RunError::Decode(reason).into());
     }
-    let (input, t) = encoder_input(encoder, &req.prompt)?;
     encoder.load_executables()?;
     decoder.load_executables()?;
     decoder.reset()?;
     let started = Instant::now();
-    let mut encoded = encoder.call(&[input], &[PathBuf::from("prompt")], 0)?.outputs;
-    let states = match encoded.len() {
-        1 => encoded.swap_remove(0),
-        n => return Err(RunError::Decode(format!("the encoder returns {n} outputs, not its states")).into()),
-    };
+    let (states, t) = encode(encoder, &req.prompt)?;
     let prefill_ms = started.elapsed().as_secs_f64() * 1e3;
-    let mut labels = vec![PathBuf::new(); 3];
-    labels[step.ids] = PathBuf::from("token id");
-    labels[step.states] = PathBuf::from("encoder states");
-    labels[step.pos] = PathBuf::from("position");
     // The states go to the devices once and stay there across the calls; only the token and
     // its position change.
-    decoder.hold_input(step.states, states)?;
-    let decoded = decode(decoder, &step, &labels, req);
+    decoder.hold_input(step.states.unwrap_or_default(), states)?;
+    let decoded = decode(decoder, &step, req);
     decoder.release_inputs();
     let record = decoded?;
     let decode_ms = started.elapsed().as_secs_f64() * 1e3 - prefill_ms;
@@ -126,22 +147,23 @@ pub fn generate_seq2seq(encoder: &mut Session, decoder: &mut Session, req: &Seq2
     Ok(record.finish(Timing { prompt_tokens: t, prompt_calls: 1, prefill_ms, decode_ms, decode_calls }))
 }
 
+/// The encoder's states of `prompt` (see `encoder_input`) and the prompt's length.
+pub(super) fn encode(encoder: &mut Session, prompt: &Array) -> Result<(Array, usize), Error> {
+    let (input, t) = encoder_input(encoder, prompt)?;
+    let mut encoded = encoder.call(&[input], &[PathBuf::from("prompt")], 0)?.outputs;
+    match encoded.len() {
+        1 => Ok((encoded.swap_remove(0), t)),
+        n => Err(RunError::Decode(format!("the encoder returns {n} outputs, not its states")).into()),
+    }
+}
+
 /// The decoder's calls, one per new token, its encoder states held by the session.
-fn decode(decoder: &mut Session, step: &DecoderStep, labels: &[PathBuf], req: &Seq2Seq) -> Result<Record, Error> {
+fn decode(decoder: &mut Session, step: &Step, req: &Seq2Seq) -> Result<Record, Error> {
     let mut sampler = Sampler::new(req.temperature.unwrap_or(0.0), req.seed);
     let mut record = Record::new(1, step.vocab, req.keep_logits);
     let mut next = req.start_token;
-    let mut inputs = vec![Array { dtype: DType::I64, shape: vec![], data: vec![] }; 3];
     for k in 0..req.max_new_tokens {
-        inputs[step.ids] = integers(DType::I64, &[1, 1], &[next]);
-        inputs[step.pos] = integers(DType::I64, &[1], &[k as i64]);
-        let out = decoder.call(&inputs, labels, 0)?.outputs.swap_remove(0);
-        let row = out.f32_range(0, step.vocab.max(0) as usize).ok_or_else(|| {
-            RunError::Decode(format!(
-                "the logits, {} {:?}, hold fewer than {} values",
-                out.dtype, out.shape, step.vocab
-            ))
-        })?;
+        let row = feed(decoder, step, &[next], &[k as i64], 1, &[1])?.swap_remove(0);
         next = sampler.pick(&row);
         record.push(0, next, row);
         if req.eos == Some(next) {

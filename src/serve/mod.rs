@@ -88,12 +88,24 @@ struct Shared {
 /// Serves `session` until `shutdown` completes, then lets the requests in flight finish;
 /// `ready` is told the address once the executables are loaded and the server listens.
 pub fn serve(
-    mut session: Session,
+    session: Session,
     opts: &ServeOptions,
     ready: impl FnOnce(SocketAddr),
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<ServeSummary, Error> {
-    let (checker, batcher) = (Batcher::new(&session)?, Batcher::new(&session)?);
+    let batcher = Batcher::new(&session)?;
+    serve_with(session, batcher, opts, ready, shutdown)
+}
+
+/// [`serve`] through `batcher` (one of `session`'s step: an encoder–decoder model's, say).
+pub fn serve_with(
+    mut session: Session,
+    batcher: Batcher,
+    opts: &ServeOptions,
+    ready: impl FnOnce(SocketAddr),
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<ServeSummary, Error> {
+    let checker = batcher.checker();
     let text = opts.tokenizer.as_deref().map(|path| Text::load(path, checker.vocab()).map(Arc::new)).transpose()?;
     session.load_executables()?;
     let (jobs, queue) = std::sync::mpsc::channel();

@@ -413,6 +413,54 @@ fn a_session_called_ten_thousand_times_keeps_a_flat_rss() {
     assert!(growth < 16 * 1024, "the resident set grew by {growth} KiB over 9,000 calls: {rss:?}");
 }
 
+/// An encoder–decoder model served through a batcher (as `serve --encoder` does): requests
+/// of T5's two prompts, one at a time, each encoded once as it takes the slot, get exactly
+/// transformers' `generate` tokens — the same prompt twice too (the caches start again). A
+/// prompt the encoder cannot take, or more tokens than the caches hold, is refused at submit;
+/// Whisper's encoder of features is refused for requests of ids.
+#[test]
+fn encoder_decoder_requests_are_served_one_after_another() {
+    let tmp = TempDir::new("seq2seq_batcher");
+    let (encoder, decoder) = (compile_model("t5_gen_encoder", &tmp.0), compile_model("t5_gen_decoder", &tmp.0));
+    let dir = testdata().join("models/t5_gen_decoder");
+    let ints = |name: &str| {
+        let a = Array::read(&dir.join(name)).expect("an array");
+        (0..a.numel() as usize).filter_map(|i| a.get_f64(i)).map(|v| v as i64).collect::<Vec<i64>>()
+    };
+    let mut session = decode_session(&decoder);
+    let mut batcher = crate::run::Batcher::seq2seq(&session, decode_session(&encoder), 0).expect("a seq2seq batcher");
+    assert_eq!(batcher.slots(), 1);
+    let cases = [("prompt.npy", "tokens.npy"), ("prompt_short.npy", "tokens_short.npy"), ("prompt.npy", "tokens.npy")];
+    let request = |prompt: Vec<i64>, n: usize| crate::run::Request {
+        prompt,
+        max_new_tokens: n,
+        stop: Vec::new(),
+        temperature: 0.0,
+        seed: 0,
+    };
+    let ids: Vec<u64> = cases.iter().map(|(p, _)| batcher.submit(request(ints(p), 12)).expect("fits")).collect();
+    let mut done = std::collections::BTreeMap::new();
+    while !batcher.is_idle() {
+        assert!(batcher.busy() <= 1);
+        for f in batcher.step(&mut session).expect("steps").finished {
+            done.insert(f.id, f.tokens);
+        }
+    }
+    for (id, (_, tokens)) in ids.iter().zip(cases) {
+        assert_eq!(done[id], ints(tokens), "request {id}");
+    }
+    let err = batcher.submit(request(vec![3; 300], 4)).unwrap_err().to_string();
+    assert!(err.contains("300 prompt tokens: the encoder takes 2 to"), "{err}");
+    let err = batcher.submit(request(ints("prompt.npy"), 40)).unwrap_err().to_string();
+    assert!(err.contains("40 new tokens need as many positions; the decoder's caches hold 32"), "{err}");
+
+    let whisper = compile_model("whisper_gen_encoder", &tmp.0);
+    let whisper_decoder = decode_session(&compile_model("whisper_gen_decoder", &tmp.0));
+    let refused = crate::run::Batcher::seq2seq(&whisper_decoder, decode_session(&whisper), 1);
+    let err = refused.err().expect("refused").to_string();
+    assert!(err.contains("not token ids"), "{err}");
+}
+
 /// An input the session holds on the devices (`hold_input`) stands for the one a call gives:
 /// BERT's attention mask held, each call giving only its token ids (and an empty array for
 /// the mask), returns what the calls giving both return, at two lengths in two buckets; a
