@@ -2234,8 +2234,17 @@ def build_dropout():
     ]
 
 
+def build_generator_overload(name, moments):
+    """The `.generator` overload with `generator=None` (transformers' UnivNet calls
+    `torch.randn(..., generator=generator)`): the default generator, as `.default`."""
+    op = getattr(aten, name).generator
+    return lambda: [S("[64,64] f32, generator=None", [], lambda: op([64, 64], generator=None), moments=moments)]
+
+
 reg("rand.default", build_rand, random=True, compare="moments")
 reg("randn.default", build_randn, random=True, compare="moments")
+reg("rand.generator", build_generator_overload("rand", UNIF), random=True, compare="moments")
+reg("randn.generator", build_generator_overload("randn", NORM), random=True, compare="moments")
 reg("randperm.default", build_randperm, random=True, compare="moments")
 reg("native_dropout.default", build_dropout, random=True, compare="moments")
 
@@ -3152,7 +3161,7 @@ conv_tbc.default prims.convert_element_type.default _upsample_bilinear2d_aa.defa
 _upsample_bicubic2d_aa.default _linalg_slogdet.default signbit.default repeat_interleave.Tensor _scaled_mm.default
 masked_select.default torchvision.roi_align.default torchvision.nms.default _unique2.default
 torchvision.ps_roi_align.default torchvision.deform_conv2d.default torchvision.roi_pool.default
-torchvision.ps_roi_pool.default
+torchvision.ps_roi_pool.default rand.generator randn.generator
 """.split()
 
 reg("quantized_decomposed.quantize_per_tensor.default", build_quantize_per_tensor)
@@ -3546,6 +3555,10 @@ def edge_by_arguments():
                                 S("0-d", [], lambda: aten.empty.memory_format([]))],
         "empty_strided.default": [S("size [0, 3]", [], lambda: aten.empty_strided.default([0, 3], [3, 1])),
                                   S("0-d", [], lambda: aten.empty_strided.default([], []))],
+        "rand.generator": [S("size [0, 2]", [], lambda: aten.rand.generator([0, 2], generator=None)),
+                           S("0-d", [], lambda: aten.rand.generator([], generator=None))],
+        "randn.generator": [S("size [0, 2]", [], lambda: aten.randn.generator([0, 2], generator=None)),
+                            S("0-d", [], lambda: aten.randn.generator([], generator=None))],
         "rand.default": [S("0-d", [], lambda: aten.rand.default([])),
                          S("size [1, 1]", [], lambda: aten.rand.default([1, 1]))],
         "randn.default": [S("0-d", [], lambda: aten.randn.default([])),

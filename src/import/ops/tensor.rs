@@ -51,11 +51,13 @@ pub(super) fn translation(key: &str) -> Option<Translation> {
             a.tensor("a")?;
             Ok(Op::AssertMetadata(AssertMetadata { dtype: a.dtype("dtype")? }))
         },
-        "aten.rand.default" => |a| {
+        "aten.rand.default" | "aten.rand.generator" => |a| {
+            without_generator(a)?;
             a.rng_seed();
             Ok(Op::Rand(Rand { normal: false }))
         },
-        "aten.randn.default" => |a| {
+        "aten.randn.default" | "aten.randn.generator" => |a| {
+            without_generator(a)?;
             a.rng_seed();
             Ok(Op::Rand(Rand { normal: true }))
         },
@@ -79,6 +81,18 @@ pub(super) fn translation(key: &str) -> Option<Translation> {
         },
         _ => return None,
     })
+}
+
+/// A random op's `generator=None` (the `.generator` overloads, which transformers' UnivNet
+/// calls) draws from the default generator, as the `.default` overload does: the program's
+/// seed. A given generator is refused: its state is not in the archive.
+fn without_generator(a: &Args<'_>) -> Result<(), String> {
+    if a.has("generator") {
+        return Err("draws from a `torch.Generator` given to it, whose state the archive does not hold; \
+                    export with the default generator (`generator=None`)"
+            .into());
+    }
+    Ok(())
 }
 
 /// `arange(start=0, end, step=1)`; a symbolic `end` (a dynamic length) gets its own op.
