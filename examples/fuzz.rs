@@ -141,10 +141,11 @@ impl Target {
     }
 
     /// Reads `path`: `Ok(true)` accepted, `Ok(false)` refused with an error.
-    fn read(self, path: &Path) -> bool {
+    /// Reads `path`: `None` when it is taken, else the refusal's message.
+    fn read(self, path: &Path) -> Option<String> {
         match self {
-            Target::Archive => torchtpu_compile::import(path).is_ok(),
-            Target::Artifact => torchtpu_compile::Artifact::open(path).is_ok(),
+            Target::Archive => torchtpu_compile::import(path).err().map(|e| e.to_string()),
+            Target::Artifact => torchtpu_compile::Artifact::open(path).err().map(|e| e.to_string()),
         }
     }
 }
@@ -188,6 +189,8 @@ fn main() {
     let clock = Instant::now();
     watchdog(Arc::clone(&started), clock, current.clone(), findings.clone());
 
+    // `--messages FILE`: every distinct refusal message, one per line, for reading them.
+    let mut messages = value("--messages").map(|_| std::collections::BTreeSet::<String>::new());
     let deadline = Duration::from_secs(seconds);
     let (mut runs, mut panics, mut refused) = (0u64, 0u64, 0u64);
     while clock.elapsed() < deadline {
@@ -202,8 +205,13 @@ fn main() {
         started.store(0, Ordering::SeqCst);
         runs += 1;
         match result {
-            Ok(true) => {}
-            Ok(false) => refused += 1,
+            Ok(None) => {}
+            Ok(Some(message)) => {
+                refused += 1;
+                if let Some(m) = messages.as_mut() {
+                    m.insert(message);
+                }
+            }
             Err(cause) => {
                 panics += 1;
                 let why = cause
@@ -221,6 +229,10 @@ fn main() {
         }
     }
     let _ = std::fs::remove_file(&current);
+    if let (Some(file), Some(m)) = (value("--messages"), &messages) {
+        let lines: Vec<String> = m.iter().map(|s| s.replace('\n', "\\n")).collect();
+        std::fs::write(&file, lines.join("\n") + "\n").expect("the messages can be written");
+    }
     println!(
         "fuzz: {runs} inputs in {:.0} s ({refused} refused with an error, {} accepted): {panics} panics, 0 aborts, 0 hangs",
         clock.elapsed().as_secs_f64(),

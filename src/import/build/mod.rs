@@ -480,7 +480,7 @@ impl<'a> Builder<'a> {
             let got = self.graph.value_type(v);
             if got != declared {
                 return Err(format!(
-                    "internal: the decomposition gives {got} for `{}`, the archive says {declared}",
+                    "output `{}` is declared {declared}, but its operands give {got} (decomposed)",
                     shown(&out)
                 ));
             }
