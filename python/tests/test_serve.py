@@ -164,6 +164,36 @@ def test_text_in_and_out_through_a_tokenizer(rows):
         server.stop()
 
 
+def test_chat_goes_through_the_chat_template(rows):
+    """`/v1/chat/completions`: a conversation is the prompt transformers' `apply_chat_template`
+    renders (testdata/tokenizer/cases.json), tokenized without special tokens; the answer is the
+    completion of those ids, as a chat message, whole or streamed as deltas."""
+    case = json.loads((TOKENIZER / "cases.json").read_text())["chat"][1]
+    server = Server(rows, f"tokenizer={str(TOKENIZER / 'tokenizer.json')!r}",
+                    f"chat_template={str(TOKENIZER / 'tokenizer_config.json')!r}")
+    try:
+        body = {"messages": case["messages"], "max_completion_tokens": 8, "temperature": 0}
+        status, answer = server.post(body, "/v1/chat/completions")
+        assert status == 200, answer
+        chat = json.loads(answer)
+        plain = json.loads(server.post({"prompt": case["ids"], "max_tokens": 8, "temperature": 0})[1])
+        assert chat["object"] == "chat.completion" and chat["usage"] == plain["usage"]
+        assert chat["usage"]["prompt_tokens"] == len(case["ids"])
+        message = chat["choices"][0]["message"]
+        assert message == {"role": "assistant", "content": plain["choices"][0]["text"]}
+        assert chat["choices"][0]["finish_reason"] == "length"
+        parts, done = chunks(server.post({**body, "stream": True}, "/v1/chat/completions")[1])
+        assert done and all(p["object"] == "chat.completion.chunk" for p in parts)
+        assert "".join(p["choices"][0]["delta"]["content"] for p in parts) == message["content"]
+        for bad, words in [({"max_tokens": 2}, "`messages` is missing"),
+                           ({"messages": [{"role": "robot", "content": "x"}]}, "unknown role robot"),
+                           ({"messages": case["messages"], "prompt": [1]}, "unknown field `prompt`")]:
+            status, answer = server.post(bad, "/v1/chat/completions")
+            assert status == 400 and words in answer, answer
+    finally:
+        server.stop()
+
+
 def test_bad_requests_are_refused_in_the_apis_words(rows):
     server = Server(rows)
     try:
@@ -180,12 +210,14 @@ def test_bad_requests_are_refused_in_the_apis_words(rows):
             assert status == 400, text
             error = json.loads(text)["error"]
             assert message in error["message"] and error["type"] == "invalid_request_error", text
-        status, text = server.post({}, path="/v1/chat/completions")
+        status, text = server.post({"messages": []}, path="/v1/chat/completions")
+        assert status == 400 and "chat needs a chat template" in text, text
+        status, text = server.post({}, path="/v1/embeddings")
         assert status == 404
         # The server still answers.
         status, _ = server.post({"prompt": [5], "max_tokens": 2})
         assert status == 200
-        assert 'torchtpu_requests_total{outcome="invalid"} 7' in server.get("/metrics")[1]
+        assert 'torchtpu_requests_total{outcome="invalid"} 8' in server.get("/metrics")[1]
     finally:
         server.stop()
 

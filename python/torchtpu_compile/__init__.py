@@ -509,6 +509,7 @@ def serve(
     tokenizer: Optional[PathLike] = None,
     encoder: Optional[PathLike] = None,
     start_token: int = 0,
+    chat_template: Optional[PathLike] = None,
 ) -> None:
     """Serves the decode-step artifact at ``path`` over HTTP until SIGINT or SIGTERM, as
     ``torchtpu-compile serve`` does: an OpenAI-compatible ``POST /v1/completions`` with token
@@ -517,14 +518,15 @@ def serve(
     prints the address once ready (``port=0``: any free port). ``admin``: offer
     ``POST /admin/weights`` (another checkpoint's weights between requests). ``tokenizer``: a
     Hugging Face ``tokenizer.json``, so that prompts may be text and completions come with their
-    text. ``encoder``: for an encoder–decoder model (``path`` its decoder step), the encoder's
+    text; with ``chat_template`` too (a ``.jinja`` file or a ``tokenizer_config.json``),
+    ``POST /v1/chat/completions`` takes conversations. ``encoder``: for an encoder–decoder model (``path`` its decoder step), the encoder's
     artifact: each request's prompt is encoded once, the decoder starting at ``start_token``;
     one request at a time. Raises ``TorchTpuError`` when it cannot serve (the reason is on
     stderr)."""
     argv = ["torchtpu-compile", "serve", os.fspath(path), "--port", str(port), "--host", host]
     argv += ["--device", device, "--max-waiting", str(max_waiting)] + (["--admin"] if admin else [])
     options = (("--model", model), ("--checkpoint", checkpoint), ("--plugin", plugin), ("--tokenizer", tokenizer),
-               ("--encoder", encoder))
+               ("--encoder", encoder), ("--chat-template", chat_template))
     for flag, value in options:
         if value is not None:
             argv += [flag, os.fspath(value)]

@@ -48,6 +48,12 @@ pub(super) struct ServeArgs {
     /// characters); without one, prompts and completions are token ids.
     #[arg(long, value_name = "TOKENIZER.json")]
     tokenizer: Option<PathBuf>,
+    /// The model's chat template — a `.jinja` file, or the `tokenizer_config.json` that holds
+    /// it (with its BOS and EOS tokens) — for `POST /v1/chat/completions`: a conversation is
+    /// rendered as Hugging Face's `apply_chat_template` renders it, then tokenized. Needs
+    /// `--tokenizer`.
+    #[arg(long, value_name = "FILE", requires = "tokenizer")]
+    chat_template: Option<PathBuf>,
     /// For an encoder–decoder model (T5, BART, as transformers' seq2seq recipe exports them):
     /// the encoder's artifact, the positional one being the decoder step's. Each request's
     /// prompt (token ids) is encoded once as it takes the decoder's slot; one request runs at
@@ -77,7 +83,8 @@ pub(super) fn serve_artifact(args: &ServeArgs, out: &mut dyn Write) -> anyhow::R
     });
     let addr = SocketAddr::new(args.host, args.port);
     let tokenizer = args.tokenizer.clone();
-    let opts = ServeOptions { addr, max_waiting: args.max_waiting, model, admin: args.admin, tokenizer };
+    let chat_template = args.chat_template.clone();
+    let opts = ServeOptions { addr, max_waiting: args.max_waiting, model, admin: args.admin, tokenizer, chat_template };
     let ready = |addr: SocketAddr| {
         let ms = started.elapsed().as_secs_f64() * 1e3;
         let _ = writeln!(out, "serving `{}` at http://{addr} (ready in {ms:.0} ms); stop with Ctrl-C", opts.model);

@@ -15,8 +15,11 @@
 //!
 //! With a tokenizer (`text`), a prompt may be text and a completion's `text` is the text of its
 //! tokens; without one, a prompt is token ids and a completion's `text` is its token ids in
-//! decimal, separated by spaces. `token_ids` holds the ids as numbers either way.
+//! decimal, separated by spaces. `token_ids` holds the ids as numbers either way. With a chat
+//! template too (`chat`), `POST /v1/chat/completions` takes a conversation, answered in the
+//! chat API's shape (a message, or a delta per streamed chunk).
 
+mod chat;
 mod output;
 mod scheduler;
 mod text;
@@ -40,6 +43,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::run::{Batcher, Finished, Request, Session};
 use crate::Error;
+use chat::Chat;
 use output::Output;
 use scheduler::{Event, Job, Metrics};
 use text::Text;
@@ -58,6 +62,9 @@ pub struct ServeOptions {
     pub admin: bool,
     /// A Hugging Face `tokenizer.json`: prompts may be text, completions come with their text.
     pub tokenizer: Option<std::path::PathBuf>,
+    /// A chat template (a `.jinja` file or a `tokenizer_config.json`), for
+    /// `POST /v1/chat/completions`; it needs the tokenizer.
+    pub chat_template: Option<std::path::PathBuf>,
 }
 
 /// What a server did, once shut down.
@@ -83,6 +90,7 @@ struct Shared {
     model: String,
     next_id: AtomicU64,
     text: Option<Arc<Text>>,
+    chat: Option<Chat>,
 }
 
 /// Serves `session` until `shutdown` completes, then lets the requests in flight finish;
@@ -107,6 +115,13 @@ pub fn serve_with(
 ) -> Result<ServeSummary, Error> {
     let checker = batcher.checker();
     let text = opts.tokenizer.as_deref().map(|path| Text::load(path, checker.vocab()).map(Arc::new)).transpose()?;
+    let chat = match (&opts.chat_template, &text) {
+        (Some(path), Some(_)) => Some(Chat::load(path)?),
+        (Some(_), None) => {
+            return Err(Error::bad_input("a chat template needs the model's tokenizer (`--tokenizer`)".into()));
+        }
+        (None, _) => None,
+    };
     session.load_executables()?;
     let (jobs, queue) = std::sync::mpsc::channel();
     let metrics = Arc::new(Metrics::default());
@@ -119,6 +134,7 @@ pub fn serve_with(
         model: opts.model.clone(),
         next_id: AtomicU64::new(0),
         text,
+        chat,
     });
     let io = |reason: std::io::Error| Error::Io { path: format!("http://{}", opts.addr), reason: reason.to_string() };
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(io)?;
@@ -150,6 +166,7 @@ fn router(shared: Arc<Shared>, admin: bool) -> Router {
     let router = if admin { Router::new().route("/admin/weights", post(swap_weights)) } else { Router::new() };
     router
         .route("/v1/completions", post(completions))
+        .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/models", get(models))
         .route("/health", get(health))
         .route("/metrics", get(metrics))
@@ -163,13 +180,30 @@ fn error(status: StatusCode, kind: &str, message: String) -> Response {
 }
 
 async fn completions(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+    let parsed = parse(&body, &shared.model, shared.text.as_deref());
+    respond(&shared, parsed, false).await
+}
+
+/// `POST /v1/chat/completions`: the conversation through the chat template, then as a
+/// completion of that text; answered in the chat API's shape.
+async fn chat_completions(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+    let parsed = match (&shared.chat, shared.text.as_deref()) {
+        (Some(chat), Some(text)) => parse_chat(&body, &shared.model, text, chat),
+        _ => Err("chat needs a chat template and the model's tokenizer, which this server does not have \
+                  (`serve --tokenizer ... --chat-template ...`): use /v1/completions"
+            .into()),
+    };
+    respond(&shared, parsed, true).await
+}
+
+/// Runs a parsed request (`chat`: answered as a chat completion) and answers it.
+async fn respond(shared: &Shared, parsed: Result<Completion, String>, chat: bool) -> Response {
     let m = &shared.metrics;
     if m.closing.load(Ordering::SeqCst) {
         m.rejected.fetch_add(1, Ordering::Relaxed);
         return error(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "the server is shutting down".into());
     }
-    let parsed =
-        parse(&body, &shared.model, shared.text.as_deref()).and_then(|c| shared.checker.check(&c.request).map(|()| c));
+    let parsed = parsed.and_then(|c| shared.checker.check(&c.request).map(|()| c));
     let completion = match parsed {
         Ok(c) => c,
         Err(message) => {
@@ -192,7 +226,8 @@ async fn completions(State(shared): State<Arc<Shared>>, body: Bytes) -> Response
         return error(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "the server is shutting down".into());
     }
     let head = Head {
-        id: format!("cmpl-{}", shared.next_id.fetch_add(1, Ordering::Relaxed)),
+        id: format!("{}-{}", if chat { "chatcmpl" } else { "cmpl" }, shared.next_id.fetch_add(1, Ordering::Relaxed)),
+        chat,
         created: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
         model: shared.model.clone(),
         prompt_tokens: prompt.len(),
@@ -237,6 +272,8 @@ async fn swap_weights(State(shared): State<Arc<Shared>>, body: Bytes) -> Respons
 /// What every response and chunk of one completion repeats.
 struct Head {
     id: String,
+    /// Answered as a chat completion (a message, or a delta per chunk).
+    chat: bool,
     created: u64,
     model: String,
     prompt_tokens: usize,
@@ -245,11 +282,28 @@ struct Head {
 }
 
 impl Head {
-    fn object(&self, text: String, ids: &[i64], finish: Option<&str>) -> Map<String, Value> {
-        let choice = json!({"index": 0, "text": text, "token_ids": ids, "logprobs": null, "finish_reason": finish});
+    /// The answer (`chunk`: one chunk of a stream) of `text`, the text of the tokens `ids`.
+    fn object(&self, text: String, ids: &[i64], finish: Option<&str>, chunk: bool) -> Map<String, Value> {
+        let (object, choice) = match (self.chat, chunk) {
+            (false, _) => (
+                "text_completion",
+                json!({"index": 0, "text": text, "token_ids": ids, "logprobs": null, "finish_reason": finish}),
+            ),
+            (true, false) => {
+                let message = json!({"role": "assistant", "content": text});
+                ("chat.completion", json!({"index": 0, "message": message, "logprobs": null, "finish_reason": finish}))
+            }
+            (true, true) => {
+                let delta = json!({"role": "assistant", "content": text});
+                (
+                    "chat.completion.chunk",
+                    json!({"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}),
+                )
+            }
+        };
         let mut o = Map::new();
         o.insert("id".into(), json!(self.id));
-        o.insert("object".into(), json!("text_completion"));
+        o.insert("object".into(), json!(object));
         o.insert("created".into(), json!(self.created));
         o.insert("model".into(), json!(self.model));
         o.insert("choices".into(), json!([choice]));
@@ -281,7 +335,7 @@ fn finish_reason(f: &Finished, output: &Output) -> &'static str {
 async fn whole(head: Head, mut rx: UnboundedReceiver<Event>, mut output: Output) -> Response {
     let (mut text, mut tokens) = (String::new(), Vec::new());
     let answer = |text: String, tokens: &[i64], finish: &str| {
-        let mut o = head.object(text, tokens, Some(finish));
+        let mut o = head.object(text, tokens, Some(finish), false);
         o.insert("usage".into(), head.usage(tokens.len()));
         axum::Json(Value::Object(o)).into_response()
     };
@@ -332,7 +386,7 @@ fn stream(
             Phase::Tokens => match rx.recv().await {
                 Some(Event::Token(t)) => {
                     let piece = output.push(t);
-                    let mut o = head.object(piece, &[t], output.stopped().then_some("stop"));
+                    let mut o = head.object(piece, &[t], output.stopped().then_some("stop"), true);
                     if !output.stopped() {
                         (data(Value::Object(o)), Phase::Tokens)
                     } else {
@@ -343,7 +397,7 @@ fn stream(
                 }
                 Some(Event::Done(f)) => {
                     let rest = output.finish();
-                    let mut o = head.object(rest, &[], Some(finish_reason(&f, &output)));
+                    let mut o = head.object(rest, &[], Some(finish_reason(&f, &output)), true);
                     o.insert("usage".into(), head.usage(f.tokens.len()));
                     (data(Value::Object(o)), Phase::Done)
                 }
@@ -454,15 +508,8 @@ const FIELDS: [&str; 10] =
 /// Parses a completion request's body, in the API's words where it is wrong; a text prompt
 /// goes through `text`, when the server has a tokenizer.
 fn parse(body: &[u8], model: &str, text: Option<&Text>) -> Result<Completion, String> {
-    static SEEDS: AtomicU64 = AtomicU64::new(0);
-    let v: Value = serde_json::from_slice(body).map_err(|e| format!("the body is not JSON: {e}"))?;
+    let v = request_object(body, model, &FIELDS)?;
     let o = v.as_object().ok_or("the body is not a JSON object")?;
-    if let Some(k) = o.keys().find(|k| !FIELDS.contains(&k.as_str())) {
-        return Err(format!("unknown field `{k}`; the fields are {}", FIELDS.join(", ")));
-    }
-    if let Some(m) = o.get("model").filter(|m| m.as_str() != Some(model)) {
-        return Err(format!("model {m} is not served here; this server serves \"{model}\""));
-    }
     let prompt = match o.get("prompt") {
         None => return Err("`prompt` is missing: give token ids, a list of integers".into()),
         Some(Value::String(s)) => match text {
@@ -480,6 +527,53 @@ fn parse(body: &[u8], model: &str, text: Option<&Text>) -> Result<Completion, St
         Some(Value::Array(a)) if a.len() == 1 && a[0].is_array() => ids(&a[0], "prompt")?,
         Some(p) => ids(p, "prompt")?,
     };
+    options(o, prompt, text.is_some())
+}
+
+/// The fields `/v1/chat/completions` takes.
+const CHAT_FIELDS: [&str; 11] = [
+    "model",
+    "messages",
+    "max_tokens",
+    "max_completion_tokens",
+    "temperature",
+    "seed",
+    "stream",
+    "stop",
+    "stop_token_ids",
+    "n",
+    "user",
+];
+
+/// Parses a chat request: its `messages` through the chat template, then tokenized.
+fn parse_chat(body: &[u8], model: &str, text: &Text, chat: &Chat) -> Result<Completion, String> {
+    let mut v = request_object(body, model, &CHAT_FIELDS)?;
+    let o = v.as_object_mut().ok_or("the body is not a JSON object")?;
+    let messages = o.get("messages").ok_or("`messages` is missing: give the conversation")?;
+    let prompt = text.encode_plain(&chat.render(messages)?)?;
+    // The newer name of the same limit.
+    if let Some(limit) = o.remove("max_completion_tokens") {
+        o.insert("max_tokens".into(), limit);
+    }
+    options(o, prompt, true)
+}
+
+/// A request's body: a JSON object of `fields` only, for `model` if it names one.
+fn request_object(body: &[u8], model: &str, fields: &[&str]) -> Result<Value, String> {
+    let v: Value = serde_json::from_slice(body).map_err(|e| format!("the body is not JSON: {e}"))?;
+    let o = v.as_object().ok_or("the body is not a JSON object")?;
+    if let Some(k) = o.keys().find(|k| !fields.contains(&k.as_str())) {
+        return Err(format!("unknown field `{k}`; the fields are {}", fields.join(", ")));
+    }
+    if let Some(m) = o.get("model").filter(|m| m.as_str() != Some(model)) {
+        return Err(format!("model {m} is not served here; this server serves \"{model}\""));
+    }
+    Ok(v)
+}
+
+/// The options of a request for `prompt` (`tokenizer`: whether the server has one).
+fn options(o: &Map<String, Value>, prompt: Vec<i64>, tokenizer: bool) -> Result<Completion, String> {
+    static SEEDS: AtomicU64 = AtomicU64::new(0);
     let integer = |name: &str, default: u64| match o.get(name) {
         None => Ok(default),
         Some(v) => v.as_u64().ok_or(format!("`{name}` must be a non-negative integer, not {v}")),
@@ -507,7 +601,7 @@ fn parse(body: &[u8], model: &str, text: Option<&Text>) -> Result<Completion, St
     if let Some(u) = o.get("user").filter(|u| !u.is_string()) {
         return Err(format!("`user` must be a string, not {u}"));
     }
-    let stops = stop_strings(o.get("stop"), text.is_some())?;
+    let stops = stop_strings(o.get("stop"), tokenizer)?;
     Ok(Completion { request: Request { prompt, max_new_tokens, stop, temperature, seed }, stream, stops })
 }
 

@@ -37,7 +37,16 @@ impl Text {
 
     /// The ids of `text`, with the special tokens the tokenizer adds (a BOS, say).
     pub(super) fn encode(&self, text: &str) -> Result<Vec<i64>, String> {
-        let encoding = self.tokenizer.encode(text, true).map_err(|e| format!("cannot tokenize `prompt`: {e}"))?;
+        self.encode_with(text, true)
+    }
+
+    /// The ids of `text` alone: a chat template's text, which writes its special tokens itself.
+    pub(super) fn encode_plain(&self, text: &str) -> Result<Vec<i64>, String> {
+        self.encode_with(text, false)
+    }
+
+    fn encode_with(&self, text: &str, specials: bool) -> Result<Vec<i64>, String> {
+        let encoding = self.tokenizer.encode(text, specials).map_err(|e| format!("cannot tokenize the prompt: {e}"))?;
         Ok(encoding.get_ids().iter().map(|&id| i64::from(id)).collect())
     }
 

@@ -4,6 +4,8 @@
 #[cfg(feature = "mlir")]
 mod bad_input;
 #[cfg(feature = "mlir")]
+mod batching;
+#[cfg(feature = "mlir")]
 mod cache;
 #[cfg(feature = "mlir")]
 mod docs;

@@ -50,11 +50,44 @@ def main():
         tail = prompt[-TAIL:]
         text = tok.decode(tail + new)[len(tok.decode(tail)):]
         continuations.append({"prompt": prompt, "tokens": new, "text": text})
+    chat = chat_cases(tok)
     line = lambda case: "  " + json.dumps(case, ensure_ascii=False)
     with open(os.path.join(HERE, "cases.json"), "w") as f:
         f.write(f'{{"tail": {TAIL},\n "encode": [\n' + ",\n".join(map(line, encode)) + "\n ],\n")
-        f.write(' "continuations": [\n' + ",\n".join(map(line, continuations)) + "\n ]}\n")
-    print("wrote tokenizer.json and cases.json")
+        f.write(' "continuations": [\n' + ",\n".join(map(line, continuations)) + "\n ],\n")
+        f.write(' "chat": [\n' + ",\n".join(map(line, chat)) + "\n ]}\n")
+    print("wrote tokenizer.json, tokenizer_config.json and cases.json")
+
+
+CONVERSATIONS = [
+    [{"role": "user", "content": "the lazy dog"}],
+    [{"role": "system", "content": "  every bucket holds the sizes "}, {"role": "user", "content": "the fox"}],
+    [{"role": "user", "content": "pack my box"}, {"role": "assistant", "content": "with five dozen jugs"},
+     {"role": "user", "content": "a copy faster"}],
+]
+
+
+def chat_cases(tok):
+    """Each conversation rendered by transformers' `apply_chat_template` (add_generation_prompt)
+    with chat_template.jinja: `text` without a BOS token, `text_config` with the one
+    tokenizer_config.json (written here, holding the same template) names, and `ids`: the
+    latter tokenized without special tokens, as a chat prompt is."""
+    from transformers import PreTrainedTokenizerFast
+
+    template = open(os.path.join(HERE, "chat_template.jinja")).read()
+    config = {"chat_template": template, "bos_token": "the", "eos_token": {"content": "dog", "special": True}}
+    with open(os.path.join(HERE, "tokenizer_config.json"), "w") as f:
+        f.write(json.dumps(config, indent=1) + "\n")
+    plain = PreTrainedTokenizerFast(tokenizer_object=tok)
+    with_bos = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="the", eos_token="dog")
+    cases = []
+    for messages in CONVERSATIONS:
+        render = lambda t: t.apply_chat_template(messages, chat_template=template, tokenize=False,
+                                                 add_generation_prompt=True)
+        text, text_config = render(plain), render(with_bos)
+        ids = tok.encode(text_config, add_special_tokens=False).ids
+        cases.append({"messages": messages, "text": text, "text_config": text_config, "ids": ids})
+    return cases
 
 
 if __name__ == "__main__":
