@@ -365,7 +365,7 @@ impl Encoder {
         let ids = super::generate::integers(DType::I64, &[prompt.len() as i64], prompt);
         let (states, _) = super::seq2seq::encode(encoder, &ids)?;
         session.reset()?;
-        session.hold_input(step.states.unwrap_or_default(), states)?;
+        super::seq2seq::hold_states(session, step, states)?;
         Ok(vec![self.start_token])
     }
 }

@@ -138,7 +138,7 @@ pub fn generate_seq2seq(encoder: &mut Session, decoder: &mut Session, req: &Seq2
     let prefill_ms = started.elapsed().as_secs_f64() * 1e3;
     // The states go to the devices once and stay there across the calls; only the token and
     // its position change.
-    decoder.hold_input(step.states.unwrap_or_default(), states)?;
+    hold_states(decoder, &step, states)?;
     let decoded = decode(decoder, &step, req);
     decoder.release_inputs();
     let record = decoded?;
@@ -155,6 +155,12 @@ pub(super) fn encode(encoder: &mut Session, prompt: &Array) -> Result<(Array, us
         1 => Ok((encoded.swap_remove(0), t)),
         n => Err(RunError::Decode(format!("the encoder returns {n} outputs, not its states")).into()),
     }
+}
+
+/// Holds `states` in `decoder`'s session as its step's input of the encoder's states.
+pub(super) fn hold_states(decoder: &mut Session, step: &Step, states: Array) -> Result<(), Error> {
+    let index = step.states.ok_or_else(|| RunError::Decode("not an encoder–decoder step".into()))?;
+    decoder.hold_input(index, states)
 }
 
 /// The decoder's calls, one per new token, its encoder states held by the session.
