@@ -184,6 +184,7 @@ def test_chat_goes_through_the_chat_template(rows):
         assert chat["choices"][0]["finish_reason"] == "length"
         parts, done = chunks(server.post({**body, "stream": True}, "/v1/chat/completions")[1])
         assert done and all(p["object"] == "chat.completion.chunk" for p in parts)
+        assert [p["choices"][0]["delta"].get("role") for p in parts] == ["assistant"] + [None] * (len(parts) - 1)
         assert "".join(p["choices"][0]["delta"]["content"] for p in parts) == message["content"]
         for bad, words in [({"max_tokens": 2}, "`messages` is missing"),
                            ({"messages": [{"role": "robot", "content": "x"}]}, "unknown role robot"),

@@ -282,19 +282,21 @@ struct Head {
 }
 
 impl Head {
-    /// The answer (`chunk`: one chunk of a stream) of `text`, the text of the tokens `ids`.
-    fn object(&self, text: String, ids: &[i64], finish: Option<&str>, chunk: bool) -> Map<String, Value> {
+    /// The answer of `text`, the text of the tokens `ids`: whole, or chunk `chunk` of a stream
+    /// (a chat stream names the assistant's role in its first delta).
+    fn object(&self, text: String, ids: &[i64], finish: Option<&str>, chunk: Option<usize>) -> Map<String, Value> {
         let (object, choice) = match (self.chat, chunk) {
             (false, _) => (
                 "text_completion",
                 json!({"index": 0, "text": text, "token_ids": ids, "logprobs": null, "finish_reason": finish}),
             ),
-            (true, false) => {
+            (true, None) => {
                 let message = json!({"role": "assistant", "content": text});
                 ("chat.completion", json!({"index": 0, "message": message, "logprobs": null, "finish_reason": finish}))
             }
-            (true, true) => {
-                let delta = json!({"role": "assistant", "content": text});
+            (true, Some(k)) => {
+                let delta =
+                    if k == 0 { json!({"role": "assistant", "content": text}) } else { json!({"content": text}) };
                 (
                     "chat.completion.chunk",
                     json!({"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}),
@@ -335,7 +337,7 @@ fn finish_reason(f: &Finished, output: &Output) -> &'static str {
 async fn whole(head: Head, mut rx: UnboundedReceiver<Event>, mut output: Output) -> Response {
     let (mut text, mut tokens) = (String::new(), Vec::new());
     let answer = |text: String, tokens: &[i64], finish: &str| {
-        let mut o = head.object(text, tokens, Some(finish), false);
+        let mut o = head.object(text, tokens, Some(finish), None);
         o.insert("usage".into(), head.usage(tokens.len()));
         axum::Json(Value::Object(o)).into_response()
     };
@@ -386,7 +388,7 @@ fn stream(
             Phase::Tokens => match rx.recv().await {
                 Some(Event::Token(t)) => {
                     let piece = output.push(t);
-                    let mut o = head.object(piece, &[t], output.stopped().then_some("stop"), true);
+                    let mut o = head.object(piece, &[t], output.stopped().then_some("stop"), Some(sent));
                     if !output.stopped() {
                         (data(Value::Object(o)), Phase::Tokens)
                     } else {
@@ -397,7 +399,7 @@ fn stream(
                 }
                 Some(Event::Done(f)) => {
                     let rest = output.finish();
-                    let mut o = head.object(rest, &[], Some(finish_reason(&f, &output)), true);
+                    let mut o = head.object(rest, &[], Some(finish_reason(&f, &output)), Some(sent));
                     o.insert("usage".into(), head.usage(f.tokens.len()));
                     (data(Value::Object(o)), Phase::Done)
                 }
