@@ -1320,6 +1320,14 @@ DECODE_T = Dim("T", min=1, max=64)
 # The tokens a call of decoder_rows_prefill takes.
 ROWS_T = Dim("T", min=1, max=16)
 
+# What decoder_rows_prefill and its bf16 copy are exported with and checked against.
+ROWS_PREFILL = dict(
+    inputs=[(torch.tensor([[5, 9, 3], [7, 1, 0], [33, 2, 60], [12, 50, 6]]),
+             torch.tensor([[0, 1, 2], [4, 5, 6], [1, 2, 3], [9, 10, 11]]))],
+    dynamic_shapes={"input_ids": {1: ROWS_T}, "input_pos": {1: ROWS_T}},
+    lean_metadata=True,
+    decode=rows_decode_reference)
+
 # name -> dict(build, desc, inputs: list of arg tuples (base first), dynamic_shapes)
 MODELS = {
     "mlp": dict(
@@ -1474,22 +1482,14 @@ MODELS = {
         desc="decoder_rows (the same weights) taking T tokens a row at positions of its own: (input_ids "
              "[4, T], input_pos [4, T]) -> logits [4, T, 64], T in 1..16 (a slot's prompt in chunks while "
              "the others decode); references: decoder_rows' requests, each decoded alone",
-        inputs=[(torch.tensor([[5, 9, 3], [7, 1, 0], [33, 2, 60], [12, 50, 6]]),
-                 torch.tensor([[0, 1, 2], [4, 5, 6], [1, 2, 3], [9, 10, 11]]))],
-        dynamic_shapes={"input_ids": {1: ROWS_T}, "input_pos": {1: ROWS_T}},
-        lean_metadata=True,
-        decode=rows_decode_reference),
+        **ROWS_PREFILL),
     "decoder_rows_bf16": dict(
         build=lambda: DecoderRows().to(torch.bfloat16),
         desc="decoder_rows_prefill in bf16 (decoder_rows' weights rounded to bf16, bf16 caches): "
              "(input_ids [4, T], input_pos [4, T]) -> bf16 logits [4, T, 64], T in 1..16; references: "
              "decoder_rows' requests, each decoded alone by a bf16 batch-1 copy, with the f32 values of "
              "the bf16 logits that chose each token (logits.npy [7, 16, 64]: near ties are judged by them)",
-        inputs=[(torch.tensor([[5, 9, 3], [7, 1, 0], [33, 2, 60], [12, 50, 6]]),
-                 torch.tensor([[0, 1, 2], [4, 5, 6], [1, 2, 3], [9, 10, 11]]))],
-        dynamic_shapes={"input_ids": {1: ROWS_T}, "input_pos": {1: ROWS_T}},
-        lean_metadata=True,
-        decode=rows_decode_reference),
+        **ROWS_PREFILL),
     "decoder_kv_tuned": dict(
         build=lambda: tuned(DecoderKV()),
         desc="decoder_kv with other weights (each parameter moved by seeded noise of a tenth of its "
