@@ -170,5 +170,8 @@ pub(crate) fn render_text(r: &CheckReport) -> String {
             let _ = writeln!(out, "    at {line}");
         }
     }
+    if let Some(hint) = crate::coverage::undecomposed_hint(ops.iter().map(|p| p.target.as_str())) {
+        let _ = writeln!(out, "{hint}");
+    }
     out
 }

@@ -16,9 +16,32 @@ pub(crate) fn core_aten_status(target: &str) -> Option<&'static str> {
     })
 }
 
+/// Advice for refused ops that are ATen ops outside Core ATen (`aten.linear.default`,
+/// `aten.transpose.int`, in-place ops): a program saved as `torch.export.export` writes it,
+/// without `run_decompositions()`, holds them. `None` when no such op is among `targets`.
+pub(crate) fn undecomposed_hint<'a>(targets: impl IntoIterator<Item = &'a str>) -> Option<String> {
+    let mut ops: Vec<&str> = targets
+        .into_iter()
+        .map(|t| t.strip_prefix("torch.ops.").unwrap_or(t))
+        .filter(|t| t.starts_with("aten.") && core_aten_status(t).is_none())
+        .collect();
+    ops.sort_unstable();
+    ops.dedup();
+    let shown: Vec<String> = ops.iter().take(4).map(|op| format!("`{op}`")).collect();
+    let more = if ops.len() > 4 { format!(" and {} more", ops.len() - 4) } else { String::new() };
+    (!ops.is_empty()).then(|| {
+        format!(
+            "hint: {}{more} {} not Core ATen: the program seems saved without decomposing it; \
+             `torch.export.save(ep.run_decompositions(), path)` writes the Core ATen ops this compiler lowers",
+            shown.join(", "),
+            if ops.len() == 1 { "is" } else { "are" }
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
-    use super::core_aten_status;
+    use super::{core_aten_status, undecomposed_hint};
 
     #[test]
     fn statuses_come_from_the_table() {
@@ -28,5 +51,15 @@ mod tests {
         assert_eq!(core_aten_status("aten.cholesky.default"), None);
         // Listed in the second section, which is not Core ATen.
         assert_eq!(core_aten_status("aten.exp2.default"), None);
+    }
+
+    #[test]
+    fn ops_outside_core_aten_get_the_decomposition_hint() {
+        let targets = ["torch.ops.aten.linear.default", "torch.ops.aten.transpose.int", "aten.linear.default"];
+        let hint = undecomposed_hint(targets).expect("a hint");
+        assert!(hint.starts_with("hint: `aten.linear.default`, `aten.transpose.int` are not Core ATen"), "{hint}");
+        assert!(hint.contains("ep.run_decompositions()"), "{hint}");
+        // A Core ATen op refused, or another library's op: no hint.
+        assert_eq!(undecomposed_hint(["aten._local_scalar_dense.default", "testlib.scale_rows.default"]), None);
     }
 }

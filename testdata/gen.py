@@ -2488,6 +2488,27 @@ def generate_unsupported(outdir):
     save_check_model(ep, outdir, "unsupported_ops")
 
 
+def generate_undecomposed(outdir):
+    """`check/undecomposed.pt2`: a program saved as `torch.export.export` writes it, without
+    `run_decompositions()`: it holds `aten.linear.default` (not Core ATen, not lowered) and
+    `aten.reshape.default` (whose sizes are named `shape`). `check` must name `linear` alone
+    and say how to decompose it; the model is never compiled."""
+
+    class Undecomposed(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 6)
+
+        def forward(self, x):
+            return self.fc(x).reshape(2, -1)
+
+    torch.manual_seed(0)
+    ep = torch.export.export(Undecomposed(), (torch.randn(3, 4),), strict=False)
+    ops = {str(n.target) for n in ep.graph.nodes if n.op == "call_function"}
+    assert ops == {"aten.linear.default", "aten.reshape.default"}, ops
+    save_check_model(ep, outdir, "undecomposed")
+
+
 def generate_flip_seq(outdir):
     """`check/flip_seq.pt2`: a dynamic-seq model that reverses the sequence (`flip` along
     Dim('seq', min=2, max=64)). In a size bucket the padding would move in front of the real
@@ -2554,6 +2575,7 @@ def main():
     if not a.names or "checks" in a.names:
         check_dir = os.path.join(os.path.dirname(os.path.abspath(a.out)), "check")
         generate_unsupported(check_dir)
+        generate_undecomposed(check_dir)
         generate_flip_seq(check_dir)
         generate_as_strided_gaps(check_dir)
         generate_item_float(check_dir)

@@ -124,6 +124,9 @@ fn list_failures(failures: &[NodeFailure]) -> String {
             s.push_str(&format!("\n    at {line}"));
         }
     }
+    if let Some(hint) = crate::coverage::undecomposed_hint(failures.iter().map(|f| f.target.as_str())) {
+        s.push_str(&format!("\n{hint}"));
+    }
     s
 }
 

@@ -150,6 +150,30 @@ fn check_lists_every_unsupported_op() {
     assert_eq!(targets, ["testlib.scale_rows.default"]);
 }
 
+/// A program saved as `torch.export.export` writes it, without `run_decompositions()`: `check`
+/// and `compile` name its op outside Core ATen (`linear`) and say how to decompose it; its
+/// `reshape` (sizes named `shape`) is read.
+#[test]
+fn an_undecomposed_program_gets_the_decomposition_hint() {
+    let path = testdata().join("check/undecomposed.pt2");
+    let path = path.to_str().expect("utf-8 path");
+    let (code, out, err) = run_cli(&["check", path, "--format", "json"]);
+    assert_eq!(code, 1, "{out}{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    let targets: Vec<&str> =
+        report["problems"].as_array().expect("list").iter().filter_map(|p| p["target"].as_str()).collect();
+    assert_eq!(targets, ["aten.linear.default"]);
+    let hint = "hint: `aten.linear.default` is not Core ATen: the program seems saved without decomposing it; \
+                `torch.export.save(ep.run_decompositions(), path)` writes the Core ATen ops this compiler lowers";
+    let (code, out, _) = run_cli(&["check", path]);
+    assert_eq!(code, 1);
+    assert!(out.ends_with(&format!("{hint}\n")), "{out}");
+    let mlir = std::env::temp_dir().join(format!("torchtpu-undecomposed-{}.mlir", std::process::id()));
+    let (code, _, err) = run_cli(&["compile", path, "-o", mlir.to_str().expect("utf-8"), "--emit", "stablehlo"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains(hint), "{err}");
+}
+
 #[test]
 fn compile_refuses_unsupported_ops_naming_them() {
     let path = testdata().join("check/unsupported_ops.pt2");

@@ -11,9 +11,14 @@ use super::{Args, Translation};
 
 pub(super) fn translation(key: &str) -> Option<Translation> {
     Some(match key {
-        "aten.view.default" | "aten._unsafe_view.default" | "aten.reshape.default" => |a| {
+        "aten.view.default" | "aten._unsafe_view.default" => |a| {
             a.tensor("self")?;
             Ok(Op::View(View { size: a.dims("size")? }))
+        },
+        // As a program that is not decomposed holds it: its sizes are named `shape`.
+        "aten.reshape.default" => |a| {
+            a.tensor("self")?;
+            Ok(Op::View(View { size: a.dims("shape")? }))
         },
         "aten.permute.default" => |a| {
             a.tensor("self")?;
