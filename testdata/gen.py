@@ -1319,6 +1319,8 @@ CNN_BATCH = Dim("batch", min=1, max=16)
 DECODE_T = Dim("T", min=1, max=64)
 # The tokens a call of decoder_rows_prefill takes.
 ROWS_T = Dim("T", min=1, max=16)
+# The tokens a call of gpt_fast_long (a bench model) takes.
+LONG_T = Dim("T", min=1, max=32768)
 
 # What decoder_rows_prefill and its bf16 copy are exported with and checked against.
 ROWS_PREFILL = dict(
@@ -1481,8 +1483,10 @@ MODELS = {
         build=DecoderRows,
         desc="decoder_rows (the same weights) taking T tokens a row at positions of its own: (input_ids "
              "[4, T], input_pos [4, T]) -> logits [4, T, 64], T in 1..16 (a slot's prompt in chunks while "
-             "the others decode); references: decoder_rows' requests, each decoded alone",
-        **ROWS_PREFILL),
+             "the others decode); references: decoder_rows' requests, each decoded alone; case 1: 16 "
+             "tokens a row from position 0 (as many mask rows as the causal buffer holds)",
+        **{**ROWS_PREFILL, "inputs": ROWS_PREFILL["inputs"] + [
+            (torch.randint(0, 64, (4, 16), generator=gen(61)), torch.arange(16).repeat(4, 1))]}),
     "decoder_rows_bf16": dict(
         build=lambda: DecoderRows().to(torch.bfloat16),
         desc="decoder_rows_prefill in bf16 (decoder_rows' weights rounded to bf16, bf16 caches): "
@@ -1875,6 +1879,15 @@ BENCH_MODELS = {
         export_context=real_grouped_mm_under_export,
         graph_has=["torch.ops.aten._grouped_mm.default"],
         graph_lacks=["grouped_mm_fallback"]),
+    "gpt_fast_long": dict(
+        build=lambda: DecoderRows(vocab=256, dim=256, heads=4, layers=1, max_seq=32768, batch=1),
+        desc="decoder_rows_prefill's program (gpt-fast's: the causal mask a [max_seq, max_seq] bool buffer "
+             "indexed by the positions) for one row over 32,768 positions: 1 layer, dim 256, 4 heads of 64, "
+             "vocab 256; T in 1..32768 tokens a call; the 1 GiB mask buffer and the weights written as "
+             "holes (meta device), no eager reference",
+        inputs=[(torch.zeros(1, 64, dtype=torch.long), torch.arange(64).view(1, 64))],
+        dynamic_shapes={"input_ids": {1: LONG_T}, "input_pos": {1: LONG_T}},
+        sparse=True),
     "hf_static_cache_32k": dict(
         build=lambda: HFStaticCacheStep(hidden=256, layers=2, heads=4, kv_heads=2, vocab=256, cache_len=32768),
         desc="hf_static_cache at benchmark size: 2 layers, hidden 256, 4 heads of 64, 2 kv heads, vocab 256, "

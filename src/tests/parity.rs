@@ -85,18 +85,22 @@ pub(super) fn assert_parity_with(name: &str, req: &CompileRequest) -> artifact::
         repeat: 1,
     };
     let report = run(&req).unwrap_or_else(|e| panic!("{name}: {e:#}"));
-    assert!(!report.outputs.is_empty());
-    for o in &report.outputs {
-        // Updated state is compared where the reference has it (a training step's statistics),
-        // every other output always.
-        let Some(c) = &o.comparison else {
-            assert!(o.path.contains("/state_"), "{name}: {} not compared", o.path);
-            continue;
-        };
-        assert!(c.ok, "{name} {}: max abs diff {} (rel {}) {:?}", o.path, c.max_abs_diff, c.max_rel_diff, c.note);
-    }
+    assert_outputs_equal(name, &report);
     assert!(report.ok);
     Artifact::open(&req.artifact).expect("opens").manifest
+}
+
+/// Every output of `report` equals its reference; updated state is compared where the
+/// reference has it (a training step's statistics), every other output always.
+fn assert_outputs_equal(label: &str, report: &crate::run::RunReport) {
+    assert!(!report.outputs.is_empty());
+    for o in &report.outputs {
+        let Some(c) = &o.comparison else {
+            assert!(o.path.contains("/state_"), "{label}: {} not compared", o.path);
+            continue;
+        };
+        assert!(c.ok, "{label} {}: max abs diff {} (rel {}) {:?}", o.path, c.max_abs_diff, c.max_rel_diff, c.note);
+    }
 }
 
 macro_rules! parity_tests {
@@ -252,7 +256,8 @@ fn every_model_matches_with_padding_forced_on() {
 /// `--attention blocked` with blocks of 4 keys (a loop of 3 to 16 blocks): the models with
 /// attention equal eager as with the naive form — f32 and bf16, causal and padding masks,
 /// grouped KV heads, a decode step over a KV cache, an MoE —, and the dynamic ones at every
-/// size, their bucket masks cut into blocks with the keys.
+/// size, their bucket masks cut into blocks with the keys (and gpt-fast's mask, gathered from
+/// a `[max_seq, max_seq]` buffer, gathered per block).
 #[test]
 fn attention_models_match_eager_blocked() {
     let mut req = request();
@@ -262,8 +267,17 @@ fn attention_models_match_eager_blocked() {
         let manifest = assert_parity_with(name, &req);
         assert_eq!(manifest.options.attention.as_deref(), Some("blocked:4"), "{name}");
     }
-    let dynamic =
-        ["llama_tiny_dyn", "bert_meanpool_2d", "llama_1head_dyn", "t5_decoder_dyn", "mla_dyn", "alibi_dyn", "sink_dyn"];
+    let dynamic = [
+        "llama_tiny_dyn",
+        "bert_meanpool_2d",
+        "llama_1head_dyn",
+        "t5_decoder_dyn",
+        "mla_dyn",
+        "alibi_dyn",
+        "sink_dyn",
+        // A causal mask gathered from a buffer by positions (per block at 16 tokens).
+        "decoder_rows_prefill",
+    ];
     for name in dynamic {
         let tmp = TempDir::new(name);
         let artifact = compile_model_with(name, &tmp.0, &req);
@@ -351,10 +365,7 @@ fn run_case(name: &str, artifact: &Path, case: &str, tmp: &Path) -> String {
         repeat: 1,
     };
     let report = run(&req).unwrap_or_else(|e| panic!("{name}{case}: {e:#}"));
-    for (i, o) in report.outputs.iter().enumerate() {
-        let c = o.comparison.as_ref().expect("compared");
-        assert!(c.ok, "{name}{case} out_{i} {:?}: max abs diff {} {:?}", o.dims, c.max_abs_diff, c.note);
-    }
+    assert_outputs_equal(&format!("{name}{case}"), &report);
     report.bucket
 }
 

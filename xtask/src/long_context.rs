@@ -1,7 +1,8 @@
 //! `cargo xtask bench long-context`: what blocked attention buys at long sequences — libtpu's
-//! figures for a Llama-3.2-1B-shaped model (bf16) per prompt length, naive against blocked,
-//! the CPU time per token of the two forms on the small `long_context_dyn`, and the CPU time of
-//! a decode step over a cache of 32,768 positions at several filled lengths.
+//! figures per prompt length, naive against blocked, for a Llama-3.2-1B-shaped model (bf16) and
+//! for a gpt-fast-style one whose causal mask is a `[max_seq, max_seq]` buffer indexed by the
+//! positions; the CPU time per token of the two forms on the small `long_context_dyn`; and the
+//! CPU time of a decode step over a cache of 32,768 positions at several filled lengths.
 
 use std::path::Path;
 
@@ -22,27 +23,34 @@ const CPU_LENGTHS: [i64; 3] = [1024, 4096, 16384];
 const DECODE_POSITIONS: [i64; 4] = [1023, 4095, 16383, 32767];
 
 pub(crate) fn long_context_bench(bin: &Path, tmp: &Path) -> Result<()> {
-    tpu_table(bin, tmp)?;
+    let title = "long-context: Llama-3.2-1B-shaped (bf16, 16 layers, 32 heads) prefill, libtpu's figures per length";
+    tpu_table(bin, tmp, ("llama_1b_long", title), &["tpu:v5e:1x1", "tpu:v6e:1x1"], &LENGTHS)?;
+    println!("(blocks of 512 keys; the outputs hold the logits of every position: 2 bytes × 128,256 per token;");
+    println!(" XLA's cost model counts a loop's body once: blocked FLOPs and bytes count one block per attention)");
+    let title = "\ngpt-fast-style prefill (f32, 1 layer, 4 heads of 64; the causal mask a 1 GiB bool buffer \
+                 [32768, 32768] indexed by the positions), libtpu's figures per length";
+    tpu_table(bin, tmp, ("gpt_fast_long", title), &["tpu:v6e:1x1"], &LENGTHS[1..])?;
+    println!("(the arguments hold the mask buffer: 1 GiB; blocked, each block slices its keys' columns of it)");
     cpu_table(bin, tmp)?;
     decode_table(bin, tmp)
 }
 
-/// The 1B-shaped Llama's prefill per length, target and form: peak device memory and its
+/// A bench model's prefill per length, target and form: peak device memory and its
 /// temporaries, whether it fits the chip's HBM, XLA's FLOPs and the compile time; a length
 /// libtpu refuses (out of HBM at compile time) says so.
-fn tpu_table(bin: &Path, tmp: &Path) -> Result<()> {
-    let model = bench_model("llama_1b_long")?;
+fn tpu_table(bin: &Path, tmp: &Path, (name, title): (&str, &str), targets: &[&str], lengths: &[i64]) -> Result<()> {
+    let model = bench_model(name)?;
     let model = path_str(&model)?;
-    println!("long-context: Llama-3.2-1B-shaped (bf16, 16 layers, 32 heads) prefill, libtpu's figures per length");
+    println!("{title}");
     println!(
         "{:<12} {:>7} {:<8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10}",
         "target", "tokens", "form", "peak GiB", "temp GiB", "HBM GiB", "TFLOP", "GiB read", "compile s"
     );
     const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
-    for target in ["tpu:v5e:1x1", "tpu:v6e:1x1"] {
-        for len in LENGTHS {
+    for &target in targets {
+        for &len in lengths {
             for form in ["naive", "blocked"] {
-                let art = tmp.join("llama_1b_long.tpuexe").display().to_string();
+                let art = tmp.join(format!("{name}.tpuexe")).display().to_string();
                 let buckets = format!("input_ids:1={len}");
                 let m = compile(bin, (model, &art), target, (&buckets, form), &["--weights", "external"])?;
                 if !m.ok {
@@ -69,8 +77,6 @@ fn tpu_table(bin: &Path, tmp: &Path) -> Result<()> {
             }
         }
     }
-    println!("(blocks of 512 keys; the outputs hold the logits of every position: 2 bytes × 128,256 per token;");
-    println!(" XLA's cost model counts a loop's body once: blocked FLOPs and bytes count one block per attention)");
     Ok(())
 }
 

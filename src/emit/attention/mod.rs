@@ -22,7 +22,9 @@
 //!
 //! A mask made element-wise from smaller values (a causal mask from the positions of the
 //! queries and the keys) is made per block in the loop from those values, which the composite
-//! takes instead of the mask: it never exists whole either.
+//! takes instead of the mask: it never exists whole either. So is a mask gathered by positions
+//! from a model's `[max_seq, max_seq]` buffer (gpt-fast's `causal[input_pos]`): each block
+//! gathers its queries' rows from the buffer's columns of its keys.
 //!
 //! A block whose every score a mask makes −inf adds nothing, and is skipped: the loop checks
 //! the masks on the block first (an additive mask all −inf, a `where(c, s, −inf)` with `c`

@@ -1,6 +1,7 @@
 //! The loop's operands: the group's, with each mask made element-wise from smaller values
-//! replaced by those values, and each operand laid out from a larger one (`Kᵀ` from a KV
-//! cache) replaced by it, the ops between rebuilt on each block.
+//! replaced by those values, and each operand laid out from another (`Kᵀ` from a KV cache, a
+//! causal mask gathered from a model's `[max_seq, max_seq]` buffer by positions) replaced by
+//! it, the ops between rebuilt on each block.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -34,9 +35,12 @@ pub(super) fn masks_in_the_loop(graph: &Graph, group: &[ValueRef], cuts: &[Optio
                 add(leaf, cut)?;
             }
             expanded.extend(made.grown);
-        } else if let Some((source, chain)) = cut.and_then(|d| layout_chain(graph, v, d, keys)) {
-            add(source.0, Some(source.1))?;
-            for (value, d) in chain {
+            key_dims.extend(made.key_dims);
+        } else if let Some(layout) = cut.and_then(|d| layout_chain(graph, v, d, keys)) {
+            for (leaf, cut) in layout.leaves() {
+                add(leaf, cut)?;
+            }
+            for (value, d) in layout.chain {
                 expanded.insert(value);
                 key_dims.insert(value, d);
             }
@@ -57,26 +61,43 @@ pub(super) struct Cut {
     pub(super) key_dims: BTreeMap<ValueRef, usize>,
 }
 
+/// How a value (keys at a dim of its own) is laid out from another.
+struct Layout {
+    /// The value it is laid out from, with its keys dim.
+    source: (ValueRef, usize),
+    /// Each value on the way, with its keys dim.
+    chain: Vec<(ValueRef, usize)>,
+    /// What the ops on the way read whole: the indices of a gather of rows.
+    whole: Vec<ValueRef>,
+}
+
+impl Layout {
+    /// The loop's operands it reads, with their cuts.
+    fn leaves(&self) -> impl Iterator<Item = (ValueRef, Option<usize>)> + '_ {
+        std::iter::once((self.source.0, Some(self.source.1))).chain(self.whole.iter().map(|&w| (w, None)))
+    }
+}
+
 /// The value that `v` (keys at dim `d`) is a layout of — through transposes, views that keep
-/// the keys a dim of their own, conversions, products with a number and pads of other dims,
-/// as `Kᵀ = view(permute(K_cache) · scale)` is made from a KV cache — with its keys dim, and
-/// each value on the way with its keys dim. Sliced per block instead of `v`, it is never copied
-/// whole into its new layout (a decode step's cache would be copied at every step). `None`
+/// the keys a dim of their own, conversions, products with a number, pads of other dims and
+/// gathers of other dims, as `Kᵀ = view(permute(K_cache) · scale)` is made from a KV cache and
+/// a causal mask `causal[positions]` from a `[max_seq, max_seq]` buffer —, with each value on
+/// the way. Sliced per block instead of `v`, it is never copied whole into its new layout (a
+/// decode step's cache would be copied at every step, a prompt's mask gathered whole). `None`
 /// when `v` is made otherwise.
-#[allow(clippy::type_complexity)]
-fn layout_chain(
-    graph: &Graph,
-    v: ValueRef,
-    d: usize,
-    keys: i64,
-) -> Option<((ValueRef, usize), Vec<(ValueRef, usize)>)> {
-    let (mut at, mut dim, mut chain) = (v, d, Vec::new());
+fn layout_chain(graph: &Graph, v: ValueRef, d: usize, keys: i64) -> Option<Layout> {
+    let (mut at, mut dim, mut chain, mut whole) = (v, d, Vec::new(), Vec::new());
     while chain.len() < Made::MAX_OPS {
         let node = graph.node(at.node);
         let inputs = graph.inputs(at.node);
-        let [input] = inputs[..] else { break };
+        let Some((&input, rest)) = inputs.split_first() else { break };
         let in_ty = graph.value_type(input);
         let in_dim = match &node.op {
+            Op::Index(_) | Op::IndexSelect(_) => match gathered_dim(graph, at, dim) {
+                Some(e) => e,
+                None => break,
+            },
+            _ if !rest.is_empty() => break,
             Op::Permute(p) => usize::try_from(*p.dims.get(dim)?).ok()?,
             Op::View(_) => dim_of_view(in_ty, graph.value_type(at), dim)?,
             Op::Convert(_) | Op::Identity(_) => dim,
@@ -92,9 +113,29 @@ fn layout_chain(
             break;
         }
         chain.push((at, dim));
+        whole.extend_from_slice(rest);
         (at, dim) = (input, in_dim);
     }
-    (!chain.is_empty()).then_some(((at, dim), chain))
+    (!chain.is_empty()).then_some(Layout { source: (at, dim), chain, whole })
+}
+
+/// The dim of a gather's source that its result's dim `d` is, when the gather takes that dim
+/// whole (it indexes others) and makes at least `1 / GATHER_SHARE` as many elements as its source
+/// holds: a block sliced from the source then reads at most `GATHER_SHARE` times what gathering
+/// it whole would write, and a gather kept whole (before the loop) takes at most that share of
+/// its source. A decode step's one row of a causal mask is thus gathered whole (slicing the
+/// whole buffer per block would read all of it at every step), a prompt's rows per block.
+fn gathered_dim(graph: &Graph, at: ValueRef, d: usize) -> Option<usize> {
+    const GATHER_SHARE: i64 = 8;
+    let node = graph.node(at.node);
+    let inputs = graph.inputs(at.node);
+    let types: Vec<&TensorType> = inputs.iter().map(|&u| graph.value_type(u)).collect();
+    let made = numel(&node.outputs[0]);
+    if made == i64::MAX || made.saturating_mul(GATHER_SHARE) < numel(types[0]) {
+        return None;
+    }
+    let links = node.op.def().position_wise(&types, &node.outputs);
+    links.iter().find(|a| a.slot == 0 && a.out == usize::from(at.slot) && a.out_dim == d).map(|a| a.dim)
 }
 
 /// The dim of `from` that dim `d` of a view `to` of it is, when the view keeps it a dim of its
@@ -121,11 +162,15 @@ fn leaf_cut(ty: &TensorType, keys: i64) -> Option<Option<usize>> {
     }
 }
 
-/// A mask's element-wise ops and the smaller values they start from.
+/// A mask's element-wise ops and the smaller values they start from (or the values they are
+/// laid out from: see [`layout_chain`]).
 #[derive(Default)]
 struct Made {
     grown: BTreeSet<ValueRef>,
     leaves: Vec<ValueRef>,
+    /// Leaves that a layout cuts along a dim of its own, or reads whole.
+    cut_leaves: Vec<(ValueRef, Option<usize>)>,
+    key_dims: BTreeMap<ValueRef, usize>,
     visited: usize,
 }
 
@@ -135,19 +180,24 @@ impl Made {
 
     /// Each leaf with its cut; `None` if one does not broadcast against the keys.
     fn leaf_cuts(&self, graph: &Graph, keys: i64) -> Option<Vec<(ValueRef, Option<usize>)>> {
-        self.leaves.iter().map(|&l| Some((l, leaf_cut(graph.value_type(l), keys)?))).collect()
+        let by_type = self.leaves.iter().map(|&l| Some((l, leaf_cut(graph.value_type(l), keys)?)));
+        by_type.chain(self.cut_leaves.iter().map(|&l| Some(l))).collect()
     }
 
     /// True when `v` (keys last) is made by element-wise ops from values each smaller than the
-    /// result it feeds (broadcast up), which are recorded as leaves.
+    /// result it feeds (broadcast up), which are recorded as leaves, or from values laid out
+    /// from others ([`layout_chain`]: a mask gathered from a buffer).
     fn grow_from_smaller(&mut self, graph: &Graph, v: ValueRef, keys: i64) -> bool {
         let node = graph.node(v.node);
         let ty = graph.value_type(v);
         let elementwise = node.op.is_elementwise() && !node.op.is_random() && node.outputs.len() == 1;
         // The ops visited bound the recursion too: a value joins `grown` only after its inputs.
         self.visited += 1;
-        if !elementwise || ty.dims.last() != Some(&Dim::Static(keys)) || self.visited > Self::MAX_OPS {
+        if ty.dims.last() != Some(&Dim::Static(keys)) || self.visited > Self::MAX_OPS {
             return false;
+        }
+        if !elementwise {
+            return self.laid_out(graph, v, keys);
         }
         let size = numel(ty);
         for u in graph.inputs(v.node) {
@@ -160,6 +210,18 @@ impl Made {
             }
         }
         self.grown.insert(v);
+        true
+    }
+
+    /// True when `v` (keys last) is laid out from another value, which is recorded as a leaf
+    /// with the values its layout reads whole.
+    fn laid_out(&mut self, graph: &Graph, v: ValueRef, keys: i64) -> bool {
+        let Some(layout) = layout_chain(graph, v, graph.value_type(v).rank() - 1, keys) else { return false };
+        self.cut_leaves.extend(layout.leaves());
+        for (value, d) in layout.chain {
+            self.grown.insert(value);
+            self.key_dims.insert(value, d);
+        }
         true
     }
 }
