@@ -291,15 +291,14 @@ fn candidate(
 fn figures(chips: &ChipTable, targets: &[TargetEntry], tokens: Option<u64>) -> Outcome {
     let Some(t) = targets.first() else { return Outcome::Refused("internal: no target compiled".into()) };
     let Some(tpu) = &t.tpu else { return Outcome::Refused("not a TPU target".into()) };
-    let peak = |e: &Executable| e.memory.as_ref().map_or(0, |m| m.peak_bytes.max(0) as u64);
-    let Some(e) = t.executables.iter().max_by_key(|e| peak(e)) else {
+    let Some(e) = largest(t) else {
         return Outcome::Refused("internal: no executable".into());
     };
     let (Some(memory), Some(hbm)) = (&e.memory, tpu.hbm_bytes_per_chip) else {
         return Outcome::Refused("libtpu reported no memory figures".into());
     };
     let (flops, bytes) = e.cost.as_ref().map_or((f64::NAN, f64::NAN), |c| (c.flops, c.bytes_accessed));
-    let collective_bytes = e.collectives.values().map(|c| c.bytes).sum();
+    let collective_bytes = collective_bytes(e);
     let estimate = chips
         .chips
         .get(&tpu.generation)
@@ -307,15 +306,28 @@ fn figures(chips: &ChipTable, targets: &[TargetEntry], tokens: Option<u64>) -> O
         .map(|chip| estimate(chip, tpu.chips, (flops, bytes, collective_bytes), tokens));
     Outcome::Compiled(Figures {
         bucket: e.bucket.clone(),
-        peak_bytes: peak(e),
+        peak_bytes: peak_bytes(e),
         hbm_bytes: hbm,
-        fits: peak(e) <= hbm,
+        fits: peak_bytes(e) <= hbm,
         argument_bytes: memory.argument_bytes.max(0) as u64,
         flops,
         bytes_accessed: bytes,
         collective_bytes,
         estimate,
     })
+}
+
+/// A target's executable with the largest peak (its largest bucket), which the figures are of.
+fn largest(t: &TargetEntry) -> Option<&Executable> {
+    t.executables.iter().max_by_key(|e| peak_bytes(e))
+}
+
+fn peak_bytes(e: &Executable) -> u64 {
+    e.memory.as_ref().map_or(0, |m| m.peak_bytes.max(0) as u64)
+}
+
+fn collective_bytes(e: &Executable) -> u64 {
+    e.collectives.values().map(|c| c.bytes).sum()
 }
 
 /// Batch × sequence of the first integer user input of two dims (token ids), at the largest
@@ -496,12 +508,10 @@ pub(crate) fn choose_mesh(program: &Program, base: &CompileRequest) -> Result<(M
 fn mesh_figures(chips: &ChipTable, mesh: String, targets: &[TargetEntry]) -> MeshTried {
     let (mut peak, mut share, mut call, mut collective) = (0u64, None::<f64>, None::<f64>, 0u64);
     for t in targets {
-        let figures = figures(chips, std::slice::from_ref(t), None);
-        let e = t.executables.iter().max_by_key(|e| e.memory.as_ref().map_or(0, |m| m.peak_bytes));
-        let target_peak = e.and_then(|e| e.memory.as_ref()).map_or(0, |m| m.peak_bytes.max(0) as u64);
-        peak = peak.max(target_peak);
-        collective += e.map_or(0, |e| e.collectives.values().map(|c| c.bytes).sum());
-        if let Outcome::Compiled(f) = figures {
+        // A CPU target has no figures: its peak and collectives are read the same way.
+        peak = peak.max(largest(t).map_or(0, peak_bytes));
+        collective += largest(t).map_or(0, collective_bytes);
+        if let Outcome::Compiled(f) = figures(chips, std::slice::from_ref(t), None) {
             share = Some(share.unwrap_or(0.0).max(f.peak_bytes as f64 / f.hbm_bytes.max(1) as f64));
             if let Some(est) = f.estimate {
                 call = Some(call.unwrap_or(0.0).max(est.call_s));
