@@ -868,6 +868,31 @@ class DualFFN(nn.Module):
         return out
 
 
+class NmsDecode(nn.Module):
+    """Detection post-processing over a data-dependent count of candidates: the boxes that
+    torchvision's `nms` keeps (IoU 0.5), in score order, scaled, with their scores."""
+
+    def forward(self, boxes, scores):
+        import torchvision
+
+        keep = torchvision.ops.nms(boxes, scores, 0.5)
+        return boxes[keep] * 2, scores[keep]
+
+
+def nms_case(n, seed, scores="rand"):
+    """`n` boxes of 1 to 21 pixels in a 30-pixel square (many overlap) and their scores:
+    uniform, normal (negative ones too), two of them −inf, or all equal (ties)."""
+    g = gen(seed)
+    xy = torch.rand(n, 2, generator=g) * 30
+    boxes = torch.cat([xy, xy + torch.rand(n, 2, generator=g) * 20 + 1], 1)
+    s = torch.randn(n, generator=g) if scores == "normal" else torch.rand(n, generator=g)
+    if scores == "-inf":
+        s[[1, n // 2]] = float("-inf")
+    if scores == "ties":
+        s[:] = 0.5
+    return boxes, s
+
+
 class MoEGather(nn.Module):
     """Token-choice MoE as transformers wrote Mixtral's block: per expert, `torch.where` finds its
     tokens (a data-dependent count), gathers them, and `index_add_` scatters the weighted results."""
@@ -1321,6 +1346,8 @@ DECODE_T = Dim("T", min=1, max=64)
 ROWS_T = Dim("T", min=1, max=16)
 # The tokens a call of gpt_fast_long (a bench model) takes.
 LONG_T = Dim("T", min=1, max=32768)
+# The candidate boxes of nms_dyn.
+NMS_BOXES = Dim("boxes", min=2, max=64)
 
 # What decoder_rows_prefill and its bf16 copy are exported with and checked against.
 ROWS_PREFILL = dict(
@@ -1711,6 +1738,14 @@ MODELS = {
         inputs=[(randn((b, s, 8), 1490 + s),) for b, s in ((2, 5), (1, 2), (3, 17), (8, 64), (5, 33), (1, 64),
                                                            (4, 9))],
         dynamic_shapes={"x": {0: BATCH, 1: DYN_SEQ}}),
+    "nms_dyn": dict(
+        build=NmsDecode,
+        desc="torchvision nms (IoU 0.5) over Dim('boxes', 2..64) boxes and scores: the kept boxes (x2) and "
+             "scores, a data-dependent count; cases with negative, −inf and equal scores",
+        inputs=[nms_case(40, 1700, "normal"), nms_case(2, 1701), nms_case(3, 1702, "normal"),
+                nms_case(17, 1703, "-inf"), nms_case(33, 1704, "ties"), nms_case(64, 1705, "normal"),
+                nms_case(9, 1706)],
+        dynamic_shapes={"boxes": {0: NMS_BOXES}, "scores": {0: NMS_BOXES}}),
     "dual_ffn_dyn": dynamic_lm(
         DualFFN,
         "HiggsAudio-style dual FFN (vocab 128, dim 16, MLPs of 32; returns the hidden states): out[mask] = h[mask] + audio(h[mask]) "

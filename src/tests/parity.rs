@@ -175,7 +175,8 @@ parity_tests!(
     moe_split_counts,
     moe_split_counts_dyn,
     dual_ffn_dyn,
-    long_context_dyn
+    long_context_dyn,
+    nms_dyn
 );
 
 #[test]
@@ -384,7 +385,8 @@ fn run_case(name: &str, artifact: &Path, case: &str, tmp: &Path) -> String {
 /// attention with complex rotary embeddings, sizes as operands of tensor arithmetic, a
 /// JetMoE-style MoE whose pieces of sorted tokens have sizes from data, HiggsAudio's dual FFN
 /// (`out[mask] = f(h[mask])`: rows counted by data written back through the mask), and an
-/// encoder at up to 32,768 tokens (its large buckets' attention blocked by `--attention auto`).
+/// encoder at up to 32,768 tokens (its large buckets' attention blocked by `--attention auto`),
+/// and torchvision's `nms` over a dynamic count of boxes (the padded ones sorted last).
 #[test]
 fn dynamic_models_match_eager_at_every_size() {
     let models = [
@@ -413,6 +415,7 @@ fn dynamic_models_match_eager_at_every_size() {
         ("moe_split_counts_dyn", 13),
         ("dual_ffn_dyn", 13),
         ("long_context_dyn", 5),
+        ("nms_dyn", 7),
     ];
     for (name, min_cases) in models {
         let tmp = TempDir::new(name);

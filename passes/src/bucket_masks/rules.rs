@@ -107,6 +107,7 @@ impl Masker<'_> {
             Op::Scatter(Scatter { dim, .. }) => self.scatter(graph, id, norm_dim(*dim, rank(0)), across),
             Op::MaskedScatter(_) => self.masked_scatter(graph, id, in_dyn),
             Op::Fft(fft) => self.fourier(graph, id, fft, across),
+            Op::NmsKeep(_) => self.nms(graph, id, across),
             _ => Err(REFUSED.into()),
         }
     }
@@ -506,6 +507,27 @@ impl Masker<'_> {
         if matches!(graph.node(id).op, Op::Sort(_)) {
             self.perms.insert(indices, f);
         }
+        Ok(())
+    }
+
+    /// Non-maximum suppression over a padded count of boxes: the scores past the real count are
+    /// made −inf, so that the stable sort puts every padded box after every real one (after a
+    /// real −inf score too: ties keep the boxes' order). A box is only suppressed by boxes before
+    /// it, so no padded box changes a real box's decision: the decisions and the order have
+    /// their real positions first, and the order's values are real positions of the boxes (the
+    /// `nonzero` after it masks the padded decisions).
+    fn nms(&mut self, graph: &mut Graph, id: NodeId, across: &[Across]) -> Result<(), String> {
+        if across.iter().any(|(_, d, f)| *d != 0 || f.len() > 1) {
+            return Err("suppresses along a dynamic dim that merges sizes, or along a box's coordinates".into());
+        }
+        let Some((_, _, f)) = across.iter().find(|(slot, ..)| *slot == 1) else {
+            return Err("its boxes are padded and its scores are not".into());
+        };
+        let f = f.clone();
+        self.mask_input(graph, id, 1, &[0], Scalar::Float(f64::NEG_INFINITY))?;
+        let order = ValueRef { node: id, slot: 1 };
+        self.positions.insert(order, f.clone());
+        self.perms.insert(order, f);
         Ok(())
     }
 

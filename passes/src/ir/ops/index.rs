@@ -495,6 +495,10 @@ impl OpDef for NmsKeep {
         }
         Ok(vec![Expected::exact(DType::Bool, &scores.dims), Expected::exact(DType::I64, &scores.dims)])
     }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Rule
+    }
 }
 
 /// Index tensors hold integers (bool masks are data-dependent and handled apart).
