@@ -868,6 +868,14 @@ class DualFFN(nn.Module):
         return out
 
 
+class UniqueCounts(nn.Module):
+    """`torch.unique` (sorted) with the inverse and the counts: a data-dependent count."""
+
+    def forward(self, x):
+        values, inverse, counts = torch.unique(x, return_inverse=True, return_counts=True)
+        return values * 2, inverse, counts
+
+
 class NmsDecode(nn.Module):
     """Detection post-processing over a data-dependent count of candidates: the boxes that
     torchvision's `nms` keeps (IoU 0.5), in score order, scaled, with their scores."""
@@ -1738,6 +1746,14 @@ MODELS = {
         inputs=[(randn((b, s, 8), 1490 + s),) for b, s in ((2, 5), (1, 2), (3, 17), (8, 64), (5, 33), (1, 64),
                                                            (4, 9))],
         dynamic_shapes={"x": {0: BATCH, 1: DYN_SEQ}}),
+    "unique_dyn": dict(
+        build=UniqueCounts,
+        desc="torch.unique(x, return_inverse=True, return_counts=True) over Dim('n', 2..64) int64 values: "
+             "the distinct values (x2), each element's index among them and their counts; a case holds the "
+             "largest int64 twice (the value a size bucket pads the sort with)",
+        inputs=[(torch.randint(0, 10, (n,), generator=gen(1710 + n)),) for n in (40, 2, 3, 17, 64, 33)]
+        + [(torch.tensor([5, 2**63 - 1, 3, 2**63 - 1, 1]),)],
+        dynamic_shapes={"x": {0: Dim("n", min=2, max=64)}}),
     "nms_dyn": dict(
         build=NmsDecode,
         desc="torchvision nms (IoU 0.5) over Dim('boxes', 2..64) boxes and scores: the kept boxes (x2) and "
@@ -2155,7 +2171,8 @@ def generate(name, spec, outdir):
               f"{[tuple(t.shape) for t in args]} max|eager-loaded|={diff:.3g}")
         # bf16 keeps 8 significant bits: the loaded module's decomposed ops round differently
         # from eager's fused kernels by a few units in the last place.
-        scale = max(max(float(t.float().abs().max()) for t in eager if t.is_floating_point() and t.numel()), 1.0)
+        floats = [float(t.float().abs().max()) for t in eager if t.is_floating_point() and t.numel()]
+        scale = max(floats + [1.0])
         half = any(t.dtype in (torch.bfloat16, torch.float16) for t in eager)
         bound = spec.get("tolerance", 2e-2 if half else 1e-4) * (scale if half else 1.0)
         assert diff <= bound, f"{name}: loaded module differs from eager ({diff}, bound {bound})"

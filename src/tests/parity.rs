@@ -176,7 +176,8 @@ parity_tests!(
     moe_split_counts_dyn,
     dual_ffn_dyn,
     long_context_dyn,
-    nms_dyn
+    nms_dyn,
+    unique_dyn
 );
 
 #[test]
@@ -386,7 +387,8 @@ fn run_case(name: &str, artifact: &Path, case: &str, tmp: &Path) -> String {
 /// JetMoE-style MoE whose pieces of sorted tokens have sizes from data, HiggsAudio's dual FFN
 /// (`out[mask] = f(h[mask])`: rows counted by data written back through the mask), and an
 /// encoder at up to 32,768 tokens (its large buckets' attention blocked by `--attention auto`),
-/// and torchvision's `nms` over a dynamic count of boxes (the padded ones sorted last).
+/// torchvision's `nms` over a dynamic count of boxes (the padded ones sorted last) and
+/// `torch.unique` with its inverse and counts over a dynamic length.
 #[test]
 fn dynamic_models_match_eager_at_every_size() {
     let models = [
@@ -416,6 +418,7 @@ fn dynamic_models_match_eager_at_every_size() {
         ("dual_ffn_dyn", 13),
         ("long_context_dyn", 5),
         ("nms_dyn", 7),
+        ("unique_dyn", 7),
     ];
     for (name, min_cases) in models {
         let tmp = TempDir::new(name);

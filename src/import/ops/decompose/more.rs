@@ -5,8 +5,8 @@
 //! `x[mask]` (a `nonzero` and a gather).
 
 use torchtpu_passes::ir::ops::{
-    Arange, Binary, Bmm, Cat, Clamp, Convolution, Cumulative, Expand, Full, Index, IndexPut, Mm, Nonzero, Permute,
-    Rand, Reduce, Select, Slice, Sort, Unsqueeze, View,
+    Arange, ArangeSym, Binary, Bmm, Clamp, Convolution, Cumulative, Expand, Full, Index, IndexPut, Mm, Nonzero,
+    Permute, Rand, Reduce, Select, Slice, Sort, Unsqueeze, View,
 };
 use torchtpu_passes::ir::{
     BinaryOp, CumulativeOp, DType, Dim, Op, Operand, ReduceOp, Scalar, TensorType, UnaryOp, ValueRef,
@@ -330,25 +330,32 @@ pub(crate) fn unique(a: &mut Args<'_>) -> R<Recipe> {
     Ok(Box::new(move |w| {
         let x = w.inputs[0];
         let ty = w.ty(x);
-        let n = static_dims(&ty, "unique's input")?.iter().product::<i64>();
+        // A 1-d input may have a symbolic length (a size bucket pads it: see `bucket_masks`).
+        let n = match &ty.dims[..] {
+            [n] => n.clone(),
+            _ => Dim::Static(static_dims(&ty, "unique's input")?.iter().product::<i64>()),
+        };
         let outs = w.outputs.clone();
         let [values_ty, inverse_ty, counts_ty] = &outs[..] else { return Err("internal: three results".into()) };
         let rows = values_ty.dims.first().cloned().ok_or("internal: 1-d values")?;
-        if n == 0 {
+        if n == Dim::Static(0) {
             return outs.iter().map(|t| filled(w, t, Scalar::Int(0))).collect();
         }
-        let (i64s, flat) = (TensorType::new(DType::I64, &[n]), vec![Dim::Static(n)]);
-        let flat = w.op(Op::View(View { size: flat }), &[x])?;
+        let i64s = TensorType { dtype: DType::I64, dims: vec![n.clone()] };
+        let flat = w.op(Op::View(View { size: vec![n.clone()] }), &[x])?;
         let sort = Op::Sort(Sort { dim: 0, descending: false, stable: true });
-        let sorted = w.typed(sort, &[flat], vec![TensorType::new(ty.dtype, &[n]), i64s.clone()])?;
+        let sorted_ty = TensorType { dtype: ty.dtype, dims: vec![n.clone()] };
+        let sorted = w.typed(sort, &[flat], vec![sorted_ty, i64s.clone()])?;
         let (sorted, perm) = (sorted[0], sorted[1]);
-        let slice = |w: &mut Wire<'_>, v, from: i64, to: i64| {
-            w.op(Op::Slice(Slice { dim: 0, start: Dim::Static(from), end: Dim::Static(to), step: 1 }), &[v])
-        };
-        let (before, after) = (slice(w, sorted, 0, n - 1)?, slice(w, sorted, 1, n)?);
-        let differs = w.op(tensor_op(BinaryOp::Ne), &[after, before])?;
-        let first = filled(w, &TensorType::new(DType::Bool, &[1]), Scalar::Bool(true))?;
-        let starts = w.op(Op::Cat(Cat { dim: 0 }), &[first, differs])?;
+        // A run of equal values starts where an element differs from the one before it (each
+        // read at `max(i - 1, 0)`, so that a padded length needs no slice of it).
+        let at = w.typed(Op::ArangeSym(ArangeSym { start: 0, end: n, step: 1 }), &[], vec![i64s.clone()])?[0];
+        let before = w.op(scalar_op(BinaryOp::Sub, Scalar::Int(1)), &[at])?;
+        let before = w.op(scalar_op(BinaryOp::Maximum, Scalar::Int(0)), &[before])?;
+        let before = w.op(Op::Index(Index { present: vec![true] }), &[sorted, before])?;
+        let differs = w.op(tensor_op(BinaryOp::Ne), &[sorted, before])?;
+        let first = w.op(scalar_op(BinaryOp::Eq, Scalar::Int(0)), &[at])?;
+        let starts = w.op(tensor_op(BinaryOp::LogicalOr), &[differs, first])?;
         let at = w.op(Op::Nonzero(Nonzero { size: rows.clone() }), &[starts])?;
         let at = w.op(Op::Select(Select { dim: 1, index: 0 }), &[at])?;
         let values = w.op(Op::Index(Index { present: vec![true] }), &[sorted, at])?;
