@@ -30,6 +30,10 @@ pub struct CheckReport {
     pub nodes: usize,
     /// Problems grouped by op target, sorted by target.
     pub problems: Vec<OpProblem>,
+    /// Advice for the whole program: ops outside Core ATen mean it was saved without
+    /// `run_decompositions()` (see [`crate::coverage::undecomposed_hint`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
 }
 
 /// All nodes of one target that cannot be lowered.
@@ -79,7 +83,8 @@ pub fn check(program: &Program, file: &str) -> CheckReport {
         }
     }
     let problems: Vec<OpProblem> = groups.into_values().collect();
-    CheckReport { format: CHECK_FORMAT, file: file.to_string(), ok: problems.is_empty(), nodes, problems }
+    let hint = crate::coverage::undecomposed_hint(problems.iter().map(|p| p.target.as_str()));
+    CheckReport { format: CHECK_FORMAT, file: file.to_string(), ok: problems.is_empty(), nodes, problems, hint }
 }
 
 /// A dynamic program must also compile into its size buckets: each bucket of the default plan
@@ -170,8 +175,8 @@ pub(crate) fn render_text(r: &CheckReport) -> String {
             let _ = writeln!(out, "    at {line}");
         }
     }
-    if let Some(hint) = crate::coverage::undecomposed_hint(ops.iter().map(|p| p.target.as_str())) {
-        let _ = writeln!(out, "{hint}");
+    if let Some(hint) = &r.hint {
+        let _ = writeln!(out, "hint: {hint}");
     }
     out
 }

@@ -31,7 +31,7 @@ pub(crate) fn undecomposed_hint<'a>(targets: impl IntoIterator<Item = &'a str>) 
     let more = if ops.len() > 4 { format!(" and {} more", ops.len() - 4) } else { String::new() };
     (!ops.is_empty()).then(|| {
         format!(
-            "hint: {}{more} {} not Core ATen: the program seems saved without decomposing it; \
+            "{}{more} {} not Core ATen: the program seems saved without decomposing it; \
              `torch.export.save(ep.run_decompositions(), path)` writes the Core ATen ops this compiler lowers",
             shown.join(", "),
             if ops.len() == 1 { "is" } else { "are" }
@@ -57,7 +57,7 @@ mod tests {
     fn ops_outside_core_aten_get_the_decomposition_hint() {
         let targets = ["torch.ops.aten.linear.default", "torch.ops.aten.transpose.int", "aten.linear.default"];
         let hint = undecomposed_hint(targets).expect("a hint");
-        assert!(hint.starts_with("hint: `aten.linear.default`, `aten.transpose.int` are not Core ATen"), "{hint}");
+        assert!(hint.starts_with("`aten.linear.default`, `aten.transpose.int` are not Core ATen"), "{hint}");
         assert!(hint.contains("ep.run_decompositions()"), "{hint}");
         // A Core ATen op refused, or another library's op: no hint.
         assert_eq!(undecomposed_hint(["aten._local_scalar_dense.default", "testlib.scale_rows.default"]), None);

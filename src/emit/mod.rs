@@ -125,7 +125,7 @@ fn list_failures(failures: &[NodeFailure]) -> String {
         }
     }
     if let Some(hint) = crate::coverage::undecomposed_hint(failures.iter().map(|f| f.target.as_str())) {
-        s.push_str(&format!("\n{hint}"));
+        s.push_str(&format!("\nhint: {hint}"));
     }
     s
 }

@@ -163,15 +163,16 @@ fn an_undecomposed_program_gets_the_decomposition_hint() {
     let targets: Vec<&str> =
         report["problems"].as_array().expect("list").iter().filter_map(|p| p["target"].as_str()).collect();
     assert_eq!(targets, ["aten.linear.default"]);
-    let hint = "hint: `aten.linear.default` is not Core ATen: the program seems saved without decomposing it; \
+    let hint = "`aten.linear.default` is not Core ATen: the program seems saved without decomposing it; \
                 `torch.export.save(ep.run_decompositions(), path)` writes the Core ATen ops this compiler lowers";
+    assert_eq!(report["hint"], hint);
     let (code, out, _) = run_cli(&["check", path]);
     assert_eq!(code, 1);
-    assert!(out.ends_with(&format!("{hint}\n")), "{out}");
+    assert!(out.ends_with(&format!("hint: {hint}\n")), "{out}");
     let mlir = std::env::temp_dir().join(format!("torchtpu-undecomposed-{}.mlir", std::process::id()));
     let (code, _, err) = run_cli(&["compile", path, "-o", mlir.to_str().expect("utf-8"), "--emit", "stablehlo"]);
     assert_eq!(code, 1, "{err}");
-    assert!(err.contains(hint), "{err}");
+    assert!(err.contains(&format!("\nhint: {hint}")), "{err}");
 }
 
 #[test]
