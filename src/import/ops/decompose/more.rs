@@ -349,12 +349,13 @@ pub(crate) fn unique(a: &mut Args<'_>) -> R<Recipe> {
         let (sorted, perm) = (sorted[0], sorted[1]);
         // A run of equal values starts where an element differs from the one before it (each
         // read at `max(i - 1, 0)`, so that a padded length needs no slice of it).
-        let at = w.typed(Op::ArangeSym(ArangeSym { start: 0, end: n, step: 1 }), &[], vec![i64s.clone()])?[0];
-        let before = w.op(scalar_op(BinaryOp::Sub, Scalar::Int(1)), &[at])?;
+        let positions = ArangeSym { start: 0, end: n, step: 1 };
+        let positions = w.typed(Op::ArangeSym(positions), &[], vec![i64s.clone()])?[0];
+        let before = w.op(scalar_op(BinaryOp::Sub, Scalar::Int(1)), &[positions])?;
         let before = w.op(scalar_op(BinaryOp::Maximum, Scalar::Int(0)), &[before])?;
         let before = w.op(Op::Index(Index { present: vec![true] }), &[sorted, before])?;
         let differs = w.op(tensor_op(BinaryOp::Ne), &[sorted, before])?;
-        let first = w.op(scalar_op(BinaryOp::Eq, Scalar::Int(0)), &[at])?;
+        let first = w.op(scalar_op(BinaryOp::Eq, Scalar::Int(0)), &[positions])?;
         let starts = w.op(tensor_op(BinaryOp::LogicalOr), &[differs, first])?;
         let at = w.op(Op::Nonzero(Nonzero { size: rows.clone() }), &[starts])?;
         let at = w.op(Op::Select(Select { dim: 1, index: 0 }), &[at])?;
