@@ -23,7 +23,10 @@ with --no-tpu: the CPU verdicts stand, and a TPU compile that fails becomes the 
 a row the table holds as passed without a TPU compile, and this machine has no export of, is
 swept again in full).
 Each model is exported in a child process with a time limit, so one that hangs or crashes torch
-is recorded, not fatal.
+is recorded, not fatal. A row's archives are removed once its verdicts are all recorded and
+passed (torchvision's and timm's take hundreds of MB each; --keep-exports keeps them), and the
+sweep stops, keeping every row so far, when less than 4 GiB is free: a full disk would fail
+exports in ways recorded as the model's.
 
 Outcomes, per column (static, dynamic):
   EXPORT   torch.export failed (torch's error, first line), or the program it wrote differs
@@ -34,9 +37,11 @@ Outcomes, per column (static, dynamic):
   CRASH    the compiler panicked, aborted or was killed (exit >= 101 or a signal), or hung
 """
 import argparse
+import glob
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import traceback
@@ -667,6 +672,28 @@ def add_tpu(compiler, d, result, done):
     return result
 
 
+# Free space below which the sweep stops before a row: a full disk fails exports in ways that
+# would be recorded as the model's (an export "timed out or crashed").
+MIN_FREE_BYTES = 4 << 30
+
+
+def enough_disk(path):
+    """Exits, keeping every row so far, when `path`'s disk has less than MIN_FREE_BYTES free."""
+    free = shutil.disk_usage(path).free
+    if free < MIN_FREE_BYTES:
+        sys.exit(f"zoo: only {free >> 20} MiB free under {path}; stopping before recording another row "
+                 f"(the rows so far are kept; free space and run again to resume)")
+
+
+def drop_exports(args, d, result):
+    """Removes a row's archives once its verdicts are all recorded (TPU included) and none needs
+    a re-check: a vision model's exports take hundreds of MB each. `--keep-exports` keeps them."""
+    passed = all(result[k][0] in ("PASS", "EXPORT") for k in ("static", "dynamic"))
+    if passed and result.get("tpu") is True and not args.keep_exports:
+        for path in glob.glob(os.path.join(d, "*.pt2")):
+            os.remove(path)
+
+
 def export(args, task, model_type, d):
     """Runs the worker for one model type, with a time limit."""
     try:
@@ -679,11 +706,14 @@ def export(args, task, model_type, d):
 def sweep_one(args, task, model_type):
     d = os.path.join(args.out, task, model_type)
     done = os.path.join(d, "result.json")
+    enough_disk(args.out)
     if os.path.exists(done) and not args.again:
         previous = json.load(open(done))
         passed = all(previous[k][0] in ("PASS", "EXPORT") for k in ("static", "dynamic"))
         if args.add_tpu and not previous.get("tpu") and "tpu" in previous and not args.recheck:
-            return add_tpu(args.compiler, d, previous, done)
+            result = add_tpu(args.compiler, d, previous, done)
+            drop_exports(args, d, result)
+            return result
         if not (args.recheck and not passed):
             return previous
     os.makedirs(d, exist_ok=True)
@@ -703,7 +733,9 @@ def sweep_one(args, task, model_type):
                                              scale_rule=task in SCALE_RULE_TASKS))
         result["tpu"] = not args.no_tpu
         result["dynamic_dims"] = info.get("dynamic_dims")
+    enough_disk(args.out)
     json.dump(result, open(done, "w"))
+    drop_exports(args, d, result)
     return result
 
 
@@ -786,6 +818,8 @@ def main():
     p.add_argument("--add-tpu", action="store_true",
                    help="compile for tpu:v6e:1x1 what passed on CPU without it (CPU verdicts stand)")
     p.add_argument("--table-only", action="store_true", help="write the table from the results so far")
+    p.add_argument("--keep-exports", action="store_true",
+                   help="keep a row's archives after its verdicts are recorded (they are removed by default)")
     p.add_argument("--table", default=os.path.join(ROOT, "docs", "zoo.md"))
     args = p.parse_args()
     tasks = args.tasks.split(",")
