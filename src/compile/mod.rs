@@ -258,6 +258,16 @@ pub fn compile_to_cache(program: &Program, req: &CompileRequest, only: Only<'_>)
     })
 }
 
+/// Device memory of StableHLO `text` compiled for `target` over `partitions` devices, with no
+/// cache: what tests of a lowering's memory read.
+#[cfg(test)]
+pub(crate) fn memory_of(text: &str, target: &Target, partitions: u32) -> Result<artifact::MemoryInfo, Error> {
+    let compiler = TargetCompiler::new(target, None, partitions)?;
+    let cache = Cache::open(&CacheConfig { dir: None, max_bytes: 0, remote: None, publish_hits: false });
+    let compiled = compiler.compile(text.as_bytes(), &explain::Origin::default(), &cache)?;
+    compiled.meta.memory.ok_or_else(|| Error::Unsupported(format!("no memory figures for {target}")))
+}
+
 /// Lowers and compiles `program` for `req`'s targets without writing an artifact: each
 /// target's entry as a manifest would hold it (per bucket: device memory, XLA's cost model, the
 /// collectives). What `plan` reads.

@@ -37,7 +37,7 @@ mod tensor;
 
 use std::collections::BTreeMap;
 use torchtpu_passes::ir::ops::{
-    AdaptiveAvgPoolBackward, Arange, ArangeSym, AsStrided, AvgPoolBackward, Binary, Bmm, Cat, Cdist, Clamp,
+    AdaptiveAvgPoolBackward, After, Arange, ArangeSym, AsStrided, AvgPoolBackward, Binary, Bmm, Cat, Cdist, Clamp,
     ClampTensor, Convert, ConvolutionBackward, CopyFrom, Cumulative, Embedding, EmbeddingBackward, ExtremumDim, Flip,
     Full, FullLike, Gather, Identity, Index, IndexPut, IndexSelect, LeakyRelu, Literal, MaskedScatter, MaxPoolBackward,
     Mm, Pad, PadMode, Pdist, Permute, RandPerm, Repeat, ScalarTensor, Scatter, Select, SelectScatter, Slice,
@@ -524,6 +524,7 @@ fn emit_node<'c, 'b>(
         Op::Permute(Permute { dims }) => one(shape::permute(b, dims, args[0], &out[0])),
         Op::Expand(_) => one(shape::expand(b, args[0], &out[0])),
         Op::Identity(Identity) => Ok(vec![args[0].v]),
+        Op::After(After) => one(sharding::after(b, args[0], args[1])),
         Op::Slice(Slice { dim, start, end, step }) => one(shape::slice(b, *dim, start, end, *step, args[0], &out[0])),
         Op::Cat(Cat { dim }) => one(shape::cat(b, *dim, args, &out[0])),
         Op::SplitWithSizes(SplitWithSizes { dim, .. }) => shape::split(b, *dim, args[0], out),

@@ -13,6 +13,7 @@ use melior::Context;
 use torchtpu_passes::ir::{Mesh, Sharding, TensorType};
 
 use super::builder::{Builder, LowerResult};
+use super::Arg;
 
 /// The mesh's symbol.
 const MESH: &str = "mesh";
@@ -50,4 +51,12 @@ pub(super) fn constrain<'c, 'b>(
     let dims = super::builder::static_dims(ty)?;
     Ok(b.op_n("sdy.sharding_constraint", &[v], &[(&dims, ty.dtype)], &[("sharding", attribute(sharding))], vec![])?
         .remove(0))
+}
+
+/// `x`, once `y` exists: result 0 of `stablehlo.optimization_barrier(x, y)`.
+pub(super) fn after<'c, 'b>(b: &Builder<'c, 'b>, x: Arg<'c, 'b, '_>, y: Arg<'c, 'b, '_>) -> LowerResult<Value<'c, 'b>> {
+    let (xd, yd) = (super::builder::static_dims(x.ty)?, super::builder::static_dims(y.ty)?);
+    let both =
+        b.op_n("stablehlo.optimization_barrier", &[x.v, y.v], &[(&xd, x.ty.dtype), (&yd, y.ty.dtype)], &[], vec![])?;
+    Ok(both[0])
 }

@@ -1,30 +1,52 @@
 //! Axis `fsdp` (fully sharded data parallelism's parameter split): every weight is stored split
 //! along `fsdp` as well, so each device holds 1/`fsdp` of it, and is gathered whole along
-//! `fsdp` where it is used. The gather is a constraint on a copy of the weight that all its
-//! users read: the partitioner all-gathers the pieces there. The batch is split along `dp`
-//! only, as the `auto` plan does without `fsdp`.
+//! `fsdp` where it is used. The gather is a constraint on a copy of the weight: the
+//! partitioner all-gathers the pieces there. The batch is split along `dp` only, as the `auto`
+//! plan does without `fsdp`.
+//!
+//! When the gather happens decides the peak: XLA may start every gather at the program's
+//! start, holding all weights whole at once (a 70B-shaped model on 16 chips needed more
+//! temporaries than its share of the weights). So a use that reaches a contraction or a gather
+//! with an activation operand gets its own copy, gathered [`After`] that activation exists:
+//! each weight is whole only from its layer's input to its use.
 
-use crate::ir::ops::Identity;
+use crate::ir::ops::{After, Identity};
 use std::cmp::Reverse;
+use std::collections::HashSet;
 
 use crate::ir::{Graph, Mesh, Node, NodeId, Op, Sharding, ValueRef};
+
+/// How many single-operand ops (layout changes, conversions) a walk from a weight to the op
+/// that uses it goes through at most.
+const MAX_WALK: usize = 8;
+
+/// What [`split_weights`] did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(super) struct FsdpCounts {
+    /// Weights stored split along `fsdp`.
+    pub split: usize,
+    /// Weights left whole: no dim divides.
+    pub whole: usize,
+    /// Uses of split weights gathered once their activation is ready.
+    pub timed: usize,
+}
 
 /// The axis's name.
 pub(super) const FSDP: &str = "fsdp";
 
-/// Splits every used weight along `fsdp` where a dim divides, gathering it where used; the
-/// numbers of weights split and left whole.
-pub(super) fn split_weights(graph: &mut Graph, mesh: &Mesh) -> (usize, usize) {
+/// Splits every used weight along `fsdp` where a dim divides, gathering it where used.
+pub(super) fn split_weights(graph: &mut Graph, mesh: &Mesh) -> FsdpCounts {
+    let mut counts = FsdpCounts::default();
     if mesh.size(FSDP) == 1 {
-        return (0, 0);
+        return counts;
     }
+    let live = live_nodes(graph);
     let weights: Vec<NodeId> = graph
         .graph_inputs()
         .iter()
         .copied()
         .filter(|&id| matches!(&graph.node(id).op, Op::Input(k) if k.is_weight()) && !graph.users(id).is_empty())
         .collect();
-    let (mut split, mut whole) = (0, 0);
     for w in weights {
         let node = graph.node(w);
         let dims = node.outputs[0].static_dims().unwrap_or_default();
@@ -32,13 +54,13 @@ pub(super) fn split_weights(graph: &mut Graph, mesh: &Mesh) -> (usize, usize) {
         match with_fsdp(&before, &dims, mesh) {
             Some(after) => {
                 graph.node_mut(w).sharding = Some(after);
-                gather_where_used(graph, w, before);
-                split += 1;
+                counts.timed += gather_where_used(graph, w, &before, &live);
+                counts.split += 1;
             }
-            None => whole += 1,
+            None => counts.whole += 1,
         }
     }
-    (split, whole)
+    counts
 }
 
 /// `s` with `fsdp` added: on the largest dim that no other axis splits and that divides (the
@@ -54,16 +76,90 @@ fn with_fsdp(s: &Sharding, dims: &[i64], mesh: &Mesh) -> Option<Sharding> {
     Some(out)
 }
 
-/// Makes every user of weight `w` read a copy of it constrained to `whole` (its sharding
-/// without `fsdp`).
-fn gather_where_used(graph: &mut Graph, w: NodeId, whole: Sharding) {
+/// Makes every use of weight `w` read a copy of it constrained to `whole` (its sharding
+/// without `fsdp`): a copy per use that has an activation to wait for, one shared by the
+/// others (and the graph outputs); the number of the first.
+fn gather_where_used(graph: &mut Graph, w: NodeId, whole: &Sharding, live: &HashSet<NodeId>) -> usize {
+    let from = ValueRef { node: w, slot: 0 };
+    let uses: Vec<(NodeId, u16)> = graph.users(w).into_iter().map(|(user, slot, _)| (user, slot)).collect();
+    let numbered = |suffix: &str, i: usize| if uses.len() == 1 { suffix.to_string() } else { format!("{suffix}.{i}") };
+    let mut shared = vec![];
+    let mut timed = 0;
+    for (i, &(user, slot)) in uses.iter().enumerate() {
+        let Some(activation) = activation_of_use(graph, user, live) else {
+            shared.push((user, slot));
+            continue;
+        };
+        let node = graph.node(w);
+        let ready = Node::derived(node, numbered("ready", i), Op::After(After), [node.outputs[0].clone()]);
+        let ready = graph.add_op(ready, &[from, activation]);
+        let copy = gathered_copy(graph, w, ValueRef { node: ready, slot: 0 }, numbered("gathered", i), whole);
+        graph.set_input(user, slot, copy);
+        timed += 1;
+    }
+    if !shared.is_empty() || graph.outputs().iter().any(|o| o.value == from) {
+        let copy = gathered_copy(graph, w, from, "gathered".to_string(), whole);
+        for (user, slot) in shared {
+            graph.set_input(user, slot, copy);
+        }
+        graph.redirect_outputs(from, copy);
+    }
+    timed
+}
+
+/// A copy of `value` (weight `w` or what stands for it), constrained to `whole`.
+fn gathered_copy(graph: &mut Graph, w: NodeId, value: ValueRef, suffix: String, whole: &Sharding) -> ValueRef {
     let node = graph.node(w);
-    let mut copy = Node::derived(node, "gathered", Op::Identity(Identity), [node.outputs[0].clone()]);
-    copy.sharding = Some(whole);
-    let copy = graph.add_op(copy, &[]);
-    let (from, to) = (ValueRef { node: w, slot: 0 }, ValueRef { node: copy, slot: 0 });
-    graph.replace_uses(from, to);
-    graph.set_input(copy, 0, from);
+    let mut copy = Node::derived(node, suffix, Op::Identity(Identity), [node.outputs[0].clone()]);
+    copy.sharding = Some(whole.clone());
+    ValueRef { node: graph.add_op(copy, &[value]), slot: 0 }
+}
+
+/// The activation a use of a weight waits for: walking from `user` through ops of one operand
+/// and one user, the operand computed from the caller's inputs of the first contraction or
+/// gather reached; `None` when the walk stops elsewhere.
+fn activation_of_use(graph: &Graph, mut node: NodeId, live: &HashSet<NodeId>) -> Option<ValueRef> {
+    for _ in 0..MAX_WALK {
+        let inputs = graph.inputs(node);
+        if waits_for_an_activation(&graph.node(node).op) {
+            return inputs.into_iter().find(|v| live.contains(&v.node));
+        }
+        if inputs.len() != 1 || graph.is_output(node) {
+            return None;
+        }
+        let [(next, _, _)] = graph.users(node)[..] else { return None };
+        node = next;
+    }
+    None
+}
+
+/// Contractions and gathers: the ops a weight is used by in a layer, with an activation.
+fn waits_for_an_activation(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Mm(_)
+            | Op::Bmm(_)
+            | Op::Addmm(_)
+            | Op::GroupedMm(_)
+            | Op::Convolution(_)
+            | Op::Embedding(_)
+            | Op::EmbeddingBag(_)
+            | Op::Index(_)
+            | Op::IndexSelect(_)
+            | Op::Gather(_)
+    )
+}
+
+/// The nodes computed from the caller's inputs (not from weights alone).
+fn live_nodes(graph: &Graph) -> HashSet<NodeId> {
+    let mut live = HashSet::new();
+    for id in graph.topo_order().unwrap_or_default() {
+        let from_caller = matches!(&graph.node(id).op, Op::Input(k) if !k.is_weight());
+        if from_caller || graph.inputs(id).iter().any(|v| live.contains(&v.node)) {
+            live.insert(id);
+        }
+    }
+    live
 }
 
 #[cfg(test)]

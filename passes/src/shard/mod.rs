@@ -161,9 +161,10 @@ impl Pass for Shard {
             cx.note(weights, "expert weights split along the experts (ep)");
             cx.note(grouped, "grouped matmuls combined across ep (one all-reduce each)");
         }
-        let (split, whole) = fsdp::split_weights(graph, &mesh);
-        cx.note(split, "weights split along fsdp, gathered where used");
-        cx.note(whole, "weights left whole along fsdp: no dim divides");
+        let fsdp = fsdp::split_weights(graph, &mesh);
+        cx.note(fsdp.split, "weights split along fsdp, gathered where used");
+        cx.note(fsdp.timed, "uses of them gathered once their activation is ready");
+        cx.note(fsdp.whole, "weights left whole along fsdp: no dim divides");
         Ok(Changed::Yes)
     }
 }

@@ -243,6 +243,34 @@ impl OpDef for Identity {
 }
 
 op! {
+    /// `after(x, y)`: `x` itself, available only once `y` is: an ordering edge that keeps XLA
+    /// from computing what reads it before `y` exists (an `fsdp` weight is gathered when the
+    /// activation it multiplies is ready, not all at once). Emitted as
+    /// `stablehlo.optimization_barrier`: inputs `[x, y]`.
+    pub struct After = "after";
+}
+
+impl OpDef for After {
+    fn arity(&self) -> Arity {
+        Arity::fixed(2, 1)
+    }
+
+    fn infer(&self, inputs: &[&TensorType]) -> RuleResult {
+        one(like(inputs[0]))
+    }
+
+    /// Every dim of `x`, which it returns unchanged.
+    fn position_wise(&self, inputs: &[&TensorType], outputs: &[TensorType]) -> Vec<Along> {
+        Along::same(inputs, outputs, 0..inputs[0].rank())
+    }
+
+    /// `x` unchanged; `y` is not read.
+    fn under_padding(&self) -> Padding {
+        Padding::Exact
+    }
+}
+
+op! {
     /// `copy(self, src)`: `src` broadcast and converted to `self`'s shape and dtype: inputs
     /// `[self, src]`.
     pub struct CopyFrom = "copy_from";

@@ -223,6 +223,7 @@ ops! {
     Unsqueeze(Unsqueeze),
     Squeeze(Squeeze),
     Identity(Identity),
+    After(After),
     Slice(Slice),
     Select(Select),
     Diagonal(Diagonal),

@@ -467,6 +467,7 @@ const EVERY_OP: &str = r#"graph ops {
       return user[0] = %0
       return user[1] = %1
     }
+  %129 = after(%0, %1) : f32[2]  # a107
   return user[0] = %1
 }
 "#;
