@@ -251,7 +251,7 @@ fn matmuls_left_whole_are_reported() {
 }
 
 /// `fsdp` stores every weight split and gathers it where used (all-gathers, no reductions),
-/// alone and with `tp` or `dp`; every result equals eager.
+/// alone and with `tp` or `dp`, and leaves updated buffers whole; every result equals eager.
 #[test]
 fn fully_sharded_weights_match_eager() {
     let m = assert_parity_with("llama_tiny", &request("fsdp=2"));
@@ -268,6 +268,11 @@ fn fully_sharded_weights_match_eager() {
     assert_eq!(q, &vec![vec!["tp".to_string()], vec!["fsdp".to_string()]], "tp's split kept, fsdp on the other dim");
     assert_eq!(m.targets[0].executables[0].collectives["all-reduce"].count, 5, "tp's reductions only");
     assert_parity_with("bert_meanpool", &request("dp=2,fsdp=2"));
+    // A decode step's KV caches are state the program updates: they stay whole.
+    let m = assert_parity_with("decoder_kv", &request("fsdp=2"));
+    assert!(shard_notes(&m).contains("4 updated buffers (state) left whole along fsdp"), "{}", shard_notes(&m));
+    let split = m.sharding.expect("split").weights;
+    assert!(split.keys().all(|w| !w.contains("cache")), "{:?}", split.keys());
 }
 
 /// A mesh combined with the other options: bf16 compute, a precision override and padding to

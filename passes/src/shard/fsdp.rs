@@ -14,7 +14,7 @@ use crate::ir::ops::{After, Identity};
 use std::cmp::Reverse;
 use std::collections::HashSet;
 
-use crate::ir::{Graph, Mesh, Node, NodeId, Op, Sharding, ValueRef};
+use crate::ir::{Graph, InputKind, Mesh, Node, NodeId, Op, OutputKind, Sharding, ValueRef};
 
 /// How many single-operand ops (layout changes, conversions) a walk from a weight to the op
 /// that uses it goes through at most.
@@ -29,6 +29,10 @@ pub(super) struct FsdpCounts {
     pub whole: usize,
     /// Uses of split weights gathered once their activation is ready.
     pub timed: usize,
+    /// Buffers or parameters the program updates (KV caches), left as they are: state the
+    /// program reads and writes at every call, which a split would gather at every call and
+    /// which the runtime would have to split again from a whole result.
+    pub state: usize,
 }
 
 /// The axis's name.
@@ -41,6 +45,7 @@ pub(super) fn split_weights(graph: &mut Graph, mesh: &Mesh) -> FsdpCounts {
         return counts;
     }
     let live = live_nodes(graph);
+    let mutated = mutated_state(graph);
     let weights: Vec<NodeId> = graph
         .graph_inputs()
         .iter()
@@ -48,6 +53,14 @@ pub(super) fn split_weights(graph: &mut Graph, mesh: &Mesh) -> FsdpCounts {
         .filter(|&id| matches!(&graph.node(id).op, Op::Input(k) if k.is_weight()) && !graph.users(id).is_empty())
         .collect();
     for w in weights {
+        let state_name = match &graph.node(w).op {
+            Op::Input(InputKind::Buffer { fqn, .. } | InputKind::Parameter { fqn }) => Some(fqn.as_str()),
+            _ => None,
+        };
+        if state_name.is_some_and(|f| mutated.contains(f)) {
+            counts.state += 1;
+            continue;
+        }
         let node = graph.node(w);
         let dims = node.outputs[0].static_dims().unwrap_or_default();
         let before = node.sharding.clone().unwrap_or_else(|| Sharding::replicated(dims.len()));
@@ -148,6 +161,18 @@ fn waits_for_an_activation(op: &Op) -> bool {
             | Op::IndexSelect(_)
             | Op::Gather(_)
     )
+}
+
+/// The names of the buffers and parameters the program updates.
+fn mutated_state(graph: &Graph) -> HashSet<String> {
+    graph
+        .outputs()
+        .iter()
+        .filter_map(|o| match &o.kind {
+            OutputKind::BufferMutation { fqn } | OutputKind::ParameterMutation { fqn } => Some(fqn.clone()),
+            _ => None,
+        })
+        .collect()
 }
 
 /// The nodes computed from the caller's inputs (not from weights alone).

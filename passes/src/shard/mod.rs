@@ -165,6 +165,7 @@ impl Pass for Shard {
         cx.note(fsdp.split, "weights split along fsdp, gathered where used");
         cx.note(fsdp.timed, "uses of them gathered once their activation is ready");
         cx.note(fsdp.whole, "weights left whole along fsdp: no dim divides");
+        cx.note(fsdp.state, "updated buffers (state) left whole along fsdp");
         Ok(Changed::Yes)
     }
 }
