@@ -18,10 +18,9 @@ use std::path::{Path, PathBuf};
 
 use crate::container::write::{FileSink, Sink, ZipOut};
 use crate::container::{ContainerError, MappedFile, MappedZip};
-use crate::digest::{hex, sha256_hex};
+use crate::digest::{sha256_hex, Hasher, WeightsDigest};
 use safetensors::tensor::Dtype;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use thiserror::Error;
 use torchtpu_passes::ir::{DType, Dim, OutputKind, SymExpr, TensorType};
 
@@ -29,7 +28,9 @@ mod sharding;
 pub(crate) use sharding::{MeshAxisInfo, MeshChoice, MeshTried, ShardingInfo};
 
 /// Identifies the artifact layout; bumped when the meaning of a field changes.
-pub(crate) const ARTIFACT_FORMAT: &str = "torchtpu-artifact/1";
+pub(crate) const ARTIFACT_FORMAT: &str = "torchtpu-artifact/2";
+/// The formats this compiler reads: 1 (weights digested with sha256) and 2 (with BLAKE3).
+const READ_FORMATS: [&str; 2] = ["torchtpu-artifact/1", ARTIFACT_FORMAT];
 /// The manifest entry.
 pub(crate) const MANIFEST: &str = "manifest.json";
 /// The weights entry.
@@ -212,7 +213,9 @@ pub struct WeightsInfo {
     /// Names of the weight arguments in the order the programs take them.
     pub order: Vec<String>,
     pub bytes: u64,
-    pub sha256: String,
+    /// Their digest: `"blake3": "…"` (format 2), `"sha256": "…"` (format 1).
+    #[serde(flatten)]
+    pub digest: WeightsDigest,
 }
 
 /// One compiled size: symbol values and its StableHLO.
@@ -430,8 +433,8 @@ pub(crate) type WriteEntry<'a> = Box<dyn FnOnce(&mut dyn Sink) -> Result<(), Str
 pub(crate) enum Payload<'a> {
     /// The bytes.
     Bytes(Vec<u8>),
-    /// `len` bytes that `write` writes, whose sha256 is computed on the way unless known.
-    Stream { len: u64, sha256: Option<String>, write: WriteEntry<'a> },
+    /// `len` bytes that `write` writes, whose digest is computed on the way unless known.
+    Stream { len: u64, digest: Option<WeightsDigest>, write: WriteEntry<'a> },
 }
 
 impl Payload<'_> {
@@ -444,11 +447,11 @@ impl Payload<'_> {
     }
 }
 
-/// What was written for a streamed entry: its length and sha256.
+/// What was written for a streamed entry: its length and digest.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Streamed {
     pub bytes: u64,
-    pub sha256: String,
+    pub digest: WeightsDigest,
 }
 
 /// Writes an artifact atomically (a temporary file renamed): `entries` in order, then the
@@ -488,7 +491,7 @@ pub(crate) fn write_then<'a, M: FnOnce(&BTreeMap<String, Streamed>) -> Manifest>
     })
 }
 
-/// Appends `entries` to `zip`, recording the length and sha256 of each streamed one.
+/// Appends `entries` to `zip`, recording the length and digest of each streamed one.
 fn write_entries(
     zip: &mut ZipOut,
     entries: Vec<(String, Payload<'_>)>,
@@ -499,13 +502,15 @@ fn write_entries(
             Payload::Bytes(bytes) => {
                 zip.entry(&name, bytes.len() as u64, |w| w.write_all(&bytes).map_err(|e| e.to_string()))?;
             }
-            Payload::Stream { len, sha256, write } => {
+            Payload::Stream { len, digest, write } => {
                 let mut done = None;
                 zip.entry(&name, len, |w| {
-                    done = Some(hashed(w, sha256, write).map_err(|e| format!("`{name}`: {e}"))?);
+                    done = Some(hashed(w, digest, write).map_err(|e| format!("`{name}`: {e}"))?);
                     Ok(())
                 })?;
-                streamed.insert(name, Streamed { bytes: len, sha256: done.unwrap_or_default() });
+                if let Some(digest) = done {
+                    streamed.insert(name, Streamed { bytes: len, digest });
+                }
             }
         }
     }
@@ -518,15 +523,15 @@ pub(crate) fn write_streamed_file(path: &Path, len: u64, write: WriteEntry<'_>) 
     let mut done = None;
     atomically(path, &std::cell::Cell::new(len), |file| {
         let mut sink = CountingSink { inner: FileSink(std::io::BufWriter::with_capacity(1 << 20, file)), bytes: 0 };
-        let sha256 = hashed(&mut sink, None, write)?;
+        let digest = hashed(&mut sink, None, write)?;
         if sink.bytes != len {
             return Err(format!("{} bytes written, {len} planned", sink.bytes));
         }
         sink.inner.0.into_inner().map_err(|e| e.to_string())?;
-        done = Some(Streamed { bytes: len, sha256 });
+        done = Some(Streamed { bytes: len, digest });
         Ok(())
     })?;
-    Ok(done.unwrap_or(Streamed { bytes: len, sha256: String::new() }))
+    done.ok_or_else(|| ArtifactError::Write { path: path.display().to_string(), reason: "nothing was written".into() })
 }
 
 /// Creates a temporary file beside `path`, lets `fill` write it (about `planned` bytes) and
@@ -579,12 +584,16 @@ fn free_bytes(dir: &Path) -> Option<u64> {
     ok.then(|| st.f_bavail.saturating_mul(st.f_frsize))
 }
 
-/// Runs `write` into `out`, hashing what it writes unless `sha256` is known; the sha256.
-fn hashed(out: &mut dyn Sink, sha256: Option<String>, write: WriteEntry<'_>) -> Result<String, String> {
-    let hasher = sha256.is_none().then(Sha256::new);
-    let mut sink = HashingSink { inner: out, hasher };
+/// Runs `write` into `out`, hashing what it writes (BLAKE3) unless its digest is `known`; the
+/// digest.
+fn hashed(out: &mut dyn Sink, known: Option<WeightsDigest>, write: WriteEntry<'_>) -> Result<WeightsDigest, String> {
+    if let Some(digest) = known {
+        write(out)?;
+        return Ok(digest);
+    }
+    let mut sink = HashingSink { inner: out, hasher: Hasher::blake3() };
     write(&mut sink)?;
-    Ok(sha256.unwrap_or_else(|| sink.hasher.map(|h| hex(&h.finalize())).unwrap_or_default()))
+    Ok(sink.hasher.finish())
 }
 
 /// Where the external weights go: beside the artifact at `artifact`, named after it
@@ -593,18 +602,16 @@ pub(crate) fn external_weights_path(artifact: &Path) -> PathBuf {
     artifact.with_extension("weights.safetensors")
 }
 
-/// A sink that hashes, when it has a hasher, what passes through it.
+/// A sink that hashes what passes through it.
 struct HashingSink<'a> {
     inner: &'a mut dyn Sink,
-    hasher: Option<Sha256>,
+    hasher: Hasher,
 }
 
 impl Write for HashingSink<'_> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let n = self.inner.write(buf)?;
-        if let Some(h) = &mut self.hasher {
-            h.update(&buf[..n]);
-        }
+        self.hasher.update(&buf[..n]);
         Ok(n)
     }
 
@@ -615,12 +622,10 @@ impl Write for HashingSink<'_> {
 
 impl Sink for HashingSink<'_> {
     fn copy_range(&mut self, src: &MappedFile, range: Range<usize>, crc: Option<u32>) -> std::io::Result<()> {
-        if let Some(h) = &mut self.hasher {
-            src.for_each_chunk(range.clone(), |chunk| {
-                h.update(chunk);
-                Ok(())
-            })?;
-        }
+        src.for_each_chunk(range.clone(), |chunk| {
+            self.hasher.update(chunk);
+            Ok(())
+        })?;
         self.inner.copy_range(src, range, crc)
     }
 }
@@ -717,8 +722,17 @@ impl Artifact {
         let bytes = zip.get(MANIFEST).ok_or_else(|| not(format!("it has no `{MANIFEST}`")))?;
         let manifest: Manifest =
             serde_json::from_slice(bytes).map_err(|e| not(format!("invalid `{MANIFEST}`: {e}")))?;
-        if manifest.format != ARTIFACT_FORMAT {
-            return Err(not(format!("format `{}` (this compiler reads `{ARTIFACT_FORMAT}`)", manifest.format)));
+        let digest_of_format = match manifest.weights.digest {
+            WeightsDigest::Sha256(_) => READ_FORMATS[0],
+            WeightsDigest::Blake3(_) => READ_FORMATS[1],
+        };
+        if !READ_FORMATS.contains(&manifest.format.as_str()) {
+            let reads = READ_FORMATS.map(|f| format!("`{f}`")).join(" and ");
+            return Err(not(format!("format `{}` (this compiler reads {reads})", manifest.format)));
+        }
+        if manifest.format != digest_of_format {
+            let algorithm = manifest.weights.digest.algorithm();
+            return Err(not(format!("format `{}` with a {algorithm} digest of its weights", manifest.format)));
         }
         Ok(Artifact { zip, manifest })
     }

@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use super::entry::{Entry, Header};
 use super::Warnings;
+use crate::digest::WeightsDigest;
 
 /// The on-disk layout version: a new layout lives beside the old one.
 const LAYOUT: &str = "v1";
@@ -365,20 +366,19 @@ impl LocalCache {
         self.root.join("digests").join(format!("{}.txt", crate::digest::sha256_hex(key.as_bytes())))
     }
 
-    /// The sha256 remembered for `key`, if any.
-    pub(crate) fn digest(&self, key: &str) -> Option<String> {
+    /// The digest remembered for `key`, if any.
+    pub(crate) fn digest(&self, key: &str) -> Option<WeightsDigest> {
         if !self.usable {
             return None;
         }
         let text = fs::read_to_string(self.digest_path(key)).ok()?;
-        let sha256 = text.trim();
-        (sha256.len() == 64 && sha256.bytes().all(|b| b.is_ascii_hexdigit())).then(|| sha256.to_string())
+        WeightsDigest::from_memo_text(text.trim())
     }
 
-    /// Remembers `sha256` for `key`.
-    pub(crate) fn remember_digest(&self, key: &str, sha256: &str) {
+    /// Remembers `digest` for `key`.
+    pub(crate) fn remember_digest(&self, key: &str, digest: &WeightsDigest) {
         if !self.writes_off.load(Ordering::Relaxed) {
-            let _ = write_atomically(&self.digest_path(key), sha256.as_bytes(), false);
+            let _ = write_atomically(&self.digest_path(key), digest.memo_text().as_bytes(), false);
         }
     }
 }

@@ -17,6 +17,7 @@ pub(crate) mod remote;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use crate::digest::WeightsDigest;
 use serde::Serialize;
 
 pub(crate) use entry::Entry;
@@ -223,13 +224,26 @@ impl Cache {
     /// The sha256 remembered for content that `key` determines (a file's identity, or for a
     /// weight entry the source's sha256, the compiler's version and the entry's plan).
     pub fn known_sha256(&self, key: &str) -> Option<String> {
-        self.local.as_ref()?.digest(key)
+        match self.known_digest(key)? {
+            WeightsDigest::Sha256(hex) => Some(hex),
+            WeightsDigest::Blake3(_) => None,
+        }
     }
 
     /// Remembers `sha256` for `key` (see [`Cache::known_sha256`]).
     pub fn remember_sha256(&self, key: &str, sha256: &str) {
+        self.remember_digest(key, &WeightsDigest::Sha256(sha256.to_string()));
+    }
+
+    /// The digest (of weights: sha256 or BLAKE3) remembered for `key`.
+    pub(crate) fn known_digest(&self, key: &str) -> Option<WeightsDigest> {
+        self.local.as_ref()?.digest(key)
+    }
+
+    /// Remembers `digest` for `key` (see [`Cache::known_digest`]).
+    pub(crate) fn remember_digest(&self, key: &str, digest: &WeightsDigest) {
         if let Some(l) = &self.local {
-            l.remember_digest(key, sha256);
+            l.remember_digest(key, digest);
         }
     }
 

@@ -337,7 +337,7 @@ struct RunArgs {
     /// step without the first call's warm-up. The outputs written are the last call's.
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
     repeat: u16,
-    /// Hash the weights against the artifact's sha256 even when this file was verified before.
+    /// Hash the weights against the artifact's digest even when this file was verified before.
     /// Without it they are hashed on their way to the device unless the cache folder remembers
     /// the file (by path, inode, size, modification and change times) as verified; a weights
     /// file of another size is always refused.

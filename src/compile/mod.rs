@@ -30,6 +30,7 @@ use crate::artifact::{
     self, Bucket, Executable, PassRecord, Payload, PluginInfo, Streamed, TargetEntry, TpuInfo, WeightsInfo,
 };
 use crate::cache::{Cache, CacheConfig, Outcome};
+use crate::digest::WeightsDigest;
 use crate::driver::{self, LowerOptions, Lowered};
 use crate::emit::{Attention, EmitOptions, GroupedMm, Precision};
 use crate::import::{ImportError, Program};
@@ -551,22 +552,22 @@ fn write_artifact(
         (true, s) => SourceSha256::Known(s.get()?),
         (false, s) => s,
     };
-    // Their sha256 is remembered from an earlier compile of the same archive, else computed.
-    let known = source.known().and_then(|s| cache.known_sha256(&weights.content_key(s)));
+    // Their digest is remembered from an earlier compile of the same archive, else computed.
+    let known = source.known().and_then(|s| cache.known_digest(&weights.content_key(s)));
     let source_known = source.known().is_some();
     let info = |entry: String, external: bool, w: Streamed| WeightsInfo {
         entry,
         external,
         order: order.clone(),
         bytes: w.bytes,
-        sha256: w.sha256,
+        digest: w.digest,
     };
     let mut first: Vec<(String, Payload<'_>)> = Vec::new();
     let mut weights_file = None;
     let mut external = None;
     if req.external_weights {
         let path = artifact::external_weights_path(out);
-        let (w, reused) = match reusable(&path, weights.byte_len(), known.as_deref(), cache) {
+        let (w, reused) = match reusable(&path, weights.byte_len(), known.as_ref(), cache) {
             Some(w) => (w, true),
             None => match artifact::write_streamed_file(&path, weights.byte_len(), Box::new(write_weights)) {
                 Ok(w) => (w, false),
@@ -574,19 +575,19 @@ fn write_artifact(
             },
         };
         if let Some(k) = crate::cache::file_digest_key(&path) {
-            cache.remember_sha256(&k, &w.sha256);
+            cache.remember_digest(&k, &w.digest);
         }
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         weights_file = Some(WeightsFileSummary { path: path.display().to_string(), bytes: w.bytes, reused });
         external = Some(info(name, true, w));
     } else {
-        let stream = Payload::Stream { len: weights.byte_len(), sha256: known.clone(), write: Box::new(write_weights) };
+        let stream = Payload::Stream { len: weights.byte_len(), digest: known.clone(), write: Box::new(write_weights) };
         first.push((artifact::WEIGHTS.to_string(), stream));
     }
     // After the weights: the executables, once XLA has them, and the manifest.
     let mut summaries = Vec::new();
     let mut warnings = Vec::new();
-    let mut weights_sha256 = None;
+    let mut weights_digest = None;
     let mut source_sha256 = None;
     let bucket_entries: Vec<Bucket> = buckets.iter().map(|b| manifest::bucket(b, &b.program_entry())).collect();
     let names = bucket_entries.iter().map(|b| b.name.clone()).collect();
@@ -605,11 +606,10 @@ fn write_artifact(
         warnings.extend(targets.iter().flat_map(TargetEntry::hbm_overflows));
         let manifest = |streamed: &std::collections::BTreeMap<String, Streamed>| {
             let w = external.unwrap_or_else(|| {
-                let w =
-                    streamed.get(artifact::WEIGHTS).cloned().unwrap_or(Streamed { bytes: 0, sha256: String::new() });
-                info(artifact::WEIGHTS.into(), false, w)
+                let missing = || Streamed { bytes: 0, digest: WeightsDigest::Blake3(String::new()) };
+                info(artifact::WEIGHTS.into(), false, streamed.get(artifact::WEIGHTS).cloned().unwrap_or_else(missing))
             });
-            weights_sha256 = Some(w.sha256.clone());
+            weights_digest = Some(w.digest.clone());
             source_sha256 = Some(source.clone());
             let mut m = manifest::build(program, model, req, bucket_entries, targets, source, w);
             m.sharding = buckets.first().and_then(|b| manifest::sharding(&b.lowered.graph));
@@ -625,16 +625,16 @@ fn write_artifact(
         return Err(e);
     }
     written?;
-    if let (Some(sha256), Some(source)) = (weights_sha256, source_sha256) {
+    if let (Some(digest), Some(source)) = (weights_digest, source_sha256) {
         if !source_known {
             cache.remember_file_sha256(program.archive.path(), &source);
         }
         if known.is_none() {
-            cache.remember_sha256(&weights.content_key(&source), &sha256);
+            cache.remember_digest(&weights.content_key(&source), &digest);
         }
         // `run` then finds the embedded weights verified (an external file was remembered above).
         if let (false, Some(k)) = (req.external_weights, crate::cache::entry_digest_key(out, artifact::WEIGHTS)) {
-            cache.remember_sha256(&k, &sha256);
+            cache.remember_digest(&k, &digest);
         }
     }
     Ok(CompileSummary {
@@ -681,19 +681,22 @@ fn executable_entries<'a>(
     Ok((entries, entries_of_targets))
 }
 
-/// The external weights file at `path` as it is, when it holds the `len` bytes whose sha256
-/// is `known` (its own sha256 remembered by its identity, else read): a compile then leaves it
+/// The external weights file at `path` as it is, when it holds the `len` bytes whose digest
+/// is `known` (its own digest remembered by its identity, else read): a compile then leaves it
 /// alone. `None` when it must be written.
-fn reusable(path: &Path, len: u64, known: Option<&str>, cache: &Cache) -> Option<Streamed> {
+fn reusable(path: &Path, len: u64, known: Option<&WeightsDigest>, cache: &Cache) -> Option<Streamed> {
     let known = known?;
     if std::fs::metadata(path).ok()?.len() != len {
         return None;
     }
-    // Mapped and read only when its sha256 is not remembered.
-    let read =
-        || crate::container::MappedFile::open(path).map(|f| f.sha256_hex(0..f.bytes().len())).unwrap_or_default();
-    let sha256 = cache.file_sha256(path, read);
-    (sha256 == known).then_some(Streamed { bytes: len, sha256 })
+    let key = crate::cache::file_digest_key(path);
+    let remembered = key.as_deref().and_then(|k| cache.known_digest(k));
+    // Mapped and read only when its digest is not remembered.
+    let digest = match remembered {
+        Some(d) if d.algorithm() == known.algorithm() => d,
+        _ => crate::container::MappedFile::open(path).map(|f| f.digest_like(0..f.bytes().len(), known)).ok()?,
+    };
+    (digest == *known).then_some(Streamed { bytes: len, digest })
 }
 
 /// `f` over `items` on up to `jobs` threads; the results in the order of `items`, or the

@@ -132,6 +132,6 @@ fn carry_weights<'a>(art: &'a Artifact, out: &Path, entries: &mut Vec<(String, P
     let write: artifact::WriteEntry<'a> =
         Box::new(move |sink| sink.copy_range(art.zip().file(), range, crc).map_err(|e| e.to_string()));
     let len = w.bytes;
-    entries.insert(0, (w.entry.clone(), Payload::Stream { len, sha256: Some(w.sha256.clone()), write }));
+    entries.insert(0, (w.entry.clone(), Payload::Stream { len, digest: Some(w.digest.clone()), write }));
     Ok(len)
 }

@@ -13,6 +13,7 @@ use std::io::Cursor;
 use std::ops::Range;
 use std::path::{Component, Path, PathBuf};
 
+use crate::digest::WeightsDigest;
 use memmap2::{Mmap, UncheckedAdvice};
 
 pub(crate) mod write;
@@ -123,6 +124,16 @@ impl MappedFile {
             Ok(())
         });
         crate::digest::hex(&hasher.finalize())
+    }
+
+    /// The digest of `range` by the algorithm of `like`, read in chunks it hands back.
+    pub fn digest_like(&self, range: Range<usize>, like: &WeightsDigest) -> WeightsDigest {
+        let mut hasher = like.hasher();
+        let _ = self.for_each_chunk(range, |chunk| {
+            hasher.update(chunk);
+            Ok(())
+        });
+        hasher.finish()
     }
 }
 

@@ -15,14 +15,13 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use safetensors::SafeTensors;
-use sha2::{Digest, Sha256};
 
 use super::placement::Placement;
 use super::{element_type, RunError};
 use crate::artifact::{dtype_of_safetensors, Artifact};
 use crate::cache::{entry_digest_key, file_digest_key, Cache};
 use crate::container::MappedFile;
-use crate::digest::hex;
+use crate::digest::{Hasher, WeightsDigest};
 use crate::pjrt::{Buffer, Client};
 use crate::Error;
 
@@ -79,22 +78,24 @@ pub(super) fn load(
 ) -> Result<DeviceWeights, Error> {
     let m = &art.manifest;
     let at = locate(art)?;
+    let expected = &m.weights.digest;
+    // A digest remembered by another algorithm says nothing: the file is hashed.
     let known = match (verification.always_hash, verification.cache, &at.digest_key) {
-        (false, Some(cache), Some(key)) => cache.known_sha256(key),
+        (false, Some(cache), Some(key)) => cache.known_digest(key).filter(|k| k.algorithm() == expected.algorithm()),
         _ => None,
     };
-    if known.as_ref().is_some_and(|k| *k != m.weights.sha256) {
-        return Err(changed(&at.path, known.as_deref().unwrap_or_default(), &m.weights.sha256));
+    if let Some(k) = known.as_ref().filter(|k| *k != expected) {
+        return Err(changed(&at.path, k, expected));
     }
-    let mut hasher = known.is_none().then(Sha256::new);
+    let mut hasher = known.is_none().then(|| expected.hasher());
     let buffers = transfer(client, art, placement, &at, hasher.as_mut())?;
     if let Some(h) = hasher {
-        let actual = hex(&h.finalize());
-        if actual != m.weights.sha256 {
-            return Err(changed(&at.path, &actual, &m.weights.sha256));
+        let actual = h.finish();
+        if actual != *expected {
+            return Err(changed(&at.path, &actual, expected));
         }
         if let (Some(cache), Some(key)) = (verification.cache, &at.digest_key) {
-            cache.remember_sha256(key, &actual);
+            cache.remember_digest(key, &actual);
         }
     }
     let file = match at.file {
@@ -245,7 +246,7 @@ fn transfer(
     art: &Artifact,
     placement: &Placement,
     at: &Located,
-    mut hasher: Option<&mut Sha256>,
+    mut hasher: Option<&mut Hasher>,
 ) -> Result<Vec<Vec<Buffer>>, Error> {
     let order = &art.manifest.weights.order;
     let file = at.file.get();
@@ -295,9 +296,10 @@ fn transfer(
 /// Weights that do not parse: changed since the compile when their sha256 says so, else
 /// unreadable as they were written.
 fn unreadable(art: &Artifact, at: &Located, reason: &str) -> Error {
-    let actual = at.file.get().sha256_hex(at.range.clone());
-    if actual != art.manifest.weights.sha256 {
-        return changed(&at.path, &actual, &art.manifest.weights.sha256);
+    let expected = &art.manifest.weights.digest;
+    let actual = at.file.get().digest_like(at.range.clone(), expected);
+    if actual != *expected {
+        return changed(&at.path, &actual, expected);
     }
     RunError::Weights(format!("`{}`: {reason}", at.path.display())).into()
 }
@@ -346,12 +348,15 @@ fn to_devices(
     Ok(out)
 }
 
-fn changed(path: &Path, actual: &str, expected: &str) -> Error {
+fn changed(path: &Path, actual: &WeightsDigest, expected: &WeightsDigest) -> Error {
     RunError::WeightsFile {
         path: path.display().to_string(),
         reason: format!(
-            "the weights' sha256 is {actual}, the artifact was compiled with {expected}: they changed since \
-             the compile; restore them or compile again"
+            "the weights' {} is {}, the artifact was compiled with {}: they changed since the compile; restore \
+             them or compile again",
+            expected.algorithm(),
+            actual.hex(),
+            expected.hex()
         ),
     }
     .into()

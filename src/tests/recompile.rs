@@ -83,31 +83,39 @@ fn recompile_refuses_other_device_counts_and_damaged_programs() {
     assert!(err.contains("programs/main.mlir") && !out.exists(), "{err}");
 }
 
-/// The committed artifact of format `torchtpu-artifact/1` (`testdata/artifacts/make.sh`)
-/// still opens; recompiled for this machine's plugin it runs and equals eager. Run as it is,
-/// it either runs (the same plugin build) or is refused naming `recompile`.
+/// The committed artifacts of formats `torchtpu-artifact/1` and `/2`
+/// (`testdata/artifacts/make.sh`) still open; recompiled for this machine's plugin each runs
+/// and equals eager, its weights verified by the digest of its format. Run as it is, each
+/// either runs (the same plugin build) or is refused naming `recompile`.
 #[test]
-fn a_committed_format_1_artifact_still_loads_and_recompiles() {
-    let committed = testdata().join("artifacts/mlp-format1.tpuexe");
-    let art = Artifact::open(&committed).expect("a format-1 artifact opens");
-    assert_eq!(art.manifest.format, "torchtpu-artifact/1");
-    let tmp = TempDir::new("recompile-format1");
-    let (input, reference) = (testdata().join("models/mlp/in_0.npy"), testdata().join("models/mlp"));
-    let (code, _, err) = run_cli(&[
-        "run",
-        path(&committed),
-        path(&input),
-        "--out-dir",
-        path(&tmp.0.join("as-is")),
-        "--reference",
-        path(&reference),
-        "--no-cache",
-    ]);
-    assert!(code == 0 || err.contains("torchtpu-compile recompile"), "{code}: {err}");
-    let out = tmp.0.join("mlp.tpuexe");
-    cli_ok(&["recompile", path(&committed), "-o", path(&out), "--no-cache", "-q"]);
-    let out_dir = tmp.0.join("out");
-    let args = ["run", path(&out), path(&input), "--out-dir", path(&out_dir), "--reference", path(&reference)];
-    let report = cli_ok(&args);
-    assert!(report.contains("matches the reference"), "{report}");
+fn committed_artifacts_of_every_format_still_load_and_recompile() {
+    for format in [1, 2] {
+        let committed = testdata().join(format!("artifacts/mlp-format{format}.tpuexe"));
+        let art = Artifact::open(&committed).expect("a committed artifact opens");
+        assert_eq!(art.manifest.format, format!("torchtpu-artifact/{format}"));
+        let tmp = TempDir::new("recompile-committed");
+        let (input, reference) = (testdata().join("models/mlp/in_0.npy"), testdata().join("models/mlp"));
+        let (code, _, err) = run_cli(&[
+            "run",
+            path(&committed),
+            path(&input),
+            "--out-dir",
+            path(&tmp.0.join("as-is")),
+            "--reference",
+            path(&reference),
+            "--no-cache",
+        ]);
+        assert!(code == 0 || err.contains("torchtpu-compile recompile"), "format {format}: {code}: {err}");
+        let out = tmp.0.join("mlp.tpuexe");
+        cli_ok(&["recompile", path(&committed), "-o", path(&out), "--no-cache", "-q"]);
+        let again = Artifact::open(&out).expect("recompiled");
+        assert_eq!(
+            (&again.manifest.format, &again.manifest.weights.digest),
+            (&art.manifest.format, &art.manifest.weights.digest)
+        );
+        let out_dir = tmp.0.join("out");
+        let args = ["run", path(&out), path(&input), "--out-dir", path(&out_dir), "--reference", path(&reference)];
+        let report = cli_ok(&args);
+        assert!(report.contains("matches the reference"), "format {format}: {report}");
+    }
 }

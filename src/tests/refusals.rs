@@ -80,12 +80,7 @@ fn executable_from_another_plugin_build_is_refused() {
     let art = Artifact::open(&artifact).expect("opens");
     let mut manifest = art.manifest.clone();
     manifest.targets[0].plugin.sha256 = "0".repeat(64);
-    let entries: Vec<(String, Vec<u8>)> = art
-        .entry_offsets()
-        .keys()
-        .filter(|n| *n != artifact::MANIFEST)
-        .map(|n| (n.clone(), read_entry(&art, n)))
-        .collect();
+    let entries = entries_but_manifest(&art);
     drop(art);
     let other = tmp.0.join("other.tpuexe");
     let entries = entries.into_iter().map(|(n, b)| (n, artifact::Payload::Bytes(b))).collect();
@@ -100,6 +95,49 @@ fn executable_from_another_plugin_build_is_refused() {
     ]);
     assert_eq!(code, 3, "{err}");
     assert!(err.contains("executables only load into the plugin build that made them"), "{err}");
+}
+
+/// A manifest of an unknown format, or whose weights digest is not its format's (format 1:
+/// sha256, format 2: BLAKE3), is refused as not an artifact, naming what it is.
+#[test]
+fn artifact_formats_and_their_weights_digests_are_checked() {
+    let tmp = TempDir::new("formats");
+    let artifact = compile_model("mlp", &tmp.0);
+    let art = Artifact::open(&artifact).expect("opens");
+    assert_eq!(art.manifest.format, "torchtpu-artifact/2");
+    assert!(matches!(art.manifest.weights.digest, crate::digest::WeightsDigest::Blake3(_)));
+    let entries = entries_but_manifest(&art);
+    let manifest = art.manifest.clone();
+    drop(art);
+    let refusal = |edit: &dyn Fn(&mut artifact::Manifest)| {
+        let mut m = manifest.clone();
+        edit(&mut m);
+        let other = tmp.0.join("other.tpuexe");
+        let entries = entries.iter().map(|(n, b)| (n.clone(), artifact::Payload::Bytes(b.clone()))).collect();
+        artifact::write(&other, entries, |_| m.clone()).expect("writes");
+        Artifact::open(&other).err().map(|e| e.to_string()).unwrap_or_default()
+    };
+    let err = refusal(&|m| m.format = "torchtpu-artifact/9".into());
+    assert!(
+        err.contains(
+            "format `torchtpu-artifact/9` (this compiler reads `torchtpu-artifact/1` and `torchtpu-artifact/2`)"
+        ),
+        "{err}"
+    );
+    let err = refusal(&|m| m.weights.digest = crate::digest::WeightsDigest::Sha256(m.weights.digest.hex().into()));
+    assert!(err.contains("format `torchtpu-artifact/2` with a sha256 digest of its weights"), "{err}");
+    assert_eq!(refusal(&|_| {}), "", "the artifact as written opens");
+}
+
+/// Every entry of `art` but its manifest, read and verified, to write again with another one.
+fn entries_but_manifest(art: &Artifact) -> Vec<(String, Vec<u8>)> {
+    let names = art.entry_offsets().into_keys().filter(|n| n != artifact::MANIFEST);
+    names
+        .map(|n| {
+            let bytes = read_entry(art, &n);
+            (n, bytes)
+        })
+        .collect()
 }
 
 fn read_entry(art: &Artifact, name: &str) -> Vec<u8> {

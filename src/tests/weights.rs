@@ -45,7 +45,8 @@ fn external_weights_run_are_reused_and_a_changed_file_is_refused() {
     assert!(a.zip().get(artifact::WEIGHTS).is_none(), "no weights inside the artifact");
     let w = &a.manifest.weights;
     assert!(w.external && w.entry == "mlp.weights.safetensors", "{w:?}");
-    assert_eq!((w.bytes, w.sha256.clone()), (read(&file).len() as u64, crate::digest::sha256_hex(&read(&file))));
+    let blake3 = crate::digest::WeightsDigest::Blake3(blake3::hash(&read(&file)).to_hex().to_string());
+    assert_eq!((w.bytes, &w.digest), (read(&file).len() as u64, &blake3));
     drop(a);
     assert_runs_correctly("mlp", &art, &tmp.0);
     let cache_dir = ["--cache-dir", &s(&cache)];
@@ -133,7 +134,7 @@ fn checkpoints_of_one_architecture_share_executables() {
     let (a, b) = (Artifact::open(&base).expect("opens"), Artifact::open(&other).expect("opens"));
     let exe = |art: &Artifact| art.manifest.targets[0].executables[0].sha256.clone();
     assert_eq!(exe(&a), exe(&b));
-    assert_ne!(a.manifest.weights.sha256, b.manifest.weights.sha256);
+    assert_ne!(a.manifest.weights.digest, b.manifest.weights.digest);
     assert_ne!(a.manifest.source.sha256, b.manifest.source.sha256);
     let (code, err) = run_mlp(&other, &tmp.0.join("halved-out"), &[]);
     assert_eq!(code, 0, "{err}");

@@ -4,9 +4,12 @@
 //! compiled with an empty cache folder (XLA compiles, the archive is hashed, the weights are
 //! written): every phase of `-v` (`read`, `lower`, `compile` = XLA, `write` = what writing added
 //! after XLA finished), the wall time, our time (the wall time less XLA's) over XLA's, and peak
-//! RSS against the compile bound (10% of the weights + 300 MB). With `$BENCH_BASELINE` naming
-//! another build, that build is measured too, interleaved round by round, so that before and
-//! after come from one run on one machine.
+//! RSS against the compile bound (10% of the weights + 300 MB). XLA's time inside a cold compile
+//! grows with what competes with it for the cores, so each round also times XLA alone (the same
+//! compile with `--cache-only`: lowered and compiled into the cache, nothing hashed or written),
+//! and the wall time over that is the cold compile's cost against XLA's own. With
+//! `$BENCH_BASELINE` naming another build, that build is measured too, interleaved round by
+//! round, so that before and after come from one run on one machine.
 
 use std::path::{Path, PathBuf};
 
@@ -45,23 +48,43 @@ impl Rounds {
         self.rss = self.rss.max(rss);
     }
 
-    fn row(&self, build: &str, bound: f64) -> String {
+    fn row(&self, build: &str, bound: f64, xla_alone: f64) -> String {
         let m = |v: &Vec<f64>| median(v.clone());
         let (xla, wall) = (m(&self.xla), m(&self.wall));
         format!(
-            "  {build:<10} {:>7.2} {:>7.2} {:>8.2} {:>7.2} {wall:>7.2} {:>9.2} {:>9.0} {}",
+            "  {build:<10} {:>7.2} {:>7.2} {:>8.2} {:>7.2} {wall:>7.2} {:>9.2} {:>9.2} {:>9.0} {}",
             m(&self.read),
             m(&self.lower),
             xla,
             m(&self.write),
             (wall - xla) / xla,
+            (wall - xla_alone) / xla_alone,
             self.rss,
             if self.rss <= bound { "within" } else { "OVER" }
         )
     }
 }
 
+/// One core's throughput of the two digests a cold compile may spend its own time on: sha256
+/// (the archive's, which the manifest records) and BLAKE3 (the weights', since artifact format
+/// 2), over 1 GiB in GB/s. A 16 MiB buffer hashed 64 times, so that this process stays small:
+/// a child's peak RSS starts from its parent's.
+fn digest_speeds() -> (f64, f64) {
+    use sha2::Digest;
+    let data = vec![0x5au8; 16 << 20];
+    let speed = |hash: &dyn Fn(&[u8]) -> u8| {
+        let started = std::time::Instant::now();
+        for _ in 0..64 {
+            std::hint::black_box(hash(&data));
+        }
+        (64 * data.len()) as f64 / started.elapsed().as_secs_f64() / 1e9
+    };
+    (speed(&|d| sha2::Sha256::digest(d)[0]), speed(&|d| blake3::hash(d).as_bytes()[0]))
+}
+
 pub fn cold_compiles(bin: &Path, tmp: &Path) -> Result<()> {
+    let (sha256, blake3) = digest_speeds();
+    println!("one core hashes {sha256:.2} GB/s with sha256 and {blake3:.2} GB/s with BLAKE3");
     let baseline = std::env::var_os("BENCH_BASELINE").map(PathBuf::from);
     let mut builds: Vec<(&str, &Path)> = vec![("this", bin)];
     if let Some(b) = &baseline {
@@ -78,7 +101,16 @@ pub fn cold_compiles(bin: &Path, tmp: &Path) -> Result<()> {
         let args = ["compile", pt2, "-o", path_str(&art)?, "--target", target, "--cache-dir", path_str(&cache)?];
         let args = [&args[..], &["-v", "-q", "--format", "json"]].concat();
         let mut rounds: Vec<Rounds> = builds.iter().map(|_| Rounds::default()).collect();
+        let mut alone = Rounds::default();
         for _ in 0..ROUNDS {
+            let _ = std::fs::remove_dir_all(&cache);
+            let only_xla = [&args[..2], &args[4..], &["--cache-only"]].concat();
+            let m = measure(bin, &only_xla)?;
+            if !m.ok {
+                bail!("XLA alone: compile of {model} for {target} --cache-only failed:\n{}", m.stderr);
+            }
+            let summary: Value = serde_json::from_str(&m.stdout).with_context(|| m.stderr.clone())?;
+            alone.add(m.secs, m.max_rss_mib, &summary);
             for ((name, build), into) in builds.iter().zip(&mut rounds) {
                 let _ = std::fs::remove_dir_all(&cache);
                 let m = measure(build, &args)?;
@@ -91,17 +123,19 @@ pub fn cold_compiles(bin: &Path, tmp: &Path) -> Result<()> {
         }
         let _ = std::fs::remove_dir_all(&cache);
         let _ = std::fs::remove_file(&art);
-        println!("{model} --target {target} (medians, s; bound {bound:.0} MiB)");
+        let xla_alone = median(alone.xla.clone());
+        println!("{model} --target {target} (medians, s; bound {bound:.0} MiB; XLA alone {xla_alone:.2} s)");
         println!(
-            "  {:<10} {:>7} {:>7} {:>8} {:>7} {:>7} {:>9} {:>9}",
-            "build", "read", "lower", "XLA", "write", "wall", "ours/XLA", "peak MiB"
+            "  {:<10} {:>7} {:>7} {:>8} {:>7} {:>7} {:>9} {:>9} {:>9}",
+            "build", "read", "lower", "XLA", "write", "wall", "ours/XLA", "vs alone", "peak MiB"
         );
         for ((name, _), r) in builds.iter().zip(&rounds) {
-            println!("{}", r.row(name, bound));
+            println!("{}", r.row(name, bound, xla_alone));
         }
     }
     println!(
-        "write: what writing the artifact added after XLA finished (it starts alongside); ours/XLA: (wall - XLA) / XLA"
+        "write: what writing the artifact added after XLA finished (it starts alongside); ours/XLA: (wall - XLA) / XLA; \
+         vs alone: (wall - XLA alone) / XLA alone, XLA alone being XLA's time in the same compile with --cache-only"
     );
     Ok(())
 }
