@@ -42,6 +42,12 @@ pub struct MappedFile {
 /// ([`MappedFile::for_each_chunk`]).
 const CHUNK: usize = 16 << 20;
 
+/// `range` in consecutive chunks of at most [`CHUNK`] bytes.
+fn chunks(range: Range<usize>) -> impl Iterator<Item = Range<usize>> {
+    let end = range.end;
+    range.step_by(CHUNK).map(move |at| at..at.saturating_add(CHUNK).min(end))
+}
+
 /// The buffer of [`MappedFile::copy_to`].
 const COPY_BUFFER: usize = 4 << 20;
 
@@ -79,12 +85,9 @@ impl MappedFile {
         range: Range<usize>,
         mut f: impl FnMut(&[u8]) -> std::io::Result<()>,
     ) -> std::io::Result<()> {
-        let mut at = range.start;
-        while at < range.end {
-            let end = at.saturating_add(CHUNK).min(range.end);
-            f(&self.map[at..end])?;
-            self.release(at..end);
-            at = end;
+        for chunk in chunks(range) {
+            f(&self.map[chunk.clone()])?;
+            self.release(chunk);
         }
         Ok(())
     }
@@ -167,72 +170,31 @@ impl MappedZip {
 
     /// [`MappedZip::verify`], telling `progress` how many bytes each step checked.
     pub fn verify_reporting(&self, which: impl Fn(&str) -> bool, progress: &dyn Fn(u64)) -> Result<(), ContainerError> {
-        for (name, range) in self.entries.iter().filter(|(n, _)| which(n)) {
-            let mut hasher = crc32fast::Hasher::new();
-            self.file
-                .for_each_chunk(range.clone(), |chunk| {
-                    hasher.update(chunk);
-                    progress(chunk.len() as u64);
-                    Ok(())
-                })
-                .map_err(|source| ContainerError::Io { path: self.file.path.clone(), source })?;
-            self.check_crc(name, hasher.finalize())?;
-        }
-        Ok(())
+        let entries = self.entries_in_order(which);
+        let read: Vec<Range<usize>> = entries.iter().flat_map(|(_, r)| chunks((*r).clone())).collect();
+        self.check_crcs(self.crcs_of(entries, read, progress))
     }
 
-    /// `crc` against the entry `name`'s CRC-32 in the directory.
-    fn check_crc(&self, name: &str, crc: u32) -> Result<(), ContainerError> {
-        let expected = self.crcs[name];
-        if crc == expected {
-            return Ok(());
-        }
-        Err(ContainerError::BadEntry {
-            entry: crate::display::shown(name),
-            reason: format!(
-                "its bytes do not match their CRC-32 ({crc:08x}, the directory says {expected:08x}): the file is damaged"
-            ),
-        })
-    }
-
-    /// The whole file's sha256, and every entry checked against its CRC-32 on the way: one read
-    /// of the file for both. SHA-256 is serial and about a tenth of CRC-32's speed, so it walks
-    /// the file on this thread, the critical path of a cold compile of a large archive, while
-    /// another checks the CRC-32s of each chunk it has passed and hands the chunk back
-    /// ([`MappedFile::release`]): a few chunks are resident at a time.
-    pub fn sha256_verifying(&self) -> Result<String, ContainerError> {
-        use sha2::Digest;
-        let len = self.file.map.len();
-        let (passed, chunks) = std::sync::mpsc::sync_channel::<Range<usize>>(2);
-        let (sha, crcs) = std::thread::scope(|s| {
-            let crcs = s.spawn(move || self.crcs_of(chunks));
-            let mut sha = sha2::Sha256::new();
-            let mut at = 0;
-            while at < len {
-                let end = at.saturating_add(CHUNK).min(len);
-                sha.update(&self.file.map[at..end]);
-                if passed.send(at..end).is_err() {
-                    break; // the checker is gone: its join below says why
-                }
-                at = end;
-            }
-            drop(passed);
-            (sha, crcs.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-        });
-        for (name, crc) in crcs {
-            self.check_crc(name, crc)?;
-        }
-        Ok(crate::digest::hex(&sha.finalize()))
-    }
-
-    /// The CRC-32 of every entry's payload, from the chunks of the file that arrive in order
-    /// (each handed back once seen).
-    fn crcs_of(&self, chunks: std::sync::mpsc::Receiver<Range<usize>>) -> Vec<(&String, u32)> {
-        let mut entries: Vec<(&String, &Range<usize>)> = self.entries.iter().collect();
+    /// The entries `which` selects, in the order of their bytes in the file (they do not
+    /// overlap: [`MappedZip::open`] checks it).
+    fn entries_in_order(&self, which: impl Fn(&str) -> bool) -> Vec<(&String, &Range<usize>)> {
+        let mut entries: Vec<(&String, &Range<usize>)> = self.entries.iter().filter(|(n, _)| which(n)).collect();
         entries.sort_by_key(|(_, r)| r.start);
+        entries
+    }
+
+    /// The CRC-32 of each of `entries` (in file order), from the chunks of the file `read`
+    /// gives, in order and covering them; each chunk is handed back ([`MappedFile::release`])
+    /// and its length told to `progress` once seen.
+    fn crcs_of<'z>(
+        &self,
+        entries: Vec<(&'z String, &Range<usize>)>,
+        read: impl IntoIterator<Item = Range<usize>>,
+        progress: &dyn Fn(u64),
+    ) -> Vec<(&'z String, u32)> {
         let mut crcs = vec![crc32fast::Hasher::new(); entries.len()];
         let mut first = 0;
-        for chunk in chunks {
+        for chunk in read {
             while first < entries.len() && entries[first].1.end <= chunk.start {
                 first += 1;
             }
@@ -243,9 +205,50 @@ impl MappedZip {
                     crcs[i].update(&self.file.map[s..e]);
                 }
             }
+            progress(chunk.len() as u64);
             self.file.release(chunk);
         }
         entries.into_iter().map(|(name, _)| name).zip(crcs.into_iter().map(crc32fast::Hasher::finalize)).collect()
+    }
+
+    /// Each CRC-32 against its entry's in the directory; the first that differs is the error.
+    fn check_crcs(&self, crcs: Vec<(&String, u32)>) -> Result<(), ContainerError> {
+        for (name, crc) in crcs {
+            let expected = self.crcs[name.as_str()];
+            if crc != expected {
+                return Err(ContainerError::BadEntry {
+                    entry: crate::display::shown(name),
+                    reason: format!(
+                        "its bytes do not match their CRC-32 ({crc:08x}, the directory says {expected:08x}): the file is damaged"
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The whole file's sha256, and every entry checked against its CRC-32 on the way: one read
+    /// of the file for both. SHA-256 is serial and about a tenth of CRC-32's speed, so it walks
+    /// the file on this thread, the critical path of a cold compile of a large archive, while
+    /// another checks the CRC-32s of each chunk it has passed and hands the chunk back
+    /// ([`MappedFile::release`]): a few chunks are resident at a time.
+    pub fn sha256_verifying(&self) -> Result<String, ContainerError> {
+        use sha2::Digest;
+        let (passed, read) = std::sync::mpsc::sync_channel::<Range<usize>>(2);
+        let (sha, crcs) = std::thread::scope(|s| {
+            let crcs = s.spawn(move || self.crcs_of(self.entries_in_order(|_| true), read, &|_| {}));
+            let mut sha = sha2::Sha256::new();
+            for chunk in chunks(0..self.file.map.len()) {
+                sha.update(&self.file.map[chunk.clone()]);
+                if passed.send(chunk).is_err() {
+                    break; // the checker is gone: its join below says why
+                }
+            }
+            drop(passed);
+            (sha, crcs.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+        });
+        self.check_crcs(crcs)?;
+        Ok(crate::digest::hex(&sha.finalize()))
     }
 
     /// Maps `path` and checks every entry's structure, without reading the payloads (enough to
@@ -479,10 +482,11 @@ mod tests {
     use crate::container::write::ZipOut;
     use std::io::Write;
 
-    /// Entries that span chunks and share them are each checked whole, and the sha256 is the
-    /// file's: a byte flipped past the first chunk is caught in the entry that holds it.
+    /// Entries that span chunks and share them are each checked whole, by `open_verified` and
+    /// by `sha256_verifying` (whose sha256 is the file's): a byte flipped past the first chunk
+    /// is caught in the entry that holds it.
     #[test]
-    fn sha256_verifying_checks_entries_across_chunks() {
+    fn crcs_are_checked_across_chunks() {
         let dir = std::env::temp_dir().join(format!("torchtpu-chunks-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("temp dir");
         let path = dir.join("chunks.zip");
@@ -493,6 +497,7 @@ mod tests {
             zip.entry(name, bytes.len() as u64, write).expect("writes");
         }
         zip.finish().expect("finishes");
+        MappedZip::open_verified(&path).expect("intact");
         let sha = MappedZip::open(&path).expect("opens").sha256_verifying().expect("intact");
         assert_eq!(sha, crate::digest::sha256_hex(&std::fs::read(&path).expect("reads")));
         for (entry, at) in [("big", CHUNK + 100), ("c", CHUNK + 4096 + 200)] {
@@ -501,6 +506,8 @@ mod tests {
             let damaged = dir.join(format!("damaged-{entry}.zip"));
             std::fs::write(&damaged, &bytes).expect("writes");
             let err = MappedZip::open(&damaged).expect("opens").sha256_verifying().expect_err("damaged").to_string();
+            assert!(err.contains(&format!("`{entry}`")) && err.contains("CRC-32"), "{err}");
+            let err = MappedZip::open_verified(&damaged).err().map(|e| e.to_string()).unwrap_or_default();
             assert!(err.contains(&format!("`{entry}`")) && err.contains("CRC-32"), "{err}");
         }
         let _ = std::fs::remove_dir_all(&dir);
