@@ -189,19 +189,6 @@ impl Cache {
         Some(e)
     }
 
-    /// The sha256 of the file at `path`: remembered by the file's identity (path, inode, size,
-    /// times, as for plugins) when the local cache has seen it unchanged, else `compute`d and
-    /// remembered. A compile that hits the cache then reads a large archive once, not twice.
-    pub fn file_sha256(&self, path: &Path, compute: impl FnOnce() -> String) -> String {
-        let Some(key) = local::file_digest_key(path) else { return compute() };
-        if let Some(known) = self.known_sha256(&key) {
-            return known;
-        }
-        let computed = compute();
-        self.remember_sha256(&key, &computed);
-        computed
-    }
-
     /// True when the file at `path` was read whole and hashed by an earlier compile and has not
     /// changed since (same identity): its bytes need no second check.
     pub fn remembers_file(&self, path: &Path) -> bool {
@@ -209,33 +196,23 @@ impl Cache {
     }
 
     /// The sha256 of the file at `path` when an earlier compile hashed it and it has not changed
-    /// since (same identity).
+    /// since (same identity: path, inode, size, times, as for plugins).
     pub fn remembered_file_sha256(&self, path: &Path) -> Option<String> {
-        local::file_digest_key(path).and_then(|key| self.known_sha256(&key))
-    }
-
-    /// Remembers `sha256` for the file at `path` as it is now (see [`Cache::file_sha256`]).
-    pub fn remember_file_sha256(&self, path: &Path, sha256: &str) {
-        if let Some(key) = local::file_digest_key(path) {
-            self.remember_sha256(&key, sha256);
-        }
-    }
-
-    /// The sha256 remembered for content that `key` determines (a file's identity, or for a
-    /// weight entry the source's sha256, the compiler's version and the entry's plan).
-    pub fn known_sha256(&self, key: &str) -> Option<String> {
-        match self.known_digest(key)? {
+        match self.known_digest(&local::file_digest_key(path)?)? {
             WeightsDigest::Sha256(hex) => Some(hex),
             WeightsDigest::Blake3(_) => None,
         }
     }
 
-    /// Remembers `sha256` for `key` (see [`Cache::known_sha256`]).
-    pub fn remember_sha256(&self, key: &str, sha256: &str) {
-        self.remember_digest(key, &WeightsDigest::Sha256(sha256.to_string()));
+    /// Remembers `sha256` for the file at `path` as it is now.
+    pub fn remember_file_sha256(&self, path: &Path, sha256: &str) {
+        if let Some(key) = local::file_digest_key(path) {
+            self.remember_digest(&key, &WeightsDigest::Sha256(sha256.to_string()));
+        }
     }
 
-    /// The digest (of weights: sha256 or BLAKE3) remembered for `key`.
+    /// The digest remembered for content that `key` determines (a file's identity, or for a
+    /// weight entry the source's sha256, the compiler's version and the entry's plan).
     pub(crate) fn known_digest(&self, key: &str) -> Option<WeightsDigest> {
         self.local.as_ref()?.digest(key)
     }

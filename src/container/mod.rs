@@ -118,17 +118,6 @@ impl MappedFile {
         let _ = unsafe { self.map.unchecked_advise_range(UncheckedAdvice::DontNeed, range.start, range.len()) };
     }
 
-    /// Hex sha256 of `range`, read in chunks it hands back.
-    pub fn sha256_hex(&self, range: Range<usize>) -> String {
-        use sha2::Digest;
-        let mut hasher = sha2::Sha256::new();
-        let _ = self.for_each_chunk(range, |chunk| {
-            hasher.update(chunk);
-            Ok(())
-        });
-        crate::digest::hex(&hasher.finalize())
-    }
-
     /// The digest of `range` by the algorithm of `like`, read in chunks it hands back.
     pub fn digest_like(&self, range: Range<usize>, like: &WeightsDigest) -> WeightsDigest {
         let mut hasher = like.hasher();
@@ -299,11 +288,6 @@ impl MappedZip {
     /// The file's length.
     pub fn file_len(&self) -> usize {
         self.file.map.len()
-    }
-
-    /// Hex sha256 of the whole file, read in chunks it hands back.
-    pub fn sha256_hex(&self) -> String {
-        self.file.sha256_hex(0..self.file_len())
     }
 
     /// A payload range of the map.

@@ -37,12 +37,6 @@ impl From<ContainerError> for ImportError {
 }
 
 impl Archive {
-    /// Hex sha256 of the whole archive file (what the manifest's source hash covers), read
-    /// in chunks so that memory stays flat.
-    pub fn sha256_hex(&self) -> String {
-        self.zip.sha256_hex()
-    }
-
     /// The archive file's sha256, every entry checked against its CRC-32 in the same read:
     /// what a compile of an archive opened with `Integrity::PayloadsLater` runs beside XLA.
     pub fn sha256_verifying(&self) -> Result<String, ImportError> {

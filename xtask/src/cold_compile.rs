@@ -4,11 +4,12 @@
 //! compiled with an empty cache folder (XLA compiles, the archive is hashed, the weights are
 //! written): every phase of `-v` (`read`, `lower`, `compile` = XLA, `write` = what writing added
 //! after XLA finished), the wall time, our time (the wall time less XLA's) over XLA's, and peak
-//! RSS against the compile bound (10% of the weights + 300 MB; a peak that XLA alone reaches too
-//! is marked as such: libtpu's compile of the 1B model alone peaks above it). XLA's time inside a cold compile
-//! grows with what competes with it for the cores, so each round also times XLA alone (the same
-//! compile with `--cache-only`: lowered and compiled into the cache, nothing hashed or written),
-//! and the wall time over that is the cold compile's cost against XLA's own. With
+//! RSS against the compile bound (10% of the weights + 300 MB; a peak that XLA alone reaches
+//! too is marked as such: libtpu's compile of the 1B model alone peaks above it). XLA's time
+//! inside a cold compile grows with what competes with it for the cores, so each round also
+//! times XLA alone (the same compile with `--cache-only`: lowered and compiled into the cache,
+//! nothing hashed or written), and the wall time over that is the cold compile's cost against
+//! XLA's own. With
 //! `$BENCH_BASELINE` naming another build, that build is measured too, interleaved round by
 //! round, so that before and after come from one run on one machine.
 
@@ -113,6 +114,7 @@ pub fn cold_compiles(bin: &Path, tmp: &Path) -> Result<()> {
         let mut alone = Rounds::default();
         for _ in 0..ROUNDS {
             let _ = std::fs::remove_dir_all(&cache);
+            // The same arguments less `-o ART` (args[2..4]): nothing is written but the cache.
             let only_xla = [&args[..2], &args[4..], &["--cache-only"]].concat();
             let m = measure(bin, &only_xla)?;
             if !m.ok {
