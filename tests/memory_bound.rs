@@ -13,6 +13,8 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use torchtpu_passes::ir::DType;
+
 use common::scaled_mlp;
 
 /// The MLP's dims, scaled: in 16 → K, hidden 32 → H (not a multiple of 128), out 8, batch 4.
@@ -86,7 +88,8 @@ fn compiling_256_mib_of_weights_stays_under_the_memory_bound() {
 
     // `run`: the device's copy of the (padded) weights, and no second one.
     let input = dir.0.join("x.npy");
-    write_zeros_npy(&input, &[4, K]);
+    let zeros = torchtpu_compile::Array { dtype: DType::F32, shape: vec![4, K], data: vec![0; 16 * K as usize] };
+    zeros.write(&input).expect("writes the input");
     let run_bound = artifact + 300_000_000;
     for art in [out, external] {
         let args = ["run", art, input.to_str().expect("utf-8"), "--out-dir", dir.0.to_str().expect("utf-8")];
@@ -130,19 +133,4 @@ fn a_32k_token_prompt_runs_in_linear_memory() {
     let scores = 2 * 32768 * 32768 * 4_u64;
     assert!(rss <= 1_000_000_000, "peak RSS {} MB (the naive scores alone take {} MB)", rss >> 20, scores >> 20);
     eprintln!("32,768 tokens: peak RSS {} MiB; the naive scores alone would take {} MiB", rss >> 20, scores >> 20);
-}
-
-/// An f32 `.npy` of zeros with `dims`.
-fn write_zeros_npy(path: &Path, dims: &[i64]) {
-    let shape: Vec<String> = dims.iter().map(i64::to_string).collect();
-    let mut header = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': ({},), }}", shape.join(", "));
-    while (10 + header.len() + 1) % 64 != 0 {
-        header.push(' ');
-    }
-    header.push('\n');
-    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
-    bytes.extend((header.len() as u16).to_le_bytes());
-    bytes.extend(header.as_bytes());
-    bytes.resize(bytes.len() + 4 * dims.iter().product::<i64>() as usize, 0);
-    std::fs::write(path, bytes).expect("writes the input");
 }

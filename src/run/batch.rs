@@ -250,16 +250,20 @@ impl Batcher {
     }
 
     /// Drops request `id`, waiting or in its slot (a client that went away); whether it was
-    /// there.
-    pub fn cancel(&mut self, id: u64) -> bool {
+    /// there. An encoder–decoder request's states leave `session`'s devices with it.
+    pub fn cancel(&mut self, session: &mut Session, id: u64) -> bool {
         if let Some(at) = self.queue.iter().position(|(q, _, _)| *q == id) {
             self.queue.remove(at);
             return true;
         }
-        match self.slots.iter_mut().find(|s| s.as_ref().is_some_and(|a| a.id == id)) {
-            Some(slot) => slot.take().is_some(),
-            None => false,
+        let Some(slot) = self.slots.iter_mut().find(|s| s.as_ref().is_some_and(|a| a.id == id)) else {
+            return false;
+        };
+        *slot = None;
+        if self.encoder.is_some() {
+            session.release_inputs();
         }
+        true
     }
 
     /// The figures so far.

@@ -336,6 +336,11 @@ impl Session {
         self.held.clear();
     }
 
+    /// How many inputs [`Session::hold_input`] keeps.
+    pub fn held_inputs(&self) -> usize {
+        self.held.len()
+    }
+
     /// Puts the held inputs on the devices padded to `bucket`'s dims, where they are not yet.
     fn place_held(&mut self, bucket: &Bucket) -> Result<(), Error> {
         let splits = self.art.manifest.sharding.as_ref().map(|s| &s.inputs);

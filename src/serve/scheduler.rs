@@ -143,7 +143,7 @@ impl Scheduler<'_> {
                     } else {
                         continue;
                     };
-                    batcher.cancel(id);
+                    batcher.cancel(session, id);
                     clients.remove(&id);
                     done(metrics, outcome);
                 }
@@ -158,7 +158,7 @@ impl Scheduler<'_> {
                 // Every request in flight is lost; the session starts again from its weights.
                 let reason = format!("{e:#}");
                 for (id, c) in clients.drain() {
-                    batcher.cancel(id);
+                    batcher.cancel(session, id);
                     let _ = c.events.send(Event::Failed(reason.clone()));
                     done(metrics, &metrics.failed);
                 }

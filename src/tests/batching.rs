@@ -14,8 +14,9 @@ use crate::npy::Array;
 /// An encoder–decoder model served through a batcher (as `serve --encoder` does): requests
 /// of T5's two prompts, one at a time, each encoded once as it takes the slot, get exactly
 /// transformers' `generate` tokens — the same prompt twice too (the caches start again). A
-/// prompt the encoder cannot take, or more tokens than the caches hold, is refused at submit;
-/// Whisper's encoder of features is refused for requests of ids.
+/// request cancelled in its slot releases its states. A prompt the encoder cannot take, or
+/// more tokens than the caches hold, is refused at submit; Whisper's encoder of features is
+/// refused for requests of ids.
 #[test]
 fn encoder_decoder_requests_are_served_one_after_another() {
     let tmp = TempDir::new("seq2seq_batcher");
@@ -47,6 +48,20 @@ fn encoder_decoder_requests_are_served_one_after_another() {
     for (id, (_, tokens)) in ids.iter().zip(cases) {
         assert_eq!(done[id], ints(tokens), "request {id}");
     }
+    assert_eq!(session.held_inputs(), 0, "the last request's states left with it");
+    // A request cancelled in its slot (its client went away) takes its states with it, and the
+    // next one gets its tokens as if it had never been.
+    let cancelled = batcher.submit(request(ints("prompt.npy"), 12)).expect("fits");
+    batcher.step(&mut session).expect("steps");
+    assert_eq!(session.held_inputs(), 1, "the states are held while the request is served");
+    assert!(batcher.cancel(&mut session, cancelled));
+    assert_eq!(session.held_inputs(), 0, "the cancelled request's states left the devices");
+    let next = batcher.submit(request(ints("prompt_short.npy"), 12)).expect("fits");
+    let mut tokens = Vec::new();
+    while !batcher.is_idle() {
+        tokens.extend(batcher.step(&mut session).expect("steps").finished.into_iter().filter(|f| f.id == next));
+    }
+    assert_eq!(tokens[0].tokens, ints("tokens_short.npy"));
     let err = batcher.submit(request(vec![3; 300], 4)).unwrap_err().to_string();
     assert!(err.contains("300 prompt tokens: the encoder takes 2 to"), "{err}");
     let err = batcher.submit(request(ints("prompt.npy"), 40)).unwrap_err().to_string();
@@ -271,7 +286,7 @@ fn arrive_and_leave_at_random(model: &str, tmp: &Path) {
             // Now and then a client goes away, waiting or in its slot.
             if random(8) == 0 {
                 let id = random(submitted.len() as u64);
-                if !done.iter().any(|f: &crate::run::Finished| f.id == id) && batcher.cancel(id) {
+                if !done.iter().any(|f: &crate::run::Finished| f.id == id) && batcher.cancel(&mut session, id) {
                     cancelled.push(id);
                 }
             }
