@@ -9,7 +9,9 @@
 //! inside a cold compile grows with what competes with it for the cores, so each round also
 //! times XLA alone (the same compile with `--cache-only`: lowered and compiled into the cache,
 //! nothing hashed or written), and the wall time over that is the cold compile's cost against
-//! XLA's own. With
+//! XLA's own. The process's CPU time (user and system, all threads) and how busy it kept the
+//! machine's cores (CPU time over wall time × cores) tell a wall spent waiting from one spent
+//! working: where the cores are busy, the wall is the work over the cores. With
 //! `$BENCH_BASELINE` naming another build, that build is measured too, interleaved round by
 //! round, so that before and after come from one run on one machine.
 
@@ -18,14 +20,14 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
 
-use crate::measure::{bench_model, measure, median};
+use crate::measure::{bench_model, measure, median, Measured};
 use crate::path_str;
 
 const MIB: f64 = 1024.0 * 1024.0;
 const ROUNDS: usize = 3;
 
 /// One build's cold compiles of one model and target: per round, the phases (s) and the
-/// process's wall time and peak RSS.
+/// process's wall and CPU time; the peak RSS of all rounds.
 #[derive(Default)]
 struct Rounds {
     read: Vec<f64>,
@@ -33,11 +35,12 @@ struct Rounds {
     xla: Vec<f64>,
     write: Vec<f64>,
     wall: Vec<f64>,
+    cpu: Vec<f64>,
     rss: f64,
 }
 
 impl Rounds {
-    fn add(&mut self, wall: f64, rss: f64, summary: &Value) {
+    fn add(&mut self, m: &Measured, summary: &Value) {
         let phase = |name: &str| {
             let phases = summary["phases"].as_array().into_iter().flatten();
             phases.filter(|p| p["phase"] == name).filter_map(|p| p["ms"].as_f64()).sum::<f64>() / 1e3
@@ -46,15 +49,17 @@ impl Rounds {
         self.lower.push(phase("lower"));
         self.xla.push(phase("compile"));
         self.write.push(phase("write"));
-        self.wall.push(wall);
-        self.rss = self.rss.max(rss);
+        self.wall.push(m.secs);
+        self.cpu.push(m.cpu_secs);
+        self.rss = self.rss.max(m.max_rss_mib);
     }
 
     /// One line of the table; `alone` is XLA alone's (time, peak RSS). A peak over the bound is
     /// told apart from one that XLA alone reaches too (libtpu's own, for the 1B model).
     fn row(&self, build: &str, bound: f64, alone: (f64, f64)) -> String {
         let m = |v: &Vec<f64>| median(v.clone());
-        let (xla, wall) = (m(&self.xla), m(&self.wall));
+        let (xla, wall, cpu) = (m(&self.xla), m(&self.wall), m(&self.cpu));
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
         let (xla_alone, alone_rss) = alone;
         let verdict = match (self.rss <= bound, alone_rss <= bound) {
             (true, _) => "within".to_string(),
@@ -62,11 +67,12 @@ impl Rounds {
             (false, false) => format!("over, as XLA alone ({alone_rss:.0} MiB)"),
         };
         format!(
-            "  {build:<10} {:>7.2} {:>7.2} {:>8.2} {:>7.2} {wall:>7.2} {:>9.2} {:>9.2} {:>9.0} {}",
+            "  {build:<10} {:>7.2} {:>7.2} {:>8.2} {:>7.2} {wall:>7.2} {cpu:>7.2} {:>5.0}% {:>9.2} {:>9.2} {:>9.0} {}",
             m(&self.read),
             m(&self.lower),
             xla,
             m(&self.write),
+            100.0 * cpu / (wall * cores),
             (wall - xla) / xla,
             (wall - xla_alone) / xla_alone,
             self.rss,
@@ -121,7 +127,7 @@ pub fn cold_compiles(bin: &Path, tmp: &Path) -> Result<()> {
                 bail!("XLA alone: compile of {model} for {target} --cache-only failed:\n{}", m.stderr);
             }
             let summary: Value = serde_json::from_str(&m.stdout).with_context(|| m.stderr.clone())?;
-            alone.add(m.secs, m.max_rss_mib, &summary);
+            alone.add(&m, &summary);
             for ((name, build), into) in builds.iter().zip(&mut rounds) {
                 let _ = std::fs::remove_dir_all(&cache);
                 let m = measure(build, &args)?;
@@ -129,16 +135,19 @@ pub fn cold_compiles(bin: &Path, tmp: &Path) -> Result<()> {
                     bail!("{name} build: cold compile of {model} for {target} failed:\n{}", m.stderr);
                 }
                 let summary: Value = serde_json::from_str(&m.stdout).with_context(|| m.stderr.clone())?;
-                into.add(m.secs, m.max_rss_mib, &summary);
+                into.add(&m, &summary);
             }
         }
         let _ = std::fs::remove_dir_all(&cache);
         let _ = std::fs::remove_file(&art);
-        let xla_alone = median(alone.xla.clone());
-        println!("{model} --target {target} (medians, s; bound {bound:.0} MiB; XLA alone {xla_alone:.2} s)");
+        let (xla_alone, cpu_alone) = (median(alone.xla.clone()), median(alone.cpu.clone()));
         println!(
-            "  {:<10} {:>7} {:>7} {:>8} {:>7} {:>7} {:>9} {:>9} {:>9}",
-            "build", "read", "lower", "XLA", "write", "wall", "ours/XLA", "vs alone", "peak MiB"
+            "{model} --target {target} (medians, s; bound {bound:.0} MiB; XLA alone {xla_alone:.2} s, \
+             its process {cpu_alone:.2} CPU-s)"
+        );
+        println!(
+            "  {:<10} {:>7} {:>7} {:>8} {:>7} {:>7} {:>7} {:>6} {:>9} {:>9} {:>9}",
+            "build", "read", "lower", "XLA", "write", "wall", "CPU-s", "busy", "ours/XLA", "vs alone", "peak MiB"
         );
         for ((name, _), r) in builds.iter().zip(&rounds) {
             println!("{}", r.row(name, bound, (xla_alone, alone.rss)));
@@ -146,7 +155,9 @@ pub fn cold_compiles(bin: &Path, tmp: &Path) -> Result<()> {
     }
     println!(
         "write: what writing the artifact added after XLA finished (it starts alongside); ours/XLA: (wall - XLA) / XLA; \
-         vs alone: (wall - XLA alone) / XLA alone, XLA alone being XLA's time in the same compile with --cache-only"
+         vs alone: (wall - XLA alone) / XLA alone, XLA alone being XLA's time in the same compile with --cache-only; \
+         CPU-s: user + system time of the process; busy: CPU-s / (wall x {} cores)",
+        std::thread::available_parallelism().map_or(1, |n| n.get())
     );
     Ok(())
 }

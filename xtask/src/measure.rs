@@ -10,9 +10,12 @@ use serde_json::Value;
 
 use crate::{root, run};
 
-/// One finished process: wall time, peak resident memory, exit status, stdout.
+/// One finished process: wall time, CPU time, peak resident memory, exit status, stdout.
 pub(crate) struct Measured {
     pub secs: f64,
+    /// User and system CPU time of the process, all its threads (not the kernel's own
+    /// threads, such as those that write dirty pages back to disk).
+    pub cpu_secs: f64,
     pub max_rss_mib: f64,
     pub ok: bool,
     pub stdout: String,
@@ -43,8 +46,10 @@ pub(crate) fn measure(bin: &Path, args: &[&str]) -> Result<Measured> {
         bail!("wait4 failed for {}", bin.display());
     }
     let ok = libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     Ok(Measured {
         secs: start.elapsed().as_secs_f64(),
+        cpu_secs: secs(usage.ru_utime) + secs(usage.ru_stime),
         max_rss_mib: usage.ru_maxrss as f64 / 1024.0,
         ok,
         stdout,
