@@ -3,10 +3,12 @@
 //! - On a mesh, every argument's and result's Shardy sharding (see `sharding`).
 //! - `tf.aliasing_output = j` on a weight whose new value the program returns as result `j` (a
 //!   mutated buffer or parameter: a KV cache, BatchNorm statistics), when the two have the same
-//!   type and the weight is whole on every device. XLA then writes the result into the weight's
-//!   memory when the caller donates it, instead of a fresh copy of the whole weight each call.
+//!   type. XLA then writes the result into the weight's memory when the caller donates it,
+//!   instead of a fresh copy of the whole weight each call. On a mesh, such a result is split as
+//!   its weight is (a KV cache split along its heads stays split: each device keeps its piece),
+//!   every other result is whole.
 
-use torchtpu_passes::ir::{Graph, InputKind, Op, OutputKind};
+use torchtpu_passes::ir::{Graph, GraphOutput, InputKind, Op, OutputKind};
 
 use super::sharding;
 
@@ -28,8 +30,10 @@ pub(super) fn attributes(graph: &Graph) -> (Option<String>, Option<String>) {
         }
         dictionary(&entries)
     });
-    let results =
-        graph.outputs().iter().map(|o| dictionary(&[sharding::entry(None, graph.value_type(o.value).rank())]));
+    let results = graph.outputs().iter().map(|o| {
+        let weight = updated_weight(graph, o).and_then(|i| graph.node(graph.graph_inputs()[i]).sharding.as_ref());
+        dictionary(&[sharding::entry(weight, graph.value_type(o.value).rank())])
+    });
     (Some(list(args)), mesh.then(|| list(results)))
 }
 
@@ -38,17 +42,20 @@ fn aliases(graph: &Graph) -> Vec<Option<usize>> {
     let inputs = graph.graph_inputs();
     let mut aliases = vec![None; inputs.len()];
     for (j, out) in graph.outputs().iter().enumerate() {
-        let (OutputKind::BufferMutation { fqn } | OutputKind::ParameterMutation { fqn }) = &out.kind else {
-            continue;
-        };
-        let Some(i) = inputs.iter().position(|&id| weight_name(graph, id) == Some(fqn)) else { continue };
-        let input = graph.node(inputs[i]);
-        let whole = input.sharding.as_ref().is_none_or(|s| s.is_replicated());
-        if aliases[i].is_none() && whole && input.outputs[0] == *graph.value_type(out.value) {
+        let Some(i) = updated_weight(graph, out) else { continue };
+        if aliases[i].is_none() && graph.node(inputs[i]).outputs[0] == *graph.value_type(out.value) {
             aliases[i] = Some(j);
         }
     }
     aliases
+}
+
+/// The argument (its index among the graph's inputs) of the weight whose new value `out` is.
+fn updated_weight(graph: &Graph, out: &GraphOutput) -> Option<usize> {
+    let (OutputKind::BufferMutation { fqn } | OutputKind::ParameterMutation { fqn }) = &out.kind else {
+        return None;
+    };
+    graph.graph_inputs().iter().position(|&id| weight_name(graph, id) == Some(fqn))
 }
 
 /// The state-dict name of a parameter or buffer input.

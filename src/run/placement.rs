@@ -40,6 +40,14 @@ impl Placement {
         (self.mesh.is_some() && !s.is_replicated()).then_some(s)
     }
 
+    /// The dims of each device's piece of an array of `dims` under `split` (`None`: whole).
+    pub(super) fn piece_dims(&self, dims: &[i64], split: Option<&Sharding>) -> Vec<i64> {
+        match (&self.mesh, split) {
+            (Some(mesh), Some(split)) => split.shard_dims(dims, mesh),
+            _ => dims.to_vec(),
+        }
+    }
+
     /// The piece of the row-major array `bytes` (`dims`, `element` bytes each) device `device`
     /// holds under `split` (`None`: the whole array), and its dims.
     pub(super) fn piece<'a>(

@@ -498,17 +498,21 @@ impl Session {
         Ok(Array { dtype, shape: bucket.output_dims[j].clone(), data })
     }
 
-    /// Each updated weight takes its new value: the output buffers themselves where the weight
-    /// is whole on every device (no copy), else each device's piece of the output (read once
-    /// from the first device).
+    /// Each updated weight takes its new value: the output buffers themselves where each
+    /// device's result is its piece of the weight (a whole weight, or a split one that the
+    /// program returns split alike: no copy), else each device's piece of the whole result
+    /// (read once from the first device; artifacts compiled before results were split alike).
     fn keep_state(&mut self, bucket: &Bucket, outs: &mut [Vec<Buffer>]) -> Result<(), Error> {
         let m = &self.art.manifest;
         for &(slot, output) in &self.updated {
             let name = &m.weights.order[slot];
             let split = self.placement.split(m.sharding.as_ref().and_then(|s| s.weights.get(name)));
+            let piece = self.placement.piece_dims(&bucket.output_dims[output], split.as_ref());
             let whole = match &split {
-                Some(_) => Some(self.host_output(bucket, &outs[0][output], output)?),
-                None => None,
+                Some(_) if outs[0][output].dims().map_err(RunError::Execute)? != piece => {
+                    Some(self.host_output(bucket, &outs[0][output], output)?)
+                }
+                _ => None,
             };
             for (d, results) in outs.iter_mut().enumerate() {
                 self.weights.buffers[d][slot] = match &whole {

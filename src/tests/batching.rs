@@ -156,19 +156,20 @@ fn requests_of_different_lengths_share_the_slots() {
     assert!(err.contains("6 prompt tokens and 60 new ones need 66 positions; the caches hold 64"), "{err}");
 }
 
-/// Over a mesh of two CPU devices, the batch split (`dp`) or the heads and projections
-/// (`tp`), the batcher serves the same requests with the same tokens, prompts in chunks.
+/// Over a mesh of CPU devices, the batch split (`dp`), the heads, projections and KV caches
+/// (`tp`), or both, the batcher serves the same requests with the same tokens, prompts in
+/// chunks.
 #[test]
 fn a_mesh_artifact_serves_requests_as_one_device_does() {
     let tmp = TempDir::new("batching_mesh");
     let (requests, eager) = row_requests("decoder_rows_prefill", |_| 16);
-    for mesh in ["dp=2", "tp=2"] {
+    for (mesh, devices) in [("dp=2", 2), ("tp=2", 2), ("dp=2,tp=2", 4)] {
         let dir = tmp.0.join(mesh);
         std::fs::create_dir_all(&dir).expect("a folder");
         let artifact = compile_model_with("decoder_rows_prefill", &dir, &super::sharding::request(mesh));
         let mut session = decode_session(&artifact);
         let split = session.manifest().sharding.as_ref().map(|s| s.mesh.iter().map(|a| a.size).product::<i64>());
-        assert_eq!(split, Some(2), "{mesh}: split over two devices");
+        assert_eq!(split, Some(devices), "{mesh}: split over {devices} devices");
         let served = crate::run::serve_all(&mut session, requests.clone()).expect("serves");
         assert!(served.continuous && served.slots == 4, "{mesh}: {served:?}");
         for (i, r) in served.requests.iter().enumerate() {

@@ -250,6 +250,56 @@ fn matmuls_left_whole_are_reported() {
     assert!(notes.contains("4 matmuls left whole: their split reaches an op that needs the whole"), "{notes}");
 }
 
+/// A decode step's KV caches under `tp`: the K and V projections are column-parallel and each
+/// device stores the heads it computes (caches `[B, S, H, D]` split along `H`, aliased to their
+/// new values), so a device holds half of them. A session carries them split from call to call
+/// and reads them back whole: what one device's session holds after the same calls.
+#[test]
+fn kv_caches_are_split_along_the_heads_under_tp() {
+    let m = assert_parity_with("decoder_rows", &request("tp=2"));
+    let notes = shard_notes(&m);
+    assert!(notes.contains("9 column-parallel matmuls (tp)") && !notes.contains("left whole"), "{notes}");
+    let split = &m.sharding.as_ref().expect("split").weights;
+    let caches: Vec<String> = (0..2).flat_map(|b| ["k", "v"].map(|kv| format!("blocks.{b}.attn.{kv}_cache"))).collect();
+    let tp = || vec!["tp".to_string()];
+    for cache in &caches {
+        assert_eq!(split.get(cache), Some(&vec![vec![], vec![], tp(), vec![]]), "{cache}: split along the heads");
+    }
+    let memory = m.targets[0].executables[0].memory.as_ref().expect("memory figures");
+    assert_eq!(memory.alias_bytes, 4 * (4 * 64 * 2 * 16 * 4) / 2, "half of each cache per device, updated in place");
+
+    let tmp = TempDir::new("split-caches");
+    let one_device = CompileRequest::new(vec![Target::Cpu { devices: 1 }], Precision::Default);
+    let [one, two] = [("one", one_device), ("two", request("tp=2"))].map(|(dir, req)| {
+        std::fs::create_dir_all(tmp.0.join(dir)).expect("a folder");
+        compile_model_with("decoder_rows", &tmp.0.join(dir), &req)
+    });
+    let ints = |values: Vec<i64>, shape: Vec<i64>| crate::npy::Array {
+        dtype: torchtpu_passes::ir::DType::I64,
+        shape,
+        data: values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+    };
+    let labels = [std::path::PathBuf::from("ids"), std::path::PathBuf::from("pos")];
+    let states: Vec<Vec<(String, crate::npy::Array)>> = [one, two]
+        .iter()
+        .map(|artifact| {
+            let mut session = super::serving::decode_session(artifact);
+            for step in 0..3 {
+                let ids = ints((0..4).map(|r| 1 + 7 * r + step).collect(), vec![4, 1]);
+                session.call(&[ids, ints(vec![step; 4], vec![4])], &labels, 0).expect("runs");
+            }
+            session.state().expect("the state")
+        })
+        .collect();
+    assert_eq!(states[0].len(), 4);
+    for ((name, a), (other, b)) in states[0].iter().zip(&states[1]) {
+        assert_eq!((name, &a.shape), (other, &b.shape));
+        let differs = (0..a.numel() as usize).filter(|&i| (a.get_f64(i).unwrap() - b.get_f64(i).unwrap()).abs() > 1e-5);
+        assert_eq!(differs.count(), 0, "{name}: the split session's state is one device's");
+        assert!((0..a.numel() as usize).any(|i| a.get_f64(i) != Some(0.0)), "{name}: written");
+    }
+}
+
 /// `fsdp` stores every weight split and gathers it where used (all-gathers, no reductions),
 /// alone and with `tp` or `dp`, and leaves updated buffers whole; every result equals eager.
 #[test]

@@ -236,7 +236,8 @@ fn beyond_core_op_cases_compile_for_tpu() {
 
 /// Programs split over a mesh compile for every chip of v5e, v5p and v6e slices (one partition
 /// per chip, Shardy), with per-chip memory that falls as the mesh splits the weights, and the
-/// collectives the plan implies; a mesh the heads do not divide is refused by name.
+/// collectives the plan implies, and KV caches split along their heads; a mesh the heads do not
+/// divide is refused by name.
 #[test]
 fn split_programs_compile_for_slices() {
     let tmp = TempDir::new("tpu-mesh");
@@ -277,6 +278,16 @@ fn split_programs_compile_for_slices() {
     let (per_chip, whole) = (e.memory.as_ref().expect("memory").argument_bytes, one_chip("llama_tiny"));
     assert!(per_chip * 3 < whole, "fsdp=4: {per_chip} bytes of arguments per chip, {whole} on one chip");
     assert!(e.collectives.contains_key("all-gather"), "fsdp=4: {:?}", e.collectives);
+    // A decode step's KV caches split along their heads (`[1, H, S, D]`): each chip updates its
+    // half in place, and the caches' bytes per chip halve with them.
+    let m = split("whisper_gen_decoder", tpu("v6e", "1x2"), "tp=2").unwrap_or_else(|e| panic!("caches: {e}")).manifest;
+    let cache = &m.sharding.as_ref().expect("split").weights["key_cache_0"];
+    assert_eq!(cache, &vec![vec![], vec!["tp".to_string()], vec![], vec![]], "split along the heads");
+    let aliased =
+        |m: &crate::artifact::Manifest| m.targets[0].executables[0].memory.as_ref().expect("memory").alias_bytes;
+    let model = testdata().join("models/whisper_gen_decoder.pt2");
+    let whole = aliased(&compile_for(&model, &tmp.0.join("whisper-one.tpuexe"), vec![tpu("v6e", "1x1")]).manifest);
+    assert!(aliased(&m) * 10 < whole * 6, "{} cache bytes updated in place per chip, {whole} on one chip", aliased(&m));
     let Err(err) = split("gpt2_tiny", tpu("v6e", "2x4"), "tp=8") else { panic!("4 heads split 8 ways") };
     assert!(err.contains("into 4 heads, which do not divide along mesh axis `tp` (8 devices)"), "{err}");
 }

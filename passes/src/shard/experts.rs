@@ -46,9 +46,9 @@ pub fn expert_weights(graph: &Graph) -> Vec<NodeId> {
 }
 
 /// The weight input `v` is read from, its first dim being `v`'s first (through layout
-/// transposes, conversions and copies: see [`super::weight_dim`]).
+/// transposes, conversions and copies: see [`super::follow::weight_dim`]).
 fn source_weight(graph: &Graph, v: ValueRef) -> Option<NodeId> {
-    super::weight_dim(graph, v, 0).filter(|&(_, dim)| dim == 0).map(|(w, _)| w)
+    super::follow::weight_dim(graph, v, 0).filter(|&(_, dim)| dim == 0).map(|(w, _)| w)
 }
 
 fn is_weight(graph: &Graph, id: NodeId) -> bool {

@@ -6,21 +6,23 @@
 //!   does not divide is refused, naming the input.
 //! - Axis `tp`: tensor parallelism in Megatron's form, found from the graph's structure, not
 //!   from names. A fused projection (one weight for Q, K and V whose features a split cuts
-//!   apart, GPT-2's `c_attn`) is first made one matmul per part, on narrowed weights. A matmul on a weight whose input is whole is *column-parallel*: its weight's
-//!   output features (and its bias) are split, so each device computes a slice of the features.
-//!   The split is followed through the ops after it that keep it local — element-wise ops,
-//!   views that split features into heads (whole heads per device), permutes, per-head `bmm`s
-//!   and softmax, reductions over other dims — to a matmul on a weight that contracts the split
-//!   features: that one is *row-parallel* (its weight's input features split), and its result,
-//!   a partial sum on each device, becomes whole again (one all-reduce). A column-parallel
-//!   matmul whose split reaches an op that would need the whole features (a norm, a residual
-//!   add, a slice of the features) is not split at all, and neither is anything it fed. An
-//!   embedding table is split along its rows (vocabulary-parallel); a column-parallel matmul
-//!   whose split reaches a graph output (an LM head) gives it whole (an all-gather). What would
-//!   have to be split but does not divide along `tp` is refused, naming it: heads (a view of
-//!   split features into heads), and a vocabulary (a table of 1024 rows or more); smaller
-//!   tables and matmuls whose output features do not divide are left whole, and the report
-//!   counts them.
+//!   apart, GPT-2's `c_attn`) is first made one matmul per part, on narrowed weights. A matmul
+//!   on a weight whose input is whole is *column-parallel*: its weight's output features (and
+//!   its bias) are split, so each device computes a slice of the features. The split is
+//!   followed through the ops after it that keep it local — element-wise ops, views that split
+//!   features into heads (whole heads per device), permutes, per-head `bmm`s and softmax,
+//!   reductions over other dims, writes into a buffer along a dim that no index reads (a KV
+//!   cache's heads: the buffer is stored split with them) — to a matmul on a weight that
+//!   contracts the split features: that one is *row-parallel* (its weight's input features
+//!   split), and its result, a partial sum on each device, becomes whole again (one
+//!   all-reduce). A column-parallel matmul whose split reaches an op that would need the whole
+//!   features (a norm, a residual add, a slice of the features) is not split at all, and
+//!   neither is anything it fed. An embedding table is split along its rows
+//!   (vocabulary-parallel); a column-parallel matmul whose split reaches a graph output (an LM
+//!   head) gives it whole (an all-gather). What would have to be split but does not divide
+//!   along `tp` is refused, naming it: heads (a view of split features into heads), and a
+//!   vocabulary (a table of 1024 rows or more); smaller tables and matmuls whose output
+//!   features do not divide are left whole, and the report counts them.
 //!   Constraints pin the split at each column-parallel result and the whole value at each
 //!   row-parallel one.
 //! - Axis `fsdp`: every weight is stored split along it as well and gathered where used
@@ -35,7 +37,8 @@
 //! not); it never makes a split the analysis cannot follow.
 //!
 //! Shardings set here are on graph inputs (the arguments' shardings) and on op results
-//! (constraints); results of the graph are whole on every device. Weights that nothing splits
+//! (constraints); results of the graph are whole on every device, but the new values of
+//! updated weights, which the emitter splits as their weights are. Weights that nothing splits
 //! are whole on every device.
 //!
 //! A filetest (the input graph, then the graph the pass leaves after `; expect:`):
@@ -45,19 +48,18 @@
 //! ```
 
 pub mod experts;
+mod follow;
 mod fsdp;
 pub mod plan;
 mod sequence;
 mod unfuse;
 
-use crate::ir::ops::{
-    Bmm, Cat, Convolution, CopyFrom, Embedding, ExtremumDim, Mm, Pad, Permute, Reduce, Select, Slice, SliceScatter,
-    Softmax, SplitWithSizes, Squeeze, Unsqueeze,
-};
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::ir::ops::{Embedding, Mm, Permute};
 use crate::ir::{Dim, Graph, InputKind, Mesh, NodeId, Op, Sharding, ValueRef};
 use crate::pass::{Changed, Pass, PassCx, PassError};
+use follow::{follow, Why};
 use plan::{Assigned, ShardPlan, Style};
 
 /// See the module docs.
@@ -492,241 +494,6 @@ fn claim(plan: &mut Plan, w: NodeId, dim: usize) -> bool {
     }
 }
 
-/// Why a split cannot be followed through an op.
-enum Why {
-    /// The op needs the whole dim, or moves it where a device's piece is not contiguous.
-    Misaligned,
-    /// A view splits the dim into `n` parts (heads) that do not divide along `tp`.
-    Indivisible(i64),
-    /// The op keeps the other operands' split if operand `slot` is whole: only its split ends.
-    Whole(usize),
-}
-
-/// What following a split through an op gives: the result's split dim and its `inner`, the
-/// column-parallel matmuls behind it, and weights to split along with it (a bias added to split
-/// features).
-type Followed = (usize, i64, BTreeSet<NodeId>, Vec<(NodeId, usize)>);
-
-/// Where the split of `id`'s inputs goes in its result, if the op keeps it local.
-fn follow(
-    graph: &Graph,
-    id: NodeId,
-    ins: &[ValueRef],
-    splits: &BTreeMap<ValueRef, Split>,
-    tp: i64,
-) -> Result<Followed, Why> {
-    let node = graph.node(id);
-    // Ops of several results, each split alike.
-    let pieces = matches!(node.op, Op::SplitWithSizes(_) | Op::ExtremumDim(_));
-    let out = match (node.outputs.len(), node.outputs.first().and_then(|t| t.static_dims())) {
-        (1, Some(out)) => out,
-        (_, Some(out)) if pieces => out,
-        _ => return Err(Why::Misaligned),
-    };
-    let rank = out.len();
-    let origins: BTreeSet<NodeId> = ins.iter().filter_map(|v| splits.get(v)).flat_map(|s| s.origins.clone()).collect();
-    let (first_at, first) =
-        ins.iter().enumerate().find_map(|(i, v)| splits.get(v).map(|s| (i, s))).ok_or(Why::Misaligned)?;
-    let in_dims = graph.value_type(ins[first_at]).static_dims().ok_or(Why::Misaligned)?;
-    let norm = |d: i64, r: usize| if d < 0 { (d + r as i64) as usize } else { d as usize };
-    let keep = |dim: Option<usize>| dim.map(|d| (d, first.inner, origins.clone(), Vec::new())).ok_or(Why::Misaligned);
-    let same_split = |v: &ValueRef, dim: usize| splits.get(v).is_some_and(|s| s.dim == dim && s.inner == first.inner);
-    // Every split input split alike; the others whole (each device takes its piece locally).
-    let split_alike = |dim: usize| ins.iter().filter(|v| splits.contains_key(v)).all(|v| same_split(v, dim));
-    match &node.op {
-        // `copy(buffer, src)`, the split operands of the result's shape (a whole one is sliced
-        // where it is read).
-        Op::CopyFrom(CopyFrom) => keep((in_dims == out && split_alike(first.dim)).then_some(first.dim)),
-        op if op.is_elementwise() => broadcast(graph, ins, splits, rank, first_at, tp)
-            .map(|(dim, weights)| (dim, first.inner, origins.clone(), weights)),
-        Op::View(_) => view_split(&in_dims, &out, first.dim, first.inner, tp)
-            .map(|(d, inner)| (d, inner, origins.clone(), Vec::new())),
-        Op::Permute(Permute { dims }) => keep(dims.iter().position(|&d| norm(d, rank) == first.dim)),
-        Op::Unsqueeze(Unsqueeze { dim }) => {
-            let at = norm(*dim, rank);
-            keep(Some(if first.dim >= at { first.dim + 1 } else { first.dim }))
-        }
-        Op::Squeeze(Squeeze { dims }) => {
-            let r = in_dims.len();
-            let listed: Vec<usize> =
-                if dims.is_empty() { (0..r).collect() } else { dims.iter().map(|&d| norm(d, r)).collect() };
-            let gone: Vec<usize> = listed.into_iter().filter(|&d| in_dims[d] == 1).collect();
-            keep((!gone.contains(&first.dim)).then(|| first.dim - gone.iter().filter(|&&g| g < first.dim).count()))
-        }
-        Op::Expand(_) => keep((out.get(first.dim) == in_dims.get(first.dim)).then_some(first.dim)),
-        Op::Slice(Slice { dim, .. }) => keep((norm(*dim, rank) != first.dim).then_some(first.dim)),
-        // Zero padding (the `pad` pass's) of other dims: pairs from the last dim backwards.
-        Op::Pad(Pad { pad, .. }) => {
-            let touched =
-                pad.chunks(2).enumerate().any(|(i, p)| rank.checked_sub(1 + i) == Some(first.dim) && p != [0, 0]);
-            keep((!touched).then_some(first.dim))
-        }
-        Op::Select(Select { dim, .. }) => {
-            let at = norm(*dim, in_dims.len());
-            keep((at != first.dim).then(|| if first.dim > at { first.dim - 1 } else { first.dim }))
-        }
-        // Pieces of other dims; a slice written into a buffer (MLA's key, assembled from its
-        // no-rope and rope parts).
-        Op::Cat(Cat { dim })
-        | Op::SplitWithSizes(SplitWithSizes { dim, .. })
-        | Op::SliceScatter(SliceScatter { dim, .. }) => {
-            keep((split_alike(first.dim) && norm(*dim, rank) != first.dim).then_some(first.dim))
-        }
-        Op::Softmax(Softmax { dim, .. }) => keep((norm(*dim, rank) != first.dim).then_some(first.dim)),
-        // The maximum (and where it is) over another dim.
-        Op::ExtremumDim(ExtremumDim { dim, keepdim, .. }) => {
-            let at = norm(*dim, in_dims.len());
-            let shift = usize::from(!*keepdim && at < first.dim);
-            keep((at != first.dim).then(|| first.dim - shift))
-        }
-        Op::Reduce(Reduce { dims, keepdim, .. }) => {
-            let r = in_dims.len();
-            let reduced: Vec<usize> =
-                if dims.is_empty() { (0..r).collect() } else { dims.iter().map(|&d| norm(d, r)).collect() };
-            let shift = if *keepdim { 0 } else { reduced.iter().filter(|&&d| d < first.dim).count() };
-            keep((!reduced.contains(&first.dim)).then(|| first.dim - shift))
-        }
-        Op::Convolution(c) => depthwise(graph, c, ins, first_at, first, &in_dims, tp)
-            .map(|weights| (1, first.inner, origins.clone(), weights)),
-        // Per-head products: the batch dim split in every operand that is split; or rows of the
-        // left operand times a whole right one (query heads merged into the rows over key/value
-        // heads that stay whole). A right operand split otherwise is made whole, so that the
-        // left one's split (the heads of the queries or probabilities) goes on.
-        Op::Bmm(Bmm) => match (splits.get(&ins[0]), splits.get(&ins[1])) {
-            (Some(l), None) if l.dim <= 1 => keep(Some(l.dim)),
-            (Some(l), Some(_)) if l.dim == 0 && same_split(&ins[1], 0) => keep(Some(0)),
-            (Some(_), Some(_)) => Err(Why::Whole(1)),
-            (None, Some(r)) if r.dim == 0 => keep(Some(0)),
-            _ => Err(Why::Misaligned),
-        },
-        _ => Err(Why::Misaligned),
-    }
-}
-
-/// A depthwise convolution (one filter per channel, Mamba's causal conv) of input channels
-/// split whole along `tp` keeps them split: its weight (`[C, 1, k…]`, through the layout's
-/// transposes) and bias are split along the channels with them.
-fn depthwise(
-    graph: &Graph,
-    c: &Convolution,
-    ins: &[ValueRef],
-    first_at: usize,
-    first: &Split,
-    in_dims: &[i64],
-    tp: i64,
-) -> Result<Vec<(NodeId, usize)>, Why> {
-    let channels = in_dims.get(1).copied().unwrap_or(0);
-    let whole_split = first_at == 0 && first.dim == 1 && first.inner * tp == channels;
-    if c.transposed || c.groups != channels || !whole_split {
-        return Err(Why::Misaligned);
-    }
-    let mut weights = vec![weight_dim(graph, ins[1], 0).ok_or(Why::Misaligned)?];
-    if let Some(&bias) = ins.get(2) {
-        weights.push(weight_dim(graph, bias, 0).ok_or(Why::Misaligned)?);
-    }
-    Ok(weights)
-}
-
-/// The weight input behind `v` (through transposes, squeezes, unsqueezes and element-wise
-/// functions of it alone) and the dim of it that is `v`'s `dim`.
-fn weight_dim(graph: &Graph, mut v: ValueRef, mut dim: usize) -> Option<(NodeId, usize)> {
-    for _ in 0..8 {
-        let src = graph.inputs(v.node).first().copied();
-        let in_dims = src.and_then(|s| graph.value_type(s).static_dims()).unwrap_or_default();
-        let norm = |d: i64, r: usize| usize::try_from(if d < 0 { d + r as i64 } else { d }).ok();
-        match &graph.node(v.node).op {
-            Op::Input(k) if k.is_weight() => return Some((v.node, dim)),
-            op if op.is_elementwise() && graph.inputs(v.node).len() == 1 => {}
-            Op::Permute(Permute { dims }) => dim = norm(*dims.get(dim)?, dims.len())?,
-            Op::Unsqueeze(Unsqueeze { dim: at }) => {
-                let at = norm(*at, in_dims.len() + 1)?;
-                dim = match dim.cmp(&at) {
-                    std::cmp::Ordering::Less => dim,
-                    std::cmp::Ordering::Equal => return None,
-                    std::cmp::Ordering::Greater => dim - 1,
-                };
-            }
-            Op::Squeeze(Squeeze { dims }) => {
-                let r = in_dims.len();
-                let listed: Vec<usize> =
-                    if dims.is_empty() { (0..r).collect() } else { dims.iter().filter_map(|&d| norm(d, r)).collect() };
-                let kept: Vec<usize> = (0..r).filter(|d| !(listed.contains(d) && in_dims[*d] == 1)).collect();
-                dim = *kept.get(dim)?;
-            }
-            _ => return None,
-        }
-        v = src?;
-    }
-    None
-}
-
-/// An element-wise op's split: broadcasting aligns trailing dims, so every split operand's
-/// split lands on one result dim, and the other operands are size 1 there, or weights of that
-/// size (a bias), split along with it.
-fn broadcast(
-    graph: &Graph,
-    ins: &[ValueRef],
-    splits: &BTreeMap<ValueRef, Split>,
-    rank: usize,
-    first_at: usize,
-    tp: i64,
-) -> Result<(usize, Vec<(NodeId, usize)>), Why> {
-    let shift = |v: &ValueRef| rank - graph.value_type(*v).rank();
-    let first = &splits[&ins[first_at]];
-    let dim = first.dim + shift(&ins[first_at]);
-    let mut weights = Vec::new();
-    for v in ins {
-        let at = shift(v);
-        match splits.get(v) {
-            Some(s) if s.dim + at == dim && s.inner == first.inner => {}
-            Some(_) => return Err(Why::Misaligned),
-            None => {
-                let d = graph.value_type(*v).static_dims().ok_or(Why::Misaligned)?;
-                let size = if dim >= at { d[dim - at] } else { 1 };
-                if size == 1 {
-                    continue;
-                }
-                if first.inner * tp != size {
-                    return Err(Why::Misaligned);
-                }
-                // A weight (through views and element-wise functions: Mamba's `-exp(A_log)`),
-                // split along with it; a constant filled with one value (a scan's zero state),
-                // sliced where read.
-                match weight_dim(graph, *v, dim - at) {
-                    Some(w) => weights.push(w),
-                    None if matches!(graph.node(v.node).op, Op::Full(_)) => {}
-                    None => return Err(Why::Misaligned),
-                }
-            }
-        }
-    }
-    Ok((dim, weights))
-}
-
-/// Where a split (dim `d` of a `from`-shaped value, pieces of `inner` indices) lands in its
-/// `to`-shaped view. In the row-major order, the device index is a digit of stride
-/// `F = inner * stride(d)` and size `tp`; the view keeps the split when one dim holds that whole
-/// digit (`[.., H*D]` → `[.., H, D]` with `H % tp == 0`, `[B, H, ..]` → `[B*H, ..]`, and back),
-/// and the split's new `inner` is `F / stride(e)`. A dim boundary inside the digit would cut
-/// through what a device holds: heads that do not divide along `tp`.
-fn view_split(from: &[i64], to: &[i64], d: usize, inner: i64, tp: i64) -> Result<(usize, i64), Why> {
-    let stride = |dims: &[i64], e: usize| dims[e + 1..].iter().product::<i64>();
-    let f = inner * stride(from, d);
-    for e in 0..to.len() {
-        let (se, n) = (stride(to, e), to[e]);
-        if se <= f && f % se == 0 && (se * n) % (f * tp) == 0 {
-            return Ok((e, f / se));
-        }
-    }
-    // A dim overlapping the digit without holding it whole: a device would hold part of one of
-    // its indices (12 heads of 128 on 8 devices: 1.5 heads each) or part of the dim's range.
-    let overlaps = |e: usize| to[e] > 1 && stride(to, e) < f * tp && stride(to, e) * to[e] > f;
-    match (0..to.len()).find(|&e| overlaps(e)) {
-        Some(e) => Err(Why::Indivisible(to[e])),
-        None => Err(Why::Misaligned),
-    }
-}
-
 /// Sets the plan's shardings: weights split as claimed, a constraint splitting each
 /// column-parallel result and one making each row-parallel result whole.
 fn apply(graph: &mut Graph, plan: &Plan) {
@@ -743,23 +510,5 @@ fn apply(graph: &mut Graph, plan: &Plan) {
     for &r in &plan.row {
         let rank = graph.node(r).outputs[0].rank();
         graph.node_mut(r).sharding = Some(Sharding::replicated(rank).open_but(&[rank - 1]));
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{view_split, Why};
-
-    #[test]
-    fn views_keep_whole_heads_or_say_how_many_do_not_divide() {
-        // 12 heads of 128 (GPT-2 124M padded), split 2 and 4 ways: whole heads per device.
-        assert!(matches!(view_split(&[32, 1536], &[32, 12, 128], 1, 768, 2), Ok((1, 6))));
-        assert!(matches!(view_split(&[32, 1536], &[32, 12, 128], 1, 384, 4), Ok((1, 3))));
-        // 8 ways: 1.5 heads per device.
-        assert!(matches!(view_split(&[32, 1536], &[32, 12, 128], 1, 192, 8), Err(Why::Indivisible(12))));
-        // 4 heads of 64 on 8 devices: half a head each.
-        assert!(matches!(view_split(&[16, 256], &[16, 4, 64], 1, 32, 8), Err(Why::Indivisible(4))));
-        // Heads merged into the batch of a per-head product, and back.
-        assert!(matches!(view_split(&[1, 12, 32, 128], &[12, 32, 128], 1, 6, 2), Ok((0, 6))));
     }
 }
