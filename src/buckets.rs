@@ -1,13 +1,22 @@
 //! Size buckets of a program with bounded dynamic dims: which values of each symbol get an
 //! executable (`--buckets SYM=N,N,…|pow2|auto:K`), their cross product, and what each bucket
 //! serves. A real size runs in the smallest bucket that holds it (see `run`).
+//!
+//! A dim the export left unbounded (`Dim.AUTO`: `int_oo`) takes its bound from `--max SYM=N` or
+//! from the largest size `--buckets` lists for it ([`bound_symbols`]). By default each dim gets
+//! powers of two; where their cross product would pass [`MAX_BUCKETS`], the dims chosen by
+//! default get fewer sizes each, taken from their powers of two where dropping one costs the
+//! least expected padding, and the plan says what it chose ([`Plan::note`]).
 
 use std::collections::BTreeMap;
+
+use torchtpu_passes::ir::Bounds;
 
 use crate::import::Program;
 use crate::Error;
 
-/// At most this many buckets (the cross product over symbols) per artifact.
+/// At most this many buckets (the cross product over symbols) per artifact: the default plan
+/// keeps under it by choosing fewer sizes, explicit choices that pass it are refused.
 pub(crate) const MAX_BUCKETS: usize = 64;
 
 /// How to choose one symbol's bucket sizes.
@@ -19,6 +28,9 @@ pub enum Sizes {
     Pow2,
     /// `K` sizes minimizing the expected padding for real sizes uniform in the range.
     Auto(usize),
+    /// No sizes, a bound (`--max SYM=N`): the largest size served, for a dim the export left
+    /// unbounded or to narrow one it bounds.
+    UpTo(i64),
 }
 
 /// One `--buckets` argument: a symbol (as named in the archive, or `input:dim`; empty for
@@ -30,17 +42,18 @@ pub struct Choice {
 }
 
 impl Choice {
-    /// How the argument was written, for messages.
-    fn shown(&self) -> String {
+    /// The flag as it was written, for messages: `--buckets s0=8,16` or `--max s0=64`.
+    fn shown_as_flag(&self) -> String {
         let sizes = match &self.sizes {
             Sizes::List(l) => l.iter().map(i64::to_string).collect::<Vec<_>>().join(","),
             Sizes::Pow2 => "pow2".into(),
             Sizes::Auto(k) => format!("auto:{k}"),
+            Sizes::UpTo(n) => return format!("--max {}={n}", self.key),
         };
         if self.key.is_empty() {
-            sizes
+            format!("--buckets {sizes}")
         } else {
-            format!("{}={sizes}", self.key)
+            format!("--buckets {}={sizes}", self.key)
         }
     }
 }
@@ -70,6 +83,15 @@ pub(crate) fn parse_choice(s: &str) -> Result<Choice, String> {
         Sizes::List(list)
     };
     Ok(Choice { key: key.to_string(), sizes })
+}
+
+/// Parses `--max SYM=N`: the largest size of a dynamic dim.
+pub(crate) fn parse_max(s: &str) -> Result<Choice, String> {
+    let (key, n) = s.split_once('=').ok_or_else(|| format!("`{s}`: expected SYM=N (a dim and its largest size)"))?;
+    match n.trim().parse::<i64>() {
+        Ok(n) if n >= 1 => Ok(Choice { key: key.to_string(), sizes: Sizes::UpTo(n) }),
+        _ => Err(format!("`{s}`: the largest size must be an integer ≥ 1")),
+    }
 }
 
 /// One bucket per dynamic dim at the size of the export's example inputs (for programs run
@@ -104,47 +126,51 @@ struct Range {
     max: i64,
 }
 
+/// The buckets of a program and how they were chosen.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Plan {
+    pub buckets: Vec<Planned>,
+    /// What the default chose where its powers of two would pass [`MAX_BUCKETS`].
+    pub note: Option<String>,
+}
+
 /// The buckets for `program`: one unnamed `main` bucket at the example sizes for a static
-/// program; the cross product of each symbol's sizes otherwise (default `pow2`).
-pub(crate) fn plan(program: &Program, choices: &[Choice]) -> Result<Vec<Planned>, Error> {
-    let ranges = ranges(program)?;
+/// program; the cross product of each symbol's sizes otherwise (default `pow2`, fewer per dim
+/// where that would pass [`MAX_BUCKETS`]).
+pub(crate) fn plan(program: &Program, choices: &[Choice]) -> Result<Plan, Error> {
+    let ranges = ranges(program, choices)?;
     if ranges.is_empty() {
         if let Some(c) = choices.first() {
-            return Err(Error::Unsupported(format!("--buckets {}: the program has no dynamic dims", c.shown())));
+            return Err(Error::Unsupported(format!("{}: the program has no dynamic dims", c.shown_as_flag())));
         }
-        return Ok(vec![Planned {
-            name: "main".into(),
-            values: BTreeMap::new(),
-            serves: BTreeMap::new(),
-            padding_waste: 0.0,
-        }]);
+        let main =
+            Planned { name: "main".into(), values: BTreeMap::new(), serves: BTreeMap::new(), padding_waste: 0.0 };
+        return Ok(Plan { buckets: vec![main], note: None });
     }
-    let mut per_symbol: Vec<(String, Served)> = Vec::new();
+    let mut per_symbol: Vec<(String, Vec<i64>)> = Vec::new();
+    let mut by_default: Vec<usize> = Vec::new();
     for r in &ranges {
         // A bare choice applies to every dim; one naming this dim overrides it.
-        let mut chosen = Sizes::Pow2;
-        for c in choices.iter().filter(|c| c.key.is_empty()) {
-            chosen = c.sizes.clone();
+        let mut chosen = None;
+        for c in choices.iter().filter(|c| c.key.is_empty() && !matches!(c.sizes, Sizes::UpTo(_))) {
+            chosen = Some(c.sizes.clone());
         }
-        for c in choices.iter().filter(|c| !c.key.is_empty()) {
-            if resolve(program, &c.key, &ranges)? == r.name {
-                chosen = c.sizes.clone();
+        for c in choices.iter().filter(|c| !c.key.is_empty() && !matches!(c.sizes, Sizes::UpTo(_))) {
+            if resolve_in(program, &c.key)? == r.name {
+                chosen = Some(c.sizes.clone());
             }
         }
-        let sizes = sizes_for(r, &chosen)?;
-        per_symbol.push((r.name.clone(), served(r.min, &sizes)));
+        if chosen.is_none() {
+            by_default.push(per_symbol.len());
+        }
+        per_symbol.push((r.name.clone(), sizes_for(r, &chosen.unwrap_or(Sizes::Pow2))?));
     }
     let count: usize = per_symbol.iter().map(|(_, v)| v.len()).product();
-    if count > MAX_BUCKETS {
-        let shape: Vec<String> = per_symbol.iter().map(|(s, v)| format!("{} for {s}", v.len())).collect();
-        return Err(Error::Unsupported(format!(
-            "{count} buckets ({}) exceed the limit of {MAX_BUCKETS}; give fewer sizes with --buckets SYM=N,N,… or SYM=auto:K",
-            shape.join(" × ")
-        )));
-    }
+    let note = if count > MAX_BUCKETS { within_budget(&ranges, &mut per_symbol, &by_default)? } else { None };
     let mut out =
         vec![Planned { name: String::new(), values: BTreeMap::new(), serves: BTreeMap::new(), padding_waste: 0.0 }];
-    for (sym, sizes) in &per_symbol {
+    for ((sym, sizes), r) in per_symbol.iter().zip(&ranges) {
+        let sizes = served(r.min, sizes);
         out = out
             .into_iter()
             .flat_map(|p| {
@@ -162,31 +188,171 @@ pub(crate) fn plan(program: &Program, choices: &[Choice]) -> Result<Vec<Planned>
         p.padding_waste = 1.0 - kept;
         p.name = p.values.iter().map(|(s, v)| format!("{s}-{v}")).collect::<Vec<_>>().join(".");
     }
-    Ok(out)
+    Ok(Plan { buckets: out, note })
 }
 
-/// Every dynamic dim of the inputs with its range; a symbol with no upper bound cannot be
-/// bucketed. (A size the data decides is computed at its bound in every bucket.)
-fn ranges(program: &Program) -> Result<Vec<Range>, Error> {
+/// Fewer sizes for the dims chosen by default (`by_default`, indices into `per_symbol`) until
+/// the cross product is at most [`MAX_BUCKETS`]: each step drops one size from the dim whose
+/// expected padding grows the least (real sizes taken uniform over its range), the sizes kept
+/// spread evenly over its powers of two, its maximum always among them. What it chose, or an
+/// error when the dims chosen by hand alone pass the limit.
+fn within_budget(
+    ranges: &[Range],
+    per_symbol: &mut [(String, Vec<i64>)],
+    by_default: &[usize],
+) -> Result<Option<String>, Error> {
+    let counts: Vec<usize> = per_symbol.iter().map(|(_, v)| v.len()).collect();
+    let names: Vec<String> = per_symbol.iter().map(|(s, _)| s.clone()).collect();
+    let shape = |counts: &[usize]| {
+        let dims: Vec<String> = counts.iter().zip(&names).map(|(n, s)| format!("{n} for {s}")).collect();
+        dims.join(" × ")
+    };
+    let fixed: usize = (0..counts.len()).filter(|i| !by_default.contains(i)).map(|i| counts[i]).product();
+    if fixed > MAX_BUCKETS || by_default.is_empty() {
+        let count: usize = counts.iter().product();
+        return Err(Error::Unsupported(format!(
+            "{count} buckets ({}) exceed the limit of {MAX_BUCKETS}; give fewer sizes with --buckets SYM=N,N,… or SYM=auto:K",
+            shape(&counts)
+        )));
+    }
+    let budget = MAX_BUCKETS / fixed;
+    let ladders: Vec<Vec<i64>> = by_default.iter().map(|&i| per_symbol[i].1.clone()).collect();
+    let mut keep: Vec<usize> = ladders.iter().map(Vec::len).collect();
+    while keep.iter().product::<usize>() > budget {
+        // The dim whose next drop keeps the largest share of real elements (ties: the first).
+        let cost = |d: usize, k: usize| 1.0 - waste(&ranges[by_default[d]], &spread(&ladders[d], k));
+        let best = (0..keep.len())
+            .filter(|&d| keep[d] > 1)
+            .max_by(|&a, &b| {
+                let ratio = |d: usize| cost(d, keep[d] - 1) / cost(d, keep[d]);
+                ratio(a).total_cmp(&ratio(b)).then(b.cmp(&a))
+            })
+            .ok_or_else(|| Error::Unsupported("internal: no dim left to take a size from".into()))?;
+        keep[best] -= 1;
+    }
+    for (d, &i) in by_default.iter().enumerate() {
+        per_symbol[i].1 = spread(&ladders[d], keep[d]);
+    }
+    let chosen: Vec<usize> = per_symbol.iter().map(|(_, v)| v.len()).collect();
+    let sizes: Vec<String> = by_default
+        .iter()
+        .map(|&i| {
+            let (s, v) = &per_symbol[i];
+            format!("{s}: {}", v.iter().map(i64::to_string).collect::<Vec<_>>().join(", "))
+        })
+        .collect();
+    Ok(Some(format!(
+        "powers of two for every dynamic dim would make {} buckets ({}), more than the {MAX_BUCKETS} a compile makes \
+         by default; chose {} ({}) — sizes are padded up to the next bucket; `--buckets SYM=N,N,…` chooses others",
+        counts.iter().product::<usize>(),
+        shape(&counts),
+        chosen.iter().product::<usize>(),
+        sizes.join("; ")
+    )))
+}
+
+/// `k` of `ladder`'s sizes spread evenly over it, its last (the maximum) always kept.
+fn spread(ladder: &[i64], k: usize) -> Vec<i64> {
+    let n = ladder.len();
+    let k = k.clamp(1, n);
+    (1..=k).map(|j| ladder[(j * n).div_ceil(k) - 1]).collect()
+}
+
+/// The expected share of padded elements along one dim with bucket sizes `sizes`, real sizes
+/// uniform over its range.
+fn waste(r: &Range, sizes: &[i64]) -> f64 {
+    let total = (r.max - r.min + 1) as f64;
+    served(r.min, sizes)
+        .iter()
+        .map(|&(b, (lo, hi))| {
+            let count = (hi - lo + 1) as f64;
+            count - (lo + hi) as f64 * count / 2.0 / b as f64
+        })
+        .sum::<f64>()
+        / total
+}
+
+/// Every dynamic dim of the inputs with its range. A symbol the export left unbounded takes
+/// its bound from `--max` or from the largest size listed for it; a `--max` narrows a bound the
+/// export gives, never widens it. (A size the data decides is computed at its bound in every
+/// bucket.)
+fn ranges(program: &Program, choices: &[Choice]) -> Result<Vec<Range>, Error> {
+    let bound = |c: &Choice| match c.sizes {
+        Sizes::UpTo(n) => Some(n),
+        _ => None,
+    };
+    let named: Vec<(&Choice, String)> = choices
+        .iter()
+        .filter(|c| !c.key.is_empty())
+        .map(|c| Ok((c, resolve_in(program, &c.key)?)))
+        .collect::<Result<_, Error>>()?;
     program
         .graph
         .symbols()
         .iter()
         .filter(|(name, _)| program.bindings.contains_key(*name))
         .map(|(name, b)| {
-            let max = b.max.ok_or_else(|| {
-                Error::Unsupported(format!(
-                    "symbol `{name}` has no upper bound; export it with torch.export.Dim(…, max=N)"
-                ))
-            })?;
-            Ok(Range { name: name.clone(), min: b.min.unwrap_or(1).max(1), max })
+            let mine = || named.iter().filter(|(_, s)| s == name).map(|(c, _)| *c);
+            let min = b.min.unwrap_or(1).max(1);
+            let max = match (b.max, mine().find_map(bound)) {
+                (Some(declared), Some(n)) if n > declared => {
+                    return Err(Error::Unsupported(format!(
+                        "--max {name}={n}: the export bounds `{name}` at {declared}; larger sizes were not traced"
+                    )))
+                }
+                (_, Some(n)) => n,
+                (Some(declared), None) => declared,
+                (None, None) => {
+                    let listed = mine().find_map(|c| match &c.sizes {
+                        Sizes::List(l) => l.last().copied(),
+                        _ => None,
+                    });
+                    listed.ok_or_else(|| unbounded(program, name))?
+                }
+            };
+            if max < min {
+                return Err(Error::Unsupported(format!("`{name}`: its largest size {max} is below its least, {min}")));
+            }
+            Ok(Range { name: name.clone(), min, max })
         })
         .collect()
 }
 
-/// The symbol a `--buckets` key names: the archive's name, or `input:dim`.
-fn resolve(program: &Program, key: &str, ranges: &[Range]) -> Result<String, Error> {
-    if ranges.iter().any(|r| r.name == key) {
+/// Why an unbounded symbol cannot be compiled, naming both ways to bound it.
+fn unbounded(program: &Program, name: &str) -> Error {
+    let at = program.bindings.get(name).map_or_else(String::new, |b| format!(" (`{}` dim {})", b.input_name, b.dim));
+    Error::Unsupported(format!(
+        "dynamic dim `{name}`{at} has no upper bound (the export left it unbounded: `Dim.AUTO`, or a `Dim` without \
+         max): bound it with `--max {name}=N`, or list its sizes with `--buckets {name}=N,N,…` (the largest is the \
+         bound); larger inputs are then refused"
+    ))
+}
+
+/// The program's symbols with the bounds of the sizes its buckets serve: each input's dim from
+/// at least 1 (a size 0 is not served) up to its maximum as the choices set it (`--max`, or the
+/// largest size listed for an unbounded one). The sizes the data decides keep theirs.
+pub(crate) fn bounds(program: &Program, choices: &[Choice]) -> Result<BTreeMap<String, Bounds>, Error> {
+    let mut out = program.graph.symbols().clone();
+    for r in ranges(program, choices)? {
+        if let Some(b) = out.get_mut(&r.name) {
+            *b = Bounds { min: Some(r.min), max: Some(r.max) };
+        }
+    }
+    Ok(out)
+}
+
+/// `program` with its symbols bounded as the choices say ([`bounds`]), so that the artifact
+/// records the sizes it serves and refuses larger ones.
+pub(crate) fn bound_symbols(program: &mut Program, choices: &[Choice]) -> Result<(), Error> {
+    for (name, b) in bounds(program, choices)? {
+        program.graph.add_symbol(name, b);
+    }
+    Ok(())
+}
+
+/// The symbol a `--buckets` or `--max` key names: the archive's name, or `input:dim`.
+fn resolve_in(program: &Program, key: &str) -> Result<String, Error> {
+    if program.bindings.contains_key(key) {
         return Ok(key.to_string());
     }
     if let Some((input, dim)) = key.rsplit_once(':') {
@@ -195,9 +361,14 @@ fn resolve(program: &Program, key: &str, ranges: &[Range]) -> Result<String, Err
             return Ok(sym.clone());
         }
     }
+    Err(no_such_dim(program, key))
+}
+
+fn no_such_dim(program: &Program, key: &str) -> Error {
     let known: Vec<String> =
         program.bindings.iter().map(|(s, b)| format!("{s} (= {}:{})", b.input_name, b.dim)).collect();
-    Err(Error::Unsupported(format!("--buckets {key}: no such dynamic dim; the program has {}", known.join(", "))))
+    let known = if known.is_empty() { "none".to_string() } else { known.join(", ") };
+    Error::Unsupported(format!("--buckets {key}: no such dynamic dim; the program has {known}"))
 }
 
 fn sizes_for(r: &Range, sizes: &Sizes) -> Result<Vec<i64>, Error> {
@@ -224,6 +395,9 @@ fn sizes_for(r: &Range, sizes: &Sizes) -> Result<Vec<i64>, Error> {
             v
         }
         Sizes::Auto(k) => auto(r.min, r.max, *k)?,
+        Sizes::UpTo(_) => {
+            return Err(Error::Unsupported(format!("internal: --max {} is not a choice of sizes", r.name)))
+        }
     };
     Ok(v)
 }

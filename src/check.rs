@@ -30,6 +30,10 @@ pub struct CheckReport {
     pub nodes: usize,
     /// Problems grouped by op target, sorted by target.
     pub problems: Vec<OpProblem>,
+    /// What the default bucket plan chose, as `compile` says it: the sizes of a program whose
+    /// dynamic dims would make more buckets than a compile makes by default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub buckets: Option<String>,
     /// Advice for the whole program: ops outside Core ATen mean it was saved without
     /// `run_decompositions()` (see [`crate::coverage::undecomposed_hint`]).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -53,8 +57,14 @@ pub struct OpProblem {
     pub core_aten: Option<&'static str>,
 }
 
-/// Lowers `program` at its example sizes and reports what fails.
+/// Lowers `program` at its example sizes, and a dynamic one through the passes of every bucket
+/// `compile` makes by default, and reports what fails.
 pub fn check(program: &Program, file: &str) -> CheckReport {
+    check_with(program, file, &[])
+}
+
+/// [`check`] of the buckets `compile` makes with `choices` (`--buckets`, `--max`).
+pub(crate) fn check_with(program: &Program, file: &str, choices: &[crate::buckets::Choice]) -> CheckReport {
     let nodes = program.graph.node_ids().filter(|&id| !matches!(program.graph.node(id).op, Op::Input(_))).count();
     let failures: Vec<NodeFailure> = match driver::example_bindings(program)
         .map_err(LowerError::from)
@@ -67,7 +77,7 @@ pub fn check(program: &Program, file: &str) -> CheckReport {
         Err(_) if !program.unsupported_nodes().is_empty() => unsupported_failures(program),
         Err(other) => vec![program_failure("(program)", other.to_string())],
     };
-    let failures = if failures.is_empty() { bucket_failures(program) } else { failures };
+    let (failures, buckets) = if failures.is_empty() { bucket_failures(program, choices) } else { (failures, None) };
     let mut groups: BTreeMap<String, OpProblem> = BTreeMap::new();
     for f in failures {
         let target = f.target.strip_prefix("torch.ops.").unwrap_or(&f.target).to_string();
@@ -84,30 +94,36 @@ pub fn check(program: &Program, file: &str) -> CheckReport {
     }
     let problems: Vec<OpProblem> = groups.into_values().collect();
     let hint = crate::coverage::undecomposed_hint(problems.iter().map(|p| p.target.as_str()));
-    CheckReport { format: CHECK_FORMAT, file: file.to_string(), ok: problems.is_empty(), nodes, problems, hint }
+    CheckReport {
+        format: CHECK_FORMAT,
+        file: file.to_string(),
+        ok: problems.is_empty(),
+        nodes,
+        problems,
+        buckets,
+        hint,
+    }
 }
 
-/// A dynamic program must also compile into its size buckets: each bucket of the default plan
-/// (`pow2`, what `compile` makes without `--buckets`) is put through the passes with its masks
-/// (not emitted again), and an op that cannot be made exact under padding is a failure, with
-/// the message compile gives and the first bucket that meets it.
-fn bucket_failures(program: &Program) -> Vec<NodeFailure> {
-    let bounds = program.graph.symbols().clone();
-    if bounds.is_empty() {
-        return vec![];
+/// A dynamic program must also compile into its size buckets: each bucket `compile` makes with
+/// `choices` is put through the passes with its masks (not emitted again), and an op that cannot
+/// be made exact under padding is a failure, with the message compile gives and the first bucket
+/// that meets it; so is a plan compile refuses (an unbounded dim). With it, what the default
+/// plan chose.
+fn bucket_failures(program: &Program, choices: &[crate::buckets::Choice]) -> (Vec<NodeFailure>, Option<String>) {
+    if program.graph.symbols().is_empty() {
+        return (vec![], None);
     }
-    // Too many buckets by default (many dynamic dims) is a choice for `--buckets`, not a
-    // lowering problem: then the largest sizes stand for them all.
-    let buckets: Vec<(String, BTreeMap<String, i64>)> = match crate::buckets::plan(program, &[]) {
-        Ok(planned) => planned.into_iter().map(|b| (b.name, b.values)).collect(),
-        Err(_) => match bounds.iter().map(|(s, b)| Some((s.clone(), b.max?))).collect::<Option<BTreeMap<_, _>>>() {
-            Some(largest) => vec![("at the largest sizes".into(), largest)],
-            None => return vec![],
-        },
+    let planned =
+        crate::buckets::plan(program, choices).and_then(|plan| Ok((plan, crate::buckets::bounds(program, choices)?)));
+    let (plan, bounds) = match planned {
+        Ok(both) => both,
+        Err(e) => return (vec![program_failure("(size buckets)", e.to_string())], None),
     };
+    let crate::buckets::Plan { buckets, note } = plan;
     let mut seen = std::collections::BTreeSet::new();
     let mut failures = vec![];
-    for (name, values) in buckets {
+    for crate::buckets::Planned { name, values, .. } in buckets {
         let Ok(values) = driver::with_computed_sizes(program, values) else { continue };
         let mut opts = driver::LowerOptions::default();
         let spec = torchtpu_passes::bucket_masks::BucketSpec { values: values.clone(), bounds: bounds.clone() };
@@ -119,7 +135,7 @@ fn bucket_failures(program: &Program) -> Vec<NodeFailure> {
             }
         }
     }
-    failures
+    (failures, note)
 }
 
 /// A failure of the whole program, not of one node.
@@ -155,6 +171,9 @@ pub(crate) fn render_text(r: &CheckReport) -> String {
     let mut out = String::new();
     if r.ok {
         let _ = writeln!(out, "{}: ok, all {} nodes lower to StableHLO", r.file, r.nodes);
+        if let Some(note) = &r.buckets {
+            let _ = writeln!(out, "note: {note}");
+        }
         return out;
     }
     // Problems of the whole program (specialization, size buckets) are not ops: not counted as such.

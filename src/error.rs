@@ -81,6 +81,8 @@ impl Error {
             Error::Artifact(_) => "artifact",
             Error::Run(
                 R::OutOfRange { .. }
+                | R::Guard { .. }
+                | R::NotDerived { .. }
                 | R::InputCount { .. }
                 | R::InputMismatch { .. }
                 | R::Npy(_)

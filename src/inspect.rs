@@ -36,6 +36,8 @@ pub struct Report {
     pub outputs: Vec<ValueInfo>,
     /// Each symbolic size with its bounds and the input dim it is read from.
     pub symbols: Vec<SymbolInfo>,
+    /// The export's guards: conditions on the inputs' sizes every call must meet.
+    pub guards: Vec<String>,
     /// The parameters: tensors, elements, bytes.
     pub parameters: WeightSummary,
     /// The buffers.
@@ -155,6 +157,7 @@ pub fn report(program: &Program, file: &str) -> Report {
         inputs,
         outputs,
         symbols,
+        guards: program.guards.iter().map(|g| g.text().to_string()).collect(),
         parameters: summarize(program, |k| matches!(k, InputKind::Parameter { .. })),
         buffers: summarize(program, |k| matches!(k, InputKind::Buffer { .. })),
         constants: summarize(program, |k| matches!(k, InputKind::Constant { .. })),
@@ -220,13 +223,25 @@ pub(crate) fn render_text(r: &Report) -> String {
         let _ = writeln!(out, "symbols:");
         for s in &r.symbols {
             let show = |v: Option<i64>| v.map_or_else(|| "?".to_string(), |v| v.to_string());
+            let declared = |i: &str, d: usize| {
+                let dims = r.inputs.iter().find(|v| v.name == i).map(|v| &v.dims);
+                dims.and_then(|dims| dims.get(d)?.as_str().map(str::to_string)).filter(|e| *e != s.name)
+            };
             let from = match (&s.input, s.dim) {
-                (Some(i), Some(d)) => format!("  (size of `{i}` dim {d})"),
+                (Some(i), Some(d)) => match declared(i, d) {
+                    Some(e) => format!("  (`{i}` dim {d} is {e})"),
+                    None => format!("  (size of `{i}` dim {d})"),
+                },
                 _ => "  (not bound by any input dimension)".to_string(),
+            };
+            let from = match (s.max, &s.input) {
+                (None, Some(_)) => format!("{from}, unbounded: compile with --max {}=N or --buckets", s.name),
+                _ => from,
             };
             let _ = writeln!(out, "  {} in [{}, {}]{from}", s.name, show(s.min), show(s.max));
         }
     }
+    render_guards(&mut out, r.guards.iter().map(String::as_str));
     for (label, w) in [("parameters", &r.parameters), ("buffers", &r.buffers), ("constants", &r.constants)] {
         let _ = writeln!(out, "{label}: {} tensors, {} elements, {}", w.tensors, w.elements, human_bytes(w.bytes));
     }
@@ -265,6 +280,17 @@ pub(crate) fn artifact_report(art: &crate::artifact::Artifact) -> ArtifactReport
     }
 }
 
+/// The export's guards, one a line, when it has any.
+fn render_guards<'a>(out: &mut String, guards: impl Iterator<Item = &'a str>) {
+    let mut guards = guards.peekable();
+    if guards.peek().is_some() {
+        let _ = writeln!(out, "guards (every call's inputs must meet each; others are refused):");
+        for g in guards {
+            let _ = writeln!(out, "  {g}");
+        }
+    }
+}
+
 /// The human-readable form of an artifact's manifest.
 pub(crate) fn render_artifact(art: &crate::artifact::Artifact) -> String {
     let m = &art.manifest;
@@ -292,6 +318,7 @@ pub(crate) fn render_artifact(art: &crate::artifact::Artifact) -> String {
         let kind = v.kind.as_deref().filter(|k| *k != "user").map_or_else(String::new, |k| format!("  ({k})"));
         let _ = writeln!(out, "  {file}: {} {}{}{kind}", v.name, v.dtype, dims_text(&v.dims));
     }
+    render_guards(&mut out, m.signature.guards.iter().map(crate::Guard::text));
     let _ = writeln!(
         out,
         "precision: {}{}; weights: {} tensors, {}{}",

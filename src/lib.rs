@@ -44,6 +44,7 @@ mod driver;
 #[cfg(feature = "mlir")]
 mod emit;
 mod error;
+mod guards;
 mod import;
 mod inspect;
 mod npy;
@@ -68,6 +69,7 @@ pub use compile::{compile, compile_to_cache, recompile, CompileRequest, CompileS
 #[cfg(feature = "mlir")]
 pub use emit::Precision;
 pub use error::Error;
+pub use guards::Guard;
 pub use import::{import, Program};
 pub use inspect::{report as inspect_report, Report as InspectReport};
 pub use npy::Array;

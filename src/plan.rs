@@ -333,7 +333,7 @@ fn collective_bytes(e: &Executable) -> u64 {
 /// Batch × sequence of the first integer user input of two dims (token ids), at the largest
 /// bucket's sizes.
 fn tokens_per_call(program: &Program, base: &CompileRequest) -> Result<Option<u64>, Error> {
-    let planned = crate::buckets::plan(program, &base.buckets)?;
+    let planned = crate::buckets::plan(program, &base.buckets)?.buckets;
     let sizes = planned.last().map(|p| p.values.clone()).unwrap_or_default();
     let g = &program.graph;
     let user = g.graph_inputs().iter().filter(|&&id| matches!(g.node(id).op, Op::Input(InputKind::User { .. })));

@@ -178,6 +178,9 @@ pub struct Signature {
     pub inputs: Vec<SignatureValue>,
     pub outputs: Vec<SignatureValue>,
     pub symbols: Vec<SymbolInfo>,
+    /// The export's guards: conditions on the inputs' sizes that every call must meet.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub guards: Vec<crate::Guard>,
     /// The program has random ops and takes a `u64[2]` seed after the user inputs.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub rng_seed: bool,

@@ -40,9 +40,14 @@ pub(super) fn inspect(model: &Path, format: Format, out: &mut dyn Write) -> anyh
     Ok(())
 }
 
-pub(super) fn check(model: &Path, format: Format, out: &mut dyn Write) -> anyhow::Result<u8> {
+pub(super) fn check(
+    model: &Path,
+    format: Format,
+    choices: &[crate::buckets::Choice],
+    out: &mut dyn Write,
+) -> anyhow::Result<u8> {
     let program = read_program(model)?;
-    let report = crate::check::check(&program, &model.display().to_string());
+    let report = crate::check::check_with(&program, &model.display().to_string(), choices);
     match format {
         Format::Text => write!(out, "{}", crate::check::render_text(&report))?,
         Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?,
@@ -81,12 +86,13 @@ pub(super) fn compile(args: &CompileArgs, out: &mut dyn Write, err: &mut dyn Wri
     let read_bytes = checked.then(|| std::fs::metadata(&args.model).map_or(0, |m| m.len()));
     let what = format!("reading {}", args.model.display());
     let bar = progress::bytes_bar(!args.quiet, read_bytes.unwrap_or(0), what);
-    let program = import::import_checked(&args.model, integrity, &|n| bar.inc(n))
+    let mut program = import::import_checked(&args.model, integrity, &|n| bar.inc(n))
         .map_err(Error::from)
         .with_context(|| format!("cannot read `{}`", args.model.display()))?;
     bar.finish_and_clear();
     let read = progress::Phase::since("read", started, read_bytes);
     let context = || format!("cannot compile `{}`", args.model.display());
+    crate::buckets::bound_symbols(&mut program, &args.sizes.choices()).with_context(context)?;
     if args.cache_only {
         if args.emit != Emit::Exe {
             let msg = "`--cache-only` compiles executables: it goes with `--emit exe`";
@@ -165,7 +171,7 @@ fn compile_request(args: &CompileArgs) -> anyhow::Result<CompileRequest> {
         passes: args.passes.selected(),
         pass_options: args.pass_options(&targets),
         targets,
-        buckets: args.buckets.clone(),
+        buckets: args.sizes.choices(),
         jobs: args.jobs.unwrap_or_else(crate::compile::default_jobs),
         external_weights: args.weights == WeightsArg::External,
         mesh_choice: None,
@@ -184,6 +190,11 @@ pub(super) fn print_summary(
 ) -> anyhow::Result<()> {
     for w in &summary.warnings {
         writeln!(err, "warning: {w}")?;
+    }
+    if !quiet && format == Format::Text {
+        for n in &summary.notes {
+            writeln!(err, "note: {n}")?;
+        }
     }
     match format {
         Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&summary)?)?,

@@ -77,6 +77,9 @@ enum Command {
         /// `text` for people, `json` for CI (layout in README).
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
+        /// The buckets `compile` would make, checked the same way.
+        #[command(flatten)]
+        sizes: SizeFlags,
     },
     /// Look after the compile cache: `stats` (entries, bytes, hit/compile/eviction counters),
     /// `ls` (every entry with its key parts), `verify` (check every checksum, drop damaged
@@ -444,16 +447,8 @@ struct CompileArgs {
     /// 512.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(i64).range(1..=1 << 20))]
     attention_block: Option<i64>,
-    /// Size buckets of a dynamic dim, named as in the archive (`s53`) or by user input and dim
-    /// (`input_ids:1`): `SYM=16,64,512` (those sizes), `SYM=pow2` (powers of two covering the
-    /// range, its maximum included; the default for every dynamic dim) or `SYM=auto:K` (K sizes
-    /// with the least expected padding for sizes uniform in the range); a bare `pow2` or
-    /// `auto:K` applies to every dynamic dim (one naming a dim overrides it for that dim). One
-    /// executable per bucket (the cross product over dims, at most 64) and target; `run` serves
-    /// every real size in the range from the smallest bucket that holds it, with exact results.
-    /// Repeatable.
-    #[arg(long = "buckets", value_name = "[SYM=]SIZES", value_parser = crate::buckets::parse_choice)]
-    buckets: Vec<crate::buckets::Choice>,
+    #[command(flatten)]
+    sizes: SizeFlags,
     /// How many buckets to lower and compile at once. Default: the number of cores.
     #[arg(long, short = 'j', value_name = "N")]
     jobs: Option<usize>,
@@ -619,6 +614,34 @@ enum Emit {
     Ir,
 }
 
+/// The sizes a dynamic program is compiled for: its buckets, and the bounds of dims the export
+/// left unbounded.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub(crate) struct SizeFlags {
+    /// Size buckets of a dynamic dim, named as in the archive (`s53`) or by user input and dim
+    /// (`input_ids:1`): `SYM=16,64,512` (those sizes), `SYM=pow2` (powers of two covering the
+    /// range, its maximum included) or `SYM=auto:K` (K sizes with the least expected padding for
+    /// sizes uniform in the range); a bare `pow2` or `auto:K` applies to every dynamic dim (one
+    /// naming a dim overrides it for that dim). One executable per bucket (the cross product over
+    /// dims, at most 64) and target; `run` serves every real size in the range from the smallest
+    /// bucket that holds it, with exact results. Default: powers of two for every dim, fewer per
+    /// dim (said in a note) where their cross product would pass 64. Repeatable.
+    #[arg(long = "buckets", value_name = "[SYM=]SIZES", value_parser = crate::buckets::parse_choice)]
+    buckets: Vec<crate::buckets::Choice>,
+    /// The largest size of a dynamic dim (`SYM=N` or `INPUT:DIM=N`): needed for a dim the export
+    /// left unbounded (`Dim.AUTO`, or a `Dim` without max) unless `--buckets` lists its sizes;
+    /// narrows a dim the export bounds. Larger inputs are refused at run time. Repeatable.
+    #[arg(long = "max", value_name = "SYM=N", value_parser = crate::buckets::parse_max)]
+    max: Vec<crate::buckets::Choice>,
+}
+
+impl SizeFlags {
+    /// The buckets and bounds, as one list of choices.
+    pub(crate) fn choices(&self) -> Vec<crate::buckets::Choice> {
+        self.buckets.iter().chain(&self.max).cloned().collect()
+    }
+}
+
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Format {
     Text,
@@ -748,7 +771,7 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 fn run(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<u8> {
     match cli.command {
         Command::Inspect { model, format } => commands::inspect(&model, format, out).map(|()| 0),
-        Command::Check { model, format } => commands::check(&model, format, out),
+        Command::Check { model, format, sizes } => commands::check(&model, format, &sizes.choices(), out),
         Command::Compile(args) => commands::compile(&args, out, err).map(|()| 0),
         Command::Run(args) => commands::run(&args, out),
         Command::Generate(args) => commands::generate(&args, out),

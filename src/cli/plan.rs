@@ -26,10 +26,10 @@ pub(super) struct PlanArgs {
     /// ICI bandwidth, price per chip-hour) instead of the bundled one.
     #[arg(long, value_name = "FILE")]
     prices: Option<PathBuf>,
-    /// Size buckets of a dynamic dim, as for `compile`; the figures are the bucket's that needs
-    /// the most memory.
-    #[arg(long = "buckets", value_name = "[SYM=]SIZES", value_parser = crate::buckets::parse_choice)]
-    buckets: Vec<crate::buckets::Choice>,
+    /// Size buckets and bounds of the dynamic dims, as for `compile`; the figures are the
+    /// bucket's that needs the most memory.
+    #[command(flatten)]
+    sizes: super::SizeFlags,
     #[command(flatten)]
     cache: CacheFlags,
     /// No progress lines on stderr.
@@ -46,12 +46,14 @@ pub(super) fn plan(args: &PlanArgs, out: &mut dyn Write, err: &mut dyn Write) ->
         None => crate::plan::ChipTable::bundled(),
     }
     .map_err(|e| Cli::command().error(clap::error::ErrorKind::ValueValidation, e))?;
-    let program = crate::import::import(&args.model)
+    let mut program = crate::import::import(&args.model)
         .map_err(Error::from)
         .with_context(|| format!("cannot read `{}`", args.model.display()))?;
     let mut base = CompileRequest::new(vec![], crate::emit::Precision::Default);
     base.pass_options.pad_multiple = Some(128);
-    base.buckets = args.buckets.clone();
+    base.buckets = args.sizes.choices();
+    crate::buckets::bound_symbols(&mut program, &base.buckets)
+        .with_context(|| format!("cannot plan `{}`", args.model.display()))?;
     base.cache = args.cache.config();
     let slices = (!args.slices.is_empty()).then(|| args.slices.clone());
     let req = crate::plan::PlanRequest { slices, chips, base };

@@ -78,7 +78,7 @@ const NEAREST: usize = 3;
 
 /// Every (bucket, target) of compiling `program` for `req`, looked up in `req`'s cache.
 pub(crate) fn explain_cache(program: &Program, req: &CompileRequest) -> Result<Vec<Explained>, Error> {
-    let planned = crate::buckets::plan(program, &req.buckets)?;
+    let planned = crate::buckets::plan(program, &req.buckets)?.buckets;
     let buckets = in_parallel(&planned, req.jobs, |p| lower_bucket(program, p, req))?;
     let cache = Cache::open(&req.cache);
     let entries: Vec<(KeyParts, Option<Origin>)> = cache

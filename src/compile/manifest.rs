@@ -118,7 +118,7 @@ fn signature(program: &Program) -> Signature {
         })
         .collect();
     let rng_seed = g.graph_inputs().iter().any(|&id| g.node(id).op == Op::Input(InputKind::RngSeed));
-    Signature { inputs, outputs: outputs.collect(), symbols, rng_seed }
+    Signature { inputs, outputs: outputs.collect(), symbols, guards: program.guards.clone(), rng_seed }
 }
 
 fn user_inputs(g: &Graph) -> impl Iterator<Item = torchtpu_passes::ir::NodeId> + '_ {

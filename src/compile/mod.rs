@@ -116,6 +116,10 @@ pub struct CompileSummary {
     pub buckets: Vec<String>,
     /// Per target, how each executable was had (cache hit or compiled) and how long it took.
     pub targets: Vec<TargetSummary>,
+    /// What the compile chose for the user that they may want to choose otherwise: the
+    /// buckets of a program with many dynamic dims.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
     /// What did not stop the compile but should be heard: cache problems (e.g. an unwritable
     /// folder), executables that need more memory than a chip has.
     pub warnings: Vec<String>,
@@ -161,8 +165,8 @@ pub struct TargetSummary {
 /// in order, so the artifact does not depend on the thread count.
 pub fn compile(program: &Program, model: &Path, out: &Path, req: &CompileRequest) -> Result<CompileSummary, Error> {
     let started = Instant::now();
-    let planned = crate::buckets::plan(program, &req.buckets)?;
-    let buckets = in_parallel(&planned, req.jobs, |p| lower_bucket(program, p, req))?;
+    let plan = crate::buckets::plan(program, &req.buckets)?;
+    let buckets = in_parallel(&plan.buckets, req.jobs, |p| lower_bucket(program, p, req))?;
     let mut phases = vec![progress::Phase::since("lower", started, None)];
     if let Some(dir) = &req.dump_dir {
         for b in &buckets {
@@ -211,6 +215,7 @@ pub fn compile(program: &Program, model: &Path, out: &Path, req: &CompileRequest
     let (ms, bytes) = (both.saturating_sub(compile_ms), (!reused).then_some(bytes));
     phases.push(progress::Phase { phase: "write", ms, bytes, alongside: !all_hits });
     summary.phases = phases;
+    summary.notes.extend(plan.note);
     summary.warnings.extend(cache.take_warnings());
     summary.warnings.extend(naive_attentions(&buckets));
     Ok(summary)
@@ -231,13 +236,13 @@ pub fn compile_to_cache(program: &Program, req: &CompileRequest, only: Only<'_>)
     if req.cache.dir.is_none() {
         return Err(Error::Unsupported("compiling into the cache needs the cache: it is off (`--no-cache`)".into()));
     }
-    let planned = crate::buckets::plan(program, &req.buckets)?;
-    let names: Vec<&str> = planned.iter().map(|p| p.name.as_str()).collect();
+    let plan = crate::buckets::plan(program, &req.buckets)?;
+    let names: Vec<&str> = plan.buckets.iter().map(|p| p.name.as_str()).collect();
     if let Some(unknown) = only.buckets.iter().find(|o| !names.contains(&o.as_str())) {
         return Err(Error::Unsupported(format!("no bucket `{unknown}`; the buckets are {}", names.join(", "))));
     }
     let chosen: Vec<_> =
-        planned.into_iter().filter(|p| only.buckets.is_empty() || only.buckets.contains(&p.name)).collect();
+        plan.buckets.into_iter().filter(|p| only.buckets.is_empty() || only.buckets.contains(&p.name)).collect();
     let started = Instant::now();
     let buckets = in_parallel(&chosen, req.jobs, |p| lower_bucket(program, p, req))?;
     let mut phases = vec![progress::Phase::since("lower", started, None)];
@@ -252,6 +257,7 @@ pub fn compile_to_cache(program: &Program, req: &CompileRequest, only: Only<'_>)
         artifact_bytes: 0,
         buckets: buckets.iter().map(|b| b.planned.name.clone()).collect(),
         targets: compiled.executables.into_iter().map(|e| e.summary).collect(),
+        notes: plan.note.into_iter().collect(),
         warnings: cache.take_warnings(),
         passes: Vec::new(),
         weights_file: None,
@@ -273,7 +279,7 @@ pub(crate) fn memory_of(text: &str, target: &Target, partitions: u32) -> Result<
 /// target's entry as a manifest would hold it (per bucket: device memory, XLA's cost model, the
 /// collectives). What `plan` reads.
 pub(crate) fn compile_for_figures(program: &Program, req: &CompileRequest) -> Result<Vec<TargetEntry>, Error> {
-    let planned = crate::buckets::plan(program, &req.buckets)?;
+    let planned = crate::buckets::plan(program, &req.buckets)?.buckets;
     let buckets = in_parallel(&planned, req.jobs, |p| lower_bucket(program, p, req))?;
     same_weights(&buckets)?;
     let cache = Cache::open(&req.cache);
@@ -327,7 +333,7 @@ fn lower_bucket(program: &Program, p: &crate::buckets::Planned, req: &CompileReq
         driver::example_bindings(program).map_err(driver::LowerError::from)?
     } else {
         let values = driver::with_computed_sizes(program, p.values.clone()).map_err(driver::LowerError::from)?;
-        let bounds = program.graph.symbols().clone();
+        let bounds = crate::buckets::bounds(program, &req.buckets)?;
         pass_options.bucket = Some(BucketSpec { values: values.clone(), bounds });
         values
     };
@@ -642,6 +648,7 @@ fn write_artifact(
         artifact_bytes: std::fs::metadata(out).map(|m| m.len()).unwrap_or(0),
         buckets: names,
         targets: summaries,
+        notes: Vec::new(),
         warnings,
         passes,
         weights_file,

@@ -74,6 +74,7 @@ pub fn recompile(from: &Path, out: &Path, req: &RecompileRequest) -> Result<Comp
         artifact_bytes: std::fs::metadata(out).map(|f| f.len()).unwrap_or(0),
         buckets: m.buckets.iter().map(|b| b.name.clone()).collect(),
         targets: summaries,
+        notes: Vec::new(),
         warnings,
         passes: m.buckets.first().map(|b| b.passes.clone()).unwrap_or_default(),
         weights_file: None,

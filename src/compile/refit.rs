@@ -81,6 +81,15 @@ fn request(m: &Manifest) -> Result<CompileRequest, String> {
         Some(other) => return Err(format!("grouped-mm `{other}`")),
     };
     req.attention = attention(o.attention.as_deref())?;
+    // The bounds the artifact was compiled with (a dim the export left unbounded took its own).
+    req.buckets = m
+        .signature
+        .symbols
+        .iter()
+        .filter_map(|s| {
+            Some(crate::buckets::Choice { key: s.name.clone(), sizes: crate::buckets::Sizes::UpTo(s.max?) })
+        })
+        .collect();
     Ok(req)
 }
 

@@ -7,6 +7,7 @@
 mod archive;
 mod args;
 mod build;
+mod guards;
 mod ops;
 mod payload;
 mod schema;
@@ -58,6 +59,8 @@ pub enum ImportError {
     TensorMeta { tensor: String, reason: String },
     #[error("graph signature: {reason}")]
     Signature { reason: String },
+    #[error("guard `{guard}` of the export: {reason}")]
+    Guard { guard: String, reason: String },
     #[error("range constraint of symbol `{symbol}`: {reason}")]
     RangeConstraint { symbol: String, reason: String },
     #[error("node `{node}` ({target}): {reason}{}", at_line(stack))]
@@ -91,6 +94,8 @@ pub struct Program {
     pub weights: BTreeMap<String, Weight>,
     /// How each symbol is bound from the user inputs at run time.
     pub bindings: BTreeMap<String, SymbolBinding>,
+    /// The conditions on the inputs' sizes under which the export traced the program.
+    pub guards: Vec<crate::guards::Guard>,
     /// Python constants baked into the signature (`constant_input` specs), as JSON text.
     pub constant_inputs: Vec<(String, String)>,
     /// Schema and torch version.
@@ -156,7 +161,9 @@ pub(crate) fn import_checked(
     let name = path.file_stem().map_or_else(|| archive.root().to_string(), |s| s.to_string_lossy().into_owned());
     let built = build::build(&name, &archive, &ep, &weights)?;
     torchtpu_passes::verify(&built.graph)?;
+    let guards = guards::read(&ep, &built.graph, &built.bindings)?;
     Ok(Program {
+        guards,
         archive,
         graph: built.graph,
         weights,

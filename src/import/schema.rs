@@ -39,6 +39,9 @@ pub(super) struct ExportedProgram {
     pub schema_version: SchemaVersion,
     #[serde(default)]
     pub torch_version: Option<String>,
+    /// The conditions its trace assumed, as Python expressions (`L['x'].size()[1] != 16`).
+    #[serde(default)]
+    pub guards_code: Vec<String>,
 }
 
 #[derive(Clone, Copy, Debug, Deserialize)]

@@ -144,6 +144,8 @@ struct Encoder {
     start_token: i64,
     /// The prompt lengths it takes, at least and at most.
     lengths: (usize, usize),
+    /// Why the encoder's guards refuse a prompt of a length in that range, where they do.
+    refuses: std::sync::Arc<dyn Fn(usize) -> Option<String> + Send + Sync>,
 }
 
 impl Batcher {
@@ -159,12 +161,13 @@ impl Batcher {
     pub fn seq2seq(decoder: &Session, encoder: Session, start_token: i64) -> Result<Batcher, Error> {
         let step = super::seq2seq::decoder_step(decoder)?;
         let lengths = super::seq2seq::prompt_lengths(&encoder)?;
+        let refuses = super::seq2seq::refused_lengths(&encoder);
         if start_token < 0 || start_token >= step.vocab {
             let reason =
                 format!("the start token {start_token} is not an id of the vocabulary (0 to {})", step.vocab - 1);
             return Err(RunError::Decode(reason).into());
         }
-        Ok(Batcher::of(step, Some(Encoder { session: Some(encoder), start_token, lengths })))
+        Ok(Batcher::of(step, Some(Encoder { session: Some(encoder), start_token, lengths, refuses })))
     }
 
     fn of(step: Step, encoder: Option<Encoder>) -> Batcher {
@@ -175,8 +178,12 @@ impl Batcher {
     /// A batcher with this one's step and limits and no session, for checking requests
     /// ([`Batcher::check`]) where the sessions are elsewhere.
     pub fn checker(&self) -> Batcher {
-        let encoder =
-            self.encoder.as_ref().map(|e| Encoder { session: None, start_token: e.start_token, lengths: e.lengths });
+        let encoder = self.encoder.as_ref().map(|e| Encoder {
+            session: None,
+            start_token: e.start_token,
+            lengths: e.lengths,
+            refuses: e.refuses.clone(),
+        });
         Batcher::of(self.step.clone(), encoder)
     }
 
@@ -209,6 +216,9 @@ impl Batcher {
             let (t, (min, max)) = (request.prompt.len(), e.lengths);
             if t < min || t > max {
                 return Err(format!("{t} prompt tokens: the encoder takes {min} to {max}"));
+            }
+            if let Some(why) = (e.refuses)(t) {
+                return Err(format!("{t} prompt tokens: {why}"));
             }
         }
         // The decoder's positions: the prompt's and the new tokens', or (with an encoder) the
@@ -325,17 +335,19 @@ impl Batcher {
     /// prefill program, as many as the busiest slot has left, up to its largest bucket, kept
     /// within the caches' positions for every row (padding included); where those are not
     /// known, or the rows share one position, the fewest any busy slot has left.
+    /// A count the export's guards refuse is lowered to the next they allow.
     fn tokens_per_call(&self) -> usize {
         let left = || self.slots.iter().flatten().map(Active::unfed);
         let chunk = self.step.chunk.max(1);
-        match self.step.positions {
+        let n = match self.step.positions {
             Some(limit) if chunk > 1 && self.continuous() => {
                 let room = self.slots.iter().map(|s| limit - s.as_ref().map_or(0, |a| a.fed as i64)).min();
                 let room = usize::try_from(room.unwrap_or(1)).unwrap_or(1);
                 left().max().unwrap_or(1).min(chunk).min(room).max(1)
             }
             _ => left().min().unwrap_or(1).min(chunk).max(1),
-        }
+        };
+        (1..=n).rev().find(|k| !self.step.refused.contains(k)).unwrap_or(n)
     }
 
     /// Waiting requests into free slots: any free slot when each is at its own position, else
@@ -416,4 +428,45 @@ pub fn serve_all(session: &mut Session, requests: Vec<Request>) -> Result<Served
         tokens_per_second: if f.ms > 0.0 { f.new_tokens as f64 * 1e3 / f.ms } else { 0.0 },
         figures: f,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A prefill program whose export excludes 16 tokens a call (`L['input_ids'].size()[1] != 16`):
+    /// a slot with 20 tokens to feed gets 15, not 16; with 16 left it gets 15 then 1.
+    #[test]
+    fn a_call_takes_no_token_count_the_guards_exclude() {
+        let step = Step {
+            ids: 0,
+            pos: 1,
+            states: None,
+            pos_dims: vec![Some(1), None],
+            pos_dtype: DType::I64,
+            ids_dtype: DType::I64,
+            logits: 0,
+            logits_per_token: true,
+            vocab: 8,
+            batch: 1,
+            chunk: 16,
+            positions: Some(64),
+            refused: [16].into_iter().collect(),
+        };
+        let mut batcher = Batcher::of(step, None);
+        let request =
+            |n: usize| Request { prompt: vec![1; n], max_new_tokens: 1, stop: vec![], temperature: 0.0, seed: 0 };
+        for (prompt, fed, want) in [(20, 0, 15), (16, 0, 15), (16, 15, 1), (12, 0, 12)] {
+            batcher.slots[0] = Some(Active {
+                id: 0,
+                request: request(prompt),
+                fed,
+                tokens: vec![],
+                sampler: Sampler::new(0.0, 0),
+                waited: 0,
+                calls: 0,
+            });
+            assert_eq!(batcher.tokens_per_call(), want, "{prompt} tokens, {fed} fed");
+        }
+    }
 }

@@ -105,6 +105,9 @@ pub(super) struct Step {
     pub(super) chunk: usize,
     /// The positions the caches hold, when a rank-4 cache says.
     pub(super) positions: Option<i64>,
+    /// The token counts up to `chunk` whose calls break a guard of the export (a prefill
+    /// program traced where `T != 16`): a batcher feeds fewer tokens instead.
+    pub(super) refused: std::collections::BTreeSet<usize>,
 }
 
 impl Step {
@@ -165,11 +168,20 @@ pub(super) fn step(m: &Manifest) -> Result<Step, Error> {
     };
     let positions = cache_positions(m);
     let dtype = |i: usize| parse_dtype(&sig.inputs[i].dtype).unwrap_or(DType::I64);
+    let pos_dims = dims(&sig.inputs[pos]);
+    let refused = (1..=chunk)
+        .filter(|&n| {
+            let mut shapes = vec![vec![]; 2];
+            shapes[ids] = vec![batch, n as i64];
+            shapes[pos] = pos_dims.iter().map(|d| d.unwrap_or(n as i64)).collect();
+            super::broken_guard(m, &shapes.iter().map(Vec::as_slice).collect::<Vec<_>>()).is_some()
+        })
+        .collect();
     Ok(Step {
         ids,
         pos,
         states: None,
-        pos_dims: dims(&sig.inputs[pos]),
+        pos_dims,
         pos_dtype: dtype(pos),
         ids_dtype: dtype(ids),
         logits,
@@ -178,6 +190,7 @@ pub(super) fn step(m: &Manifest) -> Result<Step, Error> {
         batch,
         chunk,
         positions,
+        refused,
     })
 }
 

@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 use thiserror::Error;
-use torchtpu_passes::ir::DType;
+use torchtpu_passes::ir::{DType, SymExpr};
 
 use std::collections::BTreeMap;
 
@@ -53,6 +53,13 @@ pub enum RunError {
     NoDevice { reason: String },
     #[error("input {index} (`{name}`): dim {dim} is {value}, outside the sizes this artifact serves ({min} to {max})")]
     OutOfRange { index: usize, name: String, dim: usize, value: i64, min: i64, max: i64 },
+    #[error("input {index} (`{name}`): dim {dim} is {value}, but the export declares it `{expr}`: {form}")]
+    NotDerived { index: usize, name: String, dim: usize, value: i64, expr: String, form: String },
+    #[error(
+        "the inputs break a condition of the export: `{guard}`{why} ({shapes}); the program was traced where it \
+         holds, and `torch.export.load(…).module()` refuses these inputs too"
+    )]
+    Guard { guard: String, why: String, shapes: String },
     #[error(
         "for these inputs the program computes `{symbol}` = {value}, outside [0, {max}], the range the export \
          recorded for it (a `torch._check` of the model fails, as eager would say)"
@@ -218,27 +225,84 @@ pub fn run(req: &RunRequest) -> Result<RunReport, Error> {
     write_outputs(req, &session, called, load_ms)
 }
 
-/// The value of every symbol, read from the inputs' dims, within the symbols' ranges.
-fn real_sizes(m: &Manifest, inputs: &[&Array], paths: &[PathBuf]) -> Result<BTreeMap<String, i64>, Error> {
+/// The value of every symbol, read from the inputs' dims (solved for, where the dim is derived:
+/// `8*s`), within the symbols' ranges.
+fn real_sizes(m: &Manifest, shapes: &[&[i64]], paths: &[PathBuf]) -> Result<BTreeMap<String, i64>, Error> {
     let mut out = BTreeMap::new();
     for s in &m.signature.symbols {
-        let (Some(a), Some(sig)) = (inputs.get(s.input), m.signature.inputs.get(s.input)) else { continue };
-        let value = a.shape.get(s.dim).copied().ok_or_else(|| RunError::InputMismatch {
+        let (Some(shape), Some(sig)) = (shapes.get(s.input), m.signature.inputs.get(s.input)) else { continue };
+        let value = shape.get(s.dim).copied().ok_or_else(|| RunError::InputMismatch {
             index: s.input,
             name: sig.name.clone(),
-            file: paths[s.input].display().to_string(),
+            file: paths.get(s.input).map_or_else(String::new, |p| p.display().to_string()),
             expected: format!("{} dims", sig.dims.len()),
-            found: format!("shape {:?}", a.shape),
+            found: format!("shape {shape:?}"),
         })?;
-        let (min, max) = (s.min.unwrap_or(1), s.max.unwrap_or(i64::MAX));
-        if value < min || value > max {
-            return Err(
-                RunError::OutOfRange { index: s.input, name: sig.name.clone(), dim: s.dim, value, min, max }.into()
-            );
+        let bare = SymExpr::sym(&s.name);
+        let expr = sig.sym_dims.get(s.dim).unwrap_or(&bare);
+        // A size 0 is not served: the buckets start at 1.
+        let (min, max) = (s.min.unwrap_or(1).max(1), s.max.unwrap_or(i64::MAX));
+        let at = |v: i64| expr.eval(&BTreeMap::from([(s.name.clone(), v)])).unwrap_or(v);
+        let out_of_range = || RunError::OutOfRange {
+            index: s.input,
+            name: sig.name.clone(),
+            dim: s.dim,
+            value,
+            min: at(min),
+            max: if max == i64::MAX { max } else { at(max) },
+        };
+        let symbol = expr.solve_linear(value).ok_or_else(|| match expr.linear() {
+            Some((_, a, b)) if value >= at(min) && value <= at(max) => RunError::NotDerived {
+                index: s.input,
+                name: sig.name.clone(),
+                dim: s.dim,
+                value,
+                expr: expr.to_string(),
+                form: match b {
+                    0 => format!("a multiple of {a}"),
+                    b => format!("a multiple of {a}, plus {b}"),
+                },
+            },
+            _ => out_of_range(),
+        })?;
+        if symbol < min || symbol > max {
+            return Err(out_of_range().into());
         }
-        out.insert(s.name.clone(), value);
+        out.insert(s.name.clone(), symbol);
     }
     Ok(out)
+}
+
+/// Refuses inputs of these shapes (in the signature's order) that break one of the export's
+/// guards, naming it; `real` are the symbols' values they give.
+fn check_guards(m: &Manifest, shapes: &[&[i64]], real: Option<&BTreeMap<String, i64>>) -> Result<(), Error> {
+    if m.signature.guards.is_empty() {
+        return Ok(());
+    }
+    let none = BTreeMap::new();
+    let named = m.signature.inputs.iter().zip(shapes).map(|(sig, &shape)| (sig.name.as_str(), shape));
+    let env = crate::guards::Env { shapes: named.collect(), symbols: real.unwrap_or(&none) };
+    for guard in &m.signature.guards {
+        let why = match guard.holds(&env) {
+            Ok(true) => continue,
+            Ok(false) => String::new(),
+            Err(reason) => format!(" cannot be decided ({reason})"),
+        };
+        let shapes: Vec<String> = env.shapes.iter().map(|(name, shape)| format!("`{name}`: {shape:?}")).collect();
+        return Err(RunError::Guard { guard: guard.text().to_string(), why, shapes: shapes.join(", ") }.into());
+    }
+    Ok(())
+}
+
+/// Why a call with inputs of these shapes would be refused for breaking a guard of the export,
+/// if it would: what a batcher asks before it picks the sizes of its calls. Shapes that are
+/// refused for another reason (a size outside every bucket) are not its business.
+pub(super) fn broken_guard(m: &Manifest, shapes: &[&[i64]]) -> Option<String> {
+    if m.signature.guards.is_empty() {
+        return None;
+    }
+    let real = real_sizes(m, shapes, &[]).ok()?;
+    check_guards(m, shapes, Some(&real)).err().map(|e| e.to_string())
 }
 
 /// The input and output dims at the real sizes, from the signature's symbolic dims.
@@ -284,7 +348,7 @@ fn smallest_bucket<'m>(
             name: m.signature.inputs[s.input].name.clone(),
             dim: s.dim,
             value: real.get(&s.name).copied().unwrap_or_default(),
-            min: s.min.unwrap_or(1),
+            min: s.min.unwrap_or(1).max(1),
             max: largest,
         }
         .into()

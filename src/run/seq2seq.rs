@@ -82,6 +82,7 @@ pub(super) fn decoder_step(session: &Session) -> Result<Step, Error> {
         batch: 1,
         chunk: 1,
         positions: cache_positions(m),
+        refused: Default::default(),
     })
 }
 
@@ -118,6 +119,17 @@ pub(super) fn prompt_lengths(encoder: &Session) -> Result<(usize, usize), Error>
             let symbol = sig.symbols.iter().find(|s| s.input == 0 && s.dim == last);
             (size(symbol.and_then(|s| s.min), 1), size(symbol.and_then(|s| s.max), usize::MAX))
         }
+    })
+}
+
+/// Why `encoder` refuses a prompt of `t` tokens for breaking a guard of its export, if it does:
+/// its token ids `[…, t]` checked as a call would check them.
+pub(super) fn refused_lengths(encoder: &Session) -> std::sync::Arc<dyn Fn(usize) -> Option<String> + Send + Sync> {
+    let m = encoder.manifest().clone();
+    std::sync::Arc::new(move |t: usize| {
+        let ids = m.signature.inputs.first()?;
+        let shape: Vec<i64> = ids.dims.iter().map(|d| dim_of(d).unwrap_or(t as i64)).collect();
+        super::broken_guard(&m, &[shape.as_slice()])
     })
 }
 

@@ -22,7 +22,8 @@ use super::device::DeviceKind;
 use super::placement::Placement;
 use super::weights::{self, DeviceWeights, Verification};
 use super::{
-    client_for, parse_dtype, pick_bucket, real_dims, real_sizes, seed_key, smallest_bucket, to_device, RunError,
+    check_guards, client_for, parse_dtype, pick_bucket, real_dims, real_sizes, seed_key, smallest_bucket, to_device,
+    RunError,
 };
 use crate::artifact::{Artifact, Bucket, Manifest};
 use crate::npy::Array;
@@ -546,11 +547,16 @@ pub(super) fn bucket_for_inputs<'m>(
     for (index, (a, label)) in inputs.iter().zip(labels).enumerate() {
         super::check_dtype(m, index, a, label)?;
     }
+    let shapes: Vec<&[i64]> = inputs.iter().map(|a| a.shape.as_slice()).collect();
     if m.buckets.iter().any(|b| !b.sizes.is_empty()) {
-        let real = real_sizes(m, inputs, labels)?;
-        Ok((smallest_bucket(m, &real, inputs, labels)?, Some(real)))
+        let real = real_sizes(m, &shapes, labels)?;
+        let bucket = smallest_bucket(m, &real, inputs, labels)?;
+        check_guards(m, &shapes, Some(&real))?;
+        Ok((bucket, Some(real)))
     } else {
-        Ok((pick_bucket(&m.buckets, inputs, labels, m)?, None))
+        let bucket = pick_bucket(&m.buckets, inputs, labels, m)?;
+        check_guards(m, &shapes, None)?;
+        Ok((bucket, None))
     }
 }
 

@@ -102,6 +102,13 @@ const CASES: &[(&str, &[&str])] = &[
     // Size expressions: bounded recursion, checked arithmetic, and no megabyte echoes.
     ("size_expr_too_deep", &["tensor `relu`", "calls nested more than 64 deep", "… (+"]),
     ("size_expr_overflow", &["tensor `relu`", "no symbols but no value either"]),
+    // The export's guards: each read, none ignored.
+    ("guard_outside_grammar", &["guard `L['x'].size()[1] !! 16` of the export", "`!` is not part of the grammar"]),
+    (
+        "guard_unknown_input",
+        &["guard `L['y'].size()[0] == 3`", "reads input `y`, which the program does not take (its inputs: x)"],
+    ),
+    ("guard_dim_out_of_range", &["guard `L['x'].size()[5] == 3`", "reads dim 5 of input `x`, which has 2"]),
 ];
 
 #[test]

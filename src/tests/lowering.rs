@@ -64,7 +64,9 @@ fn locations_carry_node_names_and_source_lines() {
 #[test]
 fn check_passes_on_every_test_model() {
     for path in model_paths() {
-        let (code, out, err) = run_cli(&["check", path.to_str().expect("utf-8 path")]);
+        let mut args = vec!["check", path.to_str().expect("utf-8 path")];
+        args.extend(super::required_bucket_args(&path));
+        let (code, out, err) = run_cli(&args);
         assert_eq!(code, 0, "{}: {out}{err}", path.display());
         assert!(out.contains("ok, all"), "{out}");
     }

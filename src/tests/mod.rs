@@ -30,6 +30,8 @@ mod refusals;
 mod serving;
 #[cfg(feature = "mlir")]
 mod sharding;
+#[cfg(feature = "mlir")]
+mod symbolic;
 mod tidy;
 #[cfg(feature = "mlir")]
 mod tpu;
@@ -56,6 +58,28 @@ fn model_paths() -> Vec<PathBuf> {
     v.sort();
     assert!(v.len() >= 9, "expected the test models in testdata/models, found {v:?}");
     v
+}
+
+#[cfg(feature = "mlir")]
+/// What a test model needs besides the defaults to compile: `auto_batch_dyn`'s batch is
+/// unbounded (`Dim.AUTO`), so every compile of it lists its sizes (the largest its bound).
+const REQUIRED_BUCKETS: &[(&str, &str)] = &[("auto_batch_dyn", "x:0=2,4,8,16")];
+
+#[cfg(feature = "mlir")]
+/// [`REQUIRED_BUCKETS`] of the model at `path`, as `--buckets` arguments.
+fn required_bucket_args(path: &Path) -> Vec<&'static str> {
+    let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    REQUIRED_BUCKETS.iter().filter(|(m, _)| *m == stem).flat_map(|(_, b)| ["--buckets", *b]).collect()
+}
+
+#[cfg(feature = "mlir")]
+/// [`REQUIRED_BUCKETS`] of the model at `path`, as choices.
+fn required_buckets(path: &Path) -> Vec<crate::buckets::Choice> {
+    required_bucket_args(path)
+        .into_iter()
+        .filter(|a| *a != "--buckets")
+        .map(|b| crate::buckets::parse_choice(b).expect("a valid choice"))
+        .collect()
 }
 
 #[cfg(feature = "mlir")]

@@ -43,11 +43,18 @@ pub(super) fn compile_model(name: &str, dir: &Path) -> PathBuf {
     compile_model_with(name, dir, &request())
 }
 
+/// Compiles a test model with `req`, and the buckets it needs ([`super::required_buckets`])
+/// where `req` names none.
 pub(super) fn compile_model_with(name: &str, dir: &Path, req: &CompileRequest) -> PathBuf {
     let model = testdata().join(format!("models/{name}.pt2"));
-    let program = import(&model).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let mut program = import(&model).unwrap_or_else(|e| panic!("{name}: {e}"));
     let out = dir.join(format!("{name}.tpuexe"));
-    if let Err(e) = compile(&program, &model, &out, req) {
+    let mut req = req.clone();
+    if req.buckets.is_empty() {
+        req.buckets = super::required_buckets(&model);
+    }
+    crate::buckets::bound_symbols(&mut program, &req.buckets).unwrap_or_else(|e| panic!("{name}: {e}"));
+    if let Err(e) = compile(&program, &model, &out, &req) {
         panic!("{name}: {e:#}\n(the XLA CPU plugin comes from `cargo xtask setup`)");
     }
     out
@@ -177,7 +184,13 @@ parity_tests!(
     dual_ffn_dyn,
     long_context_dyn,
     nms_dyn,
-    unique_dyn
+    unique_dyn,
+    guarded_dyn,
+    auto_batch_dyn,
+    derived_cnn_dyn,
+    cross_attention_3dyn,
+    t5_recipe_encoder,
+    t5_recipe_decoder
 );
 
 #[test]
@@ -329,7 +342,7 @@ fn control_flow_matches_eager_on_every_path() {
 }
 
 /// The reference cases of a model: "" (base), "_case1", … while they exist.
-fn case_suffixes(name: &str) -> Vec<String> {
+pub(super) fn case_suffixes(name: &str) -> Vec<String> {
     let dir = testdata().join("models").join(name);
     (0..)
         .map(|k| if k == 0 { String::new() } else { format!("_case{k}") })
@@ -339,7 +352,7 @@ fn case_suffixes(name: &str) -> Vec<String> {
 
 /// Runs `artifact` on one reference case and returns the bucket it ran in; panics unless every
 /// output equals PyTorch eager's at that size.
-fn run_case(name: &str, artifact: &Path, case: &str, tmp: &Path) -> String {
+pub(super) fn run_case(name: &str, artifact: &Path, case: &str, tmp: &Path) -> String {
     let dir = testdata().join("models").join(name);
     let reference = tmp.join(format!("ref{case}"));
     std::fs::create_dir_all(&reference).expect("ref dir");

@@ -29,7 +29,8 @@ fn compile_for(model: &Path, out: &Path, targets: Vec<Target>) -> Artifact {
 /// Compiles `model` with `req`, one bucket per dynamic dim at its largest size (it keeps the
 /// libtpu compiles few).
 fn compile_with(model: &Path, out: &Path, mut req: CompileRequest) -> Result<Artifact, String> {
-    let program = import(model).map_err(|e| format!("{}: {e}", model.display()))?;
+    let mut program = import(model).map_err(|e| format!("{}: {e}", model.display()))?;
+    crate::buckets::bound_symbols(&mut program, &super::required_buckets(model)).map_err(|e| e.to_string())?;
     req.buckets = program
         .graph
         .symbols()

@@ -76,6 +76,36 @@ impl SymExpr {
         }
     }
 
+    /// `self` as `a*s + b` over one symbol `s` with `a ≥ 1` (a derived dim: `8*s52`,
+    /// `2*s + 1`): `(s, a, b)`, read off its canonical form. `None` for anything else.
+    pub fn linear(&self) -> Option<(&str, i64, i64)> {
+        fn term(e: &SymExpr) -> Option<(&str, i64)> {
+            match e {
+                SymExpr::Sym(s) => Some((s.as_str(), 1)),
+                SymExpr::Mul(f) => match f.as_slice() {
+                    [SymExpr::Int(a), SymExpr::Sym(s)] if *a >= 1 => Some((s.as_str(), *a)),
+                    _ => None,
+                },
+                _ => None,
+            }
+        }
+        match self {
+            SymExpr::Add(t) => match t.as_slice() {
+                [one, SymExpr::Int(b)] => term(one).map(|(s, a)| (s, a, *b)),
+                _ => None,
+            },
+            other => term(other).map(|(s, a)| (s, a, 0)),
+        }
+    }
+
+    /// The value of the symbol of a [`linear`](SymExpr::linear) expression at which it equals
+    /// `value`: `None` when no whole value of the symbol gives it.
+    pub fn solve_linear(&self, value: i64) -> Option<i64> {
+        let (_, a, b) = self.linear()?;
+        let shifted = value.checked_sub(b)?;
+        (shifted % a == 0).then(|| shifted / a)
+    }
+
     /// Names of the symbols used, sorted and without repeats.
     pub fn symbols(&self) -> Vec<String> {
         let mut out = Vec::new();
@@ -433,6 +463,21 @@ mod tests {
         assert_eq!(e.to_string(), "4*(s70 + 1)");
         let p = SymExpr::Pow(Box::new(s()), Box::new(SymExpr::Int(2)));
         assert_eq!(SymExpr::Mul(vec![SymExpr::Int(4), p]).to_string(), "4*s70^2");
+    }
+
+    /// A derived dim is read as `a*s + b` and solved for `s`; other forms are not.
+    #[test]
+    fn linear_dims_solve_for_their_symbol() {
+        let e = SymExpr::Mul(vec![SymExpr::Int(8), s()]).simplify();
+        assert_eq!(e.linear(), Some(("s70", 8, 0)));
+        assert_eq!((e.solve_linear(24), e.solve_linear(20)), (Some(3), None));
+        let e = SymExpr::Add(vec![SymExpr::Mul(vec![SymExpr::Int(2), s()]), SymExpr::Int(1)]).simplify();
+        assert_eq!((e.linear(), e.solve_linear(9)), (Some(("s70", 2, 1)), Some(4)));
+        assert_eq!(s().linear(), Some(("s70", 1, 0)));
+        let two = SymExpr::Mul(vec![s(), SymExpr::sym("s3")]).simplify();
+        let div = SymExpr::FloorDiv(Box::new(s()), Box::new(SymExpr::Int(2)));
+        let neg = SymExpr::Mul(vec![SymExpr::Int(-1), s()]).simplify();
+        assert_eq!((two.linear(), div.linear(), neg.linear()), (None, None, None));
     }
 
     /// `min(256, s)` with `s ≤ 64` is `s`; `max(1, s)` with `s ≥ 1` is `s`; what the ranges

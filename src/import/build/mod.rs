@@ -63,6 +63,8 @@ struct Builder<'a> {
     sym_values: BTreeMap<String, Dim>,
     symbols: BTreeSet<String>,
     bindings: BTreeMap<String, SymbolBinding>,
+    /// The symbols bound by a derived dim (`8*s`), which a bare one replaces.
+    derived: BTreeSet<String>,
     /// Sizes made by data that the program asserts equal to others (`Eq(u0 + u1, 32)`), taken
     /// as facts.
     equalities: Vec<(SymExpr, SymExpr)>,
@@ -86,6 +88,7 @@ pub(super) fn build(
         sym_values: BTreeMap::new(),
         symbols: BTreeSet::new(),
         bindings: BTreeMap::new(),
+        derived: BTreeSet::new(),
         equalities: Vec::new(),
         depth: 0,
     };
@@ -273,22 +276,32 @@ impl<'a> Builder<'a> {
         self.values.insert(RNG_SEED.to_string(), ValueRef { node: id, slot: 0 });
     }
 
-    /// A user-input dim that is a bare symbol gives that symbol its value at run time.
+    /// A user-input dim that is a bare symbol gives that symbol its value at run time; so does
+    /// a derived dim `a*s + b` (`8*Dim("kh")`, an image side that must be a multiple of 8), by
+    /// solving for `s`, where no input has `s` bare.
     fn bind_symbols(&mut self, name: &str, index: usize, ty: &TensorType) {
         let sizes = self.graph_json().tensor_values.get(name).map(|m| m.sizes.clone()).unwrap_or_default();
         for (dim, d) in ty.dims.iter().enumerate() {
-            if let Dim::Sym(torchtpu_passes::ir::SymExpr::Sym(s)) = d {
-                let example = match sizes.get(dim) {
-                    Some(SymInt::AsExpr(e)) => e.hint.as_ref().and_then(|h| h.get("as_int")?.as_i64()),
-                    _ => None,
-                };
-                self.bindings.entry(s.clone()).or_insert(SymbolBinding {
-                    input: index,
-                    input_name: name.to_string(),
-                    dim,
-                    example,
-                });
+            let Dim::Sym(e) = d else { continue };
+            let Some((s, _, _)) = e.linear() else { continue };
+            let bare = matches!(e, SymExpr::Sym(_));
+            let example = match sizes.get(dim) {
+                Some(SymInt::AsExpr(x)) => x.hint.as_ref().and_then(|h| h.get("as_int")?.as_i64()),
+                _ => None,
+            };
+            // The first input dim that gives `s` binds it, unless it was derived and this is bare.
+            let replaces = bare && self.derived.contains(s);
+            if self.bindings.contains_key(s) && !replaces {
+                continue;
             }
+            let example = example.and_then(|v| if bare { Some(v) } else { e.solve_linear(v) });
+            if bare {
+                self.derived.remove(s);
+            } else {
+                self.derived.insert(s.to_string());
+            }
+            let binding = SymbolBinding { input: index, input_name: name.to_string(), dim, example };
+            self.bindings.insert(s.to_string(), binding);
         }
     }
 

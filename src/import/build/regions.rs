@@ -117,6 +117,7 @@ impl Builder<'_> {
             sym_values: self.sym_values.clone(),
             symbols: BTreeSet::new(),
             bindings: BTreeMap::new(),
+            derived: BTreeSet::new(),
             equalities: self.equalities.clone(),
             depth: self.depth + 1,
         };

@@ -1,0 +1,71 @@
+//! The export's guards read into the program: each of `guards_code`, and each relation between
+//! symbols that `range_constraints` bounds (`8*s52` in `[16, 64]`, a derived dim), parsed and
+//! checked against the program's inputs. A guard that does not parse, or reads an input the
+//! program does not take, fails the import naming it: none is ignored.
+
+use std::collections::BTreeMap;
+
+use torchtpu_passes::ir::{Graph, InputKind, Op};
+
+use super::schema::ExportedProgram;
+use super::{shown, ImportError, SymbolBinding};
+use crate::guards::Guard;
+
+/// The program's guards, in the order the export wrote them, then the relations.
+pub(super) fn read(
+    ep: &ExportedProgram,
+    graph: &Graph,
+    bindings: &BTreeMap<String, SymbolBinding>,
+) -> Result<Vec<Guard>, ImportError> {
+    let ranks = user_input_ranks(graph);
+    let mut out: Vec<Guard> = vec![];
+    for text in &ep.guards_code {
+        let refuse = |reason: String| ImportError::Guard { guard: shown(text), reason };
+        let guard = Guard::parse(text).map_err(refuse)?;
+        for (input, dim) in guard.inputs() {
+            let Some(&rank) = ranks.get(&input) else {
+                let names: Vec<&str> = ranks.keys().map(String::as_str).collect();
+                return Err(refuse(format!(
+                    "it reads input `{}`, which the program does not take (its inputs: {})",
+                    shown(&input),
+                    names.join(", ")
+                )));
+            };
+            if let Some(d) = dim.filter(|&d| d >= rank) {
+                return Err(refuse(format!("it reads dim {d} of input `{input}`, which has {rank}")));
+            }
+        }
+        if !out.contains(&guard) {
+            out.push(guard);
+        }
+    }
+    for (relation, rc) in &ep.range_constraints {
+        if is_symbol(relation) {
+            continue;
+        }
+        let refuse = |reason: String| ImportError::RangeConstraint { symbol: shown(relation), reason };
+        let Some(guard) = Guard::of_range(relation, rc.min_val, rc.max_val) else { continue };
+        let guard = guard.map_err(refuse)?;
+        // A relation among sizes the data makes is checked where they are computed; one over
+        // symbols the program no longer uses says nothing about its inputs.
+        if guard.symbols().iter().all(|s| bindings.contains_key(s)) {
+            out.push(guard);
+        }
+    }
+    Ok(out)
+}
+
+/// A plain symbol (`s70`, `u0`): its range is the symbol's own bounds.
+fn is_symbol(key: &str) -> bool {
+    key.strip_prefix(['s', 'u']).is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Each user input's name and number of dims.
+fn user_input_ranks(graph: &Graph) -> BTreeMap<String, usize> {
+    graph
+        .graph_inputs()
+        .iter()
+        .filter(|&&id| matches!(graph.node(id).op, Op::Input(InputKind::User { .. })))
+        .map(|&id| (graph.node(id).name.clone(), graph.node(id).outputs[0].dims.len()))
+        .collect()
+}
