@@ -1324,6 +1324,33 @@ class MetaRopeAttention(nn.Module):
         return self.wo(o.transpose(1, 2).reshape(b, s, -1))
 
 
+class GridSample(nn.Module):
+    """`F.grid_sample` (bilinear, zeros padding) of x [b, 3, 8, 8] at grid [b, 5, 5, 2]: each
+    batch element sampled at its own grid."""
+
+    def forward(self, x, grid):
+        return F.grid_sample(x, grid, align_corners=False)
+
+
+class PositionsAfterPast(nn.Module):
+    """`arange(past, past + t)`: the positions of t new tokens after a past of a dynamic length,
+    added to them (the start of the arange a symbolic size)."""
+
+    def forward(self, x, past):
+        pos = torch.arange(past.shape[1], past.shape[1] + x.shape[1])
+        return x + pos[None, :, None].float()
+
+
+class RowsOfCount(nn.Module):
+    """The rows a mask picks (a count from data, at most 8) merged with the dim after them:
+    `x[idx]` is [u0, 16, 64], viewed as [16*u0, 64] and summed."""
+
+    def forward(self, x, mask):
+        idx = mask.nonzero()[:, 0]
+        torch._check(idx.shape[0] <= 8)
+        return x[idx].reshape(-1, 64).sum(0)
+
+
 class Guarded(nn.Module):
     """Two branches on a size: the export keeps the one its example took and records the other's
     condition as a guard (`L['x'].size()[1] != 16`)."""
@@ -1519,6 +1546,26 @@ MODELS = {
         inputs=[(randn((2, 5, 8), 40),), (randn((2, 2, 8), 41),), (randn((2, 3, 8), 42),),
                 (randn((2, 17, 8), 43),), (randn((2, 33, 8), 44),), (randn((2, 64, 8), 45),)],
         dynamic_shapes={"x": {1: Dim("seq", min=2, max=64)}}),
+    "grid_sample_dyn": dict(
+        build=GridSample,
+        desc="F.grid_sample(x [b, 3, 8, 8], grid [b, 5, 5, 2]) with a dynamic batch Dim('batch', 1..8): position by "
+             "position along the batch and the grid's points",
+        inputs=[(randn((b, 3, 8, 8), 2000 + b), torch.rand((b, 5, 5, 2), generator=gen(2100 + b)) * 2.2 - 1.1)
+                for b in (2, 1, 3, 4, 5, 7, 8)],
+        dynamic_shapes={"x": {0: BATCH}, "grid": {0: BATCH}}),
+    "positions_after_past_dyn": dict(
+        build=PositionsAfterPast,
+        desc="x [1, t, 4] + arange(p, p + t) for a past [1, p], t in 1..16 and p in 1..32: an arange whose start is "
+             "a symbolic size",
+        inputs=[(randn((1, t, 4), 2200 + t), randn((1, p), 2300 + p))
+                for t, p in ((3, 5), (1, 1), (2, 31), (16, 32), (9, 17), (4, 8), (15, 2))],
+        dynamic_shapes={"x": {1: Dim("t", min=1, max=16)}, "past": {1: Dim("p", min=1, max=32)}}),
+    "rows_of_count": dict(
+        build=RowsOfCount,
+        desc="x[mask.nonzero()[:, 0]] ([u0, 16, 64], u0 <= 8 by torch._check) viewed as [16*u0, 64] and summed: a "
+             "view of a count from data; cases of 4, 0, 8 and 1 rows",
+        inputs=[(randn((8, 16, 64), 2400 + k), torch.tensor(m, dtype=torch.bool))
+                for k, m in enumerate(([1, 0, 1, 1, 0, 0, 1, 0], [0] * 8, [1] * 8, [0, 0, 0, 0, 0, 0, 0, 1]))]),
     "guarded_dyn": dict(
         build=Guarded,
         desc="x * 2 if x.shape[1] == 16 else x + 1, x f32[3, s] exported with Dim.AUTO(min=2, max=64) at s = 8: the "

@@ -200,7 +200,7 @@ fn op_dims(op: &mut Op) -> Vec<&mut Dim> {
         }
         Op::SplitWithSizes(SplitWithSizes { sizes, .. }) => sizes.iter_mut().collect(),
         Op::Slice(Slice { start, end, .. }) => vec![start, end],
-        Op::ArangeSym(ArangeSym { end, .. }) => vec![end],
+        Op::ArangeSym(ArangeSym { start, end, .. }) => vec![start, end],
         Op::Repeat(Repeat { repeats }) => repeats.iter_mut().collect(),
         Op::TopK(TopK { k, .. }) | Op::Nonzero(Nonzero { size: k }) => vec![k],
         Op::Item(Item { size, at_most }) => std::iter::once(size).chain(at_most).collect(),

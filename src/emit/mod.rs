@@ -540,7 +540,8 @@ fn emit_node<'c, 'b>(
         Op::Gather(Gather { dim }) => one(shape::gather(b, *dim, args[0], args[1], &out[0])),
         Op::Arange(Arange { start, step, .. }) => one(tensor::arange(b, *start, *step, &out[0])),
         Op::ArangeSym(ArangeSym { start, step, .. }) => {
-            one(tensor::arange(b, Scalar::Int(*start), Scalar::Int(*step), &out[0]))
+            let start = start.as_static().ok_or("the start of an arange was not specialized")?;
+            one(tensor::arange(b, Scalar::Int(start), Scalar::Int(*step), &out[0]))
         }
         Op::Literal(Literal { values }) => one(tensor::literal(b, values, &out[0])),
         Op::Full(Full { value, .. }) | Op::FullLike(FullLike { value }) | Op::ScalarTensor(ScalarTensor { value }) => {

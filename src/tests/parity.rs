@@ -190,7 +190,10 @@ parity_tests!(
     derived_cnn_dyn,
     cross_attention_3dyn,
     t5_recipe_encoder,
-    t5_recipe_decoder
+    t5_recipe_decoder,
+    grid_sample_dyn,
+    positions_after_past_dyn,
+    rows_of_count
 );
 
 #[test]

@@ -185,6 +185,26 @@ fn transformers_seq2seq_recipe_at_every_size() {
     assert!(err.contains("dim 1 is 0, outside the sizes this artifact serves (1 to 32)"), "{err}");
 }
 
+/// Forms that were refused: `grid_sample` along a dynamic batch (position by position along
+/// the batch and the grid's points), an `arange` whose start is a symbolic size (the positions
+/// after a past: counted from 0, the real size added), and a view of a count from data merged
+/// with the dim after it (`[u0, 16, 64] → [16*u0, 64]`, compared where the count is not 0).
+/// Each equals eager at every case: sizes across the buckets, and counts of 0, 1, 4 and 8.
+#[test]
+fn sampling_positions_and_counts_from_data_at_every_size() {
+    for (name, cases) in [("grid_sample_dyn", 7), ("positions_after_past_dyn", 7), ("rows_of_count", 4)] {
+        let tmp = TempDir::new(name);
+        let artifact = compile_model(name, &tmp.0);
+        let all = case_suffixes(name);
+        assert_eq!(all.len(), cases, "{name}");
+        let mut used = std::collections::BTreeSet::new();
+        for case in &all {
+            used.insert(run_case(name, &artifact, case, &tmp.0));
+        }
+        assert!(name == "rows_of_count" || used.len() >= 3, "{name}: {used:?}");
+    }
+}
+
 fn path(p: &std::path::Path) -> &str {
     p.to_str().expect("utf-8 path")
 }

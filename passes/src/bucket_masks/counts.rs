@@ -18,7 +18,7 @@
 use std::collections::BTreeSet;
 
 use super::{DynDims, Factors, Masker};
-use crate::ir::ops::{Convert, Full, Reduce, Select, Slice, SymInt, SymSize};
+use crate::ir::ops::{ArangeSym, Convert, Full, Reduce, Select, Slice, SymInt, SymSize};
 use crate::ir::{
     norm_dim, BinaryOp, DType, Dim, Graph, NodeId, Op, Operand, OutputKind, ReduceOp, Scalar, SymExpr, TensorType,
     ValueRef,
@@ -193,6 +193,27 @@ impl Masker<'_> {
         };
         self.lengths.insert(e.clone(), v);
         Ok(v)
+    }
+
+    /// An `arange` from a symbolic size (`arange(past, past + t)`): the bucket counts it from
+    /// the padded size, so it counts from 0 instead and the real size is added: real positions
+    /// hold eager's values, padded ones go on past them.
+    pub(super) fn arange_from_real(&mut self, graph: &mut Graph, id: NodeId, start: &SymExpr) -> Result<(), String> {
+        let node = graph.node(id).clone();
+        let Op::ArangeSym(ArangeSym { start: Dim::Static(from), end: Dim::Static(to), step }) = node.op else {
+            return Err("an arange of symbolic sizes was not specialized".into());
+        };
+        let ty = node.outputs[0].clone();
+        let end = to.checked_sub(from).ok_or("its length overflows")?;
+        let counted = ArangeSym { start: Dim::Static(0), end: Dim::Static(end), step };
+        let counted = self.add(graph, id, Op::ArangeSym(counted), ty.clone(), &[]);
+        let mut real = self.length(graph, id, start)?;
+        if ty.dtype != DType::I64 {
+            real = self.add(graph, id, Op::Convert(Convert), TensorType::new(ty.dtype, &[]), &[real]);
+        }
+        let sum = self.binary(graph, id, BinaryOp::Add, Operand::Tensor, &[counted, real], ty);
+        graph.replace_uses(ValueRef { node: id, slot: 0 }, sum);
+        Ok(())
     }
 
     /// `sym_size` and size arithmetic (`SymInt`): their values become the real sizes.

@@ -428,6 +428,9 @@ impl Masker<'_> {
         if matches!(node.op, Op::SymSize(_) | Op::SymInt(_)) {
             return self.real_size(graph, id);
         }
+        if let Some(Op::ArangeSym(ArangeSym { start: Dim::Sym(start), .. })) = node.symbolic.as_ref().map(|s| &s.op) {
+            return self.arange_from_real(graph, id, &start.clone());
+        }
         let mut in_dyn: Vec<DynDims> = ins.iter().map(|&v| self.dyn_dims(graph, v)).collect();
         if Self::needs_region_masks(&node.op, &in_dyn) {
             return self.control_flow(graph, id, &in_dyn);
@@ -578,7 +581,7 @@ impl Masker<'_> {
             }
         }
         let tracked = match (&node.op, first) {
-            (Op::ArangeSym(ArangeSym { start: 0, step: 1, .. }), _)
+            (Op::ArangeSym(ArangeSym { start: Dim::Static(0), step: 1, .. }), _)
             | (Op::Arange(Arange { start: Scalar::Int(0), step: Scalar::Int(1), .. }), _) => {
                 self.dyn_dims(graph, out).remove(&0)
             }

@@ -29,24 +29,36 @@ impl Masker<'_> {
             queue.extend(own.into_iter().filter(|f| !self.is_one(f)));
         }
         let mut queue = self.static_runs_merged(queue);
+        // Sizes are compared where the operand is not empty: at a size 0 (a count from data at
+        // its least) every product is 0 and says nothing of how dims regroup.
+        let live: Vec<usize> = (0..3).filter(|&i| a.iter().all(|e| self.at(e).is_some_and(|v| v[i] != 0))).collect();
+        if live.is_empty() {
+            return Err(regroups());
+        }
+        let same = |x: [i64; 3], y: [i64; 3]| live.iter().all(|&i| x[i] == y[i]);
         for (j, want) in b.iter().enumerate() {
             let want_at = self.at(want).ok_or_else(|| format!("cannot evaluate the size `{want}`"))?;
             let mut taken: Factors = vec![];
             let mut have = [1i64; 3];
-            while have != want_at {
+            while !same(have, want_at) {
                 let next = queue.pop_front().ok_or_else(regroups)?;
                 let at = self.at(&next).ok_or_else(regroups)?;
                 let product = [have[0] * at[0], have[1] * at[1], have[2] * at[2]];
-                if (0..3).all(|i| product[i] != 0 && want_at[i] % product[i] == 0) {
+                if live.iter().all(|&i| product[i] != 0 && want_at[i] % product[i] == 0) {
                     taken.push(next);
                     have = product;
                     continue;
                 }
                 // Split `next` into an outer part (what this dim still needs) and a static inner part.
-                let need: Option<Vec<i64>> =
-                    (0..3).map(|i| (have[i] != 0 && want_at[i] % have[i] == 0).then(|| want_at[i] / have[i])).collect();
+                let need: Option<Vec<i64>> = live
+                    .iter()
+                    .map(|&i| (have[i] != 0 && want_at[i] % have[i] == 0).then(|| want_at[i] / have[i]))
+                    .collect();
                 let inner: Option<Vec<i64>> = need.and_then(|need| {
-                    (0..3).map(|i| (need[i] != 0 && at[i] % need[i] == 0).then(|| at[i] / need[i])).collect()
+                    live.iter()
+                        .zip(need)
+                        .map(|(&i, need)| (need != 0 && at[i] % need == 0).then(|| at[i] / need))
+                        .collect()
                 });
                 let Some(inner) = inner.filter(|v| v.iter().all(|&c| c == v[0])) else { return Err(regroups()) };
                 let outer = if taken.is_empty() {

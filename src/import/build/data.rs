@@ -246,7 +246,8 @@ fn size_value(w: &mut Wire<'_>, e: &SymExpr) -> Result<ValueRef, String> {
 /// Positions `start .. start + len` as an `i64[len]` index.
 fn positions(w: &mut Wire<'_>, start: &SymExpr, len: &Dim) -> Result<ValueRef, String> {
     let ty = TensorType { dtype: DType::I64, dims: vec![len.clone()] };
-    let iota = w.typed(Op::ArangeSym(ArangeSym { start: 0, end: len.clone(), step: 1 }), &[], vec![ty])?[0];
+    let iota =
+        w.typed(Op::ArangeSym(ArangeSym { start: Dim::Static(0), end: len.clone(), step: 1 }), &[], vec![ty])?[0];
     if start.as_const() == Some(0) {
         return Ok(iota);
     }

@@ -5,7 +5,7 @@ use torchtpu_passes::ir::ops::{
     Arange, ArangeSym, AssertMetadata, Convert, CopyFrom, Dropout, Expand, Full, FullLike, Identity, Rand, RandPerm,
     ScalarTensor, SymSize,
 };
-use torchtpu_passes::ir::{Op, Operand, Scalar};
+use torchtpu_passes::ir::{Dim, Op, Operand, Scalar};
 
 use super::{Args, Translation};
 
@@ -95,9 +95,9 @@ fn without_generator(a: &Args<'_>) -> Result<(), String> {
     Ok(())
 }
 
-/// `arange(start=0, end, step=1)`; a symbolic `end` (a dynamic length) gets its own op.
+/// `arange(start=0, end, step=1)`; a symbolic `start` or `end` (a dynamic length) gets its own
+/// op.
 fn arange(a: &mut Args<'_>) -> Result<Op, String> {
-    let start = a.scalar("start", Some(Scalar::Int(0)))?;
     let step = a.scalar("step", Some(Scalar::Int(1)))?;
     let zero = match step {
         Scalar::Int(v) => v == 0,
@@ -107,12 +107,15 @@ fn arange(a: &mut Args<'_>) -> Result<Op, String> {
     if zero {
         return Err(format!("`step` is {step}; arange needs a finite, non-zero step"));
     }
-    let end_dim = a.dim("end", None);
-    match (end_dim, start, step) {
-        (Ok(end), Scalar::Int(start), Scalar::Int(step)) if end.as_static().is_none() => {
+    let (start, end) = (a.dim("start", Some(Dim::Static(0))), a.dim("end", None));
+    match (start, end, step) {
+        (Ok(start), Ok(end), Scalar::Int(step)) if start.as_static().is_none() || end.as_static().is_none() => {
             Ok(Op::ArangeSym(ArangeSym { start, end, step }))
         }
-        _ => Ok(Op::Arange(Arange { start, end: a.scalar("end", None)?, step })),
+        _ => {
+            let start = a.scalar("start", Some(Scalar::Int(0)))?;
+            Ok(Op::Arange(Arange { start, end: a.scalar("end", None)?, step }))
+        }
     }
 }
 

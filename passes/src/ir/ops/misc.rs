@@ -8,6 +8,7 @@ use super::*;
 use super::{AttrReader, OpSyntax, ParseOp};
 use crate::ir::op::*;
 use crate::ir::types::*;
+use crate::ir::SymExpr;
 
 op! {
     /// `upsample_nearest2d`/`upsample_bilinear2d` to the recorded output size; `scales` are the
@@ -374,6 +375,14 @@ impl OpDef for GridSampler {
         let dims = [x.dims[0].clone(), x.dims[1].clone(), grid.dims[1].clone(), grid.dims[2].clone()];
         one(Expected::exact(x.dtype, &dims))
     }
+
+    /// The batch (of the input and the grid), the channels, and the grid's output positions:
+    /// each output position samples its own batch element and channel at its own grid point.
+    /// Only the input's height and width are read at other positions (by the grid's values).
+    fn position_wise(&self, _: &[&TensorType], _: &[TensorType]) -> Vec<Along> {
+        let link = |slot, dim, out_dim| Along { slot, dim, out: 0, out_dim };
+        vec![link(0, 0, 0), link(1, 0, 0), link(0, 1, 1), link(1, 1, 2), link(1, 2, 3)]
+    }
 }
 
 op! {
@@ -489,9 +498,10 @@ impl OpDef for Arange {
 }
 
 op! {
-    /// `arange` whose end is a symbolic size: no inputs.
+    /// `arange` whose start or end is a symbolic size (`arange(past, past + t)`: the positions
+    /// after a cache of a dynamic length): no inputs.
     pub struct ArangeSym = "arange_sym" {
-        pub start: i64 ["start"],
+        pub start: Dim ["start"],
         pub end: Dim ["end"],
         pub step: i64 ["step"],
     }
@@ -504,8 +514,11 @@ impl OpDef for ArangeSym {
 
     fn infer(&self, _: &[&TensorType]) -> RuleResult {
         match self {
-            ArangeSym { start: 0, end, step: 1 } => one(Expected::shape(std::slice::from_ref(end))),
             ArangeSym { step, .. } if *step == 0 => Err("arange step 0".into()),
+            ArangeSym { start, end, step: 1 } => {
+                let count = SymExpr::Add(vec![end.to_expr(), SymExpr::Mul(vec![SymExpr::Int(-1), start.to_expr()])]);
+                one(Expected::shape(&[Dim::from_expr(count.simplify())]))
+            }
             _ => one(Expected::partial(None, vec![None])),
         }
     }

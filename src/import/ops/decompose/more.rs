@@ -349,7 +349,7 @@ pub(crate) fn unique(a: &mut Args<'_>) -> R<Recipe> {
         let (sorted, perm) = (sorted[0], sorted[1]);
         // A run of equal values starts where an element differs from the one before it (each
         // read at `max(i - 1, 0)`, so that a padded length needs no slice of it).
-        let positions = ArangeSym { start: 0, end: n, step: 1 };
+        let positions = ArangeSym { start: Dim::Static(0), end: n, step: 1 };
         let positions = w.typed(Op::ArangeSym(positions), &[], vec![i64s.clone()])?[0];
         let before = w.op(scalar_op(BinaryOp::Sub, Scalar::Int(1)), &[positions])?;
         let before = w.op(scalar_op(BinaryOp::Maximum, Scalar::Int(0)), &[before])?;
