@@ -160,6 +160,7 @@ def _joined(value) -> str:
 _COMPILE_FLAGS = {
     "targets": "--target",
     "buckets": "--buckets",
+    "max": "--max",
     "emit": "--emit",
     "mesh": "--mesh",
     "shard_plan": "--shard-plan",
@@ -190,6 +191,7 @@ def compile(
     targets: Union[str, Sequence[str], None] = None,
     buckets: Union[str, Sequence[str], Dict[str, Any], None] = None,
     *,
+    max: Optional[Dict[str, int]] = None,  # noqa: A002 - the command line's `--max`
     emit: Optional[str] = None,
     mesh: Optional[str] = None,
     shard_plan: Optional[PathLike] = None,
@@ -219,7 +221,9 @@ def compile(
     its manifest (``inspect``), or None when ``emit`` is not ``"exe"``.
 
     ``targets``: ``"tpu:v6e:1x1"``, ``"cpu"``, … (default: the command line's, TPU v6e and CPU).
-    ``buckets``: ``"auto:4"``, ``"pow2"``, ``["1,8,64"]`` or ``{"s0": [1, 8, 64]}``.
+    ``buckets``: ``"auto:4"``, ``"pow2"``, ``["1,8,64"]`` or ``{"s0": [1, 8, 64]}``. ``max``: the
+    largest size of a dim the export left unbounded (``Dim.AUTO``), ``{"s0": 64}`` or
+    ``{"x:0": 64}``.
     ``precision_override``: ``{"attn.*": "highest"}``. ``passes``: the passes to run (a list, or
     ``"none"``); ``skip``: passes to leave out (``["pad", "cse"]``, the ``--no-<pass>`` flags).
     Every keyword is the option of ``torchtpu-compile compile --help`` of the same name (``_``
