@@ -28,7 +28,10 @@ pub(crate) fn refit(program: &Program, model: &Path, art: &Artifact, out: &Path)
     let m = &art.manifest;
     let refused =
         |why: String| Error::Unsupported(format!("`{}` is not a checkpoint of this artifact: {why}", model.display()));
-    let req = request(m).map_err(|e| refused(format!("the manifest's options do not parse ({e})")))?;
+    let mut req = request(m).map_err(|e| refused(format!("the manifest's options do not parse ({e})")))?;
+    // Bounds of the dims this checkpoint's program has (a static export of the same weights has
+    // none).
+    req.buckets.retain(|c| program.bindings.contains_key(&c.key));
     let mut first = None;
     for bucket in &m.buckets {
         let lowered = lower_bucket(program, &planned(bucket), &req).map_err(|e| {

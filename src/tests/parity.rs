@@ -242,6 +242,8 @@ fn every_model_matches_with_padding_forced_on() {
             "t5_encoder_dyn",
             "t5_gen_decoder",
             "t5_gen_encoder",
+            "t5_recipe_decoder",
+            "t5_recipe_encoder",
             "whisper_gen_decoder",
             "whisper_gen_encoder",
             "llama_1head_dyn",
