@@ -491,6 +491,32 @@ mod tests {
         assert_eq!(served(2, &[2, 4, 8]), [(2, (2, 2)), (4, (3, 4)), (8, (5, 8))]);
     }
 
+    /// Three dims of 7, 7 and 4 powers of two (196 buckets): the default keeps at most 64, each
+    /// dim's maximum among its sizes, spread over its powers of two; dims chosen by hand keep
+    /// theirs, and when they alone pass the limit the plan is refused.
+    #[test]
+    fn the_default_keeps_under_the_budget() {
+        assert_eq!(spread(&[2, 4, 8, 16, 32, 64, 128, 256, 512], 3), [8, 64, 512]);
+        assert_eq!(spread(&[1, 2, 4], 1), [4]);
+        let r = |name: &str, min, max| Range { name: name.into(), min, max };
+        let ranges = [r("s", 1, 64), r("t", 1, 64), r("b", 1, 8)];
+        let pow2 = || -> Vec<(String, Vec<i64>)> {
+            ranges.iter().map(|x| (x.name.clone(), sizes_for(x, &Sizes::Pow2).expect("sizes"))).collect()
+        };
+        let mut per = pow2();
+        let note = within_budget(&ranges, &mut per, &[0, 1, 2]).expect("fits").expect("a note");
+        assert!(note.contains("196 buckets (7 for s × 7 for t × 4 for b)"), "{note}");
+        assert!(per.iter().map(|(_, v)| v.len()).product::<usize>() <= MAX_BUCKETS, "{per:?}");
+        assert!(per.iter().zip(&ranges).all(|((_, v), r)| v.last() == Some(&r.max)), "{per:?}");
+        // The batch, listed by hand, keeps its 4 sizes: the others share 16 buckets.
+        let mut per = pow2();
+        within_budget(&ranges, &mut per, &[0, 1]).expect("fits");
+        assert_eq!(per[2].1, [1, 2, 4, 8]);
+        assert!(per[0].1.len() * per[1].1.len() <= 16, "{per:?}");
+        let err = within_budget(&ranges, &mut pow2(), &[]).expect_err("all by hand");
+        assert!(err.to_string().contains("196 buckets"), "{err}");
+    }
+
     /// Uniform sizes: equal-width buckets are optimal, and the maximum is always one.
     #[test]
     fn auto_minimizes_padding() {
