@@ -294,16 +294,17 @@ fn render_guards<'a>(out: &mut String, guards: impl Iterator<Item = &'a str>) {
 /// The human-readable form of an artifact's manifest.
 pub(crate) fn render_artifact(art: &crate::artifact::Artifact) -> String {
     let m = &art.manifest;
+    let (algorithm, digest) = m.source.digest().unwrap_or(("digest", ""));
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{}: torchtpu-compile artifact ({}, {} {}) from {} (sha256 {})",
+        "{}: torchtpu-compile artifact ({}, {} {}) from {} ({algorithm} {})",
         art.path().display(),
         m.format,
         m.compiler.name,
         m.compiler.version,
         m.source.file,
-        &m.source.sha256[..m.source.sha256.len().min(12)]
+        &digest[..digest.len().min(12)]
     );
     let _ = writeln!(out, "inputs:");
     for v in &m.signature.inputs {

@@ -28,9 +28,11 @@ mod sharding;
 pub(crate) use sharding::{MeshAxisInfo, MeshChoice, MeshTried, ShardingInfo};
 
 /// Identifies the artifact layout; bumped when the meaning of a field changes.
-pub(crate) const ARTIFACT_FORMAT: &str = "torchtpu-artifact/2";
-/// The formats this compiler reads: 1 (weights digested with sha256) and 2 (with BLAKE3).
-const READ_FORMATS: [&str; 2] = ["torchtpu-artifact/1", ARTIFACT_FORMAT];
+pub(crate) const ARTIFACT_FORMAT: &str = "torchtpu-artifact/3";
+/// The formats this compiler reads: 1 (weights and source digested with sha256), 2 (the
+/// weights with BLAKE3) and 3 (the source too, and the export's guards, which a reader of 2
+/// would ignore: it is refused by one).
+const READ_FORMATS: [&str; 3] = ["torchtpu-artifact/1", "torchtpu-artifact/2", ARTIFACT_FORMAT];
 /// The manifest entry.
 pub(crate) const MANIFEST: &str = "manifest.json";
 /// The weights entry.
@@ -82,9 +84,26 @@ pub struct CompilerInfo {
 pub struct SourceInfo {
     /// File name of the `.pt2` (no folder).
     pub file: String,
-    pub sha256: String,
+    /// The file's BLAKE3 (format 3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blake3: Option<String>,
+    /// The file's sha256 (formats 1 and 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
     pub torch_version: Option<String>,
     pub schema_version: String,
+}
+
+impl SourceInfo {
+    /// The digest the manifest records of the source, with its algorithm (`blake3` or
+    /// `sha256`).
+    pub fn digest(&self) -> Option<(&'static str, &str)> {
+        match (&self.blake3, &self.sha256) {
+            (Some(b), None) => Some(("blake3", b)),
+            (None, Some(s)) => Some(("sha256", s)),
+            _ => None,
+        }
+    }
 }
 
 /// A user input or output: name, dtype and dims (ints, or symbol expressions).
@@ -725,17 +744,20 @@ impl Artifact {
         let bytes = zip.get(MANIFEST).ok_or_else(|| not(format!("it has no `{MANIFEST}`")))?;
         let manifest: Manifest =
             serde_json::from_slice(bytes).map_err(|e| not(format!("invalid `{MANIFEST}`: {e}")))?;
-        let digest_of_format = match manifest.weights.digest {
-            WeightsDigest::Sha256(_) => READ_FORMATS[0],
-            WeightsDigest::Blake3(_) => READ_FORMATS[1],
-        };
-        if !READ_FORMATS.contains(&manifest.format.as_str()) {
-            let reads = READ_FORMATS.map(|f| format!("`{f}`")).join(" and ");
+        let Some(format) = READ_FORMATS.iter().position(|f| *f == manifest.format) else {
+            let reads = READ_FORMATS.map(|f| format!("`{f}`")).join(", ");
             return Err(not(format!("format `{}` (this compiler reads {reads})", manifest.format)));
-        }
-        if manifest.format != digest_of_format {
+        };
+        // Format 1 digests the weights with sha256, later ones with BLAKE3; the source is
+        // digested with sha256 up to format 2 and with BLAKE3 from 3.
+        if matches!(manifest.weights.digest, WeightsDigest::Sha256(_)) != (format == 0) {
             let algorithm = manifest.weights.digest.algorithm();
             return Err(not(format!("format `{}` with a {algorithm} digest of its weights", manifest.format)));
+        }
+        let source = &manifest.source;
+        if (source.blake3.is_some(), source.sha256.is_some()) != (format >= 2, format < 2) {
+            let digest = source.digest().map_or("no digest", |(algorithm, _)| algorithm);
+            return Err(not(format!("format `{}` with {digest} of its source recorded", manifest.format)));
         }
         Ok(Artifact { zip, manifest })
     }

@@ -192,22 +192,23 @@ impl Cache {
     /// True when the file at `path` was read whole and hashed by an earlier compile and has not
     /// changed since (same identity): its bytes need no second check.
     pub fn remembers_file(&self, path: &Path) -> bool {
-        self.remembered_file_sha256(path).is_some()
+        self.remembered_file_digest(path).is_some()
     }
 
-    /// The sha256 of the file at `path` when an earlier compile hashed it and it has not changed
-    /// since (same identity: path, inode, size, times, as for plugins).
-    pub fn remembered_file_sha256(&self, path: &Path) -> Option<String> {
+    /// The BLAKE3 of the file at `path` when an earlier compile hashed it and it has not changed
+    /// since (same identity: path, inode, size, times, as for plugins). A sha256 remembered by
+    /// an older compiler is not it.
+    pub fn remembered_file_digest(&self, path: &Path) -> Option<String> {
         match self.known_digest(&local::file_digest_key(path)?)? {
-            WeightsDigest::Sha256(hex) => Some(hex),
-            WeightsDigest::Blake3(_) => None,
+            WeightsDigest::Blake3(hex) => Some(hex),
+            WeightsDigest::Sha256(_) => None,
         }
     }
 
-    /// Remembers `sha256` for the file at `path` as it is now.
-    pub fn remember_file_sha256(&self, path: &Path, sha256: &str) {
+    /// Remembers the BLAKE3 `digest` for the file at `path` as it is now.
+    pub fn remember_file_digest(&self, path: &Path, digest: &str) {
         if let Some(key) = local::file_digest_key(path) {
-            self.remember_digest(&key, &WeightsDigest::Sha256(sha256.to_string()));
+            self.remember_digest(&key, &WeightsDigest::Blake3(digest.to_string()));
         }
     }
 

@@ -22,14 +22,14 @@ pub(super) fn build(
     req: &CompileRequest,
     buckets: Vec<Bucket>,
     targets: Vec<TargetEntry>,
-    source_sha256: String,
+    source_blake3: String,
     weights: WeightsInfo,
 ) -> Manifest {
     let passes = buckets.first().map(|b| &b.passes[..]).unwrap_or_default();
     Manifest {
         format: ARTIFACT_FORMAT.to_string(),
         compiler: CompilerInfo { name: env!("CARGO_PKG_NAME").into(), version: env!("CARGO_PKG_VERSION").into() },
-        source: source(program, model, source_sha256),
+        source: source(program, model, source_blake3),
         signature: signature(program),
         options: options_info(req, passes.iter().map(|r| r.pass.clone()).collect()),
         weights,
@@ -84,11 +84,12 @@ pub(super) fn sharding(graph: &Graph) -> Option<ShardingInfo> {
     Some(ShardingInfo { mesh, plan: "auto".into(), weights, inputs, chosen: None })
 }
 
-/// The source archive: its file name and the hash of its bytes.
-fn source(program: &Program, model: &Path, sha256: String) -> SourceInfo {
+/// The source archive: its file name and the BLAKE3 of its bytes.
+fn source(program: &Program, model: &Path, blake3: String) -> SourceInfo {
     SourceInfo {
         file: model.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
-        sha256,
+        blake3: Some(blake3),
+        sha256: None,
         torch_version: program.info.torch_version.clone(),
         schema_version: format!("{}.{}", program.info.schema_version.0, program.info.schema_version.1),
     }

@@ -188,9 +188,9 @@ pub fn compile(program: &Program, model: &Path, out: &Path, req: &CompileRequest
             let started = Instant::now();
             compile_all(&buckets, req, &cache).map(|c| (c, started.elapsed()))
         });
-        let source = match cache.remembered_file_sha256(program.archive.path()) {
-            Some(sha256) => SourceSha256::Known(sha256),
-            None => SourceSha256::Hashing(s.spawn(|| program.archive.sha256_verifying())),
+        let source = match cache.remembered_file_digest(program.archive.path()) {
+            Some(digest) => SourceDigest::Known(digest),
+            None => SourceDigest::Hashing(s.spawn(|| program.archive.blake3_verifying())),
         };
         let compiled_in = std::cell::Cell::new(std::time::Duration::ZERO);
         let compiled = || {
@@ -377,7 +377,7 @@ struct CompiledAll {
 /// source's sha256 (known, or being computed).
 struct Written<'a, 'scope> {
     buckets: &'a [LoweredBucket],
-    source: SourceSha256<'scope>,
+    source: SourceDigest<'scope>,
     weights: WeightsEntry<'a>,
     /// The weight arguments' names, in calling order.
     order: Vec<String>,
@@ -500,26 +500,26 @@ fn compile_one(
     })
 }
 
-/// The archive's sha256: remembered from an earlier compile, or being computed (with every
+/// The archive's BLAKE3: remembered from an earlier compile, or being computed (with every
 /// entry checked against its CRC-32).
-enum SourceSha256<'scope> {
+enum SourceDigest<'scope> {
     Known(String),
     Hashing(std::thread::ScopedJoinHandle<'scope, Result<String, ImportError>>),
 }
 
-impl SourceSha256<'_> {
+impl SourceDigest<'_> {
     fn known(&self) -> Option<&str> {
         match self {
-            SourceSha256::Known(sha256) => Some(sha256),
-            SourceSha256::Hashing(_) => None,
+            SourceDigest::Known(digest) => Some(digest),
+            SourceDigest::Hashing(_) => None,
         }
     }
 
-    /// The sha256, once computed; an entry that fails its CRC-32 is the error.
+    /// The digest, once computed; an entry that fails its CRC-32 is the error.
     fn get(self) -> Result<String, Error> {
         match self {
-            SourceSha256::Known(sha256) => Ok(sha256),
-            SourceSha256::Hashing(h) => Ok(h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))?),
+            SourceDigest::Known(digest) => Ok(digest),
+            SourceDigest::Hashing(h) => Ok(h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))?),
         }
     }
 }
@@ -555,7 +555,7 @@ fn write_artifact(
     };
     // A weights file beside the artifact is in place once written: the archive is checked first.
     let source = match (req.external_weights, source) {
-        (true, s) => SourceSha256::Known(s.get()?),
+        (true, s) => SourceDigest::Known(s.get()?),
         (false, s) => s,
     };
     // Their digest is remembered from an earlier compile of the same archive, else computed.
@@ -594,7 +594,7 @@ fn write_artifact(
     let mut summaries = Vec::new();
     let mut warnings = Vec::new();
     let mut weights_digest = None;
-    let mut source_sha256 = None;
+    let mut source_digest = None;
     let bucket_entries: Vec<Bucket> = buckets.iter().map(|b| manifest::bucket(b, &b.program_entry())).collect();
     let names = bucket_entries.iter().map(|b| b.name.clone()).collect();
     let passes = bucket_entries.first().map(|b| b.passes.clone()).unwrap_or_default();
@@ -616,7 +616,7 @@ fn write_artifact(
                 info(artifact::WEIGHTS.into(), false, streamed.get(artifact::WEIGHTS).cloned().unwrap_or_else(missing))
             });
             weights_digest = Some(w.digest.clone());
-            source_sha256 = Some(source.clone());
+            source_digest = Some(source.clone());
             let mut m = manifest::build(program, model, req, bucket_entries, targets, source, w);
             m.sharding = buckets.first().and_then(|b| manifest::sharding(&b.lowered.graph));
             if let Some(s) = &mut m.sharding {
@@ -631,9 +631,9 @@ fn write_artifact(
         return Err(e);
     }
     written?;
-    if let (Some(digest), Some(source)) = (weights_digest, source_sha256) {
+    if let (Some(digest), Some(source)) = (weights_digest, source_digest) {
         if !source_known {
-            cache.remember_file_sha256(program.archive.path(), &source);
+            cache.remember_file_digest(program.archive.path(), &source);
         }
         if known.is_none() {
             cache.remember_digest(&weights.content_key(&source), &digest);

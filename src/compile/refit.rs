@@ -57,7 +57,7 @@ pub(crate) fn refit(program: &Program, model: &Path, art: &Artifact, out: &Path)
         return Err(refused(format!("its weights are named otherwise: `{a}` where the artifact has `{b}`")));
     }
     // Damaged bytes are refused before they are written out as weights.
-    program.archive.sha256_verifying()?;
+    program.archive.blake3_verifying()?;
     let weights = WeightsEntry::plan(program, &first.lowered.graph)?;
     let len = weights.byte_len();
     let write = |sink: &mut dyn crate::container::write::Sink| weights.write(sink).map_err(|e| e.to_string());

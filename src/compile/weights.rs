@@ -104,11 +104,11 @@ impl<'a> WeightsEntry<'a> {
     }
 
     /// A key for the entry's content: what determines its bytes (the compiler's version, the
-    /// source archive's sha256, and each tensor's name, type and source or recipe), so that its
-    /// sha256 can be remembered across compiles of the same archive.
-    pub(super) fn content_key(&self, source_sha256: &str) -> String {
+    /// source archive's BLAKE3, and each tensor's name, type and source or recipe), so that its
+    /// digest can be remembered across compiles of the same archive.
+    pub(super) fn content_key(&self, source_blake3: &str) -> String {
         use std::fmt::Write as _;
-        let mut key = format!("weights\0{}\0{source_sha256}", env!("CARGO_PKG_VERSION"));
+        let mut key = format!("weights\0{}\0{source_blake3}", env!("CARGO_PKG_VERSION"));
         for t in &self.tensors {
             let _ = write!(key, "\0{}:{:?}:{:?}:", t.name, t.dtype, t.shape);
             let _ = match &t.source {

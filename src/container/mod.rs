@@ -216,28 +216,27 @@ impl MappedZip {
         Ok(())
     }
 
-    /// The whole file's sha256, and every entry checked against its CRC-32 on the way: one read
-    /// of the file for both. SHA-256 is serial and about a tenth of CRC-32's speed, so it walks
-    /// the file on this thread, the critical path of a cold compile of a large archive, while
-    /// another checks the CRC-32s of each chunk it has passed and hands the chunk back
+    /// The whole file's BLAKE3, and every entry checked against its CRC-32 on the way: one read
+    /// of the file for both. BLAKE3 hashes each chunk as a tree over all cores (rayon), so the
+    /// digest of a large archive takes a fraction of a serial hash's time; another thread checks
+    /// the CRC-32s of each chunk it has passed and hands the chunk back
     /// ([`MappedFile::release`]): a few chunks are resident at a time.
-    pub fn sha256_verifying(&self) -> Result<String, ContainerError> {
-        use sha2::Digest;
+    pub fn blake3_verifying(&self) -> Result<String, ContainerError> {
         let (passed, read) = std::sync::mpsc::sync_channel::<Range<usize>>(2);
-        let (sha, crcs) = std::thread::scope(|s| {
+        let (hash, crcs) = std::thread::scope(|s| {
             let crcs = s.spawn(move || self.crcs_of(self.entries_in_order(|_| true), read, &|_| {}));
-            let mut sha = sha2::Sha256::new();
+            let mut hash = blake3::Hasher::new();
             for chunk in chunks(0..self.file.map.len()) {
-                sha.update(&self.file.map[chunk.clone()]);
+                hash.update_rayon(&self.file.map[chunk.clone()]);
                 if passed.send(chunk).is_err() {
                     break; // the checker is gone: its join below says why
                 }
             }
             drop(passed);
-            (sha, crcs.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            (hash, crcs.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
         });
         self.check_crcs(crcs)?;
-        Ok(crate::digest::hex(&sha.finalize()))
+        Ok(hash.finalize().to_hex().to_string())
     }
 
     /// Maps `path` and checks every entry's structure, without reading the payloads (enough to
@@ -467,7 +466,7 @@ mod tests {
     use std::io::Write;
 
     /// Entries that span chunks and share them are each checked whole, by `open_verified` and
-    /// by `sha256_verifying` (whose sha256 is the file's): a byte flipped past the first chunk
+    /// by `blake3_verifying` (whose BLAKE3 is the file's): a byte flipped past the first chunk
     /// is caught in the entry that holds it.
     #[test]
     fn crcs_are_checked_across_chunks() {
@@ -482,14 +481,14 @@ mod tests {
         }
         zip.finish().expect("finishes");
         MappedZip::open_verified(&path).expect("intact");
-        let sha = MappedZip::open(&path).expect("opens").sha256_verifying().expect("intact");
-        assert_eq!(sha, crate::digest::sha256_hex(&std::fs::read(&path).expect("reads")));
+        let digest = MappedZip::open(&path).expect("opens").blake3_verifying().expect("intact");
+        assert_eq!(digest, blake3::hash(&std::fs::read(&path).expect("reads")).to_hex().to_string());
         for (entry, at) in [("big", CHUNK + 100), ("c", CHUNK + 4096 + 200)] {
             let mut bytes = std::fs::read(&path).expect("reads");
             bytes[at] ^= 1;
             let damaged = dir.join(format!("damaged-{entry}.zip"));
             std::fs::write(&damaged, &bytes).expect("writes");
-            let err = MappedZip::open(&damaged).expect("opens").sha256_verifying().expect_err("damaged").to_string();
+            let err = MappedZip::open(&damaged).expect("opens").blake3_verifying().expect_err("damaged").to_string();
             assert!(err.contains(&format!("`{entry}`")) && err.contains("CRC-32"), "{err}");
             let err = MappedZip::open_verified(&damaged).err().map(|e| e.to_string()).unwrap_or_default();
             assert!(err.contains(&format!("`{entry}`")) && err.contains("CRC-32"), "{err}");

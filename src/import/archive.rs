@@ -37,10 +37,10 @@ impl From<ContainerError> for ImportError {
 }
 
 impl Archive {
-    /// The archive file's sha256, every entry checked against its CRC-32 in the same read:
+    /// The archive file's BLAKE3, every entry checked against its CRC-32 in the same read:
     /// what a compile of an archive opened with `Integrity::PayloadsLater` runs beside XLA.
-    pub fn sha256_verifying(&self) -> Result<String, ImportError> {
-        Ok(self.zip.sha256_verifying()?)
+    pub fn blake3_verifying(&self) -> Result<String, ImportError> {
+        Ok(self.zip.blake3_verifying()?)
     }
 
     /// Hands every page of the archive back to the system (see [`MappedZip::release`]): after

@@ -127,7 +127,7 @@ pub enum Integrity {
     /// structure is still checked.
     KnownIntact,
     /// Check every entry but the weights' and constants' payloads now; whoever opens it so
-    /// checks those before anything made from them is kept ([`Archive::sha256_verifying`]:
+    /// checks those before anything made from them is kept ([`Archive::blake3_verifying`]:
     /// a compile does it while XLA compiles).
     PayloadsLater,
 }

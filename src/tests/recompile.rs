@@ -83,13 +83,13 @@ fn recompile_refuses_other_device_counts_and_damaged_programs() {
     assert!(err.contains("programs/main.mlir") && !out.exists(), "{err}");
 }
 
-/// The committed artifacts of formats `torchtpu-artifact/1` and `/2`
+/// The committed artifacts of formats `torchtpu-artifact/1`, `/2` and `/3`
 /// (`testdata/artifacts/make.sh`) still open; recompiled for this machine's plugin each runs
 /// and equals eager, its weights verified by the digest of its format. Run as it is, each
 /// either runs (the same plugin build) or is refused naming `recompile`.
 #[test]
 fn committed_artifacts_of_every_format_still_load_and_recompile() {
-    for format in [1, 2] {
+    for format in [1, 2, 3] {
         let committed = testdata().join(format!("artifacts/mlp-format{format}.tpuexe"));
         let art = Artifact::open(&committed).expect("a committed artifact opens");
         assert_eq!(art.manifest.format, format!("torchtpu-artifact/{format}"));

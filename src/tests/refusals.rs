@@ -97,14 +97,16 @@ fn executable_from_another_plugin_build_is_refused() {
     assert!(err.contains("executables only load into the plugin build that made them"), "{err}");
 }
 
-/// A manifest of an unknown format, or whose weights digest is not its format's (format 1:
-/// sha256, format 2: BLAKE3), is refused as not an artifact, naming what it is.
+/// A manifest of an unknown format, or whose digests are not its format's (format 1: sha256 of
+/// the weights and the source, format 2: BLAKE3 of the weights, format 3: BLAKE3 of both), is
+/// refused as not an artifact, naming what it is.
 #[test]
 fn artifact_formats_and_their_weights_digests_are_checked() {
     let tmp = TempDir::new("formats");
     let artifact = compile_model("mlp", &tmp.0);
     let art = Artifact::open(&artifact).expect("opens");
-    assert_eq!(art.manifest.format, "torchtpu-artifact/2");
+    assert_eq!(art.manifest.format, "torchtpu-artifact/3");
+    assert!(art.manifest.source.blake3.as_ref().is_some_and(|d| d.len() == 64) && art.manifest.source.sha256.is_none());
     assert!(matches!(art.manifest.weights.digest, crate::digest::WeightsDigest::Blake3(_)));
     let entries = entries_but_manifest(&art);
     let manifest = art.manifest.clone();
@@ -120,12 +122,17 @@ fn artifact_formats_and_their_weights_digests_are_checked() {
     let err = refusal(&|m| m.format = "torchtpu-artifact/9".into());
     assert!(
         err.contains(
-            "format `torchtpu-artifact/9` (this compiler reads `torchtpu-artifact/1` and `torchtpu-artifact/2`)"
+            "format `torchtpu-artifact/9` (this compiler reads `torchtpu-artifact/1`, `torchtpu-artifact/2`, \
+             `torchtpu-artifact/3`)"
         ),
         "{err}"
     );
     let err = refusal(&|m| m.weights.digest = crate::digest::WeightsDigest::Sha256(m.weights.digest.hex().into()));
-    assert!(err.contains("format `torchtpu-artifact/2` with a sha256 digest of its weights"), "{err}");
+    assert!(err.contains("format `torchtpu-artifact/3` with a sha256 digest of its weights"), "{err}");
+    let err = refusal(&|m| (m.source.sha256, m.source.blake3) = (m.source.blake3.take(), None));
+    assert!(err.contains("format `torchtpu-artifact/3` with sha256 of its source recorded"), "{err}");
+    let err = refusal(&|m| m.format = "torchtpu-artifact/2".into());
+    assert!(err.contains("format `torchtpu-artifact/2` with blake3 of its source recorded"), "{err}");
     assert_eq!(refusal(&|_| {}), "", "the artifact as written opens");
 }
 
