@@ -82,3 +82,37 @@ fn every_path_a_markdown_file_names_exists() {
     }
     assert!(missing.is_empty(), "Markdown files name paths that do not exist:\n{}", missing.join("\n"));
 }
+
+/// README's support table quotes the Core ATen and other-op counts of `docs/ops.md`, the table
+/// the op cases generate (and CI checks).
+#[test]
+fn the_readme_quotes_the_coverage_table() {
+    let ops = std::fs::read_to_string(workspace().join("docs/ops.md")).expect("docs/ops.md");
+    let readme = std::fs::read_to_string(workspace().join("README.md")).expect("README.md");
+    let count = |line_end: &str| -> (String, String) {
+        let line = ops.lines().find(|l| l.contains(line_end)).unwrap_or_else(|| panic!("no `{line_end}` in ops.md"));
+        let mut words = line.split_whitespace();
+        let supported = words.next().expect("a count").to_string();
+        let of = words.nth(1).expect("a total").to_string();
+        (supported, of)
+    };
+    let (core, total) = count("Core ATen ops supported");
+    assert!(
+        readme.contains(&format!("works: {core}/{total} match eager")),
+        "README's Core ATen count is not {core}/{total}"
+    );
+    let (other, _) = count("other ops supported");
+    assert!(readme.contains(&format!("works: {other} match eager")), "README's other-op count is not {other}");
+}
+
+/// README.md stays short (at most 8 KiB: the details live in `docs/`), and ARCHITECTURE.md reads
+/// in a window: no line over 120 characters.
+#[test]
+fn readme_and_architecture_stay_readable() {
+    let readme = std::fs::read(workspace().join("README.md")).expect("README.md");
+    assert!(readme.len() <= 8192, "README.md is {} bytes, over 8 KiB: move details to docs/", readme.len());
+    let arch = std::fs::read_to_string(workspace().join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
+    let long: Vec<usize> =
+        arch.lines().enumerate().filter(|(_, l)| l.chars().count() > 120).map(|(i, _)| i + 1).collect();
+    assert!(long.is_empty(), "ARCHITECTURE.md lines over 120 characters: {long:?}");
+}

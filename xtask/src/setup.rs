@@ -5,13 +5,13 @@
 //!   sha256s and unpacked into the set-up folder outside git. The plugin paths must match
 //!   `src/setup.rs`, which is where the compiler looks for them.
 
+use std::ffi::OsStr;
+use std::io::Write;
 use std::path::Path;
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 use sha2::{Digest, Sha256};
-
-use crate::run;
 
 /// Debian 12 packages for melior over MLIR 22 (see shared notes: each was found missing by a
 /// failing link when left out).
@@ -136,8 +136,9 @@ mod compiler_setup;
 pub(crate) use compiler_setup::setup_dir;
 
 pub fn setup() -> Result<()> {
-    for args in [["fmt", "--version"], ["clippy", "--version"]] {
-        run("cargo", &args, &[]).context("the Rust toolchain needs rustfmt and clippy")?;
+    for (tool, args) in [("rustfmt", ["fmt", "--version"]), ("clippy", ["clippy", "--version"])] {
+        quiet(&format!("checking {tool}"), "cargo", &args, &[])
+            .context("the Rust toolchain needs rustfmt and clippy")?;
     }
     apt_packages()?;
     for p in PLUGINS {
@@ -161,11 +162,12 @@ fn venv(dir: &str, pins: &[&str], marker: &str) -> Result<()> {
         return Ok(());
     }
     let venv_str = venv.to_str().context("set-up folder path is not UTF-8")?;
-    run("python3", &["-m", "venv", venv_str], &[])?;
+    quiet(&format!("creating the {dir} environment"), "python3", &["-m", "venv", venv_str], &[])?;
     let python = venv.join("bin/python");
     let mut args = vec!["-m", "pip", "install", "-q", "--no-deps"];
     args.extend_from_slice(pins);
-    run(python.to_str().context("set-up folder path is not UTF-8")?, &args, &[])?;
+    let what = format!("installing {} pinned packages into {dir} (pip)", pins.len());
+    quiet(&what, python.to_str().context("set-up folder path is not UTF-8")?, &args, &[])?;
     std::fs::write(&stamp, list)?;
     Ok(())
 }
@@ -187,10 +189,30 @@ fn apt_packages() -> Result<()> {
     if unsafe { libc::geteuid() } != 0 {
         bail!("missing Debian packages {missing:?}; run as root, or: apt-get install -y {}", missing.join(" "));
     }
-    run("apt-get", &["update", "-qq"], &[])?;
+    quiet("updating Debian's package lists (apt-get update)", "apt-get", &["update", "-qq"], &[])?;
     let mut args = vec!["install", "-y", "-qq", "--no-install-recommends"];
     args.extend(&missing);
-    run("apt-get", &args, &[("DEBIAN_FRONTEND", "noninteractive".as_ref())])
+    let what = format!("installing {} (apt-get)", missing.join(" "));
+    quiet(&what, "apt-get", &args, &[("DEBIAN_FRONTEND", "noninteractive".as_ref())])
+}
+
+/// One step of the set-up: a line says what it does, and the tool's own output is shown only
+/// when it fails (apt's and pip's progress would be thousands of lines on a new user's terminal).
+fn quiet(what: &str, program: &str, args: &[&str], envs: &[(&str, &OsStr)]) -> Result<()> {
+    eprintln!("setup: {what}");
+    let out = Command::new(program)
+        .args(args)
+        .envs(envs.iter().map(|(k, v)| (*k, *v)))
+        .current_dir(crate::root())
+        .output()
+        .with_context(|| format!("cannot start `{program}`"))?;
+    if !out.status.success() {
+        let mut err = std::io::stderr();
+        err.write_all(&out.stdout)?;
+        err.write_all(&out.stderr)?;
+        bail!("setup: {what} failed: `{program} {}` ({})", args.join(" "), out.status);
+    }
+    Ok(())
 }
 
 fn sha256_file(path: &Path) -> Result<String> {
@@ -215,7 +237,8 @@ fn plugin(p: &PluginWheel) -> Result<()> {
     if !wheel.exists() || sha256_file(&wheel)? != p.sha256 {
         let spec = format!("{}=={}", p.package, p.version);
         let dest = wheels.to_str().context("set-up folder path is not UTF-8")?;
-        run("python3", &["-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "-d", dest, &spec], &[])?;
+        let args = ["-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "-d", dest, &spec];
+        quiet(&format!("downloading {spec} (pip download)"), "python3", &args, &[])?;
     }
     let actual = sha256_file(&wheel).with_context(|| format!("pip did not produce {}", wheel.display()))?;
     if actual != p.sha256 {
@@ -224,7 +247,7 @@ fn plugin(p: &PluginWheel) -> Result<()> {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
     let (w, d) = (wheel.to_str().context("non-UTF-8 path")?, dir.to_str().context("non-UTF-8 path")?);
-    run("python3", &["-m", "zipfile", "-e", w, d], &[])?;
+    quiet(&format!("unpacking {}", p.wheel), "python3", &["-m", "zipfile", "-e", w, d], &[])?;
     if !dir.join(p.library).exists() {
         bail!("{} does not contain {}", p.wheel, p.library);
     }
