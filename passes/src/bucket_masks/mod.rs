@@ -59,8 +59,8 @@ mod views;
 use std::collections::BTreeMap;
 
 use crate::ir::ops::{
-    Arange, ArangeSym, ArgReduce, Binary, ExtremumDim, Gather, Index, IndexPut, IndexSelect, Padding, Sort, TopK, View,
-    Where,
+    Arange, ArangeSym, ArgReduce, Binary, ExtremumDim, Gather, Index, IndexPut, IndexSelect, Padding, PaddingRule,
+    Sort, TopK, View, Where,
 };
 use crate::ir::{
     norm_dim, BinaryOp, Bounds, DType, Dim, Graph, InputKind, Node, NodeId, Op, Operand, Scalar, SymExpr, Symbolic,
@@ -435,11 +435,12 @@ impl Masker<'_> {
         if Self::needs_region_masks(&node.op, &in_dyn) {
             return self.control_flow(graph, id, &in_dyn);
         }
-        if matches!(node.op, Op::Nonzero(_)) {
-            return self.nonzero(graph, id, &in_dyn);
-        }
-        if matches!(node.op, Op::Item(_)) {
-            return self.item(graph, id);
+        // What the op's definition says of padding, asked of the op as exported (its sizes still
+        // symbolic: a `repeat`'s count, a slice's start).
+        let padding = node.symbolic.as_ref().map_or(&node.op, |s| &s.op).def().under_padding();
+        // Counts from data are made whatever their operands' padding.
+        if let Padding::Rule(rule @ (PaddingRule::Nonzero | PaddingRule::Item)) = &padding {
+            return self.rule(graph, id, rule, &in_dyn, &[]);
         }
         if node.outputs.is_empty() || in_dyn.iter().all(BTreeMap::is_empty) {
             return Ok(());
@@ -508,12 +509,13 @@ impl Masker<'_> {
             return Ok(());
         }
         let merged_across = across.iter().any(|(_, _, f)| f.len() > 1);
-        match node.op.def().under_padding() {
+        match padding {
             Padding::Exact if merged_across => Err(MERGED.into()),
             Padding::Exact => Ok(()),
-            Padding::Rule => self.rule(graph, id, &node, &in_dyn, &across),
-            Padding::Refused if merged_across => Err(MERGED.into()),
+            Padding::Rule(rule) => self.rule(graph, id, &rule, &in_dyn, &across),
+            Padding::Refused | Padding::RefusedBecause(_) if merged_across => Err(MERGED.into()),
             Padding::Refused => Err(REFUSED.into()),
+            Padding::RefusedBecause(why) => Err(why.into()),
         }
     }
 

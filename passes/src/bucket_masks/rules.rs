@@ -1,27 +1,26 @@
-//! The rules of the ops that declare [`Padding::Rule`](crate::ir::ops::Padding::Rule): what
-//! each does along a padded dim it does not work along position by position.
+//! The rules the ops' definitions name ([`PaddingRule`]): what each does along a padded dim it
+//! does not work along position by position. Every rule is matched: there is no catch-all.
 
 use super::{DynDims, Factors, Masker, MERGED, REFUSED};
 use crate::ir::ops::{
-    ArgReduce, Binary, Bmm, Cat, Convert, Convolution, ExtremumDim, Full, Gather, Histc, Index, IndexPut, IndexSelect,
-    LayerNorm, Mm, Pad, Reduce, Repeat, Scatter, Select, Slice, Softmax, SplitWithSizes, View, Where,
+    Binary, Convert, Convolution, Full, Gather, Index, IndexSelect, Pad, PaddingRule, Reduce, Slice, View, Where,
 };
 use crate::ir::{
-    norm_dim, ArgReduceOp, BinaryOp, DType, Dim, Graph, Node, NodeId, Op, Operand, ReduceOp, Scalar, SymExpr,
-    TensorType, ValueRef,
+    norm_dim, ArgReduceOp, BinaryOp, DType, Dim, Graph, NodeId, Op, Operand, ReduceOp, Scalar, SymExpr, TensorType,
+    ValueRef,
 };
 
 /// A padded dim an op reads across: operand slot, dim, its factors.
 pub(super) type Across = (usize, usize, Factors);
 
 impl Masker<'_> {
-    /// The rules of the ops whose padding needs one; `across` lists the padded dims the op
+    /// The rule `rule` of an op whose padding needs one; `across` lists the padded dims the op
     /// does not work along position by position.
     pub(super) fn rule(
         &mut self,
         graph: &mut Graph,
         id: NodeId,
-        node: &Node,
+        rule: &PaddingRule,
         in_dyn: &[DynDims],
         across: &[Across],
     ) -> Result<(), String> {
@@ -35,10 +34,10 @@ impl Masker<'_> {
             }
         };
         let float_fill = |x: f64| Scalar::Float(x);
-        match &node.op {
-            Op::View(View { .. }) => self.view(graph, id),
-            Op::Slice(slice) => self.slice(graph, id, node, slice, across),
-            Op::Select(Select { dim, index }) => {
+        match rule {
+            PaddingRule::View => self.view(graph, id),
+            PaddingRule::Slice(slice) => self.slice(graph, id, slice, across),
+            PaddingRule::Select { dim, index } => {
                 prefix_only()?;
                 let d = norm_dim(*dim, rank(0));
                 let len = in_dyn[0].get(&d).map(|f| f[0].clone()).ok_or("internal: no padded dim")?;
@@ -48,31 +47,28 @@ impl Masker<'_> {
                     _ => Err("selects an index of a dynamic dim that is not valid at every size".into()),
                 }
             }
-            Op::Cat(Cat { dim }) => self.cat(graph, id, norm_dim(*dim, node.outputs[0].rank()), in_dyn),
-            Op::LayerNorm(LayerNorm { .. }) => Err("normalizes over a dynamic dim".into()),
-            Op::GroupNorm(gn) => self.group_norm(graph, id, gn, across),
-            Op::SplitWithSizes(SplitWithSizes { .. }) => Err("splits a dynamic dim".into()),
-            Op::Index(Index { .. }) | Op::Gather(Gather { .. }) | Op::IndexSelect(IndexSelect { .. }) => {
-                self.gather(graph, id, across)
+            PaddingRule::Cat { dim } => {
+                let out_rank = graph.node(id).outputs[0].rank();
+                self.cat(graph, id, norm_dim(*dim, out_rank), in_dyn)
             }
-            Op::IndexPut(IndexPut { present, accumulate }) => self.index_put(graph, id, (present, *accumulate), in_dyn),
-            Op::Mm(Mm) => self.contract(graph, id, (0, 1), (1, 0)),
-            Op::Addmm(_) => self.contract(graph, id, (1, 1), (2, 0)),
-            Op::Bmm(Bmm) => self.contract(graph, id, (0, 2), (1, 1)),
-            Op::Softmax(Softmax { dim, .. }) => {
+            PaddingRule::GroupNorm(gn) => self.group_norm(graph, id, gn, across),
+            PaddingRule::Gather => self.gather(graph, id, across),
+            PaddingRule::IndexPut { present, accumulate } => self.index_put(graph, id, (present, *accumulate), in_dyn),
+            PaddingRule::Contract { lhs, rhs } => self.contract(graph, id, *lhs, *rhs),
+            PaddingRule::Softmax { dim } => {
                 self.mask_input(graph, id, 0, &[norm_dim(*dim, rank(0))], float_fill(f64::NEG_INFINITY))
             }
-            Op::Reduce(Reduce { op, dims, .. }) => self.reduce(graph, id, (*op, dims), &in_dyn[0]),
+            PaddingRule::Reduce { op, dims } => self.reduce(graph, id, (*op, dims), &in_dyn[0]),
             // Past the real size, the identity of the extremum in the operand's dtype: ties go
             // to the first index, so a padded position is never chosen... when the real
             // positions come first, which factors do not promise.
-            Op::ArgReduce(ArgReduce { op, dim: Some(dim), .. }) => {
+            PaddingRule::ArgExtremum { op, dim } => {
                 prefix_only()?;
                 let extremum = if *op == ArgReduceOp::Argmax { ReduceOp::Max } else { ReduceOp::Min };
                 let fill = extremum.identity(graph.value_type(ins[0]).dtype);
                 self.mask_input(graph, id, 0, &[norm_dim(*dim, rank(0))], fill)
             }
-            Op::ExtremumDim(ExtremumDim { max, dim, .. }) => {
+            PaddingRule::Extremum { max, dim } => {
                 // Over factors or pieces the values are exact, the indices the bucket's.
                 let indices = ValueRef { node: id, slot: 1 };
                 if graph.users(id).iter().any(|u| u.2 == 1) || graph.outputs().iter().any(|o| o.value == indices) {
@@ -82,16 +78,14 @@ impl Masker<'_> {
                 let fill = extremum.identity(graph.value_type(ins[0]).dtype);
                 self.mask_input(graph, id, 0, &[norm_dim(*dim, rank(0))], fill)
             }
-            Op::Sort(sort) => self.sort(graph, id, (sort.descending, "sorts"), across),
-            Op::TopK(topk) => self.sort(graph, id, (topk.largest, "takes the top k"), across),
-            Op::Histc(Histc { min, max, .. }) if min < max => {
+            PaddingRule::Sort { descending, what } => self.sort(graph, id, (*descending, what), across),
+            PaddingRule::Histc => {
                 // NaN is counted in no bin.
                 let dims: Vec<usize> = across.iter().map(|(_, d, _)| *d).collect();
                 self.mask_input(graph, id, 0, &dims, float_fill(f64::NAN))
             }
-            Op::Histc(_) => Err("takes its range from the data (min = max), which the padding would change".into()),
-            Op::Convolution(conv) => self.convolution(graph, id, conv, across),
-            Op::MaxPool(_) => {
+            PaddingRule::Convolution(conv) => self.convolution(graph, id, conv, across),
+            PaddingRule::MaxPool => {
                 prefix_only()?;
                 if across.iter().any(|(_, d, _)| *d < 2) {
                     return Err(REFUSED.into());
@@ -102,31 +96,27 @@ impl Masker<'_> {
                 let dims: Vec<usize> = across.iter().map(|(_, d, _)| *d).collect();
                 self.mask_input(graph, id, 0, &dims, float_fill(f64::NEG_INFINITY))
             }
-            Op::Pad(pad) => self.pad(graph, id, pad, across),
-            Op::Repeat(_) => self.repeat(graph, id, node, across),
-            Op::Scatter(Scatter { dim, .. }) => self.scatter(graph, id, norm_dim(*dim, rank(0)), across),
-            Op::MaskedScatter(_) => self.masked_scatter(graph, id, in_dyn),
-            Op::Fft(fft) => self.fourier(graph, id, fft, across),
-            Op::NmsKeep(_) => self.nms(graph, id, across),
-            _ => Err(REFUSED.into()),
+            PaddingRule::Pad(pad) => self.pad(graph, id, pad, across),
+            PaddingRule::Repeat { repeats } => self.repeat(graph, id, repeats, across),
+            PaddingRule::Scatter { dim } => self.scatter(graph, id, norm_dim(*dim, rank(0)), across),
+            PaddingRule::MaskedScatter => self.masked_scatter(graph, id, in_dyn),
+            PaddingRule::Fourier(fft) => self.fourier(graph, id, fft, across),
+            PaddingRule::Nms => self.nms(graph, id, across),
+            PaddingRule::Nonzero => self.nonzero(graph, id, in_dyn),
+            PaddingRule::Item => self.item(graph, id),
         }
     }
 
     /// A slice of a padded dim: from a fixed start with step 1 along a prefix (its real part is
     /// the prefix's, cut at the slice's end); along a dim of pieces, exactly some of its pieces
     /// (the attention sink sliced off the probabilities: `probs[..., :-1]`).
-    fn slice(
-        &mut self,
-        graph: &Graph,
-        id: NodeId,
-        node: &Node,
-        slice: &Slice,
-        across: &[Across],
-    ) -> Result<(), String> {
+    fn slice(&mut self, graph: &Graph, id: NodeId, slice: &Slice, across: &[Across]) -> Result<(), String> {
         let [(0, d, f)] = across else { return Err(REFUSED.into()) };
         if let Some(pieces) = self.pieces_of(f) {
             let size = Self::ty(graph, graph.inputs(id)[0]).dims[*d].as_static().ok_or("not specialized")?;
-            let (start, end) = (slice.start.as_static(), slice.end.as_static().map(|e| e.min(size)));
+            // The bounds at the bucket's sizes (as the specialized slice has them).
+            let (start, end) = (self.padded(&slice.start.to_expr()), self.padded(&slice.end.to_expr()));
+            let end = end.map(|e| e.min(size));
             let (Some(start), Some(end), 1) = (start, end, slice.step) else {
                 return Err("slices a dim of pieces with a symbolic bound or a step".into());
             };
@@ -153,15 +143,13 @@ impl Masker<'_> {
         if f.len() > 1 {
             return Err(MERGED.into());
         }
-        let original = node.symbolic.as_ref().map_or(&node.op, |s| &s.op);
         // A start at or before minus the dim's size is 0 at every size (XLM's `x[:, -slen:]`).
         let from_the_front = |start: &SymExpr| {
             SymExpr::Add(vec![start.clone(), f[0].clone()]).simplify().as_const().is_some_and(|c| c <= 0)
         };
-        let fixed_start = match original {
-            Op::Slice(Slice { start: Dim::Static(s), .. }) => *s >= 0,
-            Op::Slice(Slice { start: Dim::Sym(e), .. }) => from_the_front(e),
-            _ => false,
+        let fixed_start = match &slice.start {
+            Dim::Static(s) => *s >= 0,
+            Dim::Sym(e) => from_the_front(e),
         };
         if fixed_start && slice.step == 1 {
             Ok(())
@@ -603,9 +591,7 @@ impl Masker<'_> {
 
     /// `repeat` of a padded dim `c` times: `c` copies of the padded dim one after the other, a
     /// dim of factors `[c, …]` (the copy, then the dim's own factors).
-    fn repeat(&mut self, graph: &Graph, id: NodeId, node: &Node, across: &[Across]) -> Result<(), String> {
-        let original = node.symbolic.as_ref().map_or(&node.op, |s| &s.op);
-        let Op::Repeat(Repeat { repeats }) = original else { return Err("internal: not a repeat".into()) };
+    fn repeat(&mut self, graph: &Graph, id: NodeId, repeats: &[Dim], across: &[Across]) -> Result<(), String> {
         let shift = repeats.len().saturating_sub(Self::ty(graph, graph.inputs(id)[0]).rank());
         for (_, d, f) in across {
             let mut factors = vec![repeats[d + shift].to_expr()];

@@ -45,7 +45,7 @@ impl OpDef for Index {
     }
 
     fn under_padding(&self) -> Padding {
-        Padding::Rule
+        Padding::Rule(PaddingRule::Gather)
     }
 }
 
@@ -84,7 +84,7 @@ impl OpDef for IndexSelect {
     }
 
     fn under_padding(&self) -> Padding {
-        Padding::Rule
+        Padding::Rule(PaddingRule::Gather)
     }
 }
 
@@ -121,7 +121,7 @@ impl OpDef for Gather {
     }
 
     fn under_padding(&self) -> Padding {
-        Padding::Rule
+        Padding::Rule(PaddingRule::Gather)
     }
 }
 
@@ -173,7 +173,7 @@ impl OpDef for Scatter {
     }
 
     fn under_padding(&self) -> Padding {
-        Padding::Rule
+        Padding::Rule(PaddingRule::Scatter { dim: self.dim })
     }
 }
 
@@ -218,7 +218,7 @@ impl OpDef for IndexPut {
     }
 
     fn under_padding(&self) -> Padding {
-        Padding::Rule
+        Padding::Rule(PaddingRule::IndexPut { present: self.present.clone(), accumulate: self.accumulate })
     }
 }
 
@@ -314,7 +314,7 @@ impl OpDef for MaskedScatter {
     }
 
     fn under_padding(&self) -> Padding {
-        Padding::Rule
+        Padding::Rule(PaddingRule::MaskedScatter)
     }
 }
 
@@ -433,7 +433,7 @@ impl OpDef for Nonzero {
     }
 
     fn under_padding(&self) -> Padding {
-        Padding::Rule
+        Padding::Rule(PaddingRule::Nonzero)
     }
 }
 
@@ -464,7 +464,7 @@ impl OpDef for Item {
     }
 
     fn under_padding(&self) -> Padding {
-        Padding::Rule
+        Padding::Rule(PaddingRule::Item)
     }
 }
 
@@ -497,7 +497,7 @@ impl OpDef for NmsKeep {
     }
 
     fn under_padding(&self) -> Padding {
-        Padding::Rule
+        Padding::Rule(PaddingRule::Nms)
     }
 }
 

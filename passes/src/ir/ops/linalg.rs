@@ -23,7 +23,7 @@ impl OpDef for Mm {
     }
 
     fn under_padding(&self) -> Padding {
-        Padding::Rule
+        Padding::Rule(PaddingRule::Contract { lhs: (0, 1), rhs: (1, 0) })
     }
 }
 
@@ -47,7 +47,7 @@ impl OpDef for Bmm {
     }
 
     fn under_padding(&self) -> Padding {
-        Padding::Rule
+        Padding::Rule(PaddingRule::Contract { lhs: (0, 2), rhs: (1, 1) })
     }
 }
 
@@ -79,7 +79,7 @@ impl OpDef for Addmm {
     }
 
     fn under_padding(&self) -> Padding {
-        Padding::Rule
+        Padding::Rule(PaddingRule::Contract { lhs: (1, 1), rhs: (2, 0) })
     }
 }
 
@@ -152,7 +152,7 @@ impl OpDef for Convolution {
     }
 
     fn under_padding(&self) -> Padding {
-        Padding::Rule
+        Padding::Rule(PaddingRule::Convolution(self.clone()))
     }
 }
 

@@ -469,7 +469,7 @@ impl OpDef for Fft {
 
     /// Along a transformed dim: a product with the DFT matrix of the real length.
     fn under_padding(&self) -> Padding {
-        Padding::Rule
+        Padding::Rule(PaddingRule::Fourier(self.clone()))
     }
 }
 

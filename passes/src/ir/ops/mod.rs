@@ -36,6 +36,7 @@ mod index;
 mod linalg;
 mod misc;
 mod nn;
+mod padding;
 mod reduce;
 mod rule;
 mod shape;
@@ -53,6 +54,7 @@ pub use reduce::*;
 pub use shape::*;
 
 pub(crate) use attr::{by_name, serde_name, AttrReader};
+pub use padding::{Padding, PaddingRule};
 pub use rule::{same_dim, Along, Arity, Expected, RuleResult};
 
 use super::op::{InputKind, UnaryOp};
@@ -114,23 +116,6 @@ pub trait OpDef: OpSyntax {
             Padding::Refused
         }
     }
-}
-
-/// How an op treats operands padded past their real size along a dynamic dim (a program
-/// compiled for a size bucket runs every real size at the bucket's size).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Padding {
-    /// Real results stay real whatever the padding holds, when the real positions of the dim
-    /// are a prefix: each result position reads the same or earlier positions along a padded
-    /// dim (moves of dims, running reductions), or no padded values at all (inputs,
-    /// constants, shapes).
-    Exact,
-    /// Exact under a rule of the `bucket_masks` pass for this op: a mask that fills the padding
-    /// with a neutral value (softmax, reductions, contractions) or a check of its attributes
-    /// against the dynamic dims (views, slices, gathers).
-    Rule,
-    /// No padding-safe form: a bucket with this op along a dynamic dim is refused.
-    Refused,
 }
 
 /// Reading an op back from its printed name and attributes.

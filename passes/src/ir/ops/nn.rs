@@ -34,7 +34,7 @@ impl OpDef for MaxPool {
     }
 
     fn under_padding(&self) -> Padding {
-        Padding::Rule
+        Padding::Rule(PaddingRule::MaxPool)
     }
 }
 
@@ -124,7 +124,7 @@ impl OpDef for GroupNorm {
 
     /// Statistics over the real positions of a dynamic spatial dim.
     fn under_padding(&self) -> Padding {
-        Padding::Rule
+        Padding::Rule(PaddingRule::GroupNorm(self.clone()))
     }
 }
 
@@ -220,7 +220,7 @@ impl OpDef for LayerNorm {
     }
 
     fn under_padding(&self) -> Padding {
-        Padding::Rule
+        Padding::RefusedBecause("normalizes over a dynamic dim")
     }
 }
 

@@ -36,7 +36,11 @@ impl OpDef for Histc {
     }
 
     fn under_padding(&self) -> Padding {
-        Padding::Rule
+        if self.min < self.max {
+            Padding::Rule(PaddingRule::Histc)
+        } else {
+            Padding::RefusedBecause("takes its range from the data (min = max), which the padding would change")
+        }
     }
 }
 
@@ -68,7 +72,7 @@ impl OpDef for Softmax {
     }
 
     fn under_padding(&self) -> Padding {
-        Padding::Rule
+        Padding::Rule(PaddingRule::Softmax { dim: self.dim })
     }
 }
 
@@ -104,7 +108,7 @@ impl OpDef for Reduce {
     }
 
     fn under_padding(&self) -> Padding {
-        Padding::Rule
+        Padding::Rule(PaddingRule::Reduce { op: self.op, dims: self.dims.clone() })
     }
 }
 
@@ -141,7 +145,10 @@ impl OpDef for ArgReduce {
     }
 
     fn under_padding(&self) -> Padding {
-        Padding::Rule
+        match self.dim {
+            Some(dim) => Padding::Rule(PaddingRule::ArgExtremum { op: self.op, dim }),
+            None => Padding::Refused,
+        }
     }
 }
 
@@ -197,7 +204,7 @@ impl OpDef for ExtremumDim {
     }
 
     fn under_padding(&self) -> Padding {
-        Padding::Rule
+        Padding::Rule(PaddingRule::Extremum { max: self.max, dim: self.dim })
     }
 }
 
@@ -227,7 +234,7 @@ impl OpDef for Sort {
     }
 
     fn under_padding(&self) -> Padding {
-        Padding::Rule
+        Padding::Rule(PaddingRule::Sort { descending: self.descending, what: "sorts" })
     }
 }
 
@@ -266,7 +273,7 @@ impl OpDef for TopK {
     }
 
     fn under_padding(&self) -> Padding {
-        Padding::Rule
+        Padding::Rule(PaddingRule::Sort { descending: self.largest, what: "takes the top k" })
     }
 }
 

@@ -27,7 +27,7 @@ impl OpDef for View {
     }
 
     fn under_padding(&self) -> Padding {
-        Padding::Rule
+        Padding::Rule(PaddingRule::View)
     }
 }
 
@@ -182,7 +182,7 @@ impl OpDef for Slice {
     }
 
     fn under_padding(&self) -> Padding {
-        Padding::Rule
+        Padding::Rule(PaddingRule::Slice(self.clone()))
     }
 }
 
@@ -222,7 +222,7 @@ impl OpDef for Select {
     }
 
     fn under_padding(&self) -> Padding {
-        Padding::Rule
+        Padding::Rule(PaddingRule::Select { dim: self.dim, index: self.index })
     }
 }
 
@@ -281,7 +281,7 @@ impl OpDef for Repeat {
     }
 
     fn under_padding(&self) -> Padding {
-        Padding::Rule
+        Padding::Rule(PaddingRule::Repeat { repeats: self.repeats.clone() })
     }
 }
 
@@ -316,7 +316,7 @@ impl OpDef for Pad {
     }
 
     fn under_padding(&self) -> Padding {
-        Padding::Rule
+        Padding::Rule(PaddingRule::Pad(self.clone()))
     }
 }
 
@@ -350,7 +350,7 @@ impl OpDef for Cat {
     }
 
     fn under_padding(&self) -> Padding {
-        Padding::Rule
+        Padding::Rule(PaddingRule::Cat { dim: self.dim })
     }
 }
 
@@ -392,7 +392,7 @@ impl OpDef for SplitWithSizes {
     }
 
     fn under_padding(&self) -> Padding {
-        Padding::Rule
+        Padding::RefusedBecause("splits a dynamic dim")
     }
 }
 
