@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
+use torchtpu_passes::ir::{floor_div, python_mod};
 
 /// How deep a guard may nest (parentheses, calls, operators).
 const MAX_DEPTH: usize = 64;
@@ -366,7 +367,7 @@ fn arith(op: Arith, a: Value, b: Value) -> Result<Value, String> {
                 Arith::Pow => u32::try_from(y).ok().and_then(|e| x.checked_pow(e)),
                 _ if y == 0 => return Err(by_zero()),
                 Arith::FloorDiv => floor_div(x, y),
-                _ => floor_div(x, y).and_then(|q| q.checked_mul(y)).and_then(|p| x.checked_sub(p)),
+                _ => python_mod(x, y),
             };
             v.map(Value::Int).ok_or_else(overflow)
         }
@@ -383,11 +384,6 @@ fn arith(op: Arith, a: Value, b: Value) -> Result<Value, String> {
             }))
         }
     }
-}
-
-fn floor_div(a: i64, b: i64) -> Option<i64> {
-    let q = a.checked_div(b)?;
-    Some(if a.checked_rem(b)? != 0 && ((a < 0) != (b < 0)) { q - 1 } else { q })
 }
 
 fn compare(cmp: Cmp, a: Value, b: Value) -> bool {

@@ -21,5 +21,5 @@ pub use ops::{Op, OpDef};
 pub use parse::{parse, ParseError};
 pub use print::print;
 pub use sharding::{Mesh, MeshAxis, Sharding};
-pub use sym::SymExpr;
+pub use sym::{floor_div, python_mod, SymExpr};
 pub use types::{brief_list, norm_dim, Bounds, DType, Dim, Precision, Scalar, TensorType};

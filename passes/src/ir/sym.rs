@@ -349,14 +349,14 @@ impl SymExpr {
 }
 
 /// Python's `a // b` (rounds toward negative infinity); `None` on division by zero or overflow.
-fn floor_div(a: i64, b: i64) -> Option<i64> {
+pub fn floor_div(a: i64, b: i64) -> Option<i64> {
     let q = a.checked_div(b)?;
     let inexact = a.checked_rem(b)? != 0;
     Some(if inexact && ((a < 0) != (b < 0)) { q - 1 } else { q })
 }
 
 /// Python's `a % b` (takes the sign of the divisor); `None` on division by zero or overflow.
-fn python_mod(a: i64, b: i64) -> Option<i64> {
+pub fn python_mod(a: i64, b: i64) -> Option<i64> {
     let r = a.checked_rem(b)?;
     Some(if r != 0 && ((r < 0) != (b < 0)) { r + b } else { r })
 }
