@@ -199,9 +199,10 @@ def test_bad_requests_are_refused_in_the_apis_words(rows):
     server = Server(rows)
     try:
         for body, message in [
-            ({"prompt": [1], "echo": True}, "unknown field `echo`"),
+            ({"prompt": [1], "echo": True}, "`echo` (the prompt in the answer) is not supported"),
+            ({"prompt": [1], "logit_bias": {}}, "unknown field `logit_bias`"),
             ({"prompt": "hello"}, "needs a tokenizer"),
-            ({"prompt": [1], "max_tokens": "many"}, "`max_tokens` must be a non-negative integer"),
+            ({"prompt": [1], "max_tokens": "many"}, "`max_tokens` must be a positive integer"),
             ({"prompt": list(range(60)), "max_tokens": 10}, "need 70 positions; the caches hold 64"),
             ({"prompt": [64]}, "the vocabulary has ids 0 to 63"),
             ({"prompt": [1], "model": "gpt-4"}, "is not served here"),

@@ -148,6 +148,12 @@ pub fn serve_with(
             shutdown.await;
             closing.closing.store(true, Ordering::SeqCst);
         };
+        // Each chunk of a streamed answer goes out as it is written: without TCP_NODELAY, Nagle's
+        // algorithm holds it back for the client's delayed ACK (about 40 ms a chunk on a kept
+        // connection, which the `openai` client keeps).
+        let listener = axum::serve::ListenerExt::tap_io(listener, |stream: &mut tokio::net::TcpStream| {
+            let _ = stream.set_nodelay(true);
+        });
         axum::serve(listener, router(shared.clone(), opts.admin)).with_graceful_shutdown(stop).await
     });
     // No request comes any more: the scheduler finishes those it holds and stops.
@@ -504,8 +510,26 @@ struct Completion {
 }
 
 /// The fields `/v1/completions` takes.
-const FIELDS: [&str; 10] =
-    ["model", "prompt", "max_tokens", "temperature", "seed", "stream", "stop", "stop_token_ids", "n", "user"];
+const FIELDS: [&str; 18] = [
+    "model",
+    "prompt",
+    "max_tokens",
+    "temperature",
+    "seed",
+    "stream",
+    "stop",
+    "stop_token_ids",
+    "n",
+    "user",
+    "top_p",
+    "presence_penalty",
+    "frequency_penalty",
+    "logprobs",
+    "stream_options",
+    "response_format",
+    "echo",
+    "best_of",
+];
 
 /// Parses a completion request's body, in the API's words where it is wrong; a text prompt
 /// goes through `text`, when the server has a tokenizer.
@@ -533,7 +557,7 @@ fn parse(body: &[u8], model: &str, text: Option<&Text>) -> Result<Completion, St
 }
 
 /// The fields `/v1/chat/completions` takes.
-const CHAT_FIELDS: [&str; 11] = [
+const CHAT_FIELDS: [&str; 18] = [
     "model",
     "messages",
     "max_tokens",
@@ -545,6 +569,39 @@ const CHAT_FIELDS: [&str; 11] = [
     "stop_token_ids",
     "n",
     "user",
+    "top_p",
+    "presence_penalty",
+    "frequency_penalty",
+    "logprobs",
+    "top_logprobs",
+    "stream_options",
+    "response_format",
+];
+
+/// A field, whether its value asks for nothing, and why another value is refused.
+type Neutral = (&'static str, fn(&Value) -> bool, &'static str);
+
+/// The fields clients send with a value that asks for nothing (what several send by default),
+/// with the values that do and why they are refused: `top_p` 1 samples from the whole softmax,
+/// as this server does; a penalty of 0 changes nothing; …
+const NEUTRAL: [Neutral; 9] = [
+    ("top_p", |v| v.as_f64() == Some(1.0), "nucleus sampling (`top_p` below 1) is not supported: give 1"),
+    ("presence_penalty", |v| v.as_f64() == Some(0.0), "penalties are not supported: give 0"),
+    ("frequency_penalty", |v| v.as_f64() == Some(0.0), "penalties are not supported: give 0"),
+    ("logprobs", |v| matches!(v, Value::Bool(false)) || v.as_u64() == Some(0), "log probabilities are not returned"),
+    ("top_logprobs", |v| v.as_u64() == Some(0), "log probabilities are not returned"),
+    ("echo", |v| matches!(v, Value::Bool(false)), "`echo` (the prompt in the answer) is not supported: give false"),
+    ("best_of", |v| v.as_u64() == Some(1), "`best_of` must be 1: one completion per request"),
+    (
+        "stream_options",
+        |v| v.get("include_usage").is_none_or(|u| u == &Value::Bool(false)),
+        "`stream_options.include_usage` is not supported: the usage chunk is not sent",
+    ),
+    (
+        "response_format",
+        |v| v.get("type").and_then(Value::as_str) == Some("text"),
+        "only `response_format` {\"type\": \"text\"} is supported (no JSON modes)",
+    ),
 ];
 
 /// Parses a chat request: its `messages` through the chat template, then tokenized.
@@ -573,18 +630,31 @@ fn request_object(body: &[u8], model: &str, fields: &[&str]) -> Result<Value, St
     Ok(v)
 }
 
-/// The options of a request for `prompt` (`tokenizer`: whether the server has one).
+/// The options of a request for `prompt` (`tokenizer`: whether the server has one). A field
+/// given as `null` is as if absent.
 fn options(o: &Map<String, Value>, prompt: Vec<i64>, tokenizer: bool) -> Result<Completion, String> {
     static SEEDS: AtomicU64 = AtomicU64::new(0);
-    let integer = |name: &str, default: u64| match o.get(name) {
+    let get = |name: &str| o.get(name).filter(|v| !v.is_null());
+    for (name, asks_nothing, why) in NEUTRAL {
+        if let Some(v) = get(name).filter(|v| !asks_nothing(v)) {
+            return Err(format!("`{name}`: {v}: {why}"));
+        }
+    }
+    let integer = |name: &str, default: u64| match get(name) {
         None => Ok(default),
         Some(v) => v.as_u64().ok_or(format!("`{name}` must be a non-negative integer, not {v}")),
     };
-    let max_new_tokens = usize::try_from(integer("max_tokens", 16)?).map_err(|_| "`max_tokens` is too large")?;
+    let max_new_tokens =
+        match get("max_tokens") {
+            None => 16,
+            Some(v) => v.as_u64().filter(|&n| n >= 1).and_then(|n| usize::try_from(n).ok()).ok_or(format!(
+                "`max_tokens` must be a positive integer (the tokens to generate, at least 1), not {v}"
+            ))?,
+        };
     if integer("n", 1)? != 1 {
         return Err("`n` must be 1: one completion per request".into());
     }
-    let temperature = match o.get("temperature") {
+    let temperature = match get("temperature") {
         None => 1.0,
         Some(v) => v
             .as_f64()
@@ -592,7 +662,7 @@ fn options(o: &Map<String, Value>, prompt: Vec<i64>, tokenizer: bool) -> Result<
             .ok_or(format!("`temperature` must be a number from 0 to 100, not {v}"))?,
     };
     let seed = integer("seed", SEEDS.fetch_add(1, Ordering::Relaxed))?;
-    let stream = match o.get("stream") {
+    let stream = match get("stream") {
         None => false,
         Some(v) => v.as_bool().ok_or(format!("`stream` must be true or false, not {v}"))?,
     };
@@ -600,7 +670,7 @@ fn options(o: &Map<String, Value>, prompt: Vec<i64>, tokenizer: bool) -> Result<
         None | Some(Value::Null) => Vec::new(),
         Some(v) => ids(v, "stop_token_ids")?,
     };
-    if let Some(u) = o.get("user").filter(|u| !u.is_string()) {
+    if let Some(u) = get("user").filter(|u| !u.is_string()) {
         return Err(format!("`user` must be a string, not {u}"));
     }
     let stops = stop_strings(o.get("stop"), tokenizer)?;
@@ -646,11 +716,28 @@ mod tests {
         assert_eq!((c.request.prompt, c.request.max_new_tokens, c.stream), (vec![5, 9], 3, true));
         let c = parse(br#"{"model": "m", "prompt": [[7]], "stop_token_ids": [2]}"#, "m", None).unwrap();
         assert_eq!((c.request.prompt, c.request.stop, c.request.max_new_tokens), (vec![7], vec![2], 16));
+        // What clients send by default asks for nothing: taken, and `null` is as if absent.
+        let defaults = br#"{"prompt": [7], "top_p": 1.0, "presence_penalty": 0, "frequency_penalty": 0.0,
+            "logprobs": null, "n": 1, "echo": false, "best_of": 1, "stream_options": {"include_usage": false},
+            "response_format": {"type": "text"}, "temperature": null, "max_tokens": null, "seed": null,
+            "stream": null, "user": null, "stop": null}"#;
+        let c = parse(defaults, "m", None).unwrap();
+        assert_eq!((c.request.max_new_tokens, c.request.temperature, c.stream), (16, 1.0, false));
         for (body, message) in [
-            (&br#"{"prompt": [1], "echo": true}"#[..], "unknown field `echo`"),
+            (&br#"{"prompt": [1], "echo": true}"#[..], "`echo`: true: `echo` (the prompt in the answer) is not"),
+            (br#"{"prompt": [1], "logit_bias": {}}"#, "unknown field `logit_bias`"),
+            (br#"{"prompt": [1], "top_p": 0.9}"#, "`top_p`: 0.9: nucleus sampling (`top_p` below 1) is not supported"),
+            (br#"{"prompt": [1], "presence_penalty": 0.5}"#, "penalties are not supported"),
+            (br#"{"prompt": [1], "logprobs": 2}"#, "log probabilities are not returned"),
+            (br#"{"prompt": [1], "stream_options": {"include_usage": true}}"#, "the usage chunk is not sent"),
+            (br#"{"prompt": [1], "response_format": {"type": "json_object"}}"#, "no JSON modes"),
+            (br#"{"prompt": [1], "max_tokens": 0}"#, "`max_tokens` must be a positive integer"),
             (br#"{"prompt": "hello"}"#, "needs a tokenizer"),
             (br#"{"prompt": [1.5]}"#, "`prompt` must be a list of token ids"),
-            (br#"{"prompt": [1], "max_tokens": -1}"#, "`max_tokens` must be a non-negative integer, not -1"),
+            (
+                br#"{"prompt": [1], "max_tokens": -1}"#,
+                "`max_tokens` must be a positive integer (the tokens to generate, at least 1), not -1",
+            ),
             (br#"{"prompt": [1], "model": "other"}"#, "model \"other\" is not served here"),
             (br#"{"prompt": [1], "n": 2}"#, "`n` must be 1"),
             (br#"{"max_tokens": 2}"#, "`prompt` is missing"),
