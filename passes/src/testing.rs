@@ -25,7 +25,7 @@ pub const EXPECT: &str = "; expect:";
 /// before `; expect:` (`; key: value` directives, other `;` comment lines, and the input) and
 /// the expected text after it.
 pub struct FileTest {
-    /// The `; key: value` lines, in order (a `;` line without a colon is a comment).
+    /// The `; key: value` lines, in order (see [`directive`]; other `;` lines are comments).
     pub directives: Vec<(String, String)>,
     /// Every line before `; expect:` that is not a `;` line.
     pub input: String,
@@ -42,9 +42,9 @@ impl FileTest {
         for line in head.lines() {
             match line.strip_prefix(';') {
                 None => input.push(line),
-                Some(directive) => {
-                    if let Some((key, value)) = directive.split_once(':') {
-                        directives.push((key.trim().to_string(), value.trim().to_string()));
+                Some(line) => {
+                    if let Some((key, value)) = directive(line) {
+                        directives.push((key.to_string(), value.to_string()));
                     }
                 }
             }
@@ -52,6 +52,20 @@ impl FileTest {
         let expected = expected.trim_start_matches([' ', '\n']).to_string();
         Ok(FileTest { directives, input: input.join("\n") + "\n", expected })
     }
+}
+
+/// `key: value` when the text after `;` is a directive: a key of lowercase words joined by
+/// `-` (`run`, `pad-multiple`), a colon, a value. Any other `;` line is a comment.
+fn directive(line: &str) -> Option<(&str, &str)> {
+    let (key, value) = line.split_once(':')?;
+    let key = key.trim();
+    let word = |w: &str| !w.is_empty() && w.bytes().all(|b| b.is_ascii_lowercase());
+    key.split('-').all(word).then(|| (key, value.trim()))
+}
+
+/// A runner's refusal of a directive it does not know (a misspelt one must not pass unread).
+pub fn unknown_directive(key: &str, known: &[&str]) -> String {
+    format!("unknown directive `; {key}:`; this runner reads {}", known.join(", "))
 }
 
 /// Every `*.ir` file under `dir` (recursively), sorted.
@@ -104,4 +118,21 @@ pub fn run_filetests(
         }
     }
     (ran, failures)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FileTest;
+
+    /// `; key: value` with a key of lowercase words is a directive, whatever it says; prose
+    /// with a colon is a comment.
+    #[test]
+    fn directives_are_keys_of_lowercase_words() {
+        let text = "; run: dce\n; pad-multiple: 8\n; Why: prose\n; the rows merge: a prefix\n; Run: typo\n\
+                    graph t {\n}\n; expect:\nout\n";
+        let t = FileTest::parse(text).expect("parses");
+        let keys: Vec<&str> = t.directives.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["run", "pad-multiple"]);
+        assert_eq!((t.input.as_str(), t.expected.as_str()), ("graph t {\n}\n", "out\n"));
+    }
 }

@@ -24,7 +24,7 @@ use std::path::Path;
 
 use torchtpu_passes::ir::{parse, print, Bounds, DType, Precision};
 use torchtpu_passes::specialize::specialize;
-use torchtpu_passes::testing::{filetests_under, run_filetests, FileTest};
+use torchtpu_passes::testing::{filetests_under, run_filetests, unknown_directive, FileTest};
 use torchtpu_passes::{verify, PassOptions, Pipeline};
 
 /// What a pass filetest runs: its passes, their options and its bucket.
@@ -34,6 +34,8 @@ struct Run {
     /// `; bucket:` sizes (only with `bucket_masks`).
     bucket: Option<BTreeMap<String, i64>>,
 }
+
+const DIRECTIVES: [&str; 6] = ["run", "pad-multiple", "compute-dtype", "precision-override", "bucket", "mesh"];
 
 fn read_directives(test: &FileTest) -> Result<Run, String> {
     let mut run = Run { passes: Vec::new(), options: PassOptions::default(), bucket: None };
@@ -50,7 +52,7 @@ fn read_directives(test: &FileTest) -> Result<Run, String> {
             }
             "bucket" => run.bucket = Some(sizes(value)?),
             "mesh" => run.options.mesh = Some(torchtpu_passes::ir::Mesh::parse(value)?),
-            _ => {} // a comment
+            other => return Err(unknown_directive(other, &DIRECTIVES)),
         }
     }
     if run.passes.is_empty() {
@@ -105,4 +107,12 @@ fn every_filetest_gives_its_expected_graph() {
     let (ran, failures) = run_filetests(&files, root, run);
     assert!(ran > 0, "no filetests found");
     assert!(failures.is_empty(), "{} of {ran} filetests failed:\n\n{}", failures.len(), failures.join("\n\n"));
+}
+
+/// A misspelt directive fails its file instead of being read as a comment.
+#[test]
+fn an_unknown_directive_is_an_error() {
+    let test = FileTest::parse("; run: dce\n; pad-multiples: 8\ngraph t {\n}\n; expect:\n").expect("a filetest");
+    let err = read_directives(&test).err().unwrap_or_default();
+    assert!(err.starts_with("unknown directive `; pad-multiples:`; this runner reads run, pad-multiple"), "{err}");
 }

@@ -127,7 +127,7 @@ pub(crate) trait ParseOp: Sized {
 }
 
 /// Declares the enum [`Op`] from the list of op definitions, with [`Op::def`],
-/// [`Op::parse_named`] and a `From` conversion from each definition.
+/// [`Op::parse_named`], the variants' names and a `From` conversion from each definition.
 macro_rules! ops {
     ($( $variant:ident($ty:ty), )*) => {
         /// One operation: a graph input or an op, by its definition.
@@ -137,6 +137,16 @@ macro_rules! ops {
         }
 
         impl Op {
+            /// The name of every variant, in the order of the list.
+            pub const VARIANTS: &'static [&'static str] = &[$( stringify!($variant), )*];
+
+            /// The name of this op's variant (one of [`Op::VARIANTS`]).
+            pub fn variant(&self) -> &'static str {
+                match self {
+                    $( Op::$variant(_) => stringify!($variant), )*
+                }
+            }
+
             /// The op's definition, for what every op answers.
             pub fn def(&self) -> &dyn OpDef {
                 match self {
