@@ -1,6 +1,7 @@
 """`torchtpu_compile.serve` answered by a real HTTP client (the standard library's urllib) on
 loopback: completions equal eager's tokens for each prompt alone, also when the requests come
-at once and share the slots, streamed or whole; bad requests get 4xx in the API's words;
+at once and share the slots, streamed or whole; the model's EOS ends a request; bad requests
+get 4xx in the API's words, an over-long body too;
 the in-flight bound answers 429; a SIGTERM lets the request in flight finish; `--admin`
 swaps the weights of a running server for another checkpoint's."""
 
@@ -181,7 +182,11 @@ def test_chat_goes_through_the_chat_template(rows):
         assert chat["usage"]["prompt_tokens"] == len(case["ids"])
         message = chat["choices"][0]["message"]
         assert message == {"role": "assistant", "content": plain["choices"][0]["text"]}
-        assert chat["choices"][0]["finish_reason"] == "length"
+        # Both stop at the template's EOS token, `▁do`, unless asked to go on.
+        assert chat["choices"][0]["finish_reason"] == plain["choices"][0]["finish_reason"]
+        on = json.loads(server.post({**body, "ignore_eos": True}, "/v1/chat/completions")[1])
+        assert on["usage"]["completion_tokens"] == 8 and on["choices"][0]["finish_reason"] == "length"
+        assert on["choices"][0]["message"]["content"].startswith(message["content"])
         parts, done = chunks(server.post({**body, "stream": True}, "/v1/chat/completions")[1])
         assert done and all(p["object"] == "chat.completion.chunk" for p in parts)
         assert [p["choices"][0]["delta"].get("role") for p in parts] == ["assistant"] + [None] * (len(parts) - 1)
@@ -191,6 +196,65 @@ def test_chat_goes_through_the_chat_template(rows):
                            ({"messages": case["messages"], "prompt": [1]}, "unknown field `prompt`")]:
             status, answer = server.post(bad, "/v1/chat/completions")
             assert status == 400 and words in answer, answer
+    finally:
+        server.stop()
+
+
+def test_requests_stop_at_the_models_eos_unless_asked_to_go_on(rows, tmp_path):
+    """The `eos_token_id` of a `generation_config.json` (here beside the tokenizer, as in a
+    Hugging Face model folder) ends every request, kept as its last token, unless the request
+    asks `ignore_eos`."""
+    prompts, eager = requests_and_tokens()
+    eos = eager[0][5]
+    cut = eager[0].index(eos) + 1
+    tokenizer = tmp_path / "tokenizer.json"
+    tokenizer.write_bytes((TOKENIZER / "tokenizer.json").read_bytes())
+    (tmp_path / "generation_config.json").write_text(json.dumps({"eos_token_id": [eos]}))
+    server = Server(rows, f"tokenizer={str(tokenizer)!r}")
+    try:
+        body = {"prompt": prompts[0], "max_tokens": 16, "temperature": 0}
+        choice = json.loads(server.post(body)[1])["choices"][0]
+        assert choice["token_ids"] == eager[0][:cut] and choice["finish_reason"] == "stop", choice
+        parts, done = chunks(server.post({**body, "stream": True})[1])
+        assert done and [t for p in parts for t in p["choices"][0]["token_ids"]] == eager[0][:cut]
+        choice = json.loads(server.post({**body, "ignore_eos": True})[1])["choices"][0]
+        assert choice["token_ids"] == eager[0] and choice["finish_reason"] == "length", choice
+    finally:
+        server.stop()
+
+
+def test_sampling_fields_and_the_usage_chunk(rows):
+    """Sampling at temperature 1 restricted to one token (`top_k` 1, a tiny `top_p`, `min_p` 1)
+    gives eager's greedy tokens; penalties are taken; `stream_options.include_usage` ends a
+    stream with a chunk of the usage alone."""
+    prompts, eager = requests_and_tokens()
+    server = Server(rows)
+    try:
+        body = {"prompt": prompts[1], "max_tokens": 16, "temperature": 1.0, "seed": 3}
+        for narrow in [{"top_k": 1}, {"top_p": 1e-9}, {"min_p": 1.0}]:
+            status, text = server.post({**body, **narrow})
+            assert status == 200 and json.loads(text)["choices"][0]["token_ids"] == eager[1], (narrow, text)
+        penalized = {**body, "temperature": 0, "presence_penalty": 2, "frequency_penalty": 2, "repetition_penalty": 1.5}
+        status, text = server.post(penalized)
+        assert status == 200 and len(json.loads(text)["choices"][0]["token_ids"]) == 16, text
+        status, text = server.post({**body, "stream": True, "stream_options": {"include_usage": True}})
+        parts, done = chunks(text)
+        assert status == 200 and done
+        assert parts[-1]["choices"] == [] and parts[-1]["usage"]["completion_tokens"] == 16, parts[-1]
+        assert all(p["choices"] for p in parts[:-1])
+    finally:
+        server.stop()
+
+
+def test_a_body_over_the_limit_gets_413_in_the_apis_shape(rows):
+    server = Server(rows, "max_body_bytes=4096")
+    try:
+        status, text = server.post({"prompt": [1] * 2000})
+        error = json.loads(text)["error"]
+        assert status == 413 and error["type"] == "invalid_request_error", text
+        assert "the body is over 4096 bytes" in error["message"] and "--max-body-bytes" in error["message"]
+        assert server.post({"prompt": [1] * 10, "max_tokens": 2})[0] == 200
+        assert 'torchtpu_requests_total{outcome="invalid"} 1' in server.get("/metrics")[1]
     finally:
         server.stop()
 
@@ -219,7 +283,8 @@ def test_bad_requests_are_refused_in_the_apis_words(rows):
         # The server still answers.
         status, _ = server.post({"prompt": [5], "max_tokens": 2})
         assert status == 200
-        assert 'torchtpu_requests_total{outcome="invalid"} 8' in server.get("/metrics")[1]
+        metrics = server.get("/metrics")[1]
+        assert 'torchtpu_requests_total{outcome="invalid"} 9' in metrics, metrics
     finally:
         server.stop()
 

@@ -514,6 +514,8 @@ def serve(
     encoder: Optional[PathLike] = None,
     start_token: int = 0,
     chat_template: Optional[PathLike] = None,
+    generation_config: Optional[PathLike] = None,
+    max_body_bytes: Optional[int] = None,
 ) -> None:
     """Serves the decode-step artifact at ``path`` over HTTP until SIGINT or SIGTERM, as
     ``torchtpu-compile serve`` does: an OpenAI-compatible ``POST /v1/completions`` with token
@@ -523,19 +525,25 @@ def serve(
     ``POST /admin/weights`` (another checkpoint's weights between requests). ``tokenizer``: a
     Hugging Face ``tokenizer.json``, so that prompts may be text and completions come with their
     text; with ``chat_template`` too (a ``.jinja`` file or a ``tokenizer_config.json``),
-    ``POST /v1/chat/completions`` takes conversations. ``encoder``: for an encoder–decoder model (``path`` its decoder step), the encoder's
+    ``POST /v1/chat/completions`` takes conversations. Requests stop at the model's EOS ids (the
+    ``eos_token_id`` of ``generation_config``, default the ``generation_config.json`` beside the
+    tokenizer, and the chat template's EOS token) unless they ask ``"ignore_eos": true``.
+    ``max_body_bytes``: the largest request body taken (default 2 MiB). ``encoder``: for an encoder–decoder model (``path`` its decoder step), the encoder's
     artifact: each request's prompt is encoded once, the decoder starting at ``start_token``;
     one request at a time. Raises ``TorchTpuError`` when it cannot serve (the reason is on
     stderr)."""
     argv = ["torchtpu-compile", "serve", os.fspath(path), "--port", str(port), "--host", host]
     argv += ["--device", device, "--max-waiting", str(max_waiting)] + (["--admin"] if admin else [])
     options = (("--model", model), ("--checkpoint", checkpoint), ("--plugin", plugin), ("--tokenizer", tokenizer),
-               ("--encoder", encoder), ("--chat-template", chat_template))
+               ("--encoder", encoder), ("--chat-template", chat_template),
+               ("--generation-config", generation_config))
     for flag, value in options:
         if value is not None:
             argv += [flag, os.fspath(value)]
     if encoder is not None:
         argv += ["--start-token", str(start_token)]
+    if max_body_bytes is not None:
+        argv += ["--max-body-bytes", str(max_body_bytes)]
     code = _native.main(argv)
     if code:
         raise TorchTpuError(f"`torchtpu-compile serve` exited with code {code} (its reason is on stderr)")

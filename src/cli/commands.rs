@@ -415,7 +415,7 @@ fn generate_requests(
             prompt,
             max_new_tokens: args.max_new_tokens,
             stop: args.eos.into_iter().collect(),
-            temperature: args.temperature.unwrap_or(0.0),
+            sampling: crate::run::Sampling::at(args.temperature.unwrap_or(0.0)),
             seed: args.seed,
         }));
     }

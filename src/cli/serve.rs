@@ -9,7 +9,7 @@ use anyhow::Context;
 use clap::Args;
 
 use crate::run::{Batcher, DeviceKind, Session, Verification};
-use crate::serve::{serve_with, ServeOptions};
+use crate::serve::{serve_with, ServeOptions, DEFAULT_MAX_BODY_BYTES};
 
 #[derive(Args)]
 pub(super) struct ServeArgs {
@@ -54,6 +54,15 @@ pub(super) struct ServeArgs {
     /// `--tokenizer`.
     #[arg(long, value_name = "FILE", requires = "tokenizer")]
     chat_template: Option<PathBuf>,
+    /// The model's `generation_config.json`: every request stops at its `eos_token_id` (and at
+    /// the chat template's EOS token) unless it asks `"ignore_eos": true`. Default: the
+    /// `generation_config.json` beside `--tokenizer`, if there is one.
+    #[arg(long, value_name = "FILE")]
+    generation_config: Option<PathBuf>,
+    /// The largest request body taken, in bytes; a larger one is answered 413 in the API's
+    /// error shape.
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_BODY_BYTES)]
+    max_body_bytes: usize,
     /// For an encoder–decoder model (T5, BART, as transformers' seq2seq recipe exports them):
     /// the encoder's artifact, the positional one being the decoder step's. Each request's
     /// prompt (token ids) is encoded once as it takes the decoder's slot; one request runs at
@@ -82,9 +91,16 @@ pub(super) fn serve_artifact(args: &ServeArgs, out: &mut dyn Write) -> anyhow::R
         args.artifact.file_stem().map_or_else(|| "model".into(), |s| s.to_string_lossy().into_owned())
     });
     let addr = SocketAddr::new(args.host, args.port);
-    let tokenizer = args.tokenizer.clone();
-    let chat_template = args.chat_template.clone();
-    let opts = ServeOptions { addr, max_waiting: args.max_waiting, model, admin: args.admin, tokenizer, chat_template };
+    let opts = ServeOptions {
+        addr,
+        max_waiting: args.max_waiting,
+        model,
+        admin: args.admin,
+        tokenizer: args.tokenizer.clone(),
+        chat_template: args.chat_template.clone(),
+        generation_config: args.generation_config.clone(),
+        max_body_bytes: args.max_body_bytes,
+    };
     let ready = |addr: SocketAddr| {
         let ms = started.elapsed().as_secs_f64() * 1e3;
         let _ = writeln!(out, "serving `{}` at http://{addr} (ready in {ms:.0} ms); stop with Ctrl-C", opts.model);

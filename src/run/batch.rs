@@ -40,7 +40,7 @@ use serde::Serialize;
 
 use torchtpu_passes::ir::DType;
 
-use super::generate::{feed, step, Sampler, Step};
+use super::step::{feed, integers, step, Sampler, Sampling, Step};
 use super::{RunError, Session};
 use crate::Error;
 
@@ -53,8 +53,8 @@ pub struct Request {
     pub max_new_tokens: usize,
     /// Tokens that end the request when generated (the one generated is kept).
     pub stop: Vec<i64>,
-    /// `0`: greedy; else sampling from `softmax(logits / temperature)`.
-    pub temperature: f64,
+    /// How its tokens are chosen.
+    pub sampling: Sampling,
     /// The seed of its sampling.
     pub seed: u64,
 }
@@ -365,7 +365,7 @@ impl Batcher {
                 request.prompt = e.start(session, &self.step, &request.prompt)?;
                 self.figures.ms += started.elapsed().as_secs_f64() * 1e3;
             }
-            let sampler = Sampler::new(request.temperature, request.seed);
+            let sampler = Sampler::new(request.sampling, request.seed, &request.prompt);
             let waited = now - queued;
             *slot = Some(Active { id, request, fed: 0, tokens: Vec::new(), sampler, waited, calls: 0 });
         }
@@ -378,7 +378,7 @@ impl Encoder {
     /// states held. What the decoder is fed first: the start token.
     fn start(&mut self, session: &mut Session, step: &Step, prompt: &[i64]) -> Result<Vec<i64>, Error> {
         let encoder = self.session.as_mut().ok_or_else(|| RunError::Decode("a checker runs no request".into()))?;
-        let ids = super::generate::integers(DType::I64, &[prompt.len() as i64], prompt);
+        let ids = integers(DType::I64, &[prompt.len() as i64], prompt);
         let (states, _) = super::seq2seq::encode(encoder, &ids)?;
         session.reset()?;
         super::seq2seq::hold_states(session, step, states)?;
@@ -454,15 +454,20 @@ mod tests {
             refused: [16].into_iter().collect(),
         };
         let mut batcher = Batcher::of(step, None);
-        let request =
-            |n: usize| Request { prompt: vec![1; n], max_new_tokens: 1, stop: vec![], temperature: 0.0, seed: 0 };
+        let request = |n: usize| Request {
+            prompt: vec![1; n],
+            max_new_tokens: 1,
+            stop: vec![],
+            sampling: Sampling::GREEDY,
+            seed: 0,
+        };
         for (prompt, fed, want) in [(20, 0, 15), (16, 0, 15), (16, 15, 1), (12, 0, 12)] {
             batcher.slots[0] = Some(Active {
                 id: 0,
                 request: request(prompt),
                 fed,
                 tokens: vec![],
-                sampler: Sampler::new(0.0, 0),
+                sampler: Sampler::new(Sampling::GREEDY, 0, &[]),
                 waited: 0,
                 calls: 0,
             });

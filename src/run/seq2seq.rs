@@ -21,8 +21,9 @@ use std::time::Instant;
 
 use torchtpu_passes::ir::DType;
 
-use super::generate::{
-    cache_positions, dim_of, feed, integers, prompt_rows, unrecognized, Generated, Record, Sampler, Step, Timing,
+use super::step::{
+    cache_positions, dim_of, feed, integers, prompt_rows, unrecognized, Generated, Record, Sampler, Sampling, Step,
+    Timing,
 };
 use super::{parse_dtype, RunError, Session};
 use crate::npy::Array;
@@ -177,7 +178,7 @@ pub(super) fn hold_states(decoder: &mut Session, step: &Step, states: Array) -> 
 
 /// The decoder's calls, one per new token, its encoder states held by the session.
 fn decode(decoder: &mut Session, step: &Step, req: &Seq2Seq) -> Result<Record, Error> {
-    let mut sampler = Sampler::new(req.temperature.unwrap_or(0.0), req.seed);
+    let mut sampler = Sampler::new(Sampling::at(req.temperature.unwrap_or(0.0)), req.seed, &[]);
     let mut record = Record::new(1, step.vocab, req.keep_logits);
     let mut next = req.start_token;
     for k in 0..req.max_new_tokens {

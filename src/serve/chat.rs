@@ -42,6 +42,12 @@ impl Chat {
         Ok(Chat { env, bos, eos })
     }
 
+    /// The template's EOS text (`eos_token` of a `tokenizer_config.json`; empty for a `.jinja`
+    /// file): the end of the assistant's turn.
+    pub(super) fn eos(&self) -> &str {
+        &self.eos
+    }
+
     /// The prompt text of `messages` (OpenAI's: a list of `{"role", "content"}` with text
     /// content), ending where the assistant's answer begins.
     pub(super) fn render(&self, messages: &Value) -> Result<String, String> {

@@ -18,9 +18,15 @@
 //! decimal, separated by spaces. `token_ids` holds the ids as numbers either way. With a chat
 //! template too (`chat`), `POST /v1/chat/completions` takes a conversation, answered in the
 //! chat API's shape (a message, or a delta per streamed chunk).
+//!
+//! Every request stops at the model's EOS ids (`eos`) unless it asks `ignore_eos`. A body
+//! over the limit (`max_body_bytes`) gets 413, in the same JSON error shape as every refusal,
+//! and counts as invalid.
 
 mod chat;
+mod eos;
 mod output;
+mod request;
 mod scheduler;
 mod text;
 
@@ -32,7 +38,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{header, StatusCode};
 use axum::response::sse::{Event as SseEvent, Sse};
 use axum::response::{IntoResponse, Response};
@@ -41,10 +48,11 @@ use axum::Router;
 use serde_json::{json, Map, Value};
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use crate::run::{Batcher, Finished, Request, Session};
+use crate::run::{Batcher, Finished, Session};
 use crate::Error;
 use chat::Chat;
 use output::Output;
+use request::{parse, parse_chat, Completion, Reader};
 use scheduler::{Event, Job, Metrics};
 use text::Text;
 
@@ -65,7 +73,15 @@ pub struct ServeOptions {
     /// A chat template (a `.jinja` file or a `tokenizer_config.json`), for
     /// `POST /v1/chat/completions`; it needs the tokenizer.
     pub chat_template: Option<std::path::PathBuf>,
+    /// A `generation_config.json` whose `eos_token_id` ends every request (default: the one
+    /// beside the tokenizer, if any); the chat template's EOS token ends them too.
+    pub generation_config: Option<std::path::PathBuf>,
+    /// The largest request body taken, in bytes; a larger one gets 413.
+    pub max_body_bytes: usize,
 }
+
+/// The body limit of `serve`'s command line: 2 MiB, a prompt of some 500,000 tokens as JSON.
+pub(crate) const DEFAULT_MAX_BODY_BYTES: usize = 2 << 20;
 
 /// What a server did, once shut down.
 #[derive(Clone, Debug, serde::Serialize)]
@@ -91,6 +107,9 @@ struct Shared {
     next_id: AtomicU64,
     text: Option<Arc<Text>>,
     chat: Option<Chat>,
+    /// The model's EOS ids (see `eos`).
+    eos: Vec<i64>,
+    max_body_bytes: usize,
 }
 
 /// Serves `session` until `shutdown` completes, then lets the requests in flight finish;
@@ -122,6 +141,13 @@ pub fn serve_with(
         }
         (None, _) => None,
     };
+    let eos = eos::eos_ids(&eos::Sources {
+        config: opts.generation_config.as_deref(),
+        tokenizer: opts.tokenizer.as_deref(),
+        text: text.as_deref(),
+        chat: chat.as_ref(),
+        vocab: checker.vocab(),
+    })?;
     session.load_executables()?;
     let (jobs, queue) = std::sync::mpsc::channel();
     let metrics = Arc::new(Metrics::default());
@@ -135,6 +161,8 @@ pub fn serve_with(
         next_id: AtomicU64::new(0),
         text,
         chat,
+        eos,
+        max_body_bytes: opts.max_body_bytes,
     });
     let io = |reason: std::io::Error| Error::Io { path: format!("http://{}", opts.addr), reason: reason.to_string() };
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(io)?;
@@ -177,6 +205,7 @@ fn router(shared: Arc<Shared>, admin: bool) -> Router {
         .route("/health", get(health))
         .route("/metrics", get(metrics))
         .fallback(|| async { error(StatusCode::NOT_FOUND, "not_found", "no such route; see /v1/completions".into()) })
+        .layer(DefaultBodyLimit::max(shared.max_body_bytes))
         .with_state(shared)
 }
 
@@ -185,16 +214,24 @@ fn error(status: StatusCode, kind: &str, message: String) -> Response {
     (status, axum::Json(json!({"error": {"message": message, "type": kind, "code": null}}))).into_response()
 }
 
-async fn completions(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
-    let parsed = parse(&body, &shared.model, shared.text.as_deref());
+async fn completions(State(shared): State<Arc<Shared>>, body: Result<Bytes, BytesRejection>) -> Response {
+    let body = match body {
+        Ok(body) => body,
+        Err(rejection) => return shared.refused(&rejection),
+    };
+    let parsed = parse(&body, &shared.reader());
     respond(&shared, parsed, false).await
 }
 
 /// `POST /v1/chat/completions`: the conversation through the chat template, then as a
 /// completion of that text; answered in the chat API's shape.
-async fn chat_completions(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+async fn chat_completions(State(shared): State<Arc<Shared>>, body: Result<Bytes, BytesRejection>) -> Response {
+    let body = match body {
+        Ok(body) => body,
+        Err(rejection) => return shared.refused(&rejection),
+    };
     let parsed = match (&shared.chat, shared.text.as_deref()) {
-        (Some(chat), Some(text)) => parse_chat(&body, &shared.model, text, chat),
+        (Some(chat), Some(text)) => parse_chat(&body, &shared.reader(), text, chat),
         _ => Err("chat needs a chat template and the model's tokenizer, which this server does not have \
                   (`serve --tokenizer ... --chat-template ...`): use /v1/completions"
             .into()),
@@ -238,6 +275,7 @@ async fn respond(shared: &Shared, parsed: Result<Completion, String>, chat: bool
         model: shared.model.clone(),
         prompt_tokens: prompt.len(),
         stopped,
+        include_usage: completion.include_usage,
     };
     let output = Output::new(shared.text.as_ref().map(|t| t.stream(&prompt)), completion.stops);
     if completion.stream {
@@ -247,6 +285,25 @@ async fn respond(shared: &Shared, parsed: Result<Completion, String>, chat: bool
 }
 
 impl Shared {
+    /// The refusal of a body that could not be read, in the API's shape (a body over the
+    /// limit: 413), counted as invalid.
+    fn refused(&self, rejection: &BytesRejection) -> Response {
+        self.metrics.invalid.fetch_add(1, Ordering::Relaxed);
+        let status = rejection.status();
+        let message = if status == StatusCode::PAYLOAD_TOO_LARGE {
+            let limit = self.max_body_bytes;
+            format!("the body is over {limit} bytes, the most this server takes (`serve --max-body-bytes`)")
+        } else {
+            format!("cannot read the body: {}", rejection.body_text())
+        };
+        error(status, "invalid_request_error", message)
+    }
+
+    /// What reading a request needs of this server.
+    fn reader(&self) -> Reader<'_> {
+        Reader { model: &self.model, text: self.text.as_deref(), eos: &self.eos }
+    }
+
     /// Hands `job` to the scheduler; false once the server stops.
     fn hand(&self, job: Job) -> bool {
         self.jobs.lock().ok().and_then(|j| j.as_ref().map(|j| j.send(job).is_ok())).unwrap_or(false)
@@ -256,7 +313,11 @@ impl Shared {
 /// `POST /admin/weights` `{"checkpoint": PATH}`: the weights of another checkpoint of the same
 /// program (see `Session::swap_weights`), taken once the requests in flight are done; those
 /// that come meanwhile wait. A checkpoint refused leaves the weights as they were.
-async fn swap_weights(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+async fn swap_weights(State(shared): State<Arc<Shared>>, body: Result<Bytes, BytesRejection>) -> Response {
+    let body = match body {
+        Ok(body) => body,
+        Err(rejection) => return shared.refused(&rejection),
+    };
     let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let Some(path) =
         v.get("checkpoint").and_then(Value::as_str).filter(|_| v.as_object().is_some_and(|o| o.len() == 1))
@@ -285,6 +346,8 @@ struct Head {
     prompt_tokens: usize,
     /// Set when a stop string ends the completion: the scheduler frees its slot.
     stopped: Arc<AtomicBool>,
+    /// Streamed: end with a chunk of the usage alone (`stream_options.include_usage`).
+    include_usage: bool,
 }
 
 impl Head {
@@ -318,9 +381,26 @@ impl Head {
         o
     }
 
+    /// The chunk `stream_options.include_usage` asks for: no choices, the usage.
+    fn usage_chunk(&self, generated: usize) -> Value {
+        let mut o = self.object(String::new(), &[], None, Some(1));
+        o.insert("choices".into(), json!([]));
+        o.insert("usage".into(), self.usage(generated));
+        Value::Object(o)
+    }
+
     fn usage(&self, generated: usize) -> Value {
         let prompt = self.prompt_tokens;
         json!({"prompt_tokens": prompt, "completion_tokens": generated, "total_tokens": prompt + generated})
+    }
+
+    /// What follows the last chunk of `generated` tokens.
+    fn last(&self, generated: usize) -> Phase {
+        if self.include_usage {
+            Phase::Usage(generated)
+        } else {
+            Phase::Done
+        }
     }
 
     /// The completion ended at a stop string: no more tokens for it.
@@ -371,6 +451,8 @@ async fn whole(head: Head, mut rx: UnboundedReceiver<Event>, mut output: Output)
 #[derive(Clone, Copy, PartialEq)]
 enum Phase {
     Tokens,
+    /// The last chunk was sent, for this many tokens: the usage chunk follows.
+    Usage(usize),
     /// The last chunk was sent: `[DONE]` follows.
     Done,
     Over,
@@ -391,6 +473,7 @@ fn stream(
         let (event, next) = match phase {
             Phase::Over => return None,
             Phase::Done => (Ok(SseEvent::default().data("[DONE]")), Phase::Over),
+            Phase::Usage(n) => (data(head.usage_chunk(n)), Phase::Done),
             Phase::Tokens => match rx.recv().await {
                 Some(Event::Token(t)) => {
                     let piece = output.push(t);
@@ -400,14 +483,14 @@ fn stream(
                     } else {
                         head.stop();
                         o.insert("usage".into(), head.usage(sent + 1));
-                        (data(Value::Object(o)), Phase::Done)
+                        (data(Value::Object(o)), head.last(sent + 1))
                     }
                 }
                 Some(Event::Done(f)) => {
                     let rest = output.finish();
                     let mut o = head.object(rest, &[], Some(finish_reason(&f, &output)), Some(sent));
                     o.insert("usage".into(), head.usage(f.tokens.len()));
-                    (data(Value::Object(o)), Phase::Done)
+                    (data(Value::Object(o)), head.last(f.tokens.len()))
                 }
                 Some(Event::Failed(message)) => (data(failed(message)), Phase::Over),
                 None => (data(failed("the scheduler stopped".into())), Phase::Over),
@@ -499,267 +582,4 @@ fn prometheus(m: &Metrics, slots: usize) -> String {
         }
     }
     out
-}
-
-/// A parsed completion request.
-struct Completion {
-    request: Request,
-    stream: bool,
-    /// Strings that end the completion's text (cut before them).
-    stops: Vec<String>,
-}
-
-/// The fields `/v1/completions` takes.
-const FIELDS: [&str; 18] = [
-    "model",
-    "prompt",
-    "max_tokens",
-    "temperature",
-    "seed",
-    "stream",
-    "stop",
-    "stop_token_ids",
-    "n",
-    "user",
-    "top_p",
-    "presence_penalty",
-    "frequency_penalty",
-    "logprobs",
-    "stream_options",
-    "response_format",
-    "echo",
-    "best_of",
-];
-
-/// Parses a completion request's body, in the API's words where it is wrong; a text prompt
-/// goes through `text`, when the server has a tokenizer.
-fn parse(body: &[u8], model: &str, text: Option<&Text>) -> Result<Completion, String> {
-    let v = request_object(body, model, &FIELDS)?;
-    let o = v.as_object().ok_or("the body is not a JSON object")?;
-    let prompt = match o.get("prompt") {
-        None => return Err("`prompt` is missing: give token ids, a list of integers".into()),
-        Some(Value::String(s)) => match text {
-            Some(text) => text.encode(s)?,
-            None => {
-                let message = "`prompt` is text, which needs a tokenizer this server does not have (`serve \
-                               --tokenizer`): give token ids";
-                return Err(message.into());
-            }
-        },
-        Some(Value::Array(a)) if a.len() == 1 && a[0].is_string() => match (text, a[0].as_str()) {
-            (Some(text), Some(s)) => text.encode(s)?,
-            _ => return Err("`prompt` is text, which needs a tokenizer this server does not have".into()),
-        },
-        Some(Value::Array(a)) if a.len() == 1 && a[0].is_array() => ids(&a[0], "prompt")?,
-        Some(p) => ids(p, "prompt")?,
-    };
-    options(o, prompt, text.is_some())
-}
-
-/// The fields `/v1/chat/completions` takes.
-const CHAT_FIELDS: [&str; 18] = [
-    "model",
-    "messages",
-    "max_tokens",
-    "max_completion_tokens",
-    "temperature",
-    "seed",
-    "stream",
-    "stop",
-    "stop_token_ids",
-    "n",
-    "user",
-    "top_p",
-    "presence_penalty",
-    "frequency_penalty",
-    "logprobs",
-    "top_logprobs",
-    "stream_options",
-    "response_format",
-];
-
-/// A field, whether its value asks for nothing, and why another value is refused.
-type Neutral = (&'static str, fn(&Value) -> bool, &'static str);
-
-/// The fields clients send with a value that asks for nothing (what several send by default),
-/// with the values that do and why they are refused: `top_p` 1 samples from the whole softmax,
-/// as this server does; a penalty of 0 changes nothing; …
-const NEUTRAL: [Neutral; 9] = [
-    ("top_p", |v| v.as_f64() == Some(1.0), "nucleus sampling (`top_p` below 1) is not supported: give 1"),
-    ("presence_penalty", |v| v.as_f64() == Some(0.0), "penalties are not supported: give 0"),
-    ("frequency_penalty", |v| v.as_f64() == Some(0.0), "penalties are not supported: give 0"),
-    ("logprobs", |v| matches!(v, Value::Bool(false)) || v.as_u64() == Some(0), "log probabilities are not returned"),
-    ("top_logprobs", |v| v.as_u64() == Some(0), "log probabilities are not returned"),
-    ("echo", |v| matches!(v, Value::Bool(false)), "`echo` (the prompt in the answer) is not supported: give false"),
-    ("best_of", |v| v.as_u64() == Some(1), "`best_of` must be 1: one completion per request"),
-    (
-        "stream_options",
-        |v| v.get("include_usage").is_none_or(|u| u == &Value::Bool(false)),
-        "`stream_options.include_usage` is not supported: the usage chunk is not sent",
-    ),
-    (
-        "response_format",
-        |v| v.get("type").and_then(Value::as_str) == Some("text"),
-        "only `response_format` {\"type\": \"text\"} is supported (no JSON modes)",
-    ),
-];
-
-/// Parses a chat request: its `messages` through the chat template, then tokenized.
-fn parse_chat(body: &[u8], model: &str, text: &Text, chat: &Chat) -> Result<Completion, String> {
-    let mut v = request_object(body, model, &CHAT_FIELDS)?;
-    let o = v.as_object_mut().ok_or("the body is not a JSON object")?;
-    let messages = o.get("messages").ok_or("`messages` is missing: give the conversation")?;
-    let prompt = text.encode_plain(&chat.render(messages)?)?;
-    // The newer name of the same limit.
-    if let Some(limit) = o.remove("max_completion_tokens") {
-        o.insert("max_tokens".into(), limit);
-    }
-    options(o, prompt, true)
-}
-
-/// A request's body: a JSON object of `fields` only, for `model` if it names one.
-fn request_object(body: &[u8], model: &str, fields: &[&str]) -> Result<Value, String> {
-    let v: Value = serde_json::from_slice(body).map_err(|e| format!("the body is not JSON: {e}"))?;
-    let o = v.as_object().ok_or("the body is not a JSON object")?;
-    if let Some(k) = o.keys().find(|k| !fields.contains(&k.as_str())) {
-        return Err(format!("unknown field `{k}`; the fields are {}", fields.join(", ")));
-    }
-    if let Some(m) = o.get("model").filter(|m| m.as_str() != Some(model)) {
-        return Err(format!("model {m} is not served here; this server serves \"{model}\""));
-    }
-    Ok(v)
-}
-
-/// The options of a request for `prompt` (`tokenizer`: whether the server has one). A field
-/// given as `null` is as if absent.
-fn options(o: &Map<String, Value>, prompt: Vec<i64>, tokenizer: bool) -> Result<Completion, String> {
-    static SEEDS: AtomicU64 = AtomicU64::new(0);
-    let get = |name: &str| o.get(name).filter(|v| !v.is_null());
-    for (name, asks_nothing, why) in NEUTRAL {
-        if let Some(v) = get(name).filter(|v| !asks_nothing(v)) {
-            return Err(format!("`{name}`: {v}: {why}"));
-        }
-    }
-    let integer = |name: &str, default: u64| match get(name) {
-        None => Ok(default),
-        Some(v) => v.as_u64().ok_or(format!("`{name}` must be a non-negative integer, not {v}")),
-    };
-    let max_new_tokens =
-        match get("max_tokens") {
-            None => 16,
-            Some(v) => v.as_u64().filter(|&n| n >= 1).and_then(|n| usize::try_from(n).ok()).ok_or(format!(
-                "`max_tokens` must be a positive integer (the tokens to generate, at least 1), not {v}"
-            ))?,
-        };
-    if integer("n", 1)? != 1 {
-        return Err("`n` must be 1: one completion per request".into());
-    }
-    let temperature = match get("temperature") {
-        None => 1.0,
-        Some(v) => v
-            .as_f64()
-            .filter(|t| (0.0..=100.0).contains(t))
-            .ok_or(format!("`temperature` must be a number from 0 to 100, not {v}"))?,
-    };
-    let seed = integer("seed", SEEDS.fetch_add(1, Ordering::Relaxed))?;
-    let stream = match get("stream") {
-        None => false,
-        Some(v) => v.as_bool().ok_or(format!("`stream` must be true or false, not {v}"))?,
-    };
-    let stop = match o.get("stop_token_ids") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(v) => ids(v, "stop_token_ids")?,
-    };
-    if let Some(u) = get("user").filter(|u| !u.is_string()) {
-        return Err(format!("`user` must be a string, not {u}"));
-    }
-    let stops = stop_strings(o.get("stop"), tokenizer)?;
-    Ok(Completion { request: Request { prompt, max_new_tokens, stop, temperature, seed }, stream, stops })
-}
-
-/// `stop`: a string or a list of up to 4, none empty; they are matched in the completion's
-/// text, so they need a tokenizer.
-fn stop_strings(v: Option<&Value>, tokenizer: bool) -> Result<Vec<String>, String> {
-    let bad = || "`stop` must be a string or a list of up to 4 non-empty strings".to_string();
-    let stops: Vec<String> = match v {
-        None | Some(Value::Null) => return Ok(Vec::new()),
-        Some(Value::String(s)) => vec![s.clone()],
-        Some(Value::Array(a)) if a.len() <= 4 => {
-            a.iter().map(|s| s.as_str().map(str::to_string).ok_or_else(bad)).collect::<Result<_, _>>()?
-        }
-        Some(_) => return Err(bad()),
-    };
-    if stops.iter().any(String::is_empty) {
-        return Err(bad());
-    }
-    if !stops.is_empty() && !tokenizer {
-        return Err("`stop` strings are matched in the text, which needs a tokenizer this server does not have \
-                    (`serve --tokenizer`): give `stop_token_ids`"
-            .into());
-    }
-    Ok(stops)
-}
-
-/// A list of token ids.
-fn ids(v: &Value, name: &str) -> Result<Vec<i64>, String> {
-    let bad = || format!("`{name}` must be a list of token ids (integers)");
-    v.as_array().ok_or_else(bad)?.iter().map(|t| t.as_i64().ok_or_else(bad)).collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{parse, Text};
-
-    #[test]
-    fn requests_are_read_and_wrong_ones_named() {
-        let c = parse(br#"{"prompt": [5, 9], "max_tokens": 3, "temperature": 0, "stream": true}"#, "m", None).unwrap();
-        assert_eq!((c.request.prompt, c.request.max_new_tokens, c.stream), (vec![5, 9], 3, true));
-        let c = parse(br#"{"model": "m", "prompt": [[7]], "stop_token_ids": [2]}"#, "m", None).unwrap();
-        assert_eq!((c.request.prompt, c.request.stop, c.request.max_new_tokens), (vec![7], vec![2], 16));
-        // What clients send by default asks for nothing: taken, and `null` is as if absent.
-        let defaults = br#"{"prompt": [7], "top_p": 1.0, "presence_penalty": 0, "frequency_penalty": 0.0,
-            "logprobs": null, "n": 1, "echo": false, "best_of": 1, "stream_options": {"include_usage": false},
-            "response_format": {"type": "text"}, "temperature": null, "max_tokens": null, "seed": null,
-            "stream": null, "user": null, "stop": null}"#;
-        let c = parse(defaults, "m", None).unwrap();
-        assert_eq!((c.request.max_new_tokens, c.request.temperature, c.stream), (16, 1.0, false));
-        for (body, message) in [
-            (&br#"{"prompt": [1], "echo": true}"#[..], "`echo`: true: `echo` (the prompt in the answer) is not"),
-            (br#"{"prompt": [1], "logit_bias": {}}"#, "unknown field `logit_bias`"),
-            (br#"{"prompt": [1], "top_p": 0.9}"#, "`top_p`: 0.9: nucleus sampling (`top_p` below 1) is not supported"),
-            (br#"{"prompt": [1], "presence_penalty": 0.5}"#, "penalties are not supported"),
-            (br#"{"prompt": [1], "logprobs": 2}"#, "log probabilities are not returned"),
-            (br#"{"prompt": [1], "stream_options": {"include_usage": true}}"#, "the usage chunk is not sent"),
-            (br#"{"prompt": [1], "response_format": {"type": "json_object"}}"#, "no JSON modes"),
-            (br#"{"prompt": [1], "max_tokens": 0}"#, "`max_tokens` must be a positive integer"),
-            (br#"{"prompt": "hello"}"#, "needs a tokenizer"),
-            (br#"{"prompt": [1.5]}"#, "`prompt` must be a list of token ids"),
-            (
-                br#"{"prompt": [1], "max_tokens": -1}"#,
-                "`max_tokens` must be a positive integer (the tokens to generate, at least 1), not -1",
-            ),
-            (br#"{"prompt": [1], "model": "other"}"#, "model \"other\" is not served here"),
-            (br#"{"prompt": [1], "n": 2}"#, "`n` must be 1"),
-            (br#"{"max_tokens": 2}"#, "`prompt` is missing"),
-            (br#"[1, 2]"#, "not a JSON object"),
-            (br#"{"prompt": [1]"#, "the body is not JSON"),
-            (br#"{"prompt": [1], "stop": "x"}"#, "`stop` strings are matched in the text, which needs a tokenizer"),
-        ] {
-            let got = parse(body, "m", None).err().unwrap_or_default();
-            assert!(got.contains(message), "{}: {got}", String::from_utf8_lossy(body));
-        }
-        // With a tokenizer, a text prompt (alone or in a list of one) is its ids.
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/tokenizer/tokenizer.json");
-        let text = Text::load(&path, 64).expect("a tokenizer");
-        let ids = text.encode("the lazy dog").expect("encodes");
-        for body in [&br#"{"prompt": "the lazy dog"}"#[..], br#"{"prompt": ["the lazy dog"]}"#] {
-            assert_eq!(parse(body, "m", Some(&text)).expect("parses").request.prompt, ids);
-        }
-        let c = parse(br#"{"prompt": "a", "stop": ["x", "yz"]}"#, "m", Some(&text)).expect("parses");
-        assert_eq!(c.stops, ["x", "yz"]);
-        for body in [&br#"{"prompt": "a", "stop": ""}"#[..], br#"{"prompt": "a", "stop": ["a","b","c","d","e"]}"#] {
-            let got = parse(body, "m", Some(&text)).err().unwrap_or_default();
-            assert!(got.contains("a string or a list of up to 4 non-empty strings"), "{got}");
-        }
-    }
 }

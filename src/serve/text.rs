@@ -50,6 +50,11 @@ impl Text {
         Ok(encoding.get_ids().iter().map(|&id| i64::from(id)).collect())
     }
 
+    /// The id of `token` when the vocabulary has it as one token (a chat template's EOS text).
+    pub(super) fn token_id(&self, token: &str) -> Option<i64> {
+        self.tokenizer.token_to_id(token).map(i64::from)
+    }
+
     fn decode(&self, ids: &[u32]) -> String {
         self.tokenizer.decode(ids, true).unwrap_or_default()
     }

@@ -34,7 +34,7 @@ fn encoder_decoder_requests_are_served_one_after_another() {
         prompt,
         max_new_tokens: n,
         stop: Vec::new(),
-        temperature: 0.0,
+        sampling: crate::run::Sampling::GREEDY,
         seed: 0,
     };
     let ids: Vec<u64> = cases.iter().map(|(p, _)| batcher.submit(request(ints(p), 12)).expect("fits")).collect();
@@ -91,7 +91,7 @@ fn row_requests(model: &str, n: impl Fn(usize) -> usize) -> (Vec<crate::run::Req
             prompt: row.into_iter().take_while(|&t| t >= 0).collect(),
             max_new_tokens: n(i),
             stop: Vec::new(),
-            temperature: 0.0,
+            sampling: crate::run::Sampling::GREEDY,
             seed: 0,
         })
         .collect();

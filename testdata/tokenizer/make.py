@@ -75,11 +75,11 @@ def chat_cases(tok):
     from transformers import PreTrainedTokenizerFast
 
     template = open(os.path.join(HERE, "chat_template.jinja")).read()
-    config = {"chat_template": template, "bos_token": "the", "eos_token": {"content": "dog", "special": True}}
+    config = {"chat_template": template, "bos_token": "the", "eos_token": {"content": "▁do", "special": True}}
     with open(os.path.join(HERE, "tokenizer_config.json"), "w") as f:
         f.write(json.dumps(config, indent=1) + "\n")
     plain = PreTrainedTokenizerFast(tokenizer_object=tok)
-    with_bos = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="the", eos_token="dog")
+    with_bos = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="the", eos_token="▁do")
     cases = []
     for messages in CONVERSATIONS:
         render = lambda t: t.apply_chat_template(messages, chat_template=template, tokenize=False,
