@@ -75,8 +75,8 @@ pub use inspect::{report as inspect_report, Report as InspectReport};
 pub use npy::Array;
 pub use run::{
     batch_of, generate, generate_requests, generate_seq2seq, run, serve_all, Batcher, Figures, Finished,
-    GenerateRequest, Generated, Request, RunReport, RunRequest, Sampling, Seq2Seq, Served, Session, Stepped,
-    Verification,
+    GenerateRequest, Generated, Logprobs, NewToken, Request, RunReport, RunRequest, Sampling, Seq2Seq, Served, Session,
+    Stepped, Verification,
 };
 pub use serve::{serve, serve_with, ServeOptions, ServeSummary};
 pub use target::Target;

@@ -246,6 +246,37 @@ def test_sampling_fields_and_the_usage_chunk(rows):
         server.stop()
 
 
+def test_log_probabilities_in_both_apis(rows):
+    """`logprobs` (completions: the likeliest count; chat: true with `top_logprobs`) gives each
+    token's log probability and the likeliest tokens', likeliest first: a greedy token is the
+    likeliest, and every probability is at most 1."""
+    case = json.loads((TOKENIZER / "cases.json").read_text())["chat"][1]
+    server = Server(rows, f"tokenizer={str(TOKENIZER / 'tokenizer.json')!r}",
+                    f"chat_template={str(TOKENIZER / 'tokenizer_config.json')!r}")
+    try:
+        body = {"prompt": case["ids"], "max_tokens": 6, "temperature": 0, "ignore_eos": True, "logprobs": 3}
+        choice = json.loads(server.post(body)[1])["choices"][0]
+        lp = choice["logprobs"]
+        assert len(lp["tokens"]) == len(lp["token_logprobs"]) == len(lp["top_logprobs"]) == 6, lp
+        for chosen, top in zip(lp["token_logprobs"], lp["top_logprobs"]):
+            assert len(top) <= 3 and chosen <= 0 and abs(chosen - max(top.values())) < 1e-6, (chosen, top)
+        assert lp["text_offset"] == sorted(lp["text_offset"]) and lp["text_offset"][0] == 0
+        parts, done = chunks(server.post({**body, "stream": True})[1])
+        streamed = [p["choices"][0]["logprobs"]["token_logprobs"] for p in parts if p["choices"][0]["token_ids"]]
+        assert done and sum(streamed, []) == lp["token_logprobs"]
+        chat = {"messages": case["messages"], "max_tokens": 6, "temperature": 0, "ignore_eos": True,
+                "logprobs": True, "top_logprobs": 2}
+        content = json.loads(server.post(chat, "/v1/chat/completions")[1])["choices"][0]["logprobs"]["content"]
+        assert [c["logprob"] for c in content] == lp["token_logprobs"], content
+        for c in content:
+            assert len(c["top_logprobs"]) == 2 and c["top_logprobs"][0]["logprob"] == c["logprob"]
+            assert bytes(c["bytes"]).decode() == c["token"]
+        status, text = server.post({**chat, "logprobs": False}, "/v1/chat/completions")
+        assert status == 400 and "`top_logprobs` needs" in text, text
+    finally:
+        server.stop()
+
+
 def test_a_body_over_the_limit_gets_413_in_the_apis_shape(rows):
     server = Server(rows, "max_body_bytes=4096")
     try:

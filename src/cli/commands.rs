@@ -416,6 +416,7 @@ fn generate_requests(
             max_new_tokens: args.max_new_tokens,
             stop: args.eos.into_iter().collect(),
             sampling: crate::run::Sampling::at(args.temperature.unwrap_or(0.0)),
+            logprobs: None,
             seed: args.seed,
         }));
     }

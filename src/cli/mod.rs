@@ -61,8 +61,9 @@ enum Command {
     /// Example: torchtpu-compile generate decoder.tpuexe --prompt prompt.npy --max-new-tokens 24
     Generate(GenerateArgs),
     /// Serve a decode-step artifact over HTTP: an OpenAI-compatible `POST /v1/completions`
-    /// (`prompt` as token ids, or text with `--tokenizer`; `max_tokens`, `temperature`, `seed`,
-    /// `stop`, `stop_token_ids`, `stream` as server-sent events), `POST /v1/chat/completions`
+    /// (`prompt` as token ids, or text with `--tokenizer`; `max_tokens`, `temperature`, `top_k`,
+    /// `top_p`, `min_p`, the penalties, `seed`, `logprobs`, `stop`, `stop_token_ids`,
+    /// `ignore_eos`, `stream` as server-sent events), `POST /v1/chat/completions`
     /// (with `--tokenizer` and `--chat-template`), `GET /health`, `GET /metrics` (Prometheus)
     /// and `GET /v1/models`. Concurrent requests share the step's rows (continuous batching); the
     /// executables and weights are loaded before it listens, nothing is compiled. Ctrl-C or

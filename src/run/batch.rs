@@ -40,7 +40,7 @@ use serde::Serialize;
 
 use torchtpu_passes::ir::DType;
 
-use super::step::{feed, integers, step, Sampler, Sampling, Step};
+use super::step::{feed, integers, step, Logprobs, Sampler, Sampling, Step};
 use super::{RunError, Session};
 use crate::Error;
 
@@ -55,6 +55,8 @@ pub struct Request {
     pub stop: Vec<i64>,
     /// How its tokens are chosen.
     pub sampling: Sampling,
+    /// With each token, its log probability and those of this many likeliest tokens.
+    pub logprobs: Option<usize>,
     /// The seed of its sampling.
     pub seed: u64,
 }
@@ -77,10 +79,21 @@ pub struct Finished {
 /// What one call of the step gave.
 #[derive(Debug, Default)]
 pub struct Stepped {
-    /// Each token generated, with its request's id, in slot order.
-    pub tokens: Vec<(u64, i64)>,
+    /// Each token generated, in slot order.
+    pub tokens: Vec<NewToken>,
     /// The requests that are done.
     pub finished: Vec<Finished>,
+}
+
+/// A token one call generated.
+#[derive(Debug)]
+pub struct NewToken {
+    /// Its request's id.
+    pub request: u64,
+    /// The token's id.
+    pub token: i64,
+    /// When the request asks for them.
+    pub logprobs: Option<Logprobs>,
 }
 
 /// A request in a slot.
@@ -316,7 +329,8 @@ impl Batcher {
             let token = a.sampler.pick(row);
             a.tokens.push(token);
             self.figures.new_tokens += 1;
-            stepped.tokens.push((a.id, token));
+            let logprobs = a.request.logprobs.map(|k| Logprobs::of(row, token, k));
+            stepped.tokens.push(NewToken { request: a.id, token, logprobs });
             let stopped = a.request.stop.contains(&token);
             if stopped || a.tokens.len() >= a.request.max_new_tokens {
                 if self.encoder.is_some() {
@@ -459,6 +473,7 @@ mod tests {
             max_new_tokens: 1,
             stop: vec![],
             sampling: Sampling::GREEDY,
+            logprobs: None,
             seed: 0,
         };
         for (prompt, fed, want) in [(20, 0, 15), (16, 0, 15), (16, 15, 1), (12, 0, 12)] {

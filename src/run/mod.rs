@@ -26,13 +26,13 @@ mod state;
 mod step;
 mod weights;
 
-pub use batch::{serve_all, Batcher, Figures, Finished, Request, Served, Stepped};
+pub use batch::{serve_all, Batcher, Figures, Finished, NewToken, Request, Served, Stepped};
 pub use device::DeviceKind;
 pub use generate::{batch_of, decode, generate, generate_requests, Decoding, GenerateRequest};
 pub use seq2seq::{generate_seq2seq, Seq2Seq};
 pub(crate) use session::Called;
 pub use session::Session;
-pub use step::{Generated, Sampling};
+pub use step::{Generated, Logprobs, Sampling};
 pub use weights::Verification;
 
 use crate::artifact::{Bucket, Manifest, TargetEntry};

@@ -317,6 +317,36 @@ pub(super) fn prompt_rows(prompt: &Array, batch: i64) -> Result<Vec<Vec<i64>>, E
     Ok(ids.chunks(t as usize).map(<[i64]>::to_vec).collect())
 }
 
+/// A chosen token's log probability and the likeliest tokens' with theirs, likeliest first
+/// (ties by id): the model's own distribution, the log-softmax of the raw logits before
+/// temperature, restrictions and penalties (what vLLM reports by default).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Logprobs {
+    /// The chosen token's.
+    pub token: f32,
+    /// The likeliest tokens' ids and theirs.
+    pub top: Vec<(i64, f32)>,
+}
+
+impl Logprobs {
+    /// Those of `token` and of the `k` likeliest tokens under `logits`.
+    pub fn of(logits: &[f32], token: i64, k: usize) -> Logprobs {
+        let top = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let sum: f64 = logits.iter().map(|&l| (f64::from(l) - f64::from(top)).exp()).sum();
+        let norm = f64::from(top) + sum.ln();
+        let lp = |l: f32| (f64::from(l) - norm) as f32;
+        let mut ranked: Vec<usize> = (0..logits.len()).collect();
+        let k = k.min(logits.len());
+        if k > 0 {
+            ranked.select_nth_unstable_by(k - 1, |&a, &b| logits[b].total_cmp(&logits[a]).then(a.cmp(&b)));
+        }
+        ranked.truncate(k);
+        ranked.sort_by(|&a, &b| logits[b].total_cmp(&logits[a]).then(a.cmp(&b)));
+        let chosen = usize::try_from(token).ok().and_then(|t| logits.get(t)).map_or(f32::NEG_INFINITY, |&l| lp(l));
+        Logprobs { token: chosen, top: ranked.into_iter().map(|i| (i as i64, lp(logits[i]))).collect() }
+    }
+}
+
 /// How a request's tokens are chosen: greedily (`temperature` 0), or by sampling from
 /// `softmax(logits / temperature)` restricted, as vLLM and transformers restrict it, to the
 /// `top_k` likeliest tokens, to those at least `min_p` times as likely as the likeliest, and
@@ -465,7 +495,7 @@ impl Sampler {
 mod tests {
     use std::f32::consts::LN_2;
 
-    use super::{Sampler, Sampling};
+    use super::{Logprobs, Sampler, Sampling};
 
     /// The tokens drawn from `logits` in 4,000 draws, by id.
     fn drawn(sampling: Sampling, logits: &[f32]) -> Vec<usize> {
@@ -499,6 +529,22 @@ mod tests {
         // The tightest keeps the likeliest token alone; greedy ignores the restrictions.
         assert_eq!(drawn(Sampling { top_p: 0.01, ..t }, &LOGITS)[0], 4000);
         assert_eq!(drawn(Sampling { top_k: 1, ..Sampling::GREEDY }, &LOGITS)[0], 4000);
+    }
+
+    /// Log probabilities are the raw logits' log-softmax; the top ones come likeliest first.
+    #[test]
+    fn log_probabilities_of_the_token_and_the_likeliest() {
+        let got = Logprobs::of(&LOGITS, 2, 3);
+        assert!((got.token - (-3.0 * LN_2)).abs() < 1e-6, "{got:?}");
+        let ids: Vec<i64> = got.top.iter().map(|t| t.0).collect();
+        assert_eq!(ids, [0, 1, 2]);
+        assert!((got.top[1].1 - (-2.0 * LN_2)).abs() < 1e-6, "{got:?}");
+        // Shifting every logit changes nothing; ties go to the lower id; k may exceed the vocabulary.
+        let shifted: Vec<f32> = LOGITS.iter().map(|l| l + 5.0).collect();
+        let all = Logprobs::of(&shifted, 4, 9);
+        assert_eq!(all.top.iter().map(|t| t.0).collect::<Vec<_>>(), [0, 1, 2, 3, 4]);
+        assert!((all.token - (-4.0 * LN_2)).abs() < 1e-5, "{all:?}");
+        assert_eq!(Logprobs::of(&LOGITS, 0, 0).top, vec![]);
     }
 
     /// Greedy with penalties: a token once chosen loses to the next likeliest.

@@ -25,6 +25,7 @@
 
 mod chat;
 mod eos;
+mod logprobs;
 mod output;
 mod request;
 mod scheduler;
@@ -263,6 +264,7 @@ async fn respond(shared: &Shared, parsed: Result<Completion, String>, chat: bool
     let (events, rx) = tokio::sync::mpsc::unbounded_channel();
     let prompt = completion.request.prompt.clone();
     let stopped = Arc::new(AtomicBool::new(false));
+    let logprobs = completion.request.logprobs.is_some();
     let job = Job::Request { request: completion.request, events, accepted: Instant::now(), stopped: stopped.clone() };
     if !shared.hand(job) {
         m.outstanding.fetch_sub(1, Ordering::SeqCst);
@@ -276,6 +278,8 @@ async fn respond(shared: &Shared, parsed: Result<Completion, String>, chat: bool
         prompt_tokens: prompt.len(),
         stopped,
         include_usage: completion.include_usage,
+        logprobs,
+        text: shared.text.clone(),
     };
     let output = Output::new(shared.text.as_ref().map(|t| t.stream(&prompt)), completion.stops);
     if completion.stream {
@@ -348,28 +352,42 @@ struct Head {
     stopped: Arc<AtomicBool>,
     /// Streamed: end with a chunk of the usage alone (`stream_options.include_usage`).
     include_usage: bool,
+    /// The request asked for log probabilities.
+    logprobs: bool,
+    /// The tokenizer, for the text of each token whose log probability is given.
+    text: Option<Arc<Text>>,
 }
 
 impl Head {
-    /// The answer of `text`, the text of the tokens `ids`: whole, or chunk `chunk` of a stream
-    /// (a chat stream names the assistant's role in its first delta).
-    fn object(&self, text: String, ids: &[i64], finish: Option<&str>, chunk: Option<usize>) -> Map<String, Value> {
+    /// The answer of `text`, the text of the tokens `ids` (with the log probabilities of
+    /// `logged` when asked for): whole, or chunk `chunk` of a stream (a chat stream names the
+    /// assistant's role in its first delta).
+    fn object(
+        &self,
+        text: String,
+        ids: &[i64],
+        logged: &[logprobs::Entry],
+        finish: Option<&str>,
+        chunk: Option<usize>,
+    ) -> Map<String, Value> {
+        let lp = match (self.logprobs, self.chat) {
+            (false, _) => Value::Null,
+            (true, false) => logprobs::completion(logged, self.text.as_deref()),
+            (true, true) => logprobs::chat(logged, self.text.as_deref()),
+        };
         let (object, choice) = match (self.chat, chunk) {
             (false, _) => (
                 "text_completion",
-                json!({"index": 0, "text": text, "token_ids": ids, "logprobs": null, "finish_reason": finish}),
+                json!({"index": 0, "text": text, "token_ids": ids, "logprobs": lp, "finish_reason": finish}),
             ),
             (true, None) => {
                 let message = json!({"role": "assistant", "content": text});
-                ("chat.completion", json!({"index": 0, "message": message, "logprobs": null, "finish_reason": finish}))
+                ("chat.completion", json!({"index": 0, "message": message, "logprobs": lp, "finish_reason": finish}))
             }
             (true, Some(k)) => {
                 let delta =
                     if k == 0 { json!({"role": "assistant", "content": text}) } else { json!({"content": text}) };
-                (
-                    "chat.completion.chunk",
-                    json!({"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}),
-                )
+                ("chat.completion.chunk", json!({"index": 0, "delta": delta, "logprobs": lp, "finish_reason": finish}))
             }
         };
         let mut o = Map::new();
@@ -383,7 +401,7 @@ impl Head {
 
     /// The chunk `stream_options.include_usage` asks for: no choices, the usage.
     fn usage_chunk(&self, generated: usize) -> Value {
-        let mut o = self.object(String::new(), &[], None, Some(1));
+        let mut o = self.object(String::new(), &[], &[], None, Some(1));
         o.insert("choices".into(), json!([]));
         o.insert("usage".into(), self.usage(generated));
         Value::Object(o)
@@ -421,25 +439,26 @@ fn finish_reason(f: &Finished, output: &Output) -> &'static str {
 
 /// The whole completion, once done (or at a stop string).
 async fn whole(head: Head, mut rx: UnboundedReceiver<Event>, mut output: Output) -> Response {
-    let (mut text, mut tokens) = (String::new(), Vec::new());
-    let answer = |text: String, tokens: &[i64], finish: &str| {
-        let mut o = head.object(text, tokens, Some(finish), None);
+    let (mut text, mut tokens, mut logged) = (String::new(), Vec::new(), Vec::new());
+    let answer = |text: String, tokens: &[i64], logged: &[logprobs::Entry], finish: &str| {
+        let mut o = head.object(text, tokens, logged, Some(finish), None);
         o.insert("usage".into(), head.usage(tokens.len()));
         axum::Json(Value::Object(o)).into_response()
     };
     while let Some(event) = rx.recv().await {
         match event {
-            Event::Token(t) => {
+            Event::Token(t, lp) => {
                 tokens.push(t);
+                logged.extend(lp.map(|logprobs| logprobs::Entry { token: t, logprobs, offset: output.offset() }));
                 text.push_str(&output.push(t));
                 if output.stopped() {
                     head.stop();
-                    return answer(text, &tokens, "stop");
+                    return answer(text, &tokens, &logged, "stop");
                 }
             }
             Event::Done(f) => {
                 text.push_str(&output.finish());
-                return answer(text, &f.tokens, finish_reason(&f, &output));
+                return answer(text, &f.tokens, &logged, finish_reason(&f, &output));
             }
             Event::Failed(message) => return error(StatusCode::INTERNAL_SERVER_ERROR, "server_error", message),
         }
@@ -475,9 +494,13 @@ fn stream(
             Phase::Done => (Ok(SseEvent::default().data("[DONE]")), Phase::Over),
             Phase::Usage(n) => (data(head.usage_chunk(n)), Phase::Done),
             Phase::Tokens => match rx.recv().await {
-                Some(Event::Token(t)) => {
+                Some(Event::Token(t, lp)) => {
+                    let logged: Vec<logprobs::Entry> = lp
+                        .map(|logprobs| logprobs::Entry { token: t, logprobs, offset: output.offset() })
+                        .into_iter()
+                        .collect();
                     let piece = output.push(t);
-                    let mut o = head.object(piece, &[t], output.stopped().then_some("stop"), Some(sent));
+                    let mut o = head.object(piece, &[t], &logged, output.stopped().then_some("stop"), Some(sent));
                     if !output.stopped() {
                         (data(Value::Object(o)), Phase::Tokens)
                     } else {
@@ -488,7 +511,7 @@ fn stream(
                 }
                 Some(Event::Done(f)) => {
                     let rest = output.finish();
-                    let mut o = head.object(rest, &[], Some(finish_reason(&f, &output)), Some(sent));
+                    let mut o = head.object(rest, &[], &[], Some(finish_reason(&f, &output)), Some(sent));
                     o.insert("usage".into(), head.usage(f.tokens.len()));
                     (data(Value::Object(o)), head.last(f.tokens.len()))
                 }

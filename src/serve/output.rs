@@ -12,6 +12,8 @@ pub(super) struct Output {
     /// Text not sent yet: it may begin a stop string.
     held: String,
     tokens: usize,
+    /// Characters of the text so far, held ones included: where the next token's text starts.
+    chars: usize,
     /// A stop string was found: nothing more is sent.
     stopped: bool,
 }
@@ -19,7 +21,12 @@ pub(super) struct Output {
 impl Output {
     /// An output through `text` (the tokenizer's stream after the prompt), cut at `stops`.
     pub(super) fn new(text: Option<Stream>, stops: Vec<String>) -> Output {
-        Output { text, stops, held: String::new(), tokens: 0, stopped: false }
+        Output { text, stops, held: String::new(), tokens: 0, chars: 0, stopped: false }
+    }
+
+    /// Where the next token's text starts in the completion's, in characters.
+    pub(super) fn offset(&self) -> usize {
+        self.chars
     }
 
     /// Whether a stop string ended the text.
@@ -54,6 +61,7 @@ impl Output {
         if self.stopped {
             return String::new();
         }
+        self.chars += piece.chars().count();
         self.held.push_str(piece);
         if let Some(at) = self.stops.iter().filter_map(|s| self.held.find(s.as_str())).min() {
             self.stopped = true;

@@ -83,17 +83,35 @@ pub(super) fn parse(body: &[u8], reader: &Reader) -> Result<Completion, String> 
         Some(Value::Array(a)) if a.len() == 1 && a[0].is_array() => ids(&a[0], "prompt")?,
         Some(p) => ids(p, "prompt")?,
     };
-    options(o, prompt, reader)
+    let logprobs = match get(o, "logprobs") {
+        None | Some(Value::Bool(false)) => None,
+        Some(v) => Some(top_count(v, "logprobs")?),
+    };
+    options(o, prompt, reader, logprobs)
+}
+
+/// The most likeliest tokens a request may ask the log probabilities of.
+const MAX_TOP_LOGPROBS: u64 = 20;
+
+/// `v` as a count of likeliest tokens (`field` names it).
+fn top_count(v: &Value, field: &str) -> Result<usize, String> {
+    v.as_u64()
+        .filter(|&k| k <= MAX_TOP_LOGPROBS)
+        .map(|k| k as usize)
+        .ok_or(format!("`{field}` must be a whole number from 0 to {MAX_TOP_LOGPROBS}, not {v}"))
+}
+
+/// A field that is not `null`.
+fn get<'a>(o: &'a Map<String, Value>, name: &str) -> Option<&'a Value> {
+    o.get(name).filter(|v| !v.is_null())
 }
 
 /// A field, whether its value asks for nothing, and why another value is refused.
 type Neutral = (&'static str, fn(&Value) -> bool, &'static str);
 
 /// The fields clients send with a value that asks for nothing (what several send by default),
-/// with the values that do and why they are refused: `logprobs` false or 0 asks for none; …
-const NEUTRAL: [Neutral; 5] = [
-    ("logprobs", |v| matches!(v, Value::Bool(false)) || v.as_u64() == Some(0), "log probabilities are not returned"),
-    ("top_logprobs", |v| v.as_u64() == Some(0), "log probabilities are not returned"),
+/// with the values that do and why they are refused: `echo` false asks for nothing; …
+const NEUTRAL: [Neutral; 3] = [
     ("echo", |v| matches!(v, Value::Bool(false)), "`echo` (the prompt in the answer) is not supported: give false"),
     ("best_of", |v| v.as_u64() == Some(1), "`best_of` must be 1: one completion per request"),
     (
@@ -113,7 +131,16 @@ pub(super) fn parse_chat(body: &[u8], reader: &Reader, text: &Text, chat: &Chat)
     if let Some(limit) = o.remove("max_completion_tokens") {
         o.insert("max_tokens".into(), limit);
     }
-    options(o, prompt, reader)
+    let top = get(o, "top_logprobs").map(|v| top_count(v, "top_logprobs")).transpose()?;
+    let logprobs = match get(o, "logprobs") {
+        None | Some(Value::Bool(false)) if top.is_some_and(|k| k > 0) => {
+            return Err("`top_logprobs` needs `\"logprobs\": true`".into());
+        }
+        None | Some(Value::Bool(false)) => None,
+        Some(Value::Bool(true)) => Some(top.unwrap_or(0)),
+        Some(v) => return Err(format!("`logprobs` must be true or false, not {v}")),
+    };
+    options(o, prompt, reader, logprobs)
 }
 
 /// A request's body: a JSON object of the shared fields and the endpoint's `own` only, for
@@ -133,9 +160,14 @@ fn request_object(body: &[u8], model: &str, own: &[&str]) -> Result<Value, Strin
 }
 
 /// The options of a request for `prompt`. A field given as `null` is as if absent.
-fn options(o: &Map<String, Value>, prompt: Vec<i64>, reader: &Reader) -> Result<Completion, String> {
+fn options(
+    o: &Map<String, Value>,
+    prompt: Vec<i64>,
+    reader: &Reader,
+    logprobs: Option<usize>,
+) -> Result<Completion, String> {
     static SEEDS: AtomicU64 = AtomicU64::new(0);
-    let get = |name: &str| o.get(name).filter(|v| !v.is_null());
+    let get = |name: &str| get(o, name);
     for (name, asks_nothing, why) in NEUTRAL {
         if let Some(v) = get(name).filter(|v| !asks_nothing(v)) {
             return Err(format!("`{name}`: {v}: {why}"));
@@ -212,7 +244,8 @@ fn options(o: &Map<String, Value>, prompt: Vec<i64>, reader: &Reader) -> Result<
     };
     let sampling =
         Sampling { temperature, top_k, top_p, min_p, repetition_penalty, presence_penalty, frequency_penalty };
-    Ok(Completion { request: Request { prompt, max_new_tokens, stop, sampling, seed }, stream, stops, include_usage })
+    let request = Request { prompt, max_new_tokens, stop, sampling, logprobs, seed };
+    Ok(Completion { request, stream, stops, include_usage })
 }
 
 /// `stop`: a string or a list of up to 4, none empty; they are matched in the completion's
@@ -285,6 +318,8 @@ mod tests {
         };
         assert_eq!(c.unwrap().request.sampling, expected);
         assert_eq!(parse(br#"{"prompt": [7], "top_k": -1}"#, &PLAIN).unwrap().request.sampling.top_k, 0);
+        assert_eq!(parse(br#"{"prompt": [7], "logprobs": 3}"#, &PLAIN).unwrap().request.logprobs, Some(3));
+        assert_eq!(parse(br#"{"prompt": [7], "logprobs": 0}"#, &PLAIN).unwrap().request.logprobs, Some(0));
         let c = parse(br#"{"prompt": [7], "stream": true, "stream_options": {"include_usage": true}}"#, &PLAIN);
         assert!(c.unwrap().include_usage);
         for (body, message) in [
@@ -295,7 +330,7 @@ mod tests {
             (br#"{"prompt": [1], "top_k": -2}"#, "`top_k` must be a whole number of tokens (0 or -1: all), not -2"),
             (br#"{"prompt": [1], "presence_penalty": 3}"#, "`presence_penalty` must be a number from -2 to 2, not 3"),
             (br#"{"prompt": [1], "repetition_penalty": 0}"#, "`repetition_penalty` must be a number above 0"),
-            (br#"{"prompt": [1], "logprobs": 2}"#, "log probabilities are not returned"),
+            (br#"{"prompt": [1], "logprobs": 21}"#, "`logprobs` must be a whole number from 0 to 20, not 21"),
             (
                 br#"{"prompt": [1], "stream_options": {"continuous": true}}"#,
                 "`stream_options.continuous` is not supported",

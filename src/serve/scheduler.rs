@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use tokio::sync::mpsc::UnboundedSender;
 
-use crate::run::{Batcher, Finished, Request, Session};
+use crate::run::{Batcher, Finished, Logprobs, NewToken, Request, Session};
 
 /// What the handlers hand the scheduler.
 pub(super) enum Job {
@@ -34,8 +34,8 @@ pub(super) enum Job {
 
 /// What the scheduler tells a request's handler.
 pub(super) enum Event {
-    /// A generated token.
-    Token(i64),
+    /// A generated token, with its log probabilities when the request asks for them.
+    Token(i64, Option<Logprobs>),
     /// The request is done.
     Done(Finished),
     /// A call failed: the request is lost (the message says why).
@@ -133,12 +133,13 @@ impl Scheduler<'_> {
         let (batcher, clients, metrics) = (&mut self.batcher, &mut self.clients, self.metrics);
         match batcher.step(session) {
             Ok(stepped) => {
-                for (id, token) in stepped.tokens {
+                for new in stepped.tokens {
+                    let id = new.request;
                     let Some(c) = clients.get_mut(&id) else { continue };
                     // Its text reached a stop string (complete), or its client went away.
                     let outcome = if c.stopped.load(Ordering::SeqCst) {
                         &metrics.completed
-                    } else if !sent_token(c, token, metrics) {
+                    } else if !sent_token(c, new, metrics) {
                         &metrics.cancelled
                     } else {
                         continue;
@@ -194,8 +195,8 @@ fn take(
     metrics.waiting.store(batcher.waiting(), Ordering::Relaxed);
 }
 
-/// Sends `token` to `c`, timing it; false when its handler is gone.
-fn sent_token(c: &mut Client, token: i64, metrics: &Metrics) -> bool {
+/// Sends `new` to `c`, timing it; false when its handler is gone.
+fn sent_token(c: &mut Client, new: NewToken, metrics: &Metrics) -> bool {
     let now = Instant::now();
     let (elapsed, sum, count) = match c.last_token {
         None => (now - c.accepted, &metrics.first_token_us, &metrics.first_tokens),
@@ -205,7 +206,7 @@ fn sent_token(c: &mut Client, token: i64, metrics: &Metrics) -> bool {
     count.fetch_add(1, Ordering::Relaxed);
     c.last_token = Some(now);
     metrics.generated_tokens.fetch_add(1, Ordering::Relaxed);
-    c.events.send(Event::Token(token)).is_ok()
+    c.events.send(Event::Token(new.token, new.logprobs)).is_ok()
 }
 
 /// A request left: counted under `outcome`, no longer outstanding.

@@ -55,6 +55,14 @@ impl Text {
         self.tokenizer.token_to_id(token).map(i64::from)
     }
 
+    /// The text of token `id` alone, special tokens included; `None` for an id the tokenizer
+    /// lacks.
+    pub(super) fn token_text(&self, id: i64) -> Option<String> {
+        let id = u32::try_from(id).ok()?;
+        self.tokenizer.id_to_token(id)?;
+        self.tokenizer.decode(&[id], false).ok()
+    }
+
     fn decode(&self, ids: &[u32]) -> String {
         self.tokenizer.decode(ids, true).unwrap_or_default()
     }

@@ -35,6 +35,7 @@ fn encoder_decoder_requests_are_served_one_after_another() {
         max_new_tokens: n,
         stop: Vec::new(),
         sampling: crate::run::Sampling::GREEDY,
+        logprobs: None,
         seed: 0,
     };
     let ids: Vec<u64> = cases.iter().map(|(p, _)| batcher.submit(request(ints(p), 12)).expect("fits")).collect();
@@ -92,6 +93,7 @@ fn row_requests(model: &str, n: impl Fn(usize) -> usize) -> (Vec<crate::run::Req
             max_new_tokens: n(i),
             stop: Vec::new(),
             sampling: crate::run::Sampling::GREEDY,
+            logprobs: None,
             seed: 0,
         })
         .collect();
