@@ -14,8 +14,10 @@ use melior::ir::block::BlockLike;
 use melior::ir::operation::{Operation, OperationBuilder};
 use melior::ir::{Block, Identifier, Location, Region, RegionLike, Value};
 use melior::Context;
-use torchtpu_passes::ir::{Composite, Graph, NodeId, ValueRef};
+use torchtpu_passes::ir::ops::Softmax;
+use torchtpu_passes::ir::{Composite, Graph, NodeId, Op, ValueRef};
 
+use super::attention::{self, Attention, DEFAULT_BLOCK};
 use super::builder::{static_dims, Builder, LowerResult};
 use super::{emit_node, mlir_type, node_location, type_text, Arg, EmitOptions};
 
@@ -27,7 +29,7 @@ pub(super) struct Group {
     pub nodes: Vec<NodeId>,
     pub operands: Vec<ValueRef>,
     /// An attention lowered blocked (see `attention`), whose operands are the plan's.
-    blocked: Option<super::attention::Plan>,
+    blocked: Option<attention::Plan>,
 }
 
 impl Group {
@@ -85,7 +87,8 @@ pub(super) fn groups(graph: &Graph, order: &[NodeId], opts: &EmitOptions) -> BTr
                 }
             }
             let mut group = Group { composite, nodes, operands, blocked: None };
-            if let Some(plan) = super::attention::plan(graph, &group, opts) {
+            let plan = group.is_sdpa().then(|| attention::plan(graph, &group.nodes, &group.operands, opts)).flatten();
+            if let Some(plan) = plan {
                 group.operands = plan.operands.clone();
                 group.blocked = Some(plan);
             }
@@ -178,7 +181,7 @@ fn lower_blocked<'c>(
     block: &Block<'c>,
     graph: &Graph,
     group: &Group,
-    plan: &super::attention::Plan,
+    plan: &attention::Plan,
     opts: &EmitOptions,
 ) -> LowerResult<()> {
     let root = graph.node(group.root());
@@ -189,11 +192,87 @@ fn lower_blocked<'c>(
         .enumerate()
         .map(|(i, v)| Ok((Value::from(block.argument(i).map_err(|e| format!("internal: {e}"))?), graph.value_type(*v))))
         .collect::<LowerResult<Vec<_>>>()?;
-    let out = super::attention::lower(&b, plan, &args, opts).map_err(|e| format!("node `{}`: {e}", root.name))?;
+    let out = attention::lower(&b, plan, &args, opts).map_err(|e| format!("node `{}`: {e}", root.name))?;
     let ret = OperationBuilder::new("func.return", Location::unknown(ctx))
         .add_operands(&[out])
         .build()
         .map_err(|e| format!("internal: {e}"))?;
     block.append_operation(ret);
     Ok(())
+}
+
+/// With `--attention blocked`: one line per attention of `graph` that stays naive, naming its
+/// softmax and saying why. An attention is a softmax between two `bmm`s (through views,
+/// conversions and element-wise ops); the router softmax of an MoE is none.
+pub(crate) fn naive_attentions(graph: &Graph, opts: &EmitOptions) -> Vec<String> {
+    if opts.attention != Attention::Blocked {
+        return Vec::new();
+    }
+    let Ok(order) = graph.topo_order() else { return Vec::new() };
+    let groups = groups(graph, &order, opts);
+    let grouped: BTreeMap<NodeId, bool> =
+        groups.values().flat_map(|g| g.nodes.iter().map(move |&n| (n, g.is_blocked()))).collect();
+    let mut lines = Vec::new();
+    for &id in &order {
+        let node = graph.node(id);
+        if !matches!(node.op, Op::Softmax(Softmax { log: false, .. })) {
+            continue;
+        }
+        let keys = graph.inputs(id).first().and_then(|v| graph.value_type(*v).dims.last()?.as_static());
+        let one_block = keys.is_some_and(|k| k <= opts.attention_block.unwrap_or(DEFAULT_BLOCK));
+        let why = match grouped.get(&id) {
+            Some(true) => continue,
+            Some(false) if one_block => continue,
+            Some(false) => {
+                "its ops between the two products do not all work key by key, or its keys do not split \
+                            into blocks"
+            }
+            None if !between_products(graph, id) => continue,
+            None if graph.users(id).len() > 1 => {
+                "its probabilities are also read outside it (a training graph's backward keeps them): the \
+                 backward of attention is not blocked"
+            }
+            None => "its ops are not one chain (`bmm`, element-wise ops, softmax, `bmm`) the `sdpa` pass marks",
+        };
+        lines.push(format!("attention at node `{}` stays naive: {why}", node.name));
+    }
+    lines
+}
+
+/// Whether softmax `id` reads a `bmm` and feeds one, each within a few views, conversions or
+/// element-wise ops.
+fn between_products(graph: &Graph, id: NodeId) -> bool {
+    let passes_on = |op: &Op| {
+        matches!(
+            op,
+            Op::View(_) | Op::Convert(_) | Op::Identity(_) | Op::Binary(_) | Op::Where(_) | Op::Cat(_) | Op::Slice(_)
+        )
+    };
+    let reads = |from: NodeId| {
+        let mut frontier = vec![(from, 0)];
+        while let Some((at, depth)) = frontier.pop() {
+            for input in graph.inputs(at) {
+                match &graph.node(input.node).op {
+                    Op::Bmm(_) => return true,
+                    op if passes_on(op) && depth < 8 => frontier.push((input.node, depth + 1)),
+                    _ => {}
+                }
+            }
+        }
+        false
+    };
+    let feeds = |from: NodeId| {
+        let mut frontier = vec![(from, 0)];
+        while let Some((at, depth)) = frontier.pop() {
+            for (user, _, _) in graph.users(at) {
+                match &graph.node(user).op {
+                    Op::Bmm(_) => return true,
+                    op if passes_on(op) && depth < 8 => frontier.push((user, depth + 1)),
+                    _ => {}
+                }
+            }
+        }
+        false
+    };
+    reads(id) && feeds(id)
 }

@@ -54,8 +54,9 @@ use melior::Context;
 use thiserror::Error;
 use torchtpu_passes::ir::{DType, Dim, Graph, Node, NodeId, Op, Scalar, TensorType, ValueRef};
 
-pub(crate) use attention::{naive_attentions, Attention};
+pub(crate) use attention::Attention;
 use builder::{static_dims, static_list, tensor_type_text, Builder, LowerResult};
+pub(crate) use composite::naive_attentions;
 
 pub use torchtpu_passes::ir::Precision;
 

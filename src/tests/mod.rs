@@ -7,6 +7,7 @@ mod bad_input;
 mod batching;
 #[cfg(feature = "mlir")]
 mod cache;
+mod circles;
 #[cfg(feature = "mlir")]
 mod docs;
 #[cfg(feature = "mlir")]

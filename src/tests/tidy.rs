@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-fn files_under(dir: &Path, ext: &str, out: &mut Vec<PathBuf>) {
+pub(super) fn files_under(dir: &Path, ext: &str, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
@@ -16,7 +16,7 @@ fn files_under(dir: &Path, ext: &str, out: &mut Vec<PathBuf>) {
     }
 }
 
-fn workspace() -> PathBuf {
+pub(super) fn workspace() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 

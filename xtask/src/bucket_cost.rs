@@ -6,7 +6,7 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 
-use crate::measure::{json, measure};
+use crate::measuring::{json, measure};
 
 /// A model, the `--buckets` keys of its dynamic dims, and real sizes (one value per key).
 type Case = (&'static str, &'static [&'static str], &'static [&'static [i64]]);

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
 
-use crate::measure::{bench_model, measure, median, Measured};
+use crate::measuring::{bench_model, measure, median, Measured};
 use crate::path_str;
 
 const MIB: f64 = 1024.0 * 1024.0;

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 
-use crate::measure::{bench_model, measure, median, Measured};
+use crate::measuring::{bench_model, measure, median, Measured};
 use crate::{path_str, root, run};
 
 const MIB: f64 = 1024.0 * 1024.0;

@@ -9,7 +9,7 @@ use std::path::Path;
 use anyhow::{bail, Result};
 use serde_json::Value;
 
-use crate::measure::{bench_model, json, measure, Measured};
+use crate::measuring::{bench_model, json, measure, Measured};
 use crate::{path_str, root};
 
 /// Prompt lengths (each compiled as its own bucket, so that one that does not fit leaves the
@@ -106,7 +106,7 @@ fn cpu_table(bin: &Path, tmp: &Path) -> Result<()> {
                 let r = measure(bin, &["run", &art, &input, "--out-dir", &out, "--format", "json"])?;
                 runs.push(json(&r, "run")?["run_ms"].as_f64().unwrap_or(f64::NAN));
             }
-            row.push(crate::measure::median(runs) * 1e3 / len as f64);
+            row.push(crate::measuring::median(runs) * 1e3 / len as f64);
         }
         per_token.push(row);
     }

@@ -9,6 +9,7 @@ mod cold_compile;
 mod large;
 mod long_context;
 mod measure;
+mod measuring;
 mod serve_bench;
 mod setup;
 

@@ -8,54 +8,8 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
 
+use crate::measuring::{bench_model, json, measure, median};
 use crate::{root, run};
-
-/// One finished process: wall time, CPU time, peak resident memory, exit status, stdout.
-pub(crate) struct Measured {
-    pub secs: f64,
-    /// User and system CPU time of the process, all its threads (not the kernel's own
-    /// threads, such as those that write dirty pages back to disk).
-    pub cpu_secs: f64,
-    pub max_rss_mib: f64,
-    pub ok: bool,
-    pub stdout: String,
-    pub stderr: String,
-}
-
-/// Runs `bin args…` and measures it with `wait4` (peak RSS of exactly that child).
-pub(crate) fn measure(bin: &Path, args: &[&str]) -> Result<Measured> {
-    use std::io::Read;
-    let start = Instant::now();
-    let mut child = Command::new(bin)
-        .args(args)
-        .current_dir(root())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("cannot start {}", bin.display()))?;
-    let (mut stdout, mut stderr) = (String::new(), String::new());
-    child.stdout.take().context("stdout")?.read_to_string(&mut stdout)?;
-    child.stderr.take().context("stderr")?.read_to_string(&mut stderr)?;
-    let mut status = 0;
-    // SAFETY: rusage is plain data; wait4 fills it for the child we spawned and reap here.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let pid = child.id() as libc::pid_t;
-    // SAFETY: `pid` is our un-reaped child; the pointers are valid for the call.
-    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    if r != pid {
-        bail!("wait4 failed for {}", bin.display());
-    }
-    let ok = libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
-    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    Ok(Measured {
-        secs: start.elapsed().as_secs_f64(),
-        cpu_secs: secs(usage.ru_utime) + secs(usage.ru_stime),
-        max_rss_mib: usage.ru_maxrss as f64 / 1024.0,
-        ok,
-        stdout,
-        stderr,
-    })
-}
 
 /// The release binary, built; `$TORCHTPU_BENCH_BINARY` names another one to measure instead.
 fn release_binary() -> Result<PathBuf> {
@@ -78,13 +32,6 @@ fn models() -> Result<Vec<String>> {
 fn inputs(model: &str) -> Vec<String> {
     let dir = root().join("testdata/models").join(model);
     (0..).map(|i| dir.join(format!("in_{i}.npy"))).take_while(|p| p.exists()).map(|p| p.display().to_string()).collect()
-}
-
-pub(crate) fn json(m: &Measured, what: &str) -> Result<Value> {
-    if !m.ok {
-        bail!("{what} failed:\n{}", m.stderr);
-    }
-    serde_json::from_str(&m.stdout).with_context(|| format!("{what}: not JSON"))
 }
 
 /// Compile + run one model against its references: (ops, compile ms, run ms, abs, rel, ok).
@@ -154,11 +101,6 @@ pub fn parity() -> Result<()> {
     let table = std::fs::read_to_string(root().join("docs/ops.md"))?;
     println!("{}", table.lines().last().unwrap_or_default());
     Ok(())
-}
-
-pub(crate) fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 /// A benchmark section: it runs the release binary, writing under the scratch folder.
@@ -245,18 +187,6 @@ fn model_table(bin: &Path, tmp: &Path) -> Result<()> {
     println!("emit: whole process of `compile --emit stablehlo`; floor: `inspect` (open the archive, parse its JSON, build the IR)");
     println!("compile: XLA CPU compile inside `compile`; run: execute + copy back inside `run` (plugin load excluded)");
     Ok(())
-}
-
-/// A benchmark-only model of testdata/gen.py's `BENCH_MODELS`, generated into the set-up
-/// folder on first use (it needs the generator's torch venv).
-pub(crate) fn bench_model(name: &str) -> Result<PathBuf> {
-    let path = crate::setup::setup_dir().join(format!("bench/{name}.pt2"));
-    if !path.exists() {
-        let python = crate::testdata_python()?;
-        let out = path.parent().context("bench folder")?;
-        run(crate::path_str(&python)?, &["testdata/gen.py", "--out", crate::path_str(out)?, name], &[])?;
-    }
-    Ok(path)
 }
 
 /// Compile time of an average pool whose divisor varies at the borders

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 
-use crate::measure::{bench_model, measure};
+use crate::measuring::{bench_model, measure};
 
 /// Concurrent clients, requests per client, tokens per request.
 const CLIENTS: usize = 8;

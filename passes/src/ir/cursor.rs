@@ -1,13 +1,55 @@
-//! The parser's cursor over one line: tokens, values, types, symbolic dims, scalars and
-//! quoted strings.
+//! The printed form's tokens: the parser's cursor over one line (tokens, values, types,
+//! symbolic dims, scalars and quoted strings), and the few spellings that printing and reading
+//! share (quoted strings, enum variants by their serde names). Below the op definitions, the
+//! printer and the parser, which all read or write tokens.
 
-use serde::Deserialize;
+use std::fmt::Write as _;
 
-use super::MAX_DEPTH;
+use serde::de::value::{Error as SerdeError, StrDeserializer};
+use serde::de::IntoDeserializer;
+use serde::{Deserialize, Serialize};
+
 use crate::ir::op::WeightRecipe;
-use crate::ir::ops::by_name;
 use crate::ir::sym::SymExpr;
 use crate::ir::types::{DType, Dim, Scalar, TensorType};
+
+/// The deepest nesting of parentheses in a symbolic expression, or of derived-weight recipes.
+pub(crate) const MAX_DEPTH: usize = 64;
+
+/// `s` in double quotes, with `\\`, `"` and control characters escaped.
+pub(crate) fn quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => {
+                let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// A variant of a unit-only enum by its serde (snake_case) name.
+pub(crate) fn by_name<'a, T: Deserialize<'a>>(name: &'a str) -> Option<T> {
+    let d: StrDeserializer<'a, SerdeError> = name.into_deserializer();
+    T::deserialize(d).ok()
+}
+
+/// The serde (snake_case) name of a unit variant: `LogicalNot` is `logical_not`.
+pub(crate) fn serde_name<T: Serialize>(v: &T) -> String {
+    match serde_json::to_value(v) {
+        Ok(serde_json::Value::String(s)) => s,
+        _ => "?".to_string(),
+    }
+}
 
 /// The unread rest of one line.
 pub(crate) struct Cursor<'a> {

@@ -1,6 +1,7 @@
 //! The graph IR: typed nodes over a private petgraph `StableDiGraph`.
 
 pub mod builder;
+mod cursor;
 mod graph;
 mod node;
 mod op;

@@ -35,6 +35,7 @@ use crate::ir::ops::{Binary, Unsupported, Where};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
+use super::cursor::quote;
 use super::graph::{Graph, OutputKind};
 use super::node::{NodeId, ValueRef};
 use super::op::{InputKind, Operand, WeightRecipe};
@@ -119,27 +120,6 @@ fn print_node(out: &mut String, graph: &Graph, id: NodeId, value: &dyn Fn(&Value
             let _ = writeln!(out, "    {line}");
         }
     }
-}
-
-/// `s` in double quotes, with `\\`, `"` and control characters escaped.
-pub(super) fn quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if c.is_control() => {
-                let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 /// Names print as they are, unless reading them back would need quotes.

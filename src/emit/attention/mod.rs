@@ -46,7 +46,6 @@ use torchtpu_passes::ir::ops::{Binary, Softmax, View, Where};
 use torchtpu_passes::ir::{BinaryOp, DType, Dim, Graph, Node, NodeId, Op, Operand, Scalar, TensorType, ValueRef};
 
 use super::builder::{accumulation_dtype, static_dims};
-use super::composite::Group;
 use super::EmitOptions;
 pub(super) use lower::lower;
 use operands::{masks_in_the_loop, Cut};
@@ -121,12 +120,12 @@ pub(super) struct Plan {
     sink: Option<usize>,
 }
 
-/// The blocked form of `group` when the options ask for it and it applies; `None`: naive.
-pub(super) fn plan(graph: &Graph, group: &Group, opts: &EmitOptions) -> Option<Plan> {
-    if !group.is_sdpa() || opts.attention == Attention::Naive {
+/// The blocked form of the attention marked by the `sdpa` pass as `nodes` (in topological
+/// order) reading `operands`, when the options ask for it and it applies; `None`: naive.
+pub(super) fn plan(graph: &Graph, nodes: &[NodeId], operands: &[ValueRef], opts: &EmitOptions) -> Option<Plan> {
+    if opts.attention == Attention::Naive {
         return None;
     }
-    let nodes = &group.nodes;
     let at = nodes.iter().position(|&id| matches!(graph.node(id).op, Op::Softmax(Softmax { log: false, .. })))?;
     let softmax = graph.node(nodes[at]);
     let Op::Softmax(Softmax { dim, safe, .. }) = softmax.op else { return None };
@@ -165,7 +164,7 @@ pub(super) fn plan(graph: &Graph, group: &Group, opts: &EmitOptions) -> Option<P
         return None;
     }
     let Cut { operands, cuts, expanded, key_dims } =
-        masks_in_the_loop(graph, &group.operands, &cuts(graph, group, keys)?, keys)?;
+        masks_in_the_loop(graph, operands, &cuts(graph, nodes, operands, keys)?, keys)?;
     let after = &nodes[probs_at + 1..];
     if !after[..after.len() - 1].iter().all(|&id| commutes_with_division(&graph.node(id).op)) {
         return None;
@@ -229,12 +228,12 @@ fn is_zero(o: &Operand) -> bool {
 /// right side) along its last dim, `V` (the last `bmm`'s right side) along its rows, an operand
 /// of the ops between along its last dim when that is the keys (a mask) and whole when it is 1
 /// (broadcast over them); `Q` whole. `None` when an operand plays two parts or has another shape.
-fn cuts(graph: &Graph, group: &Group, keys: i64) -> Option<Vec<Option<usize>>> {
-    let (first, last) = (group.nodes[0], *group.nodes.last()?);
+fn cuts(graph: &Graph, nodes: &[NodeId], operands: &[ValueRef], keys: i64) -> Option<Vec<Option<usize>>> {
+    let (first, last) = (*nodes.first()?, *nodes.last()?);
     let mut cuts: BTreeMap<usize, Option<usize>> = BTreeMap::new();
-    for &id in &group.nodes {
+    for &id in nodes {
         for (slot, v) in graph.inputs(id).iter().enumerate() {
-            let Some(k) = group.operands.iter().position(|o| o == v) else { continue };
+            let Some(k) = operands.iter().position(|o| o == v) else { continue };
             let dims = static_dims(graph.value_type(*v)).ok()?;
             let cut = match (id, slot) {
                 (id, 0) if id == first => None,
@@ -253,7 +252,7 @@ fn cuts(graph: &Graph, group: &Group, keys: i64) -> Option<Vec<Option<usize>>> {
             }
         }
     }
-    (0..group.operands.len()).map(|k| cuts.get(&k).copied()).collect()
+    (0..operands.len()).map(|k| cuts.get(&k).copied()).collect()
 }
 
 /// The element count of a static type (`i64::MAX` for a symbolic or overflowing one).
@@ -358,80 +357,4 @@ impl Part<'_> {
         b.reads.push(k);
         Some(input)
     }
-}
-
-/// With `--attention blocked`: one line per attention of `graph` that stays naive, naming its
-/// softmax and saying why. An attention is a softmax between two `bmm`s (through views,
-/// conversions and element-wise ops); the router softmax of an MoE is none.
-pub(crate) fn naive_attentions(graph: &Graph, opts: &EmitOptions) -> Vec<String> {
-    if opts.attention != Attention::Blocked {
-        return Vec::new();
-    }
-    let Ok(order) = graph.topo_order() else { return Vec::new() };
-    let groups = super::composite::groups(graph, &order, opts);
-    let grouped: BTreeMap<NodeId, bool> =
-        groups.values().flat_map(|g| g.nodes.iter().map(move |&n| (n, g.is_blocked()))).collect();
-    let mut lines = Vec::new();
-    for &id in &order {
-        let node = graph.node(id);
-        if !matches!(node.op, Op::Softmax(Softmax { log: false, .. })) {
-            continue;
-        }
-        let keys = graph.inputs(id).first().and_then(|v| graph.value_type(*v).dims.last()?.as_static());
-        let one_block = keys.is_some_and(|k| k <= opts.attention_block.unwrap_or(DEFAULT_BLOCK));
-        let why = match grouped.get(&id) {
-            Some(true) => continue,
-            Some(false) if one_block => continue,
-            Some(false) => {
-                "its ops between the two products do not all work key by key, or its keys do not split \
-                            into blocks"
-            }
-            None if !between_products(graph, id) => continue,
-            None if graph.users(id).len() > 1 => {
-                "its probabilities are also read outside it (a training graph's backward keeps them): the \
-                 backward of attention is not blocked"
-            }
-            None => "its ops are not one chain (`bmm`, element-wise ops, softmax, `bmm`) the `sdpa` pass marks",
-        };
-        lines.push(format!("attention at node `{}` stays naive: {why}", node.name));
-    }
-    lines
-}
-
-/// Whether softmax `id` reads a `bmm` and feeds one, each within a few views, conversions or
-/// element-wise ops.
-fn between_products(graph: &Graph, id: NodeId) -> bool {
-    let passes_on = |op: &Op| {
-        matches!(
-            op,
-            Op::View(_) | Op::Convert(_) | Op::Identity(_) | Op::Binary(_) | Op::Where(_) | Op::Cat(_) | Op::Slice(_)
-        )
-    };
-    let reads = |from: NodeId| {
-        let mut frontier = vec![(from, 0)];
-        while let Some((at, depth)) = frontier.pop() {
-            for input in graph.inputs(at) {
-                match &graph.node(input.node).op {
-                    Op::Bmm(_) => return true,
-                    op if passes_on(op) && depth < 8 => frontier.push((input.node, depth + 1)),
-                    _ => {}
-                }
-            }
-        }
-        false
-    };
-    let feeds = |from: NodeId| {
-        let mut frontier = vec![(from, 0)];
-        while let Some((at, depth)) = frontier.pop() {
-            for (user, _, _) in graph.users(at) {
-                match &graph.node(user).op {
-                    Op::Bmm(_) => return true,
-                    op if passes_on(op) && depth < 8 => frontier.push((user, depth + 1)),
-                    _ => {}
-                }
-            }
-        }
-        false
-    };
-    reads(id) && feeds(id)
 }

@@ -2,13 +2,9 @@
 //! the few attributes with a form of their own (the codec modules), the reader of a node's
 //! `{key=value, …}` block, and the [`op!`] declaration that puts them together per op.
 
-use serde::de::value::{Error as SerdeError, StrDeserializer};
-use serde::de::IntoDeserializer;
-use serde::{Deserialize, Serialize};
-
+pub(crate) use crate::ir::cursor::{by_name, serde_name};
+use crate::ir::cursor::{quote, Cursor};
 use crate::ir::op::{BagMode, GridPadding, Interpolation, ScatterReduce};
-use crate::ir::parse::cursor::Cursor;
-use crate::ir::print::quote;
 use crate::ir::types::{DType, Dim, Scalar};
 
 /// Declares an op's struct with its printed name and attributes (see the module doc of
@@ -165,20 +161,6 @@ pub(crate) trait Attr: Sized {
     fn show(&self) -> String;
     /// The value read back from what [`Attr::show`] printed.
     fn read(c: &mut Cursor<'_>) -> Result<Self, String>;
-}
-
-/// A variant of a unit-only enum by its serde (snake_case) name.
-pub(crate) fn by_name<'a, T: Deserialize<'a>>(name: &'a str) -> Option<T> {
-    let d: StrDeserializer<'a, SerdeError> = name.into_deserializer();
-    T::deserialize(d).ok()
-}
-
-/// The serde (snake_case) name of a unit variant: `LogicalNot` is `logical_not`.
-pub(crate) fn serde_name<T: Serialize>(v: &T) -> String {
-    match serde_json::to_value(v) {
-        Ok(serde_json::Value::String(s)) => s,
-        _ => "?".to_string(),
-    }
 }
 
 /// True when `v` is its type's default (an optional attribute left out).

@@ -53,7 +53,7 @@ pub use nn::*;
 pub use reduce::*;
 pub use shape::*;
 
-pub(crate) use attr::{by_name, serde_name, AttrReader};
+pub(crate) use attr::{serde_name, AttrReader};
 pub use padding::{Padding, PaddingRule};
 pub use rule::{same_dim, Along, Arity, Expected, RuleResult};
 

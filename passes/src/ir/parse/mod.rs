@@ -30,10 +30,9 @@
 //! the result numbers them as the text does. The inputs' calling order is not printed: weights
 //! come first, then the other inputs, each in text order (the order the importer and the
 //! passes give them). Regions nest at most `MAX_REGION_DEPTH` deep, parenthesized expressions
-//! and derived-weight recipes at most [`MAX_DEPTH`], so hostile input cannot overflow the
+//! and derived-weight recipes at most [`MAX_DEPTH`](super::cursor::MAX_DEPTH), so hostile input cannot overflow the
 //! stack.
 
-pub(crate) mod cursor;
 #[cfg(test)]
 mod tests;
 
@@ -41,17 +40,13 @@ use std::collections::BTreeMap;
 
 use thiserror::Error;
 
-use cursor::Cursor;
-
+use super::cursor::Cursor;
 use super::graph::{Graph, OutputKind};
 use super::node::{Composite, Node, NodeId, ValueRef, COMPOSITES};
 use super::op::InputKind;
 use super::ops::{AttrReader, Op, Region, Unsupported, MAX_REGION_DEPTH};
 use super::sharding::{Mesh, MeshAxis, Sharding};
 use super::types::{Bounds, Precision, Scalar};
-
-/// The deepest nesting of parentheses in a symbolic expression, or of derived-weight recipes.
-const MAX_DEPTH: usize = 64;
 
 /// Why a text is not a printed graph.
 #[derive(Debug, Error, PartialEq, Eq)]
