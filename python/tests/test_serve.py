@@ -277,6 +277,35 @@ def test_log_probabilities_in_both_apis(rows):
         server.stop()
 
 
+def test_several_choices_each_as_their_own_request(rows):
+    """`n` choices are `n` requests of the same prompt, choice `i` seeded `seed + i`: whole or
+    streamed (each chunk naming its choice), each equals that request alone."""
+    prompts, eager = requests_and_tokens()
+    server = Server(rows)
+    try:
+        greedy = {"prompt": prompts[3], "max_tokens": 16, "temperature": 0, "n": 3}
+        answer = json.loads(server.post(greedy)[1])
+        assert [c["index"] for c in answer["choices"]] == [0, 1, 2]
+        assert all(c["token_ids"] == eager[3] for c in answer["choices"]), answer
+        assert answer["usage"]["completion_tokens"] == 48
+        sampled = {"prompt": prompts[3], "max_tokens": 16, "temperature": 1.0, "seed": 5}
+        alone = [json.loads(server.post({**sampled, "seed": 5 + i})[1])["choices"][0]["token_ids"] for i in range(2)]
+        both = json.loads(server.post({**sampled, "n": 2})[1])["choices"]
+        assert [c["token_ids"] for c in both] == alone, (both, alone)
+        streamed = {**sampled, "n": 2, "stream": True, "stream_options": {"include_usage": True}}
+        parts, done = chunks(server.post(streamed)[1])
+        by_index = {0: [], 1: []}
+        for p in parts[:-1]:
+            assert len(p["choices"]) == 1
+            by_index[p["choices"][0]["index"]] += p["choices"][0]["token_ids"]
+        assert done and [by_index[0], by_index[1]] == alone
+        assert parts[-1]["choices"] == [] and parts[-1]["usage"]["completion_tokens"] == 32
+        status, text = server.post({**greedy, "n": 17})
+        assert status == 400 and "`n` must be from 1 to 16" in text, text
+    finally:
+        server.stop()
+
+
 def test_a_body_over_the_limit_gets_413_in_the_apis_shape(rows):
     server = Server(rows, "max_body_bytes=4096")
     try:

@@ -23,6 +23,7 @@
 //! over the limit (`max_body_bytes`) gets 413, in the same JSON error shape as every refusal,
 //! and counts as invalid.
 
+mod answer;
 mod chat;
 mod eos;
 mod logprobs;
@@ -31,7 +32,6 @@ mod request;
 mod scheduler;
 mod text;
 
-use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -42,19 +42,19 @@ use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{header, StatusCode};
-use axum::response::sse::{Event as SseEvent, Sse};
+use axum::response::sse::Sse;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
-use serde_json::{json, Map, Value};
-use tokio::sync::mpsc::UnboundedReceiver;
+use serde_json::{json, Value};
 
-use crate::run::{Batcher, Finished, Session};
+use crate::run::{Batcher, Session};
 use crate::Error;
+use answer::{Choice, Head};
 use chat::Chat;
 use output::Output;
 use request::{parse, parse_chat, Completion, Reader};
-use scheduler::{Event, Job, Metrics};
+use scheduler::{Job, Metrics};
 use text::Text;
 
 /// How to serve.
@@ -255,20 +255,35 @@ async fn respond(shared: &Shared, parsed: Result<Completion, String>, chat: bool
             return error(StatusCode::BAD_REQUEST, "invalid_request_error", message);
         }
     };
-    if m.outstanding.fetch_add(1, Ordering::SeqCst) >= shared.limit {
-        m.outstanding.fetch_sub(1, Ordering::SeqCst);
+    let n = completion.n;
+    if n > shared.limit {
+        m.invalid.fetch_add(1, Ordering::Relaxed);
+        let message = format!("`n` is {n}, more than the {} requests this server holds at once", shared.limit);
+        return error(StatusCode::BAD_REQUEST, "invalid_request_error", message);
+    }
+    if m.outstanding.fetch_add(n, Ordering::SeqCst) + n > shared.limit {
+        m.outstanding.fetch_sub(n, Ordering::SeqCst);
         m.rejected.fetch_add(1, Ordering::Relaxed);
         let message = format!("{} requests are in flight, the most this server takes; try again later", shared.limit);
         return error(StatusCode::TOO_MANY_REQUESTS, "overloaded", message);
     }
-    let (events, rx) = tokio::sync::mpsc::unbounded_channel();
     let prompt = completion.request.prompt.clone();
-    let stopped = Arc::new(AtomicBool::new(false));
     let logprobs = completion.request.logprobs.is_some();
-    let job = Job::Request { request: completion.request, events, accepted: Instant::now(), stopped: stopped.clone() };
-    if !shared.hand(job) {
-        m.outstanding.fetch_sub(1, Ordering::SeqCst);
-        return error(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "the server is shutting down".into());
+    // Each choice is a request of its own, with a seed of its own.
+    let mut choices = Vec::with_capacity(n);
+    for i in 0..n {
+        let mut request = completion.request.clone();
+        request.seed = request.seed.wrapping_add(i as u64);
+        let (events, rx) = tokio::sync::mpsc::unbounded_channel();
+        let stopped = Arc::new(AtomicBool::new(false));
+        let job = Job::Request { request, events, accepted: Instant::now(), stopped: stopped.clone() };
+        if !shared.hand(job) {
+            // Those handed over are the scheduler's to count; the others never were.
+            m.outstanding.fetch_sub(n - i, Ordering::SeqCst);
+            return error(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "the server is shutting down".into());
+        }
+        let output = Output::new(shared.text.as_ref().map(|t| t.stream(&prompt)), completion.stops.clone());
+        choices.push(Choice { rx, output, stopped });
     }
     let head = Head {
         id: format!("{}-{}", if chat { "chatcmpl" } else { "cmpl" }, shared.next_id.fetch_add(1, Ordering::Relaxed)),
@@ -276,16 +291,14 @@ async fn respond(shared: &Shared, parsed: Result<Completion, String>, chat: bool
         created: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
         model: shared.model.clone(),
         prompt_tokens: prompt.len(),
-        stopped,
         include_usage: completion.include_usage,
         logprobs,
         text: shared.text.clone(),
     };
-    let output = Output::new(shared.text.as_ref().map(|t| t.stream(&prompt)), completion.stops);
     if completion.stream {
-        return Sse::new(stream(head, rx, output)).into_response();
+        return Sse::new(answer::stream(head, choices)).into_response();
     }
-    whole(head, rx, output).await
+    answer::whole(head, choices).await
 }
 
 impl Shared {
@@ -338,189 +351,6 @@ async fn swap_weights(State(shared): State<Arc<Shared>>, body: Result<Bytes, Byt
         Ok(Err(message)) => error(StatusCode::BAD_REQUEST, "invalid_request_error", message),
         Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "server_error", "the scheduler stopped".into()),
     }
-}
-
-/// What every response and chunk of one completion repeats.
-struct Head {
-    id: String,
-    /// Answered as a chat completion (a message, or a delta per chunk).
-    chat: bool,
-    created: u64,
-    model: String,
-    prompt_tokens: usize,
-    /// Set when a stop string ends the completion: the scheduler frees its slot.
-    stopped: Arc<AtomicBool>,
-    /// Streamed: end with a chunk of the usage alone (`stream_options.include_usage`).
-    include_usage: bool,
-    /// The request asked for log probabilities.
-    logprobs: bool,
-    /// The tokenizer, for the text of each token whose log probability is given.
-    text: Option<Arc<Text>>,
-}
-
-impl Head {
-    /// The answer of `text`, the text of the tokens `ids` (with the log probabilities of
-    /// `logged` when asked for): whole, or chunk `chunk` of a stream (a chat stream names the
-    /// assistant's role in its first delta).
-    fn object(
-        &self,
-        text: String,
-        ids: &[i64],
-        logged: &[logprobs::Entry],
-        finish: Option<&str>,
-        chunk: Option<usize>,
-    ) -> Map<String, Value> {
-        let lp = match (self.logprobs, self.chat) {
-            (false, _) => Value::Null,
-            (true, false) => logprobs::completion(logged, self.text.as_deref()),
-            (true, true) => logprobs::chat(logged, self.text.as_deref()),
-        };
-        let (object, choice) = match (self.chat, chunk) {
-            (false, _) => (
-                "text_completion",
-                json!({"index": 0, "text": text, "token_ids": ids, "logprobs": lp, "finish_reason": finish}),
-            ),
-            (true, None) => {
-                let message = json!({"role": "assistant", "content": text});
-                ("chat.completion", json!({"index": 0, "message": message, "logprobs": lp, "finish_reason": finish}))
-            }
-            (true, Some(k)) => {
-                let delta =
-                    if k == 0 { json!({"role": "assistant", "content": text}) } else { json!({"content": text}) };
-                ("chat.completion.chunk", json!({"index": 0, "delta": delta, "logprobs": lp, "finish_reason": finish}))
-            }
-        };
-        let mut o = Map::new();
-        o.insert("id".into(), json!(self.id));
-        o.insert("object".into(), json!(object));
-        o.insert("created".into(), json!(self.created));
-        o.insert("model".into(), json!(self.model));
-        o.insert("choices".into(), json!([choice]));
-        o
-    }
-
-    /// The chunk `stream_options.include_usage` asks for: no choices, the usage.
-    fn usage_chunk(&self, generated: usize) -> Value {
-        let mut o = self.object(String::new(), &[], &[], None, Some(1));
-        o.insert("choices".into(), json!([]));
-        o.insert("usage".into(), self.usage(generated));
-        Value::Object(o)
-    }
-
-    fn usage(&self, generated: usize) -> Value {
-        let prompt = self.prompt_tokens;
-        json!({"prompt_tokens": prompt, "completion_tokens": generated, "total_tokens": prompt + generated})
-    }
-
-    /// What follows the last chunk of `generated` tokens.
-    fn last(&self, generated: usize) -> Phase {
-        if self.include_usage {
-            Phase::Usage(generated)
-        } else {
-            Phase::Done
-        }
-    }
-
-    /// The completion ended at a stop string: no more tokens for it.
-    fn stop(&self) {
-        self.stopped.store(true, Ordering::SeqCst);
-    }
-}
-
-/// Why a done request ended: at a stop string of its text or a stop token (`stop`), else at
-/// its length.
-fn finish_reason(f: &Finished, output: &Output) -> &'static str {
-    if f.stopped || output.stopped() {
-        "stop"
-    } else {
-        "length"
-    }
-}
-
-/// The whole completion, once done (or at a stop string).
-async fn whole(head: Head, mut rx: UnboundedReceiver<Event>, mut output: Output) -> Response {
-    let (mut text, mut tokens, mut logged) = (String::new(), Vec::new(), Vec::new());
-    let answer = |text: String, tokens: &[i64], logged: &[logprobs::Entry], finish: &str| {
-        let mut o = head.object(text, tokens, logged, Some(finish), None);
-        o.insert("usage".into(), head.usage(tokens.len()));
-        axum::Json(Value::Object(o)).into_response()
-    };
-    while let Some(event) = rx.recv().await {
-        match event {
-            Event::Token(t, lp) => {
-                tokens.push(t);
-                logged.extend(lp.map(|logprobs| logprobs::Entry { token: t, logprobs, offset: output.offset() }));
-                text.push_str(&output.push(t));
-                if output.stopped() {
-                    head.stop();
-                    return answer(text, &tokens, &logged, "stop");
-                }
-            }
-            Event::Done(f) => {
-                text.push_str(&output.finish());
-                return answer(text, &f.tokens, &logged, finish_reason(&f, &output));
-            }
-            Event::Failed(message) => return error(StatusCode::INTERNAL_SERVER_ERROR, "server_error", message),
-        }
-    }
-    error(StatusCode::INTERNAL_SERVER_ERROR, "server_error", "the scheduler stopped".into())
-}
-
-/// Where a stream of chunks is.
-#[derive(Clone, Copy, PartialEq)]
-enum Phase {
-    Tokens,
-    /// The last chunk was sent, for this many tokens: the usage chunk follows.
-    Usage(usize),
-    /// The last chunk was sent: `[DONE]` follows.
-    Done,
-    Over,
-}
-
-/// The completion as server-sent events: a chunk per token (the text it lets go, possibly none
-/// while a character or a stop string is undecided), a last one with the text left, the finish
-/// reason and the usage, then `[DONE]`. A stop string ends it at the token that completes it.
-fn stream(
-    head: Head,
-    rx: UnboundedReceiver<Event>,
-    output: Output,
-) -> impl futures_util::Stream<Item = Result<SseEvent, Infallible>> {
-    let data = |v: Value| Ok(SseEvent::default().data(v.to_string()));
-    let failed = |message: String| json!({"error": {"message": message, "type": "server_error", "code": null}});
-    futures_util::stream::unfold((head, rx, output, 0usize, Phase::Tokens), move |state| async move {
-        let (head, mut rx, mut output, sent, phase) = state;
-        let (event, next) = match phase {
-            Phase::Over => return None,
-            Phase::Done => (Ok(SseEvent::default().data("[DONE]")), Phase::Over),
-            Phase::Usage(n) => (data(head.usage_chunk(n)), Phase::Done),
-            Phase::Tokens => match rx.recv().await {
-                Some(Event::Token(t, lp)) => {
-                    let logged: Vec<logprobs::Entry> = lp
-                        .map(|logprobs| logprobs::Entry { token: t, logprobs, offset: output.offset() })
-                        .into_iter()
-                        .collect();
-                    let piece = output.push(t);
-                    let mut o = head.object(piece, &[t], &logged, output.stopped().then_some("stop"), Some(sent));
-                    if !output.stopped() {
-                        (data(Value::Object(o)), Phase::Tokens)
-                    } else {
-                        head.stop();
-                        o.insert("usage".into(), head.usage(sent + 1));
-                        (data(Value::Object(o)), head.last(sent + 1))
-                    }
-                }
-                Some(Event::Done(f)) => {
-                    let rest = output.finish();
-                    let mut o = head.object(rest, &[], &[], Some(finish_reason(&f, &output)), Some(sent));
-                    o.insert("usage".into(), head.usage(f.tokens.len()));
-                    (data(Value::Object(o)), head.last(f.tokens.len()))
-                }
-                Some(Event::Failed(message)) => (data(failed(message)), Phase::Over),
-                None => (data(failed("the scheduler stopped".into())), Phase::Over),
-            },
-        };
-        Some((event, (head, rx, output, sent + 1, next)))
-    })
 }
 
 async fn models(State(shared): State<Arc<Shared>>) -> Response {

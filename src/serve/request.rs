@@ -30,6 +30,8 @@ pub(super) struct Completion {
     pub stops: Vec<String>,
     /// Streamed: a last chunk with no choices and the usage (`stream_options.include_usage`).
     pub include_usage: bool,
+    /// Choices: completions of the same prompt, each with its own seed.
+    pub n: usize,
 }
 
 /// The fields both endpoints take (`options` reads them).
@@ -90,6 +92,9 @@ pub(super) fn parse(body: &[u8], reader: &Reader) -> Result<Completion, String> 
     options(o, prompt, reader, logprobs)
 }
 
+/// The most choices a request may ask for.
+const MAX_CHOICES: u64 = 16;
+
 /// The most likeliest tokens a request may ask the log probabilities of.
 const MAX_TOP_LOGPROBS: u64 = 20;
 
@@ -113,7 +118,7 @@ type Neutral = (&'static str, fn(&Value) -> bool, &'static str);
 /// with the values that do and why they are refused: `echo` false asks for nothing; …
 const NEUTRAL: [Neutral; 3] = [
     ("echo", |v| matches!(v, Value::Bool(false)), "`echo` (the prompt in the answer) is not supported: give false"),
-    ("best_of", |v| v.as_u64() == Some(1), "`best_of` must be 1: one completion per request"),
+    ("best_of", |v| v.as_u64() == Some(1), "`best_of` must be 1: no candidates beyond the `n` choices"),
     (
         "response_format",
         |v| v.get("type").and_then(Value::as_str) == Some("text"),
@@ -184,8 +189,9 @@ fn options(
                 "`max_tokens` must be a positive integer (the tokens to generate, at least 1), not {v}"
             ))?,
         };
-    if integer("n", 1)? != 1 {
-        return Err("`n` must be 1: one completion per request".into());
+    let n = integer("n", 1)?;
+    if !(1..=MAX_CHOICES).contains(&n) {
+        return Err(format!("`n` must be from 1 to {MAX_CHOICES}, not {n}"));
     }
     let number = |name: &str, default: f64, within: std::ops::RangeInclusive<f64>, what: &str| match get(name) {
         None => Ok(default),
@@ -245,7 +251,7 @@ fn options(
     let sampling =
         Sampling { temperature, top_k, top_p, min_p, repetition_penalty, presence_penalty, frequency_penalty };
     let request = Request { prompt, max_new_tokens, stop, sampling, logprobs, seed };
-    Ok(Completion { request, stream, stops, include_usage })
+    Ok(Completion { request, stream, stops, include_usage, n: n as usize })
 }
 
 /// `stop`: a string or a list of up to 4, none empty; they are matched in the completion's
@@ -344,7 +350,8 @@ mod tests {
                 "`max_tokens` must be a positive integer (the tokens to generate, at least 1), not -1",
             ),
             (br#"{"prompt": [1], "model": "other"}"#, "model \"other\" is not served here"),
-            (br#"{"prompt": [1], "n": 2}"#, "`n` must be 1"),
+            (br#"{"prompt": [1], "n": 0}"#, "`n` must be from 1 to 16, not 0"),
+            (br#"{"prompt": [1], "n": 17}"#, "`n` must be from 1 to 16, not 17"),
             (br#"{"prompt": [1], "ignore_eos": 1}"#, "`ignore_eos` must be true or false, not 1"),
             (br#"{"max_tokens": 2}"#, "`prompt` is missing"),
             (br#"[1, 2]"#, "not a JSON object"),
