@@ -455,40 +455,54 @@ impl Sampler {
         if s.temperature <= 0.0 {
             return argmax as i64;
         }
-        // The tokens by likelihood, likeliest first (ties by id), with their unnormalized
-        // probabilities; each restriction keeps a prefix of them, never less than the first.
+        // Unnormalized probabilities: the likeliest token's is 1.
         let top = f64::from(logits[argmax]);
-        let mut ranked: Vec<(usize, f64)> =
+        let mut kept: Vec<(usize, f64)> =
             logits.iter().map(|&v| ((f64::from(v) - top) / s.temperature).exp()).enumerate().collect();
-        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        let mut keep = ranked.len();
-        if s.top_k > 0 {
-            keep = keep.min(s.top_k);
+        if s.top_k > 0 || s.min_p > 0.0 || s.top_p < 1.0 {
+            kept = restricted(kept, s);
         }
-        if s.min_p > 0.0 {
-            // The likeliest has weight 1 (its logit is `top`).
-            keep = keep.min(ranked.iter().take_while(|(_, w)| *w >= s.min_p).count().max(1));
-        }
-        if s.top_p < 1.0 {
-            let total: f64 = ranked[..keep].iter().map(|(_, w)| w).sum();
-            let mut sum = 0.0;
-            let within = ranked[..keep].iter().take_while(|(_, w)| {
-                let before = sum;
-                sum += w;
-                before < s.top_p * total
-            });
-            keep = within.count().max(1);
-        }
-        let kept = &ranked[..keep];
         let mut left = self.uniform() * kept.iter().map(|(_, w)| w).sum::<f64>();
-        for &(i, w) in kept {
+        for &(i, w) in &kept {
             left -= w;
             if left <= 0.0 {
                 return i as i64;
             }
         }
-        kept[kept.len() - 1].0 as i64
+        // Rounding left a sliver, or the logits were not numbers.
+        kept.last().map_or(argmax, |&(i, _)| i) as i64
     }
+}
+
+/// The tokens `sampling`'s restrictions keep of `weights` (each token's unnormalized
+/// probability, the likeliest's 1), likeliest first (ties by id), never fewer than one: those
+/// at least `min_p` as likely as the likeliest, of them the `top_k` likeliest, of those the
+/// fewest likeliest whose probabilities reach `top_p` of theirs. Selection first, so that a
+/// small `top_k` sorts only what it keeps.
+fn restricted(mut weights: Vec<(usize, f64)>, s: Sampling) -> Vec<(usize, f64)> {
+    let likelier = |a: &(usize, f64), b: &(usize, f64)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+    if s.min_p > 0.0 {
+        weights.retain(|&(_, w)| w >= s.min_p);
+    }
+    if s.top_k > 0 && s.top_k < weights.len() {
+        weights.select_nth_unstable_by(s.top_k - 1, likelier);
+        weights.truncate(s.top_k);
+    }
+    weights.sort_by(likelier);
+    if s.top_p < 1.0 {
+        let total: f64 = weights.iter().map(|(_, w)| w).sum();
+        let mut sum = 0.0;
+        let within = weights
+            .iter()
+            .take_while(|(_, w)| {
+                let before = sum;
+                sum += w;
+                before < s.top_p * total
+            })
+            .count();
+        weights.truncate(within.max(1));
+    }
+    weights
 }
 
 #[cfg(test)]
