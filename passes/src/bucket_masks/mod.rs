@@ -11,6 +11,10 @@
 //! is below that factor's real size. The pass records such dims ([`Factors`]) and follows
 //! them through the program; a view that splits them back gives prefixes again.
 //!
+//! **How sizes compare.** As products of their symbols ([`Product`]), never by their values at
+//! the bucket: a dim of the bucket's size 16 is not a static 16. A symbol whose bucket is its
+//! least value has no padding in this bucket and is that value.
+//!
 //! **What each op does with them.** Every op says in its definition along which dims it works
 //! position by position (`OpDef::position_wise`: every dim of an element-wise op, the rows of
 //! a matmul, the batch of a convolution, every dim but the one a softmax, norm or sort works
@@ -63,8 +67,8 @@ use crate::ir::ops::{
     Sort, TopK, View, Where,
 };
 use crate::ir::{
-    norm_dim, BinaryOp, Bounds, DType, Dim, Graph, InputKind, Node, NodeId, Op, Operand, Scalar, SymExpr, Symbolic,
-    TensorType, ValueRef,
+    norm_dim, BinaryOp, Bounds, DType, Dim, Graph, InputKind, Node, NodeId, Op, Operand, Product, Scalar, SymExpr,
+    Symbolic, TensorType, ValueRef,
 };
 use crate::pass::{Changed, Pass, PassCx, PassError};
 
@@ -104,9 +108,10 @@ type DynDims = BTreeMap<usize, Factors>;
 
 struct Masker<'a> {
     spec: &'a BucketSpec,
-    /// Where sizes are compared: the bucket's values, every symbol at its minimum, and
-    /// half-way between. Two sizes are the same when they agree at all three.
-    envs: [BTreeMap<String, i64>; 3],
+    /// The symbols whose bucket is their least value: no padding along them, each its value.
+    fixed: BTreeMap<String, i64>,
+    /// Each symbol's real values in this bucket, `[least, bucket]`.
+    ranges: BTreeMap<String, (i64, i64)>,
     /// The `Size` input of each symbol.
     sizes: BTreeMap<String, ValueRef>,
     /// Real lengths built so far, by expression.
@@ -138,16 +143,14 @@ struct Masker<'a> {
 
 impl Masker<'_> {
     fn new(spec: &BucketSpec) -> Masker<'_> {
-        let smallest: BTreeMap<String, i64> =
-            spec.bounds.iter().map(|(s, b)| (s.clone(), b.min.unwrap_or(1).max(0))).collect();
-        let middle = spec
-            .values
-            .iter()
-            .map(|(s, &v)| (s.clone(), (v + smallest.get(s).copied().unwrap_or(v) + 1) / 2))
-            .collect();
+        let least = |s: &str| spec.bounds.get(s).and_then(|b| b.min).unwrap_or(1).max(0);
+        let ranges: BTreeMap<String, (i64, i64)> =
+            spec.values.iter().map(|(s, &v)| (s.clone(), (least(s).min(v), v))).collect();
+        let fixed = ranges.iter().filter(|(_, (lo, hi))| lo == hi).map(|(s, &(v, _))| (s.clone(), v)).collect();
         Masker {
             spec,
-            envs: [spec.values.clone(), smallest, middle],
+            fixed,
+            ranges,
             sizes: BTreeMap::new(),
             lengths: BTreeMap::new(),
             positions: BTreeMap::new(),
@@ -163,9 +166,14 @@ impl Masker<'_> {
         }
     }
 
-    /// `e` at the three sizes of `envs`.
-    fn at(&self, e: &SymExpr) -> Option<[i64; 3]> {
-        Some([e.eval(&self.envs[0])?, e.eval(&self.envs[1])?, e.eval(&self.envs[2])?])
+    /// `e` as a product (see [`Product`]), each symbol without padding in this bucket at its
+    /// value; `None` where a symbol is not the bucket's (a pieces marker) or a coefficient
+    /// overflows.
+    fn as_product(&self, e: &SymExpr) -> Option<Product> {
+        if e.symbols().iter().any(|s| !self.spec.values.contains_key(s)) {
+            return None;
+        }
+        Product::of(&e.substitute(&self.fixed))
     }
 
     /// The bucket's value of `e`: the padded size of a dim of that size.
@@ -173,18 +181,33 @@ impl Masker<'_> {
         e.eval(&self.spec.values)
     }
 
-    fn is_static(&self, e: &SymExpr) -> bool {
-        self.at(e).is_some_and(|[a, b, c]| a == b && b == c)
+    /// The size of `e` when it is the same at every real size of the bucket.
+    fn static_size(&self, e: &SymExpr) -> Option<i64> {
+        self.as_product(e)?.as_const()
     }
 
-    /// The same factors, compared at the three sizes.
+    fn is_static(&self, e: &SymExpr) -> bool {
+        self.static_size(e).is_some()
+    }
+
+    fn is_one(&self, e: &SymExpr) -> bool {
+        self.static_size(e) == Some(1)
+    }
+
+    /// The same size at every real size of the bucket, as products: never by a coincidence of
+    /// values (a bucket of 16 is not a static 16).
+    fn same_size(&self, a: &SymExpr, b: &SymExpr) -> bool {
+        matches!((self.as_product(a), self.as_product(b)), (Some(x), Some(y)) if x == y)
+    }
+
+    /// The same factors, size by size.
     fn same_factors(&self, a: &[SymExpr], b: &[SymExpr]) -> bool {
-        a.len() == b.len() && a.iter().zip(b).all(|(x, y)| self.at(x).is_some() && self.at(x) == self.at(y))
+        a.len() == b.len() && a.iter().zip(b).all(|(x, y)| self.same_size(x, y))
     }
 
     /// Factors without those of size 1; a prefix when only the outermost one is dynamic.
     fn normalize(&self, f: Factors) -> Factors {
-        let f: Factors = f.into_iter().filter(|e| self.at(e) != Some([1, 1, 1])).collect();
+        let f: Factors = f.into_iter().filter(|e| !self.is_one(e)).collect();
         let dynamic: Vec<usize> = (0..f.len()).filter(|&i| !self.is_static(&f[i])).collect();
         if dynamic == [0] || dynamic.is_empty() {
             vec![SymExpr::Mul(f).simplify()]
@@ -689,14 +712,13 @@ impl Masker<'_> {
     /// factors of product `c`.
     fn divided(&self, f: &[SymExpr], c: i64) -> Option<Factors> {
         if let [e] = f {
-            let whole = self.at(e)?.iter().all(|&v| c > 0 && v % c == 0);
+            let whole = c > 0 && self.as_product(e)?.over(&Product::constant(c)).is_some();
             return whole.then(|| vec![SymExpr::FloorDiv(Box::new(e.clone()), Box::new(SymExpr::Int(c))).simplify()]);
         }
         let mut f = f.to_vec();
         let mut left = c;
         while left > 1 {
-            let last = f.pop()?;
-            let [size, ..] = self.at(&last).filter(|_| self.is_static(&last))?;
+            let size = self.static_size(&f.pop()?)?;
             if size <= 0 || left % size != 0 {
                 return None;
             }

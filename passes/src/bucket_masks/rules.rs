@@ -284,7 +284,7 @@ impl Masker<'_> {
         let [len] = f else { return false };
         let minus = |e: &SymExpr| SymExpr::Mul(vec![SymExpr::Int(-1), e.clone()]);
         let slack = SymExpr::Add(vec![len.clone(), minus(along), SymExpr::Int(-reach)]).simplify();
-        self.at(&slack).is_some_and(|v| v.iter().all(|&x| x >= 0))
+        self.min_of(&slack).is_some_and(|least| least >= 0)
     }
 
     /// `self[indices] = values` with padded indices: into a tensor with no dynamic dim (a KV
@@ -682,9 +682,8 @@ impl Masker<'_> {
         Ok(())
     }
 
-    /// The smallest value `len` takes in the symbols' ranges (its value at every symbol's
-    /// minimum; sizes grow with their symbols).
+    /// The smallest value `len` takes at the bucket's real sizes.
     fn min_of(&self, len: &SymExpr) -> Option<i64> {
-        len.eval(&self.envs[1])
+        len.range(&self.ranges).map(|(least, _)| least)
     }
 }

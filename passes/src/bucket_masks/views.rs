@@ -2,16 +2,17 @@
 //!
 //! The operand's dims are read as one list of factors, outer first (a dim of factors gives
 //! its own; any other dim is one factor; sizes 1 are dropped), and each result dim takes the
-//! run of them whose product is its size, at the bucket's sizes and at two smaller ones (so
-//! that the regrouping is the same at every real size). Runs of static factors are one factor,
-//! so static dims regroup freely among themselves. A factor is split when its inner part
-//! is static (`[64·s] → [s, 64]`). A result dim made of one dynamic factor followed by static
-//! ones is a prefix; one with a dynamic factor inside is a dim of factors, recorded.
+//! run of them whose product is its size. Sizes are compared as products of their symbols
+//! ([`Product`]), never by their values: a dim of a bucket's size 16 is not a static 16, and a
+//! sum `s + 1` is one factor that no static dim equals. Runs of static factors are one factor,
+//! so static dims regroup freely among themselves. A factor is split when its inner part is
+//! static (`[64·s] → [s, 64]`). A result dim made of one dynamic factor followed by static ones
+//! is a prefix; one with a dynamic factor inside is a dim of factors, recorded.
 
 use std::collections::VecDeque;
 
 use super::{Factors, Masker};
-use crate::ir::{Dim, Graph, NodeId, SymExpr, ValueRef};
+use crate::ir::{Dim, Graph, NodeId, Product, SymExpr, ValueRef};
 
 impl Masker<'_> {
     pub(super) fn view(&mut self, graph: &Graph, id: NodeId) -> Result<(), String> {
@@ -29,46 +30,25 @@ impl Masker<'_> {
             queue.extend(own.into_iter().filter(|f| !self.is_one(f)));
         }
         let mut queue = self.static_runs_merged(queue);
-        // Sizes are compared where the operand is not empty: at a size 0 (a count from data at
-        // its least) every product is 0 and says nothing of how dims regroup.
-        let live: Vec<usize> = (0..3).filter(|&i| a.iter().all(|e| self.at(e).is_some_and(|v| v[i] != 0))).collect();
-        if live.is_empty() {
-            return Err(regroups());
-        }
-        let same = |x: [i64; 3], y: [i64; 3]| live.iter().all(|&i| x[i] == y[i]);
         for (j, want) in b.iter().enumerate() {
-            let want_at = self.at(want).ok_or_else(|| format!("cannot evaluate the size `{want}`"))?;
+            let size = |e: &SymExpr| self.as_product(e).ok_or_else(|| format!("cannot compare the size `{e}`"));
+            let want_size = size(want)?;
             let mut taken: Factors = vec![];
-            let mut have = [1i64; 3];
-            while !same(have, want_at) {
+            let mut have = Product::constant(1);
+            while have != want_size {
                 let next = queue.pop_front().ok_or_else(regroups)?;
-                let at = self.at(&next).ok_or_else(regroups)?;
-                let product = [have[0] * at[0], have[1] * at[1], have[2] * at[2]];
-                if live.iter().all(|&i| product[i] != 0 && want_at[i] % product[i] == 0) {
+                let product = have.times(&size(&next)?).ok_or_else(regroups)?;
+                if want_size.over(&product).is_some() {
                     taken.push(next);
                     have = product;
                     continue;
                 }
                 // Split `next` into an outer part (what this dim still needs) and a static inner part.
-                let need: Option<Vec<i64>> = live
-                    .iter()
-                    .map(|&i| (have[i] != 0 && want_at[i] % have[i] == 0).then(|| want_at[i] / have[i]))
-                    .collect();
-                let inner: Option<Vec<i64>> = need.and_then(|need| {
-                    live.iter()
-                        .zip(need)
-                        .map(|(&i, need)| (need != 0 && at[i] % need == 0).then(|| at[i] / need))
-                        .collect()
-                });
-                let Some(inner) = inner.filter(|v| v.iter().all(|&c| c == v[0])) else { return Err(regroups()) };
-                let outer = if taken.is_empty() {
-                    want.clone()
-                } else {
-                    SymExpr::FloorDiv(Box::new(next.clone()), Box::new(SymExpr::Int(inner[0]))).simplify()
-                };
-                queue.push_front(SymExpr::Int(inner[0]));
-                taken.push(outer);
-                have = want_at;
+                let need = want_size.over(&have).ok_or_else(regroups)?;
+                let inner = size(&next)?.over(&need).and_then(|p| p.as_const()).ok_or_else(regroups)?;
+                queue.push_front(SymExpr::Int(inner));
+                taken.push(need.to_expr());
+                have = want_size.clone();
             }
             let f = self.normalize(taken);
             if f.len() > 1 {
@@ -119,8 +99,7 @@ impl Masker<'_> {
     fn static_runs_merged(&self, factors: Vec<SymExpr>) -> VecDeque<SymExpr> {
         let mut merged: VecDeque<SymExpr> = VecDeque::new();
         for f in factors {
-            let size = |e: &SymExpr| self.at(e).filter(|v| v[0] == v[1] && v[1] == v[2]).map(|v| v[0]);
-            match (merged.back().and_then(size), size(&f)) {
+            match (merged.back().and_then(|e| self.static_size(e)), self.static_size(&f)) {
                 (Some(a), Some(b)) => {
                     merged.pop_back();
                     merged.push_back(SymExpr::Int(a * b));
@@ -129,10 +108,6 @@ impl Masker<'_> {
             }
         }
         merged
-    }
-
-    fn is_one(&self, e: &SymExpr) -> bool {
-        self.at(e) == Some([1, 1, 1])
     }
 
     /// The symbolic dims of `v` (its specialized dims when it has no record).

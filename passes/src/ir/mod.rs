@@ -8,6 +8,7 @@ mod op;
 pub mod ops;
 mod parse;
 mod print;
+mod product;
 mod sharding;
 mod sym;
 mod types;
@@ -21,6 +22,7 @@ pub use op::{
 pub use ops::{Op, OpDef};
 pub use parse::{parse, ParseError};
 pub use print::print;
+pub use product::Product;
 pub use sharding::{Mesh, MeshAxis, Sharding};
 pub use sym::{floor_div, python_mod, SymExpr};
 pub use types::{brief_list, norm_dim, Bounds, DType, Dim, Precision, Scalar, TensorType};

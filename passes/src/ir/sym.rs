@@ -76,6 +76,31 @@ impl SymExpr {
         }
     }
 
+    /// `self` with the symbols of `values` replaced by their values and the rest kept, simplified.
+    pub fn substitute(&self, values: &BTreeMap<String, i64>) -> SymExpr {
+        match self {
+            SymExpr::Sym(s) => values.get(s).map_or_else(|| self.clone(), |&v| SymExpr::Int(v)),
+            _ => self.with_operands(|x| x.substitute(values)).simplify(),
+        }
+    }
+
+    /// The same operation over its operands mapped by `f`.
+    fn with_operands(&self, f: impl Fn(&SymExpr) -> SymExpr) -> SymExpr {
+        let map = |xs: &[SymExpr]| xs.iter().map(&f).collect();
+        let boxed = |x: &SymExpr| Box::new(f(x));
+        match self {
+            SymExpr::Int(_) | SymExpr::Sym(_) => self.clone(),
+            SymExpr::Add(xs) => SymExpr::Add(map(xs)),
+            SymExpr::Mul(xs) => SymExpr::Mul(map(xs)),
+            SymExpr::Max(xs) => SymExpr::Max(map(xs)),
+            SymExpr::Min(xs) => SymExpr::Min(map(xs)),
+            SymExpr::Pow(a, b) => SymExpr::Pow(boxed(a), boxed(b)),
+            SymExpr::FloorDiv(a, b) => SymExpr::FloorDiv(boxed(a), boxed(b)),
+            SymExpr::CeilDiv(a, b) => SymExpr::CeilDiv(boxed(a), boxed(b)),
+            SymExpr::Mod(a, b) => SymExpr::Mod(boxed(a), boxed(b)),
+        }
+    }
+
     /// `self` as `a*s + b` over one symbol `s` with `a ≥ 1` (a derived dim: `8*s52`,
     /// `2*s + 1`): `(s, a, b)`, read off its canonical form. `None` for anything else.
     pub fn linear(&self) -> Option<(&str, i64, i64)> {
@@ -164,8 +189,6 @@ impl SymExpr {
     /// out: `min(256, s)` with `s ≤ 64` is `s`. The export writes such sizes (a clamp in the
     /// model) and checks them against the ranges it records.
     pub fn within(&self, ranges: &BTreeMap<String, (i64, i64)>) -> SymExpr {
-        let map = |xs: &[SymExpr]| xs.iter().map(|x| x.within(ranges)).collect::<Vec<_>>();
-        let boxed = |x: &SymExpr| Box::new(x.within(ranges));
         let pruned = |xs: Vec<SymExpr>, is_min: bool| {
             // An argument goes when another is always at least as small (min) or large (max).
             let mut kept: Vec<SymExpr> = vec![];
@@ -186,16 +209,10 @@ impl SymExpr {
                 _ => SymExpr::Max(kept),
             }
         };
-        let e = match self {
-            SymExpr::Int(_) | SymExpr::Sym(_) => self.clone(),
-            SymExpr::Add(xs) => SymExpr::Add(map(xs)),
-            SymExpr::Mul(xs) => SymExpr::Mul(map(xs)),
-            SymExpr::Min(xs) => pruned(map(xs), true),
-            SymExpr::Max(xs) => pruned(map(xs), false),
-            SymExpr::Pow(a, b) => SymExpr::Pow(boxed(a), boxed(b)),
-            SymExpr::FloorDiv(a, b) => SymExpr::FloorDiv(boxed(a), boxed(b)),
-            SymExpr::CeilDiv(a, b) => SymExpr::CeilDiv(boxed(a), boxed(b)),
-            SymExpr::Mod(a, b) => SymExpr::Mod(boxed(a), boxed(b)),
+        let e = match self.with_operands(|x| x.within(ranges)) {
+            SymExpr::Min(xs) => pruned(xs, true),
+            SymExpr::Max(xs) => pruned(xs, false),
+            other => other,
         };
         e.simplify()
     }
