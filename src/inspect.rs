@@ -329,6 +329,10 @@ pub(crate) fn render_artifact(art: &crate::artifact::Artifact) -> String {
         human_bytes(m.weights.bytes),
         if m.weights.external { format!(" in `{}` beside the artifact", m.weights.entry) } else { String::new() }
     );
+    if !m.serving.is_empty() {
+        let files: Vec<String> = m.serving.iter().map(|f| format!("{} ({})", f.name, human_bytes(f.bytes))).collect();
+        let _ = writeln!(out, "for `serve`: {}", files.join(", "));
+    }
     if let Some(sh) = &m.sharding {
         let mesh: Vec<String> = sh.mesh.iter().map(|a| format!("{}={}", a.name, a.size)).collect();
         let devices: i64 = sh.mesh.iter().map(|a| a.size).product();

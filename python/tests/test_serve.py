@@ -223,6 +223,51 @@ def test_requests_stop_at_the_models_eos_unless_asked_to_go_on(rows, tmp_path):
         server.stop()
 
 
+def test_an_artifact_keeps_the_files_serve_reads(tmp_path):
+    """`compile(tokenizer=DIR)` stores the folder's tokenizer, chat template and generation config
+    in the artifact: `serve` with nothing beside it takes text, chats through the template, and
+    stops at the config's EOS; a file named to `serve` overrides its stored namesake."""
+    prompts, eager = requests_and_tokens()
+    eos = eager[0][5]
+    cut = eager[0].index(eos) + 1
+    # The template's EOS token, which ends requests too, is not among the tokens asked for here.
+    template_eos = json.loads((TOKENIZER / "tokenizer.json").read_text())["model"]["vocab"]["▁do"]
+    assert template_eos not in eager[0] + eager[1]
+    folder = tmp_path / "model"
+    folder.mkdir()
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        (folder / name).write_bytes((TOKENIZER / name).read_bytes())
+    (folder / "generation_config.json").write_text(json.dumps({"eos_token_id": eos}))
+    art = tmp_path / "rows.tpuexe"
+    manifest = ttc.compile(MODELS / "decoder_rows.pt2", art, targets=["cpu"], tokenizer=folder, quiet=True)
+    assert [f["name"] for f in manifest["serving"]] == ["tokenizer.json", "tokenizer_config.json",
+                                                        "generation_config.json"]
+    case = json.loads((TOKENIZER / "cases.json").read_text())["chat"][1]
+    chat_body = {"messages": case["messages"], "max_completion_tokens": 8, "temperature": 0, "ignore_eos": True}
+    body = {"prompt": prompts[0], "max_tokens": 16, "temperature": 0}
+    server = Server(art)
+    try:
+        choice = json.loads(server.post(body)[1])["choices"][0]
+        assert choice["token_ids"] == eager[0][:cut] and choice["finish_reason"] == "stop", choice
+        status, answer = server.post(chat_body, "/v1/chat/completions")
+        assert status == 200, answer
+        stored_chat = json.loads(answer)["choices"][0]["message"]["content"]
+        assert json.loads(server.post({"prompt": "hello", "max_tokens": 2})[1])["choices"][0]["text"]
+    finally:
+        server.stop()
+    (tmp_path / "none.json").write_text(json.dumps({"eos_token_id": None}))
+    server = Server(art, f"tokenizer={str(TOKENIZER / 'tokenizer.json')!r}",
+                    f"chat_template={str(TOKENIZER / 'tokenizer_config.json')!r}",
+                    f"generation_config={str(tmp_path / 'none.json')!r}")
+    try:
+        choice = json.loads(server.post({**body, "prompt": prompts[1]})[1])["choices"][0]
+        assert choice["token_ids"] == eager[1] and choice["finish_reason"] == "length", choice
+        answer = json.loads(server.post(chat_body, "/v1/chat/completions")[1])
+        assert answer["choices"][0]["message"]["content"] == stored_chat
+    finally:
+        server.stop()
+
+
 def test_sampling_fields_and_the_usage_chunk(rows):
     """Sampling at temperature 1 restricted to one token (`top_k` 1, a tiny `top_p`, `min_p` 1)
     gives eager's greedy tokens; penalties are taken; `stream_options.include_usage` ends a

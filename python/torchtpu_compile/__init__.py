@@ -174,6 +174,7 @@ _COMPILE_FLAGS = {
     "jobs": "--jobs",
     "weights": "--weights",
     "plugin": "--plugin",
+    "tokenizer": "--tokenizer",
     "cache_dir": "--cache-dir",
     "no_cache": "--no-cache",
     "cache_max_size": "--cache-max-size",
@@ -205,6 +206,7 @@ def compile(
     jobs: Optional[int] = None,
     weights: Optional[str] = None,
     plugin: Optional[PathLike] = None,
+    tokenizer: Optional[PathLike] = None,
     cache_dir: Optional[PathLike] = None,
     no_cache: bool = False,
     cache_max_size: Optional[str] = None,
@@ -224,6 +226,8 @@ def compile(
     ``buckets``: ``"auto:4"``, ``"pow2"``, ``["1,8,64"]`` or ``{"s0": [1, 8, 64]}``. ``max``: the
     largest size of a dim the export left unbounded (``Dim.AUTO``), ``{"s0": 64}`` or
     ``{"x:0": 64}``.
+    ``tokenizer``: the model's Hugging Face folder, whose tokenizer, chat template and generation
+    config the artifact stores for ``serve``.
     ``precision_override``: ``{"attn.*": "highest"}``. ``passes``: the passes to run (a list, or
     ``"none"``); ``skip``: passes to leave out (``["pad", "cse"]``, the ``--no-<pass>`` flags).
     Every keyword is the option of ``torchtpu-compile compile --help`` of the same name (``_``

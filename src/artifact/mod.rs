@@ -3,7 +3,9 @@
 //! - `manifest.json`: what was compiled, how, for which targets, with checksums;
 //! - `weights.safetensors`: the tensors the programs take as their leading arguments;
 //! - `programs/<bucket>.mlir`: the StableHLO of each bucket;
-//! - `executables/<target>/<bucket>.pjrt`: serialized PJRT executables.
+//! - `executables/<target>/<bucket>.pjrt`: serialized PJRT executables;
+//! - `serving/<file>`: the tokenizer, chat template and generation config `serve` reads
+//!   (`compile --tokenizer DIR`; see [`serving`]).
 //!
 //! Entries are stored uncompressed and aligned so that weights and executables can be used
 //! straight from a memory map. Writes go to a temporary file that is renamed into place, so
@@ -24,8 +26,11 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 use torchtpu_passes::ir::DType;
 
+mod serving;
 mod sharding;
 mod signature;
+pub(crate) use serving::ServingFile;
+pub(crate) use serving::{entries as serving_entries, read_folder as read_serving_folder};
 pub(crate) use sharding::{MeshAxisInfo, MeshChoice, MeshTried, ShardingInfo};
 pub use signature::output_files;
 pub(crate) use signature::{describe_output, dims_json};
@@ -76,6 +81,9 @@ pub struct Manifest {
     pub buckets: Vec<Bucket>,
     /// Per target, the plugin and one executable per bucket.
     pub targets: Vec<TargetEntry>,
+    /// The files `serve` reads beside the model (`compile --tokenizer DIR`); absent: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub serving: Vec<ServingFile>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

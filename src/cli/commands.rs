@@ -126,13 +126,13 @@ pub(super) fn compile(args: &CompileArgs, out: &mut dyn Write, err: &mut dyn Wri
             )
             .into());
     }
-    if args.weights == WeightsArg::External {
-        return Err(Cli::command()
-            .error(
-                clap::error::ErrorKind::ArgumentConflict,
-                "`--weights external` needs `--emit exe`: other forms hold no weights",
-            )
-            .into());
+    let needs_exe = match (args.weights == WeightsArg::External, args.tokenizer.is_some()) {
+        (true, _) => Some("`--weights external` needs `--emit exe`: other forms hold no weights"),
+        (_, true) => Some("`--tokenizer` needs `--emit exe`: only an artifact stores the model's files"),
+        _ => None,
+    };
+    if let Some(why) = needs_exe {
+        return Err(Cli::command().error(clap::error::ErrorKind::ArgumentConflict, why).into());
     }
     let bindings = driver::example_bindings(&program)
         .map_err(|e| Error::from(driver::LowerError::from(e)))
@@ -175,6 +175,10 @@ fn compile_request(args: &CompileArgs) -> anyhow::Result<CompileRequest> {
         jobs: args.jobs.unwrap_or_else(crate::compile::default_jobs),
         external_weights: args.weights == WeightsArg::External,
         mesh_choice: None,
+        serving_files: match &args.tokenizer {
+            Some(dir) => crate::artifact::read_serving_folder(dir)?,
+            None => Vec::new(),
+        },
     })
 }
 

@@ -463,6 +463,12 @@ struct CompileArgs {
     /// The CPU PJRT plugin; default `$TORCHTPU_PJRT_PLUGIN`, then the `cargo xtask setup` folder.
     #[arg(long)]
     plugin: Option<PathBuf>,
+    /// The model's Hugging Face folder (or the `tokenizer.json` in it): its `tokenizer.json`,
+    /// and its `tokenizer_config.json` (the chat template, BOS and EOS), `chat_template.jinja`
+    /// and `generation_config.json` (EOS ids) where it has them, are stored in the artifact,
+    /// so that `serve` takes text and chats with nothing beside the artifact. With `--emit exe`.
+    #[arg(long, value_name = "DIR", conflicts_with = "cache_only")]
+    tokenizer: Option<PathBuf>,
     #[command(flatten)]
     cache: CacheFlags,
     #[command(flatten)]

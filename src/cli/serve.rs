@@ -45,18 +45,19 @@ pub(super) struct ServeArgs {
     admin: bool,
     /// A Hugging Face `tokenizer.json` for the model: prompts may then be text, and completions
     /// come with their text (decoded as a continuation of the prompt, streamed as whole
-    /// characters); without one, prompts and completions are token ids.
+    /// characters); without one, prompts and completions are token ids. Default: the one the
+    /// artifact stores (`compile --tokenizer DIR`), if any, as for the two options below.
     #[arg(long, value_name = "TOKENIZER.json")]
     tokenizer: Option<PathBuf>,
     /// The model's chat template — a `.jinja` file, or the `tokenizer_config.json` that holds
     /// it (with its BOS and EOS tokens) — for `POST /v1/chat/completions`: a conversation is
-    /// rendered as Hugging Face's `apply_chat_template` renders it, then tokenized. Needs
-    /// `--tokenizer`.
-    #[arg(long, value_name = "FILE", requires = "tokenizer")]
+    /// rendered as Hugging Face's `apply_chat_template` renders it, then tokenized. Needs a
+    /// tokenizer.
+    #[arg(long, value_name = "FILE")]
     chat_template: Option<PathBuf>,
     /// The model's `generation_config.json`: every request stops at its `eos_token_id` (and at
     /// the chat template's EOS token) unless it asks `"ignore_eos": true`. Default: the
-    /// `generation_config.json` beside `--tokenizer`, if there is one.
+    /// `generation_config.json` beside `--tokenizer`, if there is one, else the stored one.
     #[arg(long, value_name = "FILE")]
     generation_config: Option<PathBuf>,
     /// The largest request body taken, in bytes; a larger one is answered 413 in the API's

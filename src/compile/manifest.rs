@@ -36,6 +36,7 @@ pub(super) fn build(
         sharding: None,
         buckets,
         targets,
+        serving: Vec::new(),
     }
 }
 

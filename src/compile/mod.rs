@@ -68,6 +68,9 @@ pub struct CompileRequest {
     pub external_weights: bool,
     /// How `--mesh auto` chose the mesh in `pass_options`, for the manifest.
     pub mesh_choice: Option<artifact::MeshChoice>,
+    /// The files `serve` reads beside the model, by name, to store in the artifact
+    /// (`--tokenizer DIR`: see `artifact::read_serving_folder`).
+    pub serving_files: Vec<(String, Vec<u8>)>,
 }
 
 impl CompileRequest {
@@ -90,6 +93,7 @@ impl CompileRequest {
             jobs: default_jobs(),
             external_weights: false,
             mesh_choice: None,
+            serving_files: Vec::new(),
         }
     }
 }
@@ -608,7 +612,10 @@ fn write_artifact(
         let source = source.get().map_err(failed)?;
         let compiled = compiled().map_err(failed)?;
         let programs = buckets.iter().map(|b| (b.program_entry(), b.lowered.module.text.clone().into_bytes()));
-        let (entries, targets) = executable_entries(programs, req.targets.len(), compiled.executables, &mut summaries)?;
+        let (mut entries, targets) =
+            executable_entries(programs, req.targets.len(), compiled.executables, &mut summaries)?;
+        let (serving_entries, serving) = artifact::serving_entries(&req.serving_files);
+        entries.extend(serving_entries);
         warnings.extend(targets.iter().flat_map(TargetEntry::hbm_overflows));
         let manifest = |streamed: &std::collections::BTreeMap<String, Streamed>| {
             let w = external.unwrap_or_else(|| {
@@ -619,6 +626,7 @@ fn write_artifact(
             source_digest = Some(source.clone());
             let mut m = manifest::build(program, model, req, bucket_entries, targets, source, w);
             m.sharding = buckets.first().and_then(|b| manifest::sharding(&b.lowered.graph));
+            m.serving = serving;
             if let Some(s) = &mut m.sharding {
                 s.chosen = req.mesh_choice.clone();
             }

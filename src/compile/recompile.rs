@@ -55,6 +55,7 @@ pub fn recompile(from: &Path, out: &Path, req: &RecompileRequest) -> Result<Comp
         super::executable_entries(stored, targets.len(), executables, &mut summaries).map_err(Error::Unsupported)?;
     let started = Instant::now();
     let weights_bytes = carry_weights(&art, out, &mut entries)?;
+    entries.extend(art.serving_entries()?);
     let mut warnings: Vec<String> = entries_of_targets.iter().flat_map(TargetEntry::hbm_overflows).collect();
     if m.options.pad_multiple.is_none() && targets.iter().any(|t| matches!(t, Target::Tpu { .. })) {
         warnings.push(

@@ -185,6 +185,11 @@ impl Session {
         &self.art.manifest
     }
 
+    /// The artifact.
+    pub fn artifact(&self) -> &Artifact {
+        &self.art
+    }
+
     /// Which outputs of the graph (indices into the signature's) a call returns: every one
     /// but the updated weights, which stay on the devices and are not copied to the host at
     /// each call (a KV cache would be, whole, every token); [`Session::state`] reads those.

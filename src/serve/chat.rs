@@ -7,11 +7,13 @@
 //! `chat_template`, a string or a list of named ones of which `default` is taken, and its
 //! `bos_token` and `eos_token`, which templates read).
 
+#[cfg(test)]
 use std::path::Path;
 
 use minijinja::{Environment, ErrorKind, Value as Jinja};
 use serde_json::Value;
 
+use super::files::ModelFile;
 use crate::Error;
 
 /// A chat template, ready to render.
@@ -23,12 +25,28 @@ pub(super) struct Chat {
 
 impl Chat {
     /// Reads the template at `path` (a `.jinja` file or a `tokenizer_config.json`).
+    #[cfg(test)]
     pub(super) fn load(path: &Path) -> Result<Chat, Error> {
-        let bad = |reason: String| Error::bad_input(format!("the chat template `{}`: {reason}", path.display()));
-        let text = std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read it: {e}")))?;
-        let (source, bos, eos) = match serde_json::from_str::<Value>(&text) {
+        Chat::read(&ModelFile::read(path, "the chat template")?, None)
+    }
+
+    /// Reads the template `file`: a `tokenizer_config.json` (the template and its BOS and EOS
+    /// tokens), or a `.jinja` file whose tokens come from the `tokenizer_config.json` `tokens`,
+    /// if given.
+    pub(super) fn read(file: &ModelFile, tokens: Option<&ModelFile>) -> Result<Chat, Error> {
+        let what = "the chat template";
+        let bad = |reason: String| Error::bad_input(format!("{what} `{}`: {reason}", file.shown));
+        let text = file.text(what)?;
+        let (source, bos, eos) = match serde_json::from_str::<Value>(text) {
             Ok(config) if config.is_object() => from_config(&config).map_err(bad)?,
-            _ => (text, String::new(), String::new()),
+            _ => {
+                let config = match tokens {
+                    Some(t) => serde_json::from_slice::<Value>(&t.bytes)
+                        .map_err(|e| Error::bad_input(format!("{what}'s tokens `{}`: not JSON: {e}", t.shown)))?,
+                    None => Value::Null,
+                };
+                (text.to_string(), special_token(&config, "bos_token"), special_token(&config, "eos_token"))
+            }
         };
         // As `transformers` sets up Jinja for chat templates.
         let mut env = Environment::new();
@@ -90,13 +108,16 @@ fn from_config(config: &Value) -> Result<(String, String, String), String> {
             .to_string(),
         _ => return Err("it has no `chat_template`".into()),
     };
-    // A special token is written as its text, or as an object with its `content`.
-    let token = |name: &str| match config.get(name) {
+    Ok((source, special_token(config, "bos_token"), special_token(config, "eos_token")))
+}
+
+/// A special token of a `tokenizer_config.json`: its text, or an object with its `content`.
+fn special_token(config: &Value, name: &str) -> String {
+    match config.get(name) {
         Some(Value::String(s)) => s.clone(),
         Some(v) => v.get("content").and_then(Value::as_str).unwrap_or_default().to_string(),
         None => String::new(),
-    };
-    Ok((source, token("bos_token"), token("eos_token")))
+    }
 }
 
 #[cfg(test)]

@@ -3,20 +3,17 @@
 //! beside the tokenizer, where a Hugging Face model folder keeps it), and the EOS token of its
 //! chat template's `tokenizer_config.json` (the end of the assistant's turn).
 
-use std::path::{Path, PathBuf};
-
 use serde_json::Value;
 
 use super::chat::Chat;
+use super::files::ModelFile;
 use super::text::Text;
 use crate::Error;
 
 /// Where the EOS ids come from.
 pub(super) struct Sources<'a> {
-    /// A `generation_config.json` named on the command line.
-    pub config: Option<&'a Path>,
-    /// The `tokenizer.json`, beside which a `generation_config.json` may sit.
-    pub tokenizer: Option<&'a Path>,
+    /// The model's `generation_config.json` (see `files::model_files`).
+    pub config: Option<&'a ModelFile>,
     pub text: Option<&'a Text>,
     pub chat: Option<&'a Chat>,
     /// The ids the model's logits cover.
@@ -25,8 +22,8 @@ pub(super) struct Sources<'a> {
 
 /// The EOS ids, sorted, each once.
 pub(super) fn eos_ids(from: &Sources) -> Result<Vec<i64>, Error> {
-    let mut ids = match config_path(from) {
-        Some(path) => from_config(&path, from.vocab)?,
+    let mut ids = match from.config {
+        Some(file) => from_config(file, from.vocab)?,
         None => Vec::new(),
     };
     if let (Some(chat), Some(text)) = (from.chat, from.text) {
@@ -45,19 +42,10 @@ pub(super) fn eos_ids(from: &Sources) -> Result<Vec<i64>, Error> {
     Ok(ids)
 }
 
-/// The generation config given, or the one beside the tokenizer when there is one.
-fn config_path(from: &Sources) -> Option<PathBuf> {
-    match from.config {
-        Some(path) => Some(path.to_path_buf()),
-        None => from.tokenizer.map(|t| t.with_file_name("generation_config.json")).filter(|p| p.is_file()),
-    }
-}
-
-/// `eos_token_id` of the config at `path`: absent or `null` (none), an id, or a list of ids.
-fn from_config(path: &Path, vocab: i64) -> Result<Vec<i64>, Error> {
-    let bad = |reason: String| Error::bad_input(format!("the generation config `{}`: {reason}", path.display()));
-    let text = std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read it: {e}")))?;
-    let config: Value = serde_json::from_str(&text).map_err(|e| bad(format!("not JSON: {e}")))?;
+/// `eos_token_id` of the config `file`: absent or `null` (none), an id, or a list of ids.
+fn from_config(file: &ModelFile, vocab: i64) -> Result<Vec<i64>, Error> {
+    let bad = |reason: String| Error::bad_input(format!("the generation config `{}`: {reason}", file.shown));
+    let config: Value = serde_json::from_slice(&file.bytes).map_err(|e| bad(format!("not JSON: {e}")))?;
     let ids: Vec<&Value> = match config.get("eos_token_id") {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::Array(list)) => list.iter().collect(),
@@ -76,6 +64,7 @@ fn from_config(path: &Path, vocab: i64) -> Result<Vec<i64>, Error> {
 mod tests {
     use super::{eos_ids, Sources};
     use crate::serve::chat::Chat;
+    use crate::serve::files::ModelFile;
     use crate::serve::text::Text;
 
     fn folder() -> std::path::PathBuf {
@@ -88,12 +77,10 @@ mod tests {
     fn eos_ids_come_from_the_generation_config_and_the_chat_template() {
         let text = Text::load(&folder().join("tokenizer.json"), 64).expect("a tokenizer");
         let chat = Chat::load(&folder().join("tokenizer_config.json")).expect("a template");
-        let dir = std::env::temp_dir().join(format!("torchtpu-eos-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("a folder");
-        let config = dir.join("generation_config.json");
+        let file = |name: &str, body: &str| ModelFile { shown: name.into(), bytes: body.as_bytes().to_vec() };
         let with = |body: &str, chat: Option<&Chat>| {
-            std::fs::write(&config, body).expect("written");
-            let from = Sources { config: Some(&config), tokenizer: None, text: Some(&text), chat, vocab: 64 };
+            let config = file("generation_config.json", body);
+            let from = Sources { config: Some(&config), text: Some(&text), chat, vocab: 64 };
             eos_ids(&from).map_err(|e| e.to_string())
         };
         assert_eq!(with(r#"{"eos_token_id": 7}"#, None), Ok(vec![7]));
@@ -102,9 +89,8 @@ mod tests {
         let end = text.token_id("▁do").expect("the template's EOS is a token");
         assert_eq!(with(r#"{"eos_token_id": null}"#, Some(&chat)), Ok(vec![end]));
         // A template whose EOS text the tokenizer has no one token for could never stop.
-        let other = dir.join("tokenizer_config.json");
-        std::fs::write(&other, r#"{"chat_template": "{{ bos_token }}", "eos_token": "dog"}"#).expect("written");
-        let err = with("{}", Some(&Chat::load(&other).expect("a template"))).expect_err("not a token");
+        let other = file("tokenizer_config.json", r#"{"chat_template": "{{ bos_token }}", "eos_token": "dog"}"#);
+        let err = with("{}", Some(&Chat::read(&other, None).expect("a template"))).expect_err("not a token");
         assert!(err.contains("the chat template's EOS token `dog` is not one token of the tokenizer"), "{err}");
         for (body, words) in [
             (r#"{"eos_token_id": 64}"#, "`eos_token_id` 64 is not a token id of the model (0 to 63)"),
@@ -114,13 +100,5 @@ mod tests {
             let err = with(body, None).expect_err(body);
             assert!(err.contains(words), "{body}: {err}");
         }
-        // Beside the tokenizer when it is there.
-        std::fs::write(&config, r#"{"eos_token_id": 5}"#).expect("written");
-        for (tokenizer, expected) in [(dir.join("tokenizer.json"), vec![5]), (folder().join("tokenizer.json"), vec![])]
-        {
-            let from = Sources { config: None, tokenizer: Some(&tokenizer), text: None, chat: None, vocab: 64 };
-            assert_eq!(eos_ids(&from).map_err(|e| e.to_string()), Ok(expected));
-        }
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

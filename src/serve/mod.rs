@@ -26,6 +26,7 @@
 mod answer;
 mod chat;
 mod eos;
+mod files;
 mod logprobs;
 mod output;
 mod request;
@@ -70,12 +71,14 @@ pub struct ServeOptions {
     /// machine: for a server that only trusted clients reach.
     pub admin: bool,
     /// A Hugging Face `tokenizer.json`: prompts may be text, completions come with their text.
+    /// Default: the one the artifact stores (`compile --tokenizer`), if any.
     pub tokenizer: Option<std::path::PathBuf>,
     /// A chat template (a `.jinja` file or a `tokenizer_config.json`), for
-    /// `POST /v1/chat/completions`; it needs the tokenizer.
+    /// `POST /v1/chat/completions`; it needs the tokenizer. Default: the stored one, if any.
     pub chat_template: Option<std::path::PathBuf>,
     /// A `generation_config.json` whose `eos_token_id` ends every request (default: the one
-    /// beside the tokenizer, if any); the chat template's EOS token ends them too.
+    /// beside the tokenizer, else the stored one, if any); the chat template's EOS token ends
+    /// them too.
     pub generation_config: Option<std::path::PathBuf>,
     /// The largest request body taken, in bytes; a larger one gets 413.
     pub max_body_bytes: usize,
@@ -134,17 +137,17 @@ pub fn serve_with(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<ServeSummary, Error> {
     let checker = batcher.checker();
-    let text = opts.tokenizer.as_deref().map(|path| Text::load(path, checker.vocab()).map(Arc::new)).transpose()?;
-    let chat = match (&opts.chat_template, &text) {
-        (Some(path), Some(_)) => Some(Chat::load(path)?),
+    let files = files::model_files(opts, session.artifact())?;
+    let text = files.tokenizer.as_ref().map(|f| Text::read(f, checker.vocab()).map(Arc::new)).transpose()?;
+    let chat = match (&files.chat_template, &text) {
+        (Some(file), Some(_)) => Some(Chat::read(file, files.chat_tokens.as_ref())?),
         (Some(_), None) => {
             return Err(Error::bad_input("a chat template needs the model's tokenizer (`--tokenizer`)".into()));
         }
         (None, _) => None,
     };
     let eos = eos::eos_ids(&eos::Sources {
-        config: opts.generation_config.as_deref(),
-        tokenizer: opts.tokenizer.as_deref(),
+        config: files.generation_config.as_ref(),
         text: text.as_deref(),
         chat: chat.as_ref(),
         vocab: checker.vocab(),

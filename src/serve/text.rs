@@ -8,9 +8,11 @@
 //! ends inside a character (a byte-level token, its text ending in U+FFFD) sends nothing until
 //! the character is whole. The chunks of a stream add up to the whole completion's text.
 
+#[cfg(test)]
 use std::path::Path;
 use std::sync::Arc;
 
+use super::files::ModelFile;
 use crate::Error;
 
 /// Prompt ids that a continuation is decoded after.
@@ -22,12 +24,18 @@ pub(super) struct Text {
 }
 
 impl Text {
-    /// Reads `path` (a `tokenizer.json`) for a model whose logits cover `vocab` ids: a
-    /// tokenizer with more ids than that is another model's.
+    /// Reads `path` (a `tokenizer.json`) for a model whose logits cover `vocab` ids.
+    #[cfg(test)]
     pub(super) fn load(path: &Path, vocab: i64) -> Result<Text, Error> {
-        let bad = |reason: String| Error::bad_input(format!("the tokenizer `{}`: {reason}", path.display()));
+        Text::read(&ModelFile::read(path, "the tokenizer")?, vocab)
+    }
+
+    /// Reads `file` (a `tokenizer.json`) for a model whose logits cover `vocab` ids: a
+    /// tokenizer with more ids than that is another model's.
+    pub(super) fn read(file: &ModelFile, vocab: i64) -> Result<Text, Error> {
+        let bad = |reason: String| Error::bad_input(format!("the tokenizer `{}`: {reason}", file.shown));
         let tokenizer =
-            tokenizers::Tokenizer::from_file(path).map_err(|e| bad(format!("not a tokenizer.json: {e}")))?;
+            tokenizers::Tokenizer::from_bytes(&file.bytes).map_err(|e| bad(format!("not a tokenizer.json: {e}")))?;
         let ids = tokenizer.get_vocab_size(true);
         if i64::try_from(ids).map_or(true, |n| n > vocab) {
             return Err(bad(format!("it has {ids} token ids, more than the model's {vocab} logits")));

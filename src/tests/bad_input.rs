@@ -186,6 +186,30 @@ fn missing_file_and_usage_errors() {
     assert!(out.contains("inspect"), "{out}");
 }
 
+/// `compile --tokenizer` checks the folder before anything is compiled: a folder without a
+/// `tokenizer.json`, a file that is not one, and a form other than an artifact are refused.
+#[test]
+fn a_wrong_tokenizer_folder_is_refused_before_compiling() {
+    let dir = std::env::temp_dir().join(format!("torchtpu-tokenizer-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a folder");
+    let model = super::testdata().join("models/mlp.pt2").display().to_string();
+    let out = dir.join("mlp.tpuexe").display().to_string();
+    let shown = dir.display().to_string();
+    let compile = |extra: &[&str]| run_cli(&[&["compile", &model, "-o", &out, "--target", "cpu"][..], extra].concat());
+    let (code, _, err) = compile(&["--tokenizer", &shown]);
+    assert_eq!(code, 1);
+    assert!(err.contains(&format!("`--tokenizer {shown}`: the folder has no `tokenizer.json`")), "{err}");
+    std::fs::write(dir.join("tokenizer.json"), "{").expect("written");
+    let (code, _, err) = compile(&["--tokenizer", &shown]);
+    assert_eq!(code, 1);
+    assert!(err.contains("`tokenizer.json` is not a tokenizer"), "{err}");
+    let (code, _, err) = compile(&["--tokenizer", &shown, "--emit", "stablehlo"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("`--tokenizer` needs `--emit exe`"), "{err}");
+    assert!(!dir.join("mlp.tpuexe").exists(), "nothing is written");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A reader that closed its end of the pipe (`inspect … | head`).
 struct ClosedPipe;
 
