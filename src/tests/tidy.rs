@@ -265,3 +265,23 @@ fn modules_import_only_the_layers_below_them() {
     upward.extend(imports_against("passes/src", &stated_layers("**Layers.** The modules of `passes/src/`"), &[]));
     assert!(upward.is_empty(), "imports against the layer order of ARCHITECTURE.md:\n{}", upward.join("\n"));
 }
+
+/// An op's import is in its family's tables (`src/import/ops/`): the builder names no FX target
+/// and compares none, it matches the `Special` the family gives.
+#[test]
+fn the_import_builder_names_no_target() {
+    let mut files = Vec::new();
+    files_under(&workspace().join("src/import/build"), "rs", &mut files);
+    assert!(files.len() >= 5, "found only {} files in src/import/build", files.len());
+    let prefixes = ["\"torch.", "\"aten.", "\"_operator.", "\"higher_order.", "\"prims."];
+    let mut named = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(&f).expect("readable");
+        for (i, line) in text.lines().enumerate() {
+            if prefixes.iter().any(|p| line.contains(p)) || line.contains(".target ==") || line.contains(".target !=") {
+                named.push(format!("{}:{}: {}", f.display(), i + 1, line.trim()));
+            }
+        }
+    }
+    assert!(named.is_empty(), "the import builder names FX targets:\n{}", named.join("\n"));
+}

@@ -16,23 +16,13 @@ use torchtpu_passes::ir::{norm_dim, BinaryOp, DType, Dim, Op, Operand, Scalar, S
 use super::sizes::sym_name;
 use super::{Builder, Lowered, SymbolBinding};
 use crate::import::args::Args;
+use crate::import::ops::{self, Special};
 use crate::import::schema::{self, scalar_type, Argument, SymIntArgument};
 use crate::import::srepr;
 use crate::import::wire::{Recipe, Wire};
 
-/// The target of `nonzero`.
-const NONZERO: &str = "torch.ops.aten.nonzero.default";
-const REPEAT_INTERLEAVE: &str = "torch.ops.aten.repeat_interleave.Tensor";
 /// The longest `repeat_interleave` of counts computed at its bound (its mask is `[n, bound]`).
 const MAX_REPEATED: i64 = 1 << 24;
-
-/// The target of `item()`.
-pub(super) const ITEM: &str = "torch.ops.aten._local_scalar_dense.default";
-
-/// Assertions on tensor data (`one_hot`'s class range, …): an XLA program cannot raise, so the
-/// compiled program does not check them; inputs that break them get what the ops compute.
-pub(super) const ASSERTIONS_ON_DATA: [&str; 2] =
-    ["torch.ops.aten._assert_async.msg", "torch.ops.aten._assert_async.default"];
 
 impl Builder<'_> {
     /// The lowering of a node whose result's size the data makes, and the name of its one
@@ -40,26 +30,35 @@ impl Builder<'_> {
     /// result is a size (a plain symbol the export bounds with `torch._check`); a
     /// `repeat_interleave` of counts without `output_size` (see [`repeat_by_counts`]). `None`
     /// for every other node (other `item()`s stay unsupported).
-    pub(super) fn size_from_data(&mut self, node: &schema::Node) -> Result<Option<(Lowered, &'static str)>, String> {
-        if node.target == NONZERO {
-            let (_, types) = self.outputs_of(node)?;
-            let size = types.first().and_then(|t| t.dims.first()).cloned().ok_or("its result is not a matrix")?;
-            return Ok(Some((Lowered::Op(Op::Nonzero(Nonzero { size })), "self")));
-        }
-        if node.target == REPEAT_INTERLEAVE {
-            let (_, types) = self.outputs_of(node)?;
-            return match types.first().and_then(|t| t.dims.first()) {
-                Some(d @ Dim::Sym(SymExpr::Sym(s))) if self.made_by_data(d) => {
-                    Ok(Some((Lowered::Recipe(repeat_by_counts(d.clone(), self.repeat_bound(s)?)), "repeats")))
+    pub(super) fn size_from_data(
+        &mut self,
+        node: &schema::Node,
+        special: Option<Special>,
+    ) -> Result<Option<(Lowered, &'static str)>, String> {
+        match special {
+            Some(Special::Nonzero) => {
+                let (_, types) = self.outputs_of(node)?;
+                let size = types.first().and_then(|t| t.dims.first()).cloned().ok_or("its result is not a matrix")?;
+                Ok(Some((Lowered::Op(Op::Nonzero(Nonzero { size })), "self")))
+            }
+            Some(Special::RepeatByCounts) => {
+                let (_, types) = self.outputs_of(node)?;
+                match types.first().and_then(|t| t.dims.first()) {
+                    Some(d @ Dim::Sym(SymExpr::Sym(s))) if self.made_by_data(d) => {
+                        Ok(Some((Lowered::Recipe(repeat_by_counts(d.clone(), self.repeat_bound(s)?)), "repeats")))
+                    }
+                    _ => Ok(None),
                 }
-                _ => Ok(None),
-            };
-        }
-        let [Argument::AsSymInt(SymIntArgument::AsName(n))] = node.outputs.as_slice() else { return Ok(None) };
-        match self.sym_values.get(n) {
-            Some(d @ Dim::Sym(SymExpr::Sym(s))) if node.target == ITEM => {
-                let at_most = self.equal_sum_with(s).map(|(_, rhs)| Dim::from_expr(rhs.clone()));
-                Ok(Some((Lowered::Op(Op::Item(Item { size: d.clone(), at_most })), "self")))
+            }
+            Some(Special::Item) => {
+                let [Argument::AsSymInt(SymIntArgument::AsName(n))] = node.outputs.as_slice() else { return Ok(None) };
+                match self.sym_values.get(n) {
+                    Some(d @ Dim::Sym(SymExpr::Sym(s))) => {
+                        let at_most = self.equal_sum_with(s).map(|(_, rhs)| Dim::from_expr(rhs.clone()));
+                        Ok(Some((Lowered::Op(Op::Item(Item { size: d.clone(), at_most })), "self")))
+                    }
+                    _ => Ok(None),
+                }
             }
             _ => Ok(None),
         }
@@ -125,7 +124,7 @@ impl Builder<'_> {
 /// (`GreaterThan(Symbol('u0', integer=True), Integer(0))`), from the first of `graphs` that
 /// records it.
 fn assertion<'g>(node: &schema::Node, graphs: &[&'g schema::Graph]) -> Option<&'g str> {
-    if node.target != "torch.ops.aten._assert_scalar.default" {
+    if ops::special(&node.target) != Some(Special::AssertOnSizes) {
         return None;
     }
     let Some(Argument::AsSymBool(v)) = node.inputs.first().map(|a| &a.arg) else { return None };
@@ -194,9 +193,6 @@ impl Builder<'_> {
     /// A `cat` of pieces sized by data into a result whose size the data does not make (an
     /// asserted sum).
     pub(super) fn concatenates_counts(&mut self, node: &schema::Node) -> bool {
-        if node.target != "torch.ops.aten.cat.default" {
-            return false;
-        }
         let Some(Argument::AsTensors(pieces)) = node.inputs.first().map(|a| &a.arg) else { return false };
         let Some(Argument::AsTensor(out)) = node.outputs.first() else { return false };
         let dim = match node.inputs.get(1).map(|a| &a.arg) {

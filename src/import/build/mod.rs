@@ -25,10 +25,9 @@ mod finish;
 mod regions;
 mod sizes;
 
-use data::{ASSERTIONS_ON_DATA, ITEM};
+use super::ops::Special;
 use sizes::{
-    has_data_dependent_arg, has_symbolic_number, is_size_number_node, is_sym_int_node, known_unsupported,
-    size_number_op, sym_name,
+    has_data_dependent_arg, has_symbolic_number, is_size_number_node, is_sym_int_node, size_number_op, sym_name,
 };
 
 /// Where a symbol's value comes from at run time: a dimension of a user input.
@@ -324,22 +323,29 @@ impl<'a> Builder<'a> {
         if !names.insert(name.clone()) {
             return Err(fail("another node has the same name".into()));
         }
-        if self.asserts_what_holds(node) || ASSERTIONS_ON_DATA.contains(&node.target.as_str()) {
-            return Ok(());
+        let special = ops::special(&node.target);
+        match special {
+            Some(Special::AssertOnData) => return Ok(()),
+            Some(Special::AssertOnSizes) if self.asserts_what_holds(node) => return Ok(()),
+            Some(Special::ControlFlow(flow)) => {
+                let (op, inputs) = self.higher_order(node, flow).map_err(&fail)?;
+                return self.add_node(node, name.clone(), origin.clone(), op, &inputs).map_err(&fail);
+            }
+            _ => {}
         }
-        if regions::is_higher_order(&node.target) {
-            let (op, inputs) = self.higher_order(node).map_err(&fail)?;
-            return self.add_node(node, name.clone(), origin.clone(), op, &inputs).map_err(&fail);
-        }
-        let symbolic_strided = is_symbolic_as_strided(node);
+        let symbolic_strided = special == Some(Special::StridedView) && has_symbolic_sizes(node);
         if symbolic_strided {
             self.contiguous_operand(node).map_err(&fail)?;
         }
-        let by_mask = node.target == "torch.ops.aten.index.Tensor" && self.indexes_by_mask(node);
-        let split_by_counts = node.target == "torch.ops.aten.split_with_sizes.default" && self.takes_counts(node);
-        let pad_by_counts = node.target == "torch.ops.aten.constant_pad_nd.default" && self.takes_counts(node);
-        let cat_by_counts = self.concatenates_counts(node);
-        let size_from_data = self.size_from_data(node).map_err(&fail)?;
+        let by_mask = special == Some(Special::IndexByMask) && self.indexes_by_mask(node);
+        let split_by_counts = special == Some(Special::SplitByCounts) && self.takes_counts(node);
+        let pad_by_counts = special == Some(Special::PadByCounts) && self.takes_counts(node);
+        let cat_by_counts = special == Some(Special::CatOfCounts) && self.concatenates_counts(node);
+        let size_from_data = self.size_from_data(node, special).map_err(&fail)?;
+        let size_op = match special {
+            Some(Special::SizeArithmetic(op)) => Some(op),
+            _ => None,
+        };
         let mut args = Args::new(&node.inputs, &self.sym_values).map_err(&fail)?;
         let sym_scalar_out = node.outputs.iter().any(|o| matches!(o, Argument::AsSymBool(_) | Argument::AsSymFloat(_)));
         let lowered = if let Some((lowered, operand)) = size_from_data {
@@ -347,15 +353,16 @@ impl<'a> Builder<'a> {
             lowered
         } else {
             match ops::translation(&node.target) {
-                _ if node.target == ITEM && matches!(node.outputs.as_slice(), [Argument::AsSymFloat(_)]) => {
+                _ if special == Some(Special::Item) && matches!(node.outputs.as_slice(), [Argument::AsSymFloat(_)]) => {
                     Lowered::Recipe(ops::float_item(&mut args).map_err(&fail)?)
                 }
-                _ if sym_scalar_out && is_size_number_node(node) => {
-                    Lowered::Op(size_number_op(node, &mut args.tensors).map_err(&fail)?)
+                _ if sym_scalar_out && size_op.is_some_and(|op| is_size_number_node(node, op)) => {
+                    let op = size_op.ok_or("internal: no size op").map_err(|e| fail(e.into()))?;
+                    Lowered::Op(size_number_op(node, op, &mut args.tensors).map_err(&fail)?)
                 }
                 _ if sym_scalar_out => {
                     args.all_tensors();
-                    let reason = known_unsupported(&node.target).unwrap_or_else(|| {
+                    let reason = ops::known_unsupported(&node.target).unwrap_or_else(|| {
                         format!(
                             "`{}` produces a symbolic bool or float (data-dependent control), which is not supported",
                             node.target
@@ -380,7 +387,7 @@ impl<'a> Builder<'a> {
                     Err(reason) if has_data_dependent_arg(node) => data_dependent(&mut args, node, &reason),
                     Err(reason) => return Err(fail(reason)),
                 },
-                None if is_sym_int_node(node) => Lowered::Op(self.sym_int_op(node).map_err(&fail)?),
+                None if is_sym_int_node(node, special) => Lowered::Op(self.sym_int_op(node).map_err(&fail)?),
                 None => match ops::decomposition(&node.target) {
                     Some(decompose) => match decompose(&mut args) {
                         Ok(recipe) => Lowered::Recipe(recipe),
@@ -391,7 +398,7 @@ impl<'a> Builder<'a> {
                         args.all_tensors();
                         Lowered::Op(Op::Unsupported(Unsupported {
                             target: node.target.clone(),
-                            reason: known_unsupported(&node.target),
+                            reason: ops::known_unsupported(&node.target),
                         }))
                     }
                 },
@@ -556,7 +563,7 @@ impl<'a> Builder<'a> {
             let dims_attr = order.iter().map(|&d| d as i64).collect();
             let mut node =
                 Node::new(perm_name, Op::Permute(Permute { dims: dims_attr }), [TensorType { dims: permuted, ..ty }]);
-            node.origin.target = "torch.ops.aten.permute.default".into();
+            node.origin.target = ops::PERMUTE.into();
             node.origin.derived_from = Some(name.to_string());
             let id = self.graph.add_op(node, &[*input]);
             *input = ValueRef { node: id, slot: 0 };
@@ -689,12 +696,12 @@ fn data_dependent(args: &mut Args<'_>, node: &schema::Node, reason: &str) -> Low
     }))
 }
 
-/// `as_strided` whose sizes or strides are symbolic: read as a view and a permute.
-fn is_symbolic_as_strided(node: &schema::Node) -> bool {
-    node.target.ends_with("aten.as_strided.default")
-        && node.inputs.iter().any(
-            |a| matches!(&a.arg, Argument::AsSymInts(v) if v.iter().any(|s| matches!(s, SymIntArgument::AsName(_)))),
-        )
+/// True when a list argument holds a symbolic size: an `as_strided` of them is read as a view
+/// and a permute.
+fn has_symbolic_sizes(node: &schema::Node) -> bool {
+    node.inputs
+        .iter()
+        .any(|a| matches!(&a.arg, Argument::AsSymInts(v) if v.iter().any(|s| matches!(s, SymIntArgument::AsName(_)))))
 }
 
 /// The order of `dims` from the largest stride to the smallest when the layout is dense:

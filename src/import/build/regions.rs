@@ -10,19 +10,9 @@ use torchtpu_passes::ir::ops::{Cond, Region, Scan, WhileLoop, MAX_REGION_DEPTH};
 use torchtpu_passes::ir::{Graph, InputKind, Node, Op, OutputKind, ValueRef};
 
 use super::Builder;
+use crate::import::ops::Flow;
 use crate::import::schema::{self, Argument, NamedArgument};
 use crate::import::shown;
-
-/// The higher-order targets this module translates.
-pub(super) fn is_higher_order(target: &str) -> bool {
-    matches!(
-        target,
-        "torch.ops.higher_order.cond"
-            | "torch.ops.higher_order.while_loop"
-            | "torch.ops.higher_order.scan"
-            | "torch.ops.higher_order.map_impl"
-    )
-}
 
 /// A subgraph argument as the archive writes it.
 #[derive(serde::Deserialize)]
@@ -33,24 +23,23 @@ struct GraphArgument {
 
 impl Builder<'_> {
     /// The control-flow op of a higher-order node and the values it reads, in slot order.
-    pub(super) fn higher_order(&mut self, node: &schema::Node) -> Result<(Op, Vec<ValueRef>), String> {
+    pub(super) fn higher_order(&mut self, node: &schema::Node, flow: Flow) -> Result<(Op, Vec<ValueRef>), String> {
         let args: Vec<&Argument> = node.inputs.iter().map(|a: &NamedArgument| &a.arg).collect();
-        let target = node.target.trim_start_matches("torch.ops.higher_order.");
-        let wrong = || format!("`{target}` with arguments of kinds {}", kinds(&args));
-        match (target, args.as_slice()) {
-            ("cond", [pred, then, otherwise, operands]) => {
+        let wrong = || format!("arguments of unexpected kinds {}", kinds(&args));
+        match (flow, args.as_slice()) {
+            (Flow::Cond, [pred, then, otherwise, operands]) => {
                 let mut values = vec![self.predicate(pred)?];
                 values.extend(self.tensors(operands)?);
                 let op = Cond { then: self.region(then)?, otherwise: self.region(otherwise)? };
                 Ok((Op::Cond(op), values))
             }
-            ("while_loop", [cond, body, carried, extra]) => {
+            (Flow::WhileLoop, [cond, body, carried, extra]) => {
                 let mut values = self.tensors(carried)?;
                 let carried = values.len();
                 values.extend(self.tensors(extra)?);
                 Ok((Op::WhileLoop(WhileLoop { carried, cond: self.region(cond)?, body: self.region(body)? }), values))
             }
-            ("scan", [body, init, xs, extra]) => {
+            (Flow::Scan, [body, init, xs, extra]) => {
                 let mut values = self.tensors(init)?;
                 let carried = values.len();
                 let scanned = self.tensors(xs)?;
@@ -59,7 +48,7 @@ impl Builder<'_> {
                 values.extend(self.tensors(extra)?);
                 Ok((Op::Scan(Scan { carried, scanned: count, body: self.region(body)? }), values))
             }
-            ("map_impl", [body, xs, extra]) => {
+            (Flow::Map, [body, xs, extra]) => {
                 let mut values = self.tensors(xs)?;
                 let scanned = values.len();
                 values.extend(self.tensors(extra)?);

@@ -7,7 +7,20 @@ use torchtpu_passes::ir::ops::{
 };
 use torchtpu_passes::ir::{Dim, Op, Scalar, ScatterReduce};
 
-use super::{Args, Translation};
+use super::{Args, Special, Translation};
+
+/// The targets of this family that a case of the builder's imports where what it knows of
+/// their values calls for it (see [`Special`]); their translations below are the other case.
+pub(super) fn special(key: &str) -> Option<Special> {
+    Some(match key {
+        "aten.index.Tensor" => Special::IndexByMask,
+        "aten.split_with_sizes.default" => Special::SplitByCounts,
+        "aten.constant_pad_nd.default" => Special::PadByCounts,
+        "aten.cat.default" => Special::CatOfCounts,
+        "aten.as_strided.default" => Special::StridedView,
+        _ => return None,
+    })
+}
 
 pub(super) fn translation(key: &str) -> Option<Translation> {
     Some(match key {

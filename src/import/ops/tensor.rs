@@ -7,7 +7,20 @@ use torchtpu_passes::ir::ops::{
 };
 use torchtpu_passes::ir::{Dim, Op, Operand, Scalar};
 
-use super::{Args, Translation};
+use super::{Args, Special, Translation};
+
+/// The targets of this family that a case of the builder's imports (see [`Special`]): sizes
+/// and numbers from data, and assertions.
+pub(super) fn special(key: &str) -> Option<Special> {
+    Some(match key {
+        "aten.nonzero.default" => Special::Nonzero,
+        "aten.repeat_interleave.Tensor" => Special::RepeatByCounts,
+        "aten._local_scalar_dense.default" => Special::Item,
+        "aten._assert_scalar.default" => Special::AssertOnSizes,
+        "aten._assert_async.msg" | "aten._assert_async.default" => Special::AssertOnData,
+        _ => return None,
+    })
+}
 
 pub(super) fn translation(key: &str) -> Option<Translation> {
     Some(match key {
