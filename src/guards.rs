@@ -182,11 +182,18 @@ impl Value {
     }
 }
 
-/// What a guard is checked against: the shapes of the real inputs, by name, and the values
-/// of the symbols they give.
+/// What a guard is checked against: the shapes of the real inputs, by name in the program's
+/// order, and the values of the symbols they give.
 pub(crate) struct Env<'a> {
-    pub shapes: BTreeMap<&'a str, &'a [i64]>,
+    pub shapes: Vec<(&'a str, &'a [i64])>,
     pub symbols: &'a BTreeMap<String, i64>,
+}
+
+/// Where among `inputs` (the user inputs, in order) is the one a guard names `name`: by name, or
+/// by position as a strict export writes it (`L['flat_args'][1]`, read as `flat_args_1`).
+pub(crate) fn input_index(name: &str, inputs: &[&str]) -> Option<usize> {
+    let position = || name.strip_prefix("flat_args_")?.parse().ok().filter(|&i: &usize| i < inputs.len());
+    inputs.iter().position(|n| *n == name).or_else(position)
 }
 
 impl Guard {
@@ -328,7 +335,9 @@ impl Expr {
 
 impl Reference {
     fn eval(&self, env: &Env<'_>) -> Result<i64, String> {
-        let shape = env.shapes.get(self.input.as_str()).ok_or_else(|| format!("no input is named `{}`", self.input))?;
+        let names: Vec<&str> = env.shapes.iter().map(|(n, _)| *n).collect();
+        let at = input_index(&self.input, &names).ok_or_else(|| format!("no input is named `{}`", self.input))?;
+        let shape = env.shapes[at].1;
         let dim = |d: usize| {
             shape
                 .get(d)

@@ -527,6 +527,43 @@ class HFStaticCacheStep(nn.Module):
         return self.step(input_ids=input_ids, cache_position=cache_position)
 
 
+# The prefill chunk of `hf_export_moe`, as the export command declares it.
+EXPORT_T = Dim("tokens", min=1, max=8)
+
+
+def torchtpu_export():
+    """python/torchtpu_compile/export.py (`python -m torchtpu_compile.export`), loaded by its path:
+    it needs torch and transformers only, not the package's native module."""
+    import importlib.util
+
+    path = os.path.join(HERE, "..", "python", "torchtpu_compile", "export.py")
+    spec = importlib.util.spec_from_file_location("torchtpu_export", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def build_hf_export_moe():
+    """A tiny Qwen3-MoE (f32: transformers' MoE calls its own `grouped_mm_fallback` op under
+    export) wrapped by the export command's recipe: 4 slots, 48 positions, prompts fed in
+    chunks of up to 8 tokens."""
+    from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
+
+    cfg = Qwen3MoeConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                         num_key_value_heads=1, head_dim=16, vocab_size=128, max_position_embeddings=64,
+                         num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, decoder_sparse_step=1)
+    module, _, _ = torchtpu_export().decode_step(Qwen3MoeForCausalLM(cfg).eval(), slots=4, max_len=48,
+                                                 prefill_chunk=8)
+    return module
+
+
+def hf_rows_reference_without_eos(module, d, new_tokens=16):
+    """`hf_rows_reference` with the model's EOS neither stopping nor suppressed: 16 tokens each,
+    as `serve_all` decodes them."""
+    module.step.model.generation_config.eos_token_id = None
+    return hf_rows_reference(module, d, new_tokens)
+
+
 def hf_decode_reference(module, d, new_tokens=24):
     """transformers' own greedy `generate` with a static cache (not the exported step): prompt.npy
     [1, T], tokens.npy [1, N] and logits.npy [1, N, V], the raw logits that chose each token."""
@@ -554,8 +591,6 @@ def hf_rows_reference(module, d, new_tokens=16):
     width = max(len(p) for p in ROWS_PROMPTS)
     np.save(os.path.join(d, "prompts.npy"), np.array([p + [-1] * (width - len(p)) for p in ROWS_PROMPTS], dtype=np.int64))
     np.save(os.path.join(d, "tokens.npy"), np.array(rows, dtype=np.int64))
-    if dtype != torch.float32:  # what a near tie is judged by
-        np.save(os.path.join(d, "logits.npy"), torch.stack(logits).view(len(rows), new_tokens, -1).numpy())
     return {"prompts": ROWS_PROMPTS, "tokens": rows}
 
 
@@ -1669,6 +1704,22 @@ MODELS = {
         strict=True,
         lean_metadata=True,
         decode=hf_rows_reference),
+    "hf_export_moe": dict(
+        build=build_hf_export_moe,
+        desc="`python -m torchtpu_compile.export`'s recipe (transformers' StaticCache module, 4 slots, 48 "
+             "positions, a prefill chunk of 1 to 8 tokens) of a 1-layer Qwen3-MoE (hidden 32, 2 heads of 16, "
+             "1 kv head, vocab 128, 4 experts of width 32, top-2; f32, so its experts call transformers' "
+             "`grouped_mm_fallback`): (input_ids [4, T], cache_position [T]) -> logits [4, T, 128]; "
+             "references: ROWS_PROMPTS, each decoded alone by transformers' greedy generate",
+        inputs=[(torch.zeros(4, 2, dtype=torch.long), torch.arange(2)),
+                (torch.tensor([[5, 9, 3], [7, 1, 1], [33, 2, 9], [12, 4, 4]]), torch.arange(3))],
+        dynamic_shapes={"input_ids": {1: EXPORT_T}, "cache_position": {0: EXPORT_T}},
+        export_context=torch.no_grad,
+        strict=True,
+        lean_metadata=True,
+        fresh_state=True,
+        graph_has=["torch.ops.transformers.grouped_mm_fallback.default"],
+        decode=hf_rows_reference_without_eos),
     "moe_dyn": dynamic_lm(
         build_mixtral_dyn,
         "MixtralForCausalLM(hidden 32, 1 layer, 2 heads of 16, 1 kv head, vocab 128, 4 experts, top-2, "

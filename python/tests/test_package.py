@@ -2,6 +2,7 @@
 path, load, call, compare with PyTorch's outputs, state across calls, generate, inspect, the
 console script, and the errors at the boundary."""
 
+import importlib.util
 import inspect
 import os
 import subprocess
@@ -315,3 +316,21 @@ def test_generate_on_a_damaged_artifact_is_refused_or_harmless(tmp_path, compile
             continue
         np.testing.assert_array_equal(out.tokens, tokens)
     assert refused > 8, f"only {refused} of 11 damaged artifacts refused"
+
+
+def test_the_export_command_explains_itself_and_what_it_needs(tmp_path):
+    """`python -m torchtpu_compile.export` teaches its options without torch, and a model it
+    cannot use gets one line in the tool's words: without torch, that exporting needs it; with
+    torch, that the model cannot be loaded."""
+    help_text = subprocess.run([sys.executable, "-m", "torchtpu_compile.export", "--help"],
+                               capture_output=True, text=True, check=True).stdout
+    for flag in ("--slots", "--max-len", "--prefill-chunk", "--dtype", "-o"):
+        assert flag in help_text, help_text
+    done = subprocess.run([sys.executable, "-m", "torchtpu_compile.export", str(tmp_path / "nowhere"),
+                           "-o", str(tmp_path / "m.pt2")], capture_output=True, text=True)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    if importlib.util.find_spec("torch") is None:
+        assert "exporting needs torch and transformers" in done.stderr, done.stderr
+    else:
+        assert f"cannot export `{tmp_path / 'nowhere'}`: cannot load it" in done.stderr, done.stderr
+    assert not (tmp_path / "m.pt2").exists()

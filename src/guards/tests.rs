@@ -6,7 +6,7 @@ use super::{Env, Guard};
 
 fn holds(text: &str, shapes: &[(&str, &[i64])]) -> Result<bool, String> {
     let symbols = BTreeMap::new();
-    let env = Env { shapes: shapes.iter().copied().collect(), symbols: &symbols };
+    let env = Env { shapes: shapes.to_vec(), symbols: &symbols };
     Guard::parse(text)?.holds(&env)
 }
 
@@ -70,7 +70,7 @@ fn relations_of_range_constraints_read_symbols() {
     assert_eq!(g.symbols(), vec!["s52".to_string()]);
     let at = |v: i64| {
         let symbols = BTreeMap::from([("s52".to_string(), v)]);
-        g.holds(&Env { shapes: BTreeMap::new(), symbols: &symbols })
+        g.holds(&Env { shapes: Vec::new(), symbols: &symbols })
     };
     assert_eq!((at(2), at(8), at(9), at(1)), (Ok(true), Ok(true), Ok(false), Ok(false)));
     assert!(Guard::of_range("s1", None, None).is_none());
@@ -119,4 +119,25 @@ fn the_manifest_keeps_the_text_and_reads_it_back() {
     assert_eq!(serde_json::from_str::<Guard>(&json).unwrap(), g);
     let bad = serde_json::from_str::<Guard>("\"L['x'].size()[1] !\"").unwrap_err().to_string();
     assert!(bad.contains("`!` is not part of the grammar"), "{bad}");
+}
+
+/// A strict (Dynamo) export names the inputs by their position among the flattened arguments
+/// (transformers' static-cache recipe: `L['flat_args'][1].size()[0] == L['flat_args'][0].size()[1]`):
+/// they are read in the program's order.
+#[test]
+fn positional_inputs_of_a_strict_export_are_read_in_order() {
+    let g = "L['flat_args'][1].size()[0] == L['flat_args'][0].size()[1]";
+    let inputs = |t: i64| [("input_ids", vec![4, 3]), ("cache_position", vec![t])];
+    let check = |t: i64| {
+        let owned = inputs(t);
+        let shapes: Vec<(&str, &[i64])> = owned.iter().map(|(n, s)| (*n, s.as_slice())).collect();
+        holds(g, &shapes)
+    };
+    assert_eq!((check(3), check(2)), (Ok(true), Ok(false)));
+    assert_eq!(
+        holds("L['flat_args'][2].size()[0] == 1", &[("x", &[1])]),
+        Err("no input is named `flat_args_2`".into())
+    );
+    assert_eq!(super::input_index("flat_args_0", &["x"]), Some(0));
+    assert_eq!(super::input_index("x", &["y", "x"]), Some(1));
 }

@@ -9,7 +9,7 @@ use torchtpu_passes::ir::{Graph, InputKind, Op};
 
 use super::schema::ExportedProgram;
 use super::{shown, ImportError, SymbolBinding};
-use crate::guards::Guard;
+use crate::guards::{input_index, Guard};
 
 /// The program's guards, in the order the export wrote them, then the relations.
 pub(super) fn read(
@@ -18,13 +18,13 @@ pub(super) fn read(
     bindings: &BTreeMap<String, SymbolBinding>,
 ) -> Result<Vec<Guard>, ImportError> {
     let ranks = user_input_ranks(graph);
+    let names: Vec<&str> = ranks.iter().map(|(n, _)| n.as_str()).collect();
     let mut out: Vec<Guard> = vec![];
     for text in &ep.guards_code {
         let refuse = |reason: String| ImportError::Guard { guard: shown(text), reason };
         let guard = Guard::parse(text).map_err(refuse)?;
         for (input, dim) in guard.inputs() {
-            let Some(&rank) = ranks.get(&input) else {
-                let names: Vec<&str> = ranks.keys().map(String::as_str).collect();
+            let Some(rank) = input_index(&input, &names).map(|i| ranks[i].1) else {
                 return Err(refuse(format!(
                     "it reads input `{}`, which the program does not take (its inputs: {})",
                     shown(&input),
@@ -60,12 +60,18 @@ fn is_symbol(key: &str) -> bool {
     key.strip_prefix(['s', 'u']).is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
-/// Each user input's name and number of dims.
-fn user_input_ranks(graph: &Graph) -> BTreeMap<String, usize> {
-    graph
+/// Each user input's name and number of dims, in the order of the program's user inputs.
+fn user_input_ranks(graph: &Graph) -> Vec<(String, usize)> {
+    let mut inputs: Vec<(usize, String, usize)> = graph
         .graph_inputs()
         .iter()
-        .filter(|&&id| matches!(graph.node(id).op, Op::Input(InputKind::User { .. })))
-        .map(|&id| (graph.node(id).name.clone(), graph.node(id).outputs[0].dims.len()))
-        .collect()
+        .filter_map(|&id| match graph.node(id).op {
+            Op::Input(InputKind::User { index }) => {
+                Some((index, graph.node(id).name.clone(), graph.node(id).outputs[0].dims.len()))
+            }
+            _ => None,
+        })
+        .collect();
+    inputs.sort();
+    inputs.into_iter().map(|(_, name, rank)| (name, rank)).collect()
 }

@@ -312,19 +312,33 @@ fn arrive_and_leave_at_random(model: &str, tmp: &Path) {
     }
 }
 
+/// The seven requests of `model` (a step of 4 rows and one position for all rows) served in waves
+/// of four, each getting exactly the tokens transformers' `generate` gives it alone; the calls
+/// it took.
+fn serves_rows_in_waves(model: &str) -> u64 {
+    let tmp = TempDir::new(model);
+    let artifact = compile_model(model, &tmp.0);
+    let (requests, eager) = row_requests(model, |_| 16);
+    let served = crate::run::serve_all(&mut decode_session(&artifact), requests).expect("serves");
+    assert!(!served.continuous && served.slots == 4, "{model}: {served:?}");
+    for (i, r) in served.requests.iter().enumerate() {
+        assert_eq!(r.tokens, eager[i], "{model}: request {i}");
+    }
+    served.figures.calls
+}
+
 /// transformers' StaticCache export recipe with a batch of 4 (one position for all rows): the
-/// seven requests go in waves of four, prompts of different lengths sharing the calls, and each
-/// gets exactly the tokens transformers' `generate` gives it alone.
+/// seven requests go in waves of four, prompts of different lengths sharing the calls, one token
+/// a call: the longest prompt of each wave (9, then 7 tokens) and its 16 new ones.
 #[test]
 fn transformers_static_cache_batches_serve_requests_in_waves() {
-    let tmp = TempDir::new("hf-rows");
-    let artifact = compile_model("hf_static_rows", &tmp.0);
-    let (requests, eager) = row_requests("hf_static_rows", |_| 16);
-    let served = crate::run::serve_all(&mut decode_session(&artifact), requests).expect("serves");
-    assert!(!served.continuous && served.slots == 4, "{served:?}");
-    for (i, r) in served.requests.iter().enumerate() {
-        assert_eq!(r.tokens, eager[i], "request {i}");
-    }
-    // Two waves: the longest prompt of each (9, then 7 tokens) and its 16 new ones.
-    assert_eq!(served.figures.calls, (9 + 15) + (7 + 15));
+    assert_eq!(serves_rows_in_waves("hf_static_rows"), (9 + 15) + (7 + 15));
+}
+
+/// The program `python -m torchtpu_compile.export` writes (the same recipe, 4 slots, a prefill
+/// chunk of 1 to 8 tokens; a Qwen3-MoE whose experts call transformers' own
+/// `grouped_mm_fallback`): the same waves, the prompts' first tokens in fewer calls.
+#[test]
+fn the_export_commands_program_serves_requests_in_waves_with_chunks() {
+    assert!(serves_rows_in_waves("hf_export_moe") < (9 + 15) + (7 + 15));
 }

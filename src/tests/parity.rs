@@ -149,6 +149,7 @@ parity_tests!(
     whisper_gen_decoder,
     hf_static_cache,
     hf_static_rows,
+    hf_export_moe,
     moe_dyn,
     fnet_dyn,
     mla_dyn,

@@ -19,6 +19,14 @@ pub(super) fn translation(key: &str) -> Option<Translation> {
         },
         "aten.addmm.default" => addmm,
         "aten._grouped_mm.default" => grouped_mm,
+        // transformers' own grouped matmul (its MoE layers call it where `torch._grouped_mm` is
+        // not used: f32 weights under export): `_grouped_mm`'s mixture-of-experts form.
+        "transformers.grouped_mm_fallback.default" => |a| {
+            a.tensor("input")?;
+            a.tensor("weight")?;
+            a.tensor("offs")?;
+            Ok(Op::GroupedMm(GroupedMm))
+        },
         "aten._fft_r2c.default" => |a| {
             a.tensor("self")?;
             Ok(Op::Fft(Fft {
