@@ -236,6 +236,7 @@ fn every_model_matches_with_padding_forced_on() {
             "decoder_rows_bf16",
             "hf_static_cache",
             "hf_static_rows",
+            "hf_export_moe",
             "moe_dyn",
             "alibi_dyn",
             "swin_dyn",

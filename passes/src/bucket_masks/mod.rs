@@ -205,6 +205,16 @@ impl Masker<'_> {
         a.len() == b.len() && a.iter().zip(b).all(|(x, y)| self.same_size(x, y))
     }
 
+    /// The same real positions: the same factors, or pieces of the same factors in order (two
+    /// `cat`s of a past and new positions).
+    fn same_layout(&self, a: &[SymExpr], b: &[SymExpr]) -> bool {
+        match (self.pieces_of(a), self.pieces_of(b)) {
+            (Some(p), Some(q)) => p.len() == q.len() && p.iter().zip(&q).all(|(x, y)| self.same_factors(x, y)),
+            (None, None) => self.same_factors(a, b),
+            _ => false,
+        }
+    }
+
     /// Factors without those of size 1; a prefix when only the outermost one is dynamic.
     fn normalize(&self, f: Factors) -> Factors {
         let f: Factors = f.into_iter().filter(|e| !self.is_one(e)).collect();

@@ -56,7 +56,13 @@ impl Masker<'_> {
             PaddingRule::IndexPut { present, accumulate } => self.index_put(graph, id, (present, *accumulate), in_dyn),
             PaddingRule::Contract { lhs, rhs } => self.contract(graph, id, *lhs, *rhs),
             PaddingRule::Softmax { dim } => {
-                self.mask_input(graph, id, 0, &[norm_dim(*dim, rank(0))], float_fill(f64::NEG_INFINITY))
+                let d = norm_dim(*dim, rank(0));
+                self.mask_input(graph, id, 0, &[d], float_fill(f64::NEG_INFINITY))?;
+                // The result's positions along `d` are the operand's: factors or pieces stay.
+                if let Some(f) = in_dyn[0].get(&d).filter(|f| f.len() > 1) {
+                    self.merged.insert((ValueRef { node: id, slot: 0 }, d), f.clone());
+                }
+                Ok(())
             }
             PaddingRule::Reduce { op, dims } => self.reduce(graph, id, (*op, dims), &in_dyn[0]),
             // Past the real size, the identity of the extremum in the operand's dtype: ties go
@@ -114,10 +120,10 @@ impl Masker<'_> {
         let [(0, d, f)] = across else { return Err(REFUSED.into()) };
         if let Some(pieces) = self.pieces_of(f) {
             let size = Self::ty(graph, graph.inputs(id)[0]).dims[*d].as_static().ok_or("not specialized")?;
-            // The bounds at the bucket's sizes (as the specialized slice has them).
-            let (start, end) = (self.padded(&slice.start.to_expr()), self.padded(&slice.end.to_expr()));
-            let end = end.map(|e| e.min(size));
-            let (Some(start), Some(end), 1) = (start, end, slice.step) else {
+            // The bounds at the bucket's sizes (as the specialized slice has them); a negative
+            // one counts from the end (`probs[..., :-1]`).
+            let bound = |e: &Dim| self.padded(&e.to_expr()).map(|b| (if b < 0 { b + size } else { b }).clamp(0, size));
+            let (Some(start), Some(end), 1) = (bound(&slice.start), bound(&slice.end), slice.step) else {
                 return Err("slices a dim of pieces with a symbolic bound or a step".into());
             };
             let (mut at, mut kept) = (0i64, vec![]);
@@ -133,6 +139,7 @@ impl Masker<'_> {
             let out = ValueRef { node: id, slot: 0 };
             let factors = match <[Factors; 1]>::try_from(kept) {
                 Ok([one]) => one,
+                Err(none) if none.is_empty() => return Err("slices a dim of pieces and keeps none of them".into()),
                 Err(many) => self.new_pieces(many),
             };
             if factors.len() > 1 {
@@ -613,6 +620,19 @@ impl Masker<'_> {
         lhs: (usize, usize),
         rhs: (usize, usize),
     ) -> Result<(), String> {
+        let ins = graph.inputs(id);
+        let padded = |m: &Self, (slot, d): (usize, usize)| m.dyn_dims(graph, ins[slot]).remove(&d);
+        if let (Some(l), Some(r)) = (padded(self, lhs), padded(self, rhs)) {
+            // Position `i` of one operand meets position `i` of the other: the same real rows.
+            if !self.same_layout(&l, &r) {
+                let shown = |f: &Factors| f.iter().map(ToString::to_string).collect::<Vec<_>>().join("·");
+                return Err(format!(
+                    "contracts a dim padded as [{}] with one padded as [{}]: their real positions differ",
+                    shown(&l),
+                    shown(&r)
+                ));
+            }
+        }
         let zero = Scalar::Float(0.0);
         self.mask_input(graph, id, lhs.0, &[lhs.1], zero)?;
         self.mask_input(graph, id, rhs.0, &[rhs.1], zero)

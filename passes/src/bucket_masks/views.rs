@@ -7,12 +7,21 @@
 //! sum `s + 1` is one factor that no static dim equals. Runs of static factors are one factor,
 //! so static dims regroup freely among themselves. A factor is split when its inner part is
 //! static (`[64·s] → [s, 64]`). A result dim made of one dynamic factor followed by static ones
-//! is a prefix; one with a dynamic factor inside is a dim of factors, recorded.
+//! is a prefix; one with a dynamic factor inside is a dim of factors, recorded. A dim of pieces
+//! (a `cat` of a past and new positions) goes whole into a result dim of its size, or the view
+//! is refused.
 
 use std::collections::VecDeque;
 
 use super::{Factors, Masker};
 use crate::ir::{Dim, Graph, NodeId, Product, SymExpr, ValueRef};
+
+/// One factor of a view's operand: a size, or a whole dim of pieces (its size and its record),
+/// which a result dim takes only whole and alone.
+struct Factor {
+    size: SymExpr,
+    pieces: Option<Factors>,
+}
 
 impl Masker<'_> {
     pub(super) fn view(&mut self, graph: &Graph, id: NodeId) -> Result<(), String> {
@@ -23,30 +32,46 @@ impl Masker<'_> {
         if self.only_ones_differ(x, out, &a, &b) {
             return Ok(());
         }
-        let mut queue: Vec<SymExpr> = vec![];
+        let mut queue: Vec<Factor> = vec![];
         for (d, e) in a.iter().enumerate() {
             let own = self.merged.get(&(x, d)).cloned().unwrap_or_else(|| vec![e.clone()]);
             let own = self.equal_pieces_as_factors(own);
-            queue.extend(own.into_iter().filter(|f| !self.is_one(f)));
+            // A dim of pieces that has one size in this bucket has no padding: a plain factor.
+            if self.pieces_of(&own).is_some() {
+                if !self.is_one(e) {
+                    let pieces = (!self.is_static(e)).then_some(own);
+                    queue.push(Factor { size: e.clone(), pieces });
+                }
+                continue;
+            }
+            queue.extend(own.into_iter().filter(|f| !self.is_one(f)).map(|size| Factor { size, pieces: None }));
         }
         let mut queue = self.static_runs_merged(queue);
         for (j, want) in b.iter().enumerate() {
-            let size = |e: &SymExpr| self.as_product(e).ok_or_else(|| format!("cannot compare the size `{e}`"));
-            let want_size = size(want)?;
+            let want_size = self.compared(want)?;
             let mut taken: Factors = vec![];
             let mut have = Product::constant(1);
             while have != want_size {
                 let next = queue.pop_front().ok_or_else(regroups)?;
-                let product = have.times(&size(&next)?).ok_or_else(regroups)?;
+                let product = have.times(&self.compared(&next.size)?).ok_or_else(regroups)?;
+                if let Some(pieces) = next.pieces {
+                    // A dim of pieces goes whole into a result dim of its own, as it is.
+                    if !taken.is_empty() || product != want_size {
+                        return Err(regroups());
+                    }
+                    self.merged.insert((out, j), pieces);
+                    have = product;
+                    continue;
+                }
                 if want_size.over(&product).is_some() {
-                    taken.push(next);
+                    taken.push(next.size);
                     have = product;
                     continue;
                 }
                 // Split `next` into an outer part (what this dim still needs) and a static inner part.
                 let need = want_size.over(&have).ok_or_else(regroups)?;
-                let inner = size(&next)?.over(&need).and_then(|p| p.as_const()).ok_or_else(regroups)?;
-                queue.push_front(SymExpr::Int(inner));
+                let inner = self.compared(&next.size)?.over(&need).and_then(|p| p.as_const()).ok_or_else(regroups)?;
+                queue.push_front(Factor { size: SymExpr::Int(inner), pieces: None });
                 taken.push(need.to_expr());
                 have = want_size.clone();
             }
@@ -55,11 +80,16 @@ impl Masker<'_> {
                 self.merged.insert((out, j), f);
             }
         }
-        if queue.iter().all(|f| self.is_one(f)) {
+        if queue.iter().all(|f| f.pieces.is_none() && self.is_one(&f.size)) {
             Ok(())
         } else {
             Err(regroups())
         }
+    }
+
+    /// `e` as a product, or why it cannot be compared.
+    fn compared(&self, e: &SymExpr) -> Result<Product, String> {
+        self.as_product(e).ok_or_else(|| format!("cannot compare the size `{e}`"))
     }
 
     /// A view that only drops or adds dims of size 1 (`[u0, 1] → [u0]`, a `nonzero`'s column
@@ -96,13 +126,14 @@ impl Masker<'_> {
 
     /// `factors` with each run of static ones multiplied into one, so that static dims may
     /// regroup in any way among themselves (`[b, 7, 4] → [b, 4, 7]`, a relative-position shift).
-    fn static_runs_merged(&self, factors: Vec<SymExpr>) -> VecDeque<SymExpr> {
-        let mut merged: VecDeque<SymExpr> = VecDeque::new();
+    fn static_runs_merged(&self, factors: Vec<Factor>) -> VecDeque<Factor> {
+        let mut merged: VecDeque<Factor> = VecDeque::new();
         for f in factors {
-            match (merged.back().and_then(|e| self.static_size(e)), self.static_size(&f)) {
+            let size = |f: &Factor| f.pieces.is_none().then(|| self.static_size(&f.size)).flatten();
+            match (merged.back().and_then(size), size(&f)) {
                 (Some(a), Some(b)) => {
                     merged.pop_back();
-                    merged.push_back(SymExpr::Int(a * b));
+                    merged.push_back(Factor { size: SymExpr::Int(a * b), pieces: None });
                 }
                 _ => merged.push_back(f),
             }
