@@ -327,7 +327,7 @@ def test_the_export_command_explains_itself_and_what_it_needs(tmp_path):
     for flag in ("--slots", "--max-len", "--prefill-chunk", "--dtype", "-o"):
         assert flag in help_text, help_text
     done = subprocess.run([sys.executable, "-m", "torchtpu_compile.export", str(tmp_path / "nowhere"),
-                           "-o", str(tmp_path / "m.pt2")], capture_output=True, text=True)
+                           "-o", str(tmp_path / "m.pt2"), "--max-len", "64"], capture_output=True, text=True)
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     if importlib.util.find_spec("torch") is None:
         assert "exporting needs torch and transformers" in done.stderr, done.stderr

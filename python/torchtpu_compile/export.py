@@ -39,11 +39,10 @@ class ExportError(Exception):
     the reason is theirs."""
 
 
-def decode_step(model, slots: int = 1, max_len: Optional[int] = None, prefill_chunk: int = 1) -> Tuple[Any, tuple, Optional[Dict]]:
+def decode_step(model, slots: int, max_len: int, prefill_chunk: int = 1) -> Tuple[Any, tuple, Optional[Dict]]:
     """The module to export, its example arguments and its dynamic shapes: transformers' static-
     cache recipe around ``model`` (a ``PreTrainedModel`` in eval mode) for ``slots`` rows of
-    ``max_len`` positions (default: the model's ``max_position_embeddings``), taking up to
-    ``prefill_chunk`` tokens a call."""
+    ``max_len`` positions, taking up to ``prefill_chunk`` tokens a call."""
     import torch
     from transformers.integrations.executorch import TorchExportableModuleWithStaticCache
 
@@ -51,10 +50,9 @@ def decode_step(model, slots: int = 1, max_len: Optional[int] = None, prefill_ch
         raise ExportError(f"--slots must be at least 1, not {slots}")
     if prefill_chunk < 1:
         raise ExportError(f"--prefill-chunk must be at least 1, not {prefill_chunk}")
-    config = model.config.get_text_config()
-    max_len = max_len or getattr(config, "max_position_embeddings", None)
-    if not max_len or max_len < 2:
-        raise ExportError("the model's config has no max_position_embeddings: give --max-len")
+    limit = getattr(model.config.get_text_config(), "max_position_embeddings", None)
+    if max_len < 2 or (limit is not None and max_len > limit):
+        raise ExportError(f"--max-len must be from 2 to the model's max_position_embeddings ({limit}), not {max_len}")
     if prefill_chunk > max_len:
         raise ExportError(f"--prefill-chunk {prefill_chunk} is longer than --max-len {max_len}")
     generation = model.generation_config
@@ -81,7 +79,7 @@ def decode_step(model, slots: int = 1, max_len: Optional[int] = None, prefill_ch
     return DecodeStep().eval(), args, shapes
 
 
-def seq2seq_steps(model, max_len: Optional[int] = None):
+def seq2seq_steps(model, max_len: int):
     """The encoder and the decoder step of an encoder–decoder ``model`` (T5, BART), as
     transformers' seq2seq recipe writes them, each with its example arguments and dynamic
     shapes: the encoder takes a prompt of 1 to ``max_len`` tokens, the decoder step one token a
@@ -92,10 +90,8 @@ def seq2seq_steps(model, max_len: Optional[int] = None):
         Seq2SeqLMEncoderExportableModule,
     )
 
-    config = model.config
-    max_len = max_len or getattr(config, "n_positions", None) or getattr(config, "max_position_embeddings", None)
-    if not max_len or max_len < 2:
-        raise ExportError("the model's config gives no length: give --max-len")
+    if max_len < 2:
+        raise ExportError(f"--max-len must be at least 2, not {max_len}")
     source = torch.export.Dim("source", min=1, max=max_len)
     encoder = Seq2SeqLMEncoderExportableModule(model.get_encoder()).eval()
     ids = torch.zeros((1, 2), dtype=torch.long)
@@ -133,7 +129,7 @@ def load(model, dtype: Optional[str] = None):
     return model.eval()
 
 
-def export(model, out, *, slots: int = 1, max_len: Optional[int] = None, prefill_chunk: int = 1,
+def export(model, out, *, max_len: int, slots: int = 1, prefill_chunk: int = 1,
            dtype: Optional[str] = None) -> List[str]:
     """Writes the decode step of ``model`` (a folder, a Hub name or a ``PreTrainedModel``) to the
     ``.pt2`` ``out``, and an encoder–decoder model's encoder beside it (see the module docs);
@@ -184,8 +180,8 @@ def main(argv=None) -> int:
     parser.add_argument("model", help="a model folder (save_pretrained's) or a Hub name")
     parser.add_argument("-o", "--output", required=True, help="the .pt2 to write")
     parser.add_argument("--slots", type=int, default=1, help="requests served at once (the batch); default 1")
-    parser.add_argument("--max-len", type=int, help="positions the caches hold (prompt and answer); default the "
-                                                    "model's max_position_embeddings")
+    parser.add_argument("--max-len", type=int, required=True,
+                        help="positions the caches hold, prompt and answer (their memory grows with it)")
     parser.add_argument("--prefill-chunk", type=int, default=1,
                         help="the most prompt tokens one call takes (a dynamic size; compile buckets it); "
                              "default 1, one token a call")
