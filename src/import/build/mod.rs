@@ -342,23 +342,22 @@ impl<'a> Builder<'a> {
         let pad_by_counts = special == Some(Special::PadByCounts) && self.takes_counts(node);
         let cat_by_counts = special == Some(Special::CatOfCounts) && self.concatenates_counts(node);
         let size_from_data = self.size_from_data(node, special).map_err(&fail)?;
-        let size_op = match special {
-            Some(Special::SizeArithmetic(op)) => Some(op),
-            _ => None,
-        };
         let mut args = Args::new(&node.inputs, &self.sym_values).map_err(&fail)?;
         let sym_scalar_out = node.outputs.iter().any(|o| matches!(o, Argument::AsSymBool(_) | Argument::AsSymFloat(_)));
+        // Arithmetic on sizes whose float or bool result the program computes.
+        let number_op = match special {
+            Some(Special::SizeArithmetic(op)) if sym_scalar_out && is_size_number_node(node, op) => Some(op),
+            _ => None,
+        };
         let lowered = if let Some((lowered, operand)) = size_from_data {
             args.tensor(operand).map_err(&fail)?;
             lowered
+        } else if let Some(op) = number_op {
+            Lowered::Op(size_number_op(node, op, &mut args.tensors).map_err(&fail)?)
         } else {
             match ops::translation(&node.target) {
                 _ if special == Some(Special::Item) && matches!(node.outputs.as_slice(), [Argument::AsSymFloat(_)]) => {
                     Lowered::Recipe(ops::float_item(&mut args).map_err(&fail)?)
-                }
-                _ if sym_scalar_out && size_op.is_some_and(|op| is_size_number_node(node, op)) => {
-                    let op = size_op.ok_or("internal: no size op").map_err(|e| fail(e.into()))?;
-                    Lowered::Op(size_number_op(node, op, &mut args.tensors).map_err(&fail)?)
                 }
                 _ if sym_scalar_out => {
                     args.all_tensors();
