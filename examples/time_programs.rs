@@ -31,12 +31,15 @@ use torchtpu_passes::ir::DType;
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let jobs_path = args.first().context("usage: time_programs JOBS.json [--reps N]")?;
+    let jobs_path = args.first().context("usage: time_programs JOBS.json [--reps N | --figures TOPOLOGY]")?;
     let reps: usize = match args.iter().position(|a| a == "--reps") {
         Some(i) => args.get(i + 1).context("--reps N")?.parse()?,
         None => 200,
     };
     let jobs: Vec<Value> = serde_json::from_slice(&std::fs::read(jobs_path)?)?;
+    if let Some(i) = args.iter().position(|a| a == "--figures") {
+        return figures(&jobs, args.get(i + 1).context("--figures TOPOLOGY")?);
+    }
     // The XLA:CPU settings the compiler's command line uses, for every program alike.
     torchtpu_compile::internal::prepare_xla_environment();
     let plugin = Plugin::load(&torchtpu_compile::internal::cpu_plugin(None).path)?;
@@ -77,6 +80,48 @@ fn main() -> Result<()> {
     Ok(())
 }
 
+/// `--figures`: each job's program compiled by libtpu for `topology` (deviceless, one chip, the
+/// same options for every program); prints what libtpu's cost model and memory plan say of it.
+fn figures(jobs: &[Value], topology: &str) -> Result<()> {
+    torchtpu_compile::internal::prepare_libtpu_environment();
+    let plugin = Plugin::load(&torchtpu_compile::internal::tpu_plugin().path)?;
+    let slice = plugin.topology(topology)?;
+    let options = CompileOptions::partitions(1)?;
+    for job in jobs {
+        let name = job["name"].as_str().unwrap_or("?");
+        let started = Instant::now();
+        let text = match job["artifact"].as_str() {
+            Some(path) => {
+                torchtpu_compile::Artifact::open(Path::new(path)).map_err(Into::into).and_then(|a| artifact_text(&a))
+            }
+            None => program(job).map(|(text, _)| text),
+        };
+        let compiled = text.and_then(|text| Ok(slice.compile(&text, &options)?));
+        let line = match compiled {
+            Ok(exe) => {
+                let compile_s = started.elapsed().as_secs_f64();
+                let cost = exe.cost_analysis()?;
+                let figure = |key: &str| cost.iter().find(|(k, _)| k == key).and_then(|(_, v)| v.as_f64());
+                let memory = exe.memory_stats()?;
+
+                json!({
+                    "name": name,
+                    "flops": figure("flops"),
+                    "bytes_accessed": figure("bytes accessed"),
+                    "optimal_seconds": figure("optimal_seconds"),
+                    "peak_bytes": memory.peak_memory_in_bytes,
+                    "temp_bytes": memory.temp_size_in_bytes,
+                    "argument_bytes": memory.argument_size_in_bytes,
+                    "compile_s": compile_s,
+                })
+            }
+            Err(e) => json!({"name": name, "error": format!("{e:#}")}),
+        };
+        println!("{line}");
+    }
+    Ok(())
+}
+
 /// A compiled program with its arguments on the device and its first result checked.
 struct Prepared {
     exe: torchtpu_compile::internal::LoadedExecutable,
@@ -85,17 +130,7 @@ struct Prepared {
 }
 
 fn prepare(client: &Client, job: &Value) -> Result<Prepared> {
-    let (text, mut arrays) = match job["artifact"].as_str() {
-        Some(path) if job["constants"] == true || job["constants"] == "nontrivial" => {
-            let (text, mut weights) = artifact_program(Path::new(path))?;
-            if job["constants"] == "nontrivial" {
-                weights.iter_mut().for_each(shift_if_trivial);
-            }
-            (with_weights_as_constants(std::str::from_utf8(&text)?, &weights)?.into_bytes(), Vec::new())
-        }
-        Some(path) => artifact_program(Path::new(path))?,
-        None => (std::fs::read(job["mlir"].as_str().context("mlir")?)?, Vec::new()),
-    };
+    let (text, mut arrays) = program(job)?;
     let exe = client.compile(&text, &CompileOptions::cpu())?;
     for a in job["args"].as_array().context("args")? {
         arrays.push(argument(a)?);
@@ -116,12 +151,32 @@ fn prepare(client: &Client, job: &Value) -> Result<Prepared> {
     Ok(Prepared { exe, buffers, check: (c.max_rel_diff, c.ok) })
 }
 
+/// A job's program text, with the weights it takes first (an artifact's) or none.
+fn program(job: &Value) -> Result<(Vec<u8>, Vec<Array>)> {
+    Ok(match job["artifact"].as_str() {
+        Some(path) if job["constants"] == true || job["constants"] == "nontrivial" => {
+            let (text, mut weights) = artifact_program(Path::new(path))?;
+            if job["constants"] == "nontrivial" {
+                weights.iter_mut().for_each(shift_if_trivial);
+            }
+            (with_weights_as_constants(std::str::from_utf8(&text)?, &weights)?.into_bytes(), Vec::new())
+        }
+        Some(path) => artifact_program(Path::new(path))?,
+        None => (std::fs::read(job["mlir"].as_str().context("mlir")?)?, Vec::new()),
+    })
+}
+
+/// An artifact's (first) program.
+fn artifact_text(art: &torchtpu_compile::Artifact) -> Result<Vec<u8>> {
+    let bucket = art.manifest.buckets.first().context("a bucket")?;
+    Ok(art.zip().get(&bucket.program).context("the program")?.to_vec())
+}
+
 /// An artifact's (first) program and its weights in the order it takes them.
 fn artifact_program(path: &Path) -> Result<(Vec<u8>, Vec<Array>)> {
     let art = torchtpu_compile::Artifact::open(path)?;
     let m = &art.manifest;
-    let bucket = m.buckets.first().context("a bucket")?;
-    let text = art.zip().get(&bucket.program).context("the program")?.to_vec();
+    let text = artifact_text(&art)?;
     let st = safetensors::SafeTensors::deserialize(art.weights()?)?;
     let mut weights = Vec::new();
     for name in &m.weights.order {

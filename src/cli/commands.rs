@@ -140,7 +140,7 @@ pub(super) fn compile(args: &CompileArgs, out: &mut dyn Write, err: &mut dyn Wri
     let opts = driver::LowerOptions {
         emit: args.emit_options(&args.targets_or_default())?,
         passes: args.passes.selected(),
-        pass_options: args.pass_options(&args.targets_or_default()),
+        pass_options: args.pass_options(),
         keep_stages: false,
     };
     let lowered = driver::lower(&program, bindings, &opts).map_err(Error::from).with_context(context)?;
@@ -169,7 +169,7 @@ fn compile_request(args: &CompileArgs) -> anyhow::Result<CompileRequest> {
         progress: !args.quiet,
         cache: args.cache.config(),
         passes: args.passes.selected(),
-        pass_options: args.pass_options(&targets),
+        pass_options: args.pass_options(),
         targets,
         buckets: args.sizes.choices(),
         jobs: args.jobs.unwrap_or_else(crate::compile::default_jobs),

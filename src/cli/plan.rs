@@ -50,7 +50,6 @@ pub(super) fn plan(args: &PlanArgs, out: &mut dyn Write, err: &mut dyn Write) ->
         .map_err(Error::from)
         .with_context(|| format!("cannot read `{}`", args.model.display()))?;
     let mut base = CompileRequest::new(vec![], crate::emit::Precision::Default);
-    base.pass_options.pad_multiple = Some(128);
     base.buckets = args.sizes.choices();
     crate::buckets::bound_symbols(&mut program, &base.buckets)
         .with_context(|| format!("cannot plan `{}`", args.model.display()))?;

@@ -77,7 +77,6 @@ impl CompileRequest {
     /// A quiet request for `targets` at `precision`: the default plugins, every pass, no cache
     /// and no dumps.
     pub fn new(targets: Vec<Target>, precision: Precision) -> CompileRequest {
-        let pass_options = PassOptions { pad_multiple: default_pad_multiple(&targets), ..PassOptions::default() };
         CompileRequest {
             targets,
             precision,
@@ -88,7 +87,7 @@ impl CompileRequest {
             progress: false,
             cache: CacheConfig::off(),
             passes: LowerOptions::default().passes,
-            pass_options,
+            pass_options: PassOptions::default(),
             buckets: Vec::new(),
             jobs: default_jobs(),
             external_weights: false,
@@ -96,12 +95,6 @@ impl CompileRequest {
             serving_files: Vec::new(),
         }
     }
-}
-
-/// The `pad` pass's default multiple: 128 (the TPU matrix unit's width) when a target is a
-/// TPU, off otherwise. The command line's `--pad-multiple` overrides it.
-pub(crate) fn default_pad_multiple(targets: &[Target]) -> Option<i64> {
-    targets.iter().any(|t| matches!(t, Target::Tpu { .. })).then_some(128)
 }
 
 /// One compile thread per core (XLA's own compile threads share them).
@@ -767,14 +760,11 @@ mod tests {
     use crate::emit::Precision;
     use crate::target::Target;
 
-    /// Library callers get the command line's pass defaults: padding to 128 when a target is a
-    /// TPU, none for CPU alone.
+    /// Library callers get the command line's pass defaults: no padding, for TPU targets too.
     #[test]
-    fn requests_pad_for_tpu_targets_as_the_command_line_does() {
+    fn requests_do_not_pad_by_default_as_the_command_line_does() {
         let tpu = Target::Tpu { generation: "v6e".into(), topology: "1x1".into() };
         let both = CompileRequest::new(vec![tpu, Target::cpu()], Precision::Default);
-        assert_eq!(both.pass_options.pad_multiple, Some(128));
-        let cpu = CompileRequest::new(vec![Target::cpu()], Precision::Default);
-        assert_eq!(cpu.pass_options.pad_multiple, None);
+        assert_eq!(both.pass_options.pad_multiple, None);
     }
 }

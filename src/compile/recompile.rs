@@ -57,13 +57,6 @@ pub fn recompile(from: &Path, out: &Path, req: &RecompileRequest) -> Result<Comp
     let weights_bytes = carry_weights(&art, out, &mut entries)?;
     entries.extend(art.serving_entries()?);
     let mut warnings: Vec<String> = entries_of_targets.iter().flat_map(TargetEntry::hbm_overflows).collect();
-    if m.options.pad_multiple.is_none() && targets.iter().any(|t| matches!(t, Target::Tpu { .. })) {
-        warnings.push(
-            "the programs were lowered without padding (for CPU targets); recompiled as they are, they are not \
-             padded for TPU: compile the `.pt2` for TPU targets to pad them"
-                .into(),
-        );
-    }
     let mut manifest = m.clone();
     manifest.compiler.version = env!("CARGO_PKG_VERSION").into();
     manifest.targets = entries_of_targets;

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use super::explain::Origin;
 use crate::artifact::{CollectiveInfo, CostInfo, MemoryInfo, PluginInfo, TpuInfo};
 use crate::cache::{Cache, Entry, KeyParts, Outcome, PluginMemo};
-use crate::pjrt::{AttributeValue, Client, CompileOptions, PjrtError, Plugin, Topology};
+use crate::pjrt::{Client, CompileOptions, PjrtError, Plugin, Topology};
 use crate::setup::{cpu_plugin, tpu_plugin, PluginChoice, LIBTPU_VERSION};
 use crate::target::Target;
 use crate::Error;
@@ -309,13 +309,7 @@ fn plugin_info(plugin: &Plugin, platform_name: &str, platform_version: &str, ver
 /// `flops` and `bytes accessed` from XLA's cost model; `None` when the plugin does not say.
 fn cost_info(exe: &crate::pjrt::Executable) -> Option<CostInfo> {
     let properties = exe.cost_analysis().ok()?;
-    let figure = |name: &str| {
-        properties.iter().find(|(n, _)| n == name).and_then(|(_, v)| match v {
-            AttributeValue::Float(f) => Some(f64::from(*f)),
-            AttributeValue::Int64(i) => Some(*i as f64),
-            _ => None,
-        })
-    };
+    let figure = |name: &str| properties.iter().find(|(n, _)| n == name).and_then(|(_, v)| v.as_f64());
     Some(CostInfo { flops: figure("flops")?, bytes_accessed: figure("bytes accessed")? })
 }
 

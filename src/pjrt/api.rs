@@ -42,6 +42,17 @@ pub enum AttributeValue {
     Bool(bool),
 }
 
+impl AttributeValue {
+    /// A number's value (an XLA cost-model figure is a float or an integer).
+    pub fn as_f64(&self) -> Option<f64> {
+        match self {
+            AttributeValue::Float(f) => Some(f64::from(*f)),
+            AttributeValue::Int64(i) => Some(*i as f64),
+            _ => None,
+        }
+    }
+}
+
 /// A copy of the plugin's function table. Slots past the plugin's `struct_size` are `None`.
 pub(super) struct Api {
     pub(super) table: ffi::PJRT_Api,

@@ -41,7 +41,6 @@ mod tpu_tests;
 use std::fmt;
 use std::path::PathBuf;
 
-pub(crate) use api::AttributeValue;
 pub use client::Client;
 pub use env::{prepare_libtpu_environment, prepare_xla_environment};
 pub use executable::{Buffer, LoadedExecutable};

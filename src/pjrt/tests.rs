@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use prost::Message;
 
+use super::api::AttributeValue;
 use super::ffi;
 use super::*;
 use crate::proto::xla::CompileOptionsProto;

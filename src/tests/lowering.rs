@@ -23,8 +23,8 @@ fn stablehlo_snapshots() {
     });
 }
 
-/// The tiny Llama with no passes, then with every pass and padding to 128 (what a TPU compile
-/// gets by default): one fused Q/K/V matmul per layer, its 8 heads of 64 padded to 128 one by
+/// The tiny Llama with no passes, then with every pass and padding to 128 (`--pad-multiple
+/// 128`): one fused Q/K/V matmul per layer, its 8 heads of 64 padded to 128 one by
 /// one, the hidden size padded 64 → 128 from the embedding to the last norm, the mean of each
 /// RMSNorm dividing by 64, and each attention one `torchtpu.sdpa` composite (`bmm` on the two
 /// shared K/V heads, mask add, safe softmax, `bmm`) on 128-wide heads.

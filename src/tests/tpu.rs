@@ -242,16 +242,19 @@ fn beyond_core_op_cases_compile_for_tpu() {
 #[test]
 fn split_programs_compile_for_slices() {
     let tmp = TempDir::new("tpu-mesh");
-    let split = |name: &str, target: Target, mesh: &str| {
+    let split_padded = |name: &str, target: Target, mesh: &str, pad: Option<i64>| {
         let out = tmp.0.join(format!("{name}-{}.tpuexe", target.dir_name()));
         let mut req = CompileRequest::new(vec![target], Precision::Default);
         req.pass_options.mesh = Some(torchtpu_passes::ir::Mesh::parse(mesh).expect("a mesh"));
-        req.pass_options.pad_multiple = None;
+        req.pass_options.pad_multiple = pad;
         compile_with(&testdata().join(format!("models/{name}.pt2")), &out, req)
     };
-    let one_chip = |name: &str| {
+    let split = |name: &str, target: Target, mesh: &str| split_padded(name, target, mesh, None);
+    let one_chip = |name: &str, pad: Option<i64>| {
         let model = testdata().join(format!("models/{name}.pt2"));
-        let a = compile_for(&model, &tmp.0.join(format!("{name}-one.tpuexe")), vec![tpu("v5e", "1x1")]);
+        let mut req = CompileRequest::new(vec![tpu("v5e", "1x1")], Precision::Default);
+        req.pass_options.pad_multiple = pad;
+        let a = compile_with(&model, &tmp.0.join(format!("{name}-one.tpuexe")), req).expect("compiles");
         a.manifest.targets[0].executables[0].memory.as_ref().expect("memory").argument_bytes
     };
     // GPT-2's 4 heads split 4 ways; BERT's batch of 2 and 4 heads fill a 2x4 slice.
@@ -268,15 +271,17 @@ fn split_programs_compile_for_slices() {
         assert_eq!(slice.partitions, slice.chips, "{name}: one partition per chip");
         let e = &t.executables[0];
         let per_chip = e.memory.as_ref().expect("memory").argument_bytes;
-        let whole = one_chip(model);
+        let whole = one_chip(model, None);
         assert!(per_chip < whole, "{name}: {per_chip} bytes of arguments per chip, {whole} on one chip");
         let all_reduces = e.collectives.get("all-reduce").map_or(0, |c| c.count);
         assert!(all_reduces >= 2, "{name}: the MLPs' row-parallel matmuls reduce: {:?}", e.collectives);
     }
-    // fsdp=4 stores a quarter of every weight per chip and gathers it where used.
-    let m = split("llama_tiny", tpu("v5e", "2x2"), "fsdp=4").unwrap_or_else(|e| panic!("fsdp=4: {e}")).manifest;
-    let e = &m.targets[0].executables[0];
-    let (per_chip, whole) = (e.memory.as_ref().expect("memory").argument_bytes, one_chip("llama_tiny"));
+    // fsdp=4 stores a quarter of every weight per chip and gathers it where used. (Padded to
+    // 128: a quarter of the tiny Llama's 64-wide dims would be padded back by the TPU's tiles.)
+    let pad = Some(128);
+    let m = split_padded("llama_tiny", tpu("v5e", "2x2"), "fsdp=4", pad).unwrap_or_else(|e| panic!("fsdp=4: {e}"));
+    let e = &m.manifest.targets[0].executables[0];
+    let (per_chip, whole) = (e.memory.as_ref().expect("memory").argument_bytes, one_chip("llama_tiny", pad));
     assert!(per_chip * 3 < whole, "fsdp=4: {per_chip} bytes of arguments per chip, {whole} on one chip");
     assert!(e.collectives.contains_key("all-gather"), "fsdp=4: {:?}", e.collectives);
     // A decode step's KV caches split along their heads (`[1, H, S, D]`): each chip updates its

@@ -11,14 +11,15 @@
 //! `--peers`: per model of `../shared/peers` (or `$TORCHTPU_PEERS_DIR`), our program (compiled
 //! for CPU, passes on) against the StableHLO torchax and torch-mlir emit for the same archive,
 //! all compiled by the same CPU plugin with the same options and timed in one process
-//! (`examples/time_programs.rs`), as ratios.
+//! (`examples/time_programs.rs`), as ratios; then our TPU program against torchax's, both
+//! compiled for v6e by the same libtpu: libtpu's estimated time, FLOPs, bytes and peak HBM.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 
-use crate::measuring::{bench_model, measure, median, Measured};
+use crate::measuring::{bench_model, figure, measure, median, Measured};
 use crate::{path_str, root, run};
 
 const MIB: f64 = 1024.0 * 1024.0;
@@ -313,5 +314,97 @@ pub fn peers(bin: &Path, tmp: &Path) -> Result<()> {
     for l in lines.iter().filter(|l| l.get("error").is_some()) {
         println!("  {}: {}", l["name"], l["error"]);
     }
+    peer_figures(bin, tmp, &dir, &timer, &models)
+}
+
+/// The TPU whose figures `--peers` compares.
+const PEER_GENERATION: &str = "v6e";
+const PEER_TOPOLOGY: &str = "v6e:1x1";
+
+/// libtpu's figures for our TPU programs (compiled with `--target tpu:v6e:1x1`, as by default and
+/// with `--pad-multiple 128`) and torchax's program of each peer model, then of the 1B-shaped bf16
+/// Llama (ours only: no torchax program of it here), all compiled again by the same libtpu with
+/// the same options in one process: FLOPs, bytes accessed, peak HBM, and the time they take at
+/// the chip's peak (the larger of compute and memory; `schemas/tpu-chips.json`), as ratios to
+/// torchax's.
+fn peer_figures(bin: &Path, tmp: &Path, dir: &Path, timer: &Path, models: &[&str]) -> Result<()> {
+    let mut jobs = Vec::new();
+    let mut rows = Vec::new();
+    let llama_1b = bench_model("llama_1b_bf16")?;
+    let archives = models.iter().map(|m| ((*m).to_string(), dir.join(format!("models/{m}.pt2"))));
+    for (model, pt2) in archives.chain([("llama_1b_bf16".to_string(), llama_1b)]) {
+        for (program, pad) in [("ours", "0"), ("ours, pad 128", "128")] {
+            let art = tmp.join(format!("peer-{model}-tpu-pad{pad}.tpuexe"));
+            let target = format!("tpu:{PEER_TOPOLOGY}");
+            let (pt2, out) = (path_str(&pt2)?, path_str(&art)?);
+            let args = ["compile", pt2, "-o", out, "--target", &target, "--pad-multiple", pad, "--no-cache", "-q"];
+            ok(&measure(bin, &args)?, &format!("{model}: compile for {target}"))?;
+            jobs.push(json!({"name": format!("{model}/{program}"), "artifact": art}));
+            rows.push((model.clone(), program));
+        }
+        let torchax = dir.join(format!("programs/{model}.torchax.mlir"));
+        if torchax.exists() {
+            jobs.push(json!({"name": format!("{model}/torchax"), "mlir": torchax}));
+            rows.push((model.clone(), "torchax"));
+        }
+    }
+    let jobs_file = tmp.join("peer-figure-jobs.json");
+    std::fs::write(&jobs_file, serde_json::to_vec_pretty(&jobs)?)?;
+    let m = measure(timer, &[path_str(&jobs_file)?, "--figures", PEER_TOPOLOGY])?;
+    ok(&m, "time_programs --figures")?;
+    let lines: Vec<Value> = m.stdout.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    let chips: Value = serde_json::from_slice(&std::fs::read(root().join("schemas/tpu-chips.json"))?)?;
+    let chip = &chips["chips"][PEER_GENERATION];
+    let (peak_flops, bandwidth) = (figure(&chip["bf16_tflops"]) * 1e12, figure(&chip["hbm_gb_per_s"]) * 1e9);
+    let figures = |name: &str| -> Option<[f64; 4]> {
+        let l = lines.iter().find(|l| l["name"] == name && l.get("error").is_none())?;
+        let (flops, bytes) = (l["flops"].as_f64()?, l["bytes_accessed"].as_f64()?);
+        Some([(flops / peak_flops).max(bytes / bandwidth), flops, bytes, l["peak_bytes"].as_f64()?])
+    };
+    println!();
+    println!("peers on libtpu ({PEER_TOPOLOGY}, deviceless): each program compiled by the same libtpu with the same options;");
+    println!("  time: libtpu's FLOPs and bytes accessed at the chip's peak (the larger of compute and memory);");
+    println!("  ours: `--target tpu:{PEER_TOPOLOGY}`, and with `--pad-multiple 128`");
+    println!(
+        "{:<14} {:<14} {:>10} {:>10} {:>12} {:>10}   ÷ torchax: time, FLOPs, bytes, peak",
+        "model", "program", "time", "FLOPs", "bytes", "peak HBM"
+    );
+    for (model, program) in &rows {
+        let Some(f) = figures(&format!("{model}/{program}")) else { continue };
+        let ratios = match figures(&format!("{model}/torchax")) {
+            Some(t) if *program != "torchax" => {
+                f.iter().zip(t).map(|(a, b)| format!("{:.2}", a / b)).collect::<Vec<_>>().join("  ")
+            }
+            _ => String::new(),
+        };
+        println!(
+            "{model:<14} {program:<14} {:>10} {:>10} {:>12} {:>10}   {ratios}",
+            seconds(f[0]),
+            scaled(f[1], ""),
+            scaled(f[2], "B"),
+            scaled(f[3], "B")
+        );
+    }
+    for l in lines.iter().filter(|l| l.get("error").is_some()) {
+        println!("  {}: {}", l["name"], l["error"]);
+    }
     Ok(())
+}
+
+/// `1.23 ms`, `45.6 µs`.
+fn seconds(s: f64) -> String {
+    match s {
+        s if s >= 1.0 => format!("{s:.2} s"),
+        s if s >= 1e-3 => format!("{:.2} ms", s * 1e3),
+        s => format!("{:.2} µs", s * 1e6),
+    }
+}
+
+/// `6.0 M`, `90.2 GB`: a count with its decimal prefix.
+fn scaled(v: f64, unit: &str) -> String {
+    let (value, prefix) = [(1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")]
+        .into_iter()
+        .find(|(scale, _)| v >= *scale)
+        .map_or((v, ""), |(scale, p)| (v / scale, p));
+    format!("{value:.1} {prefix}{unit}")
 }

@@ -7,9 +7,8 @@
 use std::path::Path;
 
 use anyhow::{bail, Result};
-use serde_json::Value;
 
-use crate::measuring::{bench_model, json, measure, Measured};
+use crate::measuring::{bench_model, figure, json, measure, Measured};
 use crate::{path_str, root};
 
 /// Prompt lengths (each compiled as its own bucket, so that one that does not fit leaves the
@@ -64,7 +63,6 @@ fn tpu_table(bin: &Path, tmp: &Path, (name, title): (&str, &str), targets: &[&st
                     json(&measure(bin, &["inspect", &art, "--format", "json"])?, "inspect")?["manifest"].clone();
                 let target_info = &manifest["targets"][0];
                 let e = &target_info["executables"][0];
-                let figure = |v: &Value| v.as_f64().unwrap_or(f64::NAN);
                 println!(
                     "{target:<12} {len:>7} {form:<8} {:>9.2} {:>9.2} {:>9.1} {:>9.2} {:>9.1} {:>10.1}",
                     figure(&e["memory"]["peak_bytes"]) / GIB,

@@ -8,7 +8,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
 
-use crate::measuring::{bench_model, json, measure, median};
+use crate::measuring::{bench_model, figure, json, measure, median};
 use crate::{root, run};
 
 /// The release binary, built; `$TORCHTPU_BENCH_BINARY` names another one to measure instead.
@@ -288,20 +288,6 @@ fn tensor_parallel_bench(bin: &Path, tmp: &Path) -> Result<()> {
         "{:<14} {:<11} {:<9} {:>14} {:>10} {:>11} {:>12} {:>11}",
         "model", "mesh", "slice", "arguments MiB", "peak MiB", "compile s", "all-reduces", "all-gathers"
     );
-    for model in ["llama_1b_bf16", "gpt2_124m"] {
-        tensor_parallel_rows(bin, tmp, model)?;
-    }
-    let _ = std::fs::remove_file(tmp.join("tp.tpuexe"));
-    let _ = std::fs::remove_file(tmp.join("tp.weights.safetensors"));
-    Ok(())
-}
-
-fn tensor_parallel_rows(bin: &Path, tmp: &Path, model: &str) -> Result<()> {
-    let pt2 = bench_model(model)?;
-    let pt2 = crate::path_str(&pt2)?;
-    const MIB: f64 = 1024.0 * 1024.0;
-    let art = tmp.join("tp.tpuexe").display().to_string();
-    let mut first = None;
     let meshes = [
         ("tp=1", "v5e:1x1"),
         ("tp=2", "v5e:1x2"),
@@ -312,7 +298,24 @@ fn tensor_parallel_rows(bin: &Path, tmp: &Path, model: &str) -> Result<()> {
         ("tp=4,fsdp=2", "v6e:2x4"),
         ("tp=4", "v5p:2x2x1"),
     ];
-    for (mesh, topology) in meshes {
+    for model in ["llama_1b_bf16", "gpt2_124m"] {
+        tensor_parallel_rows(bin, tmp, model, &meshes)?;
+    }
+    // A decode step's KV caches (8 rows of 256 positions) split along the rows by `dp`.
+    let decode = [("tp=1", "v5e:1x1"), ("dp=2", "v5e:1x2"), ("tp=2", "v5e:1x2"), ("dp=2,tp=2", "v5e:2x2")];
+    tensor_parallel_rows(bin, tmp, "decoder_rows_1b", &decode)?;
+    let _ = std::fs::remove_file(tmp.join("tp.tpuexe"));
+    let _ = std::fs::remove_file(tmp.join("tp.weights.safetensors"));
+    Ok(())
+}
+
+fn tensor_parallel_rows(bin: &Path, tmp: &Path, model: &str, meshes: &[(&str, &str)]) -> Result<()> {
+    let pt2 = bench_model(model)?;
+    let pt2 = crate::path_str(&pt2)?;
+    const MIB: f64 = 1024.0 * 1024.0;
+    let art = tmp.join("tp.tpuexe").display().to_string();
+    let mut first = None;
+    for &(mesh, topology) in meshes {
         let target = format!("tpu:{topology}");
         let mut args = vec!["compile", pt2, "-o", &art, "--target", &target, "--no-cache", "-q"];
         args.extend(["--weights", "external"]);
@@ -329,7 +332,6 @@ fn tensor_parallel_rows(bin: &Path, tmp: &Path, model: &str) -> Result<()> {
         }
         let manifest = json(&measure(bin, &["inspect", &art, "--format", "json"])?, "inspect")?["manifest"].clone();
         let e = &manifest["targets"][0]["executables"][0];
-        let figure = |v: &Value| v.as_f64().unwrap_or(f64::NAN);
         let args_mib = figure(&e["memory"]["argument_bytes"]) / MIB;
         let count = |kind: &str| e["collectives"][kind]["count"].as_u64().unwrap_or(0);
         println!(
@@ -368,7 +370,6 @@ fn grouped_mm_bench(bin: &Path, tmp: &Path) -> Result<()> {
             }
             let manifest = json(&measure(bin, &["inspect", &art, "--format", "json"])?, "inspect")?["manifest"].clone();
             let e = manifest["targets"][0]["executables"][0].clone();
-            let figure = |v: &Value| v.as_f64().unwrap_or(f64::NAN);
             let row = [
                 figure(&e["memory"]["peak_bytes"]) / MIB,
                 figure(&e["memory"]["temp_bytes"]) / MIB,
@@ -498,11 +499,11 @@ fn baseline_compile(bin: &Path, args: &[&str]) -> Result<()> {
     Ok(())
 }
 
-/// Node counts, CPU run time and TPU code size and peak memory: every pass (padding to 128 is
-/// on, as for any compile with a TPU target), every pass but padding, and no pass.
+/// Node counts, CPU run time and TPU code size and peak memory: every pass (as by default),
+/// every pass with padding to 128, and no pass.
 fn passes_bench(bin: &Path, tmp: &Path) -> Result<()> {
     const CONFIGS: [(&str, &[&str]); 3] =
-        [("all", &[]), ("all, no pad", &["--pad-multiple", "0"]), ("none", &["--passes", "none"])];
+        [("all", &[]), ("all, pad 128", &["--pad-multiple", "128"]), ("none", &["--passes", "none"])];
     println!("graph passes (cpu run: median of 5 `run`s; TPU v6e figures from the manifest; ratios vs none)");
     println!(
         "{:<12} {:<12} {:>9} {:>11} {:>7} {:>13} {:>13} {:>7}",

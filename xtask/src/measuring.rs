@@ -83,3 +83,8 @@ pub(crate) fn bench_model(name: &str) -> Result<PathBuf> {
     }
     Ok(path)
 }
+
+/// A number of a JSON report, or NaN where it is missing (printed as `NaN`, never a made-up 0).
+pub(crate) fn figure(v: &Value) -> f64 {
+    v.as_f64().unwrap_or(f64::NAN)
+}

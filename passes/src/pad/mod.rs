@@ -1,7 +1,7 @@
 //! `pad`: widens the feature dims of matmuls, convolutions and embeddings to a multiple of
-//! `--pad-multiple` (128 for a TPU's matrix unit), with zeros in the weights at compile time,
-//! and keeps values padded along chains of layers, so that one padded layer feeds the next
-//! without a slice and a pad in between. A dim is widened only when that at most doubles it
+//! `--pad-multiple` (off by default: libtpu's figures show the zeros only adding work), with
+//! zeros in the weights at compile time, and keeps values padded along chains of layers, so
+//! that one padded layer feeds the next without a slice and a pad in between. A dim is widened only when that at most doubles it
 //! (64 → 128, 50257 → 50304, not 8 → 128).
 //!
 //! Every value the pass widens carries a `Padded` record: which dims are wider than their
