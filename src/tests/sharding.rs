@@ -54,7 +54,7 @@ fn tensor_parallel_llama_matches_eager() {
     assert!(!s.weights.contains_key("model.model.norm.weight"), "norm weights stay whole");
 }
 
-/// With padding (the TPU default), heads padded to 128 and RoPE's padded halves stay split.
+/// With padding (`--pad-multiple 128`), heads padded to 128 and RoPE's padded halves stay split.
 #[test]
 fn tensor_parallel_with_padded_heads_matches_eager() {
     let mut req = request("tp=2");
@@ -265,12 +265,70 @@ fn kv_caches_are_split_along_the_heads_under_tp() {
     for cache in &caches {
         assert_eq!(split.get(cache), Some(&vec![vec![], vec![], tp(), vec![]]), "{cache}: split along the heads");
     }
-    let memory = m.targets[0].executables[0].memory.as_ref().expect("memory figures");
-    assert_eq!(memory.alias_bytes, 4 * (4 * 64 * 2 * 16 * 4) / 2, "half of each cache per device, updated in place");
+    assert_eq!(alias_bytes(&m), 4 * (4 * 64 * 2 * 16 * 4) / 2, "half of each cache per device, updated in place");
+    assert_split_session_keeps_one_devices_state("tp=2");
+}
 
+/// Under `dp` the KV caches are split along their rows (one sequence each), alone and with
+/// `tp` splitting their heads, so each device holds its rows' caches; a session's state after
+/// three steps is one device's. transformers' recipe (`hf_static_rows`) passes one
+/// `cache_position` for every row: not batched, it stays whole.
+#[test]
+fn kv_caches_are_split_along_the_rows_under_dp() {
+    let caches: Vec<String> = (0..2).flat_map(|b| ["k", "v"].map(|kv| format!("blocks.{b}.attn.{kv}_cache"))).collect();
+    let axis = |a: &str| vec![a.to_string()];
+    let whole = Vec::new;
+    for (mesh, split) in
+        [("dp=2", [axis("dp"), whole(), whole(), whole()]), ("dp=2,tp=2", [axis("dp"), whole(), axis("tp"), whole()])]
+    {
+        let m = assert_parity_with("decoder_rows", &request(mesh));
+        let notes = shard_notes(&m);
+        assert!(notes.contains("4 updated buffers (KV caches) split along their rows (dp)"), "{mesh}: {notes}");
+        let weights = &m.sharding.as_ref().expect("split").weights;
+        for cache in &caches {
+            assert_eq!(weights.get(cache), Some(&split.to_vec()), "{mesh}: {cache}");
+        }
+        let devices = Mesh::parse(mesh).expect("a mesh").devices();
+        assert_eq!(alias_bytes(&m), 4 * (4 * 64 * 2 * 16 * 4) / devices, "{mesh}: each device its part of each cache");
+    }
+    assert_split_session_keeps_one_devices_state("dp=2");
+
+    let m = assert_parity_with("hf_static_rows", &request("dp=2"));
+    let s = m.sharding.as_ref().expect("split");
+    assert_eq!(s.inputs, vec![vec![axis("dp"), whole()], vec![whole()]], "input_ids split, cache_position whole");
+    for cache in ["step.key_cache_0", "step.value_cache_0"] {
+        assert_eq!(s.weights.get(cache), Some(&vec![axis("dp"), whole(), whole(), whole()]), "{cache}");
+    }
+    assert!(!s.weights.contains_key("step.cumulative_length_0"), "a scalar buffer stays whole: {:?}", s.weights);
+}
+
+/// T5's per-head relative-position bias, an embedding of `[buckets, heads]` added to `Q·Kᵀ`, is
+/// split along its columns with the heads: the encoder's Q, K and V are column-parallel and
+/// nothing is left whole; in the decoder step only cross-attention's Q and K stay whole (their
+/// bias is the encoder's mask, whole along the heads). Both equal eager.
+#[test]
+fn t5_relative_position_bias_splits_with_the_heads() {
+    for (name, whole) in [("t5_gen_encoder", None), ("t5_gen_decoder", Some("2 matmuls left whole"))] {
+        let m = assert_parity_with(name, &request("tp=2"));
+        let notes = shard_notes(&m);
+        assert!(notes.contains("1 embeddings of per-head values split along their columns (tp)"), "{name}: {notes}");
+        assert_eq!(whole, notes.split(", ").find(|n| n.contains("left whole")).map(|n| &n[..20]), "{name}: {notes}");
+        let weights = &m.sharding.as_ref().expect("split").weights;
+        let bias = weights.iter().find(|(w, _)| w.ends_with("relative_attention_bias.weight")).expect("split");
+        assert_eq!(bias.1, &vec![vec![], vec!["tp".to_string()]], "{name}: its columns, the heads");
+    }
+}
+
+/// The bytes of its arguments the first executable updates in place (the caches, per device).
+fn alias_bytes(m: &crate::artifact::Manifest) -> i64 {
+    m.targets[0].executables[0].memory.as_ref().expect("memory figures").alias_bytes
+}
+
+/// Three decode steps of `decoder_rows` split over `mesh` leave the state one device leaves.
+fn assert_split_session_keeps_one_devices_state(mesh: &str) {
     let tmp = TempDir::new("split-caches");
     let one_device = CompileRequest::new(vec![Target::Cpu { devices: 1 }], Precision::Default);
-    let [one, two] = [("one", one_device), ("two", request("tp=2"))].map(|(dir, req)| {
+    let [one, two] = [("one", one_device), ("two", request(mesh))].map(|(dir, req)| {
         std::fs::create_dir_all(tmp.0.join(dir)).expect("a folder");
         compile_model_with("decoder_rows", &tmp.0.join(dir), &req)
     });
@@ -295,7 +353,7 @@ fn kv_caches_are_split_along_the_heads_under_tp() {
     for ((name, a), (other, b)) in states[0].iter().zip(&states[1]) {
         assert_eq!((name, &a.shape), (other, &b.shape));
         let differs = (0..a.numel() as usize).filter(|&i| (a.get_f64(i).unwrap() - b.get_f64(i).unwrap()).abs() > 1e-5);
-        assert_eq!(differs.count(), 0, "{name}: the split session's state is one device's");
+        assert_eq!(differs.count(), 0, "{mesh}: {name}: the split session's state is one device's");
         assert!((0..a.numel() as usize).any(|i| a.get_f64(i) != Some(0.0)), "{name}: written");
     }
 }

@@ -164,7 +164,7 @@ fn waits_for_an_activation(op: &Op) -> bool {
 }
 
 /// The names of the buffers and parameters the program updates.
-fn mutated_state(graph: &Graph) -> HashSet<String> {
+pub(super) fn mutated_state(graph: &Graph) -> HashSet<String> {
     graph
         .outputs()
         .iter()

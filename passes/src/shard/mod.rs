@@ -3,7 +3,11 @@
 //! (Shardy) follows, inserting the collectives they imply.
 //!
 //! - Axis `dp`: every user input is split along its first dim (the batch); a first dim that
-//!   does not divide is refused, naming the input.
+//!   does not divide is refused, naming the input. The batch is the first dim of the inputs of
+//!   rank 2 or more: a vector of another length (a decode step's `cache_position`) and a
+//!   scalar are not batched and stay whole. Buffers the program updates whose first dim is a
+//!   batch (a decode step's KV caches, one row per sequence) are stored split along it, so each
+//!   device holds only its rows' caches.
 //! - Axis `tp`: tensor parallelism in Megatron's form, found from the graph's structure, not
 //!   from names. A fused projection (one weight for Q, K and V whose features a split cuts
 //!   apart, GPT-2's `c_attn`) is first made one matmul per part, on narrowed weights. A matmul
@@ -107,10 +111,16 @@ struct Split {
 #[derive(Default)]
 struct Plan {
     column: BTreeSet<NodeId>,
+    /// Embeddings of small tables split along their columns: the rows are per-head values (T5's
+    /// relative-position bias), each device gathers its heads' columns.
+    head_tables: BTreeSet<NodeId>,
+    /// Those whose split met a column-parallel matmul's split (the heads of `Q·Kᵀ`).
+    met: BTreeSet<NodeId>,
     row: BTreeSet<NodeId>,
     /// Weight inputs and the dim `tp` splits.
     weights: BTreeMap<NodeId, usize>,
-    /// Column-parallel matmuls whose split could not be followed: not split next round.
+    /// Column-parallel matmuls (and embeddings split along their columns) whose split could not
+    /// be followed: not split next round.
     broken: BTreeSet<NodeId>,
     /// Why the plan cannot be made: dims that would have to be split but do not divide.
     refusals: Vec<String>,
@@ -151,8 +161,9 @@ impl Pass for Shard {
             cx.note(constrained, "module outputs split along the sequence (tp)");
             cx.note(plan.column.len(), "column-parallel matmuls (tp)");
             cx.note(plan.row.len(), "row-parallel matmuls, each followed by an all-reduce (tp)");
-            let tables = plan.weights.keys().filter(|&&w| is_embedding_table(graph, w)).count();
+            let tables = plan.weights.iter().filter(|&(&w, &d)| d == 0 && is_embedding_table(graph, w)).count();
             cx.note(tables, "embedding tables split along the vocabulary (tp)");
+            cx.note(plan.head_tables.len(), "embeddings of per-head values split along their columns (tp)");
             cx.note(plan.indivisible, "matmuls or small embedding tables left whole: they do not divide along tp");
             cx.note(plan.unfollowed, "matmuls left whole: their split reaches an op that needs the whole features");
         } else if let Some(p) = self.plan.modules.keys().next() {
@@ -163,6 +174,7 @@ impl Pass for Shard {
             cx.note(weights, "expert weights split along the experts (ep)");
             cx.note(grouped, "grouped matmuls combined across ep (one all-reduce each)");
         }
+        cx.note(split_state_rows(graph, &mesh), "updated buffers (KV caches) split along their rows (dp)");
         let fsdp = fsdp::split_weights(graph, &mesh);
         cx.note(fsdp.split, "weights split along fsdp, gathered where used");
         cx.note(fsdp.timed, "uses of them gathered once their activation is ready");
@@ -172,29 +184,25 @@ impl Pass for Shard {
     }
 }
 
-/// Splits each user input as the plan file lists it, or else along its first dim (the batch)
-/// over `dp`; the number split.
+/// Splits each user input as the plan file lists it, or else along its first dim over `dp`
+/// where it is batched ([`batches`]); the number split.
 fn split_inputs(
     graph: &mut Graph,
     mesh: &Mesh,
     listed: &BTreeMap<String, Vec<Option<String>>>,
 ) -> Result<usize, String> {
-    let users: Vec<NodeId> = graph
-        .graph_inputs()
-        .iter()
-        .copied()
-        .filter(|&id| matches!(graph.node(id).op, Op::Input(InputKind::User { .. })))
-        .collect();
+    let users = user_inputs(graph);
     if let Some(name) = listed.keys().find(|n| !users.iter().any(|&u| &graph.node(u).name == *n)) {
         let names: Vec<String> = users.iter().map(|&u| format!("`{}`", graph.node(u).name)).collect();
         return Err(format!("plan: there is no user input `{name}`; the inputs are {}", names.join(", ")));
     }
+    let batches = batches(graph, &users);
     let mut split = 0;
     for id in users {
         let node = graph.node(id);
         let sharding = match listed.get(&node.name) {
             Some(axes) => listed_sharding(node, axes, mesh)?,
-            None => batch_sharding(node, mesh)?,
+            None => batch_sharding(node, mesh, &batches)?,
         };
         if let Some(s) = sharding.filter(|s| !s.is_replicated()) {
             graph.node_mut(id).sharding = Some(s);
@@ -219,22 +227,81 @@ fn listed_sharding(node: &crate::ir::Node, axes: &[Option<String>], mesh: &Mesh)
     Ok(Some(sharding))
 }
 
-/// A user input split along its first dim over `dp` (the `auto` plan); `None` without `dp`.
-fn batch_sharding(node: &crate::ir::Node, mesh: &Mesh) -> Result<Option<Sharding>, String> {
+/// The graph's user inputs.
+fn user_inputs(graph: &Graph) -> Vec<NodeId> {
+    let inputs = graph.graph_inputs().iter().copied();
+    inputs.filter(|&id| matches!(graph.node(id).op, Op::Input(InputKind::User { .. }))).collect()
+}
+
+/// The batch sizes of the user inputs: the first dims of those of rank 2 or more (a vector's
+/// length may be a sequence's: `cache_position`), or of the vectors when there is no other.
+fn batches(graph: &Graph, users: &[NodeId]) -> BTreeSet<i64> {
+    let first_dims = |min_rank: usize| -> BTreeSet<i64> {
+        let types = users.iter().map(|&u| &graph.node(u).outputs[0]).filter(|t| t.rank() >= min_rank);
+        types.filter_map(|t| t.dims.first().and_then(Dim::as_static)).collect()
+    };
+    Some(first_dims(2)).filter(|b| !b.is_empty()).unwrap_or_else(|| first_dims(1))
+}
+
+/// A user input split along its first dim over `dp` (the `auto` plan); `None` without `dp`,
+/// and for an input that is not batched (a scalar, a vector of no batch's length).
+fn batch_sharding(node: &crate::ir::Node, mesh: &Mesh, batches: &BTreeSet<i64>) -> Result<Option<Sharding>, String> {
     let dp = mesh.size(DATA);
     if dp == 1 {
         return Ok(None);
     }
     let ty = &node.outputs[0];
     match ty.dims.first() {
+        None => Ok(None),
+        Some(d) if ty.rank() == 1 && !d.as_static().is_some_and(|n| batches.contains(&n)) => Ok(None),
         Some(Dim::Static(n)) if n % dp == 0 => Ok(Some(Sharding::split(ty.rank(), 0, DATA))),
         Some(Dim::Static(n)) => Err(format!(
             "user input `{}`: its batch dim (dim 0, size {n}) does not divide along mesh axis `dp` ({dp} devices); \
              a plan file (`--shard-plan`) can split another dim or keep it whole",
             node.name
         )),
-        _ => Err(format!("user input `{}` has no batch dim to split along mesh axis `dp`", node.name)),
+        _ => Err(format!(
+            "user input `{}`: its batch dim (dim 0) is dynamic; mesh axis `dp` splits static batches",
+            node.name
+        )),
     }
+}
+
+/// Splits the buffers the program updates whose first dim is a batch along `dp` (on top of any
+/// split `tp` gave them): each device keeps its rows' KV caches. The number split.
+fn split_state_rows(graph: &mut Graph, mesh: &Mesh) -> usize {
+    let dp = mesh.size(DATA);
+    if dp == 1 {
+        return 0;
+    }
+    let users = user_inputs(graph);
+    let batches = batches(graph, &users);
+    let mutated = fsdp::mutated_state(graph);
+    let rows: Vec<NodeId> = graph
+        .graph_inputs()
+        .iter()
+        .copied()
+        .filter(|&id| match &graph.node(id).op {
+            Op::Input(InputKind::Buffer { fqn, .. } | InputKind::Parameter { fqn }) => mutated.contains(fqn),
+            _ => false,
+        })
+        .filter(|&id| {
+            let ty = &graph.node(id).outputs[0];
+            let first = ty.dims.first().and_then(Dim::as_static);
+            ty.rank() >= 2 && first.is_some_and(|n| batches.contains(&n) && n % dp == 0)
+        })
+        .collect();
+    let mut split = 0;
+    for id in rows {
+        let node = graph.node_mut(id);
+        let mut sharding = node.sharding.clone().unwrap_or_else(|| Sharding::replicated(node.outputs[0].rank()));
+        if sharding.dims[0].is_empty() && !sharding.dims.iter().flatten().any(|a| a == DATA) {
+            sharding.dims[0].push(DATA.to_string());
+            node.sharding = Some(sharding);
+            split += 1;
+        }
+    }
+    split
 }
 
 fn is_embedding_table(graph: &Graph, weight: NodeId) -> bool {
@@ -284,8 +351,9 @@ fn tensor_parallel(graph: &Graph, tp: i64, assigned: &BTreeMap<NodeId, Assigned>
     let order = graph.topo_order().map_err(|_| "the graph has a cycle".to_string())?;
     let linears: BTreeMap<NodeId, Linear> =
         order.iter().filter_map(|&id| linear(graph, id)).map(|l| (l.node, l)).collect();
+    let embeddings = order.iter().filter(|&&id| graph.node(id).op == Op::Embedding(Embedding)).count();
     let mut excluded = BTreeSet::new();
-    for _ in 0..=linears.len() {
+    for _ in 0..=linears.len() + embeddings {
         let plan = analyze(graph, &order, &linears, &excluded, tp, assigned);
         if let Some(refusal) = plan.refusals.first() {
             return Err(refusal.clone());
@@ -293,7 +361,7 @@ fn tensor_parallel(graph: &Graph, tp: i64, assigned: &BTreeMap<NodeId, Assigned>
         if plan.broken.is_empty() {
             check_stated(graph, &linears, &plan, assigned)?;
             let mut plan = plan;
-            plan.unfollowed = excluded.iter().filter(|id| !plan.row.contains(id)).count();
+            plan.unfollowed = excluded.iter().filter(|id| linears.contains_key(id) && !plan.row.contains(id)).count();
             return Ok(plan);
         }
         excluded.extend(plan.broken);
@@ -320,6 +388,11 @@ fn analyze(
         if node.op == Op::Embedding(Embedding) {
             let table = graph.inputs(id)[0];
             let stated = style(table.node);
+            if let Some(split) = head_table_split(graph, id, excluded, stated.is_some(), tp) {
+                splits.insert(ValueRef { node: id, slot: 0 }, split);
+                plan.head_tables.insert(id);
+                continue;
+            }
             match dims_of(table).first() {
                 _ if stated == Some(Style::Replicate) => {}
                 _ if stated == Some(Style::Colwise) => plan.refusals.push(format!(
@@ -362,7 +435,14 @@ fn analyze(
             let replicate = stated == Some(Style::Replicate);
             let w = dims_of(ValueRef { node: l.weight, slot: 0 });
             let in_rank = graph.value_type(l.input).rank();
-            match splits.get(&l.input) {
+            // A table's columns contracted on their own are features, not heads: the table is
+            // not split, and the matmul sees a whole input.
+            let mut input_split = splits.get(&l.input);
+            if let Some(s) = input_split.filter(|s| s.origins.iter().all(|o| plan.head_tables.contains(o))) {
+                plan.broken.extend(s.origins.iter().copied());
+                input_split = None;
+            }
+            match input_split {
                 Some(s)
                     if !replicate
                         && s.dim + 1 == in_rank
@@ -394,6 +474,9 @@ fn analyze(
         }
         match follow(graph, id, &ins, &splits, tp) {
             Ok((dim, inner, origins, weights)) => {
+                if origins.iter().any(|o| !plan.head_tables.contains(o)) {
+                    plan.met.extend(origins.iter().filter(|o| plan.head_tables.contains(o)));
+                }
                 let mut ok = true;
                 for (w, d) in weights {
                     ok &= claim(&mut plan, w, d);
@@ -426,7 +509,16 @@ fn analyze(
             }
         }
     }
-    // Column-parallel weights and biases (a matmul whose split was broken is not split).
+    // Tables split along their columns, then column-parallel weights and biases (a matmul whose
+    // split was broken is not split).
+    let unmet: Vec<NodeId> = plan.head_tables.difference(&plan.met).copied().collect();
+    plan.broken.extend(unmet);
+    plan.head_tables.retain(|t| !plan.broken.contains(t));
+    for t in plan.head_tables.clone() {
+        if !claim(&mut plan, graph.inputs(t)[0].node, 1) {
+            plan.broken.insert(t);
+        }
+    }
     let kept: Vec<NodeId> = plan.column.iter().copied().filter(|c| !plan.broken.contains(c)).collect();
     for c in kept {
         let l = &linears[&c];
@@ -438,6 +530,22 @@ fn analyze(
         }
     }
     plan
+}
+
+/// The split of embedding `id`'s result when its table is tried along its columns: a small
+/// weight table (fewer rows than a vocabulary) whose columns divide along `tp`, not named by a
+/// plan file nor excluded. Its columns are per-head values where the split meets attention's
+/// split heads (T5's relative-position bias added to `Q·Kᵀ`); where it does not (a position or
+/// token-type embedding reaching a norm), the split breaks and the table is tried as before.
+fn head_table_split(graph: &Graph, id: NodeId, excluded: &BTreeSet<NodeId>, stated: bool, tp: i64) -> Option<Split> {
+    let table = graph.inputs(id)[0];
+    let dims = graph.value_type(table).static_dims()?;
+    let small = matches!(dims.as_slice(), [rows, cols] if *rows < VOCABULARY && cols % tp == 0);
+    if excluded.contains(&id) || stated || !small || !is_weight(graph, table) {
+        return None;
+    }
+    let dim = graph.node(id).outputs[0].rank() - 1;
+    Some(Split { dim, inner: dims[1] / tp, origins: BTreeSet::from([id]) })
 }
 
 /// Checks that the matmuls a plan file calls `colwise` or `rowwise` came out so.
@@ -503,7 +611,7 @@ fn apply(graph: &mut Graph, plan: &Plan) {
     }
     // The constraints fix the features (split, or whole after the all-reduce) and leave the
     // other dims open, so that a batch split along `dp` stays split.
-    for &c in &plan.column {
+    for &c in plan.column.iter().chain(&plan.head_tables) {
         let rank = graph.node(c).outputs[0].rank();
         graph.node_mut(c).sharding = Some(Sharding::split(rank, rank - 1, TENSOR).open_but(&[]));
     }
