@@ -110,6 +110,35 @@ class CNN(nn.Module):
         return self.fc(self.flatten(self.gap(x)))
 
 
+class TinyUNet(nn.Module):
+    """diffusers' UNet2DModel in miniature: GroupNorm and SiLU, two stride-2 downsamples, nearest
+    2x upsamples each followed by a concatenation with the skip of the same size."""
+
+    def __init__(self, ch=8):
+        super().__init__()
+        self.conv_in = nn.Conv2d(3, ch, 3, padding=1)
+        self.down1 = nn.Conv2d(ch, 2 * ch, 3, stride=2, padding=1)
+        self.norm1 = nn.GroupNorm(4, 2 * ch)
+        self.down2 = nn.Conv2d(2 * ch, 2 * ch, 3, stride=2, padding=1)
+        self.norm2 = nn.GroupNorm(4, 2 * ch)
+        self.mid = nn.Conv2d(2 * ch, 2 * ch, 3, padding=1)
+        self.up1 = nn.Conv2d(4 * ch, 2 * ch, 3, padding=1)
+        self.norm3 = nn.GroupNorm(4, 2 * ch)
+        self.up2 = nn.Conv2d(3 * ch, ch, 3, padding=1)
+        self.conv_out = nn.Conv2d(ch, 3, 3, padding=1)
+
+    def forward(self, x):
+        silu = torch.nn.functional.silu
+        up = lambda t: torch.nn.functional.interpolate(t, scale_factor=2.0, mode="nearest")
+        h0 = silu(self.conv_in(x))
+        h1 = silu(self.norm1(self.down1(h0)))
+        h2 = silu(self.norm2(self.down2(h1)))
+        m = silu(self.mid(h2)) + h2
+        u1 = silu(self.norm3(self.up1(torch.cat([up(m), h1], 1))))
+        u2 = silu(self.up2(torch.cat([up(u1), h0], 1)))
+        return self.conv_out(u2)
+
+
 class ResNetMini(nn.Module):
     def __init__(self, widths=(8, 16, 32, 64), num_classes=10):
         super().__init__()
@@ -1625,6 +1654,15 @@ MODELS = {
         inputs=[(randn((2, 3, 8 * kh, 8 * kw), 1700 + 10 * kh + kw),)
                 for kh, kw in ((4, 4), (2, 2), (2, 8), (3, 5), (4, 3), (5, 8), (8, 8), (7, 2), (8, 4))],
         dynamic_shapes={"x": {2: 8 * Dim("kh", min=2, max=8), 3: 8 * Dim("kw", min=2, max=8)}},
+        lean_metadata=True),
+    "unet_derived_dyn": dict(
+        build=TinyUNet,
+        desc="a miniature diffusers-style UNet (GroupNorm, SiLU, two stride-2 downsamples, nearest upsamples "
+             "concatenated with their skips) with a derived height and width, H = 8*Dim('uh', 2..8) and "
+             "W = 8*Dim('uw', 2..8): every feature map's sides are multiples of the symbols",
+        inputs=[(randn((1, 3, 8 * kh, 8 * kw), 2100 + 10 * kh + kw),)
+                for kh, kw in ((4, 4), (2, 2), (2, 8), (3, 5), (4, 3), (5, 8), (8, 8), (7, 2))],
+        dynamic_shapes={"x": {2: 8 * Dim("uh", min=2, max=8), 3: 8 * Dim("uw", min=2, max=8)}},
         lean_metadata=True),
     "cross_attention_3dyn": dict(
         build=CrossAttention,

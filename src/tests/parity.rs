@@ -189,6 +189,7 @@ parity_tests!(
     guarded_dyn,
     auto_batch_dyn,
     derived_cnn_dyn,
+    unet_derived_dyn,
     cross_attention_3dyn,
     t5_recipe_encoder,
     t5_recipe_decoder,
