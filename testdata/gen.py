@@ -139,6 +139,33 @@ class TinyUNet(nn.Module):
         return self.conv_out(u2)
 
 
+class PastAttention(nn.Module):
+    """GPT-2's attention block in a decode step with a dynamic past, as transformers' eager
+    attention runs it over a DynamicCache: the new keys and values concatenated after the past
+    ones, the causal mask cut from a lower-triangular buffer at the past's length, the
+    extended caches returned."""
+
+    def __init__(self, dim=16, heads=2, max_pos=64):
+        super().__init__()
+        self.heads, self.head_dim = heads, dim // heads
+        self.c_attn = nn.Linear(dim, 3 * dim)
+        self.c_proj = nn.Linear(dim, dim)
+        causal = torch.tril(torch.ones(max_pos, max_pos, dtype=torch.bool)).view(1, 1, max_pos, max_pos)
+        self.register_buffer("bias", causal, persistent=False)
+
+    def forward(self, x, past_k, past_v):
+        b, t, dim = x.shape
+        split = lambda z: z.view(b, t, self.heads, self.head_dim).transpose(1, 2)
+        q, k, v = (split(z) for z in self.c_attn(x).split(dim, dim=2))
+        k = torch.cat([past_k, k], dim=2)
+        v = torch.cat([past_v, v], dim=2)
+        w = q @ k.transpose(-1, -2) / self.head_dim ** 0.5
+        p, length = past_k.shape[2], past_k.shape[2] + t
+        w = torch.where(self.bias[:, :, p:length, :length], w, torch.finfo(w.dtype).min)
+        out = (w.softmax(-1) @ v).transpose(1, 2).reshape(b, t, dim)
+        return self.c_proj(out), k, v
+
+
 class ResNetMini(nn.Module):
     def __init__(self, widths=(8, 16, 32, 64), num_classes=10):
         super().__init__()
@@ -1654,6 +1681,16 @@ MODELS = {
         inputs=[(randn((2, 3, 8 * kh, 8 * kw), 1700 + 10 * kh + kw),)
                 for kh, kw in ((4, 4), (2, 2), (2, 8), (3, 5), (4, 3), (5, 8), (8, 8), (7, 2), (8, 4))],
         dynamic_shapes={"x": {2: 8 * Dim("kh", min=2, max=8), 3: 8 * Dim("kw", min=2, max=8)}},
+        lean_metadata=True),
+    "gpt2_past_dyn": dict(
+        build=PastAttention,
+        desc="GPT-2's attention in a decode step with a dynamic past (transformers' eager attention over a "
+             "DynamicCache): x [2, t, 16] with caches [2, 2, p, 8], keys and values cat([past, new]), the causal "
+             "mask bias[:, :, p:p+t, :p+t]; Dim('past', 1..32) and Dim('new', 1..8)",
+        inputs=[(randn((2, t, 16), 2200 + t), randn((2, 2, p, 8), 2300 + p), randn((2, 2, p, 8), 2400 + p))
+                for p, t in ((8, 2), (1, 1), (32, 8), (5, 3), (17, 1), (31, 7), (16, 4), (3, 8))],
+        dynamic_shapes={"x": {1: Dim("new", min=1, max=8)}, "past_k": {2: Dim("past", min=1, max=32)},
+                        "past_v": {2: Dim("past", min=1, max=32)}},
         lean_metadata=True),
     "unet_derived_dyn": dict(
         build=TinyUNet,

@@ -190,6 +190,7 @@ parity_tests!(
     auto_batch_dyn,
     derived_cnn_dyn,
     unet_derived_dyn,
+    gpt2_past_dyn,
     cross_attention_3dyn,
     t5_recipe_encoder,
     t5_recipe_decoder,

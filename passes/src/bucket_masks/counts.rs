@@ -18,7 +18,7 @@
 use std::collections::BTreeSet;
 
 use super::{DynDims, Factors, Masker};
-use crate::ir::ops::{ArangeSym, Convert, Full, Reduce, Select, Slice, SymInt, SymSize};
+use crate::ir::ops::{Arange, ArangeSym, Convert, Full, IndexSelect, Reduce, Select, Slice, SymInt, SymSize};
 use crate::ir::{
     norm_dim, BinaryOp, DType, Dim, Graph, NodeId, Op, Operand, OutputKind, ReduceOp, Scalar, SymExpr, TensorType,
     ValueRef,
@@ -213,6 +213,36 @@ impl Masker<'_> {
         }
         let sum = self.binary(graph, id, BinaryOp::Add, Operand::Tensor, &[counted, real], ty);
         graph.replace_uses(ValueRef { node: id, slot: 0 }, sum);
+        Ok(())
+    }
+
+    /// A slice at a symbolic start of a dim that is not padded (`bias[:, :, past:past + t]`, a
+    /// position table cut at the past's length): the bucket would cut it at the padded start,
+    /// so it reads from the real start instead, rows `start + i·step` clamped into the dim (those
+    /// past the real length are padding). The other dims keep their layouts.
+    pub(super) fn slice_from_real(&mut self, graph: &mut Graph, id: NodeId, start: &SymExpr) -> Result<(), String> {
+        let node = graph.node(id).clone();
+        let Op::Slice(Slice { dim, start: Dim::Static(_), step, .. }) = node.op else {
+            return Err("a slice at a symbolic start was not specialized".into());
+        };
+        let x = graph.inputs(id)[0];
+        let d = norm_dim(dim, Self::ty(graph, x).rank());
+        let size = Self::ty(graph, x).dims[d].as_static().ok_or("not specialized")?;
+        let out = node.outputs[0].clone();
+        let n = out.dims[d].as_static().ok_or("not specialized")?;
+        let rows_ty = TensorType::new(DType::I64, &[n]);
+        let to = n.checked_mul(step).ok_or("its length overflows")?;
+        let counted = Op::Arange(Arange { start: Scalar::Int(0), end: Scalar::Int(to), step: Scalar::Int(step) });
+        let counted = self.add(graph, id, counted, rows_ty.clone(), &[]);
+        let real = self.length(graph, id, start)?;
+        let rows = self.binary(graph, id, BinaryOp::Add, Operand::Tensor, &[counted, real], rows_ty.clone());
+        let rows = self.binary(graph, id, BinaryOp::Minimum, Operand::Scalar(Scalar::Int(size - 1)), &[rows], rows_ty);
+        let moved = self.add(graph, id, Op::IndexSelect(IndexSelect { dim: d as i64 }), out, &[x, rows]);
+        graph.node_mut(moved.node).symbolic = node.symbolic.clone();
+        let others: Vec<(usize, Factors)> =
+            self.merged.range((x, 0)..=(x, usize::MAX)).map(|(&(_, e), f)| (e, f.clone())).collect();
+        self.merged.extend(others.into_iter().map(|(e, f)| ((moved, e), f)));
+        graph.replace_uses(ValueRef { node: id, slot: 0 }, moved);
         Ok(())
     }
 

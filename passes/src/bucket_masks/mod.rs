@@ -64,7 +64,7 @@ use std::collections::BTreeMap;
 
 use crate::ir::ops::{
     Arange, ArangeSym, ArgReduce, Binary, ExtremumDim, Gather, Index, IndexPut, IndexSelect, Padding, PaddingRule,
-    Sort, TopK, View, Where,
+    Slice, Sort, TopK, View, Where,
 };
 use crate::ir::{
     norm_dim, BinaryOp, Bounds, DType, Dim, Graph, InputKind, Node, NodeId, Op, Operand, Product, Scalar, SymExpr,
@@ -465,6 +465,12 @@ impl Masker<'_> {
             return self.arange_from_real(graph, id, &start.clone());
         }
         let mut in_dyn: Vec<DynDims> = ins.iter().map(|&v| self.dyn_dims(graph, v)).collect();
+        if let Some(Op::Slice(Slice { start: Dim::Sym(start), dim, .. })) = node.symbolic.as_ref().map(|s| &s.op) {
+            let d = norm_dim(*dim, Self::ty(graph, ins[0]).rank());
+            if !in_dyn[0].contains_key(&d) {
+                return self.slice_from_real(graph, id, &start.clone());
+            }
+        }
         if Self::needs_region_masks(&node.op, &in_dyn) {
             return self.control_flow(graph, id, &in_dyn);
         }
@@ -502,10 +508,10 @@ impl Masker<'_> {
                         // The same real size laid out as factors here and as a prefix there
                         // (`[h, b, t]` from a repeat, `[b·h·t]` from a reshape): the operand of
                         // factors is gathered into the prefix (see `relayout`).
-                        Some((g, _)) if self.relayout_of(&g, f) && in_dyn[slot].len() == 1 => {
+                        Some((g, _)) if self.relayout_of(&g, f) => {
                             relaid.insert((slot, d), (f.clone(), g));
                         }
-                        Some((g, (s0, d0))) if self.relayout_of(f, &g) && in_dyn[s0].len() == 1 && !fill(s0) => {
+                        Some((g, (s0, d0))) if self.relayout_of(f, &g) && !fill(s0) => {
                             relaid.insert((s0, d0), (g, f.clone()));
                             for (factors, from) in carried.values_mut() {
                                 if *from == (s0, d0) {
@@ -694,7 +700,8 @@ impl Masker<'_> {
         for o in graph.outputs() {
             // Results are cut back to a prefix of each dim: one whose real positions are not a
             // prefix would be cut wrong.
-            if let Some(((_, d), _)) = self.merged.range((o.value, 0)..=(o.value, usize::MAX)).next() {
+            let mut laid = self.merged.range((o.value, 0)..=(o.value, usize::MAX));
+            if let Some(((_, d), _)) = laid.find(|(_, f)| f.len() > 1) {
                 let node = graph.node(o.value.node);
                 return Err(format!(
                     "node `{}` ({}) returns a dim ({d}) whose real positions are not a prefix (it merges a \
@@ -772,6 +779,7 @@ impl Pass for BucketMasks {
                 }
             })?;
         }
+        m.relayout_outputs(graph).map_err(|reason| PassError::Failed { pass: "bucket_masks", reason })?;
         m.check_outputs(graph).map_err(|reason| PassError::Failed { pass: "bucket_masks", reason })?;
         m.size_outputs(graph).map_err(|reason| PassError::Failed { pass: "bucket_masks", reason })?;
         cx.note(m.masks, "masks past the real sizes");

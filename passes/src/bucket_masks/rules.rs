@@ -624,7 +624,13 @@ impl Masker<'_> {
         let padded = |m: &Self, (slot, d): (usize, usize)| m.dyn_dims(graph, ins[slot]).remove(&d);
         if let (Some(l), Some(r)) = (padded(self, lhs), padded(self, rhs)) {
             // Position `i` of one operand meets position `i` of the other: the same real rows.
-            if !self.same_layout(&l, &r) {
+            // One laid out as a prefix, the other otherwise (pieces, factors): the other is
+            // gathered into the prefix.
+            if self.relayout_of(&l, &r) {
+                self.relayout_input(graph, id, rhs, &r, &l)?;
+            } else if self.relayout_of(&r, &l) {
+                self.relayout_input(graph, id, lhs, &l, &r)?;
+            } else if !self.same_layout(&l, &r) {
                 let shown = |f: &Factors| f.iter().map(ToString::to_string).collect::<Vec<_>>().join("·");
                 return Err(format!(
                     "contracts a dim padded as [{}] with one padded as [{}]: their real positions differ",
