@@ -19,10 +19,14 @@ use crate::ir::{BinaryOp, DType, Graph, NodeId, Op, Operand, Scalar, SymExpr, Te
 
 impl Masker<'_> {
     /// True when `prefix`, one factor, is the real size that `layout` (several factors, or
-    /// pieces) makes, at the same size in the bucket: the same rows in two layouts.
+    /// pieces each a prefix) makes, at the same size in the bucket: the same rows in two
+    /// layouts.
     pub(super) fn relayout_of(&self, prefix: &[SymExpr], layout: &[SymExpr]) -> bool {
         let [whole] = prefix else { return false };
-        let layered = self.pieces_of(layout).is_some() || layout.len() > 1;
+        let layered = match self.pieces_of(layout) {
+            Some(pieces) => pieces.iter().all(|p| p.len() == 1),
+            None => layout.len() > 1,
+        };
         let same_size = self.layout_size(layout).ok().is_some_and(|n| self.padded(whole) == Some(n));
         let real = self.real_length(layout);
         self.pieces_of(prefix).is_none() && layered && same_size && self.same_factors(prefix, &[real])
