@@ -299,7 +299,7 @@ fn tensor_parallel_bench(bin: &Path, tmp: &Path) -> Result<()> {
         ("tp=4", "v5p:2x2x1"),
     ];
     tensor_parallel_rows(bin, tmp, "llama_1b_bf16", &meshes, &[])?;
-    // GPT-2's vocabulary (50257 rows) divides along `tp` once padded to 128.
+    // GPT-2's vocabulary (50257 rows) splits along `tp` once padded to 128 (else it stays whole).
     tensor_parallel_rows(bin, tmp, "gpt2_124m", &meshes, &["--pad-multiple", "128"])?;
     // A decode step's KV caches (8 rows of 256 positions) split along the rows by `dp`.
     let decode = [("tp=1", "v5e:1x1"), ("dp=2", "v5e:1x2"), ("tp=2", "v5e:1x2"), ("dp=2,tp=2", "v5e:2x2")];

@@ -74,8 +74,8 @@ pub struct Shard {
     pub plan: ShardPlan,
 }
 
-/// An embedding table of at least this many rows is a vocabulary: split, or refused when its
-/// rows do not divide along `tp`.
+/// An embedding table of at least this many rows is a vocabulary: split along its rows, or
+/// left whole (and said so) when they do not divide along `tp`.
 const VOCABULARY: i64 = 1024;
 
 /// The axes the `auto` plan knows.
@@ -126,6 +126,9 @@ struct Plan {
     refusals: Vec<String>,
     /// Matmuls on weights left whole because their output features do not divide along `tp`.
     indivisible: usize,
+    /// Vocabularies (embedding tables of at least [`VOCABULARY`] rows) left whole because
+    /// their rows do not divide along `tp`.
+    whole_vocabularies: usize,
     /// Matmuls on weights left whole because their split could not be followed (it reached
     /// an op that needs the whole features).
     unfollowed: usize,
@@ -165,6 +168,11 @@ impl Pass for Shard {
             cx.note(tables, "embedding tables split along the vocabulary (tp)");
             cx.note(plan.head_tables.len(), "embeddings of per-head values split along their columns (tp)");
             cx.note(plan.indivisible, "matmuls or small embedding tables left whole: they do not divide along tp");
+            cx.note(
+                plan.whole_vocabularies,
+                "vocabularies left whole, a copy per device: their rows do not divide along tp \
+                 (`--pad-multiple 128` pads them so that they split)",
+            );
             cx.note(plan.unfollowed, "matmuls left whole: their split reaches an op that needs the whole features");
         } else if let Some(p) = self.plan.modules.keys().next() {
             return Err(fail(format!("plan: `{p}` is split along `tp`, which the mesh {mesh} lacks")));
@@ -403,15 +411,14 @@ fn analyze(
                 Some(v) if is_weight(graph, table) && v % tp == 0 => {
                     claim(&mut plan, table.node, 0);
                 }
-                // A vocabulary that does not divide is refused; a small table (token types,
-                // a few positions) is left whole.
-                Some(&v) if is_weight(graph, table) && (v >= VOCABULARY || stated.is_some()) => {
-                    plan.refusals.push(format!(
+                // A table that does not divide is left whole (GPT-2's 50257 rows: one copy per
+                // device, exact); refused only where a plan file asked for its split.
+                Some(&v) if is_weight(graph, table) && stated.is_some() => plan.refusals.push(format!(
                     "embedding table `{}`: its {v} rows (dim 0) do not divide along mesh axis `tp` ({tp} devices); \
                      pad the vocabulary (`--pad-multiple`) or use a `tp` that divides {v}",
                     graph.node(table.node).name
-                ))
-                }
+                )),
+                Some(&v) if is_weight(graph, table) && v >= VOCABULARY => plan.whole_vocabularies += 1,
                 Some(_) if is_weight(graph, table) => plan.indivisible += 1,
                 _ => {}
             }
