@@ -117,6 +117,9 @@ def test_concurrent_requests_get_their_solo_tokens(rows):
         status, metrics = server.get("/metrics")
         assert 'torchtpu_requests_total{outcome="completed"} 23' in metrics
         assert "torchtpu_generated_tokens_total 356" in metrics and "torchtpu_slots 4" in metrics
+        value = {l.split()[0]: float(l.split()[1]) for l in metrics.splitlines() if not l.startswith("#")}
+        # The steps' time holds their calls' time: the host's share is what is left.
+        assert 0 < value["torchtpu_step_call_seconds_total"] <= value["torchtpu_step_seconds_total"], metrics
     finally:
         out = server.stop()
     assert "23 requests completed" in out

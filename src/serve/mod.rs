@@ -422,6 +422,19 @@ fn prometheus(m: &Metrics, slots: usize) -> String {
         "Busy slots summed over the calls (over calls times slots: the batch occupancy).",
         &one(get(&m.busy_slots_total) as f64),
     );
+    let seconds = |a: &AtomicU64| one(get(a) as f64 / 1e6);
+    family(
+        "torchtpu_step_seconds_total",
+        "counter",
+        "Time in the decode step's calls with the host's work around them (sampling, relaying the tokens).",
+        &seconds(&m.step_us),
+    );
+    family(
+        "torchtpu_step_call_seconds_total",
+        "counter",
+        "Time of the steps in the program's calls (inputs up, execute, logits back); the rest is the host's.",
+        &seconds(&m.call_us),
+    );
     for (name, help, sum, count) in [
         (
             "torchtpu_time_to_first_token_seconds",

@@ -64,6 +64,10 @@ pub(super) struct Metrics {
     /// Sum (µs) and count of the times between a request's tokens.
     pub per_token_us: AtomicU64,
     pub per_tokens: AtomicU64,
+    /// Time (µs) in the scheduler's steps: the program's call, sampling, relaying the tokens.
+    pub step_us: AtomicU64,
+    /// Time (µs) of those steps in the program's calls: inputs up, execute, logits back.
+    pub call_us: AtomicU64,
     /// The server no longer takes requests.
     pub closing: AtomicBool,
 }
@@ -130,6 +134,7 @@ impl Scheduler<'_> {
 
     /// One call of the step, its tokens relayed.
     fn step(&mut self, session: &mut Session) {
+        let started = Instant::now();
         let (batcher, clients, metrics) = (&mut self.batcher, &mut self.clients, self.metrics);
         match batcher.step(session) {
             Ok(stepped) => {
@@ -170,6 +175,8 @@ impl Scheduler<'_> {
         metrics.busy_slots_total.store(batcher.figures().busy_slots, Ordering::Relaxed);
         metrics.busy.store(batcher.busy(), Ordering::Relaxed);
         metrics.waiting.store(batcher.waiting(), Ordering::Relaxed);
+        metrics.call_us.store((batcher.figures().ms * 1e3) as u64, Ordering::Relaxed);
+        metrics.step_us.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
     }
 }
 
