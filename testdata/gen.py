@@ -1450,6 +1450,17 @@ class Guarded(nn.Module):
         return x * 2 if x.shape[1] == 16 else x + 1
 
 
+class SizeMinMax(nn.Module):
+    """Sizes through Python's `min` and `max` (a window of at most 16 positions, at least 8):
+    the export writes `torch.sym_min` and `torch.sym_max` nodes, their values `Min(16, s)` and
+    `Max(8, s)`, used as numbers and as `arange` ends."""
+
+    def forward(self, x):
+        k = min(x.shape[1], 16)
+        w = max(x.shape[1], 8)
+        return x.sum(1) * k + x.mean(1) * w + torch.arange(k).sum() + torch.arange(w).float().mean()
+
+
 class CrossAttention(nn.Module):
     """A decoder's cross-attention over encoder states, each with a length of its own:
     queries from x [b, t, 16], keys and values from memory [b, s, 16], two heads."""
@@ -1664,6 +1675,13 @@ MODELS = {
              "other branch and the loaded module refuses the input (the `excluded` case)",
         inputs=[(randn((3, s), 1500 + s),) for s in (8, 2, 3, 4, 7, 15, 17, 31, 32, 33, 63, 64)],
         excluded=[(randn((3, 16), 1516),)],
+        dynamic_shapes={"x": {1: Dim.AUTO(min=2, max=64)}}),
+    "size_minmax_dyn": dict(
+        build=SizeMinMax,
+        desc="min(s, 16) and max(s, 8) of x f32[2, s, 4]'s length (torch.sym_min, torch.sym_max), exported with "
+             "Dim.AUTO(min=2, max=64) at s = 10, used as numbers and as arange ends; sizes on both sides of 8 "
+             "and 16",
+        inputs=[(randn((2, s, 4), 1800 + s),) for s in (10, 2, 3, 7, 8, 9, 15, 16, 17, 31, 33, 64)],
         dynamic_shapes={"x": {1: Dim.AUTO(min=2, max=64)}}),
     "auto_batch_dyn": dict(
         state_dict_of="mlp",

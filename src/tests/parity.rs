@@ -83,7 +83,8 @@ pub(super) fn case_inputs(name: &str, case: &str) -> Vec<PathBuf> {
 /// (`out[mask] = f(h[mask])`: rows counted by data written back through the mask), and an
 /// encoder at up to 32,768 tokens (its large buckets' attention blocked by `--attention auto`),
 /// torchvision's `nms` over a dynamic count of boxes (the padded ones sorted last) and
-/// `torch.unique` with its inverse and counts over a dynamic length.
+/// `torch.unique` with its inverse and counts over a dynamic length, and sizes through Python's
+/// `min` and `max` (`torch.sym_min`, `torch.sym_max`) on both sides of their bounds.
 const EVERY_SIZE: &[(&str, usize)] = &[
     ("llama_tiny_dyn", 18),
     ("bert_meanpool", 15),
@@ -112,6 +113,7 @@ const EVERY_SIZE: &[(&str, usize)] = &[
     ("long_context_dyn", 5),
     ("nms_dyn", 7),
     ("unique_dyn", 7),
+    ("size_minmax_dyn", 12),
 ];
 
 /// Control flow on data, at one size, whose cases take each path (`cond_data`: both branches;
@@ -260,7 +262,8 @@ parity_tests!(
     t5_recipe_decoder,
     grid_sample_dyn,
     positions_after_past_dyn,
-    rows_of_count
+    rows_of_count,
+    size_minmax_dyn
 );
 
 #[test]

@@ -18,8 +18,8 @@ pub(in crate::import) enum SizeOp {
     Float,
     /// `not b`.
     Not,
-    /// Another `_operator` (`floordiv`, `mod`, …): only its symbolic-int results, whose values
-    /// the export records, are taken.
+    /// Another `_operator` (`floordiv`, `mod`, …), `torch.sym_min` or `torch.sym_max`: only
+    /// its symbolic-int results, whose values the export records, are taken.
     RecordedOnly,
 }
 
@@ -54,6 +54,8 @@ pub(super) fn special(key: &str) -> Option<Special> {
         "_operator.neg" => SizeOp::Neg,
         "torch.sym_float" => SizeOp::Float,
         "torch.sym_not" => SizeOp::Not,
+        // `min(n, 16)` on sizes: the export records its value, `Min(16, s)`.
+        "torch.sym_min" | "torch.sym_max" => SizeOp::RecordedOnly,
         "aten.sym_numel.default" | "aten.sym_stride.int" | "aten.sym_storage_offset.default" => {
             return Some(Special::SizeQuery)
         }
