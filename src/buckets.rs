@@ -227,7 +227,7 @@ fn within_budget(
                 let ratio = |d: usize| cost(d, keep[d] - 1) / cost(d, keep[d]);
                 ratio(a).total_cmp(&ratio(b)).then(b.cmp(&a))
             })
-            .ok_or_else(|| Error::Unsupported("internal: no dim left to take a size from".into()))?;
+            .ok_or_else(|| Error::Internal("no dim left to take a size from".into()))?;
         keep[best] -= 1;
     }
     for (d, &i) in by_default.iter().enumerate() {
@@ -395,9 +395,7 @@ fn sizes_for(r: &Range, sizes: &Sizes) -> Result<Vec<i64>, Error> {
             v
         }
         Sizes::Auto(k) => auto(r.min, r.max, *k)?,
-        Sizes::UpTo(_) => {
-            return Err(Error::Unsupported(format!("internal: --max {} is not a choice of sizes", r.name)))
-        }
+        Sizes::UpTo(_) => return Err(Error::Internal(format!("--max {} is not a choice of sizes", r.name))),
     };
     Ok(v)
 }

@@ -40,6 +40,10 @@ pub enum Error {
     /// A feature this version does not provide.
     #[error("{0}")]
     Unsupported(String),
+    /// An invariant of the compiler itself broke: a bug in torchtpu-compile, never a verdict
+    /// on the user's program.
+    #[error("internal error, a bug in torchtpu-compile (please report it with the command and the archive): {0}")]
+    Internal(String),
     /// A file could not be written or read.
     #[error("cannot access `{path}`: {reason}")]
     Io {
@@ -68,7 +72,7 @@ impl Error {
 
     /// What went wrong, in one word (the Python package's exception classes): `archive`,
     /// `lowering`, `plugin` (the machine: plugin, device), `compile`, `artifact`, `input` (a
-    /// call's inputs or state), `run`, `unsupported` or `io`.
+    /// call's inputs or state), `run`, `unsupported`, `internal` (a bug) or `io`.
     pub fn kind(&self) -> &'static str {
         use crate::run::RunError as R;
         match self {
@@ -92,6 +96,7 @@ impl Error {
             ) => "input",
             Error::Run(_) => "run",
             Error::Unsupported(_) => "unsupported",
+            Error::Internal(_) => "internal",
             Error::Io { .. } => "io",
         }
     }
@@ -110,5 +115,24 @@ impl Error {
 impl From<crate::npy::NpyError> for Error {
     fn from(e: crate::npy::NpyError) -> Error {
         Error::Run(crate::run::RunError::Npy(e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Error;
+
+    /// A broken invariant is a kind of its own that says it is a bug, never a refusal of the
+    /// user's program.
+    #[test]
+    fn an_internal_error_says_it_is_a_bug() {
+        let e = Error::Internal("no bucket to compile".into());
+        assert_eq!(e.kind(), "internal");
+        assert_eq!(
+            e.to_string(),
+            "internal error, a bug in torchtpu-compile (please report it with the command and the archive): \
+             no bucket to compile"
+        );
+        assert_ne!(Error::Unsupported("x".into()).kind(), e.kind());
     }
 }

@@ -5,6 +5,7 @@ console script, and the errors at the boundary."""
 import importlib.util
 import inspect
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -334,3 +335,17 @@ def test_the_export_command_explains_itself_and_what_it_needs(tmp_path):
     else:
         assert f"cannot export `{tmp_path / 'nowhere'}`: cannot load it" in done.stderr, done.stderr
     assert not (tmp_path / "m.pt2").exists()
+
+
+def test_every_error_kind_has_its_class():
+    """The kinds `Error::kind` gives (src/error.rs) each map to their own exception class; a
+    bug in the compiler is an InternalError, not an UnsupportedError."""
+    from torchtpu_compile import errors
+
+    source = (Path(__file__).resolve().parents[2] / "src/error.rs").read_text()
+    kinds = set(re.findall(r'=> "(\w+)"', source))
+    assert {"internal", "unsupported", "input", "lowering"} <= kinds, kinds
+    for kind in kinds:
+        assert type(errors.of_kind(kind, "m")) is not ttc.TorchTpuError, kind
+    assert isinstance(errors.of_kind("internal", "m"), ttc.InternalError)
+    assert not isinstance(errors.of_kind("internal", "m"), ttc.UnsupportedError)

@@ -36,6 +36,7 @@ from .errors import (
     ExecutionError,
     FileAccessError,
     InputError,
+    InternalError,
     LoweringError,
     PluginError,
     SessionClosedError,
@@ -64,6 +65,7 @@ __all__ = [
     "InputError",
     "ExecutionError",
     "UnsupportedError",
+    "InternalError",
     "FileAccessError",
     "SessionClosedError",
 ]

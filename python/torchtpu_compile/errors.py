@@ -42,6 +42,10 @@ class UnsupportedError(TorchTpuError):
     """A feature this version does not provide."""
 
 
+class InternalError(TorchTpuError):
+    """A bug in torchtpu-compile (an invariant of the compiler broke): please report it."""
+
+
 class FileAccessError(TorchTpuError, OSError):
     """A file could not be read or written."""
 
@@ -62,6 +66,7 @@ _BY_KIND = {
     "input": InputError,
     "run": ExecutionError,
     "unsupported": UnsupportedError,
+    "internal": InternalError,
     "io": FileAccessError,
     "session_closed": SessionClosedError,
 }

@@ -172,7 +172,7 @@ pub fn compile(program: &Program, model: &Path, out: &Path, req: &CompileRequest
     }
     let order = same_weights(&buckets)?;
     let cache = Cache::open(&req.cache);
-    let first = buckets.first().ok_or_else(|| Error::Unsupported("internal: no bucket to compile".into()))?;
+    let first = buckets.first().ok_or_else(|| Error::Internal("no bucket to compile".into()))?;
     let weights = WeightsEntry::plan(program, &first.lowered.graph)?;
     let bytes = weights.byte_len();
     // XLA compiles on its own thread while this one writes the weights: the artifact's layout
@@ -735,7 +735,7 @@ fn in_parallel<T: Sync, R: Send>(
         .map(|m| {
             m.into_inner()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .unwrap_or_else(|| Err(Error::Unsupported("internal: a compile thread stopped".into())))
+                .unwrap_or_else(|| Err(Error::Internal("a compile thread stopped".into())))
         })
         .collect()
 }

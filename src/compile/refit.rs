@@ -49,7 +49,7 @@ pub(crate) fn refit(program: &Program, model: &Path, art: &Artifact, out: &Path)
         }
         first.get_or_insert(lowered);
     }
-    let first = first.ok_or_else(|| Error::Unsupported("internal: an artifact without buckets".into()))?;
+    let first = first.ok_or_else(|| Error::Internal("an artifact without buckets".into()))?;
     let order = weight_order(&first.lowered.graph);
     if order != m.weights.order {
         let differs = order.iter().zip(&m.weights.order).find(|(a, b)| a != b);

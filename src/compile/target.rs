@@ -167,7 +167,7 @@ impl TargetCompiler {
         let (entry, outcome) = cache.get_or_compile(&parts, || {
             let (bytes, mut meta) = self.compile_now(&backend, program)?;
             meta.origin = Some(origin.clone());
-            let meta = serde_json::to_value(&meta).map_err(|e| Error::Unsupported(format!("internal: {e}")))?;
+            let meta = serde_json::to_value(&meta).map_err(|e| Error::Internal(format!("{e}")))?;
             Ok::<_, Error>((bytes, meta))
         })?;
         self.compiled(entry, outcome)
@@ -255,7 +255,7 @@ impl TargetCompiler {
                 Ok((exe.serialize().map_err(|e| self.failed(e))?, meta))
             }
             (Backend::Tpu { .. }, Target::Cpu { .. }) => {
-                Err(Error::Unsupported(format!("internal: a TPU backend for target {}", self.name)))
+                Err(Error::Internal(format!("a TPU backend for target {}", self.name)))
             }
         }
     }

@@ -221,7 +221,7 @@ const ALIGN: usize = 64;
 /// tensor order, padded with spaces so that the data (after the 8-byte length) starts at a
 /// multiple of [`ALIGN`].
 fn header(tensors: &[Tensor<'_>]) -> Result<Vec<u8>, Error> {
-    let json = |e: serde_json::Error| Error::Unsupported(format!("internal: {e}"));
+    let json = |e: serde_json::Error| Error::Internal(format!("{e}"));
     let mut text = String::from("{");
     let mut offset = 0usize;
     for (i, t) in tensors.iter().enumerate() {

@@ -113,7 +113,7 @@ pub enum EmitError {
     #[error("{} node(s) cannot be lowered to StableHLO:{}", .0.len(), list_failures(.0))]
     Lowering(Vec<NodeFailure>),
     /// MLIR rejected what we built: a compiler bug.
-    #[error("internal error while building StableHLO: {0}")]
+    #[error("internal error while building StableHLO, a bug in torchtpu-compile (please report it): {0}")]
     Internal(String),
 }
 
