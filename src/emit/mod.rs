@@ -510,7 +510,8 @@ fn emit_node<'c, 'b>(
             one(scatter::scatter(b, (*dim, *reduce, *include_self), *value, args, &out[0]))
         }
         Op::IndexPut(IndexPut { present, accumulate }) => {
-            one(scatter::index_put(b, present, *accumulate, args, &out[0]))
+            let per_row = scatter::writes_per_row(graph, id, present);
+            one(scatter::index_put(b, (present, per_row), *accumulate, args, &out[0]))
         }
         Op::SliceScatter(SliceScatter { dim, start, end, step }) => {
             one(scatter::slice_scatter(b, *dim, (start, end, *step), args, &out[0]))

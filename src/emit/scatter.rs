@@ -3,7 +3,8 @@
 //! `stablehlo.scatter` with coordinates built like the matching gathers.
 
 use melior::ir::Value;
-use torchtpu_passes::ir::{CumulativeOp, DType, Dim, Scalar, ScatterReduce, TensorType};
+use torchtpu_passes::ir::ops::Arange;
+use torchtpu_passes::ir::{CumulativeOp, DType, Dim, Graph, NodeId, Op, Scalar, ScatterReduce, TensorType, ValueRef};
 
 use super::builder::{dim_size, norm_dim, static_dims, Builder, LowerResult};
 use super::shape::{along_dim_coordinates, index_plan};
@@ -21,6 +22,9 @@ struct Layout<'a> {
     inserted_window_dims: &'a [i64],
     scatter_dims_to_operand_dims: &'a [i64],
     index_vector_dim: usize,
+    /// Operand dims written one slice per entry of the indices' dim of the same position
+    /// (`input_batching_dims` and `scatter_indices_batching_dims`); empty for most scatters.
+    batching: &'a [(i64, i64)],
 }
 
 #[allow(clippy::too_many_arguments)] // the operands and attributes of `stablehlo.scatter`
@@ -42,8 +46,14 @@ fn scatter_op<'c, 'b>(
             None => a[1],
         }])
     })?;
+    let batching = if layout.batching.is_empty() {
+        String::new()
+    } else {
+        let (operand, indices): (Vec<i64>, Vec<i64>) = layout.batching.iter().copied().unzip();
+        format!(", input_batching_dims = {}, scatter_indices_batching_dims = {}", list(&operand), list(&indices))
+    };
     let numbers = format!(
-        "#stablehlo.scatter<update_window_dims = {}, inserted_window_dims = {}, scatter_dims_to_operand_dims = {}, index_vector_dim = {}>",
+        "#stablehlo.scatter<update_window_dims = {}, inserted_window_dims = {}{batching}, scatter_dims_to_operand_dims = {}, index_vector_dim = {}>",
         list(layout.update_window_dims),
         list(layout.inserted_window_dims),
         list(layout.scatter_dims_to_operand_dims),
@@ -111,6 +121,7 @@ pub(super) fn scatter<'c, 'b>(
         inserted_window_dims: &all,
         scatter_dims_to_operand_dims: &all,
         index_vector_dim: idx_dims.len(),
+        batching: &[],
     };
     let base = b.convert(this.v, &dims, this.ty.dtype, dt)?;
     let touched = || -> LowerResult<V<'c, 'b>> {
@@ -146,7 +157,7 @@ pub(super) fn scatter<'c, 'b>(
 /// `values` broadcast to the shape `self[indices]` has.
 pub(super) fn index_put<'c, 'b>(
     b: &Builder<'c, 'b>,
-    present: &[bool],
+    (present, per_row): (&[bool], bool),
     accumulate: bool,
     args: &[Arg<'c, 'b, '_>],
     out: &TensorType,
@@ -160,6 +171,9 @@ pub(super) fn index_put<'c, 'b>(
         if mask.ty.dtype == DType::Bool {
             return masked_put(b, (args[0], *mask, values), accumulate, &dims, dt);
         }
+    }
+    if per_row {
+        return index_put_per_row(b, (args[0], &given, values), accumulate, &dims, dt);
     }
     let coordinate_types = mask_coordinate_types(&given)?;
     let indices = masks_as_coordinates(b, &dims, &given, &coordinate_types)?;
@@ -188,10 +202,62 @@ pub(super) fn index_put<'c, 'b>(
         inserted_window_dims: &plan.indexed,
         scatter_dims_to_operand_dims: &plan.indexed,
         index_vector_dim: plan.batch.len(),
+        batching: &[],
     };
     let base = b.convert(args[0].v, &dims, args[0].ty.dtype, dt)?;
     let combine = if accumulate { combiner(ScatterReduce::Sum, dt) } else { None };
     scatter_op(b, base, plan.start, updates, &layout, combine, &dims, dt)
+}
+
+/// Whether `index_put` node `id` writes one slice per row of its operand: its first index is
+/// `arange(0, n)` over the operand's first dim `n`, and the indices are vectors of `n` on the
+/// leading dims (a KV cache written at each row's own position: `cache[arange(B), pos] = new`).
+pub(super) fn writes_per_row(graph: &Graph, id: NodeId, present: &[bool]) -> bool {
+    let ins = graph.inputs(id);
+    let count = present.iter().take_while(|&&p| p).count();
+    if count < 2 || present[count..].iter().any(|&p| p) {
+        return false;
+    }
+    let Some(&Dim::Static(n)) = graph.value_type(ins[0]).dims.first() else { return false };
+    let indices = &ins[1..=count];
+    let vector = |v: &ValueRef| {
+        let t = graph.value_type(*v);
+        t.dims == [Dim::Static(n)] && t.dtype.is_integer()
+    };
+    let rows = Arange { start: Scalar::Int(0), end: Scalar::Int(n), step: Scalar::Int(1) };
+    indices.iter().all(vector) && graph.node(indices[0].node).op == Op::Arange(rows)
+}
+
+/// [`index_put`] of one slice per row ([`writes_per_row`]): a scatter whose operand's first
+/// dim is a batching dim of the indices' first, so that a program split along the rows (`dp`)
+/// writes each device's rows where they are, with no gather of the indices and updates.
+fn index_put_per_row<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    (base, given, values): (Arg<'c, 'b, '_>, &[Option<Arg<'c, 'b, '_>>], Arg<'c, 'b, '_>),
+    accumulate: bool,
+    dims: &[i64],
+    dt: DType,
+) -> LowerResult<V<'c, 'b>> {
+    let count = given.iter().take_while(|g| g.is_some()).count();
+    // The other indices' coordinates, wrapped as Python wraps negative ones: `[n, count - 1]`.
+    let mut rest = given.to_vec();
+    rest[0] = None;
+    let plan = index_plan(b, dims, &rest)?.ok_or("internal: a per-row write without positions")?;
+    let view: Vec<i64> = std::iter::once(dims[0]).chain(dims[count..].iter().copied()).collect();
+    let vd = static_dims(values.ty)?;
+    let v = b.convert(values.v, &vd, values.ty.dtype, dt)?;
+    let updates = b.broadcast_to(v, &vd, &view, dt)?;
+    let window: Vec<i64> = (1..view.len() as i64).collect();
+    let layout = Layout {
+        update_window_dims: &window,
+        inserted_window_dims: &plan.indexed,
+        scatter_dims_to_operand_dims: &plan.indexed,
+        index_vector_dim: 1,
+        batching: &[(0, 0)],
+    };
+    let base = b.convert(base.v, dims, base.ty.dtype, dt)?;
+    let combine = if accumulate { combiner(ScatterReduce::Sum, dt) } else { None };
+    scatter_op(b, base, plan.start, updates, &layout, combine, dims, dt)
 }
 
 /// `self[mask] = values` (or `+=`) with one boolean mask over the leading dims: a select,
@@ -410,6 +476,7 @@ pub(super) fn slice_scatter<'c, 'b>(
         inserted_window_dims: &[axis as i64],
         scatter_dims_to_operand_dims: &[axis as i64],
         index_vector_dim: 1,
+        batching: &[],
     };
     // Updates carry the scatter dim first: move `axis` of `src` to the front.
     let mut perm: Vec<i64> = vec![axis as i64];
@@ -523,6 +590,7 @@ pub(super) fn embedding_backward<'c, 'b>(
         inserted_window_dims: &[0],
         scatter_dims_to_operand_dims: &[0],
         index_vector_dim: 1,
+        batching: &[],
     };
     if scale_grad_by_freq {
         let counts = {
