@@ -66,25 +66,25 @@ pub(super) fn case_inputs(name: &str, case: &str) -> Vec<PathBuf> {
     (0..).map(|i| dir.join(format!("in_{i}{case}.npy"))).take_while(|p| p.exists()).collect()
 }
 
-/// The models whose reference cases must be many, and run in at least 4 buckets: the dynamic
-/// ones, compiled with the default `pow2` buckets, equal PyTorch eager at every reference size: min, max, each bucket boundary b and b+1, odd sizes; the model with two
-/// dynamic dims (batch and seq) at seven pairs; `x[:, -1]` reads the last real position; a CNN
-/// with a dynamic batch (convolutions, BatchNorm, pooling, flatten, linear) at six batch sizes.
-/// Architectures with a dynamic batch and sequence, at 1, every bucket edge and edge − 1: a
-/// Mixtral-style MoE and a DeepSeek-V3-style MLA + MoE (the router's `[batch·seq]` tokens), a
-/// Bloom-style ALiBi model (a bias repeated `batch` times, a symbolic count), a Swin
-/// classifier in a dynamic batch (window partitions as `as_strided` with symbolic sizes), a
-/// GPT-OSS-style model (attention sinks concatenated after the padded scores), a
-/// single-head Llama and T5's encoder and decoder at batch 1 (views with size-1 dims), a
-/// Mamba-style causal convolution, a CNN padding its images with `constant_pad_nd`, FNet's
-/// Fourier token mixing along the dynamic sequence (a DFT of the real length), Meta-style
-/// attention with complex rotary embeddings, sizes as operands of tensor arithmetic, a
-/// JetMoE-style MoE whose pieces of sorted tokens have sizes from data, HiggsAudio's dual FFN
-/// (`out[mask] = f(h[mask])`: rows counted by data written back through the mask), and an
-/// encoder at up to 32,768 tokens (its large buckets' attention blocked by `--attention auto`),
-/// torchvision's `nms` over a dynamic count of boxes (the padded ones sorted last) and
-/// `torch.unique` with its inverse and counts over a dynamic length, and sizes through Python's
-/// `min` and `max` (`torch.sym_min`, `torch.sym_max`) on both sides of their bounds.
+/// The models whose reference cases must be many, and run in at least 4 buckets: the dynamic ones,
+/// compiled with the default `pow2` buckets, equal PyTorch eager at every reference size: min, max,
+/// each bucket boundary b and b+1, odd sizes; the model with two dynamic dims (batch and seq) at
+/// seven pairs; `x[:, -1]` reads the last real position; a CNN with a dynamic batch (convolutions,
+/// BatchNorm, pooling, flatten, linear) at six batch sizes. Architectures with a dynamic batch and
+/// sequence, at 1, every bucket edge and edge − 1: a Mixtral-style MoE and a DeepSeek-V3-style MLA
+/// and MoE (the router's `[batch·seq]` tokens), a Bloom-style ALiBi model (a bias repeated `batch`
+/// times, a symbolic count), a Swin classifier in a dynamic batch (window partitions as
+/// `as_strided` with symbolic sizes), a GPT-OSS-style model (attention sinks concatenated after the
+/// padded scores), a single-head Llama and T5's encoder and decoder at batch 1 (views with size-1
+/// dims), a Mamba-style causal convolution, a CNN padding its images with `constant_pad_nd`, FNet's
+/// Fourier token mixing along the dynamic sequence (a DFT of the real length), Meta-style attention
+/// with complex rotary embeddings, sizes as operands of tensor arithmetic, a JetMoE-style MoE whose
+/// pieces of sorted tokens have sizes from data, HiggsAudio's dual FFN (`out[mask] = f(h[mask])`:
+/// rows counted by data written back through the mask), and an encoder at up to 32,768 tokens (its
+/// large buckets' attention blocked by `--attention auto`), torchvision's `nms` over a dynamic
+/// count of boxes (the padded ones sorted last) and `torch.unique` with its inverse and counts over
+/// a dynamic length, and sizes through Python's `min` and `max` (`torch.sym_min`, `torch.sym_max`)
+/// on both sides of their bounds.
 const EVERY_SIZE: &[(&str, usize)] = &[
     ("llama_tiny_dyn", 18),
     ("bert_meanpool", 15),
