@@ -3,7 +3,7 @@
 //! `stablehlo.scatter` with coordinates built like the matching gathers.
 
 use melior::ir::Value;
-use torchtpu_passes::ir::ops::Arange;
+use torchtpu_passes::ir::ops::{Arange, Literal};
 use torchtpu_passes::ir::{CumulativeOp, DType, Dim, Graph, NodeId, Op, Scalar, ScatterReduce, TensorType, ValueRef};
 
 use super::builder::{dim_size, norm_dim, static_dims, Builder, LowerResult};
@@ -210,8 +210,9 @@ pub(super) fn index_put<'c, 'b>(
 }
 
 /// Whether `index_put` node `id` writes one slice per row of its operand: its first index is
-/// `arange(0, n)` over the operand's first dim `n`, and the indices are vectors of `n` on the
-/// leading dims (a KV cache written at each row's own position: `cache[arange(B), pos] = new`).
+/// `arange(0, n)` over the operand's first dim `n` (or the literal folded from it), and the
+/// indices are vectors of `n` on the leading dims (a KV cache written at each row's own
+/// position: `cache[arange(B), pos] = new`).
 pub(super) fn writes_per_row(graph: &Graph, id: NodeId, present: &[bool]) -> bool {
     let ins = graph.inputs(id);
     let count = present.iter().take_while(|&&p| p).count();
@@ -224,8 +225,13 @@ pub(super) fn writes_per_row(graph: &Graph, id: NodeId, present: &[bool]) -> boo
         let t = graph.value_type(*v);
         t.dims == [Dim::Static(n)] && t.dtype.is_integer()
     };
-    let rows = Arange { start: Scalar::Int(0), end: Scalar::Int(n), step: Scalar::Int(1) };
-    indices.iter().all(vector) && graph.node(indices[0].node).op == Op::Arange(rows)
+    // The rows' `arange`, or the literal the constant folder made of it.
+    let rows = match &graph.node(indices[0].node).op {
+        Op::Arange(a) => *a == Arange { start: Scalar::Int(0), end: Scalar::Int(n), step: Scalar::Int(1) },
+        Op::Literal(Literal { values }) => values.iter().copied().eq((0..n).map(Scalar::Int)),
+        _ => false,
+    };
+    rows && indices.iter().all(vector)
 }
 
 /// [`index_put`] of one slice per row ([`writes_per_row`]): a scatter whose operand's first
