@@ -194,9 +194,6 @@ pub(super) fn index_put<'c, 'b>(
             *batch_it.next().unwrap_or(&1)
         };
     }
-    let vd = static_dims(values.ty)?;
-    let v = b.convert(values.v, &vd, values.ty.dtype, dt)?;
-    let updates = b.broadcast_to(v, &vd, &view, dt)?;
     let layout = Layout {
         update_window_dims: &plan.offset_dims,
         inserted_window_dims: &plan.indexed,
@@ -204,9 +201,26 @@ pub(super) fn index_put<'c, 'b>(
         index_vector_dim: plan.batch.len(),
         batching: &[],
     };
-    let base = b.convert(args[0].v, &dims, args[0].ty.dtype, dt)?;
+    put_values(b, (args[0], plan.start, values), &view, &layout, accumulate, dt)
+}
+
+/// `base` with `values`, broadcast to `view`, written (or added, `accumulate`) at `start` by a
+/// scatter of `layout`: the end of every `index_put`.
+fn put_values<'c, 'b>(
+    b: &Builder<'c, 'b>,
+    (base, start, values): (Arg<'c, 'b, '_>, V<'c, 'b>, Arg<'c, 'b, '_>),
+    view: &[i64],
+    layout: &Layout<'_>,
+    accumulate: bool,
+    dt: DType,
+) -> LowerResult<V<'c, 'b>> {
+    let dims = static_dims(base.ty)?;
+    let vd = static_dims(values.ty)?;
+    let v = b.convert(values.v, &vd, values.ty.dtype, dt)?;
+    let updates = b.broadcast_to(v, &vd, view, dt)?;
+    let base = b.convert(base.v, &dims, base.ty.dtype, dt)?;
     let combine = if accumulate { combiner(ScatterReduce::Sum, dt) } else { None };
-    scatter_op(b, base, plan.start, updates, &layout, combine, &dims, dt)
+    scatter_op(b, base, start, updates, layout, combine, &dims, dt)
 }
 
 /// Whether `index_put` node `id` writes one slice per row of its operand: its first index is
@@ -250,9 +264,6 @@ fn index_put_per_row<'c, 'b>(
     rest[0] = None;
     let plan = index_plan(b, dims, &rest)?.ok_or("internal: a per-row write without positions")?;
     let view: Vec<i64> = std::iter::once(dims[0]).chain(dims[count..].iter().copied()).collect();
-    let vd = static_dims(values.ty)?;
-    let v = b.convert(values.v, &vd, values.ty.dtype, dt)?;
-    let updates = b.broadcast_to(v, &vd, &view, dt)?;
     let window: Vec<i64> = (1..view.len() as i64).collect();
     let layout = Layout {
         update_window_dims: &window,
@@ -261,9 +272,7 @@ fn index_put_per_row<'c, 'b>(
         index_vector_dim: 1,
         batching: &[(0, 0)],
     };
-    let base = b.convert(base.v, dims, base.ty.dtype, dt)?;
-    let combine = if accumulate { combiner(ScatterReduce::Sum, dt) } else { None };
-    scatter_op(b, base, plan.start, updates, &layout, combine, dims, dt)
+    put_values(b, (base, plan.start, values), &view, &layout, accumulate, dt)
 }
 
 /// `self[mask] = values` (or `+=`) with one boolean mask over the leading dims: a select,
