@@ -1461,6 +1461,24 @@ class SizeMinMax(nn.Module):
         return x.sum(1) * k + x.mean(1) * w + torch.arange(k).sum() + torch.arange(w).float().mean()
 
 
+class WindowPad(nn.Module):
+    """Swin's window partition of an image of any size: its height and width padded to whole
+    windows of 4 (`(4 - h % 4) % 4`, with 0.25), each window's mean taken out, the windows put
+    back and cropped; and a row padded to 16 positions, centred (`max(16 - w, 0) // 2` before):
+    pads whose amounts are sizes."""
+
+    def forward(self, x):
+        b, h, w, c = x.shape
+        y = F.pad(x, (0, 0, 0, (4 - w % 4) % 4, 0, (4 - h % 4) % 4), value=0.25)
+        hp, wp = y.shape[1], y.shape[2]
+        win = y.view(b, hp // 4, 4, wp // 4, 4, c).permute(0, 1, 3, 2, 4, 5).reshape(-1, 16, c)
+        win = win - win.mean(1, keepdim=True)
+        y = win.view(b, hp // 4, wp // 4, 4, 4, c).permute(0, 1, 3, 2, 4, 5).reshape(b, hp, wp, c)
+        p = max(16 - w, 0)
+        row = F.pad(x[:, 0], (0, 0, p // 2, p - p // 2), value=-1.0)
+        return y[:, :h, :w, :] * 2, row + 1
+
+
 class CrossAttention(nn.Module):
     """A decoder's cross-attention over encoder states, each with a length of its own:
     queries from x [b, t, 16], keys and values from memory [b, s, 16], two heads."""
@@ -1683,6 +1701,17 @@ MODELS = {
              "and 16",
         inputs=[(randn((2, s, 4), 1800 + s),) for s in (10, 2, 3, 7, 8, 9, 15, 16, 17, 31, 33, 64)],
         dynamic_shapes={"x": {1: Dim.AUTO(min=2, max=64)}}),
+    "window_pad_dyn": dict(
+        build=WindowPad,
+        desc="Swin's window padding: x f32[2, h, w, 3] padded to whole windows of 4 ((4 - h % 4) % 4 after, "
+             "value 0.25) in height and width, windows centred and put back; a row padded to 16, centred "
+             "(max(16 - w, 0) // 2 before); Dim.AUTO(min=5, max=24) for h and w at 10 x 9, where both pads are "
+             "not 0: the export's guards exclude every side that is a multiple of 4 (the excluded cases), which "
+             "the buckets 8, 16 and 24 are",
+        inputs=[(randn((2, h, w, 3), 2500 + 30 * h + w),)
+                for h, w in ((10, 9), (5, 5), (7, 7), (9, 15), (15, 17), (17, 23), (23, 5), (21, 11), (6, 19))],
+        excluded=[(randn((2, 8, 8, 3), 2508),), (randn((2, 10, 12, 3), 2512),)],
+        dynamic_shapes={"x": {1: Dim.AUTO(min=5, max=24), 2: Dim.AUTO(min=5, max=24)}}),
     "auto_batch_dyn": dict(
         state_dict_of="mlp",
         build=MLP,

@@ -12,7 +12,7 @@ use crate::compile::{compile, CompileRequest};
 use crate::emit::Precision;
 use crate::import::import;
 use crate::npy::Array;
-use crate::run::{run, RunRequest};
+use crate::run::{run, DeviceKind, RunRequest, Session, Verification};
 use crate::target::Target;
 
 /// A fresh folder under the system temp dir, removed on drop.
@@ -114,6 +114,7 @@ const EVERY_SIZE: &[(&str, usize)] = &[
     ("nms_dyn", 7),
     ("unique_dyn", 7),
     ("size_minmax_dyn", 12),
+    ("window_pad_dyn", 9),
 ];
 
 /// Control flow on data, at one size, whose cases take each path (`cond_data`: both branches;
@@ -133,6 +134,33 @@ fn assert_parity(name: &str) {
     }
     if EVERY_SIZE.iter().any(|(n, _)| *n == name) {
         assert!(used.len() >= 4, "{name}: the cases ran in buckets {used:?}");
+    }
+    assert_excluded_cases_refused(name, &artifact);
+}
+
+/// A CPU session on `artifact`.
+pub(super) fn open_session(artifact: &Path) -> Session {
+    let verification = Verification { always_hash: false, cache: None };
+    Session::open(artifact, DeviceKind::Cpu, None, &verification).expect("opens")
+}
+
+/// Every input the export's guards exclude (`in_*_excluded<k>.npy`, which the loaded module
+/// refuses) is refused by a session with the guard's reason: never served.
+fn assert_excluded_cases_refused(name: &str, artifact: &Path) {
+    let dir = testdata().join("models").join(name);
+    let mut session = None;
+    for k in 0.. {
+        let inputs: Vec<PathBuf> =
+            (0..).map(|i| dir.join(format!("in_{i}_excluded{k}.npy"))).take_while(|p| p.exists()).collect();
+        if inputs.is_empty() {
+            break;
+        }
+        let arrays: Vec<Array> = inputs.iter().map(|p| Array::read(p).expect("npy")).collect();
+        let session = session.get_or_insert_with(|| open_session(artifact));
+        match session.call(&arrays, &inputs, 0) {
+            Ok(_) => panic!("{name}: excluded case {k} ran"),
+            Err(e) => assert!(e.to_string().contains("break a condition of the export"), "{name}: excluded {k}: {e}"),
+        }
     }
 }
 
@@ -263,7 +291,8 @@ parity_tests!(
     grid_sample_dyn,
     positions_after_past_dyn,
     rows_of_count,
-    size_minmax_dyn
+    size_minmax_dyn,
+    window_pad_dyn
 );
 
 #[test]

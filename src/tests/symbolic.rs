@@ -4,16 +4,12 @@
 //! by solving for their symbol, and the default buckets of a program with three dynamic dims
 //! kept under the budget, all equal to eager at every reference size.
 
-use super::parity::{case_inputs, case_suffixes, compile_model, compile_model_with, request, run_case, TempDir};
+use super::parity::{
+    case_inputs, case_suffixes, compile_model, compile_model_with, open_session, request, run_case, TempDir,
+};
 use super::{run_cli, testdata};
 use crate::artifact::Artifact;
 use crate::npy::Array;
-use crate::run::{DeviceKind, Session, Verification};
-
-fn open_session(artifact: &std::path::Path) -> Session {
-    let verification = Verification { always_hash: false, cache: None };
-    Session::open(artifact, DeviceKind::Cpu, None, &verification).expect("opens")
-}
 
 /// `x * 2 if x.shape[1] == 16 else x + 1`, exported at 8: the graph is `x + 1`, and the guard
 /// `L['x'].size()[1] != 16` says where it holds. Every other size equals eager (15 and 17

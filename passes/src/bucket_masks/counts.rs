@@ -147,7 +147,7 @@ impl Masker<'_> {
 
 impl Masker<'_> {
     /// The real value of `e` as an `i64[]` value (sums, products, `min` and `max` of symbols,
-    /// and their floor division by a constant).
+    /// and their floor division and modulo by a constant).
     pub(super) fn length(&mut self, graph: &mut Graph, at: NodeId, e: &SymExpr) -> Result<ValueRef, String> {
         if let Some(&v) = self.lengths.get(e) {
             return Ok(v);
@@ -184,10 +184,11 @@ impl Masker<'_> {
                 }
                 acc
             }
-            SymExpr::FloorDiv(a, b) if b.as_const().is_some_and(|c| c > 0) => {
+            SymExpr::FloorDiv(a, b) | SymExpr::Mod(a, b) if b.as_const().is_some_and(|c| c > 0) => {
+                let op = if matches!(e, SymExpr::FloorDiv(..)) { BinaryOp::FloorDiv } else { BinaryOp::Remainder };
                 let a = self.length(graph, at, a)?;
                 let c = Operand::Scalar(Scalar::Int(b.as_const().unwrap_or(1)));
-                self.binary(graph, at, BinaryOp::FloorDiv, c, &[a], scalar)
+                self.binary(graph, at, op, c, &[a], scalar)
             }
             _ => return Err(format!("the size `{e}` is not a sum of multiples of symbols")),
         };

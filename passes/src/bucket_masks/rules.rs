@@ -320,24 +320,30 @@ impl Masker<'_> {
         // sorted tokens): real indices are real positions as eager has them, after wrapping.
         let permutes = ins[1..].iter().any(|v| self.perms.contains_key(v));
         let uniform = matches!(graph.node(ins[0].node).op, Op::Full(_));
-        // A padded dim before every indexed one is taken whole (`out[:, :, ih, iw] += cols`, a
-        // fold's scatter in a dynamic batch): padding is written with padding when `values` is
-        // padded alike there or broadcasts over it.
+        // A padded dim before or after every indexed one is taken whole (`out[:, :, ih, iw] +=
+        // cols`, a fold's scatter in a dynamic batch; a pad of height then width to whole
+        // windows): padding is written with padding when `values` is padded alike there or
+        // broadcasts over it.
         let values = 1 + indexed.len();
         let index_rank = ins[1..values].iter().map(|&v| Self::ty(graph, v).rank()).max().unwrap_or(0);
         let result_rank = (Self::ty(graph, ins[0]).rank() + index_rank).saturating_sub(indexed.len());
         let values_ty = Self::ty(graph, ins[values]);
-        let contiguous = indexed.windows(2).all(|w| w[1] == w[0] + 1) && in_dyn[1..values].iter().all(|d| d.is_empty());
+        let contiguous = indexed.windows(2).all(|w| w[1] == w[0] + 1);
+        // Where dim `d` of `self`, not indexed, is in the result.
+        let in_result = |d: usize| match (indexed.first(), indexed.last()) {
+            (Some(&first), _) if d < first => Some(d),
+            (_, Some(&last)) if d > last => (d + index_rank).checked_sub(indexed.len()),
+            _ => None,
+        };
         let sliced = |d: usize, f: &[SymExpr]| {
-            let before = contiguous && indexed.first().is_some_and(|&first| d < first);
-            before
-                && match (d + values_ty.rank()).checked_sub(result_rank) {
-                    None => true,
-                    Some(vd) => match in_dyn[values].get(&vd) {
-                        Some(g) => self.same_factors(g, f),
-                        None => values_ty.dims.get(vd) == Some(&Dim::Static(1)),
-                    },
-                }
+            let Some(r) = in_result(d).filter(|_| contiguous) else { return false };
+            match (r + values_ty.rank()).checked_sub(result_rank) {
+                None => true,
+                Some(vd) => match in_dyn[values].get(&vd) {
+                    Some(g) => self.same_factors(g, f),
+                    None => values_ty.dims.get(vd) == Some(&Dim::Static(1)),
+                },
+            }
         };
         let (mut layouts, mut from_data) = (vec![], vec![]);
         for (&d, f) in &in_dyn[0] {

@@ -9,6 +9,10 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+/// The most points of its symbols' ranges at which an expression is evaluated to find that it
+/// is a constant ([`SymExpr::within`]).
+const MAX_POINTS_TRIED: i64 = 4096;
+
 /// An integer expression over symbols.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -181,13 +185,15 @@ impl SymExpr {
                 let (lo, hi) = a.range(ranges)?;
                 Some((floor_div(lo, c)?, floor_div(hi, c)?))
             }
+            SymExpr::Mod(_, b) => b.as_const().filter(|&c| c > 0).map(|c| (0, c - 1)),
             _ => None,
         }
     }
 
     /// `self` with every `min`/`max` argument that the ranges show can never be the result left
     /// out: `min(256, s)` with `s ≤ 64` is `s`. The export writes such sizes (a clamp in the
-    /// model) and checks them against the ranges it records.
+    /// model) and checks them against the ranges it records. A division by a size that is the
+    /// same at every point of the ranges is that constant.
     pub fn within(&self, ranges: &BTreeMap<String, (i64, i64)>) -> SymExpr {
         let pruned = |xs: Vec<SymExpr>, is_min: bool| {
             // An argument goes when another is always at least as small (min) or large (max).
@@ -212,9 +218,50 @@ impl SymExpr {
         let e = match self.with_operands(|x| x.within(ranges)) {
             SymExpr::Min(xs) => pruned(xs, true),
             SymExpr::Max(xs) => pruned(xs, false),
+            // A division by a size is constant where the dividend is a multiple of the
+            // divisor's own quotient: `X // (X // 4)` is `4` for `X = s + (4 - s % 4) % 4`.
+            e @ (SymExpr::FloorDiv(_, _) | SymExpr::Mod(_, _)) if e.divides_by_a_size() => {
+                e.constant_over(ranges).map_or(e, SymExpr::Int)
+            }
             other => other,
         };
         e.simplify()
+    }
+
+    /// True for `a // b` or `a % b` whose divisor has symbols.
+    fn divides_by_a_size(&self) -> bool {
+        matches!(self, SymExpr::FloorDiv(_, b) | SymExpr::Mod(_, b) if !b.symbols().is_empty())
+    }
+
+    /// The one value `self` takes at every point of its symbols' ranges ([`Self::exact_range`]).
+    fn constant_over(&self, ranges: &BTreeMap<String, (i64, i64)>) -> Option<i64> {
+        self.exact_range(ranges).filter(|(lo, hi)| lo == hi).map(|(lo, _)| lo)
+    }
+
+    /// The least and greatest values `self` takes when every symbol lies in `ranges`, found by
+    /// evaluating it at every point of them: exact where [`Self::range`]'s interval arithmetic
+    /// is not (`m - m // 2` is never negative). `None` where a symbol is unbounded, the
+    /// arithmetic fails at a point, or the ranges hold more than [`MAX_POINTS_TRIED`] points.
+    pub fn exact_range(&self, ranges: &BTreeMap<String, (i64, i64)>) -> Option<(i64, i64)> {
+        let symbols = self.symbols();
+        let bounds = symbols.iter().map(|s| ranges.get(s).copied()).collect::<Option<Vec<_>>>()?;
+        let points = bounds.iter().try_fold(1i64, |n, &(lo, hi)| n.checked_mul(hi.checked_sub(lo)?.checked_add(1)?))?;
+        if !(1..=MAX_POINTS_TRIED).contains(&points) {
+            return None;
+        }
+        let mut at: BTreeMap<String, i64> = BTreeMap::new();
+        let (mut least, mut greatest) = (i64::MAX, i64::MIN);
+        for point in 0..points {
+            let mut k = point;
+            for (s, &(lo, hi)) in symbols.iter().zip(&bounds) {
+                let span = hi - lo + 1;
+                at.insert(s.clone(), lo + k % span);
+                k /= span;
+            }
+            let v = self.eval(&at)?;
+            (least, greatest) = (least.min(v), greatest.max(v));
+        }
+        Some((least, greatest))
     }
 
     /// A light canonical form: nested sums and products flattened, constants folded, a
@@ -225,16 +272,111 @@ impl SymExpr {
             return SymExpr::Int(v);
         }
         match self {
-            SymExpr::Add(xs) => Self::fold_assoc(xs, true),
+            SymExpr::Add(xs) => Self::rounded_up(Self::fold_assoc(xs, true)),
             SymExpr::Mul(xs) => Self::fold_assoc(xs, false),
             SymExpr::Max(xs) => SymExpr::Max(Self::sorted(xs)),
             SymExpr::Min(xs) => SymExpr::Min(Self::sorted(xs)),
             SymExpr::Pow(a, b) => SymExpr::Pow(Box::new(a.simplify()), Box::new(b.simplify())),
-            SymExpr::FloorDiv(a, b) => SymExpr::FloorDiv(Box::new(a.simplify()), Box::new(b.simplify())),
+            SymExpr::FloorDiv(a, b) => {
+                let (a, b) = (a.simplify(), b.simplify());
+                match b.as_const().filter(|&c| c > 0).and_then(|c| a.divided_exactly(c)) {
+                    Some(quotient) => quotient,
+                    None => SymExpr::FloorDiv(Box::new(a), Box::new(b)),
+                }
+            }
             SymExpr::CeilDiv(a, b) => SymExpr::CeilDiv(Box::new(a.simplify()), Box::new(b.simplify())),
-            SymExpr::Mod(a, b) => SymExpr::Mod(Box::new(a.simplify()), Box::new(b.simplify())),
+            SymExpr::Mod(a, b) => {
+                let (a, b) = (a.simplify(), b.simplify());
+                match b.as_const().filter(|&c| c > 0) {
+                    Some(c) => Self::modulo(a, c),
+                    None => SymExpr::Mod(Box::new(a), Box::new(b)),
+                }
+            }
             SymExpr::Int(_) | SymExpr::Sym(_) => self.clone(),
         }
+    }
+
+    /// `self / c` when `self` is a multiple of `c` whatever its symbols (`8*s + 4` over 4 is
+    /// `2*s + 1`); `None` otherwise. `self` is simplified.
+    fn divided_exactly(&self, c: i64) -> Option<SymExpr> {
+        match self {
+            SymExpr::Int(v) => (v % c == 0).then(|| SymExpr::Int(v / c)),
+            SymExpr::Mul(factors) => match factors.split_first() {
+                Some((SymExpr::Int(k), rest)) if k % c == 0 => Some(
+                    SymExpr::Mul(std::iter::once(SymExpr::Int(k / c)).chain(rest.iter().cloned()).collect()).simplify(),
+                ),
+                _ => None,
+            },
+            SymExpr::Add(terms) => {
+                Some(SymExpr::Add(terms.iter().map(|t| t.divided_exactly(c)).collect::<Option<_>>()?).simplify())
+            }
+            _ => None,
+        }
+    }
+
+    /// `a % c` for a constant `c > 0`, without the terms of `a` that are multiples of `c`, and
+    /// with `x` for each `x % c` inside (`(4 - s % 4) % 4` is `(-s) % 4`). `a` is simplified.
+    fn modulo(a: SymExpr, c: i64) -> SymExpr {
+        let terms = match a {
+            SymExpr::Add(terms) => terms,
+            other => vec![other],
+        };
+        let reduced: Vec<SymExpr> =
+            terms.into_iter().filter(|t| t.divided_exactly(c).is_none()).map(|t| t.without_mod(c)).collect();
+        match SymExpr::Add(reduced).simplify() {
+            SymExpr::Int(v) => python_mod(v, c).map_or(SymExpr::Int(v), SymExpr::Int),
+            rest => SymExpr::Mod(Box::new(rest), Box::new(SymExpr::Int(c))),
+        }
+    }
+
+    /// A term of a sum taken modulo `c`, with a factor `x % c` replaced by `x` (equal modulo `c`).
+    fn without_mod(&self, c: i64) -> SymExpr {
+        let inner = |f: &SymExpr| match f {
+            SymExpr::Mod(x, m) if m.as_const() == Some(c) => (**x).clone(),
+            other => other.clone(),
+        };
+        match self {
+            SymExpr::Mul(factors) => SymExpr::Mul(factors.iter().map(inner).collect()).simplify(),
+            other => inner(other),
+        }
+    }
+
+    /// A sum `e + (-e) % c`, the way torch writes a size rounded up to a multiple of `c` (a pad
+    /// to whole windows), as `c * ((e + c - 1) // c)`, whose factor `c` views can split off;
+    /// any other sum as it is. `sum` is simplified.
+    fn rounded_up(sum: SymExpr) -> SymExpr {
+        let SymExpr::Add(terms) = &sum else { return sum };
+        for (i, t) in terms.iter().enumerate() {
+            let SymExpr::Mod(m, c) = t else { continue };
+            let Some(c) = c.as_const().filter(|&c| c > 0) else { continue };
+            let e = SymExpr::Mul(vec![SymExpr::Int(-1), (**m).clone()]).simplify();
+            let mut others: Vec<SymExpr> =
+                terms.iter().enumerate().filter(|&(j, _)| j != i).map(|(_, t)| t.clone()).collect();
+            let e_terms = match &e {
+                SymExpr::Add(ts) => ts.clone(),
+                other => vec![other.clone()],
+            };
+            // Every term of `e` with a symbol must be a term of the rest of the sum; its constant
+            // is taken from the rest's.
+            let (constants, e_terms): (Vec<SymExpr>, Vec<SymExpr>) =
+                e_terms.into_iter().partition(|t| t.as_const().is_some());
+            others.extend(constants.iter().map(|k| SymExpr::Mul(vec![SymExpr::Int(-1), k.clone()])));
+            let all_found = !e_terms.is_empty()
+                && e_terms.iter().all(|et| match others.iter().position(|o| o == et) {
+                    Some(k) => {
+                        others.remove(k);
+                        true
+                    }
+                    None => false,
+                });
+            if !all_found {
+                continue;
+            }
+            let up = SymExpr::FloorDiv(Box::new(SymExpr::Add(vec![e, SymExpr::Int(c - 1)])), Box::new(SymExpr::Int(c)));
+            others.push(SymExpr::Mul(vec![SymExpr::Int(c), up]));
+            return SymExpr::Add(others).simplify();
+        }
+        sum
     }
 
     fn sorted(xs: &[SymExpr]) -> Vec<SymExpr> {
@@ -444,6 +586,57 @@ mod tests {
         assert_eq!(e.simplify().to_string(), "s3*s70");
         let e = SymExpr::Mul(vec![SymExpr::Int(3), SymExpr::Add(vec![s(), SymExpr::Int(1)])]);
         assert_eq!(e.simplify().to_string(), "3*s70 + 3");
+    }
+
+    /// `s + (4 - s % 4) % 4`, torch's height padded to whole windows of 4.
+    fn padded_to_windows() -> SymExpr {
+        let modulo = |a: SymExpr| SymExpr::Mod(Box::new(a), Box::new(SymExpr::Int(4)));
+        let pad = modulo(SymExpr::Add(vec![SymExpr::Mul(vec![SymExpr::Int(-1), modulo(s())]), SymExpr::Int(4)]));
+        SymExpr::Add(vec![s(), pad])
+    }
+
+    #[test]
+    fn a_size_rounded_up_to_a_multiple_is_that_multiple() {
+        let up = padded_to_windows().simplify();
+        assert_eq!(up.to_string(), "4*((s70 + 3) // 4)");
+        let windows = SymExpr::FloorDiv(Box::new(padded_to_windows()), Box::new(SymExpr::Int(4)));
+        assert_eq!(windows.simplify().to_string(), "(s70 + 3) // 4");
+        let SymExpr::Add(terms) = padded_to_windows() else { panic!("a sum") };
+        assert_eq!(terms[1].simplify().to_string(), "-1*s70 % 4");
+        for v in -9..40 {
+            let env = BTreeMap::from([("s70".to_string(), v)]);
+            assert_eq!(up.eval(&env), padded_to_windows().eval(&env), "s70 = {v}");
+        }
+        // With a constant in the rounded size: `s + 1 + (-s - 1) % 8`.
+        let e = SymExpr::Add(vec![s(), SymExpr::Int(1)]);
+        let minus = SymExpr::Mul(vec![SymExpr::Int(-1), e.clone()]);
+        let up = SymExpr::Add(vec![e, SymExpr::Mod(Box::new(minus), Box::new(SymExpr::Int(8)))]).simplify();
+        assert_eq!(up.to_string(), "8*((s70 + 8) // 8)");
+        // A sum whose modulo term is of another size is left alone.
+        let other = SymExpr::Add(vec![SymExpr::sym("s3"), padded_to_windows().simplify()]).simplify();
+        assert!(other.to_string().contains("s3"), "{other}");
+    }
+
+    #[test]
+    fn a_division_by_a_size_constant_over_the_ranges_is_that_constant() {
+        let x = padded_to_windows();
+        let quotient =
+            SymExpr::FloorDiv(Box::new(x.clone()), Box::new(SymExpr::FloorDiv(Box::new(x), Box::new(SymExpr::Int(4)))));
+        let ranges = BTreeMap::from([("s70".to_string(), (1, 64))]);
+        assert_eq!(quotient.within(&ranges), SymExpr::Int(4));
+        // Not where a point of the range would divide by zero, nor where it is unbounded.
+        let with_zero = BTreeMap::from([("s70".to_string(), (0, 64))]);
+        assert_ne!(quotient.within(&with_zero), SymExpr::Int(4));
+        assert_ne!(quotient.within(&BTreeMap::new()), SymExpr::Int(4));
+        // `m - m // 2` for `m = max(16 - s, 0)` is never negative, though intervals say it may be.
+        let m = SymExpr::Max(vec![
+            SymExpr::Int(0),
+            SymExpr::Add(vec![SymExpr::Int(16), SymExpr::Mul(vec![SymExpr::Int(-1), s()])]),
+        ]);
+        let half = SymExpr::FloorDiv(Box::new(m.clone()), Box::new(SymExpr::Int(2)));
+        let rest = SymExpr::Add(vec![m, SymExpr::Mul(vec![SymExpr::Int(-1), half])]);
+        assert!(rest.range(&ranges).is_some_and(|(lo, _)| lo < 0));
+        assert_eq!(rest.exact_range(&ranges), Some((0, 8)));
     }
 
     #[test]

@@ -275,27 +275,37 @@ pub(super) fn split_by_counts(a: &mut Args<'_>) -> Result<Recipe, String> {
     }))
 }
 
-/// `constant_pad_nd(x, pad, value)` to a length along one dim, its pad computed from a size made
-/// by data (Mochi's attention pads its text tokens back to their maximum): `x` put at its
-/// leading pad in a tensor of `value` (its padded rows land past the real end and are dropped,
-/// as in [`cat_by_counts`]).
-pub(super) fn pad_by_counts(a: &mut Args<'_>) -> Result<Recipe, String> {
+/// `constant_pad_nd(x, pad, value)` whose pad is computed from sizes: from a size made by data
+/// (Mochi's attention pads its text tokens back to their maximum), or from an input's (Swin pads
+/// its height and width to whole windows, `(-h) % 7`). Along each padded dim, `x` is put at its
+/// leading pad in a tensor of `value`; its padded rows land past the real end and are dropped,
+/// as in [`cat_by_counts`].
+pub(super) fn pad_by_counts(a: &mut Args<'_>, ranges: &BTreeMap<String, (i64, i64)>) -> Result<Recipe, String> {
     a.tensor("self")?;
     let pad = a.dims("pad")?;
+    // A negative pad crops; cropping by a size is not a write at a position.
+    let least = |p: &Dim| p.to_expr().range(ranges).filter(|r| r.0 >= 0).or_else(|| p.to_expr().exact_range(ranges));
+    if let Some(p) = pad.iter().find(|p| least(p).is_none_or(|(lo, _)| lo < 0)) {
+        return Err(format!("a pad computed from sizes must be at least 0 at every size, and `{p}` may not be"));
+    }
     let value = a.scalar("value", Some(Scalar::Int(0)))?;
     Ok(Box::new(move |w| {
         let x = w.inputs[0];
         let out = w.outputs.first().cloned().ok_or("internal: one result")?;
         let rank = out.rank();
-        // `pad` lists (before, after) pairs from the last dim; one dim may be padded.
-        let padded: Vec<usize> =
-            (0..pad.len() / 2).filter(|&i| pad[2 * i..2 * i + 2].iter().any(|p| p.as_static() != Some(0))).collect();
-        let [i] = padded[..] else {
-            return Err("a pad computed from data is supported along one dim only".into());
-        };
-        let d = rank.checked_sub(i + 1).ok_or("more pads than dims")?;
-        let fill = w.typed(Op::Full(Full { size: out.dims.clone(), value }), &[], vec![out])?[0];
-        Ok(vec![put_at(w, fill, x, d, &pad[2 * i].to_expr())?])
+        // `pad` lists (before, after) pairs from the last dim; each padded dim is one write.
+        let mut acc = x;
+        for (i, pair) in pad.chunks(2).enumerate() {
+            if pair.iter().all(|p| p.as_static() == Some(0)) {
+                continue;
+            }
+            let d = rank.checked_sub(i + 1).ok_or("more pads than dims")?;
+            let mut ty = w.ty(acc).clone();
+            ty.dims[d] = out.dims[d].clone();
+            let fill = w.typed(Op::Full(Full { size: ty.dims.clone(), value }), &[], vec![ty])?[0];
+            acc = put_at(w, fill, acc, d, &pair[0].to_expr())?;
+        }
+        Ok(vec![acc])
     }))
 }
 

@@ -339,7 +339,8 @@ impl<'a> Builder<'a> {
         }
         let by_mask = special == Some(Special::IndexByMask) && self.indexes_by_mask(node);
         let split_by_counts = special == Some(Special::SplitByCounts) && self.takes_counts(node);
-        let pad_by_counts = special == Some(Special::PadByCounts) && self.takes_counts(node);
+        let pad_by_counts =
+            special == Some(Special::PadByCounts) && (self.takes_counts(node) || has_symbolic_sizes(node));
         let cat_by_counts = special == Some(Special::CatOfCounts) && self.concatenates_counts(node);
         let size_from_data = self.size_from_data(node, special).map_err(&fail)?;
         let mut args = Args::new(&node.inputs, &self.sym_values).map_err(&fail)?;
@@ -370,7 +371,7 @@ impl<'a> Builder<'a> {
                     Lowered::Op(Op::Unsupported(Unsupported { target: node.target.clone(), reason: Some(reason) }))
                 }
                 _ if split_by_counts => Lowered::Recipe(data::split_by_counts(&mut args).map_err(&fail)?),
-                _ if pad_by_counts => Lowered::Recipe(data::pad_by_counts(&mut args).map_err(&fail)?),
+                _ if pad_by_counts => Lowered::Recipe(data::pad_by_counts(&mut args, &self.ranges()).map_err(&fail)?),
                 _ if cat_by_counts => Lowered::Recipe(data::cat_by_counts(&mut args).map_err(&fail)?),
                 _ if by_mask => Lowered::Recipe(ops::index_by_mask(&mut args).map_err(&fail)?),
                 Some(_) if symbolic_strided => Lowered::Recipe(ops::strided_view(&mut args).map_err(&fail)?),
