@@ -491,11 +491,12 @@ impl Masker<'_> {
         // Per linked output dim: its factors and the operand dim they came from.
         let mut carried: BTreeMap<(usize, usize), (Factors, (usize, usize))> = BTreeMap::new();
         let mut relaid: BTreeMap<(usize, usize), (Factors, Factors)> = BTreeMap::new();
-        // A constant fill (`full`) is the same at every position, real or padding: its dims take
-        // the other operands' factors, so it goes last and yields where they differ.
-        let fill = |slot: usize| matches!(graph.node(ins[slot].node).op, Op::Full(_));
+        // An operand the same at every position of a dim, real or padding (a constant `full`, a
+        // weight expanded along the batch of windows): that dim takes the other operands'
+        // factors, so it goes last and yields where they differ.
+        let fill = |slot: usize, d: usize| views::same_along(graph, ins[slot], d);
         let mut slots: Vec<usize> = (0..in_dyn.len()).collect();
-        slots.sort_by_key(|&slot| fill(slot));
+        slots.sort_by_key(|&slot| in_dyn[slot].keys().all(|&d| fill(slot, d)));
         for slot in slots {
             for (&d, f) in &in_dyn[slot] {
                 let mut linked = links.iter().filter(|l| l.slot == slot && l.dim == d).peekable();
@@ -504,14 +505,14 @@ impl Masker<'_> {
                 }
                 for l in linked {
                     match carried.get(&(l.out, l.out_dim)).cloned() {
-                        Some((g, _)) if !self.same_factors(&g, f) && fill(slot) => {}
+                        Some((g, _)) if !self.same_factors(&g, f) && fill(slot, d) => {}
                         // The same real size laid out as factors here and as a prefix there
                         // (`[h, b, t]` from a repeat, `[b·h·t]` from a reshape): the operand of
                         // factors is gathered into the prefix (see `relayout`).
                         Some((g, _)) if self.relayout_of(&g, f) => {
                             relaid.insert((slot, d), (f.clone(), g));
                         }
-                        Some((g, (s0, d0))) if self.relayout_of(f, &g) && !fill(s0) => {
+                        Some((g, (s0, d0))) if self.relayout_of(f, &g) && !fill(s0, d0) => {
                             relaid.insert((s0, d0), (g, f.clone()));
                             for (factors, from) in carried.values_mut() {
                                 if *from == (s0, d0) {

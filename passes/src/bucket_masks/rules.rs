@@ -113,8 +113,9 @@ impl Masker<'_> {
         }
     }
 
-    /// A slice of a padded dim: from a fixed start with step 1 along a prefix (its real part is
-    /// the prefix's, cut at the slice's end); along a dim of pieces, exactly some of its pieces
+    /// A slice of a padded dim: from a fixed start along a prefix, with any step (its real part
+    /// is the prefix's, cut at the slice's end: the real rows it takes come first, as eager's
+    /// `x[:, 1::2]`, Swin's merging of patches, takes them); along a dim of pieces, exactly some of its pieces
     /// (the attention sink sliced off the probabilities: `probs[..., :-1]`).
     fn slice(&mut self, graph: &Graph, id: NodeId, slice: &Slice, across: &[Across]) -> Result<(), String> {
         let [(0, d, f)] = across else { return Err(REFUSED.into()) };
@@ -158,10 +159,10 @@ impl Masker<'_> {
             Dim::Static(s) => *s >= 0,
             Dim::Sym(e) => from_the_front(e),
         };
-        if fixed_start && slice.step == 1 {
+        if fixed_start {
             Ok(())
         } else {
-            Err("slices a dynamic dim from a size-dependent start or with a step".into())
+            Err("slices a dynamic dim from a size-dependent start".into())
         }
     }
 

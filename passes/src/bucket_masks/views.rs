@@ -9,12 +9,12 @@
 //! static (`[64·s] → [s, 64]`). A result dim made of one dynamic factor followed by static ones
 //! is a prefix; one with a dynamic factor inside is a dim of factors, recorded. A dim of pieces
 //! (a `cat` of a past and new positions) goes whole into a result dim of its size, or the view
-//! is refused.
+//! is refused. [`same_along`] sees through the views that change no dim.
 
 use std::collections::VecDeque;
 
 use super::{Factors, Masker};
-use crate::ir::{Dim, Graph, NodeId, Product, SymExpr, ValueRef};
+use crate::ir::{Dim, Graph, NodeId, Op, Product, SymExpr, ValueRef};
 
 /// One factor of a view's operand: a size, or a whole dim of pieces (its size and its record),
 /// which a result dim takes only whole and alone.
@@ -151,4 +151,30 @@ impl Masker<'_> {
 
 fn list(dims: &[SymExpr]) -> String {
     format!("[{}]", dims.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "))
+}
+
+/// True when `v` is the same at every position of its dim `d`: a constant `full`, or an
+/// `expand` from size 1 there (a weight broadcast over a batch of windows), seen through views
+/// that change no dim (the `view` torch puts between an `expand` and a `bmm`).
+pub(super) fn same_along(graph: &Graph, mut v: ValueRef, d: usize) -> bool {
+    // Sizes as exported: in a bucket of 16, `[s, 16] → [16, s]` is no identity.
+    let dims = |v: ValueRef| {
+        let node = graph.node(v.node);
+        let slot = usize::from(v.slot);
+        let ty = node.symbolic.as_ref().map_or(node.outputs.get(slot), |s| s.outputs.get(slot));
+        ty.map(|t| t.dims.clone()).unwrap_or_default()
+    };
+    for _ in 0..8 {
+        match &graph.node(v.node).op {
+            Op::Full(_) => return true,
+            Op::Expand(_) => {
+                let (source, out) = (dims(graph.inputs(v.node)[0]), dims(v));
+                let shift = out.len().saturating_sub(source.len());
+                return d < shift || source.get(d - shift) == Some(&Dim::Static(1));
+            }
+            Op::View(_) if dims(graph.inputs(v.node)[0]) == dims(v) => v = graph.inputs(v.node)[0],
+            _ => return false,
+        }
+    }
+    false
 }

@@ -89,20 +89,38 @@ impl SymExpr {
     }
 
     /// The same operation over its operands mapped by `f`.
-    fn with_operands(&self, f: impl Fn(&SymExpr) -> SymExpr) -> SymExpr {
-        let map = |xs: &[SymExpr]| xs.iter().map(&f).collect();
-        let boxed = |x: &SymExpr| Box::new(f(x));
+    fn with_operands(&self, mut f: impl FnMut(&SymExpr) -> SymExpr) -> SymExpr {
         match self {
             SymExpr::Int(_) | SymExpr::Sym(_) => self.clone(),
-            SymExpr::Add(xs) => SymExpr::Add(map(xs)),
-            SymExpr::Mul(xs) => SymExpr::Mul(map(xs)),
-            SymExpr::Max(xs) => SymExpr::Max(map(xs)),
-            SymExpr::Min(xs) => SymExpr::Min(map(xs)),
-            SymExpr::Pow(a, b) => SymExpr::Pow(boxed(a), boxed(b)),
-            SymExpr::FloorDiv(a, b) => SymExpr::FloorDiv(boxed(a), boxed(b)),
-            SymExpr::CeilDiv(a, b) => SymExpr::CeilDiv(boxed(a), boxed(b)),
-            SymExpr::Mod(a, b) => SymExpr::Mod(boxed(a), boxed(b)),
+            SymExpr::Add(xs) => SymExpr::Add(xs.iter().map(&mut f).collect()),
+            SymExpr::Mul(xs) => SymExpr::Mul(xs.iter().map(&mut f).collect()),
+            SymExpr::Max(xs) => SymExpr::Max(xs.iter().map(&mut f).collect()),
+            SymExpr::Min(xs) => SymExpr::Min(xs.iter().map(&mut f).collect()),
+            SymExpr::Pow(a, b) => SymExpr::Pow(Box::new(f(a)), Box::new(f(b))),
+            SymExpr::FloorDiv(a, b) => SymExpr::FloorDiv(Box::new(f(a)), Box::new(f(b))),
+            SymExpr::CeilDiv(a, b) => SymExpr::CeilDiv(Box::new(f(a)), Box::new(f(b))),
+            SymExpr::Mod(a, b) => SymExpr::Mod(Box::new(f(a)), Box::new(f(b))),
         }
+    }
+
+    /// `self` with each of its parts (itself included) that takes the value of one of `seen` at
+    /// every point of the ranges written as that one, and the others added to `seen`: torch
+    /// writes one size in forms that no rewriting makes equal (Swin's merged patches,
+    /// `(a + a % 2 + 1) // 2` beside `(a + a % 2) // 2`), and a `cat` of the two, or a sum that
+    /// rounds one up to whole windows, must see one size.
+    pub fn unified(&self, seen: &mut Vec<SymExpr>, ranges: &BTreeMap<String, (i64, i64)>) -> SymExpr {
+        if matches!(self, SymExpr::Int(_) | SymExpr::Sym(_)) {
+            return self.clone();
+        }
+        let e = self.with_operands(|x| x.unified(seen, ranges)).simplify();
+        if e.symbols().is_empty() || seen.contains(&e) {
+            return e;
+        }
+        if let Some(first) = seen.iter().find(|s| s.equal_over(&e, ranges)) {
+            return first.clone();
+        }
+        seen.push(e.clone());
+        e
     }
 
     /// `self` as `a*s + b` over one symbol `s` with `a ≥ 1` (a derived dim: `8*s52`,
@@ -221,7 +239,10 @@ impl SymExpr {
             // A division by a size is constant where the dividend is a multiple of the
             // divisor's own quotient: `X // (X // 4)` is `4` for `X = s + (4 - s % 4) % 4`.
             e @ (SymExpr::FloorDiv(_, _) | SymExpr::Mod(_, _)) if e.divides_by_a_size() => {
-                e.constant_over(ranges).map_or(e, SymExpr::Int)
+                match e.factor_cancelled(ranges) {
+                    Some(quotient) => quotient,
+                    None => e.constant_over(ranges).map_or(e, SymExpr::Int),
+                }
             }
             other => other,
         };
@@ -231,6 +252,24 @@ impl SymExpr {
     /// True for `a // b` or `a % b` whose divisor has symbols.
     fn divides_by_a_size(&self) -> bool {
         matches!(self, SymExpr::FloorDiv(_, b) | SymExpr::Mod(_, b) if !b.symbols().is_empty())
+    }
+
+    /// `a // b` where `a` is a product with a factor equal to `b` at every point of the ranges
+    /// and `b` is never 0: the other factors (`(h*w) // h` is `w`, torch's view of merged
+    /// patches back to their rows).
+    fn factor_cancelled(&self, ranges: &BTreeMap<String, (i64, i64)>) -> Option<SymExpr> {
+        let SymExpr::FloorDiv(a, b) = self else { return None };
+        let positive = |r: Option<(i64, i64)>| r.is_some_and(|(lo, _)| lo >= 1);
+        if !positive(b.range(ranges)) && !positive(b.exact_range(ranges)) {
+            return None;
+        }
+        let factors = match &**a {
+            SymExpr::Mul(factors) => factors.clone(),
+            other => vec![other.clone()],
+        };
+        let k = factors.iter().position(|f| f == &**b || f.equal_over(b, ranges))?;
+        let rest = factors.iter().enumerate().filter(|&(i, _)| i != k).map(|(_, f)| f.clone()).collect();
+        Some(SymExpr::Mul(rest).simplify())
     }
 
     /// The one value `self` takes at every point of its symbols' ranges ([`Self::exact_range`]).
@@ -243,25 +282,24 @@ impl SymExpr {
     /// is not (`m - m // 2` is never negative). `None` where a symbol is unbounded, the
     /// arithmetic fails at a point, or the ranges hold more than [`MAX_POINTS_TRIED`] points.
     pub fn exact_range(&self, ranges: &BTreeMap<String, (i64, i64)>) -> Option<(i64, i64)> {
-        let symbols = self.symbols();
-        let bounds = symbols.iter().map(|s| ranges.get(s).copied()).collect::<Option<Vec<_>>>()?;
-        let points = bounds.iter().try_fold(1i64, |n, &(lo, hi)| n.checked_mul(hi.checked_sub(lo)?.checked_add(1)?))?;
-        if !(1..=MAX_POINTS_TRIED).contains(&points) {
-            return None;
-        }
-        let mut at: BTreeMap<String, i64> = BTreeMap::new();
         let (mut least, mut greatest) = (i64::MAX, i64::MIN);
-        for point in 0..points {
-            let mut k = point;
-            for (s, &(lo, hi)) in symbols.iter().zip(&bounds) {
-                let span = hi - lo + 1;
-                at.insert(s.clone(), lo + k % span);
-                k /= span;
-            }
+        for at in points(&self.symbols(), ranges)? {
             let v = self.eval(&at)?;
             (least, greatest) = (least.min(v), greatest.max(v));
         }
         Some((least, greatest))
+    }
+
+    /// True when `self` and `other`, over the same symbols, take the same value at every point
+    /// of their ranges (at most [`MAX_POINTS_TRIED`]): `(a + a % 2 + 1) // 2` is
+    /// `(a + a % 2) // 2`, though no rewriting shows it.
+    pub fn equal_over(&self, other: &SymExpr, ranges: &BTreeMap<String, (i64, i64)>) -> bool {
+        let symbols = self.symbols();
+        if symbols.is_empty() || symbols != other.symbols() {
+            return false;
+        }
+        let Some(mut all) = points(&symbols, ranges) else { return false };
+        all.all(|at| matches!((self.eval(&at), other.eval(&at)), (Some(a), Some(b)) if a == b))
     }
 
     /// A light canonical form: nested sums and products flattened, constants folded, a
@@ -507,6 +545,28 @@ impl SymExpr {
     }
 }
 
+/// Every point of the ranges of `symbols` (each symbol's value), or `None` where one is
+/// unbounded or there are more than [`MAX_POINTS_TRIED`].
+fn points<'a>(
+    symbols: &'a [String],
+    ranges: &BTreeMap<String, (i64, i64)>,
+) -> Option<impl Iterator<Item = BTreeMap<String, i64>> + 'a> {
+    let bounds = symbols.iter().map(|s| ranges.get(s).copied()).collect::<Option<Vec<_>>>()?;
+    let count = bounds.iter().try_fold(1i64, |n, &(lo, hi)| n.checked_mul(hi.checked_sub(lo)?.checked_add(1)?))?;
+    if !(1..=MAX_POINTS_TRIED).contains(&count) {
+        return None;
+    }
+    Some((0..count).map(move |mut k| {
+        let mut at = BTreeMap::new();
+        for (s, &(lo, hi)) in symbols.iter().zip(&bounds) {
+            let span = hi - lo + 1;
+            at.insert(s.clone(), lo + k % span);
+            k /= span;
+        }
+        at
+    }))
+}
+
 /// Python's `a // b` (rounds toward negative infinity); `None` on division by zero or overflow.
 pub fn floor_div(a: i64, b: i64) -> Option<i64> {
     let q = a.checked_div(b)?;
@@ -637,6 +697,29 @@ mod tests {
         let rest = SymExpr::Add(vec![m, SymExpr::Mul(vec![SymExpr::Int(-1), half])]);
         assert!(rest.range(&ranges).is_some_and(|(lo, _)| lo < 0));
         assert_eq!(rest.exact_range(&ranges), Some((0, 8)));
+    }
+
+    #[test]
+    fn sizes_equal_over_the_ranges_are_written_one_way() {
+        let ranges = BTreeMap::from([("s70".to_string(), (4, 64)), ("s3".to_string(), (1, 64))]);
+        let (two, quarter) = (SymExpr::Int(2), SymExpr::FloorDiv(Box::new(s()), Box::new(SymExpr::Int(4))));
+        let modulo = SymExpr::Mod(Box::new(quarter.clone()), Box::new(two.clone()));
+        let even = SymExpr::Add(vec![quarter.clone(), modulo]);
+        let half = |e: SymExpr| SymExpr::FloorDiv(Box::new(e), Box::new(two.clone())).simplify();
+        let (a, b) = (half(SymExpr::Add(vec![even.clone(), SymExpr::Int(1)])), half(even));
+        assert_ne!(a, b);
+        let mut seen = vec![];
+        let a = a.unified(&mut seen, &ranges);
+        assert_eq!(b.unified(&mut seen, &ranges), a);
+        // Inside a larger size too, and a product over one of them divided by the other.
+        let t = SymExpr::sym("s3");
+        let sum = SymExpr::Add(vec![t.clone(), b.clone()]).unified(&mut seen, &ranges);
+        assert_eq!(sum, SymExpr::Add(vec![t.clone(), a.clone()]).simplify());
+        let merged = SymExpr::FloorDiv(Box::new(SymExpr::Mul(vec![t.clone(), a])), Box::new(b.clone()));
+        assert_eq!(merged.within(&ranges), t);
+        // Not a size that differs at one point of the ranges.
+        let other = half(SymExpr::Add(vec![quarter, SymExpr::Int(2)]));
+        assert_ne!(other.unified(&mut seen, &ranges), b.unified(&mut seen, &ranges));
     }
 
     #[test]

@@ -67,6 +67,8 @@ struct Builder<'a> {
     /// Sizes made by data that the program asserts equal to others (`Eq(u0 + u1, 32)`), taken
     /// as facts.
     equalities: Vec<(SymExpr, SymExpr)>,
+    /// The sizes read so far and their parts, one of each value ([`SymExpr::unified`]).
+    sizes_seen: Vec<SymExpr>,
     /// How many control-flow regions enclose the graph being read.
     depth: usize,
 }
@@ -89,6 +91,7 @@ pub(super) fn build(
         bindings: BTreeMap::new(),
         derived: BTreeSet::new(),
         equalities: Vec::new(),
+        sizes_seen: Vec::new(),
         depth: 0,
     };
     // The inputs bind the symbols they give; the others are made by data, which the equalities
@@ -129,11 +132,13 @@ impl<'a> Builder<'a> {
         match v {
             SymInt::AsInt(i) => Ok(Dim::Static(*i)),
             SymInt::AsExpr(e) => {
+                let ranges = self.ranges();
                 let expr = srepr::parse(&e.expr_str)
                     .map_err(|err| format!("cannot parse symbolic size `{}`: {}", shown(&e.expr_str), err.0))?
                     .simplify()
-                    .within(&self.ranges());
+                    .within(&ranges);
                 let expr = self.asserted_equal(&expr).unwrap_or(expr);
+                let expr = expr.unified(&mut self.sizes_seen, &ranges).within(&ranges);
                 if expr.symbols().is_empty() && expr.as_const().is_none() {
                     return Err(format!(
                         "size `{}` has no symbols but no value either (it overflows or divides by zero)",

@@ -108,6 +108,7 @@ impl Builder<'_> {
             bindings: BTreeMap::new(),
             derived: BTreeSet::new(),
             equalities: self.equalities.clone(),
+            sizes_seen: self.sizes_seen.clone(),
             depth: self.depth + 1,
         };
         let inside = |e: String| format!("in subgraph `{}`: {e}", shown(&sub.name));
