@@ -2816,6 +2816,18 @@ def build_logcumsumexp():
     ]
 
 
+def build_cumulative_extremum(op):
+    def build():
+        return [
+            S("f32[3,6] dim 1", [N(3, 6)], lambda x: op(x, 1)),
+            S("ties go to the later index", [T([1.0, 3.0, 3.0, 2.0, 3.0, 0.5])], lambda x: op(x, 0)),
+            S("NaN from the first on, the last NaN's index", [T([1.0, NAN, 5.0, NAN, -2.0])], lambda x: op(x, 0)),
+            S("i64[4,3] dim 0", [I(-5, 5, 4, 3)], lambda x: op(x, 0)),
+            S("f32[2,1,5] dim -1", [N(2, 1, 5)], lambda x: op(x, -1)),
+        ]
+    return build
+
+
 def index_moments(pairs):
     """moments of an index drawn from [(index, probability)]"""
     mean = sum(i * q for i, q in pairs)
@@ -3161,7 +3173,7 @@ conv_tbc.default prims.convert_element_type.default _upsample_bilinear2d_aa.defa
 _upsample_bicubic2d_aa.default _linalg_slogdet.default signbit.default repeat_interleave.Tensor _scaled_mm.default
 masked_select.default torchvision.roi_align.default torchvision.nms.default _unique2.default
 torchvision.ps_roi_align.default torchvision.deform_conv2d.default torchvision.roi_pool.default
-torchvision.ps_roi_pool.default rand.generator randn.generator
+torchvision.ps_roi_pool.default rand.generator randn.generator cummax.default cummin.default
 """.split()
 
 reg("quantized_decomposed.quantize_per_tensor.default", build_quantize_per_tensor)
@@ -3193,6 +3205,8 @@ reg("triu_indices.default", build_triu_indices)
 reg("_embedding_bag_forward_only.default", build_embedding_bag_forward_only, tol="red")
 reg("cumprod.default", build_cumprod, tol="red")
 reg("logcumsumexp.default", build_logcumsumexp, tol="red")
+reg("cummax.default", build_cumulative_extremum(aten.cummax.default))
+reg("cummin.default", build_cumulative_extremum(aten.cummin.default))
 reg("bitwise_left_shift.Tensor", build_left_shift)
 reg("bitwise_right_shift.Tensor", build_right_shift)
 reg("multinomial.default", build_multinomial, random=True)

@@ -182,8 +182,9 @@ pub(super) fn var<'c, 'b>(
     b.convert(var, &out_dims, dt, out.dtype)
 }
 
-/// `cumsum`, `cumprod` and `logcumsumexp` as a `reduce_window` whose window covers everything
-/// before each element, accumulated in f32 for half types (as torch's CPU kernels do).
+/// `cumsum`, `cumprod`, `logcumsumexp`, `cummax` and `cummin` as a `reduce_window` whose
+/// window covers everything before each element, accumulated in f32 for half types (as torch's
+/// CPU kernels do).
 pub(super) fn cumulative<'c, 'b>(
     b: &Builder<'c, 'b>,
     (op, dim): (CumulativeOp, i64),
@@ -209,6 +210,9 @@ pub(super) fn cumulative<'c, 'b>(
             CumulativeOp::Cumsum => r.op("stablehlo.add", &[a[0], a[1]], &[], acc, &[])?,
             CumulativeOp::Cumprod => r.op("stablehlo.multiply", &[a[0], a[1]], &[], acc, &[])?,
             CumulativeOp::Logcumsumexp => log_add_exp(r, a[0], a[1], acc)?,
+            // `maximum` and `minimum` propagate NaN, as torch's running extrema do.
+            CumulativeOp::Cummax => r.op("stablehlo.maximum", &[a[0], a[1]], &[], acc, &[])?,
+            CumulativeOp::Cummin => r.op("stablehlo.minimum", &[a[0], a[1]], &[], acc, &[])?,
         }])
     })?;
     let attrs = [

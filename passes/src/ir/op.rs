@@ -312,6 +312,10 @@ pub enum CumulativeOp {
     Cumsum,
     Cumprod,
     Logcumsumexp,
+    /// The running maximum (`cummax`'s values; NaN from the first NaN on).
+    Cummax,
+    /// The running minimum (`cummin`'s values).
+    Cummin,
 }
 
 /// How `scatter`-like ops combine an update with what is already there.
@@ -343,13 +347,21 @@ impl ScatterReduce {
 }
 
 impl CumulativeOp {
-    /// The value before the first element: 0, 1, or `-inf` for `logcumsumexp`.
+    /// The value before the first element: 0, 1, `-inf` for `logcumsumexp`, the dtype's
+    /// lowest for `cummax` and highest for `cummin`.
     pub fn identity(self, dtype: DType) -> Scalar {
         match self {
             CumulativeOp::Cumsum => dtype.scalar(0),
             CumulativeOp::Cumprod => dtype.scalar(1),
             CumulativeOp::Logcumsumexp => Scalar::Float(f64::NEG_INFINITY),
+            CumulativeOp::Cummax => dtype.lowest(),
+            CumulativeOp::Cummin => dtype.highest(),
         }
+    }
+
+    /// True for the running extrema, whose result keeps the operand's dtype.
+    pub fn is_extremum(self) -> bool {
+        matches!(self, CumulativeOp::Cummax | CumulativeOp::Cummin)
     }
 }
 

@@ -278,7 +278,8 @@ impl OpDef for TopK {
 }
 
 op! {
-    /// `cumsum`/`cumprod`/`logcumsumexp` along `dim`, in `dtype` when given: inputs `[x]`.
+    /// `cumsum`/`cumprod`/`logcumsumexp`/`cummax`/`cummin` along `dim`, in `dtype` when given
+    /// (not for the extrema, which keep `x`'s): inputs `[x]`.
     pub struct Cumulative = "" + op {
         pub op: CumulativeOp [kind],
         pub dim: i64 ["dim"],
@@ -297,6 +298,12 @@ impl OpDef for Cumulative {
         dim_index(*dim, x.rank())?;
         if *op == CumulativeOp::Logcumsumexp && !(x.dtype.is_float() || x.dtype.is_complex()) {
             return Err(format!("logcumsumexp takes floating-point values, found {}", x.dtype));
+        }
+        if op.is_extremum() {
+            if x.dtype.is_complex() || dtype.is_some() {
+                return Err(format!("{} takes real values and no dtype, found {} and {dtype:?}", self.name(), x.dtype));
+            }
+            return one(Expected::exact(x.dtype, &x.dims));
         }
         let dtype = dtype.unwrap_or(if x.dtype.is_float() || x.dtype.is_complex() { x.dtype } else { DType::I64 });
         one(Expected::exact(dtype, &x.dims))

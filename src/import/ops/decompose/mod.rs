@@ -9,7 +9,8 @@ use torchtpu_passes::ir::ops::{
     LeakyRelu, MaxPool, Permute, Rand, Reduce, Select, Slice, Sort, Squeeze, TopK, Unsqueeze, Var, View, Where,
 };
 use torchtpu_passes::ir::{
-    brief_list, BinaryOp, DType, Dim, Op, Operand, ReduceOp, Scalar, SymExpr, TensorType, UnaryOp, ValueRef,
+    brief_list, BinaryOp, CumulativeOp, DType, Dim, Op, Operand, ReduceOp, Scalar, SymExpr, TensorType, UnaryOp,
+    ValueRef,
 };
 
 use super::super::wire::{Decomposition, Recipe, Wire};
@@ -39,6 +40,8 @@ pub(super) fn decomposition(key: &str) -> Option<Decomposition> {
         "aten.fake_quantize_per_tensor_affine_cachemask.default" => fake_quantize_cachemask,
         "aten.var_mean.correction" => var_mean,
         "aten.kthvalue.default" => kthvalue,
+        "aten.cummax.default" => |a| more::cumulative_extremum(a, CumulativeOp::Cummax),
+        "aten.cummin.default" => |a| more::cumulative_extremum(a, CumulativeOp::Cummin),
         "aten.bucketize.Tensor" => |a| bucketize(a, false),
         "aten.bucketize.Scalar" => |a| bucketize(a, true),
         "aten._trilinear.default" => trilinear,
@@ -98,7 +101,7 @@ fn static_dims(ty: &TensorType, what: &str) -> R<Vec<i64>> {
 }
 
 /// A possibly negative dim of `ty`, checked.
-fn checked_dim(dim: i64, ty: &TensorType) -> R<usize> {
+pub(super) fn checked_dim(dim: i64, ty: &TensorType) -> R<usize> {
     let rank = ty.rank() as i64;
     let d = if dim < 0 { dim + rank } else { dim };
     if !(0..rank).contains(&d) {
@@ -440,10 +443,8 @@ fn multinomial(a: &mut Args<'_>) -> R<Recipe> {
         // Shares of the total, accumulated; each draw counts the categories it passes.
         let total = w.op(Op::Reduce(Reduce { op: ReduceOp::Sum, dims: vec![-1], keepdim: true, dtype: None }), &[p])?;
         let share = w.op(tensor_op(BinaryOp::Div), &[p, total])?;
-        let cumulative = w.op(
-            Op::Cumulative(Cumulative { op: torchtpu_passes::ir::CumulativeOp::Cumsum, dim: -1, dtype: None }),
-            &[share],
-        )?;
+        let cumulative =
+            w.op(Op::Cumulative(Cumulative { op: CumulativeOp::Cumsum, dim: -1, dtype: None }), &[share])?;
         let cumulative = w.op(Op::Unsqueeze(Unsqueeze { dim: -2 }), &[cumulative])?;
         let draws = w.op(Op::Unsqueeze(Unsqueeze { dim: -1 }), &[uniform])?;
         let passed = w.op(tensor_op(BinaryOp::Le), &[cumulative, draws])?;

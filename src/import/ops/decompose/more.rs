@@ -1,12 +1,12 @@
 //! Ops met in real exports beyond Core ATen, each a few IR ops: random draws shaped like a
 //! tensor (`rand_like`, `randn_like`, `uniform`, `bernoulli`, `randint`), `round(decimals=)`,
 //! `addbmm`, the int8 and fp8 matmuls `_int_mm` and `_scaled_mm`, `conv_tbc` (time-batch-channel convolution),
-//! `repeat_interleave` of a tensor of counts with its `output_size`, and `masked_select` and
-//! `x[mask]` (a `nonzero` and a gather).
+//! `repeat_interleave` of a tensor of counts with its `output_size`, `masked_select` and
+//! `x[mask]` (a `nonzero` and a gather), and `cummax` and `cummin` with their indices.
 
 use torchtpu_passes::ir::ops::{
     Arange, ArangeSym, Binary, Bmm, Clamp, Convolution, Cumulative, Expand, Full, Index, IndexPut, Mm, Nonzero,
-    Permute, Rand, Reduce, Select, Slice, Sort, Unsqueeze, View,
+    Permute, Rand, Reduce, Select, Slice, Sort, Unsqueeze, View, Where,
 };
 use torchtpu_passes::ir::{
     BinaryOp, CumulativeOp, DType, Dim, Op, Operand, ReduceOp, Scalar, TensorType, UnaryOp, ValueRef,
@@ -403,4 +403,40 @@ fn broadcast_shape(a: &[Dim], b: &[Dim]) -> R<Vec<Dim>> {
             (x, y) => Err(format!("shapes do not broadcast: {x} against {y} at dim {i}")),
         })
         .collect()
+}
+
+/// `cummax(x, dim)` / `cummin(x, dim)`: the running extremum, and the index of the last element
+/// equal to it so far (torch's ties go to the later one; from a NaN on, the last NaN's). An
+/// element equal to the running extremum at its own position (or a NaN) marks its index; the
+/// running maximum of the marks (−1 elsewhere) is then the index at every position.
+pub(super) fn cumulative_extremum(a: &mut Args<'_>, op: CumulativeOp) -> R<Recipe> {
+    a.tensor("self")?;
+    let dim = a.int("dim", None)?;
+    Ok(Box::new(move |w| {
+        let x = w.inputs[0];
+        let ty = w.ty(x);
+        let values = w.op(Op::Cumulative(Cumulative { op, dim, dtype: None }), &[x])?;
+        if ty.rank() == 0 {
+            let index = w.literal(vec![Scalar::Int(0)], TensorType::new(DType::I64, &[]))?;
+            return Ok(vec![values, index]);
+        }
+        let d = super::checked_dim(dim, &ty)?;
+        let mut marked = w.op(tensor_op(BinaryOp::Eq), &[x, values])?;
+        if ty.dtype.is_float() {
+            let nan = w.op(tensor_op(BinaryOp::Ne), &[x, x])?;
+            marked = w.op(tensor_op(BinaryOp::LogicalOr), &[marked, nan])?;
+        }
+        let n = ty.dims[d].clone();
+        let iota_ty = TensorType { dtype: DType::I64, dims: vec![n.clone()] };
+        let iota =
+            w.typed(Op::ArangeSym(ArangeSym { start: Dim::Static(0), end: n.clone(), step: 1 }), &[], vec![iota_ty])?
+                [0];
+        let mut along = vec![Dim::Static(1); ty.rank()];
+        along[d] = n;
+        let iota = w.op(Op::View(View { size: along }), &[iota])?;
+        let where_marked = Where { on_true: Operand::Tensor, on_false: Operand::Scalar(Scalar::Int(-1)) };
+        let marks = w.op(Op::Where(where_marked), &[marked, iota])?;
+        let running = Cumulative { op: CumulativeOp::Cummax, dim, dtype: None };
+        Ok(vec![values, w.op(Op::Cumulative(running), &[marks])?])
+    }))
 }
