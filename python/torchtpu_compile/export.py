@@ -153,15 +153,18 @@ def export(model, out, *, max_len: int, slots: int = 1, prefill_chunk: int = 1,
             parts = list(zip((encoder_path(out), os.fspath(out)), seq2seq_steps(model, max_len)))
         else:
             parts = [(os.fspath(out), decode_step(model, slots, max_len, prefill_chunk))]
-        programs = []
+        exported = []
         for path, (module, args, shapes) in parts:
             with torch.no_grad():
-                program = torch.export.export(module, args, dynamic_shapes=shapes, strict=True)
-            programs.append((path, program.run_decompositions()))
+                exported.append((path, torch.export.export(module, args, dynamic_shapes=shapes, strict=True)))
     except ExportError:
         raise
     except Exception as e:  # noqa: BLE001 - transformers' and torch's reasons, said once
         raise ExportError(f"transformers' {recipe} recipe cannot export it: {_first_line(e)}") from e
+    try:
+        programs = [(path, program.run_decompositions()) for path, program in exported]
+    except Exception as e:  # noqa: BLE001 - torch's reason, said once
+        raise ExportError(f"it exports, but torch cannot decompose it to Core ATen: {_first_line(e)}") from e
     for path, program in programs:
         torch.export.save(program, path)
     return [path for path, _ in programs]
