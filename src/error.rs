@@ -78,6 +78,8 @@ impl Error {
         match self {
             Error::Import(_) => "archive",
             #[cfg(feature = "mlir")]
+            Error::Lower(crate::driver::LowerError::Emit(crate::emit::EmitError::Internal(_))) => "internal",
+            #[cfg(feature = "mlir")]
             Error::Lower(_) => "lowering",
             Error::Plugin { .. } => "plugin",
             Error::Run(e) if e.is_environment() => "plugin",
@@ -134,5 +136,17 @@ mod tests {
              no bucket to compile"
         );
         assert_ne!(Error::Unsupported("x".into()).kind(), e.kind());
+    }
+
+    /// The emitter's broken invariants are of the same kind, not `lowering`.
+    #[cfg(feature = "mlir")]
+    #[test]
+    fn an_emitter_bug_is_internal() {
+        use crate::driver::LowerError;
+        use crate::emit::EmitError;
+        let e = Error::Lower(LowerError::Emit(EmitError::Internal("node `x` (): a missing operand".into())));
+        assert_eq!(e.kind(), "internal");
+        assert!(e.to_string().contains("a bug in torchtpu-compile"), "{e}");
+        assert_eq!(Error::Lower(LowerError::Emit(EmitError::Lowering(vec![]))).kind(), "lowering");
     }
 }

@@ -61,7 +61,7 @@ pub(super) fn embedding_bag<'c, 'b>(
     let (weight, indices, offsets) = (args[0], args[1], args[2]);
     let (id, od) = (static_dims(indices.ty)?, static_dims(offsets.ty)?);
     if id.len() != 1 || od.len() != 1 {
-        return Err(format!("expects 1-D indices and offsets, found {id:?} and {od:?}"));
+        return Err(format!("expects 1-D indices and offsets, found {id:?} and {od:?}").into());
     }
     let n = id[0];
     let bags = od[0] - i64::from(include_last_offset);

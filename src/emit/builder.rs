@@ -14,8 +14,52 @@ use melior::ir::{Block, Identifier, Location, Region, Value};
 use melior::Context;
 use torchtpu_passes::ir::{DType, Dim, Scalar, TensorType};
 
-/// Lowering failures inside one node: a message for the user.
-pub(super) type LowerResult<T> = Result<T, String>;
+/// The result of lowering one node.
+pub(super) type LowerResult<T> = Result<T, Fail>;
+
+/// Why one node could not be lowered.
+#[derive(Debug)]
+pub(super) enum Fail {
+    /// The program asks for what this lowering does not provide: a message for the user.
+    Refused(String),
+    /// An invariant of the emitter broke (MLIR refused what we built, an operand we made is
+    /// missing): a bug in torchtpu-compile, never a verdict on the user's program.
+    Bug(String),
+}
+
+impl From<String> for Fail {
+    fn from(reason: String) -> Fail {
+        Fail::Refused(reason)
+    }
+}
+
+impl From<&str> for Fail {
+    fn from(reason: &str) -> Fail {
+        Fail::Refused(reason.to_string())
+    }
+}
+
+impl Fail {
+    /// The same failure, its reason said from further out (`node `x`: …`).
+    pub(super) fn within(self, context: impl std::fmt::Display) -> Fail {
+        match self {
+            Fail::Refused(r) => Fail::Refused(format!("{context}: {r}")),
+            Fail::Bug(r) => Fail::Bug(format!("{context}: {r}")),
+        }
+    }
+
+    /// The reason, whichever the kind.
+    pub(super) fn reason(self) -> String {
+        match self {
+            Fail::Refused(r) | Fail::Bug(r) => r,
+        }
+    }
+}
+
+/// A broken invariant of the emitter; `.map_err(bug)` for MLIR's own errors.
+pub(super) fn bug(reason: impl std::fmt::Display) -> Fail {
+    Fail::Bug(reason.to_string())
+}
 
 /// Builds operations into one block.
 pub(super) struct Builder<'c, 'b> {
@@ -58,14 +102,16 @@ pub(super) fn static_dims(ty: &TensorType) -> LowerResult<Vec<i64>> {
         .iter()
         .map(|d| match d {
             Dim::Static(v) => Ok(*v),
-            Dim::Sym(e) => Err(format!("dimension `{e}` is still symbolic")),
+            Dim::Sym(e) => Err(format!("dimension `{e}` is still symbolic").into()),
         })
         .collect()
 }
 
 /// The values of a list of sizes an op takes (`repeat`'s counts), static once specialized.
 pub(super) fn static_list(dims: &[Dim], what: &str) -> LowerResult<Vec<i64>> {
-    dims.iter().map(|d| d.as_static().ok_or_else(|| format!("the {what} `{d}` is still symbolic"))).collect()
+    dims.iter()
+        .map(|d| d.as_static().ok_or_else(|| Fail::from(format!("the {what} `{d}` is still symbolic"))))
+        .collect()
 }
 
 /// `tensor<4x16xf32>`, `tensor<f32>`.
@@ -122,18 +168,18 @@ pub(super) fn scalar_literal(value: Scalar, dtype: DType) -> LowerResult<String>
         DType::C128 => {
             format!("({}, {})", scalar_literal(value, DType::F64)?, scalar_literal(Scalar::Int(0), DType::F64)?)
         }
-        d => return Err(format!("constants of dtype {d} are not supported")),
+        d => return Err(format!("constants of dtype {d} are not supported").into()),
     })
 }
 
 impl<'c, 'b> Builder<'c, 'b> {
     pub(super) fn mlir_type(&self, dims: &[i64], dtype: DType) -> LowerResult<Type<'c>> {
         let text = tensor_type_text(dims, dtype);
-        Type::parse(self.ctx, &text).ok_or_else(|| format!("internal: cannot parse type `{text}`"))
+        Type::parse(self.ctx, &text).ok_or_else(|| bug(format!("cannot parse type `{text}`")))
     }
 
     pub(super) fn attr(&self, text: &str) -> LowerResult<Attribute<'c>> {
-        Attribute::parse(self.ctx, text).ok_or_else(|| format!("internal: cannot parse attribute `{text}`"))
+        Attribute::parse(self.ctx, text).ok_or_else(|| bug(format!("cannot parse attribute `{text}`")))
     }
 
     /// Appends `name(operands) {attrs}` with one result per entry of `results`.
@@ -156,9 +202,9 @@ impl<'c, 'b> Builder<'c, 'b> {
             .add_attributes(&attrs)
             .add_regions_vec(regions)
             .build()
-            .map_err(|e| format!("internal: cannot build `{name}`: {e}"))?;
+            .map_err(|e| bug(format!("cannot build `{name}`: {e}")))?;
         let op = self.block.append_operation(op);
-        (0..results.len()).map(|i| op.result(i).map(Into::into).map_err(|e| format!("internal: {e}"))).collect()
+        (0..results.len()).map(|i| op.result(i).map(Into::into).map_err(bug)).collect()
     }
 
     /// A single-result op.
@@ -190,7 +236,7 @@ impl<'c, 'b> Builder<'c, 'b> {
             return Ok(v);
         }
         if from.is_complex() && !to.is_complex() {
-            return Err(format!("reads a {from} value as {to}, which would drop its imaginary part"));
+            return Err(format!("reads a {from} value as {to}, which would drop its imaginary part").into());
         }
         if to == DType::Bool {
             let zero = self.splat(Scalar::Int(0), dims, from)?;
@@ -310,7 +356,7 @@ impl<'c, 'b> Builder<'c, 'b> {
         if from == to {
             return Ok(v);
         }
-        let lead = to.len().checked_sub(from.len()).ok_or("internal: broadcast to a lower rank")?;
+        let lead = to.len().checked_sub(from.len()).ok_or_else(|| bug("broadcast to a lower rank"))?;
         // Size-1 dims that grow must be dropped first: broadcast_in_dim maps dims one to one.
         let mut kept_dims = Vec::new();
         let mut kept_map = Vec::new();
@@ -319,7 +365,7 @@ impl<'c, 'b> Builder<'c, 'b> {
                 kept_dims.push(d);
                 kept_map.push((lead + i) as i64);
             } else if d != 1 {
-                return Err(format!("cannot broadcast {from:?} to {to:?}"));
+                return Err(format!("cannot broadcast {from:?} to {to:?}").into());
             }
         }
         let v = if kept_dims.len() == from.len() { v } else { self.reshape(v, &kept_dims, dtype)? };
@@ -354,13 +400,11 @@ impl<'c, 'b> Builder<'c, 'b> {
         {
             let inner = Builder { ctx: self.ctx, block: &block, loc: self.loc };
             let params = (0..args.len())
-                .map(|i| block.argument(i).map(Into::into).map_err(|e| format!("internal: {e}")))
+                .map(|i| block.argument(i).map(Into::into).map_err(bug))
                 .collect::<LowerResult<Vec<Value>>>()?;
             let results = body(&inner, &params)?;
-            let ret = OperationBuilder::new("stablehlo.return", self.loc)
-                .add_operands(&results)
-                .build()
-                .map_err(|e| format!("internal: {e}"))?;
+            let ret =
+                OperationBuilder::new("stablehlo.return", self.loc).add_operands(&results).build().map_err(bug)?;
             block.append_operation(ret);
         }
         let region = Region::new();
@@ -449,7 +493,7 @@ pub(super) fn norm_dim(dim: i64, rank: usize) -> LowerResult<i64> {
     if (0..r).contains(&d) {
         Ok(d)
     } else {
-        Err(format!("dim {dim} is out of range for rank {rank}"))
+        Err(format!("dim {dim} is out of range for rank {rank}").into())
     }
 }
 

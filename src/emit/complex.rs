@@ -5,14 +5,14 @@
 use melior::ir::Value;
 use torchtpu_passes::ir::{DType, Scalar, TensorType};
 
-use super::builder::{i64_array, static_dims, Builder, LowerResult};
+use super::builder::{bug, i64_array, static_dims, Builder, LowerResult};
 use super::Arg;
 
 /// The part dtype of a complex dtype StableHLO has.
 fn part_of(dtype: DType) -> LowerResult<DType> {
     match dtype {
-        DType::C64 | DType::C128 => dtype.complex_part().ok_or_else(|| "internal: no parts".to_string()),
-        _ => Err(format!("{dtype} values are not supported (StableHLO has complex64 and complex128)")),
+        DType::C64 | DType::C128 => dtype.complex_part().ok_or_else(|| bug("no parts")),
+        _ => Err(format!("{dtype} values are not supported (StableHLO has complex64 and complex128)").into()),
     }
 }
 

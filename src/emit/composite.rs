@@ -18,7 +18,7 @@ use torchtpu_passes::ir::ops::Softmax;
 use torchtpu_passes::ir::{Composite, Graph, NodeId, Op, ValueRef};
 
 use super::attention::{self, Attention, DEFAULT_BLOCK};
-use super::builder::{static_dims, Builder, LowerResult};
+use super::builder::{bug, static_dims, Builder, LowerResult};
 use super::{emit_node, mlir_type, node_location, type_text, Arg, EmitOptions};
 
 /// A marked group that can be outlined: its nodes in topological order (the last one, the
@@ -128,7 +128,7 @@ pub(super) fn emit<'c, 'b>(
         ])
         .add_regions([region])
         .build()
-        .map_err(|e| format!("internal: cannot build `{symbol}`: {e}"))?;
+        .map_err(|e| bug(format!("cannot build `{symbol}`: {e}")))?;
     let attrs = [
         ("name", format!("\"{}\"", group.composite.name)),
         ("composite_attributes", "{}".to_string()),
@@ -151,7 +151,7 @@ fn lower_into<'c>(
 ) -> LowerResult<()> {
     let mut values = BTreeMap::new();
     for (i, &v) in group.operands.iter().enumerate() {
-        values.insert(v, Value::from(block.argument(i).map_err(|e| format!("internal: {e}"))?));
+        values.insert(v, Value::from(block.argument(i).map_err(bug)?));
     }
     for &id in &group.nodes {
         let node = graph.node(id);
@@ -159,10 +159,10 @@ fn lower_into<'c>(
         let b = Builder { ctx, block, loc: node_location(ctx, node) };
         // The program's random state runs outside the decomposition, which cannot draw from it.
         if node.op.is_random() {
-            return Err(format!("node `{}`: a random op inside a composite", node.name));
+            return Err(format!("node `{}`: a random op inside a composite", node.name).into());
         }
-        let outs =
-            emit_node(&b, graph, id, &args, opts, &mut None).map_err(|e| format!("node `{}`: {e}", node.name))?;
+        let outs = emit_node(&b, graph, id, &args, opts, &mut None)
+            .map_err(|e| e.within(format_args!("node `{}`", node.name)))?;
         for (slot, v) in outs.into_iter().enumerate() {
             values.insert(ValueRef { node: id, slot: slot as u16 }, v);
         }
@@ -170,7 +170,7 @@ fn lower_into<'c>(
     let ret = OperationBuilder::new("func.return", Location::unknown(ctx))
         .add_operands(&[values[&ValueRef { node: group.root(), slot: 0 }]])
         .build()
-        .map_err(|e| format!("internal: {e}"))?;
+        .map_err(bug)?;
     block.append_operation(ret);
     Ok(())
 }
@@ -190,13 +190,10 @@ fn lower_blocked<'c>(
         .operands
         .iter()
         .enumerate()
-        .map(|(i, v)| Ok((Value::from(block.argument(i).map_err(|e| format!("internal: {e}"))?), graph.value_type(*v))))
+        .map(|(i, v)| Ok((Value::from(block.argument(i).map_err(bug)?), graph.value_type(*v))))
         .collect::<LowerResult<Vec<_>>>()?;
-    let out = attention::lower(&b, plan, &args, opts).map_err(|e| format!("node `{}`: {e}", root.name))?;
-    let ret = OperationBuilder::new("func.return", Location::unknown(ctx))
-        .add_operands(&[out])
-        .build()
-        .map_err(|e| format!("internal: {e}"))?;
+    let out = attention::lower(&b, plan, &args, opts).map_err(|e| e.within(format_args!("node `{}`", root.name)))?;
+    let ret = OperationBuilder::new("func.return", Location::unknown(ctx)).add_operands(&[out]).build().map_err(bug)?;
     block.append_operation(ret);
     Ok(())
 }

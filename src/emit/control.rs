@@ -14,7 +14,7 @@ use melior::ir::{Block, Region, RegionLike, Value};
 use torchtpu_passes::ir::ops::{Cond, Scan, WhileLoop};
 use torchtpu_passes::ir::{DType, Graph, Scalar, TensorType};
 
-use super::builder::{static_dims, Builder, LowerResult};
+use super::builder::{bug, static_dims, Builder, Fail, LowerResult};
 use super::{Arg, EmitError, EmitOptions};
 
 /// `cond`: `stablehlo.if` on the predicate, each branch lowered into its region.
@@ -147,20 +147,20 @@ pub(super) fn inline<'c, 'x>(
     let results = super::emit_nodes(inner.ctx, inner.block, graph, inputs, opts, &mut decompositions)
         .map_err(|e| in_region(&graph.name, e))?;
     if !decompositions.is_empty() {
-        return Err(format!("internal: a composite inside region `{}`", graph.name));
+        return Err(bug(format!("a composite inside region `{}`", graph.name)));
     }
     Ok(results)
 }
 
 /// A region failure, as the failure of the op that holds it.
-fn in_region(name: &str, e: EmitError) -> String {
+fn in_region(name: &str, e: EmitError) -> Fail {
     match e {
         EmitError::Lowering(failures) => {
             let inner: Vec<String> =
                 failures.iter().map(|f| format!("node `{}` ({}): {}", f.node, f.target, f.reason)).collect();
-            format!("in region `{name}`: {}", inner.join("; "))
+            Fail::Refused(format!("in region `{name}`: {}", inner.join("; ")))
         }
-        EmitError::Internal(reason) => format!("internal, in region `{name}`: {reason}"),
+        EmitError::Internal(reason) => bug(format!("in region `{name}`: {reason}")),
     }
 }
 
@@ -175,10 +175,7 @@ fn loop_region<'c>(
 }
 
 pub(super) fn ret<'c>(inner: &Builder<'c, '_>, results: &[Value<'c, '_>]) -> LowerResult<()> {
-    let op = OperationBuilder::new("stablehlo.return", inner.loc)
-        .add_operands(results)
-        .build()
-        .map_err(|e| format!("internal: {e}"))?;
+    let op = OperationBuilder::new("stablehlo.return", inner.loc).add_operands(results).build().map_err(bug)?;
     inner.block.append_operation(op);
     Ok(())
 }

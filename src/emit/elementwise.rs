@@ -9,7 +9,7 @@ pub(super) use torchtpu_passes::ir::ops::result_type;
 use torchtpu_passes::ir::ops::Elu;
 use torchtpu_passes::ir::{BinaryOp, DType, Operand, Scalar, TensorType, UnaryOp};
 
-use super::builder::{static_dims, Builder, LowerResult};
+use super::builder::{bug, static_dims, Builder, LowerResult};
 use super::{complex, math, Arg};
 
 /// A tensor or scalar operand, converted to `dtype` and broadcast to `dims`.
@@ -23,7 +23,7 @@ fn operand<'c, 'b, 't>(
     match o {
         Operand::Scalar(s) => b.splat(s, dims, dtype),
         Operand::Tensor => {
-            let a = tensors.next().ok_or("internal: missing tensor operand")?;
+            let a = tensors.next().ok_or_else(|| bug("missing tensor operand"))?;
             let from = static_dims(a.ty)?;
             let v = b.convert(a.v, &from, a.ty.dtype, dtype)?;
             b.broadcast_to(v, &from, dims, dtype)
@@ -57,7 +57,7 @@ pub(super) fn unary<'c, 'b>(
         UnaryOp::Angle => return complex::angle(b, x, &dims, dt),
         // |a + bi|, real: `stablehlo.abs` of the complex value itself.
         UnaryOp::Abs if x.ty.dtype.is_complex() && !dt.is_complex() => {
-            let part = x.ty.dtype.complex_part().ok_or("internal: a complex dtype without parts")?;
+            let part = x.ty.dtype.complex_part().ok_or_else(|| bug("a complex dtype without parts"))?;
             let magnitude = b.op("stablehlo.abs", &[x.v], &dims, part, &[])?;
             return b.convert(magnitude, &dims, part, dt);
         }

@@ -45,12 +45,12 @@ pub(super) fn fft<'c, 'b>(
     let rank = xd.len();
     let axes = dims.iter().map(|&d| norm_dim(d, rank)).collect::<LowerResult<Vec<i64>>>()?;
     if axes.is_empty() || axes.len() > 3 {
-        return Err(format!("transforms over {} dims are not supported (1 to 3)", axes.len()));
+        return Err(format!("transforms over {} dims are not supported (1 to 3)", axes.len()).into());
     }
     let mut perm: Vec<i64> = (0..rank as i64).filter(|d| !axes.contains(d)).collect();
     perm.extend(&axes);
     if perm.len() != rank {
-        return Err(format!("dims {dims:?} repeat a dim"));
+        return Err(format!("dims {dims:?} repeat a dim").into());
     }
     let mut inverse_perm = vec![0; rank];
     for (i, &p) in perm.iter().enumerate() {
@@ -63,7 +63,7 @@ pub(super) fn fft<'c, 'b>(
         0 => 1.0,
         1 => 1.0 / (n as f64).sqrt(),
         2 => 1.0 / n as f64,
-        k => return Err(format!("normalization {k} is not one of 0 (none), 1 (1/sqrt(n)), 2 (1/n)")),
+        k => return Err(format!("normalization {k} is not one of 0 (none), 1 (1/sqrt(n)), 2 (1/n)").into()),
     };
     let permuted = |d: &[i64]| -> Vec<i64> { perm.iter().map(|&p| d[p as usize]).collect() };
     let (xt, xt_dims, yt_dims) = (transpose(b, x.v, &xd, &perm, x.ty.dtype)?, permuted(&xd), permuted(&od));
@@ -103,7 +103,8 @@ pub(super) fn fft<'c, 'b>(
                 return Err(format!(
                     "{have} frequencies cannot make a real signal of length {}",
                     signal[signal.len() - 1]
-                ))
+                )
+                .into())
             }
         };
         // XLA's inverse transforms already divide by n.

@@ -20,7 +20,7 @@ pub(super) fn select<'c, 'b>(
     let (axis, size) = dim_size(&dims, dim)?;
     let i = if index < 0 { index + size } else { index };
     if !(0..size).contains(&i) {
-        return Err(format!("index {index} is out of range for dim {dim} of size {size}"));
+        return Err(format!("index {index} is out of range for dim {dim} of size {size}").into());
     }
     let mut one = dims.clone();
     one[axis] = 1;
@@ -106,7 +106,7 @@ pub(super) fn pad<'c, 'b>(
 ) -> LowerResult<Value<'c, 'b>> {
     let rank = x.ty.rank();
     if !pad.len().is_multiple_of(2) || pad.len() / 2 > rank {
-        return Err(format!("padding {pad:?} does not fit a rank-{rank} tensor"));
+        return Err(format!("padding {pad:?} does not fit a rank-{rank} tensor").into());
     }
     let (mut low, mut high) = (vec![0; rank], vec![0; rank]);
     for (k, pair) in pad.chunks(2).enumerate() {
@@ -146,7 +146,7 @@ pub(super) fn pad_mode<'c, 'b>(
             })
             .collect();
         if reflect && (lo >= n || hi >= n) {
-            return Err(format!("reflection padding {lo}/{hi} must be smaller than the dim size {n}"));
+            return Err(format!("reflection padding {lo}/{hi} must be smaller than the dim size {n}").into());
         }
         let m = source.len() as i64;
         let items: Vec<String> = source.iter().map(ToString::to_string).collect();

@@ -8,7 +8,7 @@ use melior::ir::Value;
 use torchtpu_passes::ir::ops::{Addmm, Convolution};
 use torchtpu_passes::ir::{DType, Scalar, TensorType};
 
-use super::builder::{i64_array, static_dims, Builder, LowerResult};
+use super::builder::{bug, i64_array, static_dims, Builder, LowerResult};
 use super::{Arg, GroupedMm, Precision};
 
 fn precision_attr(p: Precision) -> String {
@@ -108,7 +108,7 @@ pub(super) fn convolution<'c, 'b>(
         match v.len() {
             n if n == spatial => Ok(v.to_vec()),
             1 => Ok(vec![v[0]; spatial]),
-            n => Err(format!("{what} has {n} entries for {spatial} spatial dims")),
+            n => Err(format!("{what} has {n} entries for {spatial} spatial dims").into()),
         }
     };
     let (stride, padding, dilation) =
@@ -280,7 +280,7 @@ pub(super) fn grouped_mm<'c, 'b>(
 ) -> LowerResult<Value<'c, 'b>> {
     let sgn = match (static_dims(args[0].ty)?.as_slice(), static_dims(args[1].ty)?.as_slice()) {
         ([s, _], [g, _, n]) => (*s, *g, *n),
-        _ => return Err("internal: grouped matmul operands of the wrong rank".into()),
+        _ => return Err(bug("grouped matmul operands of the wrong rank")),
     };
     match form {
         GroupedMm::Dense => grouped_mm_dense(b, args, sgn, out, precision),

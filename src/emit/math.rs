@@ -64,7 +64,7 @@ pub(super) fn signbit<'c, 'b>(b: &Builder<'c, 'b>, x: V<'c, 'b>, dims: &[i64], d
         (true, 2) => (b.op("stablehlo.bitcast_convert", &[x], dims, DType::I16, &[])?, DType::I16),
         (true, 4) => (b.op("stablehlo.bitcast_convert", &[x], dims, DType::I32, &[])?, DType::I32),
         (true, 8) => (b.op("stablehlo.bitcast_convert", &[x], dims, DType::I64, &[])?, DType::I64),
-        _ => return Err(format!("signbit of {dt} is not supported")),
+        _ => return Err(format!("signbit of {dt} is not supported").into()),
     };
     b.compare(bits, b.splat(Scalar::Int(0), dims, int)?, dims, int, "LT")
 }
@@ -179,7 +179,7 @@ pub(super) fn sign<'c, 'b>(b: &Builder<'c, 'b>, x: V<'c, 'b>, dims: &[i64], dt: 
         2 => (DType::I16, i64::from(i16::MIN)),
         4 => (DType::I32, i64::from(i32::MIN)),
         8 => (DType::I64, i64::MIN),
-        _ => return Err(format!("sign of {dt} is not supported")),
+        _ => return Err(format!("sign of {dt} is not supported").into()),
     };
     let bits = b.op("stablehlo.bitcast_convert", &[x], dims, int, &[])?;
     let not_nan = b.compare(x, x, dims, dt, "EQ")?;

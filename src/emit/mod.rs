@@ -55,7 +55,7 @@ use thiserror::Error;
 use torchtpu_passes::ir::{DType, Dim, Graph, Node, NodeId, Op, Scalar, TensorType, ValueRef};
 
 pub(crate) use attention::Attention;
-use builder::{static_dims, static_list, tensor_type_text, Builder, LowerResult};
+use builder::{bug, static_dims, static_list, tensor_type_text, Builder, Fail, LowerResult};
 pub(crate) use composite::naive_attentions;
 
 pub use torchtpu_passes::ir::Precision;
@@ -232,7 +232,7 @@ pub(crate) fn emit(graph: &Graph, opts: &EmitOptions) -> Result<Emitted, EmitErr
 }
 
 fn type_text(ty: &TensorType) -> Result<String, String> {
-    Ok(tensor_type_text(&static_dims(ty)?, ty.dtype))
+    Ok(tensor_type_text(&static_dims(ty).map_err(Fail::reason)?, ty.dtype))
 }
 
 fn mlir_type<'c>(ctx: &'c Context, ty: &TensorType) -> Result<melior::ir::Type<'c>, String> {
@@ -335,9 +335,13 @@ fn emit_nodes<'c, 'a>(
                     values.insert(ValueRef { node: id, slot: slot as u16 }, v);
                 }
             }
-            Err(reason) => {
+            Err(Fail::Refused(reason)) => {
                 failed.insert(id);
                 failures.push(failure(node, reason));
+            }
+            Err(Fail::Bug(reason)) => {
+                let at = format!("node `{}` ({}): {reason}", node.name, node.origin.target);
+                return Err(EmitError::Internal(at));
             }
         }
     }
@@ -431,7 +435,7 @@ fn emit_node<'c, 'b>(
     // The `precision` pass may have set this node's; the program-wide one otherwise.
     let precision = node.precision.unwrap_or(opts.precision);
     match &node.op {
-        Op::Input(_) => Err("internal: graph inputs are function arguments".into()),
+        Op::Input(_) => Err(bug("graph inputs are function arguments")),
         Op::Unary(u) => one(elementwise::unary(b, *u, args[0], &out[0])),
         Op::Binary(Binary { op, lhs, rhs, alpha }) => {
             one(elementwise::binary(b, *op, *lhs, *rhs, *alpha, args, &out[0]))
@@ -573,7 +577,7 @@ fn emit_node<'c, 'b>(
         Op::Cond(c) => control::cond(b, c, args, out, opts),
         Op::WhileLoop(w) => control::while_loop(b, w, args, opts),
         Op::Scan(s) => control::scan(b, s, args, out, opts),
-        Op::Unsupported(Unsupported { target, reason }) => Err(unsupported_reason(target, reason.as_deref())),
+        Op::Unsupported(Unsupported { target, reason }) => Err(unsupported_reason(target, reason.as_deref()).into()),
     }
 }
 

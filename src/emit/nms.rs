@@ -6,7 +6,7 @@
 use melior::ir::Value;
 use torchtpu_passes::ir::{DType, Scalar, TensorType};
 
-use super::builder::{i64_array, static_dims, Builder, Ew, LowerResult};
+use super::builder::{bug, i64_array, static_dims, Builder, Ew, LowerResult};
 use super::Arg;
 
 /// `(keep, order)` of `boxes [n, 4]` and `scores [n]`.
@@ -61,7 +61,7 @@ fn overlaps<'c, 'b>(
         let v = column(c)?;
         sides.push((spread(v, true)?, spread(v, false)?));
     }
-    let [(x1i, x1j), (y1i, y1j), (x2i, x2j), (y2i, y2j)] = sides[..] else { return Err("internal: four sides".into()) };
+    let [(x1i, x1j), (y1i, y1j), (x2i, x2j), (y2i, y2j)] = sides[..] else { return Err(bug("four sides")) };
     let zero = pair.c(0.0)?;
     let extent = |lo_i, lo_j, hi_i, hi_j| -> LowerResult<Value<'c, 'b>> {
         let lo = b.extremum(lo_i, lo_j, &[n, n], dt, true)?;

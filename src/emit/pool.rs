@@ -21,7 +21,7 @@ fn per_dim(v: &[i64], n: usize, what: &str, default: i64) -> LowerResult<Vec<i64
         0 => Ok(vec![default; n]),
         1 => Ok(vec![v[0]; n]),
         k if k == n => Ok(v.to_vec()),
-        k => Err(format!("{what} has {k} entries for {n} spatial dims")),
+        k => Err(format!("{what} has {k} entries for {n} spatial dims").into()),
     }
 }
 
@@ -466,7 +466,7 @@ pub(super) fn max_pool_backward<'c, 'b>(
     let gd = static_dims(grad.ty)?;
     let dt = out.dtype;
     if in_dims.len() <= spatial || gd.len() != in_dims.len() {
-        return Err(format!("a {spatial}-d max-pool gradient of {gd:?} for an input of {in_dims:?}"));
+        return Err(format!("a {spatial}-d max-pool gradient of {gd:?} for an input of {in_dims:?}").into());
     }
     let lead: Vec<i64> = in_dims[..in_dims.len() - spatial].to_vec();
     let plane: i64 = in_dims[in_dims.len() - spatial..].iter().product();

@@ -54,7 +54,7 @@ fn uniform<'c, 'b>(
         DType::F32 => (24, false),
         DType::F16 => (11, false),
         DType::BF16 => (8, false),
-        d => return Err(format!("random values of dtype {d} are not supported (floating point only)")),
+        d => return Err(format!("random values of dtype {d} are not supported (floating point only)").into()),
     };
     let (state, raw) = bits(b, state, dims, wide)?;
     let (bt, width) = if wide { (DType::U64, 64) } else { (DType::U32, 32) };

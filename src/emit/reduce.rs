@@ -261,7 +261,7 @@ pub(super) fn histc<'c, 'b>(
     let integer = dt.is_integer();
     let (lo, hi) = (min.trunc(), max.trunc());
     if integer && hi <= lo {
-        return Err(format!("histc over {dt} needs integer bounds apart, found [{min}, {max}]"));
+        return Err(format!("histc over {dt} needs integer bounds apart, found [{min}, {max}]").into());
     }
     let c = |v: f64| if integer { b.splat(Scalar::Int(v as i64), &[n], dt) } else { e.c(v) };
     let (min, max) = if integer { (lo, hi) } else { (min, max) };

@@ -11,7 +11,7 @@ use torchtpu_passes::ir::ops::Col2Im;
 use torchtpu_passes::ir::ops::GridSampler;
 use torchtpu_passes::ir::{DType, GridPadding, Interpolation, Scalar, TensorType};
 
-use super::builder::{i64_array, static_dims, Builder, Ew, LowerResult};
+use super::builder::{bug, i64_array, static_dims, Builder, Ew, LowerResult};
 use super::shape::gather;
 use super::Arg;
 
@@ -74,7 +74,7 @@ impl<'c, 'b> Image<'_, 'c, 'b> {
     /// Pixels at integral coordinates `(x, y)` (shape `[N, Ho, Wo]`), zero outside the image.
     fn read(&self, x: V<'c, 'b>, y: V<'c, 'b>) -> LowerResult<V<'c, 'b>> {
         let (e, b) = (&self.e, self.e.b);
-        let [n, c, h, w] = <[i64; 4]>::try_from(self.dims.as_slice()).map_err(|_| "internal: image rank")?;
+        let [n, c, h, w] = <[i64; 4]>::try_from(self.dims.as_slice()).map_err(|_| bug("image rank"))?;
         let inside = |v, size: i64| -> LowerResult<V<'c, 'b>> {
             let lo = e.cmp(v, e.c(0.0)?, "GE")?;
             let hi = e.cmp(v, e.c((size - 1) as f64)?, "LE")?;
@@ -156,7 +156,7 @@ pub(super) fn grid_sampler<'c, 'b>(
     let xd = static_dims(input.ty)?;
     let gd = static_dims(grid.ty)?;
     if xd.len() != 4 || gd.len() != 4 || gd[3] != 2 {
-        return Err(format!("expects input [N, C, H, W] and grid [N, Ho, Wo, 2], found {xd:?} and {gd:?}"));
+        return Err(format!("expects input [N, C, H, W] and grid [N, Ho, Wo, 2], found {xd:?} and {gd:?}").into());
     }
     let dt = if matches!(out.dtype, DType::F16 | DType::BF16) { DType::F32 } else { out.dtype };
     let (h, w) = (xd[2], xd[3]);
@@ -200,7 +200,7 @@ pub(super) fn grid_sampler<'c, 'b>(
             {
                 acc = Some(image.blend(acc, e.mul(wx, wy)?, image.read(x, y)?)?);
             }
-            acc.ok_or("internal: no corners")?
+            acc.ok_or_else(|| bug("no corners"))?
         }
         Interpolation::Bicubic => {
             let (x0, y0) = (e.unary("floor", ix)?, e.unary("floor", iy)?);
@@ -214,9 +214,9 @@ pub(super) fn grid_sampler<'c, 'b>(
                     let x = pad_coordinate(e, e.affine(x0, 1.0, f64::from(j))?, w, padding, align_corners)?;
                     row = Some(image.blend(row, wx, image.read(x, y)?)?);
                 }
-                acc = Some(image.blend(acc, wy, row.ok_or("internal: empty row")?)?);
+                acc = Some(image.blend(acc, wy, row.ok_or_else(|| bug("empty row"))?)?);
             }
-            acc.ok_or("internal: no rows")?
+            acc.ok_or_else(|| bug("no rows"))?
         }
     };
     b.convert(result, &image.out, dt, out.dtype)

@@ -6,7 +6,7 @@ use melior::ir::Value;
 use torchtpu_passes::ir::ops::{Arange, Literal};
 use torchtpu_passes::ir::{CumulativeOp, DType, Dim, Graph, NodeId, Op, Scalar, ScatterReduce, TensorType, ValueRef};
 
-use super::builder::{dim_size, norm_dim, static_dims, Builder, LowerResult};
+use super::builder::{bug, dim_size, norm_dim, static_dims, Builder, LowerResult};
 use super::shape::{along_dim_coordinates, index_plan};
 use super::Arg;
 
@@ -262,7 +262,7 @@ fn index_put_per_row<'c, 'b>(
     // The other indices' coordinates, wrapped as Python wraps negative ones: `[n, count - 1]`.
     let mut rest = given.to_vec();
     rest[0] = None;
-    let plan = index_plan(b, dims, &rest)?.ok_or("internal: a per-row write without positions")?;
+    let plan = index_plan(b, dims, &rest)?.ok_or_else(|| bug("a per-row write without positions"))?;
     let view: Vec<i64> = std::iter::once(dims[0]).chain(dims[count..].iter().copied()).collect();
     let window: Vec<i64> = (1..view.len() as i64).collect();
     let layout = Layout {
@@ -289,7 +289,7 @@ fn masked_put<'c, 'b>(
 ) -> LowerResult<V<'c, 'b>> {
     let md = static_dims(mask.ty)?;
     if dims.get(..md.len()) != Some(&md[..]) {
-        return Err(format!("a boolean index of shape {md:?} does not match the indexed dims of {dims:?}"));
+        return Err(format!("a boolean index of shape {md:?} does not match the indexed dims of {dims:?}").into());
     }
     let trailing = &dims[md.len()..];
     let mut vd = static_dims(values.ty)?;
@@ -312,7 +312,8 @@ fn masked_put<'c, 'b>(
             "index_put with a boolean mask of shape {md:?} and values of shape {:?}: they neither broadcast to \
              {trailing:?} nor give one row of that shape per selected position",
             static_dims(values.ty)?
-        ));
+        )
+        .into());
     };
     let mut mask_shape = md.clone();
     mask_shape.resize(dims.len(), 1);
@@ -401,10 +402,12 @@ fn masks_as_coordinates<'c, 'b, 't>(
             Some(mask) if mask.ty.dtype == DType::Bool => {
                 let md = static_dims(mask.ty)?;
                 if md.is_empty() || dims.get(at..at + md.len()) != Some(&md[..]) {
-                    return Err(format!("a boolean index of shape {md:?} does not match the indexed dims of {dims:?}"));
+                    return Err(
+                        format!("a boolean index of shape {md:?} does not match the indexed dims of {dims:?}").into()
+                    );
                 }
                 for coord in mask_positions(b, mask.v, &md, k)? {
-                    let ty = next_type.next().ok_or("internal: mask coordinate types")?;
+                    let ty = next_type.next().ok_or_else(|| bug("mask coordinate types"))?;
                     out.push(Some(Arg { v: coord, ty }));
                 }
                 at += md.len();

@@ -48,7 +48,7 @@ pub(super) fn slice<'c, 'b>(
     let lo = clamp_bound(static_of(start)?, size);
     let hi = clamp_bound(static_of(end)?, size).max(lo);
     if step < 1 {
-        return Err(format!("slice step must be positive, found {step}"));
+        return Err(format!("slice step must be positive, found {step}").into());
     }
     let mut starts = vec![0; in_dims.len()];
     let mut limits = in_dims.clone();
@@ -144,7 +144,7 @@ fn broadcast_shapes(shapes: &[Vec<i64>]) -> LowerResult<Vec<i64>> {
                     (_, 1) => {}
                     (1, d) => out = d,
                     (o, d) if o == d => {}
-                    (o, d) => return Err(format!("index shapes do not broadcast ({o} vs {d})")),
+                    (o, d) => return Err(format!("index shapes do not broadcast ({o} vs {d})").into()),
                 }
             }
             Ok(out)

@@ -89,7 +89,7 @@ pub(super) fn nonzero<'c, 'b>(b: &Builder<'c, 'b>, x: Arg<'c, 'b, '_>, out: &Ten
     let numel: i64 = dims.iter().product();
     let dt = x.ty.dtype;
     if dt.is_complex() {
-        return Err(format!("nonzero of {dt} values is not supported"));
+        return Err(format!("nonzero of {dt} values is not supported").into());
     }
     if rows == 0 || rank == 0 || numel == 0 {
         return b.splat(Scalar::Int(0), &out_dims, DType::I64);

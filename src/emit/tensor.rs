@@ -3,7 +3,7 @@
 use melior::ir::Value;
 use torchtpu_passes::ir::{DType, Scalar, TensorType};
 
-use super::builder::{static_dims, Builder, LowerResult};
+use super::builder::{bug, static_dims, Builder, LowerResult};
 
 /// `start + i * step` for `i` in `0..n`, computed in the output dtype.
 pub(super) fn arange<'c, 'b>(
@@ -42,7 +42,7 @@ pub(super) fn literal<'c, 'b>(b: &Builder<'c, 'b>, values: &[Scalar], out: &Tens
             (DType::I64, _) => as_int(v).to_le_bytes().into(),
             (DType::F32, Scalar::Float(x)) => (x as f32).to_le_bytes().into(),
             (DType::F32, _) => (as_int(v) as f32).to_le_bytes().into(),
-            (d, _) => return Err(format!("internal: literals of dtype {d} are not supported")),
+            (d, _) => return Err(bug(format!("literals of dtype {d} are not supported"))),
         };
         for byte in bytes {
             hex.push_str(&format!("{byte:02X}"));

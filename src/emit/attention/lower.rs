@@ -5,7 +5,7 @@
 use melior::ir::{Block, Value};
 use torchtpu_passes::ir::{DType, Scalar, TensorType};
 
-use super::super::builder::{accumulation_dtype, static_dims, Builder, LowerResult};
+use super::super::builder::{accumulation_dtype, bug, static_dims, Builder, LowerResult};
 use super::super::EmitOptions;
 use super::skip::{Masks, Skip};
 use super::Plan;
@@ -134,7 +134,7 @@ impl<'c, 'x> Step<'_, 'c, 'x> {
     ) -> LowerResult<[Value<'c, 'x>; 3]> {
         let all: Vec<usize> = (0..operands.len()).collect();
         let blocked = self.cut_operands(i, &all, operands, args)?;
-        let blocked = blocked.into_iter().map(|v| v.ok_or("internal: an operand was not cut"));
+        let blocked = blocked.into_iter().map(|v| v.ok_or_else(|| bug("an operand was not cut")));
         let blocked = blocked.collect::<Result<Vec<_>, _>>()?;
         let (m, l, acc) = self.run((state[0], state[1], state[2]), &blocked, opts)?;
         Ok([m, l, acc])
@@ -151,7 +151,7 @@ impl<'c, 'x> Step<'_, 'c, 'x> {
     ) -> LowerResult<Value<'c, 'x>> {
         let b = self.b;
         let blocked = self.cut_operands(i, &skip.masks_reads, operands, args)?;
-        let reads = skip.masks_reads.iter().map(|&k| blocked[k].ok_or("internal: a mask's operand was not cut"));
+        let reads = skip.masks_reads.iter().map(|&k| blocked[k].ok_or_else(|| bug("a mask's operand was not cut")));
         let masks = super::super::control::inline(b, &skip.masks, reads.collect::<Result<_, _>>()?, opts)?;
         let mut live: Option<Value> = None;
         for (&mask, (ty, kind)) in masks.iter().zip(&skip.kinds) {
@@ -174,7 +174,7 @@ impl<'c, 'x> Step<'_, 'c, 'x> {
                 Some(prev) => b.op("stablehlo.and", &[prev, any], &[], DType::Bool, &[])?,
             });
         }
-        live.ok_or_else(|| "internal: a skip without masks".to_string())
+        live.ok_or_else(|| bug("a skip without masks"))
     }
 
     /// Block `i` of the operands `which` (those cut along the keys; the others whole), at
