@@ -80,6 +80,8 @@ impl Error {
             #[cfg(feature = "mlir")]
             Error::Lower(crate::driver::LowerError::Emit(crate::emit::EmitError::Internal(_))) => "internal",
             #[cfg(feature = "mlir")]
+            Error::Lower(crate::driver::LowerError::Pass(e)) if e.is_bug() => "internal",
+            #[cfg(feature = "mlir")]
             Error::Lower(_) => "lowering",
             Error::Plugin { .. } => "plugin",
             Error::Run(e) if e.is_environment() => "plugin",
@@ -138,15 +140,18 @@ mod tests {
         assert_ne!(Error::Unsupported("x".into()).kind(), e.kind());
     }
 
-    /// The emitter's broken invariants are of the same kind, not `lowering`.
+    /// The emitter's and the passes' broken invariants are of the same kind, not `lowering`.
     #[cfg(feature = "mlir")]
     #[test]
-    fn an_emitter_bug_is_internal() {
+    fn a_bug_of_the_emitter_or_a_pass_is_internal() {
         use crate::driver::LowerError;
         use crate::emit::EmitError;
         let e = Error::Lower(LowerError::Emit(EmitError::Internal("node `x` (): a missing operand".into())));
         assert_eq!(e.kind(), "internal");
         assert!(e.to_string().contains("a bug in torchtpu-compile"), "{e}");
         assert_eq!(Error::Lower(LowerError::Emit(EmitError::Lowering(vec![]))).kind(), "lowering");
+        let pass = |fail| Error::Lower(LowerError::Pass(torchtpu_passes::PassError::of("bucket_masks", fail)));
+        assert_eq!(pass(torchtpu_passes::bug("a dim of no pieces")).kind(), "internal");
+        assert_eq!(pass("regroups dynamic dims".into()).kind(), "lowering");
     }
 }

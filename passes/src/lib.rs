@@ -27,6 +27,6 @@ pub mod testing;
 pub mod verify;
 pub mod weight_layout;
 
-pub use pass::{Pass, PassError, PassReport};
+pub use pass::{bug, Fail, Pass, PassError, PassReport};
 pub use pipeline::{pass_info, PassInfo, PassOptions, Pipeline, PASSES};
 pub use verify::{verify, NodeError, VerifyError};

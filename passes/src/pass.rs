@@ -1,5 +1,6 @@
 //! What a graph pass is: the [`Pass`] trait, the context a pass records into ([`PassCx`]), its
-//! error and its report. A leaf: every pass imports it, and it imports no pass; the registry
+//! error and its report, and [`Fail`], why one node could not be handled (a refusal of the
+//! program or a bug), which the emitter shares. A leaf: every pass imports it, and it imports no pass; the registry
 //! and the pipeline that run the passes are in [`crate::pipeline`].
 //!
 //! A [`Pass`] rewrites a static (specialized) graph in place and says what it changed. Passes
@@ -57,6 +58,73 @@ pub enum PassError {
         /// Why.
         reason: String,
     },
+    /// An invariant of the pass itself broke: a bug, never a verdict on the program.
+    #[error("internal error in pass `{pass}`, a bug in torchtpu-compile (please report it): {reason}")]
+    Bug {
+        /// The pass.
+        pass: &'static str,
+        /// What broke, and where.
+        reason: String,
+    },
+}
+
+impl PassError {
+    /// The error of `pass` for a [`Fail`]: `Failed` for a refusal, `Bug` for a bug.
+    pub fn of(pass: &'static str, fail: Fail) -> PassError {
+        match fail {
+            Fail::Refused(reason) => PassError::Failed { pass, reason },
+            Fail::Bug(reason) => PassError::Bug { pass, reason },
+        }
+    }
+
+    /// True for a bug of the compiler (a broken invariant), false for a refusal of the program.
+    pub fn is_bug(&self) -> bool {
+        matches!(self, PassError::Bug { .. } | PassError::BrokeInvariant { .. })
+    }
+}
+
+/// Why one node could not be handled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fail {
+    /// The program asks for what this pass or lowering does not provide: a message for the user.
+    Refused(String),
+    /// An invariant broke (a factor we made has no size, MLIR refused what we built): a bug in
+    /// torchtpu-compile, never a verdict on the user's program. Made with [`bug`].
+    Bug(String),
+}
+
+impl From<String> for Fail {
+    fn from(reason: String) -> Fail {
+        Fail::Refused(reason)
+    }
+}
+
+impl From<&str> for Fail {
+    fn from(reason: &str) -> Fail {
+        Fail::Refused(reason.to_string())
+    }
+}
+
+impl Fail {
+    /// The same kind of failure, its reason rewritten (said from further out: `node `x`: …`).
+    pub fn map(self, f: impl FnOnce(String) -> String) -> Fail {
+        match self {
+            Fail::Refused(r) => Fail::Refused(f(r)),
+            Fail::Bug(r) => Fail::Bug(f(r)),
+        }
+    }
+
+    /// The reason, whichever the kind.
+    pub fn reason(self) -> String {
+        match self {
+            Fail::Refused(r) | Fail::Bug(r) => r,
+        }
+    }
+}
+
+/// A broken invariant; `.map_err(bug)` for a library's own errors.
+pub fn bug(reason: impl std::fmt::Display) -> Fail {
+    Fail::Bug(reason.to_string())
 }
 
 /// One graph rewrite.

@@ -13,53 +13,11 @@ use melior::ir::RegionLike;
 use melior::ir::{Block, Identifier, Location, Region, Value};
 use melior::Context;
 use torchtpu_passes::ir::{DType, Dim, Scalar, TensorType};
+pub(super) use torchtpu_passes::{bug, Fail};
 
-/// The result of lowering one node.
+/// The result of lowering one node: `Fail::Refused` for what the program asks and the emitter
+/// does not provide, `Fail::Bug` (`bug(…)`) for a broken invariant.
 pub(super) type LowerResult<T> = Result<T, Fail>;
-
-/// Why one node could not be lowered.
-#[derive(Debug)]
-pub(super) enum Fail {
-    /// The program asks for what this lowering does not provide: a message for the user.
-    Refused(String),
-    /// An invariant of the emitter broke (MLIR refused what we built, an operand we made is
-    /// missing): a bug in torchtpu-compile, never a verdict on the user's program.
-    Bug(String),
-}
-
-impl From<String> for Fail {
-    fn from(reason: String) -> Fail {
-        Fail::Refused(reason)
-    }
-}
-
-impl From<&str> for Fail {
-    fn from(reason: &str) -> Fail {
-        Fail::Refused(reason.to_string())
-    }
-}
-
-impl Fail {
-    /// The same failure, its reason said from further out (`node `x`: …`).
-    pub(super) fn within(self, context: impl std::fmt::Display) -> Fail {
-        match self {
-            Fail::Refused(r) => Fail::Refused(format!("{context}: {r}")),
-            Fail::Bug(r) => Fail::Bug(format!("{context}: {r}")),
-        }
-    }
-
-    /// The reason, whichever the kind.
-    pub(super) fn reason(self) -> String {
-        match self {
-            Fail::Refused(r) | Fail::Bug(r) => r,
-        }
-    }
-}
-
-/// A broken invariant of the emitter; `.map_err(bug)` for MLIR's own errors.
-pub(super) fn bug(reason: impl std::fmt::Display) -> Fail {
-    Fail::Bug(reason.to_string())
-}
 
 /// Builds operations into one block.
 pub(super) struct Builder<'c, 'b> {

@@ -162,7 +162,7 @@ fn lower_into<'c>(
             return Err(format!("node `{}`: a random op inside a composite", node.name).into());
         }
         let outs = emit_node(&b, graph, id, &args, opts, &mut None)
-            .map_err(|e| e.within(format_args!("node `{}`", node.name)))?;
+            .map_err(|e| e.map(|r| format!("node `{}`: {r}", node.name)))?;
         for (slot, v) in outs.into_iter().enumerate() {
             values.insert(ValueRef { node: id, slot: slot as u16 }, v);
         }
@@ -192,7 +192,7 @@ fn lower_blocked<'c>(
         .enumerate()
         .map(|(i, v)| Ok((Value::from(block.argument(i).map_err(bug)?), graph.value_type(*v))))
         .collect::<LowerResult<Vec<_>>>()?;
-    let out = attention::lower(&b, plan, &args, opts).map_err(|e| e.within(format_args!("node `{}`", root.name)))?;
+    let out = attention::lower(&b, plan, &args, opts).map_err(|e| e.map(|r| format!("node `{}`: {r}", root.name)))?;
     let ret = OperationBuilder::new("func.return", Location::unknown(ctx)).add_operands(&[out]).build().map_err(bug)?;
     block.append_operation(ret);
     Ok(())

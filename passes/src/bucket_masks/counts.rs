@@ -17,12 +17,13 @@
 
 use std::collections::BTreeSet;
 
-use super::{DynDims, Factors, Masker};
+use super::{DynDims, Factors, Masker, Res};
 use crate::ir::ops::{Arange, ArangeSym, Convert, Full, IndexSelect, Reduce, Select, Slice, SymInt, SymSize};
 use crate::ir::{
     norm_dim, BinaryOp, DType, Dim, Graph, NodeId, Op, Operand, OutputKind, ReduceOp, Scalar, SymExpr, TensorType,
     ValueRef,
 };
+use crate::pass::bug;
 use crate::specialize::count_symbol;
 
 /// Why a `nonzero`'s coordinates along a merged dim cannot be used as they are.
@@ -43,7 +44,7 @@ impl Masker<'_> {
     /// counted; a real element keeps its coordinates in the padded layout, and row-major order
     /// over the real elements is the same), and the real count `min(sum(x != 0), bound)`
     /// recorded as the value of its symbol.
-    pub(super) fn nonzero(&mut self, graph: &mut Graph, id: NodeId, in_dyn: &[DynDims]) -> Result<(), String> {
+    pub(super) fn nonzero(&mut self, graph: &mut Graph, id: NodeId, in_dyn: &[DynDims]) -> Res<()> {
         if !in_dyn[0].is_empty() {
             self.columns.insert(ValueRef { node: id, slot: 0 }, in_dyn[0].clone());
         }
@@ -74,14 +75,14 @@ impl Masker<'_> {
 
     /// `item()` used as a size: its value, clamped to `[0, bound]`, is the symbol's real value
     /// (what is outside is refused by the caller, which gets the value unclamped).
-    pub(super) fn item(&mut self, graph: &mut Graph, id: NodeId) -> Result<(), String> {
+    pub(super) fn item(&mut self, graph: &mut Graph, id: NodeId) -> Res<()> {
         let symbol = graph.node(id).symbolic.as_ref().and_then(|s| count_symbol(&s.op)).map(str::to_string);
         let Some(symbol) = symbol else { return Ok(()) };
         // Without a declared maximum, the value is only used as a number (see `computed_bounds`).
         if self.spec.bounds.get(&symbol).and_then(|b| b.max).is_none() {
             return Ok(());
         }
-        let bound = *self.spec.values.get(&symbol).ok_or("internal: an item() with no bound")?;
+        let bound = *self.spec.values.get(&symbol).ok_or_else(|| bug("an item() with no bound"))?;
         let value = ValueRef { node: id, slot: 0 };
         let scalar = TensorType::new(DType::I64, &[]);
         let int = |v| Operand::Scalar(Scalar::Int(v));
@@ -95,10 +96,10 @@ impl Masker<'_> {
     /// A `nonzero`'s coordinates along a padded dim are positions of it (see
     /// [`Masker::columns`]): the column a slice or select takes out is recorded as such. Along
     /// a merged dim they are the bucket's positions, so no other use may read them as numbers.
-    pub(super) fn follow_columns(&mut self, graph: &Graph, id: NodeId) -> Result<(), String> {
+    pub(super) fn follow_columns(&mut self, graph: &Graph, id: NodeId) -> Res<()> {
         let ins = graph.inputs(id);
         let merged = |m: &Self, v: &ValueRef| m.columns.get(v).is_some_and(|c| c.values().any(|f| f.len() > 1));
-        let refused = |m: &Self| if ins.iter().any(|v| merged(m, v)) { Err(COORDINATES.to_string()) } else { Ok(()) };
+        let refused = |m: &Self| if ins.iter().any(|v| merged(m, v)) { Err(COORDINATES.into()) } else { Ok(()) };
         let Some(columns) = ins.first().and_then(|v| self.columns.get(v)).cloned() else { return refused(self) };
         let taken = match &graph.node(id).op {
             Op::SymSize(_) => return Ok(()),
@@ -121,7 +122,7 @@ impl Masker<'_> {
     /// The real value of every computed size an output's dims use, and of every `item()`
     /// (unclamped, so that the caller can refuse a value outside its range), as outputs after
     /// all others, in symbol order; none for a program without outputs.
-    pub(super) fn size_outputs(&mut self, graph: &mut Graph) -> Result<(), String> {
+    pub(super) fn size_outputs(&mut self, graph: &mut Graph) -> Res<()> {
         let computed = computed_symbols(graph);
         let mut used = BTreeSet::new();
         for o in graph.outputs() {
@@ -148,7 +149,7 @@ impl Masker<'_> {
 impl Masker<'_> {
     /// The real value of `e` as an `i64[]` value (sums, products, `min` and `max` of symbols,
     /// and their floor division and modulo by a constant).
-    pub(super) fn length(&mut self, graph: &mut Graph, at: NodeId, e: &SymExpr) -> Result<ValueRef, String> {
+    pub(super) fn length(&mut self, graph: &mut Graph, at: NodeId, e: &SymExpr) -> Res<ValueRef> {
         if let Some(&v) = self.lengths.get(e) {
             return Ok(v);
         }
@@ -163,7 +164,7 @@ impl Masker<'_> {
                 let (consts, rest): (Vec<&SymExpr>, Vec<&SymExpr>) = terms.iter().partition(|t| t.as_const().is_some());
                 let mut acc = match rest.first() {
                     Some(first) => self.length(graph, at, first)?,
-                    None => return Err(format!("`{e}` has no symbol")),
+                    None => return Err(format!("`{e}` has no symbol").into()),
                 };
                 for t in &rest[1..] {
                     let v = self.length(graph, at, t)?;
@@ -190,7 +191,7 @@ impl Masker<'_> {
                 let c = Operand::Scalar(Scalar::Int(b.as_const().unwrap_or(1)));
                 self.binary(graph, at, op, c, &[a], scalar)
             }
-            _ => return Err(format!("the size `{e}` is not a sum of multiples of symbols")),
+            _ => return Err(format!("the size `{e}` is not a sum of multiples of symbols").into()),
         };
         self.lengths.insert(e.clone(), v);
         Ok(v)
@@ -199,7 +200,7 @@ impl Masker<'_> {
     /// An `arange` from a symbolic size (`arange(past, past + t)`): the bucket counts it from
     /// the padded size, so it counts from 0 instead and the real size is added: real positions
     /// hold eager's values, padded ones go on past them.
-    pub(super) fn arange_from_real(&mut self, graph: &mut Graph, id: NodeId, start: &SymExpr) -> Result<(), String> {
+    pub(super) fn arange_from_real(&mut self, graph: &mut Graph, id: NodeId, start: &SymExpr) -> Res<()> {
         let node = graph.node(id).clone();
         let Op::ArangeSym(ArangeSym { start: Dim::Static(from), end: Dim::Static(to), step }) = node.op else {
             return Err("an arange of symbolic sizes was not specialized".into());
@@ -221,7 +222,7 @@ impl Masker<'_> {
     /// position table cut at the past's length): the bucket would cut it at the padded start,
     /// so it reads from the real start instead, rows `start + i·step` clamped into the dim (those
     /// past the real length are padding). The other dims keep their layouts.
-    pub(super) fn slice_from_real(&mut self, graph: &mut Graph, id: NodeId, start: &SymExpr) -> Result<(), String> {
+    pub(super) fn slice_from_real(&mut self, graph: &mut Graph, id: NodeId, start: &SymExpr) -> Res<()> {
         let node = graph.node(id).clone();
         let Op::Slice(Slice { dim, start: Dim::Static(_), step, .. }) = node.op else {
             return Err("a slice at a symbolic start was not specialized".into());
@@ -248,7 +249,7 @@ impl Masker<'_> {
     }
 
     /// `sym_size` and size arithmetic (`SymInt`): their values become the real sizes.
-    pub(super) fn real_size(&mut self, graph: &mut Graph, id: NodeId) -> Result<(), String> {
+    pub(super) fn real_size(&mut self, graph: &mut Graph, id: NodeId) -> Res<()> {
         let node = graph.node(id);
         let len = match (&node.op, node.symbolic.as_ref().map(|s| &s.op)) {
             (Op::SymSize(SymSize { dim }), _) => {

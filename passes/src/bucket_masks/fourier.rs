@@ -13,9 +13,10 @@
 //! follows the real size) is refused.
 
 use super::rules::Across;
-use super::{static_view, Masker, MERGED};
+use super::{static_view, Masker, Res, MERGED};
 use crate::ir::ops::{Complex, Convert, Fft, Mm, Permute, Select, ViewAsReal};
 use crate::ir::{BinaryOp, DType, Graph, NodeId, Op, Operand, Scalar, SymExpr, TensorType, UnaryOp, ValueRef};
+use crate::pass::bug;
 
 /// A complex value as its parts (`None`: a real value, no imaginary part).
 type Parts = (ValueRef, Option<ValueRef>);
@@ -23,13 +24,7 @@ type Parts = (ValueRef, Option<ValueRef>);
 impl Masker<'_> {
     /// `fft` (see the module docs): the static transformed dims through the op itself, the
     /// padded ones (`across`) each as a product with its real length's DFT matrix.
-    pub(super) fn fourier(
-        &mut self,
-        graph: &mut Graph,
-        id: NodeId,
-        fft: &Fft,
-        across: &[Across],
-    ) -> Result<(), String> {
+    pub(super) fn fourier(&mut self, graph: &mut Graph, id: NodeId, fft: &Fft, across: &[Across]) -> Res<()> {
         let x = graph.inputs(id)[0];
         let (xt, out) = (Self::ty(graph, x), graph.node(id).outputs[0].clone());
         let part = out.dtype.complex_part().filter(|_| !fft.onesided || xt.dtype.is_complex());
@@ -75,11 +70,11 @@ impl Masker<'_> {
         }
         // Every padded dim's product gave both parts.
         let (mut re, im) = parts;
-        let mut im = im.ok_or("internal: a Fourier transform with no dynamic dim")?;
+        let mut im = im.ok_or_else(|| bug("a Fourier transform with no dynamic dim"))?;
         if fft.normalization != 0 {
             let statics_size: i64 = statics.iter().map(|&d| dims[d]).product();
             let factor =
-                self.normalization(graph, id, count.ok_or("internal: no padded dim")?, statics_size, fft, part);
+                self.normalization(graph, id, count.ok_or_else(|| bug("no padded dim"))?, statics_size, fft, part);
             let ty = Self::ty(graph, re);
             re = self.binary(graph, id, BinaryOp::Mul, Operand::Tensor, &[re, factor], ty.clone());
             im = self.binary(graph, id, BinaryOp::Mul, Operand::Tensor, &[im, factor], ty);
@@ -92,14 +87,7 @@ impl Masker<'_> {
     }
 
     /// `z`'s real and imaginary parts (a real `z` has no imaginary part).
-    fn parts(
-        &mut self,
-        graph: &mut Graph,
-        id: NodeId,
-        z: ValueRef,
-        part: DType,
-        dims: &[i64],
-    ) -> Result<Parts, String> {
+    fn parts(&mut self, graph: &mut Graph, id: NodeId, z: ValueRef, part: DType, dims: &[i64]) -> Res<Parts> {
         let zt = Self::ty(graph, z);
         if !zt.dtype.is_complex() {
             let re = if zt.dtype == part {
@@ -131,7 +119,7 @@ impl Masker<'_> {
         (d, n): (usize, ValueRef),
         (part, inverse): (DType, bool),
         dims: &[i64],
-    ) -> Result<Parts, String> {
+    ) -> Res<Parts> {
         let p = dims[d];
         let (cos, sin) = self.dft_matrix(graph, id, n, p, (part, inverse));
         let mut perm: Vec<usize> = (0..dims.len()).filter(|&k| k != d).collect();

@@ -70,7 +70,7 @@ use crate::ir::{
     norm_dim, BinaryOp, Bounds, DType, Dim, Graph, InputKind, Node, NodeId, Op, Operand, Product, Scalar, SymExpr,
     Symbolic, TensorType, ValueRef,
 };
-use crate::pass::{Changed, Pass, PassCx, PassError};
+use crate::pass::{bug, Changed, Fail, Pass, PassCx, PassError};
 
 /// A `view` to the static `dims`.
 fn static_view(dims: &[i64]) -> Op {
@@ -105,6 +105,10 @@ type Factors = Vec<SymExpr>;
 
 /// The dims of a value that have padding: dim → its factors.
 type DynDims = BTreeMap<usize, Factors>;
+
+/// A rule's result: `Fail::Refused` names why a node cannot be made exact, `Fail::Bug` a
+/// broken invariant of the pass.
+type Res<T> = Result<T, Fail>;
 
 struct Masker<'a> {
     spec: &'a BucketSpec,
@@ -275,7 +279,7 @@ impl Masker<'_> {
         at: NodeId,
         (rank, d, n): (usize, usize, i64),
         factors: &[SymExpr],
-    ) -> Result<ValueRef, String> {
+    ) -> Res<ValueRef> {
         let mut shape = vec![1i64; rank];
         shape[d] = n;
         let index_ty = TensorType::new(DType::I64, &shape);
@@ -289,10 +293,10 @@ impl Masker<'_> {
         };
         let Some(pieces) = self.pieces_of(factors) else {
             if factors.len() > 1 && self.product(factors)? != n {
-                return Err("internal: the factors of a dim do not make its size".into());
+                return Err(bug("the factors of a dim do not make its size"));
             }
             let valid = self.within_factors(graph, at, iota, &shape, factors)?;
-            return valid.ok_or_else(|| "internal: a padded dim with no dynamic factor".into());
+            return valid.ok_or_else(|| bug("a padded dim with no dynamic factor"));
         };
         // Each piece: inside its span, and real by its own factors there.
         let bool_ty = TensorType::new(DType::Bool, &shape);
@@ -317,7 +321,7 @@ impl Masker<'_> {
             let and = |m: &mut Self, graph: &mut Graph, a, b| {
                 m.binary(graph, at, BinaryOp::LogicalAnd, Operand::Tensor, &[a, b], bool_ty.clone())
             };
-            let mut inside = conditions.first().copied().ok_or("internal: a piece that is the whole dim")?;
+            let mut inside = conditions.first().copied().ok_or_else(|| bug("a piece that is the whole dim"))?;
             for &c in &conditions[1..] {
                 inside = and(self, graph, inside, c);
             }
@@ -327,11 +331,11 @@ impl Masker<'_> {
             });
             start = end;
         }
-        valid.ok_or_else(|| "internal: a dim of no pieces".into())
+        valid.ok_or_else(|| bug("a dim of no pieces"))
     }
 
     /// The bucket's size of a dim of `factors`.
-    fn product(&self, factors: &[SymExpr]) -> Result<i64, String> {
+    fn product(&self, factors: &[SymExpr]) -> Res<i64> {
         factors
             .iter()
             .try_fold(1i64, |n, e| self.padded(e).and_then(|p| n.checked_mul(p)))
@@ -347,7 +351,7 @@ impl Masker<'_> {
         index: ValueRef,
         shape: &[i64],
         factors: &[SymExpr],
-    ) -> Result<Option<ValueRef>, String> {
+    ) -> Res<Option<ValueRef>> {
         let sizes: Vec<i64> = factors.iter().map(|e| self.padded(e)).collect::<Option<_>>().ok_or("not specialized")?;
         let index_ty = TensorType::new(DType::I64, shape);
         let bool_ty = TensorType::new(DType::Bool, shape);
@@ -401,7 +405,7 @@ impl Masker<'_> {
         (v, d): (ValueRef, usize),
         factors: &[SymExpr],
         fill: Scalar,
-    ) -> Result<ValueRef, String> {
+    ) -> Res<ValueRef> {
         let ty = Self::ty(graph, v);
         let n = ty.dims[d].as_static().ok_or("not specialized")?;
         let valid = self.real_positions(graph, at, (ty.rank(), d, n), factors)?;
@@ -411,14 +415,7 @@ impl Masker<'_> {
     }
 
     /// Masks input `slot` of `id` along its dims among `dims` that have padding.
-    fn mask_input(
-        &mut self,
-        graph: &mut Graph,
-        id: NodeId,
-        slot: usize,
-        dims: &[usize],
-        fill: Scalar,
-    ) -> Result<(), String> {
+    fn mask_input(&mut self, graph: &mut Graph, id: NodeId, slot: usize, dims: &[usize], fill: Scalar) -> Res<()> {
         let v = graph.inputs(id)[slot];
         let dd = self.dyn_dims(graph, v);
         let mut cur = v;
@@ -453,7 +450,7 @@ impl Masker<'_> {
     }
 
     /// Handles one node; `Err` names why it cannot be made safe.
-    fn visit(&mut self, graph: &mut Graph, id: NodeId) -> Result<(), String> {
+    fn visit(&mut self, graph: &mut Graph, id: NodeId) -> Res<()> {
         let node = graph.node(id).clone();
         let ins = graph.inputs(id);
         self.follow_positions(graph, id, &node)?;
@@ -527,7 +524,8 @@ impl Masker<'_> {
                                  is padded as [{}], another input's as [{}]",
                                 shown(f),
                                 shown(&g)
-                            ));
+                            )
+                            .into());
                         }
                         _ => {
                             carried.insert((l.out, l.out_dim), (f.clone(), (slot, d)));
@@ -562,7 +560,7 @@ impl Masker<'_> {
     /// Positions along a dim of factors are the bucket's, not the real ones: they flow only
     /// into what indexes that dim (and the moves of values that keep them); positions along
     /// a prefix are real positions, usable as numbers. Records what each op makes of them.
-    fn follow_positions(&mut self, graph: &Graph, id: NodeId, node: &Node) -> Result<(), String> {
+    fn follow_positions(&mut self, graph: &Graph, id: NodeId, node: &Node) -> Res<()> {
         let ins = graph.inputs(id);
         let out = ValueRef { node: id, slot: 0 };
         let first = ins.first().and_then(|v| self.positions.get(v).cloned());
@@ -669,7 +667,9 @@ impl Masker<'_> {
             };
             if let Some(d) = indexed {
                 if !x_dims().get(&d).is_some_and(|g| self.same_factors(g, f)) {
-                    return Err(format!("indexes dim {d} with positions of another dim that merges a dynamic size"));
+                    return Err(
+                        format!("indexes dim {d} with positions of another dim that merges a dynamic size").into()
+                    );
                 }
             }
         }
@@ -697,7 +697,7 @@ impl Masker<'_> {
 
     /// No result returns positions along a dim of factors (they are the bucket's, not the real
     /// ones), or a dim whose real positions are not a prefix.
-    fn check_outputs(&self, graph: &Graph) -> Result<(), String> {
+    fn check_outputs(&self, graph: &Graph) -> Res<()> {
         for o in graph.outputs() {
             // Results are cut back to a prefix of each dim: one whose real positions are not a
             // prefix would be cut wrong.
@@ -709,7 +709,8 @@ impl Masker<'_> {
                      dynamic size under other dims, or is made of pieces): view or slice it back before returning it",
                     node.name,
                     op_name(node)
-                ));
+                )
+                .into());
             }
             let positions = [&self.positions, &self.perms].iter().any(|m| m.get(&o.value).is_some_and(|f| f.len() > 1));
             let coordinates = self.columns.get(&o.value).is_some_and(|c| c.values().any(|f| f.len() > 1));
@@ -720,7 +721,8 @@ impl Masker<'_> {
                      bucket's, not the real ones",
                     node.name,
                     op_name(node)
-                ));
+                )
+                .into());
             }
         }
         Ok(())
@@ -774,15 +776,13 @@ impl Pass for BucketMasks {
             m.visit(graph, id).map_err(|why| {
                 let node = graph.node(id);
                 let line = node.origin.source_line().map(|l| format!(" ({l})")).unwrap_or_default();
-                PassError::Failed {
-                    pass: "bucket_masks",
-                    reason: format!("node `{}` ({}){line} {why}", node.name, op_name(node)),
-                }
+                PassError::of(self.name(), why.map(|r| format!("node `{}` ({}){line} {r}", node.name, op_name(node))))
             })?;
         }
-        m.relayout_outputs(graph).map_err(|reason| PassError::Failed { pass: "bucket_masks", reason })?;
-        m.check_outputs(graph).map_err(|reason| PassError::Failed { pass: "bucket_masks", reason })?;
-        m.size_outputs(graph).map_err(|reason| PassError::Failed { pass: "bucket_masks", reason })?;
+        let failed = |why| PassError::of(self.name(), why);
+        m.relayout_outputs(graph).map_err(failed)?;
+        m.check_outputs(graph).map_err(failed)?;
+        m.size_outputs(graph).map_err(failed)?;
         cx.note(m.masks, "masks past the real sizes");
         Ok(Changed::Yes)
     }

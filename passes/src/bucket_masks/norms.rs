@@ -2,7 +2,7 @@
 //! the statistics taken over the real positions only.
 
 use super::rules::Across;
-use super::{static_view, Masker};
+use super::{static_view, Masker, Res};
 use crate::ir::ops::{Binary, Convert, GroupNorm, Reduce};
 use crate::ir::{
     BinaryOp, DType, Dim, Graph, NodeId, Op, Operand, ReduceOp, Scalar, SymExpr, TensorType, UnaryOp, ValueRef,
@@ -16,13 +16,7 @@ impl Masker<'_> {
     /// centred values zeroed past them; then the affine part per channel. In `f32` for lower
     /// precisions, as the op's own lowering. Only when the op's `mean` and `rstd` are unused
     /// (inference).
-    pub(super) fn group_norm(
-        &mut self,
-        graph: &mut Graph,
-        id: NodeId,
-        gn: &GroupNorm,
-        across: &[Across],
-    ) -> Result<(), String> {
+    pub(super) fn group_norm(&mut self, graph: &mut Graph, id: NodeId, gn: &GroupNorm, across: &[Across]) -> Res<()> {
         if across.iter().any(|(slot, d, f)| *slot != 0 || *d < 2 || f.len() > 1) {
             return Err("normalizes over dynamic channels or over merged dynamic dims".into());
         }
@@ -36,7 +30,7 @@ impl Masker<'_> {
         let dims: Vec<i64> = ty.dims.iter().map(Dim::as_static).collect::<Option<_>>().ok_or("not specialized")?;
         let (n, c, g) = (dims[0], dims[1], gn.groups);
         if g <= 0 || c % g != 0 {
-            return Err(format!("{c} channels do not split into {g} groups"));
+            return Err(format!("{c} channels do not split into {g} groups").into());
         }
         let out_ty = graph.node(id).outputs[0].clone();
         let acc = if matches!(ty.dtype, DType::F32 | DType::F64) { ty.dtype } else { DType::F32 };

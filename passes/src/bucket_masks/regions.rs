@@ -5,9 +5,10 @@
 //! operand is, since operands that merge a dynamic size under other dims are refused. A scan
 //! with a carry along a dynamic dim is refused: its padded steps would change the carry.
 
-use super::{op_name, DynDims, Masker, MERGED};
+use super::{op_name, DynDims, Masker, Res, MERGED};
 use crate::ir::ops::Scan;
 use crate::ir::{DType, Graph, InputKind, Node, NodeId, Op, TensorType, ValueRef};
+use crate::pass::bug;
 
 impl Masker<'_> {
     /// True when `op` has regions that need masking: padded operands, or symbolic sizes inside.
@@ -18,7 +19,7 @@ impl Masker<'_> {
     }
 
     /// Masks every region of the control-flow node `id` and passes it the real sizes.
-    pub(super) fn control_flow(&mut self, graph: &mut Graph, id: NodeId, in_dyn: &[DynDims]) -> Result<(), String> {
+    pub(super) fn control_flow(&mut self, graph: &mut Graph, id: NodeId, in_dyn: &[DynDims]) -> Res<()> {
         if in_dyn.iter().any(|d| d.values().any(|f| f.len() > 1)) {
             return Err(MERGED.into());
         }
@@ -39,7 +40,7 @@ impl Masker<'_> {
         }
         graph.node_mut(id).op = op;
         for (slot, s) in (ins.len()..).zip(&symbols) {
-            let size = *self.sizes.get(s).ok_or_else(|| format!("internal: no size input for `{s}`"))?;
+            let size = *self.sizes.get(s).ok_or_else(|| bug(format!("no size input for `{s}`")))?;
             let slot = u16::try_from(slot).map_err(|_| "too many operands".to_string())?;
             graph.connect(size, id, slot);
         }
@@ -47,7 +48,7 @@ impl Masker<'_> {
     }
 
     /// Masks one region, which gets an input per symbol for its real size.
-    fn mask_region(&mut self, region: &mut Graph, symbols: &[String]) -> Result<(), String> {
+    fn mask_region(&mut self, region: &mut Graph, symbols: &[String]) -> Res<()> {
         let mut inner = Masker::new(self.spec);
         for s in symbols {
             let index = region.graph_inputs().len();
@@ -58,14 +59,14 @@ impl Masker<'_> {
             );
             inner.sizes.insert(s.clone(), ValueRef { node: region.add_input(node), slot: 0 });
         }
-        let order = region.topo_order().map_err(|_| "internal: a region with a cycle".to_string())?;
+        let order = region.topo_order().map_err(|_| bug("a region with a cycle"))?;
         for id in order {
             inner.visit(region, id).map_err(|why| {
                 let node = region.node(id);
-                format!("in region `{}`: node `{}` ({}) {why}", region.name, node.name, op_name(node))
+                why.map(|r| format!("in region `{}`: node `{}` ({}) {r}", region.name, node.name, op_name(node)))
             })?;
         }
-        inner.check_outputs(region).map_err(|why| format!("in region `{}`: {why}", region.name))?;
+        inner.check_outputs(region).map_err(|why| why.map(|r| format!("in region `{}`: {r}", region.name)))?;
         self.masks += inner.masks;
         Ok(())
     }

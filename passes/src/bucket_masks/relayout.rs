@@ -13,9 +13,10 @@
 //! whose real rows it passes, at that piece's start in the bucket plus its place in the piece.
 //! A value returned with such a dim is gathered into a prefix before it is returned.
 
-use super::{Factors, Masker};
+use super::{Factors, Masker, Res};
 use crate::ir::ops::{Arange, IndexSelect, Where};
 use crate::ir::{BinaryOp, DType, Graph, NodeId, Op, Operand, Scalar, SymExpr, TensorType, ValueRef};
+use crate::pass::{bug, Fail};
 
 impl Masker<'_> {
     /// True when `prefix`, one factor, is the real size that `layout` (several factors, or
@@ -34,10 +35,10 @@ impl Masker<'_> {
 
     /// The bucket's size of a dim laid out as `layout`: its factors' product, or its pieces'
     /// sizes added.
-    fn layout_size(&self, layout: &[SymExpr]) -> Result<i64, String> {
+    fn layout_size(&self, layout: &[SymExpr]) -> Res<i64> {
         match self.pieces_of(layout) {
             Some(pieces) => pieces.iter().try_fold(0i64, |n, p| {
-                n.checked_add(self.product(p)?).ok_or_else(|| "a padded dim's size overflows".to_string())
+                n.checked_add(self.product(p)?).ok_or_else(|| Fail::from("a padded dim's size overflows"))
             }),
             None => self.product(layout),
         }
@@ -62,7 +63,7 @@ impl Masker<'_> {
         (slot, d): (usize, usize),
         layout: &[SymExpr],
         prefix: &[SymExpr],
-    ) -> Result<(), String> {
+    ) -> Res<()> {
         let v = graph.inputs(id)[slot];
         let moved = self.relayout(graph, id, (v, d), layout, prefix)?;
         graph.set_input(id, slot as u16, moved);
@@ -72,7 +73,7 @@ impl Masker<'_> {
     /// Every result whose dim is laid out other than as a prefix of its size (pieces, or
     /// factors making it) gathered into that prefix before it is returned; the others are left
     /// to `check_outputs`.
-    pub(super) fn relayout_outputs(&mut self, graph: &mut Graph) -> Result<(), String> {
+    pub(super) fn relayout_outputs(&mut self, graph: &mut Graph) -> Res<()> {
         let returned: Vec<ValueRef> = graph.outputs().iter().map(|o| o.value).collect();
         for v in returned {
             let laid: Vec<(usize, Factors)> =
@@ -99,7 +100,7 @@ impl Masker<'_> {
         (v, d): (ValueRef, usize),
         layout: &[SymExpr],
         prefix: &[SymExpr],
-    ) -> Result<ValueRef, String> {
+    ) -> Res<ValueRef> {
         let ty = Self::ty(graph, v);
         let n = ty.dims[d].as_static().ok_or("not specialized")?;
         let rows = TensorType::new(DType::I64, &[n]);
@@ -125,13 +126,7 @@ impl Masker<'_> {
 
     /// Where real row `r` is in a dim of pieces: in the piece whose real rows it passes, at
     /// that piece's start in the bucket plus its place among the piece's real rows.
-    fn rows_of_pieces(
-        &mut self,
-        graph: &mut Graph,
-        id: NodeId,
-        r: ValueRef,
-        pieces: &[Factors],
-    ) -> Result<ValueRef, String> {
+    fn rows_of_pieces(&mut self, graph: &mut Graph, id: NodeId, r: ValueRef, pieces: &[Factors]) -> Res<ValueRef> {
         let rows = Self::ty(graph, r);
         let flags = TensorType { dtype: DType::Bool, ..rows.clone() };
         let (mut at, mut real_start, mut padded_start): (Option<ValueRef>, Vec<SymExpr>, i64) = (None, vec![], 0);
@@ -158,17 +153,11 @@ impl Masker<'_> {
             real_start.push(SymExpr::Mul(piece.clone()).simplify());
             padded_start = padded_start.checked_add(self.product(piece)?).ok_or("a padded dim's size overflows")?;
         }
-        at.ok_or_else(|| "internal: a dim of no pieces".into())
+        at.ok_or_else(|| bug("a dim of no pieces"))
     }
 
     /// Where real row `r` is in a dim of factors (see the module docs).
-    fn rows_of_factors(
-        &mut self,
-        graph: &mut Graph,
-        id: NodeId,
-        r: ValueRef,
-        factors: &[SymExpr],
-    ) -> Result<ValueRef, String> {
+    fn rows_of_factors(&mut self, graph: &mut Graph, id: NodeId, r: ValueRef, factors: &[SymExpr]) -> Res<ValueRef> {
         let rows = Self::ty(graph, r);
         let (mut at, mut padded_stride, mut real_stride): (Option<ValueRef>, i64, Vec<SymExpr>) = (None, 1, vec![]);
         for f in factors.iter().rev() {
@@ -183,21 +172,15 @@ impl Masker<'_> {
                 None => term,
                 Some(a) => self.binary(graph, id, BinaryOp::Add, Operand::Tensor, &[a, term], rows.clone()),
             });
-            let size = self.padded(f).ok_or("internal: a factor with no size in the bucket")?;
+            let size = self.padded(f).ok_or_else(|| bug("a factor with no size in the bucket"))?;
             padded_stride = padded_stride.checked_mul(size).ok_or("a padded dim's size overflows")?;
             real_stride.push(f.clone());
         }
-        at.ok_or_else(|| "internal: a layout of no factors".into())
+        at.ok_or_else(|| bug("a layout of no factors"))
     }
 
     /// `op(x, e)` for the real value of size `e` (a constant stays a constant; 1 divides nothing).
-    fn by_size(
-        &mut self,
-        graph: &mut Graph,
-        id: NodeId,
-        (op, x): (BinaryOp, ValueRef),
-        e: &SymExpr,
-    ) -> Result<ValueRef, String> {
+    fn by_size(&mut self, graph: &mut Graph, id: NodeId, (op, x): (BinaryOp, ValueRef), e: &SymExpr) -> Res<ValueRef> {
         let ty = Self::ty(graph, x);
         Ok(match e.as_const() {
             Some(1) if op == BinaryOp::FloorDiv => x,

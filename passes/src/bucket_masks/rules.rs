@@ -1,7 +1,7 @@
 //! The rules the ops' definitions name ([`PaddingRule`]): what each does along a padded dim it
 //! does not work along position by position. Every rule is matched: there is no catch-all.
 
-use super::{DynDims, Factors, Masker, MERGED, REFUSED};
+use super::{DynDims, Factors, Masker, Res, MERGED, REFUSED};
 use crate::ir::ops::{
     Binary, Convert, Convolution, Full, Gather, Index, IndexSelect, Pad, PaddingRule, Reduce, Slice, View, Where,
 };
@@ -9,6 +9,7 @@ use crate::ir::{
     norm_dim, ArgReduceOp, BinaryOp, DType, Dim, Graph, NodeId, Op, Operand, ReduceOp, Scalar, SymExpr, TensorType,
     ValueRef,
 };
+use crate::pass::bug;
 
 /// A padded dim an op reads across: operand slot, dim, its factors.
 pub(super) type Across = (usize, usize, Factors);
@@ -23,7 +24,7 @@ impl Masker<'_> {
         rule: &PaddingRule,
         in_dyn: &[DynDims],
         across: &[Across],
-    ) -> Result<(), String> {
+    ) -> Res<()> {
         let ins = graph.inputs(id);
         let rank = |slot: usize| Self::ty(graph, ins[slot]).rank();
         let prefix_only = || {
@@ -40,7 +41,7 @@ impl Masker<'_> {
             PaddingRule::Select { dim, index } => {
                 prefix_only()?;
                 let d = norm_dim(*dim, rank(0));
-                let len = in_dyn[0].get(&d).map(|f| f[0].clone()).ok_or("internal: no padded dim")?;
+                let len = in_dyn[0].get(&d).map(|f| f[0].clone()).ok_or_else(|| bug("no padded dim"))?;
                 match self.min_of(&len) {
                     Some(m) if *index >= 0 && *index < m => Ok(()),
                     Some(m) if *index < 0 && -*index <= m => self.select_from_end(graph, id, d, &len, *index),
@@ -117,7 +118,7 @@ impl Masker<'_> {
     /// is the prefix's, cut at the slice's end: the real rows it takes come first, as eager's
     /// `x[:, 1::2]`, Swin's merging of patches, takes them); along a dim of pieces, exactly some of its pieces
     /// (the attention sink sliced off the probabilities: `probs[..., :-1]`).
-    fn slice(&mut self, graph: &Graph, id: NodeId, slice: &Slice, across: &[Across]) -> Result<(), String> {
+    fn slice(&mut self, graph: &Graph, id: NodeId, slice: &Slice, across: &[Across]) -> Res<()> {
         let [(0, d, f)] = across else { return Err(REFUSED.into()) };
         if let Some(pieces) = self.pieces_of(f) {
             let size = Self::ty(graph, graph.inputs(id)[0]).dims[*d].as_static().ok_or("not specialized")?;
@@ -168,7 +169,7 @@ impl Masker<'_> {
 
     /// `cat` along dim `d`: when only the last piece is padded the real positions stay a prefix;
     /// otherwise the result is a dim of pieces (scores with an attention sink appended).
-    fn cat(&mut self, graph: &Graph, id: NodeId, d: usize, in_dyn: &[DynDims]) -> Result<(), String> {
+    fn cat(&mut self, graph: &Graph, id: NodeId, d: usize, in_dyn: &[DynDims]) -> Res<()> {
         let ins = graph.inputs(id);
         let rank = graph.node(id).outputs[0].rank();
         let mut pieces = vec![];
@@ -197,7 +198,7 @@ impl Masker<'_> {
     /// A gather along a padded dim. Indices that are real positions of it (`arange`, a sort's
     /// indices) read real rows; along a prefix, other indices (computed from data: the offsets
     /// of an MoE's pieces of sorted tokens) are made so: see [`Masker::clamp_into_real_rows`].
-    fn gather(&mut self, graph: &mut Graph, id: NodeId, across: &[Across]) -> Result<(), String> {
+    fn gather(&mut self, graph: &mut Graph, id: NodeId, across: &[Across]) -> Res<()> {
         let ins = graph.inputs(id);
         let op = graph.node(id).op.clone();
         for (slot, d, f) in across {
@@ -212,7 +213,7 @@ impl Masker<'_> {
                 {
                     Some(1)
                 }
-                _ => return Err(format!("reads across the dynamic dim {d} of operand {slot}")),
+                _ => return Err(format!("reads across the dynamic dim {d} of operand {slot}").into()),
             };
             match index.map(|i| (i, self.positions.get(&ins[i]))) {
                 None if f.len() > 1 => return Err(MERGED.into()),
@@ -224,7 +225,7 @@ impl Masker<'_> {
                     self.clamp_into_real_rows(graph, id, i, &f[0])?
                 }
                 Some(_) => {
-                    return Err(format!("gathers along the dynamic dim {d} with indices that are not positions"))
+                    return Err(format!("gathers along the dynamic dim {d} with indices that are not positions").into())
                 }
             }
         }
@@ -235,13 +236,7 @@ impl Masker<'_> {
     /// `slot` of `id`: a negative one wrapped by the real length (as eager wraps it by its
     /// size), then all clamped into `[0, len)`. Every index eager accepts reads the row it
     /// reads in eager; one eager rejects (out of bounds) reads a real row too, never padding.
-    fn clamp_into_real_rows(
-        &mut self,
-        graph: &mut Graph,
-        id: NodeId,
-        slot: usize,
-        len: &SymExpr,
-    ) -> Result<(), String> {
+    fn clamp_into_real_rows(&mut self, graph: &mut Graph, id: NodeId, slot: usize, len: &SymExpr) -> Res<()> {
         let index = graph.inputs(id)[slot];
         let wrapped = self.wrapped(graph, id, index, len)?;
         let ty = Self::ty(graph, index);
@@ -256,10 +251,10 @@ impl Masker<'_> {
 
     /// `index` with its negative entries wrapped by the real length `len`, as eager wraps them
     /// by its size (the bucket's program would wrap them by the padded size).
-    fn wrapped(&mut self, graph: &mut Graph, id: NodeId, index: ValueRef, len: &SymExpr) -> Result<ValueRef, String> {
+    fn wrapped(&mut self, graph: &mut Graph, id: NodeId, index: ValueRef, len: &SymExpr) -> Res<ValueRef> {
         let ty = Self::ty(graph, index);
         if !ty.dtype.is_integer() {
-            return Err(format!("indexes a dynamic dim with {} indices", ty.dtype));
+            return Err(format!("indexes a dynamic dim with {} indices", ty.dtype).into());
         }
         let real = self.real_length_as(graph, id, len, ty.dtype)?;
         let bool_ty = TensorType { dtype: DType::Bool, dims: ty.dims.clone() };
@@ -270,13 +265,7 @@ impl Masker<'_> {
     }
 
     /// The real value of `len` as a scalar of `dtype`.
-    fn real_length_as(
-        &mut self,
-        graph: &mut Graph,
-        id: NodeId,
-        len: &SymExpr,
-        dtype: DType,
-    ) -> Result<ValueRef, String> {
+    fn real_length_as(&mut self, graph: &mut Graph, id: NodeId, len: &SymExpr, dtype: DType) -> Res<ValueRef> {
         let real = self.length(graph, id, len)?;
         if dtype == DType::I64 {
             return Ok(real);
@@ -307,7 +296,7 @@ impl Masker<'_> {
         id: NodeId,
         (present, accumulate): (&[bool], bool),
         in_dyn: &[DynDims],
-    ) -> Result<(), String> {
+    ) -> Res<()> {
         let ins = graph.inputs(id);
         if present == [true] && Self::ty(graph, ins[1]).dtype == DType::Bool {
             return self.masked_put(graph, id, in_dyn);
@@ -393,20 +382,20 @@ impl Masker<'_> {
     /// (one per true position, its leading dim padded after the real count) or values the same
     /// at every position land where eager puts them. Each padded dim of `self` must be one the
     /// mask covers, padded alike.
-    fn masked_put(&mut self, graph: &mut Graph, id: NodeId, in_dyn: &[DynDims]) -> Result<(), String> {
+    fn masked_put(&mut self, graph: &mut Graph, id: NodeId, in_dyn: &[DynDims]) -> Res<()> {
         if in_dyn[2].iter().any(|(&d, f)| d != 0 || f.len() > 1) {
             return Err("writes values padded inside (only their leading dim may be padded)".into());
         }
         let covered = |d: usize, f: &[SymExpr]| in_dyn[1].get(&d).is_some_and(|m| self.same_factors(m, f));
         if let Some((d, _)) = in_dyn[0].iter().find(|(&d, f)| !covered(d, f)) {
-            return Err(format!("writes into dim {d}, padded, which its boolean index does not cover alike"));
+            return Err(format!("writes into dim {d}, padded, which its boolean index does not cover alike").into());
         }
         self.write_through_mask(graph, id, in_dyn)
     }
 
     /// The end of a write through a boolean mask (input 1): the result keeps `self`'s merged
     /// dims, and the mask is set false wherever it is padded.
-    fn write_through_mask(&mut self, graph: &mut Graph, id: NodeId, in_dyn: &[DynDims]) -> Result<(), String> {
+    fn write_through_mask(&mut self, graph: &mut Graph, id: NodeId, in_dyn: &[DynDims]) -> Res<()> {
         let out = ValueRef { node: id, slot: 0 };
         for (&d, f) in in_dyn[0].iter().filter(|(_, f)| f.len() > 1) {
             self.merged.insert((out, d), f.clone());
@@ -422,7 +411,7 @@ impl Masker<'_> {
     /// eager needs no more elements than there are true positions. A padded dim of `self` that
     /// the mask broadcasts over would take elements between real ones: refused, unless it is
     /// `self`'s leading dim (its padding comes after every real position).
-    fn masked_scatter(&mut self, graph: &mut Graph, id: NodeId, in_dyn: &[DynDims]) -> Result<(), String> {
+    fn masked_scatter(&mut self, graph: &mut Graph, id: NodeId, in_dyn: &[DynDims]) -> Res<()> {
         if in_dyn[2].iter().any(|(&d, f)| d != 0 || f.len() > 1) {
             return Err("scatters a source padded inside (only its leading dim may be padded)".into());
         }
@@ -430,7 +419,7 @@ impl Masker<'_> {
             (Self::ty(graph, graph.inputs(id)[0]).rank(), Self::ty(graph, graph.inputs(id)[1]).rank());
         let masked = |d: usize| d + mask_rank >= rank && in_dyn[1].contains_key(&(d + mask_rank - rank));
         if let Some((d, _)) = in_dyn[0].iter().find(|(&d, f)| !(masked(d) || (d == 0 && f.len() == 1))) {
-            return Err(format!("scatters into dim {d}, padded, which its mask broadcasts over"));
+            return Err(format!("scatters into dim {d}, padded, which its mask broadcasts over").into());
         }
         self.write_through_mask(graph, id, in_dyn)
     }
@@ -444,9 +433,9 @@ impl Masker<'_> {
         id: NodeId,
         (present, accumulate): (&[bool], bool),
         in_dyn: &[DynDims],
-    ) -> Result<(), String> {
+    ) -> Res<()> {
         let ins = graph.inputs(id);
-        let refused = || Err("writes into a tensor with a dynamic dim".to_string());
+        let refused = || Err("writes into a tensor with a dynamic dim".into());
         // A permutation writes each position once: adding into zeros (`zeros.index_add(0,
         // perm, x)`, JetMoE's attention experts) is writing.
         let into_zeros = || {
@@ -481,13 +470,7 @@ impl Masker<'_> {
     /// real positions. Along factors, where padding may come first, only integer keys bounded
     /// by a static size (a router's expert ids) are exact: the padding gets the bound. Either
     /// way the indices are a permutation whose real entries are real positions.
-    fn sort(
-        &mut self,
-        graph: &mut Graph,
-        id: NodeId,
-        (descending, what): (bool, &str),
-        across: &[Across],
-    ) -> Result<(), String> {
+    fn sort(&mut self, graph: &mut Graph, id: NodeId, (descending, what): (bool, &str), across: &[Across]) -> Res<()> {
         let x = graph.inputs(id)[0];
         let [(0, d, f)] = across else { return Err(REFUSED.into()) };
         let dtype = graph.value_type(x).dtype;
@@ -497,7 +480,7 @@ impl Masker<'_> {
                 if descending { ReduceOp::Max } else { ReduceOp::Min }.identity(dtype)
             }
             (_, Some(&bound)) if !descending && dtype.is_integer() => Scalar::Int(bound),
-            _ => return Err(format!("{what} along a padded dim whose real positions are not a prefix, by keys that are not indices bounded by a static size")),
+            _ => return Err(format!("{what} along a padded dim whose real positions are not a prefix, by keys that are not indices bounded by a static size").into()),
         };
         let f = f.clone();
         self.mask_input(graph, id, 0, &[*d], fill)?;
@@ -518,7 +501,7 @@ impl Masker<'_> {
     /// it, so no padded box changes a real box's decision: the decisions and the order have
     /// their real positions first, and the order's values are real positions of the boxes (the
     /// `nonzero` after it masks the padded decisions).
-    fn nms(&mut self, graph: &mut Graph, id: NodeId, across: &[Across]) -> Result<(), String> {
+    fn nms(&mut self, graph: &mut Graph, id: NodeId, across: &[Across]) -> Res<()> {
         if across.iter().any(|(_, d, f)| *d != 0 || f.len() > 1) {
             return Err("suppresses along a dynamic dim that merges sizes, or along a box's coordinates".into());
         }
@@ -536,13 +519,7 @@ impl Masker<'_> {
     /// A convolution along a padded spatial dim (a causal convolution along a sequence): its
     /// input is zero past the real length, as the convolution's own padding is, so every real
     /// output reads what it reads at the real size.
-    fn convolution(
-        &mut self,
-        graph: &mut Graph,
-        id: NodeId,
-        conv: &Convolution,
-        across: &[Across],
-    ) -> Result<(), String> {
+    fn convolution(&mut self, graph: &mut Graph, id: NodeId, conv: &Convolution, across: &[Across]) -> Res<()> {
         if across.iter().any(|(slot, d, f)| *slot != 0 || *d < 2 || f.len() > 1) || conv.transposed {
             return Err("is dynamic along its channels or its weights, or is transposed".into());
         }
@@ -552,7 +529,7 @@ impl Masker<'_> {
 
     /// `constant_pad_nd` of a padded dim: on the left, the real positions stay a prefix
     /// (longer by the pad); on the right, the pad value is written from the real length on.
-    fn pad(&mut self, graph: &mut Graph, id: NodeId, pad: &Pad, across: &[Across]) -> Result<(), String> {
+    fn pad(&mut self, graph: &mut Graph, id: NodeId, pad: &Pad, across: &[Across]) -> Res<()> {
         let rank = Self::ty(graph, graph.inputs(id)[0]).rank();
         let mut out = ValueRef { node: id, slot: 0 };
         let users = graph.users(id);
@@ -578,7 +555,7 @@ impl Masker<'_> {
     /// positions (values below the real size, as eager requires), so they write real positions;
     /// the index's padding is set past the end of `d`, where the scatter drops it (a mask built
     /// from the chosen top-k keys: `full(-inf).scatter(-1, topk_indices, 0)`).
-    fn scatter(&mut self, graph: &mut Graph, id: NodeId, d: usize, across: &[Across]) -> Result<(), String> {
+    fn scatter(&mut self, graph: &mut Graph, id: NodeId, d: usize, across: &[Across]) -> Res<()> {
         let past_end = Self::ty(graph, graph.inputs(id)[0]).dims[d].as_static().ok_or("not specialized")?;
         // The source is read where the index is: padded alike along `d`, its padding is never read
         // once the index's padding points past the end.
@@ -605,7 +582,7 @@ impl Masker<'_> {
 
     /// `repeat` of a padded dim `c` times: `c` copies of the padded dim one after the other, a
     /// dim of factors `[c, …]` (the copy, then the dim's own factors).
-    fn repeat(&mut self, graph: &Graph, id: NodeId, repeats: &[Dim], across: &[Across]) -> Result<(), String> {
+    fn repeat(&mut self, graph: &Graph, id: NodeId, repeats: &[Dim], across: &[Across]) -> Res<()> {
         let shift = repeats.len().saturating_sub(Self::ty(graph, graph.inputs(id)[0]).rank());
         for (_, d, f) in across {
             let mut factors = vec![repeats[d + shift].to_expr()];
@@ -620,13 +597,7 @@ impl Masker<'_> {
 
     /// A matmul contracting `lhs.1` with `rhs.1` (`(slot, dim)` each): a padded contracting dim
     /// gets both operands zeroed past its real positions.
-    fn contract(
-        &mut self,
-        graph: &mut Graph,
-        id: NodeId,
-        lhs: (usize, usize),
-        rhs: (usize, usize),
-    ) -> Result<(), String> {
+    fn contract(&mut self, graph: &mut Graph, id: NodeId, lhs: (usize, usize), rhs: (usize, usize)) -> Res<()> {
         let ins = graph.inputs(id);
         let padded = |m: &Self, (slot, d): (usize, usize)| m.dyn_dims(graph, ins[slot]).remove(&d);
         if let (Some(l), Some(r)) = (padded(self, lhs), padded(self, rhs)) {
@@ -643,7 +614,8 @@ impl Masker<'_> {
                     "contracts a dim padded as [{}] with one padded as [{}]: their real positions differ",
                     shown(&l),
                     shown(&r)
-                ));
+                )
+                .into());
             }
         }
         let zero = Scalar::Float(0.0);
@@ -653,13 +625,7 @@ impl Masker<'_> {
 
     /// Reductions: padded reduced dims masked with the identity; `mean` divides the masked
     /// sum by the real count.
-    fn reduce(
-        &mut self,
-        graph: &mut Graph,
-        id: NodeId,
-        (op, dims): (ReduceOp, &[i64]),
-        x_dyn: &DynDims,
-    ) -> Result<(), String> {
+    fn reduce(&mut self, graph: &mut Graph, id: NodeId, (op, dims): (ReduceOp, &[i64]), x_dyn: &DynDims) -> Res<()> {
         let x = graph.inputs(id)[0];
         let ty = Self::ty(graph, x);
         let rank = ty.rank();
@@ -690,14 +656,7 @@ impl Masker<'_> {
 
     /// `x.select(d, -k)` on a dynamic dim: the index counts from the real end (`len - k`), read
     /// with `index_select` and the selected dim dropped.
-    fn select_from_end(
-        &mut self,
-        graph: &mut Graph,
-        id: NodeId,
-        d: usize,
-        len: &SymExpr,
-        index: i64,
-    ) -> Result<(), String> {
+    fn select_from_end(&mut self, graph: &mut Graph, id: NodeId, d: usize, len: &SymExpr, index: i64) -> Res<()> {
         let x = graph.inputs(id)[0];
         let real = self.length(graph, id, len)?;
         let scalar = TensorType::new(DType::I64, &[]);

@@ -13,8 +13,9 @@
 
 use std::collections::VecDeque;
 
-use super::{Factors, Masker};
+use super::{Factors, Masker, Res};
 use crate::ir::{Dim, Graph, NodeId, Op, Product, SymExpr, ValueRef};
+use crate::pass::Fail;
 
 /// One factor of a view's operand: a size, or a whole dim of pieces (its size and its record),
 /// which a result dim takes only whole and alone.
@@ -24,11 +25,11 @@ struct Factor {
 }
 
 impl Masker<'_> {
-    pub(super) fn view(&mut self, graph: &Graph, id: NodeId) -> Result<(), String> {
+    pub(super) fn view(&mut self, graph: &Graph, id: NodeId) -> Res<()> {
         let x = graph.inputs(id)[0];
         let out = ValueRef { node: id, slot: 0 };
         let (a, b) = (Self::symbolic_dims(graph, x), Self::symbolic_dims(graph, out));
-        let regroups = || format!("regroups dynamic dims ({} into {})", list(&a), list(&b));
+        let regroups = || Fail::from(format!("regroups dynamic dims ({} into {})", list(&a), list(&b)));
         if self.only_ones_differ(x, out, &a, &b) {
             return Ok(());
         }
@@ -88,8 +89,8 @@ impl Masker<'_> {
     }
 
     /// `e` as a product, or why it cannot be compared.
-    fn compared(&self, e: &SymExpr) -> Result<Product, String> {
-        self.as_product(e).ok_or_else(|| format!("cannot compare the size `{e}`"))
+    fn compared(&self, e: &SymExpr) -> Res<Product> {
+        self.as_product(e).ok_or_else(|| format!("cannot compare the size `{e}`").into())
     }
 
     /// A view that only drops or adds dims of size 1 (`[u0, 1] → [u0]`, a `nonzero`'s column
