@@ -76,6 +76,7 @@ impl Error {
     pub fn kind(&self) -> &'static str {
         use crate::run::RunError as R;
         match self {
+            Error::Import(ImportError::Bug { .. }) => "internal",
             Error::Import(_) => "archive",
             #[cfg(feature = "mlir")]
             Error::Lower(crate::driver::LowerError::Emit(crate::emit::EmitError::Internal(_))) => "internal",
@@ -125,6 +126,7 @@ impl From<crate::npy::NpyError> for Error {
 #[cfg(test)]
 mod tests {
     use super::Error;
+    use crate::import::ImportError;
 
     /// A broken invariant is a kind of its own that says it is a bug, never a refusal of the
     /// user's program.
@@ -138,6 +140,9 @@ mod tests {
              no bucket to compile"
         );
         assert_ne!(Error::Unsupported("x".into()).kind(), e.kind());
+        let import = Error::Import(ImportError::Bug { node: "n".into(), target: "t".into(), reason: "r".into() });
+        assert_eq!(import.kind(), "internal");
+        assert!(import.to_string().contains("a bug in torchtpu-compile"), "{import}");
     }
 
     /// The emitter's and the passes' broken invariants are of the same kind, not `lowering`.

@@ -65,6 +65,10 @@ pub enum ImportError {
     RangeConstraint { symbol: String, reason: String },
     #[error("node `{node}` ({target}): {reason}{}", at_line(stack))]
     Node { node: String, target: String, reason: String, stack: Option<String> },
+    /// An invariant of the importer broke while it translated a node: a bug, never a verdict
+    /// on the archive.
+    #[error("internal error while importing node `{node}` ({target}), a bug in torchtpu-compile (please report it): {reason}")]
+    Bug { node: String, target: String, reason: String },
     #[error("the imported graph is malformed: {0}")]
     Verify(#[from] VerifyError),
 }

@@ -11,14 +11,15 @@ use torchtpu_passes::ir::ops::{Convert, Literal};
 
 use torchtpu_passes::ir::ops::Expected;
 use torchtpu_passes::ir::{DType, Graph, Node, Op, Origin, Scalar, TensorType, ValueRef};
+use torchtpu_passes::{bug, Fail};
 
 use super::args::Args;
 
 /// Adds the nodes of one decomposition; see the module docs.
-pub(super) type Recipe = Box<dyn FnOnce(&mut Wire<'_>) -> Result<Vec<ValueRef>, String>>;
+pub(super) type Recipe = Box<dyn FnOnce(&mut Wire<'_>) -> Result<Vec<ValueRef>, Fail>>;
 
 /// Reads a node's arguments into a recipe.
-pub(super) type Decomposition = fn(&mut Args<'_>) -> Result<Recipe, String>;
+pub(super) type Decomposition = fn(&mut Args<'_>) -> Result<Recipe, Fail>;
 
 /// The graph under construction, seen from one FX node.
 pub(super) struct Wire<'a> {
@@ -40,34 +41,29 @@ impl Wire<'_> {
     }
 
     /// Adds a one-result op typed by its rule, which must tell the whole type.
-    pub(super) fn op(&mut self, op: Op, inputs: &[ValueRef]) -> Result<ValueRef, String> {
+    pub(super) fn op(&mut self, op: Op, inputs: &[ValueRef]) -> Result<ValueRef, Fail> {
         let expected = self.rule(&op, inputs)?;
         let ty = match expected.first() {
             Some(e) if !e.any_rank && e.dtype.is_some() && e.dims.iter().all(Option::is_some) => TensorType {
                 dtype: e.dtype.expect("checked"),
                 dims: e.dims.iter().map(|d| d.clone().expect("checked")).collect(),
             },
-            _ => return Err(format!("internal: the type of `{}` is not determined by its operands", op.name())),
+            _ => return Err(bug(format!("the type of `{}` is not determined by its operands", op.name()))),
         };
         Ok(self.add(op, inputs, vec![ty])?[0])
     }
 
     /// Adds an op with the given result types, which its rule must admit.
-    pub(super) fn typed(
-        &mut self,
-        op: Op,
-        inputs: &[ValueRef],
-        types: Vec<TensorType>,
-    ) -> Result<Vec<ValueRef>, String> {
+    pub(super) fn typed(&mut self, op: Op, inputs: &[ValueRef], types: Vec<TensorType>) -> Result<Vec<ValueRef>, Fail> {
         let expected = self.rule(&op, inputs)?;
         if let Some((e, t)) = expected.iter().zip(&types).find(|(e, t)| !e.admits(t)) {
-            return Err(format!("internal: `{}` gives {e}, not {t}", op.name()));
+            return Err(bug(format!("`{}` gives {e}, not {t}", op.name())));
         }
         self.add(op, inputs, types)
     }
 
     /// `v` converted to `dtype` (itself when it has that dtype).
-    pub(super) fn convert(&mut self, v: ValueRef, dtype: DType) -> Result<ValueRef, String> {
+    pub(super) fn convert(&mut self, v: ValueRef, dtype: DType) -> Result<ValueRef, Fail> {
         let ty = self.ty(v);
         if ty.dtype == dtype {
             return Ok(v);
@@ -76,24 +72,24 @@ impl Wire<'_> {
     }
 
     /// A constant tensor of `ty` holding `values` row-major.
-    pub(super) fn literal(&mut self, values: Vec<Scalar>, ty: TensorType) -> Result<ValueRef, String> {
+    pub(super) fn literal(&mut self, values: Vec<Scalar>, ty: TensorType) -> Result<ValueRef, Fail> {
         Ok(self.add(Op::Literal(Literal { values }), &[], vec![ty])?[0])
     }
 
-    fn rule(&self, op: &Op, inputs: &[ValueRef]) -> Result<Vec<Expected>, String> {
+    fn rule(&self, op: &Op, inputs: &[ValueRef]) -> Result<Vec<Expected>, Fail> {
         let n_in = op.arity().inputs;
         if n_in.is_some_and(|n| n != inputs.len()) {
-            return Err(format!("internal: `{}` given {} operands", op.name(), inputs.len()));
+            return Err(bug(format!("`{}` given {} operands", op.name(), inputs.len())));
         }
         let types: Vec<&TensorType> = inputs.iter().map(|&v| self.graph.value_type(v)).collect();
-        op.infer(&types)
+        Ok(op.infer(&types)?)
     }
 
-    fn add(&mut self, op: Op, inputs: &[ValueRef], types: Vec<TensorType>) -> Result<Vec<ValueRef>, String> {
+    fn add(&mut self, op: Op, inputs: &[ValueRef], types: Vec<TensorType>) -> Result<Vec<ValueRef>, Fail> {
         let name = format!("{}__{}_{}", self.node, self.count, op.name());
         self.count += 1;
         if !self.names.insert(name.clone()) {
-            return Err(format!("another node is named `{name}`"));
+            return Err(format!("another node is named `{name}`").into());
         }
         let results = types.len();
         let mut node = Node::new(name, op, types);

@@ -20,6 +20,7 @@ use crate::import::ops::{self, Special};
 use crate::import::schema::{self, scalar_type, Argument, SymIntArgument};
 use crate::import::srepr;
 use crate::import::wire::{Recipe, Wire};
+use torchtpu_passes::{bug, Fail};
 
 /// The longest `repeat_interleave` of counts computed at its bound (its mask is `[n, bound]`).
 const MAX_REPEATED: i64 = 1 << 24;
@@ -216,7 +217,7 @@ fn repeat_by_counts(size: Dim, bound: i64) -> Recipe {
     Box::new(move |w| {
         let repeats = w.inputs[0];
         if w.ty(repeats).rank() != 1 {
-            return Err(format!("repeat_interleave takes a 1-d tensor of counts, found {}", w.ty(repeats)));
+            return Err(format!("repeat_interleave takes a 1-d tensor of counts, found {}", w.ty(repeats)).into());
         }
         let positions = w.literal((0..bound).map(Scalar::Int).collect(), TensorType::new(DType::I64, &[1, bound]))?;
         let repeats = w.convert(repeats, DType::I64)?;
@@ -231,7 +232,7 @@ fn repeat_by_counts(size: Dim, bound: i64) -> Recipe {
 }
 
 /// The 0-d `i64` value of a size (a constant, or the program's value of the expression).
-fn size_value(w: &mut Wire<'_>, e: &SymExpr) -> Result<ValueRef, String> {
+fn size_value(w: &mut Wire<'_>, e: &SymExpr) -> Result<ValueRef, Fail> {
     let value = match e.as_const() {
         Some(c) => Dim::Static(c),
         None => Dim::Sym(e.clone()),
@@ -240,7 +241,7 @@ fn size_value(w: &mut Wire<'_>, e: &SymExpr) -> Result<ValueRef, String> {
 }
 
 /// Positions `start .. start + len` as an `i64[len]` index.
-fn positions(w: &mut Wire<'_>, start: &SymExpr, len: &Dim) -> Result<ValueRef, String> {
+fn positions(w: &mut Wire<'_>, start: &SymExpr, len: &Dim) -> Result<ValueRef, Fail> {
     let ty = TensorType { dtype: DType::I64, dims: vec![len.clone()] };
     let iota =
         w.typed(Op::ArangeSym(ArangeSym { start: Dim::Static(0), end: len.clone(), step: 1 }), &[], vec![ty])?[0];
@@ -255,7 +256,7 @@ fn positions(w: &mut Wire<'_>, start: &SymExpr, len: &Dim) -> Result<ValueRef, S
 /// `split_with_sizes(x, counts, dim)` with counts from data: piece `k` gathers the positions
 /// from the sum of the counts before it, as many as its count (past the end of `x`, a gather
 /// reads a clamped row: padding, which the masks keep out of every real result).
-pub(super) fn split_by_counts(a: &mut Args<'_>) -> Result<Recipe, String> {
+pub(super) fn split_by_counts(a: &mut Args<'_>) -> Result<Recipe, Fail> {
     a.tensor("self")?;
     let sizes = a.dims("split_sizes")?;
     let dim = a.int("dim", Some(0))?;
@@ -280,18 +281,18 @@ pub(super) fn split_by_counts(a: &mut Args<'_>) -> Result<Recipe, String> {
 /// its height and width to whole windows, `(-h) % 7`). Along each padded dim, `x` is put at its
 /// leading pad in a tensor of `value`; its padded rows land past the real end and are dropped,
 /// as in [`cat_by_counts`].
-pub(super) fn pad_by_counts(a: &mut Args<'_>, ranges: &BTreeMap<String, (i64, i64)>) -> Result<Recipe, String> {
+pub(super) fn pad_by_counts(a: &mut Args<'_>, ranges: &BTreeMap<String, (i64, i64)>) -> Result<Recipe, Fail> {
     a.tensor("self")?;
     let pad = a.dims("pad")?;
     // A negative pad crops; cropping by a size is not a write at a position.
     let least = |p: &Dim| p.to_expr().range(ranges).filter(|r| r.0 >= 0).or_else(|| p.to_expr().exact_range(ranges));
     if let Some(p) = pad.iter().find(|p| least(p).is_none_or(|(lo, _)| lo < 0)) {
-        return Err(format!("a pad computed from sizes must be at least 0 at every size, and `{p}` may not be"));
+        return Err(format!("a pad computed from sizes must be at least 0 at every size, and `{p}` may not be").into());
     }
     let value = a.scalar("value", Some(Scalar::Int(0)))?;
     Ok(Box::new(move |w| {
         let x = w.inputs[0];
-        let out = w.outputs.first().cloned().ok_or("internal: one result")?;
+        let out = w.outputs.first().cloned().ok_or_else(|| bug("one result"))?;
         let rank = out.rank();
         // `pad` lists (before, after) pairs from the last dim; each padded dim is one write.
         let mut acc = x;
@@ -312,11 +313,11 @@ pub(super) fn pad_by_counts(a: &mut Args<'_>, ranges: &BTreeMap<String, (i64, i6
 /// `cat(pieces, dim)` of pieces sized by data whose sizes sum to the result's static size: each
 /// piece scattered at the sum of the sizes before it (its padded rows land past the end and
 /// are dropped; see `bucket_masks`).
-pub(super) fn cat_by_counts(a: &mut Args<'_>) -> Result<Recipe, String> {
+pub(super) fn cat_by_counts(a: &mut Args<'_>) -> Result<Recipe, Fail> {
     let count = a.tensor_list("tensors")?;
     let dim = a.int("dim", Some(0))?;
     Ok(Box::new(move |w| {
-        let out = w.outputs.first().cloned().ok_or("internal: one result")?;
+        let out = w.outputs.first().cloned().ok_or_else(|| bug("one result"))?;
         let d = norm_dim(dim, out.rank());
         let zeros = Op::Full(Full { size: out.dims.clone(), value: Scalar::Int(0) });
         let mut acc = w.typed(zeros, &[], vec![out])?[0];
@@ -331,7 +332,7 @@ pub(super) fn cat_by_counts(a: &mut Args<'_>) -> Result<Recipe, String> {
 }
 
 /// `x` written into `into` along dim `d`, from position `start` on.
-fn put_at(w: &mut Wire<'_>, into: ValueRef, x: ValueRef, d: usize, start: &SymExpr) -> Result<ValueRef, String> {
+fn put_at(w: &mut Wire<'_>, into: ValueRef, x: ValueRef, d: usize, start: &SymExpr) -> Result<ValueRef, Fail> {
     let len = w.ty(x).dims.get(d).cloned().ok_or("a piece of lower rank")?;
     let at = positions(w, start, &len)?;
     let mut present = vec![false; d];

@@ -29,6 +29,7 @@ use super::ops::Special;
 use sizes::{
     has_data_dependent_arg, has_symbolic_number, is_size_number_node, is_sym_int_node, size_number_op, sym_name,
 };
+use torchtpu_passes::{bug, Fail};
 
 /// Where a symbol's value comes from at run time: a dimension of a user input.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -325,6 +326,11 @@ impl<'a> Builder<'a> {
             reason,
             stack: origin.source_line().map(str::to_string),
         };
+        // A decomposition's failure: a refusal of the program, or a bug of the importer.
+        let failed = |why: Fail| match why {
+            Fail::Refused(reason) => fail(reason),
+            Fail::Bug(reason) => ImportError::Bug { node: shown(&name), target: shown(&node.target), reason },
+        };
         if !names.insert(name.clone()) {
             return Err(fail("another node has the same name".into()));
         }
@@ -363,7 +369,7 @@ impl<'a> Builder<'a> {
         } else {
             match ops::translation(&node.target) {
                 _ if special == Some(Special::Item) && matches!(node.outputs.as_slice(), [Argument::AsSymFloat(_)]) => {
-                    Lowered::Recipe(ops::float_item(&mut args).map_err(&fail)?)
+                    Lowered::Recipe(ops::float_item(&mut args).map_err(&failed)?)
                 }
                 _ if sym_scalar_out => {
                     args.all_tensors();
@@ -375,15 +381,15 @@ impl<'a> Builder<'a> {
                     });
                     Lowered::Op(Op::Unsupported(Unsupported { target: node.target.clone(), reason: Some(reason) }))
                 }
-                _ if split_by_counts => Lowered::Recipe(data::split_by_counts(&mut args).map_err(&fail)?),
-                _ if pad_by_counts => Lowered::Recipe(data::pad_by_counts(&mut args, &self.ranges()).map_err(&fail)?),
-                _ if cat_by_counts => Lowered::Recipe(data::cat_by_counts(&mut args).map_err(&fail)?),
-                _ if by_mask => Lowered::Recipe(ops::index_by_mask(&mut args).map_err(&fail)?),
-                Some(_) if symbolic_strided => Lowered::Recipe(ops::strided_view(&mut args).map_err(&fail)?),
+                _ if split_by_counts => Lowered::Recipe(data::split_by_counts(&mut args).map_err(&failed)?),
+                _ if pad_by_counts => Lowered::Recipe(data::pad_by_counts(&mut args, &self.ranges()).map_err(&failed)?),
+                _ if cat_by_counts => Lowered::Recipe(data::cat_by_counts(&mut args).map_err(&failed)?),
+                _ if by_mask => Lowered::Recipe(ops::index_by_mask(&mut args).map_err(&failed)?),
+                Some(_) if symbolic_strided => Lowered::Recipe(ops::strided_view(&mut args).map_err(&failed)?),
                 Some(_) if has_symbolic_number(node) && ops::symbolic_decomposition(&node.target).is_some() => {
-                    let decompose =
-                        ops::symbolic_decomposition(&node.target).ok_or("internal").map_err(|e| fail(e.into()))?;
-                    Lowered::Recipe(decompose(&mut args).map_err(&fail)?)
+                    let decompose = ops::symbolic_decomposition(&node.target)
+                        .ok_or_else(|| failed(bug("the symbolic decomposition it has is gone")))?;
+                    Lowered::Recipe(decompose(&mut args).map_err(&failed)?)
                 }
                 Some(lower) => match lower(&mut args) {
                     Ok(op) => Lowered::Op(op),
@@ -396,8 +402,10 @@ impl<'a> Builder<'a> {
                 None => match ops::decomposition(&node.target) {
                     Some(decompose) => match decompose(&mut args) {
                         Ok(recipe) => Lowered::Recipe(recipe),
-                        Err(reason) if has_data_dependent_arg(node) => data_dependent(&mut args, node, &reason),
-                        Err(reason) => return Err(fail(reason)),
+                        Err(Fail::Refused(reason)) if has_data_dependent_arg(node) => {
+                            data_dependent(&mut args, node, &reason)
+                        }
+                        Err(why) => return Err(failed(why)),
                     },
                     None => {
                         args.all_tensors();
@@ -438,7 +446,9 @@ impl<'a> Builder<'a> {
             inputs.push(v);
         }
         let op = match lowered {
-            Lowered::Recipe(recipe) => return self.wire(node, (&name, names), &origin, recipe, inputs).map_err(&fail),
+            Lowered::Recipe(recipe) => {
+                return self.wire(node, (&name, names), &origin, recipe, inputs).map_err(&failed)
+            }
             Lowered::Op(Op::AsStrided(AsStrided { size, stride, .. })) => self
                 .on_storage((&name, names), (size, stride, given_offset), &tensors[0], &mut inputs[0])
                 .map_err(&fail)?,
@@ -487,16 +497,16 @@ impl<'a> Builder<'a> {
         origin: &Origin,
         recipe: Recipe,
         inputs: Vec<ValueRef>,
-    ) -> Result<(), String> {
+    ) -> Result<(), Fail> {
         let (output_names, outputs) = self.outputs_of(node)?;
         let mut wire = Wire { graph: &mut self.graph, names, node: name, origin, count: 0, inputs, outputs };
         let results = recipe(&mut wire)?;
         if results.len() != output_names.len() {
-            return Err(format!(
-                "internal: the decomposition gives {} results, the node has {}",
+            return Err(bug(format!(
+                "the decomposition gives {} results, the node has {}",
                 results.len(),
                 output_names.len()
-            ));
+            )));
         }
         for ((out, v), declared) in output_names.into_iter().zip(results).zip(&wire.outputs) {
             if out.is_empty() {
@@ -507,10 +517,11 @@ impl<'a> Builder<'a> {
                 return Err(format!(
                     "output `{}` is declared {declared}, but its operands give {got} (decomposed)",
                     shown(&out)
-                ));
+                )
+                .into());
             }
             if self.values.insert(out.clone(), v).is_some() {
-                return Err(format!("output `{}` is also produced by another node or input", shown(&out)));
+                return Err(format!("output `{}` is also produced by another node or input", shown(&out)).into());
             }
         }
         Ok(())

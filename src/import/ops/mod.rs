@@ -19,6 +19,7 @@ mod sizes;
 mod tensor;
 
 use torchtpu_passes::ir::Op;
+use torchtpu_passes::Fail;
 
 pub(super) use control::Flow;
 pub(super) use sizes::SizeOp;
@@ -40,17 +41,17 @@ pub(super) fn symbolic_decomposition(target: &str) -> Option<super::wire::Decomp
 }
 
 /// A floating-point `item()` (see `decompose::float_item`).
-pub(super) fn float_item(a: &mut Args<'_>) -> Result<super::wire::Recipe, String> {
+pub(super) fn float_item(a: &mut Args<'_>) -> Result<super::wire::Recipe, Fail> {
     decompose::float_item(a)
 }
 
 /// `x[mask]`: indexing by a boolean mask (see `decompose::index_by_mask`).
-pub(super) fn index_by_mask(a: &mut Args<'_>) -> Result<super::wire::Recipe, String> {
+pub(super) fn index_by_mask(a: &mut Args<'_>) -> Result<super::wire::Recipe, Fail> {
     decompose::index_by_mask(a)
 }
 
 /// `as_strided` with symbolic sizes, over a contiguous operand (see `decompose::strided_view`).
-pub(super) fn strided_view(a: &mut Args<'_>) -> Result<super::wire::Recipe, String> {
+pub(super) fn strided_view(a: &mut Args<'_>) -> Result<super::wire::Recipe, Fail> {
     decompose::strided_view(a)
 }
 

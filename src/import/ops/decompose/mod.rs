@@ -27,6 +27,7 @@ use quantize::{
     dequantize_per_channel, dequantize_per_tensor, fake_quantize_cachemask, quantize_per_channel, quantize_per_tensor,
 };
 pub(in crate::import::ops) use symbolic::decomposition as symbolic_decomposition;
+use torchtpu_passes::{bug, Fail};
 
 /// The decomposition of an FX target (`torch.ops.` prefix removed), if any.
 pub(super) fn decomposition(key: &str) -> Option<Decomposition> {
@@ -86,7 +87,7 @@ pub(super) fn decomposition(key: &str) -> Option<Decomposition> {
 /// Constants larger than this are refused rather than built at compile time.
 const MAX_CONSTANT: i64 = 1 << 24;
 
-type R<T> = Result<T, String>;
+type R<T> = Result<T, Fail>;
 
 fn scalar_op(op: BinaryOp, rhs: Scalar) -> Op {
     Op::Binary(Binary { op, lhs: Operand::Tensor, rhs: Operand::Scalar(rhs), alpha: None })
@@ -97,7 +98,7 @@ fn tensor_op(op: BinaryOp) -> Op {
 }
 
 fn static_dims(ty: &TensorType, what: &str) -> R<Vec<i64>> {
-    ty.static_dims().ok_or_else(|| format!("{what} has symbolic sizes {ty}, which this op does not support"))
+    ty.static_dims().ok_or_else(|| format!("{what} has symbolic sizes {ty}, which this op does not support").into())
 }
 
 /// A possibly negative dim of `ty`, checked.
@@ -105,7 +106,7 @@ pub(super) fn checked_dim(dim: i64, ty: &TensorType) -> R<usize> {
     let rank = ty.rank() as i64;
     let d = if dim < 0 { dim + rank } else { dim };
     if !(0..rank).contains(&d) {
-        return Err(format!("dim {dim} is out of range for {ty}"));
+        return Err(format!("dim {dim} is out of range for {ty}").into());
     }
     Ok(d as usize)
 }
@@ -146,14 +147,14 @@ fn kthvalue(a: &mut Args<'_>) -> R<Recipe> {
         let ty = w.ty(x);
         if ty.rank() == 0 {
             if k != 1 {
-                return Err(format!("k = {k} is out of range for a 0-d tensor"));
+                return Err(format!("k = {k} is out of range for a 0-d tensor").into());
             }
             let index = w.literal(vec![Scalar::Int(0)], TensorType::new(DType::I64, &[]))?;
             return Ok(vec![w.op(Op::Identity(Identity), &[x])?, index]);
         }
         let d = checked_dim(dim, &ty)?;
         if !ty.dims[d].as_static().is_some_and(|n| (1..=n).contains(&k)) {
-            return Err(format!("k = {k} is out of range for dim {dim} of {ty}"));
+            return Err(format!("k = {k} is out of range for dim {dim} of {ty}").into());
         }
         let sort = Op::Sort(Sort { dim, descending: false, stable: true });
         let mut index_ty = ty.clone();
@@ -183,7 +184,7 @@ fn bucketize(a: &mut Args<'_>, scalar_input: bool) -> R<Recipe> {
     Ok(Box::new(move |w| {
         let boundaries = *w.inputs.last().expect("boundaries read");
         if w.ty(boundaries).rank() != 1 {
-            return Err(format!("boundaries must be 1-d, found {}", w.ty(boundaries)));
+            return Err(format!("boundaries must be 1-d, found {}", w.ty(boundaries)).into());
         }
         // `b < x` (without `right`) or `!(x < b)` (with it), with x broadcast over a new last dim.
         let (value, x_tensor) = match x {
@@ -244,18 +245,18 @@ fn unfold(a: &mut Args<'_>) -> R<Recipe> {
     Ok(Box::new(move |w| {
         let x = w.inputs[0];
         let ty = w.ty(x);
-        let out = w.outputs.first().cloned().ok_or("internal: unfold has a result")?;
+        let out = w.outputs.first().cloned().ok_or_else(|| bug("unfold has a result"))?;
         if ty.rank() == 0 {
             return w.typed(Op::View(View { size: out.dims.clone() }), &[x], vec![out]);
         }
         let d = checked_dim(dimension, &ty)?;
         let len = ty.dims[d].as_static().ok_or_else(|| format!("unfold of a symbolic dim ({ty})"))?;
         if size < 0 || step < 1 || size > len {
-            return Err(format!("unfold of size {size}, step {step} does not fit dim {dimension} of {ty}"));
+            return Err(format!("unfold of size {size}, step {step} does not fit dim {dimension} of {ty}").into());
         }
         let windows = (len - size) / step + 1;
         if windows.checked_mul(size).is_none_or(|n| n > MAX_CONSTANT) {
-            return Err(format!("unfold makes {windows} windows of {size}: too many to index"));
+            return Err(format!("unfold makes {windows} windows of {size}: too many to index").into());
         }
         let index: Vec<Scalar> = (0..windows).flat_map(|i| (0..size).map(move |j| Scalar::Int(i * step + j))).collect();
         let index = w.literal(index, TensorType::new(DType::I64, &[windows * size]))?;
@@ -294,7 +295,7 @@ pub(super) fn strided_view(a: &mut Args<'_>) -> R<Recipe> {
         order.sort_by_key(|&i| std::cmp::Reverse(at(&stride[i])));
         let refuse = || {
             let (size, stride) = (brief_list(&size, ", "), brief_list(&stride, ", "));
-            format!("as_strided to sizes [{size}] with strides [{stride}] is not a reordering of {ty}")
+            Fail::from(format!("as_strided to sizes [{size}] with strides [{stride}] is not a reordering of {ty}"))
         };
         let mut expected = SymExpr::Int(1);
         for &i in order.iter().rev() {
@@ -320,7 +321,7 @@ fn triangle_indices(a: &mut Args<'_>, lower: bool) -> R<Recipe> {
     let (rows, cols, offset) = (a.int("row", None)?, a.int("col", None)?, a.int("offset", Some(0))?);
     let dtype = a.dtype("dtype")?.unwrap_or(DType::I64);
     if rows < 0 || cols < 0 || rows.checked_mul(cols).is_none_or(|n| n > MAX_CONSTANT) {
-        return Err(format!("triangle indices of a {rows}x{cols} matrix: sizes out of range"));
+        return Err(format!("triangle indices of a {rows}x{cols} matrix: sizes out of range").into());
     }
     Ok(Box::new(move |w| {
         let coords: Vec<(i64, i64)> = (0..rows)
@@ -343,9 +344,9 @@ fn collapse(a: &mut Args<'_>) -> R<Recipe> {
         let ty = w.ty(x);
         let rank = ty.rank() as i64;
         if !(0 <= start && start <= end && end < rank.max(1)) {
-            return Err(format!("collapse of dims {start}..={end} of a tensor of rank {rank}"));
+            return Err(format!("collapse of dims {start}..={end} of a tensor of rank {rank}").into());
         }
-        let out = w.outputs.first().cloned().ok_or("internal: collapse has a result")?;
+        let out = w.outputs.first().cloned().ok_or_else(|| bug("collapse has a result"))?;
         w.typed(Op::View(View { size: out.dims.clone() }), &[x], vec![out])
     }))
 }
@@ -420,12 +421,14 @@ fn multinomial(a: &mut Args<'_>) -> R<Recipe> {
         let ty = w.ty(p);
         let dims = static_dims(&ty, "the weights")?;
         let Some(&categories) = dims.last().filter(|_| dims.len() <= 2 && ty.dtype.is_float()) else {
-            return Err(format!("multinomial takes float weights of rank 1 or 2, found {ty}"));
+            return Err(format!("multinomial takes float weights of rank 1 or 2, found {ty}").into());
         };
         if n < 1 || (!replacement && n > categories) {
-            return Err(format!("cannot draw {n} samples from {categories} categories (replacement={replacement})"));
+            return Err(
+                format!("cannot draw {n} samples from {categories} categories (replacement={replacement})").into()
+            );
         }
-        let out = w.outputs.first().cloned().ok_or("internal: multinomial has a result")?;
+        let out = w.outputs.first().cloned().ok_or_else(|| bug("multinomial has a result"))?;
         let drawn_dims: Vec<i64> =
             dims[..dims.len() - 1].iter().copied().chain([if replacement { n } else { categories }]).collect();
         let uniform =
@@ -507,8 +510,8 @@ fn linalg_slogdet(a: &mut Args<'_>) -> R<Recipe> {
 
 /// The `LU` and `pivots` results, at `first` and after it, in the dtypes the archive records.
 fn lu_results(w: &mut Wire<'_>, (m, pivots): (ValueRef, Vec<ValueRef>), first: usize) -> R<Vec<ValueRef>> {
-    let lu_ty = w.outputs.get(first).cloned().ok_or("internal: no LU result")?;
-    let pivots_ty = w.outputs.get(first + 1).cloned().ok_or("internal: no pivots result")?;
+    let lu_ty = w.outputs.get(first).cloned().ok_or_else(|| bug("no LU result"))?;
+    let pivots_ty = w.outputs.get(first + 1).cloned().ok_or_else(|| bug("no pivots result"))?;
     let stacked = w.op(Op::Cat(Cat { dim: -1 }), &pivots)?;
     Ok(vec![w.convert(m, lu_ty.dtype)?, w.convert(stacked, pivots_ty.dtype)?])
 }
@@ -521,11 +524,13 @@ fn lu_factor(w: &mut Wire<'_>, x: ValueRef) -> R<((ValueRef, Vec<ValueRef>), Val
     let dims = static_dims(&ty, "the matrix")?;
     let rank = dims.len();
     if rank < 2 || dims[rank - 1] != dims[rank - 2] || !ty.dtype.is_float() {
-        return Err(format!("det takes square float matrices [.., n, n], found {ty}"));
+        return Err(format!("det takes square float matrices [.., n, n], found {ty}").into());
     }
     let n = dims[rank - 1];
     if n > MAX_DET_SIZE {
-        return Err(format!("det of {n}x{n} matrices: the unrolled factorization handles at most {MAX_DET_SIZE}"));
+        return Err(
+            format!("det of {n}x{n} matrices: the unrolled factorization handles at most {MAX_DET_SIZE}").into()
+        );
     }
     let batch: Vec<Dim> = ty.dims[..rank - 2].to_vec();
     let iota = w.typed(
@@ -550,7 +555,7 @@ fn lu_factor(w: &mut Wire<'_>, x: ValueRef) -> R<((ValueRef, Vec<ValueRef>), Val
     }
     let diagonal = w.op(Op::Diagonal(Diagonal { offset: 0, dim1: -2, dim2: -1 }), &[m])?;
     // (-1)^swaps as 1 - 2 * (swaps mod 2).
-    let swaps = swaps.ok_or("internal: no columns")?;
+    let swaps = swaps.ok_or_else(|| bug("no columns"))?;
     let odd = w.op(scalar_op(BinaryOp::Remainder, Scalar::Int(2)), &[swaps])?;
     let twice = w.op(scalar_op(BinaryOp::Mul, Scalar::Int(-2)), &[odd])?;
     let sign = w.op(scalar_op(BinaryOp::Add, Scalar::Int(1)), &[twice])?;
@@ -634,7 +639,7 @@ fn adaptive_max_pool(a: &mut Args<'_>, spatial: usize) -> R<Recipe> {
     a.tensor("self")?;
     let output_size = a.ints("output_size", None)?;
     if output_size.len() != spatial || output_size.iter().any(|&m| m < 1) {
-        return Err(format!("output_size {} is not {spatial} positive sizes", brief_list(&output_size, ", ")));
+        return Err(format!("output_size {} is not {spatial} positive sizes", brief_list(&output_size, ", ")).into());
     }
     Ok(Box::new(move |w| {
         let x = w.inputs[0];
@@ -645,12 +650,13 @@ fn adaptive_max_pool(a: &mut Args<'_>, spatial: usize) -> R<Recipe> {
                 "adaptive_max_pool{spatial}d takes a {}-d or {}-d input, found {ty}",
                 spatial + 1,
                 spatial + 2
-            ));
+            )
+            .into());
         }
         let lead = dims.len() - spatial;
         let sizes: Vec<(i64, i64)> = dims[lead..].iter().copied().zip(output_size.iter().copied()).collect();
         if sizes.iter().any(|&(n, _)| n < 1) {
-            return Err(format!("adaptive max pooling of an empty input {ty}"));
+            return Err(format!("adaptive max pooling of an empty input {ty}").into());
         }
         let out_types = w.outputs.clone();
         if sizes.iter().all(|&(n, m)| n % m == 0) {
@@ -695,7 +701,7 @@ fn adaptive_windows(
     let lead_count: i64 = dims[..lead].iter().product();
     // The gathered windows are `lead × cells × window` elements: bounded like a constant.
     if cells.checked_mul(window).and_then(|c| c.checked_mul(lead_count.max(1))).is_none_or(|n| n > MAX_CONSTANT) {
-        return Err(format!("adaptive max pooling to {sizes:?} gathers too many windows"));
+        return Err(format!("adaptive max pooling to {sizes:?} gathers too many windows").into());
     }
     let mut v = x;
     for (d, &(_, m)) in sizes.iter().enumerate() {

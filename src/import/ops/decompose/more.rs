@@ -14,6 +14,7 @@ use torchtpu_passes::ir::{
 
 use super::super::super::wire::{Recipe, Wire};
 use super::{scalar_op, static_dims, tensor_op, Args, R};
+use torchtpu_passes::bug;
 
 /// The largest range `randint` draws from: its draws scale an f32 uniform, exact up to 2^24.
 const RANDINT_RANGE: i64 = 1 << 24;
@@ -23,7 +24,7 @@ pub(super) fn rand_like(a: &mut Args<'_>, normal: bool) -> R<Recipe> {
     a.tensor("self")?;
     a.rng_seed();
     Ok(Box::new(move |w| {
-        let out = w.outputs.first().cloned().ok_or("internal: one result")?;
+        let out = w.outputs.first().cloned().ok_or_else(|| bug("one result"))?;
         Ok(vec![w.typed(Op::Rand(Rand { normal }), &[w.inputs[1]], vec![out])?[0]])
     }))
 }
@@ -74,7 +75,7 @@ pub(super) fn randint(a: &mut Args<'_>, has_low: bool) -> R<Recipe> {
     })?;
     a.rng_seed();
     Ok(Box::new(move |w| {
-        let out = w.outputs.first().cloned().ok_or("internal: one result")?;
+        let out = w.outputs.first().cloned().ok_or_else(|| bug("one result"))?;
         let draw_ty = TensorType { dtype: DType::F32, ..out.clone() };
         let u = w.typed(Op::Rand(Rand { normal: false }), &[w.inputs[0]], vec![draw_ty])?[0];
         let scaled = w.op(scalar_op(BinaryOp::Mul, Scalar::Float(n as f64)), &[u])?;
@@ -96,7 +97,7 @@ pub(super) fn round_decimals(a: &mut Args<'_>) -> R<Recipe> {
     Ok(Box::new(move |w| {
         let x = w.inputs[0];
         if !w.ty(x).dtype.is_float() {
-            return Err(format!("round with decimals of {}: only floating-point tensors", w.ty(x)));
+            return Err(format!("round with decimals of {}: only floating-point tensors", w.ty(x)).into());
         }
         let (into, back) = if decimals >= 0 { (BinaryOp::Mul, BinaryOp::Div) } else { (BinaryOp::Div, BinaryOp::Mul) };
         let shifted = w.op(scalar_op(into, Scalar::Float(power)), &[x])?;
@@ -134,7 +135,7 @@ pub(super) fn int_mm(a: &mut Args<'_>) -> R<Recipe> {
     Ok(Box::new(move |w| {
         let (x, y) = (w.inputs[0], w.inputs[1]);
         if w.ty(x).dtype != DType::I8 || w.ty(y).dtype != DType::I8 {
-            return Err(format!("_int_mm takes int8 operands, found {} and {}", w.ty(x), w.ty(y)));
+            return Err(format!("_int_mm takes int8 operands, found {} and {}", w.ty(x), w.ty(y)).into());
         }
         let (x, y) = (w.convert(x, DType::I32)?, w.convert(y, DType::I32)?);
         Ok(vec![w.op(Op::Mm(Mm), &[x, y])?])
@@ -151,10 +152,10 @@ pub(super) fn conv_tbc(a: &mut Args<'_>) -> R<Recipe> {
     Ok(Box::new(move |w| {
         let (x, k, bias) = (w.inputs[0], w.inputs[1], w.inputs[2]);
         if w.ty(x).rank() != 3 || w.ty(k).rank() != 3 {
-            return Err(format!("conv_tbc takes a 3-d input and weight, found {} and {}", w.ty(x), w.ty(k)));
+            return Err(format!("conv_tbc takes a 3-d input and weight, found {} and {}", w.ty(x), w.ty(k)).into());
         }
         // An empty result (no time step, even padded, fits the kernel) is zeros, as in PyTorch.
-        let out = w.outputs.first().cloned().ok_or("internal: one result")?;
+        let out = w.outputs.first().cloned().ok_or_else(|| bug("one result"))?;
         if out.dims.contains(&Dim::Static(0)) {
             return Ok(vec![
                 w.typed(Op::Full(Full { size: out.dims.clone(), value: Scalar::Int(0) }), &[], vec![out])?[0],
@@ -189,9 +190,9 @@ pub(super) fn repeat_interleave(a: &mut Args<'_>) -> R<Recipe> {
         let repeats = w.inputs[0];
         let ty = w.ty(repeats);
         if ty.rank() != 1 {
-            return Err(format!("repeat_interleave takes a 1-d tensor of counts, found {ty}"));
+            return Err(format!("repeat_interleave takes a 1-d tensor of counts, found {ty}").into());
         }
-        let out = w.outputs.first().cloned().ok_or("internal: one result")?;
+        let out = w.outputs.first().cloned().ok_or_else(|| bug("one result"))?;
         let cumsum = Op::Cumulative(Cumulative { op: CumulativeOp::Cumsum, dim: 0, dtype: Some(DType::I64) });
         let ends = w.op(cumsum, &[repeats])?;
         let ends = w.op(Op::Unsqueeze(Unsqueeze { dim: 0 }), &[ends])?;
@@ -225,7 +226,7 @@ pub(super) fn scaled_mm(a: &mut Args<'_>) -> R<Recipe> {
         return Err("_scaled_mm with a `scale_result` (an fp8 result) is not supported".into());
     }
     Ok(Box::new(move |w| {
-        let out = w.outputs.first().cloned().ok_or("internal: one result")?;
+        let out = w.outputs.first().cloned().ok_or_else(|| bug("one result"))?;
         let f32 = |w: &mut Wire<'_>, v| w.convert(v, DType::F32);
         let (x, y) = (f32(w, w.inputs[0])?, f32(w, w.inputs[1])?);
         let (sa, sb) = (f32(w, w.inputs[2])?, f32(w, w.inputs[3])?);
@@ -248,7 +249,7 @@ pub(super) fn masked_select(a: &mut Args<'_>) -> R<Recipe> {
     a.tensor("mask")?;
     Ok(Box::new(move |w| {
         let (x, mask) = (w.inputs[0], w.inputs[1]);
-        let rows = w.outputs.first().and_then(|t| t.dims.first()).cloned().ok_or("internal: one 1-d result")?;
+        let rows = w.outputs.first().and_then(|t| t.dims.first()).cloned().ok_or_else(|| bug("one 1-d result"))?;
         let shape = broadcast_shape(&w.ty(x).dims, &w.ty(mask).dims)?;
         let widen = |w: &mut Wire<'_>, v| {
             if w.ty(v).dims == shape {
@@ -284,9 +285,9 @@ pub(crate) fn index_by_mask(a: &mut Args<'_>) -> R<Recipe> {
         let rank = w.ty(mask).rank();
         let x_dims = w.ty(x).dims;
         if x_dims.get(at..at + rank) != Some(&w.ty(mask).dims[..]) {
-            return Err(format!("the mask {} does not match the dims it indexes of {}", w.ty(mask), w.ty(x)));
+            return Err(format!("the mask {} does not match the dims it indexes of {}", w.ty(mask), w.ty(x)).into());
         }
-        let rows = w.outputs.first().and_then(|t| t.dims.get(at)).cloned().ok_or("internal: the result's rank")?;
+        let rows = w.outputs.first().and_then(|t| t.dims.get(at)).cloned().ok_or_else(|| bug("the result's rank"))?;
         let set = w.op(Op::Nonzero(Nonzero { size: rows }), &[mask])?;
         let mut operands = vec![x];
         for d in 0..rank {
@@ -306,7 +307,7 @@ pub(crate) fn float_item(a: &mut Args<'_>) -> R<Recipe> {
         let x = w.inputs[0];
         let ty = w.ty(x);
         if ty.dims.iter().any(|d| d.as_static() != Some(1)) {
-            return Err(format!("item() takes one element, found {ty}"));
+            return Err(format!("item() takes one element, found {ty}").into());
         }
         let x = if ty.rank() == 0 { x } else { w.op(Op::View(View { size: vec![] }), &[x])? };
         Ok(vec![w.convert(x, DType::F32)?])
@@ -336,8 +337,8 @@ pub(crate) fn unique(a: &mut Args<'_>) -> R<Recipe> {
             _ => Dim::Static(static_dims(&ty, "unique's input")?.iter().product::<i64>()),
         };
         let outs = w.outputs.clone();
-        let [values_ty, inverse_ty, counts_ty] = &outs[..] else { return Err("internal: three results".into()) };
-        let rows = values_ty.dims.first().cloned().ok_or("internal: 1-d values")?;
+        let [values_ty, inverse_ty, counts_ty] = &outs[..] else { return Err(bug("three results")) };
+        let rows = values_ty.dims.first().cloned().ok_or_else(|| bug("1-d values"))?;
         if n == Dim::Static(0) {
             return outs.iter().map(|t| filled(w, t, Scalar::Int(0))).collect();
         }
@@ -400,7 +401,7 @@ fn broadcast_shape(a: &[Dim], b: &[Dim]) -> R<Vec<Dim>> {
             (x, y) if x == y => Ok(x),
             (Dim::Static(1), y) => Ok(y),
             (x, Dim::Static(1)) => Ok(x),
-            (x, y) => Err(format!("shapes do not broadcast: {x} against {y} at dim {i}")),
+            (x, y) => Err(format!("shapes do not broadcast: {x} against {y} at dim {i}").into()),
         })
         .collect()
 }

@@ -15,7 +15,7 @@ pub(super) fn as_scalar(w: &mut Wire<'_>, v: ValueRef, what: &str) -> R<ValueRef
     match ty.static_dims() {
         Some(d) if d.is_empty() => Ok(v),
         Some(d) if d.iter().product::<i64>() == 1 => w.op(Op::View(View { size: vec![] }), &[v]),
-        _ => Err(format!("the {what} must have one element, found {ty}")),
+        _ => Err(format!("the {what} must have one element, found {ty}").into()),
     }
 }
 
@@ -23,7 +23,7 @@ pub(super) fn as_scalar(w: &mut Wire<'_>, v: ValueRef, what: &str) -> R<ValueRef
 pub(super) fn along_axis(w: &mut Wire<'_>, v: ValueRef, axis: usize, rank: usize) -> R<ValueRef> {
     let ty = w.ty(v);
     if ty.rank() != 1 {
-        return Err(format!("per-channel parameters must be 1-d, found {ty}"));
+        return Err(format!("per-channel parameters must be 1-d, found {ty}").into());
     }
     let mut size = vec![Dim::Static(1); rank];
     size[axis] = ty.dims[0].clone();
@@ -33,7 +33,7 @@ pub(super) fn along_axis(w: &mut Wire<'_>, v: ValueRef, axis: usize, rank: usize
 /// The `axis` argument of the per-channel quantizers (checked against the rank later).
 pub(super) fn axis_of(a: &Args<'_>) -> R<usize> {
     let axis = a.int("axis", None)?;
-    usize::try_from(axis).map_err(|_| format!("axis {axis} is out of range"))
+    usize::try_from(axis).map_err(|_| format!("axis {axis} is out of range").into())
 }
 
 /// `quantize_per_tensor`: `clamp(round(x * (1/scale)) + zero_point, qmin, qmax).to(dtype)`,
@@ -81,7 +81,7 @@ pub(super) fn float_input(w: &mut Wire<'_>, x: ValueRef) -> R<ValueRef> {
     match w.ty(x).dtype {
         DType::F32 => Ok(x),
         DType::F16 | DType::BF16 => w.convert(x, DType::F32),
-        other => Err(format!("quantization takes f32, f16 or bf16 values, found {other}")),
+        other => Err(format!("quantization takes f32, f16 or bf16 values, found {other}").into()),
     }
 }
 
@@ -141,7 +141,7 @@ pub(super) fn quantize_per_channel(a: &mut Args<'_>) -> R<Recipe> {
 pub(super) fn checked_axis(w: &Wire<'_>, x: ValueRef, axis: usize) -> R<usize> {
     let rank = w.ty(x).rank();
     if axis >= rank {
-        return Err(format!("axis {axis} is out of range for a tensor of rank {rank}"));
+        return Err(format!("axis {axis} is out of range for a tensor of rank {rank}").into());
     }
     Ok(rank)
 }
@@ -181,7 +181,7 @@ pub(super) fn fake_quantize_cachemask(a: &mut Args<'_>) -> R<Recipe> {
         let x = w.inputs[0];
         let ty = w.ty(x);
         if !ty.dtype.is_float() {
-            return Err(format!("fake quantization takes floating-point values, found {}", ty.dtype));
+            return Err(format!("fake quantization takes floating-point values, found {}", ty.dtype).into());
         }
         let scaled = w.op(scalar_op(BinaryOp::Mul, Scalar::Float(f64::from(1.0f32 / scale))), &[x])?;
         let rounded = w.op(Op::Unary(UnaryOp::Round), &[scaled])?;

@@ -66,14 +66,14 @@ pub(super) fn upsample_aa(a: &mut Args<'_>, bicubic: bool) -> R<Recipe> {
         let ty = w.ty(x);
         let dims = static_dims(&ty, "the image")?;
         let [n, c, h, wd] = dims[..] else {
-            return Err(format!("an antialiased resize of {ty}: expected [N, C, H, W]"));
+            return Err(format!("an antialiased resize of {ty}: expected [N, C, H, W]").into());
         };
-        let [oh, ow] = size[..] else { return Err(format!("output_size {size:?}: expected two sizes")) };
+        let [oh, ow] = size[..] else { return Err(format!("output_size {size:?}: expected two sizes").into()) };
         if [oh, ow].iter().any(|&s| s < 1) || oh.saturating_mul(h).max(ow.saturating_mul(wd)) > MAX_CONSTANT {
-            return Err(format!("an antialiased resize from {h}x{wd} to {oh}x{ow} is out of range"));
+            return Err(format!("an antialiased resize from {h}x{wd} to {oh}x{ow} is out of range").into());
         }
         if !ty.dtype.is_float() {
-            return Err(format!("an antialiased resize of {ty}: only floating-point images are supported"));
+            return Err(format!("an antialiased resize of {ty}: only floating-point images are supported").into());
         }
         let dt = if ty.dtype == DType::F64 { DType::F64 } else { DType::F32 };
         let x = w.convert(x, dt)?;

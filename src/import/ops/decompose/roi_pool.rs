@@ -13,6 +13,7 @@ use torchtpu_passes::ir::{BinaryOp, CumulativeOp, DType, Dim, Op, Operand, Scala
 use super::super::super::wire::{Recipe, Wire};
 use super::vision::{full, region_args, view, ChannelGroups};
 use super::{scalar_op, static_dims, tensor_op, Args, R};
+use torchtpu_passes::bug;
 
 /// Maps of more pixels than this are refused (positions are `i32`, as torchvision's).
 const MAX_PIXELS: i64 = i32::MAX as i64;
@@ -27,11 +28,11 @@ pub(super) fn roi_pool(a: &mut Args<'_>) -> R<Recipe> {
     Ok(Box::new(move |w| {
         let (input, rois) = (w.inputs[0], w.inputs[1]);
         let [n, c, h, wd] = static_dims(&w.ty(input), "roi_pool's input")?[..] else {
-            return Err(format!("roi_pool takes a 4-d input, found {}", w.ty(input)));
+            return Err(format!("roi_pool takes a 4-d input, found {}", w.ty(input)).into());
         };
         let k = match static_dims(&w.ty(rois), "roi_pool's rois")?[..] {
             [k, 5] => k,
-            _ => return Err(format!("roi_pool takes rois of shape [K, 5], found {}", w.ty(rois))),
+            _ => return Err(format!("roi_pool takes rois of shape [K, 5], found {}", w.ty(rois)).into()),
         };
         let dtype = w.outputs.get(1).map_or(DType::I32, |t| t.dtype);
         if h == 0 || wd == 0 {
@@ -43,7 +44,7 @@ pub(super) fn roi_pool(a: &mut Args<'_>) -> R<Recipe> {
             ]);
         }
         if h.checked_mul(wd).is_none_or(|p| p > MAX_PIXELS) {
-            return Err(format!("roi_pool over a {h}×{wd} map is out of range"));
+            return Err(format!("roi_pool over a {h}×{wd} map is out of range").into());
         }
         let table = Table::build(w, input, [n, c, h, wd])?;
         let (image, rows, cols) = region_bins(w, rois, w.ty(input).dtype, scale, [k, ph, pw, h, wd], false)?;
@@ -66,7 +67,7 @@ pub(super) fn ps_roi_pool(a: &mut Args<'_>) -> R<Recipe> {
         let (input, rois) = (w.inputs[0], w.inputs[1]);
         let groups = ChannelGroups::new(w, input, rois, (ph, pw), "ps_roi_pool")?;
         let [_, _, h, wd] = static_dims(&w.ty(input), "ps_roi_pool's input")?[..] else {
-            return Err(format!("ps_roi_pool takes a 4-d input, found {}", w.ty(input)));
+            return Err(format!("ps_roi_pool takes a 4-d input, found {}", w.ty(input)).into());
         };
         let (k, c_out) = (static_dims(&w.ty(rois), "ps_roi_pool's rois")?[0], groups.c_out);
         let dt = w.ty(input).dtype;
@@ -98,7 +99,7 @@ pub(super) fn ps_roi_pool(a: &mut Args<'_>) -> R<Recipe> {
                 });
             }
         }
-        let sum = sum.ok_or("internal: no corner")?;
+        let sum = sum.ok_or_else(|| bug("no corner"))?;
         let height = w.op(tensor_op(BinaryOp::Sub), &[rows.end, rows.start])?;
         let width = w.op(tensor_op(BinaryOp::Sub), &[cols.end, cols.start])?;
         let (height, width) = (view(w, height, &[k, ph, 1, 1])?, view(w, width, &[k, 1, pw, 1])?);
@@ -290,7 +291,7 @@ impl Table {
                 });
             }
         }
-        let (value, position) = best.ok_or("internal: no window")?;
+        let (value, position) = best.ok_or_else(|| bug("no window"))?;
         let (re, ce) = (view(w, rows.empty, &[k, ph, 1, 1])?, view(w, cols.empty, &[k, 1, pw, 1])?);
         let empty = w.op(tensor_op(BinaryOp::LogicalOr), &[re, ce])?;
         let zero = |s| Op::Where(Where { on_true: Operand::Scalar(s), on_false: Operand::Tensor });

@@ -9,6 +9,7 @@ use torchtpu_passes::ir::{Op, Operand, ScatterReduce, ValueRef};
 
 use super::super::super::wire::{Decomposition, Recipe, Wire};
 use super::{Args, R};
+use torchtpu_passes::bug;
 
 /// The decomposition of a target given a symbolic number, if it has one.
 pub(in crate::import::ops) fn decomposition(key: &str) -> Option<Decomposition> {
@@ -25,7 +26,7 @@ pub(in crate::import::ops) fn decomposition(key: &str) -> Option<Decomposition> 
 /// An optional number argument: absent, a number, or a symbolic one read as a tensor.
 fn number(a: &mut Args<'_>, name: &str) -> R<Option<Operand>> {
     if a.has(name) {
-        a.operand(name).map(Some)
+        Ok(Some(a.operand(name)?))
     } else {
         Ok(None)
     }
@@ -33,7 +34,7 @@ fn number(a: &mut Args<'_>, name: &str) -> R<Option<Operand>> {
 
 /// The symbolic number `v` as a tensor of the result's dtype and shape.
 fn broadcast_number(w: &mut Wire<'_>, v: ValueRef) -> R<ValueRef> {
-    let out = w.outputs.first().cloned().ok_or("internal: one result")?;
+    let out = w.outputs.first().cloned().ok_or_else(|| bug("one result"))?;
     let v = w.convert(v, out.dtype)?;
     if out.rank() == 0 {
         return Ok(v);
@@ -46,7 +47,7 @@ fn clamp(a: &mut Args<'_>) -> R<Recipe> {
     a.tensor("self")?;
     let bounds = [number(a, "min")?, number(a, "max")?];
     Ok(Box::new(move |w| {
-        let out = w.outputs.first().cloned().ok_or("internal: one result")?;
+        let out = w.outputs.first().cloned().ok_or_else(|| bug("one result"))?;
         let mut x = w.convert(w.inputs[0], out.dtype)?;
         let mut next = 1;
         for (is_min, bound) in [(true, bounds[0]), (false, bounds[1])] {
@@ -84,7 +85,7 @@ fn scatter_value(a: &mut Args<'_>) -> R<Recipe> {
                 let ty = torchtpu_passes::ir::TensorType { dtype: w.ty(x).dtype, dims: index_ty.dims.clone() };
                 w.typed(Op::Expand(Expand { size: index_ty.dims }), &[v], vec![ty])?[0]
             }
-            Operand::Scalar(_) => return Err("internal: a scatter of a plain number has a translation".into()),
+            Operand::Scalar(_) => return Err(bug("a scatter of a plain number has a translation")),
         };
         let scatter = Scatter { dim, reduce: ScatterReduce::Replace, include_self: true, value: None };
         Ok(vec![w.op(Op::Scatter(scatter), &[x, index, src])?])

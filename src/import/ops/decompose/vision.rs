@@ -13,6 +13,7 @@ use torchtpu_passes::ir::{BinaryOp, DType, Dim, Op, Operand, ReduceOp, Scalar, T
 
 use super::super::super::wire::{Recipe, Wire};
 use super::{scalar_op, static_dims, tensor_op, Args, R};
+use torchtpu_passes::bug;
 
 /// `roi_align(input [N, C, H, W], rois [K, 5], spatial_scale, pooled_height, pooled_width,
 /// sampling_ratio, aligned)` → `[K, C, pooled_height, pooled_width]`; each row of `rois` is
@@ -57,7 +58,7 @@ pub(super) fn region_args(a: &mut Args<'_>, op: &str) -> R<(f64, (i64, i64))> {
     let scale = a.float("spatial_scale", None)?;
     let (ph, pw) = (a.int("pooled_height", None)?, a.int("pooled_width", None)?);
     if !(1..=MAX_BINS).contains(&ph) || !(1..=MAX_BINS).contains(&pw) {
-        return Err(format!("{op} to {ph}×{pw} bins is out of range"));
+        return Err(format!("{op} to {ph}×{pw} bins is out of range").into());
     }
     Ok((scale, (ph, pw)))
 }
@@ -84,7 +85,7 @@ impl ChannelGroups {
     ) -> R<ChannelGroups> {
         let c = static_dims(&w.ty(input), "the input")?.get(1).copied().unwrap_or(0);
         if c % (ph * pw) != 0 {
-            return Err(format!("{op}'s input has {c} channels, not a multiple of its {ph}×{pw} bins"));
+            return Err(format!("{op}'s input has {c} channels, not a multiple of its {ph}×{pw} bins").into());
         }
         let c_out = c / (ph * pw);
         let k = static_dims(&w.ty(rois), "the rois")?.first().copied().unwrap_or(0);
@@ -130,10 +131,11 @@ impl Sampling {
             return Err(format!(
                 "{op} with sampling_ratio {grid} (an adaptive grid, sized by each region) is not supported; \
                  give a fixed sampling_ratio > 0 (torchvision's detection heads use 2)"
-            ));
+            )
+            .into());
         }
         if ph.max(pw).checked_mul(grid).is_none_or(|points| points > MAX_BINS) {
-            return Err(format!("{op} to {ph}×{pw} bins of {grid}² points is out of range"));
+            return Err(format!("{op} to {ph}×{pw} bins of {grid}² points is out of range").into());
         }
         Ok(self)
     }
@@ -143,10 +145,12 @@ impl Sampling {
     /// (`[c_out, ph, pw]`) from the one each (output channel, bin) names (`[K, ph, pw, c_out]`).
     fn sample(&self, w: &mut Wire<'_>, input: ValueRef, rois: ValueRef, channels: Option<ValueRef>) -> R<ValueRef> {
         let dims = static_dims(&w.ty(input), "the input")?;
-        let [_, c, h, wd] = dims[..] else { return Err(format!("a 4-d input was expected, found {}", w.ty(input))) };
+        let [_, c, h, wd] = dims[..] else {
+            return Err(format!("a 4-d input was expected, found {}", w.ty(input)).into());
+        };
         let k = match static_dims(&w.ty(rois), "the rois")?[..] {
             [k, 5] => k,
-            _ => return Err(format!("rois of shape [K, 5] were expected, found {}", w.ty(rois))),
+            _ => return Err(format!("rois of shape [K, 5] were expected, found {}", w.ty(rois)).into()),
         };
         let ((ph, pw), grid) = (self.bins, self.grid);
         let dt = w.ty(input).dtype;
@@ -211,7 +215,7 @@ impl Sampling {
                 });
             }
         }
-        let sum = sum.ok_or("internal: no neighbour")?;
+        let sum = sum.ok_or_else(|| bug("no neighbour"))?;
         // Points more than a pixel outside the map read zero.
         let (ry, rx) = (view(w, ry, &[k, ny, 1, 1])?, view(w, rx, &[k, 1, nx, 1])?);
         let inside = w.op(tensor_op(BinaryOp::LogicalAnd), &[ry, rx])?;
@@ -237,7 +241,7 @@ pub(super) fn nms(a: &mut Args<'_>) -> R<Recipe> {
         let types = vec![TensorType { dtype: DType::Bool, dims: n.clone() }, TensorType { dtype: DType::I64, dims: n }];
         let decided = w.typed(Op::NmsKeep(NmsKeep { iou_threshold }), &[boxes, scores], types)?;
         let (keep, order) = (decided[0], decided[1]);
-        let rows = w.outputs.first().and_then(|t| t.dims.first()).cloned().ok_or("internal: a 1-d result")?;
+        let rows = w.outputs.first().and_then(|t| t.dims.first()).cloned().ok_or_else(|| bug("a 1-d result"))?;
         let kept = w.op(Op::Nonzero(Nonzero { size: rows }), &[keep])?;
         let kept = w.op(Op::Select(Select { dim: 1, index: 0 }), &[kept])?;
         Ok(vec![w.op(Op::Index(Index { present: vec![true] }), &[order, kept])?])
@@ -311,21 +315,22 @@ pub(super) fn deform_conv2d(a: &mut Args<'_>) -> R<Recipe> {
     let offset_groups = a.int("offset_groups", None)?;
     let use_mask = a.bool("use_mask", false)?;
     Ok(Box::new(move |w| {
-        let [input, weight, offset, mask, bias] = w.inputs[..] else { return Err("internal: five operands".into()) };
+        let [input, weight, offset, mask, bias] = w.inputs[..] else { return Err(bug("five operands")) };
         let [n, c, h, wd] = static_dims(&w.ty(input), "deform_conv2d's input")?[..] else {
-            return Err(format!("deform_conv2d takes a 4-d input, found {}", w.ty(input)));
+            return Err(format!("deform_conv2d takes a 4-d input, found {}", w.ty(input)).into());
         };
         let [o, _, kh, kw] = static_dims(&w.ty(weight), "deform_conv2d's weight")?[..] else {
-            return Err(format!("deform_conv2d takes a 4-d weight, found {}", w.ty(weight)));
+            return Err(format!("deform_conv2d takes a 4-d weight, found {}", w.ty(weight)).into());
         };
         let [_, _, ho, wo] = static_dims(&w.ty(offset), "deform_conv2d's offset")?[..] else {
-            return Err(format!("deform_conv2d takes a 4-d offset, found {}", w.ty(offset)));
+            return Err(format!("deform_conv2d takes a 4-d offset, found {}", w.ty(offset)).into());
         };
         let g = offset_groups;
         if g <= 0 || c % g != 0 || groups <= 0 || c % groups != 0 || o % groups != 0 {
             return Err(format!(
                 "deform_conv2d's {c} channels do not split into {groups} groups and {g} offset groups"
-            ));
+            )
+            .into());
         }
         let taps = [n, g, kh, kw, ho, wo];
         let offset = view(w, offset, &[n, g, kh, kw, 2, ho, wo])?;
@@ -374,7 +379,8 @@ pub(super) fn deform_conv2d(a: &mut Args<'_>) -> R<Recipe> {
             }
         }
         // [N, G, kh, kw, Ho, Wo, C/G] → columns [N, C·kh·kw, Ho, Wo], channel-major.
-        let columns = w.op(Op::Permute(Permute { dims: vec![0, 1, 6, 2, 3, 4, 5] }), &[sum.ok_or("internal")?])?;
+        let columns =
+            w.op(Op::Permute(Permute { dims: vec![0, 1, 6, 2, 3, 4, 5] }), &[sum.ok_or_else(|| bug("no sum"))?])?;
         let columns = view(w, columns, &[n, c * kh * kw, ho, wo])?;
         let weight = view(w, weight, &[o, c / groups * kh * kw, 1, 1])?;
         let conv = Convolution {
