@@ -1479,6 +1479,26 @@ class WindowPad(nn.Module):
         return y[:, :h, :w, :] * 2, row + 1
 
 
+class PooledCnn(nn.Module):
+    """DenseNet's transitions on an image of any size: conv, BN and ReLU, then average pools
+    that cut the sides in half (2x2, stride 2; and 3x3, stride 2, padding 1, the padding
+    counted as torch does by default), a global average and a linear head."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.bn1 = nn.BatchNorm2d(8)
+        self.pool1 = nn.AvgPool2d(2)
+        self.conv2 = nn.Conv2d(8, 8, 1)
+        self.pool2 = nn.AvgPool2d(3, stride=2, padding=1)
+        self.fc = nn.Linear(8, 10)
+
+    def forward(self, x):
+        x = self.pool1(F.relu(self.bn1(self.conv1(x))))
+        x = self.pool2(F.relu(self.conv2(x)))
+        return self.fc(x.mean((2, 3))), x
+
+
 class CrossAttention(nn.Module):
     """A decoder's cross-attention over encoder states, each with a length of its own:
     queries from x [b, t, 16], keys and values from memory [b, s, 16], two heads."""
@@ -1712,6 +1732,15 @@ MODELS = {
                 for h, w in ((10, 9), (5, 5), (7, 7), (9, 15), (15, 17), (17, 23), (23, 5), (21, 11), (6, 19))],
         excluded=[(randn((2, 8, 8, 3), 2508),), (randn((2, 10, 12, 3), 2512),)],
         dynamic_shapes={"x": {1: Dim.AUTO(min=5, max=24), 2: Dim.AUTO(min=5, max=24)}}),
+    "pool_sides_dyn": dict(
+        build=lambda: randomize_bn(PooledCnn()),
+        desc="average pools along a dynamic height and width (DenseNet's transitions): conv, BN, ReLU, "
+             "avg_pool2d(2), a 1x1 conv, avg_pool2d(3, stride 2, padding 1), a global mean and a linear head, "
+             "x f32[2, 3, h, w] with Dim.AUTO(min=8, max=64) for h and w, odd sides included; both outputs "
+             "(the head and the last feature map) compared",
+        inputs=[(randn((2, 3, h, w), 2600 + 70 * h + w),)
+                for h, w in ((32, 32), (8, 8), (9, 13), (17, 31), (33, 8), (64, 64), (47, 21), (12, 60))],
+        dynamic_shapes={"x": {2: Dim.AUTO(min=8, max=64), 3: Dim.AUTO(min=8, max=64)}}),
     "auto_batch_dyn": dict(
         state_dict_of="mlp",
         build=MLP,

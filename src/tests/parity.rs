@@ -292,7 +292,8 @@ parity_tests!(
     positions_after_past_dyn,
     rows_of_count,
     size_minmax_dyn,
-    window_pad_dyn
+    window_pad_dyn,
+    pool_sides_dyn
 );
 
 #[test]

@@ -3,7 +3,8 @@
 
 use super::{DynDims, Factors, Masker, Res, MERGED, REFUSED};
 use crate::ir::ops::{
-    Binary, Convert, Convolution, Full, Gather, Index, IndexSelect, Pad, PaddingRule, Reduce, Slice, View, Where,
+    AvgPool, Binary, Convert, Convolution, Full, Gather, Index, IndexSelect, Pad, PaddingRule, Reduce, Slice, View,
+    Where,
 };
 use crate::ir::{
     norm_dim, ArgReduceOp, BinaryOp, DType, Dim, Graph, NodeId, Op, Operand, ReduceOp, Scalar, SymExpr, TensorType,
@@ -103,6 +104,7 @@ impl Masker<'_> {
                 let dims: Vec<usize> = across.iter().map(|(_, d, _)| *d).collect();
                 self.mask_input(graph, id, 0, &dims, float_fill(f64::NEG_INFINITY))
             }
+            PaddingRule::AvgPool(pool) => self.avg_pool(graph, id, pool, across),
             PaddingRule::Pad(pad) => self.pad(graph, id, pad, across),
             PaddingRule::Repeat { repeats } => self.repeat(graph, id, repeats, across),
             PaddingRule::Scatter { dim } => self.scatter(graph, id, norm_dim(*dim, rank(0)), across),
@@ -522,6 +524,38 @@ impl Masker<'_> {
     fn convolution(&mut self, graph: &mut Graph, id: NodeId, conv: &Convolution, across: &[Across]) -> Res<()> {
         if across.iter().any(|(slot, d, f)| *slot != 0 || *d < 2 || f.len() > 1) || conv.transposed {
             return Err("is dynamic along its channels or its weights, or is transposed".into());
+        }
+        let dims: Vec<usize> = across.iter().map(|(_, d, _)| *d).collect();
+        self.mask_input(graph, id, 0, &dims, Scalar::Float(0.0))
+    }
+
+    /// An average pool along padded spatial dims: their padding zeroed, the sums of the real
+    /// windows are eager's. So are the divisors where no window is cut short at the real end:
+    /// without `ceil_mode` a window ends within the real length and its own padding, which
+    /// counts when `count_include_pad` (the default); without it, only where that padding is 0.
+    fn avg_pool(&mut self, graph: &mut Graph, id: NodeId, pool: &AvgPool, across: &[Across]) -> Res<()> {
+        let rank = Self::ty(graph, graph.inputs(id)[0]).rank();
+        let first_spatial =
+            rank.checked_sub(pool.kernel.len()).ok_or_else(|| bug("a pool of more dims than its operand"))?;
+        let fixed_divisor = pool.divisor_override.is_some();
+        for (_, d, f) in across {
+            let k = d.checked_sub(first_spatial).ok_or_else(|| bug("a pool dynamic along a dim it keeps"))?;
+            let padding = pool.padding.get(k).or(pool.padding.first()).copied().unwrap_or(0);
+            if f.len() > 1 {
+                return Err(MERGED.into());
+            }
+            if pool.ceil_mode && !fixed_divisor {
+                return Err(
+                    "pools in ceil_mode along a dynamic dim: its last window's divisor depends on the real size".into(),
+                );
+            }
+            if !pool.count_include_pad && padding > 0 && !fixed_divisor {
+                return Err(
+                    "pools with padding along a dynamic dim and count_include_pad=False: its last windows' divisors \
+                     depend on the real size"
+                        .into(),
+                );
+            }
         }
         let dims: Vec<usize> = across.iter().map(|(_, d, _)| *d).collect();
         self.mask_input(graph, id, 0, &dims, Scalar::Float(0.0))

@@ -65,6 +65,10 @@ impl OpDef for AvgPool {
     fn position_wise(&self, inputs: &[&TensorType], outputs: &[TensorType]) -> Vec<Along> {
         Along::same(inputs, outputs, 0..inputs[0].rank().saturating_sub(self.kernel.len()))
     }
+
+    fn under_padding(&self) -> Padding {
+        Padding::Rule(PaddingRule::AvgPool(self.clone()))
+    }
 }
 
 op! {

@@ -4,7 +4,7 @@
 //! or a rule of the `bucket_masks` pass, named here with what the rule needs of the op. The pass
 //! matches every [`PaddingRule`], so an op can only name a rule the pass has.
 
-use super::{Convolution, Fft, GroupNorm, Pad, Slice};
+use super::{AvgPool, Convolution, Fft, GroupNorm, Pad, Slice};
 use crate::ir::{ArgReduceOp, Dim, ReduceOp};
 
 /// How an op treats operands padded past their real size along a dynamic dim.
@@ -67,6 +67,10 @@ pub enum PaddingRule {
     Convolution(Convolution),
     /// A max pool along a padded spatial dim: the padding −∞, its indices unused.
     MaxPool,
+    /// An average pool along a padded spatial dim: zeros read past the real length, as its own
+    /// padding, where every window's divisor stays eager's (no `ceil_mode`; a padded side
+    /// counts its padding or has a fixed divisor).
+    AvgPool(AvgPool),
     /// A constant pad on the right of a padded dim: its value written from the real length on.
     Pad(Pad),
     /// Copies of a padded dim one after the other: a dim of factors.
