@@ -355,8 +355,8 @@ fn same_weights(buckets: &[LoweredBucket]) -> Result<Vec<String>, Error> {
     let Some((_, first)) = orders.next() else { return Ok(Vec::new()) };
     for (b, order) in orders {
         if order != first {
-            return Err(Error::Unsupported(format!(
-                "internal: bucket {} takes other weights than the first bucket",
+            return Err(Error::Internal(format!(
+                "bucket {} takes other weights than the first bucket",
                 b.planned.name
             )));
         }
@@ -606,7 +606,7 @@ fn write_artifact(
         let compiled = compiled().map_err(failed)?;
         let programs = buckets.iter().map(|b| (b.program_entry(), b.lowered.module.text.clone().into_bytes()));
         let (mut entries, targets) =
-            executable_entries(programs, req.targets.len(), compiled.executables, &mut summaries)?;
+            executable_entries(programs, req.targets.len(), compiled.executables, &mut summaries).map_err(failed)?;
         let (serving_entries, serving) = artifact::serving_entries(&req.serving_files);
         entries.extend(serving_entries);
         warnings.extend(targets.iter().flat_map(TargetEntry::hbm_overflows));
@@ -669,13 +669,14 @@ fn executable_entries<'a>(
     targets: usize,
     executables: Vec<TargetOutput>,
     summaries: &mut Vec<TargetSummary>,
-) -> Result<(Entries<'a>, Vec<TargetEntry>), String> {
+) -> Result<(Entries<'a>, Vec<TargetEntry>), Error> {
     let mut entries = Vec::new();
     let mut entries_of_targets: Vec<TargetEntry> = Vec::new();
     let mut executables = executables.into_iter();
     for (program_entry, text) in programs {
         for t in 0..targets {
-            let e = executables.next().ok_or_else(|| format!("internal: `{program_entry}` lacks executables"))?;
+            let e =
+                executables.next().ok_or_else(|| Error::Internal(format!("`{program_entry}` lacks executables")))?;
             if entries_of_targets.len() <= t {
                 let target = e.summary.target.clone();
                 entries_of_targets.push(TargetEntry { target, plugin: e.plugin, tpu: e.tpu, executables: Vec::new() });

@@ -52,7 +52,7 @@ pub fn recompile(from: &Path, out: &Path, req: &RecompileRequest) -> Result<Comp
     let mut summaries = Vec::new();
     let stored = m.buckets.iter().zip(&programs).map(|(b, (_, text))| (b.program.clone(), text.to_vec()));
     let (mut entries, entries_of_targets) =
-        super::executable_entries(stored, targets.len(), executables, &mut summaries).map_err(Error::Unsupported)?;
+        super::executable_entries(stored, targets.len(), executables, &mut summaries)?;
     let started = Instant::now();
     let weights_bytes = carry_weights(&art, out, &mut entries)?;
     entries.extend(art.serving_entries()?);

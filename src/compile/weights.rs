@@ -136,8 +136,8 @@ impl<'a> WeightsEntry<'a> {
                 Source::Derived { recipe, dtype } => {
                     let written = write_derived(self.program, recipe, *dtype, out)?;
                     if written != t.bytes {
-                        return Err(Error::Unsupported(format!(
-                            "internal: derived weight `{}` has {written} bytes, its type says {}",
+                        return Err(Error::Internal(format!(
+                            "derived weight `{}` has {written} bytes, its type says {}",
                             t.name, t.bytes
                         )));
                     }

@@ -62,7 +62,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::ir::ops::{Embedding, Mm, Permute};
 use crate::ir::{Dim, Graph, InputKind, Mesh, NodeId, Op, Sharding, ValueRef};
-use crate::pass::{Changed, Pass, PassCx, PassError};
+use crate::pass::{bug, Changed, Fail, Pass, PassCx, PassError};
 use follow::{follow, Why};
 use plan::{Assigned, ShardPlan, Style};
 
@@ -158,7 +158,7 @@ impl Pass for Shard {
             cx.note(unfused, "fused projections (one weight for several parts: Q, K and V; an SSM input and its gate) made one matmul per part");
             let assigned = self.plan.assign(graph).map_err(fail)?;
             cx.note(assigned.len(), "weights the plan file decides");
-            let plan = tensor_parallel(graph, mesh.size(TENSOR), &assigned).map_err(fail)?;
+            let plan = tensor_parallel(graph, mesh.size(TENSOR), &assigned).map_err(|f| PassError::of("shard", f))?;
             apply(graph, &plan);
             let constrained = sequence::constrain(graph, &self.plan, mesh.size(TENSOR)).map_err(fail)?;
             cx.note(constrained, "module outputs split along the sequence (tp)");
@@ -355,7 +355,7 @@ pub(super) fn linear(graph: &Graph, id: NodeId) -> Option<Linear> {
 
 /// The Megatron plan: rounds of the analysis, each dropping the column-parallel matmuls whose
 /// split could not be followed, until one round keeps them all.
-fn tensor_parallel(graph: &Graph, tp: i64, assigned: &BTreeMap<NodeId, Assigned>) -> Result<Plan, String> {
+fn tensor_parallel(graph: &Graph, tp: i64, assigned: &BTreeMap<NodeId, Assigned>) -> Result<Plan, Fail> {
     let order = graph.topo_order().map_err(|_| "the graph has a cycle".to_string())?;
     let linears: BTreeMap<NodeId, Linear> =
         order.iter().filter_map(|&id| linear(graph, id)).map(|l| (l.node, l)).collect();
@@ -364,7 +364,7 @@ fn tensor_parallel(graph: &Graph, tp: i64, assigned: &BTreeMap<NodeId, Assigned>
     for _ in 0..=linears.len() + embeddings {
         let plan = analyze(graph, &order, &linears, &excluded, tp, assigned);
         if let Some(refusal) = plan.refusals.first() {
-            return Err(refusal.clone());
+            return Err(refusal.clone().into());
         }
         if plan.broken.is_empty() {
             check_stated(graph, &linears, &plan, assigned)?;
@@ -374,7 +374,7 @@ fn tensor_parallel(graph: &Graph, tp: i64, assigned: &BTreeMap<NodeId, Assigned>
         }
         excluded.extend(plan.broken);
     }
-    Err("internal: the tensor-parallel analysis did not settle".into())
+    Err(bug("the tensor-parallel analysis did not settle"))
 }
 
 /// One round: follows the splits of the column-parallel candidates (every matmul on a weight
