@@ -86,6 +86,14 @@ VISION_FRAMES, VISION_FRAMES_OF = 8, {"s3d": 16, "mvit_v1_b": 16, "mvit_v2_s": 1
 # Every (batch, seq) the dynamic export is run at: 1 (or the smallest seq), the edges of the
 # `auto:2` buckets (batch 4 and 8; seq 32 and 64) and each edge - 1, sizes in the middle.
 DYN_PAIRS = [(2, 16), (1, None), (3, 31), (4, 32), (5, 33), (7, 63), (8, 64), (1, 40), (8, 2)]
+# Image sides: the kinds whose input is an image (or image-like latents) of a height and width
+# that models take at many sizes, exported with both sides `Dim.AUTO` from half to twice the side
+# the row uses; the sizes tried, as fractions of that side (height, width).
+SIDES_KINDS = ("image", "tv-cls", "tv-seg", "diffusers")
+SIDE_FRACTIONS = [(1, 1), (0.5, 0.5), (2, 2), (0.5, 2), (2, 0.5), (0.75, 1.25), (1.5, 0.625), (0.875, 1.125),
+                  (1.25, 0.75), (1.75, 1.75)]
+# Sizes the loaded module refuses (its guards) kept as cases that the compiler must refuse too.
+MAX_EXCLUDED = 2
 VOCAB = 128
 IMAGE = 32
 # A waveform's samples per sequence step: the dynamic time of `input_values` runs over
@@ -405,19 +413,23 @@ def find_companions(module, x):
     module.set_companions({})
 
 
-def make_input(module, b, s, seed):
-    """The input of `module` for batch `b` and sequence `s` (a waveform of `s * SAMPLES`)."""
+def make_input(module, b, s, seed, sides=None):
+    """The input of `module` for batch `b` and sequence `s` (a waveform of `s * SAMPLES`); an
+    image (or latents) of `sides` (height, width) where given."""
     import torch
 
     g = torch.Generator().manual_seed(seed)
     if module.kind == "diffusers":
-        return torch.randn(b, *module.model.sample_shape, generator=g)
+        shape = list(module.model.sample_shape)
+        if sides:
+            shape[-2:] = sides
+        return torch.randn(b, *shape, generator=g)
     if module.kind == "tv-video":
         return torch.randn(b, 3, module.frames, module.image, module.image, generator=g)
     if module.kind.startswith("tv-"):
-        return torch.randn(b, 3, module.image, module.image, generator=g)
+        return torch.randn(b, 3, *(sides or (module.image, module.image)), generator=g)
     if module.kind == "image":
-        return torch.randn(b, 3, IMAGE, IMAGE, generator=g)
+        return torch.randn(b, 3, *(sides or (IMAGE, IMAGE)), generator=g)
     if module.kind == "features":
         return torch.randn(b, *feature_shape(module.model.config), generator=g)
     if module.kind == "audio":
@@ -461,6 +473,72 @@ def export_dynamic(module, x):
     raise RuntimeError("; ".join(errors))
 
 
+def native_side(module):
+    """The side of the images (or latents) the row's static export takes."""
+    if module.kind == "diffusers":
+        return module.model.sample_shape[-1]
+    return IMAGE if module.kind == "image" else module.image
+
+
+def has_sides(module):
+    """True where the input is an image whose height and width can vary: 4-d, square."""
+    if module.kind not in SIDES_KINDS:
+        return False
+    if module.kind == "diffusers":
+        shape = module.model.sample_shape
+        return len(shape) == 3 and shape[-1] == shape[-2]
+    return True
+
+
+def export_sides(module, x):
+    """The export with a dynamic height and width, each from half to twice the row's side:
+    `Dim.AUTO` (torch records what its trace assumed as guards), else a derived multiple of 32,
+    16 or 8 (`k * Dim`) where torch wants the sides divisible. Returns the program, the
+    multiple the sides must be (1 for `Dim.AUTO`) and its dims as text."""
+    import torch
+    from torch.export import Dim
+
+    side = native_side(module)
+    lo, hi = max(1, side // 2), side * 2
+    tries = [(1, {2: Dim.AUTO(min=lo, max=hi), 3: Dim.AUTO(min=lo, max=hi)})]
+    for k in (32, 16, 8):
+        if side % k == 0 and lo // k >= 1:
+            tries.append((k, {2: k * Dim("side_h", min=max(1, lo // k), max=hi // k),
+                              3: k * Dim("side_w", min=max(1, lo // k), max=hi // k)}))
+    errors = []
+    for k, shapes in tries:
+        try:
+            ep = torch.export.export(module, (x,), dynamic_shapes={"x": shapes}, strict=False).run_decompositions()
+        except Exception as e:  # noqa: BLE001 - torch's many export errors
+            errors.append(f"{type(e).__name__}: {first_line(e)}")
+            continue
+        if not any(isinstance(d, torch.SymInt) and d.node.maybe_as_int() is None for d in input_shape(ep)[2:]):
+            # `Dim.AUTO` lets torch fix a side its trace needs fixed (ViT's position table).
+            raise RuntimeError(f"torch.export fixes the sides at {side} (the model takes that size only)")
+        return ep, k, {str(d): str(v) for d, v in shapes.items()}
+    raise RuntimeError("; ".join(errors))
+
+
+def input_shape(ep):
+    """The shape of the exported program's user input, symbols as `torch.SymInt`."""
+    user = ep.graph_signature.user_inputs[0]
+    node = next(n for n in ep.graph.nodes if n.op == "placeholder" and n.name == user)
+    return node.meta["val"].shape
+
+
+def side_pairs(module, multiple):
+    """The (height, width) pairs tried: `SIDE_FRACTIONS` of the row's side, rounded to the
+    export's multiple, within half to twice the side, each once."""
+    side = native_side(module)
+    lo, hi = max(1, side // 2), side * 2
+    pairs = []
+    for fh, fw in SIDE_FRACTIONS:
+        h, w = (min(hi, max(lo, multiple * max(1, round(side * f / multiple)))) for f in (fh, fw))
+        if (h, w) not in pairs:
+            pairs.append((h, w))
+    return pairs
+
+
 def export_either_way(module, x):
     """Non-strict export, then strict where that fails; the non-strict error if both do."""
     import torch
@@ -500,14 +578,18 @@ def first_line(e):
     return text[0][:300] if text else type(e).__name__
 
 
-def worker(task, model_type, out):
-    """Exports one model type into `out`: static.pt2, dynamic.pt2, the inputs and eager outputs
-    of each size, export.json."""
+def worker(task, model_type, out, sides_only=""):
+    """Exports one model type into `out`: static.pt2, dynamic.pt2 (and sides.pt2 for an image
+    model), the inputs and eager outputs of each size, export.json. With `sides_only`, only the
+    sides export, added to the export.json there."""
     import numpy as np
     import torch
 
     os.makedirs(out, exist_ok=True)
+    info_path = os.path.join(out, "export.json")
     info = {"task": task, "type": model_type}
+    if sides_only and os.path.exists(info_path):
+        info = json.load(open(info_path))
     try:
         model = build(task, model_type)
         image = getattr(model, "zoo_image", VISION_IMAGE_OF.get(model_type, VISION_IMAGE))
@@ -524,6 +606,12 @@ def worker(task, model_type, out):
             y = module(x)
         np.save(os.path.join(out, f"{kind}_in_{k}.npy"), x.numpy())
         np.save(os.path.join(out, f"{kind}_out_{k}.npy"), y.float().numpy() if y.dtype == torch.bfloat16 else y.numpy())
+
+    if sides_only:
+        if has_sides(module):
+            export_sides_cases(module, out, info, save_case)
+        json.dump(info, open(info_path, "w"))
+        return
 
     sys.path.insert(0, HERE)
     from gen import real_grouped_mm_under_export
@@ -562,7 +650,45 @@ def worker(task, model_type, out):
         info["dynamic_cases"] = k
     except Exception as e:  # noqa: BLE001
         info["dynamic"] = f"{type(e).__name__}: {first_line(e)}"
+    if has_sides(module):
+        export_sides_cases(module, out, info, save_case)
     json.dump(info, open(os.path.join(out, "export.json"), "w"))
+
+
+def export_sides_cases(module, out, info, save_case):
+    """The sides export of an image model (`sides.pt2`), its cases at every pair of sides the
+    loaded program accepts (`sides_in_<k>.npy`, eager's outputs beside) and up to
+    `MAX_EXCLUDED` pairs its guards refuse (`sides_excluded_<k>.npy`), in `info`."""
+    import numpy as np
+    import torch
+
+    try:
+        x = make_input(module, 2, 16, 1)
+        ep, multiple, dims = export_sides(module, x)
+        same_as_eager(ep, module, x)
+        torch.export.save(ep, os.path.join(out, "sides.pt2"))
+        loaded = ep.module()
+        cases, excluded = 0, 0
+        for k, sides in enumerate(side_pairs(module, multiple)):
+            x = make_input(module, 2, 16, 20 + k, sides)
+            try:
+                with torch.no_grad():
+                    module(x)
+            except Exception:  # noqa: BLE001 - a size the model itself cannot take is not tried
+                continue
+            try:
+                with torch.no_grad():
+                    loaded(x)
+            except Exception as e:  # noqa: BLE001
+                if "Guard failed" in str(e) and excluded < MAX_EXCLUDED:
+                    np.save(os.path.join(out, f"sides_excluded_{excluded}.npy"), x.numpy())
+                    excluded += 1
+                continue
+            save_case("sides", cases, x)
+            cases += 1
+        info.update(sides="ok", sides_cases=cases, sides_excluded=excluded, sides_dims=dims)
+    except Exception as e:  # noqa: BLE001
+        info["sides"] = f"{type(e).__name__}: {first_line(e)}"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -608,8 +734,9 @@ def call(args, timeout):
         return None, True
 
 
-def evaluate(compiler, d, kind, cases, buckets, tpu, scale_rule=False):
-    """Compiles `kind`.pt2 in `d` and runs every case; (outcome, detail). Outputs are compared
+def evaluate(compiler, d, kind, cases, buckets, tpu, scale_rule=False, excluded=0):
+    """Compiles `kind`.pt2 in `d` and runs every case, then each of `excluded` inputs that the
+    export's guards refuse (`run` must refuse them too); (outcome, detail). Outputs are compared
     element by element (rtol 1e-3, atol 1e-4), or with `scale_rule` by `run`'s default rule
     (within 1e-4 of the output's scale, max(1, max |ref|)): torchvision's random-init networks at
     their real depth reach activations of 10^3, where f32's rounding alone exceeds atol 1e-4."""
@@ -635,11 +762,31 @@ def evaluate(compiler, d, kind, cases, buckets, tpu, scale_rule=False):
         if outcome[0] != "PASS":
             shape = "x".join(str(n) for n in __import__("numpy").load(os.path.join(d, f"{kind}_in_{k}.npy")).shape)
             return outcome[0], f"at {shape}: {outcome[1]}"
+    for k in range(excluded):
+        refused = refuses_excluded(compiler, art, os.path.join(d, f"{kind}_excluded_{k}.npy"))
+        if refused is not None:
+            return refused
     os.remove(art)
     drawn = random_ops(os.path.join(d, f"{kind}.pt2"))
     # Its numbers are not eager's: equal within the tolerance only where the output depends
     # little on them.
     return "PASS", f"draws random numbers ({', '.join(drawn)}): equal to eager's within the tolerance" if drawn else ""
+
+
+def refuses_excluded(compiler, art, inputs):
+    """None where `run` refuses `inputs` as the export does: a broken condition of the export, or
+    a size outside its ranges (torch checks both as guards); else why not."""
+    import numpy as np
+
+    proc, timed_out = call([compiler, "run", art, inputs, "--out-dir", inputs + ".out"], 600)
+    refusals = ("break a condition of the export", "outside the sizes")
+    if proc is not None and proc.returncode == 1 and any(r in proc.stderr for r in refusals):
+        return None
+    shape = "x".join(str(n) for n in np.load(inputs).shape)
+    outcome = classify(proc, timed_out)
+    if outcome[0] == "PASS":
+        return "WRONG", f"at {shape}: ran a size the export's guards exclude"
+    return outcome[0], f"at {shape}, excluded by the export's guards: {outcome[1]}"
 
 
 def random_ops(archive):
@@ -688,17 +835,17 @@ def enough_disk(path):
 def drop_exports(args, d, result):
     """Removes a row's archives once its verdicts are all recorded (TPU included) and none needs
     a re-check: a vision model's exports take hundreds of MB each. `--keep-exports` keeps them."""
-    passed = all(result[k][0] in ("PASS", "EXPORT") for k in ("static", "dynamic"))
+    passed = all(result[k][0] in ("PASS", "EXPORT", "—") for k in ("static", "dynamic", "sides") if k in result)
     if passed and result.get("tpu") is True and not args.keep_exports:
         for path in glob.glob(os.path.join(d, "*.pt2")):
             os.remove(path)
 
 
-def export(args, task, model_type, d):
+def export(args, task, model_type, d, sides_only=False):
     """Runs the worker for one model type, with a time limit."""
     try:
-        subprocess.run([sys.executable, __file__, "--worker", task, model_type, d], timeout=args.export_timeout,
-                       capture_output=True, text=True)
+        subprocess.run([sys.executable, __file__, "--worker", task, model_type, d, *(["sides"] if sides_only else [])],
+                       timeout=args.export_timeout, capture_output=True, text=True)
     except subprocess.TimeoutExpired:
         pass
 
@@ -709,6 +856,8 @@ def sweep_one(args, task, model_type):
     enough_disk(args.out)
     if os.path.exists(done) and not args.again:
         previous = json.load(open(done))
+        if args.add_sides and "sides" not in previous:
+            return add_sides(args, d, previous, done)
         passed = all(previous[k][0] in ("PASS", "EXPORT") for k in ("static", "dynamic"))
         if args.add_tpu and not previous.get("tpu") and "tpu" in previous and not args.recheck:
             result = add_tpu(args.compiler, d, previous, done)
@@ -724,6 +873,7 @@ def sweep_one(args, task, model_type):
     result = {"task": task, "type": model_type}
     if "build" in info:
         result["static"] = result["dynamic"] = ["EXPORT", info["build"]]
+        result["sides"] = ["—", ""]
     else:
         for kind, buckets, cases in (("static", None, 1), ("dynamic", "auto:2", info.get("dynamic_cases", 0))):
             if info.get(kind) != "ok":
@@ -733,9 +883,43 @@ def sweep_one(args, task, model_type):
                                              scale_rule=task in SCALE_RULE_TASKS))
         result["tpu"] = not args.no_tpu
         result["dynamic_dims"] = info.get("dynamic_dims")
+        result["sides"] = sides_outcome(args, d, info, task)
     enough_disk(args.out)
     json.dump(result, open(done, "w"))
     drop_exports(args, d, result)
+    return result
+
+
+def sides_outcome(args, d, info, task):
+    """The sides column of a row: `—` for a model without image sides, EXPORT where torch
+    could not export them or accepts none of the sizes tried, else the compile and runs."""
+    if "sides" not in info:
+        return ["—", ""]
+    if info["sides"] != "ok":
+        return ["EXPORT", info["sides"]]
+    if not info.get("sides_cases"):
+        return ["EXPORT", "the loaded program accepts none of the sides tried (its guards)"]
+    outcome = evaluate(args.compiler, d, "sides", info["sides_cases"], "auto:2", not args.no_tpu,
+                       scale_rule=task in SCALE_RULE_TASKS, excluded=info.get("sides_excluded", 0))
+    return list(outcome)
+
+
+def add_sides(args, d, result, done):
+    """Exports and evaluates the sides of a row swept before the sweep had them; its other
+    verdicts stand."""
+    export(args, result["task"], result["type"], d, sides_only=True)
+    info_path = os.path.join(d, "export.json")
+    info = json.load(open(info_path)) if os.path.exists(info_path) else {}
+    if "build" in info:
+        result["sides"] = ["EXPORT", info["build"]]
+    elif "sides" not in info and not os.path.exists(info_path):
+        result["sides"] = ["EXPORT", "export timed out or crashed"]
+    else:
+        result["sides"] = sides_outcome(args, d, info, result["task"])
+    json.dump(result, open(done, "w"))
+    for path in glob.glob(os.path.join(d, "sides*.pt2")):
+        if result["sides"][0] in ("PASS", "EXPORT") and not args.keep_exports:
+            os.remove(path)
     return result
 
 
@@ -799,7 +983,7 @@ def describe(library, results):
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
         try:
-            worker(*sys.argv[2:5])
+            worker(*sys.argv[2:6])
         except Exception:  # noqa: BLE001
             traceback.print_exc()
             sys.exit(1)
@@ -817,6 +1001,8 @@ def main():
     p.add_argument("--no-tpu", action="store_true", help="compile for CPU only (half the time)")
     p.add_argument("--add-tpu", action="store_true",
                    help="compile for tpu:v6e:1x1 what passed on CPU without it (CPU verdicts stand)")
+    p.add_argument("--add-sides", action="store_true",
+                   help="export and evaluate the image sides of rows swept without them (other verdicts stand)")
     p.add_argument("--table-only", action="store_true", help="write the table from the results so far")
     p.add_argument("--keep-exports", action="store_true",
                    help="keep a row's archives after its verdicts are recorded (they are removed by default)")
@@ -839,18 +1025,21 @@ def main():
             done = os.path.join(args.out, task, t, "result.json")
             # A row the table holds but this machine has no result for was swept elsewhere: kept.
             kept = (task, t) in tabled and not os.path.exists(done)
-            redo = args.again or args.recheck or (args.add_tpu and kept and untried_on_tpu(tabled[task, t]))
+            redo = args.again or args.recheck or (args.add_tpu and kept and untried_on_tpu(tabled[task, t])) \
+                or (args.add_sides and kept)
             if args.table_only or (kept and not redo):
                 results.extend([json.load(open(done))] if os.path.exists(done) else [])
                 continue
             r = sweep_one(args, task, t)
             results.append(r)
-            print(f"[{task} {i + 1}/{len(types)}] {t}: static {r['static'][0]}, dynamic {r['dynamic'][0]} "
-                  f"{(r['dynamic'][1] or r['static'][1])[:160]}", flush=True)
+            sides = r.get("sides", ["—", ""])
+            print(f"[{task} {i + 1}/{len(types)}] {t}: static {r['static'][0]}, dynamic {r['dynamic'][0]}, "
+                  f"sides {sides[0]} {(sides[1] or r['dynamic'][1] or r['static'][1])[:160]}", flush=True)
     # No path of this machine in the table.
     for r in results:
-        for k in ("static", "dynamic"):
-            r[k][1] = r[k][1].replace(os.path.abspath(args.out) + os.sep, "").replace(os.path.expanduser("~"), "~")
+        for k in ("static", "dynamic", "sides"):
+            if k in r:
+                r[k][1] = r[k][1].replace(os.path.abspath(args.out) + os.sep, "").replace(os.path.expanduser("~"), "~")
     zoo_table.write_table(results, args.table, versions(args.compiler), planned, LIBRARIES, describe)
     print(f"wrote {args.table}")
 

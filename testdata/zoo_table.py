@@ -12,32 +12,58 @@ def summary(results):
     static_pass = [r for r in results if r["static"][0] == "PASS" and r["dynamic"][0] != "EXPORT"]
     both = [r for r in static_pass if r["dynamic"][0] == "PASS"]
     count = lambda col, o: sum(1 for r in results if r[col][0] == o)
-    return (f"**{len(results)} architectures.** Static: {count('static', 'PASS')} PASS, {count('static', 'REFUSED')} "
-            f"REFUSED, {count('static', 'WRONG')} WRONG, {count('static', 'CRASH')} CRASH, "
+    text = (f"**{len(results)} architectures.** Static: {count('static', 'PASS')} PASS, "
+            f"{count('static', 'REFUSED')} REFUSED, {count('static', 'WRONG')} WRONG, {count('static', 'CRASH')} CRASH, "
             f"{count('static', 'EXPORT')} export failures or not swept. Dynamic: {count('dynamic', 'PASS')} PASS, "
             f"{count('dynamic', 'REFUSED')} REFUSED, {count('dynamic', 'WRONG')} WRONG, "
             f"{count('dynamic', 'CRASH')} CRASH, {count('dynamic', 'EXPORT')} export failures or not swept. Of the "
             f"{len(static_pass)} that pass at one size and export with dynamic sizes, **{len(both)} "
             f"({100.0 * len(both) / max(1, len(static_pass)):.1f}%) pass with dynamic sizes**.")
+    sided = [r for r in results if sides_of(r)[0] not in ("—", "untried")]
+    if not sided:
+        return text
+    tried = [r for r in sided if r["static"][0] == "PASS" and sides_of(r)[0] != "EXPORT"]
+    passed = [r for r in tried if sides_of(r)[0] == "PASS"]
+    count = lambda o: sum(1 for r in sided if sides_of(r)[0] == o)
+    return (text + f" Image sides ({len(sided)} models with them, swept): {count('PASS')} PASS, {count('REFUSED')} "
+            f"REFUSED, {count('WRONG')} WRONG, {count('CRASH')} CRASH, {count('EXPORT')} export failures; of the "
+            f"{len(tried)} that pass at one size and export with dynamic sides, **{len(passed)} "
+            f"({100.0 * len(passed) / max(1, len(tried)):.1f}%) pass with dynamic sides**.")
 
 
-# A row; its TPU column ("yes": also compiled for `tpu:v6e:1x1`; "—": nothing to compile) is absent
-# from the rows of tables written before it was recorded.
-ROW = re.compile(r"^\| ([^|]+) \| `([^`]*)` \| (\w+) \| (\w+) \|(?: (yes|no|—|\?) \|)? ?(.*?) ?\|$")
+def sides_of(r):
+    """A row's sides verdict: `untried` for rows swept before the sweep had them."""
+    return r.get("sides") or ["untried", ""]
+
+
+# A row; its sides column (an outcome, or "—" for a model without image sides) is absent from the
+# rows of tables written before it was recorded (`OLD_ROW`, under a header without it), its TPU
+# column ("yes": also compiled for `tpu:v6e:1x1`; "—": nothing to compile) from older ones still.
+ROW = re.compile(r"^\| ([^|]+) \| `([^`]*)` \| (\w+) \| (\w+) \| (\w+|—) \| (yes|no|—|\?) \| ?(.*?) ?\|$")
+OLD_ROW = re.compile(r"^\| ([^|]+) \| `([^`]*)` \| (\w+) \| (\w+) \|(?: (yes|no|—|\?) \|)? ?(.*?) ?\|$")
 TPU_MARK = {True: "yes", False: "no", None: "?"}
 
 
 def table_rows(lines):
-    """(task, type, static, dynamic, tpu, why) of each row of a table; `tpu` is "?" where the
-    row does not say."""
-    return [(t, m, s, d, tpu or "?", why) for t, m, s, d, tpu, why in (r.groups() for r in map(ROW.match, lines) if r)]
+    """(task, type, static, dynamic, sides, tpu, why) of each row of a table; `sides` is
+    "untried" and `tpu` "?" where the row does not say."""
+    rows, with_sides = [], False
+    for line in lines:
+        if line.startswith("| task | type |"):
+            with_sides = "| sides |" in line
+        elif with_sides and (m := ROW.match(line)):
+            rows.append(m.groups())
+        elif not with_sides and (m := OLD_ROW.match(line)):
+            t, model, static, dynamic, tpu, why = m.groups()
+            rows.append((t, model, static, dynamic, "untried", tpu or "?", why))
+    return rows
 
 
 def tabled(path):
     """The rows of the table at `path`: (task, type) to (static, dynamic, tpu)."""
     if not os.path.exists(path):
         return {}
-    return {(task, model): (s, d, tpu) for task, model, s, d, tpu, _ in table_rows(open(path).read().splitlines())}
+    return {(task, model): (s, d, tpu) for task, model, s, d, _, tpu, _ in table_rows(open(path).read().splitlines())}
 
 
 def kept_results(body, results):
@@ -45,8 +71,9 @@ def kept_results(body, results):
     earlier run, perhaps on another machine), as results; `kept` marks them."""
     fresh = {(r["task"], r["type"]) for r in results}
     tpu = {"yes": True, "no": False}
-    return [{"task": t, "type": m, "static": [s, why.replace("\\|", "|")], "dynamic": [d, ""], "kept": True,
-             "tpu": tpu.get(mark)} for t, m, s, d, mark, why in table_rows(body) if (t, m) not in fresh]
+    return [{"task": t, "type": m, "static": [s, why.replace("\\|", "|")], "dynamic": [d, ""],
+             **({"sides": [sides, ""]} if sides != "untried" else {}), "kept": True, "tpu": tpu.get(mark)}
+            for t, m, s, d, sides, mark, why in table_rows(body) if (t, m) not in fresh]
 
 
 def kept_sections(path, libraries):
@@ -74,14 +101,17 @@ def section(library, results, versions, planned, paragraph):
         ("" if len(results) >= planned else f"**A partial run: {len(results)} of the {planned} architectures "
          "so far** (the sweep resumes where it stopped). ") + summary(results),
         "",
-        "| task | type | static | dynamic | TPU | why (static / dynamic) |",
-        "|---|---|---|---|---|---|",
+        "| task | type | static | dynamic | sides | TPU | why (static / dynamic / sides) |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in sorted(results, key=lambda r: (r["task"], r["type"])):
-        why = " / ".join(x for x in (r["static"][1], r["dynamic"][1]) if x).replace("|", "\\|").replace("\n", " ")
-        compiled = "PASS" in (r["static"][0], r["dynamic"][0])
+        sides = sides_of(r)
+        why = " / ".join(x for x in (r["static"][1], r["dynamic"][1], sides[1]) if x)
+        why = why.replace("|", "\\|").replace("\n", " ")
+        compiled = "PASS" in (r["static"][0], r["dynamic"][0], sides[0])
         tpu = TPU_MARK[r.get("tpu")] if compiled else "—"
-        lines.append(f"| {r['task']} | `{r['type']}` | {r['static'][0]} | {r['dynamic'][0]} | {tpu} | {why} |")
+        lines.append(f"| {r['task']} | `{r['type']}` | {r['static'][0]} | {r['dynamic'][0]} | {sides[0]} | {tpu} | "
+                     f"{why} |")
     return lines + [""]
 
 
@@ -89,9 +119,9 @@ def totals(sections):
     """The counts over every library: the table at the top."""
     lines = [
         "| library | architectures | export fails | static PASS (of those that export) | static REFUSED | "
-        "dynamic PASS (of static PASS that export dynamic) | dynamic REFUSED | WRONG (either) | CRASH (either) | "
-        "compiled for TPU (of those that compile) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "dynamic PASS (of static PASS that export dynamic) | dynamic REFUSED | image sides PASS (of static PASS "
+        "that export them) | WRONG (any) | CRASH (any) | compiled for TPU (of those that compile) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     everything = []
     for library, body in sections.items():
@@ -103,18 +133,22 @@ def totals(sections):
 
 def totals_row(name, rows):
     count = lambda col, o: sum(1 for r in rows if r[col] == o)
-    either = lambda o: sum(1 for r in rows if o in (r[2], r[3]))
+    either = lambda o: sum(1 for r in rows if o in (r[2], r[3], r[4]))
     exported = len(rows) - count(2, "EXPORT")
     both = sum(1 for r in rows if r[2] == "PASS" and r[3] == "PASS")
     dynamic = sum(1 for r in rows if r[2] == "PASS" and r[3] != "EXPORT")
+    sided = [r for r in rows if r[2] == "PASS" and r[4] not in ("—", "untried", "EXPORT")]
     share = lambda n, d: f"{n} ({100.0 * n / max(1, d):.1f}%)"
-    compiled = [r for r in rows if "PASS" in (r[2], r[3])]
-    tpu = sum(1 for r in compiled if r[4] == "yes")
-    unknown = sum(1 for r in compiled if r[4] == "?")
+    compiled = [r for r in rows if "PASS" in (r[2], r[3], r[4])]
+    tpu = sum(1 for r in compiled if r[5] == "yes")
+    unknown = sum(1 for r in compiled if r[5] == "?")
     tpu_cell = f"{tpu} of {len(compiled)}" + (f" ({unknown} not recorded)" if unknown else "")
+    untried = count(4, "untried")
+    sides_cell = share(sum(1 for r in sided if r[4] == "PASS"), len(sided)) if sided else "—"
+    sides_cell += f"; {untried} untried" if untried else ""
     return (f"| {name} | {len(rows)} | {count(2, 'EXPORT')} | {share(count(2, 'PASS'), exported)} | "
-            f"{count(2, 'REFUSED')} | {share(both, dynamic)} | {count(3, 'REFUSED')} | {either('WRONG')} | "
-            f"{either('CRASH')} | {tpu_cell} |")
+            f"{count(2, 'REFUSED')} | {share(both, dynamic)} | {count(3, 'REFUSED')} | {sides_cell} | "
+            f"{either('WRONG')} | {either('CRASH')} | {tpu_cell} |")
 
 
 def write_table(results, path, versions, planned, libraries, describe):
@@ -137,7 +171,12 @@ def write_table(results, path, versions, planned, libraries, describe):
         "compiles each with torchtpu-compile, runs it on CPU and compares it with eager. Each library's section "
         "says when it was swept, with which versions and how. Outcomes: EXPORT (torch.export failed, or the program it wrote differs from eager: torch's "
         "error), PASS (equal to eager at every size tried), REFUSED (the compiler refused, naming the op and "
-        "why), WRONG (a result differs from eager), CRASH (a panic, an abort, a signal or a hang). "
+        "why), WRONG (a result differs from eager, or a size the export's guards exclude was run), CRASH (a "
+        "panic, an abort, a signal or a hang). Image sides: the models whose input is an image (or image-like "
+        "latents) exported again with a dynamic height and width (`Dim.AUTO`, half to twice the side; a "
+        "multiple of 32, 16 or 8 where torch wants one), run at up to 10 pairs of sides the loaded program "
+        "accepts, and refusing up to 2 its guards exclude; `—` for models without image sides, `untried` for "
+        "rows swept before the sweep had them (`--add-sides`). "
         "Percentages of static PASS are of the archives that export. TPU: `yes` where the archives that "
         "compile were also compiled for `tpu:v6e:1x1` (libtpu; no TPU needed), `no` where the run compiled for "
         "CPU only (`--no-tpu`), `?` for rows kept from runs before the table recorded it.",
