@@ -1499,6 +1499,27 @@ class PooledCnn(nn.Module):
         return self.fc(x.mean((2, 3))), x
 
 
+class ResizedHead(nn.Module):
+    """A segmentation head on an image of any size (torchvision's FCN and DeepLab): a stride-2
+    and a stride-4 feature map resized back to the input's height and width (bilinear,
+    `size=`), a bilinear 2x by a factor with `align_corners`, and a nearest resize by size."""
+
+    def __init__(self):
+        super().__init__()
+        self.down2 = nn.Conv2d(3, 4, 3, stride=2, padding=1)
+        self.down4 = nn.Conv2d(4, 4, 3, stride=2, padding=1)
+
+    def forward(self, x):
+        h, w = x.shape[-2:]
+        a = F.relu(self.down2(x))
+        b = F.relu(self.down4(a))
+        up_a = F.interpolate(a, size=(h, w), mode="bilinear", align_corners=False)
+        up_b = F.interpolate(b, size=(h, w), mode="bilinear", align_corners=False)
+        twice = F.interpolate(b, scale_factor=2.0, mode="bilinear", align_corners=True)
+        nearest = F.interpolate(b, size=(h, w), mode="nearest")
+        return up_a + up_b + nearest, twice
+
+
 class CrossAttention(nn.Module):
     """A decoder's cross-attention over encoder states, each with a length of its own:
     queries from x [b, t, 16], keys and values from memory [b, s, 16], two heads."""
@@ -1739,6 +1760,15 @@ MODELS = {
              "x f32[2, 3, h, w] with Dim.AUTO(min=8, max=64) for h and w, odd sides included; both outputs "
              "(the head and the last feature map) compared",
         inputs=[(randn((2, 3, h, w), 2600 + 70 * h + w),)
+                for h, w in ((32, 32), (8, 8), (9, 13), (17, 31), (33, 8), (64, 64), (47, 21), (12, 60))],
+        dynamic_shapes={"x": {2: Dim.AUTO(min=8, max=64), 3: Dim.AUTO(min=8, max=64)}}),
+    "resize_sides_dyn": dict(
+        build=ResizedHead,
+        desc="a segmentation head resized back to its input's sides (torchvision's FCN and DeepLab): stride-2 "
+             "and stride-4 feature maps upsampled bilinearly to `size=(h, w)`, a bilinear 2x by a factor with "
+             "align_corners, a nearest resize by size; x f32[1, 3, h, w] with Dim.AUTO(min=8, max=64) for h and "
+             "w, odd sides included",
+        inputs=[(randn((1, 3, h, w), 2700 + 70 * h + w),)
                 for h, w in ((32, 32), (8, 8), (9, 13), (17, 31), (33, 8), (64, 64), (47, 21), (12, 60))],
         dynamic_shapes={"x": {2: Dim.AUTO(min=8, max=64), 3: Dim.AUTO(min=8, max=64)}}),
     "auto_batch_dyn": dict(

@@ -293,7 +293,8 @@ parity_tests!(
     rows_of_count,
     size_minmax_dyn,
     window_pad_dyn,
-    pool_sides_dyn
+    pool_sides_dyn,
+    resize_sides_dyn
 );
 
 #[test]

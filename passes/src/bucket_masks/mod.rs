@@ -36,7 +36,8 @@
 //!   value from the real length on; a group norm over a dynamic dim takes its statistics
 //!   over the real positions (`norms`); the regions of control flow are masked as programs
 //!   of their own, given the real sizes (`regions`); a Fourier transform along a dynamic dim
-//!   is a product with the DFT matrix of the real length (`fourier`);
+//!   is a product with the DFT matrix of the real length (`fourier`), a resize along one a
+//!   product with the interpolation matrix of the real lengths (`resample`);
 //! - `Refused`: the compile fails, naming the node, the op and why — never wrong numbers.
 //!
 //! Values that hold positions along a dim of factors (a sort's indices) are positions of the
@@ -55,6 +56,7 @@ mod fourier;
 mod norms;
 mod regions;
 mod relayout;
+mod resample;
 mod rules;
 #[cfg(test)]
 mod tests;

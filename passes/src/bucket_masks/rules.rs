@@ -105,6 +105,7 @@ impl Masker<'_> {
                 self.mask_input(graph, id, 0, &dims, float_fill(f64::NEG_INFINITY))
             }
             PaddingRule::AvgPool(pool) => self.avg_pool(graph, id, pool, across),
+            PaddingRule::Upsample(up) => self.resample(graph, id, up, across),
             PaddingRule::Pad(pad) => self.pad(graph, id, pad, across),
             PaddingRule::Repeat { repeats } => self.repeat(graph, id, repeats, across),
             PaddingRule::Scatter { dim } => self.scatter(graph, id, norm_dim(*dim, rank(0)), across),

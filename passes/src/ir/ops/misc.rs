@@ -41,14 +41,14 @@ impl OpDef for Upsample {
     }
 
     /// Nearest by whole scales (a UNet's 2x): result position `i` reads `i / scale`, at or
-    /// before it, so the real part of the result reads only real positions. Bilinear reads the
-    /// next position too (padding, at the real end), and a scale that is not whole, or a size
-    /// given instead, is not shown to keep the ratio of real sizes: refused.
+    /// before it, so the real part of the result reads only real positions. Otherwise (bilinear
+    /// reads the next position too, and a size given instead of a scale reads at the ratio of
+    /// the real sizes) the interpolation is rebuilt from the real lengths.
     fn under_padding(&self) -> Padding {
         let whole = |s: &f64| *s >= 1.0 && s.fract() == 0.0;
         match &self.scales {
             Some(scales) if !self.bilinear && scales.iter().all(whole) => Padding::Exact,
-            _ => Padding::Refused,
+            _ => Padding::Rule(PaddingRule::Upsample(self.clone())),
         }
     }
 }

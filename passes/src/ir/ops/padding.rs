@@ -4,7 +4,7 @@
 //! or a rule of the `bucket_masks` pass, named here with what the rule needs of the op. The pass
 //! matches every [`PaddingRule`], so an op can only name a rule the pass has.
 
-use super::{AvgPool, Convolution, Fft, GroupNorm, Pad, Slice};
+use super::{AvgPool, Convolution, Fft, GroupNorm, Pad, Slice, Upsample};
 use crate::ir::{ArgReduceOp, Dim, ReduceOp};
 
 /// How an op treats operands padded past their real size along a dynamic dim.
@@ -71,6 +71,9 @@ pub enum PaddingRule {
     /// padding, where every window's divisor stays eager's (no `ceil_mode`; a padded side
     /// counts its padding or has a fixed divisor).
     AvgPool(AvgPool),
+    /// Resampling along padded spatial dims: each multiplied by the interpolation matrix of its
+    /// real input and output lengths, built in the program.
+    Upsample(Upsample),
     /// A constant pad on the right of a padded dim: its value written from the real length on.
     Pad(Pad),
     /// Copies of a padded dim one after the other: a dim of factors.
