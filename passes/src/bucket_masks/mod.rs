@@ -481,6 +481,13 @@ impl Masker<'_> {
             return self.rule(graph, id, rule, &in_dyn, &[]);
         }
         if node.outputs.is_empty() || in_dyn.iter().all(BTreeMap::is_empty) {
+            // A resize of an operand without padding to padded sides (a fixed table interpolated
+            // to an image's grid) still reads its rows at the ratio of the real sizes.
+            if let Padding::Rule(rule @ PaddingRule::Upsample(_)) = &padding {
+                if self.dyn_dims(graph, ValueRef { node: id, slot: 0 }).keys().any(|&d| d >= 2) {
+                    return self.rule(graph, id, rule, &in_dyn, &[]);
+                }
+            }
             return Ok(());
         }
         let types: Vec<&TensorType> = ins.iter().map(|&v| graph.value_type(v)).collect();
