@@ -1520,6 +1520,20 @@ class ResizedHead(nn.Module):
         return up_a + up_b + nearest, twice
 
 
+class ResizedTable(nn.Module):
+    """A learned table resized to the input's height and width (a position table interpolated
+    to an image's grid): bilinear and nearest, the table fixed at 4 x 4."""
+
+    def __init__(self):
+        super().__init__()
+        self.table = nn.Parameter(torch.randn(1, 2, 4, 4, generator=torch.Generator().manual_seed(7)))
+
+    def forward(self, x):
+        h, w = x.shape[-2:]
+        smooth = F.interpolate(self.table, size=(h, w), mode="bilinear", align_corners=False)
+        return x + smooth + F.interpolate(self.table, size=(h, w), mode="nearest")
+
+
 class CrossAttention(nn.Module):
     """A decoder's cross-attention over encoder states, each with a length of its own:
     queries from x [b, t, 16], keys and values from memory [b, s, 16], two heads."""
@@ -1771,6 +1785,13 @@ MODELS = {
         inputs=[(randn((1, 3, h, w), 2700 + 70 * h + w),)
                 for h, w in ((32, 32), (8, 8), (9, 13), (17, 31), (33, 8), (64, 64), (47, 21), (12, 60))],
         dynamic_shapes={"x": {2: Dim.AUTO(min=8, max=64), 3: Dim.AUTO(min=8, max=64)}}),
+    "resize_table_dyn": dict(
+        build=ResizedTable,
+        desc="a fixed 4x4 table resized to the input's sides, bilinear and nearest (a position table "
+             "interpolated to an image's grid): the operand has no padding, its result does; x f32[1, 2, h, w] "
+             "with Dim('h', 2..32) and Dim('w', 2..32)",
+        inputs=[(randn((1, 2, h, w), 2800 + 40 * h + w),) for h, w in ((10, 12), (5, 7), (17, 3), (32, 32), (2, 9))],
+        dynamic_shapes={"x": {2: Dim("h", min=2, max=32), 3: Dim("w", min=2, max=32)}}),
     "auto_batch_dyn": dict(
         state_dict_of="mlp",
         build=MLP,

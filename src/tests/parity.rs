@@ -294,7 +294,8 @@ parity_tests!(
     size_minmax_dyn,
     window_pad_dyn,
     pool_sides_dyn,
-    resize_sides_dyn
+    resize_sides_dyn,
+    resize_table_dyn
 );
 
 #[test]
