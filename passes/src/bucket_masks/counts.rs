@@ -10,6 +10,8 @@
 //!
 //! The real value of any size expression is built from the `Size` inputs and those counts
 //! ([`Masker::length`]); `sym_size` and size arithmetic take it ([`Masker::real_size`]).
+//! Every padded size must be at its greatest at the bucket's values, or the bucket would cut
+//! real rows off ([`Masker::every_real_size_fits`]).
 //!
 //! Along a dim of factors (`[batch·seq]` tokens, an MoE's routing mask), the coordinates a
 //! `nonzero` gives are positions of the bucket's layout: they may index that dim (gather the
@@ -245,6 +247,47 @@ impl Masker<'_> {
             self.merged.range((x, 0)..=(x, usize::MAX)).map(|(&(_, e), f)| (e, f.clone())).collect();
         self.merged.extend(others.into_iter().map(|(e, f)| ((moved, e), f)));
         graph.replace_uses(ValueRef { node: id, slot: 0 }, moved);
+        Ok(())
+    }
+
+    /// Padding holds a real size only from below: each symbolic size of `id`'s results must be
+    /// at its greatest where the bucket's symbols are at theirs. A size that shrinks as a symbol
+    /// grows (`t[n:]` of a fixed `t` has `10 - n` rows) is smallest at the bucket's own value,
+    /// and a bucket would cut real rows off: refused, as is one whose greatest value cannot
+    /// be shown.
+    pub(super) fn every_real_size_fits(&self, graph: &Graph, id: NodeId) -> Res<()> {
+        let Some(sym) = graph.node(id).symbolic.as_ref() else { return Ok(()) };
+        for (slot, ty) in sym.outputs.iter().enumerate() {
+            for (d, dim) in ty.dims.iter().enumerate() {
+                let Dim::Sym(e) = dim else { continue };
+                // Symbols that are not the bucket's (a pieces marker) have no range here.
+                let (Some(padded), true) = (self.padded(e), e.symbols().iter().all(|s| self.ranges.contains_key(s)))
+                else {
+                    continue;
+                };
+                let at = || format!("has a dim of size `{e}` (result {slot}, dim {d}) that");
+                match e.greatest(&self.ranges) {
+                    Some(greatest) if greatest <= padded => {}
+                    Some(greatest) => {
+                        return Err(format!(
+                            "{} is {greatest} at a real size below this bucket's but {padded} at the bucket: a size \
+                             that shrinks as {} grows cannot be padded",
+                            at(),
+                            e.symbols().join(", ")
+                        )
+                        .into())
+                    }
+                    None => {
+                        return Err(format!(
+                            "{} may be larger at a real size below this bucket's than at the bucket ({padded}), and \
+                             that cannot be shown false",
+                            at()
+                        )
+                        .into())
+                    }
+                }
+            }
+        }
         Ok(())
     }
 

@@ -455,6 +455,7 @@ impl Masker<'_> {
     fn visit(&mut self, graph: &mut Graph, id: NodeId) -> Res<()> {
         let node = graph.node(id).clone();
         let ins = graph.inputs(id);
+        self.every_real_size_fits(graph, id)?;
         self.follow_positions(graph, id, &node)?;
         self.follow_columns(graph, id)?;
         if matches!(node.op, Op::SymSize(_) | Op::SymInt(_)) {
