@@ -1432,6 +1432,21 @@ class PositionsAfterPast(nn.Module):
         return x + pos[None, :, None].float()
 
 
+class RowsAtSizes(nn.Module):
+    """Rows picked at indices that are sizes (`select` at a symbolic index): the last position
+    of a dynamic length and its middle (`x[:, n - 1]`, `x[:, n // 2]`), and a fixed table's
+    row `n - 1` and row `-n` (counted from the end)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("table", torch.randn(12, 4, generator=torch.Generator().manual_seed(2600)))
+
+    def forward(self, x):
+        n = x.shape[1]
+        last, middle = x[:, n - 1] * 2, x[:, n // 2] + 1
+        return last + self.table[n - 1], middle * self.table[-n]
+
+
 class RowsOfCount(nn.Module):
     """The rows a mask picks (a count from data, at most 8) merged with the dim after them:
     `x[idx]` is [u0, 16, 64], viewed as [16*u0, 64] and summed."""
@@ -1735,6 +1750,12 @@ MODELS = {
         inputs=[(randn((1, t, 4), 2200 + t), randn((1, p), 2300 + p))
                 for t, p in ((3, 5), (1, 1), (2, 31), (16, 32), (9, 17), (4, 8), (15, 2))],
         dynamic_shapes={"x": {1: Dim("t", min=1, max=16)}, "past": {1: Dim("p", min=1, max=32)}}),
+    "rows_at_sizes_dyn": dict(
+        build=RowsAtSizes,
+        desc="x f32[2, n, 4] (Dim.AUTO(min=2, max=12)): x[:, n - 1] + table[n - 1] and x[:, n // 2] * table[-n] "
+             "for a fixed table [12, 4]: rows selected at indices that are sizes, from the end for -n",
+        inputs=[(randn((2, n, 4), 2600 + n),) for n in (5, 2, 3, 4, 7, 8, 9, 12)],
+        dynamic_shapes={"x": {1: Dim.AUTO(min=2, max=12)}}),
     "rows_of_count": dict(
         build=RowsOfCount,
         desc="x[mask.nonzero()[:, 0]] ([u0, 16, 64], u0 <= 8 by torch._check) viewed as [16*u0, 64] and summed: a "

@@ -115,6 +115,7 @@ const EVERY_SIZE: &[(&str, usize)] = &[
     ("unique_dyn", 7),
     ("size_minmax_dyn", 12),
     ("window_pad_dyn", 9),
+    ("rows_at_sizes_dyn", 8),
 ];
 
 /// Control flow on data, at one size, whose cases take each path (`cond_data`: both branches;
@@ -295,7 +296,8 @@ parity_tests!(
     window_pad_dyn,
     pool_sides_dyn,
     resize_sides_dyn,
-    resize_table_dyn
+    resize_table_dyn,
+    rows_at_sizes_dyn
 );
 
 #[test]

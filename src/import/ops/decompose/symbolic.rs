@@ -1,14 +1,14 @@
 //! Ops given a symbolic number (a size, or arithmetic on sizes) where their schema takes a
 //! plain number: `clamp(x, min=-s, max=s)`, `scatter(x, d, idx, s)`, `full_like(x, s)`,
-//! `scalar_tensor(s)`, `fill(x, s)`. The number is the 0-d value of the node that computes it
+//! `scalar_tensor(s)`, `fill(x, s)`, `select(x, d, s - 1)`. The number is the 0-d value of the node that computes it
 //! (evaluated per bucket, as sizes are), converted to the result's dtype as PyTorch converts a
 //! Python number, and broadcast where the op puts it.
 
-use torchtpu_passes::ir::ops::{Clamp, ClampTensor, Expand, Scatter};
-use torchtpu_passes::ir::{Op, Operand, ScatterReduce, ValueRef};
+use torchtpu_passes::ir::ops::{Clamp, ClampTensor, Expand, IndexSelect, Scatter, Squeeze, SymSize, View};
+use torchtpu_passes::ir::{BinaryOp, DType, Dim, Op, Operand, ScatterReduce, ValueRef};
 
 use super::super::super::wire::{Decomposition, Recipe, Wire};
-use super::{Args, R};
+use super::{tensor_op, Args, R};
 use torchtpu_passes::bug;
 
 /// The decomposition of a target given a symbolic number, if it has one.
@@ -19,6 +19,7 @@ pub(in crate::import::ops) fn decomposition(key: &str) -> Option<Decomposition> 
         "aten.full_like.default" => |a| fill_like(a, "fill_value"),
         "aten.fill.Scalar" => |a| fill_like(a, "value"),
         "aten.scalar_tensor.default" => scalar_tensor,
+        "aten.select.int" => select_at,
         _ => return None,
     })
 }
@@ -103,4 +104,23 @@ fn fill_like(a: &mut Args<'_>, name: &'static str) -> R<Recipe> {
 fn scalar_tensor(a: &mut Args<'_>) -> R<Recipe> {
     a.operand("s")?;
     Ok(Box::new(move |w| Ok(vec![broadcast_number(w, w.inputs[0])?])))
+}
+
+/// `select(x, dim, i)` at a symbolic index (`x[:, n - 1]`, a table's row `t[n - 1]` or
+/// `t[-n]`): the row `i % size` (Python's modulo counts a negative index from the end; the
+/// size is the dim's own, real in a bucket) read by `index_select`, and the dim dropped.
+fn select_at(a: &mut Args<'_>) -> R<Recipe> {
+    a.tensor("self")?;
+    let dim = a.int("dim", None)?;
+    if a.operand("index")? != Operand::Tensor {
+        return Err(bug("a select at a plain index has a translation"));
+    }
+    Ok(Box::new(move |w| {
+        let (x, i) = (w.inputs[0], w.convert(w.inputs[1], DType::I64)?);
+        let size = w.op(Op::SymSize(SymSize { dim }), &[x])?;
+        let i = w.op(tensor_op(BinaryOp::Remainder), &[i, size])?;
+        let i = w.op(Op::View(View { size: vec![Dim::Static(1)] }), &[i])?;
+        let row = w.op(Op::IndexSelect(IndexSelect { dim }), &[x, i])?;
+        Ok(vec![w.op(Op::Squeeze(Squeeze { dims: vec![dim] }), &[row])?])
+    }))
 }
