@@ -173,6 +173,8 @@ pub(crate) enum Outcome {
     /// libtpu refused the compile for lack of HBM: its figures, in its words.
     OutOfHbm(String),
     Refused(String),
+    /// A broken invariant of `plan` itself, reported as the bug it is.
+    Bug(String),
 }
 
 /// libtpu's figures when `message` is its refusal for lack of HBM (`CompileTimeHbmOom`): how
@@ -289,10 +291,11 @@ fn candidate(
 
 /// The figures of the bucket with the largest peak.
 fn figures(chips: &ChipTable, targets: &[TargetEntry], tokens: Option<u64>) -> Outcome {
-    let Some(t) = targets.first() else { return Outcome::Refused("internal: no target compiled".into()) };
+    // Each candidate compiles one TPU target, which has one bucket or more.
+    let Some(t) = targets.first() else { return Outcome::Bug("no target compiled".into()) };
     let Some(tpu) = &t.tpu else { return Outcome::Refused("not a TPU target".into()) };
     let Some(e) = largest(t) else {
-        return Outcome::Refused("internal: no executable".into());
+        return Outcome::Bug("a target with no executable".into());
     };
     let (Some(memory), Some(hbm)) = (&e.memory, tpu.hbm_bytes_per_chip) else {
         return Outcome::Refused("libtpu reported no memory figures".into());
@@ -392,6 +395,9 @@ pub(crate) fn render_text(report: &PlanReport) -> String {
             }
             Outcome::OutOfHbm(figures) => {
                 let _ = writeln!(s, "{:<15} {mesh:<12} does NOT fit, libtpu: {figures}", c.slice);
+            }
+            Outcome::Bug(why) => {
+                let _ = writeln!(s, "{:<15} {mesh:<12} a bug in torchtpu-compile (please report it): {why}", c.slice);
             }
             Outcome::Compiled(f) => {
                 let (ms, hour, mtok) = f.estimate.as_ref().map_or(("?".into(), "?".into(), "-".into()), |e| {

@@ -107,7 +107,9 @@ pub(super) fn compile(args: &CompileArgs, out: &mut dyn Write, err: &mut dyn Wri
         print_summary(&summary, args.format, args.quiet, args.verbose, out, err)?;
         return Ok(());
     }
-    let output = args.output.as_deref().context("internal: no --output")?;
+    // clap requires `--output` unless `--cache-only`, handled above.
+    let output =
+        args.output.as_deref().ok_or_else(|| Error::Internal("compile without --output passed clap".into()))?;
     if args.emit == Emit::Exe {
         let mut req = compile_request(args)?;
         if matches!(args.mesh, Some(MeshArg::Auto)) {
@@ -532,7 +534,7 @@ fn explain(args: &CacheArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         argv.extend(["--cache-dir".into(), dir.display().to_string()]);
     }
     let Command::Compile(c) = Cli::try_parse_from(argv)?.command else {
-        anyhow::bail!("internal: `cache explain` parsed no compile")
+        return Err(Error::Internal("`cache explain` parsed a command other than `compile`".into()).into());
     };
     if matches!(c.mesh, Some(MeshArg::Auto)) {
         return Err(Cli::command()

@@ -60,9 +60,9 @@ impl Builder<'_> {
                          instead"
                         .into()))
                 }
-                Argument::AsInt(_) | Argument::AsFloat(_) | Argument::AsBool(_) => {
-                    self.constant_output(&arg, position).map_err(sig)?
-                }
+                Argument::AsInt(i) => self.constant_output(Scalar::Int(*i), DType::I64, position).map_err(sig)?,
+                Argument::AsBool(b) => self.constant_output(Scalar::Bool(*b), DType::Bool, position).map_err(sig)?,
+                Argument::AsFloat(f) => self.constant_output(Scalar::Float(f.0), DType::F32, position).map_err(sig)?,
                 _ => return Err(sig(format!("outputs of kind `{}` are not supported (only tensors)", arg.kind()))),
             };
             let value = self
@@ -92,13 +92,7 @@ impl Builder<'_> {
     /// A Python `int`, `bool` or `float` that the program returns, fixed at export (computed
     /// from static sizes): a node making it a 0-d tensor (i64, bool, or f32, as TPUs have no
     /// f64), named `output_<position>_constant`; returns that name.
-    fn constant_output(&mut self, arg: &Argument, position: usize) -> Result<String, String> {
-        let (value, dtype) = match arg {
-            Argument::AsInt(i) => (Scalar::Int(*i), DType::I64),
-            Argument::AsBool(b) => (Scalar::Bool(*b), DType::Bool),
-            Argument::AsFloat(f) => (Scalar::Float(f.0), DType::F32),
-            other => return Err(format!("internal: `{}` is not a constant", other.kind())),
-        };
+    fn constant_output(&mut self, value: Scalar, dtype: DType, position: usize) -> Result<String, String> {
         let name = format!("output_{position}_constant");
         if self.values.contains_key(&name) {
             return Err(format!("output {position} is a constant, but a graph value is already named `{name}`"));
