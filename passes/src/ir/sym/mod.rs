@@ -209,7 +209,8 @@ impl SymExpr {
     }
 
     /// `self` with every `min`/`max` argument that the ranges show can never be the result left
-    /// out: `min(256, s)` with `s ≤ 64` is `s`. The export writes such sizes (a clamp in the
+    /// out: `min(256, s)` with `s ≤ 64` is `s`; a size with a division that is one number at
+    /// every point of the ranges (up to [`MAX_POINTS_TRIED`]) is that number. The export writes such sizes (a clamp in the
     /// model) and checks them against the ranges it records. A division by a size that is the
     /// same at every point of the ranges is that constant.
     pub fn within(&self, ranges: &BTreeMap<String, (i64, i64)>) -> SymExpr {
@@ -246,7 +247,25 @@ impl SymExpr {
             }
             other => other,
         };
-        e.simplify()
+        let e = e.simplify();
+        // A size with a `%` or `//` may be one number over the ranges though no rewriting shows
+        // it: Pegasus-X's `s - s % 512 + 1` is 1 for every `s` below 512.
+        match e.has_division() {
+            true => e.constant_over(ranges).map_or(e, SymExpr::Int),
+            false => e,
+        }
+    }
+
+    /// True where a `%`, `//` or ceiling division over symbols is part of `self`.
+    fn has_division(&self) -> bool {
+        match self {
+            SymExpr::Int(_) | SymExpr::Sym(_) => false,
+            SymExpr::FloorDiv(_, _) | SymExpr::CeilDiv(_, _) | SymExpr::Mod(_, _) => !self.symbols().is_empty(),
+            SymExpr::Add(xs) | SymExpr::Mul(xs) | SymExpr::Max(xs) | SymExpr::Min(xs) => {
+                xs.iter().any(SymExpr::has_division)
+            }
+            SymExpr::Pow(a, b) => a.has_division() || b.has_division(),
+        }
     }
 
     /// True for `a // b` or `a % b` whose divisor has symbols.
@@ -273,8 +292,13 @@ impl SymExpr {
     }
 
     /// The one value `self` takes at every point of its symbols' ranges ([`Self::exact_range`]).
+    /// Stops at the first point where the value differs, so a size that varies costs a few
+    /// evaluations.
     fn constant_over(&self, ranges: &BTreeMap<String, (i64, i64)>) -> Option<i64> {
-        self.exact_range(ranges).filter(|(lo, hi)| lo == hi).map(|(lo, _)| lo)
+        let symbols = self.symbols();
+        let mut all = points(&symbols, ranges)?;
+        let first = self.eval(&all.next()?)?;
+        all.try_for_each(|at| (self.eval(&at)? == first).then_some(())).map(|()| first)
     }
 
     /// True when `self`, by its form, never decreases as any symbol grows within `ranges`:

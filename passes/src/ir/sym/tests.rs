@@ -73,6 +73,18 @@ fn the_greatest_value_is_at_the_tops_only_where_the_size_grows() {
 }
 
 #[test]
+fn a_size_with_a_remainder_constant_over_the_ranges_is_that_constant() {
+    // Pegasus-X's global-token block: `s - s % 512 + 1`, which is 1 for every s below 512.
+    let rem = SymExpr::Mod(Box::new(s()), Box::new(SymExpr::Int(512)));
+    let e = SymExpr::Add(vec![s(), SymExpr::Mul(vec![SymExpr::Int(-1), rem]), SymExpr::Int(1)]);
+    assert_eq!(e.within(&BTreeMap::from([("s70".to_string(), (2, 64))])), SymExpr::Int(1));
+    // Past 512 it takes two values, and stays a size.
+    assert_ne!(e.within(&BTreeMap::from([("s70".to_string(), (2, 1024))])), SymExpr::Int(1));
+    // A size without a division is left as it is, however narrow its range.
+    assert_eq!(s().within(&BTreeMap::from([("s70".to_string(), (5, 5))])), s());
+}
+
+#[test]
 fn a_division_by_a_size_constant_over_the_ranges_is_that_constant() {
     let x = padded_to_windows();
     let quotient =
