@@ -248,10 +248,14 @@ impl OpDef for SliceScatter {
         one(like(x))
     }
 
+    /// Every dim but the one written along, and that one too where the slice is all of it
+    /// (`x[:, :half] = v` writes the whole first dim: functionalized, a `slice_scatter` along
+    /// it from 0 to the end).
     fn position_wise(&self, inputs: &[&TensorType], _: &[TensorType]) -> Vec<Along> {
         let rank = inputs[0].rank();
         let d = norm_dim(self.dim, rank);
-        let kept = (0..rank).filter(|&dim| dim != d);
+        let whole = self.start == Dim::Static(0) && self.end == Dim::Static(i64::MAX) && self.step == 1;
+        let kept = (0..rank).filter(|&dim| dim != d || whole);
         kept.flat_map(|dim| (0..2).map(move |slot| Along { slot, dim, out: 0, out_dim: dim })).collect()
     }
 }
