@@ -5,9 +5,10 @@ classification, encoder-decoder LM, audio classification, and AutoModel for the 
 those has: task `base`), every model of torchvision's
 registry (classification, segmentation, video, detection: tasks `tv-*`, at their own sizes),
 one model of each of timm's families (task `timm`) and diffusers' model classes (task
-`diffusers`, tiny configs in zoo_diffusers.py), exported twice — at one size (non-strict, then
-strict), and with a dynamic batch and sequence (a waveform's time for audio; batch only for
-images, latents and fixed-size audio features) — compiled with torchtpu-compile for CPU with
+`diffusers`, tiny configs in zoo_diffusers.py), exported — at one size (non-strict, then
+strict), with a dynamic batch and sequence (a waveform's time for audio; batch only for
+images, latents and fixed-size audio features), and with its more dims dynamic (an image's
+height and width, an encoder-decoder's two lengths apart) — compiled with torchtpu-compile for CPU with
 size buckets and for `tpu:v6e:1x1`, run at several sizes on CPU and compared with eager.
 Writes each library's section of docs/zoo.md, keeping the sections of the others.
 
@@ -92,6 +93,11 @@ DYN_PAIRS = [(2, 16), (1, None), (3, 31), (4, 32), (5, 33), (7, 63), (8, 64), (1
 SIDES_KINDS = ("image", "tv-cls", "tv-seg", "diffusers")
 SIDE_FRACTIONS = [(1, 1), (0.5, 0.5), (2, 2), (0.5, 2), (2, 0.5), (0.75, 1.25), (1.5, 0.625), (0.875, 1.125),
                   (1.25, 0.75), (1.75, 1.75)]
+# An encoder-decoder's lengths: the encoder's and the decoder's tokens, each `Dim.AUTO` over
+# 2..64 at batch 1; the pairs tried (source, target): both edges of the `auto:2` buckets, each
+# edge - 1 and + 1, and lengths far apart either way.
+LENGTH_PAIRS = [(16, 16), (2, 2), (3, 7), (9, 17), (17, 9), (31, 33), (33, 31), (64, 64), (64, 2), (2, 64),
+                (5, 40)]
 # Sizes the loaded module refuses (its guards) kept as cases that the compiler must refuse too.
 MAX_EXCLUDED = 2
 VOCAB = 128
@@ -358,7 +364,8 @@ class Wrapper(__import__("torch").nn.Module):
         for name, v in fixed.items():
             self.register_buffer(f"companion_{name}", v)
 
-    def forward(self, x):
+    def forward(self, x, y=None):
+        """`y`: an encoder-decoder's decoder tokens, where they differ from its encoder's."""
         if self.kind == "diffusers":
             return self.model(x)
         if self.kind.startswith("tv-"):
@@ -376,7 +383,8 @@ class Wrapper(__import__("torch").nn.Module):
                 # A speech encoder-decoder's decoder reads a few fixed tokens.
                 kw["decoder_input_ids"] = __import__("torch").full((x.shape[0], 4), 3)
         else:
-            kw = {"input_ids": x, **({"decoder_input_ids": x} if self.kind == "seq2seq" else {})}
+            decoder = x if y is None else y
+            kw = {"input_ids": x, **({"decoder_input_ids": decoder} if self.kind == "seq2seq" else {})}
             if "use_cache" in self.model.forward.__code__.co_varnames:
                 kw["use_cache"] = False
         for name in self.companions:
@@ -512,7 +520,7 @@ def export_sides(module, x):
         except Exception as e:  # noqa: BLE001 - torch's many export errors
             errors.append(f"{type(e).__name__}: {first_line(e)}")
             continue
-        if not any(isinstance(d, torch.SymInt) and d.node.maybe_as_int() is None for d in input_shape(ep)[2:]):
+        if not any(is_symbolic(d) for d in input_shape(ep)[2:]):
             # `Dim.AUTO` lets torch fix a side its trace needs fixed (ViT's position table).
             raise RuntimeError(f"torch.export fixes the sides at {side} (the model takes that size only)")
         return ep, k, {str(d): str(v) for d, v in shapes.items()}
@@ -520,10 +528,15 @@ def export_sides(module, x):
 
 
 def input_shape(ep):
-    """The shape of the exported program's user input, symbols as `torch.SymInt`."""
-    user = ep.graph_signature.user_inputs[0]
-    node = next(n for n in ep.graph.nodes if n.op == "placeholder" and n.name == user)
-    return node.meta["val"].shape
+    """The shape of the exported program's first user input, symbols as `torch.SymInt`."""
+    return user_inputs(ep)[0].meta["val"].shape
+
+
+def is_symbolic(size):
+    """True for a size the export left to vary (a `torch.SymInt` with no fixed value)."""
+    import torch
+
+    return isinstance(size, torch.SymInt) and size.node.maybe_as_int() is None
 
 
 def side_pairs(module, multiple):
@@ -601,15 +614,14 @@ def worker(task, model_type, out, sides_only=""):
         json.dump(info, open(os.path.join(out, "export.json"), "w"))
         return
 
-    def save_case(kind, k, x):
+    def save_case(kind, k, *xs):
         with torch.no_grad():
-            y = module(x)
-        np.save(os.path.join(out, f"{kind}_in_{k}.npy"), x.numpy())
+            y = module(*xs)
+        save_inputs(os.path.join(out, f"{kind}_in_{k}"), xs)
         np.save(os.path.join(out, f"{kind}_out_{k}.npy"), y.float().numpy() if y.dtype == torch.bfloat16 else y.numpy())
 
     if sides_only:
-        if has_sides(module):
-            export_sides_cases(module, out, info, save_case)
+        more_dims_cases(module, out, info, save_case)
         json.dump(info, open(info_path, "w"))
         return
 
@@ -650,9 +662,78 @@ def worker(task, model_type, out, sides_only=""):
         info["dynamic_cases"] = k
     except Exception as e:  # noqa: BLE001
         info["dynamic"] = f"{type(e).__name__}: {first_line(e)}"
+    more_dims_cases(module, out, info, save_case)
+    json.dump(info, open(os.path.join(out, "export.json"), "w"))
+
+
+def save_inputs(stem, xs):
+    """The inputs of one case: `<stem>.npy`, then `<stem>_arg<i>.npy` for each after the first."""
+    import numpy as np
+
+    for i, x in enumerate(xs):
+        np.save(f"{stem}.npy" if i == 0 else f"{stem}_arg{i}.npy", x.numpy())
+
+
+def inputs_of(stem):
+    """The files `save_inputs` wrote for `stem`, in order."""
+    extra = sorted(glob.glob(f"{glob.escape(stem)}_arg*.npy"), key=lambda p: int(p.rsplit("_arg", 1)[1][:-4]))
+    return [f"{stem}.npy", *extra]
+
+
+def more_dims_cases(module, out, info, save_case):
+    """The column of dims beyond batch and sequence (its key is `sides`, its first kind): an
+    image's height and width, an encoder-decoder's two lengths; nothing for other models."""
     if has_sides(module):
         export_sides_cases(module, out, info, save_case)
-    json.dump(info, open(os.path.join(out, "export.json"), "w"))
+    elif module.kind == "seq2seq":
+        export_lengths_cases(module, out, info, save_case)
+
+
+def export_lengths_cases(module, out, info, save_case):
+    """An encoder-decoder exported with its encoder's and decoder's lengths `Dim.AUTO`, apart, at
+    batch 1 (`sides.pt2`: the column's file), its cases at `LENGTH_PAIRS` the loaded program
+    accepts and up to `MAX_EXCLUDED` its guards refuse, in `info` as the sides are."""
+    import torch
+    from torch.export import Dim
+
+    try:
+        x, y = make_input(module, 1, 16, 1), make_input(module, 1, 12, 2)
+        shapes = {"x": {1: Dim.AUTO(min=2, max=64)}, "y": {1: Dim.AUTO(min=2, max=64)}}
+        ep = torch.export.export(module, (x, y), dynamic_shapes=shapes, strict=False).run_decompositions()
+        fixed = [n for n, node in zip(("encoder", "decoder"), user_inputs(ep))
+                 if not is_symbolic(node.meta["val"].shape[1])]
+        if fixed:
+            raise RuntimeError(f"torch.export fixes the {' and '.join(fixed)} length (the model takes one only)")
+        with torch.no_grad():
+            want, got = module(x, y), ep.module()(x, y)
+        if float((want.float() - got.float()).abs().max()) > 1e-3 * max(1.0, float(want.float().abs().max())):
+            raise ExportDiffers("torch.export's program differs from eager at 16 and 12 tokens")
+        torch.export.save(ep, os.path.join(out, "sides.pt2"))
+        loaded = ep.module()
+        cases, excluded = 0, 0
+        for k, (src, tgt) in enumerate(LENGTH_PAIRS):
+            xs = (make_input(module, 1, src, 30 + k), make_input(module, 1, tgt, 60 + k))
+            try:
+                with torch.no_grad():
+                    loaded(*xs)
+            except Exception as e:  # noqa: BLE001
+                if "Guard failed" in str(e) and excluded < MAX_EXCLUDED:
+                    save_inputs(os.path.join(out, f"sides_excluded_{excluded}"), xs)
+                    excluded += 1
+                continue
+            save_case("sides", cases, *xs)
+            cases += 1
+        dims = {"encoder": "Dim.AUTO(min=2, max=64)", "decoder": "Dim.AUTO(min=2, max=64)"}
+        info.update(sides="ok", sides_cases=cases, sides_excluded=excluded, sides_dims=dims)
+    except Exception as e:  # noqa: BLE001
+        info["sides"] = f"{type(e).__name__}: {first_line(e)}"
+
+
+def user_inputs(ep):
+    """The placeholder nodes of an exported program's user inputs, in order."""
+    names = ep.graph_signature.user_inputs
+    nodes = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
+    return [nodes[n] for n in names]
 
 
 def export_sides_cases(module, out, info, save_case):
@@ -756,14 +837,14 @@ def evaluate(compiler, d, kind, cases, buckets, tpu, scale_rule=False, excluded=
         os.replace(os.path.join(d, f"{kind}_out_{k}.npy"), os.path.join(ref, "out_0.npy")) \
             if os.path.exists(os.path.join(d, f"{kind}_out_{k}.npy")) else None
         tolerance = [] if scale_rule else ["--rtol", "1e-3", "--atol", "1e-4"]
-        proc, timed_out = call([compiler, "run", art, os.path.join(d, f"{kind}_in_{k}.npy"), "--out-dir",
-                                os.path.join(d, f"run_{kind}_{k}"), "--reference", ref, *tolerance], 600)
+        inputs = inputs_of(os.path.join(d, f"{kind}_in_{k}"))
+        proc, timed_out = call([compiler, "run", art, *inputs, "--out-dir", os.path.join(d, f"run_{kind}_{k}"),
+                                "--reference", ref, *tolerance], 600)
         outcome = classify(proc, timed_out)
         if outcome[0] != "PASS":
-            shape = "x".join(str(n) for n in __import__("numpy").load(os.path.join(d, f"{kind}_in_{k}.npy")).shape)
-            return outcome[0], f"at {shape}: {outcome[1]}"
+            return outcome[0], f"at {shapes_of(inputs)}: {outcome[1]}"
     for k in range(excluded):
-        refused = refuses_excluded(compiler, art, os.path.join(d, f"{kind}_excluded_{k}.npy"))
+        refused = refuses_excluded(compiler, art, inputs_of(os.path.join(d, f"{kind}_excluded_{k}")))
         if refused is not None:
             return refused
     os.remove(art)
@@ -774,19 +855,24 @@ def evaluate(compiler, d, kind, cases, buckets, tpu, scale_rule=False, excluded=
 
 
 def refuses_excluded(compiler, art, inputs):
-    """None where `run` refuses `inputs` as the export does: a broken condition of the export, or
-    a size outside its ranges (torch checks both as guards); else why not."""
-    import numpy as np
-
-    proc, timed_out = call([compiler, "run", art, inputs, "--out-dir", inputs + ".out"], 600)
+    """None where `run` refuses the files `inputs` as the export does: a broken condition of the
+    export, or a size outside its ranges (torch checks both as guards); else why not."""
+    proc, timed_out = call([compiler, "run", art, *inputs, "--out-dir", inputs[0] + ".out"], 600)
     refusals = ("break a condition of the export", "outside the sizes")
     if proc is not None and proc.returncode == 1 and any(r in proc.stderr for r in refusals):
         return None
-    shape = "x".join(str(n) for n in np.load(inputs).shape)
+    shape = shapes_of(inputs)
     outcome = classify(proc, timed_out)
     if outcome[0] == "PASS":
         return "WRONG", f"at {shape}: ran a size the export's guards exclude"
     return outcome[0], f"at {shape}, excluded by the export's guards: {outcome[1]}"
+
+
+def shapes_of(inputs):
+    """The shapes of the `.npy` files `inputs`, as `1x16` (`1x16, 1x12` for two)."""
+    import numpy as np
+
+    return ", ".join("x".join(str(n) for n in np.load(f, mmap_mode="r").shape) for f in inputs)
 
 
 def random_ops(archive):
@@ -858,7 +944,7 @@ def sweep_one(args, task, model_type):
         previous = json.load(open(done))
         if args.add_sides and "sides" not in previous:
             return add_sides(args, d, previous, done)
-        passed = all(previous[k][0] in ("PASS", "EXPORT") for k in ("static", "dynamic"))
+        passed = all(previous[k][0] in ("PASS", "EXPORT", "—") for k in ("static", "dynamic", "sides") if k in previous)
         if args.add_tpu and not previous.get("tpu") and "tpu" in previous and not args.recheck:
             result = add_tpu(args.compiler, d, previous, done)
             drop_exports(args, d, result)
@@ -891,14 +977,15 @@ def sweep_one(args, task, model_type):
 
 
 def sides_outcome(args, d, info, task):
-    """The sides column of a row: `—` for a model without image sides, EXPORT where torch
-    could not export them or accepts none of the sizes tried, else the compile and runs."""
+    """The more-dims column of a row (key `sides`): `—` for a model without such dims, EXPORT
+    where torch could not export them or accepts none of the sizes tried, else the compile and
+    runs."""
     if "sides" not in info:
         return ["—", ""]
     if info["sides"] != "ok":
         return ["EXPORT", info["sides"]]
     if not info.get("sides_cases"):
-        return ["EXPORT", "the loaded program accepts none of the sides tried (its guards)"]
+        return ["EXPORT", "the loaded program accepts none of the sizes tried (its guards)"]
     outcome = evaluate(args.compiler, d, "sides", info["sides_cases"], "auto:2", not args.no_tpu,
                        scale_rule=task in SCALE_RULE_TASKS, excluded=info.get("sides_excluded", 0))
     return list(outcome)
@@ -1002,7 +1089,8 @@ def main():
     p.add_argument("--add-tpu", action="store_true",
                    help="compile for tpu:v6e:1x1 what passed on CPU without it (CPU verdicts stand)")
     p.add_argument("--add-sides", action="store_true",
-                   help="export and evaluate the image sides of rows swept without them (other verdicts stand)")
+                   help="export and evaluate the more dims (image sides, an encoder-decoder's lengths) of rows "
+                        "swept without them (other verdicts stand)")
     p.add_argument("--table-only", action="store_true", help="write the table from the results so far")
     p.add_argument("--keep-exports", action="store_true",
                    help="keep a row's archives after its verdicts are recorded (they are removed by default)")
@@ -1034,7 +1122,7 @@ def main():
             results.append(r)
             sides = r.get("sides", ["—", ""])
             print(f"[{task} {i + 1}/{len(types)}] {t}: static {r['static'][0]}, dynamic {r['dynamic'][0]}, "
-                  f"sides {sides[0]} {(sides[1] or r['dynamic'][1] or r['static'][1])[:160]}", flush=True)
+                  f"more dims {sides[0]} {(sides[1] or r['dynamic'][1] or r['static'][1])[:160]}", flush=True)
     # No path of this machine in the table.
     for r in results:
         for k in ("static", "dynamic", "sides"):

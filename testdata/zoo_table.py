@@ -25,18 +25,19 @@ def summary(results):
     tried = [r for r in sided if r["static"][0] == "PASS" and sides_of(r)[0] != "EXPORT"]
     passed = [r for r in tried if sides_of(r)[0] == "PASS"]
     count = lambda o: sum(1 for r in sided if sides_of(r)[0] == o)
-    return (text + f" Image sides ({len(sided)} models with them, swept): {count('PASS')} PASS, {count('REFUSED')} "
-            f"REFUSED, {count('WRONG')} WRONG, {count('CRASH')} CRASH, {count('EXPORT')} export failures; of the "
-            f"{len(tried)} that pass at one size and export with dynamic sides, **{len(passed)} "
-            f"({100.0 * len(passed) / max(1, len(tried)):.1f}%) pass with dynamic sides**.")
+    return (text + f" More dims (image sides, encoder and decoder lengths; {len(sided)} models with them, swept): "
+            f"{count('PASS')} PASS, {count('REFUSED')} REFUSED, {count('WRONG')} WRONG, {count('CRASH')} CRASH, "
+            f"{count('EXPORT')} export failures; of the {len(tried)} that pass at one size and export with them "
+            f"dynamic, **{len(passed)} ({100.0 * len(passed) / max(1, len(tried)):.1f}%) pass with them dynamic**.")
 
 
 def sides_of(r):
-    """A row's sides verdict: `untried` for rows swept before the sweep had them."""
+    """A row's more-dims verdict (kept under the key `sides`, its first kind): `untried` for rows
+    swept before the sweep had them."""
     return r.get("sides") or ["untried", ""]
 
 
-# A row; its sides column (an outcome, or "—" for a model without image sides) is absent from the
+# A row; its more-dims column (an outcome, or "—" for a model without such dims) is absent from the
 # rows of tables written before it was recorded (`OLD_ROW`, under a header without it), its TPU
 # column ("yes": also compiled for `tpu:v6e:1x1`; "—": nothing to compile) from older ones still.
 ROW = re.compile(r"^\| ([^|]+) \| `([^`]*)` \| (\w+) \| (\w+) \| (\w+|—) \| (yes|no|—|\?) \| ?(.*?) ?\|$")
@@ -50,7 +51,7 @@ def table_rows(lines):
     rows, with_sides = [], False
     for line in lines:
         if line.startswith("| task | type |"):
-            with_sides = "| sides |" in line
+            with_sides = "| more dims |" in line or "| sides |" in line
         elif with_sides and (m := ROW.match(line)):
             rows.append(m.groups())
         elif not with_sides and (m := OLD_ROW.match(line)):
@@ -101,7 +102,7 @@ def section(library, results, versions, planned, paragraph):
         ("" if len(results) >= planned else f"**A partial run: {len(results)} of the {planned} architectures "
          "so far** (the sweep resumes where it stopped). ") + summary(results),
         "",
-        "| task | type | static | dynamic | sides | TPU | why (static / dynamic / sides) |",
+        "| task | type | static | dynamic | more dims | TPU | why (static / dynamic / more dims) |",
         "|---|---|---|---|---|---|---|",
     ]
     for r in sorted(results, key=lambda r: (r["task"], r["type"])):
@@ -119,7 +120,7 @@ def totals(sections):
     """The counts over every library: the table at the top."""
     lines = [
         "| library | architectures | export fails | static PASS (of those that export) | static REFUSED | "
-        "dynamic PASS (of static PASS that export dynamic) | dynamic REFUSED | image sides PASS (of static PASS "
+        "dynamic PASS (of static PASS that export dynamic) | dynamic REFUSED | more dims PASS (of static PASS "
         "that export them) | WRONG (any) | CRASH (any) | compiled for TPU (of those that compile) |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -172,10 +173,12 @@ def write_table(results, path, versions, planned, libraries, describe):
         "says when it was swept, with which versions and how. Outcomes: EXPORT (torch.export failed, or the program it wrote differs from eager: torch's "
         "error), PASS (equal to eager at every size tried), REFUSED (the compiler refused, naming the op and "
         "why), WRONG (a result differs from eager, or a size the export's guards exclude was run), CRASH (a "
-        "panic, an abort, a signal or a hang). Image sides: the models whose input is an image (or image-like "
-        "latents) exported again with a dynamic height and width (`Dim.AUTO`, half to twice the side; a "
-        "multiple of 32, 16 or 8 where torch wants one), run at up to 10 pairs of sides the loaded program "
-        "accepts, and refusing up to 2 its guards exclude; `—` for models without image sides, `untried` for "
+        "panic, an abort, a signal or a hang). More dims, the dims beyond batch and sequence: the models whose "
+        "input is an image (or image-like latents) exported again with a dynamic height and width (`Dim.AUTO`, "
+        "half to twice the side; a multiple of 32, 16 or 8 where torch wants one), run at up to 10 pairs of "
+        "sides; encoder-decoders exported again at batch 1 with the encoder's and the decoder's lengths apart "
+        "(`Dim.AUTO` over 2..64 each), run at up to 11 pairs of lengths; each at the sizes the loaded program "
+        "accepts, and refusing up to 2 its guards exclude; `—` for models without such dims, `untried` for "
         "rows swept before the sweep had them (`--add-sides`). "
         "Percentages of static PASS are of the archives that export. TPU: `yes` where the archives that "
         "compile were also compiled for `tpu:v6e:1x1` (libtpu; no TPU needed), `no` where the run compiled for "
