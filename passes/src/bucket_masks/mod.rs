@@ -512,7 +512,7 @@ impl Masker<'_> {
                 }
                 for l in linked {
                     match carried.get(&(l.out, l.out_dim)).cloned() {
-                        Some((g, _)) if !self.same_factors(&g, f) && fill(slot, d) => {}
+                        Some((g, _)) if !self.same_layout(&g, f) && fill(slot, d) => {}
                         // The same real size laid out as factors here and as a prefix there
                         // (`[h, b, t]` from a repeat, `[b·h·t]` from a reshape): the operand of
                         // factors is gathered into the prefix (see `relayout`).
@@ -527,7 +527,7 @@ impl Masker<'_> {
                                 }
                             }
                         }
-                        Some((g, _)) if !self.same_factors(&g, f) => {
+                        Some((g, _)) if !self.same_layout(&g, f) => {
                             let shown = |f: &Factors| f.iter().map(ToString::to_string).collect::<Vec<_>>().join("·");
                             return Err(format!(
                                 "combines operands whose real positions differ along a dim: input {slot}'s dim {d} \

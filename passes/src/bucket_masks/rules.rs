@@ -53,6 +53,7 @@ impl Masker<'_> {
                 let out_rank = graph.node(id).outputs[0].rank();
                 self.cat(graph, id, norm_dim(*dim, out_rank), in_dyn)
             }
+            PaddingRule::Split { dim } => self.split(graph, id, norm_dim(*dim, rank(0)), across),
             PaddingRule::GroupNorm(gn) => self.group_norm(graph, id, gn, across),
             PaddingRule::Gather => self.gather(graph, id, across),
             PaddingRule::IndexPut { present, accumulate } => self.index_put(graph, id, (present, *accumulate), in_dyn),
@@ -117,12 +118,88 @@ impl Masker<'_> {
         }
     }
 
+    /// True for a dim of symbolic size whose symbols are at their least value in this bucket:
+    /// it has no padding here, whatever the op does along it.
+    fn unpadded(&self, f: &[SymExpr]) -> bool {
+        self.pieces_of(f).is_none() && f.iter().all(|e| self.is_static(e))
+    }
+
+    /// The factors of the part `[start, end)` (the bucket's positions) of a dim of `pieces`:
+    /// one piece's own, or a dim of the pieces it holds; refused where a bound falls inside a
+    /// piece or the part holds none (`what` the op does, for the message).
+    fn pieces_between(&mut self, pieces: Vec<Factors>, (start, end): (i64, i64), what: &str) -> Res<Factors> {
+        let (mut at, mut kept) = (0i64, vec![]);
+        for piece in pieces {
+            let next = at.checked_add(self.product(&piece)?).ok_or("its size overflows")?;
+            if start <= at && next <= end {
+                kept.push(piece);
+            } else if next > start && at < end {
+                return Err(format!("{what} a dim of pieces inside a piece").into());
+            }
+            at = next;
+        }
+        match <[Factors; 1]>::try_from(kept) {
+            Ok([one]) => Ok(one),
+            Err(none) if none.is_empty() => Err(format!("{what} a dim of pieces and keeps none of them").into()),
+            Err(many) => Ok(self.new_pieces(many)),
+        }
+    }
+
+    /// A split of a dim of pieces at their bounds (ProphetNet's main and n-gram streams,
+    /// concatenated for a layer norm and split again), or of equal pieces that a view made
+    /// blocks (`[k, piece]`, see `views`), at the blocks' bounds: each part takes its whole
+    /// pieces or blocks, a prefix where it is one. A split of any other padded dim is refused.
+    fn split(&mut self, graph: &Graph, id: NodeId, d: usize, across: &[Across]) -> Res<()> {
+        let [(0, at_dim, f)] = across else { return Err(REFUSED.into()) };
+        if *at_dim != d {
+            return Err(bug("a split reads across a dim it does not split"));
+        }
+        if self.unpadded(f) {
+            return Ok(());
+        }
+        let pieces = self.pieces_of(f);
+        let mut at = 0i64;
+        for (slot, ty) in graph.node(id).outputs.iter().enumerate() {
+            let n = ty.dims[d].as_static().ok_or("not specialized")?;
+            let end = at.checked_add(n).ok_or("its size overflows")?;
+            let factors = match &pieces {
+                Some(pieces) => self.pieces_between(pieces.clone(), (at, end), "splits")?,
+                None => self.blocks_between(f, (at, end))?,
+            };
+            if factors.len() > 1 {
+                let slot = u16::try_from(slot).map_err(|_| bug("more outputs than a slot holds"))?;
+                self.merged.insert((ValueRef { node: id, slot }, d), factors);
+            }
+            at = end;
+        }
+        Ok(())
+    }
+
+    /// The factors of the part `[start, end)` (the bucket's positions) of a dim of factors
+    /// `[k, rest…]` with a static `k` (blocks of the size of `rest`): `[m, rest…]` for `m` whole
+    /// blocks, `rest` for one; refused where a bound falls inside a block, or for any other dim.
+    fn blocks_between(&self, f: &[SymExpr], (start, end): (i64, i64)) -> Res<Factors> {
+        let [outer, rest @ ..] = f else { return Err("splits a dynamic dim".into()) };
+        if rest.is_empty() || !self.is_static(outer) {
+            return Err("splits a dynamic dim".into());
+        }
+        let block = self.product(rest)?;
+        if block <= 0 || start % block != 0 || end % block != 0 {
+            return Err("splits a dim of equal pieces inside a piece".into());
+        }
+        let blocks = SymExpr::Int((end - start) / block);
+        Ok(self.normalize(std::iter::once(blocks).chain(rest.iter().cloned()).collect()))
+    }
+
     /// A slice of a padded dim: from a fixed start along a prefix, with any step (its real part
     /// is the prefix's, cut at the slice's end: the real rows it takes come first, as eager's
     /// `x[:, 1::2]`, Swin's merging of patches, takes them); along a dim of pieces, exactly some of its pieces
     /// (the attention sink sliced off the probabilities: `probs[..., :-1]`).
     fn slice(&mut self, graph: &Graph, id: NodeId, slice: &Slice, across: &[Across]) -> Res<()> {
         let [(0, d, f)] = across else { return Err(REFUSED.into()) };
+        if self.unpadded(f) {
+            return Ok(());
+        }
         if let Some(pieces) = self.pieces_of(f) {
             let size = Self::ty(graph, graph.inputs(id)[0]).dims[*d].as_static().ok_or("not specialized")?;
             // The bounds at the bucket's sizes (as the specialized slice has them); a negative
@@ -131,24 +208,9 @@ impl Masker<'_> {
             let (Some(start), Some(end), 1) = (bound(&slice.start), bound(&slice.end), slice.step) else {
                 return Err("slices a dim of pieces with a symbolic bound or a step".into());
             };
-            let (mut at, mut kept) = (0i64, vec![]);
-            for piece in pieces {
-                let next = at + self.product(&piece)?;
-                if start <= at && next <= end {
-                    kept.push(piece);
-                } else if next > start && at < end {
-                    return Err("slices a dim of pieces inside a piece".into());
-                }
-                at = next;
-            }
-            let out = ValueRef { node: id, slot: 0 };
-            let factors = match <[Factors; 1]>::try_from(kept) {
-                Ok([one]) => one,
-                Err(none) if none.is_empty() => return Err("slices a dim of pieces and keeps none of them".into()),
-                Err(many) => self.new_pieces(many),
-            };
+            let factors = self.pieces_between(pieces, (start, end), "slices")?;
             if factors.len() > 1 {
-                self.merged.insert((out, *d), factors);
+                self.merged.insert((ValueRef { node: id, slot: 0 }, *d), factors);
             }
             return Ok(());
         }

@@ -38,6 +38,9 @@ pub enum PaddingRule {
     Select { dim: i64, index: i64 },
     /// A prefix when only the last piece is padded; a dim of pieces otherwise.
     Cat { dim: i64 },
+    /// Parts of a dim of pieces (made by a `cat`) cut at the pieces' bounds: each part whole
+    /// pieces.
+    Split { dim: i64 },
     /// Statistics over the real positions of groups that span a padded dim.
     GroupNorm(GroupNorm),
     /// Reads at indices (`index`, `gather`, `index_select`): real positions, or numbers from

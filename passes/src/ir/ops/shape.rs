@@ -392,7 +392,7 @@ impl OpDef for SplitWithSizes {
     }
 
     fn under_padding(&self) -> Padding {
-        Padding::RefusedBecause("splits a dynamic dim")
+        Padding::Rule(PaddingRule::Split { dim: self.dim })
     }
 }
 
