@@ -1080,6 +1080,12 @@ def gen(seed):
     return torch.Generator().manual_seed(seed)
 
 
+# The pairs of sides the image models with a dynamic height and width are compared at (8..64,
+# odd ones included), and how they are exported.
+IMAGE_SIDES = ((32, 32), (8, 8), (9, 13), (17, 31), (33, 8), (64, 64), (47, 21), (12, 60))
+IMAGE_SIDES_DYNAMIC = {"x": {2: Dim.AUTO(min=8, max=64), 3: Dim.AUTO(min=8, max=64)}}
+
+
 def randn(shape, seed):
     return torch.randn(*shape, generator=gen(seed))
 
@@ -1795,8 +1801,8 @@ MODELS = {
              "x f32[2, 3, h, w] with Dim.AUTO(min=8, max=64) for h and w, odd sides included; both outputs "
              "(the head and the last feature map) compared",
         inputs=[(randn((2, 3, h, w), 2600 + 70 * h + w),)
-                for h, w in ((32, 32), (8, 8), (9, 13), (17, 31), (33, 8), (64, 64), (47, 21), (12, 60))],
-        dynamic_shapes={"x": {2: Dim.AUTO(min=8, max=64), 3: Dim.AUTO(min=8, max=64)}}),
+                for h, w in IMAGE_SIDES],
+        dynamic_shapes=IMAGE_SIDES_DYNAMIC),
     "resize_sides_dyn": dict(
         build=ResizedHead,
         desc="a segmentation head resized back to its input's sides (torchvision's FCN and DeepLab): stride-2 "
@@ -1804,8 +1810,8 @@ MODELS = {
              "align_corners, a nearest resize by size; x f32[1, 3, h, w] with Dim.AUTO(min=8, max=64) for h and "
              "w, odd sides included",
         inputs=[(randn((1, 3, h, w), 2700 + 70 * h + w),)
-                for h, w in ((32, 32), (8, 8), (9, 13), (17, 31), (33, 8), (64, 64), (47, 21), (12, 60))],
-        dynamic_shapes={"x": {2: Dim.AUTO(min=8, max=64), 3: Dim.AUTO(min=8, max=64)}}),
+                for h, w in IMAGE_SIDES],
+        dynamic_shapes=IMAGE_SIDES_DYNAMIC),
     "resize_table_dyn": dict(
         build=ResizedTable,
         desc="a fixed 4x4 table resized to the input's sides, bilinear and nearest (a position table "
